@@ -1,0 +1,28 @@
+/* backend.h - printing the IR as one standalone C program. */
+#ifndef OPC_BACKEND_H
+#define OPC_BACKEND_H
+
+#include "../ir/ir.h"
+
+typedef struct EmitOptions {
+  const char *c_path;       /* net.c */
+  const char *h_path;       /* net.h */
+  const char *weights_path; /* net.weights, unless embed_weights */
+  const char *prefix;       /* symbol prefix; "net" by default */
+  bool embed_weights;       /* link the weights in with .incbin */
+  bool cuda_graph;          /* capture once, replay on every run (default) */
+  bool tf32;                /* --precision tf32 */
+} EmitOptions;
+
+/* Writes net.c, net.h and the weights. Nothing is left behind on failure. */
+bool emit_program(Graph *g, const EmitOptions *opt);
+
+typedef enum Target { TARGET_CUDA, TARGET_CPU } Target;
+
+/* Compiler and linker flags for building an emitted program by hand. */
+const char *target_cflags(Target t);
+const char *target_libs(Target t);
+/* Compiles and links `c_path` into `exe_path` with the system C compiler. */
+bool build_executable(const char *c_path, const char *exe_path, Target t);
+
+#endif

@@ -1,0 +1,598 @@
+/*
+ * emit.c - printing: indentation, C names, buffers, checked calls and the
+ * small helpers every operator emitter uses. program.c assembles the file.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_internal.h"
+
+/* ------------------------------------------------------------- printing */
+
+/* Lines longer than this are broken after a comma, outside literals. */
+enum { WRAP_COLUMN = 100 };
+
+/*
+ * Where to break `text` so that the piece from `start` fits in `room`
+ * columns: just past a comma outside literals and inside brackets,
+ * preferring the outermost level unless that leaves a very short line.
+ * 0 if there is no such comma.
+ */
+static size_t wrap_point(const char *text, size_t start, size_t room) {
+  size_t best = 0, best_outer = 0;
+  int depth = 0, outer = 1 << 30;
+  char quote = 0;
+  for (size_t i = 0; text[i] && i < start + room; i++) {
+    char ch = text[i];
+    if (quote) {
+      if (ch == '\\' && text[i + 1])
+        i++;
+      else if (ch == quote)
+        quote = 0;
+    } else if (ch == '"' || ch == '\'') {
+      quote = ch;
+    } else if (ch == '(' || ch == '{' || ch == '[') {
+      depth++;
+    } else if (ch == ')' || ch == '}' || ch == ']') {
+      depth--;
+    } else if (ch == ',' && depth > 0 && text[i + 1] == ' ' && i >= start) {
+      best = i + 1;
+      if (depth <= outer) {
+        outer = depth;
+        best_outer = i + 1;
+      }
+    }
+  }
+  return best_outer > start + room / 2 ? best_outer : best;
+}
+
+static void put_line(FILE *f, int indent, const char *text) {
+  if (!*text) {
+    fputc('\n', f);
+    return;
+  }
+  int width = 2 * indent;
+  size_t start = 0, len = strlen(text);
+  /* Preprocessor lines and comments are left as they are. */
+  bool wrappable = text[0] != '#' && text[0] != '/' && text[0] != '*';
+  while (wrappable && len - start + (size_t)width > WRAP_COLUMN) {
+    size_t room = WRAP_COLUMN > width + 20 ? (size_t)(WRAP_COLUMN - width) : 20;
+    size_t cut = wrap_point(text, start, room);
+    if (cut == 0)
+      break;
+    fprintf(f, "%*s%.*s\n", width, "", (int)(cut - start), text + start);
+    start = cut;
+    while (text[start] == ' ')
+      start++;
+    if (width == 2 * indent)
+      width += 4;
+  }
+  fprintf(f, "%*s%s\n", width, "", text + start);
+}
+
+static void vemit(Emitter *e, FILE *f, int indent, const char *fmt, va_list ap) {
+  char *text = NULL;
+  if (vasprintf(&text, fmt, ap) < 0) {
+    e->failed = true;
+    return;
+  }
+  /* Several lines at once keep their own relative layout. */
+  char *line = text;
+  for (;;) {
+    char *nl = strchr(line, '\n');
+    if (nl)
+      *nl = 0;
+    put_line(f, indent, line);
+    if (!nl)
+      break;
+    line = nl + 1;
+  }
+  free(text);
+}
+
+void emit(Emitter *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(e, e->f, e->indent, fmt, ap);
+  va_end(ap);
+}
+
+void emit_open(Emitter *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(e, e->f, e->indent, fmt, ap);
+  va_end(ap);
+  e->indent++;
+}
+
+void emit_close(Emitter *e, const char *fmt, ...) {
+  if (e->indent > 0)
+    e->indent--;
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(e, e->f, e->indent, fmt, ap);
+  va_end(ap);
+}
+
+void emit_blank(Emitter *e) { fputc('\n', e->f); }
+
+/* A node's fields in the context struct follow a comment naming it. */
+void emit_fields_header(Emitter *e) {
+  EmitState *st = e->st;
+  if (!e->node || st->fields_node == e->node)
+    return;
+  st->fields_node = e->node;
+  fprintf(st->sec[SEC_FIELDS], "  /* %s (%s) */\n", comment_text(e, e->node->name),
+          op_name(e->node->op));
+}
+
+void emit_to(Emitter *e, Section s, const char *fmt, ...) {
+  if (s == SEC_FIELDS)
+    emit_fields_header(e);
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(e, e->st->sec[s], 1, fmt, ap);
+  va_end(ap);
+}
+
+char *emit_str(Emitter *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *text = NULL;
+  if (vasprintf(&text, fmt, ap) < 0)
+    text = NULL;
+  va_end(ap);
+  char *s = arena_strdup(e->g->arena, text ? text : "");
+  free(text);
+  return s;
+}
+
+const char *emit_float(Emitter *e, float v) {
+  if (isnan(v))
+    return "NAN";
+  if (isinf(v))
+    return v > 0 ? "INFINITY" : "-INFINITY";
+  if (v == (float)(int64_t)v && fabsf(v) < 1e9f)
+    return emit_str(e, "%.1ff", (double)v);
+  /* %.9g always reads back to the same float. */
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.9g", (double)v);
+  if (!strpbrk(tmp, ".e"))
+    strcat(tmp, ".0");
+  return emit_str(e, "%sf", tmp);
+}
+
+const char *emit_scalar(Emitter *e, float v) {
+  if (v == 1.0f) {
+    e->st->uses_one = true;
+    return "&one";
+  }
+  if (v == 0.0f && !signbit(v)) {
+    e->st->uses_zero = true;
+    return "&zero";
+  }
+  return emit_str(e, "&(const float){%s}", emit_float(e, v));
+}
+
+/* The contents of a C string literal for `s`. */
+const char *emit_c_string(Emitter *e, const char *s) {
+  size_t len = strlen(s);
+  char *out = arena_alloc(e->g->arena, len * 4 + 1);
+  char *p = out;
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') {
+      *p++ = '\\';
+      *p++ = (char)ch;
+    } else if (ch == '\n') {
+      *p++ = '\\';
+      *p++ = 'n';
+    } else if (ch == '\t') {
+      *p++ = '\\';
+      *p++ = 't';
+    } else if (ch < 32 || ch == '?' || ch >= 127) {
+      /* '?' avoids trigraphs; octal escapes never swallow the next char. */
+      p += sprintf(p, "\\%03o", ch);
+    } else {
+      *p++ = (char)ch;
+    }
+  }
+  *p = 0;
+  return out;
+}
+
+/* `s` with any comment delimiter inside it broken up. */
+const char *comment_text(Emitter *e, const char *s) {
+  if (!strstr(s, "*/") && !strstr(s, "/*"))
+    return s;
+  char *out = arena_strdup(e->g->arena, s);
+  for (char *p = out; p[0] && p[1]; p++)
+    if ((p[0] == '*' && p[1] == '/') || (p[0] == '/' && p[1] == '*'))
+      p[1] = '_';
+  return out;
+}
+
+/* ----------------------------------------------------------------- names */
+
+static const char *const reserved_names[] = {
+    /* C keywords and names net.c uses itself */
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "_Bool", "_Complex", "_Imaginary",
+    "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn", "_Static_assert",
+    "_Thread_local", "bool", "true", "false", "NULL", "c", "a", "one", "zero", "stream", "event",
+    "fork", "join", "cudnn", "cublas", "cublas_workspace", "workspace", "workspace_bytes",
+    "arena", "weights", "node", "profile", "kernel",
+    "graph", "error", "module", "fail", "main", "errno", "stdin", "stdout", "stderr",
+};
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static bool name_taken(const NameSet *set, const char *name) {
+  if (!set->cap)
+    return false;
+  for (uint64_t i = name_hash(name) & (uint64_t)(set->cap - 1); set->slots[i];
+       i = (i + 1) & (uint64_t)(set->cap - 1))
+    if (strcmp(set->slots[i], name) == 0)
+      return true;
+  return false;
+}
+
+static void name_add(Emitter *e, NameSet *set, const char *name) {
+  if ((set->count + 1) * 2 > set->cap) {
+    NameSet old = *set;
+    set->cap = old.cap ? old.cap * 2 : 512;
+    set->slots = arena_alloc(e->g->arena, sizeof(char *) * (size_t)set->cap);
+    set->count = 0;
+    for (int i = 0; i < old.cap; i++)
+      if (old.slots[i])
+        name_add(e, set, old.slots[i]);
+  }
+  uint64_t i = name_hash(name) & (uint64_t)(set->cap - 1);
+  while (set->slots[i])
+    i = (i + 1) & (uint64_t)(set->cap - 1);
+  set->slots[i] = name;
+  set->count++;
+}
+
+void emit_reserve_names(Emitter *e) {
+  for (size_t i = 0; i < sizeof reserved_names / sizeof reserved_names[0]; i++)
+    name_add(e, &e->st->fields, reserved_names[i]);
+}
+
+/* `base` as a C identifier not yet in `set`, then added to it. */
+static const char *unique_in(Emitter *e, NameSet *set, const char *base) {
+  size_t len = strlen(base);
+  char *s = arena_alloc(e->g->arena, len + 32);
+  char *p = s;
+  if (len == 0 || (base[0] >= '0' && base[0] <= '9'))
+    *p++ = 't';
+  for (const char *q = base; *q; q++) {
+    unsigned char ch = (unsigned char)*q;
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+    /* Runs of separators collapse into one underscore, never a leading one. */
+    if (ok)
+      *p++ = (char)ch;
+    else if (p > s && p[-1] != '_')
+      *p++ = '_';
+  }
+  while (p > s + 1 && p[-1] == '_')
+    p--;
+  if (p == s)
+    *p++ = 't';
+  *p = 0;
+  if (name_taken(set, s)) {
+    size_t n = strlen(s);
+    for (int k = 2;; k++) {
+      sprintf(s + n, "_%d", k);
+      if (!name_taken(set, s))
+        break;
+    }
+  }
+  name_add(e, set, s);
+  return s;
+}
+
+const char *emit_unique(Emitter *e, const char *base) { return unique_in(e, &e->st->fields, base); }
+
+/* Node ids only prefix field names (which emit_unique keeps apart), so they
+   need to differ from each other, not from tensor names. */
+const char *node_id(Emitter *e, const Node *n) {
+  if (n->id < 0 || n->id >= e->g->nnodes || e->g->nodes[n->id] != n)
+    return unique_in(e, &e->st->node_ids, n->name);
+  if (!e->node_cname[n->id])
+    e->node_cname[n->id] = unique_in(e, &e->st->node_ids, n->name);
+  return e->node_cname[n->id];
+}
+
+/* --------------------------------------------------------------- buffers */
+
+/* Float data of a constant tensor; integer constants are converted. */
+static const float *const_as_float(Emitter *e, const Tensor *t) {
+  if (t->f32)
+    return t->f32;
+  int64_t count = tensor_numel(t);
+  float *data = arena_alloc(e->g->arena, sizeof(float) * (size_t)(count > 0 ? count : 1));
+  for (int64_t i = 0; i < count; i++)
+    data[i] = (float)t->i64[i];
+  return data;
+}
+
+static const char **tensor_slot(Emitter *e, const Tensor *t) {
+  if (t->id >= 0 && t->id < e->g->ntensors && e->g->tensors[t->id] == t)
+    return &e->tensor_cname[t->id];
+  return NULL;
+}
+
+/* The field name of a tensor's buffer: tensors are named before anything
+   else, so that they keep their model names. */
+static const char *tensor_field(Emitter *e, const Tensor *t) {
+  if (t->id >= 0 && t->id < e->g->ntensors && e->g->tensors[t->id] == t) {
+    if (!e->st->tensor_field[t->id])
+      e->st->tensor_field[t->id] = emit_unique(e, t->name);
+    return e->st->tensor_field[t->id];
+  }
+  return emit_unique(e, t->name);
+}
+
+void emit_name_tensors(Emitter *e) {
+  Graph *g = e->g;
+  e->st->tensor_field = arena_alloc(g->arena, sizeof(char *) * (size_t)(g->ntensors + 1));
+  for (int i = 0; i < g->ninputs; i++)
+    tensor_field(e, g->inputs[i]);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead)
+      continue;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k])
+        tensor_field(e, n->in[k]);
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k])
+        tensor_field(e, n->out[k]);
+  }
+}
+
+const char *buf(Emitter *e, const Tensor *t) {
+  const char **slot = tensor_slot(e, t);
+  if (slot && *slot)
+    return *slot;
+  const char *expr;
+  if (tensor_is_const(t) && !t->alias_of) {
+    expr = weights_add(e, t->name, const_as_float(e, t), tensor_numel(t));
+  } else {
+    if (t->dtype != DT_FLOAT && !e->failed) {
+      ir_error(e->g, t->producer, "tensor '%s' is %s; emitted programs compute in float32 only",
+               t->name, dtype_name(t->dtype));
+      e->failed = true;
+    }
+    const char *name = tensor_field(e, t);
+    emit_to(e, SEC_BUFFERS, "float *%s;", name);
+    if (t->alias_of) {
+      const char *base = buf(e, t->alias_of);
+      if (t->alias_offset)
+        fprintf(e->st->sec[SEC_BIND], "  c->%s = %s + %lld;\n", name, base,
+                (long long)t->alias_offset);
+      else
+        fprintf(e->st->sec[SEC_BIND], "  c->%s = %s;\n", name, base);
+    } else {
+      fprintf(e->st->sec[SEC_BIND], "  c->%s = c->arena + %lld;\n", name,
+              (long long)(t->offset / 4));
+    }
+    expr = emit_str(e, "c->%s", name);
+  }
+  if (slot)
+    *slot = expr;
+  return expr;
+}
+
+/* ------------------------------------------------------------ the weights */
+
+const char *weights_add(Emitter *e, const char *name, const float *data, int64_t count) {
+  EmitState *st = e->st;
+  if (st->nweights == st->capweights) {
+    st->capweights = st->capweights ? st->capweights * 2 : 64;
+    Weight *grown = arena_alloc(e->g->arena, sizeof(Weight) * (size_t)st->capweights);
+    if (st->nweights)
+      memcpy(grown, st->weights, sizeof(Weight) * (size_t)st->nweights);
+    st->weights = grown;
+  }
+  Weight *w = &st->weights[st->nweights++];
+  const Tensor *t = graph_find_tensor(e->g, name);
+  w->cname = t && t->name == name ? tensor_field(e, t) : emit_unique(e, name);
+  w->data = data;
+  w->count = count;
+  w->offset = st->weight_floats;
+  /* 64-byte alignment: 16 floats. */
+  st->weight_floats += (count + 15) / 16 * 16;
+  emit_to(e, SEC_CONSTS, "float *%s;", w->cname);
+  fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname, (long long)w->offset);
+  return emit_str(e, "c->%s", w->cname);
+}
+
+/* --------------------------------------------------------- checked calls */
+
+static const char *const check_helper[LIB_COUNT] = {
+    [LIB_CUDA] = "cuda_ok", [LIB_CUDNN] = "cudnn_ok", [LIB_CUBLAS] = "cublas_ok",
+    [LIB_DRIVER] = "cu_ok", [LIB_NVRTC] = "nvrtc_ok",
+};
+
+const char *emit_fail(Emitter *e) {
+  if (e->fail && strcmp(e->fail, "goto fail") == 0)
+    e->st->fail_used = true;
+  return e->fail ? e->fail : "return -1";
+}
+
+void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *call = NULL;
+  int len = vasprintf(&call, fmt, ap);
+  va_end(ap);
+  if (len < 0) {
+    e->failed = true;
+    return;
+  }
+  /* The message names the function; c->node, set where the node's code
+     starts, names the node. */
+  (void)n;
+  e->st->lib_used[lib] = true;
+  emit(e, "if (!%s(c, %s, \"%.*s\"))", check_helper[lib], call, (int)strcspn(call, "( "), call);
+  e->indent++;
+  emit(e, "%s;", emit_fail(e));
+  e->indent--;
+  free(call);
+}
+
+const char *emit_node_label(Emitter *e, const Node *n) {
+  return emit_c_string(e, emit_str(e, "node '%s' (%s)", n->name, op_name(n->op)));
+}
+
+/* ------------------------------------------------- streams and handles */
+
+static int node_stream_index(Emitter *e, const Node *n) {
+  if (!e->g->sched.order || n->stream < 0 || n->stream >= e->g->sched.nstreams)
+    return 0;
+  return n->stream;
+}
+
+const char *node_stream(Emitter *e, const Node *n) {
+  return emit_str(e, "c->stream[%d]", node_stream_index(e, n));
+}
+
+const char *node_cudnn(Emitter *e, const Node *n) {
+  e->st->uses_cudnn = true;
+  return emit_str(e, "c->cudnn[%d]", node_stream_index(e, n));
+}
+
+const char *node_cublas(Emitter *e, const Node *n) {
+  e->st->uses_cublas = true;
+  return emit_str(e, "c->cublas[%d]", node_stream_index(e, n));
+}
+
+/* Workspace of the node's stream, sized in create() by the setup code. */
+const char *node_workspace(Emitter *e, const Node *n) {
+  e->st->uses_workspace = true;
+  return emit_str(e, "c->workspace[%d]", node_stream_index(e, n));
+}
+
+const char *node_workspace_bytes(Emitter *e, const Node *n) {
+  e->st->uses_workspace = true;
+  return emit_str(e, "c->workspace_bytes[%d]", node_stream_index(e, n));
+}
+
+/* -------------------------------------------------------- descriptors */
+
+const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int rank,
+                             const int64_t *dims, const int64_t *strides, int min_rank,
+                             bool pad_front) {
+  int out_rank = rank > min_rank ? rank : min_rank;
+  if (out_rank < 4)
+    out_rank = 4;
+  int64_t d[IR_MAX_RANK], s[IR_MAX_RANK];
+  int shift = pad_front ? out_rank - rank : 0;
+  for (int i = 0; i < out_rank; i++) {
+    d[i] = 1;
+    s[i] = 1;
+  }
+  for (int i = 0; i < rank; i++) {
+    d[i + shift] = dims[i];
+    s[i + shift] = strides[i];
+  }
+  /* Padded dims get the stride a contiguous layout would give them. */
+  for (int i = out_rank - 1; i >= 0; i--) {
+    bool padded = pad_front ? i < shift : i >= rank;
+    if (padded)
+      s[i] = i + 1 < out_rank ? s[i + 1] * d[i + 1] : 1;
+  }
+  const char *field = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
+  emit_to(e, SEC_FIELDS, "cudnnTensorDescriptor_t %s;", field);
+  char dl[256] = "", sl[256] = "";
+  for (int i = 0; i < out_rank; i++) {
+    snprintf(dl + strlen(dl), sizeof dl - strlen(dl), "%s%lld", i ? ", " : "", (long long)d[i]);
+    snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%lld", i ? ", " : "", (long long)s[i]);
+  }
+  e->st->uses_make_tensor = true;
+  e->st->lib_used[LIB_CUDNN] = true;
+  emit(e, "if (!make_tensor(c, &c->%s, %d, (const int[]){%s}, (const int[]){%s}))", field,
+       out_rank, dl, sl);
+  e->indent++;
+  emit(e, "%s;", emit_fail(e));
+  e->indent--;
+  emit_to(e, SEC_TEARDOWN, "if (c->%s)", field);
+  emit_to(e, SEC_TEARDOWN, "  cudnnDestroyTensorDescriptor(c->%s);", field);
+  return emit_str(e, "c->%s", field);
+}
+
+const char *emit_tensor_desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t,
+                                int min_rank, bool pad_front) {
+  return emit_tensor_desc(e, n, what, t->rank, t->dims, t->strides, min_rank, pad_front);
+}
+
+/* A descriptor field of another cuDNN type, created in the setup code and
+   destroyed in destroy(): kind is "Filter", "Convolution", "Activation"... */
+const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *what) {
+  const char *field = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
+  emit_to(e, SEC_FIELDS, "cudnn%sDescriptor_t %s;", kind, field);
+  emit_call(e, LIB_CUDNN, n, "cudnnCreate%sDescriptor(&c->%s)", kind, field);
+  emit_to(e, SEC_TEARDOWN, "if (c->%s)", field);
+  emit_to(e, SEC_TEARDOWN, "  cudnnDestroy%sDescriptor(c->%s);", kind, field);
+  return emit_str(e, "c->%s", field);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+const OpEmitter *node_emitter(Emitter *e, const Node *n) {
+  const OpEmitter *own = op_emitter(n->op);
+  if (own && (!own->supports || own->supports(e, n)))
+    return own;
+  const OpEmitter *kern = kernel_op_emitter(n->op);
+  if (kern && (!kern->supports || kern->supports(e, n)))
+    return kern;
+  return NULL;
+}
+
+const OpEmitter *op_emitter(OpKind op) {
+  const OpEmitter *em = cudnn_op_emitter(op);
+  if (!em)
+    em = blas_op_emitter(op);
+  if (!em)
+    em = copy_op_emitter(op);
+  return em;
+}
+
+bool buffer_is_contiguous(const Tensor *t) {
+  int64_t expect = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] != 1 && t->strides[d] != expect)
+      return false;
+    expect *= t->dims[d];
+  }
+  return true;
+}
+
+void *node_data(Emitter *e, const Node *n, size_t size) {
+  EmitState *st = e->st;
+  if (!st->node_data)
+    st->node_data = arena_alloc(e->g->arena, sizeof(void *) * (size_t)(e->g->nnodes + 1));
+  if (n->id < 0 || n->id >= e->g->nnodes)
+    return arena_alloc(e->g->arena, size);
+  if (!st->node_data[n->id])
+    st->node_data[n->id] = arena_alloc(e->g->arena, size);
+  return st->node_data[n->id];
+}
+
+const char *int_list(Emitter *e, int count, const int64_t *v) {
+  char *s = "";
+  for (int i = 0; i < count; i++)
+    s = emit_str(e, "%s%s%lld", s, i ? ", " : "", (long long)v[i]);
+  return s;
+}

@@ -1,0 +1,177 @@
+/*
+ * emit.h - the emitter's internals, shared by the files of backend/.
+ *
+ * Every line of the emitted program goes through emit(), emit_open() and
+ * emit_close(), which keep the indentation. An operator's code comes from
+ * its OpEmitter: the fields it keeps in the context, what `create` does once,
+ * what `enqueue` does on every run and what `destroy` releases.
+ */
+#ifndef OPC_EMIT_H
+#define OPC_EMIT_H
+
+#include "backend.h"
+
+typedef struct Emitter {
+  FILE *f;
+  int indent;
+  Graph *g;
+  const EmitOptions *opt;
+  const char *prefix;     /* "net" */
+  const char **tensor_cname; /* per tensor id: C expression of its buffer, once buf() ran */
+  const char **node_cname;   /* per node id: C identifier for its fields */
+  const char **kernels; /* custom kernels used so far, by name */
+  int nkernels;
+  bool failed;
+
+  /* --- the rest is the core emitter's bookkeeping (emit.c, program.c) --- */
+  struct EmitState *st;
+  /* The statement that ends a failed call where code is being printed now:
+     "return -1" in the per-node setup functions, "goto fail" in create()
+     and enqueue(). Print it through emit_fail(). */
+  const char *fail;
+  const Node *node; /* the node whose code is being printed, or NULL */
+} Emitter;
+
+void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the line, then indents: for lines ending in '{'. */
+void emit_open(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Dedents, then prints the line: for lines starting with '}'. */
+void emit_close(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void emit_blank(Emitter *e);
+
+/* C expression for the device pointer of a tensor's first element. */
+const char *buf(Emitter *e, const Tensor *t);
+/* C identifier prefix for a node's context fields, e.g. "mixed_5b_conv". */
+const char *node_id(Emitter *e, const Node *n);
+
+typedef struct OpEmitter {
+  /* Declares the node's fields in the context struct (descriptors, algos). */
+  void (*fields)(Emitter *e, Node *n);
+  /* Code in create(): descriptors, algorithm choice, workspace size. */
+  void (*setup)(Emitter *e, Node *n);
+  /* Code in enqueue(): the call(s) issued on the node's stream. */
+  void (*run)(Emitter *e, Node *n);
+  /* Code in destroy(). */
+  void (*teardown)(Emitter *e, Node *n);
+  /* NULL, or false when this emitter cannot print this particular node
+     (the core then falls back to kernel_op_emitter()). Any hook may be NULL. */
+  bool (*supports)(Emitter *e, const Node *n);
+} OpEmitter;
+
+/* The emitter for a kind, or NULL when the backend has none. */
+const OpEmitter *op_emitter(OpKind op);
+
+/*
+ * Checked calls. Every call into CUDA, cuDNN, cuBLAS, the driver API or
+ * NVRTC is printed through emit_call(), which wraps it in the library's
+ * checking helper of net.c and ends a failure with e->fail:
+ *     if (!cudnn_ok(c, cudnnSetStream(c->cudnn[0], c->stream[0]), "cudnnSetStream"))
+ *       goto fail;
+ * On failure the helper stores "node 'NAME' (Op): FUNCTION: <the library's
+ * error string>" in c->error (a char array of OPC_ERROR_SIZE bytes), the
+ * node being c->node, which the core sets where each node's setup and
+ * enqueue code starts (NULL elsewhere), and returns 0. `fmt` is the call
+ * itself. To fail with a message of your own (an NVRTC log), fill c->error
+ * and print emit_fail(e).
+ */
+typedef enum Lib { LIB_CUDA, LIB_CUDNN, LIB_CUBLAS, LIB_DRIVER, LIB_NVRTC, LIB_COUNT } Lib;
+void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The statement to print after setting c->error by hand (e.g. an NVRTC log). */
+const char *emit_fail(Emitter *e);
+/* "node 'conv1' (Conv)" as the body of a C string literal. */
+const char *emit_node_label(Emitter *e, const Node *n);
+#define OPC_ERROR_SIZE 1024
+
+/* The body of a C string literal for `s` (quotes, backslashes, controls escaped). */
+const char *emit_c_string(Emitter *e, const char *s);
+/* printf into the graph's arena: for building C expressions. */
+char *emit_str(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "&one", "&zero" or "&(const float){0.5f}": a host scalar for cuDNN/cuBLAS. */
+const char *emit_scalar(Emitter *e, float v);
+/* A float literal that reads back exactly, e.g. "0.5f". */
+const char *emit_float(Emitter *e, float v);
+
+/*
+ * The parts of net.c, printed to separate memory streams so that the order
+ * in which things are discovered does not matter; emit_program() joins them.
+ * e->f is the part being printed now; emit_to() adds a line to another one
+ * (a context field or a destroy() line) from anywhere.
+ */
+typedef enum Section {
+  SEC_KERNELS,  /* kernel source text */
+  SEC_FIELDS,   /* members of the context struct */
+  SEC_BIND,     /* create(): buffer pointers into the arena and the weights */
+  SEC_SETUP,    /* one setup function per node */
+  SEC_CREATE,   /* create(): the calls of the setup functions */
+  SEC_ENQUEUE,  /* enqueue(): the schedule */
+  SEC_TEARDOWN, /* destroy(): node resources */
+  SEC_BUFFERS,  /* context members: activation buffers (buf()) */
+  SEC_CONSTS,   /* context members: constants in the weights (weights_add()) */
+  SEC_COUNT
+} Section;
+void emit_to(Emitter *e, Section s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A fresh C identifier from `base` (sanitised, never a keyword or a name
+   already used in the context struct): for fields of the context. */
+const char *emit_unique(Emitter *e, const char *base);
+
+/*
+ * Constant data in net.weights. weights_add() stores `count` floats and
+ * returns a C expression for their device address (a context field bound in
+ * create); `name` seeds the field's name. buf() does this by itself for a
+ * constant tensor (integer constants are stored converted to float).
+ */
+const char *weights_add(Emitter *e, const char *name, const float *data, int64_t count);
+
+/*
+ * cuDNN descriptors owned by a node: declares the context field
+ * `<node>_<what>`, prints its creation in the current (setup) code, and its
+ * destruction in destroy(). Returns the C expression of the field.
+ * Dims are padded to `min_rank` (at least 4) with 1s at the end, or at the
+ * front when `pad_front` (numpy broadcasting alignment).
+ */
+const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int rank,
+                             const int64_t *dims, const int64_t *strides, int min_rank,
+                             bool pad_front);
+/* Same, for a Tensor's own dims and strides. */
+const char *emit_tensor_desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t,
+                                int min_rank, bool pad_front);
+
+/* The emitter that will print `n`: the core's own if it supports the node,
+   else opc's kernels, else NULL. */
+const OpEmitter *node_emitter(Emitter *e, const Node *n);
+
+/* C expressions for the node's stream and per-stream library handles. */
+const char *node_stream(Emitter *e, const Node *n);  /* "c->stream[1]" */
+const char *node_cudnn(Emitter *e, const Node *n);   /* "c->cudnn[1]" */
+const char *node_cublas(Emitter *e, const Node *n);  /* "c->cublas[1]" */
+
+/*
+ * emit_kernels.c: opc's own kernels, for the operators cuDNN and cuBLAS lack.
+ * Their portable source is runtime/kernels/opc_kernels.inc; net.c carries the
+ * text of the kernels it uses and compiles it with NVRTC in create().
+ */
+const OpEmitter *kernel_op_emitter(OpKind op); /* NULL when no kernel implements it */
+void kernel_request(Emitter *e, const char *name);
+void emit_kernel_source(Emitter *e);   /* struct opc_kargs and the used kernels' source */
+void emit_kernel_fields(Emitter *e);   /* CUmodule and CUfunction fields of the context */
+void emit_kernel_setup(Emitter *e);    /* NVRTC compile, module load, function look-up */
+void emit_kernel_teardown(Emitter *e);
+/* Launches `name` over `count` iterations with the struct opc_kargs variable `a`. */
+void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char *count);
+/* Ready-made launches for the core's emitters (emit_kernels.c):
+   the node's fused activation (n->act) applied in place on y, for what cuDNN
+   cannot fuse (LeakyRelu, Clip with a lower bound other than 0); */
+void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y);
+/* dst = src between any two strided layouts over dims (src strides may be
+   negative: src is the address of the element at coordinate 0); */
+void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t *dst_strides,
+                      const char *src, const int64_t *src_strides, int rank, const int64_t *dims);
+/* the contiguous buffer dst of dims src_dims + pad_begin + pad_end filled
+   with src where it lands and `value` elsewhere (asymmetric Conv padding). */
+void emit_kernel_pad(Emitter *e, const Node *n, const char *dst, const char *src, int rank,
+                     const int64_t *src_dims, const int64_t *src_strides,
+                     const int64_t *pad_begin, const int64_t *pad_end, float value);
+
+#endif

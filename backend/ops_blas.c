@@ -1,0 +1,221 @@
+/*
+ * ops_blas.c - Gemm and MatMul as cuBLAS calls.
+ *
+ * ONNX matrices are row-major and cuBLAS is column-major. A row-major M x N
+ * matrix is the column-major N x M matrix of its transpose, so Y = A B is
+ * printed as the column-major product Y^T = B^T A^T: the operands swap, the
+ * transpose flags do not, and each leading dimension is a row stride.
+ */
+#include <string.h>
+
+#include "emit_internal.h"
+
+/* A matrix operand: the last two dims, with the batch folded in front. */
+typedef struct Matrix {
+  int64_t rows, cols;
+  int64_t ld;          /* elements between rows */
+  int64_t batch;       /* product of the batch dims */
+  int64_t batch_stride;
+} Matrix;
+
+/* False when the rows are not unit-stride or the batch dims do not fold. */
+static bool as_matrix(const Tensor *t, bool vector_is_row, Matrix *m) {
+  memset(m, 0, sizeof *m);
+  int r = t->rank;
+  if (r == 0)
+    return false;
+  if (r == 1) {
+    if (t->dims[0] > 1 && t->strides[0] != 1)
+      return false;
+    m->rows = vector_is_row ? 1 : t->dims[0];
+    m->cols = vector_is_row ? t->dims[0] : 1;
+    m->ld = m->cols;
+    m->batch = 1;
+    return true;
+  }
+  m->rows = t->dims[r - 2];
+  m->cols = t->dims[r - 1];
+  if (m->cols > 1 && t->strides[r - 1] != 1)
+    return false;
+  m->ld = m->rows > 1 ? t->strides[r - 2] : m->cols;
+  if (m->ld < m->cols)
+    return false;
+  m->batch = 1;
+  for (int i = 0; i < r - 2; i++)
+    m->batch *= t->dims[i];
+  if (m->batch > 1) {
+    /* The batch dims must be one uniform stride apart. */
+    int last = -1;
+    for (int i = 0; i < r - 2; i++)
+      if (t->dims[i] > 1)
+        last = i;
+    m->batch_stride = t->strides[last];
+    int64_t expect = t->strides[last];
+    for (int i = last; i >= 0; i--) {
+      if (t->dims[i] > 1 && t->strides[i] != expect)
+        return false;
+      expect *= t->dims[i];
+    }
+  }
+  return true;
+}
+
+/* --------------------------------------------------------------- Gemm */
+
+typedef struct GemmPlan {
+  bool ta, tb;
+  int64_t m, n, k;
+  Matrix a, b, y;
+  float alpha, beta;
+  const Tensor *c;
+  CopyPlan copy_c;   /* C already has Y's shape */
+  const char *cd, *yd;
+  ActPlan act;
+} GemmPlan;
+
+static bool plan_gemm(const Node *n, GemmPlan *p) {
+  memset(p, 0, sizeof *p);
+  const Tensor *a = n->in[0], *b = n->in[1], *y = n->out[0];
+  if (a->rank != 2 || b->rank != 2 || y->rank != 2)
+    return false;
+  if (!as_matrix(a, true, &p->a) || !as_matrix(b, true, &p->b) || !as_matrix(y, true, &p->y))
+    return false;
+  p->ta = node_attr_int(n, "transA", 0) != 0;
+  p->tb = node_attr_int(n, "transB", 0) != 0;
+  p->alpha = node_attr_float(n, "alpha", 1.0f);
+  p->beta = node_attr_float(n, "beta", 1.0f);
+  p->m = y->dims[0];
+  p->n = y->dims[1];
+  p->k = p->ta ? a->dims[0] : a->dims[1];
+  p->c = node_input(n, 2);
+  if (p->beta == 0)
+    p->c = NULL;
+  if (p->c && tensor_same_shape(p->c, y)) {
+    p->copy_c = plan_copy(2, y->dims, y->strides, p->c->strides);
+    if (p->copy_c.kind == COPY_IMPOSSIBLE)
+      return false;
+  } else if (p->c) {
+    int64_t dims[2] = {1, 1};
+    for (int i = 0; i < p->c->rank; i++)
+      dims[2 - p->c->rank + i] = p->c->dims[i];
+    if (p->c->rank > 2 || (dims[0] != 1 && dims[0] != p->m) || (dims[1] != 1 && dims[1] != p->n))
+      return false;
+  }
+  return act_supported(n);
+}
+
+static bool gemm_supports(Emitter *e, const Node *n) {
+  (void)e;
+  GemmPlan p;
+  return plan_gemm(n, &p);
+}
+
+static void gemm_setup(Emitter *e, Node *n) {
+  GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
+  plan_gemm(n, p);
+  const Tensor *y = n->out[0];
+  bool broadcast_c = p->c && !tensor_same_shape(p->c, y);
+  if (broadcast_c || n->act != ACT_NONE)
+    p->yd = emit_tensor_desc_of(e, n, "y", y, 4, true);
+  if (broadcast_c)
+    p->cd = emit_tensor_desc_of(e, n, "c", p->c, 4, true);
+  if (p->c && !broadcast_c)
+    copy_setup(e, n, "c", &p->copy_c);
+  act_setup(e, n, &p->act);
+}
+
+static void gemm_run(Emitter *e, Node *n) {
+  GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
+  const char *y = buf(e, n->out[0]);
+  float beta = 0;
+  if (p->c) {
+    /* beta * C enters through cuBLAS's own beta, after C is spread over Y. */
+    if (p->cd)
+      emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
+                emit_scalar(e, 1), p->cd, buf(e, p->c), emit_scalar(e, 0), p->yd, y);
+    else
+      copy_run(e, n, &p->copy_c, y, buf(e, p->c));
+    beta = p->beta;
+  }
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasSgemm(%s, %s, %s, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld)",
+            node_cublas(e, n), p->tb ? "CUBLAS_OP_T" : "CUBLAS_OP_N",
+            p->ta ? "CUBLAS_OP_T" : "CUBLAS_OP_N", (long long)p->n, (long long)p->m,
+            (long long)p->k, emit_scalar(e, p->alpha), buf(e, n->in[1]), (long long)p->b.ld,
+            buf(e, n->in[0]), (long long)p->a.ld, emit_scalar(e, beta), y, (long long)p->y.ld);
+  act_run(e, n, &p->act, p->yd, y);
+}
+
+static const OpEmitter gemm_emitter = {.setup = gemm_setup, .run = gemm_run, .supports = gemm_supports};
+
+/* ------------------------------------------------------------- MatMul */
+
+static bool plan_matmul(const Node *n, Matrix *a, Matrix *b, Matrix *y) {
+  const Tensor *ta = n->in[0], *tb = n->in[1], *ty = n->out[0];
+  if (!as_matrix(ta, true, a) || !as_matrix(tb, false, b))
+    return false;
+  /* Y's matrix is M x N whatever the vector cases dropped from its shape. */
+  if (ty->rank >= 2 && ta->rank >= 2 && tb->rank >= 2) {
+    if (!as_matrix(ty, true, y))
+      return false;
+  } else {
+    if (!buffer_is_contiguous(ty))
+      return false;
+    memset(y, 0, sizeof *y);
+    y->rows = a->rows;
+    y->cols = b->cols;
+    y->ld = y->cols;
+    y->batch = 1;
+    for (int i = 0; i < ty->rank; i++)
+      y->batch *= ty->dims[i];
+    y->batch /= y->rows * y->cols > 0 ? y->rows * y->cols : 1;
+    y->batch_stride = y->rows * y->cols;
+  }
+  if (a->cols != b->rows || y->rows != a->rows || y->cols != b->cols)
+    return false;
+  /* One strided-batched call: each operand batched like Y, or not at all. */
+  return (a->batch == y->batch || a->batch == 1) && (b->batch == y->batch || b->batch == 1);
+}
+
+static bool matmul_supports(Emitter *e, const Node *n) {
+  (void)e;
+  Matrix a, b, y;
+  return plan_matmul(n, &a, &b, &y);
+}
+
+static void matmul_run(Emitter *e, Node *n) {
+  Matrix a, b, y;
+  plan_matmul(n, &a, &b, &y);
+  const char *h = node_cublas(e, n);
+  const char *pa = buf(e, n->in[0]), *pb = buf(e, n->in[1]), *py = buf(e, n->out[0]);
+  /* A batch of A against one B is a single taller product. */
+  bool fold = y.batch > 1 && b.batch == 1 && a.batch == y.batch && a.batch_stride == a.rows * a.ld &&
+              y.batch_stride == y.rows * y.ld && a.ld == a.cols && y.ld == y.cols;
+  if (y.batch == 1 || fold) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasSgemm(%s, CUBLAS_OP_N, CUBLAS_OP_N, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld)",
+              h, (long long)y.cols, (long long)(y.rows * y.batch), (long long)a.cols,
+              emit_scalar(e, 1), pb, (long long)b.ld, pa, (long long)a.ld, emit_scalar(e, 0), py,
+              (long long)y.ld);
+    return;
+  }
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasSgemmStridedBatched(%s, CUBLAS_OP_N, CUBLAS_OP_N, %lld, %lld, %lld, %s, %s, %lld, %lld, %s, %lld, %lld, %s, %s, %lld, %lld, %lld)",
+            h, (long long)y.cols, (long long)y.rows, (long long)a.cols, emit_scalar(e, 1), pb,
+            (long long)b.ld, (long long)(b.batch > 1 ? b.batch_stride : 0), pa, (long long)a.ld,
+            (long long)(a.batch > 1 ? a.batch_stride : 0), emit_scalar(e, 0), py, (long long)y.ld,
+            (long long)y.batch_stride, (long long)y.batch);
+}
+
+static const OpEmitter matmul_emitter = {.run = matmul_run, .supports = matmul_supports};
+
+const OpEmitter *blas_op_emitter(OpKind op) {
+  switch (op) {
+  case OP_GEMM:
+    return &gemm_emitter;
+  case OP_MATMUL:
+    return &matmul_emitter;
+  default:
+    return NULL;
+  }
+}

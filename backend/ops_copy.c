@@ -1,0 +1,300 @@
+/*
+ * ops_copy.c - operators that only move data: copies for reshapes that are
+ * not views, Concat, Split, Slice and Transpose. Each one becomes a few
+ * strided copies, printed as cudaMemcpyAsync, cudaMemcpy2DAsync or
+ * cudnnTransformTensor, whichever is the simplest that fits.
+ */
+#include <string.h>
+
+#include "emit_internal.h"
+
+/* ------------------------------------------------------- strided copies */
+
+CopyPlan plan_copy(int rank, const int64_t *dims, const int64_t *dst_strides,
+                   const int64_t *src_strides) {
+  CopyPlan p = {0};
+  int64_t count = 1;
+  for (int i = 0; i < rank; i++)
+    count *= dims[i];
+  if (count == 0) {
+    p.kind = COPY_NOTHING;
+    return p;
+  }
+  /* Drop unit dims, then merge neighbours that are contiguous in both. */
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] == 1)
+      continue;
+    int k = p.rank - 1;
+    if (k >= 0 && p.dst[k] == dst_strides[i] * dims[i] && p.src[k] == src_strides[i] * dims[i]) {
+      p.dims[k] *= dims[i];
+      p.dst[k] = dst_strides[i];
+      p.src[k] = src_strides[i];
+      continue;
+    }
+    p.dims[p.rank] = dims[i];
+    p.dst[p.rank] = dst_strides[i];
+    p.src[p.rank] = src_strides[i];
+    p.rank++;
+  }
+  if (p.rank == 0) {
+    p.rank = 1;
+    p.dims[0] = 1;
+    p.dst[0] = p.src[0] = 1;
+  }
+  bool positive = true;
+  for (int i = 0; i < p.rank; i++)
+    if (p.dst[i] <= 0 || p.src[i] <= 0)
+      positive = false;
+  if (positive && p.rank == 1 && p.dst[0] == 1 && p.src[0] == 1)
+    p.kind = COPY_1D;
+  else if (positive && p.rank <= 2 && p.dst[p.rank - 1] == 1 && p.src[p.rank - 1] == 1)
+    p.kind = COPY_2D;
+  else if (positive && p.rank == 1)
+    p.kind = COPY_2D; /* one element per row */
+  else if (positive)
+    p.kind = COPY_CUDNN;
+  else
+    p.kind = COPY_IMPOSSIBLE;
+  return p;
+}
+
+void copy_setup(Emitter *e, const Node *n, const char *what, CopyPlan *p) {
+  if (p->kind != COPY_CUDNN)
+    return;
+  p->src_desc = emit_tensor_desc(e, n, emit_str(e, "%s_from", what), p->rank, p->dims, p->src, 4,
+                                 false);
+  p->dst_desc = emit_tensor_desc(e, n, emit_str(e, "%s_to", what), p->rank, p->dims, p->dst, 4,
+                                 false);
+}
+
+void copy_run(Emitter *e, const Node *n, const CopyPlan *p, const char *dst, const char *src) {
+  const char *stream = node_stream(e, n);
+  switch (p->kind) {
+  case COPY_1D:
+    emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), cudaMemcpyDeviceToDevice, %s)",
+              dst, src, (long long)p->dims[0], stream);
+    break;
+  case COPY_2D: {
+    /* Rows of dims[1] elements (one element when 1-D), pitches in dst/src[0]. */
+    int64_t width = p->rank == 2 ? p->dims[1] : 1;
+    emit_call(e, LIB_CUDA, n,
+              "cudaMemcpy2DAsync(%s, %lld * sizeof(float), %s, %lld * sizeof(float), %lld * sizeof(float), %lld, cudaMemcpyDeviceToDevice, %s)",
+              dst, (long long)p->dst[0], src, (long long)p->src[0], (long long)width,
+              (long long)p->dims[0], stream);
+    break;
+  }
+  case COPY_CUDNN:
+    emit_call(e, LIB_CUDNN, n, "cudnnTransformTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
+              emit_scalar(e, 1), p->src_desc, src, emit_scalar(e, 0), p->dst_desc, dst);
+    break;
+  case COPY_NOTHING:
+  case COPY_IMPOSSIBLE:
+    break;
+  }
+}
+
+/* "c->x + 12", or just "c->x". */
+static const char *offset_ptr(Emitter *e, const char *base, int64_t offset) {
+  return offset ? emit_str(e, "%s + %lld", base, (long long)offset) : base;
+}
+
+/* ---------------------------------------------------- one copy per node */
+
+/*
+ * Every operator here is a list of copies: the node data holds their plans,
+ * with the element offsets of each copy in its source and destination.
+ */
+typedef struct Copies {
+  int count;
+  CopyPlan plan[64];
+  const Tensor *dst[64], *src[64];
+  int64_t dst_offset[64], src_offset[64];
+} Copies;
+
+static int64_t axis_of(const Node *n, int rank) {
+  int64_t axis = node_attr_int(n, "axis", 0);
+  return axis < 0 ? axis + rank : axis;
+}
+
+/* Constant integers of input `i`, else of attribute `attr`; -1 if neither. */
+static int const_ints(const Node *n, int i, const char *attr, int64_t *out, int max) {
+  const Tensor *t = node_input(n, i);
+  if (t) {
+    if (!t->i64 && !t->f32)
+      return -1;
+    int64_t count = tensor_numel(t);
+    if (count > max)
+      return -1;
+    for (int64_t k = 0; k < count; k++)
+      out[k] = t->i64 ? t->i64[k] : (int64_t)t->f32[k];
+    return (int)count;
+  }
+  const int64_t *v;
+  int count = node_attr_ints(n, attr, &v);
+  if (count < 0 || count > max)
+    return -1;
+  memcpy(out, v, sizeof(int64_t) * (size_t)count);
+  return count;
+}
+
+static bool add_copy(Copies *c, const Tensor *dst, int64_t dst_offset, const int64_t *dst_strides,
+                     const Tensor *src, int64_t src_offset, const int64_t *src_strides, int rank,
+                     const int64_t *dims) {
+  if (c->count == 64)
+    return false;
+  int k = c->count++;
+  c->plan[k] = plan_copy(rank, dims, dst_strides, src_strides);
+  c->dst[k] = dst;
+  c->src[k] = src;
+  c->dst_offset[k] = dst_offset;
+  c->src_offset[k] = src_offset;
+  return c->plan[k].kind != COPY_IMPOSSIBLE;
+}
+
+/* A copy of x into y with the same element order (y may have other dims). */
+static bool plan_same_order(Copies *c, const Tensor *x, const Tensor *y) {
+  if (tensor_same_shape(x, y))
+    return add_copy(c, y, 0, y->strides, x, 0, x->strides, y->rank, y->dims);
+  if (!buffer_is_contiguous(x) || !buffer_is_contiguous(y))
+    return false;
+  int64_t count = tensor_numel(y), one = 1;
+  return add_copy(c, y, 0, &one, x, 0, &one, 1, &count);
+}
+
+static bool plan_concat(Copies *c, const Node *n) {
+  const Tensor *y = n->out[0];
+  int64_t axis = axis_of(n, y->rank), at = 0;
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *x = n->in[i];
+    if (!x)
+      continue;
+    if (!add_copy(c, y, at * y->strides[axis], y->strides, x, 0, x->strides, x->rank, x->dims))
+      return false;
+    at += x->dims[axis];
+  }
+  return true;
+}
+
+static bool plan_split(Copies *c, const Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t axis = axis_of(n, x->rank), at = 0;
+  for (int i = 0; i < n->nout; i++) {
+    const Tensor *y = n->out[i];
+    if (!y)
+      continue;
+    if (!add_copy(c, y, 0, y->strides, x, at * x->strides[axis], x->strides, y->rank, y->dims))
+      return false;
+    at += y->dims[axis];
+  }
+  return true;
+}
+
+/* Slice: the output is the input seen with shifted origin and scaled strides. */
+static bool plan_slice(Copies *c, const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
+  int ns = const_ints(n, 1, "starts", starts, IR_MAX_RANK);
+  if (ns < 0 || const_ints(n, 2, "ends", ends, IR_MAX_RANK) != ns)
+    return false;
+  int na = const_ints(n, 3, "axes", axes, IR_MAX_RANK);
+  if (na < 0) {
+    for (int i = 0; i < ns; i++)
+      axes[i] = i;
+  } else if (na != ns) {
+    return false;
+  }
+  int nst = const_ints(n, 4, "steps", steps, IR_MAX_RANK);
+  if (nst < 0) {
+    for (int i = 0; i < ns; i++)
+      steps[i] = 1;
+  } else if (nst != ns) {
+    return false;
+  }
+  int64_t strides[IR_MAX_RANK], offset = 0;
+  memcpy(strides, x->strides, sizeof strides);
+  for (int i = 0; i < ns; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+    if (a < 0 || a >= x->rank || steps[i] == 0)
+      return false;
+    int64_t dim = x->dims[a], s = starts[i];
+    if (s < 0)
+      s += dim;
+    if (steps[i] > 0)
+      s = s < 0 ? 0 : s > dim ? dim : s;
+    else
+      s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+    offset += s * x->strides[a];
+    strides[a] = x->strides[a] * steps[i];
+  }
+  return add_copy(c, y, 0, y->strides, x, offset, strides, y->rank, y->dims);
+}
+
+static bool plan_transpose(Copies *c, const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t perm[IR_MAX_RANK], strides[IR_MAX_RANK];
+  const int64_t *p;
+  int np = node_attr_ints(n, "perm", &p);
+  for (int i = 0; i < x->rank; i++)
+    perm[i] = np == x->rank ? p[i] : x->rank - 1 - i;
+  for (int i = 0; i < y->rank; i++) {
+    if (perm[i] < 0 || perm[i] >= x->rank)
+      return false;
+    strides[i] = x->strides[perm[i]];
+  }
+  return add_copy(c, y, 0, y->strides, x, 0, strides, y->rank, y->dims);
+}
+
+static bool plan_copies(Copies *c, const Node *n) {
+  c->count = 0;
+  switch (n->op) {
+  case OP_CONCAT:
+    return plan_concat(c, n);
+  case OP_SPLIT:
+    return plan_split(c, n);
+  case OP_SLICE:
+    return plan_slice(c, n);
+  case OP_TRANSPOSE:
+    return plan_transpose(c, n);
+  case OP_DROPOUT:
+    /* The mask output (training only) is not supported. */
+    if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
+      return false;
+    return plan_same_order(c, n->in[0], n->out[0]);
+  default:
+    return plan_same_order(c, n->in[0], n->out[0]);
+  }
+}
+
+static bool copy_supports(Emitter *e, const Node *n) {
+  (void)e;
+  Copies c;
+  return n->nin > 0 && n->in[0] && plan_copies(&c, n);
+}
+
+static void copy_setup_node(Emitter *e, Node *n) {
+  Copies *c = node_data(e, n, sizeof(Copies));
+  plan_copies(c, n);
+  for (int i = 0; i < c->count; i++)
+    copy_setup(e, n, c->count > 1 ? emit_str(e, "copy%d", i) : "copy", &c->plan[i]);
+}
+
+static void copy_run_node(Emitter *e, Node *n) {
+  Copies *c = node_data(e, n, sizeof(Copies));
+  for (int i = 0; i < c->count; i++)
+    copy_run(e, n, &c->plan[i], offset_ptr(e, buf(e, c->dst[i]), c->dst_offset[i]),
+             offset_ptr(e, buf(e, c->src[i]), c->src_offset[i]));
+}
+
+static const OpEmitter copy_emitter = {
+    .setup = copy_setup_node, .run = copy_run_node, .supports = copy_supports};
+
+const OpEmitter *copy_op_emitter(OpKind op) {
+  switch (op) {
+  case OP_IDENTITY: case OP_DROPOUT: case OP_CAST: case OP_FLATTEN: case OP_RESHAPE:
+  case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_CONCAT: case OP_SPLIT: case OP_SLICE:
+  case OP_TRANSPOSE:
+    return &copy_emitter;
+  default:
+    return NULL;
+  }
+}

@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the code generator on the CPU runtime.
+
+usage: test_backend.py OPC GROUP [--work DIR]
+
+Each case builds a small ONNX model with onnx.helper, compiles it with
+`opc --target cpu`, runs the program on random inputs and compares every
+output with ONNX Runtime. Other groups check the program's interface: the
+weights file, --prefix, --embed-weights, --no-cuda-graph, errors and exit
+statuses, multi-stream schedules under the runtime's race checker.
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(7)
+FAILURES = []
+
+
+def fail(name, message):
+    FAILURES.append(name)
+    print("FAIL %s: %s" % (name, message), flush=True)
+
+
+def ok(name):
+    print("ok   %s" % name, flush=True)
+
+
+def value_info(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(name, nodes, inputs, outputs, inits=(), opset=13):
+    graph = helper.make_graph(nodes, name, [value_info(n, s) for n, s in inputs],
+                              [value_info(n, s) for n, s in outputs], list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def write_npy(path, array):
+    np.save(path, np.ascontiguousarray(array, dtype=np.float32))
+
+
+class Case:
+    def __init__(self, opc, work):
+        self.opc = opc
+        self.work = work
+
+    def compile(self, name, m, extra=()):
+        d = os.path.join(self.work, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        path = os.path.join(d, "model.onnx")
+        onnx.save(m, path)
+        exe = os.path.join(d, "net")
+        p = run([self.opc, path, "-o", exe, "--target", "cpu"] + list(extra))
+        return d, exe, p
+
+    def check(self, name, m, extra=(), atol=1e-4, env=None):
+        """Compiles, runs and compares every output with ONNX Runtime."""
+        d, exe, p = self.compile(name, m, extra)
+        if p.returncode != 0:
+            return fail(name, "opc failed: " + p.stderr.strip())
+        feeds, cmd = {}, [exe]
+        for i in m.graph.input:
+            shape = [dim.dim_value for dim in i.type.tensor_type.shape.dim]
+            x = RNG.standard_normal(shape).astype(np.float32)
+            feeds[i.name] = x
+            path = os.path.join(d, "in_%s.npy" % i.name)
+            write_npy(path, x)
+            cmd += ["--input", "%s=%s" % (i.name, path)]
+        for k, o in enumerate(m.graph.output):
+            cmd += ["--output", "%s=%s" % (o.name, os.path.join(d, "out%d.npy" % k))]
+        p = run(cmd, env=env)
+        if p.returncode != 0:
+            return fail(name, "program exited with %d: %s" % (p.returncode, p.stderr.strip()))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        expected = sess.run(None, feeds)
+        for k, want in enumerate(expected):
+            got = np.load(os.path.join(d, "out%d.npy" % k))
+            if got.shape != want.shape:
+                return fail(name, "output %d has shape %s, expected %s" % (k, got.shape, want.shape))
+            err = np.abs(got - want) - atol * (1 + np.abs(want))
+            if not np.all(err <= 0):
+                return fail(name, "output %d differs by up to %g" % (k, float(np.max(np.abs(got - want)))))
+        ok(name)
+
+
+# ---------------------------------------------------------------- ops
+
+
+def conv_models():
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    yield "conv_bias_relu", model("g", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"])],
+        [("x", [1, 3, 8, 8])], [("y", [1, 4, 8, 8])], [const("w", w), const("b", b)])
+    yield "conv_asymmetric_pads_stride", model("g", [
+        helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 1, 2, 1], strides=[2, 1])],
+        [("x", [2, 3, 7, 6])], [("y", [2, 4, 4, 6])], [const("w", w)])
+    wg = RNG.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    yield "conv_groups_dilation", model("g", [
+        helper.make_node("Conv", ["x", "w"], ["y"], group=3, dilations=[2, 2], pads=[2, 2, 2, 2])],
+        [("x", [1, 6, 9, 9])], [("y", [1, 6, 9, 9])], [const("w", wg)])
+    w1 = RNG.standard_normal((5, 3, 3)).astype(np.float32)
+    yield "conv_1d", model("g", [
+        helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 0], strides=[2])],
+        [("x", [1, 3, 11])], [("y", [1, 5, 5])], [const("w", w1)])
+    w3 = RNG.standard_normal((2, 3, 2, 2, 2)).astype(np.float32)
+    yield "conv_3d", model("g", [helper.make_node("Conv", ["x", "w"], ["y"])],
+                           [("x", [1, 3, 4, 4, 4])], [("y", [1, 2, 3, 3, 3])], [const("w", w3)])
+    z = model("g", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "r"], ["s"]),
+        helper.make_node("Sigmoid", ["s"], ["y"])],
+        [("x", [1, 3, 5, 5]), ("r", [1, 4, 5, 5])], [("y", [1, 4, 5, 5])],
+        [const("w", w), const("b", b)])
+    yield "conv_residual_sigmoid", z
+    yield "conv_clip", model("g", [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        [("x", [1, 3, 5, 5])], [("y", [1, 4, 5, 5])],
+        [const("w", w), const("lo", np.float32(-0.5)), const("hi", np.float32(0.75))])
+    yield "conv_leaky", model("g", [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.2)],
+        [("x", [1, 3, 5, 5])], [("y", [1, 4, 3, 3])], [const("w", w)])
+    wt = RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    yield "conv_transpose", model("g", [
+        helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1],
+                         output_padding=[1, 1])],
+        [("x", [1, 3, 4, 4])], [("y", [1, 2, 8, 8])], [const("w", wt), const("b", b[:2])])
+    yield "conv_transpose_asymmetric", model("g", [
+        helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[0, 2, 1, 0])],
+        [("x", [1, 3, 4, 4])], [("y", [1, 2, 8, 7])], [const("w", wt)])
+
+
+def misc_models():
+    yield "pool_max_avg", model("g", [
+        helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1],
+                         count_include_pad=0)],
+        [("x", [1, 2, 9, 9])], [("y", [1, 2, 6, 6])])
+    yield "global_pools", model("g", [
+        helper.make_node("GlobalAveragePool", ["x"], ["a"]),
+        helper.make_node("GlobalMaxPool", ["x"], ["b"])],
+        [("x", [2, 3, 5, 4])], [("a", [2, 3, 1, 1]), ("b", [2, 3, 1, 1])])
+    yield "softmax_13", model("g", [helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+                              [("x", [2, 3, 4])], [("y", [2, 3, 4])])
+    yield "logsoftmax_11", model("g", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)],
+                                 [("x", [2, 3, 4])], [("y", [2, 3, 4])], opset=11)
+    yield "lrn", model("g", [helper.make_node("LRN", ["x"], ["y"], size=3, alpha=2e-4, beta=0.75, bias=2.0)],
+                       [("x", [1, 5, 3, 3])], [("y", [1, 5, 3, 3])])
+    c = 4
+    yield "batchnorm", model("g", [
+        helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)],
+        [("x", [2, c, 3, 3])], [("y", [2, c, 3, 3])],
+        [const("s", RNG.standard_normal(c).astype(np.float32)), const("b", RNG.standard_normal(c).astype(np.float32)),
+         const("m", RNG.standard_normal(c).astype(np.float32)), const("v", RNG.random(c).astype(np.float32) + 0.5)])
+    yield "activations", model("g", [
+        helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Tanh", ["a"], ["b"]),
+        helper.make_node("Elu", ["x"], ["d"], alpha=0.5), helper.make_node("Sigmoid", ["d"], ["y"])],
+        [("x", [2, 3, 4])], [("b", [2, 3, 4]), ("y", [2, 3, 4])])
+    yield "arith_broadcast", model("g", [
+        helper.make_node("Add", ["x", "bias"], ["a"]), helper.make_node("Sub", ["bias", "a"], ["s"]),
+        helper.make_node("Mul", ["s", "x"], ["m"]), helper.make_node("Max", ["m", "x", "r"], ["y"])],
+        [("x", [2, 3, 4]), ("r", [3, 1])], [("y", [2, 3, 4])],
+        [const("bias", RNG.standard_normal(4).astype(np.float32))])
+    yield "reduce", model("g", [
+        helper.make_node("ReduceMean", ["x"], ["a"], axes=[1], keepdims=1),
+        helper.make_node("ReduceMax", ["x"], ["b"], axes=[0, 2], keepdims=0),
+        helper.make_node("ReduceSum", ["x", "ax"], ["d"], keepdims=0)],
+        [("x", [2, 3, 4])], [("a", [2, 1, 4]), ("b", [3]), ("d", [2, 4])],
+        [const("ax", np.array([1], dtype=np.int64))])
+    yield "gemm_broadcast_c", model("g", [
+        helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=2.0, transA=1)],
+        [("a", [5, 3]), ("b", [5, 4])], [("y", [3, 4])],
+        [const("c", RNG.standard_normal((1, 4)).astype(np.float32))])
+    yield "gemm_relu", model("g", [
+        helper.make_node("Gemm", ["a", "w", "c"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y"])],
+        [("a", [2, 6])], [("y", [2, 5])],
+        [const("w", RNG.standard_normal((5, 6)).astype(np.float32)),
+         const("c", RNG.standard_normal((2, 5)).astype(np.float32))])
+    yield "matmul_batched", model("g", [
+        helper.make_node("MatMul", ["a", "b"], ["m"]), helper.make_node("MatMul", ["m", "w"], ["y"])],
+        [("a", [2, 3, 4, 5]), ("b", [5, 6])], [("m", [2, 3, 4, 6]), ("y", [2, 3, 4, 2])],
+        [const("w", RNG.standard_normal((6, 2)).astype(np.float32))])
+    yield "matmul_broadcast_a", model("g", [helper.make_node("MatMul", ["a", "b"], ["y"])],
+                                      [("a", [4, 5]), ("b", [3, 5, 2])], [("y", [3, 4, 2])])
+    yield "matmul_vector", model("g", [helper.make_node("MatMul", ["a", "b"], ["y"])],
+                                 [("a", [5]), ("b", [2, 5, 3])], [("y", [2, 3])])
+    yield "data_movement", model("g", [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+        helper.make_node("Concat", ["t", "t"], ["c"], axis=2),
+        helper.make_node("Split", ["c"], ["s1", "s2"], axis=1),
+        helper.make_node("Slice", ["s1", "st", "en", "ax", "sp"], ["y"]),
+        helper.make_node("Flatten", ["s2"], ["f"], axis=2)],
+        [("x", [2, 3, 4, 5])], [("y", [2, 1, 10, 3]), ("f", [4, 30])],
+        [const("st", np.array([1, 0], dtype=np.int64)), const("en", np.array([4, 100], dtype=np.int64)),
+         const("ax", np.array([1, 2], dtype=np.int64)), const("sp", np.array([2, 1], dtype=np.int64))])
+
+
+def group_ops(case):
+    for name, m in list(conv_models()) + list(misc_models()):
+        case.check(name, m)
+
+
+# -------------------------------------------------------- the interface
+
+
+def small_model():
+    w = RNG.standard_normal((3, 2, 1, 1)).astype(np.float32)
+    return model("small", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")],
+                 [("x", [1, 2, 3, 3])], [("y", [1, 3, 3, 3])], [const("w", w)]), w
+
+
+def fnv1a64(data):
+    h = 14695981039346656037
+    for byte in data:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def group_weights(case):
+    """The weights file matches the layout documented in net.c, checked from the spec."""
+    m, w = small_model()
+    d, exe, p = case.compile("weights_layout", m)
+    if p.returncode != 0:
+        return fail("weights_layout", p.stderr)
+    data = open(os.path.join(d, "net.weights"), "rb").read()
+    body = w.astype("<f4").tobytes()
+    padded = body + b"\0" * (-len(body) % 64)
+    header = b"OPCW" + struct.pack("<III", 1, 1, 0) + struct.pack("<Q", len(padded))
+    header += b"\0" * (64 - len(header))
+    expected = header + padded + struct.pack("<Q", fnv1a64(padded))
+    if data != expected:
+        return fail("weights_layout", "net.weights differs from the documented layout")
+    ok("weights_layout")
+    # A damaged file is refused with the checksum message and exit status 2.
+    damaged = bytearray(data)
+    damaged[70] ^= 1
+    bad = os.path.join(d, "damaged.weights")
+    open(bad, "wb").write(bytes(damaged))
+    p = run([exe, "--weights", bad])
+    if p.returncode != 2 or "checksum" not in p.stderr:
+        return fail("weights_damaged", "exit %d, stderr %r" % (p.returncode, p.stderr))
+    ok("weights_damaged")
+    p = run([exe, "--weights", os.path.join(d, "missing.weights")])
+    if p.returncode != 2 or "net: error:" not in p.stderr:
+        return fail("weights_missing", "exit %d, stderr %r" % (p.returncode, p.stderr))
+    ok("weights_missing")
+
+
+def group_options(case):
+    m, _ = small_model()
+    case.check("no_cuda_graph", m, ["--no-cuda-graph"])
+    case.check("embed_weights", m, ["--embed-weights"])
+    d, exe, p = case.compile("embed_weights", m, ["--embed-weights"])
+    os.remove(os.path.join(d, "net.weights"))
+    p2 = run([exe])
+    if p.returncode != 0 or p2.returncode != 0:
+        fail("embed_weights_standalone", p2.stderr)
+    else:
+        ok("embed_weights_standalone")
+    d, exe, p = case.compile("prefix", m, ["--prefix", "tiny"])
+    text = open(os.path.join(d, "net.h")).read() if p.returncode == 0 else ""
+    if "int tiny_create(tiny_ctx **ctx" not in text or "net_" in text:
+        fail("prefix", "net.h does not use the prefix: " + p.stderr)
+    else:
+        ok("prefix")
+    # Bad arguments exit with 1, a wrong input shape too.
+    d, exe, p = case.compile("arguments", m)
+    for args in (["--bogus", "1"], ["--input", "nosuch=x.npy"], ["--bench"]):
+        p = run([exe] + args)
+        if p.returncode != 1:
+            return fail("arguments", "%s: exit %d" % (args, p.returncode))
+    wrong = os.path.join(d, "wrong.npy")
+    write_npy(wrong, np.zeros((1, 2, 3, 4)))
+    p = run([exe, "--input", "x=" + wrong])
+    if p.returncode != 1 or "shape" not in p.stderr:
+        return fail("arguments", "wrong shape: exit %d %r" % (p.returncode, p.stderr))
+    trace = os.path.join(d, "trace.json")
+    p = run([exe, "--trace", trace])
+    try:
+        events = json.load(open(trace))["traceEvents"] if p.returncode == 0 else []
+    except ValueError:
+        events = []
+    names = {node.name for node in m.graph.node}
+    if not events or any(ev["name"] not in names or ev["dur"] < 0 for ev in events):
+        return fail("trace", "exit %d, trace %r" % (p.returncode, events))
+    ok("trace")
+    p = run([exe, "--bench", "3", "--warmup", "1"])
+    if p.returncode != 0 or not p.stdout.startswith("latency_ms mean="):
+        return fail("bench", p.stdout + p.stderr)
+    ok("arguments")
+
+
+def branchy_model():
+    """Four independent convolution branches: something for several streams."""
+    nodes, inits = [], []
+    for k in range(4):
+        w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
+        inits.append(const("w%d" % k, w))
+        nodes.append(helper.make_node("Conv", ["x", "w%d" % k], ["c%d" % k], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", ["c%d" % k], ["r%d" % k]))
+    nodes.append(helper.make_node("Concat", ["r%d" % k for k in range(4)], ["y"], axis=1))
+    return model("branchy", nodes, [("x", [1, 4, 6, 6])], [("y", [1, 16, 6, 6])], inits)
+
+
+def group_streams(case):
+    """Multi-stream schedules give the right answer and no race under OPC_CHECK."""
+    env = dict(os.environ, OPC_CHECK="1")
+    m = branchy_model()
+    for sched in ("greedy", "ios", "lios"):
+        case.check("streams_" + sched, m, ["--schedule", sched, "--streams", "4"], env=env)
+        case.check("streams_%s_no_graph" % sched, m,
+                   ["--schedule", sched, "--streams", "4", "--no-cuda-graph"], env=env)
+
+
+def group_device_api(case):
+    """net_run_device on a caller's stream, from a C program linked with OPC_NO_MAIN."""
+    m, w = small_model()
+    d, exe, p = case.compile("device_api", m)
+    if p.returncode != 0:
+        return fail("device_api", p.stderr)
+    src = os.path.join(d, "user.c")
+    with open(src, "w") as f:
+        f.write(r'''
+#include <stdio.h>
+#include "net.h"
+int main(void)
+{
+  net_ctx *c;
+  float x[18], y[27], *dx, *dy, host[27];
+  cudaStream_t s;
+  for (int i = 0; i < 18; i++)
+    x[i] = (float)i;
+  if (net_create(&c, NULL) != 0 || net_run(c, (const float *const[]){x}, (float *const[]){y}) != 0) {
+    fprintf(stderr, "%s\n", net_error(c));
+    return 1;
+  }
+  cudaMalloc((void **)&dx, sizeof x);
+  cudaMalloc((void **)&dy, sizeof y);
+  cudaStreamCreate(&s);
+  cudaMemcpyAsync(dx, x, sizeof x, cudaMemcpyHostToDevice, s);
+  if (net_run_device(c, (const float *const[]){dx}, (float *const[]){dy}, s) != 0)
+    return 1;
+  cudaMemcpyAsync(host, dy, sizeof host, cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
+  for (int i = 0; i < 27; i++)
+    printf("%.6f %.6f\n", y[i], host[i]);
+  net_destroy(c);
+  return net_num_inputs() == 1 && net_input_rank(0) == 4 && net_input_dims(0)[1] == 2 ? 0 : 1;
+}
+''')
+    cflags = run([case.opc, "--cflags", "cpu"]).stdout.split()
+    libs = run([case.opc, "--libs", "cpu"]).stdout.split()
+    user = os.path.join(d, "user")
+    p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
+            + cflags + [src, os.path.join(d, "net.c"), "-o", user] + libs)
+    if p.returncode != 0:
+        return fail("device_api", "build: " + p.stderr)
+    p = run([user], env=dict(os.environ, OPC_CHECK="1"))
+    if p.returncode != 0:
+        return fail("device_api", "exit %d: %s" % (p.returncode, p.stderr))
+    x = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3)
+    want = np.einsum("oi,bihw->bohw", w[:, :, 0, 0], x).ravel()
+    got = np.array([[float(v) for v in line.split()] for line in p.stdout.split("\n") if line])
+    if not (np.allclose(got[:, 0], want, atol=1e-4) and np.allclose(got[:, 1], want, atol=1e-4)):
+        return fail("device_api", "wrong values")
+    ok("device_api")
+
+
+def group_examples(case):
+    """examples/meson and examples/cmake configure, build and run with this opc."""
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples")
+    builds = [("examples_meson", [["meson", "setup", "B", os.path.join(examples, "meson"),
+                                   "-Dopc=" + case.opc], ["ninja", "-C", "B"]])]
+    if shutil.which("cmake"):
+        builds.append(("examples_cmake", [["cmake", "-S", os.path.join(examples, "cmake"), "-B", "B",
+                                           "-DOPC=" + case.opc], ["cmake", "--build", "B"]]))
+    for name, steps in builds:
+        d = os.path.join(case.work, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for step in steps:
+            p = run([a.replace("B", os.path.join(d, "build")) if a == "B" else a for a in step], cwd=d)
+            if p.returncode != 0:
+                fail(name, "%s: %s" % (" ".join(step[:2]), (p.stdout + p.stderr)[-1500:]))
+                break
+        else:
+            p = run([os.path.join(d, "build", "net")])
+            if p.returncode != 0 or not p.stdout.startswith("logits: f32[1,10]"):
+                fail(name, "the example program: %r %r" % (p.stdout, p.stderr))
+            else:
+                ok(name)
+
+
+GROUPS = {"examples": group_examples, "ops": group_ops, "weights": group_weights, "options": group_options,
+          "streams": group_streams, "device_api": group_device_api}
+
+
+def main():
+    opc, group = sys.argv[1], sys.argv[2]
+    work = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--work" else os.path.join(
+        os.path.dirname(os.path.abspath(opc)), "backend-tests", group)
+    os.makedirs(work, exist_ok=True)
+    GROUPS[group](Case(os.path.abspath(opc), work))
+    if FAILURES:
+        print("%d failed: %s" % (len(FAILURES), " ".join(FAILURES)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

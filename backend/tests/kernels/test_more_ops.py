@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The "more operators" (reductions L1, L2, SumSquare, Prod, LogSum,
+LogSumExp; Trilu, GatherElements, Hardmax, CumSum, ThresholdedRelu, Shrink,
+Mish, Gelu, MeanVarianceNormalization, Mod, EyeLike, LpNormalization,
+GlobalLpPool, LpPool) end to end: small models built here, compiled with
+`opc --target cpu`, run, and compared with ONNX Runtime on the same inputs.
+
+Each model also goes through a variant whose output lands in a Concat, which
+opc may build in place: the kernels then write through strided views.
+Parameters (axes, k, indices) are initializers; data inputs are random.
+
+usage: test_more_ops.py OPC WORK_DIR [-k SUBSTRING]
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+TOLERANCE = 1e-4
+rng = np.random.default_rng(7)
+
+
+def rand(*shape, low=-2.0, high=2.0):
+    return rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def model(op, x, attrs=None, params=(), opset=13, concat=False, folded=False):
+    """A one-node model: input x (float32, its shape from the array), then
+    the initializers in params ((name, array) pairs, in input order; a None
+    name leaves an optional input out). With concat, the output is
+    concatenated with itself along axis 0. With folded, x is an initializer
+    too, so that opc evaluates the node at compile time."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
+    inits = []
+    if folded:
+        inputs = []
+        inits.append(numpy_helper.from_array(x, "x"))
+    names = ["x"]
+    for name, value in params:
+        if name is None:
+            names.append("")
+            continue
+        names.append(name)
+        inits.append(numpy_helper.from_array(value, name))
+    node = helper.make_node(op, names, ["y"], **(attrs or {}))
+    nodes = [node]
+    out = "y"
+    if concat:
+        nodes.append(helper.make_node("Concat", ["y", "y"], ["z"], axis=0))
+        out = "z"
+    outputs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, op.lower(), inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def reference(m, x):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = {"x": x} if any(i.name == "x" for i in m.graph.input) else {}
+    return sess.run(None, feeds)[0]
+
+
+def compare(got, want):
+    if got.size != want.size:
+        return f"shape {got.shape}, expected {want.shape}"
+    got = got.reshape(want.shape).astype(np.float64)
+    want = want.astype(np.float64)
+    if (np.isnan(got) != np.isnan(want)).any():
+        return "NaN at different positions"
+    ok = ~np.isnan(want) & (got != want)
+    bad = np.abs(got[ok] - want[ok]) > TOLERANCE + TOLERANCE * np.abs(want[ok])
+    if bad.any():
+        i = int(np.argmax(bad))
+        return f"got {got[ok][i]!r}, expected {want[ok][i]!r}"
+    return None
+
+
+def run_opc(opc, m, x, work):
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(m, path)
+    exe = os.path.join(work, "net")
+    env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
+    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True, text=True,
+                       env=env)
+    if p.returncode != 0:
+        return None, "opc: " + (p.stdout + p.stderr).strip()[-400:]
+    xin = os.path.join(work, "x.npy")
+    np.save(xin, x)
+    out = os.path.join(work, "y.npy")
+    name = m.graph.output[0].name
+    cmd = [exe, "--output", f"{name}={out}"]
+    if any(i.name == "x" for i in m.graph.input):
+        cmd += ["--input", f"x={xin}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
+    return np.load(out), None
+
+
+# Kinds that opc evaluates at compile time when their inputs are constant.
+FOLDABLE = {"ReduceSumSquare", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+            "ReduceLogSumExp", "Trilu", "GatherElements", "Hardmax", "CumSum",
+            "ThresholdedRelu", "Shrink", "Mish", "Gelu", "Mod", "EyeLike"}
+
+
+def i64(*v):
+    return np.array(v, dtype=np.int64)
+
+
+def cases():
+    """(name, op, x, attrs, params, opset)"""
+    x3 = rand(2, 3, 4)
+    pos = rand(2, 3, 4, low=0.1, high=2.0)
+    for op in ["ReduceSumSquare", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+               "ReduceLogSumExp"]:
+        data = pos if op == "ReduceLogSum" else x3
+        yield f"{op}_axes1", op, data, {"axes": [1]}, [], 13
+        yield f"{op}_axes02_drop", op, data, {"axes": [0, 2], "keepdims": 0}, [], 13
+        yield f"{op}_all", op, data, {}, [], 13
+        yield f"{op}_neg_axis", op, data, {"axes": [-1], "keepdims": 0}, [], 13
+        yield f"{op}_input_axes", op, data, {}, [("axes", i64(2, 0))], 18
+        yield f"{op}_noop", op, data, {"noop_with_empty_axes": 1}, [("axes", i64())], 18
+    big = rand(2, 3, low=60.0, high=90.0)
+    yield "ReduceLogSumExp_large", "ReduceLogSumExp", big, {"axes": [1]}, [], 13
+
+    x = rand(2, 4, 5)
+    for upper in (0, 1):
+        for k in (-1, 0, 2, 7):
+            yield f"Trilu_upper{upper}_k{k}", "Trilu", x, {"upper": upper}, [("k", i64(k))], 14
+        yield f"Trilu_upper{upper}_nok", "Trilu", x, {"upper": upper}, [], 14
+
+    data = rand(3, 4, 5)
+    idx = rng.integers(-4, 4, size=(3, 2, 5)).astype(np.int64)
+    yield "GatherElements_axis1", "GatherElements", data, {"axis": 1}, [("idx", idx)], 13
+    idx0 = rng.integers(-3, 3, size=(2, 4, 3)).astype(np.int64)
+    yield "GatherElements_axis0", "GatherElements", data, {"axis": 0}, [("idx", idx0)], 13
+    idx2 = rng.integers(-5, 5, size=(3, 4, 2)).astype(np.int32)
+    yield "GatherElements_axis-1_i32", "GatherElements", data, {"axis": -1}, [("idx", idx2)], 13
+
+    h = rand(2, 3, 4)
+    h[0, 1, :] = 1.5  # ties: the first one wins
+    for axis in (0, 1, -1):
+        yield f"Hardmax_axis{axis}", "Hardmax", h, {"axis": axis}, [], 13
+        yield f"Hardmax_axis{axis}_opset11", "Hardmax", h, {"axis": axis}, [], 11
+
+    c = rand(3, 4, 2)
+    for axis in (0, 1, -1):
+        for exclusive in (0, 1):
+            for reverse in (0, 1):
+                yield (f"CumSum_axis{axis}_ex{exclusive}_rev{reverse}", "CumSum", c,
+                       {"exclusive": exclusive, "reverse": reverse},
+                       [("axis", np.array(axis, dtype=np.int32))], 14)
+
+    u = rand(3, 7, low=-4.0, high=4.0)
+    yield "ThresholdedRelu", "ThresholdedRelu", u, {"alpha": 0.5}, [], 10
+    yield "ThresholdedRelu_default", "ThresholdedRelu", u, {}, [], 10
+    yield "Shrink", "Shrink", u, {"lambd": 0.6, "bias": 0.2}, [], 9
+    yield "Shrink_default", "Shrink", u, {}, [], 9
+    yield "Mish", "Mish", rand(3, 7, low=-30.0, high=30.0), {}, [], 18
+    yield "Gelu", "Gelu", u, {}, [], 20
+    yield "Gelu_tanh", "Gelu", u, {"approximate": "tanh"}, [], 20
+
+    mv = rand(2, 3, 4, 5)
+    yield "MeanVarianceNormalization", "MeanVarianceNormalization", mv, {}, [], 13
+    yield "MeanVarianceNormalization_axes1", "MeanVarianceNormalization", mv, {"axes": [1, 3]}, [], 13
+
+    a = rand(3, 4, low=-9.0, high=9.0)
+    yield "Mod_fmod", "Mod", a, {"fmod": 1}, [("b", np.array([2.5, -1.5, 3.0, -4.0], np.float32))], 13
+
+    yield "EyeLike_k1", "EyeLike", rand(3, 4), {"k": 1}, [], 9
+    yield "EyeLike_k-2", "EyeLike", rand(4, 4), {"k": -2}, [], 9
+
+    ln = rand(3, 4, 5)
+    for p in (1, 2):
+        for axis in (0, -1):
+            yield f"LpNormalization_p{p}_axis{axis}", "LpNormalization", ln, {"p": p, "axis": axis}, [], 13
+    zero = ln.copy()
+    zero[1, :, :] = 0
+    yield "LpNormalization_zero_row", "LpNormalization", zero, {"axis": 1}, [], 13
+
+    img = rand(2, 3, 5, 6)
+    for p in (1, 2, 3):
+        yield f"GlobalLpPool_p{p}", "GlobalLpPool", img, {"p": p}, [], 13
+    yield "LpPool_2x2", "LpPool", img, {"kernel_shape": [2, 2], "strides": [2, 2], "p": 2}, [], 18
+    yield "LpPool_pads", "LpPool", img, {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "p": 3}, [], 18
+
+
+def main():
+    opc, work = sys.argv[1:3]
+    only = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "-k" else None
+    passed, failed = 0, []
+    for name, op, x, attrs, params, opset in cases():
+        if only and only not in name:
+            continue
+        variants = [("", {}), ("into Concat", {"concat": True})]
+        if op in FOLDABLE:
+            variants.append(("folded", {"folded": True}))
+        for what, how in variants:
+            label = name + (f" ({what})" if what else "")
+            m = model(op, x, attrs, params, opset, **how)
+            want = reference(m, x)
+            dirname = os.path.join(work, name + ("_" + what.split()[-1] if what else ""))
+            got, problem = run_opc(opc, m, x, dirname)
+            if problem is None:
+                problem = compare(got, want)
+            if problem:
+                failed.append(label)
+                print(f"FAIL {label}: {problem}")
+            else:
+                passed += 1
+                shutil.rmtree(dirname, ignore_errors=True)
+    print(f"more ops: {passed} passed, {len(failed)} failed")
+    return 1 if failed or passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

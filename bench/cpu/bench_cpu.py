@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""CPU latency benchmark: opc-compiled executables vs ONNX Runtime.
+
+  bench_cpu.py --opc BUILD/opc [--models a,b,...] [--runs N] [--warmup W]
+               [--threads T] [--batch B] [-o bench/results/cpu-DATE.md]
+
+For every zoo model (tools/models/build.py) at batch 1:
+  1. build the model into the work directory,
+  2. compile:  opc model.onnx -o net --target cpu [--opc-flags ...]
+  3. run:      ./net --bench N --warmup W [--net-flags ...]
+     which prints   latency_ms mean=... p50=... p90=... p99=... min=...
+     (the thread count is passed as OMP_NUM_THREADS / OPC_THREADS),
+  4. time onnxruntime in-process (CPUExecutionProvider, intra_op_num_threads=T,
+     inter_op_num_threads=1, sequential execution, full graph optimisation)
+     over the same number of runs after the same warm-up,
+and write a markdown table (plus a .json with the raw numbers).
+A failing step is reported in the table; the script goes on with the next
+model.  Exit status 0 unless the script itself is misused.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_PY = os.path.join(ROOT, "tools", "models", "build.py")
+
+
+# ------------------------------------------------------------ machine info
+def cpu_info():
+    model = platform.processor() or "unknown"
+    phys = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cur = {}
+            for line in f:
+                if not line.strip():
+                    if "physical id" in cur or "core id" in cur:
+                        phys.add((cur.get("physical id"), cur.get("core id")))
+                    cur = {}
+                    continue
+                k, _, v = line.partition(":")
+                k, v = k.strip(), v.strip()
+                cur[k] = v
+                if k == "model name":
+                    model = v
+            if "physical id" in cur or "core id" in cur:
+                phys.add((cur.get("physical id"), cur.get("core id")))
+    except OSError:
+        pass
+    logical = os.cpu_count() or 1
+    try:
+        avail = len(os.sched_getaffinity(0))
+    except AttributeError:
+        avail = logical
+    return {"model": model, "logical_cpus": logical,
+            "physical_cores": len(phys) if phys else None,
+            "cpus_available": avail}
+
+
+def git_rev():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+def opc_version(opc):
+    try:
+        out = subprocess.run([opc, "--version"], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0:
+            return (out.stdout.strip() or out.stderr.strip()).splitlines()[0]
+    except Exception:
+        pass
+    return None
+
+
+# ------------------------------------------------------------------ steps
+def tail(s, n=300):
+    s = (s or "").strip().replace("\n", " | ")
+    return s if len(s) <= n else "..." + s[-n:]
+
+
+def run_cmd(cmd, timeout, env=None, cwd=None):
+    """Run; return (ok, stdout, stderr, note)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=env, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        return False, e.stdout or "", e.stderr or "", "timeout after %ds" % timeout
+    except OSError as e:
+        return False, "", str(e), "cannot run: %s" % e
+    if p.returncode != 0:
+        return False, p.stdout, p.stderr, "exit status %d" % p.returncode
+    return True, p.stdout, p.stderr, ""
+
+
+LAT_RE = re.compile(r"latency_ms\b(.*)")
+KV_RE = re.compile(r"([A-Za-z0-9_]+)=([-+0-9.eE]+|nan|inf)")
+
+
+def parse_latency(text):
+    """Return dict of the key=value pairs on the last 'latency_ms' line."""
+    found = None
+    for line in (text or "").splitlines():
+        m = LAT_RE.search(line)
+        if m:
+            found = m.group(1)
+    if found is None:
+        return None
+    vals = {}
+    for k, v in KV_RE.findall(found):
+        try:
+            vals[k] = float(v)
+        except ValueError:
+            pass
+    return vals
+
+
+def time_ort(model_path, runs, warmup, threads, opt, seed=0):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt]
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    feeds = {i.name: rng.standard_normal(i.shape, dtype=np.float32) for i in sess.get_inputs()}
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    t = np.empty(runs)
+    for i in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        t[i] = (time.perf_counter() - t0) * 1e3
+    return {"mean": float(t.mean()), "p50": float(np.percentile(t, 50)),
+            "p90": float(np.percentile(t, 90)), "p99": float(np.percentile(t, 99)),
+            "min": float(t.min())}
+
+
+def list_models():
+    out = subprocess.run([sys.executable, BUILD_PY, "--list"], capture_output=True,
+                         text=True, check=True)
+    return [l.strip() for l in out.stdout.splitlines() if l.strip()]
+
+
+def fmt(v, nd=3):
+    if v is None:
+        return "—"
+    if v >= 100:
+        return "%.1f" % v
+    return ("%%.%df" % nd) % v
+
+
+def bench_model(name, a, work, env):
+    r = {"model": name, "batch": a.batch, "status": [], "opc": None, "ort": None}
+    mdir = os.path.join(work, name)
+    os.makedirs(mdir, exist_ok=True)
+    model = os.path.join(mdir, "model.onnx")
+    ok, so, se, note = run_cmd([sys.executable, BUILD_PY, name, "-o", model,
+                                "--batch", str(a.batch), "--seed", "0"], a.timeout)
+    if not ok:
+        r["status"].append("build failed (%s): %s" % (note, tail(se)))
+        return r
+    try:
+        import onnx
+        m = onnx.load(model, load_external_data=False)
+        r["input"] = "; ".join("%s%s" % (i.name, [d.dim_value for d in i.type.tensor_type.shape.dim])
+                               for i in m.graph.input)
+    except Exception:
+        r["input"] = "?"
+
+    # --- opc
+    if not a.skip_opc:
+        net = os.path.join(mdir, "net")
+        if os.path.exists(net):
+            os.remove(net)
+        cmd = [a.opc, model, "-o", net, "--target", "cpu"] + shlex.split(a.opc_flags)
+        t0 = time.time()
+        ok, so, se, note = run_cmd(cmd, a.timeout, env=env)
+        r["opc_compile_s"] = round(time.time() - t0, 2)
+        if not ok:
+            r["status"].append("opc compile failed (%s): %s" % (note, tail(se or so)))
+        elif not os.access(net, os.X_OK):
+            r["status"].append("opc produced no executable")
+        else:
+            cmd = [net, "--bench", str(a.runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
+            ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=mdir)
+            lat = parse_latency(so) or parse_latency(se)
+            if not ok:
+                r["status"].append("net failed (%s): %s" % (note, tail(se or so)))
+            elif not lat or "p50" not in lat:
+                r["status"].append("net printed no 'latency_ms ... p50=' line: %s" % tail(so))
+            else:
+                r["opc"] = lat
+    else:
+        r["status"].append("opc skipped")
+
+    # --- onnxruntime
+    try:
+        r["ort"] = time_ort(model, a.runs, a.warmup, a.threads, a.ort_opt)
+    except Exception as e:  # report, do not abort the whole run
+        r["status"].append("onnxruntime failed: %s" % tail(str(e)))
+    if r["opc"] and r["ort"]:
+        r["ratio_p50"] = r["opc"]["p50"] / r["ort"]["p50"]
+        if "p90" in r["opc"]:
+            r["ratio_p90"] = r["opc"]["p90"] / r["ort"]["p90"]
+    if not r["status"]:
+        r["status"].append("ok")
+    return r
+
+
+def write_report(path, results, a, info):
+    lines = []
+    lines.append("# CPU benchmark: opc vs ONNX Runtime (%s)" % info["date"])
+    lines.append("")
+    lines.append("| | |")
+    lines.append("|---|---|")
+    lines.append("| CPU | %s |" % info["cpu"]["model"])
+    lines.append("| cores | %s physical, %s logical (%s available to this process) |" % (
+        info["cpu"]["physical_cores"] or "?", info["cpu"]["logical_cpus"],
+        info["cpu"]["cpus_available"]))
+    lines.append("| OS | %s |" % info["platform"])
+    lines.append("| date | %s |" % info["datetime"])
+    lines.append("| ONNX Runtime | %s (CPUExecutionProvider, graph opt `%s`, intra-op threads %d, inter-op 1, sequential) |"
+                 % (info["ort_version"], a.ort_opt, a.threads))
+    lines.append("| opc | `%s`%s, `--target cpu %s`, run `--bench %d --warmup %d %s`, OMP_NUM_THREADS=OPC_THREADS=%d |"
+                 % (a.opc, (" (%s)" % info["opc_version"]) if info["opc_version"] else "",
+                    a.opc_flags, a.runs, a.warmup, a.net_flags, a.threads))
+    lines.append("| repo | %s |" % (info["git"] or "?"))
+    lines.append("| batch | %d, %d timed runs after %d warm-up runs (both engines) |"
+                 % (a.batch, a.runs, a.warmup))
+    lines.append("")
+    lines.append("Latencies in milliseconds; ratio < 1 means opc is faster.")
+    lines.append("")
+    lines.append("| model | input | opc p50 | opc p90 | ORT p50 | ORT p90 | opc/ORT p50 | opc/ORT p90 | status |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in results:
+        o, t = r.get("opc") or {}, r.get("ort") or {}
+        st = "; ".join(r["status"]).replace("|", "\\|")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["model"], r.get("input", "?"), fmt(o.get("p50")), fmt(o.get("p90")),
+            fmt(t.get("p50")), fmt(t.get("p90")),
+            fmt(r.get("ratio_p50"), 2), fmt(r.get("ratio_p90"), 2), st))
+    ratios = [r["ratio_p50"] for r in results if r.get("ratio_p50")]
+    if ratios:
+        g = float(np.exp(np.mean(np.log(ratios))))
+        lines.append("")
+        lines.append("Geometric mean opc/ORT (p50) over %d model(s): **%.2f**" % (len(ratios), g))
+    lines.append("")
+    lines.append("Command: `%s`" % " ".join(shlex.quote(x) for x in sys.argv))
+    lines.append("")
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.splitext(path)[0] + ".json", "w") as f:
+        json.dump({"info": info, "args": vars(a), "results": results}, f, indent=1)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--opc", required=True, help="path to the opc binary")
+    ap.add_argument("--models", default="", help="comma-separated (default: all zoo models)")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="intra-op threads for both engines (default: CPUs available)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("-o", "--output", default=None,
+                    help="markdown report (default bench/results/cpu-YYYY-MM-DD.md)")
+    ap.add_argument("--workdir", default=None, help="build directory (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp work directory")
+    ap.add_argument("--opc-flags", default="", help="extra flags for opc (one string)")
+    ap.add_argument("--net-flags", default="", help="extra flags for ./net --bench (one string)")
+    ap.add_argument("--ort-opt", default="all", choices=["disable", "basic", "extended", "all"])
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per step")
+    ap.add_argument("--skip-opc", action="store_true", help="time onnxruntime only")
+    a = ap.parse_args(argv)
+
+    now = datetime.datetime.now()
+    info = {"date": now.strftime("%Y-%m-%d"), "datetime": now.strftime("%Y-%m-%d %H:%M:%S"),
+            "cpu": cpu_info(), "platform": platform.platform(), "git": git_rev()}
+    if a.threads <= 0:
+        a.threads = info["cpu"]["cpus_available"]
+    if a.output is None:
+        a.output = os.path.join(ROOT, "bench", "results", "cpu-%s.md" % info["date"])
+    try:
+        import onnxruntime as ort
+        info["ort_version"] = ort.__version__
+    except ImportError:
+        info["ort_version"] = "not installed"
+    a.opc = os.path.abspath(a.opc) if os.sep in a.opc else a.opc
+    info["opc_version"] = None if a.skip_opc else opc_version(a.opc)
+
+    models = [m for m in a.models.split(",") if m] or list_models()
+    known = set(list_models())
+    for m in models:
+        if m not in known:
+            ap.error("unknown model %r (known: %s)" % (m, ", ".join(sorted(known))))
+
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(a.threads)
+    env["OPC_THREADS"] = str(a.threads)
+
+    tmp = None
+    work = a.workdir
+    if work is None:
+        tmp = tempfile.mkdtemp(prefix="opc-bench-")
+        work = tmp
+    os.makedirs(work, exist_ok=True)
+    results = []
+    try:
+        for m in models:
+            t0 = time.time()
+            r = bench_model(m, a, work, env)
+            results.append(r)
+            o, t = r.get("opc") or {}, r.get("ort") or {}
+            print("%-18s opc p50=%s ORT p50=%s ratio=%s [%s] (%.0fs)" % (
+                m, fmt(o.get("p50")), fmt(t.get("p50")), fmt(r.get("ratio_p50"), 2),
+                "; ".join(r["status"])[:200], time.time() - t0), flush=True)
+            write_report(a.output, results, a, info)   # keep partial results
+    finally:
+        if tmp and not a.keep:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("wrote %s" % a.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

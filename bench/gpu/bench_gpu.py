@@ -1,0 +1,942 @@
+#!/usr/bin/env python3
+"""GPU benchmark: opc against PyTorch on the lent GPU machine.
+
+  . tools/gpu/env.sh        # first, on the GPU machine (libraries, CC, paths)
+  bench_gpu.py [--opc OPC] [--models a,b] [--schedulers ios,lios,...]
+               [--precisions fp32,tf32] [--systems eager,cuda-graph,compile]
+               [--runs 300] [--warmup 50] [--deadline 540] [--tag NAME] [-o FILE.md]
+  bench_gpu.py --dry-run --opc OPC [--zoo-model squeezenet1_1] [-o FILE.md]
+  bench_gpu.py --merge A.json B.json ... -o FILE.md
+  bench_gpu.py --list
+
+Models: torchvision's Inception-V3, GoogLeNet, SqueezeNet 1.1, ResNet-50,
+MobileNetV2 and DenseNet-121, and timm's NASNet-A Large, each with seeded
+random weights at batch 1, exported with torch.onnx.export (the TorchScript
+exporter where this torch still has it). Their BatchNorm statistics are
+those of four seeded random batches, as training would set them, so that
+random networks are as well scaled as trained ones (--no-bn-calibration
+keeps PyTorch's defaults). For each model:
+  1. opc compiles it under every scheduler and precision (--target cuda; in
+     parallel, before anything is timed), and each program runs on the same
+     input with `--bench RUNS --warmup WARMUP`;
+  2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
+     torch.compile(mode="reduce-overhead"), in strict float32 and in TF32,
+     timed with CUDA events around each of RUNS runs after WARMUP warm-ups;
+  3. every output is compared with PyTorch's eager strict-float32 output:
+     opc in strict float32 must be within relative L2 1e-4.
+Both sides time the same thing: the input copied from pageable host memory,
+the network, and the output copied back, one run at a time. Percentiles are
+nearest-rank, as the program's --bench computes them.
+
+The table (markdown, with a .json beside it holding every number) goes to
+-o, else to $OUT/gpu-bench-DATE-DEVICE[-TAG].md when the device tool's OUT
+is set, else to bench/results/. It is rewritten after every model, so a run
+stopped at its time limit still leaves what it measured. Runs split over
+several device calls (--models subsets, --tag) are joined with --merge.
+
+--dry-run needs no GPU, torch or CUDA driver: on a zoo model
+(tools/models/build.py) it compiles with opc under every scheduler and
+precision for --target cuda (compile and link against the CUDA toolkit only;
+skipped when there is none), builds the fp32 ones for --target cpu (the CPU
+runtime has no TF32), checks their outputs against ONNX Runtime (relative
+L2 < 1e-4, after a 2-run --bench) and prints the table with
+the GPU columns marked "not run (dry run)". Exit status: 1 when opc failed to
+compile a model or an opc strict-float32 output was wrong, else 0.
+"""
+import argparse
+import concurrent.futures
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_PY = os.path.join(ROOT, "tools", "models", "build.py")
+REFERENCE_PY = os.path.join(ROOT, "tests", "zoo", "reference.py")
+
+# name: (where it comes from, input height and width)
+MODELS = {
+    "inception_v3": ("torchvision", 299),
+    "googlenet": ("torchvision", 224),
+    "squeezenet1_1": ("torchvision", 224),
+    "resnet50": ("torchvision", 224),
+    "mobilenet_v2": ("torchvision", 224),
+    "densenet121": ("torchvision", 224),
+    "nasnetalarge": ("timm", 331),
+}
+SCHEDULERS = ["ios", "lios", "greedy", "sequential"]
+PRECISIONS = ["fp32", "tf32"]
+TORCH_SYSTEMS = ["eager", "cuda-graph", "compile"]
+TORCH_LABEL = {"eager": "PyTorch eager", "cuda-graph": "PyTorch CUDA graph",
+               "compile": "torch.compile reduce-overhead"}
+STRICT_TOL = 1e-4
+DRY = "not run (dry run)"
+
+
+def opc_label(scheduler):
+    return "opc " + scheduler
+
+
+# ----------------------------------------------------------------- helpers
+def run(cmd, timeout, env=None, cwd=None):
+    """(exit status or None on time-out, stdout + stderr)"""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %d s" % timeout
+    except OSError as exc:
+        return 127, str(exc)
+
+
+def last_line(text):
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    for l in lines:
+        if "error" in l:
+            return l[:300]
+    return lines[-1][:300] if lines else "(no message)"
+
+
+def parse_latency(text):
+    """The numbers of the last `latency_ms mean=… p50=…` line, or None."""
+    found = None
+    for line in (text or "").splitlines():
+        if line.startswith("latency_ms "):
+            found = line
+    if found is None:
+        return None
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-+0-9.eE]+|nan|inf)", found)}
+
+
+def percentile(sorted_times, p):
+    """Nearest rank, as the emitted program's --bench does it."""
+    n = len(sorted_times)
+    k = int(math.ceil(p * n)) - 1
+    return sorted_times[min(max(k, 0), n - 1)]
+
+
+def stats(times):
+    t = sorted(times)
+    return {"mean": sum(t) / len(t), "p50": percentile(t, 0.5), "p90": percentile(t, 0.9),
+            "p99": percentile(t, 0.99), "min": t[0], "runs": len(t)}
+
+
+def rel_l2(ref, got):
+    """Relative L2 error, or None with a reason."""
+    ref = np.asarray(ref, dtype=np.float64)
+    got = np.asarray(got, dtype=np.float64)
+    if ref.shape != got.shape:
+        if ref.size != got.size:
+            return None, "shape %s, expected %s" % (got.shape, ref.shape)
+        got = got.reshape(ref.shape)
+    if not np.all(np.isfinite(got)):
+        return None, "NaN or Inf in the output"
+    denom = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(got - ref)) / (denom if denom > 0 else 1.0), None
+
+
+def slug(text):
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"^nvidia-", "", s) or "unknown"
+
+
+def tool_version(cmd):
+    code, out = run(cmd, 30)
+    return out.strip().splitlines()[0] if code == 0 and out.strip() else None
+
+
+def graph_io(model_path):
+    import onnx
+    m = onnx.load(model_path, load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    inputs = [i.name for i in m.graph.input if i.name not in inits]
+    return inputs, [o.name for o in m.graph.output]
+
+
+class Clock:
+    """The run's time budget: steps that would not fit are reported, not run."""
+
+    def __init__(self, seconds):
+        self.start = time.monotonic()
+        self.seconds = seconds
+
+    def left(self):
+        if self.seconds <= 0:
+            return float("inf")
+        return self.seconds - (time.monotonic() - self.start)
+
+
+# ------------------------------------------------------------ the results
+class Results:
+    """Rows of the table, the per-model notes and the run's description;
+    written to markdown and JSON after every change that matters."""
+
+    def __init__(self, info, args, path):
+        self.info, self.args, self.path = info, args, path
+        self.rows = []
+        self.models = {}
+
+    def add(self, model, precision, system, **fields):
+        row = {"model": model, "precision": precision, "system": system, "status": "ok"}
+        row.update(fields)
+        self.rows = [r for r in self.rows if (r["model"], r["precision"], r["system"])
+                     != (model, precision, system)]
+        self.rows.append(row)
+        return row
+
+    def to_json(self):
+        return {"info": self.info, "args": self.args, "models": self.models, "rows": self.rows}
+
+    def save(self):
+        data = self.to_json()
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(os.path.splitext(self.path)[0] + ".json", "w") as f:
+            json.dump(data, f, indent=1)
+        text = render(data)
+        with open(self.path, "w") as f:
+            f.write(text)
+        return text
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return "%.1f" % v if v >= 100 else "%.3f" % v
+
+
+def system_order(system):
+    if system.startswith("opc "):
+        s = system[4:]
+        return (0, SCHEDULERS.index(s) if s in SCHEDULERS else 99, system)
+    names = [TORCH_LABEL[k] for k in TORCH_SYSTEMS]
+    return (1, names.index(system) if system in names else 99, system)
+
+
+def best_opc(rows, model, precision):
+    """The opc row with the lowest median among those that ran correctly."""
+    cands = [r for r in rows if r["model"] == model and r["precision"] == precision
+             and r["system"].startswith("opc ") and r.get("p50") and r["status"] == "ok"]
+    return min(cands, key=lambda r: r["p50"]) if cands else None
+
+
+def render(data):
+    """The markdown report from the JSON form (also used by --merge)."""
+    info, rows = data["info"], data["rows"]
+    dry = info.get("dry_run")
+    lines = ["# GPU benchmark: opc against PyTorch (%s, %s)" % (info.get("date", "?"),
+                                                              info.get("device", "?")), ""]
+    lines += ["| | |", "|---|---|"]
+    for key, label in [("device", "device"), ("driver", "driver"), ("libraries", "libraries"),
+                       ("opc", "opc"), ("opc_programs", "opc's programs"), ("method", "method"),
+                       ("host", "host"), ("command", "command")]:
+        values = info.get(key)
+        if values is None:
+            continue
+        if isinstance(values, list):
+            values = "<br>".join(str(v) for v in values)
+        lines.append("| %s | %s |" % (label, str(values).replace("|", "\\|")))
+    lines.append("")
+    if dry:
+        lines.append("Dry run: no GPU was used. The opc rows' error is that of the same "
+                     "program built for opc's CPU runtime, against ONNX Runtime.")
+    else:
+        lines.append("Times in milliseconds. opc speedup = the row's time / the time of opc's "
+                     "fastest scheduler for that model and precision (marked ★); above 1, "
+                     "opc is faster. The error is the relative L2 distance to PyTorch's eager "
+                     "strict-float32 output; opc in fp32 must stay below %g." % STRICT_TOL)
+    lines.append("")
+    lines.append("| model | precision | system | p50 ms | p90 ms | opc speedup p50 | "
+                 "opc speedup p90 | rel. L2 error | status |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---|")
+    models = [m for m in data.get("models", {}) if any(r["model"] == m for r in rows)]
+    for r in rows:
+        if r["model"] not in models:
+            models.append(r["model"])
+    geo = {}
+    for model in models:
+        for precision in PRECISIONS:
+            group = sorted([r for r in rows if r["model"] == model and r["precision"] == precision],
+                           key=lambda r: system_order(r["system"]))
+            best = best_opc(rows, model, precision)
+            for r in group:
+                sp50 = sp90 = None
+                if best and r.get("p50") and r["status"] == "ok":
+                    sp50 = r["p50"] / best["p50"]
+                    sp90 = r["p90"] / best["p90"] if r.get("p90") and best.get("p90") else None
+                    if not r["system"].startswith("opc "):
+                        geo.setdefault((precision, r["system"]), []).append(sp50)
+                star = " ★" if best is r else ""
+                err = r.get("rel_l2")
+                status = r["status"]
+                if r.get("compile_s") is not None:
+                    status += " (compiled in %.1f s)" % r["compile_s"]
+                if r.get("note"):
+                    status += ": " + r["note"]
+                if dry and "p50" not in r:
+                    p50 = p90 = s50 = s90 = DRY
+                else:
+                    p50, p90 = fmt_ms(r.get("p50")), fmt_ms(r.get("p90"))
+                    s50 = "%.2f" % sp50 if sp50 else "—"
+                    s90 = "%.2f" % sp90 if sp90 else "—"
+                lines.append("| %s | %s | %s%s | %s | %s | %s | %s | %s | %s |" % (
+                    model, precision, r["system"], star, p50, p90, s50, s90,
+                    "%.2e" % err if err is not None else "—",
+                    status.replace("|", "\\|").replace("\n", " ")))
+    if geo:
+        lines += ["", "Geometric mean of opc's speedup (p50) over each system:", ""]
+        for (precision, system), v in sorted(geo.items()):
+            lines.append("- %s, %s: %.2f× over %d model(s)" % (
+                system, precision, math.exp(sum(math.log(x) for x in v) / len(v)), len(v)))
+    notes = [(m, n) for m, d in data.get("models", {}).items() for n in d.get("notes", [])]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += ["- %s: %s" % (m, n) for m, n in notes]
+    lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------- opc steps
+def compile_opc(opc, model_path, exe, target, scheduler, precision, timeout):
+    t0 = time.time()
+    code, out = run([opc, model_path, "-o", exe, "--target", target, "--schedule", scheduler,
+                     "--precision", precision], timeout)
+    return code, out, round(time.time() - t0, 1)
+
+
+def run_opc(exe, inputs, outputs, out_dir, tag, runs, warmup, timeout):
+    """Runs the program once on the input files and, with runs > 0, times it.
+    Returns (latency dict or None, {output name: array}, error or None)."""
+    cmd = [exe]
+    for name, path in inputs:
+        cmd += ["--input", "%s=%s" % (name, path)]
+    files = {}
+    for name in outputs:
+        files[name] = os.path.join(out_dir, "out-%s-%s.npy" % (tag, re.sub(r"\W", "_", name)))
+        cmd += ["--output", "%s=%s" % (name, files[name])]
+    if runs > 0:
+        cmd += ["--bench", str(runs), "--warmup", str(warmup)]
+    code, out = run(cmd, timeout)
+    if code != 0:
+        return None, {}, "program %s: %s" % ("timed out" if code is None else "exited %d" % code,
+                                             last_line(out))
+    lat = parse_latency(out)
+    if runs > 0 and not lat:
+        return None, {}, "no latency_ms line in the program's output"
+    return lat, {n: np.load(p) for n, p in files.items()}, None
+
+
+def compile_all(jobs_list, a, clock):
+    """Compiles (key, model path, exe, target, scheduler, precision) in
+    parallel; returns {key: (exit status, output, seconds)}."""
+    timeout = int(max(60, min(1200, clock.left() - 30)))
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = {pool.submit(compile_opc, a.opc, m, exe, target, s, p, timeout): key
+                   for key, m, exe, target, s, p in jobs_list}
+        for fut in concurrent.futures.as_completed(futures):
+            results[futures[fut]] = fut.result()
+    return results
+
+
+# ---------------------------------------------------------------- dry run
+def cpu_checked(precision, precisions):
+    """The dry run checks the CPU build of one precision only: the CPU
+    runtime has no TF32, so a tf32 build computes what the fp32 one does."""
+    return precision == "fp32" or "fp32" not in precisions
+
+
+def dry_run(a, res):
+    """Every step that needs no GPU, on a zoo model."""
+    model = a.zoo_model
+    work = os.path.join(a.work, model)
+    os.makedirs(work, exist_ok=True)
+    notes = res.models.setdefault(model, {"source": "zoo (tools/models/build.py)", "notes": []})["notes"]
+    path = os.path.join(work, "model.onnx")
+    code, out = run([sys.executable, BUILD_PY, model, "-o", path, "--seed", str(a.seed)], 600)
+    ref_dir = os.path.join(work, "ref")
+    if code == 0:
+        code, out = run([sys.executable, REFERENCE_PY, path, "--seed", str(a.seed),
+                         "--outdir", ref_dir], 600)
+    if code != 0:
+        notes.append("model or ONNX Runtime reference failed: " + last_line(out))
+        return False
+    inputs = [tuple(l.strip().split("=", 1)) for l in open(os.path.join(ref_dir, "inputs.txt")) if l.strip()]
+    refs = [tuple(l.strip().split("=", 1)) for l in open(os.path.join(ref_dir, "outputs.txt")) if l.strip()]
+    outputs = [n for n, _ in refs]
+
+    cuda = os.environ.get("OPC_CUDA", "/usr/local/cuda")
+    have_cuda = os.path.exists(os.path.join(cuda, "include", "cudnn.h"))
+    if not have_cuda:
+        notes.append("no CUDA toolkit with cuDNN at %s: --target cuda builds skipped" % cuda)
+    jobs_list = []
+    for s in a.schedulers:
+        for p in a.precisions:
+            if have_cuda:
+                jobs_list.append(((s, p, "cuda"), path, os.path.join(work, "net-cuda-%s-%s" % (s, p)),
+                                  "cuda", s, p))
+            if cpu_checked(p, a.precisions):
+                jobs_list.append(((s, p, "cpu"), path, os.path.join(work, "net-cpu-%s-%s" % (s, p)),
+                                  "cpu", s, p))
+    compiled = compile_all(jobs_list, a, Clock(0))
+    ok = True
+    for s in a.schedulers:
+        for p in a.precisions:
+            fields, status, parts = {}, "ok", []
+            if have_cuda:
+                code, out, secs = compiled[(s, p, "cuda")]
+                exe = os.path.join(work, "net-cuda-%s-%s" % (s, p))
+                if code == 0 and os.access(exe, os.X_OK):
+                    parts.append("cuda build ok (%.1f s)" % secs)
+                else:
+                    status, ok = "FAIL", False
+                    parts.append("cuda build failed: " + last_line(out))
+            if not cpu_checked(p, a.precisions):
+                parts.append("the CPU runtime computes in fp32 alone: checked in the fp32 row")
+                res.add(model, p, opc_label(s), status=status, note="; ".join(parts))
+                continue
+            code, out, secs = compiled[(s, p, "cpu")]
+            exe = os.path.join(work, "net-cpu-%s-%s" % (s, p))
+            if code != 0:
+                status, ok = "FAIL", False
+                parts.append("cpu build failed: " + last_line(out))
+            else:
+                # A few timed runs exercise the --bench path and its parsing.
+                lat, got, err = run_opc(exe, inputs, outputs, work, "%s-%s" % (s, p), 2, 1, 600)
+                if err:
+                    status, ok = "FAIL", False
+                    parts.append("cpu run: " + err)
+                else:
+                    worst, wrong = 0.0, []
+                    for name, ref in refs:
+                        e, why = rel_l2(np.load(ref), got[name])
+                        if why or e >= STRICT_TOL:
+                            wrong.append("%s: %s" % (name, why or "rel. L2 %.2e" % e))
+                        worst = max(worst, e if e is not None else float("inf"))
+                    fields["rel_l2"] = worst
+                    if wrong:
+                        status, ok = "FAIL", False
+                        parts.append("cpu runtime vs ONNX Runtime: " + "; ".join(wrong))
+                    else:
+                        parts.append("cpu runtime vs ONNX Runtime ok (CPU p50 %.1f ms)" % lat["p50"])
+            res.add(model, p, opc_label(s), status=status, note="; ".join(parts), **fields)
+    for p in a.precisions:
+        for system in a.systems:
+            res.add(model, p, TORCH_LABEL[system], status=DRY, note="needs torch and a GPU")
+    res.save()
+    return ok
+
+
+# ------------------------------------------------------------ torch steps
+def set_tf32(torch, on):
+    """TF32 in cuDNN convolutions and cuBLAS matmuls, on or off."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.backends.cudnn.allow_tf32 = on
+            torch.backends.cuda.matmul.allow_tf32 = on
+        except (AttributeError, RuntimeError):
+            # Newer torch: the fp32_precision switches.
+            torch.backends.cudnn.conv.fp32_precision = "tf32" if on else "ieee"
+            torch.backends.cuda.matmul.fp32_precision = "tf32" if on else "ieee"
+
+
+def build_torch_model(torch, name, seed):
+    torch.manual_seed(seed)
+    source = MODELS[name][0]
+    if source == "timm":
+        import timm
+        return timm.create_model(name, pretrained=False, num_classes=1000)
+    import torchvision.models as tvm
+    kwargs = {"weights": None}
+    if name in ("inception_v3", "googlenet"):
+        # No auxiliary heads (they only run in training) and the models'
+        # own initialisation rather than a warning about it.
+        kwargs.update(aux_logits=False, init_weights=True)
+    return getattr(tvm, name)(**kwargs)
+
+
+def calibrate_batchnorm(torch, model, size, seed, device):
+    """Sets every BatchNorm's running statistics to those of seeded random
+    batches, as training would, so that the network is as well scaled as a
+    trained one; the weights stay random."""
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return 0
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # a plain average over the batches
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(8, 3, size, size, generator=g).to(device))
+    model.eval()
+    return len(bns)
+
+
+def export_onnx(torch, model, x, path, opset):
+    """Exports with the TorchScript exporter when this torch has it (the
+    classic Shape/Gather/... graphs), else with the dynamo exporter.
+    Returns a description of what was used."""
+    kwargs = dict(input_names=["input"], output_names=["logits"], do_constant_folding=True)
+    how = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=opset, **kwargs)
+            how = "torch.onnx.export(dynamo=False), opset %d" % opset
+        except TypeError as exc:  # a torch whose export takes no `dynamo`
+            torch.onnx.export(model, (x,), path, opset_version=opset, **kwargs)
+            how = "torch.onnx.export (its default exporter), opset %d, after TypeError: %s" % (
+                opset, str(exc)[:120])
+        except Exception as exc:  # the TorchScript exporter is gone or failed
+            first = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+            torch.onnx.export(model, (x,), path, dynamo=True, **kwargs)
+            how = "torch.onnx.export(dynamo=True) after the TorchScript exporter failed (%s)" % first
+    # opc reads one file: fold any external weights back in (all < 2 GB).
+    import onnx
+    m = onnx.load(path)
+    onnx.save_model(m, path, save_as_external_data=False)
+    for f in os.listdir(os.path.dirname(path)):
+        if f.endswith(".data") and f.startswith(os.path.basename(path)):
+            os.remove(os.path.join(os.path.dirname(path), f))
+    return how
+
+
+def prepare_model(torch, name, a, res, work):
+    """Builds, calibrates and exports one model and computes the reference.
+    Returns a dict for the later steps, or None."""
+    info = res.models.setdefault(name, {"notes": []})
+    size = MODELS[name][1]
+    t0 = time.time()
+    model = build_torch_model(torch, name, a.seed)
+    info["source"] = "%s %s" % (MODELS[name][0], name)
+    info["parameters"] = int(sum(p.numel() for p in model.parameters()))
+    model = model.cuda().eval()
+    if a.bn_calibration:
+        info["batchnorms_calibrated"] = calibrate_batchnorm(torch, model, size, a.seed, "cuda")
+    x = np.random.default_rng(a.seed).standard_normal((1, 3, size, size), dtype=np.float32)
+    in_path = os.path.join(work, "input.npy")
+    np.save(in_path, x)
+    path = os.path.join(work, "model.onnx")
+    import copy
+    cpu_model = copy.deepcopy(model).cpu().eval()
+    info["export"] = export_onnx(torch, cpu_model, torch.from_numpy(x), path, a.opset)
+    del cpu_model
+    inputs, outputs = graph_io(path)
+    if len(inputs) != 1:
+        info["notes"].append("the export has %d inputs: %s" % (len(inputs), inputs))
+        return None
+    set_tf32(torch, False)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x).cuda())
+    ref = ref.float().cpu().numpy()
+    # ONNX Runtime on the exported file: tells an export problem from an opc one.
+    try:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        got = sess.run(None, {inputs[0]: x})[0]
+        err, why = rel_l2(ref, got)
+        info["onnxruntime_vs_pytorch_rel_l2"] = err
+        if why or err >= STRICT_TOL:
+            info["notes"].append("ONNX Runtime on the export differs from PyTorch: %s"
+                                 % (why or "rel. L2 %.2e" % err))
+    except Exception as exc:
+        info["notes"].append("ONNX Runtime check not run: %s" % str(exc)[:200])
+    info["prepare_s"] = round(time.time() - t0, 1)
+    return {"model": model, "x": x, "path": path, "inputs": [(inputs[0], in_path)],
+            "outputs": outputs, "ref": ref, "work": work}
+
+
+def time_torch(torch, fn, runs, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return stats(times)
+
+
+def torch_system(torch, system, prep, precision, a):
+    """Times one PyTorch system; returns (stats, output array, extra fields)."""
+    model = prep["model"]
+    x_host = torch.from_numpy(prep["x"])  # pageable, as the opc program's input
+    x_dev = x_host.cuda()
+    with torch.no_grad():
+        y = model(x_dev)
+    y_host = torch.empty(y.shape, dtype=y.dtype)
+    extra = {}
+    set_tf32(torch, precision == "tf32")
+    with torch.no_grad():
+        if system == "eager":
+            def fn():
+                x_dev.copy_(x_host)
+                y_host.copy_(model(x_dev))
+        elif system == "cuda-graph":
+            static_x = x_dev.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # cuDNN autotuning and allocations before capture
+                    model(static_x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_y = model(static_x)
+
+            def fn():
+                static_x.copy_(x_host)
+                graph.replay()
+                y_host.copy_(static_y)
+        else:
+            torch._dynamo.reset()
+            compiled = torch.compile(model, mode="reduce-overhead")
+            t0 = time.time()
+            compiled(x_dev)
+            torch.cuda.synchronize()
+            extra["compile_s"] = round(time.time() - t0, 1)
+
+            def fn():
+                x_dev.copy_(x_host)
+                y_host.copy_(compiled(x_dev))
+        st = time_torch(torch, fn, a.runs, a.warmup)
+    return st, y_host.float().numpy(), extra
+
+
+# ---------------------------------------------------------------- GPU run
+def gpu_run(a, res):
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("bench_gpu: torch sees no GPU; use --dry-run on a machine without one")
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
+    clock = Clock(a.deadline)
+    ok = True
+    preps = {}
+    # opc compiles a model's variants while the next model is prepared; all
+    # compiles end before anything is timed.
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
+    futures = {}
+    jobs_list = []
+    t0 = time.time()
+    for name in a.models:
+        work = os.path.join(a.work, name)
+        os.makedirs(work, exist_ok=True)
+        if clock.left() < 60:
+            for p in a.precisions:
+                res.add(name, p, "all", status="not run", note="time budget spent")
+            continue
+        try:
+            prep = prepare_model(torch, name, a, res, work)
+        except Exception as exc:
+            prep = None
+            res.models.setdefault(name, {"notes": []})["notes"].append(
+                "build or export failed: %s: %s" % (type(exc).__name__, str(exc)[:300]))
+        if prep:
+            preps[name] = prep
+            timeout = int(max(60, min(1200, clock.left() - 30)))
+            for s in a.schedulers:
+                for p in a.precisions:
+                    exe = os.path.join(work, "net-%s-%s" % (s, p))
+                    jobs_list.append(exe)
+                    futures[(name, s, p)] = pool.submit(compile_opc, a.opc, prep["path"], exe,
+                                                        a.opc_target, s, p, timeout)
+        else:
+            ok = False
+            for p in a.precisions:
+                res.add(name, p, "all", status="FAIL", note="; ".join(
+                    res.models.get(name, {}).get("notes", [])) or "model not prepared")
+        print("bench_gpu: %s prepared (%s s, %s)" % (
+            name, res.models.get(name, {}).get("prepare_s", "-"),
+            res.models.get(name, {}).get("export", "not exported")), flush=True)
+        res.save()
+    compiled = {key: f.result() for key, f in futures.items()}
+    pool.shutdown()
+    print("bench_gpu: models prepared and %d opc compiles done in %.0f s" % (
+        len(futures), time.time() - t0), flush=True)
+    if jobs_list and "opc_programs" not in res.info:
+        code, out = run(["ldd", jobs_list[0]], 30)
+        libs = [l.strip() for l in out.splitlines()
+                if re.search(r"cudnn|cublas|cudart|nvrtc|libcuda\.", l)]
+        res.info["opc_programs"] = "built with `%s`; loads %s" % (
+            os.environ.get("CC", "cc"), "; ".join(libs) or "?")
+
+    for name, prep in preps.items():
+        for p in a.precisions:
+            for s in a.schedulers:
+                label = opc_label(s)
+                code, out, secs = compiled[(name, s, p)]
+                if code != 0:
+                    why = last_line(out)
+                    res.add(name, p, label, status="FAIL", compile_s=secs,
+                            note=why if why.startswith("opc") else "opc: " + why)
+                    ok = False
+                    continue
+                if clock.left() < 20:
+                    res.add(name, p, label, status="not run", note="time budget spent")
+                    continue
+                exe = os.path.join(prep["work"], "net-%s-%s" % (s, p))
+                lat, got, err = run_opc(exe, prep["inputs"], prep["outputs"], prep["work"],
+                                        "%s-%s" % (s, p), a.runs, a.warmup,
+                                        int(max(60, clock.left())))
+                if err:
+                    res.add(name, p, label, status="FAIL", compile_s=secs, note=err)
+                    ok = False
+                    continue
+                e, why = rel_l2(prep["ref"], got[prep["outputs"][0]])
+                row = res.add(name, p, label, compile_s=secs, rel_l2=e,
+                              **{k: lat[k] for k in ("p50", "p90", "mean", "min") if k in lat})
+                if why or (p == "fp32" and e >= STRICT_TOL):
+                    row["status"] = "FAIL"
+                    row["note"] = why or "relative L2 %.2e >= %g" % (e, STRICT_TOL)
+                    ok = False
+                print("bench_gpu: %s %s %s p50=%s rel_l2=%s %s" % (
+                    name, p, label, fmt_ms(row.get("p50")), e, row["status"]), flush=True)
+            for system in a.systems:
+                label = TORCH_LABEL[system]
+                need = a.compile_reserve if system == "compile" else 20
+                if clock.left() < need:
+                    res.add(name, p, label, status="not run", note="time budget spent")
+                    continue
+                try:
+                    st, y, extra = torch_system(torch, system, prep, p, a)
+                    e, why = rel_l2(prep["ref"], y)
+                    row = res.add(name, p, label, rel_l2=e, **extra,
+                                  **{k: st[k] for k in ("p50", "p90", "mean", "min")})
+                    if why:
+                        row["note"] = why
+                except Exception as exc:
+                    res.add(name, p, label, status="FAIL",
+                            note="%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300]
+                                             if str(exc) else ""))
+                    try:
+                        torch.cuda.synchronize()
+                    except Exception:
+                        pass
+                print("bench_gpu: %s %s %s %s" % (name, p, label, res.rows[-1].get("p50")),
+                      flush=True)
+            res.save()
+        # Free this model's GPU memory before the next.
+        prep["model"] = None
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+        if not a.keep:
+            for f in os.listdir(prep["work"]):
+                if f.startswith("net-"):
+                    os.remove(os.path.join(prep["work"], f))
+    set_tf32(torch, False)
+    res.save()
+    return ok
+
+
+# ------------------------------------------------------------ description
+def describe(a, dry):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    info = {"date": now.strftime("%Y-%m-%d"), "datetime": now.strftime("%Y-%m-%d %H:%M UTC"),
+            "dry_run": dry, "host": "%s, %d CPUs, %s" % (platform.node(), os.cpu_count() or 0,
+                                                          platform.platform())}
+    libs = ["python %s" % platform.python_version(), "numpy %s" % np.__version__]
+    for mod in ("onnx", "onnxruntime"):
+        try:
+            libs.append("%s %s" % (mod, __import__(mod).__version__))
+        except ImportError:
+            libs.append("%s: not installed" % mod)
+    gcc = tool_version([os.environ.get("CC", "cc").split()[0], "--version"])
+    if gcc:
+        libs.append(gcc)
+    if dry:
+        info["device"] = "none (dry run)"
+    else:
+        import torch
+        libs.insert(0, "torch %s (CUDA %s, cuDNN %s)" % (
+            torch.__version__, torch.version.cuda, torch.backends.cudnn.version()))
+        for mod in ("torchvision", "timm"):
+            try:
+                libs.insert(1, "%s %s" % (mod, __import__(mod).__version__))
+            except ImportError:
+                libs.insert(1, "%s: not installed" % mod)
+        props = torch.cuda.get_device_properties(0)
+        info["device"] = "%s, %d SMs, %.0f GiB" % (props.name, props.multi_processor_count,
+                                                   props.total_memory / 2 ** 30)
+        info["device_name"] = props.name
+        drv = tool_version(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver"] = drv or "?"
+    info["libraries"] = libs
+    opc_info = [tool_version([a.opc, "--version"]) or "%s (does not run)" % a.opc]
+    carried = os.path.join(os.path.dirname(a.opc), "opc.info")
+    if os.path.exists(carried):
+        opc_info += [l.strip() for l in open(carried) if l.strip() and not l.startswith("opc:")]
+    else:
+        code, out = run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], 10)
+        if code == 0:
+            opc_info.append("git %s" % out.strip())
+    info["opc"] = opc_info
+    if dry:
+        info["method"] = ("zoo model %s (tools/models/build.py, seed %d); each scheduler and "
+                          "precision compiled for --target cuda and --target cpu; the CPU "
+                          "programs checked against ONNX Runtime" % (a.zoo_model, a.seed))
+    else:
+        info["method"] = (
+            "batch 1; seeded random weights (seed %d)%s; input N(0,1) from numpy seed %d; "
+            "opc: `--target cuda --schedule S --precision P`, program run with `--bench %d "
+            "--warmup %d`; PyTorch: CUDA events around each of %d runs after %d warm-ups, "
+            "torch.backends.cudnn.benchmark=%s; both copy the input from pageable host memory "
+            "and the output back within each timed run; fp32 = TF32 off in cuDNN and cuBLAS, "
+            "tf32 = on (allow_tf32)" % (
+                a.seed, ", BatchNorm statistics from 4 seeded random batches of 8"
+                if a.bn_calibration else "", a.seed, a.runs, a.warmup, a.runs, a.warmup,
+                a.cudnn_benchmark))
+    info["command"] = "`%s`" % " ".join(shlex.quote(x) for x in sys.argv)
+    return info
+
+
+def default_output(info, tag):
+    device = "dry-run" if info.get("dry_run") else slug(info.get("device_name", "gpu"))
+    name = "gpu-bench-%s-%s%s.md" % (info["date"], device, "-" + tag if tag else "")
+    if os.environ.get("OUT"):
+        return os.path.join(os.environ["OUT"], name)
+    return os.path.join(ROOT, "bench", "results", name)
+
+
+def merge(paths, output):
+    """Joins the JSON of several runs into one report."""
+    data = None
+    for path in paths:
+        with open(path) as f:
+            part = json.load(f)
+        if data is None:
+            data = part
+            data["info"]["parts"] = [path]
+            continue
+        keys = {(r["model"], r["precision"], r["system"]) for r in part["rows"]}
+        data["rows"] = [r for r in data["rows"]
+                        if (r["model"], r["precision"], r["system"]) not in keys] + part["rows"]
+        data["models"].update(part["models"])
+        for key in ("device", "driver", "libraries", "opc", "opc_programs", "method", "command"):
+            old, new = data["info"].get(key), part["info"].get(key)
+            if new is not None and new != old:
+                old_list = old if isinstance(old, list) else [old] if old is not None else []
+                new_list = new if isinstance(new, list) else [new]
+                data["info"][key] = old_list + [v for v in new_list if v not in old_list]
+        data["info"]["parts"].append(path)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    text = render(data)
+    with open(output, "w") as f:
+        f.write(text)
+    with open(os.path.splitext(output)[0] + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    return text
+
+
+def split_list(text, known, what, ap):
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    for x in items:
+        if x not in known:
+            ap.error("unknown %s %r (known: %s)" % (what, x, ", ".join(known)))
+    return items
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_opc = os.path.join(ROOT, ".gpu-carry", "bin", "opc")
+    if not os.path.exists(default_opc):
+        default_opc = os.path.join(ROOT, "build", "opc")
+    ap.add_argument("--opc", default=default_opc, help="default: .gpu-carry/bin/opc, else build/opc")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    ap.add_argument("--precisions", default=",".join(PRECISIONS))
+    ap.add_argument("--systems", default=",".join(TORCH_SYSTEMS), help="PyTorch's systems to time")
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--opset", type=int, default=13, help="for the TorchScript exporter")
+    ap.add_argument("--jobs", type=int, default=0, help="parallel opc compiles (default: CPUs, 2 in a dry run)")
+    ap.add_argument("--deadline", type=float, default=540,
+                    help="seconds after which no further step starts (0: none)")
+    ap.add_argument("--compile-reserve", type=float, default=150,
+                    help="start torch.compile only with this many seconds left")
+    ap.add_argument("--no-bn-calibration", dest="bn_calibration", action="store_false")
+    ap.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
+    ap.add_argument("--work", default=None, help="work folder (default: a fresh one under /tmp)")
+    ap.add_argument("--keep", action="store_true", help="keep the compiled programs")
+    ap.add_argument("--tag", default="", help="added to the default report name (a part of a split run)")
+    ap.add_argument("-o", "--output", default=None, help="the markdown report (.json beside it)")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: see above")
+    ap.add_argument("--zoo-model", default="squeezenet1_1", help="the dry run's model")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="join the JSON of several runs")
+    ap.add_argument("--list", action="store_true", help="print the models and exit")
+    # Only for bench/gpu/test_bench_logic.py, which runs the GPU path with a
+    # stand-in torch on a machine without a GPU.
+    ap.add_argument("--opc-target", default="cuda", choices=["cuda", "cpu"], help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+
+    if a.list:
+        for name, (source, size) in MODELS.items():
+            print("%-14s %-12s 1x3x%dx%d" % (name, source, size, size))
+        return 0
+    if a.merge:
+        if not a.output:
+            ap.error("--merge needs -o")
+        print(merge(a.merge, a.output))
+        print("bench_gpu: wrote %s" % a.output)
+        return 0
+    a.models = split_list(a.models, list(MODELS), "model", ap)
+    a.schedulers = split_list(a.schedulers, SCHEDULERS, "scheduler", ap)
+    a.precisions = split_list(a.precisions, PRECISIONS, "precision", ap)
+    a.systems = split_list(a.systems, TORCH_SYSTEMS, "system", ap)
+    a.opc = os.path.abspath(a.opc)
+    if a.jobs <= 0:
+        a.jobs = 2 if a.dry_run else (os.cpu_count() or 4)
+    if not os.access(a.opc, os.X_OK):
+        sys.exit("bench_gpu: no opc at %s (build it, or tools/gpu/pack_opc.sh)" % a.opc)
+    if tool_version([a.opc, "--version"]) is None:
+        sys.exit("bench_gpu: %s does not run; on the GPU machine, source tools/gpu/env.sh first "
+                 "(LD_LIBRARY_PATH for libprotobuf-c)" % a.opc)
+    if not a.dry_run and "OPC_GPU_PREFIX" not in os.environ:
+        print("bench_gpu: warning: tools/gpu/env.sh was not sourced; CC and LD_LIBRARY_PATH "
+              "may not find cuDNN", flush=True)
+
+    tmp = None
+    if a.work is None:
+        tmp = a.work = tempfile.mkdtemp(prefix="opc-bench-gpu-")
+    os.makedirs(a.work, exist_ok=True)
+    info = describe(a, a.dry_run)
+    if a.output is None:
+        a.output = (os.path.join(tempfile.gettempdir(), "gpu-bench-dry-run.md") if a.dry_run
+                    else default_output(info, a.tag))
+    args = {k: v for k, v in vars(a).items() if k not in ("merge", "list")}
+    res = Results(info, args, a.output)
+    try:
+        ok = dry_run(a, res) if a.dry_run else gpu_run(a, res)
+        print(res.save())
+    finally:
+        if tmp and not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("bench_gpu: wrote %s and %s" % (a.output, os.path.splitext(a.output)[0] + ".json"))
+    if not ok:
+        print("bench_gpu: FAILED: opc failed to compile, run or match on some model (see the table)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

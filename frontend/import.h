@@ -1,0 +1,53 @@
+/*
+ * import.h - what the files of frontend/ share: the importer's state and
+ * the decoding of TensorProto data into the IR's canonical form.
+ */
+#ifndef OPC_IMPORT_H
+#define OPC_IMPORT_H
+
+#include "frontend.h"
+#include "onnx.pb-c.h"
+
+typedef struct Importer {
+  Graph *g;
+  const char *dir; /* directory of the model file: external data is relative to it */
+  const ImportOptions *opt;
+  int ninitializers; /* tensors 0..ninitializers-1 are the initializers */
+  bool failed;       /* an error has been reported; keep going to find the others */
+} Importer;
+
+/* Protobuf-c leaves absent proto2 strings NULL; the importer treats them as "". */
+static inline const char *proto_str(const char *s) { return s ? s : ""; }
+
+/*
+ * Fills t's dtype, shape and constant data (t->f32 or t->i64) from `p`,
+ * whatever storage form the data is in, external files included. `what`
+ * names the tensor in messages ("initializer 'w'"); `n` is the node the
+ * tensor belongs to, or NULL. Reports and returns false on bad data.
+ */
+bool tensor_from_proto(Importer *im, const Node *n, const char *what,
+                       const Onnx__TensorProto *p, Tensor *t);
+
+/*
+ * Fills t from `len` bytes of packed elements of dtype `dt` in C order
+ * (little-endian unless `big_endian`), checking that the length matches
+ * the shape. Reports against `what` and returns false on a mismatch.
+ */
+bool tensor_from_bytes(Importer *im, const char *what, DType dt, int rank, const int64_t *dims,
+                       const uint8_t *data, size_t len, bool big_endian, Tensor *t);
+
+/*
+ * --const-input: reads the file of `ci` (a TensorProto .pb or a .npy) into
+ * t's dtype, shape and constant data. Reports and returns false when the
+ * file is missing, corrupt or holds a tensor opc cannot represent.
+ */
+bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t);
+
+/* The directory part of `path`, "." when there is none. */
+const char *path_dir(Arena *a, const char *path);
+
+/* Converts an IEEE half or a bfloat16 bit pattern to float. */
+float half_to_float(uint16_t h);
+float bfloat16_to_float(uint16_t h);
+
+#endif

@@ -1,0 +1,739 @@
+/*
+ * onnx.c - the ONNX importer: reads a ModelProto with protobuf-c and lowers
+ * its graph to the IR, one IR node per ONNX node. Constant nodes and
+ * initializers become constant tensors. Shapes are pinned from the command
+ * line where the model leaves them symbolic, then inferred by the IR.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "import.h"
+
+/* ---------------------------------------------------------- the file */
+
+/* Reads the whole file; NULL after reporting why not. */
+static uint8_t *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    opc_error("%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    opc_error("%s: not a regular file", path);
+    fclose(f);
+    return NULL;
+  }
+  if (st.st_size == 0) {
+    opc_error("%s: empty file, not an ONNX model", path);
+    fclose(f);
+    return NULL;
+  }
+  uint8_t *data = malloc((size_t)st.st_size);
+  size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+  bool bad = ferror(f) || got != (size_t)st.st_size;
+  fclose(f);
+  if (bad) {
+    opc_error("%s: cannot read the file", path);
+    free(data);
+    return NULL;
+  }
+  *len = got;
+  return data;
+}
+
+/* The directory part of `path`, "." when there is none. */
+const char *path_dir(Arena *a, const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return ".";
+  if (slash == path)
+    return "/";
+  char *dir = arena_strdup(a, path);
+  dir[slash - path] = '\0';
+  return dir;
+}
+
+/* ------------------------------------------------------------- names */
+
+static bool domain_is_default(const char *domain) {
+  return !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+}
+
+/* The name used in messages and in the IR: the ONNX one, or OpType_N. */
+static const char *node_name(Graph *g, const Onnx__NodeProto *np, size_t index) {
+  if (np->name && *np->name)
+    return np->name;
+  return arena_printf(g->arena, "%s_%zu", proto_str(np->op_type), index);
+}
+
+/* The op type as a user would look it up: prefixed with a foreign domain. */
+static const char *qualified_op(Graph *g, const Onnx__NodeProto *np) {
+  if (domain_is_default(np->domain))
+    return proto_str(np->op_type);
+  return arena_printf(g->arena, "%s.%s", np->domain, proto_str(np->op_type));
+}
+
+static bool node_supported(const Onnx__NodeProto *np) {
+  return domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID;
+}
+
+/*
+ * Lists every unsupported operator in one message, each with the nodes that
+ * use it, so that a user sees the whole gap at once rather than one op per run.
+ */
+static bool check_operators(Importer *im, const Onnx__GraphProto *gp) {
+  Graph *g = im->g;
+  const char **ops = arena_alloc(g->arena, sizeof(char *) * (gp->n_node + 1));
+  size_t nbad = 0;
+  for (size_t i = 0; i < gp->n_node; i++)
+    ops[i] = node_supported(gp->node[i]) ? NULL : qualified_op(g, gp->node[i]);
+  for (size_t i = 0; i < gp->n_node; i++)
+    nbad += ops[i] != NULL;
+  if (nbad == 0)
+    return true;
+
+  enum { MAX_NAMES = 8 };
+  char *msg = NULL;
+  size_t msglen = 0;
+  FILE *f = open_memstream(&msg, &msglen);
+  bool first_op = true;
+  for (size_t i = 0; i < gp->n_node; i++) {
+    if (!ops[i])
+      continue;
+    const char *op = ops[i];
+    fprintf(f, "%s%s (node ", first_op ? "" : ", ", op);
+    first_op = false;
+    int count = 0;
+    for (size_t j = i; j < gp->n_node; j++) {
+      if (!ops[j] || strcmp(ops[j], op) != 0)
+        continue;
+      if (count < MAX_NAMES)
+        fprintf(f, "%s'%s'", count ? ", " : "", node_name(g, gp->node[j], j));
+      count++;
+      ops[j] = NULL;
+    }
+    if (count > MAX_NAMES)
+      fprintf(f, " and %d more", count - MAX_NAMES);
+    fputc(')', f);
+  }
+  fclose(f);
+  ir_error(g, NULL, "unsupported operators: %s", msg);
+  free(msg);
+  return false;
+}
+
+/* -------------------------------------------------------- definitions */
+
+/* Creates the tensor for a new definition; reports a second definition. */
+static Tensor *define(Importer *im, const char *name, const char *by) {
+  Tensor *old = graph_find_tensor(im->g, name);
+  if (old) {
+    ir_error(im->g, NULL, "tensor '%s' is defined twice (again by %s)", name, by);
+    im->failed = true;
+    return NULL;
+  }
+  return graph_add_tensor(im->g, name);
+}
+
+static void import_initializers(Importer *im, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    const Onnx__TensorProto *p = gp->initializer[i];
+    const char *name = proto_str(p->name);
+    if (!*name) {
+      ir_error(im->g, NULL, "initializer %zu has no name", i);
+      im->failed = true;
+      continue;
+    }
+    const char *what = arena_printf(im->g->arena, "initializer '%s'", name);
+    Tensor *t = define(im, name, what);
+    if (t && !tensor_from_proto(im, NULL, what, p, t))
+      im->failed = true;
+  }
+  im->ninitializers = im->g->ntensors;
+  if (gp->n_sparse_initializer) {
+    ir_error(im->g, NULL, "sparse initializers are not supported");
+    im->failed = true;
+  }
+}
+
+/* ------------------------------------------------------------- inputs */
+
+static const InputShape *find_override(const ImportOptions *opt, const char *name) {
+  for (int i = 0; i < opt->nshapes; i++)
+    if (strcmp(opt->shapes[i].name, name) == 0)
+      return &opt->shapes[i];
+  return NULL;
+}
+
+static const Onnx__TypeProto__Tensor *tensor_type(const Onnx__ValueInfoProto *vi) {
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return NULL;
+  return tp->tensor_type;
+}
+
+/* The declared shape, with dynamic dimensions pinned by --batch; false
+   (reported) when a dimension stays dynamic. */
+static bool declared_shape(Importer *im, const char *name, const Onnx__TensorShapeProto *sp,
+                           Tensor *t) {
+  if (!sp) {
+    ir_error(im->g, NULL, "input '%s' has no declared shape; give it with --input-shape %s=...",
+             name, name);
+    return false;
+  }
+  if (sp->n_dim > IR_MAX_RANK) {
+    ir_error(im->g, NULL, "input '%s' has rank %zu, beyond opc's limit of %d", name, sp->n_dim,
+             IR_MAX_RANK);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
+    bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                 d->dim_value >= 0;
+    if (fixed) {
+      dims[i] = d->dim_value;
+    } else if (i == 0 && im->opt->batch > 0) {
+      dims[i] = im->opt->batch;
+    } else {
+      const char *param = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                              ? arena_printf(im->g->arena, " ('%s')", proto_str(d->dim_param))
+                              : "";
+      ir_error(im->g, NULL,
+               "input '%s' has a dynamic dimension %zu%s; pin it with --input-shape %s=... or "
+               "--batch N",
+               name, i, param, name);
+      return false;
+    }
+  }
+  tensor_set_shape(t, (int)sp->n_dim, dims);
+  return true;
+}
+
+static const ConstInput *find_binding(const ImportOptions *opt, const char *name) {
+  for (int i = 0; i < opt->nconsts; i++)
+    if (strcmp(opt->consts[i].name, name) == 0)
+      return &opt->consts[i];
+  return NULL;
+}
+
+/* "[2,N,?]": fixed dimensions, symbolic names, ? for unknown ones. */
+static const char *declared_str(Arena *a, const Onnx__TensorShapeProto *sp) {
+  const char *s = "[";
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
+    const char *dim = "?";
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+      dim = arena_printf(a, "%lld", (long long)d->dim_value);
+    else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+      dim = proto_str(d->dim_param);
+    s = arena_printf(a, "%s%s%s", s, i ? "," : "", dim);
+  }
+  return arena_printf(a, "%s]", s);
+}
+
+/* A symbolic or unknown dimension accepts any size; a fixed one must match. */
+static bool declared_accepts(const Onnx__TensorShapeProto *sp, const Tensor *t) {
+  if ((int)sp->n_dim != t->rank)
+    return false;
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        d->dim_value != t->dims[i])
+      return false;
+  }
+  return true;
+}
+
+/*
+ * --const-input: the input becomes a constant holding the file's tensor.
+ * Its type must be what the model declares (or what --input-shape says),
+ * since the graph was built for that type.
+ */
+static void bind_input(Importer *im, const ConstInput *ci, const Onnx__TypeProto__Tensor *tt,
+                       Tensor *t) {
+  Graph *g = im->g;
+  if (!const_input_load(im, ci, t)) {
+    im->failed = true;
+    return;
+  }
+  DType declared = tt->has_elem_type ? (DType)tt->elem_type : DT_UNDEFINED;
+  if (declared != t->dtype) {
+    ir_error(g, NULL, "--const-input %s=%s: the file holds %s data but input '%s' is declared %s",
+             ci->name, ci->path, dtype_name(t->dtype), ci->name,
+             declared ? dtype_name(declared) : "without a data type");
+    im->failed = true;
+    return;
+  }
+  char got[128];
+  tensor_type_str(t, got, sizeof got);
+  const InputShape *pin = find_override(im->opt, ci->name);
+  if (pin) {
+    Tensor want = {.dtype = t->dtype};
+    tensor_set_shape(&want, pin->rank, pin->dims);
+    if (!tensor_same_shape(&want, t)) {
+      char buf[128];
+      ir_error(g, NULL, "--const-input %s=%s: the file holds %s but --input-shape gives %s",
+               ci->name, ci->path, got, tensor_type_str(&want, buf, sizeof buf));
+      im->failed = true;
+    }
+  } else if (tt->shape && !declared_accepts(tt->shape, t)) {
+    ir_error(g, NULL, "--const-input %s=%s: the file holds %s but input '%s' is declared %s%s",
+             ci->name, ci->path, got, ci->name, dtype_name(declared),
+             declared_str(g->arena, tt->shape));
+    im->failed = true;
+  }
+}
+
+static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
+  const char *name = proto_str(vi->name);
+  Graph *g = im->g;
+  Tensor *existing = graph_find_tensor(g, name);
+  /* Older exporters list initializers among the inputs: they stay constants.
+     Initializers were defined first, so their ids come first. */
+  if (existing && existing->id < im->ninitializers)
+    return;
+  Tensor *t = define(im, name, arena_printf(g->arena, "graph input '%s'", name));
+  if (!t)
+    return;
+  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  if (!tt) {
+    ir_error(g, NULL, "input '%s' is not a tensor (sequences, maps and optionals are not supported)",
+             name);
+    im->failed = true;
+    return;
+  }
+  const ConstInput *bound = find_binding(im->opt, name);
+  if (bound) {
+    bind_input(im, bound, tt, t);
+    return;
+  }
+  t->dtype = (DType)tt->elem_type;
+  if (t->dtype != DT_FLOAT) {
+    ir_error(g, NULL, "input '%s' has data type %s; opc compiles models with float32 inputs only",
+             name, tt->has_elem_type ? dtype_name(t->dtype) : "(none)");
+    im->failed = true;
+    return;
+  }
+  const InputShape *pin = find_override(im->opt, name);
+  if (pin)
+    tensor_set_shape(t, pin->rank, pin->dims);
+  else if (!declared_shape(im, name, tt->shape, t))
+    im->failed = true;
+  graph_add_input(g, t);
+}
+
+/* Every --input-shape must name a real input (a bound one checked it already). */
+static void check_overrides(Importer *im) {
+  for (int i = 0; i < im->opt->nshapes; i++) {
+    const char *name = im->opt->shapes[i].name;
+    Tensor *t = graph_find_tensor(im->g, name);
+    if (!t || !(t->is_input || find_binding(im->opt, name))) {
+      ir_error(im->g, NULL, "--input-shape names '%s', which is not an input of the model", name);
+      im->failed = true;
+    }
+  }
+}
+
+/*
+ * Every --const-input must name a run-time input, once. Runs before the
+ * node outputs are defined, so any tensor found past the initializers is
+ * a graph input.
+ */
+static void check_bindings(Importer *im) {
+  const ImportOptions *opt = im->opt;
+  for (int i = 0; i < opt->nconsts; i++) {
+    const char *name = opt->consts[i].name;
+    Tensor *t = graph_find_tensor(im->g, name);
+    const char *problem = NULL;
+    if (find_binding(opt, name) != &opt->consts[i])
+      problem = "is bound twice";
+    else if (!t)
+      problem = "is not an input of the model";
+    else if (t->id < im->ninitializers)
+      problem = "is an initializer, already a constant";
+    if (problem) {
+      ir_error(im->g, NULL, "--const-input: '%s' %s", name, problem);
+      im->failed = true;
+    }
+  }
+}
+
+/* --------------------------------------------------------- attributes */
+
+/* Old models leave the attribute type out; it follows from the field set. */
+static Onnx__AttributeProto__AttributeType attr_type(const Onnx__AttributeProto *a) {
+  if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+    return a->type;
+  if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+  if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+  if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+  if (a->g) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+  if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+  if (a->n_ints) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+  if (a->n_strings) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+  if (a->n_tensors) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+  if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+  return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
+}
+
+static const char *binary_str(Arena *a, ProtobufCBinaryData b) {
+  char *s = arena_alloc(a, b.len + 1);
+  if (b.len)
+    memcpy(s, b.data, b.len);
+  return s;
+}
+
+/* An attribute tensor lives outside the graph: it is data, not a value. */
+static Tensor *attr_tensor(Importer *im, const Node *n, const char *attr,
+                           const Onnx__TensorProto *p) {
+  Tensor *t = arena_alloc(im->g->arena, sizeof *t);
+  t->id = -1;
+  t->name = arena_strdup(im->g->arena, p->name && *p->name ? p->name : attr);
+  const char *what = arena_printf(im->g->arena, "attribute '%s'", attr);
+  return tensor_from_proto(im, n, what, p, t) ? t : NULL;
+}
+
+static bool convert_attr(Importer *im, const Node *n, const Onnx__AttributeProto *a, Attr *out) {
+  Arena *arena = im->g->arena;
+  out->name = arena_strdup(arena, proto_str(a->name));
+  switch (attr_type(a)) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+    out->kind = ATTR_FLOAT;
+    out->f = a->f;
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+    out->kind = ATTR_INT;
+    out->i = a->i;
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+    out->kind = ATTR_STRING;
+    out->s = binary_str(arena, a->s);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
+    out->kind = ATTR_TENSOR;
+    out->t = a->t ? attr_tensor(im, n, out->name, a->t) : NULL;
+    return out->t != NULL;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+    out->kind = ATTR_FLOATS;
+    out->n = (int)a->n_floats;
+    out->floats = arena_dup(arena, a->floats, sizeof(float) * a->n_floats);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+    out->kind = ATTR_INTS;
+    out->n = (int)a->n_ints;
+    out->ints = arena_dup(arena, a->ints, sizeof(int64_t) * a->n_ints);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
+    out->kind = ATTR_STRINGS;
+    out->n = (int)a->n_strings;
+    out->strings = arena_alloc(arena, sizeof(char *) * (a->n_strings + 1));
+    for (size_t i = 0; i < a->n_strings; i++)
+      out->strings[i] = binary_str(arena, a->strings[i]);
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
+    out->kind = ATTR_TENSORS;
+    out->n = (int)a->n_tensors;
+    out->tensors = arena_alloc(arena, sizeof(Tensor *) * (a->n_tensors + 1));
+    for (size_t i = 0; i < a->n_tensors; i++)
+      if (!(out->tensors[i] = attr_tensor(im, n, out->name, a->tensors[i])))
+        return false;
+    return true;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+    ir_error(im->g, n, "attribute '%s' is a subgraph; opc does not support subgraphs", out->name);
+    return false;
+  default:
+    ir_error(im->g, n, "attribute '%s' has a kind opc does not support", out->name);
+    return false;
+  }
+}
+
+static bool convert_attrs(Importer *im, Node *n, const Onnx__NodeProto *np) {
+  n->nattrs = (int)np->n_attribute;
+  n->attrs = arena_alloc(im->g->arena, sizeof(Attr) * (np->n_attribute + 1));
+  bool ok = true;
+  for (size_t i = 0; i < np->n_attribute; i++)
+    ok &= convert_attr(im, n, np->attribute[i], &n->attrs[i]);
+  return ok;
+}
+
+/* ------------------------------------------------------------- nodes */
+
+/*
+ * A Constant node becomes a constant tensor and no IR node. A stand-in
+ * node carries the name and attributes for messages and lookups.
+ */
+static void import_constant(Importer *im, const Onnx__NodeProto *np, const char *name) {
+  Graph *g = im->g;
+  Node tmp = {.name = name, .op = OP_CONSTANT};
+  if (np->n_output != 1 || !np->output[0] || !*np->output[0] || np->n_input != 0) {
+    ir_error(g, &tmp, "expects no inputs and one output");
+    im->failed = true;
+    return;
+  }
+  if (!convert_attrs(im, &tmp, np)) {
+    im->failed = true;
+    return;
+  }
+  Tensor *t = graph_find_tensor(g, np->output[0]);
+  if (tmp.nattrs != 1) {
+    ir_error(g, &tmp, "expects exactly one value attribute, has %d attributes", tmp.nattrs);
+    im->failed = true;
+    return;
+  }
+  const Attr *a = &tmp.attrs[0];
+  int64_t n = a->n;
+  if (strcmp(a->name, "value") == 0 && a->kind == ATTR_TENSOR) {
+    const Tensor *v = a->t;
+    t->dtype = v->dtype;
+    tensor_set_shape(t, v->rank, v->dims);
+    t->f32 = v->f32;
+    t->i64 = v->i64;
+  } else if (strcmp(a->name, "value_float") == 0 && a->kind == ATTR_FLOAT) {
+    t->dtype = DT_FLOAT;
+    tensor_set_shape(t, 0, NULL);
+    t->f32 = arena_dup(g->arena, &a->f, sizeof(float));
+  } else if (strcmp(a->name, "value_int") == 0 && a->kind == ATTR_INT) {
+    t->dtype = DT_INT64;
+    tensor_set_shape(t, 0, NULL);
+    t->i64 = arena_dup(g->arena, &a->i, sizeof(int64_t));
+  } else if (strcmp(a->name, "value_floats") == 0 && a->kind == ATTR_FLOATS) {
+    t->dtype = DT_FLOAT;
+    tensor_set_shape(t, 1, &n);
+    t->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)(n + 1));
+    if (n)
+      memcpy(t->f32, a->floats, sizeof(float) * (size_t)n);
+  } else if (strcmp(a->name, "value_ints") == 0 && a->kind == ATTR_INTS) {
+    t->dtype = DT_INT64;
+    tensor_set_shape(t, 1, &n);
+    t->i64 = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(n + 1));
+    if (n)
+      memcpy(t->i64, a->ints, sizeof(int64_t) * (size_t)n);
+  } else {
+    ir_error(g, &tmp, "attribute '%s' is not a supported constant value", a->name);
+    im->failed = true;
+  }
+}
+
+/* Defines the tensors every node writes, so that inputs can refer to
+   values defined later (a cycle is reported by the toposort, not here). */
+static void define_outputs(Importer *im, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    const char *by = arena_printf(im->g->arena, "node '%s'", node_name(im->g, np, i));
+    for (size_t j = 0; j < np->n_output; j++)
+      if (np->output[j] && *np->output[j])
+        define(im, np->output[j], by);
+  }
+}
+
+/* Trailing empty names are dropped: the IR reads a missing slot as absent. */
+static int count_names(char **names, size_t n) {
+  while (n > 0 && (!names[n - 1] || !*names[n - 1]))
+    n--;
+  return (int)n;
+}
+
+static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
+  Graph *g = im->g;
+  const char *name = node_name(g, np, index);
+  OpKind op = op_from_name(proto_str(np->op_type));
+  if (op == OP_CONSTANT) {
+    import_constant(im, np, name);
+    return;
+  }
+  int nin = count_names(np->input, np->n_input);
+  int nout = count_names(np->output, np->n_output);
+  Node *n = graph_add_node(g, op, name, nin, nout);
+  for (int i = 0; i < nin; i++) {
+    const char *in = np->input[i];
+    if (!*in)
+      continue; /* an absent optional input */
+    n->in[i] = graph_find_tensor(g, in);
+    if (!n->in[i]) {
+      ir_error(g, n, "input '%s' is not defined by any node, initializer or graph input", in);
+      im->failed = true;
+    }
+  }
+  for (int i = 0; i < nout; i++) {
+    const char *out = np->output[i];
+    /* An unused optional output in the middle still needs a value to write. */
+    n->out[i] = *out ? graph_find_tensor(g, out) : graph_add_tensor(g, NULL);
+  }
+  if (!convert_attrs(im, n, np))
+    im->failed = true;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+static void import_outputs(Importer *im, const Onnx__GraphProto *gp) {
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const char *name = proto_str(gp->output[i]->name);
+    Tensor *t = graph_find_tensor(im->g, name);
+    if (!t) {
+      ir_error(im->g, NULL, "graph output '%s' is not produced by any node", name);
+      im->failed = true;
+      continue;
+    }
+    graph_add_output(im->g, t);
+  }
+  if (gp->n_output == 0) {
+    ir_error(im->g, NULL, "the graph has no outputs");
+    im->failed = true;
+  }
+}
+
+/* A declared shape with every dimension fixed; false when any is symbolic. */
+static bool static_shape(const Onnx__ValueInfoProto *vi, int *rank, int64_t *dims) {
+  const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  if (!tt || !tt->shape || tt->shape->n_dim > IR_MAX_RANK)
+    return false;
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+      return false;
+    dims[i] = d->dim_value;
+  }
+  *rank = (int)tt->shape->n_dim;
+  return true;
+}
+
+/*
+ * Where the model declares a static shape (value_info, graph outputs) it
+ * must agree with inference. A disagreement is only a warning, since a
+ * stale declaration does not change the computation, but it is worth
+ * seeing. Replaced input shapes change everything downstream: no check.
+ */
+static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count) {
+  if (im->opt->nshapes > 0 || im->opt->nconsts > 0)
+    return;
+  for (size_t i = 0; i < count; i++) {
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+    Tensor *t = graph_find_tensor(im->g, proto_str(vis[i]->name));
+    if (!t || t->dtype == DT_UNDEFINED || !static_shape(vis[i], &rank, dims))
+      continue;
+    Tensor declared = {.dtype = t->dtype};
+    tensor_set_shape(&declared, rank, dims);
+    if (!tensor_same_shape(t, &declared)) {
+      char want[128], got[128];
+      ir_warning(im->g, NULL, "'%s' is declared %s but inferred %s", t->name,
+                 tensor_type_str(&declared, want, sizeof want),
+                 tensor_type_str(t, got, sizeof got));
+    }
+  }
+}
+
+/* After inference: every output must have a type, and should match what
+   the model declares for it. */
+static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
+  bool ok = true;
+  for (int i = 0; i < im->g->noutputs; i++) {
+    Tensor *t = im->g->outputs[i];
+    if (t->dtype == DT_UNDEFINED) {
+      ir_error(im->g, NULL, "graph output '%s' has no inferred type", t->name);
+      ok = false;
+      continue;
+    }
+    const Onnx__TypeProto__Tensor *tt = tensor_type(gp->output[i]);
+    if (tt && tt->has_elem_type && tt->elem_type != (int32_t)t->dtype)
+      ir_warning(im->g, NULL, "graph output '%s' is declared %s but computes %s", t->name,
+                 dtype_name((DType)tt->elem_type), dtype_name(t->dtype));
+  }
+  return ok;
+}
+
+/* ------------------------------------------------------------- model */
+
+static int64_t default_opset(const Onnx__ModelProto *m) {
+  for (size_t i = 0; i < m->n_opset_import; i++)
+    if (domain_is_default(m->opset_import[i]->domain))
+      return m->opset_import[i]->version;
+  return 1; /* the first models predate opset_import */
+}
+
+static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
+  Graph *g = im->g;
+  const Onnx__GraphProto *gp = m->graph;
+  if (!gp) {
+    ir_error(g, NULL, "not a valid ONNX model (it has no graph)");
+    return false;
+  }
+  g->opset = default_opset(m);
+  if (gp->name && *gp->name)
+    g->name = arena_strdup(g->arena, gp->name);
+  if (!check_operators(im, gp))
+    return false;
+
+  import_initializers(im, gp);
+  for (size_t i = 0; i < gp->n_input; i++)
+    import_input(im, gp->input[i]);
+  check_overrides(im);
+  check_bindings(im);
+  define_outputs(im, gp);
+  if (im->failed)
+    return false;
+  for (size_t i = 0; i < gp->n_node; i++)
+    import_node(im, gp->node[i], i);
+  import_outputs(im, gp);
+  if (im->failed)
+    return false;
+  if (!graph_toposort(g) || !graph_infer_shapes(g) || !check_outputs(im, gp))
+    return false;
+  check_declared(im, gp->value_info, gp->n_value_info);
+  check_declared(im, gp->output, gp->n_output);
+  return true;
+}
+
+Graph *onnx_import(const char *path, const ImportOptions *opt) {
+  static const ImportOptions no_options;
+  size_t len;
+  uint8_t *data = read_file(path, &len);
+  if (!data)
+    return NULL;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+  free(data);
+  if (!m) {
+    opc_error("%s: not a valid ONNX model (corrupt or truncated protobuf)", path);
+    return NULL;
+  }
+  Graph *g = graph_new(path);
+  Importer im = {.g = g, .dir = path_dir(g->arena, path), .opt = opt ? opt : &no_options};
+  bool ok = import_graph(&im, m);
+  onnx__model_proto__free_unpacked(m, NULL);
+  if (!ok) {
+    graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* ------------------------------------------------------ command line */
+
+bool parse_shape(const char *s, InputShape *out) {
+  int rank = 0;
+  const char *p = s;
+  for (;;) {
+    if (*p < '0' || *p > '9' || rank == IR_MAX_RANK)
+      return false;
+    char *end;
+    errno = 0;
+    long long d = strtoll(p, &end, 10);
+    if (errno || d <= 0)
+      return false;
+    out->dims[rank++] = d;
+    p = end;
+    if (*p == '\0')
+      break;
+    if (*p != 'x' && *p != ',')
+      return false;
+    p++;
+  }
+  out->rank = rank;
+  return true;
+}

@@ -1,0 +1,955 @@
+/*
+ * fold.c - evaluating nodes whose inputs are all constant.
+ *
+ * Constant data is f32 for floating dtypes and i64 for integer and boolean
+ * ones (see ir.h), so every kernel here reads through getf/geti and writes
+ * through put, whatever the declared dtype. Integer arithmetic stays in
+ * int64 so that PyTorch's INT64_MAX slice ends survive; float arithmetic is
+ * done in float, as the run-time kernels do it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ir.h"
+#include "shapes.h"
+
+/* Results beyond this many elements stay run-time work. */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
+
+bool op_is_evaluable(OpKind op) {
+  switch (op) {
+  case OP_IDENTITY: case OP_DROPOUT: case OP_CONSTANT: case OP_SHAPE: case OP_CAST:
+  case OP_CONSTANT_OF_SHAPE: case OP_RANGE: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE:
+  case OP_UNSQUEEZE: case OP_CONCAT: case OP_GATHER: case OP_SLICE: case OP_SPLIT:
+  case OP_TRANSPOSE: case OP_TILE: case OP_EXPAND:
+  case OP_RELU: case OP_LEAKY_RELU: case OP_PRELU: case OP_ELU: case OP_SELU: case OP_CELU:
+  case OP_SIGMOID: case OP_TANH: case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SOFTPLUS:
+  case OP_SOFTSIGN: case OP_CLIP: case OP_ERF:
+  case OP_EXP: case OP_LOG: case OP_SQRT: case OP_ABS: case OP_NEG: case OP_RECIPROCAL:
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_SIGN: case OP_SIN: case OP_COS:
+  case OP_TAN: case OP_ASIN: case OP_ACOS: case OP_ATAN: case OP_SINH: case OP_COSH:
+  case OP_ASINH: case OP_ACOSH: case OP_ATANH:
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_SUM: case OP_MAX:
+  case OP_MIN: case OP_MEAN:
+  case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+  /* more operators */
+  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP: case OP_REDUCE_L1:
+  case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM: case OP_TRILU: case OP_GATHER_ELEMENTS: case OP_HARDMAX:
+  case OP_CUMSUM: case OP_THRESHOLDED_RELU: case OP_SHRINK: case OP_MOD: case OP_EYE_LIKE:
+  case OP_MISH: case OP_GELU:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* ------------------------------------------------------------ elements */
+
+static float getf(const Tensor *t, int64_t i) { return t->f32 ? t->f32[i] : (float)t->i64[i]; }
+
+/* Float to integer, truncating; NaN and out-of-range values (undefined
+   behaviour for a plain C cast) go to 0 and the int64 limits. */
+static int64_t to_int(float v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9.2233720e18f)
+    return INT64_MAX;
+  if (v <= -9.2233720e18f)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+static int64_t geti(const Tensor *t, int64_t i) { return t->i64 ? t->i64[i] : to_int(t->f32[i]); }
+
+static bool is_int(const Tensor *t) { return !dtype_is_float(t->dtype); }
+
+/* Gives the tensor fresh storage for its constant data. */
+static void alloc_data(Graph *g, Tensor *t) {
+  size_t n = (size_t)tensor_numel(t) + 1;
+  t->f32 = NULL;
+  t->i64 = NULL;
+  if (is_int(t))
+    t->i64 = arena_alloc(g->arena, n * sizeof(int64_t));
+  else
+    t->f32 = arena_alloc(g->arena, n * sizeof(float));
+}
+
+static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
+  if (dst->f32)
+    dst->f32[di] = getf(src, si);
+  else
+    dst->i64[di] = geti(src, si);
+}
+
+static void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord) {
+  for (int i = rank - 1; i >= 0; i--) {
+    coord[i] = dims[i] ? index % dims[i] : 0;
+    index = dims[i] ? index / dims[i] : 0;
+  }
+}
+
+static int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
+  int64_t index = 0;
+  for (int i = 0; i < rank; i++)
+    index = index * dims[i] + coord[i];
+  return index;
+}
+
+static int64_t prod(const int64_t *dims, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++)
+    p *= dims[i];
+  return p;
+}
+
+/* Integers narrowed to the width of their dtype, as a cast would. */
+static int64_t wrap_int(int64_t v, DType t) {
+  switch (t) {
+  case DT_BOOL: return v != 0;
+  case DT_INT8: return (int8_t)v;
+  case DT_UINT8: return (uint8_t)v;
+  case DT_INT16: return (int16_t)v;
+  case DT_UINT16: return (uint16_t)v;
+  case DT_INT32: return (int32_t)v;
+  case DT_UINT32: return (uint32_t)v;
+  default: return v;
+  }
+}
+
+/* ------------------------------------------------------- data movement */
+
+static void fold_copy(Tensor *y, const Tensor *x) {
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    copy_elem(y, i, x, i);
+}
+
+static bool fold_concat(Graph *g, Node *n) {
+  int axis;
+  if (!concat_axis(g, n, &axis))
+    return false;
+  Tensor *y = n->out[0];
+  int64_t outer = prod(y->dims, 0, axis), inner = prod(y->dims, axis + 1, y->rank);
+  int64_t k = 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int i = 0; i < n->nin; i++) {
+      const Tensor *x = n->in[i];
+      int64_t block = x->dims[axis] * inner;
+      for (int64_t j = 0; j < block; j++)
+        copy_elem(y, k++, x, o * block + j);
+    }
+  return true;
+}
+
+static bool fold_split(Graph *g, Node *n) {
+  int axis;
+  int64_t *sizes = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(n->nout + 1));
+  if (!split_plan(g, n, &axis, sizes))
+    return false;
+  const Tensor *x = n->in[0];
+  int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
+  int64_t row = x->dims[axis] * inner, begin = 0;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *y = n->out[i];
+    int64_t block = sizes[i] * inner;
+    for (int64_t o = 0; y && o < outer; o++)
+      for (int64_t j = 0; j < block; j++)
+        copy_elem(y, o * block + j, x, o * row + begin + j);
+    begin += block;
+  }
+  return true;
+}
+
+static bool fold_gather(Graph *g, Node *n) {
+  int axis;
+  if (!gather_axis(g, n, &axis))
+    return false;
+  const Tensor *x = n->in[0], *idx = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
+  int64_t dim = x->dims[axis], count = tensor_numel(idx), k = 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < count; j++) {
+      int64_t at = geti(idx, j);
+      if (at < 0)
+        at += dim;
+      for (int64_t e = 0; e < inner; e++)
+        copy_elem(y, k++, x, (o * dim + at) * inner + e);
+    }
+  return true;
+}
+
+static bool fold_slice(Graph *g, Node *n) {
+  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], ext[IR_MAX_RANK], c[IR_MAX_RANK];
+  if (!slice_plan(g, n, start, step, ext))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, c);
+    for (int d = 0; d < x->rank; d++)
+      c[d] = start[d] + c[d] * step[d];
+    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+  }
+  return true;
+}
+
+static bool fold_transpose(Graph *g, Node *n) {
+  int perm[IR_MAX_RANK];
+  if (!transpose_plan(g, n, perm))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, c);
+    for (int d = 0; d < y->rank; d++)
+      xc[perm[d]] = c[d];
+    copy_elem(y, i, x, ravel(x->rank, x->dims, xc));
+  }
+  return true;
+}
+
+static void fold_tile(Tensor *y, const Tensor *x) {
+  int64_t c[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, c);
+    for (int d = 0; d < y->rank; d++)
+      c[d] %= x->dims[d];
+    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+  }
+}
+
+static void fold_expand(Tensor *y, const Tensor *x) {
+  int64_t strides[IR_MAX_RANK];
+  broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    copy_elem(y, i, x, broadcast_offset(i, y->rank, y->dims, strides));
+}
+
+/* --------------------------------------------------------- generators */
+
+static bool fold_constant(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  const Attr *a = NULL;
+  static const char *const kinds[] = {"value", "value_float", "value_int", "value_floats",
+                                      "value_ints"};
+  for (int i = 0; i < 5 && !a; i++)
+    a = node_attr(n, kinds[i]);
+  for (int64_t i = 0; a && i < tensor_numel(y); i++) {
+    switch (a->kind) {
+    case ATTR_TENSOR: copy_elem(y, i, a->t, i); break;
+    case ATTR_FLOAT: y->f32[i] = a->f; break;
+    case ATTR_INT: y->i64[i] = a->i; break;
+    case ATTR_FLOATS: y->f32[i] = a->floats[i]; break;
+    case ATTR_INTS: y->i64[i] = a->ints[i]; break;
+    default: return false;
+    }
+  }
+  return a != NULL;
+}
+
+static void fold_shape(Node *n) {
+  const Tensor *x = n->in[0];
+  int start, end;
+  shape_range(n, x->rank, &start, &end);
+  for (int i = start; i < end; i++)
+    n->out[0]->i64[i - start] = x->dims[i];
+}
+
+/* Rounds to the nearest float16 (ties to even), as a cast to f16 and back
+   would; the value stays in a float, the canonical constant storage. */
+static float round_to_half(float f) {
+  float a = fabsf(f);
+  if (a != a || a == INFINITY)
+    return f;
+  if (a >= 65520.0f) /* beyond the largest half, 65504, after rounding */
+    return f < 0 ? -INFINITY : INFINITY;
+  if (a < 6.103515625e-05f) { /* subnormal halves are multiples of 2^-24 */
+    const float quantum = 5.9604644775390625e-08f;
+    return copysignf(nearbyintf(a / quantum) * quantum, f);
+  }
+  uint32_t u;
+  memcpy(&u, &a, sizeof u);
+  u += 0x0fffu + ((u >> 13) & 1); /* 23 - 10 = 13 mantissa bits go */
+  u &= ~0x1fffu;
+  memcpy(&a, &u, sizeof a);
+  return copysignf(a, f);
+}
+
+static float round_to_bfloat16(float f) {
+  if (f != f)
+    return f;
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1);
+  u &= 0xffff0000u;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static bool fold_cast(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  DType to;
+  if (!cast_target(g, n, &to))
+    return false;
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    if (y->f32 && to == DT_FLOAT16)
+      y->f32[i] = round_to_half(getf(x, i));
+    else if (y->f32 && to == DT_BFLOAT16)
+      y->f32[i] = round_to_bfloat16(getf(x, i));
+    else if (y->f32)
+      y->f32[i] = getf(x, i);
+    else if (to == DT_BOOL && x->f32)
+      y->i64[i] = x->f32[i] != 0;
+    else
+      y->i64[i] = wrap_int(geti(x, i), to);
+  }
+  return true;
+}
+
+static void fold_constant_of_shape(Node *n) {
+  Tensor *y = n->out[0];
+  const Attr *a = node_attr(n, "value");
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    if (a && a->kind == ATTR_TENSOR)
+      copy_elem(y, i, a->t, 0);
+    else if (y->f32)
+      y->f32[i] = 0;
+    else
+      y->i64[i] = 0;
+  }
+}
+
+static void fold_range(Node *n) {
+  Tensor *y = n->out[0];
+  const Tensor *start = n->in[0], *delta = n->in[2];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    if (y->f32)
+      y->f32[i] = start->f32[0] + (float)i * delta->f32[0];
+    else
+      y->i64[i] = start->i64[0] + i * delta->i64[0];
+  }
+}
+
+/* --------------------------------------------------------------- unary */
+
+static float unary(const Node *n, float x) {
+  float alpha, beta;
+  switch (n->op) {
+  case OP_RELU: return x > 0 ? x : 0;
+  case OP_LEAKY_RELU: return x >= 0 ? x : node_attr_float(n, "alpha", 0.01f) * x;
+  case OP_ELU:
+    alpha = node_attr_float(n, "alpha", 1.0f);
+    return x >= 0 ? x : alpha * (expf(x) - 1);
+  case OP_SELU:
+    alpha = node_attr_float(n, "alpha", 1.67326319217681884765625f);
+    beta = node_attr_float(n, "gamma", 1.05070102214813232421875f);
+    return x > 0 ? beta * x : beta * alpha * (expf(x) - 1);
+  case OP_CELU:
+    alpha = node_attr_float(n, "alpha", 1.0f);
+    return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
+  case OP_SIGMOID: return 1 / (1 + expf(-x));
+  case OP_TANH: return tanhf(x);
+  case OP_HARD_SIGMOID:
+    alpha = node_attr_float(n, "alpha", 0.2f);
+    beta = node_attr_float(n, "beta", 0.5f);
+    return fmaxf(0, fminf(1, alpha * x + beta));
+  case OP_HARD_SWISH: return x * fmaxf(0, fminf(1, x / 6 + 0.5f));
+  case OP_SOFTPLUS: return log1pf(expf(x));
+  case OP_SOFTSIGN: return x / (1 + fabsf(x));
+  case OP_ERF: return erff(x);
+  case OP_EXP: return expf(x);
+  case OP_LOG: return logf(x);
+  case OP_SQRT: return sqrtf(x);
+  case OP_ABS: return fabsf(x);
+  case OP_NEG: return -x;
+  case OP_RECIPROCAL: return 1 / x;
+  case OP_FLOOR: return floorf(x);
+  case OP_CEIL: return ceilf(x);
+  case OP_ROUND: return nearbyintf(x); /* halves to even */
+  case OP_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f;
+  case OP_SIN: return sinf(x);
+  case OP_COS: return cosf(x);
+  case OP_TAN: return tanf(x);
+  case OP_ASIN: return asinf(x);
+  case OP_ACOS: return acosf(x);
+  case OP_ATAN: return atanf(x);
+  case OP_SINH: return sinhf(x);
+  case OP_COSH: return coshf(x);
+  case OP_ASINH: return asinhf(x);
+  case OP_ACOSH: return acoshf(x);
+  case OP_ATANH: return atanhf(x);
+  /* more operators */
+  case OP_THRESHOLDED_RELU: return x > node_attr_float(n, "alpha", 1.0f) ? x : 0.0f;
+  case OP_SHRINK:
+    alpha = node_attr_float(n, "lambd", 0.5f);
+    beta = node_attr_float(n, "bias", 0.0f);
+    return x < -alpha ? x + beta : x > alpha ? x - beta : 0.0f;
+  case OP_MISH: return x * tanhf(log1pf(expf(x)));
+  case OP_GELU:
+    if (strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0)
+      return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  default: return x;
+  }
+}
+
+/* Integer shape arithmetic sometimes goes through Abs, Neg or Sign. */
+static bool unary_int(const Node *n, int64_t x, int64_t *out) {
+  switch (n->op) {
+  case OP_ABS: *out = x < 0 ? -x : x; return true;
+  case OP_NEG: *out = -x; return true;
+  case OP_SIGN: *out = x > 0 ? 1 : x < 0 ? -1 : 0; return true;
+  case OP_RELU: *out = x > 0 ? x : 0; return true;
+  case OP_FLOOR: case OP_CEIL: case OP_ROUND: *out = x; return true;
+  default: return false;
+  }
+}
+
+static void fold_unary(const Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t v;
+    if (y->i64 && x->i64 && unary_int(n, x->i64[i], &v))
+      y->i64[i] = v;
+    else if (y->f32)
+      y->f32[i] = unary(n, getf(x, i));
+    else
+      y->i64[i] = to_int(unary(n, getf(x, i)));
+  }
+}
+
+static void fold_clip(Graph *g, const Node *n) {
+  const Tensor *x = n->in[0], *lo = node_input(n, 1), *hi = node_input(n, 2);
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    if (y->i64) {
+      int64_t v = x->i64[i];
+      if (lo && v < geti(lo, 0))
+        v = geti(lo, 0);
+      if (hi && v > geti(hi, 0))
+        v = geti(hi, 0);
+      y->i64[i] = v;
+    } else {
+      float v = x->f32[i];
+      float l = lo ? getf(lo, 0) : node_attr_float(n, "min", -INFINITY);
+      float h = hi ? getf(hi, 0) : node_attr_float(n, "max", INFINITY);
+      y->f32[i] = fminf(fmaxf(v, l), h);
+    }
+  }
+}
+
+static void fold_prelu(const Node *n) {
+  const Tensor *x = n->in[0], *slope = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t strides[IR_MAX_RANK];
+  broadcast_strides(slope->rank, slope->dims, y->rank, y->dims, strides);
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    float v = getf(x, i), s = getf(slope, broadcast_offset(i, y->rank, y->dims, strides));
+    y->f32[i] = v >= 0 ? v : s * v;
+  }
+}
+
+/* ---------------------------------------------------------- broadcast */
+
+/* Integer power by squaring, wrapping around on overflow like the other
+   integer kernels. */
+static int64_t ipow(int64_t base, int64_t exp) {
+  if (exp < 0)
+    return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)base;
+  for (uint64_t e = (uint64_t)exp; e; e >>= 1) {
+    if (e & 1)
+      r *= b;
+    b *= b;
+  }
+  return (int64_t)r;
+}
+
+/* Combines two values of a binary or variadic kind; false on an integer
+   division by zero. */
+static bool combine_int(OpKind op, int64_t a, int64_t b, int64_t *out) {
+  switch (op) {
+  case OP_ADD: case OP_SUM: case OP_MEAN: *out = (int64_t)((uint64_t)a + (uint64_t)b); return true;
+  case OP_SUB: *out = (int64_t)((uint64_t)a - (uint64_t)b); return true;
+  case OP_MUL: *out = (int64_t)((uint64_t)a * (uint64_t)b); return true;
+  case OP_DIV:
+    if (b == 0 || (a == INT64_MIN && b == -1))
+      return false;
+    *out = a / b; /* truncates toward zero, as ONNX Runtime does */
+    return true;
+  case OP_POW: *out = ipow(a, b); return true;
+  case OP_MAX: *out = a > b ? a : b; return true;
+  case OP_MIN: *out = a < b ? a : b; return true;
+  default: return false;
+  }
+}
+
+static float combine_float(OpKind op, float a, float b) {
+  switch (op) {
+  case OP_ADD: case OP_SUM: case OP_MEAN: return a + b;
+  case OP_SUB: return a - b;
+  case OP_MUL: return a * b;
+  case OP_DIV: return a / b;
+  case OP_POW: return powf(a, b);
+  case OP_MAX: return a != a || b != b ? NAN : fmaxf(a, b);
+  case OP_MIN: return a != a || b != b ? NAN : fminf(a, b);
+  default: return 0;
+  }
+}
+
+static bool fold_broadcast(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t numel = tensor_numel(y);
+  int64_t strides[IR_MAX_RANK];
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
+    for (int64_t i = 0; i < numel; i++) {
+      int64_t at = broadcast_offset(i, y->rank, y->dims, strides);
+      if (y->i64) {
+        int64_t v = geti(x, at);
+        /* Pow with a float exponent on integers goes through float. */
+        if (k > 0 && n->op == OP_POW && x->f32) {
+          v = to_int(powf((float)y->i64[i], x->f32[at]));
+        } else if (k > 0 && !combine_int(n->op, y->i64[i], v, &v)) {
+          ir_error(g, n, "integer division by zero while folding");
+          return false;
+        }
+        y->i64[i] = v;
+      } else {
+        float v = getf(x, at);
+        y->f32[i] = k == 0 ? v : combine_float(n->op, y->f32[i], v);
+      }
+    }
+  }
+  if (n->op == OP_MEAN)
+    for (int64_t i = 0; i < numel; i++) {
+      if (y->i64)
+        y->i64[i] /= n->nin;
+      else
+        y->f32[i] /= (float)n->nin;
+    }
+  return true;
+}
+
+/* ---------------------------------------------------------- reductions */
+
+/* Combines v into an accumulator that has seen `seen` values so far. */
+static double reduce_float(OpKind op, double acc, double v, bool seen) {
+  if (op == OP_REDUCE_SUM || op == OP_REDUCE_MEAN)
+    return acc + v;
+  if (!seen)
+    return v;
+  return op == OP_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+}
+
+/* The same in int64, exactly (sums wrap like the other integer kernels). */
+static int64_t reduce_int(OpKind op, int64_t acc, int64_t v, bool seen) {
+  if (op == OP_REDUCE_SUM || op == OP_REDUCE_MEAN)
+    return (int64_t)((uint64_t)acc + (uint64_t)v);
+  if (!seen)
+    return v;
+  return op == OP_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+}
+
+static bool fold_reduce(Graph *g, Node *n) {
+  bool reduced[IR_MAX_RANK], noop;
+  if (!reduce_plan(g, n, reduced, &noop))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  if (noop) {
+    fold_copy(y, x);
+    return true;
+  }
+  /* The output index of an input element: its coordinates with the
+     reduced axes set to 0, raveled in the keepdims shape. */
+  int64_t kdims[IR_MAX_RANK], c[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
+  for (int d = 0; d < x->rank; d++)
+    kdims[d] = reduced[d] ? 1 : x->dims[d];
+  int64_t count = ny ? nx / ny : 0;
+  double *acc = arena_alloc(g->arena, sizeof(double) * (size_t)(ny + 1));
+  bool *seen = arena_alloc(g->arena, sizeof(bool) * (size_t)(ny + 1));
+  for (int64_t i = 0; i < nx; i++) {
+    unravel(i, x->rank, x->dims, c);
+    for (int d = 0; d < x->rank; d++)
+      if (reduced[d])
+        c[d] = 0;
+    int64_t o = ravel(x->rank, kdims, c);
+    if (y->i64)
+      y->i64[o] = reduce_int(n->op, y->i64[o], geti(x, i), seen[o]);
+    else
+      acc[o] = reduce_float(n->op, acc[o], getf(x, i), seen[o]);
+    seen[o] = true;
+  }
+  for (int64_t o = 0; o < ny; o++) {
+    bool mean = n->op == OP_REDUCE_MEAN;
+    if (y->i64 && mean)
+      y->i64[o] = count ? y->i64[o] / count : 0;
+    else if (y->f32)
+      y->f32[o] = (float)(mean ? (count ? acc[o] / (double)count : NAN) : acc[o]);
+  }
+  return true;
+}
+
+/* Softmax-like ops see x as outer x len x inner and work on each run of
+   len values: the axis alone, or every dim from it on when the old opsets
+   coerce x to 2-D. False when the axis is bad or y holds no floats. */
+static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
+  int axis;
+  bool coerce;
+  if (!softmax_axis(g, n, &axis, &coerce))
+    return false;
+  const Tensor *x = n->in[0];
+  if (!n->out[0]->f32)
+    return false;
+  *outer = prod(x->dims, 0, axis);
+  *len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
+  *inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  return true;
+}
+
+static bool fold_softmax(Graph *g, Node *n) {
+  int64_t outer, len, inner;
+  if (!softmax_rows(g, n, &outer, &len, &inner))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e;
+      float max = -INFINITY;
+      for (int64_t k = 0; k < len; k++)
+        max = fmaxf(max, getf(x, base + k * inner));
+      double sum = 0;
+      for (int64_t k = 0; k < len; k++)
+        sum += exp((double)getf(x, base + k * inner) - max);
+      for (int64_t k = 0; k < len; k++) {
+        double v = (double)getf(x, base + k * inner) - max;
+        y->f32[base + k * inner] =
+            (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
+      }
+    }
+  return true;
+}
+
+/* ------------------------------------------------- more operators (begin) */
+
+/* Where input element i of a reduction lands: its coordinates with the
+   reduced axes set to 0, raveled in the keepdims shape kdims. */
+static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
+                             int64_t i) {
+  int64_t c[IR_MAX_RANK];
+  unravel(i, x->rank, x->dims, c);
+  for (int d = 0; d < x->rank; d++)
+    if (reduced[d])
+      c[d] = 0;
+  return ravel(x->rank, kdims, c);
+}
+
+/* ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum and
+   ReduceLogSumExp. Floats accumulate in double; integers that stay integers
+   (sum of squares, product, L1) in wrapping int64. With noop_with_empty_axes
+   and no axes nothing is reduced, yet the elementwise steps still apply
+   (ReduceSumSquare squares, ReduceLogSum takes the log), as the spec says. */
+static bool fold_reduce_more(Graph *g, Node *n) {
+  bool reduced[IR_MAX_RANK], noop;
+  if (!reduce_plan(g, n, reduced, &noop))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  int64_t kdims[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
+  for (int d = 0; d < x->rank; d++)
+    kdims[d] = reduced[d] ? 1 : x->dims[d];
+  OpKind op = n->op;
+  bool exact = y->i64 && (op == OP_REDUCE_SUM_SQUARE || op == OP_REDUCE_PROD || op == OP_REDUCE_L1);
+  double *acc = arena_alloc(g->arena, sizeof(double) * (size_t)(ny + 1));
+  double *shift = arena_alloc(g->arena, sizeof(double) * (size_t)(ny + 1));
+  for (int64_t o = 0; o < ny; o++) {
+    acc[o] = op == OP_REDUCE_PROD ? 1 : 0;
+    shift[o] = -INFINITY;
+    if (exact)
+      y->i64[o] = op == OP_REDUCE_PROD ? 1 : 0;
+  }
+  /* LogSumExp subtracts each output's largest input so that exp() stays finite. */
+  for (int64_t i = 0; op == OP_REDUCE_LOG_SUM_EXP && i < nx; i++) {
+    int64_t o = reduced_index(x, kdims, reduced, i);
+    double v = getf(x, i);
+    if (v > shift[o])
+      shift[o] = v;
+  }
+  for (int64_t i = 0; i < nx; i++) {
+    int64_t o = reduced_index(x, kdims, reduced, i);
+    if (exact) {
+      uint64_t v = (uint64_t)geti(x, i), a = (uint64_t)y->i64[o];
+      if (op == OP_REDUCE_L1 && (int64_t)v < 0)
+        v = -v;
+      y->i64[o] = (int64_t)(op == OP_REDUCE_PROD ? a * v : op == OP_REDUCE_L1 ? a + v : a + v * v);
+      continue;
+    }
+    double v = getf(x, i);
+    switch (op) {
+    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_L2: acc[o] += v * v; break;
+    case OP_REDUCE_L1: acc[o] += fabs(v); break;
+    case OP_REDUCE_PROD: acc[o] *= v; break;
+    case OP_REDUCE_LOG_SUM: acc[o] += v; break;
+    default: acc[o] += isinf(shift[o]) ? 0 : exp(v - shift[o]); break;
+    }
+  }
+  for (int64_t o = 0; o < ny && !exact; o++) {
+    double r = acc[o];
+    if (op == OP_REDUCE_L2)
+      r = sqrt(r);
+    else if (op == OP_REDUCE_LOG_SUM)
+      r = log(r);
+    else if (op == OP_REDUCE_LOG_SUM_EXP)
+      r = isinf(shift[o]) ? shift[o] : shift[o] + log(r);
+    if (y->f32)
+      y->f32[o] = (float)r;
+    else
+      y->i64[o] = to_int((float)r);
+  }
+  return true;
+}
+
+static bool fold_trilu(Graph *g, Node *n) {
+  int64_t k;
+  if (!trilu_k(g, n, &k))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  bool upper = node_attr_int(n, "upper", 1) != 0;
+  int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t c = i % cols, r = (i / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    if (keep)
+      copy_elem(y, i, x, i);
+    else if (y->f32)
+      y->f32[i] = 0;
+    else
+      y->i64[i] = 0;
+  }
+  return true;
+}
+
+static bool fold_gather_elements(Graph *g, Node *n) {
+  int axis;
+  if (!gather_elements_axis(g, n, &axis))
+    return false;
+  const Tensor *x = n->in[0], *idx = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t c[IR_MAX_RANK], dim = x->dims[axis];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, idx->rank, idx->dims, c);
+    int64_t at = geti(idx, i);
+    c[axis] = at < 0 ? at + dim : at;
+    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+  }
+  return true;
+}
+
+static bool fold_cumsum(Graph *g, Node *n) {
+  int axis;
+  if (!cumsum_axis(g, n, &axis))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  bool exclusive = node_attr_int(n, "exclusive", 0) != 0;
+  bool reverse = node_attr_int(n, "reverse", 0) != 0;
+  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      double sum = 0;
+      uint64_t isum = 0;
+      for (int64_t j = 0; j < len; j++) {
+        int64_t at = (o * len + (reverse ? len - 1 - j : j)) * inner + e;
+        if (y->i64) {
+          uint64_t v = (uint64_t)geti(x, at);
+          if (!exclusive)
+            isum += v;
+          y->i64[at] = (int64_t)isum;
+          if (exclusive)
+            isum += v;
+        } else {
+          double v = getf(x, at);
+          if (!exclusive)
+            sum += v;
+          y->f32[at] = (float)sum;
+          if (exclusive)
+            sum += v;
+        }
+      }
+    }
+  return true;
+}
+
+/* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
+   counts as the largest, as numpy's argmax has it. */
+static bool fold_hardmax(Graph *g, Node *n) {
+  int64_t outer, len, inner;
+  if (!softmax_rows(g, n, &outer, &len, &inner))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e, best = 0;
+      for (int64_t k = 0; k < len; k++) {
+        float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
+        if (m == m && (v > m || v != v))
+          best = k;
+        y->f32[base + k * inner] = 0;
+      }
+      if (len > 0)
+        y->f32[base + best * inner] = 1;
+    }
+  return true;
+}
+
+static void fold_eye_like(const Node *n) {
+  Tensor *y = n->out[0];
+  int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    bool on = i % cols - i / cols == k;
+    if (y->f32)
+      y->f32[i] = on ? 1.0f : 0.0f;
+    else
+      y->i64[i] = on;
+  }
+}
+
+/* Mod: with fmod the remainder of truncated division (C's % and fmod),
+   without it the floored one, whose sign is the divisor's (numpy's mod). */
+static bool mod_int(DType t, bool fmod_mode, int64_t a, int64_t b, int64_t *out) {
+  if (b == 0)
+    return false;
+  if (t == DT_UINT64) {
+    *out = (int64_t)((uint64_t)a % (uint64_t)b);
+    return true;
+  }
+  int64_t r = b == -1 ? 0 : a % b;
+  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  *out = r;
+  return true;
+}
+
+static float mod_float(bool fmod_mode, float a, float b) {
+  float r = fmodf(a, b);
+  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  else if (!fmod_mode && r == 0)
+    r = copysignf(0.0f, b);
+  return r;
+}
+
+static bool fold_mod(Graph *g, Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  Tensor *y = n->out[0];
+  bool fmod_mode = node_attr_int(n, "fmod", 0) != 0;
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
+  broadcast_strides(a->rank, a->dims, y->rank, y->dims, sa);
+  broadcast_strides(b->rank, b->dims, y->rank, y->dims, sb);
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t ia = broadcast_offset(i, y->rank, y->dims, sa);
+    int64_t ib = broadcast_offset(i, y->rank, y->dims, sb);
+    if (y->f32) {
+      y->f32[i] = mod_float(fmod_mode, getf(a, ia), getf(b, ib));
+    } else if (!mod_int(y->dtype, fmod_mode, geti(a, ia), geti(b, ib), &y->i64[i])) {
+      ir_error(g, n, "integer modulo by zero while folding");
+      return false;
+    }
+  }
+  return true;
+}
+
+/* --------------------------------------------------- more operators (end) */
+
+/* -------------------------------------------------------------- driver */
+
+static bool evaluate(Graph *g, Node *n) {
+  Tensor *x = node_input(n, 0), *y = n->out[0];
+  switch (n->op) {
+  case OP_IDENTITY: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
+    fold_copy(y, x);
+    return true;
+  case OP_DROPOUT:
+    fold_copy(y, x);
+    if (n->nout > 1 && n->out[1])
+      for (int64_t i = 0; i < tensor_numel(n->out[1]); i++)
+        n->out[1]->i64[i] = 1; /* inference keeps everything */
+    return true;
+  case OP_CONSTANT: return fold_constant(g, n);
+  case OP_SHAPE: fold_shape(n); return true;
+  case OP_CAST: return fold_cast(g, n);
+  case OP_CONSTANT_OF_SHAPE: fold_constant_of_shape(n); return true;
+  case OP_RANGE: fold_range(n); return true;
+  case OP_CONCAT: return fold_concat(g, n);
+  case OP_SPLIT: return fold_split(g, n);
+  case OP_GATHER: return fold_gather(g, n);
+  case OP_SLICE: return fold_slice(g, n);
+  case OP_TRANSPOSE: return fold_transpose(g, n);
+  case OP_TILE: fold_tile(y, x); return true;
+  case OP_EXPAND: fold_expand(y, x); return true;
+  case OP_CLIP: fold_clip(g, n); return true;
+  case OP_PRELU:
+    if (!y->f32)
+      return false;
+    fold_prelu(n);
+    return true;
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_SUM: case OP_MAX:
+  case OP_MIN: case OP_MEAN:
+    return fold_broadcast(g, n);
+  case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
+    return fold_reduce(g, n);
+  case OP_SOFTMAX: case OP_LOG_SOFTMAX: return fold_softmax(g, n);
+  /* more operators */
+  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP: case OP_REDUCE_L1:
+  case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM:
+    return fold_reduce_more(g, n);
+  case OP_TRILU: return fold_trilu(g, n);
+  case OP_GATHER_ELEMENTS: return fold_gather_elements(g, n);
+  case OP_CUMSUM: return fold_cumsum(g, n);
+  case OP_HARDMAX: return fold_hardmax(g, n);
+  case OP_EYE_LIKE: fold_eye_like(n); return true;
+  case OP_MOD: return fold_mod(g, n);
+  default:
+    fold_unary(n);
+    return true;
+  }
+}
+
+bool node_fold(Graph *g, Node *n) {
+  if (!op_is_evaluable(n->op))
+    return false;
+  bool needs_inputs = n->op != OP_SHAPE && n->op != OP_EYE_LIKE; /* shapes only */
+  for (int i = 0; needs_inputs && i < n->nin; i++)
+    if (n->in[i] && !tensor_is_const(n->in[i]))
+      return false;
+  /* The kernels below trust the output shapes; a pass may have changed
+     the inputs since they were inferred. */
+  if (!node_infer(g, n))
+    return false;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (t && (tensor_numel(t) > FOLD_MAX_ELEMENTS || dtype_size(t->dtype) == 0))
+      return false;
+  }
+  /* Writing into fresh storage keeps earlier readers of old data intact;
+     on failure the outputs go back to being run-time values. */
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i])
+      alloc_data(g, n->out[i]);
+  if (evaluate(g, n))
+    return true;
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i])
+      n->out[i]->f32 = NULL, n->out[i]->i64 = NULL;
+  return false;
+}

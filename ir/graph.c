@@ -1,0 +1,434 @@
+/* graph.c - building and rewiring the graph. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+/* ------------------------------------------------------------ name map */
+
+typedef struct NameMap {
+  Tensor **slots;
+  int cap, count;
+} NameMap;
+
+static uint64_t hash_name(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static void names_put(Graph *g, Tensor *t);
+
+static void names_grow(Graph *g) {
+  NameMap *m = g->names;
+  Tensor **old = m->slots;
+  int oldcap = m->cap;
+  m->cap = oldcap ? oldcap * 2 : 256;
+  m->slots = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)m->cap);
+  m->count = 0;
+  for (int i = 0; i < oldcap; i++)
+    if (old[i])
+      names_put(g, old[i]);
+}
+
+static void names_put(Graph *g, Tensor *t) {
+  NameMap *m = g->names;
+  if ((m->count + 1) * 2 > m->cap)
+    names_grow(g);
+  uint64_t i = hash_name(t->name) & (uint64_t)(m->cap - 1);
+  while (m->slots[i] && strcmp(m->slots[i]->name, t->name) != 0)
+    i = (i + 1) & (uint64_t)(m->cap - 1);
+  if (!m->slots[i])
+    m->count++;
+  m->slots[i] = t;
+}
+
+Tensor *graph_find_tensor(Graph *g, const char *name) {
+  NameMap *m = g->names;
+  if (!m->cap || !name)
+    return NULL;
+  uint64_t i = hash_name(name) & (uint64_t)(m->cap - 1);
+  while (m->slots[i]) {
+    if (strcmp(m->slots[i]->name, name) == 0)
+      return m->slots[i];
+    i = (i + 1) & (uint64_t)(m->cap - 1);
+  }
+  return NULL;
+}
+
+/* --------------------------------------------------------------- graph */
+
+Graph *graph_new(const char *path) {
+  Arena *a = arena_new();
+  Graph *g = arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->path = arena_strdup(a, path ? path : "<graph>");
+  g->name = "main";
+  g->names = arena_alloc(a, sizeof(NameMap));
+  return g;
+}
+
+void graph_free(Graph *g) {
+  if (g)
+    arena_free(g->arena);
+}
+
+/* Grows an arena-backed array of pointers; the old block is simply left behind. */
+static void *grow(Arena *a, void *old, int count, int *cap) {
+  if (count < *cap)
+    return old;
+  int newcap = *cap ? *cap * 2 : 64;
+  void **p = arena_alloc(a, sizeof(void *) * (size_t)newcap);
+  if (count)
+    memcpy(p, old, sizeof(void *) * (size_t)count);
+  *cap = newcap;
+  return p;
+}
+
+Tensor *graph_add_tensor(Graph *g, const char *name) {
+  g->tensors = grow(g->arena, g->tensors, g->ntensors, &g->cap_tensors);
+  Tensor *t = arena_alloc(g->arena, sizeof *t);
+  t->id = g->ntensors;
+  if (name && *name) {
+    t->name = arena_strdup(g->arena, name);
+  } else {
+    /* Generated names must not collide with the model's own. */
+    int k = g->ntensors;
+    do
+      t->name = arena_printf(g->arena, "_t%d", k++);
+    while (graph_find_tensor(g, t->name));
+  }
+  g->tensors[g->ntensors++] = t;
+  names_put(g, t);
+  return t;
+}
+
+Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout) {
+  g->nodes = grow(g->arena, g->nodes, g->nnodes, &g->cap_nodes);
+  Node *n = arena_alloc(g->arena, sizeof *n);
+  n->id = g->nnodes;
+  n->op = op;
+  n->name = name && *name ? arena_strdup(g->arena, name)
+                          : arena_printf(g->arena, "%s_%d", op_name(op), g->nnodes);
+  n->nin = nin;
+  n->nout = nout;
+  n->in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nin + 1));
+  n->out = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nout + 1));
+  n->record_event = -1;
+  g->nodes[g->nnodes++] = n;
+  return n;
+}
+
+static Tensor **append(Arena *a, Tensor **arr, int n, Tensor *t) {
+  Tensor **p = arena_alloc(a, sizeof(Tensor *) * (size_t)(n + 1));
+  if (n)
+    memcpy(p, arr, sizeof(Tensor *) * (size_t)n);
+  p[n] = t;
+  return p;
+}
+
+void graph_add_input(Graph *g, Tensor *t) {
+  t->is_input = true;
+  g->inputs = append(g->arena, g->inputs, g->ninputs++, t);
+}
+
+void graph_add_output(Graph *g, Tensor *t) {
+  t->is_output = true;
+  g->outputs = append(g->arena, g->outputs, g->noutputs++, t);
+}
+
+void graph_rebuild_uses(Graph *g) {
+  for (int i = 0; i < g->ntensors; i++) {
+    Tensor *t = g->tensors[i];
+    t->nusers = 0;
+    t->producer = NULL;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j])
+        n->in[j]->nusers++;
+  }
+  for (int i = 0; i < g->ntensors; i++) {
+    Tensor *t = g->tensors[i];
+    t->users = arena_alloc(g->arena, sizeof(Node *) * (size_t)(t->nusers + 1));
+    t->nusers = 0;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j])
+        n->in[j]->users[n->in[j]->nusers++] = n;
+    for (int j = 0; j < n->nout; j++)
+      if (n->out[j]) {
+        n->out[j]->producer = n;
+        n->out[j]->producer_slot = j;
+      }
+  }
+}
+
+/* Kahn's algorithm, stable with respect to the current order. */
+bool graph_toposort(Graph *g) {
+  graph_rebuild_uses(g);
+  int n = g->nnodes;
+  int *pending = calloc((size_t)n + 1, sizeof(int));
+  Node **order = arena_alloc(g->arena, sizeof(Node *) * (size_t)(n + 1));
+  for (int i = 0; i < n; i++)
+    g->nodes[i]->id = i;
+  for (int i = 0; i < n; i++) {
+    Node *nd = g->nodes[i];
+    for (int j = 0; j < nd->nin; j++)
+      if (nd->in[j] && nd->in[j]->producer)
+        pending[i]++;
+  }
+  /* A min-heap on the original index would keep the order stable; a
+     simple scan is enough for the graph sizes opc sees. */
+  bool *done = calloc((size_t)n + 1, sizeof(bool));
+  int count = 0, start = 0;
+  while (count < n) {
+    int pick = -1;
+    for (int i = start; i < n; i++)
+      if (!done[i] && pending[i] == 0) {
+        pick = i;
+        break;
+      }
+    if (pick < 0)
+      break;
+    done[pick] = true;
+    order[count++] = g->nodes[pick];
+    while (start < n && done[start])
+      start++;
+    Node *nd = g->nodes[pick];
+    for (int j = 0; j < nd->nout; j++) {
+      Tensor *t = nd->out[j];
+      if (!t)
+        continue;
+      for (int u = 0; u < t->nusers; u++)
+        pending[t->users[u]->id]--;
+    }
+  }
+  if (count < n) {
+    Node *stuck = NULL;
+    for (int i = 0; i < n && !stuck; i++)
+      if (!done[i])
+        stuck = g->nodes[i];
+    free(pending);
+    free(done);
+    ir_error(g, stuck, "the graph has a cycle through this node");
+    return false;
+  }
+  free(pending);
+  free(done);
+  g->nodes = order;
+  g->cap_nodes = n + 1;
+  for (int i = 0; i < n; i++)
+    g->nodes[i]->id = i;
+  return true;
+}
+
+void graph_compact(Graph *g) {
+  int k = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead)
+      g->nodes[k++] = g->nodes[i];
+  g->nnodes = k;
+  for (int i = 0; i < g->nnodes; i++)
+    g->nodes[i]->id = i;
+  graph_rebuild_uses(g);
+}
+
+void graph_replace_uses(Graph *g, Tensor *from, Tensor *to) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] == from)
+        n->in[j] = to;
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == from) {
+      g->outputs[i] = to;
+      to->is_output = true;
+    }
+  graph_rebuild_uses(g);
+}
+
+/* -------------------------------------------------------------- tensors */
+
+size_t dtype_size(DType t) {
+  switch (t) {
+  case DT_FLOAT: case DT_INT32: case DT_UINT32: return 4;
+  case DT_DOUBLE: case DT_INT64: case DT_UINT64: return 8;
+  case DT_FLOAT16: case DT_BFLOAT16: case DT_INT16: case DT_UINT16: return 2;
+  case DT_INT8: case DT_UINT8: case DT_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+static const struct {
+  DType t;
+  const char *name;
+} dtype_names[] = {
+    {DT_FLOAT, "f32"},   {DT_DOUBLE, "f64"},  {DT_FLOAT16, "f16"}, {DT_BFLOAT16, "bf16"},
+    {DT_INT8, "i8"},     {DT_INT16, "i16"},   {DT_INT32, "i32"},   {DT_INT64, "i64"},
+    {DT_UINT8, "u8"},    {DT_UINT16, "u16"},  {DT_UINT32, "u32"},  {DT_UINT64, "u64"},
+    {DT_BOOL, "bool"},   {DT_STRING, "str"},  {DT_UNDEFINED, "?"},
+};
+
+const char *dtype_name(DType t) {
+  for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+    if (dtype_names[i].t == t)
+      return dtype_names[i].name;
+  return "?";
+}
+
+DType dtype_from_name(const char *s) {
+  for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+    if (strcmp(dtype_names[i].name, s) == 0)
+      return dtype_names[i].t;
+  return DT_UNDEFINED;
+}
+
+bool dtype_is_float(DType t) {
+  return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
+
+bool dtype_is_integer(DType t) {
+  return t == DT_INT8 || t == DT_INT16 || t == DT_INT32 || t == DT_INT64 || t == DT_UINT8 ||
+         t == DT_UINT16 || t == DT_UINT32 || t == DT_UINT64 || t == DT_BOOL;
+}
+
+int64_t tensor_numel(const Tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++)
+    n *= t->dims[i];
+  return n;
+}
+
+bool tensor_is_const(const Tensor *t) { return t->f32 || t->i64; }
+
+void tensor_set_shape(Tensor *t, int rank, const int64_t *dims) {
+  t->rank = rank;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    t->dims[i] = dims[i];
+    t->strides[i] = stride;
+    stride *= dims[i] > 0 ? dims[i] : 1;
+  }
+}
+
+bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i])
+      return false;
+  return true;
+}
+
+char *tensor_type_str(const Tensor *t, char *buf, size_t size) {
+  int len = snprintf(buf, size, "%s[", dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && (size_t)len < size; i++)
+    len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  if ((size_t)len < size)
+    snprintf(buf + len, size - (size_t)len, "]");
+  return buf;
+}
+
+Tensor *tensor_storage(Tensor *t) { return t->alias_of ? t->alias_of : t; }
+
+/* ---------------------------------------------------------------- nodes */
+
+const Attr *node_attr(const Node *n, const char *name) {
+  for (int i = 0; i < n->nattrs; i++)
+    if (strcmp(n->attrs[i].name, name) == 0)
+      return &n->attrs[i];
+  return NULL;
+}
+
+int64_t node_attr_int(const Node *n, const char *name, int64_t dflt) {
+  const Attr *a = node_attr(n, name);
+  return a && a->kind == ATTR_INT ? a->i : dflt;
+}
+
+float node_attr_float(const Node *n, const char *name, float dflt) {
+  const Attr *a = node_attr(n, name);
+  if (a && a->kind == ATTR_FLOAT)
+    return a->f;
+  if (a && a->kind == ATTR_INT)
+    return (float)a->i;
+  return dflt;
+}
+
+const char *node_attr_string(const Node *n, const char *name, const char *dflt) {
+  const Attr *a = node_attr(n, name);
+  return a && a->kind == ATTR_STRING ? a->s : dflt;
+}
+
+int node_attr_ints(const Node *n, const char *name, const int64_t **out) {
+  const Attr *a = node_attr(n, name);
+  if (!a || a->kind != ATTR_INTS)
+    return -1;
+  *out = a->ints;
+  return a->n;
+}
+
+Attr *node_set_attr(Graph *g, Node *n, const char *name, AttrKind kind) {
+  for (int i = 0; i < n->nattrs; i++)
+    if (strcmp(n->attrs[i].name, name) == 0) {
+      memset(&n->attrs[i], 0, sizeof(Attr));
+      n->attrs[i].name = arena_strdup(g->arena, name);
+      n->attrs[i].kind = kind;
+      return &n->attrs[i];
+    }
+  Attr *attrs = arena_alloc(g->arena, sizeof(Attr) * (size_t)(n->nattrs + 1));
+  if (n->nattrs)
+    memcpy(attrs, n->attrs, sizeof(Attr) * (size_t)n->nattrs);
+  n->attrs = attrs;
+  Attr *a = &attrs[n->nattrs++];
+  a->name = arena_strdup(g->arena, name);
+  a->kind = kind;
+  return a;
+}
+
+Tensor *node_input(const Node *n, int i) { return i >= 0 && i < n->nin ? n->in[i] : NULL; }
+
+/* ----------------------------------------------------------- diagnostics */
+
+static int error_count;
+
+static void vreport(const char *kind, const Graph *g, const Node *n, const char *fmt, va_list ap) {
+  fprintf(stderr, "opc: %s: ", kind);
+  if (g)
+    fprintf(stderr, "%s: ", g->path);
+  if (n)
+    fprintf(stderr, "node '%s' (%s): ", n->name, op_name(n->op));
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+void ir_error(const Graph *g, const Node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("error", g, n, fmt, ap);
+  va_end(ap);
+  error_count++;
+}
+
+void ir_warning(const Graph *g, const Node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("warning", g, n, fmt, ap);
+  va_end(ap);
+}
+
+void opc_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("error", NULL, NULL, fmt, ap);
+  va_end(ap);
+  error_count++;
+}
+
+int ir_error_count(void) { return error_count; }

@@ -1,0 +1,1954 @@
+/*
+ * ops.c - the operator table: name, arity and shape function of each kind.
+ *
+ * Shape functions follow the ONNX operator specification, opsets 7 to 21.
+ * Where an opset moved a parameter from an attribute to an input (Split's
+ * split, Squeeze's axes, Pad's pads, ...) the input wins when present and
+ * the attribute is read otherwise, so one function serves every version.
+ * Inputs that decide a shape must be compile-time constants by the time a
+ * shape function runs: graph_infer_shapes folds shape arithmetic as it goes.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ir.h"
+#include "shapes.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* The largest tensor opc accepts, in elements. */
+#define MAX_ELEMENTS ((int64_t)1 << 59)
+
+static Tensor *in(const Node *n, int i) { return node_input(n, i); }
+
+/* Dims from attributes and constants can be anything: arithmetic on them
+   is checked so that a hostile model gets an error, not an overflow. */
+static bool checked(Graph *g, Node *n, bool overflowed) {
+  if (overflowed)
+    ir_error(g, n, "dimension arithmetic overflows");
+  return !overflowed;
+}
+
+/* Sets an output's type. A view keeps its strides (they describe where it
+   lives in its storage), everything else becomes contiguous. */
+static bool set_out(Graph *g, Node *n, int slot, DType dt, int rank, const int64_t *dims) {
+  if (slot >= n->nout || !n->out[slot])
+    return true; /* an absent optional output */
+  if (rank > IR_MAX_RANK) {
+    ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
+    return false;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) {
+      ir_error(g, n, "output dimension %d would be negative (%lld)", i, (long long)dims[i]);
+      return false;
+    }
+    /* Byte offsets must fit in int64 too, hence the margin. */
+    if (__builtin_mul_overflow(numel, dims[i], &numel) || numel > MAX_ELEMENTS) {
+      ir_error(g, n, "output would have more than 2^59 elements");
+      return false;
+    }
+  }
+  Tensor *t = n->out[slot];
+  t->dtype = dt;
+  if (t->alias_of) {
+    t->rank = rank;
+    for (int i = 0; i < rank; i++)
+      t->dims[i] = dims[i];
+  } else {
+    tensor_set_shape(t, rank, dims);
+  }
+  return true;
+}
+
+static bool same_as(Graph *g, Node *n, int slot, const Tensor *x) {
+  return set_out(g, n, slot, x->dtype, x->rank, x->dims);
+}
+
+bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank) {
+    ir_error(g, n, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    return false;
+  }
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+static bool need_rank(Graph *g, Node *n, const Tensor *t, int lo, int hi) {
+  if (t->rank < lo || t->rank > hi) {
+    if (lo == hi)
+      ir_error(g, n, "input '%s' must have rank %d, has %d", t->name, lo, t->rank);
+    else
+      ir_error(g, n, "input '%s' must have rank %d to %d, has %d", t->name, lo, hi, t->rank);
+    return false;
+  }
+  return true;
+}
+
+static bool need_const(Graph *g, Node *n, const Tensor *t) {
+  if (!tensor_is_const(t)) {
+    ir_error(g, n, "shape input '%s' is not a compile-time constant", t->name);
+    return false;
+  }
+  return true;
+}
+
+/* Checks a shape-deciding input: a compile-time constant of rank 0 or 1
+   whose values are of the wanted kind (`kind_ok`, named by `kind`). */
+static bool const_vector(Graph *g, Node *n, const Tensor *t, bool kind_ok, const char *kind) {
+  if (!need_const(g, n, t))
+    return false;
+  if (!kind_ok) {
+    ir_error(g, n, "shape input '%s' must be %s tensor, is %s", t->name, kind,
+             dtype_name(t->dtype));
+    return false;
+  }
+  if (t->rank > 1) {
+    ir_error(g, n, "shape input '%s' must be 1-D, has rank %d", t->name, t->rank);
+    return false;
+  }
+  return true;
+}
+
+/* The values of an integer input that decides a shape; it must be a
+   compile-time constant of rank 0 or 1. */
+static bool const_ints(Graph *g, Node *n, const Tensor *t, const int64_t **vals, int *count) {
+  if (!const_vector(g, n, t, dtype_is_integer(t->dtype) && t->i64, "an integer"))
+    return false;
+  *vals = t->i64;
+  *count = (int)tensor_numel(t);
+  return true;
+}
+
+/* The same for a float input (Resize's and Upsample's scales). */
+static bool const_floats(Graph *g, Node *n, const Tensor *t, const float **vals, int *count) {
+  if (!const_vector(g, n, t, dtype_is_float(t->dtype) && t->f32, "a float"))
+    return false;
+  *vals = t->f32;
+  *count = (int)tensor_numel(t);
+  return true;
+}
+
+/* Whether the shape (rb, db) broadcasts to (ra, da) without changing it
+   (ONNX's unidirectional broadcasting). */
+static bool broadcasts_to(int rb, const int64_t *db, int ra, const int64_t *da) {
+  if (rb > ra)
+    return false;
+  for (int i = 0; i < rb; i++) {
+    int64_t b = db[rb - 1 - i], a = da[ra - 1 - i];
+    if (b != 1 && b != a)
+      return false;
+  }
+  return true;
+}
+
+static bool need_same_dtype(Graph *g, Node *n, const Tensor *a, const Tensor *b) {
+  if (a->dtype != b->dtype) {
+    ir_error(g, n, "inputs '%s' (%s) and '%s' (%s) must have the same dtype", a->name,
+             dtype_name(a->dtype), b->name, dtype_name(b->dtype));
+    return false;
+  }
+  return true;
+}
+
+static const char *shape_str(const Tensor *t, char *buf, size_t size) {
+  return tensor_type_str(t, buf, size);
+}
+
+/* ------------------------------------------------------- broadcasting */
+
+bool broadcast_shape(int ra, const int64_t *da, int rb, const int64_t *db, int *rank,
+                     int64_t *dims) {
+  int r = ra > rb ? ra : rb;
+  if (r > IR_MAX_RANK)
+    return false;
+  for (int i = 0; i < r; i++) {
+    int64_t a = i < ra ? da[ra - 1 - i] : 1;
+    int64_t b = i < rb ? db[rb - 1 - i] : 1;
+    if (a != b && a != 1 && b != 1)
+      return false;
+    dims[r - 1 - i] = a == 1 ? b : a;
+  }
+  *rank = r;
+  return true;
+}
+
+void broadcast_strides(int rt, const int64_t *dt, int rank, const int64_t *dims,
+                       int64_t *strides) {
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    int j = i - (rank - rt);
+    if (j < 0 || dt[j] == 1 || dims[i] == 1) {
+      strides[i] = 0;
+      if (j >= 0)
+        stride *= dt[j];
+    } else {
+      strides[i] = stride;
+      stride *= dt[j];
+    }
+  }
+}
+
+int64_t broadcast_offset(int64_t index, int rank, const int64_t *dims, const int64_t *strides) {
+  int64_t off = 0;
+  for (int i = rank - 1; i >= 0; i--) {
+    if (dims[i] > 0) {
+      off += (index % dims[i]) * strides[i];
+      index /= dims[i];
+    }
+  }
+  return off;
+}
+
+/* --------------------------------------------------- elementwise kinds */
+
+static bool infer_unary(Graph *g, Node *n) { return same_as(g, n, 0, in(n, 0)); }
+
+static bool infer_clip(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  for (int i = 1; i <= 2; i++) {
+    Tensor *b = in(n, i);
+    if (b && tensor_numel(b) != 1) {
+      ir_error(g, n, "bound '%s' must be a scalar, has %lld elements", b->name,
+               (long long)tensor_numel(b));
+      return false;
+    }
+    if (b && !need_same_dtype(g, n, x, b))
+      return false;
+  }
+  return same_as(g, n, 0, x);
+}
+
+/* Before opset 7 a 1-D slope held one value per channel (axis 1). The IR
+   keeps one meaning, numpy broadcasting, so such a slope is replaced by a
+   copy shaped [C,1,...,1]. */
+static bool per_channel_slope(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *slope = in(n, 1);
+  if (g->opset <= 0 || g->opset >= 7 || slope->rank != 1 || x->rank <= 2 ||
+      slope->dims[0] != x->dims[1] || slope->dims[0] == 1)
+    return true;
+  if (!tensor_is_const(slope)) {
+    ir_error(g, n, "a per-channel slope (opset %lld) must be a constant", (long long)g->opset);
+    return false;
+  }
+  const char *name = arena_printf(g->arena, "%s.per_channel", slope->name);
+  Tensor *t = graph_add_tensor(g, graph_find_tensor(g, name) ? NULL : name);
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank - 1; i++)
+    dims[i] = i == 0 ? slope->dims[0] : 1;
+  t->dtype = slope->dtype;
+  tensor_set_shape(t, x->rank - 1, dims);
+  size_t bytes = (size_t)slope->dims[0] * (slope->f32 ? sizeof(float) : sizeof(int64_t));
+  t->f32 = slope->f32 ? arena_dup(g->arena, slope->f32, bytes) : NULL;
+  t->i64 = slope->i64 ? arena_dup(g->arena, slope->i64, bytes) : NULL;
+  n->in[1] = t;
+  return true;
+}
+
+static bool infer_prelu(Graph *g, Node *n) {
+  if (!per_channel_slope(g, n))
+    return false;
+  Tensor *x = in(n, 0), *slope = in(n, 1);
+  char a[128], b[128];
+  if (!broadcasts_to(slope->rank, slope->dims, x->rank, x->dims)) {
+    ir_error(g, n, "slope %s does not broadcast to input %s", shape_str(slope, a, sizeof a),
+             shape_str(x, b, sizeof b));
+    return false;
+  }
+  return need_same_dtype(g, n, x, slope) && same_as(g, n, 0, x);
+}
+
+/* Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean. */
+static bool infer_broadcast(Graph *g, Node *n) {
+  Tensor *first = in(n, 0);
+  int rank = first->rank;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, first->dims, sizeof dims);
+  for (int i = 1; i < n->nin; i++) {
+    Tensor *t = in(n, i);
+    if (!t) {
+      ir_error(g, n, "input %d is missing", i);
+      return false;
+    }
+    /* Pow's exponent may have its own type since opset 12. */
+    if (n->op != OP_POW && !need_same_dtype(g, n, first, t))
+      return false;
+    int64_t out[IR_MAX_RANK];
+    if (!broadcast_shape(rank, dims, t->rank, t->dims, &rank, out)) {
+      char a[128], b[128];
+      ir_error(g, n, "shapes %s and %s do not broadcast", shape_str(first, a, sizeof a),
+               shape_str(t, b, sizeof b));
+      return false;
+    }
+    memcpy(dims, out, sizeof dims);
+  }
+  return set_out(g, n, 0, first->dtype, rank, dims);
+}
+
+/* ------------------------------------------------------- normalisation */
+
+/* Checks that a per-channel parameter has shape [C]. */
+static bool need_channels(Graph *g, Node *n, const Tensor *p, int64_t c) {
+  if (!p)
+    return true;
+  if (p->rank != 1 || p->dims[0] != c) {
+    char a[128];
+    ir_error(g, n, "'%s' must have shape [%lld], has %s", p->name, (long long)c,
+             shape_str(p, a, sizeof a));
+    return false;
+  }
+  return true;
+}
+
+static bool infer_batch_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK))
+    return false;
+  int64_t c = x->dims[1];
+  for (int i = 1; i < 5; i++)
+    if (!need_channels(g, n, in(n, i), c))
+      return false;
+  /* Training-mode outputs: running mean and variance, [C]. */
+  return same_as(g, n, 0, x) && set_out(g, n, 1, x->dtype, 1, &c) &&
+         set_out(g, n, 2, x->dtype, 1, &c);
+}
+
+static bool infer_instance_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 3, IR_MAX_RANK))
+    return false;
+  return need_channels(g, n, in(n, 1), x->dims[1]) && need_channels(g, n, in(n, 2), x->dims[1]) &&
+         same_as(g, n, 0, x);
+}
+
+static bool infer_layer_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int axis;
+  if (!resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &axis))
+    return false;
+  /* Scale and bias broadcast to the normalised part of the shape. */
+  for (int i = 1; i <= 2; i++) {
+    Tensor *p = in(n, i);
+    if (p && !broadcasts_to(p->rank, p->dims, x->rank - axis, x->dims + axis)) {
+      char a[128], b[128];
+      ir_error(g, n, "'%s' %s does not broadcast to the normalised dims of %s", p->name,
+               shape_str(p, a, sizeof a), shape_str(x, b, sizeof b));
+      return false;
+    }
+  }
+  int64_t stat[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    stat[i] = i < axis ? x->dims[i] : 1;
+  DType stash = (DType)node_attr_int(n, "stash_type", DT_FLOAT);
+  return same_as(g, n, 0, x) && set_out(g, n, 1, stash, x->rank, stat) &&
+         set_out(g, n, 2, stash, x->rank, stat);
+}
+
+static bool infer_lrn(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (node_attr_int(n, "size", 0) <= 0) {
+    ir_error(g, n, "attribute 'size' is required and must be positive");
+    return false;
+  }
+  return need_rank(g, n, x, 3, IR_MAX_RANK) && same_as(g, n, 0, x);
+}
+
+/* ------------------------------------------------------------- windows */
+
+/* Reads an ints attribute of exactly `count` values into out, or fills
+   out with dflt when absent. */
+static bool window_attr(Graph *g, Node *n, const char *name, int count, int64_t dflt,
+                        int64_t *out) {
+  const int64_t *v;
+  int k = node_attr_ints(n, name, &v);
+  if (k < 0) {
+    for (int i = 0; i < count; i++)
+      out[i] = dflt;
+    return true;
+  }
+  if (k != count) {
+    ir_error(g, n, "attribute '%s' must have %d values, has %d", name, count, k);
+    return false;
+  }
+  for (int i = 0; i < count; i++)
+    out[i] = v[i];
+  return true;
+}
+
+typedef enum { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER } AutoPad;
+
+static bool auto_pad(Graph *g, Node *n, AutoPad *out) {
+  const char *s = node_attr_string(n, "auto_pad", "NOTSET");
+  if (strcmp(s, "NOTSET") == 0 || *s == 0)
+    *out = PAD_NOTSET;
+  else if (strcmp(s, "VALID") == 0)
+    *out = PAD_VALID;
+  else if (strcmp(s, "SAME_UPPER") == 0)
+    *out = PAD_SAME_UPPER;
+  else if (strcmp(s, "SAME_LOWER") == 0)
+    *out = PAD_SAME_LOWER;
+  else {
+    ir_error(g, n, "unknown auto_pad '%s'", s);
+    return false;
+  }
+  return true;
+}
+
+/* The spatial window common to Conv, ConvTranspose and the pools: kernel,
+   strides, dilations and explicit pads (auto_pad is resolved by the caller,
+   whose output size rule differs). `kernel` is the weight's spatial dims
+   for the convolutions, NULL for pools (then kernel_shape is required). */
+static bool read_window(Graph *g, Node *n, const Tensor *x, const int64_t *kernel, Window *w) {
+  memset(w, 0, sizeof *w);
+  if (x->rank < 3 || x->rank > 5) {
+    ir_error(g, n, "input '%s' must have 1 to 3 spatial dims (rank 3 to 5), has rank %d",
+             x->name, x->rank);
+    return false;
+  }
+  int ns = x->rank - 2;
+  w->nspatial = ns;
+  const int64_t *ks;
+  int k = node_attr_ints(n, "kernel_shape", &ks);
+  if (k < 0 && !kernel) {
+    ir_error(g, n, "attribute 'kernel_shape' is required");
+    return false;
+  }
+  if (k >= 0 && k != ns) {
+    ir_error(g, n, "attribute 'kernel_shape' must have %d values, has %d", ns, k);
+    return false;
+  }
+  for (int i = 0; i < ns; i++) {
+    w->kernel[i] = k >= 0 ? ks[i] : kernel[i];
+    if (kernel && w->kernel[i] != kernel[i]) {
+      ir_error(g, n, "kernel_shape does not match the weight's spatial dims");
+      return false;
+    }
+  }
+  int64_t pads[6];
+  if (!window_attr(g, n, "strides", ns, 1, w->stride) ||
+      !window_attr(g, n, "dilations", ns, 1, w->dilation) ||
+      !window_attr(g, n, "pads", 2 * ns, 0, pads))
+    return false;
+  for (int i = 0; i < ns; i++) {
+    w->pad_begin[i] = pads[i];
+    w->pad_end[i] = pads[ns + i];
+    if (w->kernel[i] <= 0 || w->stride[i] <= 0 || w->dilation[i] <= 0) {
+      ir_error(g, n, "kernel, strides and dilations must be positive");
+      return false;
+    }
+    if (pads[i] < 0 || pads[ns + i] < 0) {
+      ir_error(g, n, "pads must not be negative");
+      return false;
+    }
+    /* Bounded so that the window arithmetic below cannot overflow. */
+    int64_t limit = (int64_t)1 << 24;
+    if (w->kernel[i] > limit || w->stride[i] > limit || w->dilation[i] > limit ||
+        pads[i] > limit || pads[ns + i] > limit) {
+      ir_error(g, n, "window attributes beyond 2^24 are not supported");
+      return false;
+    }
+  }
+  return true;
+}
+
+static int64_t extent(const Window *w, int i) { return (w->kernel[i] - 1) * w->dilation[i] + 1; }
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* Output size of a convolution or pooling window on axis i of size `size`,
+   resolving auto_pad into pads. */
+static bool window_output(Graph *g, Node *n, Window *w, AutoPad ap, int i, int64_t size,
+                          int64_t *out) {
+  int64_t k = extent(w, i), s = w->stride[i];
+  if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+    *out = ceil_div(size, s);
+    int64_t total = (*out - 1) * s + k - size;
+    if (total < 0)
+      total = 0;
+    int64_t small = total / 2, big = total - total / 2;
+    w->pad_begin[i] = ap == PAD_SAME_UPPER ? small : big;
+    w->pad_end[i] = ap == PAD_SAME_UPPER ? big : small;
+    return true;
+  }
+  if (ap == PAD_VALID)
+    w->pad_begin[i] = w->pad_end[i] = 0;
+  int64_t span = size + w->pad_begin[i] + w->pad_end[i] - k;
+  if (span < 0) {
+    ir_error(g, n, "window of extent %lld does not fit the padded input of size %lld on spatial "
+             "axis %d", (long long)k, (long long)(size + w->pad_begin[i] + w->pad_end[i]), i);
+    return false;
+  }
+  if (w->ceil_mode) {
+    *out = ceil_div(span, s) + 1;
+    /* A last window starting inside the end padding is dropped. */
+    if ((*out - 1) * s >= size + w->pad_begin[i])
+      (*out)--;
+  } else {
+    *out = floor_div(span, s) + 1;
+  }
+  return true;
+}
+
+static bool infer_conv(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *wt = in(n, 1), *b = in(n, 2), *z = in(n, 3);
+  if (!wt || x->rank != wt->rank) {
+    ir_error(g, n, "weight must have the input's rank %d", x->rank);
+    return false;
+  }
+  Window w;
+  AutoPad ap;
+  if (!read_window(g, n, x, wt->dims + 2, &w) || !auto_pad(g, n, &ap))
+    return false;
+  w.group = node_attr_int(n, "group", 1);
+  int64_t m = wt->dims[0];
+  if (w.group <= 0 || x->dims[1] != wt->dims[1] * w.group || m % w.group != 0) {
+    ir_error(g, n, "input has %lld channels but the weight expects %lld x group %lld",
+             (long long)x->dims[1], (long long)wt->dims[1], (long long)w.group);
+    return false;
+  }
+  if (!need_same_dtype(g, n, x, wt) || !need_channels(g, n, b, m))
+    return false;
+  int64_t dims[IR_MAX_RANK] = {x->dims[0], m};
+  for (int i = 0; i < w.nspatial; i++)
+    if (!window_output(g, n, &w, ap, i, x->dims[2 + i], &dims[2 + i]))
+      return false;
+  n->win = w;
+  if (!set_out(g, n, 0, x->dtype, x->rank, dims))
+    return false;
+  /* The fused residual input must match the output exactly. */
+  if (z && !tensor_same_shape(z, n->out[0])) {
+    char a[128], c[128];
+    ir_error(g, n, "residual '%s' %s does not match the output %s", z->name,
+             shape_str(z, a, sizeof a), shape_str(n->out[0], c, sizeof c));
+    return false;
+  }
+  return true;
+}
+
+static bool infer_conv_transpose(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *wt = in(n, 1), *b = in(n, 2);
+  if (!wt || x->rank != wt->rank) {
+    ir_error(g, n, "weight must have the input's rank %d", x->rank);
+    return false;
+  }
+  Window w;
+  AutoPad ap;
+  if (!read_window(g, n, x, wt->dims + 2, &w) || !auto_pad(g, n, &ap))
+    return false;
+  int ns = w.nspatial;
+  w.group = node_attr_int(n, "group", 1);
+  if (w.group <= 0 || x->dims[1] != wt->dims[0] || wt->dims[0] % w.group != 0) {
+    ir_error(g, n, "input has %lld channels, the weight expects %lld (group %lld)",
+             (long long)x->dims[1], (long long)wt->dims[0], (long long)w.group);
+    return false;
+  }
+  int64_t m = wt->dims[1] * w.group;
+  if (!need_same_dtype(g, n, x, wt) || !need_channels(g, n, b, m) ||
+      !window_attr(g, n, "output_padding", ns, 0, w.output_padding))
+    return false;
+  /* output_shape may list the spatial dims only, or N and C too. */
+  const int64_t *os;
+  int nos = node_attr_ints(n, "output_shape", &os);
+  if (nos >= 0 && nos != ns && nos != ns + 2) {
+    ir_error(g, n, "attribute 'output_shape' must have %d values, has %d", ns, nos);
+    return false;
+  }
+  if (nos == ns + 2)
+    os += 2;
+  int64_t dims[IR_MAX_RANK] = {x->dims[0], m};
+  for (int i = 0; i < ns; i++) {
+    int64_t full;
+    if (w.output_padding[i] < 0 || w.output_padding[i] > ((int64_t)1 << 24)) {
+      ir_error(g, n, "output_padding %lld is out of range", (long long)w.output_padding[i]);
+      return false;
+    }
+    if (!checked(g, n, __builtin_mul_overflow(w.stride[i], x->dims[2 + i] - 1, &full)))
+      return false;
+    full += w.output_padding[i] + extent(&w, i);
+    int64_t target = -1;
+    if (nos >= 0)
+      target = os[i];
+    else if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER)
+      target = x->dims[2 + i] * w.stride[i];
+    if (ap == PAD_VALID)
+      w.pad_begin[i] = w.pad_end[i] = 0;
+    if (target < 0) {
+      dims[2 + i] = full - w.pad_begin[i] - w.pad_end[i];
+      continue;
+    }
+    /* Pads come from the requested size; a size beyond the full output
+       grows the output padding instead (the extra rows see only the bias). */
+    int64_t total = full - target;
+    if (total >= 0) {
+      int64_t small = total / 2, big = total - total / 2;
+      w.pad_begin[i] = ap == PAD_SAME_UPPER ? small : big;
+      w.pad_end[i] = ap == PAD_SAME_UPPER ? big : small;
+    } else {
+      w.pad_begin[i] = w.pad_end[i] = 0;
+      w.output_padding[i] -= total;
+    }
+    dims[2 + i] = target;
+  }
+  for (int i = 0; i < ns; i++)
+    if (dims[2 + i] <= 0) {
+      ir_error(g, n, "output spatial dim %d would be %lld", i, (long long)dims[2 + i]);
+      return false;
+    }
+  n->win = w;
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_pool(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (n->op == OP_MAX_POOL && n->nout > 1 && n->out[1]) {
+    ir_error(g, n, "the Indices output of MaxPool is not supported");
+    return false;
+  }
+  Window w;
+  AutoPad ap;
+  if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap))
+    return false;
+  w.ceil_mode = node_attr_int(n, "ceil_mode", 0) != 0;
+  w.count_include_pad = node_attr_int(n, "count_include_pad", 0) != 0;
+  int64_t dims[IR_MAX_RANK] = {x->dims[0], x->dims[1]};
+  for (int i = 0; i < w.nspatial; i++)
+    if (!window_output(g, n, &w, ap, i, x->dims[2 + i], &dims[2 + i]))
+      return false;
+  n->win = w;
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_global_pool(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 3, IR_MAX_RANK))
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    dims[i] = i < 2 ? x->dims[i] : 1;
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+/* ------------------------------------------------------- data movement */
+
+bool concat_axis(Graph *g, Node *n, int *axis) {
+  const Attr *a = node_attr(n, "axis");
+  /* Opset 1 and 2 defaulted to axis 1; later opsets require it. */
+  int64_t v = a && a->kind == ATTR_INT ? a->i : 1;
+  if (!a && g->opset >= 4) {
+    ir_error(g, n, "attribute 'axis' is required");
+    return false;
+  }
+  return resolve_axis(g, n, v, in(n, 0)->rank, axis);
+}
+
+static bool infer_concat(Graph *g, Node *n) {
+  Tensor *first = in(n, 0);
+  int axis;
+  if (!first || !concat_axis(g, n, &axis))
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, first->dims, sizeof dims);
+  dims[axis] = 0;
+  for (int i = 0; i < n->nin; i++) {
+    Tensor *t = in(n, i);
+    if (!t) {
+      ir_error(g, n, "input %d is missing", i);
+      return false;
+    }
+    bool ok = t->rank == first->rank && t->dtype == first->dtype;
+    for (int d = 0; ok && d < t->rank; d++)
+      ok = d == axis || t->dims[d] == first->dims[d];
+    if (!ok) {
+      char a[128], b[128];
+      ir_error(g, n, "input '%s' %s does not concatenate with '%s' %s on axis %d", t->name,
+               shape_str(t, a, sizeof a), first->name, shape_str(first, b, sizeof b), axis);
+      return false;
+    }
+    dims[axis] += t->dims[axis];
+  }
+  return set_out(g, n, 0, first->dtype, first->rank, dims);
+}
+
+bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
+  Tensor *x = in(n, 0), *sp = in(n, 1);
+  if (!resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, axis))
+    return false;
+  int64_t dim = x->dims[*axis];
+  const int64_t *v = NULL;
+  int count = -1;
+  if (sp && !const_ints(g, n, sp, &v, &count))
+    return false;
+  if (!sp)
+    count = node_attr_ints(n, "split", &v);
+  if (count == 0)
+    count = -1; /* an empty split list means equal parts */
+  if (count >= 0) {
+    if (count != n->nout) {
+      ir_error(g, n, "split lists %d sizes for %d outputs", count, n->nout);
+      return false;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) {
+      if (v[i] < 0 || v[i] > dim) {
+        ir_error(g, n, "split size %lld does not fit an axis of %lld", (long long)v[i],
+                 (long long)dim);
+        return false;
+      }
+      sizes[i] = v[i];
+      total += v[i];
+    }
+    if (total != dim) {
+      ir_error(g, n, "split sizes add up to %lld, the axis has %lld", (long long)total,
+               (long long)dim);
+      return false;
+    }
+    return true;
+  }
+  int64_t parts = node_attr_int(n, "num_outputs", n->nout);
+  if (parts != n->nout) {
+    ir_error(g, n, "num_outputs is %lld but the node has %d outputs", (long long)parts, n->nout);
+    return false;
+  }
+  /* Opset 18's num_outputs lets the last part be smaller; before, the
+     parts had to be equal. */
+  int64_t chunk = ceil_div(dim, parts);
+  if (!node_attr(n, "num_outputs") && dim % parts != 0) {
+    ir_error(g, n, "axis of size %lld does not split into %lld equal parts", (long long)dim,
+             (long long)parts);
+    return false;
+  }
+  int64_t left = dim;
+  for (int i = 0; i < n->nout; i++) {
+    sizes[i] = left < chunk ? left : chunk;
+    left -= sizes[i];
+  }
+  if (left != 0) {
+    ir_error(g, n, "axis of size %lld does not split into %lld parts", (long long)dim,
+             (long long)parts);
+    return false;
+  }
+  return true;
+}
+
+static bool infer_split(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int axis;
+  int64_t *sizes = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(n->nout + 1));
+  if (!split_plan(g, n, &axis, sizes))
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, x->dims, sizeof dims);
+  for (int i = 0; i < n->nout; i++) {
+    dims[axis] = sizes[i];
+    if (!set_out(g, n, i, x->dtype, x->rank, dims))
+      return false;
+  }
+  return true;
+}
+
+/* Reads Slice's starts, ends, axes and steps from inputs (opset 10+) or
+   attributes (before). */
+static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t **ends,
+                        const int64_t **axes, const int64_t **steps, int *count, int *naxes,
+                        int *nsteps) {
+  int ne;
+  if (n->nin >= 3) {
+    if (!const_ints(g, n, in(n, 1), starts, count) || !const_ints(g, n, in(n, 2), ends, &ne))
+      return false;
+    *naxes = *nsteps = -1;
+    if (in(n, 3) && !const_ints(g, n, in(n, 3), axes, naxes))
+      return false;
+    if (in(n, 4) && !const_ints(g, n, in(n, 4), steps, nsteps))
+      return false;
+  } else {
+    if (n->nin == 2) {
+      ir_error(g, n, "Slice takes starts and ends together");
+      return false;
+    }
+    *count = node_attr_ints(n, "starts", starts);
+    ne = node_attr_ints(n, "ends", ends);
+    *naxes = node_attr_ints(n, "axes", axes);
+    *nsteps = -1;
+    if (*count < 0 || ne < 0) {
+      ir_error(g, n, "attributes 'starts' and 'ends' are required");
+      return false;
+    }
+  }
+  if (ne != *count || (*naxes >= 0 && *naxes != *count) || (*nsteps >= 0 && *nsteps != *count)) {
+    ir_error(g, n, "starts, ends, axes and steps must have the same length");
+    return false;
+  }
+  return true;
+}
+
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
+  Tensor *x = in(n, 0);
+  const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
+  int count, naxes, nsteps;
+  if (!slice_lists(g, n, &starts, &ends, &axes, &steps, &count, &naxes, &nsteps))
+    return false;
+  bool seen[IR_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    start[d] = 0;
+    step[d] = 1;
+    ext[d] = x->dims[d];
+  }
+  for (int i = 0; i < count; i++) {
+    int axis;
+    if (!resolve_axis(g, n, naxes >= 0 ? axes[i] : i, x->rank, &axis))
+      return false;
+    if (seen[axis]) {
+      ir_error(g, n, "axis %d is sliced twice", axis);
+      return false;
+    }
+    seen[axis] = true;
+    int64_t dim = x->dims[axis], st = nsteps >= 0 ? steps[i] : 1;
+    if (st == 0) {
+      ir_error(g, n, "slice step must not be 0");
+      return false;
+    }
+    /* Negative indices count from the end; then clamp as the spec says,
+       which differs for negative steps so that index dim-1 stays reachable. */
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0)
+      b = b < -dim ? 0 : b + dim; /* written to avoid overflow on INT64_MIN */
+    if (e < 0)
+      e = e < -dim ? -1 : e + dim;
+    if (st > 0) {
+      b = clamp(b, 0, dim);
+      e = clamp(e, 0, dim);
+    } else {
+      b = clamp(b, 0, dim - 1);
+      e = clamp(e, -1, dim - 1);
+    }
+    int64_t len = st > 0 ? ceil_div(e - b, st) : ceil_div(b - e, -st);
+    start[axis] = b;
+    step[axis] = st;
+    ext[axis] = len > 0 ? len : 0;
+  }
+  return true;
+}
+
+static bool infer_slice(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], ext[IR_MAX_RANK];
+  return slice_plan(g, n, start, step, ext) && set_out(g, n, 0, x->dtype, x->rank, ext);
+}
+
+static bool infer_pad(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *pads;
+  int count;
+  if (in(n, 1)) {
+    if (!const_ints(g, n, in(n, 1), &pads, &count))
+      return false;
+  } else {
+    count = node_attr_ints(n, "pads", &pads);
+    if (count < 0)
+      count = node_attr_ints(n, "paddings", &pads); /* opset 1 */
+    if (count < 0) {
+      ir_error(g, n, "pads are missing");
+      return false;
+    }
+  }
+  const char *mode = node_attr_string(n, "mode", "constant");
+  if (strcmp(mode, "constant") != 0 && strcmp(mode, "reflect") != 0 &&
+      strcmp(mode, "edge") != 0 && strcmp(mode, "wrap") != 0) {
+    ir_error(g, n, "unknown pad mode '%s'", mode);
+    return false;
+  }
+  Tensor *cv = in(n, 2);
+  if (cv && tensor_numel(cv) != 1) {
+    ir_error(g, n, "constant_value must be a scalar");
+    return false;
+  }
+  /* Opset 18's axes say which dims the pads refer to. */
+  int axes[IR_MAX_RANK], naxes = x->rank;
+  for (int i = 0; i < x->rank; i++)
+    axes[i] = i;
+  if (in(n, 3)) {
+    const int64_t *av;
+    if (!const_ints(g, n, in(n, 3), &av, &naxes))
+      return false;
+    if (naxes > x->rank) {
+      ir_error(g, n, "more pad axes than the input has dims");
+      return false;
+    }
+    for (int i = 0; i < naxes; i++)
+      if (!resolve_axis(g, n, av[i], x->rank, &axes[i]))
+        return false;
+  }
+  if (count != 2 * naxes) {
+    ir_error(g, n, "pads must have %d values, has %d", 2 * naxes, count);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, x->dims, sizeof dims);
+  for (int i = 0; i < naxes; i++) {
+    int64_t d = dims[axes[i]];
+    if (!checked(g, n, __builtin_add_overflow(d, pads[i], &d) ||
+                           __builtin_add_overflow(d, pads[naxes + i], &d)))
+      return false;
+    dims[axes[i]] = d;
+  }
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_gemm(Graph *g, Node *n) {
+  Tensor *a = in(n, 0), *b = in(n, 1), *c = in(n, 2);
+  if (!need_rank(g, n, a, 2, 2) || !need_rank(g, n, b, 2, 2) || !need_same_dtype(g, n, a, b))
+    return false;
+  bool ta = node_attr_int(n, "transA", 0), tb = node_attr_int(n, "transB", 0);
+  int64_t m = a->dims[ta ? 1 : 0], k = a->dims[ta ? 0 : 1];
+  int64_t kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
+  if (k != kb) {
+    char x[128], y[128];
+    ir_error(g, n, "inner dims differ: A %s%s, B %s%s", shape_str(a, x, sizeof x),
+             ta ? " (transposed)" : "", shape_str(b, y, sizeof y), tb ? " (transposed)" : "");
+    return false;
+  }
+  int64_t dims[2] = {m, nn};
+  if (c && !broadcasts_to(c->rank, c->dims, 2, dims)) {
+    char x[128];
+    ir_error(g, n, "C %s does not broadcast to [%lld,%lld]", shape_str(c, x, sizeof x),
+             (long long)m, (long long)nn);
+    return false;
+  }
+  return set_out(g, n, 0, a->dtype, 2, dims);
+}
+
+static bool infer_matmul(Graph *g, Node *n) {
+  Tensor *a = in(n, 0), *b = in(n, 1);
+  if (a->rank < 1 || b->rank < 1) {
+    ir_error(g, n, "MatMul operands must have rank 1 or more");
+    return false;
+  }
+  if (!need_same_dtype(g, n, a, b))
+    return false;
+  /* 1-D operands become a row (A) or a column (B), removed again after. */
+  int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
+  int ar = a->rank, br = b->rank;
+  memcpy(ad, a->dims, sizeof a->dims);
+  memcpy(bd, b->dims, sizeof b->dims);
+  if (ar == 1) {
+    ad[1] = ad[0];
+    ad[0] = 1;
+    ar = 2;
+  }
+  if (br == 1) {
+    bd[1] = 1;
+    br = 2;
+  }
+  int64_t m = ad[ar - 2], k = ad[ar - 1], kb = bd[br - 2], nn = bd[br - 1];
+  if (k != kb) {
+    char x[128], y[128];
+    ir_error(g, n, "inner dims differ: %s x %s", shape_str(a, x, sizeof x),
+             shape_str(b, y, sizeof y));
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK + 2];
+  int rank;
+  if (!broadcast_shape(ar - 2, ad, br - 2, bd, &rank, dims)) {
+    char x[128], y[128];
+    ir_error(g, n, "batch dims of %s and %s do not broadcast", shape_str(a, x, sizeof x),
+             shape_str(b, y, sizeof y));
+    return false;
+  }
+  if (a->rank != 1)
+    dims[rank++] = m;
+  if (b->rank != 1)
+    dims[rank++] = nn;
+  return set_out(g, n, 0, a->dtype, rank, dims);
+}
+
+static bool infer_flatten(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t axis = node_attr_int(n, "axis", 1);
+  if (axis < -x->rank || axis > x->rank) {
+    ir_error(g, n, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
+    return false;
+  }
+  if (axis < 0)
+    axis += x->rank;
+  int64_t dims[2] = {1, 1};
+  for (int i = 0; i < x->rank; i++)
+    dims[i < axis ? 0 : 1] *= x->dims[i];
+  return set_out(g, n, 0, x->dtype, 2, dims);
+}
+
+static bool infer_reshape(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *shape;
+  int count;
+  if (in(n, 1)) {
+    if (!const_ints(g, n, in(n, 1), &shape, &count))
+      return false;
+  } else if ((count = node_attr_ints(n, "shape", &shape)) < 0) { /* opset < 5 */
+    ir_error(g, n, "the target shape is missing");
+    return false;
+  }
+  if (count > IR_MAX_RANK) {
+    ir_error(g, n, "target rank %d is beyond opc's limit of %d", count, IR_MAX_RANK);
+    return false;
+  }
+  bool allowzero = node_attr_int(n, "allowzero", 0) != 0;
+  int64_t dims[IR_MAX_RANK], known = 1;
+  int infer_at = -1;
+  for (int i = 0; i < count; i++) {
+    int64_t d = shape[i];
+    if (d == 0 && !allowzero) {
+      if (i >= x->rank) {
+        ir_error(g, n, "target dim %d is 0 (copy) but the input has rank %d", i, x->rank);
+        return false;
+      }
+      d = x->dims[i];
+    }
+    if (d == -1) {
+      if (infer_at >= 0) {
+        ir_error(g, n, "the target shape has more than one -1");
+        return false;
+      }
+      infer_at = i;
+      continue;
+    }
+    if (d < 0) {
+      ir_error(g, n, "target dim %d is %lld", i, (long long)d);
+      return false;
+    }
+    dims[i] = d;
+    if (!checked(g, n, __builtin_mul_overflow(known, d, &known)))
+      return false;
+  }
+  int64_t total = tensor_numel(x);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0) {
+      ir_error(g, n, "cannot reshape %lld elements with a -1 next to %lld", (long long)total,
+               (long long)known);
+      return false;
+    }
+    dims[infer_at] = total / known;
+    known = total;
+  }
+  if (known != total) {
+    char a[128];
+    ir_error(g, n, "cannot reshape %s (%lld elements) to %lld elements",
+             shape_str(x, a, sizeof a), (long long)total, (long long)known);
+    return false;
+  }
+  return set_out(g, n, 0, x->dtype, count, dims);
+}
+
+/* Squeeze and Unsqueeze axes: the input (opset 13+) or the attribute. */
+static bool axes_list(Graph *g, Node *n, const int64_t **axes, int *count) {
+  if (in(n, 1))
+    return const_ints(g, n, in(n, 1), axes, count);
+  *count = node_attr_ints(n, "axes", axes);
+  return true;
+}
+
+static bool infer_squeeze(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *axes;
+  int count;
+  if (!axes_list(g, n, &axes, &count))
+    return false;
+  bool drop[IR_MAX_RANK] = {false};
+  if (count < 0) {
+    for (int i = 0; i < x->rank; i++)
+      drop[i] = x->dims[i] == 1;
+  }
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], x->rank, &a))
+      return false;
+    if (x->dims[a] != 1) {
+      ir_error(g, n, "cannot squeeze axis %d of size %lld", a, (long long)x->dims[a]);
+      return false;
+    }
+    drop[a] = true;
+  }
+  int64_t dims[IR_MAX_RANK];
+  int rank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (!drop[i])
+      dims[rank++] = x->dims[i];
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+static bool infer_unsqueeze(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *axes;
+  int count;
+  if (!axes_list(g, n, &axes, &count))
+    return false;
+  if (count < 0) {
+    ir_error(g, n, "axes are missing");
+    return false;
+  }
+  int rank = x->rank + count;
+  if (rank > IR_MAX_RANK) {
+    ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
+    return false;
+  }
+  bool added[IR_MAX_RANK] = {false};
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], rank, &a))
+      return false;
+    if (added[a]) {
+      ir_error(g, n, "axis %d appears twice", a);
+      return false;
+    }
+    added[a] = true;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0, j = 0; i < rank; i++)
+    dims[i] = added[i] ? 1 : x->dims[j++];
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+bool transpose_plan(Graph *g, Node *n, int *perm) {
+  Tensor *x = in(n, 0);
+  const int64_t *p;
+  int count = node_attr_ints(n, "perm", &p);
+  if (count < 0) {
+    for (int i = 0; i < x->rank; i++)
+      perm[i] = x->rank - 1 - i;
+    return true;
+  }
+  if (count != x->rank) {
+    ir_error(g, n, "perm has %d values for rank %d", count, x->rank);
+    return false;
+  }
+  bool used[IR_MAX_RANK] = {false};
+  for (int i = 0; i < count; i++) {
+    if (p[i] < 0 || p[i] >= count || used[p[i]]) {
+      ir_error(g, n, "perm is not a permutation of 0..%d", count - 1);
+      return false;
+    }
+    used[p[i]] = true;
+    perm[i] = (int)p[i];
+  }
+  return true;
+}
+
+static bool infer_transpose(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int perm[IR_MAX_RANK];
+  if (!transpose_plan(g, n, perm))
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    dims[i] = x->dims[perm[i]];
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_tile(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *reps;
+  int count;
+  if (!const_ints(g, n, in(n, 1), &reps, &count))
+    return false;
+  if (count != x->rank) {
+    ir_error(g, n, "repeats has %d values for rank %d", count, x->rank);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    if (reps[i] < 0) {
+      ir_error(g, n, "repeat %lld is negative", (long long)reps[i]);
+      return false;
+    }
+    if (!checked(g, n, __builtin_mul_overflow(x->dims[i], reps[i], &dims[i])))
+      return false;
+  }
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_expand(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const int64_t *shape;
+  int count, rank;
+  if (!const_ints(g, n, in(n, 1), &shape, &count))
+    return false;
+  int64_t dims[IR_MAX_RANK];
+  if (count > IR_MAX_RANK || !broadcast_shape(x->rank, x->dims, count, shape, &rank, dims)) {
+    char a[128];
+    ir_error(g, n, "%s does not expand to a shape of %d dims", shape_str(x, a, sizeof a), count);
+    return false;
+  }
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+bool gather_axis(Graph *g, Node *n, int *axis) {
+  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
+}
+
+static bool infer_gather(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1);
+  int axis;
+  if (!gather_axis(g, n, &axis))
+    return false;
+  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
+    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
+             dtype_name(idx->dtype));
+    return false;
+  }
+  int64_t dim = x->dims[axis];
+  for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
+    if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
+      ir_error(g, n, "index %lld is out of range for an axis of size %lld",
+               (long long)idx->i64[i], (long long)dim);
+      return false;
+    }
+  int rank = x->rank - 1 + idx->rank;
+  if (rank > IR_MAX_RANK) {
+    ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < axis; i++)
+    dims[r++] = x->dims[i];
+  for (int i = 0; i < idx->rank; i++)
+    dims[r++] = idx->dims[i];
+  for (int i = axis + 1; i < x->rank; i++)
+    dims[r++] = x->dims[i];
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+static bool infer_depth_space(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t b = node_attr_int(n, "blocksize", 0);
+  if (!need_rank(g, n, x, 4, 4))
+    return false;
+  if (b <= 0) {
+    ir_error(g, n, "attribute 'blocksize' is required and must be positive");
+    return false;
+  }
+  const char *mode = node_attr_string(n, "mode", "DCR");
+  if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0) {
+    ir_error(g, n, "unknown mode '%s'", mode);
+    return false;
+  }
+  int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+  if (n->op == OP_DEPTH_TO_SPACE) {
+    if (dims[1] % (b * b) != 0) {
+      ir_error(g, n, "%lld channels do not divide by blocksize^2 = %lld", (long long)dims[1],
+               (long long)(b * b));
+      return false;
+    }
+    dims[1] /= b * b;
+    dims[2] *= b;
+    dims[3] *= b;
+  } else {
+    if (dims[2] % b != 0 || dims[3] % b != 0) {
+      ir_error(g, n, "height and width must divide by the blocksize %lld", (long long)b);
+      return false;
+    }
+    dims[1] *= b * b;
+    dims[2] /= b;
+    dims[3] /= b;
+  }
+  return set_out(g, n, 0, x->dtype, 4, dims);
+}
+
+/* Output size from a scale, as ONNX Runtime computes it: float product,
+   rounded down. */
+static bool scaled(Graph *g, Node *n, int64_t size, float scale, int64_t *out) {
+  float v = floorf((float)size * scale);
+  if (!(scale > 0) || !(v < (float)MAX_ELEMENTS)) {
+    ir_error(g, n, "scale %g does not give a usable size", (double)scale);
+    return false;
+  }
+  *out = (int64_t)v;
+  return true;
+}
+
+static bool infer_resize(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  /* Opset 10 had (X, scales); 11 added roi before scales and sizes after. */
+  bool v10 = g->opset > 0 && g->opset < 11;
+  Tensor *scales_t = in(n, v10 ? 1 : 2), *sizes_t = v10 ? NULL : in(n, 3);
+  const float *scales = NULL;
+  const int64_t *sizes = NULL;
+  int ns = 0, nz = 0;
+  if (scales_t && !const_floats(g, n, scales_t, &scales, &ns))
+    return false;
+  if (sizes_t && !const_ints(g, n, sizes_t, &sizes, &nz))
+    return false;
+  if ((ns > 0) == (nz > 0)) {
+    ir_error(g, n, "exactly one of scales and sizes must be given");
+    return false;
+  }
+  int axes[IR_MAX_RANK], naxes = x->rank;
+  for (int i = 0; i < x->rank; i++)
+    axes[i] = i;
+  const int64_t *av;
+  int na = node_attr_ints(n, "axes", &av); /* opset 18 */
+  if (na >= 0) {
+    if (na > x->rank) {
+      ir_error(g, n, "more axes than the input has dims");
+      return false;
+    }
+    naxes = na;
+    for (int i = 0; i < na; i++)
+      if (!resolve_axis(g, n, av[i], x->rank, &axes[i]))
+        return false;
+  }
+  if ((ns > 0 ? ns : nz) != naxes) {
+    ir_error(g, n, "%s has %d values for %d axes", ns > 0 ? "scales" : "sizes",
+             ns > 0 ? ns : nz, naxes);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, x->dims, sizeof dims);
+  const char *policy = node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+  if (ns > 0) {
+    for (int i = 0; i < naxes; i++)
+      if (!scaled(g, n, x->dims[axes[i]], scales[i], &dims[axes[i]]))
+        return false;
+  } else if (strcmp(policy, "stretch") == 0) {
+    for (int i = 0; i < naxes; i++)
+      dims[axes[i]] = sizes[i];
+  } else if (strcmp(policy, "not_larger") == 0 || strcmp(policy, "not_smaller") == 0) {
+    bool larger = strcmp(policy, "not_smaller") == 0;
+    double scale = 0;
+    for (int i = 0; i < naxes; i++) {
+      double s = (double)sizes[i] / (double)x->dims[axes[i]];
+      if (i == 0 || (larger ? s > scale : s < scale))
+        scale = s;
+    }
+    for (int i = 0; i < naxes; i++) {
+      double v = floor(scale * (double)x->dims[axes[i]] + 0.5);
+      if (!(v >= 0 && v < (double)MAX_ELEMENTS)) {
+        ir_error(g, n, "sizes do not give a usable shape");
+        return false;
+      }
+      dims[axes[i]] = (int64_t)v;
+    }
+  } else {
+    ir_error(g, n, "unknown keep_aspect_ratio_policy '%s'", policy);
+    return false;
+  }
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+static bool infer_upsample(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  const float *scales;
+  int ns;
+  if (in(n, 1)) { /* opset 9 */
+    if (!const_floats(g, n, in(n, 1), &scales, &ns))
+      return false;
+  } else {
+    const Attr *a = node_attr(n, "scales");
+    if (!a || a->kind != ATTR_FLOATS) {
+      ir_error(g, n, "scales are missing");
+      return false;
+    }
+    scales = a->floats;
+    ns = a->n;
+  }
+  if (ns != x->rank) {
+    ir_error(g, n, "scales has %d values for rank %d", ns, x->rank);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++)
+    if (!scaled(g, n, x->dims[i], scales[i], &dims[i]))
+      return false;
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+/* -------------------------------------------------------- reductions */
+
+bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
+  Tensor *x = in(n, 0);
+  *coerce2d = g->opset > 0 && g->opset < 13;
+  if (x->rank == 0) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  return resolve_axis(g, n, node_attr_int(n, "axis", *coerce2d ? 1 : -1), x->rank, axis);
+}
+
+static bool infer_softmax(Graph *g, Node *n) {
+  int axis;
+  bool coerce;
+  return softmax_axis(g, n, &axis, &coerce) && same_as(g, n, 0, in(n, 0));
+}
+
+bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
+  Tensor *x = in(n, 0);
+  const int64_t *axes;
+  int count;
+  /* Axes became an input in opset 13 (ReduceSum) and 18 (the others). */
+  if (in(n, 1)) {
+    if (!const_ints(g, n, in(n, 1), &axes, &count))
+      return false;
+  } else {
+    count = node_attr_ints(n, "axes", &axes);
+  }
+  *noop = count <= 0 && node_attr_int(n, "noop_with_empty_axes", 0) != 0;
+  for (int i = 0; i < x->rank; i++)
+    reduced[i] = count <= 0 && !*noop;
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], x->rank, &a))
+      return false;
+    reduced[a] = true;
+  }
+  return true;
+}
+
+static bool infer_reduce(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  bool reduced[IR_MAX_RANK], noop;
+  if (!reduce_plan(g, n, reduced, &noop))
+    return false;
+  bool keep = node_attr_int(n, "keepdims", 1) != 0;
+  int64_t dims[IR_MAX_RANK];
+  int rank = 0;
+  for (int i = 0; i < x->rank; i++) {
+    if (!reduced[i])
+      dims[rank++] = x->dims[i];
+    else if (keep)
+      dims[rank++] = 1;
+  }
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+/* -------------------------------------------- trivial and compile time */
+
+static bool infer_dropout(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *training = in(n, 2);
+  /* Training mode drops values at random: nothing to compile ahead of time. */
+  if (training && !(training->i64 && tensor_numel(training) == 1 && training->i64[0] == 0)) {
+    ir_error(g, n, "training-mode Dropout is not supported (training_mode must be a constant "
+             "false)");
+    return false;
+  }
+  return same_as(g, n, 0, x) && set_out(g, n, 1, DT_BOOL, x->rank, x->dims);
+}
+
+static bool infer_constant(Graph *g, Node *n) {
+  static const char *const kinds[] = {"value", "value_float", "value_int", "value_floats",
+                                      "value_ints"};
+  const Attr *a = NULL;
+  for (int i = 0; i < 5 && !a; i++)
+    a = node_attr(n, kinds[i]);
+  if (!a) {
+    ir_error(g, n, "Constant has no supported value attribute");
+    return false;
+  }
+  int64_t count = a->n;
+  switch (a->kind) {
+  case ATTR_TENSOR:
+    return set_out(g, n, 0, a->t->dtype, a->t->rank, a->t->dims);
+  case ATTR_FLOAT:
+    return set_out(g, n, 0, DT_FLOAT, 0, NULL);
+  case ATTR_INT:
+    return set_out(g, n, 0, DT_INT64, 0, NULL);
+  case ATTR_FLOATS:
+    return set_out(g, n, 0, DT_FLOAT, 1, &count);
+  case ATTR_INTS:
+    return set_out(g, n, 0, DT_INT64, 1, &count);
+  default:
+    ir_error(g, n, "attribute '%s' has the wrong kind", a->name);
+    return false;
+  }
+}
+
+void shape_range(const Node *n, int rank, int *start, int *end) {
+  int64_t s = node_attr_int(n, "start", 0), e = node_attr_int(n, "end", rank);
+  if (s < 0)
+    s += rank;
+  if (e < 0)
+    e += rank;
+  *start = (int)clamp(s, 0, rank);
+  *end = (int)clamp(e, 0, rank);
+}
+
+static bool infer_shape(Graph *g, Node *n) {
+  int start, end;
+  shape_range(n, in(n, 0)->rank, &start, &end);
+  int64_t len = end > start ? end - start : 0;
+  return set_out(g, n, 0, DT_INT64, 1, &len);
+}
+
+/* Opset 1 named the target type with a string. */
+static DType dtype_from_onnx_string(const char *s) {
+  static const struct {
+    const char *name;
+    DType t;
+  } names[] = {{"FLOAT", DT_FLOAT},   {"DOUBLE", DT_DOUBLE}, {"FLOAT16", DT_FLOAT16},
+               {"INT8", DT_INT8},     {"INT16", DT_INT16},   {"INT32", DT_INT32},
+               {"INT64", DT_INT64},   {"UINT8", DT_UINT8},   {"UINT16", DT_UINT16},
+               {"UINT32", DT_UINT32}, {"UINT64", DT_UINT64}, {"BOOL", DT_BOOL}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(names[i].name, s) == 0)
+      return names[i].t;
+  return DT_UNDEFINED;
+}
+
+bool cast_target(Graph *g, Node *n, DType *to) {
+  const Attr *a = node_attr(n, "to");
+  *to = DT_UNDEFINED;
+  if (a && a->kind == ATTR_INT)
+    *to = (DType)a->i;
+  else if (a && a->kind == ATTR_STRING)
+    *to = dtype_from_onnx_string(a->s);
+  if (dtype_size(*to) == 0) {
+    ir_error(g, n, "unsupported or missing target type 'to'");
+    return false;
+  }
+  return true;
+}
+
+static bool infer_cast(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  DType to;
+  if (!cast_target(g, n, &to))
+    return false;
+  /* Only float32 values exist at run time; other casts must fold. */
+  if (!tensor_is_const(x) && to != DT_FLOAT) {
+    ir_error(g, n, "unsupported dtype %s: a run-time Cast can only produce f32",
+             dtype_name(to));
+    return false;
+  }
+  return set_out(g, n, 0, to, x->rank, x->dims);
+}
+
+static bool infer_constant_of_shape(Graph *g, Node *n) {
+  const int64_t *shape;
+  int count;
+  if (!const_ints(g, n, in(n, 0), &shape, &count))
+    return false;
+  if (count > IR_MAX_RANK) {
+    ir_error(g, n, "rank %d is beyond opc's limit of %d", count, IR_MAX_RANK);
+    return false;
+  }
+  const Attr *a = node_attr(n, "value");
+  DType dt = DT_FLOAT;
+  if (a) {
+    if (a->kind != ATTR_TENSOR || tensor_numel(a->t) != 1) {
+      ir_error(g, n, "attribute 'value' must be a one-element tensor");
+      return false;
+    }
+    dt = a->t->dtype;
+  }
+  return set_out(g, n, 0, dt, count, shape);
+}
+
+static bool infer_range(Graph *g, Node *n) {
+  Tensor *t[3] = {in(n, 0), in(n, 1), in(n, 2)};
+  for (int i = 0; i < 3; i++) {
+    if (!need_const(g, n, t[i]))
+      return false;
+    if (tensor_numel(t[i]) != 1 || t[i]->rank > 1) {
+      ir_error(g, n, "'%s' must be a scalar", t[i]->name);
+      return false;
+    }
+    if (!need_same_dtype(g, n, t[0], t[i]))
+      return false;
+  }
+  int64_t count;
+  if (t[0]->i64) {
+    int64_t start = t[0]->i64[0], limit = t[1]->i64[0], delta = t[2]->i64[0];
+    if (delta == 0) {
+      ir_error(g, n, "delta must not be 0");
+      return false;
+    }
+    int64_t span;
+    if (!checked(g, n, __builtin_sub_overflow(delta > 0 ? limit : start,
+                                              delta > 0 ? start : limit, &span)))
+      return false;
+    count = delta == INT64_MIN ? (span < 0 ? 0 : 1) : ceil_div(span, delta > 0 ? delta : -delta);
+  } else {
+    double start = t[0]->f32[0], limit = t[1]->f32[0], delta = t[2]->f32[0];
+    if (delta == 0) {
+      ir_error(g, n, "delta must not be 0");
+      return false;
+    }
+    double c = ceil((limit - start) / delta);
+    if (!(c < (double)MAX_ELEMENTS)) { /* also catches NaN */
+      ir_error(g, n, "Range of %g to %g by %g has no usable length", start, limit, delta);
+      return false;
+    }
+    count = c > 0 ? (int64_t)c : 0;
+  }
+  if (count < 0)
+    count = 0;
+  return set_out(g, n, 0, t[0]->dtype, 1, &count);
+}
+
+/* ------------------------------------------------------------- losses */
+/* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12 to 22):
+   scores [N, C, d1..dk], labels [N, d1..dk], optional per-class weights [C].
+   Run-time data is float32 only, so the labels must be known when opc runs;
+   checking them here turns the spec's "undefined" out-of-range labels into
+   an error, which lets the kernels index without bounds checks. */
+
+bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
+                int64_t *ignore) {
+  const char *r = node_attr_string(n, "reduction", "mean");
+  if (strcmp(r, "none") == 0)
+    *reduction = LOSS_NONE;
+  else if (strcmp(r, "sum") == 0)
+    *reduction = LOSS_SUM;
+  else if (strcmp(r, "mean") == 0)
+    *reduction = LOSS_MEAN;
+  else {
+    ir_error(g, n, "unknown reduction '%s' (none, sum or mean)", r);
+    return false;
+  }
+  *has_ignore = node_attr(n, "ignore_index") != NULL;
+  *ignore = node_attr_int(n, "ignore_index", 0);
+  return true;
+}
+
+static bool loss_labels(Graph *g, Node *n, const Tensor *x, const Tensor *labels) {
+  if (!tensor_is_const(labels)) {
+    ir_error(g, n, "labels input '%s' must be a compile-time constant (bind it with --const-input)",
+             labels->name);
+    return false;
+  }
+  if (!dtype_is_integer(labels->dtype) || !labels->i64) {
+    ir_error(g, n, "labels input '%s' must be an integer tensor, is %s", labels->name,
+             dtype_name(labels->dtype));
+    return false;
+  }
+  bool fits = labels->rank == x->rank - 1 && labels->dims[0] == x->dims[0];
+  for (int d = 1; fits && d < labels->rank; d++)
+    fits = labels->dims[d] == x->dims[d + 1];
+  if (!fits) {
+    char a[128], b[128];
+    ir_error(g, n, "labels %s do not match scores %s (expected [N, d1..dk] of [N, C, d1..dk])",
+             shape_str(labels, a, sizeof a), shape_str(x, b, sizeof b));
+    return false;
+  }
+  return true;
+}
+
+static bool infer_loss(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *labels = in(n, 1), *weight = in(n, 2);
+  LossReduction reduction;
+  bool has_ignore;
+  int64_t ignore;
+  if (!loss_attrs(g, n, &reduction, &has_ignore, &ignore) ||
+      !need_rank(g, n, x, 2, IR_MAX_RANK) || !loss_labels(g, n, x, labels))
+    return false;
+  int64_t c = x->dims[1];
+  /* The kernels read the labels as floats, exact up to 2^24. */
+  if (c > ((int64_t)1 << 24)) {
+    ir_error(g, n, "%lld classes are beyond opc's limit of 2^24", (long long)c);
+    return false;
+  }
+  if (weight && (!need_channels(g, n, weight, c) || !need_same_dtype(g, n, x, weight)))
+    return false;
+  int64_t count = tensor_numel(labels);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t t = labels->i64[i];
+    if ((has_ignore && t == ignore) || (t >= 0 && t < c))
+      continue;
+    ir_error(g, n, "label %lld (element %lld of '%s') is outside [0, %lld) and is not "
+             "ignore_index", (long long)t, (long long)i, labels->name, (long long)c);
+    return false;
+  }
+  int rank = reduction == LOSS_NONE ? labels->rank : 0;
+  return set_out(g, n, 0, x->dtype, rank, labels->dims) && same_as(g, n, 1, x);
+}
+
+/* ------------------------------------------------- more operators (begin) */
+
+/* Trilu's k, CumSum's axis: a constant integer scalar (rank 0 or one
+   element). */
+static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
+  const int64_t *v;
+  int count;
+  if (!const_ints(g, n, t, &v, &count))
+    return false;
+  if (count != 1) {
+    ir_error(g, n, "'%s' must hold one value, has %d", t->name, count);
+    return false;
+  }
+  *out = v[0];
+  return true;
+}
+
+bool trilu_k(Graph *g, Node *n, int64_t *k) {
+  *k = 0;
+  return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
+}
+
+static bool infer_trilu(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t k;
+  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &k) && same_as(g, n, 0, x);
+}
+
+bool gather_elements_axis(Graph *g, Node *n, int *axis) {
+  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
+}
+
+static bool infer_gather_elements(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1);
+  int axis;
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  if (!gather_elements_axis(g, n, &axis))
+    return false;
+  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
+    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
+             dtype_name(idx->dtype));
+    return false;
+  }
+  if (idx->rank != x->rank) {
+    ir_error(g, n, "indices have rank %d, the input %d", idx->rank, x->rank);
+    return false;
+  }
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis && idx->dims[d] > x->dims[d]) {
+      char a[128], b[128];
+      ir_error(g, n, "indices %s do not fit the input %s off the axis", shape_str(idx, a, sizeof a),
+               shape_str(x, b, sizeof b));
+      return false;
+    }
+  int64_t dim = x->dims[axis];
+  for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
+    if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
+      ir_error(g, n, "index %lld is out of range for an axis of size %lld",
+               (long long)idx->i64[i], (long long)dim);
+      return false;
+    }
+  return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
+}
+
+bool cumsum_axis(Graph *g, Node *n, int *axis) {
+  int64_t a;
+  return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
+}
+
+static bool infer_cumsum(Graph *g, Node *n) {
+  int axis;
+  Tensor *x = in(n, 0);
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  return cumsum_axis(g, n, &axis) && same_as(g, n, 0, x);
+}
+
+static bool infer_gelu(Graph *g, Node *n) {
+  const char *s = node_attr_string(n, "approximate", "none");
+  if (strcmp(s, "none") != 0 && strcmp(s, "tanh") != 0) {
+    ir_error(g, n, "unknown approximate '%s'", s);
+    return false;
+  }
+  return same_as(g, n, 0, in(n, 0));
+}
+
+bool mvn_axes(Graph *g, Node *n, bool *reduced) {
+  Tensor *x = in(n, 0);
+  static const int64_t dflt[3] = {0, 2, 3};
+  const int64_t *axes;
+  int count = node_attr_ints(n, "axes", &axes);
+  if (count < 0) {
+    axes = dflt;
+    count = 3;
+  }
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = false;
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], x->rank, &a))
+      return false;
+    reduced[a] = true;
+  }
+  return true;
+}
+
+static bool infer_mvn(Graph *g, Node *n) {
+  bool reduced[IR_MAX_RANK];
+  return mvn_axes(g, n, reduced) && same_as(g, n, 0, in(n, 0));
+}
+
+/* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
+   reference does, numpy's floored mod (the result takes the divisor's sign). */
+static bool infer_mod(Graph *g, Node *n) {
+  int64_t fmod_attr = node_attr_int(n, "fmod", 0);
+  if (fmod_attr != 0 && fmod_attr != 1) {
+    ir_error(g, n, "fmod must be 0 or 1, is %lld", (long long)fmod_attr);
+    return false;
+  }
+  return infer_broadcast(g, n);
+}
+
+static bool infer_eye_like(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, 2))
+    return false;
+  DType dt = (DType)node_attr_int(n, "dtype", x->dtype);
+  if (dtype_size(dt) == 0 || dt == DT_STRING) {
+    ir_error(g, n, "unsupported dtype %d", (int)dt);
+    return false;
+  }
+  return set_out(g, n, 0, dt, 2, x->dims);
+}
+
+bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
+  Tensor *x = in(n, 0);
+  int64_t pv = node_attr_int(n, "p", 2);
+  if (pv != 1 && pv != 2) {
+    ir_error(g, n, "p must be 1 or 2, is %lld", (long long)pv);
+    return false;
+  }
+  *p = (int)pv;
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  return resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, axis);
+}
+
+static bool infer_lp_norm(Graph *g, Node *n) {
+  int axis, p;
+  return lp_norm_plan(g, n, &axis, &p) && same_as(g, n, 0, in(n, 0));
+}
+
+/* --------------------------------------------------- more operators (end) */
+
+/* ---------------------------------------------------------------- table */
+
+static const OpInfo op_table[OP_COUNT] = {
+    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL},
+    [OP_CONV] = {"Conv", 2, 3, 1, 1, infer_conv},
+    [OP_CONV_TRANSPOSE] = {"ConvTranspose", 2, 3, 1, 1, infer_conv_transpose},
+    [OP_BATCH_NORM] = {"BatchNormalization", 5, 5, 1, 3, infer_batch_norm},
+    [OP_INSTANCE_NORM] = {"InstanceNormalization", 3, 3, 1, 1, infer_instance_norm},
+    [OP_LAYER_NORM] = {"LayerNormalization", 2, 3, 1, 3, infer_layer_norm},
+    [OP_LRN] = {"LRN", 1, 1, 1, 1, infer_lrn},
+    [OP_RELU] = {"Relu", 1, 1, 1, 1, infer_unary},
+    [OP_LEAKY_RELU] = {"LeakyRelu", 1, 1, 1, 1, infer_unary},
+    [OP_PRELU] = {"PRelu", 2, 2, 1, 1, infer_prelu},
+    [OP_ELU] = {"Elu", 1, 1, 1, 1, infer_unary},
+    [OP_SELU] = {"Selu", 1, 1, 1, 1, infer_unary},
+    [OP_CELU] = {"Celu", 1, 1, 1, 1, infer_unary},
+    [OP_SIGMOID] = {"Sigmoid", 1, 1, 1, 1, infer_unary},
+    [OP_TANH] = {"Tanh", 1, 1, 1, 1, infer_unary},
+    [OP_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 1, 1, infer_unary},
+    [OP_HARD_SWISH] = {"HardSwish", 1, 1, 1, 1, infer_unary},
+    [OP_SOFTPLUS] = {"Softplus", 1, 1, 1, 1, infer_unary},
+    [OP_SOFTSIGN] = {"Softsign", 1, 1, 1, 1, infer_unary},
+    [OP_CLIP] = {"Clip", 1, 3, 1, 1, infer_clip},
+    [OP_ERF] = {"Erf", 1, 1, 1, 1, infer_unary},
+    [OP_EXP] = {"Exp", 1, 1, 1, 1, infer_unary},
+    [OP_LOG] = {"Log", 1, 1, 1, 1, infer_unary},
+    [OP_SQRT] = {"Sqrt", 1, 1, 1, 1, infer_unary},
+    [OP_ABS] = {"Abs", 1, 1, 1, 1, infer_unary},
+    [OP_NEG] = {"Neg", 1, 1, 1, 1, infer_unary},
+    [OP_RECIPROCAL] = {"Reciprocal", 1, 1, 1, 1, infer_unary},
+    [OP_FLOOR] = {"Floor", 1, 1, 1, 1, infer_unary},
+    [OP_CEIL] = {"Ceil", 1, 1, 1, 1, infer_unary},
+    [OP_ROUND] = {"Round", 1, 1, 1, 1, infer_unary},
+    [OP_SIGN] = {"Sign", 1, 1, 1, 1, infer_unary},
+    [OP_SIN] = {"Sin", 1, 1, 1, 1, infer_unary},
+    [OP_COS] = {"Cos", 1, 1, 1, 1, infer_unary},
+    [OP_TAN] = {"Tan", 1, 1, 1, 1, infer_unary},
+    [OP_ASIN] = {"Asin", 1, 1, 1, 1, infer_unary},
+    [OP_ACOS] = {"Acos", 1, 1, 1, 1, infer_unary},
+    [OP_ATAN] = {"Atan", 1, 1, 1, 1, infer_unary},
+    [OP_SINH] = {"Sinh", 1, 1, 1, 1, infer_unary},
+    [OP_COSH] = {"Cosh", 1, 1, 1, 1, infer_unary},
+    [OP_ASINH] = {"Asinh", 1, 1, 1, 1, infer_unary},
+    [OP_ACOSH] = {"Acosh", 1, 1, 1, 1, infer_unary},
+    [OP_ATANH] = {"Atanh", 1, 1, 1, 1, infer_unary},
+    [OP_ADD] = {"Add", 2, 2, 1, 1, infer_broadcast},
+    [OP_SUB] = {"Sub", 2, 2, 1, 1, infer_broadcast},
+    [OP_MUL] = {"Mul", 2, 2, 1, 1, infer_broadcast},
+    [OP_DIV] = {"Div", 2, 2, 1, 1, infer_broadcast},
+    [OP_POW] = {"Pow", 2, 2, 1, 1, infer_broadcast},
+    [OP_SUM] = {"Sum", 1, -1, 1, 1, infer_broadcast},
+    [OP_MAX] = {"Max", 1, -1, 1, 1, infer_broadcast},
+    [OP_MIN] = {"Min", 1, -1, 1, 1, infer_broadcast},
+    [OP_MEAN] = {"Mean", 1, -1, 1, 1, infer_broadcast},
+    [OP_MAX_POOL] = {"MaxPool", 1, 1, 1, 2, infer_pool},
+    [OP_AVERAGE_POOL] = {"AveragePool", 1, 1, 1, 1, infer_pool},
+    [OP_GLOBAL_AVERAGE_POOL] = {"GlobalAveragePool", 1, 1, 1, 1, infer_global_pool},
+    [OP_GLOBAL_MAX_POOL] = {"GlobalMaxPool", 1, 1, 1, 1, infer_global_pool},
+    [OP_CONCAT] = {"Concat", 1, -1, 1, 1, infer_concat},
+    [OP_SPLIT] = {"Split", 1, 2, 1, -1, infer_split},
+    [OP_SLICE] = {"Slice", 1, 5, 1, 1, infer_slice},
+    [OP_PAD] = {"Pad", 1, 4, 1, 1, infer_pad},
+    [OP_GEMM] = {"Gemm", 2, 3, 1, 1, infer_gemm},
+    [OP_MATMUL] = {"MatMul", 2, 2, 1, 1, infer_matmul},
+    [OP_FLATTEN] = {"Flatten", 1, 1, 1, 1, infer_flatten},
+    [OP_RESHAPE] = {"Reshape", 1, 2, 1, 1, infer_reshape},
+    [OP_SQUEEZE] = {"Squeeze", 1, 2, 1, 1, infer_squeeze},
+    [OP_UNSQUEEZE] = {"Unsqueeze", 1, 2, 1, 1, infer_unsqueeze},
+    [OP_TRANSPOSE] = {"Transpose", 1, 1, 1, 1, infer_transpose},
+    [OP_TILE] = {"Tile", 2, 2, 1, 1, infer_tile},
+    [OP_EXPAND] = {"Expand", 2, 2, 1, 1, infer_expand},
+    [OP_GATHER] = {"Gather", 2, 2, 1, 1, infer_gather},
+    [OP_DEPTH_TO_SPACE] = {"DepthToSpace", 1, 1, 1, 1, infer_depth_space},
+    [OP_SPACE_TO_DEPTH] = {"SpaceToDepth", 1, 1, 1, 1, infer_depth_space},
+    [OP_RESIZE] = {"Resize", 1, 4, 1, 1, infer_resize},
+    [OP_UPSAMPLE] = {"Upsample", 1, 2, 1, 1, infer_upsample},
+    [OP_SOFTMAX] = {"Softmax", 1, 1, 1, 1, infer_softmax},
+    [OP_LOG_SOFTMAX] = {"LogSoftmax", 1, 1, 1, 1, infer_softmax},
+    [OP_REDUCE_MEAN] = {"ReduceMean", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_SUM] = {"ReduceSum", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_MAX] = {"ReduceMax", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_MIN] = {"ReduceMin", 1, 2, 1, 1, infer_reduce},
+    [OP_DROPOUT] = {"Dropout", 1, 3, 1, 2, infer_dropout},
+    [OP_IDENTITY] = {"Identity", 1, 1, 1, 1, infer_unary},
+    [OP_CONSTANT] = {"Constant", 0, 0, 1, 1, infer_constant},
+    [OP_SHAPE] = {"Shape", 1, 1, 1, 1, infer_shape},
+    [OP_CAST] = {"Cast", 1, 1, 1, 1, infer_cast},
+    [OP_CONSTANT_OF_SHAPE] = {"ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape},
+    [OP_RANGE] = {"Range", 3, 3, 1, 1, infer_range},
+    /* losses */
+    [OP_NLL_LOSS] = {"NegativeLogLikelihoodLoss", 2, 3, 1, 1, infer_loss},
+    [OP_SCE_LOSS] = {"SoftmaxCrossEntropyLoss", 2, 3, 1, 2, infer_loss},
+    /* more operators */
+    [OP_REDUCE_SUM_SQUARE] = {"ReduceSumSquare", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_PROD] = {"ReduceProd", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_LOG_SUM_EXP] = {"ReduceLogSumExp", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_L1] = {"ReduceL1", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_L2] = {"ReduceL2", 1, 2, 1, 1, infer_reduce},
+    [OP_REDUCE_LOG_SUM] = {"ReduceLogSum", 1, 2, 1, 1, infer_reduce},
+    [OP_TRILU] = {"Trilu", 1, 2, 1, 1, infer_trilu},
+    [OP_GATHER_ELEMENTS] = {"GatherElements", 2, 2, 1, 1, infer_gather_elements},
+    [OP_HARDMAX] = {"Hardmax", 1, 1, 1, 1, infer_softmax},
+    [OP_CUMSUM] = {"CumSum", 2, 2, 1, 1, infer_cumsum},
+    [OP_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 1, 1, 1, infer_unary},
+    [OP_SHRINK] = {"Shrink", 1, 1, 1, 1, infer_unary},
+    [OP_MVN] = {"MeanVarianceNormalization", 1, 1, 1, 1, infer_mvn},
+    [OP_MOD] = {"Mod", 2, 2, 1, 1, infer_mod},
+    [OP_EYE_LIKE] = {"EyeLike", 1, 1, 1, 1, infer_eye_like},
+    [OP_LP_NORM] = {"LpNormalization", 1, 1, 1, 1, infer_lp_norm},
+    [OP_GLOBAL_LP_POOL] = {"GlobalLpPool", 1, 1, 1, 1, infer_global_pool},
+    [OP_LP_POOL] = {"LpPool", 1, 1, 1, 1, infer_pool},
+    [OP_MISH] = {"Mish", 1, 1, 1, 1, infer_unary},
+    [OP_GELU] = {"Gelu", 1, 1, 1, 1, infer_gelu},
+    /* more operators (end) */
+};
+
+const OpInfo *op_info(OpKind op) { return &op_table[op > 0 && op < OP_COUNT ? op : 0]; }
+
+const char *op_name(OpKind op) { return op_info(op)->name; }
+
+OpKind op_from_name(const char *name) {
+  for (int i = 1; i < OP_COUNT; i++)
+    if (op_table[i].name && strcmp(op_table[i].name, name) == 0)
+      return (OpKind)i;
+  return OP_INVALID;
+}

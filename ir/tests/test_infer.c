@@ -1,0 +1,529 @@
+/*
+ * test_infer.c - shape inference. Every expected shape is worked out by
+ * hand from the ONNX operator specification (the arithmetic is in the
+ * comments), never taken from opc's own output.
+ */
+#include <stdlib.h>
+
+#include "check.h"
+
+/* Parses and infers; NULL when either fails. */
+static Graph *inferred(const char *text) {
+  Graph *g = parse(text);
+  if (g && !graph_infer_shapes(g)) {
+    graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Whether inference reports exactly one error on this graph. */
+static bool fails_once(const char *text) {
+  Graph *g = parse(text);
+  if (!g)
+    return false;
+  int before = ir_error_count();
+  bool ok = graph_infer_shapes(g);
+  graph_free(g);
+  return !ok && one_error(before);
+}
+
+static Node *node_named(Graph *g, const char *name) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (strcmp(g->nodes[i]->name, name) == 0)
+      return g->nodes[i];
+  return NULL;
+}
+
+static void test_conv_same_padding(void) {
+  /* 5 wide, kernel 4, stride 1: out = ceil(5/1) = 5, total pad =
+     (5-1)*1 + 4 - 5 = 3, odd: SAME_UPPER puts the extra 1 at the end,
+     SAME_LOWER at the beginning. With stride 2: out = ceil(5/2) = 3,
+     total = 2*2 + 4 - 5 = 3 again. */
+  Graph *g = inferred("graph \"t\" opset 13\n"
+                      "input %x: f32[1,1,5,5]\n"
+                      "const %w: f32[1,1,4,4] = random\n"
+                      "%up = Conv(%x, %w) {auto_pad=\"SAME_UPPER\"} name=\"up\"\n"
+                      "%lo = Conv(%x, %w) {auto_pad=\"SAME_LOWER\"} name=\"lo\"\n"
+                      "%s2 = Conv(%x, %w) {auto_pad=\"SAME_UPPER\", strides=[2,1]} name=\"s2\"\n"
+                      "%va = Conv(%x, %w) {auto_pad=\"VALID\", strides=[2,2]} name=\"va\"\n"
+                      "output %up\noutput %lo\noutput %s2\noutput %va\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "up", "f32[1,1,5,5]"));
+  CHECK(has_type(g, "lo", "f32[1,1,5,5]"));
+  CHECK(has_type(g, "s2", "f32[1,1,3,5]"));
+  /* VALID: floor((5 - 4) / 2) + 1 = 1 */
+  CHECK(has_type(g, "va", "f32[1,1,1,1]"));
+  Window up = node_named(g, "up")->win, lo = node_named(g, "lo")->win;
+  CHECK(up.nspatial == 2 && up.kernel[0] == 4 && up.stride[0] == 1 && up.dilation[0] == 1);
+  CHECK(up.pad_begin[0] == 1 && up.pad_end[0] == 2 && up.pad_begin[1] == 1 && up.pad_end[1] == 2);
+  CHECK(lo.pad_begin[0] == 2 && lo.pad_end[0] == 1 && lo.pad_begin[1] == 2 && lo.pad_end[1] == 1);
+  Window s2 = node_named(g, "s2")->win;
+  CHECK(s2.stride[0] == 2 && s2.pad_begin[0] == 1 && s2.pad_end[0] == 2);
+  Window va = node_named(g, "va")->win;
+  CHECK(va.pad_begin[0] == 0 && va.pad_end[1] == 0);
+  graph_free(g);
+}
+
+static void test_conv_explicit(void) {
+  /* 4 channels, group 2, weight [8,2,3,3]: 2 * 2 = 4 input channels.
+     H: dilation 2 -> extent 5, pads 1+2, stride 2: (10+3-5)/2 + 1 = 5.
+     W: pads 0+1, stride 1: (10+1-5)/1 + 1 = 7. */
+  Graph *g = inferred("graph \"t\" opset 13\n"
+                      "input %x: f32[1,4,10,10]\n"
+                      "const %w: f32[8,2,3,3] = random\n"
+                      "const %b: f32[8] = zeros\n"
+                      "%y = Conv(%x, %w, %b) {group=2, dilations=[2,2], pads=[1,0,2,1], "
+                      "strides=[2,1]} name=\"c\"\n"
+                      "output %y\n");
+  CHECK(g && has_type(g, "y", "f32[1,8,5,7]"));
+  if (g) {
+    Window w = node_named(g, "c")->win;
+    CHECK(w.group == 2 && w.dilation[1] == 2 && w.pad_begin[0] == 1 && w.pad_begin[1] == 0 &&
+          w.pad_end[0] == 2 && w.pad_end[1] == 1 && w.stride[0] == 2 && w.stride[1] == 1);
+  }
+  graph_free(g);
+  /* 1-D convolution, kernel from the weight: (7 - 3)/1 + 1 = 5 */
+  g = inferred("graph \"t\" opset 11\ninput %x: f32[2,3,7]\nconst %w: f32[6,3,3] = random\n"
+               "%y = Conv(%x, %w)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[2,6,5]"));
+  graph_free(g);
+  /* channel mismatch: 4 input channels, weight expects 3 */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,4,8,8]\n"
+                   "const %w: f32[8,3,3,3] = random\n%y = Conv(%x, %w)\noutput %y\n"));
+}
+
+static void test_pool(void) {
+  /* 6 wide, kernel 3, stride 2: floor((6-3)/2)+1 = 2, ceil: ceil(3/2)+1 = 3.
+     5 wide with pads 1+1, kernel 2, stride 2: ceil((5+2-2)/2)+1 = 4, but
+     the 4th window would start at 3*2 = 6 >= 5 + 1, inside the end
+     padding, so it is dropped: 3 (as the MaxPool spec says). */
+  Graph *g = inferred("graph \"t\" opset 12\n"
+                      "input %x: f32[1,1,6,6]\ninput %z: f32[1,1,5,5]\n"
+                      "%fl = MaxPool(%x) {kernel_shape=[3,3], strides=[2,2]}\n"
+                      "%ce = MaxPool(%x) {kernel_shape=[3,3], strides=[2,2], ceil_mode=1}\n"
+                      "%dr = MaxPool(%z) {kernel_shape=[2,2], strides=[2,2], pads=[1,1,1,1], "
+                      "ceil_mode=1}\n"
+                      "%av = AveragePool(%z) {kernel_shape=[3,3], pads=[1,1,1,1], "
+                      "count_include_pad=1} name=\"av\"\n"
+                      "%sl = AveragePool(%z) {kernel_shape=[2,2], strides=[2,2], "
+                      "auto_pad=\"SAME_LOWER\"} name=\"sl\"\n"
+                      "%gp = GlobalAveragePool(%z)\n"
+                      "output %fl\noutput %ce\noutput %dr\noutput %av\noutput %sl\noutput %gp\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "fl", "f32[1,1,2,2]"));
+  CHECK(has_type(g, "ce", "f32[1,1,3,3]"));
+  CHECK(has_type(g, "dr", "f32[1,1,3,3]"));
+  CHECK(has_type(g, "av", "f32[1,1,5,5]"));
+  /* SAME_LOWER, 5 wide, stride 2: out 3, total = 2*2 + 2 - 5 = 1, at the start */
+  CHECK(has_type(g, "sl", "f32[1,1,3,3]"));
+  CHECK(has_type(g, "gp", "f32[1,1,1,1]"));
+  Window av = node_named(g, "av")->win, sl = node_named(g, "sl")->win;
+  CHECK(av.count_include_pad && !av.ceil_mode && av.pad_begin[0] == 1 && av.pad_end[1] == 1);
+  CHECK(sl.pad_begin[0] == 1 && sl.pad_end[0] == 0);
+  graph_free(g);
+  /* MaxPool's Indices output is rejected, once, clearly */
+  CHECK(fails_once("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
+                   "%y, %i = MaxPool(%x) {kernel_shape=[2,2]}\noutput %y\n"));
+  /* kernel_shape is required */
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[1,1,4,4]\n%y = MaxPool(%x)\noutput %y\n"));
+}
+
+static void test_conv_transpose(void) {
+  /* out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pads.
+     H: 3*2 + 1 + 3 = 10, W: 2*2 + 1 + 3 = 8; channels = W[1]*group = 2. */
+  Graph *g = inferred("graph \"t\" opset 11\n"
+                      "input %x: f32[1,1,3,3]\nconst %w: f32[1,2,3,3] = random\n"
+                      "%op = ConvTranspose(%x, %w) {strides=[3,2], output_padding=[1,1]}\n"
+                      "%pd = ConvTranspose(%x, %w) {strides=[3,2], pads=[1,2,1,2]}\n"
+                      "%os = ConvTranspose(%x, %w) {strides=[3,2], output_shape=[10,8]} "
+                      "name=\"os\"\n"
+                      "%su = ConvTranspose(%x, %w) {strides=[2,2], auto_pad=\"SAME_UPPER\"} "
+                      "name=\"su\"\n"
+                      "output %op\noutput %pd\noutput %os\noutput %su\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "op", "f32[1,2,10,8]"));
+  /* H: 3*2 + 3 - 2 = 7, W: 2*2 + 3 - 4 = 3 */
+  CHECK(has_type(g, "pd", "f32[1,2,7,3]"));
+  /* output_shape 10x8: the full output is 9x7, so nothing is padded and
+     one extra row and column come from output padding. */
+  CHECK(has_type(g, "os", "f32[1,2,10,8]"));
+  Window os = node_named(g, "os")->win;
+  CHECK(os.pad_begin[0] == 0 && os.pad_end[0] == 0 && os.output_padding[0] == 1 &&
+        os.output_padding[1] == 1);
+  /* SAME_UPPER: out = 3*2 = 6; full = 2*2 + 3 = 7, total pad 1 at the end */
+  CHECK(has_type(g, "su", "f32[1,2,6,6]"));
+  Window su = node_named(g, "su")->win;
+  CHECK(su.pad_begin[0] == 0 && su.pad_end[0] == 1);
+  graph_free(g);
+}
+
+static void test_reshape(void) {
+  /* [2,3,4]: [0,-1] keeps 2 and infers 12; [-1,0,2] copies 3 and infers
+     24/6 = 4; allowzero keeps a literal 0. */
+  Graph *g = inferred("graph \"t\" opset 14\n"
+                      "input %x: f32[2,3,4]\ninput %e: f32[0,4]\n"
+                      "const %s1: i64[2] = [0,-1]\nconst %s2: i64[3] = [-1,0,2]\n"
+                      "const %s3: i64[2] = [4,0]\n"
+                      "%a = Reshape(%x, %s1)\n%b = Reshape(%x, %s2)\n"
+                      "%c = Reshape(%e, %s3) {allowzero=1}\n"
+                      "%f = Flatten(%x) {axis=0}\n%h = Flatten(%x) {axis=-1}\n"
+                      "%k = Flatten(%x)\n"
+                      "output %a\noutput %b\noutput %c\noutput %f\noutput %h\noutput %k\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "a", "f32[2,12]"));
+  CHECK(has_type(g, "b", "f32[4,3,2]"));
+  CHECK(has_type(g, "c", "f32[4,0]"));
+  CHECK(has_type(g, "f", "f32[1,24]"));
+  CHECK(has_type(g, "h", "f32[6,4]"));
+  CHECK(has_type(g, "k", "f32[2,12]"));
+  graph_free(g);
+  /* 24 elements do not make 5 x something */
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[2,3,4]\nconst %s: i64[2] = [5,-1]\n"
+                   "%y = Reshape(%x, %s)\noutput %y\n"));
+  /* a shape computed at run time cannot be compiled */
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[2,3,4]\ninput %s: f32[2]\n"
+                   "%y = Reshape(%x, %s)\noutput %y\n"));
+  /* opset 1-4 give the shape as an attribute */
+  g = inferred("graph \"t\" opset 4\ninput %x: f32[2,3,4]\n"
+               "%y = Reshape(%x) {shape=[3,8]}\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[3,8]"));
+  graph_free(g);
+}
+
+static void test_gather(void) {
+  /* data [5,4,3], indices [1,2] on axis 1: [5] + [1,2] + [3] */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[5,4,3]\n"
+                      "const %i: i64[1,2] = [-1,0]\nconst %s: i64[] = [-2]\n"
+                      "%y = Gather(%x, %i) {axis=1}\n%z = Gather(%x, %s) {axis=-1}\n"
+                      "output %y\noutput %z\n");
+  CHECK(g && has_type(g, "y", "f32[5,1,2,3]"));
+  /* a scalar index removes the axis */
+  CHECK(g && has_type(g, "z", "f32[5,4]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[5,4]\nconst %i: i64[1] = [4]\n"
+                   "%y = Gather(%x, %i) {axis=1}\noutput %y\n"));
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[5,4]\nconst %i: i64[1] = [0]\n"
+                   "%y = Gather(%x, %i) {axis=2}\noutput %y\n"));
+}
+
+static void test_slice(void) {
+  /* axis 0 of 10, start -1 -> 9, end far below -> -1 (clamped for a
+     negative step), step -2: 9,7,5,3,1 = 5 elements. axis 1 of 8, 0..8
+     step 3: 0,3,6 = 3. The INT64_MAX end PyTorch writes clamps to 8. */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[10,8]\n"
+                      "const %st: i64[2] = [-1,0]\n"
+                      "const %en: i64[2] = [-9223372036854775807,8]\n"
+                      "const %ax: i64[2] = [0,1]\nconst %sp: i64[2] = [-2,3]\n"
+                      "const %s1: i64[1] = [2]\nconst %e1: i64[1] = [9223372036854775807]\n"
+                      "const %a1: i64[1] = [-1]\n"
+                      "%y = Slice(%x, %st, %en, %ax, %sp)\n"
+                      "%z = Slice(%x, %s1, %e1, %a1)\n"
+                      "%e = Slice(%x, %e1, %s1)\n"
+                      "output %y\noutput %z\noutput %e\n");
+  CHECK(g && has_type(g, "y", "f32[5,3]"));
+  CHECK(g && has_type(g, "z", "f32[10,6]"));
+  /* start beyond the end with step 1: empty */
+  CHECK(g && has_type(g, "e", "f32[0,8]"));
+  graph_free(g);
+  /* opset 1-9: attributes */
+  g = inferred("graph \"t\" opset 9\ninput %x: f32[10,8]\n"
+               "%y = Slice(%x) {starts=[1,-3], ends=[1000,-1]}\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[9,2]"));
+  graph_free(g);
+}
+
+static void test_matmul_gemm(void) {
+  /* batch dims [2,1] and [5] broadcast to [2,5]; 1-D operands lose
+     their added dim again. */
+  Graph *g = inferred("graph \"t\" opset 13\n"
+                      "input %a: f32[2,1,3,4]\ninput %b: f32[5,4,6]\n"
+                      "input %v: f32[4]\ninput %m: f32[3,4]\n"
+                      "%ab = MatMul(%a, %b)\n%vb = MatMul(%v, %b)\n%mv = MatMul(%m, %v)\n"
+                      "%vv = MatMul(%v, %v)\n"
+                      "output %ab\noutput %vb\noutput %mv\noutput %vv\n");
+  CHECK(g && has_type(g, "ab", "f32[2,5,3,6]"));
+  CHECK(g && has_type(g, "vb", "f32[5,6]"));
+  CHECK(g && has_type(g, "mv", "f32[3]"));
+  CHECK(g && has_type(g, "vv", "f32[]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\"\ninput %a: f32[3,4]\ninput %b: f32[5,6]\n"
+                   "%y = MatMul(%a, %b)\noutput %y\n"));
+  /* A [4,3] transposed is 3x4, B [5,4] transposed is 4x5; C [5] broadcasts */
+  g = inferred("graph \"t\" opset 13\ninput %a: f32[4,3]\nconst %b: f32[5,4] = random\n"
+               "const %c: f32[5] = zeros\n"
+               "%y = Gemm(%a, %b, %c) {transA=1, transB=1}\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[3,5]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\"\ninput %a: f32[4,3]\nconst %b: f32[5,4] = random\n"
+                   "const %c: f32[4] = zeros\n%y = Gemm(%a, %b, %c) {transB=1}\noutput %y\n"));
+}
+
+static void test_resize(void) {
+  /* scales: floor(4*2) = 8, floor(5*0.5) = 2; sizes taken as given;
+     not_larger: scale = min(7/4, 7/5) = 1.4: round(5.6) = 6, round(7) = 7 */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[1,3,4,5]\n"
+                      "const %sc: f32[4] = [1.0,1.0,2.0,0.5]\n"
+                      "const %sz: i64[4] = [1,3,7,9]\n"
+                      "const %roi: f32[0] = []\nconst %none: f32[0] = []\n"
+                      "%a = Resize(%x, _, %sc)\n%b = Resize(%x, %roi, %none, %sz)\n"
+                      "output %a\noutput %b\n");
+  CHECK(g && has_type(g, "a", "f32[1,3,8,2]"));
+  CHECK(g && has_type(g, "b", "f32[1,3,7,9]"));
+  graph_free(g);
+  g = inferred("graph \"t\" opset 18\ninput %x: f32[1,3,4,5]\n"
+               "const %sz: i64[2] = [7,7]\n"
+               "%y = Resize(%x, _, _, %sz) {axes=[2,3], keep_aspect_ratio_policy=\"not_larger\"}\n"
+               "%z = Resize(%x, _, _, %sz) {axes=[2,3], keep_aspect_ratio_policy=\"not_smaller\"}\n"
+               "output %y\noutput %z\n");
+  CHECK(g && has_type(g, "y", "f32[1,3,6,7]"));
+  /* not_smaller: scale = max(1.75, 1.4) = 1.75: round(7) = 7, round(8.75) = 9 */
+  CHECK(g && has_type(g, "z", "f32[1,3,7,9]"));
+  graph_free(g);
+  /* opset 10: (X, scales); Upsample 7 has scales as an attribute, 9 as input */
+  g = inferred("graph \"t\" opset 10\ninput %x: f32[1,3,4,5]\n"
+               "const %sc: f32[4] = [1.0,1.0,1.5,3.0]\n"
+               "%y = Resize(%x, %sc)\n%u = Upsample(%x, %sc)\n"
+               "%w = Upsample(%x) {scales=[1.0,1.0,2.0,2.0]}\n"
+               "output %y\noutput %u\noutput %w\n");
+  CHECK(g && has_type(g, "y", "f32[1,3,6,15]"));
+  CHECK(g && has_type(g, "u", "f32[1,3,6,15]"));
+  CHECK(g && has_type(g, "w", "f32[1,3,8,10]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,3,4,5]\n"
+                   "const %sc: f32[4] = [1.0,1.0,2.0,2.0]\nconst %sz: i64[4] = [1,3,8,8]\n"
+                   "%y = Resize(%x, _, %sc, %sz)\noutput %y\n"));
+}
+
+static void test_split_squeeze(void) {
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[1,5,6]\n"
+                      "const %sp: i64[2] = [2,3]\nconst %ax: i64[2] = [0,-1]\n"
+                      "const %sq: i64[1] = [0]\n"
+                      "%a, %b = Split(%x, %sp) {axis=1}\n"
+                      "%c, %d, %e = Split(%x) {axis=-1}\n"
+                      "%u = Unsqueeze(%x, %ax)\n%s = Squeeze(%x, %sq)\n%t = Squeeze(%x)\n"
+                      "output %a\noutput %b\noutput %c\noutput %e\noutput %u\noutput %s\n"
+                      "output %t\n");
+  CHECK(g && has_type(g, "a", "f32[1,2,6]") && has_type(g, "b", "f32[1,3,6]"));
+  CHECK(g && has_type(g, "c", "f32[1,5,2]") && has_type(g, "e", "f32[1,5,2]"));
+  /* output rank 5; axes 0 and -1 -> 0 and 4 */
+  CHECK(g && has_type(g, "u", "f32[1,1,5,6,1]"));
+  CHECK(g && has_type(g, "s", "f32[5,6]") && has_type(g, "t", "f32[5,6]"));
+  graph_free(g);
+  /* opset 18 num_outputs: 7 in 3 parts of ceil(7/3) = 3: 3, 3, 1 */
+  g = inferred("graph \"t\" opset 18\ninput %x: f32[7]\n"
+               "%a, %b, %c = Split(%x) {num_outputs=3}\noutput %a\noutput %c\n");
+  CHECK(g && has_type(g, "a", "f32[3]") && has_type(g, "c", "f32[1]"));
+  graph_free(g);
+  /* opset 11: attributes */
+  g = inferred("graph \"t\" opset 11\ninput %x: f32[1,5,6]\n"
+               "%a, %b = Split(%x) {axis=1, split=[4,1]}\n"
+               "%u = Unsqueeze(%x) {axes=[1]}\n%s = Squeeze(%x) {axes=[0]}\n"
+               "output %a\noutput %b\noutput %u\noutput %s\n");
+  CHECK(g && has_type(g, "a", "f32[1,4,6]") && has_type(g, "b", "f32[1,1,6]"));
+  CHECK(g && has_type(g, "u", "f32[1,1,5,6]") && has_type(g, "s", "f32[5,6]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 11\ninput %x: f32[1,5,6]\n"
+                   "%a, %b = Split(%x) {axis=1, split=[4,2]}\noutput %a\n"));
+  CHECK(fails_once("graph \"t\" opset 11\ninput %x: f32[1,5,6]\n"
+                   "%s = Squeeze(%x) {axes=[1]}\noutput %s\n"));
+}
+
+static void test_pad_misc(void) {
+  Graph *g = inferred(
+      "graph \"t\" opset 18\ninput %x: f32[1,2,3]\n"
+      "const %p: i64[6] = [0,1,2,0,3,-1]\nconst %p2: i64[2] = [1,2]\n"
+      "const %ax: i64[1] = [-1]\nconst %cv: f32[] = [0.5]\n"
+      "%a = Pad(%x, %p, %cv)\n%b = Pad(%x, %p2, _, %ax) {mode=\"reflect\"}\n"
+      "%t = Transpose(%x)\n%t2 = Transpose(%x) {perm=[1,0,2]}\n"
+      "const %rep: i64[3] = [2,1,3]\nconst %es: i64[4] = [4,1,2,1]\n"
+      "%ti = Tile(%x, %rep)\n%ex = Expand(%x, %es)\n"
+      "output %a\noutput %b\noutput %t\noutput %t2\noutput %ti\noutput %ex\n");
+  /* [1+0+0, 2+1+3, 3+2-1] */
+  CHECK(g && has_type(g, "a", "f32[1,6,4]"));
+  CHECK(g && has_type(g, "b", "f32[1,2,6]"));
+  CHECK(g && has_type(g, "t", "f32[3,2,1]") && has_type(g, "t2", "f32[2,1,3]"));
+  CHECK(g && has_type(g, "ti", "f32[2,2,9]"));
+  /* [1,2,3] against [4,1,2,1]: [4,1,2,3] */
+  CHECK(g && has_type(g, "ex", "f32[4,1,2,3]"));
+  graph_free(g);
+  /* opset 2 pads attribute; SpaceToDepth needs even H and W: 3+1+1 = 5 is odd */
+  CHECK(fails_once("graph \"t\" opset 2\ninput %x: f32[1,8,2,3]\n"
+                   "%a = Pad(%x) {pads=[0,0,1,1,0,0,1,1]}\n"
+                   "%s = SpaceToDepth(%a) {blocksize=2}\noutput %s\n"));
+  g = inferred("graph \"t\" opset 2\ninput %x: f32[1,8,2,3]\n"
+               "%a = Pad(%x) {pads=[0,0,1,1,0,0,1,2]}\n"
+               "%d = DepthToSpace(%x) {blocksize=2}\n"
+               "%s = SpaceToDepth(%a) {blocksize=2}\n"
+               "output %a\noutput %d\noutput %s\n");
+  /* H 2+1+1 = 4, W 3+1+2 = 6; DepthToSpace: 8/4 = 2 channels, 4x6;
+     SpaceToDepth of [1,8,4,6]: 32 channels, 2x3 */
+  CHECK(g && has_type(g, "a", "f32[1,8,4,6]"));
+  CHECK(g && has_type(g, "d", "f32[1,2,4,6]"));
+  CHECK(g && has_type(g, "s", "f32[1,32,2,3]"));
+  graph_free(g);
+}
+
+static void test_reduce_norm(void) {
+  Graph *g = inferred(
+      "graph \"t\" opset 13\ninput %x: f32[2,3,4]\n"
+      "const %ax: i64[2] = [0,-1]\nconst %none: i64[0] = []\n"
+      "%m = ReduceMean(%x) {axes=[1]}\n%s = ReduceSum(%x, %ax) {keepdims=0}\n"
+      "%n = ReduceSum(%x, %none) {noop_with_empty_axes=1}\n%all = ReduceMax(%x) {keepdims=0}\n"
+      "%sm = Softmax(%x)\n"
+      "const %sc: f32[3] = ones\nconst %bi: f32[3] = zeros\n"
+      "input %im: f32[2,3,4,4]\n"
+      "%bn, %rm, %rv = BatchNormalization(%im, %sc, %bi, %sc, %sc)\n"
+      "output %m\noutput %s\noutput %n\noutput %all\noutput %sm\noutput %bn\n");
+  CHECK(g && has_type(g, "m", "f32[2,1,4]"));
+  CHECK(g && has_type(g, "s", "f32[3]"));
+  CHECK(g && has_type(g, "n", "f32[2,3,4]"));
+  CHECK(g && has_type(g, "all", "f32[]"));
+  CHECK(g && has_type(g, "sm", "f32[2,3,4]"));
+  CHECK(g && has_type(g, "bn", "f32[2,3,4,4]") && has_type(g, "rm", "f32[3]"));
+  graph_free(g);
+  /* LayerNorm's scale must broadcast to the dims from axis 1, [3,4]: a
+     [3] scale does not (3 against the last dim 4). */
+  CHECK(fails_once("graph \"t\" opset 17\ninput %x: f32[2,3,4]\nconst %sc: f32[3] = ones\n"
+                   "%y = LayerNormalization(%x, %sc) {axis=1}\noutput %y\n"));
+  g = inferred("graph \"t\" opset 17\ninput %x: f32[2,3,4]\nconst %sc: f32[3,4] = ones\n"
+               "%y, %mean, %isd = LayerNormalization(%x, %sc) {axis=1}\n"
+               "%dr, %mask = Dropout(%x)\noutput %y\noutput %dr\n");
+  CHECK(g && has_type(g, "y", "f32[2,3,4]") && has_type(g, "mean", "f32[2,1,1]"));
+  CHECK(g && has_type(g, "isd", "f32[2,1,1]"));
+  CHECK(g && has_type(g, "mask", "bool[2,3,4]"));
+  graph_free(g);
+  /* Dropout in training mode is random: rejected; a constant false is fine */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[2]\nconst %r: f32[] = [0.5]\n"
+                   "const %on: bool[] = [1]\n%y = Dropout(%x, %r, %on)\noutput %y\n"));
+  g = inferred("graph \"t\" opset 13\ninput %x: f32[2]\nconst %r: f32[] = [0.5]\n"
+               "const %off: bool[] = [0]\n%y = Dropout(%x, %r, %off)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[2]"));
+  graph_free(g);
+}
+
+/* PyTorch's x.view(x.size(0), -1): Shape -> Gather -> Unsqueeze -> Concat
+   -> Reshape, which must fold while shapes are inferred. */
+static void test_shape_chain(void) {
+  Graph *g = inferred("graph \"t\" opset 11\ninput %x: f32[2,3,4,5]\n"
+                      "const %zero: i64[] = [0]\nconst %minus1: i64[1] = [-1]\n"
+                      "%s = Shape(%x)\n%d0 = Gather(%s, %zero) {axis=0}\n"
+                      "%u = Unsqueeze(%d0) {axes=[0]}\n"
+                      "%shape = Concat(%u, %minus1) {axis=0}\n"
+                      "%y = Reshape(%x, %shape)\n"
+                      "%mid = Shape(%x) {start=1, end=-1}\n"
+                      "output %y\noutput %mid\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "s", "i64[4]") && has_ints(g, "s", (int64_t[]){2, 3, 4, 5}, 4));
+  CHECK(has_type(g, "d0", "i64[]") && has_ints(g, "d0", (int64_t[]){2}, 1));
+  CHECK(has_type(g, "u", "i64[1]"));
+  CHECK(has_ints(g, "shape", (int64_t[]){2, -1}, 2));
+  CHECK(has_type(g, "y", "f32[2,60]"));
+  /* opset 15 start/end: dims 1..2 */
+  CHECK(has_ints(g, "mid", (int64_t[]){3, 4}, 2));
+  graph_free(g);
+  /* The same with int arithmetic: Mul(d2, d3) and Cast, as newer exports do */
+  g = inferred("graph \"t\" opset 13\ninput %x: f32[2,3,4,5]\n"
+               "const %i2: i64[1] = [2]\nconst %i3: i64[1] = [3]\nconst %ax: i64[1] = [0]\n"
+               "%s = Shape(%x)\n%d2 = Gather(%s, %i2)\n%d3 = Gather(%s, %i3)\n"
+               "%p = Mul(%d2, %d3)\n%c = Cast(%p) {to=1}\n%back = Cast(%c) {to=7}\n"
+               "%d01 = Slice(%s, %ax, %i2)\n%shape = Concat(%d01, %back) {axis=0}\n"
+               "%y = Reshape(%x, %shape)\noutput %y\n");
+  CHECK(g && has_ints(g, "p", (int64_t[]){20}, 1));
+  CHECK(g && has_type(g, "c", "f32[1]") && has_floats(g, "c", (float[]){20}, 1, 0));
+  CHECK(g && has_type(g, "y", "f32[2,3,20]"));
+  graph_free(g);
+}
+
+static void test_generators(void) {
+  Graph *g = inferred(
+      "graph \"t\" opset 13\n"
+      "const %shape: i64[2] = [2,3]\n"
+      "const %s: i64[] = [0]\nconst %l: i64[] = [10]\nconst %d: i64[] = [3]\n"
+      "const %fs: f32[] = [1.0]\nconst %fl: f32[] = [2.0]\nconst %fd: f32[] = [0.3]\n"
+      "%c = ConstantOfShape(%shape) {value=tensor(i64[1]=[7])}\n"
+      "%z = ConstantOfShape(%shape)\n"
+      "%r = Range(%s, %l, %d)\n%rf = Range(%fs, %fl, %fd)\n"
+      "%k = Constant() {value=tensor(f32[2]=[1.5,-2.0])}\n"
+      "%ki = Constant() {value_ints=[4,5,6]}\n"
+      "output %c\noutput %z\noutput %r\noutput %rf\noutput %k\noutput %ki\n");
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  CHECK(has_type(g, "c", "i64[2,3]") && has_ints(g, "c", (int64_t[]){7, 7, 7, 7, 7, 7}, 6));
+  CHECK(has_type(g, "z", "f32[2,3]") && has_floats(g, "z", (float[]){0, 0, 0, 0, 0, 0}, 6, 0));
+  /* 0,3,6,9 */
+  CHECK(has_type(g, "r", "i64[4]") && has_ints(g, "r", (int64_t[]){0, 3, 6, 9}, 4));
+  /* ceil((2 - 1) / 0.3) = 4: 1.0, 1.3, 1.6, 1.9 */
+  CHECK(has_type(g, "rf", "f32[4]") &&
+        has_floats(g, "rf", (float[]){1.0f, 1.3f, 1.6f, 1.9f}, 4, 1e-6f));
+  CHECK(has_type(g, "k", "f32[2]") && has_floats(g, "k", (float[]){1.5f, -2.0f}, 2, 0));
+  CHECK(has_type(g, "ki", "i64[3]") && has_ints(g, "ki", (int64_t[]){4, 5, 6}, 3));
+  graph_free(g);
+}
+
+static void test_errors(void) {
+  /* wrong arity */
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[2]\n%y = Relu(%x, %x)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[2]\n%y = Add(%x)\noutput %y\n"));
+  /* run-time integer data */
+  CHECK(fails_once("graph \"t\"\ninput %x: i64[2]\n%y = Relu(%x)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\"\ninput %x: f64[2]\n%y = Add(%x, %x)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\"\ninput %x: f32[2]\n%y = Cast(%x) {to=7}\noutput %y\n"));
+  /* inconsistent shapes */
+  CHECK(fails_once("graph \"t\"\ninput %a: f32[2,3]\ninput %b: f32[4]\n"
+                   "%y = Add(%a, %b)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[2,3]\ninput %b: f32[2,4]\n"
+                   "%y = Concat(%a, %b) {axis=0}\noutput %y\n"));
+  /* out-of-range axes */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[2,3]\n"
+                   "%y = Concat(%a, %a) {axis=2}\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[2,3]\n"
+                   "%y = Softmax(%a) {axis=-3}\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 11\ninput %a: f32[2,3]\n"
+                   "%y = Transpose(%a) {perm=[0,0]}\noutput %y\n"));
+  /* an error is reported once: the readers of a failed node stay quiet */
+  CHECK(fails_once("graph \"t\"\ninput %a: f32[2,3]\ninput %b: f32[4]\n"
+                   "%y = Add(%a, %b)\n%z = Relu(%y)\n%w = Relu(%z)\noutput %w\n"));
+  /* a cycle */
+  CHECK(fails_once("graph \"t\"\ninput %a: f32[2]\n%b = Add(%a, %c)\n%c = Relu(%b)\n"
+                   "output %c\n"));
+  /* Broadcast shapes where the first input is the smaller one */
+  Graph *g = inferred("graph \"t\"\ninput %a: f32[3,1]\ninput %b: f32[2,1,4]\n"
+                      "%y = Add(%a, %b)\n%z = Sum(%a, %b, %a)\n%p = PRelu(%b, %a) \noutput %y\n"
+                      "output %z\n");
+  CHECK(g == NULL); /* PRelu's slope [3,1] does not broadcast to [2,1,4] */
+  g = inferred("graph \"t\"\ninput %a: f32[3,1]\ninput %b: f32[2,1,4]\n"
+               "%y = Add(%a, %b)\n%z = Sum(%a, %b, %a)\noutput %y\noutput %z\n");
+  CHECK(g && has_type(g, "y", "f32[2,3,4]") && has_type(g, "z", "f32[2,3,4]"));
+  graph_free(g);
+}
+
+int main(void) {
+  test_conv_same_padding();
+  test_conv_explicit();
+  test_pool();
+  test_conv_transpose();
+  test_reshape();
+  test_gather();
+  test_slice();
+  test_matmul_gemm();
+  test_resize();
+  test_split_squeeze();
+  test_pad_misc();
+  test_reduce_norm();
+  test_shape_chain();
+  test_generators();
+  test_errors();
+  return finish("test_infer");
+}

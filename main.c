@@ -1,0 +1,435 @@
+/*
+ * main.c - the opc command line: parses every option up front, then runs
+ * import -> passes -> emit (-> build). The only place that decides the
+ * exit status: 0 success, 1 usage error, 2 a model that cannot be compiled.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+
+enum { EXIT_USAGE = 1, EXIT_COMPILE = 2 };
+
+static const char usage_line[] = "usage: opc MODEL.onnx -o OUT [options]\n";
+
+static const char help_text[] =
+    "opc - compiles an ONNX model into one standalone C program for CUDA\n"
+    "\n"
+    "usage: opc MODEL.onnx -o OUT [options]\n"
+    "       opc MODEL.onnx --dump-ir [--input-shape NAME=DIMS] [--batch N]\n"
+    "       opc --cflags TARGET | --libs TARGET | --help | --version\n"
+    "\n"
+    "Output:\n"
+    "  -o OUT                 OUT ending in .c: write OUT, the .h and the .weights beside it;\n"
+    "                         otherwise also build the executable OUT (from OUT.c, OUT.h,\n"
+    "                         OUT.weights, which are kept)\n"
+    "  --target cuda|cpu      what the executable links against (default cuda); cpu uses\n"
+    "                         opc's own CPU implementation of the CUDA API\n"
+    "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
+    "  --embed-weights        link the weights into the program instead of reading a file\n"
+    "  --no-cuda-graph        issue the kernels on every run instead of replaying a CUDA graph\n"
+    "  --precision fp32|tf32  allow TF32 tensor cores in convolutions and GEMMs (default fp32)\n"
+    "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
+    "  --libs TARGET          print the linker flags for building generated code, and exit\n"
+    "\n"
+    "Inputs:\n"
+    "  --input-shape NAME=DIMS  replace the shape of input NAME, e.g. x=1x3x224x224 (repeatable)\n"
+    "  --batch N              pin the symbolic or unknown leading dimension of every input\n"
+    "  --const-input NAME=FILE  bind input NAME to the tensor in FILE at compile time: it\n"
+    "                         becomes a constant and is no longer an input of the program.\n"
+    "                         FILE is an ONNX TensorProto (.pb) or a NumPy array (.npy, C\n"
+    "                         order). Inputs that decide shapes (Reshape's shape, Resize's\n"
+    "                         scales, ...) must be bound this way (repeatable)\n"
+    "\n"
+    "Optimisation and scheduling:\n"
+    "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
+    "  --schedule S           ios, lios, greedy or sequential\n"
+    "  --streams N            use at most N CUDA streams\n"
+    "  --prune R,S            IOS pruning: at most R operators per group, S groups per stage\n"
+    "  --lios-priority P      rank (default) or paper\n"
+    "  --device NAME|FILE     device the cost model describes (default h100)\n"
+    "  --cost-db FILE         measured operator latencies for the cost model\n"
+    "  --no-merge             do not merge operators\n"
+    "\n"
+    "Inspection:\n"
+    "  --dump-ir              print the imported IR and exit (no -o needed)\n"
+    "  --dump-after PASS      print the IR after PASS, or after every pass with 'all'\n"
+    "  --verify-each          verify the IR after every pass\n"
+    "  --stats                node counts by kind before and after the passes\n"
+    "  --report               per-stage schedule table\n"
+    "  --emit-schedule FILE   write the schedule as JSON\n"
+    "  --emit-dot FILE        write the scheduled graph for Graphviz\n"
+    "  --help, --version\n"
+    "\n"
+    "Exit status: 0 success, 1 usage error, 2 the model cannot be compiled.\n";
+
+typedef struct Config {
+  const char *model;
+  const char *out;
+  bool help, version, dump_ir;
+  const char *print_flags; /* "--cflags" or "--libs": print for `target` and exit */
+  Target target;
+  ImportOptions import;
+  InputShape *shapes; /* --input-shape, one slot per argument at most */
+  ConstInput *consts; /* --const-input, likewise */
+  PassOptions passes;
+  EmitOptions emit;
+} Config;
+
+/* ---------------------------------------------------------- parsing */
+
+typedef struct Args {
+  int argc;
+  char **argv;
+  int i;
+} Args;
+
+static bool flag(const Args *a, const char *name) { return strcmp(a->argv[a->i], name) == 0; }
+
+/*
+ * True when the current argument is option `name`, as "name VALUE" or
+ * "name=VALUE". *value is then its value, or NULL (reported) when missing.
+ */
+static bool takes(Args *a, const char *name, const char **value) {
+  const char *arg = a->argv[a->i];
+  size_t len = strlen(name);
+  if (strncmp(arg, name, len) != 0 || (arg[len] != '\0' && arg[len] != '='))
+    return false;
+  if (arg[len] == '=') {
+    *value = arg + len + 1;
+  } else if (a->i + 1 < a->argc) {
+    *value = a->argv[++a->i];
+  } else {
+    opc_error("option %s needs a value", name);
+    *value = NULL;
+  }
+  return true;
+}
+
+static bool parse_int(const char *option, const char *s, long min, long max, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) {
+    opc_error("%s: expected a number from %ld to %ld, got '%s'", option, min, max, s);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+/* Stores an option's string value; false when it was missing (reported). */
+static bool set(const char **dst, const char *value) {
+  *dst = value;
+  return value != NULL;
+}
+
+static bool one_of(const char *option, const char *s, const char *const *choices) {
+  for (int i = 0; choices[i]; i++)
+    if (strcmp(s, choices[i]) == 0)
+      return true;
+  opc_error("%s: unknown value '%s'", option, s);
+  return false;
+}
+
+static bool parse_target(const char *option, const char *s, Target *t) {
+  if (strcmp(s, "cuda") == 0)
+    *t = TARGET_CUDA;
+  else if (strcmp(s, "cpu") == 0)
+    *t = TARGET_CPU;
+  else {
+    opc_error("%s: unknown target '%s' (cuda or cpu)", option, s);
+    return false;
+  }
+  return true;
+}
+
+static bool add_input_shape(Config *c, const char *s) {
+  const char *eq = strchr(s, '=');
+  InputShape *shape = (InputShape *)&c->import.shapes[c->import.nshapes];
+  if (!eq || eq == s || !parse_shape(eq + 1, shape)) {
+    opc_error("--input-shape: expected NAME=DIMS like x=1x3x224x224, got '%s'", s);
+    return false;
+  }
+  shape->name = strndup(s, (size_t)(eq - s));
+  c->import.nshapes++;
+  return true;
+}
+
+static bool add_const_input(Config *c, const char *s) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s || eq[1] == '\0') {
+    opc_error("--const-input: expected NAME=FILE like shape=shape.npy, got '%s'", s);
+    return false;
+  }
+  ConstInput *ci = &c->consts[c->import.nconsts++];
+  ci->name = strndup(s, (size_t)(eq - s));
+  ci->path = eq + 1;
+  return true;
+}
+
+static bool parse_prune(Config *c, const char *s) {
+  char *end;
+  long r = strtol(s, &end, 10);
+  long k = *end == ',' ? strtol(end + 1, &end, 10) : 0;
+  if (r < 1 || k < 1 || *end) {
+    opc_error("--prune: expected R,S with two positive numbers, got '%s'", s);
+    return false;
+  }
+  c->passes.prune_r = (int)r;
+  c->passes.prune_s = (int)k;
+  return true;
+}
+
+static bool is_c_identifier(const char *s) {
+  if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+    return false;
+  for (s++; *s; s++)
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9')))
+      return false;
+  return true;
+}
+
+/* --dump-after must name a pass of the pipeline, or be "all". */
+static bool known_pass(const char *name) {
+  int count;
+  const Pass *passes = pipeline_passes(&count);
+  if (strcmp(name, "all") == 0)
+    return true;
+  for (int i = 0; i < count; i++)
+    if (strcmp(passes[i].name, name) == 0)
+      return true;
+  char *names = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&names, &len);
+  for (int i = 0; i < count; i++)
+    fprintf(f, "%s, ", passes[i].name);
+  fclose(f);
+  opc_error("--dump-after: no pass named '%s' (passes: %sall)", name, names);
+  free(names);
+  return false;
+}
+
+static const char *const schedulers[] = {"ios", "lios", "greedy", "sequential", NULL};
+static const char *const priorities[] = {"paper", "rank", NULL};
+static const char *const precisions[] = {"fp32", "tf32", NULL};
+
+/* One option; false after reporting a usage error. */
+static bool parse_option(Args *a, Config *c) {
+  PassOptions *p = &c->passes;
+  const char *v;
+  int64_t n;
+  if (flag(a, "--help") || flag(a, "-h"))
+    c->help = true;
+  else if (flag(a, "--version"))
+    c->version = true;
+  else if (flag(a, "--dump-ir"))
+    c->dump_ir = true;
+  else if (flag(a, "-O0") || flag(a, "-O1"))
+    p->opt_level = a->argv[a->i][2] - '0';
+  else if (flag(a, "--stats"))
+    p->stats = true;
+  else if (flag(a, "--verify-each"))
+    p->verify_each = true;
+  else if (flag(a, "--no-merge"))
+    p->no_merge = true;
+  else if (flag(a, "--report"))
+    p->report = true;
+  else if (flag(a, "--embed-weights"))
+    c->emit.embed_weights = true;
+  else if (flag(a, "--no-cuda-graph"))
+    c->emit.cuda_graph = false;
+  else if (takes(a, "-o", &v))
+    return set(&c->out, v);
+  else if (takes(a, "--input-shape", &v))
+    return v && add_input_shape(c, v);
+  else if (takes(a, "--const-input", &v))
+    return v && add_const_input(c, v);
+  else if (takes(a, "--batch", &v))
+    return v && parse_int("--batch", v, 1, 1 << 30, &c->import.batch);
+  else if (takes(a, "--dump-after", &v))
+    return v && known_pass(v) && set(&p->dump_after, v);
+  else if (takes(a, "--schedule", &v))
+    return v && one_of("--schedule", v, schedulers) && set(&p->scheduler, v);
+  else if (takes(a, "--streams", &v)) {
+    if (!v || !parse_int("--streams", v, 1, 64, &n))
+      return false;
+    p->streams = (int)n;
+  } else if (takes(a, "--prune", &v))
+    return v && parse_prune(c, v);
+  else if (takes(a, "--lios-priority", &v))
+    return v && one_of("--lios-priority", v, priorities) && set(&p->lios_priority, v);
+  else if (takes(a, "--device", &v))
+    return set(&p->device, v);
+  else if (takes(a, "--cost-db", &v))
+    return set(&p->cost_db, v);
+  else if (takes(a, "--emit-schedule", &v))
+    return set(&p->emit_schedule, v);
+  else if (takes(a, "--emit-dot", &v))
+    return set(&p->emit_dot, v);
+  else if (takes(a, "--prefix", &v)) {
+    if (!v)
+      return false;
+    if (!is_c_identifier(v)) {
+      opc_error("--prefix: '%s' is not a C identifier", v);
+      return false;
+    }
+    c->emit.prefix = v;
+  } else if (takes(a, "--precision", &v)) {
+    if (!v || !one_of("--precision", v, precisions))
+      return false;
+    c->emit.tf32 = strcmp(v, "tf32") == 0;
+    c->passes.tf32 = c->emit.tf32; /* the cost model's convolutions and GEMMs */
+  } else if (takes(a, "--target", &v))
+    return v && parse_target("--target", v, &c->target);
+  else if (takes(a, "--cflags", &v)) {
+    c->print_flags = "--cflags";
+    return v && parse_target("--cflags", v, &c->target);
+  } else if (takes(a, "--libs", &v)) {
+    c->print_flags = "--libs";
+    return v && parse_target("--libs", v, &c->target);
+  } else if (a->argv[a->i][0] == '-' && a->argv[a->i][1] != '\0') {
+    opc_error("unknown option '%s'", a->argv[a->i]);
+    return false;
+  } else if (c->model) {
+    opc_error("more than one model given ('%s' and '%s')", c->model, a->argv[a->i]);
+    return false;
+  } else {
+    c->model = a->argv[a->i];
+  }
+  return true;
+}
+
+static bool parse_args(int argc, char **argv, Config *c) {
+  c->passes.opt_level = 1;
+  c->emit.prefix = "net";
+  c->emit.cuda_graph = true;
+  c->target = TARGET_CUDA;
+  c->shapes = calloc((size_t)argc, sizeof(InputShape));
+  c->import.shapes = c->shapes;
+  c->consts = calloc((size_t)argc, sizeof(ConstInput));
+  c->import.consts = c->consts;
+  Args a = {argc, argv, 1};
+  for (; a.i < argc; a.i++)
+    if (!parse_option(&a, c))
+      return false;
+  if (c->help || c->version || c->print_flags)
+    return true;
+  if (!c->model) {
+    opc_error("no model given");
+    return false;
+  }
+  /* Without -o, only inspection makes sense. */
+  const PassOptions *p = &c->passes;
+  bool inspects = p->dump_after || p->stats || p->report || p->emit_schedule || p->emit_dot;
+  if (!c->out && !c->dump_ir && !inspects) {
+    opc_error("no output given (-o OUT)");
+    return false;
+  }
+  return true;
+}
+
+static void free_config(Config *c) {
+  for (int i = 0; i < c->import.nshapes; i++)
+    free((char *)c->shapes[i].name);
+  free(c->shapes);
+  for (int i = 0; i < c->import.nconsts; i++)
+    free((char *)c->consts[i].name);
+  free(c->consts);
+}
+
+/* ---------------------------------------------------------- compiling */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Path `base` with `ext` appended, malloc'ed. */
+static char *with_ext(const char *base, size_t baselen, const char *ext) {
+  size_t len = baselen + strlen(ext) + 1;
+  char *p = malloc(len);
+  snprintf(p, len, "%.*s%s", (int)baselen, base, ext);
+  return p;
+}
+
+/*
+ * OUT ending in .c: write OUT, OUT's .h and .weights. Otherwise write
+ * OUT.c, OUT.h, OUT.weights and build the executable OUT from them; a failed
+ * build removes all four, so that no failure leaves partial output.
+ */
+static bool write_outputs(Graph *g, Config *c) {
+  const char *out = c->out;
+  bool source_only = ends_with(out, ".c");
+  size_t baselen = source_only ? strlen(out) - 2 : strlen(out);
+  char *c_path = with_ext(out, baselen, ".c");
+  char *h_path = with_ext(out, baselen, ".h");
+  char *w_path = with_ext(out, baselen, ".weights");
+  EmitOptions emit = c->emit;
+  emit.c_path = c_path;
+  emit.h_path = h_path;
+  emit.weights_path = w_path;
+  bool ok = emit_program(g, &emit);
+  if (ok && !source_only) {
+    ok = build_executable(c_path, out, c->target);
+    if (!ok) {
+      remove(c_path);
+      remove(h_path);
+      remove(w_path);
+      remove(out);
+    }
+  }
+  free(c_path);
+  free(h_path);
+  free(w_path);
+  return ok;
+}
+
+static int compile(Config *c) {
+  Graph *g = onnx_import(c->model, &c->import);
+  if (!g)
+    return EXIT_COMPILE;
+  bool ok;
+  if (c->dump_ir) {
+    ok = graph_verify(g);
+    if (ok)
+      graph_dump(g, stdout);
+  } else {
+    ok = run_pipeline(g, &c->passes);
+    if (ok && c->out)
+      ok = write_outputs(g, c);
+  }
+  graph_free(g);
+  if (fflush(stdout) != 0) {
+    opc_error("cannot write to standard output");
+    ok = false;
+  }
+  return ok ? EXIT_SUCCESS : EXIT_COMPILE;
+}
+
+int main(int argc, char **argv) {
+  Config c = {0};
+  int status;
+  if (!parse_args(argc, argv, &c)) {
+    fputs(usage_line, stderr);
+    status = EXIT_USAGE;
+  } else if (c.help) {
+    fputs(help_text, stdout);
+    status = EXIT_SUCCESS;
+  } else if (c.version) {
+    printf("opc %s\n", OPC_VERSION);
+    status = EXIT_SUCCESS;
+  } else if (c.print_flags) {
+    puts(strcmp(c.print_flags, "--cflags") == 0 ? target_cflags(c.target)
+                                                : target_libs(c.target));
+    status = EXIT_SUCCESS;
+  } else {
+    status = compile(&c);
+  }
+  free_config(&c);
+  return status;
+}

@@ -1,0 +1,243 @@
+/*
+ * concat_in_place.c - copies that need not happen.
+ *
+ * Concat: when every input is written by a node of its own and read by the
+ * Concat alone, each producer can write straight into its slice of the
+ * Concat's output. The inputs become views of that output (strided when
+ * the concat axis is not the outermost non-unit one) and the Concat
+ * issues nothing. Not for inputs that are graph inputs, outputs or
+ * constants, appear twice, feed anything else, or are views already.
+ *
+ * Split and Slice along the outermost non-unit axis with step 1 cut a
+ * contiguous block out of a contiguous input: their outputs become views
+ * of it at the block's offset.
+ */
+#include <string.h>
+
+#include "pass.h"
+#include "rewrite.h"
+
+static int normalize_axis(int64_t axis, int rank) {
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Can `x` be produced directly inside the concat's output? */
+static bool writes_into_slice(const Tensor *x, const Node *concat) {
+  if (!x || x->is_input || x->is_output || tensor_is_const(x) || x->alias_of)
+    return false;
+  if (x->nusers != 1 || x->users[0] != concat)
+    return false; /* also catches the same tensor twice in one Concat */
+  const Node *p = x->producer;
+  if (!p || p->dead || p->is_view)
+    return false;
+  int outputs = 0;
+  for (int i = 0; i < p->nout; i++)
+    outputs += p->out[i] != NULL;
+  return outputs == 1;
+}
+
+static bool concat_in_place(Node *concat) {
+  Tensor *c = concat->out[0];
+  int axis = normalize_axis(node_attr_int(concat, "axis", 0), c->rank);
+  if (axis < 0 || axis >= c->rank)
+    return false;
+  for (int i = 0; i < concat->nin; i++)
+    if (!writes_into_slice(concat->in[i], concat) || concat->in[i]->dtype != c->dtype)
+      return false;
+  /* If c is itself a slice of an outer in-place Concat, the inputs go
+     straight into the outer storage. */
+  Tensor *base = tensor_storage(c);
+  int64_t offset = c->alias_of ? c->alias_offset : 0;
+  for (int i = 0; i < concat->nin; i++) {
+    Tensor *x = concat->in[i];
+    make_view(x, base, offset, c->strides);
+    offset += x->dims[axis] * c->strides[axis];
+  }
+  concat->is_view = true;
+  return true;
+}
+
+/* True when every axis before `axis` has extent 1: a slice along `axis` is
+   then one contiguous block. */
+static bool outermost(const Tensor *x, int axis) {
+  for (int i = 0; i < axis; i++)
+    if (x->dims[i] != 1)
+      return false;
+  return true;
+}
+
+/* A graph output must not end up sharing a graph input's storage: the
+   caller's output needs a copy of its own. Views made earlier of `y`
+   (a Reshape of the slice, say) will follow y into x's storage. */
+static bool would_expose_input(const Graph *g, const Tensor *y, const Tensor *base) {
+  if (!base->is_input)
+    return false;
+  if (y->is_output)
+    return true;
+  for (int i = 0; i < g->ntensors; i++)
+    if (g->tensors[i]->alias_of == y && g->tensors[i]->is_output)
+      return true;
+  return false;
+}
+
+static bool can_view_input(const Graph *g, const Node *n) {
+  Tensor *x = node_input(n, 0);
+  if (!x || tensor_is_const(x) || !has_contiguous_strides(x))
+    return false;
+  Tensor *base = tensor_storage(x);
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *y = n->out[i];
+    if (!y)
+      continue;
+    if (y->alias_of || tensor_is_const(y) || y->dtype != x->dtype || y->rank != x->rank)
+      return false;
+    if (would_expose_input(g, y, base))
+      return false;
+  }
+  return true;
+}
+
+/* Output i becomes the block of x starting at element `start[i]` along
+   axis. Views already made of an output now point at x's storage: the
+   block is contiguous, so their offsets simply add. */
+static void view_blocks(Graph *g, Node *n, const int64_t *start, int axis) {
+  Tensor *x = n->in[0];
+  Tensor *base = tensor_storage(x);
+  int64_t offset = x->alias_of ? x->alias_offset : 0;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *y = n->out[i];
+    if (!y)
+      continue;
+    tensor_set_shape(y, y->rank, y->dims);
+    make_view(y, base, offset + start[i] * x->strides[axis], y->strides);
+    for (int k = 0; k < g->ntensors; k++) {
+      Tensor *v = g->tensors[k];
+      if (v->alias_of == y) {
+        v->alias_of = base;
+        v->alias_offset += y->alias_offset;
+      }
+    }
+  }
+  n->is_view = true;
+}
+
+static bool split_in_place(Graph *g, Node *n) {
+  Tensor *x = node_input(n, 0);
+  if (!can_view_input(g, n))
+    return false;
+  int axis = normalize_axis(node_attr_int(n, "axis", 0), x->rank);
+  if (axis < 0 || axis >= x->rank || !outermost(x, axis))
+    return false;
+  int64_t start[64];
+  if (n->nout > 64)
+    return false;
+  int64_t at = 0;
+  for (int i = 0; i < n->nout; i++) {
+    if (!n->out[i])
+      return false; /* outputs' sizes come from their shapes: all must be there */
+    start[i] = at;
+    at += n->out[i]->dims[axis];
+  }
+  if (at != x->dims[axis])
+    return false;
+  view_blocks(g, n, start, axis);
+  return true;
+}
+
+typedef struct SliceArgs {
+  const int64_t *starts, *axes, *steps;
+  int n;
+} SliceArgs;
+
+/* Slice's parameters from the opset-10 inputs or the older attributes. */
+static bool read_slice(const Node *n, SliceArgs *a) {
+  memset(a, 0, sizeof *a);
+  int nstarts = node_attr_ints(n, "starts", &a->starts);
+  if (nstarts >= 0) {
+    a->n = nstarts;
+    int naxes = node_attr_ints(n, "axes", &a->axes);
+    if (naxes < 0)
+      a->axes = NULL;
+    else if (naxes != nstarts)
+      return false;
+    return true;
+  }
+  Tensor *starts = node_input(n, 1), *axes = node_input(n, 3), *steps = node_input(n, 4);
+  if (!starts || !starts->i64)
+    return false;
+  a->n = (int)tensor_numel(starts);
+  a->starts = starts->i64;
+  if (axes) {
+    if (!axes->i64 || tensor_numel(axes) != a->n)
+      return false;
+    a->axes = axes->i64;
+  }
+  if (steps) {
+    if (!steps->i64 || tensor_numel(steps) != a->n)
+      return false;
+    a->steps = steps->i64;
+  }
+  return true;
+}
+
+static bool slice_in_place(Graph *g, Node *n) {
+  Tensor *x = node_input(n, 0), *y = n->nout ? n->out[0] : NULL;
+  SliceArgs a;
+  if (!y || !can_view_input(g, n) || !read_slice(n, &a))
+    return false;
+  /* Reversals keep the extent, so every step must be 1, not only the
+     step of the axis that shrinks. */
+  for (int i = 0; i < a.n; i++)
+    if (a.steps && a.steps[i] != 1)
+      return false;
+  int axis = -1;
+  for (int d = 0; d < x->rank; d++)
+    if (y->dims[d] != x->dims[d]) {
+      if (axis >= 0)
+        return false;
+      axis = d;
+    }
+  if (axis < 0) {
+    int64_t zero = 0;
+    view_blocks(g, n, &zero, 0);
+    return true;
+  }
+  if (!outermost(x, axis))
+    return false;
+  int64_t start = -1;
+  for (int i = 0; i < a.n; i++)
+    if (normalize_axis(a.axes ? a.axes[i] : i, x->rank) == axis) {
+      start = a.starts[i];
+      if (start < 0)
+        start += x->dims[axis];
+      if (start < 0)
+        start = 0;
+      if (start > x->dims[axis])
+        start = x->dims[axis];
+    }
+  if (start < 0 || start + y->dims[axis] > x->dims[axis])
+    return false;
+  view_blocks(g, n, &start, axis);
+  return true;
+}
+
+bool pass_concat_in_place(Graph *g, const PassOptions *opt) {
+  begin_rewrite(g);
+  /* Outer Concats first, so that an inner one finds its output already a
+     view and places its inputs directly in the outer storage. */
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    Node *n = g->nodes[i];
+    if (!n->dead && !n->is_view && n->op == OP_CONCAT && n->nout == 1 && n->out[0])
+      concat_in_place(n);
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->is_view)
+      continue;
+    if (n->op == OP_SPLIT)
+      split_in_place(g, n);
+    else if (n->op == OP_SLICE)
+      slice_in_place(g, n);
+  }
+  return true;
+}

@@ -1,0 +1,158 @@
+/*
+ * fold_batchnorm.c - folds an inference BatchNormalization into the Conv,
+ * ConvTranspose or Gemm that produces its input:
+ *
+ *   bn(y) = s * (y - mean) + bias,   s = scale / sqrt(var + epsilon)
+ *
+ * is linear per channel, so W's slices of each output channel are scaled
+ * by s and the producer's bias becomes s * (b - mean) + bias. New weight
+ * tensors are made, since the old ones may be shared. Only when the
+ * producer's output feeds nothing else and is not a graph output.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pass.h"
+#include "rewrite.h"
+
+static bool const_vector(const Tensor *t, int64_t n) {
+  return t && t->f32 && tensor_numel(t) == n;
+}
+
+/* The per-channel scale s and shift (bias - mean * s) of a foldable BN. */
+static bool bn_affine(Graph *g, const Node *bn, int64_t channels, float **scale, float **shift) {
+  if (bn->nin < 5 || node_attr_int(bn, "training_mode", 0) != 0)
+    return false;
+  for (int i = 1; i < bn->nout; i++)
+    if (bn->out[i] && (bn->out[i]->nusers || bn->out[i]->is_output))
+      return false;
+  Tensor *gamma = bn->in[1], *beta = bn->in[2], *mean = bn->in[3], *var = bn->in[4];
+  if (!const_vector(gamma, channels) || !const_vector(beta, channels) ||
+      !const_vector(mean, channels) || !const_vector(var, channels))
+    return false;
+  float eps = node_attr_float(bn, "epsilon", 1e-5f);
+  *scale = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
+  *shift = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
+  for (int64_t c = 0; c < channels; c++) {
+    float s = gamma->f32[c] / sqrtf(var->f32[c] + eps);
+    (*scale)[c] = s;
+    (*shift)[c] = beta->f32[c] - mean->f32[c] * s;
+  }
+  return true;
+}
+
+/* The producer's new bias: s * b + shift, with b = 0 when absent. */
+static Tensor *folded_bias(Graph *g, Tensor *old, const char *name, int64_t channels,
+                           const float *scale, const float *shift) {
+  Tensor *b = new_const_vector(g, arena_printf(g->arena, "%s_bn", name), channels, 0);
+  for (int64_t c = 0; c < channels; c++)
+    b->f32[c] = scale[c] * (old ? old->f32[c] : 0) + shift[c];
+  return b;
+}
+
+static bool fold_into_conv(Graph *g, Node *conv, Node *bn) {
+  Tensor *w = node_input(conv, 1), *b = node_input(conv, 2), *y = conv->out[0];
+  if (!w || !w->f32 || w->rank < 3 || y->rank < 2 || node_input(conv, 3))
+    return false;
+  int64_t m = y->dims[1];
+  if (w->dims[0] != m || (b && !const_vector(b, m)))
+    return false;
+  float *scale, *shift;
+  if (!bn_affine(g, bn, m, &scale, &shift))
+    return false;
+  Tensor *w2 = new_const_like(g, w, "_bn");
+  int64_t per_channel = tensor_numel(w) / m;
+  for (int64_t i = 0; i < tensor_numel(w); i++)
+    w2->f32[i] = w->f32[i] * scale[i / per_channel];
+  set_node_input(g, conv, 1, w2);
+  set_node_input(g, conv, 2, folded_bias(g, b, b ? b->name : w->name, m, scale, shift));
+  return true;
+}
+
+/* ConvTranspose weights are [C_in, M/group, k...]: output channel
+   (c / (C_in/group)) * (M/group) + j owns slice W[c, j]. */
+static bool fold_into_conv_transpose(Graph *g, Node *conv, Node *bn) {
+  Tensor *w = node_input(conv, 1), *b = node_input(conv, 2), *y = conv->out[0];
+  if (!w || !w->f32 || w->rank < 3 || y->rank < 2)
+    return false;
+  int64_t m = y->dims[1], group = node_attr_int(conv, "group", 1);
+  int64_t cin = w->dims[0], mg = w->dims[1];
+  if (group < 1 || cin % group || mg * group != m || (b && !const_vector(b, m)))
+    return false;
+  float *scale, *shift;
+  if (!bn_affine(g, bn, m, &scale, &shift))
+    return false;
+  Tensor *w2 = new_const_like(g, w, "_bn");
+  int64_t k = tensor_numel(w) / (cin * mg);
+  for (int64_t c = 0; c < cin; c++)
+    for (int64_t j = 0; j < mg; j++) {
+      int64_t out_channel = (c / (cin / group)) * mg + j;
+      for (int64_t i = 0; i < k; i++) {
+        int64_t at = (c * mg + j) * k + i;
+        w2->f32[at] = w->f32[at] * scale[out_channel];
+      }
+    }
+  set_node_input(g, conv, 1, w2);
+  set_node_input(g, conv, 2, folded_bias(g, b, b ? b->name : w->name, m, scale, shift));
+  return true;
+}
+
+/* Gemm: Y = alpha * A * B + beta * C, BN over Y's columns. The columns of
+   B (rows when transB) are scaled; C becomes s * (beta * C - mean) + bias
+   with beta = 1. Handles C absent, [N] or [1,N]. */
+static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
+  Tensor *bm = node_input(gemm, 1), *c = node_input(gemm, 2), *y = gemm->out[0];
+  if (!bm || !bm->f32 || bm->rank != 2 || y->rank != 2 || gemm->act != ACT_NONE)
+    return false;
+  int64_t n = y->dims[1];
+  bool trans_b = node_attr_int(gemm, "transB", 0) != 0;
+  if (bm->dims[trans_b ? 0 : 1] != n)
+    return false;
+  if (c && !(c->f32 && tensor_numel(c) == n && c->dims[c->rank - 1] == n))
+    return false;
+  float *scale, *shift;
+  if (!bn_affine(g, bn, n, &scale, &shift))
+    return false;
+  Tensor *b2 = new_const_like(g, bm, "_bn");
+  int64_t rows = bm->dims[0], cols = bm->dims[1];
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t col = 0; col < cols; col++)
+      b2->f32[r * cols + col] = bm->f32[r * cols + col] * scale[trans_b ? r : col];
+  float beta = node_attr_float(gemm, "beta", 1.0f);
+  Tensor *c2 = c ? new_const_like(g, c, "_bn")
+                 : new_const_vector(g, arena_printf(g->arena, "%s_bn_bias", bm->name), n, 0);
+  for (int64_t i = 0; i < n; i++)
+    c2->f32[i] = scale[i] * (c ? beta * c->f32[i] : 0) + shift[i];
+  set_node_input(g, gemm, 1, b2);
+  set_node_input(g, gemm, 2, c2);
+  node_set_attr(g, gemm, "beta", ATTR_FLOAT)->f = 1.0f;
+  return true;
+}
+
+bool pass_fold_batchnorm(Graph *g, const PassOptions *opt) {
+  begin_rewrite(g);
+  int folded = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *bn = g->nodes[i];
+    Tensor *x = node_input(bn, 0);
+    if (bn->dead || bn->op != OP_BATCH_NORM || !x || !x->producer || sole_consumer(x) != bn)
+      continue;
+    Node *p = x->producer;
+    if (p->dead || p->is_view || p->act != ACT_NONE || p->nout != 1 || x->producer_slot != 0)
+      continue;
+    bool done = false;
+    if (p->op == OP_CONV)
+      done = fold_into_conv(g, p, bn);
+    else if (p->op == OP_CONV_TRANSPOSE)
+      done = fold_into_conv_transpose(g, p, bn);
+    else if (p->op == OP_GEMM)
+      done = fold_into_gemm(g, p, bn);
+    if (!done)
+      continue;
+    swallow_consumer(g, p, bn);
+    folded++;
+  }
+  if (!folded)
+    return true;
+  return finish_rewrite(g);
+}

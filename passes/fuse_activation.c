@@ -1,0 +1,34 @@
+/*
+ * fuse_activation.c - an activation (Relu, Clip with constant bounds,
+ * Sigmoid, Tanh, LeakyRelu) applied to the output of a Conv or Gemm runs
+ * inside that node (node->act), saving a pass over memory. Only when the
+ * producer's output feeds nothing else and is not a graph output.
+ */
+#include "pass.h"
+#include "rewrite.h"
+
+bool pass_fuse_activation(Graph *g, const PassOptions *opt) {
+  begin_rewrite(g);
+  int fused = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *a = g->nodes[i];
+    Tensor *x = node_input(a, 0);
+    Activation act;
+    float alpha, beta;
+    if (a->dead || !x || a->nout < 1 || !activation_of(a, &act, &alpha, &beta))
+      continue;
+    Node *p = x->producer;
+    if (!p || p->dead || (p->op != OP_CONV && p->op != OP_GEMM) || p->is_view)
+      continue;
+    if (p->act != ACT_NONE || sole_consumer(x) != a || x->producer_slot != 0)
+      continue;
+    p->act = act;
+    p->act_alpha = alpha;
+    p->act_beta = beta;
+    swallow_consumer(g, p, a);
+    fused++;
+  }
+  if (!fused)
+    return true;
+  return finish_rewrite(g);
+}

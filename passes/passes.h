@@ -1,0 +1,48 @@
+/* passes.h - rewriting the IR: simplification, fusion, merging, scheduling. */
+#ifndef OPC_PASSES_H
+#define OPC_PASSES_H
+
+#include "../ir/ir.h"
+
+typedef struct PassOptions {
+  int opt_level;          /* 0: only the passes code generation needs; 1: all (default) */
+  const char *dump_after; /* name of a pass, or "all"; NULL for none */
+  FILE *dump_file;        /* where dumps go; stdout when NULL */
+  bool verify_each;       /* graph_verify() after every pass */
+  bool stats;             /* --stats: node counts by kind before and after */
+
+  /* scheduling */
+  const char *scheduler;     /* "ios", "lios", "greedy", "sequential"; NULL: default */
+  int streams;               /* --streams: at most this many streams */
+  int prune_r, prune_s;      /* --prune r,s for IOS */
+  const char *lios_priority; /* "rank" (default) or "paper" */
+  const char *device;        /* --device NAME|FILE; NULL: h100 */
+  const char *cost_db;       /* --cost-db FILE; NULL: analytic model only */
+  bool no_merge;             /* forbid operator merging */
+  bool report;               /* --report: per-stage table on stdout */
+  const char *emit_schedule; /* --emit-schedule FILE.json */
+  const char *emit_dot;      /* --emit-dot FILE.dot */
+  bool tf32;                 /* --precision tf32: convolutions and GEMMs on tensor cores */
+} PassOptions;
+
+/* A pass: one file, one entry function. */
+typedef struct Pass {
+  const char *name;
+  bool optional; /* skipped at -O0 */
+  bool (*run)(Graph *g, const PassOptions *opt);
+} Pass;
+
+/* The fixed pipeline, in order; the only place that knows the order. */
+const Pass *pipeline_passes(int *count);
+bool run_pipeline(Graph *g, const PassOptions *opt);
+
+/*
+ * The key under which `net --profile` records a schedule unit and
+ * --cost-db looks it up (cost_db.c): operator, input and output types,
+ * window, fused activation and attributes, e.g.
+ *   Conv|f32[1,64,56,56],f32[64,64,3,3],f32[64]->f32[1,64,56,56]|k=3x3|s=1x1|...
+ * Written into buf like snprintf; returns the length of the whole key.
+ */
+int unit_cost_key(const Node *n, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * pipeline.c - the fixed pass pipeline: the only place that knows the order.
+ *
+ * Simplification comes first so that fusion sees canonical patterns;
+ * fusion runs before in-place concat because a fused node is what writes
+ * into the concat's slice; scheduling sees the final set of nodes; memory
+ * is planned last because buffer reuse depends on the schedule, and the
+ * schedule check runs after it so that it can check that reuse too.
+ */
+#include <string.h>
+
+#include "pass.h"
+
+static const Pass pipeline[] = {
+    {"fold-constants", false, pass_fold_constants}, /* no code exists for shape arithmetic */
+    {"remove-identity", true, pass_remove_identity},
+    {"eliminate-dead", true, pass_eliminate_dead},
+    {"eliminate-common", true, pass_eliminate_common},
+    {"alias-reshape", true, pass_alias_reshape},
+    {"fold-batchnorm", true, pass_fold_batchnorm},
+    {"fuse-bias", true, pass_fuse_bias},
+    {"fuse-pad", true, pass_fuse_pad},
+    {"fuse-activation", true, pass_fuse_activation},
+    {"fuse-residual", true, pass_fuse_residual},
+    {"eliminate-dead", true, pass_eliminate_dead}, /* what fusion left behind */
+    {"concat-in-place", true, pass_concat_in_place},
+    {"merge-convs", true, pass_merge_convs},
+    {"schedule", false, pass_schedule},
+    {"sync", false, pass_sync},
+    {"plan-memory", false, pass_plan_memory},
+    {"verify-schedule", false, pass_verify_schedule},
+};
+
+const Pass *pipeline_passes(int *count) {
+  *count = (int)(sizeof pipeline / sizeof pipeline[0]);
+  return pipeline;
+}
+
+static bool known_pass(const char *name) {
+  int n;
+  const Pass *p = pipeline_passes(&n);
+  for (int i = 0; i < n; i++)
+    if (strcmp(p[i].name, name) == 0)
+      return true;
+  return strcmp(name, "all") == 0;
+}
+
+static void report_unknown_pass(const char *name) {
+  char list[1024];
+  int len = snprintf(list, sizeof list, "all");
+  int n;
+  const Pass *p = pipeline_passes(&n);
+  for (int i = 0; i < n; i++) {
+    if (strstr(list, p[i].name)) /* eliminate-dead runs twice */
+      continue;
+    len += snprintf(list + len, sizeof list - (size_t)len, ", %s", p[i].name);
+  }
+  opc_error("--dump-after: unknown pass '%s'; valid names: %s", name, list);
+}
+
+/* ---------------------------------------------------------------- stats */
+
+typedef struct Counts {
+  int by_kind[OP_COUNT];
+  int nodes, views;
+} Counts;
+
+static void count_nodes(const Graph *g, Counts *c) {
+  memset(c, 0, sizeof *c);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead)
+      continue;
+    c->by_kind[n->op]++;
+    c->nodes++;
+    c->views += n->is_view;
+  }
+}
+
+static void print_stats(const Counts *before, const Counts *after) {
+  /* Kinds sorted by name: a simple selection over the few present. */
+  bool done[OP_COUNT] = {false};
+  printf("%-24s %8s %8s\n", "operator", "before", "after");
+  for (;;) {
+    int pick = -1;
+    for (int k = 0; k < OP_COUNT; k++) {
+      if (done[k] || (!before->by_kind[k] && !after->by_kind[k]))
+        continue;
+      if (pick < 0 || strcmp(op_name((OpKind)k), op_name((OpKind)pick)) < 0)
+        pick = k;
+    }
+    if (pick < 0)
+      break;
+    done[pick] = true;
+    printf("%-24s %8d %8d\n", op_name((OpKind)pick), before->by_kind[pick], after->by_kind[pick]);
+  }
+  printf("%-24s %8d %8d\n", "total nodes", before->nodes, after->nodes);
+  printf("%-24s %8d %8d\n", "views", before->views, after->views);
+  printf("%-24s %8d %8d\n", "schedule units", before->nodes - before->views,
+         after->nodes - after->views);
+}
+
+/* ------------------------------------------------------------- pipeline */
+
+bool run_pipeline(Graph *g, const PassOptions *opt) {
+  if (opt->dump_after && !known_pass(opt->dump_after)) {
+    report_unknown_pass(opt->dump_after);
+    return false;
+  }
+  if (!graph_toposort(g))
+    return false;
+  Counts before, after;
+  count_nodes(g, &before);
+
+  FILE *dump = opt->dump_file ? opt->dump_file : stdout;
+  int n;
+  const Pass *p = pipeline_passes(&n);
+  for (int i = 0; i < n; i++) {
+    if (p[i].optional && opt->opt_level <= 0)
+      continue;
+    if (!p[i].run(g, opt))
+      return false;
+    if (opt->verify_each && !graph_verify(g)) {
+      ir_error(g, NULL, "IR verification failed after pass '%s'", p[i].name);
+      return false;
+    }
+    if (opt->dump_after &&
+        (strcmp(opt->dump_after, "all") == 0 || strcmp(opt->dump_after, p[i].name) == 0)) {
+      fprintf(dump, "# after %s\n", p[i].name);
+      graph_dump(g, dump);
+    }
+  }
+
+  if (opt->stats) {
+    count_nodes(g, &after);
+    print_stats(&before, &after);
+  }
+  return true;
+}

@@ -1,0 +1,298 @@
+/*
+ * plan_memory.c - places every storage tensor in one activation arena.
+ *
+ * Storage tensors are the runtime values that own memory: not constants
+ * (they live in the weights) and not views (they borrow their base's
+ * memory). Graph inputs and outputs get places of their own for the whole
+ * run. Other tensors may share memory when it is provably safe under the
+ * schedule: every node that touched the old tensor must happen before
+ * every node that writes the new one, where "happens before" means stream
+ * order or a chain of events (computed with vector clocks over the issue
+ * order). At -O0 or without a schedule nothing is shared.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+#include "rewrite.h"
+
+#define ARENA_ALIGN 256
+
+typedef struct Buffer {
+  Tensor *t;
+  int64_t size;   /* bytes, aligned */
+  bool pinned;    /* graph input or output: lives for the whole run */
+  int first;      /* issue position of the first writer, for ordering */
+  Node **writers; /* non-view nodes writing the storage or a view of it */
+  int nwriters;
+  Node **access; /* writers and readers */
+  int naccess;
+} Buffer;
+
+/* Happens-before between issued nodes, from the streams and events. */
+typedef struct Clocks {
+  int nstreams;
+  int *pos;   /* per node id: position on its stream, from 1; 0 if not issued */
+  int *issue; /* per node id: issue index, -1 if not issued */
+  int *vc;    /* per node id: nstreams entries */
+} Clocks;
+
+static int64_t align_up(int64_t x) { return (x + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+
+static bool happens_before(const Clocks *c, const Node *a, const Node *b) {
+  if (a == b || c->issue[a->id] < 0 || c->issue[b->id] < 0)
+    return false;
+  if (c->issue[a->id] > c->issue[b->id])
+    return false;
+  return c->vc[b->id * c->nstreams + a->stream] >= c->pos[a->id];
+}
+
+/* Simulates the host issuing the schedule; false if it is not usable. */
+static bool compute_clocks(Graph *g, Clocks *c) {
+  const Schedule *s = &g->sched;
+  if (!s->order || s->norder == 0)
+    return false;
+  int nstreams = 1, nevents = 0;
+  for (int i = 0; i < s->norder; i++) {
+    Node *n = s->order[i];
+    if (n->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
+      return false;
+    if (n->stream + 1 > nstreams)
+      nstreams = n->stream + 1;
+    if (n->record_event + 1 > nevents)
+      nevents = n->record_event + 1;
+    for (int w = 0; w < n->nwaits; w++) {
+      if (n->waits[w] < 0)
+        return false;
+      if (n->waits[w] + 1 > nevents)
+        nevents = n->waits[w] + 1;
+    }
+  }
+  int nn = g->nnodes;
+  c->nstreams = nstreams;
+  c->pos = calloc((size_t)nn + 1, sizeof(int));
+  c->issue = malloc(sizeof(int) * ((size_t)nn + 1));
+  c->vc = calloc((size_t)nn * (size_t)nstreams + 1, sizeof(int));
+  int *stream_vc = calloc((size_t)nstreams * (size_t)nstreams + 1, sizeof(int));
+  int *event_vc = calloc((size_t)(nevents + 1) * (size_t)nstreams, sizeof(int));
+  for (int i = 0; i < nn; i++)
+    c->issue[i] = -1;
+  for (int i = 0; i < s->norder; i++) {
+    Node *n = s->order[i];
+    int *cur = &c->vc[n->id * nstreams];
+    int *sv = &stream_vc[n->stream * nstreams];
+    memcpy(cur, sv, sizeof(int) * (size_t)nstreams);
+    /* A wait sees the event's most recent record issued before it. */
+    for (int w = 0; w < n->nwaits; w++) {
+      int *ev = &event_vc[n->waits[w] * nstreams];
+      for (int k = 0; k < nstreams; k++)
+        if (ev[k] > cur[k])
+          cur[k] = ev[k];
+    }
+    cur[n->stream]++;
+    c->pos[n->id] = cur[n->stream];
+    c->issue[n->id] = i;
+    memcpy(sv, cur, sizeof(int) * (size_t)nstreams);
+    if (n->record_event >= 0)
+      memcpy(&event_vc[n->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
+  }
+  free(stream_vc);
+  free(event_vc);
+  return true;
+}
+
+static void free_clocks(Clocks *c) {
+  free(c->pos);
+  free(c->issue);
+  free(c->vc);
+}
+
+static void push_node(Node ***arr, int *n, Node *x) {
+  for (int i = 0; i < *n; i++)
+    if ((*arr)[i] == x)
+      return;
+  Node **p = realloc(*arr, sizeof(Node *) * (size_t)(*n + 1));
+  p[(*n)++] = x;
+  *arr = p;
+}
+
+/* True when `old` is finished with before anything writes `new`. */
+static bool dead_before(const Clocks *c, const Buffer *old, const Buffer *new) {
+  if (old->pinned || new->pinned || new->nwriters == 0)
+    return false;
+  for (int i = 0; i < old->naccess; i++)
+    for (int j = 0; j < new->nwriters; j++)
+      if (!happens_before(c, old->access[i], new->writers[j]))
+        return false;
+  return true;
+}
+
+typedef struct Span {
+  int64_t begin, end;
+} Span;
+
+static int cmp_span(const void *a, const void *b) {
+  const Span *x = a, *y = b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static int cmp_buffer(const void *a, const void *b) {
+  const Buffer *x = a, *y = b;
+  if (x->pinned != y->pinned)
+    return x->pinned ? -1 : 1;
+  if (x->first != y->first)
+    return x->first < y->first ? -1 : 1;
+  return x->t->id - y->t->id;
+}
+
+/* First fit below, between or above the spans of live conflicting buffers. */
+static int64_t first_fit(Span *spans, int nspans, int64_t size) {
+  qsort(spans, (size_t)nspans, sizeof(Span), cmp_span);
+  int64_t at = 0;
+  for (int i = 0; i < nspans; i++) {
+    if (spans[i].begin >= at + size)
+      return at;
+    if (spans[i].end > at)
+      at = spans[i].end;
+  }
+  return at;
+}
+
+static Buffer *buffer_of(Buffer *bufs, int *index_of, Tensor *t) {
+  Tensor *s = tensor_storage(t);
+  return index_of[s->id] >= 0 ? &bufs[index_of[s->id]] : NULL;
+}
+
+/*
+ * A view must name its storage directly, but a later pass may have turned
+ * the base of an existing view into a view itself (e.g. a merged conv's
+ * output slice that was reshaped). Through a contiguous intermediate the
+ * offsets simply add; through a strided one the view cannot be expressed.
+ */
+static bool resolve_view_chains(Graph *g) {
+  for (int i = 0; i < g->ntensors; i++) {
+    Tensor *t = g->tensors[i];
+    for (int depth = 0; t->alias_of && t->alias_of->alias_of; depth++) {
+      Tensor *mid = t->alias_of;
+      if (!has_contiguous_strides(mid) || depth > g->ntensors) {
+        ir_error(g, t->producer, "view '%s' of strided view '%s' has no single storage", t->name,
+                 mid->name);
+        return false;
+      }
+      t->alias_offset += mid->alias_offset;
+      t->alias_of = mid->alias_of;
+    }
+  }
+  return true;
+}
+
+bool pass_plan_memory(Graph *g, const PassOptions *opt) {
+  begin_rewrite(g);
+  if (!resolve_view_chains(g))
+    return false;
+  int nt = g->ntensors;
+  int *index_of = malloc(sizeof(int) * ((size_t)nt + 1));
+  Buffer *bufs = calloc((size_t)nt + 1, sizeof(Buffer));
+  int nbufs = 0;
+  for (int i = 0; i < nt; i++) {
+    index_of[i] = -1;
+    g->tensors[i]->offset = 0;
+  }
+
+  /* Every runtime tensor a live node or the caller touches needs storage. */
+  for (int i = 0; i < nt; i++) {
+    Tensor *t = g->tensors[i];
+    if (tensor_is_const(t) || t->alias_of)
+      continue;
+    bool touched = t->is_input || t->is_output || t->producer || t->nusers > 0;
+    if (!touched)
+      continue;
+    if (t->id != i) {
+      ir_error(g, NULL, "plan-memory: tensor '%s' has id %d at index %d", t->name, t->id, i);
+      free(index_of);
+      free(bufs);
+      return false;
+    }
+    Buffer *b = &bufs[nbufs];
+    index_of[i] = nbufs++;
+    b->t = t;
+    b->size = align_up((int64_t)dtype_size(t->dtype) * tensor_numel(t));
+    if (b->size == 0)
+      b->size = ARENA_ALIGN;
+    b->pinned = t->is_input || t->is_output;
+    b->first = -1;
+  }
+
+  /* A graph output may be a view of an intermediate tensor: that storage
+     must survive until the output is copied out. */
+  for (int i = 0; i < g->noutputs; i++) {
+    Buffer *b = buffer_of(bufs, index_of, g->outputs[i]);
+    if (b)
+      b->pinned = true;
+  }
+
+  Clocks clocks = {0};
+  bool reuse = opt->opt_level > 0 && compute_clocks(g, &clocks);
+
+  /* Readers and writers of each storage, through views. View nodes issue nothing. */
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->is_view)
+      continue;
+    for (int j = 0; j < n->nout; j++) {
+      Buffer *b = n->out[j] ? buffer_of(bufs, index_of, n->out[j]) : NULL;
+      if (!b)
+        continue;
+      push_node(&b->writers, &b->nwriters, n);
+      push_node(&b->access, &b->naccess, n);
+      int at = reuse ? clocks.issue[n->id] : n->id;
+      if (b->first < 0 || at < b->first)
+        b->first = at;
+    }
+    for (int j = 0; j < n->nin; j++) {
+      Buffer *b = n->in[j] ? buffer_of(bufs, index_of, n->in[j]) : NULL;
+      if (b)
+        push_node(&b->access, &b->naccess, n);
+    }
+    if (reuse && clocks.issue[n->id] < 0)
+      reuse = false; /* a live node the schedule does not issue: play safe */
+  }
+
+  /* Sorting moves the buffers: index_of is not used after this point. */
+  qsort(bufs, (size_t)nbufs, sizeof(Buffer), cmp_buffer);
+  Span *spans = malloc(sizeof(Span) * ((size_t)nbufs + 1));
+  int64_t total = 0;
+  for (int i = 0; i < nbufs; i++) {
+    Buffer *b = &bufs[i];
+    int64_t at = total;
+    if (reuse) {
+      int nspans = 0;
+      for (int j = 0; j < i; j++)
+        if (!dead_before(&clocks, &bufs[j], b))
+          spans[nspans++] = (Span){bufs[j].t->offset, bufs[j].t->offset + bufs[j].size};
+      at = first_fit(spans, nspans, b->size);
+    }
+    b->t->offset = at;
+    if (at + b->size > total)
+      total = at + b->size;
+  }
+  g->arena_bytes = total;
+
+  /* Views have no storage of their own: they report their base's place. */
+  for (int i = 0; i < nt; i++) {
+    Tensor *t = g->tensors[i];
+    if (t->alias_of)
+      t->offset = t->alias_of->offset;
+  }
+
+  for (int i = 0; i < nbufs; i++) {
+    free(bufs[i].writers);
+    free(bufs[i].access);
+  }
+  free(spans);
+  free(bufs);
+  free(index_of);
+  if (clocks.pos)
+    free_clocks(&clocks);
+  return true;
+}

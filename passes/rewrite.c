@@ -1,0 +1,204 @@
+/* rewrite.c - helpers shared by the rewriting passes. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "rewrite.h"
+
+Node *sole_consumer(const Tensor *t) {
+  if (!t || t->is_output || t->nusers != 1)
+    return NULL;
+  Node *u = t->users[0];
+  return u->dead ? NULL : u;
+}
+
+bool is_binary_add(const Node *n) {
+  return !n->dead && n->op == OP_ADD && n->nin == 2 && n->in[0] && n->in[1];
+}
+
+Node *plain_conv_feeding(const Tensor *y, const Node *add) {
+  Node *conv = y->producer;
+  if (!conv || conv->dead || conv->op != OP_CONV || sole_consumer(y) != add)
+    return NULL;
+  if (conv->act != ACT_NONE || node_input(conv, 3))
+    return NULL;
+  return conv;
+}
+
+void swallow_consumer(Graph *g, Node *into, Node *eaten) {
+  set_node_output(into, 0, eaten->out[0]);
+  node_absorb(g, into, eaten);
+  eaten->dead = true;
+}
+
+void set_node_input(Graph *g, Node *n, int i, Tensor *t) {
+  if (i >= n->nin) {
+    Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(i + 2));
+    if (n->nin)
+      memcpy(in, n->in, sizeof(Tensor *) * (size_t)n->nin);
+    n->in = in;
+    n->nin = i + 1;
+  }
+  n->in[i] = t;
+}
+
+void set_node_output(Node *n, int slot, Tensor *t) {
+  n->out[slot] = t;
+  t->producer = n;
+  t->producer_slot = slot;
+}
+
+void node_absorb(Graph *g, Node *into, const Node *from) {
+  int total = into->nfused + 1 + from->nfused;
+  const char **names = arena_alloc(g->arena, sizeof(char *) * (size_t)total);
+  int k = 0;
+  for (int i = 0; i < into->nfused; i++)
+    names[k++] = into->fused[i];
+  names[k++] = from->name;
+  for (int i = 0; i < from->nfused; i++)
+    names[k++] = from->fused[i];
+  into->fused = names;
+  into->nfused = k;
+}
+
+void replace_reads(Graph *g, Tensor *from, Tensor *to) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead)
+      continue;
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] == from)
+        n->in[j] = to;
+  }
+}
+
+bool bypass_node(Graph *g, Node *n, Tensor *in, Tensor *out) {
+  if (!out->is_output) {
+    n->dead = true;
+    replace_reads(g, out, in);
+    return true;
+  }
+  /* `out` names a graph output: keep that tensor, drop `in` instead. */
+  Node *p = in->producer;
+  if (!p || p->dead || in->is_input || in->is_output || tensor_is_const(in) || in->alias_of)
+    return false;
+  n->dead = true;
+  set_node_output(p, in->producer_slot, out);
+  replace_reads(g, in, out);
+  return true;
+}
+
+Tensor *new_const_like(Graph *g, const Tensor *like, const char *suffix) {
+  Tensor *t = graph_add_tensor(g, arena_printf(g->arena, "%s%s", like->name, suffix));
+  t->dtype = DT_FLOAT;
+  tensor_set_shape(t, like->rank, like->dims);
+  t->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)(tensor_numel(t) + 1));
+  return t;
+}
+
+Tensor *new_const_vector(Graph *g, const char *name, int64_t n, float fill) {
+  Tensor *t = graph_add_tensor(g, name);
+  t->dtype = DT_FLOAT;
+  tensor_set_shape(t, 1, &n);
+  t->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)(n + 1));
+  for (int64_t i = 0; i < n; i++)
+    t->f32[i] = fill;
+  return t;
+}
+
+bool has_contiguous_strides(const Tensor *t) {
+  int64_t stride = 1;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    if (t->dims[i] != 1 && t->strides[i] != stride)
+      return false;
+    stride *= t->dims[i];
+  }
+  return true;
+}
+
+void make_view(Tensor *t, Tensor *base, int64_t offset, const int64_t *strides) {
+  t->alias_of = base;
+  t->alias_offset = offset;
+  for (int i = 0; i < t->rank; i++)
+    t->strides[i] = strides[i];
+}
+
+void begin_rewrite(Graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    g->nodes[i]->id = i;
+  for (int i = 0; i < g->ntensors; i++)
+    g->tensors[i]->id = i;
+  graph_rebuild_uses(g);
+}
+
+bool finish_rewrite(Graph *g) {
+  graph_compact(g);
+  return graph_toposort(g);
+}
+
+/* A scalar constant input as a float; false when absent or not constant. */
+static bool const_scalar(const Tensor *t, float *value) {
+  if (!t || tensor_numel(t) != 1)
+    return false;
+  if (t->f32)
+    *value = t->f32[0];
+  else if (t->i64)
+    *value = (float)t->i64[0];
+  else
+    return false;
+  return true;
+}
+
+static bool clip_bounds(const Node *n, float *lo, float *hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (node_attr(n, "min") || node_attr(n, "max")) { /* opset < 11 */
+    *lo = node_attr_float(n, "min", -FLT_MAX);
+    *hi = node_attr_float(n, "max", FLT_MAX);
+    return true;
+  }
+  Tensor *tmin = node_input(n, 1), *tmax = node_input(n, 2);
+  if (tmin && !const_scalar(tmin, lo))
+    return false;
+  if (tmax && !const_scalar(tmax, hi))
+    return false;
+  /* The emitted code prints the bounds as literals: keep them finite. */
+  *lo = fmaxf(*lo, -FLT_MAX);
+  *hi = fminf(*hi, FLT_MAX);
+  return true;
+}
+
+bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
+  *alpha = 0;
+  *beta = 0;
+  switch (n->op) {
+  case OP_RELU:
+    *act = ACT_RELU;
+    return true;
+  case OP_SIGMOID:
+    *act = ACT_SIGMOID;
+    return true;
+  case OP_TANH:
+    *act = ACT_TANH;
+    return true;
+  case OP_LEAKY_RELU:
+    *act = ACT_LEAKY_RELU;
+    *alpha = node_attr_float(n, "alpha", 0.01f);
+    return true;
+  case OP_CLIP: {
+    float lo, hi;
+    if (!clip_bounds(n, &lo, &hi))
+      return false;
+    if (lo == 0 && hi >= FLT_MAX) { /* a Relu spelt as Clip */
+      *act = ACT_RELU;
+      return true;
+    }
+    *act = ACT_CLIP;
+    *alpha = lo;
+    *beta = hi;
+    return true;
+  }
+  default:
+    return false;
+  }
+}

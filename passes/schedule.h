@@ -1,0 +1,198 @@
+/*
+ * schedule.h - what the inter-operator scheduling files share: the device
+ * description, the cost model, the dependency graph of schedule units, the
+ * schedulers and the checks.
+ *
+ * A schedule unit is a live node that is not a view: views issue nothing,
+ * so dependencies are computed through storage (a node reading tensor T
+ * depends on every unit writing a part of T's storage that T covers).
+ */
+#ifndef OPC_SCHEDULE_H
+#define OPC_SCHEDULE_H
+
+#include "passes.h"
+
+/* ---------------------------------------------------------------- device */
+
+/*
+ * Data-sheet figures plus the few constants the cost model was calibrated
+ * with (see passes/devices/README.md and bench/data/h100/).
+ */
+typedef struct Device {
+  char name[64];
+  int sm_count;
+  double peak_fp32_tflops, peak_tf32_tflops, peak_fp16_tflops;
+  double mem_bandwidth_gbs;
+  double l2_mb;
+  double kernel_launch_us; /* per kernel inside a CUDA graph */
+  double event_record_us, event_wait_us;
+
+  /* calibration of the implicit-GEMM model of cuDNN convolutions */
+  double conv_fixed_us;      /* latency floor of one convolution */
+  double tile_m, tile_n;     /* output tile: pixels x output channels */
+  double blocks_per_sm;      /* tiles resident per SM */
+  double gemm_efficiency;    /* fraction of per-SM FP32 peak one busy SM sustains */
+  double operand_bandwidth_gbs; /* effective bandwidth for operand traffic (mostly L2) */
+  /* memory-bound kernels */
+  double memory_efficiency;  /* fraction of mem_bandwidth_gbs sustained */
+  double threads_per_sm;     /* resident threads: fills the machine */
+  /* stage contention: a group running beside the longest one adds this
+     fraction of its time even when it fills little of the machine */
+  double interference;
+} Device;
+
+/* Loads NAME (looked up among the installed device files) or a FILE path;
+   NULL means "h100". Reports an error and returns false on failure. */
+bool device_load(const char *spec, Device *dev);
+/* Parses the JSON text of a device file; `where` names it in messages. */
+bool device_parse(const char *text, const char *where, Device *dev);
+
+/* ------------------------------------------------------------ cost model */
+
+/* Measured latencies by unit key (cost_db.c), from `net --profile`. */
+typedef struct CostDb CostDb;
+
+typedef struct CostModel {
+  Device dev;
+  bool tf32;
+  /* Tests replace the analytic model with synthetic costs; NULL: analytic. */
+  double (*node_cost)(const Node *n);
+  double (*node_occupancy)(const Node *n);
+  /* --cost-db: a unit whose key is here costs what was measured; NULL: none. */
+  const CostDb *db;
+} CostModel;
+
+void cost_model_init(CostModel *cm, const Device *dev);
+/* The model the options ask for: --device, --precision, --cost-db (read into
+   g's arena). Reports an error and returns false on a bad file. */
+bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm);
+
+/* Reads a profile written by `net --profile` (format "opc-profile-1"); NULL
+   after reporting an error. Several times for one key: their median. */
+CostDb *cost_db_load(Arena *a, const char *path);
+/* Warns when the profiled program's precision is not this compile's. */
+void cost_db_check_precision(const CostDb *db, bool tf32);
+/* The measured time of n's key, when the file has it. */
+bool cost_db_lookup(const CostDb *db, const Node *n, double *us);
+int cost_db_size(const CostDb *db);
+
+/* An implicit-GEMM convolution (or matrix product) by its geometry. */
+typedef struct ConvShape {
+  int64_t batch, in_channels, out_channels, groups;
+  int64_t out_pixels;     /* per image: product of output spatial dims */
+  int64_t kernel_volume;  /* product of kernel spatial dims */
+  int64_t in_elems;       /* elements of the input tensor (all images) */
+} ConvShape;
+
+double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy);
+/* Predicted latency of one node alone; views cost 0. */
+double cost_node_us(const CostModel *cm, const Node *n);
+/* Fraction of the GPU the node's work can fill, in [0, 1]. */
+double cost_occupancy(const CostModel *cm, const Node *n);
+
+/* What a group of units run one after another on one stream adds up to. */
+typedef struct GroupLoad {
+  double alone;   /* sum of latencies alone */
+  double overlap; /* what it adds beside a longer group: sum of t * share */
+  double work;    /* sum of t * occupancy: time at full-machine throughput */
+} GroupLoad;
+
+/* Per-unit contributions to a GroupLoad. */
+void cost_unit_load(const CostModel *cm, double t, double occupancy, GroupLoad *out);
+/* Latency of one stage whose groups run concurrently, at most max_streams
+   streams (groups beyond are packed onto streams, longest first; `g` is
+   then overwritten). */
+double cost_stage_loads(const CostModel *cm, GroupLoad *g, int ngroups, int max_streams);
+/* Same for nodes: group_of[i] is the group of nodes[i] (0..ngroups-1). */
+double cost_stage_us(const CostModel *cm, Node *const *nodes, int n, const int *group_of,
+                     int max_streams);
+/* Cost of one cross-stream dependency. */
+double cost_sync_us(const CostModel *cm);
+
+/* ------------------------------------------------------ dependency graph */
+
+typedef struct SchedDeps {
+  Graph *g;
+  int n;         /* units, in a topological order */
+  Node **unit;
+  int *index_of; /* node id -> unit index, -1 for non-units */
+  int **pred, *npred; /* deduplicated predecessor units */
+  int **succ, *nsucc;
+  double *cost, *occ;
+} SchedDeps;
+
+/* Builds the unit graph of g (arena-allocated); costs filled when cm != NULL. */
+SchedDeps *deps_build(Graph *g, const CostModel *cm);
+
+/* ----------------------------------------------------------- schedulers */
+
+typedef struct SchedOptions {
+  const char *scheduler; /* "ios", "lios", "greedy", "sequential" */
+  int streams;           /* at most this many streams */
+  int prune_r, prune_s;  /* IOS: units per group, groups per stage; <= 0: unlimited */
+  const char *lios_priority; /* "rank" or "paper" */
+  int max_block;         /* IOS: units per DP block (<= 64); 0: default */
+  long budget;           /* IOS: transitions per block before it is split; 0: default */
+  bool progress;         /* progress lines on stderr */
+} SchedOptions;
+
+/*
+ * A schedule under construction: stages of groups of unit indices. LIOS
+ * puts everything in one stage with one group per stream and gives the
+ * issue order itself (`order`); stage schedulers leave order NULL.
+ */
+typedef struct StagePlan {
+  int nstages, cap;
+  int *stage_start; /* into units[], nstages + 1 entries */
+  int *units;       /* unit indices, grouped, in issue order inside a stage */
+  int *group;       /* group of units[k] within its stage */
+  int *ngroups;     /* per stage */
+  double *stage_us;
+  int *order;       /* optional: global issue order (LIOS) */
+  int *stream;      /* optional: stream per unit index (LIOS) */
+  double predicted_us;
+  long states, transitions;
+} StagePlan;
+
+void plan_init(StagePlan *p, Arena *a, int n);
+/* Appends a stage: units[i] in group groups[i]; sorted into issue order. */
+void plan_add_stage(StagePlan *p, const SchedDeps *d, const int *units, const int *groups, int n,
+                    double stage_us);
+
+bool sched_sequential(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+bool sched_greedy(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+bool sched_ios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+
+/* Runs the named scheduler and writes g->sched and every unit's fields. */
+bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o);
+
+/* Predicted makespan of the issued program (order, streams, waits) with
+   contention: running kernels slow each other down by their shares. */
+double simulate_schedule(const SchedDeps *d, const CostModel *cm);
+
+/* ------------------------------------------------- streams, events, checks */
+
+/* Assigns streams (at most max_streams) and the minimal set of events. */
+bool sync_graph(Graph *g, int max_streams);
+/* Every dependency ordered by stream order and events; each unit issued once. */
+bool verify_schedule_deps(Graph *g);
+/* Buffers sharing arena bytes are used one after another (after planning). */
+bool verify_buffer_reuse(Graph *g);
+
+/* ------------------------------------------------------------------ merge */
+
+/* IOS operator merge of sibling convolutions where `cm` predicts a gain;
+   `merged` (may be NULL) receives the number of merges. */
+bool merge_convs_with(Graph *g, const CostModel *cm, int streams, int *merged);
+
+/* ---------------------------------------------------------------- reports */
+
+bool schedule_write_json(Graph *g, const char *path);
+bool schedule_write_dot(Graph *g, const char *path);
+void schedule_print_report(Graph *g, FILE *f);
+
+/* The scheduling options of the pipeline's options, defaults filled in. */
+void sched_options_from(const PassOptions *opt, SchedOptions *o);
+
+#endif

@@ -1,0 +1,166 @@
+/*
+ * schedule_report.c - what the user sees of a schedule: --emit-schedule
+ * (JSON), --emit-dot (Graphviz, stages as clusters, streams as colours)
+ * and --report (a per-stage table on stdout).
+ */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "schedule.h"
+
+/* The group ids of a stage are dense from 0; the stream of group k. */
+static int group_stream(const Stage *st, int group) {
+  for (int i = 0; i < st->nnodes; i++)
+    if (st->nodes[i]->group == group)
+      return st->nodes[i]->stream;
+  return 0;
+}
+
+static json_t *unit_json(const Node *n) {
+  json_t *u = json_object();
+  json_object_set_new(u, "name", json_string(n->name));
+  json_object_set_new(u, "op", json_string(op_name(n->op)));
+  json_object_set_new(u, "cost_us", json_real(n->cost_us));
+  int len = unit_cost_key(n, NULL, 0);
+  char *key = malloc((size_t)len + 1);
+  if (key) {
+    unit_cost_key(n, key, (size_t)len + 1);
+    json_object_set_new(u, "key", json_string(key));
+    free(key);
+  }
+  if (n->record_event >= 0)
+    json_object_set_new(u, "records_event", json_integer(n->record_event));
+  if (n->nwaits) {
+    json_t *w = json_array();
+    for (int i = 0; i < n->nwaits; i++)
+      json_array_append_new(w, json_integer(n->waits[i]));
+    json_object_set_new(u, "waits", w);
+  }
+  return u;
+}
+
+static json_t *stage_json(const Stage *st, int index) {
+  json_t *s = json_object();
+  json_object_set_new(s, "index", json_integer(index));
+  json_object_set_new(s, "predicted_us", json_real(st->predicted_us));
+  json_t *groups = json_array();
+  for (int g = 0; g < st->ngroups; g++) {
+    json_t *grp = json_object();
+    json_object_set_new(grp, "stream", json_integer(group_stream(st, g)));
+    json_t *units = json_array();
+    for (int i = 0; i < st->nnodes; i++)
+      if (st->nodes[i]->group == g)
+        json_array_append_new(units, unit_json(st->nodes[i]));
+    json_object_set_new(grp, "units", units);
+    json_array_append_new(groups, grp);
+  }
+  json_object_set_new(s, "groups", groups);
+  return s;
+}
+
+bool schedule_write_json(Graph *g, const char *path) {
+  const Schedule *sc = &g->sched;
+  json_t *root = json_object();
+  json_object_set_new(root, "model", json_string(g->path));
+  json_object_set_new(root, "scheduler", json_string(sc->scheduler ? sc->scheduler : "none"));
+  json_object_set_new(root, "predicted_latency_us", json_real(sc->predicted_us));
+  json_object_set_new(root, "sequential_latency_us", json_real(sc->sequential_us));
+  json_object_set_new(root, "simulated_latency_us", json_real(sc->simulated_us));
+  json_object_set_new(root, "units", json_integer(sc->norder));
+  json_object_set_new(root, "streams", json_integer(sc->nstreams));
+  json_object_set_new(root, "events", json_integer(sc->nevents));
+  json_t *search = json_object();
+  json_object_set_new(search, "states", json_integer(sc->states));
+  json_object_set_new(search, "transitions", json_integer(sc->transitions));
+  json_object_set_new(search, "seconds", json_real(sc->search_seconds));
+  json_object_set_new(root, "search", search);
+  json_t *stages = json_array();
+  for (int i = 0; i < sc->nstages; i++)
+    json_array_append_new(stages, stage_json(&sc->stages[i], i));
+  json_object_set_new(root, "stages", stages);
+  json_t *order = json_array();
+  for (int i = 0; i < sc->norder; i++)
+    json_array_append_new(order, json_string(sc->order[i]->name));
+  json_object_set_new(root, "order", order);
+  int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (rc != 0) {
+    opc_error("%s: cannot write the schedule", path);
+    return false;
+  }
+  return true;
+}
+
+static const char *stream_colour(int s) {
+  static const char *palette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
+                                  "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd",
+                                  "#ccebc5", "#ffed6f"};
+  return palette[s % (int)(sizeof palette / sizeof palette[0])];
+}
+
+/* A dot identifier: the node id, so that names need no quoting rules. */
+bool schedule_write_dot(Graph *g, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    opc_error("%s: cannot write the graph", path);
+    return false;
+  }
+  const Schedule *sc = &g->sched;
+  fprintf(f, "digraph schedule {\n  rankdir=TB;\n  node [shape=box, style=filled, "
+             "fontname=\"Helvetica\", fontsize=10];\n");
+  for (int i = 0; i < sc->nstages; i++) {
+    const Stage *st = &sc->stages[i];
+    fprintf(f, "  subgraph cluster_stage%d {\n    label=\"stage %d  %.1f us\";\n"
+               "    style=rounded; color=\"#999999\";\n", i, i, st->predicted_us);
+    for (int k = 0; k < st->nnodes; k++) {
+      const Node *n = st->nodes[k];
+      fprintf(f, "    n%d [label=\"", n->id);
+      for (const char *c = n->name; *c; c++)
+        fprintf(f, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
+      fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), n->cost_us,
+              n->stream, stream_colour(n->stream));
+    }
+    fprintf(f, "  }\n");
+  }
+  SchedDeps *d = deps_build(g, NULL);
+  for (int u = 0; u < d->n; u++)
+    for (int k = 0; k < d->nsucc[u]; k++) {
+      const Node *a = d->unit[u], *b = d->unit[d->succ[u][k]];
+      fprintf(f, "  n%d -> n%d%s;\n", a->id, b->id,
+              a->stream != b->stream ? " [style=dashed]" : "");
+    }
+  fprintf(f, "}\n");
+  bool ok = fclose(f) == 0;
+  if (!ok)
+    opc_error("%s: cannot write the graph", path);
+  return ok;
+}
+
+void schedule_print_report(Graph *g, FILE *f) {
+  const Schedule *sc = &g->sched;
+  fprintf(f, "schedule: %s, %d units, %d stages, %d streams, %d events\n",
+          sc->scheduler ? sc->scheduler : "none", sc->norder, sc->nstages, sc->nstreams,
+          sc->nevents);
+  fprintf(f, "%6s %7s %6s %12s %12s  %s\n", "stage", "groups", "units", "predicted_us",
+          "serial_us", "longest unit");
+  for (int i = 0; i < sc->nstages; i++) {
+    const Stage *st = &sc->stages[i];
+    double serial = 0;
+    const Node *longest = NULL;
+    for (int k = 0; k < st->nnodes; k++) {
+      serial += st->nodes[k]->cost_us;
+      if (!longest || st->nodes[k]->cost_us > longest->cost_us)
+        longest = st->nodes[k];
+    }
+    fprintf(f, "%6d %7d %6d %12.2f %12.2f  %s\n", i, st->ngroups, st->nnodes,
+            st->predicted_us, serial, longest ? longest->name : "-");
+  }
+  double speedup = sc->predicted_us > 0 ? sc->sequential_us / sc->predicted_us : 1;
+  fprintf(f, "predicted %.2f us, sequential %.2f us, speedup %.2fx\n", sc->predicted_us,
+          sc->sequential_us, speedup);
+  if (sc->simulated_us > 0)
+    fprintf(f, "simulated program (no stage barriers): %.2f us, speedup %.2fx\n",
+            sc->simulated_us, sc->sequential_us / sc->simulated_us);
+  fprintf(f, "search: %ld states, %ld transitions, %.3f s\n", sc->states, sc->transitions,
+          sc->search_seconds);
+}

@@ -1,0 +1,218 @@
+/*
+ * sync.c - streams and events.
+ *
+ * Stage schedules give groups; each group of a stage gets its own stream,
+ * preferring the stream its inputs were produced on so that dependent work
+ * stays in stream order and needs no event. Ids are reused across stages,
+ * so at most `streams` streams exist; groups beyond that share streams.
+ * There is no barrier between stages: only real dependencies synchronise.
+ *
+ * Events: a dependency from another stream becomes a wait on an event
+ * recorded after the producer. Vector clocks make the set minimal: clock[s]
+ * says how many units of each stream stream s is already ordered after, an
+ * event carries its stream's clock at the record, and a wait is dropped when
+ * stream order, an earlier wait or another chosen wait already implies it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+#include "schedule.h"
+
+typedef struct Clocks {
+  int nstreams;
+  int *now;      /* nstreams x nstreams: what each stream is ordered after */
+  int *snapshot; /* per unit: its stream's clock right after it */
+  int *pos;      /* per unit: 1-based position on its stream */
+  int *count;    /* units issued per stream */
+} Clocks;
+
+/* Stream of a group: a free stream that produced most of its inputs. */
+static int pick_stream(const SchedDeps *d, const int *stream_of, Node *const *nodes, int n,
+                       int group, const bool *taken, const double *load, int nstreams) {
+  double votes[64] = {0};
+  for (int i = 0; i < n; i++) {
+    if (nodes[i]->group != group)
+      continue;
+    int u = d->index_of[nodes[i]->id];
+    for (int k = 0; k < d->npred[u]; k++) {
+      int s = stream_of[d->pred[u][k]];
+      if (s >= 0)
+        votes[s] += 1.0 + d->cost[d->pred[u][k]] * 1e-3;
+    }
+  }
+  int best = -1;
+  for (int s = 0; s < nstreams; s++)
+    if (!taken[s] && (best < 0 || votes[s] > votes[best]))
+      best = s;
+  if (best >= 0)
+    return best;
+  /* every stream is taken in this stage: share the least loaded */
+  best = 0;
+  for (int s = 1; s < nstreams; s++)
+    if (load[s] < load[best])
+      best = s;
+  return best;
+}
+
+static int by_load_desc(const void *a, const void *b, void *ctx) {
+  const double *load = ctx;
+  int x = *(const int *)a, y = *(const int *)b;
+  return (load[x] < load[y]) - (load[x] > load[y]);
+}
+
+/* Streams for stage schedules; LIOS chose its streams itself. */
+static void assign_streams(Graph *g, const SchedDeps *d, int max_streams) {
+  int *stream_of = malloc(sizeof(int) * ((size_t)d->n + 1));
+  for (int u = 0; u < d->n; u++)
+    stream_of[u] = -1;
+  for (int st = 0; st < g->sched.nstages; st++) {
+    Stage *stage = &g->sched.stages[st];
+    int ng = stage->ngroups;
+    double *gload = calloc((size_t)ng + 1, sizeof(double));
+    int *gorder = malloc(sizeof(int) * ((size_t)ng + 1));
+    int *gstream = malloc(sizeof(int) * ((size_t)ng + 1));
+    for (int i = 0; i < stage->nnodes; i++)
+      gload[stage->nodes[i]->group] += stage->nodes[i]->cost_us;
+    for (int k = 0; k < ng; k++)
+      gorder[k] = k;
+    qsort_r(gorder, (size_t)ng, sizeof(int), by_load_desc, gload);
+    bool taken[64] = {false};
+    double sload[64] = {0};
+    for (int k = 0; k < ng; k++) {
+      int gi = gorder[k];
+      int s = pick_stream(d, stream_of, stage->nodes, stage->nnodes, gi, taken, sload,
+                          max_streams);
+      taken[s] = true;
+      sload[s] += gload[gi];
+      gstream[gi] = s;
+    }
+    for (int i = 0; i < stage->nnodes; i++) {
+      Node *n = stage->nodes[i];
+      n->stream = gstream[n->group];
+      stream_of[d->index_of[n->id]] = n->stream;
+    }
+    free(gload);
+    free(gorder);
+    free(gstream);
+  }
+  free(stream_of);
+}
+
+/* Stream ids in order of first use, so that the first issued unit is on 0. */
+static int compact_streams(Graph *g) {
+  int remap[64];
+  for (int s = 0; s < 64; s++)
+    remap[s] = -1;
+  int used = 0;
+  for (int k = 0; k < g->sched.norder; k++) {
+    Node *n = g->sched.order[k];
+    if (remap[n->stream] < 0)
+      remap[n->stream] = used++;
+    n->stream = remap[n->stream];
+  }
+  return used ? used : 1;
+}
+
+static void add_wait(Graph *g, Node *n, int event) {
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
+  if (n->nwaits)
+    memcpy(w, n->waits, sizeof(int) * (size_t)n->nwaits);
+  w[n->nwaits++] = event;
+  n->waits = w;
+}
+
+/* The minimal waits of unit u on stream s; updates the clocks. */
+static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *events) {
+  int ns = c->nstreams;
+  Node *n = d->unit[u];
+  int s = n->stream;
+  int *clock = &c->now[s * ns];
+  /* the latest unknown predecessor on each other stream */
+  int latest[64];
+  for (int t = 0; t < ns; t++)
+    latest[t] = -1;
+  for (int k = 0; k < d->npred[u]; k++) {
+    int p = d->pred[u][k];
+    int t = d->unit[p]->stream;
+    if (t == s || clock[t] >= c->pos[p])
+      continue;
+    if (latest[t] < 0 || c->pos[p] > c->pos[latest[t]])
+      latest[t] = p;
+  }
+  /* drop candidates another candidate's event already covers */
+  for (int t = 0; t < ns; t++) {
+    if (latest[t] < 0)
+      continue;
+    for (int t2 = 0; t2 < ns; t2++)
+      if (t2 != t && latest[t2] >= 0 && c->snapshot[latest[t2] * ns + t] >= c->pos[latest[t]]) {
+        latest[t] = -1;
+        break;
+      }
+  }
+  for (int t = 0; t < ns; t++) {
+    int p = latest[t];
+    if (p < 0)
+      continue;
+    Node *pn = d->unit[p];
+    if (pn->record_event < 0)
+      pn->record_event = (*events)++;
+    add_wait(g, n, pn->record_event);
+    for (int k = 0; k < ns; k++)
+      if (c->snapshot[p * ns + k] > clock[k])
+        clock[k] = c->snapshot[p * ns + k];
+  }
+  c->pos[u] = ++c->count[s];
+  clock[s] = c->pos[u];
+  memcpy(&c->snapshot[u * ns], clock, sizeof(int) * (size_t)ns);
+}
+
+bool sync_graph(Graph *g, int max_streams) {
+  Schedule *sch = &g->sched;
+  if (!sch->order)
+    return true;
+  if (max_streams < 1)
+    max_streams = 1;
+  if (max_streams > 64)
+    max_streams = 64;
+  SchedDeps *d = deps_build(g, NULL);
+  if (!sch->scheduler || strcmp(sch->scheduler, "lios") != 0)
+    assign_streams(g, d, max_streams);
+  for (int i = 0; i < g->nnodes; i++) {
+    g->nodes[i]->record_event = -1;
+    g->nodes[i]->waits = NULL;
+    g->nodes[i]->nwaits = 0;
+  }
+  int ns = compact_streams(g);
+  Clocks c = {.nstreams = ns};
+  c.now = calloc((size_t)ns * (size_t)ns, sizeof(int));
+  c.snapshot = calloc((size_t)d->n * (size_t)ns + 1, sizeof(int));
+  c.pos = calloc((size_t)d->n + 1, sizeof(int));
+  c.count = calloc((size_t)ns, sizeof(int));
+  int events = 0;
+  for (int k = 0; k < sch->norder; k++) {
+    int u = d->index_of[sch->order[k]->id];
+    if (u >= 0)
+      place_waits(g, d, &c, u, &events);
+  }
+  sch->nstreams = ns;
+  sch->nevents = events;
+  free(c.now);
+  free(c.snapshot);
+  free(c.pos);
+  free(c.count);
+  return true;
+}
+
+bool pass_sync(Graph *g, const PassOptions *opt) {
+  SchedOptions o;
+  sched_options_from(opt, &o);
+  if (!sync_graph(g, o.streams))
+    return false;
+  /* What the program, without stage barriers, is predicted to take. */
+  CostModel cm;
+  if (!cost_model_from_options(g, opt, &cm))
+    return false;
+  g->sched.simulated_us = simulate_schedule(deps_build(g, &cm), &cm);
+  return true;
+}

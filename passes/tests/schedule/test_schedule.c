@@ -1,0 +1,554 @@
+/*
+ * test_schedule.c - the schedulers, sync and verification on small DAGs
+ * under a synthetic cost model injected through the cost-model interface.
+ *
+ *   test_schedule ios3 | lios10 | random | brute | sync | views | verify
+ *
+ * Expected values come from the papers' worked examples (IOS Fig. 5, LIOS
+ * Table III) or from independent code in this file (brute-force search over
+ * all stage sequences, a happens-before closure built from the waits).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../schedule.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      failures++;                                                                          \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);             \
+      fprintf(stderr, __VA_ARGS__);                                                        \
+      fprintf(stderr, "\n");                                                               \
+    }                                                                                      \
+  } while (0)
+
+/* ---------------------------------------------------- synthetic costs */
+
+enum { MAXN = 64 };
+static double unit_cost[4096], unit_occ[4096];
+
+static double synth_cost(const Node *n) { return unit_cost[n->id]; }
+static double synth_occ(const Node *n) { return unit_occ[n->id]; }
+
+/* No interference, free events: the papers' idealised machine. */
+static CostModel ideal_model(double interference, double event_us) {
+  Device dev = {0};
+  snprintf(dev.name, sizeof dev.name, "synthetic");
+  dev.sm_count = 1;
+  dev.interference = interference;
+  dev.event_record_us = event_us / 2;
+  dev.event_wait_us = event_us / 2;
+  CostModel cm;
+  cost_model_init(&cm, &dev);
+  cm.node_cost = synth_cost;
+  cm.node_occupancy = synth_occ;
+  return cm;
+}
+
+/* ------------------------------------------------------------ DAGs */
+
+typedef struct Dag {
+  int n;
+  bool edge[MAXN][MAXN]; /* edge[a][b]: a -> b, a < b */
+} Dag;
+
+/* One Sum node per vertex reading its predecessors' outputs (or the input). */
+static Graph *dag_graph(const Dag *dag, const double *cost, const double *occ) {
+  Graph *g = graph_new("dag");
+  Tensor *x = graph_add_tensor(g, "x");
+  int64_t one = 1;
+  tensor_set_shape(x, 1, &one);
+  x->dtype = DT_FLOAT;
+  graph_add_input(g, x);
+  Tensor *out[MAXN];
+  for (int v = 0; v < dag->n; v++) {
+    int np = 0;
+    for (int a = 0; a < v; a++)
+      np += dag->edge[a][v];
+    char name[16];
+    snprintf(name, sizeof name, "v%d", v + 1);
+    Node *n = graph_add_node(g, OP_SUM, name, np ? np : 1, 1);
+    int k = 0;
+    for (int a = 0; a < v; a++)
+      if (dag->edge[a][v])
+        n->in[k++] = out[a];
+    if (!np)
+      n->in[0] = x;
+    out[v] = graph_add_tensor(g, NULL);
+    out[v]->dtype = DT_FLOAT;
+    tensor_set_shape(out[v], 1, &one);
+    n->out[0] = out[v];
+    unit_cost[n->id] = cost[v];
+    unit_occ[n->id] = occ ? occ[v] : 0;
+  }
+  for (int v = 0; v < dag->n; v++) {
+    bool sink = true;
+    for (int b = v + 1; b < dag->n; b++)
+      sink &= !dag->edge[v][b];
+    if (sink)
+      graph_add_output(g, out[v]);
+  }
+  graph_rebuild_uses(g);
+  return g;
+}
+
+static SchedOptions options(const char *scheduler, int streams) {
+  SchedOptions o = {0};
+  o.scheduler = scheduler;
+  o.streams = streams;
+  o.lios_priority = "rank";
+  return o;
+}
+
+static Node *find_node(Graph *g, const char *name) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (strcmp(g->nodes[i]->name, name) == 0)
+      return g->nodes[i];
+  return NULL;
+}
+
+/* ---------------------------------------- independent schedule checker */
+
+/*
+ * Happens-before from the issued program alone: consecutive units of a
+ * stream, and record -> wait. a hb b iff b is reachable from a. Returns
+ * true when every DAG edge is ordered.
+ */
+static bool program_orders_dag(Graph *g, const Dag *dag) {
+  int n = dag->n;
+  static bool hb[MAXN][MAXN];
+  memset(hb, 0, sizeof hb);
+  int vertex_of[4096];
+  for (int k = 0; k < g->sched.norder; k++)
+    vertex_of[g->sched.order[k]->id] = atoi(g->sched.order[k]->name + 1) - 1;
+  int last_on[64], recorder[4096];
+  for (int s = 0; s < 64; s++)
+    last_on[s] = -1;
+  for (int e = 0; e < 4096; e++)
+    recorder[e] = -1;
+  for (int k = 0; k < g->sched.norder; k++) {
+    Node *nd = g->sched.order[k];
+    int v = vertex_of[nd->id];
+    if (last_on[nd->stream] >= 0)
+      hb[last_on[nd->stream]][v] = true;
+    for (int w = 0; w < nd->nwaits; w++)
+      if (recorder[nd->waits[w]] >= 0)
+        hb[recorder[nd->waits[w]]][v] = true;
+    last_on[nd->stream] = v;
+    if (nd->record_event >= 0)
+      recorder[nd->record_event] = v;
+  }
+  for (int k = 0; k < n; k++) /* transitive closure */
+    for (int i = 0; i < n; i++)
+      if (hb[i][k])
+        for (int j = 0; j < n; j++)
+          hb[i][j] |= hb[k][j];
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++)
+      if (dag->edge[a][b] && !hb[a][b])
+        return false;
+  return true;
+}
+
+/* ------------------------------------------------------------- tests */
+
+/* IOS Fig. 5: a -> b, c independent. */
+static void test_ios3(void) {
+  Dag dag = {.n = 3};
+  dag.edge[0][1] = true; /* v1=a -> v2=b, v3=c */
+  double cost[] = {2, 1, 2};
+  CostModel cm = ideal_model(0.2, 0.1);
+  Graph *g = dag_graph(&dag, cost, NULL);
+  SchedOptions o = options("ios", 8);
+  CHECK(schedule_graph(g, &cm, &o), "ios failed");
+  CHECK(sync_graph(g, 8) && verify_schedule_deps(g), "ios schedule invalid");
+  Node *a = find_node(g, "v1"), *b = find_node(g, "v2"), *c = find_node(g, "v3");
+  /* Optimum by hand: c beside a (2 + 0.2*2 + 0.1), then b (1): 3.5. */
+  CHECK(fabs(g->sched.predicted_us - 3.5) < 1e-9, "predicted %g, expected 3.5",
+        g->sched.predicted_us);
+  CHECK((c->stage == a->stage || c->stage == b->stage), "c alone in stage %d", c->stage);
+  CHECK(a->stage <= b->stage && g->sched.nstages <= 2, "%d stages", g->sched.nstages);
+  CHECK(c->stream != a->stream || c->stage != a->stage, "c not concurrent");
+  CHECK(g->sched.sequential_us == 5, "sequential %g", g->sched.sequential_us);
+  graph_free(g);
+
+  g = dag_graph(&dag, cost, NULL);
+  o = options("sequential", 8);
+  CHECK(schedule_graph(g, &cm, &o) && g->sched.nstages == 3, "sequential stages");
+  CHECK(g->sched.predicted_us == 5, "sequential %g", g->sched.predicted_us);
+  graph_free(g);
+}
+
+/* The LIOS paper's running example (Fig. 3, Table III), edges read off the table. */
+static Dag lios_dag(void) {
+  Dag dag = {.n = 10};
+  int edges[][2] = {{1, 2}, {1, 3}, {1, 4}, {1, 5}, {2, 6}, {3, 6},
+                    {4, 7}, {5, 8}, {6, 9}, {7, 9}, {8, 9}, {9, 10}};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+    dag.edge[edges[i][0] - 1][edges[i][1] - 1] = true;
+  return dag;
+}
+
+static void test_lios10(void) {
+  Dag dag = lios_dag();
+  double cost[] = {3, 5, 5, 5, 8, 15, 10, 7, 13, 2};
+  CostModel cm = ideal_model(0, 0);
+  Graph *g = dag_graph(&dag, cost, NULL);
+  SchedOptions o = options("lios", 3);
+  o.lios_priority = "paper";
+  CHECK(schedule_graph(g, &cm, &o), "lios failed");
+  CHECK(sync_graph(g, 3) && verify_schedule_deps(g), "lios schedule invalid");
+  CHECK(program_orders_dag(g, &dag), "lios program misses a dependency");
+  CHECK(g->sched.sequential_us == 73, "sequential %g", g->sched.sequential_us);
+  CHECK(fabs(g->sched.predicted_us - 38) < 1e-9, "makespan %g, paper 38", g->sched.predicted_us);
+  const char *table3[] = {"v1", "v5", "v8", "v2", "v3", "v6", "v4", "v7", "v9", "v10"};
+  for (int k = 0; k < 10; k++)
+    CHECK(strcmp(g->sched.order[k]->name, table3[k]) == 0, "step %d picks %s, paper %s", k + 1,
+          g->sched.order[k]->name, table3[k]);
+  /* Table III's streams: v1 v5 v8 v9 v10 on p1, v2 v6 on p2, v3 v4 v7 on p3. */
+  int p1 = find_node(g, "v1")->stream, p2 = find_node(g, "v2")->stream,
+      p3 = find_node(g, "v3")->stream;
+  CHECK(p1 != p2 && p2 != p3 && p1 != p3, "three streams");
+  const char *on_p1[] = {"v5", "v8", "v9", "v10"}, *on_p3[] = {"v4", "v7"};
+  for (int i = 0; i < 4; i++)
+    CHECK(find_node(g, on_p1[i])->stream == p1, "%s not on p1", on_p1[i]);
+  for (int i = 0; i < 2; i++)
+    CHECK(find_node(g, on_p3[i])->stream == p3, "%s not on p3", on_p3[i]);
+  CHECK(find_node(g, "v6")->stream == p2, "v6 not on p2");
+  graph_free(g);
+
+  /* The upward rank never does worse here, and IOS finds no worse than LIOS. */
+  g = dag_graph(&dag, cost, NULL);
+  o.lios_priority = "rank";
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 3) && verify_schedule_deps(g), "rank");
+  CHECK(g->sched.predicted_us <= 38 + 1e-9, "rank makespan %g", g->sched.predicted_us);
+  graph_free(g);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_random(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+static double uniform(void) { return (double)(next_random() >> 11) / 9007199254740992.0; }
+
+static Dag random_dag(int n, double p) {
+  Dag dag = {.n = n};
+  for (int b = 1; b < n; b++)
+    for (int a = 0; a < b; a++)
+      dag.edge[a][b] = uniform() < p;
+  return dag;
+}
+
+static void random_costs(int n, double *cost, double *occ) {
+  for (int v = 0; v < n; v++) {
+    cost[v] = 1 + floor(uniform() * 40);
+    occ[v] = floor(uniform() * 10) / 10;
+  }
+}
+
+static double run(const Dag *dag, const double *cost, const double *occ, const CostModel *cm,
+                  const char *sched, int streams, int r, int s, bool *valid) {
+  Graph *g = dag_graph(dag, cost, occ);
+  SchedOptions o = options(sched, streams);
+  o.prune_r = r;
+  o.prune_s = s;
+  bool ok = schedule_graph(g, cm, &o) && sync_graph(g, streams) && verify_schedule_deps(g) &&
+            program_orders_dag(g, dag) && g->sched.norder == dag->n;
+  double t = g->sched.predicted_us;
+  graph_free(g);
+  *valid = ok;
+  return t;
+}
+
+static void test_random(void) {
+  CostModel cm = ideal_model(0.2, 0.5);
+  const char *scheds[] = {"sequential", "greedy", "ios", "lios"};
+  for (int trial = 0; trial < 40; trial++) {
+    int n = 4 + (int)(uniform() * 20);
+    Dag dag = random_dag(n, 0.1 + uniform() * 0.4);
+    double cost[MAXN], occ[MAXN], t[4];
+    random_costs(n, cost, occ);
+    int streams = 1 + (int)(uniform() * 4);
+    for (int k = 0; k < 4; k++) {
+      bool valid;
+      t[k] = run(&dag, cost, occ, &cm, scheds[k], streams, 0, 0, &valid);
+      CHECK(valid, "trial %d: %s schedule invalid", trial, scheds[k]);
+    }
+    CHECK(t[2] <= t[1] + 1e-9, "trial %d: ios %g worse than greedy %g", trial, t[2], t[1]);
+    CHECK(t[2] <= t[0] + 1e-9, "trial %d: ios %g worse than sequential %g", trial, t[2], t[0]);
+    /* pruned IOS is still valid and no better than the unpruned optimum */
+    bool valid;
+    double pruned = run(&dag, cost, occ, &cm, "ios", streams, 1, 2, &valid);
+    CHECK(valid, "trial %d: pruned schedule invalid", trial);
+    /* small enough that the unpruned search stays within its budget: optimal */
+    if (n <= 12)
+      CHECK(pruned >= t[2] - 1e-9, "trial %d: pruned %g vs %g", trial, pruned, t[2]);
+  }
+}
+
+/* ------------------------------------------------------- brute force */
+
+static const CostModel *brute_cm;
+static Graph *brute_g;
+static Node *brute_node[MAXN];
+static const Dag *brute_dag;
+
+/* Stage cost through the node-based interface, groups by union-find. */
+static double brute_stage(unsigned e) {
+  int parent[MAXN];
+  for (int v = 0; v < brute_dag->n; v++)
+    parent[v] = v;
+  for (int a = 0; a < brute_dag->n; a++)
+    for (int b = 0; b < brute_dag->n; b++)
+      if ((e >> a & 1) && (e >> b & 1) && brute_dag->edge[a][b]) {
+        int ra = a, rb = b;
+        while (parent[ra] != ra)
+          ra = parent[ra];
+        while (parent[rb] != rb)
+          rb = parent[rb];
+        parent[ra] = rb;
+      }
+  Node *nodes[MAXN];
+  int group_of[MAXN], root_group[MAXN], n = 0, ngroups = 0;
+  for (int v = 0; v < brute_dag->n; v++)
+    root_group[v] = -1;
+  for (int v = 0; v < brute_dag->n; v++)
+    if (e >> v & 1) {
+      int r = v;
+      while (parent[r] != r)
+        r = parent[r];
+      if (root_group[r] < 0)
+        root_group[r] = ngroups++;
+      nodes[n] = brute_node[v];
+      group_of[n++] = root_group[r];
+    }
+  return cost_stage_us(brute_cm, nodes, n, group_of, 64);
+}
+
+/* Minimum over every sequence of stages that empties `left`. */
+static double brute(unsigned left) {
+  if (!left)
+    return 0;
+  double best = 1e300;
+  for (unsigned e = left; e; e = (e - 1) & left) {
+    bool ending = true; /* nothing in e feeds something left behind */
+    for (int a = 0; a < brute_dag->n && ending; a++)
+      for (int b = 0; b < brute_dag->n && ending; b++)
+        if ((e >> a & 1) && (left >> b & 1) && !(e >> b & 1) && brute_dag->edge[a][b])
+          ending = false;
+    if (!ending)
+      continue;
+    double c = brute_stage(e) + brute(left & ~e);
+    if (c < best)
+      best = c;
+  }
+  return best;
+}
+
+static void test_brute(void) {
+  CostModel cm = ideal_model(0.2, 0.5);
+  for (int trial = 0; trial < 25; trial++) {
+    int n = 3 + trial % 6; /* 3..8 */
+    Dag dag = random_dag(n, 0.15 + uniform() * 0.4);
+    double cost[MAXN], occ[MAXN];
+    random_costs(n, cost, occ);
+    brute_g = dag_graph(&dag, cost, occ);
+    for (int i = 0; i < brute_g->nnodes; i++)
+      brute_node[atoi(brute_g->nodes[i]->name + 1) - 1] = brute_g->nodes[i];
+    brute_cm = &cm;
+    brute_dag = &dag;
+    double expected = brute((1u << n) - 1);
+    bool valid;
+    double got = run(&dag, cost, occ, &cm, "ios", 64, 0, 0, &valid);
+    CHECK(valid, "trial %d: invalid", trial);
+    CHECK(fabs(got - expected) < 1e-6, "trial %d (%d nodes): ios %g, brute force %g", trial, n,
+          got, expected);
+    graph_free(brute_g);
+  }
+}
+
+/* -------------------------------------------------------------- sync */
+
+/* Every wait is needed: without it some dependency loses its ordering. */
+static void test_sync(void) {
+  CostModel cm = ideal_model(0.2, 0.5);
+  const char *scheds[] = {"greedy", "ios", "lios"};
+  int waits = 0;
+  for (int trial = 0; trial < 30; trial++) {
+    int n = 5 + (int)(uniform() * 20);
+    Dag dag = random_dag(n, 0.1 + uniform() * 0.3);
+    double cost[MAXN], occ[MAXN];
+    random_costs(n, cost, occ);
+    for (int k = 0; k < 3; k++) {
+      Graph *g = dag_graph(&dag, cost, occ);
+      SchedOptions o = options(scheds[k], 4);
+      CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4), "schedule");
+      CHECK(g->sched.nstreams <= 4, "%d streams", g->sched.nstreams);
+      CHECK(program_orders_dag(g, &dag), "trial %d %s: unordered dependency", trial, scheds[k]);
+      for (int i = 0; i < g->nnodes; i++) {
+        Node *nd = g->nodes[i];
+        for (int w = 0; w < nd->nwaits; w++) {
+          int saved = nd->waits[w];
+          nd->waits[w] = nd->waits[nd->nwaits - 1];
+          nd->nwaits--;
+          CHECK(!program_orders_dag(g, &dag), "trial %d %s: wait of %s on event %d is redundant",
+                trial, scheds[k], nd->name, saved);
+          nd->nwaits++;
+          nd->waits[nd->nwaits - 1] = nd->waits[w];
+          nd->waits[w] = saved;
+          waits++;
+        }
+      }
+      graph_free(g);
+    }
+  }
+  CHECK(waits > 20, "only %d waits exercised", waits);
+
+  /* x on one stream, y waits for x, z needs x and y: one wait (on y) suffices. */
+  Dag dag = {.n = 4};
+  dag.edge[0][1] = dag.edge[0][2] = dag.edge[1][3] = dag.edge[2][3] = true;
+  dag.edge[0][3] = true;
+  double cost[] = {1, 5, 5, 1};
+  Graph *g = dag_graph(&dag, cost, NULL);
+  SchedOptions o = options("ios", 4);
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4), "diamond");
+  Node *last = find_node(g, "v4");
+  CHECK(last->nwaits == 1, "diamond join has %d waits, expected 1", last->nwaits);
+  CHECK(g->sched.nstreams == 2 && g->sched.nevents == 2, "%d streams, %d events",
+        g->sched.nstreams, g->sched.nevents);
+  graph_free(g);
+}
+
+/* ----------------------------------------- dependencies through views */
+
+static Tensor *shaped(Graph *g, const char *name, int64_t c) {
+  Tensor *t = graph_add_tensor(g, name);
+  int64_t dims[4] = {1, c, 2, 2};
+  t->dtype = DT_FLOAT;
+  tensor_set_shape(t, 4, dims);
+  return t;
+}
+
+static void make_view(Tensor *t, Tensor *storage, int64_t offset) {
+  t->alias_of = storage;
+  t->alias_offset = offset;
+}
+
+static void test_views(void) {
+  /* p1, p2 write the two halves of an in-place concat; q reads the concat,
+     r reads a split view of p1's half only. */
+  Graph *g = graph_new("views");
+  Tensor *x = shaped(g, "x", 2);
+  graph_add_input(g, x);
+  Tensor *a = shaped(g, "a", 2), *b = shaped(g, "b", 2), *cat = shaped(g, "cat", 4);
+  make_view(a, cat, 0);
+  make_view(b, cat, 8);
+  Node *p1 = graph_add_node(g, OP_RELU, "p1", 1, 1);
+  p1->in[0] = x;
+  p1->out[0] = a;
+  Node *p2 = graph_add_node(g, OP_SIGMOID, "p2", 1, 1);
+  p2->in[0] = x;
+  p2->out[0] = b;
+  Node *concat = graph_add_node(g, OP_CONCAT, "concat", 2, 1);
+  concat->in[0] = a;
+  concat->in[1] = b;
+  concat->out[0] = cat;
+  concat->is_view = true;
+  Tensor *sl = shaped(g, "slice", 2);
+  make_view(sl, cat, 0);
+  Node *split = graph_add_node(g, OP_SPLIT, "split", 1, 1);
+  split->in[0] = cat;
+  split->out[0] = sl;
+  split->is_view = true;
+  Node *q = graph_add_node(g, OP_RELU, "q", 1, 1);
+  q->in[0] = cat;
+  q->out[0] = shaped(g, "qy", 4);
+  Node *r = graph_add_node(g, OP_RELU, "r", 1, 1);
+  r->in[0] = sl;
+  r->out[0] = shaped(g, "ry", 2);
+  graph_add_output(g, q->out[0]);
+  graph_add_output(g, r->out[0]);
+  graph_rebuild_uses(g);
+
+  SchedDeps *d = deps_build(g, NULL);
+  CHECK(d->n == 4, "%d units (views are not units)", d->n);
+  int iq = d->index_of[q->id], ir = d->index_of[r->id];
+  int ip1 = d->index_of[p1->id], ip2 = d->index_of[p2->id];
+  CHECK(d->npred[iq] == 2, "concat consumer has %d producers", d->npred[iq]);
+  CHECK(d->npred[ir] == 1 && d->pred[ir][0] == ip1, "split consumer depends on p1 only");
+  (void)ip2;
+
+  unit_cost[p1->id] = 5;
+  unit_cost[p2->id] = 1;
+  unit_cost[q->id] = unit_cost[r->id] = 1;
+  unit_occ[p1->id] = unit_occ[p2->id] = unit_occ[q->id] = unit_occ[r->id] = 0;
+  CostModel cm = ideal_model(0, 0.1);
+  const char *scheds[] = {"sequential", "greedy", "ios", "lios"};
+  for (int k = 0; k < 4; k++) {
+    SchedOptions o = options(scheds[k], 4);
+    CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4) && verify_schedule_deps(g),
+          "%s on views", scheds[k]);
+    CHECK(g->sched.norder == 4, "%s issues %d units", scheds[k], g->sched.norder);
+  }
+  graph_free(g);
+}
+
+/* The verifier catches a schedule missing a wait or issuing out of order. */
+static void test_verify(void) {
+  Dag dag = lios_dag();
+  double cost[] = {3, 5, 5, 5, 8, 15, 10, 7, 13, 2};
+  CostModel cm = ideal_model(0, 0);
+  Graph *g = dag_graph(&dag, cost, NULL);
+  SchedOptions o = options("lios", 3);
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 3) && verify_schedule_deps(g), "valid");
+  Node *waiter = NULL;
+  for (int k = 0; k < g->sched.norder && !waiter; k++)
+    if (g->sched.order[k]->nwaits)
+      waiter = g->sched.order[k];
+  CHECK(waiter != NULL, "no waits at all");
+  if (waiter) {
+    int errors = ir_error_count();
+    waiter->nwaits--;
+    CHECK(!verify_schedule_deps(g), "missing wait not caught");
+    CHECK(ir_error_count() > errors, "no error reported");
+    waiter->nwaits++;
+  }
+  CHECK(verify_schedule_deps(g), "restored schedule");
+  Node *tmp = g->sched.order[0];
+  g->sched.order[0] = g->sched.order[1];
+  g->sched.order[1] = tmp;
+  CHECK(!verify_schedule_deps(g), "out-of-order issue not caught");
+  g->sched.order[1] = g->sched.order[0];
+  CHECK(!verify_schedule_deps(g), "double issue not caught");
+  graph_free(g);
+}
+
+int main(int argc, char **argv) {
+  const char *which = argc > 1 ? argv[1] : "all";
+  struct {
+    const char *name;
+    void (*fn)(void);
+  } tests[] = {{"ios3", test_ios3},   {"lios10", test_lios10}, {"random", test_random},
+               {"brute", test_brute}, {"sync", test_sync},     {"views", test_views},
+               {"verify", test_verify}};
+  bool ran = false;
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+    if (strcmp(which, "all") == 0 || strcmp(which, tests[i].name) == 0) {
+      tests[i].fn();
+      ran = true;
+    }
+  if (!ran) {
+    fprintf(stderr, "unknown test '%s'\n", which);
+    return 2;
+  }
+  if (failures)
+    fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * test_pipeline.c - run_pipeline: a bad --dump-after name is an error before
+ * anything runs; dumps appear after the named pass; -O0 skips the optional
+ * passes; --stats prints the before/after table; verify-each passes on a
+ * small ResNet-like block run through everything.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* x -> conv -> bn -> relu -> conv2 (+x) -> relu -> out */
+static Graph *resnet_block(void) {
+  Graph *g = graph_new("block");
+  Tensor *x = t_input(g, "x", shape(4, 1, 4, 6, 6));
+  Tensor *y = t_value(g, "y", shape(4, 1, 4, 6, 6)), *z = t_value(g, "z", shape(4, 1, 4, 6, 6));
+  Tensor *a = t_value(g, "a", shape(4, 1, 4, 6, 6)), *c = t_value(g, "c", shape(4, 1, 4, 6, 6));
+  Tensor *s = t_value(g, "s", shape(4, 1, 4, 6, 6)), *out = t_value(g, "out", shape(4, 1, 4, 6, 6));
+  n_conv(g, "conv1", x, t_const(g, "w1", shape(4, 4, 4, 3, 3), -1, 1), NULL, y, 1, 1, 1);
+  Tensor *bn_in[5] = {y, t_const(g, "g", shape(1, 4), 0.5f, 1), t_const(g, "b", shape(1, 4), -1, 1),
+                      t_const(g, "m", shape(1, 4), -1, 1), t_const(g, "v", shape(1, 4), 0.5f, 1)};
+  n_add(g, OP_BATCH_NORM, "bn1", 5, bn_in, 1, &z);
+  n_unary(g, OP_RELU, "relu1", z, a);
+  n_conv(g, "conv2", a, t_const(g, "w2", shape(4, 4, 4, 3, 3), -1, 1), NULL, c, 1, 1, 1);
+  n_binary(g, OP_ADD, "add", c, x, s);
+  n_unary(g, OP_RELU, "relu2", s, out);
+  graph_add_output(g, out);
+  ready(g);
+  return g;
+}
+
+static char *read_all(FILE *f) {
+  fflush(f);
+  long n = ftell(f);
+  char *s = calloc((size_t)n + 1, 1);
+  rewind(f);
+  if (fread(s, 1, (size_t)n, f) != (size_t)n)
+    s[0] = 0;
+  return s;
+}
+
+static void test_unknown_dump_name(void) {
+  Graph *g = resnet_block();
+  int errors = ir_error_count();
+  PassOptions opt = {.opt_level = 1, .dump_after = "fuse-everything"};
+  CHECK(!run_pipeline(g, &opt));
+  CHECK(ir_error_count() == errors + 1);
+  CHECK(count_op(g, OP_BATCH_NORM) == 1); /* nothing ran */
+  graph_free(g);
+}
+
+static void test_dump_after(void) {
+  Graph *g = resnet_block();
+  FILE *f = tmpfile();
+  PassOptions opt = {.opt_level = 1, .dump_after = "fuse-activation", .dump_file = f};
+  CHECK(run_pipeline(g, &opt));
+  char *text = read_all(f);
+  CHECK(strstr(text, "# after fuse-activation\n") != NULL);
+  CHECK(strstr(text, "# after fold-batchnorm") == NULL);
+  free(text);
+  fclose(f);
+  graph_free(g);
+}
+
+static void test_full(int opt_level) {
+  Graph *g = resnet_block();
+  PassOptions opt = {.opt_level = opt_level, .verify_each = true};
+  CHECK(run_pipeline(g, &opt));
+  CHECK(g->sched.order != NULL && g->arena_bytes > 0);
+  if (opt_level > 0) {
+    /* bn1 and relu1 fold into conv1; add and relu2 into conv2. */
+    CHECK(g->nnodes == 2 && count_op(g, OP_CONV) == 2);
+    Node *conv2 = find_node(g, "conv2");
+    CHECK(conv2 && conv2->act == ACT_RELU && node_input(conv2, 3) == g->inputs[0]);
+    CHECK(conv2 && conv2->out[0] == g->outputs[0]);
+    CHECK(find_node(g, "conv1")->act == ACT_RELU);
+  } else {
+    CHECK(g->nnodes == 6 && count_op(g, OP_BATCH_NORM) == 1);
+  }
+  graph_free(g);
+}
+
+static void test_stats(void) {
+  Graph *g = resnet_block();
+  FILE *f = tmpfile();
+  fflush(stdout);
+  int saved = dup(1);
+  dup2(fileno(f), 1);
+  PassOptions opt = {.opt_level = 1, .stats = true};
+  bool ok = run_pipeline(g, &opt);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  CHECK(ok);
+  fseek(f, 0, SEEK_END);
+  char *text = read_all(f);
+  /* Six nodes before (2 Conv, 1 BN, 1 Add, 2 Relu), two Convs after. */
+  CHECK(strstr(text, "operator") != NULL);
+  char name[64];
+  int before, after, rows = 0;
+  bool saw_units = false, saw_relu = false, saw_total = false;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "schedule units", 14) == 0) {
+      saw_units = sscanf(line + 14, "%d %d", &before, &after) == 2 && before == 6 && after == 2;
+      continue;
+    }
+    if (strncmp(line, "total nodes", 11) == 0) {
+      saw_total = sscanf(line + 11, "%d %d", &before, &after) == 2 && before == 6 && after == 2;
+      continue;
+    }
+    if (sscanf(line, "%63s %d %d", name, &before, &after) != 3)
+      continue;
+    rows++;
+    if (strcmp(name, "Relu") == 0)
+      saw_relu = before == 2 && after == 0;
+    if (strcmp(name, "Conv") == 0)
+      CHECK(before == 2 && after == 2);
+  }
+  CHECK(saw_units && saw_relu && saw_total);
+  CHECK(rows >= 4);
+  free(text);
+  fclose(f);
+  graph_free(g);
+}
+
+int main(void) {
+  test_unknown_dump_name();
+  test_dump_after();
+  test_full(1);
+  test_full(0);
+  test_stats();
+  return test_finish("passes-pipeline");
+}

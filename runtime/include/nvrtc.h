@@ -1,0 +1,45 @@
+/*
+ * nvrtc.h - opc's CPU stand-in for NVRTC. Nothing is compiled: the kernels
+ * already exist as C in the runtime. The "PTX" handed back is the source
+ * text, which cuModuleLoadData accepts.
+ */
+#ifndef OPC_NVRTC_H
+#define OPC_NVRTC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  NVRTC_SUCCESS = 0,
+  NVRTC_ERROR_OUT_OF_MEMORY = 1,
+  NVRTC_ERROR_PROGRAM_CREATION_FAILURE = 2,
+  NVRTC_ERROR_INVALID_INPUT = 3,
+  NVRTC_ERROR_INVALID_PROGRAM = 4,
+  NVRTC_ERROR_INVALID_OPTION = 5,
+  NVRTC_ERROR_COMPILATION = 6,
+  NVRTC_ERROR_BUILTIN_OPERATION_FAILURE = 7,
+  NVRTC_ERROR_INTERNAL_ERROR = 11
+} nvrtcResult;
+
+typedef struct _nvrtcProgram *nvrtcProgram;
+
+const char *nvrtcGetErrorString(nvrtcResult result);
+nvrtcResult nvrtcVersion(int *major, int *minor);
+nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name,
+                               int numHeaders, const char *const *headers,
+                               const char *const *includeNames);
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog);
+nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options);
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet);
+nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx);
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet);
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

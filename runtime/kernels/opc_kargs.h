@@ -1,0 +1,33 @@
+/*
+ * opc_kargs.h - the one argument block of every opc kernel.
+ *
+ * Shared by the host code of net.c, the CUDA kernels (compiled by NVRTC,
+ * which has no standard headers: hence `long long`, not int64_t) and the CPU
+ * runtime, which compiles the same kernels as C. Kernels take it by value.
+ *
+ * Conventions common to all kernels (opc_kernels.inc documents the rest):
+ *   dims[0..rank)   the iteration space, usually the output's shape;
+ *   ystride[d]      element stride of y along dims[d];
+ *   xstride[k][d]   element stride of input x[k] along dims[d] (0 broadcasts);
+ *   x_extent[k]     elements reachable from x[k] (0 when x[k] is unused),
+ *   y_extent        the same for y: the CPU runtime's race checker reads them;
+ *   f[], i[]        per-kernel scalar parameters.
+ */
+#ifndef OPC_KARGS_H
+#define OPC_KARGS_H
+
+struct opc_kargs {
+  const float *x[4];
+  float *y;
+  long long n; /* iterations of the kernel's parallel loop */
+  int rank;
+  long long dims[8];
+  long long xstride[4][8];
+  long long ystride[8];
+  long long x_extent[4];
+  long long y_extent;
+  float f[8];
+  long long i[16];
+};
+
+#endif

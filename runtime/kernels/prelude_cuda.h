@@ -1,0 +1,19 @@
+/*
+ * prelude_cuda.h - compiles opc_kernels.inc as CUDA C++ with NVRTC.
+ *
+ * NVRTC has no standard headers; the device maths functions (expf, erff,
+ * rintf, ...) are built in, the constants of <math.h> are not. The parallel
+ * loop is grid-stride, so any grid size covers any count.
+ */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+#define OPC_DEVICE __device__
+#define OPC_KERNEL(name) extern "C" __global__ void name(const struct opc_kargs a)
+#define OPC_FOR_EACH(i, count)                                                   \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;           \
+       i < (count); i += (long long)blockDim.x * gridDim.x)

@@ -1,0 +1,254 @@
+/*
+ * cublas.c - SGEMM with cuBLAS's column-major conventions, on OpenBLAS.
+ *
+ * A call is split into blocks of columns (or rows, when C is tall) that the
+ * thread pool computes with single-threaded OpenBLAS calls; batches are
+ * further parts.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "cublas_v2.h"
+#include "rt.h"
+
+struct cublasContext {
+  cudaStream_t stream;
+  cublasMath_t math;
+};
+
+static cublasStatus_t status_of(cudaError_t err) {
+  switch (err) {
+  case cudaSuccess: return CUBLAS_STATUS_SUCCESS;
+  case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
+  case cudaErrorLaunchFailure: return CUBLAS_STATUS_EXECUTION_FAILED;
+  case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
+  default: return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+}
+
+const char *cublasGetStatusName(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char *cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS: return "success";
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+  case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+  case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+  case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+  case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute (or opc-check found a race)";
+  case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+  case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
+  }
+  return "unknown error";
+}
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *handle = calloc(1, sizeof **handle);
+  return *handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  free(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = streamId;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *streamId) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!streamId)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *streamId = handle->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  int base = mode & 0xf;
+  if (base > CUBLAS_TF32_TENSOR_OP_MATH ||
+      (mode & ~0xf & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  /* The CPU always computes in full single precision. */
+  handle->math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!mode)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = handle->math;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
+                                     size_t workspaceSizeInBytes) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!workspace && workspaceSizeInBytes)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+typedef struct GemmOp {
+  Op op;
+  bool ta, tb;
+  int m, n, k;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int lda, ldb, ldc;
+  long long sa, sb, sc;
+  int batch;
+  int splits;      /* blocks per batch entry */
+  bool split_rows; /* split C's rows rather than its columns */
+} GemmOp;
+
+static void gemm_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const GemmOp *g = ctx;
+  int b = part / g->splits, s = part % g->splits;
+  const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+  float *C = g->C + b * g->sc;
+  int m = g->m, n = g->n;
+  if (g->split_rows) {
+    int lo = (int)((long long)g->m * s / g->splits), hi = (int)((long long)g->m * (s + 1) / g->splits);
+    m = hi - lo;
+    A += g->ta ? (long long)lo * g->lda : lo; /* row lo of op(A) */
+    C += lo;
+  } else {
+    int lo = (int)((long long)g->n * s / g->splits), hi = (int)((long long)g->n * (s + 1) / g->splits);
+    n = hi - lo;
+    B += g->tb ? lo : (long long)lo * g->ldb; /* column lo of op(B) */
+    C += (long long)lo * g->ldc;
+  }
+  if (m <= 0 || n <= 0)
+    return;
+  if (g->k == 0) {
+    /* BLAS leaves C alone when k is 0; C = beta * C is what cuBLAS computes. */
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++)
+        C[(long long)j * g->ldc + i] = g->beta == 0 ? 0 : g->beta * C[(long long)j * g->ldc + i];
+    return;
+  }
+  cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+              m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
+}
+
+static void run_gemm(Op *op) {
+  GemmOp *g = (GemmOp *)op;
+  pool_run(gemm_part, g, g->batch * g->splits);
+}
+
+/* Records a column-major matrix of `rows` x `cols` with leading dim ld. */
+static void span_matrix(Op *op, const float *p, int rows, int cols, int ld, long long stride,
+                        int batch, bool write) {
+  long long dims[3] = {batch, cols, rows}, strides[3] = {stride, ld, 1};
+  op_span_strided(op, p, 3, dims, strides, sizeof(float), write);
+}
+
+static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                           const float *A, int lda, long long sa, const float *B, int ldb,
+                           long long sb, const float *beta, float *C, int ldc, long long sc,
+                           int batch, const char *api) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+  if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T && transa != CUBLAS_OP_C) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T && transb != CUBLAS_OP_C))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  int arows = ta ? k : m, brows = tb ? n : k;
+  if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (m == 0 || n == 0 || batch == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  if (!C || (k > 0 && (!A || !B)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmOp *g = op_new(sizeof *g, run_gemm, api);
+  if (!g)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  *g = (GemmOp){
+    .op = g->op, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = *alpha, .beta = *beta,
+    .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc, .sa = sa, .sb = sb, .sc = sc,
+    .batch = batch,
+  };
+  /* Blocks of at least 64 columns (or rows) and about 2^20 multiply-adds. */
+  long long flops = (long long)m * n * (k ? k : 1);
+  g->split_rows = m > n;
+  int edge = g->split_rows ? m : n;
+  int splits = pool_parts(flops, 1 << 20);
+  if (splits > edge / 64)
+    splits = edge / 64;
+  if (batch >= pool_threads() || splits < 1)
+    splits = 1;
+  g->splits = splits;
+  if (k > 0) {
+    span_matrix(&g->op, A, arows, ta ? m : k, lda, sa, batch, false);
+    span_matrix(&g->op, B, brows, tb ? k : n, ldb, sb, batch, false);
+  }
+  if (g->beta != 0)
+    span_matrix(&g->op, C, m, n, ldc, sc, batch, false);
+  span_matrix(&g->op, C, m, n, ldc, sc, batch, true);
+  return status_of(rt_submit(handle->stream, &g->op));
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+                              cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                              const float *A, int lda, const float *B, int ldb, const float *beta,
+                              float *C, int ldc) {
+  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1,
+              "cublasSgemm");
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long int strideA, const float *B, int ldb,
+                                         long long int strideB, const float *beta, float *C,
+                                         int ldc, long long int strideC, int batchCount) {
+  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
+              ldc, strideC, batchCount, "cublasSgemmStridedBatched");
+}

@@ -1,0 +1,794 @@
+/*
+ * cudnn_conv.c - convolution forward (plain and fused with bias, residual
+ * and activation) and backward data (for ConvTranspose).
+ *
+ * Forward is im2col + GEMM, one part per (image, group, block of output
+ * positions): the part unfolds its block of input patches into scratch,
+ * multiplies by the group's filters, then writes the block of y through the
+ * epilogue (alpha, beta, z, bias, activation) with y's own strides. Blocks
+ * are sized to stay in cache, and a 1x1 convolution on a contiguous input
+ * skips the unfolding.
+ *
+ * Backward data is GEMM + col2im: one part per (image, group, block of
+ * input channels), so no two parts add into the same bytes.
+ *
+ * Spatial dims are normalised to three (depth, height, width): a 1-D or
+ * 2-D convolution has leading spatial dims of size 1.
+ */
+#include <cblas.h>
+#include <string.h>
+
+#include "dnn.h"
+
+typedef struct Geom {
+  int n, c, k, groups;
+  int in[3], out[3], ksize[3], pad[3], stride[3], dil[3];
+  bool flip;           /* CUDNN_CONVOLUTION: the filter is mirrored */
+  long long xs[5], ys[5]; /* strides of x and y: n, c, d, h, w */
+} Geom;
+
+/* Fills the spatial part of a 3-entry array from an n-entry one. */
+static void spatial3(int *to, const long long *from, int n, int fill) {
+  for (int i = 0; i < 3; i++)
+    to[i] = i < 3 - n ? fill : (int)from[i - (3 - n)];
+}
+
+static void spatial3i(int *to, const int *from, int n, int fill) {
+  for (int i = 0; i < 3; i++)
+    to[i] = i < 3 - n ? fill : from[i - (3 - n)];
+}
+
+static void strides5(long long *to, const Tensor *t) {
+  int ns = t->rank - 2;
+  to[0] = t->strides[0];
+  to[1] = t->strides[1];
+  for (int i = 0; i < 3; i++)
+    to[2 + i] = i < 3 - ns ? 0 : t->strides[2 + i - (3 - ns)];
+}
+
+static int out_dim(int in, int pad, int k, int dil, int stride) {
+  return (in + 2 * pad - ((k - 1) * dil + 1)) / stride + 1;
+}
+
+/*
+ * Checks that x (input), w and conv fit together and fills g; y is the
+ * output tensor to compare with, or NULL to skip that check.
+ */
+static cudnnStatus_t make_geom(Geom *g, const Tensor *x, cudnnFilterDescriptor_t w,
+                               cudnnConvolutionDescriptor_t conv, const Tensor *y) {
+  if (x->rank == 0 || w->rank == 0 || conv->nspatial == 0)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  int ns = conv->nspatial;
+  if (x->rank != ns + 2 || w->rank != ns + 2)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (x->type != CUDNN_DATA_FLOAT || (y && y->type != CUDNN_DATA_FLOAT))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  memset(g, 0, sizeof *g);
+  g->n = (int)x->dims[0];
+  g->c = (int)x->dims[1];
+  g->k = (int)w->dims[0];
+  g->groups = conv->groups;
+  if (g->c % g->groups || g->k % g->groups || w->dims[1] * g->groups != g->c)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  spatial3(g->in, x->dims + 2, ns, 1);
+  spatial3(g->ksize, w->dims + 2, ns, 1);
+  spatial3i(g->pad, conv->pad, ns, 0);
+  spatial3i(g->stride, conv->stride, ns, 1);
+  spatial3i(g->dil, conv->dilation, ns, 1);
+  g->flip = conv->mode == CUDNN_CONVOLUTION;
+  for (int i = 0; i < 3; i++) {
+    g->out[i] = out_dim(g->in[i], g->pad[i], g->ksize[i], g->dil[i], g->stride[i]);
+    if (g->out[i] <= 0)
+      return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  }
+  strides5(g->xs, x);
+  if (y) {
+    if (y->rank != x->rank || y->dims[0] != g->n || y->dims[1] != g->k)
+      return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    for (int i = 0; i < ns; i++)
+      if (y->dims[2 + i] != g->out[3 - ns + i])
+        return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    strides5(g->ys, y);
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+static long long out_positions(const Geom *g) {
+  return (long long)g->out[0] * g->out[1] * g->out[2];
+}
+
+static long long in_positions(const Geom *g) {
+  return (long long)g->in[0] * g->in[1] * g->in[2];
+}
+
+static int patch_size(const Geom *g) {
+  return g->ksize[0] * g->ksize[1] * g->ksize[2];
+}
+
+/* ---- forward ---- */
+
+typedef struct ConvOp {
+  Op op;
+  Geom g;
+  const float *x, *w, *z, *bias;
+  float *y;
+  float alpha, beta, alpha2;
+  long long zs[5];
+  long long bias_stride; /* between channels */
+  bool fused;            /* ConvolutionBiasActivation: no beta, maybe z and bias */
+  Act act;
+  int blocks;            /* blocks of output positions per (image, group) */
+  bool direct;           /* 1x1, stride 1, no padding, contiguous input */
+  bool packed_out;       /* y (and z) are packed within each channel */
+} ConvOp;
+
+/*
+ * One filter tap (kd, kh, kw, already mirrored for CUDNN_CONVOLUTION) over
+ * output positions [p0, p0 + cols) of channel xc: stores the input values
+ * it meets into dst (0 where it meets padding), or with `accumulate` adds
+ * weight times them.
+ */
+static void tap(const Geom *g, const float *xc, long long p0, int cols, int kd, int kh, int kw,
+                float *dst, bool accumulate, float weight) {
+  int OH = g->out[1], OW = g->out[2];
+  int od = (int)(p0 / ((long long)OH * OW)), oh = (int)(p0 / OW % OH), ow = (int)(p0 % OW);
+  int woff = kw * g->dil[2] - g->pad[2], sw = g->stride[2];
+  long long ws = g->xs[4];
+  for (int j = 0; j < cols;) {
+    int len = OW - ow < cols - j ? OW - ow : cols - j;
+    int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+    int ih = oh * g->stride[1] - g->pad[1] + kh * g->dil[1];
+    float *out = dst + j;
+    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {
+      if (!accumulate)
+        memset(out, 0, len * sizeof(float));
+    } else {
+      /* Positions t in [lo, hi) of this output row read inside the input
+       * row; the rest read padding. */
+      const float *row = xc + id * g->xs[2] + ih * g->xs[3];
+      int base = ow * sw + woff, room = g->in[2] - base;
+      int lo = base >= 0 ? 0 : (-base + sw - 1) / sw;
+      int hi = room <= 0 ? 0 : (room + sw - 1) / sw;
+      lo = lo < len ? lo : len;
+      hi = hi < len ? hi : len;
+      hi = hi > lo ? hi : lo;
+      if (accumulate) {
+        if (sw == 1 && ws == 1) {
+          const float *in = row + base;
+          for (int t = lo; t < hi; t++)
+            out[t] += weight * in[t];
+        } else {
+          for (int t = lo; t < hi; t++)
+            out[t] += weight * row[(long long)(base + t * sw) * ws];
+        }
+      } else {
+        memset(out, 0, lo * sizeof(float));
+        if (sw == 1 && ws == 1) {
+          memcpy(out + lo, row + base + lo, (hi - lo) * sizeof(float));
+        } else {
+          for (int t = lo; t < hi; t++)
+            out[t] = row[(long long)(base + t * sw) * ws];
+        }
+        memset(out + hi, 0, (len - hi) * sizeof(float));
+      }
+    }
+    j += len;
+    ow += len;
+    if (ow == OW) {
+      ow = 0;
+      if (++oh == OH) {
+        oh = 0;
+        od++;
+      }
+    }
+  }
+}
+
+/* Unfolds input patches for output positions [p0, p0 + cols) into col,
+ * one row per (channel, kd, kh, kw), each row `cols` long. */
+static void im2col(const Geom *g, const float *x, int channels, long long p0, int cols,
+                   float *col) {
+  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
+  for (int c = 0; c < channels; c++)
+    for (int kd = 0; kd < KD; kd++)
+      for (int kh = 0; kh < KH; kh++)
+        for (int kw = 0; kw < KW; kw++, col += cols)
+          tap(g, x + c * g->xs[1], p0, cols, g->flip ? KD - 1 - kd : kd,
+              g->flip ? KH - 1 - kh : kh, g->flip ? KW - 1 - kw : kw, col, false, 0);
+}
+
+/* A group with one input channel (depthwise): each output is a short sum,
+ * cheaper to add up directly than through im2col and a GEMM. */
+static void depthwise(const Geom *g, const float *x, const float *w, int kg, long long p0,
+                      int cols, float *out) {
+  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
+  memset(out, 0, (size_t)kg * cols * sizeof(float));
+  for (int kk = 0; kk < kg; kk++, out += cols)
+    for (int kd = 0; kd < KD; kd++)
+      for (int kh = 0; kh < KH; kh++)
+        for (int kw = 0; kw < KW; kw++)
+          tap(g, x, p0, cols, g->flip ? KD - 1 - kd : kd, g->flip ? KH - 1 - kh : kh,
+              g->flip ? KW - 1 - kw : kw, out, true, *w++);
+}
+
+/* Offsets within one channel of positions [p0, p0 + cols) for strides s. */
+static void position_offsets(const Geom *g, const long long *s, long long p0, int cols,
+                             long long *off) {
+  int OH = g->out[1], OW = g->out[2];
+  int od = (int)(p0 / ((long long)OH * OW)), oh = (int)(p0 / OW % OH), ow = (int)(p0 % OW);
+  for (int j = 0; j < cols; j++) {
+    off[j] = od * s[2] + oh * s[3] + ow * s[4];
+    if (++ow == OW) {
+      ow = 0;
+      if (++oh == OH) {
+        oh = 0;
+        od++;
+      }
+    }
+  }
+}
+
+/*
+ * Writes one channel's block of results v (in place in the scratch row):
+ * y = act(alpha v + bias + alpha2 z) for the fused form, else
+ * y = alpha v + beta y. Split into simple loops the compiler vectorises,
+ * with a general path for scattered outputs.
+ */
+static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
+                     const long long *yoff, const float *z, const long long *zoff,
+                     bool contiguous) {
+  float alpha = c->alpha, alpha2 = c->alpha2, beta = c->beta;
+  if (!contiguous) {
+    for (int j = 0; j < cols; j++) {
+      float r = alpha * v[j] + bias;
+      if (z)
+        r += alpha2 * z[zoff[j]];
+      if (c->fused)
+        r = act_apply(&c->act, r);
+      else if (beta != 0)
+        r += beta * y[yoff[j]];
+      y[yoff[j]] = r;
+    }
+    return;
+  }
+  y += yoff[0];
+  for (int j = 0; j < cols; j++)
+    v[j] = alpha * v[j] + bias;
+  if (z) {
+    z += zoff[0];
+    for (int j = 0; j < cols; j++)
+      v[j] += alpha2 * z[j];
+  }
+  if (!c->fused) {
+    if (beta != 0)
+      for (int j = 0; j < cols; j++)
+        y[j] = v[j] + beta * y[j];
+    else
+      memcpy(y, v, cols * sizeof(float));
+  } else if (c->act.mode == CUDNN_ACTIVATION_RELU) {
+    for (int j = 0; j < cols; j++)
+      y[j] = v[j] > 0 ? v[j] : 0;
+  } else if (c->act.mode == CUDNN_ACTIVATION_IDENTITY) {
+    memcpy(y, v, cols * sizeof(float));
+  } else {
+    for (int j = 0; j < cols; j++)
+      y[j] = act_apply(&c->act, v[j]);
+  }
+}
+
+static void conv_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const ConvOp *c = ctx;
+  const Geom *g = &c->g;
+  int blk = part % c->blocks, grp = part / c->blocks % g->groups;
+  int n = part / c->blocks / g->groups;
+  long long P = out_positions(g);
+  long long p0 = P * blk / c->blocks, p1 = P * (blk + 1) / c->blocks;
+  int cols = (int)(p1 - p0);
+  if (cols <= 0)
+    return;
+  int cg = g->c / g->groups, kg = g->k / g->groups;
+  int rows = cg * patch_size(g);
+  const float *x = c->x + n * g->xs[0] + grp * cg * g->xs[1];
+  const float *w = c->w + (long long)grp * kg * rows;
+
+  float *out = scratch(1, (size_t)kg * cols * sizeof(float));
+  long long *yoff = scratch(2, (size_t)cols * sizeof(long long));
+  long long *zoff = scratch(3, (size_t)cols * sizeof(long long));
+  if (!out || !yoff || !zoff) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  if (cg == 1 && kg <= 4 && patch_size(g) <= 64) {
+    depthwise(g, x, w, kg, p0, cols, out);
+  } else {
+    const float *b;
+    int ldb;
+    if (c->direct) {
+      b = x + p0;
+      ldb = (int)g->xs[1];
+    } else {
+      float *col = scratch(0, (size_t)rows * cols * sizeof(float));
+      if (!col) {
+        rt_fail_async(c->op.api);
+        return;
+      }
+      im2col(g, x, cg, p0, cols, col);
+      b = col;
+      ldb = cols;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, cols, rows, 1.0f, w, rows, b, ldb,
+                0.0f, out, cols);
+  }
+
+  /* Outputs (and z) packed within a channel need no offset table. */
+  bool contiguous = c->packed_out;
+  if (contiguous) {
+    yoff[0] = zoff[0] = p0;
+  } else {
+    position_offsets(g, g->ys, p0, cols, yoff);
+    if (c->z)
+      position_offsets(g, c->zs, p0, cols, zoff);
+  }
+  for (int kk = 0; kk < kg; kk++) {
+    int ch = grp * kg + kk;
+    float *y = c->y + n * g->ys[0] + ch * g->ys[1];
+    const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
+    float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+    epilogue(c, out + (long long)kk * cols, cols, bias, y, yoff, z, zoff, contiguous);
+  }
+}
+
+static void run_conv(Op *op) {
+  ConvOp *c = (ConvOp *)op;
+  pool_run(conv_part, c, c->g.n * c->g.groups * c->blocks);
+}
+
+/* Blocks of output positions: each about 1 MiB of scratch, and enough
+ * parts overall to keep every thread busy. */
+static int choose_blocks(const Geom *g) {
+  long long P = out_positions(g);
+  long long rows = (long long)(g->c / g->groups) * patch_size(g) + g->k / g->groups;
+  long long cols = (1 << 18) / (rows + 4);
+  if (cols < 32)
+    cols = 32;
+  long long blocks = (P + cols - 1) / cols;
+  long long images = (long long)g->n * g->groups;
+  long long want = 2LL * pool_threads();
+  if (images * blocks < want) {
+    long long more = (want + images - 1) / images;
+    long long most = (P + 15) / 16; /* keep blocks at 16 positions or more */
+    blocks = more < most ? more : most;
+  }
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > P)
+    blocks = P;
+  return (int)blocks;
+}
+
+/* Whether the output positions of one channel are contiguous with strides s. */
+static bool packed_positions(const Geom *g, const long long *s) {
+  return s[4] == 1 && (g->out[1] == 1 || s[3] == g->out[2]) &&
+         (g->out[0] == 1 || s[2] == (long long)g->out[1] * g->out[2]);
+}
+
+static void span_filter(Op *op, const float *w, cudnnFilterDescriptor_t wd) {
+  long long n = 1;
+  for (int i = 0; i < wd->rank; i++)
+    n *= wd->dims[i];
+  op_span(op, w, n * sizeof(float), false);
+}
+
+static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, float alpha,
+                                  const Tensor *x, const void *xp, cudnnFilterDescriptor_t wd,
+                                  const void *wp, cudnnConvolutionDescriptor_t conv, float beta,
+                                  float alpha2, const Tensor *z, const void *zp, const Tensor *bias,
+                                  const void *bp, const Act *act, const Tensor *y, void *yp) {
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, x, wd, conv, y);
+  if (st)
+    return st;
+  ConvOp *c = op_new(sizeof *c, run_conv, api);
+  if (!c)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  c->g = g;
+  c->x = xp;
+  c->w = wp;
+  c->y = yp;
+  c->alpha = alpha;
+  c->beta = beta;
+  c->alpha2 = alpha2;
+  c->fused = act != NULL;
+  if (act)
+    c->act = *act;
+  if (z && zp && alpha2 != 0) {
+    c->z = zp;
+    strides5(c->zs, z);
+  }
+  if (bias && bp) {
+    c->bias = bp;
+    c->bias_stride = bias->strides[1];
+  }
+  c->blocks = choose_blocks(&g);
+  c->direct = patch_size(&g) == 1 && g.pad[0] + g.pad[1] + g.pad[2] == 0 &&
+              g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
+              g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);
+  c->packed_out = packed_positions(&g, g.ys) && (!c->z || packed_positions(&g, c->zs));
+  span_tensor(&c->op, xp, x, false);
+  span_filter(&c->op, wp, wd);
+  if (c->z)
+    span_tensor(&c->op, zp, z, false);
+  if (c->bias)
+    span_tensor(&c->op, bp, bias, false);
+  /* The fused form has no beta: y is only written. */
+  span_output(&c->op, yp, y, c->fused ? 0 : beta);
+  return dnn_submit(handle, &c->op);
+}
+
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
+                                      const cudnnTensorDescriptor_t xDesc, const void *x,
+                                      const cudnnFilterDescriptor_t wDesc, const void *w,
+                                      const cudnnConvolutionDescriptor_t convDesc,
+                                      cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+                                      size_t workSpaceSizeInBytes, const void *beta,
+                                      const cudnnTensorDescriptor_t yDesc, void *y) {
+  (void)workSpace;
+  (void)workSpaceSizeInBytes;
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !xDesc || !x || !wDesc || !w || !convDesc || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+    return CUDNN_STATUS_BAD_PARAM;
+  return conv_forward(handle, "cudnnConvolutionForward", *(const float *)alpha, &xDesc->t, x,
+                      wDesc, w, convDesc, *(const float *)beta, 0, NULL, NULL, NULL, NULL, NULL,
+                      &yDesc->t, y);
+}
+
+cudnnStatus_t cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+    size_t workSpaceSizeInBytes, const void *alpha2, const cudnnTensorDescriptor_t zDesc,
+    const void *z, const cudnnTensorDescriptor_t biasDesc, const void *bias,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc,
+    void *y) {
+  (void)workSpace;
+  (void)workSpaceSizeInBytes;
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha1 || !alpha2 || !xDesc || !x || !wDesc || !w || !convDesc || !yDesc ||
+      !y || !activationDesc || !zDesc || !z || !biasDesc || !bias)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+    return CUDNN_STATUS_BAD_PARAM;
+  if (!activationDesc->set)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  const Tensor *zt = &zDesc->t, *bt = &biasDesc->t, *yt = &yDesc->t;
+  if (!same_dims(zt, yt))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  /* The bias is one value per output channel: 1 x K x 1 ... */
+  if (bt->rank != yt->rank || bt->dims[1] != yt->dims[1] || tensor_count(bt) != yt->dims[1])
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (zt->type != CUDNN_DATA_FLOAT || bt->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  Act act = {activationDesc->mode, (float)activationDesc->coef,
+             (float)activationDesc->swish_beta};
+  return conv_forward(handle, "cudnnConvolutionBiasActivationForward", *(const float *)alpha1,
+                      &xDesc->t, x, wDesc, w, convDesc, 0, *(const float *)alpha2, zt, z, bt,
+                      bias, &act, yt, y);
+}
+
+cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc,
+                                                    const cudnnTensorDescriptor_t inputTensorDesc,
+                                                    const cudnnFilterDescriptor_t filterDesc,
+                                                    int nbDims, int out[]) {
+  if (!convDesc || !inputTensorDesc || !filterDesc || !out)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, &inputTensorDesc->t, filterDesc, convDesc, NULL);
+  if (st)
+    return st;
+  int ns = convDesc->nspatial;
+  if (nbDims != ns + 2)
+    return CUDNN_STATUS_BAD_PARAM;
+  out[0] = g.n;
+  out[1] = g.k;
+  for (int i = 0; i < ns; i++)
+    out[2 + i] = g.out[3 - ns + i];
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc,
+                                                    const cudnnTensorDescriptor_t inputTensorDesc,
+                                                    const cudnnFilterDescriptor_t filterDesc,
+                                                    int *n, int *c, int *h, int *w) {
+  if (!n || !c || !h || !w)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  int out[4];
+  cudnnStatus_t st =
+      cudnnGetConvolutionNdForwardOutputDim(convDesc, inputTensorDesc, filterDesc, 4, out);
+  if (st)
+    return st;
+  *n = out[0];
+  *c = out[1];
+  *h = out[2];
+  *w = out[3];
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int *count) {
+  if (!handle || !count)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  return dnn_enter();
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int *count) {
+  if (!handle || !count)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  return dnn_enter();
+}
+
+/* The CPU has one algorithm, with no workspace: report it for any request. */
+static cudnnStatus_t fwd_algos(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                               const cudnnFilterDescriptor_t w,
+                               const cudnnConvolutionDescriptor_t conv,
+                               const cudnnTensorDescriptor_t y, int requested, int *returned,
+                               cudnnConvolutionFwdAlgoPerf_t *perf) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !x || !w || !conv || !y || !returned || !perf)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (requested < 1)
+    return CUDNN_STATUS_BAD_PARAM;
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, &x->t, w, conv, &y->t);
+  if (st)
+    return st;
+  memset(perf, 0, sizeof *perf);
+  perf->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  perf->status = CUDNN_STATUS_SUCCESS;
+  perf->time = 0;
+  perf->memory = 0;
+  perf->determinism = CUDNN_DETERMINISTIC;
+  perf->mathType = conv->math;
+  *returned = 1;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perfResults) {
+  return fwd_algos(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
+                   returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+    const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perfResults) {
+  return fwd_algos(handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,
+                   perfResults);
+}
+
+/* Workspace queries: after checking the request, the answer is always 0
+   bytes, as the runtime's own per-thread scratch is used. x and y are the
+   convolution's input and output, whichever way the algorithm runs. */
+static cudnnStatus_t no_workspace(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                  const cudnnFilterDescriptor_t w,
+                                  const cudnnConvolutionDescriptor_t conv,
+                                  const cudnnTensorDescriptor_t y, int algo, int algo_count,
+                                  size_t *size) {
+  if (!handle || !x || !w || !conv || !y || !size)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (algo < 0 || algo >= algo_count)
+    return CUDNN_STATUS_BAD_PARAM;
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, &x->t, w, conv, &y->t);
+  if (st)
+    return st;
+  *size = 0;
+  return dnn_enter();
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+    const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
+  return no_workspace(handle, xDesc, wDesc, convDesc, yDesc, algo,
+                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, sizeInBytes);
+}
+
+/* ---- backward data ---- */
+
+typedef struct BwdOp {
+  Op op;
+  Geom g;          /* x = dx (the forward input), y = dy */
+  const float *w, *dy;
+  float *dx;
+  float alpha, beta;
+  int blocks;      /* blocks of channels per (image, group) */
+  bool dy_packed;  /* dy's positions are contiguous within a channel */
+} BwdOp;
+
+/* Adds col rows (channel, kd, kh, kw) x positions into `channels` packed
+ * channels of the input. */
+static void col2im(const Geom *g, const float *col, int channels, float *dst) {
+  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
+  int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+  int ID = g->in[0], IH = g->in[1], IW = g->in[2];
+  long long P = out_positions(g);
+  for (int c = 0; c < channels; c++) {
+    float *plane = dst + c * in_positions(g);
+    for (int kd = 0; kd < KD; kd++)
+      for (int kh = 0; kh < KH; kh++)
+        for (int kw = 0; kw < KW; kw++, col += P) {
+          int ed = g->flip ? KD - 1 - kd : kd, eh = g->flip ? KH - 1 - kh : kh;
+          int ew = g->flip ? KW - 1 - kw : kw;
+          const float *src = col;
+          for (int od = 0; od < OD; od++) {
+            int id = od * g->stride[0] - g->pad[0] + ed * g->dil[0];
+            for (int oh = 0; oh < OH; oh++, src += OW) {
+              int ih = oh * g->stride[1] - g->pad[1] + eh * g->dil[1];
+              if (id < 0 || id >= ID || ih < 0 || ih >= IH)
+                continue;
+              float *row = plane + ((long long)id * IH + ih) * IW;
+              for (int ow = 0; ow < OW; ow++) {
+                int iw = ow * g->stride[2] - g->pad[2] + ew * g->dil[2];
+                if (iw >= 0 && iw < IW)
+                  row[iw] += src[ow];
+              }
+            }
+          }
+        }
+  }
+}
+
+static void bwd_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const BwdOp *b = ctx;
+  const Geom *g = &b->g;
+  int blk = part % b->blocks, grp = part / b->blocks % g->groups;
+  int n = part / b->blocks / g->groups;
+  int cg = g->c / g->groups, kg = g->k / g->groups, kk = patch_size(g);
+  int c0 = cg * blk / b->blocks, c1 = cg * (blk + 1) / b->blocks;
+  if (c1 <= c0)
+    return;
+  long long P = out_positions(g), IP = in_positions(g);
+
+  /* dY of this image and group, as a row-major kg x P matrix. */
+  const float *dy = b->dy + n * g->ys[0] + (long long)grp * kg * g->ys[1];
+  int lddy = (int)g->ys[1];
+  if (!b->dy_packed) {
+    float *packed = scratch(2, (size_t)kg * P * sizeof(float));
+    long long *off = scratch(3, (size_t)P * sizeof(long long));
+    if (!packed || !off) {
+      rt_fail_async(b->op.api);
+      return;
+    }
+    position_offsets(g, g->ys, 0, (int)P, off);
+    for (int k = 0; k < kg; k++)
+      for (long long p = 0; p < P; p++)
+        packed[k * P + p] = dy[k * g->ys[1] + off[p]];
+    dy = packed;
+    lddy = (int)P;
+  }
+  int rows = (c1 - c0) * kk;
+  float *col = scratch(0, (size_t)rows * P * sizeof(float));
+  float *acc = scratch(1, (size_t)(c1 - c0) * IP * sizeof(float));
+  if (!col || !acc) {
+    rt_fail_async(b->op.api);
+    return;
+  }
+  /* col = W_g^T (rows of channels c0..c1) x dY */
+  const float *w = b->w + (long long)grp * kg * cg * kk + (long long)c0 * kk;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)P, kg, 1.0f, w, cg * kk, dy,
+              lddy, 0.0f, col, (int)P);
+  memset(acc, 0, (size_t)(c1 - c0) * IP * sizeof(float));
+  col2im(g, col, c1 - c0, acc);
+
+  int ID = g->in[0], IH = g->in[1], IW = g->in[2];
+  for (int c = c0; c < c1; c++) {
+    float *dx = b->dx + n * g->xs[0] + (long long)(grp * cg + c) * g->xs[1];
+    const float *src = acc + (c - c0) * IP;
+    for (int id = 0; id < ID; id++)
+      for (int ih = 0; ih < IH; ih++)
+        for (int iw = 0; iw < IW; iw++) {
+          float *d = dx + id * g->xs[2] + ih * g->xs[3] + iw * g->xs[4];
+          float v = b->alpha * *src++;
+          *d = b->beta != 0 ? v + b->beta * *d : v;
+        }
+  }
+}
+
+static void run_bwd(Op *op) {
+  BwdOp *b = (BwdOp *)op;
+  pool_run(bwd_part, b, b->g.n * b->g.groups * b->blocks);
+}
+
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
+                                           const cudnnFilterDescriptor_t wDesc, const void *w,
+                                           const cudnnTensorDescriptor_t dyDesc, const void *dy,
+                                           const cudnnConvolutionDescriptor_t convDesc,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *workSpace,
+                                           size_t workSpaceSizeInBytes, const void *beta,
+                                           const cudnnTensorDescriptor_t dxDesc, void *dx) {
+  (void)workSpace;
+  (void)workSpaceSizeInBytes;
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !wDesc || !w || !dyDesc || !dy || !convDesc || !dxDesc || !dx)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (algo < 0 || algo >= CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+    return CUDNN_STATUS_BAD_PARAM;
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, &dxDesc->t, wDesc, convDesc, &dyDesc->t);
+  if (st)
+    return st;
+  BwdOp *b = op_new(sizeof *b, run_bwd, "cudnnConvolutionBackwardData");
+  if (!b)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  b->g = g;
+  b->w = w;
+  b->dy = dy;
+  b->dx = dx;
+  b->alpha = *(const float *)alpha;
+  b->beta = *(const float *)beta;
+  b->dy_packed = g.ys[4] == 1 && g.ys[3] == g.out[2] &&
+                 (g.out[0] == 1 || g.ys[2] == (long long)g.out[1] * g.out[2]);
+  /* Channel blocks of about 4 MiB of columns, and enough parts to share. */
+  int cg = g.c / g.groups;
+  long long per_channel = (long long)patch_size(&g) * out_positions(&g) + in_positions(&g);
+  long long fit = (1 << 20) / (per_channel ? per_channel : 1);
+  int blocks = (int)((cg + (fit > 0 ? fit : 1) - 1) / (fit > 0 ? fit : 1));
+  long long want = 2LL * pool_threads(), images = (long long)g.n * g.groups;
+  if (images * blocks < want)
+    blocks = (int)((want + images - 1) / images);
+  if (blocks > cg)
+    blocks = cg;
+  b->blocks = blocks < 1 ? 1 : blocks;
+  span_tensor(&b->op, dy, &dyDesc->t, false);
+  span_filter(&b->op, w, wDesc);
+  span_output(&b->op, dx, &dxDesc->t, b->beta);
+  return dnn_submit(handle, &b->op);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !filterDesc || !diffDesc || !convDesc || !gradDesc || !returnedAlgoCount ||
+      !perf)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (requestedAlgoCount < 1)
+    return CUDNN_STATUS_BAD_PARAM;
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, &gradDesc->t, filterDesc, convDesc, &diffDesc->t);
+  if (st)
+    return st;
+  memset(perf, 0, sizeof *perf);
+  perf->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  perf->status = CUDNN_STATUS_SUCCESS;
+  perf->determinism = CUDNN_DETERMINISTIC;
+  perf->mathType = convDesc->math;
+  *returnedAlgoCount = 1;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
+    const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t dxDesc, cudnnConvolutionBwdDataAlgo_t algo,
+    size_t *sizeInBytes) {
+  return no_workspace(handle, dxDesc, wDesc, convDesc, dyDesc, algo,
+                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, sizeInBytes);
+}

@@ -1,0 +1,432 @@
+/*
+ * cudnn_ops.c - cuDNN's element-wise, pooling, softmax, reduction, LRN and
+ * batch-normalisation operations on strided float tensors.
+ *
+ * The element-wise ones share the walker (walk.c): an op keeps the walk
+ * and its scalars, and a row function does the arithmetic.
+ */
+#include <float.h>
+#include <string.h>
+
+#include "dnn.h"
+
+/* ---- element-wise ops through the walker ---- */
+
+typedef enum {
+  EW_ACTIVATION, /* y = alpha * act(x) + beta * y          ops: x, y */
+  EW_OP_TENSOR,  /* c = op(a1 * a, a2 * b) + beta * c      ops: a, b, c */
+  EW_ADD,        /* c = alpha * a + beta * c              ops: a, c */
+  EW_SCALE,      /* y = alpha * y                         ops: y */
+  EW_SET,        /* y = value                             ops: y */
+  EW_COPY,       /* y = x, any element size               ops: x, y */
+  EW_AFFINE,     /* y = alpha * (s * x + t) + beta * y    ops: x, s, t, y */
+} EwKind;
+
+typedef struct EwOp {
+  Op op;
+  Walk walk;
+  EwKind kind;
+  cudnnOpTensorOp_t optensor;
+  Act act;
+  float alpha, alpha2, beta;
+} EwOp;
+
+/* y = alpha * act(x) + beta * y over contiguous rows: one loop per mode, so
+ * the simple ones vectorise. */
+static void act_row(const Act *act, const float *x, float *y, long long n, float alpha,
+                    float beta) {
+  switch (act->mode) {
+  case CUDNN_ACTIVATION_RELU:
+    for (long long i = 0; i < n; i++)
+      y[i] = alpha * (x[i] > 0 ? x[i] : 0) + (beta != 0 ? beta * y[i] : 0);
+    return;
+  case CUDNN_ACTIVATION_CLIPPED_RELU: {
+    float top = act->coef;
+    for (long long i = 0; i < n; i++) {
+      float v = x[i] > 0 ? (x[i] < top ? x[i] : top) : 0;
+      y[i] = alpha * v + (beta != 0 ? beta * y[i] : 0);
+    }
+    return;
+  }
+  default:
+    for (long long i = 0; i < n; i++) {
+      float v = alpha * act_apply(act, x[i]);
+      y[i] = beta != 0 ? v + beta * y[i] : v;
+    }
+    return;
+  }
+}
+
+static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
+  const EwOp *e = ctx;
+  float alpha = e->alpha, alpha2 = e->alpha2, beta = e->beta;
+  switch (e->kind) {
+  case EW_ACTIVATION: {
+    const float *x = (const float *)p[0];
+    float *y = (float *)p[1];
+    if (s[0] == 1 && s[1] == 1) {
+      act_row(&e->act, x, y, n, alpha, beta);
+      break;
+    }
+    for (long long i = 0; i < n; i++) {
+      float v = alpha * act_apply(&e->act, x[i * s[0]]);
+      y[i * s[1]] = beta != 0 ? v + beta * y[i * s[1]] : v;
+    }
+    break;
+  }
+  case EW_OP_TENSOR: {
+    const float *a = (const float *)p[0], *b = (const float *)p[1];
+    float *c = (float *)p[2];
+    for (long long i = 0; i < n; i++) {
+      float u = alpha * a[i * s[0]], v;
+      switch (e->optensor) {
+      case CUDNN_OP_TENSOR_ADD: v = u + alpha2 * b[i * s[1]]; break;
+      case CUDNN_OP_TENSOR_MUL: v = u * (alpha2 * b[i * s[1]]); break;
+      case CUDNN_OP_TENSOR_MIN: v = fminf(u, alpha2 * b[i * s[1]]); break;
+      case CUDNN_OP_TENSOR_MAX: v = fmaxf(u, alpha2 * b[i * s[1]]); break;
+      case CUDNN_OP_TENSOR_SQRT: v = sqrtf(u); break;
+      case CUDNN_OP_TENSOR_NOT: v = 1.0f - u; break;
+      default: v = u; break;
+      }
+      c[i * s[2]] = beta != 0 ? v + beta * c[i * s[2]] : v;
+    }
+    break;
+  }
+  case EW_ADD: {
+    const float *a = (const float *)p[0];
+    float *c = (float *)p[1];
+    if (s[1] == 1 && s[0] == 0) { /* a bias broadcast along the row */
+      float v = alpha * a[0];
+      if (beta == 1)
+        for (long long i = 0; i < n; i++)
+          c[i] += v;
+      else
+        for (long long i = 0; i < n; i++)
+          c[i] = v + (beta != 0 ? beta * c[i] : 0);
+      break;
+    }
+    if (s[1] == 1 && s[0] == 1) {
+      for (long long i = 0; i < n; i++)
+        c[i] = alpha * a[i] + (beta != 0 ? beta * c[i] : 0);
+      break;
+    }
+    for (long long i = 0; i < n; i++) {
+      float v = alpha * a[i * s[0]];
+      c[i * s[1]] = beta != 0 ? v + beta * c[i * s[1]] : v;
+    }
+    break;
+  }
+  case EW_SCALE: {
+    float *y = (float *)p[0];
+    for (long long i = 0; i < n; i++)
+      y[i * s[0]] *= alpha;
+    break;
+  }
+  case EW_SET: {
+    float *y = (float *)p[0];
+    for (long long i = 0; i < n; i++)
+      y[i * s[0]] = alpha;
+    break;
+  }
+  case EW_COPY: {
+    size_t elem = e->walk.elem;
+    if (s[0] == 1 && s[1] == 1) {
+      memmove(p[1], p[0], n * elem);
+      break;
+    }
+    for (long long i = 0; i < n; i++)
+      memcpy(p[1] + i * s[1] * elem, p[0] + i * s[0] * elem, elem);
+    break;
+  }
+  case EW_AFFINE: {
+    const float *x = (const float *)p[0], *sc = (const float *)p[1], *sh = (const float *)p[2];
+    float *y = (float *)p[3];
+    for (long long i = 0; i < n; i++) {
+      float v = alpha * (sc[i * s[1]] * x[i * s[0]] + sh[i * s[2]]);
+      y[i * s[3]] = beta != 0 ? v + beta * y[i * s[3]] : v;
+    }
+    break;
+  }
+  }
+}
+
+static void run_ew(Op *op) {
+  EwOp *e = (EwOp *)op;
+  Walk w = e->walk; /* walk_run rearranges its walk; replays need the original */
+  walk_run(&w, ew_row, e);
+}
+
+static EwOp *ew_new(EwKind kind, const Tensor *over, const char *api) {
+  EwOp *e = op_new(sizeof *e, run_ew, api);
+  if (!e)
+    return NULL;
+  e->kind = kind;
+  walk_init(&e->walk, over->rank, over->dims, dnn_type_size(over->type));
+  return e;
+}
+
+static bool is_float(const Tensor *t) {
+  return t->type == CUDNN_DATA_FLOAT;
+}
+
+cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
+                                     cudnnActivationDescriptor_t activationDesc,
+                                     const void *alpha, const cudnnTensorDescriptor_t xDesc,
+                                     const void *x, const void *beta,
+                                     const cudnnTensorDescriptor_t yDesc, void *y) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !activationDesc || !alpha || !beta || !xDesc || !x || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  if (!activationDesc->set || !xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (!is_float(xt) || !is_float(yt))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  EwOp *e = ew_new(EW_ACTIVATION, yt, "cudnnActivationForward");
+  if (!e)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  e->act = (Act){activationDesc->mode, (float)activationDesc->coef,
+                 (float)activationDesc->swish_beta};
+  e->alpha = *(const float *)alpha;
+  e->beta = *(const float *)beta;
+  walk_add(&e->walk, x, xt->strides);
+  walk_add(&e->walk, y, yt->strides);
+  span_tensor(&e->op, x, xt, false);
+  span_output(&e->op, y, yt, e->beta);
+  return dnn_submit(handle, &e->op);
+}
+
+cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc,
+                            const void *alpha1, const cudnnTensorDescriptor_t aDesc,
+                            const void *A, const void *alpha2,
+                            const cudnnTensorDescriptor_t bDesc, const void *B,
+                            const void *beta, const cudnnTensorDescriptor_t cDesc, void *C) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !opTensorDesc || !alpha1 || !alpha2 || !beta || !aDesc || !A || !cDesc || !C)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  bool unary = opTensorDesc->op == CUDNN_OP_TENSOR_SQRT || opTensorDesc->op == CUDNN_OP_TENSOR_NOT;
+  if (!unary && (!bDesc || !B))
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *at = &aDesc->t, *ct = &cDesc->t, *bt = unary ? at : &bDesc->t;
+  if (!opTensorDesc->set || !at->rank || !bt->rank || !ct->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!is_float(at) || !is_float(bt) || !is_float(ct))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  long long as[MAX_DIMS], bs[MAX_DIMS];
+  if (!broadcast_strides(at, ct->rank, ct->dims, as) ||
+      !broadcast_strides(bt, ct->rank, ct->dims, bs))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  EwOp *e = ew_new(EW_OP_TENSOR, ct, "cudnnOpTensor");
+  if (!e)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  e->optensor = opTensorDesc->op;
+  e->alpha = *(const float *)alpha1;
+  e->alpha2 = *(const float *)alpha2;
+  e->beta = *(const float *)beta;
+  walk_add(&e->walk, A, as);
+  walk_add(&e->walk, unary ? A : B, unary ? as : bs);
+  walk_add(&e->walk, C, ct->strides);
+  span_tensor(&e->op, A, at, false);
+  if (!unary)
+    span_tensor(&e->op, B, bt, false);
+  span_output(&e->op, C, ct, e->beta);
+  return dnn_submit(handle, &e->op);
+}
+
+cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
+                             const cudnnTensorDescriptor_t aDesc, const void *A, const void *beta,
+                             const cudnnTensorDescriptor_t cDesc, void *C) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !aDesc || !A || !cDesc || !C)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *at = &aDesc->t, *ct = &cDesc->t;
+  if (!at->rank || !ct->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!is_float(at) || !is_float(ct))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  long long as[MAX_DIMS];
+  if (!broadcast_strides(at, ct->rank, ct->dims, as))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  EwOp *e = ew_new(EW_ADD, ct, "cudnnAddTensor");
+  if (!e)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  e->alpha = *(const float *)alpha;
+  e->beta = *(const float *)beta;
+  walk_add(&e->walk, A, as);
+  walk_add(&e->walk, C, ct->strides);
+  span_tensor(&e->op, A, at, false);
+  span_output(&e->op, C, ct, e->beta);
+  return dnn_submit(handle, &e->op);
+}
+
+static cudnnStatus_t fill(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,
+                          const void *value, EwKind kind, const char *api) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !yDesc || !y || !value)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *yt = &yDesc->t;
+  if (!yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!is_float(yt))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  EwOp *e = ew_new(kind, yt, api);
+  if (!e)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  e->alpha = *(const float *)value;
+  walk_add(&e->walk, y, yt->strides);
+  if (kind == EW_SCALE)
+    span_tensor(&e->op, y, yt, false);
+  span_tensor(&e->op, y, yt, true);
+  return dnn_submit(handle, &e->op);
+}
+
+cudnnStatus_t cudnnScaleTensor(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,
+                               const void *alpha) {
+  return fill(handle, yDesc, y, alpha, EW_SCALE, "cudnnScaleTensor");
+}
+
+cudnnStatus_t cudnnSetTensor(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,
+                             const void *valuePtr) {
+  return fill(handle, yDesc, y, valuePtr, EW_SET, "cudnnSetTensor");
+}
+
+cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void *alpha,
+                                   const cudnnTensorDescriptor_t xDesc, const void *x,
+                                   const void *beta, const cudnnTensorDescriptor_t yDesc, void *y) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !xDesc || !x || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  float a = *(const float *)alpha, b = *(const float *)beta;
+  /* Other element types are only moved, never scaled. */
+  bool copy = a == 1 && b == 0;
+  if (xt->type != yt->type || (!is_float(xt) && !copy))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  EwOp *e = ew_new(copy ? EW_COPY : EW_ADD, yt, "cudnnTransformTensor");
+  if (!e)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  e->alpha = a;
+  e->beta = b;
+  walk_add(&e->walk, x, xt->strides);
+  walk_add(&e->walk, y, yt->strides);
+  span_tensor(&e->op, x, xt, false);
+  span_output(&e->op, y, yt, b);
+  return dnn_submit(handle, &e->op);
+}
+
+/* ---- batch normalisation (inference) ---- */
+
+typedef struct BnOp {
+  EwOp ew; /* an EW_AFFINE walk; operands 1 and 2 are set on each run */
+  const float *gamma, *bias, *mean, *var;
+  Tensor param; /* the layout of the four parameter tensors */
+  float eps;
+} BnOp;
+
+/*
+ * Folds the parameters into y = s * x + t, s = gamma / sqrt(var + eps) and
+ * t = bias - mean * s, packed in the parameters' shape. This happens on
+ * every run: a replayed graph must see the parameters' current values.
+ */
+static void run_bn(Op *op) {
+  BnOp *bn = (BnOp *)op;
+  const Tensor *p = &bn->param;
+  long long count = tensor_count(p);
+  float *scale = scratch(0, count * sizeof(float));
+  float *shift = scratch(1, count * sizeof(float));
+  if (!scale || !shift) {
+    rt_fail_async(op->api);
+    return;
+  }
+  long long idx[MAX_DIMS] = {0};
+  for (long long i = 0; i < count; i++) {
+    long long off = 0;
+    for (int d = 0; d < p->rank; d++)
+      off += idx[d] * p->strides[d];
+    scale[i] = bn->gamma[off] / sqrtf(bn->var[off] + bn->eps);
+    shift[i] = bn->bias[off] - bn->mean[off] * scale[i];
+    for (int d = p->rank - 1; d >= 0; d--) {
+      if (++idx[d] < p->dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  Walk w = bn->ew.walk;
+  w.base[1] = (char *)scale;
+  w.base[2] = (char *)shift;
+  walk_run(&w, ew_row, &bn->ew);
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardInference(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+    const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnTensorDescriptor_t yDesc,
+    void *y, const cudnnTensorDescriptor_t bnDesc, const void *bnScale, const void *bnBias,
+    const void *estimatedMean, const void *estimatedVariance, double epsilon) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !xDesc || !x || !yDesc || !y || !bnDesc || !bnScale ||
+      !bnBias || !estimatedMean || !estimatedVariance)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t, *pt = &bnDesc->t;
+  if (!xt->rank || !yt->rank || !pt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt) || xt->rank < 3)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (!is_float(xt) || !is_float(yt) || !is_float(pt))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  if (epsilon < 1e-5 - 1e-12)
+    return CUDNN_STATUS_BAD_PARAM; /* CUDNN_BN_MIN_EPSILON */
+  /* Spatial: parameters are 1 x C x 1 ...; per activation: 1 x C x H ... */
+  if (pt->rank != xt->rank || pt->dims[0] != 1 || pt->dims[1] != xt->dims[1])
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  for (int i = 2; i < xt->rank; i++) {
+    long long want = mode == CUDNN_BATCHNORM_PER_ACTIVATION ? xt->dims[i] : 1;
+    if (pt->dims[i] != want)
+      return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  }
+  if (mode != CUDNN_BATCHNORM_PER_ACTIVATION && mode != CUDNN_BATCHNORM_SPATIAL &&
+      mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+    return CUDNN_STATUS_BAD_PARAM;
+  BnOp *bn = op_new(sizeof *bn, run_bn, "cudnnBatchNormalizationForwardInference");
+  if (!bn)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  bn->gamma = bnScale;
+  bn->bias = bnBias;
+  bn->mean = estimatedMean;
+  bn->var = estimatedVariance;
+  bn->param = *pt;
+  bn->eps = (float)epsilon;
+  EwOp *e = &bn->ew;
+  e->kind = EW_AFFINE;
+  e->alpha = *(const float *)alpha;
+  e->beta = *(const float *)beta;
+  walk_init(&e->walk, xt->rank, xt->dims, sizeof(float));
+  /* The folded arrays are packed in the parameters' shape, broadcast over x. */
+  long long packed[MAX_DIMS], stride = 1;
+  for (int i = pt->rank - 1; i >= 0; i--) {
+    packed[i] = pt->dims[i] == 1 ? 0 : stride;
+    stride *= pt->dims[i];
+  }
+  walk_add(&e->walk, x, xt->strides);
+  walk_add(&e->walk, NULL, packed);
+  walk_add(&e->walk, NULL, packed);
+  walk_add(&e->walk, y, yt->strides);
+  span_tensor(&e->op, x, xt, false);
+  span_tensor(&e->op, bnScale, pt, false);
+  span_tensor(&e->op, bnBias, pt, false);
+  span_tensor(&e->op, estimatedMean, pt, false);
+  span_tensor(&e->op, estimatedVariance, pt, false);
+  span_output(&e->op, y, yt, e->beta);
+  return dnn_submit(handle, &e->op);
+}

@@ -1,0 +1,601 @@
+/*
+ * cudnn_reduce.c - the cuDNN operations that combine many inputs into one
+ * output: pooling, softmax, reductions and cross-channel LRN.
+ */
+#include <float.h>
+#include <string.h>
+
+#include "dnn.h"
+
+/* Row-major coordinates of `index` in dims[0..rank). */
+static void unravel(long long index, int rank, const long long *dims, long long *idx) {
+  for (int d = rank - 1; d >= 0; d--) {
+    idx[d] = index % dims[d];
+    index /= dims[d];
+  }
+}
+
+static long long dot(int rank, const long long *idx, const long long *strides) {
+  long long off = 0;
+  for (int d = 0; d < rank; d++)
+    off += idx[d] * strides[d];
+  return off;
+}
+
+/* ---- pooling ---- */
+
+typedef struct PoolOp {
+  Op op;
+  cudnnPoolingMode_t mode;
+  int planes, channels;
+  int in[3], out[3], win[3], pad[3], stride[3];
+  long long xs[5], ys[5]; /* n, c, d, h, w */
+  const float *x;
+  float *y;
+  float alpha, beta;
+} PoolOp;
+
+static float pool_window(const PoolOp *p, const float *x, int od, int oh, int ow) {
+  int lo[3], hi[3], o[3] = {od, oh, ow};
+  for (int i = 0; i < 3; i++) {
+    int start = o[i] * p->stride[i] - p->pad[i];
+    lo[i] = start < 0 ? 0 : start;
+    hi[i] = start + p->win[i] < p->in[i] ? start + p->win[i] : p->in[i];
+  }
+  bool is_max = p->mode == CUDNN_POOLING_MAX || p->mode == CUDNN_POOLING_MAX_DETERMINISTIC;
+  float acc = is_max ? -FLT_MAX : 0.0f;
+  int count = 0;
+  for (int d = lo[0]; d < hi[0]; d++)
+    for (int h = lo[1]; h < hi[1]; h++) {
+      const float *row = x + d * p->xs[2] + h * p->xs[3];
+      for (int w = lo[2]; w < hi[2]; w++) {
+        float v = row[w * p->xs[4]];
+        if (is_max)
+          acc = v > acc || v != v ? v : acc;
+        else
+          acc += v;
+        count++;
+      }
+    }
+  if (is_max)
+    return count ? acc : 0.0f;
+  if (p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
+    return acc / (float)(p->win[0] * p->win[1] * p->win[2]);
+  return count ? acc / (float)count : 0.0f;
+}
+
+static void pool_part(void *ctx, int part, int nparts) {
+  const PoolOp *p = ctx;
+  long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
+  for (long long plane = lo; plane < hi; plane++) {
+    long long n = plane / p->channels, c = plane % p->channels;
+    const float *x = p->x + n * p->xs[0] + c * p->xs[1];
+    float *y = p->y + n * p->ys[0] + c * p->ys[1];
+    for (int od = 0; od < p->out[0]; od++)
+      for (int oh = 0; oh < p->out[1]; oh++)
+        for (int ow = 0; ow < p->out[2]; ow++) {
+          float *dst = y + od * p->ys[2] + oh * p->ys[3] + ow * p->ys[4];
+          float v = p->alpha * pool_window(p, x, od, oh, ow);
+          *dst = p->beta != 0 ? v + p->beta * *dst : v;
+        }
+  }
+}
+
+static void run_pool(Op *op) {
+  PoolOp *p = (PoolOp *)op;
+  long long per_plane = (long long)p->out[0] * p->out[1] * p->out[2] * p->win[0] * p->win[1] * p->win[2];
+  int parts = pool_parts((long long)p->planes * per_plane, 1 << 15);
+  if (parts > p->planes)
+    parts = p->planes;
+  pool_run(pool_part, p, parts);
+}
+
+/* Copies n spatial values (the last n of rank) into 3 slots, padding in front. */
+static void spatial_ll(long long *to, const long long *from, int n, long long fill) {
+  for (int i = 0; i < 3; i++)
+    to[i] = i < 3 - n ? fill : from[i - (3 - n)];
+}
+
+cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescriptor_t poolingDesc,
+                                  const void *alpha, const cudnnTensorDescriptor_t xDesc,
+                                  const void *x, const void *beta,
+                                  const cudnnTensorDescriptor_t yDesc, void *y) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !poolingDesc || !alpha || !beta || !xDesc || !x || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  int ns = poolingDesc->nspatial;
+  if (!ns || !xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (xt->rank != ns + 2 || yt->rank != ns + 2 || xt->dims[0] != yt->dims[0] ||
+      xt->dims[1] != yt->dims[1])
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  PoolOp *p = op_new(sizeof *p, run_pool, "cudnnPoolingForward");
+  if (!p)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  p->mode = poolingDesc->mode;
+  p->planes = (int)(xt->dims[0] * xt->dims[1]);
+  p->channels = (int)xt->dims[1];
+  long long in[3], out[3], xs[3], ys[3];
+  spatial_ll(in, xt->dims + 2, ns, 1);
+  spatial_ll(out, yt->dims + 2, ns, 1);
+  spatial_ll(xs, xt->strides + 2, ns, 0);
+  spatial_ll(ys, yt->strides + 2, ns, 0);
+  p->xs[0] = xt->strides[0];
+  p->xs[1] = xt->strides[1];
+  p->ys[0] = yt->strides[0];
+  p->ys[1] = yt->strides[1];
+  for (int i = 0; i < 3; i++) {
+    int j = i - (3 - ns);
+    p->win[i] = j < 0 ? 1 : poolingDesc->window[j];
+    p->pad[i] = j < 0 ? 0 : poolingDesc->pad[j];
+    p->stride[i] = j < 0 ? 1 : poolingDesc->stride[j];
+    p->in[i] = (int)in[i];
+    p->out[i] = (int)out[i];
+    p->xs[2 + i] = xs[i];
+    p->ys[2 + i] = ys[i];
+    if (p->out[i] != 1 + (p->in[i] + 2 * p->pad[i] - p->win[i]) / p->stride[i] ||
+        p->pad[i] >= p->win[i]) {
+      op_unref(&p->op);
+      return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    }
+  }
+  p->x = x;
+  p->y = y;
+  p->alpha = *(const float *)alpha;
+  p->beta = *(const float *)beta;
+  span_tensor(&p->op, x, xt, false);
+  span_output(&p->op, y, yt, p->beta);
+  return dnn_submit(handle, &p->op);
+}
+
+/* ---- softmax ---- */
+
+/*
+ * The tensor is seen as N x C x S (S: the spatial positions). INSTANCE
+ * normalises each image over C x S, CHANNEL each (image, position) over C.
+ * The spatial offsets are computed once per run.
+ */
+typedef struct SoftmaxOp {
+  Op op;
+  cudnnSoftmaxAlgorithm_t algo;
+  cudnnSoftmaxMode_t mode;
+  long long n, c, s;
+  long long xn, xc, yn, yc;  /* strides of the n and c dims */
+  Tensor xsp, ysp;           /* the spatial dims alone */
+  const float *x;
+  float *y;
+  float alpha, beta;
+  const long long *xoff, *yoff; /* set per run */
+} SoftmaxOp;
+
+static void spatial_offsets(const Tensor *sp, long long *off, long long count) {
+  long long idx[MAX_DIMS] = {0};
+  for (long long i = 0; i < count; i++) {
+    off[i] = dot(sp->rank, idx, sp->strides);
+    for (int d = sp->rank - 1; d >= 0; d--) {
+      if (++idx[d] < sp->dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Normalises `count` values at x[xo(i)] into y[yo(i)]; the offset of item
+ * i is (i / s) * cstride + off[i % s]. */
+static void softmax_group(const SoftmaxOp *o, const float *x, float *y, long long count,
+                          long long s, long long xc, long long yc) {
+  float mx = -INFINITY;
+  for (long long i = 0; i < count; i++) {
+    float v = x[(i / s) * xc + o->xoff[i % s]];
+    if (v > mx)
+      mx = v;
+  }
+  if (o->algo == CUDNN_SOFTMAX_FAST)
+    mx = 0; /* cuDNN's fast mode skips the max; exp may overflow, as there */
+  double sum = 0;
+  for (long long i = 0; i < count; i++)
+    sum += expf(x[(i / s) * xc + o->xoff[i % s]] - mx);
+  float logsum = (float)log(sum);
+  for (long long i = 0; i < count; i++) {
+    float v = x[(i / s) * xc + o->xoff[i % s]] - mx;
+    float r = o->algo == CUDNN_SOFTMAX_LOG ? v - logsum : expf(v - logsum);
+    float *d = &y[(i / s) * yc + o->yoff[i % s]];
+    r *= o->alpha;
+    *d = o->beta != 0 ? r + o->beta * *d : r;
+  }
+}
+
+static void softmax_part(void *ctx, int part, int nparts) {
+  const SoftmaxOp *o = ctx;
+  long long groups = o->mode == CUDNN_SOFTMAX_MODE_INSTANCE ? o->n : o->n * o->s;
+  long long lo = groups * part / nparts, hi = groups * (part + 1) / nparts;
+  for (long long g = lo; g < hi; g++) {
+    if (o->mode == CUDNN_SOFTMAX_MODE_INSTANCE) {
+      softmax_group(o, o->x + g * o->xn, o->y + g * o->yn, o->c * o->s, o->s, o->xc, o->yc);
+    } else {
+      long long n = g / o->s, sp = g % o->s;
+      /* One position: offsets[sp] shifted to index 0, stride c apart. */
+      const float *x = o->x + n * o->xn + o->xoff[sp];
+      float *y = o->y + n * o->yn + o->yoff[sp];
+      SoftmaxOp one = *o;
+      static const long long zero = 0;
+      one.xoff = &zero;
+      one.yoff = &zero;
+      softmax_group(&one, x, y, o->c, 1, o->xc, o->yc);
+    }
+  }
+}
+
+static void run_softmax(Op *op) {
+  SoftmaxOp *o = (SoftmaxOp *)op;
+  long long *xoff = scratch(0, o->s * sizeof(long long));
+  long long *yoff = scratch(1, o->s * sizeof(long long));
+  if (!xoff || !yoff) {
+    rt_fail_async(op->api);
+    return;
+  }
+  spatial_offsets(&o->xsp, xoff, o->s);
+  spatial_offsets(&o->ysp, yoff, o->s);
+  SoftmaxOp run = *o;
+  run.xoff = xoff;
+  run.yoff = yoff;
+  long long groups = o->mode == CUDNN_SOFTMAX_MODE_INSTANCE ? o->n : o->n * o->s;
+  int parts = pool_parts(o->n * o->c * o->s, 1 << 14);
+  if (parts > groups)
+    parts = (int)groups;
+  pool_run(softmax_part, &run, parts);
+}
+
+static void spatial_part(Tensor *sp, const Tensor *t) {
+  sp->type = t->type;
+  sp->rank = t->rank - 2;
+  for (int i = 2; i < t->rank; i++) {
+    sp->dims[i - 2] = t->dims[i];
+    sp->strides[i - 2] = t->strides[i];
+  }
+}
+
+cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo,
+                                  cudnnSoftmaxMode_t mode, const void *alpha,
+                                  const cudnnTensorDescriptor_t xDesc, const void *x,
+                                  const void *beta, const cudnnTensorDescriptor_t yDesc, void *y) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !alpha || !beta || !xDesc || !x || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (algo < CUDNN_SOFTMAX_FAST || algo > CUDNN_SOFTMAX_LOG ||
+      (mode != CUDNN_SOFTMAX_MODE_INSTANCE && mode != CUDNN_SOFTMAX_MODE_CHANNEL))
+    return CUDNN_STATUS_BAD_PARAM;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt) || xt->rank < 3)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  SoftmaxOp *o = op_new(sizeof *o, run_softmax, "cudnnSoftmaxForward");
+  if (!o)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  o->algo = algo;
+  o->mode = mode;
+  o->n = xt->dims[0];
+  o->c = xt->dims[1];
+  o->s = tensor_count(xt) / (o->n * o->c);
+  o->xn = xt->strides[0];
+  o->xc = xt->strides[1];
+  o->yn = yt->strides[0];
+  o->yc = yt->strides[1];
+  spatial_part(&o->xsp, xt);
+  spatial_part(&o->ysp, yt);
+  o->x = x;
+  o->y = y;
+  o->alpha = *(const float *)alpha;
+  o->beta = *(const float *)beta;
+  span_tensor(&o->op, x, xt, false);
+  span_output(&o->op, y, yt, o->beta);
+  return dnn_submit(handle, &o->op);
+}
+
+/* ---- reductions ---- */
+
+/*
+ * Each output element reduces the sub-tensor of A over the dims where C has
+ * 1. Kept and reduced dims are separated into two index spaces; a part
+ * handles a range of output elements.
+ */
+typedef struct ReduceOp {
+  Op op;
+  cudnnReduceTensorOp_t kind;
+  bool want_indices;
+  int krank, rrank;                     /* kept and reduced dims */
+  long long kdims[MAX_DIMS], kas[MAX_DIMS], kcs[MAX_DIMS]; /* A's and C's strides */
+  long long rdims[MAX_DIMS], ras[MAX_DIMS];
+  long long outputs, reduced;
+  const float *a;
+  float *c;
+  unsigned *indices;
+  float alpha, beta;
+} ReduceOp;
+
+static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
+  long long idx[MAX_DIMS] = {0};
+  double acc;
+  switch (r->kind) {
+  case CUDNN_REDUCE_TENSOR_MUL:
+  case CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: acc = 1; break;
+  case CUDNN_REDUCE_TENSOR_MIN: acc = INFINITY; break;
+  case CUDNN_REDUCE_TENSOR_MAX: acc = -INFINITY; break;
+  default: acc = 0; break;
+  }
+  long long best = 0;
+  int last = r->rrank - 1;
+  for (long long t = 0; t < r->reduced;) {
+    const float *row = a + (last > 0 ? dot(last, idx, r->ras) : 0);
+    long long len = r->rdims[last], step = r->ras[last];
+    for (long long i = 0; i < len; i++, t++) {
+      float v = row[i * step];
+      switch (r->kind) {
+      case CUDNN_REDUCE_TENSOR_ADD:
+      case CUDNN_REDUCE_TENSOR_AVG: acc += v; break;
+      case CUDNN_REDUCE_TENSOR_MUL: acc *= v; break;
+      case CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: if (v != 0) acc *= v; break;
+      case CUDNN_REDUCE_TENSOR_MIN: if (v < acc) { acc = v; best = t; } break;
+      case CUDNN_REDUCE_TENSOR_MAX: if (v > acc) { acc = v; best = t; } break;
+      case CUDNN_REDUCE_TENSOR_AMAX: if (fabsf(v) > acc) { acc = fabsf(v); best = t; } break;
+      case CUDNN_REDUCE_TENSOR_NORM1: acc += fabsf(v); break;
+      case CUDNN_REDUCE_TENSOR_NORM2: acc += (double)v * v; break;
+      }
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      if (++idx[d] < r->rdims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  if (r->kind == CUDNN_REDUCE_TENSOR_AVG)
+    acc /= (double)r->reduced;
+  else if (r->kind == CUDNN_REDUCE_TENSOR_NORM2)
+    acc = sqrt(acc);
+  if (index)
+    *index = (unsigned)best;
+  return (float)acc;
+}
+
+static void reduce_part(void *ctx, int part, int nparts) {
+  const ReduceOp *r = ctx;
+  long long lo = r->outputs * part / nparts, hi = r->outputs * (part + 1) / nparts;
+  long long idx[MAX_DIMS];
+  for (long long o = lo; o < hi; o++) {
+    unravel(o, r->krank, r->kdims, idx);
+    const float *a = r->a + dot(r->krank, idx, r->kas);
+    float *c = r->c + dot(r->krank, idx, r->kcs);
+    unsigned index;
+    float v = r->alpha * reduce_one(r, a, &index);
+    *c = r->beta != 0 ? v + r->beta * *c : v;
+    if (r->want_indices)
+      r->indices[o] = index;
+  }
+}
+
+static void run_reduce(Op *op) {
+  ReduceOp *r = (ReduceOp *)op;
+  int parts = pool_parts(r->outputs * r->reduced, 1 << 15);
+  if (parts > r->outputs)
+    parts = (int)r->outputs;
+  pool_run(reduce_part, r, parts);
+}
+
+static bool reduces_to(const Tensor *a, const Tensor *c) {
+  if (a->rank != c->rank)
+    return false;
+  for (int i = 0; i < a->rank; i++)
+    if (c->dims[i] != a->dims[i] && c->dims[i] != 1)
+      return false;
+  return true;
+}
+
+static bool reduce_indexed(cudnnReduceTensorDescriptor_t d) {
+  return d->indices == CUDNN_REDUCE_TENSOR_FLATTENED_INDICES &&
+         (d->op == CUDNN_REDUCE_TENSOR_MIN || d->op == CUDNN_REDUCE_TENSOR_MAX ||
+          d->op == CUDNN_REDUCE_TENSOR_AMAX);
+}
+
+cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t handle,
+                                             const cudnnReduceTensorDescriptor_t reduceTensorDesc,
+                                             const cudnnTensorDescriptor_t aDesc,
+                                             const cudnnTensorDescriptor_t cDesc,
+                                             size_t *sizeInBytes) {
+  if (!handle || !reduceTensorDesc || !aDesc || !cDesc || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (!reduces_to(&aDesc->t, &cDesc->t))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  *sizeInBytes = 0;
+  return dnn_enter();
+}
+
+cudnnStatus_t cudnnGetReductionIndicesSize(cudnnHandle_t handle,
+                                           const cudnnReduceTensorDescriptor_t reduceTensorDesc,
+                                           const cudnnTensorDescriptor_t aDesc,
+                                           const cudnnTensorDescriptor_t cDesc,
+                                           size_t *sizeInBytes) {
+  if (!handle || !reduceTensorDesc || !aDesc || !cDesc || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (!reduces_to(&aDesc->t, &cDesc->t))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  *sizeInBytes = reduce_indexed(reduceTensorDesc) ? tensor_count(&cDesc->t) * sizeof(unsigned) : 0;
+  return dnn_enter();
+}
+
+cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
+                                const cudnnReduceTensorDescriptor_t reduceTensorDesc,
+                                void *indices, size_t indicesSizeInBytes, void *workspace,
+                                size_t workspaceSizeInBytes, const void *alpha,
+                                const cudnnTensorDescriptor_t aDesc, const void *A,
+                                const void *beta, const cudnnTensorDescriptor_t cDesc, void *C) {
+  (void)workspace;
+  (void)workspaceSizeInBytes;
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !reduceTensorDesc || !alpha || !beta || !aDesc || !A || !cDesc || !C)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  const Tensor *at = &aDesc->t, *ct = &cDesc->t;
+  if (!reduceTensorDesc->set || !at->rank || !ct->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!reduces_to(at, ct))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (at->type != CUDNN_DATA_FLOAT || ct->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  bool want = reduce_indexed(reduceTensorDesc);
+  size_t need = want ? tensor_count(ct) * sizeof(unsigned) : 0;
+  if (want && (!indices || indicesSizeInBytes < need))
+    return CUDNN_STATUS_BAD_PARAM;
+  ReduceOp *r = op_new(sizeof *r, run_reduce, "cudnnReduceTensor");
+  if (!r)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  r->kind = reduceTensorDesc->op;
+  r->want_indices = want;
+  r->outputs = r->reduced = 1;
+  for (int i = 0; i < at->rank; i++) {
+    if (ct->dims[i] == at->dims[i] && at->dims[i] != 1) {
+      r->kdims[r->krank] = at->dims[i];
+      r->kas[r->krank] = at->strides[i];
+      r->kcs[r->krank++] = ct->strides[i];
+      r->outputs *= at->dims[i];
+    } else if (at->dims[i] != 1) {
+      r->rdims[r->rrank] = at->dims[i];
+      r->ras[r->rrank++] = at->strides[i];
+      r->reduced *= at->dims[i];
+    }
+  }
+  if (r->rrank == 0) { /* nothing to reduce: a single element per output */
+    r->rdims[0] = 1;
+    r->ras[0] = 0;
+    r->rrank = 1;
+  }
+  r->a = A;
+  r->c = C;
+  r->indices = want ? indices : NULL;
+  r->alpha = *(const float *)alpha;
+  r->beta = *(const float *)beta;
+  span_tensor(&r->op, A, at, false);
+  span_output(&r->op, C, ct, r->beta);
+  if (want)
+    op_span(&r->op, indices, need, true);
+  return dnn_submit(handle, &r->op);
+}
+
+/* ---- LRN across channels ---- */
+
+/*
+ * y = x / (k + alpha / n * sum of x^2 over the channels
+ *          [c - floor((n - 1) / 2), c + ceil((n - 1) / 2)])^beta
+ * which is also ONNX's LRN with size = n and bias = k.
+ */
+typedef struct LrnOp {
+  Op op;
+  struct cudnnLRNStruct p;
+  long long n, c, s;
+  long long xn, xc, yn, yc;
+  Tensor xsp, ysp;
+  const float *x;
+  float *y;
+  float alpha, beta;
+} LrnOp;
+
+typedef struct LrnRun {
+  const LrnOp *o;
+  const long long *xoff, *yoff;
+} LrnRun;
+
+static void lrn_part(void *ctx, int part, int nparts) {
+  const LrnRun *run = ctx;
+  const LrnOp *o = run->o;
+  long long total = o->n * o->s;
+  long long lo = total * part / nparts, hi = total * (part + 1) / nparts;
+  int before = (int)((o->p.n - 1) / 2), after = (int)(o->p.n / 2);
+  float *sq = scratch(0, o->c * sizeof(float));
+  if (!sq) {
+    rt_fail_async(o->op.api);
+    return;
+  }
+  for (long long g = lo; g < hi; g++) {
+    long long n = g / o->s, sp = g % o->s;
+    const float *x = o->x + n * o->xn + run->xoff[sp];
+    float *y = o->y + n * o->yn + run->yoff[sp];
+    for (long long c = 0; c < o->c; c++)
+      sq[c] = x[c * o->xc] * x[c * o->xc];
+    for (long long c = 0; c < o->c; c++) {
+      double sum = 0;
+      long long c0 = c - before < 0 ? 0 : c - before;
+      long long c1 = c + after >= o->c ? o->c - 1 : c + after;
+      for (long long j = c0; j <= c1; j++)
+        sum += sq[j];
+      double scale = o->p.k + o->p.alpha / o->p.n * sum;
+      float v = o->alpha * (float)(x[c * o->xc] / pow(scale, o->p.beta));
+      float *d = &y[c * o->yc];
+      *d = o->beta != 0 ? v + o->beta * *d : v;
+    }
+  }
+}
+
+static void run_lrn(Op *op) {
+  LrnOp *o = (LrnOp *)op;
+  long long *xoff = scratch(1, o->s * sizeof(long long));
+  long long *yoff = scratch(2, o->s * sizeof(long long));
+  if (!xoff || !yoff) {
+    rt_fail_async(op->api);
+    return;
+  }
+  spatial_offsets(&o->xsp, xoff, o->s);
+  spatial_offsets(&o->ysp, yoff, o->s);
+  LrnRun run = {o, xoff, yoff};
+  long long groups = o->n * o->s;
+  int parts = pool_parts(groups * o->c * o->p.n, 1 << 15);
+  if (parts > groups)
+    parts = (int)groups;
+  pool_run(lrn_part, &run, parts);
+}
+
+cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t handle, cudnnLRNDescriptor_t normDesc,
+                                          cudnnLRNMode_t lrnMode, const void *alpha,
+                                          const cudnnTensorDescriptor_t xDesc, const void *x,
+                                          const void *beta, const cudnnTensorDescriptor_t yDesc,
+                                          void *y) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  if (!handle || !normDesc || !alpha || !beta || !xDesc || !x || !yDesc || !y)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (lrnMode != CUDNN_LRN_CROSS_CHANNEL_DIM1)
+    return CUDNN_STATUS_BAD_PARAM;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt) || xt->rank < 3)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  LrnOp *o = op_new(sizeof *o, run_lrn, "cudnnLRNCrossChannelForward");
+  if (!o)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  o->p = *normDesc;
+  o->n = xt->dims[0];
+  o->c = xt->dims[1];
+  o->s = tensor_count(xt) / (o->n * o->c);
+  o->xn = xt->strides[0];
+  o->xc = xt->strides[1];
+  o->yn = yt->strides[0];
+  o->yc = yt->strides[1];
+  spatial_part(&o->xsp, xt);
+  spatial_part(&o->ysp, yt);
+  o->x = x;
+  o->y = y;
+  o->alpha = *(const float *)alpha;
+  o->beta = *(const float *)beta;
+  span_tensor(&o->op, x, xt, false);
+  span_output(&o->op, y, yt, o->beta);
+  return dnn_submit(handle, &o->op);
+}

@@ -1,0 +1,225 @@
+/*
+ * device.c - the one "device" (the host's cores), versions and error names.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+/* The CPU claims a recent compute capability so that code choosing
+ * features by it takes its ordinary path. */
+#define CC_MAJOR 9
+#define CC_MINOR 0
+
+cudaError_t cudaSetDevice(int device) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  return device == 0 ? cudaSuccess : rt_error(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!device)
+    return rt_error(cudaErrorInvalidValue);
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!count)
+    return rt_error(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset(void) {
+  return cudaDeviceSynchronize();
+}
+
+static size_t total_memory(void) {
+  return (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!prop)
+    return rt_error(cudaErrorInvalidValue);
+  if (device != 0)
+    return rt_error(cudaErrorInvalidDevice);
+  memset(prop, 0, sizeof *prop);
+  snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads)", pool_threads());
+  prop->totalGlobalMem = total_memory();
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7fffffff;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->totalConstMem = 64 << 10;
+  prop->major = CC_MAJOR;
+  prop->minor = CC_MINOR;
+  prop->multiProcessorCount = pool_threads();
+  prop->integrated = 1;
+  prop->concurrentKernels = 1;
+  prop->l2CacheSize = 1 << 20;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->sharedMemPerMultiprocessor = 228 << 10;
+  prop->sharedMemPerBlockOptin = 227 << 10;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!value)
+    return rt_error(cudaErrorInvalidValue);
+  if (device != 0)
+    return rt_error(cudaErrorInvalidDevice);
+  struct cudaDeviceProp p;
+  cudaGetDeviceProperties(&p, 0);
+  switch (attr) {
+  case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+  case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
+  case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
+  case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
+  case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
+  case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
+  case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
+  case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+  case cudaDevAttrTotalConstantMemory: *value = (int)p.totalConstMem; break;
+  case cudaDevAttrWarpSize: *value = p.warpSize; break;
+  case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
+  case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+  case cudaDevAttrIntegrated: *value = p.integrated; break;
+  case cudaDevAttrConcurrentKernels: *value = p.concurrentKernels; break;
+  case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+  case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+  case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+  case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+  case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+  default: return rt_error(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *driverVersion) {
+  if (!driverVersion)
+    return rt_error(cudaErrorInvalidValue);
+  *driverVersion = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
+  if (!runtimeVersion)
+    return rt_error(cudaErrorInvalidValue);
+  *runtimeVersion = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+/* ---- error names ---- */
+
+typedef struct ErrorName {
+  int code;
+  const char *name, *text;
+} ErrorName;
+
+static const ErrorName cuda_errors[] = {
+  {cudaSuccess, "cudaSuccess", "no error"},
+  {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+  {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+  {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+  {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+  {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+  {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+  {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+  {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+  {cudaErrorInvalidKernelImage, "cudaErrorInvalidKernelImage", "device kernel image is invalid"},
+  {cudaErrorInvalidPtx, "cudaErrorInvalidPtx", "a PTX JIT compilation failed"},
+  {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+  {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+  {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
+  {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+  {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure (opc-check found a race, or an operation failed)"},
+  {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+  {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+  {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+  {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
+  {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"},
+  {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
+  {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"},
+  {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
+  {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
+  {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
+  {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+
+static const ErrorName *find_error(int code) {
+  for (size_t i = 0; i < sizeof cuda_errors / sizeof cuda_errors[0]; i++)
+    if (cuda_errors[i].code == code)
+      return &cuda_errors[i];
+  return NULL;
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  const ErrorName *e = find_error(error);
+  return e ? e->text : "unrecognized error code";
+}
+
+const char *cudaGetErrorName(cudaError_t error) {
+  const ErrorName *e = find_error(error);
+  return e ? e->name : "cudaErrorUnknown";
+}
+
+/* The driver API's codes are the runtime's for every code used here. */
+CUresult cuGetErrorString(CUresult error, const char **pStr) {
+  if (!pStr)
+    return CUDA_ERROR_INVALID_VALUE;
+  const ErrorName *e = find_error((int)error);
+  *pStr = e ? e->text : NULL;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static const struct {
+  CUresult code;
+  const char *name;
+} cu_names[] = {
+  {CUDA_SUCCESS, "CUDA_SUCCESS"},
+  {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+  {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+  {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+  {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+  {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+  {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX"},
+  {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+  {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
+  {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED"},
+  {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+  {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+  {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN"},
+};
+
+CUresult cuGetErrorName(CUresult error, const char **pStr) {
+  if (!pStr)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof cu_names / sizeof cu_names[0]; i++) {
+    if (cu_names[i].code == error) {
+      *pStr = cu_names[i].name;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pStr = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,141 @@
+/*
+ * dnn.h - internals of the cuDNN implementation: descriptor contents, the
+ * strided element walker and the activation functions.
+ */
+#ifndef OPC_DNN_H
+#define OPC_DNN_H
+
+#include <math.h>
+
+#include "cudnn.h"
+#include "rt.h"
+
+#define MAX_DIMS 8
+
+/* A tensor layout: dims and strides in elements, outermost first. */
+typedef struct Tensor {
+  cudnnDataType_t type;
+  int rank; /* 0 until set */
+  long long dims[MAX_DIMS];
+  long long strides[MAX_DIMS];
+} Tensor;
+
+struct cudnnTensorStruct {
+  Tensor t;
+};
+
+struct cudnnFilterStruct {
+  cudnnDataType_t type;
+  int rank; /* 0 until set; K, C, then spatial dims, packed */
+  long long dims[MAX_DIMS];
+};
+
+struct cudnnConvolutionStruct {
+  int nspatial; /* 0 until set */
+  int pad[3], stride[3], dilation[3];
+  cudnnConvolutionMode_t mode;
+  int groups;
+  cudnnMathType_t math;
+};
+
+struct cudnnActivationStruct {
+  bool set;
+  cudnnActivationMode_t mode;
+  double coef;
+  double swish_beta;
+};
+
+struct cudnnPoolingStruct {
+  int nspatial; /* 0 until set */
+  cudnnPoolingMode_t mode;
+  int window[3], pad[3], stride[3];
+};
+
+struct cudnnOpTensorStruct {
+  bool set;
+  cudnnOpTensorOp_t op;
+};
+
+struct cudnnReduceTensorStruct {
+  bool set;
+  cudnnReduceTensorOp_t op;
+  cudnnReduceTensorIndices_t indices;
+  cudnnIndicesType_t index_type;
+};
+
+struct cudnnLRNStruct {
+  unsigned n;
+  double alpha, beta, k;
+};
+
+struct cudnnContext {
+  cudaStream_t stream;
+};
+
+cudnnStatus_t dnn_status(cudaError_t err);
+/* CUDNN_STATUS_EXECUTION_FAILED once a race was seen, else SUCCESS. */
+cudnnStatus_t dnn_enter(void);
+/* Submits op on the handle's stream and maps the result. */
+cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op);
+/* Bytes per element of a data type, 0 for unsupported ones. */
+size_t dnn_type_size(cudnnDataType_t type);
+long long tensor_count(const Tensor *t);
+/* Records the tensor's bytes in the op's spans. */
+void span_tensor(Op *op, const void *p, const Tensor *t, bool write);
+/* Records an output the op writes; with beta != 0 the old values are read
+   too, since they are blended into the result. */
+void span_output(Op *op, const void *y, const Tensor *yt, float beta);
+bool same_dims(const Tensor *a, const Tensor *b);
+
+/* ---- activations ---- */
+
+typedef struct Act {
+  cudnnActivationMode_t mode;
+  float coef, swish_beta;
+} Act;
+
+static inline float act_apply(const Act *a, float v) {
+  switch (a->mode) {
+  case CUDNN_ACTIVATION_SIGMOID: return 1.0f / (1.0f + expf(-v));
+  case CUDNN_ACTIVATION_RELU: return v > 0 ? v : 0;
+  case CUDNN_ACTIVATION_TANH: return tanhf(v);
+  case CUDNN_ACTIVATION_CLIPPED_RELU: return v > 0 ? (v < a->coef ? v : a->coef) : 0;
+  case CUDNN_ACTIVATION_ELU: return v > 0 ? v : a->coef * expm1f(v);
+  case CUDNN_ACTIVATION_SWISH: return v / (1.0f + expf(-a->swish_beta * v));
+  case CUDNN_ACTIVATION_IDENTITY: return v;
+  }
+  return v;
+}
+
+/* ---- the walker: parallel loops over strided tensors ---- */
+
+#define WALK_OPS 4
+
+/*
+ * Visits every index of `dims` (row-major) for up to WALK_OPS operands,
+ * each with its own strides (0 broadcasts). Dims that are contiguous for
+ * every operand are merged first, so most walks are one long row. The row
+ * function gets each operand's pointer at the row start, its stride along
+ * the row, and the row length.
+ */
+typedef struct Walk {
+  int rank, nops;
+  size_t elem;
+  long long dims[MAX_DIMS];
+  long long strides[WALK_OPS][MAX_DIMS];
+  char *base[WALK_OPS];
+  long long total;
+} Walk;
+
+typedef void RowFn(void *ctx, char *const *p, const long long *s, long long n);
+
+void walk_init(Walk *w, int rank, const long long *dims, size_t elem);
+/* Adds an operand; strides in elements, one per dim of the walk. */
+void walk_add(Walk *w, const void *base, const long long *strides);
+void walk_run(Walk *w, RowFn *row, void *ctx);
+
+/* Strides that broadcast `t` over `dims` (0 where t has 1), or false when
+ * t's dims do not broadcast to them. */
+bool broadcast_strides(const Tensor *t, int rank, const long long *dims, long long *out);
+
+#endif

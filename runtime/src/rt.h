@@ -1,0 +1,218 @@
+/*
+ * rt.h - internals of opc's CPU runtime, shared by the files of src/.
+ *
+ * Every asynchronous API call builds an Op (what to compute, with copies of
+ * its descriptors and scalars) and submits it to a stream. A stream is a
+ * worker thread running a FIFO of Tasks; a Task runs one Op after waiting
+ * for Fences (points in other streams' FIFOs). Ops are reference counted
+ * because a captured graph keeps them and replays them many times.
+ *
+ * One global lock (rt.lock) guards every queue, stream, event, graph and the
+ * checker's state; one condition variable (rt.cond) is broadcast whenever a
+ * task completes. Ops are coarse (whole convolutions), so this stays cheap.
+ */
+#ifndef OPC_RT_H
+#define OPC_RT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda.h"
+#include "cuda_runtime_api.h"
+
+/* ---- operations ---- */
+
+/* A byte range an op reads or writes, for the checking mode. */
+typedef struct Span {
+  uintptr_t lo, hi;
+  bool write;
+} Span;
+
+typedef struct Op Op;
+typedef void OpFn(Op *op);
+
+struct Op {
+  OpFn *run;
+  OpFn *release;    /* frees what the op owns besides itself; may be NULL */
+  int refs;         /* atomic */
+  const char *api;  /* the call that made it, e.g. "cudnnConvolutionForward" */
+  const char *name; /* innermost NVTX range when it was made (interned) */
+  Span *spans;      /* filled only in checking mode */
+  int nspans, capspans;
+};
+
+/* Allocates a zeroed op of `size` bytes (a struct that begins with Op). */
+void *op_new(size_t size, OpFn *run, const char *api);
+void op_ref(Op *op);
+void op_unref(Op *op);
+/* Records that the op reads or writes [p, p + bytes); no-op unless checking. */
+void op_span(Op *op, const void *p, size_t bytes, bool write);
+/* Records a strided block: elements of `elem` bytes at p + sum(i_d*stride_d). */
+void op_span_strided(Op *op, const void *p, int rank, const long long *dims,
+                     const long long *strides, size_t elem, bool write);
+
+/* ---- streams, tasks, events ---- */
+
+typedef struct CUstream_st Stream;
+typedef struct CUevent_st Event;
+typedef struct Capture Capture;
+
+typedef struct Fence {
+  Stream *stream;
+  uint64_t seq; /* done when stream->done_seq >= seq */
+} Fence;
+
+typedef struct Task {
+  struct Task *next;
+  uint64_t seq;
+  Op *op;          /* NULL for a pure wait or record */
+  Event *record;   /* set: timestamp this event when reached */
+  uint64_t record_gen;
+  Fence *waits;
+  int nwaits;
+} Task;
+
+#define MAX_AGENTS 256
+
+struct CUstream_st {
+  int id;          /* 0 for the legacy stream, then creation order */
+  unsigned flags;
+  int refs;        /* the user's + tasks', graphs' and fences' references */
+  bool destroyed;  /* the user called cudaStreamDestroy */
+  pthread_t thread;
+  pthread_cond_t wake; /* signalled when a task is queued */
+  bool stop;          /* no references left: exit once the queue is empty */
+  Task *head, *tail;
+  uint64_t next_seq; /* seq of the next task; seqs start at 1 */
+  uint64_t done_seq; /* every task up to this one has completed */
+
+  Capture *capture;  /* set while the stream is being captured */
+  int cap_index;     /* its index in capture->streams */
+
+  int agent;         /* checking: index into vector clocks, -1 if none */
+  uint32_t *clock;   /* checking: what this stream's last op knows */
+};
+
+struct CUevent_st {
+  unsigned flags;
+  int refs;
+  bool destroyed;
+  bool recorded;
+  Fence fence;       /* the point of the latest record */
+  uint64_t gen;      /* counts records, so a stale record task is ignored */
+  uint64_t timed_gen;
+  double time_ms;    /* when the latest record was reached */
+  uint32_t *clock;   /* checking: the recording stream's knowledge */
+  Capture *capture;  /* recorded in this capture ... */
+  int slot;          /* ... as this slot */
+};
+
+typedef struct Runtime {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  Stream *legacy;
+  Stream **streams; /* every live stream, the legacy one first */
+  int nstreams, capstreams;
+  int next_stream_id;
+  int ncaptures;    /* captures in progress */
+
+  bool check;       /* OPC_CHECK=1 */
+  bool raced;       /* a race was reported: every call fails from now on */
+  int async_error;  /* a cudaError_t from a failed operation, sticky */
+  int nagents;
+  uint32_t *host_clock;
+  int agent_stream_id[MAX_AGENTS];
+} Runtime;
+
+extern Runtime rt;
+
+/* Called by every entry point: initialises once, then returns
+ * cudaErrorLaunchFailure for good once the checker has seen a race. */
+cudaError_t rt_enter(void);
+bool rt_failed(void);
+/* Sets the calling thread's last error and returns it. */
+cudaError_t rt_error(cudaError_t err);
+/* NULL, cudaStreamLegacy and cudaStreamPerThread all name the legacy stream. */
+Stream *rt_stream(cudaStream_t s);
+double rt_now_ms(void);
+/* Records that an operation failed while it ran (out of scratch memory):
+ * printed once, then returned by every later synchronisation. */
+void rt_fail_async(const char *api);
+/* The sticky error of rt_fail_async, or cudaSuccess. */
+cudaError_t rt_async_error(void);
+
+/*
+ * Submits op to stream s (consuming the caller's reference): records it
+ * when s is being captured, else checks it (checking mode) and queues it.
+ */
+cudaError_t rt_submit(cudaStream_t s, Op *op);
+/* The same with rt.lock held. */
+cudaError_t rt_submit_locked(Stream *s, Op *op);
+/* Queues a task that waits for `f` and does nothing else. rt.lock held. */
+void rt_queue_wait_locked(Stream *s, Fence f);
+/* Queues a task that timestamps e; returns its fence. rt.lock held. */
+Fence rt_queue_record_locked(Stream *s, Event *e);
+/* Blocks the host until f is done; rt.lock held. */
+void rt_wait_fence_locked(Fence f);
+Fence rt_last_fence_locked(Stream *s);
+bool rt_fence_done_locked(Fence f);
+void stream_ref_locked(Stream *s);
+void stream_unref_locked(Stream *s);
+void event_unref_locked(Event *e);
+/* Waits until every stream is idle; rt.lock held. */
+void rt_sync_all_locked(void);
+
+/* ---- capture (graph.c) ---- */
+
+/* Appends a work, record or wait entry to the capture s belongs to. */
+void capture_add_op_locked(Stream *s, Op *op);
+cudaError_t capture_record_locked(Stream *s, Event *e);
+cudaError_t capture_wait_locked(Stream *s, Event *e);
+void capture_invalidate_locked(Capture *c);
+
+/* ---- checking mode (check.c) ---- */
+
+void check_init(void);
+/* Gives a new stream its agent and clock. rt.lock held. */
+void check_stream_created_locked(Stream *s);
+/* Advances s's clock for op (joining `extra` clocks first) and checks its spans. */
+void check_op_locked(Stream *s, Op *op);
+/* Joins the host's knowledge (and the legacy stream's implicit ordering)
+ * into s's clock before anything is queued on s. */
+void check_enter_locked(Stream *s);
+/* The host learns everything s (or e) knows: a host synchronisation. */
+void check_host_sync_locked(const uint32_t *clock);
+void clock_join(uint32_t *into, const uint32_t *from);
+void clock_copy(uint32_t *into, const uint32_t *from);
+uint32_t *clock_new(void);
+/* Forgets every access in [lo, hi): the memory was freed. */
+void check_forget_locked(uintptr_t lo, uintptr_t hi);
+/* Reports a failure that must make the process fail. */
+void check_fail(void);
+
+/* ---- memory (memory.c) ---- */
+
+/* Size of the allocation starting at p, or 0 when p is none of ours. */
+size_t mem_size_locked(const void *p);
+
+/* ---- NVTX (nvtx.c) ---- */
+
+/* The innermost open range of the calling thread (interned), or NULL. */
+const char *nvtx_current(void);
+const char *intern(const char *s);
+
+/* ---- thread pool (pool.c) ---- */
+
+typedef void PartFn(void *ctx, int part, int nparts);
+/* Runs fn(ctx, p, nparts) for every p in [0, nparts), in parallel; returns when all are done. */
+void pool_run(PartFn *fn, void *ctx, int nparts);
+int pool_threads(void);
+/* Parts for `work` units of roughly equal cost, at least `grain` units each. */
+int pool_parts(long long work, long long grain);
+/* Per-thread scratch memory; slots 0..3 are independent buffers, 64-byte
+ * aligned, kept for the thread's life. NULL when out of memory. */
+void *scratch(int slot, size_t bytes);
+
+#endif

@@ -1,0 +1,640 @@
+/*
+ * stream.c - streams as worker threads, tasks, events and host
+ * synchronisation.
+ *
+ * A task's seq numbers its place in its stream; a Fence (stream, seq) is
+ * done once the stream's done_seq reaches seq. Recording an event takes the
+ * fence of a record task; waiting on it queues a task that waits for that
+ * fence. The legacy stream (id 0) is ordered with every blocking stream, as
+ * in CUDA: its tasks wait for their pending work and theirs for its.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt.h"
+
+Runtime rt = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .cond = PTHREAD_COND_INITIALIZER,
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static _Thread_local cudaError_t last_error = cudaSuccess;
+
+static Stream *stream_new_locked(unsigned flags);
+
+static void init_runtime(void) {
+  check_init();
+  pthread_mutex_lock(&rt.lock);
+  rt.legacy = stream_new_locked(0);
+  pthread_mutex_unlock(&rt.lock);
+}
+
+bool rt_failed(void) {
+  return __atomic_load_n(&rt.raced, __ATOMIC_ACQUIRE);
+}
+
+cudaError_t rt_enter(void) {
+  pthread_once(&init_once, init_runtime);
+  if (rt_failed())
+    return rt_error(cudaErrorLaunchFailure);
+  return cudaSuccess;
+}
+
+cudaError_t rt_error(cudaError_t err) {
+  if (err != cudaSuccess)
+    last_error = err;
+  return err;
+}
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t err = last_error;
+  last_error = cudaSuccess;
+  if (err == cudaSuccess && rt_failed())
+    return cudaErrorLaunchFailure;
+  return err;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  if (last_error == cudaSuccess && rt_failed())
+    return cudaErrorLaunchFailure;
+  return last_error;
+}
+
+void rt_fail_async(const char *api) {
+  int none = cudaSuccess;
+  if (__atomic_compare_exchange_n(&rt.async_error, &none, cudaErrorMemoryAllocation, false,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    fprintf(stderr, "opc runtime: %s failed: out of memory for scratch space\n", api);
+}
+
+cudaError_t rt_async_error(void) {
+  return (cudaError_t)__atomic_load_n(&rt.async_error, __ATOMIC_ACQUIRE);
+}
+
+double rt_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+Stream *rt_stream(cudaStream_t s) {
+  if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread)
+    return rt.legacy;
+  return s;
+}
+
+/* ---- tasks ---- */
+
+bool rt_fence_done_locked(Fence f) {
+  return f.stream == NULL || f.stream->done_seq >= f.seq;
+}
+
+Fence rt_last_fence_locked(Stream *s) {
+  return (Fence){s, s->next_seq - 1};
+}
+
+static bool task_ready_locked(const Task *t) {
+  for (int i = 0; i < t->nwaits; i++)
+    if (!rt_fence_done_locked(t->waits[i]))
+      return false;
+  return true;
+}
+
+static void task_add_wait_locked(Task *t, Fence f) {
+  if (rt_fence_done_locked(f))
+    return;
+  Fence *w = realloc(t->waits, (t->nwaits + 1) * sizeof *w);
+  if (!w) {
+    /* Waiting on the host instead keeps the ordering without memory. */
+    rt_wait_fence_locked(f);
+    return;
+  }
+  t->waits = w;
+  stream_ref_locked(f.stream);
+  t->waits[t->nwaits++] = f;
+}
+
+/* The implicit ordering of the legacy stream with blocking streams. */
+static void add_legacy_waits_locked(Stream *s, Task *t) {
+  if (s == rt.legacy) {
+    for (int i = 0; i < rt.nstreams; i++) {
+      Stream *o = rt.streams[i];
+      if (o != s && !(o->flags & cudaStreamNonBlocking))
+        task_add_wait_locked(t, rt_last_fence_locked(o));
+    }
+  } else if (!(s->flags & cudaStreamNonBlocking)) {
+    task_add_wait_locked(t, rt_last_fence_locked(rt.legacy));
+  }
+}
+
+/* NULL when out of memory. */
+static Task *task_new_locked(Stream *s) {
+  Task *t = calloc(1, sizeof *t);
+  if (!t)
+    return NULL;
+  t->seq = s->next_seq++;
+  add_legacy_waits_locked(s, t);
+  return t;
+}
+
+static void task_push_locked(Stream *s, Task *t) {
+  if (s->tail)
+    s->tail->next = t;
+  else
+    s->head = t;
+  s->tail = t;
+  pthread_cond_signal(&s->wake);
+}
+
+static void task_free_locked(Task *t) {
+  for (int i = 0; i < t->nwaits; i++)
+    stream_unref_locked(t->waits[i].stream);
+  free(t->waits);
+  if (t->record)
+    event_unref_locked(t->record);
+  if (t->op)
+    op_unref(t->op);
+  free(t);
+}
+
+cudaError_t rt_submit_locked(Stream *s, Op *op) {
+  if (s->capture) {
+    capture_add_op_locked(s, op);
+    return cudaSuccess;
+  }
+  if (s == rt.legacy && rt.ncaptures > 0) {
+    op_unref(op);
+    return cudaErrorStreamCaptureImplicit;
+  }
+  if (rt.check) {
+    check_enter_locked(s);
+    check_op_locked(s, op);
+    if (rt_failed()) {
+      op_unref(op);
+      return cudaErrorLaunchFailure;
+    }
+  }
+  Task *t = task_new_locked(s);
+  if (!t) {
+    op_unref(op);
+    return cudaErrorMemoryAllocation;
+  }
+  t->op = op;
+  task_push_locked(s, t);
+  return cudaSuccess;
+}
+
+cudaError_t rt_submit(cudaStream_t stream, Op *op) {
+  pthread_mutex_lock(&rt.lock);
+  cudaError_t err;
+  if (rt_failed()) {
+    op_unref(op);
+    err = cudaErrorLaunchFailure;
+  } else {
+    err = rt_submit_locked(rt_stream(stream), op);
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
+}
+
+void rt_queue_wait_locked(Stream *s, Fence f) {
+  Task *t = task_new_locked(s);
+  if (!t) {
+    rt_wait_fence_locked(f); /* the host keeps the order instead */
+    return;
+  }
+  task_add_wait_locked(t, f);
+  task_push_locked(s, t);
+}
+
+Fence rt_queue_record_locked(Stream *s, Event *e) {
+  e->gen++;
+  Task *t = task_new_locked(s);
+  if (!t)
+    return rt_last_fence_locked(s); /* correct order, but no timestamp */
+  e->refs++;
+  t->record = e;
+  t->record_gen = e->gen;
+  task_push_locked(s, t);
+  return (Fence){s, t->seq};
+}
+
+void rt_wait_fence_locked(Fence f) {
+  if (rt_fence_done_locked(f))
+    return;
+  stream_ref_locked(f.stream);
+  while (!rt_fence_done_locked(f))
+    pthread_cond_wait(&rt.cond, &rt.lock);
+  stream_unref_locked(f.stream);
+}
+
+void rt_sync_all_locked(void) {
+  for (int i = 0; i < rt.nstreams; i++) {
+    Stream *s = rt.streams[i];
+    rt_wait_fence_locked(rt_last_fence_locked(s));
+    if (rt.check)
+      check_host_sync_locked(s->clock);
+  }
+}
+
+/* ---- the worker ---- */
+
+static void stream_free_locked(Stream *s) {
+  for (int i = 0; i < rt.nstreams; i++) {
+    if (rt.streams[i] == s) {
+      rt.streams[i] = rt.streams[--rt.nstreams];
+      break;
+    }
+  }
+  pthread_cond_destroy(&s->wake);
+  free(s->clock);
+  free(s);
+}
+
+static void *worker(void *arg) {
+  Stream *s = arg;
+  pthread_mutex_lock(&rt.lock);
+  for (;;) {
+    while (!s->head && !s->stop)
+      pthread_cond_wait(&s->wake, &rt.lock);
+    if (!s->head)
+      break;
+    Task *t = s->head;
+    while (!task_ready_locked(t))
+      pthread_cond_wait(&rt.cond, &rt.lock);
+    pthread_mutex_unlock(&rt.lock);
+    if (t->op)
+      t->op->run(t->op);
+    double now = t->record ? rt_now_ms() : 0;
+    pthread_mutex_lock(&rt.lock);
+    if (t->record && t->record->gen == t->record_gen) {
+      t->record->time_ms = now;
+      t->record->timed_gen = t->record_gen;
+    }
+    s->head = t->next;
+    if (!s->head)
+      s->tail = NULL;
+    s->done_seq = t->seq;
+    task_free_locked(t);
+    pthread_cond_broadcast(&rt.cond);
+  }
+  stream_free_locked(s);
+  pthread_cond_broadcast(&rt.cond);
+  pthread_mutex_unlock(&rt.lock);
+  return NULL;
+}
+
+static Stream *stream_new_locked(unsigned flags) {
+  Stream *s = calloc(1, sizeof *s);
+  if (!s)
+    return NULL;
+  if (rt.nstreams == rt.capstreams) {
+    int cap = rt.capstreams ? 2 * rt.capstreams : 8;
+    Stream **list = realloc(rt.streams, cap * sizeof *list);
+    if (!list) {
+      free(s);
+      return NULL;
+    }
+    rt.streams = list;
+    rt.capstreams = cap;
+  }
+  s->id = rt.next_stream_id++;
+  s->flags = flags;
+  s->refs = 1;
+  s->next_seq = 1;
+  s->agent = -1;
+  pthread_cond_init(&s->wake, NULL);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int failed = pthread_create(&s->thread, &attr, worker, s);
+  pthread_attr_destroy(&attr);
+  if (failed) {
+    pthread_cond_destroy(&s->wake);
+    free(s);
+    return NULL;
+  }
+  rt.streams[rt.nstreams++] = s;
+  if (rt.check)
+    check_stream_created_locked(s);
+  return s;
+}
+
+void stream_ref_locked(Stream *s) {
+  s->refs++;
+}
+
+void stream_unref_locked(Stream *s) {
+  if (--s->refs == 0) {
+    s->stop = true;
+    pthread_cond_signal(&s->wake);
+  }
+}
+
+/* ---- stream API ---- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!pStream || (flags & ~cudaStreamNonBlocking))
+    return rt_error(cudaErrorInvalidValue);
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = stream_new_locked(flags);
+  pthread_mutex_unlock(&rt.lock);
+  if (!s)
+    return rt_error(cudaErrorMemoryAllocation);
+  *pStream = s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority) {
+  (void)priority;
+  return cudaStreamCreateWithFlags(pStream, flags);
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (leastPriority)
+    *leastPriority = 0;
+  if (greatestPriority)
+    *greatestPriority = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
+  return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  Stream *s = rt_stream(stream);
+  if (s == rt.legacy)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&rt.lock);
+  if (s->destroyed || s->capture) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(s->capture ? cudaErrorStreamCaptureUnsupported : cudaErrorInvalidResourceHandle);
+  }
+  /* Pending work still runs; the worker leaves once nothing refers to it. */
+  s->destroyed = true;
+  stream_unref_locked(s);
+  pthread_mutex_unlock(&rt.lock);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  Stream *s = rt_stream(stream);
+  pthread_mutex_lock(&rt.lock);
+  if (s->capture) {
+    capture_invalidate_locked(s->capture);
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureUnsupported);
+  }
+  rt_wait_fence_locked(rt_last_fence_locked(s));
+  if (rt.check)
+    check_host_sync_locked(s->clock);
+  pthread_mutex_unlock(&rt.lock);
+  if (rt_failed())
+    return rt_error(cudaErrorLaunchFailure);
+  return rt_error(rt_async_error());
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  Stream *s = rt_stream(stream);
+  pthread_mutex_lock(&rt.lock);
+  if (s->capture) {
+    capture_invalidate_locked(s->capture);
+    err = cudaErrorStreamCaptureUnsupported;
+  } else if (!rt_fence_done_locked(rt_last_fence_locked(s))) {
+    err = cudaErrorNotReady;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return err == cudaErrorNotReady ? err : rt_error(err);
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  pthread_mutex_lock(&rt.lock);
+  if (rt.ncaptures > 0) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureUnsupported);
+  }
+  rt_sync_all_locked();
+  pthread_mutex_unlock(&rt.lock);
+  if (rt_failed())
+    return rt_error(cudaErrorLaunchFailure);
+  return rt_error(rt_async_error());
+}
+
+/* ---- host functions ---- */
+
+typedef struct HostFnOp {
+  Op op;
+  cudaHostFn_t fn;
+  void *data;
+} HostFnOp;
+
+static void run_host_fn(Op *op) {
+  HostFnOp *h = (HostFnOp *)op;
+  h->fn(h->data);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!fn)
+    return rt_error(cudaErrorInvalidValue);
+  HostFnOp *h = op_new(sizeof *h, run_host_fn, "cudaLaunchHostFunc");
+  if (!h)
+    return rt_error(cudaErrorMemoryAllocation);
+  h->fn = fn;
+  h->data = userData;
+  return rt_submit(stream, &h->op);
+}
+
+/* ---- events ---- */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!event || (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming)))
+    return rt_error(cudaErrorInvalidValue);
+  Event *e = calloc(1, sizeof *e);
+  if (!e)
+    return rt_error(cudaErrorMemoryAllocation);
+  e->flags = flags;
+  e->refs = 1;
+  if (rt.check && !(e->clock = clock_new())) {
+    free(e);
+    return rt_error(cudaErrorMemoryAllocation);
+  }
+  *event = e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+static void event_set_fence_locked(Event *e, Fence f) {
+  if (e->recorded)
+    stream_unref_locked(e->fence.stream);
+  stream_ref_locked(f.stream);
+  e->fence = f;
+  e->recorded = true;
+}
+
+void event_unref_locked(Event *e) {
+  if (--e->refs > 0)
+    return;
+  if (e->recorded)
+    stream_unref_locked(e->fence.stream);
+  free(e->clock);
+  free(e);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!e)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&rt.lock);
+  if (e->destroyed) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorInvalidResourceHandle);
+  }
+  e->destroyed = true;
+  event_unref_locked(e);
+  pthread_mutex_unlock(&rt.lock);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!e)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  Stream *s = rt_stream(stream);
+  pthread_mutex_lock(&rt.lock);
+  if (s->capture) {
+    err = capture_record_locked(s, e);
+  } else if (s == rt.legacy && rt.ncaptures > 0) {
+    err = cudaErrorStreamCaptureImplicit;
+  } else {
+    if (rt.check) {
+      check_enter_locked(s);
+      clock_copy(e->clock, s->clock);
+    }
+    e->capture = NULL;
+    event_set_fence_locked(e, rt_queue_record_locked(s, e));
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int flags) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!e)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  if (flags != 0)
+    return rt_error(cudaErrorInvalidValue);
+  Stream *s = rt_stream(stream);
+  pthread_mutex_lock(&rt.lock);
+  if (e->capture) {
+    err = capture_wait_locked(s, e);
+  } else if (s->capture) {
+    /* An event from outside the capture cannot order a captured stream. */
+    capture_invalidate_locked(s->capture);
+    err = cudaErrorStreamCaptureIsolation;
+  } else if (e->recorded) {
+    if (rt.check) {
+      check_enter_locked(s);
+      clock_join(s->clock, e->clock);
+    }
+    rt_queue_wait_locked(s, e->fence);
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!e)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&rt.lock);
+  if (e->capture)
+    err = cudaErrorStreamCaptureUnsupported;
+  else if (e->recorded && !rt_fence_done_locked(e->fence))
+    err = cudaErrorNotReady;
+  pthread_mutex_unlock(&rt.lock);
+  return err == cudaErrorNotReady ? err : rt_error(err);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!e)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&rt.lock);
+  if (e->capture) {
+    err = cudaErrorStreamCaptureUnsupported;
+  } else if (e->recorded) {
+    rt_wait_fence_locked(e->fence);
+    if (rt.check)
+      check_host_sync_locked(e->clock);
+  }
+  pthread_mutex_unlock(&rt.lock);
+  if (!err && rt_failed())
+    err = cudaErrorLaunchFailure;
+  if (!err)
+    err = rt_async_error();
+  return rt_error(err);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!ms)
+    return rt_error(cudaErrorInvalidValue);
+  if (!start || !end)
+    return rt_error(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&rt.lock);
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
+    err = cudaErrorInvalidResourceHandle;
+  else if (!start->recorded || !end->recorded || start->capture || end->capture)
+    err = cudaErrorInvalidResourceHandle;
+  else if (!rt_fence_done_locked(start->fence) || !rt_fence_done_locked(end->fence))
+    err = cudaErrorNotReady;
+  else if (start->timed_gen != start->gen || end->timed_gen != end->gen)
+    err = cudaErrorInvalidResourceHandle;
+  else
+    *ms = (float)(end->time_ms - start->time_ms);
+  pthread_mutex_unlock(&rt.lock);
+  return err == cudaErrorNotReady ? err : rt_error(err);
+}

@@ -1,0 +1,201 @@
+/*
+ * check_prog.c - small programs for the checking mode (OPC_CHECK=1), one per
+ * argument; run_check.py runs them and says which must be reported.
+ *
+ *   race        stream 2 reads what stream 1 writes, with no event
+ *   ordered     the same with the event
+ *   war         stream 2 overwrites what stream 1 still reads
+ *   host-sync   the host synchronises with stream 1 before stream 2 reads
+ *   kernel-race the race, through custom kernels (extents of opc_kargs)
+ *   graph-race  a captured graph whose side stream reads too early; the
+ *               capture itself is fine, its replay must be reported
+ *   graph-ok    a correct graph, replayed twice
+ *   ignored     a race in a program that ignores every error and returns 0
+ *   disjoint    two streams write different halves of one buffer
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include "../kernels/opc_kargs.h"
+
+#define N 4096
+
+static cudaStream_t s1, s2;
+static cudnnHandle_t d1, d2;
+static cudnnTensorDescriptor_t whole, half;
+static float *buf, *out;
+static int errors;
+
+static void note(cudaError_t err, const char *what) {
+  if (err != cudaSuccess) {
+    fprintf(stderr, "check_prog: %s: %s\n", what, cudaGetErrorString(err));
+    errors++;
+  }
+}
+
+static void note_dnn(cudnnStatus_t st, const char *what) {
+  if (st != CUDNN_STATUS_SUCCESS) {
+    fprintf(stderr, "check_prog: %s: %s\n", what, cudnnGetErrorString(st));
+    errors++;
+  }
+}
+
+static void produce(void) {
+  float v = 3.0f;
+  nvtxRangePushA("producer");
+  note_dnn(cudnnSetTensor(d1, whole, buf, &v), "producer");
+  nvtxRangePop();
+}
+
+static void consume(void) {
+  float one = 1, zero = 0;
+  nvtxRangePushA("consumer");
+  note_dnn(cudnnTransformTensor(d2, &one, whole, buf, &zero, whole, out), "consumer");
+  nvtxRangePop();
+}
+
+static void setup(void) {
+  note(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream 1");
+  note(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream 2");
+  cudnnCreate(&d1);
+  cudnnCreate(&d2);
+  cudnnSetStream(d1, s1);
+  cudnnSetStream(d2, s2);
+  int dims[3] = {1, 1, N}, strides[3] = {N, N, 1}, hdims[3] = {1, 1, N / 2};
+  cudnnCreateTensorDescriptor(&whole);
+  cudnnCreateTensorDescriptor(&half);
+  cudnnSetTensorNdDescriptor(whole, CUDNN_DATA_FLOAT, 3, dims, strides);
+  cudnnSetTensorNdDescriptor(half, CUDNN_DATA_FLOAT, 3, hdims, strides);
+  note(cudaMalloc((void **)&buf, N * 4), "malloc");
+  note(cudaMalloc((void **)&out, N * 4), "malloc");
+  note(cudaMemset(buf, 0, N * 4), "memset");
+  note(cudaMemset(out, 0, N * 4), "memset");
+}
+
+static void launch_copy(CUfunction f, cudaStream_t s, float *y, const float *x, const char *name) {
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = x;
+  a.y = y;
+  a.n = N;
+  a.rank = 1;
+  a.dims[0] = N;
+  a.xstride[0][0] = 1;
+  a.ystride[0] = 1;
+  a.x_extent[0] = N;
+  a.y_extent = N;
+  void *params[] = {&a};
+  nvtxRangePushA(name);
+  if (cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS)
+    errors++;
+  nvtxRangePop();
+}
+
+/* Producer on s1, consumer on s2, forked from and joined back to s1. */
+static void capture_body(cudaEvent_t fork, cudaEvent_t join, bool wait_for_producer) {
+  note(cudaEventRecord(fork, s1), "record fork");
+  note(cudaStreamWaitEvent(s2, fork, 0), "wait fork");
+  produce();
+  if (wait_for_producer) {
+    cudaEvent_t done;
+    cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    note(cudaEventRecord(done, s1), "record done");
+    note(cudaStreamWaitEvent(s2, done, 0), "wait done");
+    cudaEventDestroy(done);
+  }
+  consume();
+  note(cudaEventRecord(join, s2), "record join");
+  note(cudaStreamWaitEvent(s1, join, 0), "wait join");
+}
+
+static int run_graph(bool correct) {
+  cudaEvent_t fork, join;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  note(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal), "begin capture");
+  capture_body(fork, join, correct);
+  note(cudaStreamEndCapture(s1, &graph), "end capture");
+  note(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  /* Capturing executes and checks nothing: no error may have been seen yet. */
+  if (errors)
+    return 1;
+  fprintf(stderr, "check_prog: captured\n");
+  for (int i = 0; i < 2; i++) {
+    note(cudaGraphLaunch(exec, s1), "launch");
+    note(cudaStreamSynchronize(s1), "sync");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return errors ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: check_prog MODE\n");
+    return 2;
+  }
+  const char *mode = argv[1];
+  setup();
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (strcmp(mode, "race") == 0 || strcmp(mode, "ordered") == 0) {
+    produce();
+    if (strcmp(mode, "ordered") == 0) {
+      note(cudaEventRecord(ev, s1), "record");
+      note(cudaStreamWaitEvent(s2, ev, 0), "wait");
+    }
+    consume();
+  } else if (strcmp(mode, "war") == 0) {
+    cudaDeviceSynchronize();
+    consume(); /* s2 reads buf ... */
+    produce(); /* ... while s1 overwrites it */
+  } else if (strcmp(mode, "host-sync") == 0) {
+    produce();
+    note(cudaStreamSynchronize(s1), "sync");
+    consume();
+  } else if (strcmp(mode, "kernel-race") == 0) {
+    CUmodule mod;
+    CUfunction copy;
+    if (cuModuleLoadData(&mod, "") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&copy, mod, "opc_copy") != CUDA_SUCCESS) {
+      fprintf(stderr, "check_prog: no opc_copy kernel\n");
+      return 1;
+    }
+    launch_copy(copy, s1, buf, out, "kernel_producer");
+    launch_copy(copy, s2, out + 0, buf, "kernel_consumer");
+  } else if (strcmp(mode, "graph-race") == 0 || strcmp(mode, "graph-ok") == 0) {
+    int rc = run_graph(strcmp(mode, "graph-ok") == 0);
+    cudaDeviceSynchronize();
+    return rc || errors;
+  } else if (strcmp(mode, "ignored") == 0) {
+    produce();
+    consume();
+    cudaDeviceSynchronize();
+    return 0; /* the runtime must still make the process fail */
+  } else if (strcmp(mode, "disjoint") == 0) {
+    float a = 1, b = 2;
+    nvtxRangePushA("left");
+    note_dnn(cudnnSetTensor(d1, half, buf, &a), "left");
+    nvtxRangePop();
+    nvtxRangePushA("right");
+    note_dnn(cudnnSetTensor(d2, half, buf + N / 2, &b), "right");
+    nvtxRangePop();
+  } else {
+    fprintf(stderr, "check_prog: unknown mode %s\n", mode);
+    return 2;
+  }
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    fprintf(stderr, "check_prog: %s\n", cudaGetErrorString(err));
+    return 1;
+  }
+  return errors ? 1 : 0;
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Runs check_prog in each mode with OPC_CHECK=1 and checks the verdicts.
+
+Usage: run_check.py path/to/check_prog
+"""
+import os
+import subprocess
+import sys
+
+# mode -> (must be reported as a race, words the report must contain)
+CASES = {
+    'race': (True, ["node 'consumer' (stream 2) reads", "written by node 'producer' (stream 1)"]),
+    'ordered': (False, []),
+    'war': (True, ["node 'producer' (stream 1) writes", "read by node 'consumer' (stream 2)"]),
+    'host-sync': (False, []),
+    'kernel-race': (True, ["node 'kernel_consumer'", "node 'kernel_producer'"]),
+    'graph-race': (True, ["check_prog: captured", "node 'consumer'", "node 'producer'"]),
+    'graph-ok': (False, []),
+    'ignored': (True, ["node 'consumer'"]),
+    'disjoint': (False, []),
+}
+
+
+def run(prog, mode, check):
+    env = dict(os.environ)
+    env.pop('OPC_CHECK', None)
+    if check:
+        env['OPC_CHECK'] = '1'
+    p = subprocess.run([prog, mode], env=env, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stderr
+
+
+def main():
+    prog = sys.argv[1]
+    failures = 0
+    for mode, (racy, words) in CASES.items():
+        rc, err = run(prog, mode, True)
+        problems = []
+        if racy:
+            if rc == 0:
+                problems.append('exit status 0, expected a failure')
+            if 'opc-check: race:' not in err:
+                problems.append('no race reported')
+            for w in words:
+                if w not in err:
+                    problems.append('report lacks %r' % w)
+        else:
+            if rc != 0:
+                problems.append('exit status %d, expected 0' % rc)
+            if 'race' in err:
+                problems.append('a race was reported')
+        if problems:
+            failures += 1
+            print('FAIL %s: %s\n--- stderr ---\n%s' % (mode, '; '.join(problems), err))
+        else:
+            print('ok   %s' % mode)
+    # Without OPC_CHECK nothing is checked: the racy program just runs.
+    rc, err = run(prog, 'race', False)
+    if rc != 0 or 'race' in err:
+        failures += 1
+        print('FAIL race without OPC_CHECK: status %d\n%s' % (rc, err))
+    else:
+        print('ok   race without OPC_CHECK')
+    sys.exit(1 if failures else 0)
+
+
+main()

@@ -1,0 +1,536 @@
+/*
+ * test_conv.c - cuDNN convolutions of the CPU runtime against direct loops:
+ * forward over padding, stride, dilation, groups, 1-D/2-D/3-D, both modes
+ * and strided layouts; the fused bias/residual/activation form; and
+ * backward data against a direct transposed convolution.
+ */
+#include <string.h>
+
+#include <cudnn.h>
+#include <cuda_runtime.h>
+
+#include "testutil.h"
+
+typedef struct Case {
+  int ns;                 /* spatial dims: 1..3 */
+  int n, c, k, groups;
+  int in[3], ks[3], pad[3], stride[3], dil[3];
+  bool flip;              /* CUDNN_CONVOLUTION */
+  int layout;             /* 0 packed, 1 channels last, 2 a channel slice of a wider tensor */
+  float alpha, beta;
+} Case;
+
+static int rank(const Case *t) {
+  return t->ns + 2;
+}
+
+static long long prod(const int *d, int n) {
+  long long p = 1;
+  for (int i = 0; i < n; i++)
+    p *= d[i];
+  return p;
+}
+
+/* Strides (elements) of `dims` for a layout; returns the buffer size. */
+static long long layout_strides(int r, const int *dims, int layout, int *strides) {
+  if (layout == 1) { /* N, spatial..., C */
+    long long s = 1;
+    strides[1] = 1;
+    s = dims[1];
+    for (int i = r - 1; i >= 2; i--) {
+      strides[i] = (int)s;
+      s *= dims[i];
+    }
+    strides[0] = (int)s;
+    return s * dims[0];
+  }
+  int wide[8];
+  memcpy(wide, dims, r * sizeof(int));
+  if (layout == 2)
+    wide[1] += 3;
+  long long s = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    strides[i] = (int)s;
+    s *= wide[i];
+  }
+  return s;
+}
+
+/* Copies between a packed array and a strided buffer. */
+static void scatter(const float *packed, float *buf, int r, const int *dims, const int *strides,
+                    bool to_buf) {
+  long long n = prod(dims, r), idx[8] = {0};
+  for (long long i = 0; i < n; i++) {
+    long long off = 0;
+    for (int d = 0; d < r; d++)
+      off += idx[d] * strides[d];
+    if (to_buf)
+      buf[off] = packed[i];
+    else
+      ((float *)packed)[i] = buf[off];
+    for (int d = r - 1; d >= 0; d--) {
+      if (++idx[d] < dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+static void out_dims(const Case *t, int *o) {
+  for (int i = 0; i < 3; i++)
+    o[i] = (t->in[i] + 2 * t->pad[i] - (t->ks[i] - 1) * t->dil[i] - 1) / t->stride[i] + 1;
+}
+
+/* Direct convolution on packed 3-D-normalised arrays. */
+static void ref_conv(const Case *t, const float *x, const float *w, float *y) {
+  int o[3];
+  out_dims(t, o);
+  int cg = t->c / t->groups, kg = t->k / t->groups;
+  for (int n = 0; n < t->n; n++)
+    for (int k = 0; k < t->k; k++)
+      for (int od = 0; od < o[0]; od++)
+        for (int oh = 0; oh < o[1]; oh++)
+          for (int ow = 0; ow < o[2]; ow++) {
+            double sum = 0;
+            int g = k / kg;
+            for (int ci = 0; ci < cg; ci++)
+              for (int a = 0; a < t->ks[0]; a++)
+                for (int b = 0; b < t->ks[1]; b++)
+                  for (int e = 0; e < t->ks[2]; e++) {
+                    int id = od * t->stride[0] - t->pad[0] + a * t->dil[0];
+                    int ih = oh * t->stride[1] - t->pad[1] + b * t->dil[1];
+                    int iw = ow * t->stride[2] - t->pad[2] + e * t->dil[2];
+                    if (id < 0 || id >= t->in[0] || ih < 0 || ih >= t->in[1] || iw < 0 ||
+                        iw >= t->in[2])
+                      continue;
+                    /* True convolution uses the mirrored filter. */
+                    int wa = t->flip ? t->ks[0] - 1 - a : a, wb = t->flip ? t->ks[1] - 1 - b : b;
+                    int we = t->flip ? t->ks[2] - 1 - e : e;
+                    float wv = w[(((long long)k * cg + ci) * t->ks[0] + wa) * t->ks[1] * t->ks[2] +
+                                 wb * t->ks[2] + we];
+                    float xv = x[((((long long)n * t->c + g * cg + ci) * t->in[0] + id) * t->in[1] +
+                                  ih) * t->in[2] + iw];
+                    sum += (double)wv * xv;
+                  }
+            y[((((long long)n * t->k + k) * o[0] + od) * o[1] + oh) * o[2] + ow] = (float)sum;
+          }
+}
+
+/* The case's real dims (rank ns + 2) from the normalised 3-D ones. */
+static void real_dims(const Case *t, int first, int second, const int *sp, int *dims) {
+  dims[0] = first;
+  dims[1] = second;
+  for (int i = 0; i < t->ns; i++)
+    dims[2 + i] = sp[3 - t->ns + i];
+}
+
+static void set_conv(cudnnConvolutionDescriptor_t conv, const Case *t) {
+  int pad[3], stride[3], dil[3];
+  for (int i = 0; i < t->ns; i++) {
+    pad[i] = t->pad[3 - t->ns + i];
+    stride[i] = t->stride[3 - t->ns + i];
+    dil[i] = t->dil[3 - t->ns + i];
+  }
+  expect(cudnnSetConvolutionNdDescriptor(conv, t->ns, pad, stride, dil,
+                                         t->flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
+                                         CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS,
+         "set conv");
+  expect(cudnnSetConvolutionGroupCount(conv, t->groups) == CUDNN_STATUS_SUCCESS, "groups");
+}
+
+static void describe(const Case *t, char *buf, size_t size) {
+  snprintf(buf, size,
+           "%dD n%d c%d k%d g%d in %dx%dx%d ks %dx%dx%d pad %d,%d,%d stride %d,%d,%d dil %d,%d,%d "
+           "%s layout %d",
+           t->ns, t->n, t->c, t->k, t->groups, t->in[0], t->in[1], t->in[2], t->ks[0], t->ks[1],
+           t->ks[2], t->pad[0], t->pad[1], t->pad[2], t->stride[0], t->stride[1], t->stride[2],
+           t->dil[0], t->dil[1], t->dil[2], t->flip ? "conv" : "xcorr", t->layout);
+}
+
+static cudnnHandle_t dnn;
+
+static void run_forward(const Case *t) {
+  char name[256];
+  describe(t, name, sizeof name);
+  int r = rank(t), o[3], xd[8], yd[8], wd[8], xs[8], ys[8];
+  out_dims(t, o);
+  real_dims(t, t->n, t->c, t->in, xd);
+  real_dims(t, t->n, t->k, o, yd);
+  real_dims(t, t->k, t->c / t->groups, t->ks, wd);
+  long long xn = prod(xd, r), yn = prod(yd, r), wn = prod(wd, r);
+  long long xsize = layout_strides(r, xd, t->layout, xs);
+  long long ysize = layout_strides(r, yd, t->layout == 2 ? 0 : t->layout, ys);
+  float *x = rnd_array(xn), *w = rnd_array(wn), *y0 = rnd_array(yn);
+  float *want = malloc(yn * sizeof(float)), *got = malloc(yn * sizeof(float));
+  ref_conv(t, x, w, want);
+  for (long long i = 0; i < yn; i++)
+    want[i] = t->alpha * want[i] + t->beta * y0[i];
+
+  float *dx, *dw, *dy;
+  cudaMalloc((void **)&dx, xsize * sizeof(float));
+  cudaMalloc((void **)&dw, wn * sizeof(float));
+  cudaMalloc((void **)&dy, ysize * sizeof(float));
+  float *hx = calloc(xsize, sizeof(float)), *hy = calloc(ysize, sizeof(float));
+  scatter(x, hx, r, xd, xs, true);
+  scatter(y0, hy, r, yd, ys, true);
+  cudaMemcpy(dx, hx, xsize * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, w, wn * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, hy, ysize * sizeof(float), cudaMemcpyHostToDevice);
+
+  cudnnTensorDescriptor_t xdesc, ydesc;
+  cudnnFilterDescriptor_t wdesc;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnCreateTensorDescriptor(&xdesc);
+  cudnnCreateTensorDescriptor(&ydesc);
+  cudnnCreateFilterDescriptor(&wdesc);
+  cudnnCreateConvolutionDescriptor(&conv);
+  cudnnSetTensorNdDescriptor(xdesc, CUDNN_DATA_FLOAT, r, xd, xs);
+  cudnnSetTensorNdDescriptor(ydesc, CUDNN_DATA_FLOAT, r, yd, ys);
+  cudnnSetFilterNdDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, r, wd);
+  set_conv(conv, t);
+
+  int od[8];
+  if (cudnnGetConvolutionNdForwardOutputDim(conv, xdesc, wdesc, r, od) != CUDNN_STATUS_SUCCESS ||
+      memcmp(od, yd, r * sizeof(int)) != 0)
+    fail("%s: output dims", name);
+  cudnnConvolutionFwdAlgoPerf_t perf;
+  int count = 0;
+  if (cudnnGetConvolutionForwardAlgorithm_v7(dnn, xdesc, wdesc, conv, ydesc, 1, &count, &perf) ||
+      count != 1 || perf.status != CUDNN_STATUS_SUCCESS)
+    fail("%s: algorithm", name);
+  size_t ws = 1;
+  cudnnGetConvolutionForwardWorkspaceSize(dnn, xdesc, wdesc, conv, ydesc, perf.algo, &ws);
+  cudnnStatus_t st = cudnnConvolutionForward(dnn, &t->alpha, xdesc, dx, wdesc, dw, conv, perf.algo,
+                                             NULL, ws, &t->beta, ydesc, dy);
+  if (st != CUDNN_STATUS_SUCCESS)
+    fail("%s: cudnnConvolutionForward: %s", name, cudnnGetErrorString(st));
+  cudaMemcpy(hy, dy, ysize * sizeof(float), cudaMemcpyDeviceToHost);
+  scatter(got, hy, r, yd, ys, false);
+  if (!close_arrays(name, got, want, yn, 1e-4f))
+    fprintf(stderr, "  in case: %s\n", name);
+
+  cudnnDestroyTensorDescriptor(xdesc);
+  cudnnDestroyTensorDescriptor(ydesc);
+  cudnnDestroyFilterDescriptor(wdesc);
+  cudnnDestroyConvolutionDescriptor(conv);
+  cudaFree(dx);
+  cudaFree(dw);
+  cudaFree(dy);
+  free(x), free(w), free(y0), free(want), free(got), free(hx), free(hy);
+}
+
+static Case base_case(int ns) {
+  Case t = {.ns = ns, .n = 2, .c = 4, .k = 6, .groups = 1, .alpha = 1, .beta = 0};
+  for (int i = 0; i < 3; i++) {
+    t.in[i] = 1;
+    t.ks[i] = 1;
+    t.stride[i] = 1;
+    t.dil[i] = 1;
+  }
+  return t;
+}
+
+/* Sets the last `ns` spatial entries of a 3-entry array to v. */
+static void fill3(int *a, int ns, int v) {
+  for (int i = 3 - ns; i < 3; i++)
+    a[i] = v;
+}
+
+static void forward_cases(void) {
+  int sizes[3][3] = {{1, 1, 11}, {1, 7, 9}, {5, 6, 4}};
+  for (int ns = 1; ns <= 3; ns++) {
+    for (int ks = 1; ks <= 3; ks++)
+      for (int pad = 0; pad <= 2; pad++)
+        for (int stride = 1; stride <= 2; stride++)
+          for (int dil = 1; dil <= 2; dil++)
+            for (int g = 0; g < 3; g++) {
+              if (ns == 3 && (pad == 2 || dil == 2) && ks != 3)
+                continue; /* keep 3-D cheap */
+              Case t = base_case(ns);
+              memcpy(t.in, sizes[ns - 1], sizeof t.in);
+              fill3(t.ks, ns, ks);
+              fill3(t.pad, ns, pad);
+              fill3(t.stride, ns, stride);
+              fill3(t.dil, ns, dil);
+              t.groups = g == 0 ? 1 : g == 1 ? 2 : 4;
+              if (g == 2) /* depthwise: one input channel per group */
+                t.k = 8;
+              bool fits = true;
+              for (int i = 0; i < 3; i++)
+                if (t.in[i] + 2 * t.pad[i] < (t.ks[i] - 1) * t.dil[i] + 1)
+                  fits = false;
+              if (!fits)
+                continue;
+              t.layout = (ks + pad + stride + g) % 3;
+              t.flip = (ks + dil + g) % 4 == 0;
+              if ((pad + dil) % 2) {
+                t.alpha = 0.5f;
+                t.beta = -1.5f;
+              }
+              run_forward(&t);
+            }
+  }
+  /* Asymmetric kernels, strides and a wider image. */
+  Case t = base_case(2);
+  t.in[1] = 13, t.in[2] = 17, t.ks[1] = 2, t.ks[2] = 5, t.pad[1] = 1, t.pad[2] = 2;
+  t.stride[1] = 3, t.stride[2] = 2, t.dil[1] = 2, t.c = 6, t.k = 9, t.groups = 3, t.layout = 1;
+  run_forward(&t);
+  /* Big enough to be split into many blocks across threads. */
+  Case big = base_case(2);
+  big.n = 1, big.c = 16, big.k = 24, big.in[1] = 40, big.in[2] = 36;
+  big.ks[1] = big.ks[2] = 3, big.pad[1] = big.pad[2] = 1;
+  run_forward(&big);
+  big.ks[1] = big.ks[2] = 1, big.pad[1] = big.pad[2] = 0, big.layout = 2;
+  run_forward(&big);
+  big.layout = 0;
+  run_forward(&big);
+}
+
+/* ---- fused bias, residual and activation ---- */
+
+static float act_ref(cudnnActivationMode_t m, float v, float coef) {
+  switch (m) {
+  case CUDNN_ACTIVATION_RELU: return v > 0 ? v : 0;
+  case CUDNN_ACTIVATION_CLIPPED_RELU: return v < 0 ? 0 : v > coef ? coef : v;
+  case CUDNN_ACTIVATION_SIGMOID: return 1 / (1 + expf(-v));
+  case CUDNN_ACTIVATION_TANH: return tanhf(v);
+  default: return v;
+  }
+}
+
+static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, float alpha2) {
+  Case t = base_case(2);
+  t.n = 2, t.c = 6, t.k = 8, t.groups = 2, t.in[1] = 9, t.in[2] = 7;
+  t.ks[1] = t.ks[2] = 3, t.pad[1] = t.pad[2] = 1;
+  int o[3];
+  out_dims(&t, o);
+  int xd[4] = {2, 6, 9, 7}, yd[4] = {2, 8, o[1], o[2]}, wd[4] = {8, 3, 3, 3}, bd[4] = {1, 8, 1, 1};
+  long long xn = 2 * 6 * 9 * 7, yn = 2LL * 8 * o[1] * o[2], wn = 8 * 3 * 9;
+  float *x = rnd_array(xn), *w = rnd_array(wn), *z = rnd_array(yn), *b = rnd_array(8);
+  float *want = malloc(yn * sizeof(float)), *got = malloc(yn * sizeof(float));
+  ref_conv(&t, x, w, want);
+  long long plane = (long long)o[1] * o[2];
+  for (long long i = 0; i < yn; i++)
+    want[i] = act_ref(mode, alpha1 * want[i] + alpha2 * z[i] + b[i / plane % 8], 2.5f);
+
+  float *dx, *dw, *dz, *db, *dy;
+  cudaMalloc((void **)&dx, xn * 4);
+  cudaMalloc((void **)&dw, wn * 4);
+  cudaMalloc((void **)&dz, yn * 4);
+  cudaMalloc((void **)&db, 8 * 4);
+  cudaMalloc((void **)&dy, yn * 4);
+  cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, w, wn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dz, z, yn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b, 8 * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, z, yn * 4, cudaMemcpyHostToDevice); /* y starts equal to z for in-place */
+
+  cudnnTensorDescriptor_t xdesc, ydesc, bdesc;
+  cudnnFilterDescriptor_t wdesc;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnActivationDescriptor_t act;
+  cudnnCreateTensorDescriptor(&xdesc);
+  cudnnCreateTensorDescriptor(&ydesc);
+  cudnnCreateTensorDescriptor(&bdesc);
+  cudnnCreateFilterDescriptor(&wdesc);
+  cudnnCreateConvolutionDescriptor(&conv);
+  cudnnCreateActivationDescriptor(&act);
+  cudnnSetTensor4dDescriptor(xdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
+  cudnnSetTensor4dDescriptor(ydesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
+  cudnnSetTensor4dDescriptor(bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, bd[0], bd[1], bd[2], bd[3]);
+  cudnnSetFilter4dDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
+  cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  cudnnSetConvolutionGroupCount(conv, 2);
+  cudnnSetActivationDescriptor(act, mode, CUDNN_NOT_PROPAGATE_NAN, 2.5);
+  cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+      dnn, &alpha1, xdesc, dx, wdesc, dw, conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+      NULL, 0, &alpha2, ydesc, in_place ? dy : dz, bdesc, db, act, ydesc, dy);
+  expect(st == CUDNN_STATUS_SUCCESS, "cudnnConvolutionBiasActivationForward");
+  cudaMemcpy(got, dy, yn * 4, cudaMemcpyDeviceToHost);
+  char name[96];
+  snprintf(name, sizeof name, "fused act %d in_place %d alpha %g,%g", mode, in_place, alpha1, alpha2);
+  close_arrays(name, got, want, yn, 1e-4f);
+  cudnnDestroyTensorDescriptor(xdesc);
+  cudnnDestroyTensorDescriptor(ydesc);
+  cudnnDestroyTensorDescriptor(bdesc);
+  cudnnDestroyFilterDescriptor(wdesc);
+  cudnnDestroyConvolutionDescriptor(conv);
+  cudnnDestroyActivationDescriptor(act);
+  cudaFree(dx), cudaFree(dw), cudaFree(dz), cudaFree(db), cudaFree(dy);
+  free(x), free(w), free(z), free(b), free(want), free(got);
+}
+
+/* ---- backward data ---- */
+
+/* Direct transposed convolution: every dy value spreads through the filter. */
+static void ref_backward(const Case *t, const float *dy, const float *w, float *dx) {
+  int o[3];
+  out_dims(t, o);
+  int cg = t->c / t->groups, kg = t->k / t->groups;
+  memset(dx, 0, prod((int[]){t->n, t->c, t->in[0], t->in[1], t->in[2]}, 5) * sizeof(float));
+  for (int n = 0; n < t->n; n++)
+    for (int k = 0; k < t->k; k++)
+      for (int od = 0; od < o[0]; od++)
+        for (int oh = 0; oh < o[1]; oh++)
+          for (int ow = 0; ow < o[2]; ow++) {
+            float v = dy[((((long long)n * t->k + k) * o[0] + od) * o[1] + oh) * o[2] + ow];
+            int g = k / kg;
+            for (int ci = 0; ci < cg; ci++)
+              for (int a = 0; a < t->ks[0]; a++)
+                for (int b = 0; b < t->ks[1]; b++)
+                  for (int e = 0; e < t->ks[2]; e++) {
+                    int id = od * t->stride[0] - t->pad[0] + a * t->dil[0];
+                    int ih = oh * t->stride[1] - t->pad[1] + b * t->dil[1];
+                    int iw = ow * t->stride[2] - t->pad[2] + e * t->dil[2];
+                    if (id < 0 || id >= t->in[0] || ih < 0 || ih >= t->in[1] || iw < 0 ||
+                        iw >= t->in[2])
+                      continue;
+                    int wa = t->flip ? t->ks[0] - 1 - a : a, wb = t->flip ? t->ks[1] - 1 - b : b;
+                    int we = t->flip ? t->ks[2] - 1 - e : e;
+                    float wv = w[(((long long)k * cg + ci) * t->ks[0] + wa) * t->ks[1] * t->ks[2] +
+                                 wb * t->ks[2] + we];
+                    dx[((((long long)n * t->c + g * cg + ci) * t->in[0] + id) * t->in[1] + ih) *
+                           t->in[2] +
+                       iw] += wv * v;
+                  }
+          }
+}
+
+static void run_backward(const Case *t) {
+  char name[256];
+  describe(t, name, sizeof name);
+  int r = rank(t), o[3], xd[8], yd[8], wd[8], xs[8], ys[8];
+  out_dims(t, o);
+  real_dims(t, t->n, t->c, t->in, xd);
+  real_dims(t, t->n, t->k, o, yd);
+  real_dims(t, t->k, t->c / t->groups, t->ks, wd);
+  long long xn = prod(xd, r), yn = prod(yd, r), wn = prod(wd, r);
+  long long xsize = layout_strides(r, xd, t->layout, xs);
+  long long ysize = layout_strides(r, yd, t->layout == 1 ? 1 : 0, ys);
+  float *dyv = rnd_array(yn), *w = rnd_array(wn), *dx0 = rnd_array(xn);
+  float *want = malloc(xn * sizeof(float)), *got = malloc(xn * sizeof(float));
+  ref_backward(t, dyv, w, want);
+  for (long long i = 0; i < xn; i++)
+    want[i] = t->alpha * want[i] + t->beta * dx0[i];
+
+  float *ddx, *dw, *ddy;
+  cudaMalloc((void **)&ddx, xsize * 4);
+  cudaMalloc((void **)&dw, wn * 4);
+  cudaMalloc((void **)&ddy, ysize * 4);
+  float *hx = calloc(xsize, 4), *hy = calloc(ysize, 4);
+  scatter(dx0, hx, r, xd, xs, true);
+  scatter(dyv, hy, r, yd, ys, true);
+  cudaMemcpy(ddx, hx, xsize * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(ddy, hy, ysize * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, w, wn * 4, cudaMemcpyHostToDevice);
+
+  cudnnTensorDescriptor_t xdesc, ydesc;
+  cudnnFilterDescriptor_t wdesc;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnCreateTensorDescriptor(&xdesc);
+  cudnnCreateTensorDescriptor(&ydesc);
+  cudnnCreateFilterDescriptor(&wdesc);
+  cudnnCreateConvolutionDescriptor(&conv);
+  cudnnSetTensorNdDescriptor(xdesc, CUDNN_DATA_FLOAT, r, xd, xs);
+  cudnnSetTensorNdDescriptor(ydesc, CUDNN_DATA_FLOAT, r, yd, ys);
+  cudnnSetFilterNdDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, r, wd);
+  set_conv(conv, t);
+  cudnnConvolutionBwdDataAlgoPerf_t perf;
+  int count = 0;
+  if (cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, wdesc, ydesc, conv, xdesc, 1, &count,
+                                                  &perf) ||
+      count != 1)
+    fail("%s: backward algorithm", name);
+  size_t ws = 1;
+  cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, wdesc, ydesc, conv, xdesc, perf.algo, &ws);
+  cudnnStatus_t st = cudnnConvolutionBackwardData(dnn, &t->alpha, wdesc, dw, ydesc, ddy, conv,
+                                                  perf.algo, NULL, ws, &t->beta, xdesc, ddx);
+  if (st != CUDNN_STATUS_SUCCESS)
+    fail("%s: cudnnConvolutionBackwardData: %s", name, cudnnGetErrorString(st));
+  cudaMemcpy(hx, ddx, xsize * 4, cudaMemcpyDeviceToHost);
+  scatter(got, hx, r, xd, xs, false);
+  if (!close_arrays(name, got, want, xn, 1e-4f))
+    fprintf(stderr, "  backward case: %s\n", name);
+  cudnnDestroyTensorDescriptor(xdesc);
+  cudnnDestroyTensorDescriptor(ydesc);
+  cudnnDestroyFilterDescriptor(wdesc);
+  cudnnDestroyConvolutionDescriptor(conv);
+  cudaFree(ddx), cudaFree(dw), cudaFree(ddy);
+  free(dyv), free(w), free(dx0), free(want), free(got), free(hx), free(hy);
+}
+
+static void backward_cases(void) {
+  int sizes[3][3] = {{1, 1, 10}, {1, 6, 8}, {4, 5, 3}};
+  for (int ns = 1; ns <= 3; ns++)
+    for (int ks = 1; ks <= 4; ks++)
+      for (int stride = 1; stride <= 3; stride++)
+        for (int pad = 0; pad <= 1; pad++)
+          for (int dil = 1; dil <= 2; dil++) {
+            Case t = base_case(ns);
+            memcpy(t.in, sizes[ns - 1], sizeof t.in);
+            fill3(t.ks, ns, ks);
+            fill3(t.stride, ns, stride);
+            fill3(t.pad, ns, pad);
+            fill3(t.dil, ns, dil);
+            bool fits = true;
+            for (int i = 0; i < 3; i++)
+              if (t.in[i] + 2 * t.pad[i] < (t.ks[i] - 1) * t.dil[i] + 1)
+                fits = false;
+            if (!fits || (ns == 3 && ks > 2))
+              continue;
+            t.groups = (ks + stride) % 2 ? 2 : 1;
+            t.layout = (ks + pad) % 3;
+            t.flip = ks == 3 && dil == 1;
+            if (stride == 2) {
+              t.alpha = 2.0f;
+              t.beta = 0.5f;
+            }
+            run_backward(&t);
+          }
+}
+
+int main(void) {
+  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) {
+    fprintf(stderr, "cudnnCreate failed\n");
+    return 1;
+  }
+  expect(cudnnGetVersion() >= 90000, "cudnnGetVersion");
+  forward_cases();
+  cudnnActivationMode_t modes[] = {CUDNN_ACTIVATION_IDENTITY, CUDNN_ACTIVATION_RELU,
+                                   CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_ACTIVATION_SIGMOID,
+                                   CUDNN_ACTIVATION_TANH};
+  for (int i = 0; i < 5; i++) {
+    run_fused(modes[i], false, 1.0f, 1.0f);
+    run_fused(modes[i], true, 0.5f, 2.0f);
+  }
+  run_fused(CUDNN_ACTIVATION_RELU, false, 1.0f, 0.0f);
+  backward_cases();
+  /* Mismatched shapes are refused, not computed. */
+  {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnCreateTensorDescriptor(&x);
+    cudnnCreateTensorDescriptor(&y);
+    cudnnCreateFilterDescriptor(&w);
+    cudnnCreateConvolutionDescriptor(&conv);
+    cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 3, 8, 8);
+    cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 4, 7, 8);
+    cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 4, 3, 3, 3);
+    cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    float one = 1, zero = 0, buf[512];
+    expect(cudnnConvolutionForward(dnn, &one, x, buf, w, buf, conv, 0, NULL, 0, &zero, y, buf) ==
+               CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+           "shape mismatch refused");
+    expect(cudnnConvolutionForward(NULL, &one, x, buf, w, buf, conv, 0, NULL, 0, &zero, y, buf) ==
+               CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+           "NULL handle refused");
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  cudaDeviceSynchronize();
+  cudnnDestroy(dnn);
+  return finish("test_conv");
+}

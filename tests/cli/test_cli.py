@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Checks opc's command line: exit statuses, messages, and that a failure
+leaves no output behind.
+
+Usage: test_cli.py OPC GROUP
+  usage    options and their errors (exit 0 or 1; no model is compiled)
+  models   unreadable, corrupt and unsupported models (exit 2), --dump-ir,
+           --const-input and its errors
+  compile  -o with .c and executable outputs; a failed build leaves nothing;
+           a program with an input bound by --const-input
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPC, GROUP = os.path.abspath(sys.argv[1]), sys.argv[2]
+USAGE = "usage: opc MODEL.onnx -o OUT [options]"
+failures = 0
+checks = 0
+
+
+def run(*args, env=None):
+    return subprocess.run([OPC, *args], capture_output=True, text=True, errors="replace",
+                          timeout=120, env=env)
+
+
+def check(name, ok, p=None):
+    global failures, checks
+    checks += 1
+    if not ok:
+        failures += 1
+        print(f"FAIL {name}")
+        if p is not None:
+            print(f"  exit {p.returncode}\n  stdout: {p.stdout[:800]!r}\n  stderr: {p.stderr[:800]!r}")
+
+
+def expect_usage_error(name, *args):
+    p = run(*args)
+    lines = p.stderr.splitlines()
+    # One line saying what is wrong, then the usage line.
+    check(name, p.returncode == 1 and len(lines) == 2 and lines[0].startswith("opc: error: ")
+          and lines[1] == USAGE and p.stdout == "", p)
+
+
+def expect_model_error(name, *args, text=None):
+    p = run(*args)
+    check(name, p.returncode == 2 and p.stderr.startswith("opc: error: ")
+          and (text is None or text in p.stderr) and p.stdout == "", p)
+    return p
+
+
+# ------------------------------------------------------------ models
+
+def save(model, path):
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def conv_model(path, batch=1):
+    """Conv + Relu: small, and every stage of opc has something to do."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "cli", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4, 8, 8])], [w, b])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def symbolic_model(path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "sym", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def unsupported_model(path):
+    nodes = [helper.make_node("NotAnOp", ["x"], ["y"], name="mystery")]
+    graph = helper.make_graph(
+        nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def reshape_model(path):
+    """Reshape whose target shape is a graph input: it must be bound."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                           helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
+
+
+def write_pb(path, arr, name):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(arr, name).SerializeToString())
+
+
+def listing(d):
+    return sorted(os.listdir(d))
+
+
+# ------------------------------------------------------------ groups
+
+def usage_group(tmp):
+    os.chdir(tmp)  # so that a stray output would show up in the listing below
+    expect_usage_error("no arguments")
+    expect_usage_error("unknown flag", "--frobnicate", "m.onnx", "-o", "x")
+    expect_usage_error("missing -o value", "m.onnx", "-o")
+    expect_usage_error("no output", "m.onnx")
+    expect_usage_error("no model", "-o", "x.c")
+    expect_usage_error("two models", "a.onnx", "b.onnx", "-o", "x.c")
+    for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
+                ["--prune", "a,b"], ["--schedule", "fastest"], ["--lios-priority", "best"],
+                ["--precision", "fp16"], ["--target", "tpu"], ["--prefix", "9net"],
+                ["--prefix", "my-net"], ["--input-shape", "x"], ["--input-shape", "x=1xq"],
+                ["--input-shape", "=1x2"], ["-O3"], ["--cflags", "gpu"],
+                ["--dump-after", "no_such_pass"], ["--const-input", "shape"],
+                ["--const-input", "=s.npy"], ["--const-input", "shape="]]:
+        expect_usage_error("bad value " + " ".join(bad), "m.onnx", "-o", "x.c", *bad)
+
+    p = run("--help")
+    check("--help exits 0", p.returncode == 0 and USAGE in p.stdout and p.stderr == "", p)
+    for option in ["-o", "--help", "--version", "--dump-ir", "--input-shape", "--batch", "-O0",
+                   "-O1", "--dump-after", "--stats", "--verify-each", "--schedule", "--streams",
+                   "--prune", "--lios-priority", "--device", "--cost-db", "--no-merge",
+                   "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
+                   "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
+                   "--const-input"]:
+        check(f"--help documents {option}", option in p.stdout)
+    p = run("--version")
+    check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
+    for target in ["cpu", "cuda"]:
+        for what in ["--cflags", "--libs"]:
+            p = run(what, target)
+            check(f"{what} {target}", p.returncode == 0 and p.stdout.strip() != "", p)
+    p = run("--libs", "cuda")
+    check("--libs cuda names cudnn", "-lcudnn" in p.stdout, p)
+    check("usage errors create nothing", listing(tmp) == [])
+    os.chdir("/")
+
+
+def models_group(tmp):
+    good = os.path.join(tmp, "good.onnx")
+    conv_model(good)
+    data = open(good, "rb").read()
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+
+    expect_model_error("missing file", os.path.join(tmp, "absent.onnx"), "-o",
+                       os.path.join(out, "net.c"), text="cannot open")
+    empty = os.path.join(tmp, "empty.onnx")
+    open(empty, "wb").close()
+    expect_model_error("empty file", empty, "--dump-ir", text="empty")
+    expect_model_error("directory", tmp, "--dump-ir")
+
+    variants = {"zeros": bytes(len(data)), "garbage": b"\xff" * 64}
+    for cut in [1, 7, len(data) // 3, len(data) // 2, len(data) - 1]:
+        variants[f"truncated at {cut}"] = data[:cut]
+    for label, blob in variants.items():
+        path = os.path.join(tmp, "corrupt.onnx")
+        open(path, "wb").write(blob)
+        expect_model_error(label, path, "-o", os.path.join(out, "net.c"))
+
+    # A flipped bit in weight data leaves a valid model, so a flipped model
+    # may compile; it must never crash, and errors must be reported cleanly.
+    rng = random.Random(1234)
+    statuses = []
+    for i in range(20):
+        blob = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            pos = rng.randrange(len(blob))
+            blob[pos] ^= 1 << rng.randrange(8)
+        path = os.path.join(tmp, "flipped.onnx")
+        open(path, "wb").write(blob)
+        p = run(path, "--dump-ir")
+        statuses.append(p.returncode)
+        check(f"bit flip {i}", p.returncode == 0 or
+              (p.returncode == 2 and p.stderr.startswith("opc: error: ")), p)
+    check("some bit flips are rejected", 2 in statuses)
+
+    bad = os.path.join(tmp, "unsupported.onnx")
+    unsupported_model(bad)
+    expect_model_error("unsupported operator", bad, "-o", os.path.join(out, "net.c"),
+                       text="unsupported operators: NotAnOp (node 'mystery')")
+    expect_model_error("unsupported operator, executable", bad, "-o", os.path.join(out, "net"))
+    check("failures leave no output", listing(out) == [], None)
+    if listing(out):
+        print("  left:", listing(out))
+
+    p = run(good, "--dump-ir")
+    lines = p.stdout.splitlines()
+    check("--dump-ir", p.returncode == 0 and p.stderr == "" and
+          "input %x: f32[1,3,8,8]" in lines and "output %y" in lines, p)
+    check("--dump-ir shows the conv output type",
+          any(line.startswith("%y: f32[1,4,8,8] = Relu(") for line in lines), p)
+
+    sym = os.path.join(tmp, "symbolic.onnx")
+    symbolic_model(sym)
+    expect_model_error("symbolic without pin", sym, "--dump-ir",
+                       text="input 'x' has a dynamic dimension 0 ('N'); pin it with "
+                            "--input-shape x=... or --batch N")
+    p = run(sym, "--dump-ir", "--batch", "3")
+    check("--batch pins", p.returncode == 0 and "input %x: f32[3,5]" in p.stdout, p)
+    p = run(sym, "--dump-ir", "--input-shape", "x=7,5")
+    check("--input-shape pins", p.returncode == 0 and "input %x: f32[7,5]" in p.stdout, p)
+    expect_model_error("--input-shape of a non-input", sym, "--dump-ir", "--batch", "1",
+                       "--input-shape", "nope=1x2", text="'nope'")
+    const_input_errors(tmp)
+
+
+def const_input_errors(tmp):
+    model = os.path.join(tmp, "reshape.onnx")
+    reshape_model(model)
+    npy = os.path.join(tmp, "shape.npy")
+    np.save(npy, np.array([4, 6], np.int64))
+    expect_model_error("shape input left unbound", model, "--dump-ir",
+                       text="input 'shape' has data type i64")
+    p = run(model, "--dump-ir", "--const-input", "shape=" + npy)
+    lines = p.stdout.splitlines()
+    check("--const-input makes a constant", p.returncode == 0 and p.stderr == "" and
+          "const %shape: i64[2] = [4,6]" in lines and "input %x: f32[2,3,4]" in lines and
+          not any(line.startswith("input %shape") for line in lines) and
+          any(line.startswith("%r: f32[4,6] = Reshape(") for line in lines), p)
+    p = run(model, "--dump-ir", "--const-input=shape=" + npy)
+    check("--const-input=NAME=FILE", p.returncode == 0 and "const %shape" in p.stdout, p)
+
+    absent = os.path.join(tmp, "absent.npy")
+    expect_model_error("--const-input missing file", model, "--dump-ir",
+                       "--const-input", "shape=" + absent,
+                       text="--const-input shape=%s: cannot open '%s'" % (absent, absent))
+    corrupt = os.path.join(tmp, "corrupt.npy")
+    with open(npy, "rb") as f:
+        whole = f.read()
+    with open(corrupt, "wb") as f:
+        f.write(whole[:-3])
+    expect_model_error("--const-input truncated .npy", model, "--dump-ir",
+                       "--const-input", "shape=" + corrupt,
+                       text="the data holds 13 bytes but shape [2] needs 16")
+    garbage = os.path.join(tmp, "garbage.pb")
+    with open(garbage, "wb") as f:
+        f.write(b"\xff" * 32)
+    expect_model_error("--const-input corrupt .pb", model, "-o", os.path.join(tmp, "never.c"),
+                       "--const-input", "shape=" + garbage,
+                       text="is neither a .npy file nor a valid ONNX TensorProto")
+    check("a failed --const-input writes nothing", not os.path.exists(os.path.join(tmp, "never.c")))
+    expect_model_error("--const-input unknown input", model, "--dump-ir",
+                       "--const-input", "shape=" + npy, "--const-input", "nope=" + npy,
+                       text="--const-input: 'nope' is not an input of the model")
+    wrong = os.path.join(tmp, "wrong.npy")
+    np.save(wrong, np.array([4, 6], np.int32))
+    expect_model_error("--const-input wrong type", model, "--dump-ir",
+                       "--const-input", "shape=" + wrong,
+                       text="the file holds i32 data but input 'shape' is declared i64")
+    np.save(wrong, np.array([4, 3, 2], np.int64))
+    expect_model_error("--const-input wrong shape", model, "--dump-ir",
+                       "--const-input", "shape=" + wrong,
+                       text="the file holds i64[3] but input 'shape' is declared i64[2]")
+
+
+def compile_group(tmp):
+    model = os.path.join(tmp, "conv.onnx")
+    conv_model(model)
+    src = os.path.join(tmp, "src")
+    os.mkdir(src)
+    p = run(model, "-o", os.path.join(src, "net.c"))
+    check("-o net.c", p.returncode == 0, p)
+    check("-o net.c writes net.c, net.h, net.weights",
+          listing(src) == ["net.c", "net.h", "net.weights"], p)
+
+    exe_dir = os.path.join(tmp, "exe")
+    os.mkdir(exe_dir)
+    p = run(model, "-o", os.path.join(exe_dir, "net"), "--target", "cpu")
+    check("-o net builds", p.returncode == 0 and os.access(os.path.join(exe_dir, "net"), os.X_OK), p)
+    check("-o net keeps its sources",
+          listing(exe_dir) == ["net", "net.c", "net.h", "net.weights"], p)
+
+    # A compiler that fails: nothing may be left behind.
+    failed = os.path.join(tmp, "failed")
+    os.mkdir(failed)
+    env = dict(os.environ, CC="false")
+    p = run(model, "-o", os.path.join(failed, "net"), "--target", "cpu", env=env)
+    check("failed build exits 2", p.returncode == 2 and p.stderr.startswith("opc: error: "), p)
+    check("failed build leaves nothing", listing(failed) == [], p)
+
+    const_input_program(tmp)
+
+    p = run(model, "-o", os.path.join(src, "pre.c"), "--prefix", "mynet")
+    header = os.path.join(src, "pre.h")
+    check("--prefix renames the API", p.returncode == 0 and os.path.exists(header) and
+          "mynet_create" in open(header).read(), p)
+
+
+def const_input_program(tmp):
+    """A bound input is gone from the program; the result is numpy's."""
+    model = os.path.join(tmp, "reshape.onnx")
+    reshape_model(model)
+    d = os.path.join(tmp, "bound")
+    os.mkdir(d)
+    shape_pb = os.path.join(d, "shape.pb")
+    write_pb(shape_pb, np.array([4, 6], np.int64), "shape")
+    exe = os.path.join(d, "net")
+    p = run(model, "-o", exe, "--target", "cpu", "--const-input", "shape=" + shape_pb)
+    check("--const-input program builds", p.returncode == 0 and os.access(exe, os.X_OK), p)
+    if p.returncode != 0:
+        return
+    source = open(exe + ".c").read()
+    check("the bound input is not among the program's inputs",
+          '"x"' in source and '"shape"' not in source)
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    x_pb, y_npy = os.path.join(d, "x.pb"), os.path.join(d, "y.npy")
+    write_pb(x_pb, x, "x")
+    r = subprocess.run([exe, "--input", "x=" + x_pb, "--output", "y=" + y_npy],
+                       capture_output=True, text=True, timeout=60)
+    ok = r.returncode == 0 and os.path.exists(y_npy)
+    check("--const-input program runs", ok, r)
+    if ok:
+        y = np.load(y_npy)
+        check("--const-input program computes relu(reshape(x))", y.shape == (4, 6) and
+              np.array_equal(y, np.maximum(x.reshape(4, 6), 0)))
+    r = subprocess.run([exe, "--input", "x=" + x_pb, "--input", "shape=" + shape_pb],
+                       capture_output=True, text=True, timeout=60)
+    check("the program refuses the bound input", r.returncode != 0, r)
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="opc-cli-") as tmp:
+        {"usage": usage_group, "models": models_group, "compile": compile_group}[GROUP](tmp)
+    print(f"cli {GROUP}: {checks} checks, {failures} failures")
+    return 1 if failures or not checks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""End-to-end zoo test: one model against ONNX Runtime under every configuration.
+
+    zoo_test.py OPC NAME BATCH WORKDIR
+
+Builds the model once (tools/models/build.py), draws a fresh random input from
+a recorded seed and computes ONNX Runtime's outputs once, then for each
+configuration (every scheduler, -O0, direct launches instead of a replayed
+CUDA graph) compiles the model with opc for the CPU runtime, runs it with the
+runtime's race checker on (OPC_CHECK=1) and compares every output: relative
+L2 error below 1e-4 and no NaN. Reproduce a failure with OPC_ZOO_SEED.
+
+Finally the same model's net.c, in both graph modes and both precisions,
+must compile and link with -Wall -Werror against the real CUDA toolkit,
+cuDNN and cuBLAS (there is no GPU here to run it).
+"""
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+TOL = 1e-4
+
+CONFIGS = {
+    "ios": ["--schedule", "ios"],
+    "lios": ["--schedule", "lios"],
+    "greedy": ["--schedule", "greedy"],
+    "sequential": ["--schedule", "sequential"],
+    "O0": ["-O0"],
+    "no-cuda-graph": ["--no-cuda-graph"],
+}
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
+
+
+def read_pairs(path):
+    pairs = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            name, _, file = line.partition("=")
+            pairs.append((name, file))
+    return pairs
+
+
+def rel_l2(ref, got):
+    if ref.shape != got.shape:
+        return None, f"shape {got.shape} != {ref.shape}"
+    if not np.all(np.isfinite(got)):
+        return None, "NaN or Inf in output"
+    denom = np.linalg.norm(ref.astype(np.float64))
+    err = np.linalg.norm((got - ref).astype(np.float64)) / (denom if denom > 0 else 1.0)
+    return err, None
+
+
+CUDA_VARIANTS = {
+    "graph-fp32": [],
+    "graph-tf32": ["--precision", "tf32"],
+    "direct-fp32": ["--no-cuda-graph"],
+    "direct-tf32": ["--no-cuda-graph", "--precision", "tf32"],
+}
+
+
+def cuda_builds(opc, model, work, label):
+    """Compiles and links net.c for CUDA in every variant; returns the failure count."""
+    cflags = run([opc, "--cflags", "cuda"]).stdout.split()
+    libs = run([opc, "--libs", "cuda"]).stdout.split()
+    failures = 0
+    for variant, flags in CUDA_VARIANTS.items():
+        src = work / f"cuda-{variant}.c"
+        r = run([opc, str(model), "-o", str(src)] + flags)
+        if r.returncode == 0:
+            cc = os.environ.get("CC", "cc").split()
+            r = run(cc + ["-O1", "-Wall", "-Wextra", "-Werror", str(src), "-o",
+                          str(work / f"cuda-{variant}")] + cflags + libs)
+        if r.returncode:
+            print(f"FAIL {label} cuda {variant}: does not build\n{r.stdout}{r.stderr}")
+            failures += 1
+        else:
+            print(f"PASS {label} cuda {variant}: compiles and links against CUDA")
+        for f in work.glob(f"cuda-{variant}*"):
+            f.unlink()
+    return failures
+
+
+def main():
+    opc, name, batch, workdir = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+    configs = sys.argv[5].split(",") if len(sys.argv) > 5 else list(CONFIGS)
+    seed = int(os.environ.get("OPC_ZOO_SEED", random.randrange(1 << 30)))
+    work = workdir / f"{name}-b{batch}"
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"zoo {name} batch {batch}: input seed {seed} (reproduce with OPC_ZOO_SEED={seed})")
+
+    model = work / "model.onnx"
+    r = run([sys.executable, str(ROOT / "tools/models/build.py"), name, "-o", str(model),
+             "--batch", batch])
+    if r.returncode:
+        print(r.stdout + r.stderr)
+        return 1
+    ref_dir = work / "ref"
+    r = run([sys.executable, str(HERE / "reference.py"), str(model), "--seed", str(seed),
+             "--outdir", str(ref_dir)])
+    if r.returncode:
+        print(r.stdout + r.stderr)
+        return 1
+    inputs = read_pairs(ref_dir / "inputs.txt")
+    refs = read_pairs(ref_dir / "outputs.txt")
+
+    failures = 0
+    for config in configs:
+        exe = work / f"net-{config}"
+        r = run([opc, str(model), "-o", str(exe), "--target", "cpu", "--verify-each"]
+                + CONFIGS[config])
+        if r.returncode:
+            print(f"FAIL {name} b{batch} {config}: opc exited {r.returncode}\n{r.stderr}")
+            failures += 1
+            continue
+        cmd = [str(exe)]
+        for n, f in inputs:
+            cmd += ["--input", f"{n}={f}"]
+        outs = []
+        for k, (n, _) in enumerate(refs):
+            out = work / f"got-{config}-{k}.npy"
+            outs.append(out)
+            cmd += ["--output", f"{n}={out}"]
+        r = run(cmd, env=dict(os.environ, OPC_CHECK="1"))
+        if r.returncode:
+            print(f"FAIL {name} b{batch} {config}: program exited {r.returncode}\n{r.stderr}")
+            failures += 1
+            continue
+        worst = 0.0
+        for (n, ref_file), out in zip(refs, outs):
+            err, why = rel_l2(np.load(ref_file), np.load(out))
+            if why or err >= TOL:
+                print(f"FAIL {name} b{batch} {config}: output {n}: "
+                      f"{why or f'relative L2 error {err:.3g} >= {TOL}'}")
+                failures += 1
+                break
+            worst = max(worst, err)
+        else:
+            print(f"PASS {name} b{batch} {config}: relative L2 error {worst:.2e}")
+        for f in [exe, exe.with_suffix(".c"), exe.with_suffix(".weights")]:
+            f.unlink(missing_ok=True)
+    failures += cuda_builds(opc, model, work, f"{name} b{batch}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

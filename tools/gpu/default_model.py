@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The default model on the GPU: a zoo model (tools/models/build.py) compiled
+with `opc --target cuda` under every scheduler, run on a seeded random input,
+compared with ONNX Runtime (relative L2 < 1e-4 in strict fp32) and timed with
+the program's own --bench.
+
+usage: default_model.py --opc OPC [--model squeezenet1_1] [--configs a,b,...]
+                        [--runs 300] [--warmup 50] [--work DIR]
+                        [--target cuda|cpu] [--json FILE]
+
+Configurations: ios, lios, greedy, sequential (strict fp32, CUDA graph
+replay), ios-no-graph (kernels issued on every run) and ios-tf32 (TF32
+allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas).
+--target cpu runs the same steps on opc's CPU runtime, to test this script
+on a machine without a GPU. Exits non-zero when any configuration fails.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CONFIGS = {
+    "ios": ["--schedule", "ios"],
+    "lios": ["--schedule", "lios"],
+    "greedy": ["--schedule", "greedy"],
+    "sequential": ["--schedule", "sequential"],
+    "ios-no-graph": ["--schedule", "ios", "--no-cuda-graph"],
+    "ios-tf32": ["--schedule", "ios", "--precision", "tf32"],
+}
+STRICT_TOL = 1e-4
+TF32_TOL = 1e-2
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo_compare = load("opc_zoo_compare", os.path.join(ROOT, "tests", "zoo", "compare.py"))
+
+
+def run(cmd, timeout=600, env=None):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %d s" % timeout
+
+
+def last_line(text):
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return lines[-1].strip() if lines else "(no message)"
+
+
+def parse_latency(text):
+    """The key=value numbers of the last 'latency_ms' line, or None."""
+    found = None
+    for line in (text or "").splitlines():
+        if line.startswith("latency_ms "):
+            found = line
+    if found is None:
+        return None
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-+0-9.eE]+|nan|inf)", found)}
+
+
+def read_pairs(path):
+    pairs = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                name, _, file = line.strip().partition("=")
+                pairs.append((name, file))
+    return pairs
+
+
+def check_config(name, flags, model, inputs, refs, args):
+    r = {"config": name, "flags": flags, "status": "FAIL"}
+    exe = os.path.join(args.work, "net-" + name)
+    t0 = time.time()
+    code, out = run([args.opc, model, "-o", exe, "--target", args.target] + flags)
+    r["compile_s"] = round(time.time() - t0, 1)
+    if code != 0:
+        r["message"] = "opc %s: %s" % ("timed out" if code is None else "exited %d" % code,
+                                       last_line(out))
+        return r
+    cmd = [exe]
+    for n, f in inputs:
+        cmd += ["--input", "%s=%s" % (n, f)]
+    outs = []
+    for k, (n, _) in enumerate(refs):
+        outs.append(os.path.join(args.work, "out-%s-%d.npy" % (name, k)))
+        cmd += ["--output", "%s=%s" % (n, outs[-1])]
+    # One program run: a checked run, then the timed runs; the outputs written
+    # are those of the last timed run, so replays are checked too.
+    cmd += ["--bench", str(args.runs), "--warmup", str(args.warmup)]
+    code, out = run(cmd)
+    if code != 0:
+        r["message"] = "program %s: %s" % ("timed out" if code is None else "exited %d" % code,
+                                           last_line(out))
+        return r
+    r["latency_ms"] = parse_latency(out)
+    tol = TF32_TOL if "tf32" in flags else STRICT_TOL
+    worst, problems = 0.0, []
+    for (n, ref), got in zip(refs, outs):
+        ok, message = zoo_compare.compare(np.load(ref), np.load(got), tol)
+        m = re.search(r"rel_l2=([0-9.eE+-]+)", message)
+        if m:
+            worst = max(worst, float(m.group(1)))
+        if not ok:
+            problems.append("%s: %s" % (n, message))
+    r["rel_l2"] = worst
+    r["tolerance"] = tol
+    if problems:
+        r["message"] = "; ".join(problems)
+    elif not r["latency_ms"]:
+        r["message"] = "the program printed no latency_ms line"
+    else:
+        r["status"] = "PASS"
+    for suffix in ("", ".c", ".h", ".weights"):
+        if os.path.exists(exe + suffix) and r["status"] == "PASS":
+            os.remove(exe + suffix)
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--opc", required=True)
+    ap.add_argument("--model", default="squeezenet1_1")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1, help="seed of the random input")
+    ap.add_argument("--work", default="/tmp/opc-gpu/default-model")
+    ap.add_argument("--target", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+    args.opc = os.path.abspath(args.opc)
+    configs = [c for c in args.configs.split(",") if c]
+    for c in configs:
+        if c not in CONFIGS:
+            ap.error("unknown configuration %r (known: %s)" % (c, ", ".join(CONFIGS)))
+    os.makedirs(args.work, exist_ok=True)
+
+    result = {"model": args.model, "target": args.target, "runs": args.runs,
+              "warmup": args.warmup, "seed": args.seed, "configs": []}
+    model = os.path.join(args.work, "model.onnx")
+    code, out = run([sys.executable, os.path.join(ROOT, "tools", "models", "build.py"),
+                     args.model, "-o", model, "--seed", "0"])
+    ref_dir = os.path.join(args.work, "ref")
+    if code == 0:
+        code, out = run([sys.executable, os.path.join(ROOT, "tests", "zoo", "reference.py"), model,
+                         "--seed", str(args.seed), "--outdir", ref_dir])
+    if code != 0:
+        result["error"] = "model or reference: " + last_line(out)
+        print("default model: " + result["error"])
+    else:
+        inputs = read_pairs(os.path.join(ref_dir, "inputs.txt"))
+        refs = read_pairs(os.path.join(ref_dir, "outputs.txt"))
+        for c in configs:
+            r = check_config(c, CONFIGS[c], model, inputs, refs, args)
+            result["configs"].append(r)
+            lat = r.get("latency_ms") or {}
+            print("%-4s %s %-13s rel_l2=%-9s p50=%-8s p90=%-8s compile %s s%s" % (
+                r["status"], args.model, c,
+                "%.2e" % r["rel_l2"] if "rel_l2" in r else "-",
+                "%.4f" % lat["p50"] if "p50" in lat else "-",
+                "%.4f" % lat["p90"] if "p90" in lat else "-",
+                r.get("compile_s", "-"), (": " + r["message"]) if r.get("message") else ""),
+                flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    ok = "error" not in result and all(r["status"] == "PASS" for r in result["configs"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

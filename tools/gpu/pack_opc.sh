@@ -1,0 +1,66 @@
+#!/bin/sh
+# pack_opc.sh - run on the CPU machine: copies a built opc into .gpu-carry/bin
+# together with the shared libraries the GPU machine lacks, so that the
+# device tool can carry it (name .gpu-carry in `carry`).
+#
+# usage: tools/gpu/pack_opc.sh [BUILD_DIR]     (default: build)
+#
+# opc links libprotobuf-c.so.1 and libjansson.so.4 dynamically. The GPU
+# machine has no protobuf-c at all, and carrying jansson too keeps the
+# binary independent of what that image happens to hold. The scripts there
+# put .gpu-carry/bin on LD_LIBRARY_PATH (tools/gpu/env.sh). Only
+# `--target cuda` works with the carried opc: the CPU runtime is not carried.
+set -eu
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build}
+case $build in
+  /*) ;;
+  *) build="$root/$build" ;;
+esac
+opc="$build/opc"
+dest="$root/.gpu-carry/bin"
+
+if [ ! -x "$opc" ]; then
+  echo "pack_opc: no opc at $opc; run 'ninja -C $build' first" >&2
+  exit 1
+fi
+cd "$root"
+if ! grep -qx '/.gpu-carry/' .git/info/exclude 2>/dev/null; then
+  echo '/.gpu-carry/' >> .git/info/exclude
+fi
+mkdir -p "$dest"
+cp "$opc" "$dest/opc"
+
+for lib in libprotobuf-c.so.1 libjansson.so.4; do
+  path=$(ldd "$opc" | awk -v l="$lib" '$1 == l {print $3}')
+  if [ -z "$path" ]; then
+    echo "pack_opc: opc does not link $lib (linked statically?); not carried"
+    continue
+  fi
+  # -L: carry the file, not the symbolic link.
+  cp -L "$path" "$dest/$lib"
+done
+for lib in $(ldd "$opc" | awk '/=>/ {print $1}'); do
+  case $lib in
+    libprotobuf-c.so.1|libjansson.so.4|libc.so.6|libm.so.6) ;;
+    *) echo "pack_opc: warning: opc also links $lib, which is not carried" >&2 ;;
+  esac
+done
+
+{
+  echo "opc: $("$opc" --version)"
+  echo "built from: $build"
+  echo "git: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')"
+  echo "packed: $(date -u '+%Y-%m-%d %H:%M UTC')"
+} > "$dest/opc.info"
+
+cat "$dest/opc.info"
+ls -l "$dest"
+# The carried binary must run with only .gpu-carry/bin on the library path
+# for the two libraries it brings.
+if ! LD_LIBRARY_PATH="$dest" "$dest/opc" --version >/dev/null; then
+  echo "pack_opc: error: the packed opc does not run" >&2
+  exit 1
+fi
+echo "pack_opc: .gpu-carry/bin is $(du -sk "$dest" | awk '{print $1}') KiB"

@@ -1,0 +1,25 @@
+#!/bin/sh
+# The README's second command: set up, build, and run every test, once in a
+# normal build and once under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Ends with the plain line "N passed, N failed".
+set -eu
+cd "$(dirname "$0")/.."
+sh tools/setup.sh
+jobs=$(nproc)
+
+[ -f build/build.ninja ] || { rm -rf build && meson setup build; }
+ninja -C build
+status=0
+meson test -C build --num-processes "$jobs" --print-errorlogs || status=1
+
+# The sanitizer build runs the compiler's own tests (not the emitted-program
+# suites, which exercise gcc and the runtime far more than opc itself).
+[ -f build-asan/build.ninja ] || { rm -rf build-asan &&
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false; }
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --num-processes "$jobs" --print-errorlogs \
+  --suite ir --suite frontend --suite cli --suite passes --suite schedule --suite testdata || status=1
+
+python3 tools/test_summary.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+exit $status
