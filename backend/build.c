@@ -37,6 +37,10 @@
 #define OPC_CUDA_DIR "/usr/local/cuda"
 #endif
 
+#ifndef OPC_RUNTIME_LINK_FLAGS
+#define OPC_RUNTIME_LINK_FLAGS ""
+#endif
+
 extern char **environ;
 
 static bool file_exists(const char *path) {
@@ -102,7 +106,8 @@ const char *target_libs(Target t) {
              "-L%s/lib64 -L%s/lib64/stubs -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm",
              OPC_CUDA_DIR, OPC_CUDA_DIR);
   else
-    snprintf(libs, sizeof libs, "%.4000s -lopenblas -lpthread -lm", runtime_paths()->lib);
+    snprintf(libs, sizeof libs, "%.4000s -lopenblas -lpthread -lm%s%s", runtime_paths()->lib,
+             *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
   return libs;
 }
 
