@@ -46,7 +46,7 @@ static const char help_text[] =
     "\n"
     "Optimisation and scheduling:\n"
     "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
-    "  --schedule S           ios, lios, greedy or sequential\n"
+    "  --schedule S           lios (default), ios, greedy or sequential\n"
     "  --streams N            use at most N CUDA streams\n"
     "  --prune R,S            IOS pruning: at most R operators per group, S groups per stage\n"
     "  --lios-priority P      rank (default) or paper\n"
@@ -214,7 +214,7 @@ static bool known_pass(const char *name) {
   return false;
 }
 
-static const char *const schedulers[] = {"ios", "lios", "greedy", "sequential", NULL};
+static const char *const schedulers[] = {"lios", "ios", "greedy", "sequential", NULL};
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
 

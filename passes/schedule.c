@@ -61,7 +61,7 @@ void plan_add_stage(StagePlan *p, const SchedDeps *d, const int *units, const in
 
 void sched_options_from(const PassOptions *opt, SchedOptions *o) {
   *o = (SchedOptions){0};
-  o->scheduler = opt->scheduler ? opt->scheduler : "ios";
+  o->scheduler = opt->scheduler ? opt->scheduler : "lios";
   if (opt->opt_level == 0)
     o->scheduler = "sequential";
   o->streams = opt->streams > 0 ? opt->streams : 8;

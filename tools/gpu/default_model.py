@@ -9,7 +9,7 @@ usage: default_model.py --opc OPC [--model squeezenet1_1] [--configs a,b,...]
                         [--target cuda|cpu] [--json FILE]
 
 Configurations: ios, lios, greedy, sequential (strict fp32, CUDA graph
-replay), ios-no-graph (kernels issued on every run) and ios-tf32 (TF32
+replay), lios-no-graph (kernels issued on every run) and lios-tf32 (TF32
 allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas).
 --target cpu runs the same steps on opc's CPU runtime, to test this script
 on a machine without a GPU. Exits non-zero when any configuration fails.
@@ -32,8 +32,8 @@ CONFIGS = {
     "lios": ["--schedule", "lios"],
     "greedy": ["--schedule", "greedy"],
     "sequential": ["--schedule", "sequential"],
-    "ios-no-graph": ["--schedule", "ios", "--no-cuda-graph"],
-    "ios-tf32": ["--schedule", "ios", "--precision", "tf32"],
+    "lios-no-graph": ["--schedule", "lios", "--no-cuda-graph"],
+    "lios-tf32": ["--schedule", "lios", "--precision", "tf32"],
 }
 STRICT_TOL = 1e-4
 TF32_TOL = 1e-2
