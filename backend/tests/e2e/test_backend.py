@@ -7,7 +7,8 @@ Each case builds a small ONNX model with onnx.helper, compiles it with
 `opc --target cpu`, runs the program on random inputs and compares every
 output with ONNX Runtime. Other groups check the program's interface: the
 weights file, --prefix, --embed-weights, --no-cuda-graph, errors and exit
-statuses, multi-stream schedules under the runtime's race checker.
+statuses, multi-stream schedules under the runtime's race checker, and two
+prefixed models linked into one program and run from several threads.
 """
 import json
 import os
@@ -415,8 +416,140 @@ def group_examples(case):
                 ok(name)
 
 
+# Two models in one program, each run from two threads at once: contexts of
+# one model must share no mutable state, and prefixed models no symbols.
+THREADS_DRIVER = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "branchy.h"
+#include "small.h"
+
+enum { ROUNDS = 25 };
+static float bx[2][144], by[2][576], sx[2][18], sy[2][27];
+
+static void *run_branchy(void *arg)
+{
+  int t = (int)(long)arg;
+  branchy_ctx *c;
+  float y[576];
+  if (branchy_create(&c, NULL) != 0) {
+    fprintf(stderr, "branchy %d: %s\n", t, branchy_error(c));
+    return (void *)1;
+  }
+  for (int r = 0; r < ROUNDS; r++) {
+    if (branchy_run(c, (const float *const[]){bx[t]}, (float *const[]){y}) != 0) {
+      fprintf(stderr, "branchy %d: %s\n", t, branchy_error(c));
+      return (void *)1;
+    }
+    if (r > 0 && memcmp(y, by[t], sizeof y) != 0) {
+      fprintf(stderr, "branchy %d: round %d differs from round 0\n", t, r);
+      return (void *)1;
+    }
+    memcpy(by[t], y, sizeof y);
+  }
+  branchy_destroy(c);
+  return NULL;
+}
+
+static void *run_small(void *arg)
+{
+  int t = (int)(long)arg;
+  small_ctx *c;
+  if (small_create(&c, NULL) != 0) {
+    fprintf(stderr, "small %d: %s\n", t, small_error(c));
+    return (void *)1;
+  }
+  for (int r = 0; r < ROUNDS; r++)
+    if (small_run(c, (const float *const[]){sx[t]}, (float *const[]){sy[t]}) != 0) {
+      fprintf(stderr, "small %d: %s\n", t, small_error(c));
+      return (void *)1;
+    }
+  small_destroy(c);
+  return NULL;
+}
+
+int main(void)
+{
+  pthread_t th[4];
+  void *status;
+  int failed = 0;
+  for (int t = 0; t < 2; t++) {
+    for (int i = 0; i < 144; i++)
+      bx[t][i] = (float)((i * 7 + t * 13) % 17) / 8.0f - 1.0f;
+    for (int i = 0; i < 18; i++)
+      sx[t][i] = (float)((i * 5 + t * 3) % 11) / 4.0f - 1.0f;
+  }
+  for (int t = 0; t < 2; t++) {
+    pthread_create(&th[t], NULL, run_branchy, (void *)(long)t);
+    pthread_create(&th[2 + t], NULL, run_small, (void *)(long)t);
+  }
+  for (int t = 0; t < 4; t++) {
+    pthread_join(th[t], &status);
+    failed |= status != NULL;
+  }
+  if (failed)
+    return 1;
+  for (int t = 0; t < 2; t++) {
+    for (int i = 0; i < 144; i++) printf("bx%d %.9g\n", t, bx[t][i]);
+    for (int i = 0; i < 576; i++) printf("by%d %.9g\n", t, by[t][i]);
+    for (int i = 0; i < 18; i++) printf("sx%d %.9g\n", t, sx[t][i]);
+    for (int i = 0; i < 27; i++) printf("sy%d %.9g\n", t, sy[t][i]);
+  }
+  return 0;
+}
+"""
+
+
+def group_threads(case):
+    """Two prefixed models linked into one program, each run from two threads."""
+    d = os.path.join(case.work, "threads")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    models = {"branchy": branchy_model(), "small": small_model()[0]}
+    for prefix, m in models.items():
+        path = os.path.join(d, prefix + ".onnx")
+        onnx.save(m, path)
+        p = run([case.opc, path, "-o", os.path.join(d, prefix + ".c"), "--prefix", prefix,
+                 "--streams", "4"])
+        if p.returncode != 0:
+            return fail("threads", "opc: " + p.stderr)
+    src = os.path.join(d, "user.c")
+    with open(src, "w") as f:
+        f.write(THREADS_DRIVER)
+    cflags = run([case.opc, "--cflags", "cpu"]).stdout.split()
+    libs = run([case.opc, "--libs", "cpu"]).stdout.split()
+    user = os.path.join(d, "user")
+    p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
+            + cflags + [src, os.path.join(d, "branchy.c"), os.path.join(d, "small.c"), "-o", user,
+                        "-lpthread"] + libs)
+    if p.returncode != 0:
+        return fail("threads", "build: " + p.stderr)
+    p = run([user], cwd=d, env=dict(os.environ, OPC_CHECK="1"))
+    if p.returncode != 0:
+        return fail("threads", "exit %d: %s" % (p.returncode, p.stderr))
+    values = {}
+    for line in p.stdout.split("\n"):
+        if line:
+            key, v = line.split()
+            values.setdefault(key, []).append(float(v))
+    shapes = {"branchy": ((1, 4, 6, 6), (1, 16, 6, 6)), "small": ((1, 2, 3, 3), (1, 3, 3, 3))}
+    for prefix, m in models.items():
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        xs, ys = shapes[prefix]
+        for t in range(2):
+            x = np.array(values["%sx%d" % (prefix[0], t)], dtype=np.float32).reshape(xs)
+            got = np.array(values["%sy%d" % (prefix[0], t)], dtype=np.float32).reshape(ys)
+            want = sess.run(None, {"x": x})[0]
+            if not np.allclose(got, want, atol=1e-4, rtol=1e-4):
+                return fail("threads", "%s thread %d: differs by up to %g"
+                            % (prefix, t, float(np.max(np.abs(got - want)))))
+    ok("threads")
+
+
 GROUPS = {"examples": group_examples, "ops": group_ops, "weights": group_weights, "options": group_options,
-          "streams": group_streams, "device_api": group_device_api}
+          "streams": group_streams, "device_api": group_device_api,
+          "threads": group_threads}
 
 
 def main():
