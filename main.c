@@ -131,7 +131,11 @@ static bool one_of(const char *option, const char *s, const char *const *choices
   for (int i = 0; choices[i]; i++)
     if (strcmp(s, choices[i]) == 0)
       return true;
-  opc_error("%s: unknown value '%s'", option, s);
+  char expected[256] = "";
+  for (int i = 0; choices[i]; i++)
+    snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s",
+             i == 0 ? "" : choices[i + 1] ? ", " : " or ", choices[i]);
+  opc_error("%s: unknown value '%s' (expected %s)", option, s, expected);
   return false;
 }
 
