@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """ONNX node conformance: compile every test model with opc for the CPU
 runtime, run it on every test data set and compare with the expected outputs,
-once replaying the CUDA graph and once with --no-cuda-graph, both under the
-runtime's race checker (OPC_CHECK=1).
+replaying the CUDA graph, with --no-cuda-graph, and compiled at -O0, all
+under the runtime's race checker (OPC_CHECK=1).
 
 usage: run.py --opc BUILD/opc [--data DIR] [--work DIR] [--jobs N]
               [--only SUBSTRING] [--no-cuda-check] [--ops ir/ops.c]
@@ -257,15 +257,17 @@ def check_test(test_dir, args, ops):
             return "FAIL", name, "rejected a supported float32 model: " + reason, None, bound
         return "REJECTED", name, reason, None, bound
 
-    # Each program runs twice, replaying its CUDA graph and issuing directly,
-    # both under the CPU runtime's race checker.
-    for mode, flags in (("graph", ()), ("direct", ("--no-cuda-graph",))):
+    # Each model runs three ways, all under the CPU runtime's race checker:
+    # replaying its CUDA graph, issuing directly, and compiled at -O0, so that
+    # the optional passes are checked against the test data too.
+    for mode, flags in (("graph", ()), ("direct", ("--no-cuda-graph",)), ("O0", ("-O0",))):
+        program = exe + ("_" + mode if flags else "")
         if flags:
-            code, out = opc_compile(args, model_path, exe + "_direct", bound, flags)
+            code, out = opc_compile(args, model_path, program, bound, flags)
             if code != 0:
-                return "FAIL", name, "with --no-cuda-graph: " + first_error(out), None, bound
-        problem = run_data_sets(args, test_dir, work, exe + ("_direct" if flags else ""),
-                                model_path, inputs, outputs, sets, bound, flags)
+                return "FAIL", name, "with %s: %s" % (" ".join(flags), first_error(out)), None, bound
+        problem = run_data_sets(args, test_dir, work, program, model_path, inputs, outputs, sets,
+                                bound, flags)
         if problem:
             return "FAIL", name, "%s (%s mode)" % (problem, mode), None, bound
     cuda_ok = None
