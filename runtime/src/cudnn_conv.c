@@ -3,11 +3,16 @@
  * and activation) and backward data (for ConvTranspose).
  *
  * Forward is im2col + GEMM, one part per (image, group, block of output
- * positions): the part unfolds its block of input patches into scratch,
- * multiplies by the group's filters, then writes the block of y through the
- * epilogue (alpha, beta, z, bias, activation) with y's own strides. Blocks
- * are sized to stay in cache, and a 1x1 convolution on a contiguous input
- * skips the unfolding.
+ * channels, block of output positions): the part unfolds its block of input
+ * patches into scratch, multiplies by its filters, then writes the block of
+ * y through the epilogue (alpha, beta, z, bias, activation) with y's own
+ * strides. Blocks are sized to stay in cache, and a 1x1 convolution on a
+ * contiguous input skips the unfolding. Depthwise convolutions (one input
+ * channel per group) use direct loops instead (dw_*).
+ *
+ * A convolution may also take over the bias addition and activation queued
+ * right after it on its stream (conv_absorb, see AbsorbFn in rt.h), so that
+ * y is written once instead of three times.
  *
  * Backward data is GEMM + col2im: one part per (image, group, block of
  * input channels), so no two parts add into the same bytes.
@@ -118,9 +123,14 @@ typedef struct ConvOp {
   bool fused;            /* ConvolutionBiasActivation: no beta, maybe z and bias */
   Act act;
   int blocks;            /* blocks of output positions per (image, group) */
+  int mblocks;           /* blocks of output channels per (image, group) */
+  bool depthwise;        /* one input channel per group: direct loops, no GEMM */
   bool direct;           /* 1x1, stride 1, no padding, contiguous input */
   bool packed_out;       /* y (and z) are packed within each channel */
+  Tensor yt;             /* y's descriptor, to recognise ops on y that can be folded in */
 } ConvOp;
+
+_Static_assert(sizeof(ConvOp) <= OP_PLAN_BYTES, "a fused convolution must fit a plan");
 
 /*
  * One filter tap (kd, kh, kw, already mirrored for CUDNN_CONVOLUTION) over
@@ -197,20 +207,6 @@ static void im2col(const Geom *g, const float *x, int channels, long long p0, in
               g->flip ? KH - 1 - kh : kh, g->flip ? KW - 1 - kw : kw, col, false, 0);
 }
 
-/* A group with one input channel (depthwise): each output is a short sum,
- * cheaper to add up directly than through im2col and a GEMM. */
-static void depthwise(const Geom *g, const float *x, const float *w, int kg, long long p0,
-                      int cols, float *out) {
-  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
-  memset(out, 0, (size_t)kg * cols * sizeof(float));
-  for (int kk = 0; kk < kg; kk++, out += cols)
-    for (int kd = 0; kd < KD; kd++)
-      for (int kh = 0; kh < KH; kh++)
-        for (int kw = 0; kw < KW; kw++)
-          tap(g, x, p0, cols, g->flip ? KD - 1 - kd : kd, g->flip ? KH - 1 - kh : kh,
-              g->flip ? KW - 1 - kw : kw, out, true, *w++);
-}
-
 /* Offsets within one channel of positions [p0, p0 + cols) for strides s. */
 static void position_offsets(const Geom *g, const long long *s, long long p0, int cols,
                              long long *off) {
@@ -268,6 +264,10 @@ static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
   } else if (c->act.mode == CUDNN_ACTIVATION_RELU) {
     for (int j = 0; j < cols; j++)
       y[j] = v[j] > 0 ? v[j] : 0;
+  } else if (c->act.mode == CUDNN_ACTIVATION_CLIPPED_RELU) {
+    float top = c->act.coef;
+    for (int j = 0; j < cols; j++)
+      y[j] = v[j] > 0 ? (v[j] < top ? v[j] : top) : 0;
   } else if (c->act.mode == CUDNN_ACTIVATION_IDENTITY) {
     memcpy(y, v, cols * sizeof(float));
   } else {
@@ -280,46 +280,44 @@ static void conv_part(void *ctx, int part, int nparts) {
   (void)nparts;
   const ConvOp *c = ctx;
   const Geom *g = &c->g;
-  int blk = part % c->blocks, grp = part / c->blocks % g->groups;
-  int n = part / c->blocks / g->groups;
+  int blk = part % c->blocks, mblk = part / c->blocks % c->mblocks;
+  int grp = part / c->blocks / c->mblocks % g->groups;
+  int n = part / c->blocks / c->mblocks / g->groups;
   long long P = out_positions(g);
   long long p0 = P * blk / c->blocks, p1 = P * (blk + 1) / c->blocks;
   int cols = (int)(p1 - p0);
-  if (cols <= 0)
-    return;
   int cg = g->c / g->groups, kg = g->k / g->groups;
+  int m0 = kg * mblk / c->mblocks, m1 = kg * (mblk + 1) / c->mblocks;
+  if (cols <= 0 || m1 <= m0)
+    return;
   int rows = cg * patch_size(g);
   const float *x = c->x + n * g->xs[0] + grp * cg * g->xs[1];
-  const float *w = c->w + (long long)grp * kg * rows;
+  const float *w = c->w + ((long long)grp * kg + m0) * rows;
 
-  float *out = scratch(1, (size_t)kg * cols * sizeof(float));
+  float *out = scratch(1, (size_t)(m1 - m0) * cols * sizeof(float));
   long long *yoff = scratch(2, (size_t)cols * sizeof(long long));
   long long *zoff = scratch(3, (size_t)cols * sizeof(long long));
   if (!out || !yoff || !zoff) {
     rt_fail_async(c->op.api);
     return;
   }
-  if (cg == 1 && kg <= 4 && patch_size(g) <= 64) {
-    depthwise(g, x, w, kg, p0, cols, out);
+  const float *b;
+  int ldb;
+  if (c->direct) {
+    b = x + p0;
+    ldb = (int)g->xs[1];
   } else {
-    const float *b;
-    int ldb;
-    if (c->direct) {
-      b = x + p0;
-      ldb = (int)g->xs[1];
-    } else {
-      float *col = scratch(0, (size_t)rows * cols * sizeof(float));
-      if (!col) {
-        rt_fail_async(c->op.api);
-        return;
-      }
-      im2col(g, x, cg, p0, cols, col);
-      b = col;
-      ldb = cols;
+    float *col = scratch(0, (size_t)rows * cols * sizeof(float));
+    if (!col) {
+      rt_fail_async(c->op.api);
+      return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kg, cols, rows, 1.0f, w, rows, b, ldb,
-                0.0f, out, cols);
+    im2col(g, x, cg, p0, cols, col);
+    b = col;
+    ldb = cols;
   }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m1 - m0, cols, rows, 1.0f, w, rows, b,
+              ldb, 0.0f, out, cols);
 
   /* Outputs (and z) packed within a channel need no offset table. */
   bool contiguous = c->packed_out;
@@ -330,41 +328,324 @@ static void conv_part(void *ctx, int part, int nparts) {
     if (c->z)
       position_offsets(g, c->zs, p0, cols, zoff);
   }
-  for (int kk = 0; kk < kg; kk++) {
+  for (int kk = m0; kk < m1; kk++) {
     int ch = grp * kg + kk;
     float *y = c->y + n * g->ys[0] + ch * g->ys[1];
     const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
     float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
-    epilogue(c, out + (long long)kk * cols, cols, bias, y, yoff, z, zoff, contiguous);
+    epilogue(c, out + (long long)(kk - m0) * cols, cols, bias, y, yoff, z, zoff, contiguous);
   }
+}
+
+/* ---- depthwise: one input channel per group ---- */
+
+/*
+ * A group with one input channel gains nothing from a GEMM: each output is
+ * a short sum. The channel is first copied into a zero-padded plane whose
+ * rows are split by stride phase (element q of a padded row goes to phase
+ * q % stride, index q / stride), so that every filter tap reads a plain
+ * contiguous run for a whole output row, with no bounds checks. The rows
+ * then are straight multiply-add loops the compiler vectorises.
+ */
+typedef struct DwPlane {
+  int rows;  /* padded rows per depth slice */
+  int width; /* padded row length actually read */
+  int len;   /* elements per phase of a row */
+} DwPlane;
+
+static DwPlane dw_plane(const Geom *g) {
+  DwPlane p;
+  p.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
+  p.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
+  p.len = (p.width + g->stride[2] - 1) / g->stride[2];
+  return p;
+}
+
+static size_t dw_plane_floats(const Geom *g) {
+  DwPlane p = dw_plane(g);
+  return (size_t)g->in[0] * p.rows * g->stride[2] * p.len;
+}
+
+/* Room for one output channel: its packed plane, plus the slack of the
+ * stride-1 path, which computes a depth slice at the padded width. */
+static size_t dw_out_floats(const Geom *g) {
+  DwPlane p = dw_plane(g);
+  return (size_t)out_positions(g) + (size_t)g->out[1] * p.len;
+}
+
+/* Copies channel xc into buf: zero padding, rows split by stride phase. */
+static void dw_fill(const Geom *g, const float *xc, float *buf) {
+  DwPlane p = dw_plane(g);
+  int sw = g->stride[2], pad = g->pad[2], IW = g->in[2];
+  long long ws = g->xs[4];
+  /* Padded columns [lo, hi) hold input columns; the rest are zero. */
+  int lo = pad < p.width ? pad : p.width;
+  int hi = pad + IW < p.width ? pad + IW : p.width;
+  size_t row_floats = (size_t)sw * p.len;
+  for (int id = 0; id < g->in[0]; id++)
+    for (int r = 0; r < p.rows; r++, buf += row_floats) {
+      int ih = r - g->pad[1];
+      if (ih < 0 || ih >= g->in[1]) {
+        memset(buf, 0, row_floats * sizeof(float));
+        continue;
+      }
+      const float *src = xc + id * g->xs[2] + ih * g->xs[3];
+      if (sw == 1) {
+        memset(buf, 0, lo * sizeof(float));
+        if (ws == 1)
+          memcpy(buf + lo, src, (hi - lo) * sizeof(float));
+        else
+          for (int q = lo; q < hi; q++)
+            buf[q] = src[(q - pad) * ws];
+        memset(buf + hi, 0, (p.len - hi) * sizeof(float));
+        continue;
+      }
+      memset(buf, 0, row_floats * sizeof(float));
+      for (int ph = 0; ph < sw; ph++) {
+        int q = lo + ((ph - lo % sw) + sw) % sw; /* the first column of this phase */
+        float *dst = buf + ph * p.len + q / sw;
+        for (; q < hi; q += sw)
+          *dst++ = src[(q - pad) * ws];
+      }
+    }
+}
+
+/* acc[j] = sum over the 9 taps t of w[t] * src[t][j]: the 3x3 case. */
+static void dw_row9(float *restrict acc, int n, const float *const *src, const float *w) {
+  const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4];
+  const float *s5 = src[5], *s6 = src[6], *s7 = src[7], *s8 = src[8];
+  float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7],
+        w8 = w[8];
+  for (int j = 0; j < n; j++)
+    acc[j] = w0 * s0[j] + w1 * s1[j] + w2 * s2[j] + w3 * s3[j] + w4 * s4[j] + w5 * s5[j] +
+             w6 * s6[j] + w7 * s7[j] + w8 * s8[j];
+}
+
+/* The same for any number of taps, three at a time. */
+static void dw_row(float *restrict acc, int n, const float *const *src, const float *w,
+                   int taps) {
+  if (taps == 9) {
+    dw_row9(acc, n, src, w);
+    return;
+  }
+  memset(acc, 0, n * sizeof(float));
+  int t = 0;
+  for (; t + 3 <= taps; t += 3) {
+    const float *a = src[t], *b = src[t + 1], *c = src[t + 2];
+    float wa = w[t], wb = w[t + 1], wc = w[t + 2];
+    for (int j = 0; j < n; j++)
+      acc[j] += wa * a[j] + wb * b[j] + wc * c[j];
+  }
+  for (; t < taps; t++) {
+    const float *a = src[t];
+    float wa = w[t];
+    for (int j = 0; j < n; j++)
+      acc[j] += wa * a[j];
+  }
+}
+
+#define DW_MAX_TAPS 512
+
+/*
+ * Stride 1: an output row and the next one read padded rows one apart, so
+ * each depth slice is one long loop over the padded width, whose last
+ * (kernel reach - 1) columns per row are discarded, and the rows then
+ * packed. Long loops beat per-row set-up on small planes.
+ */
+static void dw_channel_flat(const Geom *g, const float *buf, const float *w, float *out) {
+  DwPlane p = dw_plane(g);
+  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
+  int OH = g->out[1], OW = g->out[2];
+  const float *src[DW_MAX_TAPS];
+  float wt[DW_MAX_TAPS];
+  for (int od = 0; od < g->out[0]; od++, out += (long long)OH * OW) {
+    int taps = 0;
+    for (int kd = 0; kd < KD; kd++) {
+      int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+      if (id < 0 || id >= g->in[0])
+        continue; /* padding in depth adds nothing */
+      for (int kh = 0; kh < KH; kh++)
+        for (int kw = 0; kw < KW; kw++) {
+          src[taps] = buf + ((size_t)id * p.rows + kh * g->dil[1]) * p.len + kw * g->dil[2];
+          int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
+          int fw = g->flip ? KW - 1 - kw : kw;
+          wt[taps++] = w[(fd * KH + fh) * KW + fw];
+        }
+    }
+    int n = (OH - 1) * p.len + OW;
+    if (taps == 0)
+      memset(out, 0, n * sizeof(float));
+    else
+      dw_row(out, n, src, wt, taps);
+    for (int oh = 1; oh < OH; oh++)
+      memmove(out + (long long)oh * OW, out + (long long)oh * p.len, OW * sizeof(float));
+  }
+}
+
+/* One output channel's plane from the padded input buf, into out (packed;
+ * room for dw_out_floats). */
+static void dw_channel(const Geom *g, const float *buf, const float *w, float *out) {
+  if (g->stride[1] == 1 && g->stride[2] == 1) {
+    dw_channel_flat(g, buf, w, out);
+    return;
+  }
+  DwPlane p = dw_plane(g);
+  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2], sw = g->stride[2];
+  size_t row_floats = (size_t)sw * p.len;
+  const float *src[DW_MAX_TAPS];
+  float wt[DW_MAX_TAPS];
+  for (int od = 0; od < g->out[0]; od++)
+    for (int oh = 0; oh < g->out[1]; oh++, out += g->out[2]) {
+      int taps = 0;
+      for (int kd = 0; kd < KD; kd++) {
+        int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+        if (id < 0 || id >= g->in[0])
+          continue; /* padding in depth adds nothing */
+        for (int kh = 0; kh < KH; kh++) {
+          int r = oh * g->stride[1] + kh * g->dil[1];
+          const float *row = buf + ((size_t)id * p.rows + r) * row_floats;
+          for (int kw = 0; kw < KW; kw++) {
+            int q = kw * g->dil[2];
+            src[taps] = row + (q % sw) * p.len + q / sw;
+            int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
+            int fw = g->flip ? KW - 1 - kw : kw;
+            wt[taps++] = w[(fd * KH + fh) * KW + fw];
+          }
+        }
+      }
+      if (taps == 0)
+        memset(out, 0, g->out[2] * sizeof(float));
+      else
+        dw_row(out, g->out[2], src, wt, taps);
+    }
+}
+/*
+ * A part of a depthwise convolution: a range of output channels of all
+ * images, each computed as a whole plane and written through the epilogue.
+ * Consecutive channels of one group share the padded input plane.
+ */
+static void dw_part(void *ctx, int part, int nparts) {
+  const ConvOp *c = ctx;
+  const Geom *g = &c->g;
+  int kg = g->k / g->groups;
+  long long units = (long long)g->n * g->k;
+  long long u0 = units * part / nparts, u1 = units * (part + 1) / nparts;
+  if (u0 >= u1)
+    return;
+  long long P = out_positions(g);
+  float *buf = scratch(0, dw_plane_floats(g) * sizeof(float));
+  float *out = scratch(1, dw_out_floats(g) * sizeof(float));
+  long long *yoff = scratch(2, (size_t)P * sizeof(long long));
+  long long *zoff = scratch(3, (size_t)P * sizeof(long long));
+  if (!buf || !out || !yoff || !zoff) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  bool contiguous = c->packed_out;
+  if (contiguous) {
+    yoff[0] = zoff[0] = 0;
+  } else {
+    position_offsets(g, g->ys, 0, (int)P, yoff);
+    if (c->z)
+      position_offsets(g, c->zs, 0, (int)P, zoff);
+  }
+  long long filled = -1; /* the (image, group) whose plane is in buf */
+  for (long long u = u0; u < u1; u++) {
+    int n = (int)(u / g->k), ch = (int)(u % g->k), grp = ch / kg;
+    long long plane = (long long)n * g->groups + grp;
+    if (plane != filled) {
+      dw_fill(g, c->x + n * g->xs[0] + grp * g->xs[1], buf);
+      filled = plane;
+    }
+    dw_channel(g, buf, c->w + (long long)ch * patch_size(g), out);
+    float *y = c->y + n * g->ys[0] + ch * g->ys[1];
+    const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
+    float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+    epilogue(c, out, (int)P, bias, y, yoff, z, zoff, contiguous);
+  }
+}
+
+/*
+ * Folds a per-channel bias addition onto y, then an in-place activation of
+ * y, into the epilogue (AbsorbFn): y = act(alpha v + bias) in one pass,
+ * with the same arithmetic as the separate ops. Only a plain write of y
+ * (beta 0) and an epilogue without an activation yet qualify.
+ */
+static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
+  const ConvOp *c = (const ConvOp *)cur;
+  if (!c->fused && c->beta != 0)
+    return false;
+  if (c->fused && c->act.mode != CUDNN_ACTIVATION_IDENTITY)
+    return false;
+  const float *bias;
+  long long stride;
+  Act act;
+  bool is_bias = !c->bias && !c->z && ew_is_channel_bias(next, c->y, &c->yt, &bias, &stride);
+  bool is_act = !is_bias && ew_is_activation_in_place(next, c->y, &c->yt, &act);
+  if (!is_bias && !is_act)
+    return false;
+  ConvOp *f = plan;
+  if (cur != plan)
+    memcpy(f, c, sizeof *f);
+  if (!f->fused) {
+    f->fused = true;
+    f->act.mode = CUDNN_ACTIVATION_IDENTITY;
+  }
+  if (is_bias) {
+    f->bias = bias;
+    f->bias_stride = stride;
+  } else {
+    f->act = act;
+  }
+  return true;
 }
 
 static void run_conv(Op *op) {
   ConvOp *c = (ConvOp *)op;
-  pool_run(conv_part, c, c->g.n * c->g.groups * c->blocks);
+  if (c->depthwise) {
+    long long units = (long long)c->g.n * c->g.k;
+    int parts = pool_parts(units * out_positions(&c->g) * patch_size(&c->g), 1 << 15);
+    pool_run(dw_part, c, parts < units ? parts : (int)units);
+    return;
+  }
+  pool_run(conv_part, c, c->g.n * c->g.groups * c->mblocks * c->blocks);
 }
 
-/* Blocks of output positions: each about 1 MiB of scratch, and enough
- * parts overall to keep every thread busy. */
-static int choose_blocks(const Geom *g) {
+/*
+ * Blocks of output positions: each about 1 MiB of scratch, and enough
+ * parts overall to keep every thread busy. When the positions are too few
+ * to share out well but the output channels are many (the late, small
+ * layers), the channels are split instead: every part then packs only its
+ * slice of the filters, rather than all of them for a sliver of positions.
+ */
+static void choose_blocks(const Geom *g, int *blocks_out, int *mblocks_out) {
   long long P = out_positions(g);
-  long long rows = (long long)(g->c / g->groups) * patch_size(g) + g->k / g->groups;
+  int kg = g->k / g->groups;
+  long long rows = (long long)(g->c / g->groups) * patch_size(g) + kg;
   long long cols = (1 << 18) / (rows + 4);
   if (cols < 32)
     cols = 32;
-  long long blocks = (P + cols - 1) / cols;
+  long long blocks = (P + cols - 1) / cols, mblocks = 1;
   long long images = (long long)g->n * g->groups;
   long long want = 2LL * pool_threads();
-  if (images * blocks < want) {
+  /* Below this many multiply-adds, handing parts to other threads costs
+   * more than it saves. */
+  long long fmas = images * kg * (rows - kg) * P;
+  if (images * blocks < want && fmas >= (1 << 17)) {
     long long more = (want + images - 1) / images;
-    long long most = (P + 15) / 16; /* keep blocks at 16 positions or more */
-    blocks = more < most ? more : most;
+    if (kg >= P && kg / more >= 16) {
+      mblocks = more;
+    } else {
+      long long most = (P + 15) / 16; /* keep blocks at 16 positions or more */
+      blocks = more < most ? more : most;
+    }
   }
   if (blocks < 1)
     blocks = 1;
   if (blocks > P)
     blocks = P;
-  return (int)blocks;
+  *blocks_out = (int)blocks;
+  *mblocks_out = (int)mblocks;
 }
 
 /* Whether the output positions of one channel are contiguous with strides s. */
@@ -410,7 +691,10 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, float a
     c->bias = bp;
     c->bias_stride = bias->strides[1];
   }
-  c->blocks = choose_blocks(&g);
+  c->op.absorb = conv_absorb;
+  c->yt = *y;
+  choose_blocks(&g, &c->blocks, &c->mblocks);
+  c->depthwise = g.c == g.groups && patch_size(&g) <= DW_MAX_TAPS;
   c->direct = patch_size(&g) == 1 && g.pad[0] + g.pad[1] + g.pad[2] == 0 &&
               g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
               g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);

@@ -156,6 +156,40 @@ static void run_ew(Op *op) {
   walk_run(&w, ew_row, e);
 }
 
+/* Whether walk operand k covers exactly (p, t). */
+static bool walks_over(const Walk *w, int k, const void *p, const Tensor *t) {
+  if (w->base[k] != (const char *)p || w->rank != t->rank)
+    return false;
+  for (int i = 0; i < t->rank; i++)
+    if (w->dims[i] != t->dims[i] || w->strides[k][i] != t->strides[i])
+      return false;
+  return true;
+}
+
+bool ew_is_channel_bias(const Op *op, const void *y, const Tensor *yt, const float **bias,
+                        long long *stride) {
+  const EwOp *e = (const EwOp *)op;
+  if (op->run != run_ew || e->kind != EW_ADD || e->alpha != 1 || e->beta != 1 ||
+      yt->type != CUDNN_DATA_FLOAT || yt->rank < 2 || !walks_over(&e->walk, 1, y, yt))
+    return false;
+  for (int i = 0; i < yt->rank; i++)
+    if (i != 1 && yt->dims[i] != 1 && e->walk.strides[0][i] != 0)
+      return false;
+  *bias = (const float *)e->walk.base[0];
+  *stride = e->walk.strides[0][1];
+  return true;
+}
+
+bool ew_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act) {
+  const EwOp *e = (const EwOp *)op;
+  if (op->run != run_ew || e->kind != EW_ACTIVATION || e->alpha != 1 || e->beta != 0 ||
+      yt->type != CUDNN_DATA_FLOAT || !walks_over(&e->walk, 0, y, yt) ||
+      !walks_over(&e->walk, 1, y, yt))
+    return false;
+  *act = e->act;
+  return true;
+}
+
 static EwOp *ew_new(EwKind kind, const Tensor *over, const char *api) {
   EwOp *e = op_new(sizeof *e, run_ew, api);
   if (!e)

@@ -35,49 +35,90 @@ typedef struct PoolOp {
   float alpha, beta;
 } PoolOp;
 
-static float pool_window(const PoolOp *p, const float *x, int od, int oh, int ow) {
-  int lo[3], hi[3], o[3] = {od, oh, ow};
-  for (int i = 0; i < 3; i++) {
-    int start = o[i] * p->stride[i] - p->pad[i];
-    lo[i] = start < 0 ? 0 : start;
-    hi[i] = start + p->win[i] < p->in[i] ? start + p->win[i] : p->in[i];
-  }
-  bool is_max = p->mode == CUDNN_POOLING_MAX || p->mode == CUDNN_POOLING_MAX_DETERMINISTIC;
-  float acc = is_max ? -FLT_MAX : 0.0f;
-  int count = 0;
-  for (int d = lo[0]; d < hi[0]; d++)
-    for (int h = lo[1]; h < hi[1]; h++) {
-      const float *row = x + d * p->xs[2] + h * p->xs[3];
-      for (int w = lo[2]; w < hi[2]; w++) {
-        float v = row[w * p->xs[4]];
-        if (is_max)
-          acc = v > acc || v != v ? v : acc;
-        else
-          acc += v;
-        count++;
+static bool pool_is_max(const PoolOp *p) {
+  return p->mode == CUDNN_POOLING_MAX || p->mode == CUDNN_POOLING_MAX_DETERMINISTIC;
+}
+
+/* The part [lo, hi) of a window of `win` starting at `start` inside [0, n). */
+static void clip_window(int start, int win, int n, int *lo, int *hi) {
+  *lo = start < 0 ? 0 : start;
+  *hi = start + win < n ? start + win : n;
+}
+
+/*
+ * Folds input row `row` into the window values acc[0..OW) of one output
+ * row, one filter column kw at a time: for a fixed kw the outputs whose
+ * window column falls inside the row form one range, so the inner loops
+ * have no bounds checks and vectorise. Max pooling lets a NaN win.
+ */
+static void pool_fold_row(const PoolOp *p, const float *row, float *acc, bool is_max) {
+  int OW = p->out[2], IW = p->in[2], sw = p->stride[2], pw = p->pad[2];
+  long long ws = p->xs[4];
+  for (int kw = 0; kw < p->win[2]; kw++) {
+    int off = kw - pw; /* input column of output 0 */
+    int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int hi = IW - off <= 0 ? 0 : (IW - off + sw - 1) / sw;
+    hi = hi < OW ? hi : OW;
+    if (is_max) {
+      for (int ow = lo; ow < hi; ow++) {
+        float v = row[(long long)(ow * sw + off) * ws], a = acc[ow];
+        acc[ow] = v > a || v != v ? v : a;
       }
+    } else {
+      for (int ow = lo; ow < hi; ow++)
+        acc[ow] += row[(long long)(ow * sw + off) * ws];
     }
-  if (is_max)
-    return count ? acc : 0.0f;
-  if (p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
-    return acc / (float)(p->win[0] * p->win[1] * p->win[2]);
-  return count ? acc / (float)count : 0.0f;
+  }
+}
+
+/* One output row (od, oh) of one plane. */
+static void pool_row(const PoolOp *p, const float *x, int od, int oh, float *acc, float *y) {
+  bool is_max = pool_is_max(p);
+  int OW = p->out[2];
+  int dlo, dhi, hlo, hhi;
+  clip_window(od * p->stride[0] - p->pad[0], p->win[0], p->in[0], &dlo, &dhi);
+  clip_window(oh * p->stride[1] - p->pad[1], p->win[1], p->in[1], &hlo, &hhi);
+  for (int ow = 0; ow < OW; ow++)
+    acc[ow] = is_max ? -FLT_MAX : 0.0f;
+  for (int d = dlo; d < dhi; d++)
+    for (int h = hlo; h < hhi; h++)
+      pool_fold_row(p, x + d * p->xs[2] + h * p->xs[3], acc, is_max);
+  int rows = dhi > dlo && hhi > hlo ? (dhi - dlo) * (hhi - hlo) : 0;
+  float whole = (float)(p->win[0] * p->win[1] * p->win[2]);
+  for (int ow = 0; ow < OW; ow++) {
+    int lo, hi;
+    clip_window(ow * p->stride[2] - p->pad[2], p->win[2], p->in[2], &lo, &hi);
+    int count = hi > lo ? rows * (hi - lo) : 0;
+    float v;
+    if (count == 0)
+      v = 0.0f;
+    else if (is_max)
+      v = acc[ow];
+    else if (p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
+      v = acc[ow] / whole;
+    else
+      v = acc[ow] / (float)count;
+    float *dst = y + ow * p->ys[4];
+    v *= p->alpha;
+    *dst = p->beta != 0 ? v + p->beta * *dst : v;
+  }
 }
 
 static void pool_part(void *ctx, int part, int nparts) {
   const PoolOp *p = ctx;
   long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
+  float *acc = scratch(0, (size_t)p->out[2] * sizeof(float));
+  if (!acc) {
+    rt_fail_async(p->op.api);
+    return;
+  }
   for (long long plane = lo; plane < hi; plane++) {
     long long n = plane / p->channels, c = plane % p->channels;
     const float *x = p->x + n * p->xs[0] + c * p->xs[1];
     float *y = p->y + n * p->ys[0] + c * p->ys[1];
     for (int od = 0; od < p->out[0]; od++)
       for (int oh = 0; oh < p->out[1]; oh++)
-        for (int ow = 0; ow < p->out[2]; ow++) {
-          float *dst = y + od * p->ys[2] + oh * p->ys[3] + ow * p->ys[4];
-          float v = p->alpha * pool_window(p, x, od, oh, ow);
-          *dst = p->beta != 0 ? v + p->beta * *dst : v;
-        }
+        pool_row(p, x, od, oh, acc, y + od * p->ys[2] + oh * p->ys[3]);
   }
 }
 

@@ -107,6 +107,17 @@ static inline float act_apply(const Act *a, float v) {
   return v;
 }
 
+/* ---- element-wise ops a convolution can fold into its epilogue ---- */
+
+/* Whether op is cudnnAddTensor(alpha 1, bias, beta 1) onto exactly (y, yt)
+ * with the bias broadcast over every dim but the channels (dim 1); gives
+ * the bias and its stride between channels. */
+bool ew_is_channel_bias(const Op *op, const void *y, const Tensor *yt, const float **bias,
+                        long long *stride);
+/* Whether op is cudnnActivationForward(alpha 1, beta 0) in place on exactly
+ * (y, yt); gives the activation. */
+bool ew_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act);
+
 /* ---- the walker: parallel loops over strided tensors ---- */
 
 #define WALK_OPS 4

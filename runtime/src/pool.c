@@ -7,20 +7,32 @@
  * helpers are busy, and nested use cannot deadlock. OpenBLAS is told to use
  * one thread: the pool hands it disjoint blocks instead, so the machine is
  * never oversubscribed by two thread pools.
+ *
+ * Operations follow each other within microseconds, and waking a sleeping
+ * thread costs about as much as a small operation. So an idle helper, and a
+ * submitter waiting for its last parts, first spin for a short while
+ * (SPIN_NS) before they sleep, and nobody signals a condition variable
+ * unless a thread sleeps on it.
  */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt.h"
+
+/* How long an idle thread polls before it sleeps: longer than the gap
+ * between two operations of a stream, far shorter than a scheduler tick. */
+#define SPIN_NS 50000
 
 typedef struct Job {
   PartFn *fn;
   void *ctx;
   int nparts;
-  int next; /* the next part to hand out */
-  int done;
+  int next;      /* the next part to hand out */
+  int done;      /* parts finished; written under the lock, polled atomically */
+  bool sleeping; /* the submitter sleeps on pool.done */
   struct Job *link;
 } Job;
 
@@ -30,6 +42,8 @@ static struct {
   pthread_cond_t done; /* a job finished */
   pthread_once_t once;
   Job *jobs;           /* jobs with parts left to hand out */
+  int posted;          /* bumped with every job, polled atomically by spinners */
+  int sleepers;        /* helpers sleeping on `work` */
   int nthreads;        /* helpers + the submitting thread */
 } pool = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -51,8 +65,37 @@ static bool take_part(Job **job, int *part) {
 }
 
 static void finish_part(Job *j) {
-  if (++j->done == j->nparts)
+  int done = j->done + 1;
+  __atomic_store_n(&j->done, done, __ATOMIC_RELEASE);
+  if (done == j->nparts && j->sleeping)
     pthread_cond_broadcast(&pool.done);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Polls *p (without the lock) until it differs from `was` or SPIN_NS pass;
+ * returns whether it changed. */
+static bool spin_until_change(const int *p, int was) {
+  long long end = now_ns() + SPIN_NS;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != was)
+        return true;
+      cpu_relax();
+    }
+    if (now_ns() > end)
+      return false;
+  }
 }
 
 static void *helper(void *arg) {
@@ -61,8 +104,17 @@ static void *helper(void *arg) {
   for (;;) {
     Job *j;
     int part;
-    while (!take_part(&j, &part))
+    while (!take_part(&j, &part)) {
+      int posted = pool.posted;
+      pthread_mutex_unlock(&pool.lock);
+      bool more = spin_until_change(&pool.posted, posted);
+      pthread_mutex_lock(&pool.lock);
+      if (more || pool.jobs)
+        continue;
+      pool.sleepers++;
       pthread_cond_wait(&pool.work, &pool.lock);
+      pool.sleepers--;
+    }
     pthread_mutex_unlock(&pool.lock);
     j->fn(j->ctx, part, j->nparts);
     pthread_mutex_lock(&pool.lock);
@@ -125,7 +177,9 @@ void pool_run(PartFn *fn, void *ctx, int nparts) {
   while (*tail)
     tail = &(*tail)->link;
   *tail = &job;
-  pthread_cond_broadcast(&pool.work);
+  __atomic_store_n(&pool.posted, pool.posted + 1, __ATOMIC_RELEASE);
+  if (pool.sleepers > 0)
+    pthread_cond_broadcast(&pool.work);
   /* Work on our own job until every part has been handed out. */
   while (job.next < nparts) {
     int part = job.next++;
@@ -140,8 +194,17 @@ void pool_run(PartFn *fn, void *ctx, int nparts) {
     pthread_mutex_lock(&pool.lock);
     finish_part(&job);
   }
-  while (job.done < nparts)
+  while (job.done < nparts) {
+    int done = job.done;
+    pthread_mutex_unlock(&pool.lock);
+    bool moved = spin_until_change(&job.done, done);
+    pthread_mutex_lock(&pool.lock);
+    if (moved || job.done == nparts)
+      continue;
+    job.sleeping = true;
     pthread_cond_wait(&pool.done, &pool.lock);
+    job.sleeping = false;
+  }
   pthread_mutex_unlock(&pool.lock);
 }
 

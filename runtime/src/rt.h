@@ -8,8 +8,9 @@
  * because a captured graph keeps them and replays them many times.
  *
  * One global lock (rt.lock) guards every queue, stream, event, graph and the
- * checker's state; one condition variable (rt.cond) is broadcast whenever a
- * task completes. Ops are coarse (whole convolutions), so this stays cheap.
+ * checker's state; one condition variable (rt.cond) is broadcast when a task
+ * completes that some sleeping thread waits for (Stream.want_seq), so a host
+ * waiting for the end of a long queue is not woken by every task in it.
  */
 #ifndef OPC_RT_H
 #define OPC_RT_H
@@ -33,9 +34,22 @@ typedef struct Span {
 typedef struct Op Op;
 typedef void OpFn(Op *op);
 
+/* Room for the combined op an AbsorbFn builds (see Op.absorb). */
+#define OP_PLAN_BYTES 1024
+
+/*
+ * Tries to fold `next`, the op queued right after `cur` on the same stream,
+ * into one run: writes into `plan` (OP_PLAN_BYTES, suitably aligned) an op
+ * that does the work of both and returns true, or returns false and leaves
+ * `plan` alone. `cur` is the original op or, after an earlier success,
+ * `plan` itself.
+ */
+typedef bool AbsorbFn(const Op *cur, const Op *next, void *plan);
+
 struct Op {
   OpFn *run;
   OpFn *release;    /* frees what the op owns besides itself; may be NULL */
+  AbsorbFn *absorb; /* may be NULL; see AbsorbFn */
   int refs;         /* atomic */
   const char *api;  /* the call that made it, e.g. "cudnnConvolutionForward" */
   const char *name; /* innermost NVTX range when it was made (interned) */
@@ -87,6 +101,8 @@ struct CUstream_st {
   Task *head, *tail;
   uint64_t next_seq; /* seq of the next task; seqs start at 1 */
   uint64_t done_seq; /* every task up to this one has completed */
+  uint64_t want_seq; /* the lowest seq a thread sleeping on rt.cond waits for
+                        (UINT64_MAX: none); reaching it broadcasts rt.cond */
 
   Capture *capture;  /* set while the stream is being captured */
   int cap_index;     /* its index in capture->streams */

@@ -8,6 +8,7 @@
  * fence. The legacy stream (id 0) is ordered with every blocking stream, as
  * in CUDA: its tasks wait for their pending work and theirs for its.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,11 +97,23 @@ Fence rt_last_fence_locked(Stream *s) {
   return (Fence){s, s->next_seq - 1};
 }
 
+/* Asks f's stream to broadcast rt.cond once f is done; the caller then
+ * sleeps on rt.cond. Each waiter registers again after every wake-up, so
+ * keeping only the lowest seq loses no one. */
+static void want_fence_locked(Fence f) {
+  if (f.stream && f.seq < f.stream->want_seq)
+    f.stream->want_seq = f.seq;
+}
+
+/* Whether t may run; if not, registers what it still waits for. */
 static bool task_ready_locked(const Task *t) {
+  bool ready = true;
   for (int i = 0; i < t->nwaits; i++)
-    if (!rt_fence_done_locked(t->waits[i]))
-      return false;
-  return true;
+    if (!rt_fence_done_locked(t->waits[i])) {
+      want_fence_locked(t->waits[i]);
+      ready = false;
+    }
+  return ready;
 }
 
 static void task_add_wait_locked(Task *t, Fence f) {
@@ -226,8 +239,10 @@ void rt_wait_fence_locked(Fence f) {
   if (rt_fence_done_locked(f))
     return;
   stream_ref_locked(f.stream);
-  while (!rt_fence_done_locked(f))
+  while (!rt_fence_done_locked(f)) {
+    want_fence_locked(f);
     pthread_cond_wait(&rt.cond, &rt.lock);
+  }
   stream_unref_locked(f.stream);
 }
 
@@ -254,6 +269,37 @@ static void stream_free_locked(Stream *s) {
   free(s);
 }
 
+static bool waits_done_locked(const Task *t) {
+  for (int i = 0; i < t->nwaits; i++)
+    if (!rt_fence_done_locked(t->waits[i]))
+      return false;
+  return true;
+}
+
+/*
+ * The op to run for task t: t's own, or one that also does the work of
+ * the tasks queued right behind it that its absorb function can fold in
+ * (a convolution takes the bias addition and activation after it, saving
+ * their passes over memory and their hand-offs). A task is folded only if
+ * it needs no further waiting and the one before it records no event, so
+ * every event still marks the same point of the stream. *last is the last
+ * task the returned op completes.
+ */
+static Op *absorb_followers_locked(Task *t, void *plan, Task **last) {
+  Op *op = t->op;
+  *last = t;
+  if (!op || !op->absorb)
+    return op;
+  Task *next = t->next;
+  while (!(*last)->record && next && next->op && waits_done_locked(next) &&
+         op->absorb(op, next->op, plan)) {
+    op = plan;
+    *last = next;
+    next = next->next;
+  }
+  return op;
+}
+
 static void *worker(void *arg) {
   Stream *s = arg;
   pthread_mutex_lock(&rt.lock);
@@ -265,21 +311,31 @@ static void *worker(void *arg) {
     Task *t = s->head;
     while (!task_ready_locked(t))
       pthread_cond_wait(&rt.cond, &rt.lock);
+    _Alignas(max_align_t) char plan[OP_PLAN_BYTES];
+    Task *last = t;
+    Op *op = absorb_followers_locked(t, plan, &last);
     pthread_mutex_unlock(&rt.lock);
-    if (t->op)
-      t->op->run(t->op);
-    double now = t->record ? rt_now_ms() : 0;
+    if (op)
+      op->run(op);
+    double now = rt_now_ms();
     pthread_mutex_lock(&rt.lock);
-    if (t->record && t->record->gen == t->record_gen) {
-      t->record->time_ms = now;
-      t->record->timed_gen = t->record_gen;
+    for (bool more = true; more;) {
+      t = s->head;
+      more = t != last;
+      if (t->record && t->record->gen == t->record_gen) {
+        t->record->time_ms = now;
+        t->record->timed_gen = t->record_gen;
+      }
+      s->head = t->next;
+      if (!s->head)
+        s->tail = NULL;
+      s->done_seq = t->seq;
+      task_free_locked(t);
     }
-    s->head = t->next;
-    if (!s->head)
-      s->tail = NULL;
-    s->done_seq = t->seq;
-    task_free_locked(t);
-    pthread_cond_broadcast(&rt.cond);
+    if (s->done_seq >= s->want_seq) {
+      s->want_seq = UINT64_MAX;
+      pthread_cond_broadcast(&rt.cond);
+    }
   }
   stream_free_locked(s);
   pthread_cond_broadcast(&rt.cond);
@@ -305,6 +361,7 @@ static Stream *stream_new_locked(unsigned flags) {
   s->flags = flags;
   s->refs = 1;
   s->next_seq = 1;
+  s->want_seq = UINT64_MAX;
   s->agent = -1;
   pthread_cond_init(&s->wake, NULL);
   pthread_attr_t attr;

@@ -286,6 +286,83 @@ static void forward_cases(void) {
   run_forward(&big);
 }
 
+/*
+ * The direct depthwise kernel (one input channel per group): 3x3 and other
+ * kernel sizes, strides 1 to 3 (its inputs are split by stride phase),
+ * dilation, padding wider than the kernel reach, channel multipliers, a
+ * single-channel input with many filters, and every layout.
+ */
+static void depthwise_cases(void) {
+  int ks_list[4] = {3, 1, 5, 2};
+  for (int ki = 0; ki < 4; ki++)
+    for (int stride = 1; stride <= 3; stride++)
+      for (int pad = 0; pad <= 3; pad++)
+        for (int dil = 1; dil <= 2; dil++)
+          for (int mult = 1; mult <= 3; mult += 2) {
+            int ks = ks_list[ki];
+            Case t = base_case(2);
+            t.n = 1 + (pad + mult) % 2;
+            t.c = t.groups = 5 + stride;
+            t.k = t.c * mult;
+            t.in[1] = 11 + pad, t.in[2] = 13 + 2 * stride;
+            t.ks[1] = t.ks[2] = ks;
+            t.pad[1] = t.pad[2] = pad;
+            t.stride[1] = t.stride[2] = stride;
+            t.dil[1] = t.dil[2] = dil;
+            t.layout = (ks + pad + stride + dil) % 3;
+            t.flip = (ks + dil + mult) % 3 == 0;
+            if (pad == 1 && dil == 2) {
+              t.alpha = 0.5f;
+              t.beta = -1.5f;
+            }
+            run_forward(&t);
+          }
+  /* Asymmetric: different kernel, padding, stride and dilation per axis. */
+  Case t = base_case(2);
+  t.c = t.groups = 7, t.k = 14, t.in[1] = 9, t.in[2] = 23;
+  t.ks[1] = 3, t.ks[2] = 4, t.pad[1] = 2, t.pad[2] = 1, t.stride[1] = 1, t.stride[2] = 2;
+  t.dil[1] = 2, t.dil[2] = 3, t.layout = 1;
+  run_forward(&t);
+  /* 3-D depthwise and a 1-D one. */
+  t = base_case(3);
+  t.c = t.groups = 3, t.k = 6, t.in[0] = 5, t.in[1] = 6, t.in[2] = 7;
+  fill3(t.ks, 3, 3), fill3(t.pad, 3, 1), t.stride[0] = 2, t.stride[2] = 2;
+  run_forward(&t);
+  t = base_case(1);
+  t.c = t.groups = 4, t.k = 4, t.in[2] = 40, t.ks[2] = 7, t.pad[2] = 3, t.stride[2] = 3;
+  run_forward(&t);
+  /* One input channel, many filters: one group, split across threads. */
+  t = base_case(2);
+  t.n = 1, t.c = 1, t.k = 32, t.in[1] = 30, t.in[2] = 31, t.ks[1] = t.ks[2] = 3;
+  t.pad[1] = t.pad[2] = 1, t.layout = 2;
+  run_forward(&t);
+  /* A big depthwise layer, split across threads by channel ranges. */
+  t = base_case(2);
+  t.n = 1, t.c = t.groups = 96, t.k = 96, t.in[1] = t.in[2] = 56, t.ks[1] = t.ks[2] = 3;
+  t.pad[1] = t.pad[2] = 1, t.stride[1] = t.stride[2] = 2;
+  run_forward(&t);
+}
+
+/*
+ * Late layers: few positions, many output channels, so the GEMM is split
+ * by output channels. 1x1 (no unfolding) and 3x3, packed and strided
+ * outputs, with and without groups.
+ */
+static void channel_split_cases(void) {
+  for (int ks = 1; ks <= 3; ks += 2)
+    for (int layout = 0; layout < 3; layout++)
+      for (int groups = 1; groups <= 2; groups++) {
+        Case t = base_case(2);
+        t.n = 1, t.c = 64, t.k = 320, t.groups = groups, t.in[1] = 7, t.in[2] = 5;
+        t.ks[1] = t.ks[2] = ks, t.pad[1] = t.pad[2] = ks / 2, t.layout = layout;
+        if (layout == 1) {
+          t.alpha = 2.0f;
+          t.beta = 0.25f;
+        }
+        run_forward(&t);
+      }
+}
+
 /* ---- fused bias, residual and activation ---- */
 
 static float act_ref(cudnnActivationMode_t m, float v, float coef) {
@@ -358,6 +435,142 @@ static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, f
   cudnnDestroyActivationDescriptor(act);
   cudaFree(dx), cudaFree(dw), cudaFree(dz), cudaFree(db), cudaFree(dy);
   free(x), free(w), free(z), free(b), free(want), free(got);
+}
+
+/* ---- bias and activation folded into a convolution at run time ---- */
+
+typedef struct Folded {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnActivationDescriptor_t act;
+  cudaEvent_t mark;
+  float *dx, *dw, *db, *dy, *dy2;
+  float conv_beta, add_alpha;
+  int variant;
+} Folded;
+
+/* Convolution, bias addition and activation, as the emitted programs issue
+ * them; each variant breaks one condition of the folding. */
+static void enqueue_folded(const Folded *f, cudaStream_t s) {
+  float one = 1, zero = 0;
+  cudnnSetStream(dnn, s);
+  expect(cudnnConvolutionForward(dnn, &one, f->x, f->dx, f->w, f->dw, f->conv,
+                                 CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, NULL, 0,
+                                 &f->conv_beta, f->y, f->dy) == CUDNN_STATUS_SUCCESS,
+         "folded: convolution");
+  if (f->variant == 4)
+    cudaEventRecord(f->mark, s);
+  bool act_first = f->variant == 6;
+  float *act_out = f->variant == 2 ? f->dy2 : f->dy;
+  for (int step = 0; step < 2; step++) {
+    if ((step == 0) != act_first)
+      expect(cudnnAddTensor(dnn, &f->add_alpha, f->b, f->db, &one, f->y, f->dy) ==
+                 CUDNN_STATUS_SUCCESS,
+             "folded: bias");
+    else
+      expect(cudnnActivationForward(dnn, f->act, &one, f->y, f->dy, &zero, f->y, act_out) ==
+                 CUDNN_STATUS_SUCCESS,
+             "folded: activation");
+  }
+  cudnnSetStream(dnn, NULL);
+}
+
+/*
+ * Variants: 0 all folded; 1 bias with alpha 0.5, 2 activation out of place,
+ * 3 convolution blending into y (beta 0.5), 4 an event between convolution
+ * and bias, 6 activation before bias: not folded (or only partly); 5 a
+ * depthwise convolution, all folded. Run directly and replayed from a graph,
+ * where the three are queued together; the result must be the same.
+ */
+static void run_folded(int variant) {
+  Case t = base_case(2);
+  t.n = 1, t.c = 6, t.k = 10, t.in[1] = 12, t.in[2] = 9;
+  t.ks[1] = t.ks[2] = 3, t.pad[1] = t.pad[2] = 1;
+  if (variant == 5)
+    t.c = t.k = t.groups = 12;
+  int o[3];
+  out_dims(&t, o);
+  int xd[4] = {1, t.c, 12, 9}, yd[4] = {1, t.k, o[1], o[2]}, wd[4] = {t.k, t.c / t.groups, 3, 3};
+  long long xn = (long long)t.c * 12 * 9, yn = (long long)t.k * o[1] * o[2];
+  long long wn = (long long)t.k * (t.c / t.groups) * 9, plane = (long long)o[1] * o[2];
+  float *x = rnd_array(xn), *w = rnd_array(wn), *b = rnd_array(t.k), *y0 = rnd_array(yn);
+  float *want = malloc(yn * 4), *want2 = malloc(yn * 4), *got = malloc(yn * 4);
+  Folded f = {.conv_beta = variant == 3 ? 0.5f : 0, .add_alpha = variant == 1 ? 0.5f : 1,
+              .variant = variant};
+  const float top = 0.6f;
+  ref_conv(&t, x, w, want);
+  for (long long i = 0; i < yn; i++) {
+    float v = want[i] + f.conv_beta * y0[i], bias = f.add_alpha * b[i / plane];
+    if (variant == 6) {
+      want[i] = act_ref(CUDNN_ACTIVATION_CLIPPED_RELU, v, top) + bias;
+    } else if (variant == 2) {
+      want[i] = v + bias;
+      want2[i] = act_ref(CUDNN_ACTIVATION_CLIPPED_RELU, v + bias, top);
+    } else {
+      want[i] = act_ref(CUDNN_ACTIVATION_CLIPPED_RELU, v + bias, top);
+    }
+  }
+
+  cudaMalloc((void **)&f.dx, xn * 4);
+  cudaMalloc((void **)&f.dw, wn * 4);
+  cudaMalloc((void **)&f.db, t.k * 4);
+  cudaMalloc((void **)&f.dy, yn * 4);
+  cudaMalloc((void **)&f.dy2, yn * 4);
+  cudaMemcpy(f.dx, x, xn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f.dw, w, wn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(f.db, b, t.k * 4, cudaMemcpyHostToDevice);
+  cudnnCreateTensorDescriptor(&f.x);
+  cudnnCreateTensorDescriptor(&f.y);
+  cudnnCreateTensorDescriptor(&f.b);
+  cudnnCreateFilterDescriptor(&f.w);
+  cudnnCreateConvolutionDescriptor(&f.conv);
+  cudnnCreateActivationDescriptor(&f.act);
+  cudaEventCreate(&f.mark);
+  cudnnSetTensor4dDescriptor(f.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
+  cudnnSetTensor4dDescriptor(f.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
+  cudnnSetTensor4dDescriptor(f.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, t.k, 1, 1);
+  cudnnSetFilter4dDescriptor(f.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
+  set_conv(f.conv, &t);
+  cudnnSetActivationDescriptor(f.act, CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_NOT_PROPAGATE_NAN, top);
+
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  expect(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "folded: capture");
+  enqueue_folded(&f, s);
+  expect(cudaStreamEndCapture(s, &graph) == cudaSuccess, "folded: end capture");
+  expect(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "folded: instantiate");
+  for (int round = 0; round < 3; round++) {
+    cudaMemcpy(f.dy, y0, yn * 4, cudaMemcpyHostToDevice);
+    cudaMemset(f.dy2, 0, yn * 4);
+    if (round == 0)
+      enqueue_folded(&f, s);
+    else
+      expect(cudaGraphLaunch(exec, s) == cudaSuccess, "folded: launch");
+    expect(cudaStreamSynchronize(s) == cudaSuccess, "folded: synchronize");
+    char name[64];
+    snprintf(name, sizeof name, "folded variant %d round %d", variant, round);
+    cudaMemcpy(got, f.dy, yn * 4, cudaMemcpyDeviceToHost);
+    close_arrays(name, got, want, yn, 1e-4f);
+    if (variant == 2) {
+      cudaMemcpy(got, f.dy2, yn * 4, cudaMemcpyDeviceToHost);
+      close_arrays(name, got, want2, yn, 1e-4f);
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+  cudaEventDestroy(f.mark);
+  cudnnDestroyTensorDescriptor(f.x);
+  cudnnDestroyTensorDescriptor(f.y);
+  cudnnDestroyTensorDescriptor(f.b);
+  cudnnDestroyFilterDescriptor(f.w);
+  cudnnDestroyConvolutionDescriptor(f.conv);
+  cudnnDestroyActivationDescriptor(f.act);
+  cudaFree(f.dx), cudaFree(f.dw), cudaFree(f.db), cudaFree(f.dy), cudaFree(f.dy2);
+  free(x), free(w), free(b), free(y0), free(want), free(want2), free(got);
 }
 
 /* ---- backward data ---- */
@@ -496,6 +709,8 @@ int main(void) {
   }
   expect(cudnnGetVersion() >= 90000, "cudnnGetVersion");
   forward_cases();
+  depthwise_cases();
+  channel_split_cases();
   cudnnActivationMode_t modes[] = {CUDNN_ACTIVATION_IDENTITY, CUDNN_ACTIVATION_RELU,
                                    CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_ACTIVATION_SIGMOID,
                                    CUDNN_ACTIVATION_TANH};
@@ -504,6 +719,8 @@ int main(void) {
     run_fused(modes[i], true, 0.5f, 2.0f);
   }
   run_fused(CUDNN_ACTIVATION_RELU, false, 1.0f, 0.0f);
+  for (int variant = 0; variant <= 6; variant++)
+    run_folded(variant);
   backward_cases();
   /* Mismatched shapes are refused, not computed. */
   {
