@@ -227,6 +227,21 @@ def bench_model(name, a, work, env):
     return r
 
 
+def openblas_core(env):
+    """The kernels OpenBLAS chooses under env (OPENBLAS_CORETYPE overrides its
+    own CPU detection), and the override if one is set."""
+    code = ("import ctypes; f = ctypes.CDLL('libopenblas.so.0').openblas_get_corename; "
+            "f.restype = ctypes.c_char_p; print(f().decode())")
+    try:
+        core = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=60).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        core = "?"
+    forced = env.get("OPENBLAS_CORETYPE")
+    return core + (" (OPENBLAS_CORETYPE=%s in the environment)" % forced if forced
+                   else " (OpenBLAS's own CPU detection)")
+
+
 def write_report(path, results, a, info):
     lines = []
     lines.append("# CPU benchmark: opc vs ONNX Runtime (%s)" % info["date"])
@@ -244,6 +259,7 @@ def write_report(path, results, a, info):
     lines.append("| opc | `%s`%s, `--target cpu %s`, run `--bench %d --warmup %d %s`, OMP_NUM_THREADS=OPC_THREADS=%d |"
                  % (a.opc, (" (%s)" % info["opc_version"]) if info["opc_version"] else "",
                     a.opc_flags, a.runs, a.warmup, a.net_flags, a.threads))
+    lines.append("| OpenBLAS kernels (opc) | %s |" % info.get("openblas_core", "?"))
     lines.append("| repo | %s |" % (info["git"] or "?"))
     lines.append("| batch | %d, %d timed runs after %d warm-up runs (both engines) |"
                  % (a.batch, a.runs, a.warmup))
@@ -320,6 +336,7 @@ def main(argv=None):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(a.threads)
     env["OPC_THREADS"] = str(a.threads)
+    info["openblas_core"] = openblas_core(env)
 
     tmp = None
     work = a.workdir
