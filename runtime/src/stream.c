@@ -317,7 +317,8 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&rt.lock);
     if (op)
       op->run(op);
-    double now = rt_now_ms();
+    /* Folding stops at a task that records, so only the last one can. */
+    double now = last->record ? rt_now_ms() : 0;
     pthread_mutex_lock(&rt.lock);
     for (bool more = true; more;) {
       t = s->head;
