@@ -426,8 +426,6 @@ static const char *const check_helper[LIB_COUNT] = {
 };
 
 const char *emit_fail(Emitter *e) {
-  if (e->fail && strcmp(e->fail, "goto fail") == 0)
-    e->st->fail_used = true;
   return e->fail ? e->fail : "return -1";
 }
 
@@ -507,10 +505,12 @@ const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int ra
     d[i + shift] = dims[i];
     s[i + shift] = strides[i];
   }
-  /* Padded dims get the stride a contiguous layout would give them. */
+  /* Padded and size-1 dims get the stride a packed layout would give them:
+     their stride addresses nothing, but cuDNN leaves out every engine that
+     needs packed tensors when a size-1 dim keeps its parent's stride. */
   for (int i = out_rank - 1; i >= 0; i--) {
     bool padded = pad_front ? i < shift : i >= rank;
-    if (padded)
+    if (padded || d[i] == 1)
       s[i] = i + 1 < out_rank ? s[i + 1] * d[i + 1] : 1;
   }
   const char *field = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
@@ -595,4 +595,23 @@ const char *int_list(Emitter *e, int count, const int64_t *v) {
   for (int i = 0; i < count; i++)
     s = emit_str(e, "%s%s%lld", s, i ? ", " : "", (long long)v[i]);
   return s;
+}
+
+/* ------------------------------------------------------ chosen forms */
+
+void emit_record_form(Emitter *e, const Node *n, const char *field) {
+  EmitState *st = e->st;
+  if (st->nformed == st->capformed) {
+    st->capformed = st->capformed ? st->capformed * 2 : 16;
+    const Node **nodes = arena_alloc(e->g->arena, sizeof(Node *) * (size_t)st->capformed);
+    const char **fields = arena_alloc(e->g->arena, sizeof(char *) * (size_t)st->capformed);
+    if (st->nformed) {
+      memcpy(nodes, st->formed, sizeof(Node *) * (size_t)st->nformed);
+      memcpy(fields, st->form_field, sizeof(char *) * (size_t)st->nformed);
+    }
+    st->formed = nodes;
+    st->form_field = fields;
+  }
+  st->formed[st->nformed] = n;
+  st->form_field[st->nformed++] = field;
 }

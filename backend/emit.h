@@ -104,6 +104,7 @@ typedef enum Section {
   SEC_BIND,     /* create(): buffer pointers into the arena and the weights */
   SEC_SETUP,    /* one setup function per node */
   SEC_CREATE,   /* create(): the calls of the setup functions */
+  SEC_PREPARE,  /* create(): choices that try calls, once buffers and workspaces exist */
   SEC_ENQUEUE,  /* enqueue(): the schedule */
   SEC_TEARDOWN, /* destroy(): node resources */
   SEC_BUFFERS,  /* context members: activation buffers (buf()) */

@@ -38,13 +38,18 @@ typedef struct EmitState {
   bool lib_used[LIB_COUNT];
   bool uses_cudnn, uses_cublas, uses_workspace;
   bool uses_one, uses_zero, uses_make_tensor;
-  bool fail_used; /* a "goto fail" was printed in the current function */
   bool uses_pick_conv_algo, uses_pick_deconv_algo;
+  bool uses_conv_forms; /* a convolution chooses its fused form in create() */
   const Node *fields_node; /* whose comment heads the last fields printed */
   Node **issued;           /* the nodes enqueue() issues, in order */
   int nissued, capissued;
 
   const char **tensor_field; /* per tensor id: its buffer's field name */
+
+  /* The nodes whose form of calls create() chooses, and the field holding it. */
+  const Node **formed;
+  const char **form_field;
+  int nformed, capformed;
 
   /* What a node's setup code decided, for its run code: per node id. */
   void **node_data;
@@ -66,6 +71,11 @@ const char *node_workspace_bytes(Emitter *e, const Node *n);
 /* A cuDNN descriptor field `<node>_<what>` of type cudnn<kind>Descriptor_t:
    created in the current setup code and destroyed in destroy(). */
 const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *what);
+
+/* Records that create() chooses the form of n's calls, kept in the context
+   field `field` (FORM_FUSED, FORM_FUSED_PRECOMP or FORM_SEPARATE), so that
+   --verbose and profiles can say which one each node took. */
+void emit_record_form(Emitter *e, const Node *n, const char *field);
 
 /* The weights file: header, data, checksum (weights.c). */
 bool write_weights(Emitter *e, const char *path);

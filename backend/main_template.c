@@ -2,13 +2,15 @@
  * The command line of the compiled model:
  *   ./net [--weights FILE] [--input NAME=FILE]... [--output NAME=FILE]...
  *         [--seed S] [--bench N [--warmup W]] [--trace FILE.json]
- *         [--profile FILE.json [--repeats R]]
+ *         [--profile FILE.json [--repeats R]] [--verbose]
  * Inputs are read from .npy (float32 '<f4', C order) or ONNX TensorProto .pb
  * files; inputs not given are filled with random numbers in [-1, 1) drawn
  * from --seed (default 1). --output writes an output as .npy. --bench
  * times N runs after W warm-up runs; --trace writes the time of every
  * node of one run as a Chrome trace; --profile times every node alone and
  * every stage, each in a CUDA graph of R repeats, for `opc --cost-db`.
+ * --verbose prints each node's stream and the form of calls create() chose
+ * for it (a fused convolution that cuDNN refused runs as separate calls).
  * Without --weights the weights file is looked for beside the program.
  * Exit status: 0 done, 1 bad arguments or input files, 2 error at run time.
  */
@@ -290,7 +292,7 @@ static int usage(void)
 {
   fprintf(stderr, "usage: net [--weights FILE] [--input NAME=FILE]... [--output NAME=FILE]...\n"
                   "           [--seed S] [--bench N [--warmup W]] [--trace FILE.json]\n"
-                  "           [--profile FILE.json [--repeats R]]\n");
+                  "           [--profile FILE.json [--repeats R]] [--verbose]\n");
   return 1;
 }
 
@@ -388,7 +390,7 @@ int main(int argc, char **argv)
   const char *input_file[64] = {0}, *output_file[64] = {0}, *weights = NULL, *trace = NULL,
              *profile = NULL;
   unsigned long long seed = 1;
-  int runs = 0, warmup = 0, repeats = 0, status = 2;
+  int runs = 0, warmup = 0, repeats = 0, verbose = 0, status = 2;
   if (nin > 64 || nout > 64) {
     fprintf(stderr, "net: too many inputs or outputs for the command line\n");
     return 1;
@@ -397,6 +399,10 @@ int main(int argc, char **argv)
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL, *file = NULL;
     char *end = NULL;
     int k;
+    if (strcmp(arg, "--verbose") == 0) {
+      verbose = 1;
+      continue;
+    }
     if (!value)
       return usage();
     i++;
@@ -458,6 +464,8 @@ int main(int argc, char **argv)
   net_ctx *c = NULL;
   if (net_create(&c, weights ? weights : beside) != 0)
     goto done;
+  if (verbose)
+    describe(c);
   if (net_run(c, (const float *const *)in, out) != 0)
     goto done;
   if (runs > 0 && bench(c, (const float *const *)in, out, runs, warmup) != 0)

@@ -124,8 +124,10 @@ typedef struct ConvPlan {
   int64_t scratch[5];      /* padded input (Conv) or full output (ConvTranspose) */
   int64_t scratch_offset;  /* where x (Conv) or y (ConvTranspose) starts in it */
   bool use_scratch;
-  bool fused;              /* cudnnConvolutionBiasActivationForward */
+  bool fused;              /* cudnnConvolutionBiasActivationForward, where cuDNN accepts it */
+  bool bias_is_zero;       /* the bias exists only for the fused call */
   const char *xd, *wd, *yd, *bd, *zd, *cd, *sd, *vd, *algo, *scratch_ptr, *bias;
+  const char *form;        /* the context field of the form create() chose */
   ActPlan act;
 } ConvPlan;
 
@@ -261,25 +263,70 @@ static void conv_setup(Emitter *e, Node *n) {
   }
   if (z)
     p->zd = desc_of(e, n, "z", z);
-  /* Conv + bias + residual + relu is one cuDNN call. */
+  /* Conv + bias + residual + relu is one cuDNN call, when cuDNN accepts it
+     for this problem; create() tries it (choose_form) and records the form. */
   p->fused = n->act == ACT_RELU;
   if (p->fused) {
     if (!b) {
       float *zeros = arena_alloc(e->g->arena, sizeof(float) * (size_t)p->y[1]);
       p->bias = weights_add(e, emit_str(e, "%s_zero_bias", node_id(e, n)), zeros, p->y[1]);
+      p->bias_is_zero = true;
     }
-    p->act.act = activation_desc(e, n, "CUDNN_ACTIVATION_RELU", 0);
-  } else {
-    act_setup(e, n, &p->act);
   }
+  act_setup(e, n, &p->act);
   const char *algo = emit_unique(e, emit_str(e, "%s_algo", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "cudnnConvolutionFwdAlgo_t %s;", algo);
   p->algo = emit_str(e, "c->%s", algo);
   e->st->uses_pick_conv_algo = true;
   e->st->uses_workspace = true;
-  emit(e, "if (!pick_conv_algo(c, %s, %s, %s, %s, %s, &%s, &%s))", node_cudnn(e, n),
-       p->use_scratch ? p->sd : p->xd, p->wd, p->cd, p->yd, p->algo, node_workspace_bytes(e, n));
+  const char *x = p->use_scratch ? p->sd : p->xd;
+  emit(e, "if (!pick_conv_algo(c, %s, %s, %s, %s, %s, &%s, &%s))", node_cudnn(e, n), x, p->wd,
+       p->cd, p->yd, p->algo, node_workspace_bytes(e, n));
   emit(e, "  return -1;");
+  if (p->fused) {
+    e->st->uses_conv_forms = true;
+    const char *form = emit_unique(e, emit_str(e, "%s_form", node_id(e, n)));
+    emit_to(e, SEC_FIELDS, "int %s; /* FORM_FUSED, FORM_FUSED_PRECOMP or FORM_SEPARATE */", form);
+    p->form = emit_str(e, "c->%s", form);
+    emit_record_form(e, n, p->form);
+    emit(e, "if (!precomp_workspace(c, %s, %s, %s, %s, %s, &%s))", node_cudnn(e, n), x, p->wd, p->cd,
+         p->yd, node_workspace_bytes(e, n));
+    emit(e, "  return -1;");
+  }
+}
+
+/*
+ * fused_<node>(c, algo): the one-call form of a convolution with fused bias,
+ * residual and relu, returning cuDNN's status, so that create() can try it
+ * (choose_form) and the run code can issue it.
+ */
+static void emit_fused_conv(Emitter *e, Node *n, ConvPlan *p, const char *xd, const char *x) {
+  const Tensor *z = node_input(n, 3);
+  const char *fn = emit_str(e, "fused_%s", node_id(e, n));
+  const char *y = buf(e, n->out[0]);
+  FILE *saved = e->f;
+  int indent = e->indent;
+  e->f = e->st->sec[SEC_SETUP];
+  e->indent = 0;
+  emit(e, "/* %s: conv, bias%s and relu in one call */", comment_text(e, n->name), z ? ", residual" : "");
+  emit(e, "static cudnnStatus_t %s(%s_ctx *c, cudnnConvolutionFwdAlgo_t algo)", fn, e->prefix);
+  emit_open(e, "{");
+  emit(e, "return cudnnConvolutionBiasActivationForward(");
+  e->indent += 2;
+  emit(e, "%s, %s, %s, %s, %s, %s, %s, algo,", node_cudnn(e, n), emit_scalar(e, 1), xd, x, p->wd,
+       buf(e, n->in[1]), p->cd);
+  emit(e, "%s, %s, %s, %s, %s,", node_workspace(e, n), node_workspace_bytes(e, n),
+       emit_scalar(e, z ? 1 : 0), z ? p->zd : p->yd, z ? buf(e, z) : y);
+  emit(e, "%s, %s, %s, %s, %s);", p->bd, p->bias, p->act.act, p->yd, y);
+  e->indent -= 2;
+  emit_close(e, "}");
+  emit_blank(e);
+  e->f = saved;
+  e->indent = indent;
+  emit_to(e, SEC_PREPARE, "c->node = \"%s\";", emit_node_label(e, n));
+  emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s))", fn, p->algo, node_stream(e, n),
+          p->form);
+  emit_to(e, SEC_PREPARE, "  goto fail;");
 }
 
 static void conv_run(Emitter *e, Node *n) {
@@ -301,17 +348,19 @@ static void conv_run(Emitter *e, Node *n) {
   }
   const Tensor *z = node_input(n, 3);
   if (p->fused) {
-    emit_call(e, LIB_CUDNN, n,
-              "cudnnConvolutionBiasActivationForward(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-              h, emit_scalar(e, 1), xd, x, p->wd, w, p->cd, p->algo, node_workspace(e, n),
-              node_workspace_bytes(e, n), emit_scalar(e, z ? 1 : 0), z ? p->zd : p->yd,
-              z ? buf(e, z) : y, p->bd, p->bias, p->act.act, p->yd, y);
-    return;
+    emit_fused_conv(e, n, p, xd, x);
+    const char *fn = emit_str(e, "fused_%s", node_id(e, n));
+    emit(e, "if (%s == FORM_FUSED)", p->form);
+    emit(e, "  return cudnn_ok(c, %s(c, %s),", fn, p->algo);
+    emit(e, "                  \"cudnnConvolutionBiasActivationForward\") ? 0 : -1;");
+    emit(e, "if (%s == FORM_FUSED_PRECOMP)", p->form);
+    emit(e, "  return cudnn_ok(c, %s(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM),", fn);
+    emit(e, "                  \"cudnnConvolutionBiasActivationForward\") ? 0 : -1;");
   }
   emit_call(e, LIB_CUDNN, n, "cudnnConvolutionForward(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             h, emit_scalar(e, 1), xd, x, p->wd, w, p->cd, p->algo, node_workspace(e, n),
             node_workspace_bytes(e, n), emit_scalar(e, 0), p->yd, y);
-  if (p->bias)
+  if (p->bias && !p->bias_is_zero)
     emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", h, emit_scalar(e, 1),
               p->bd, p->bias, emit_scalar(e, 1), p->yd, y);
   if (z)

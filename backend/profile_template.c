@@ -140,8 +140,8 @@ static long long cublas_version(void)
   return -1;
 }
 
-static void write_profile(FILE *f, const double *unit_us, const double *stage_us, int repeats,
-                          int launches)
+static void write_profile(const net_ctx *c, FILE *f, const double *unit_us, const double *stage_us,
+                          int repeats, int launches)
 {
   struct cudaDeviceProp prop;
   int device = 0, runtime = 0, driver = 0;
@@ -182,6 +182,10 @@ static void write_profile(FILE *f, const double *unit_us, const double *stage_us
             node_info[k].predicted_us);
     fputs("     \"key\": ", f);
     put_json_string(f, node_info[k].key);
+    if (node_form(c, k)) {
+      fputs(", \"form\": ", f);
+      put_json_string(f, node_form(c, k));
+    }
     fprintf(f, "}%s\n", k + 1 < NODE_COUNT ? "," : "");
   }
   fputs("  ],\n  \"stages\": [\n", f);
@@ -218,7 +222,7 @@ int net_profile(net_ctx *c, const char *path, int repeats)
     snprintf(c->error, sizeof c->error, "cannot write %s: %s", path, strerror(errno));
     goto done;
   }
-  write_profile(f, unit_us, stage_us, repeats, launches);
+  write_profile(c, f, unit_us, stage_us, repeats, launches);
   status = ferror(f) ? -1 : 0;
   if (fclose(f) != 0)
     status = -1;

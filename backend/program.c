@@ -50,6 +50,27 @@ static Node **issue_order(Graph *g, int *count) {
 /* Nodes whose code is nothing: views and constants. */
 static bool issues_nothing(const Node *n) { return n->is_view || n->op == OP_CONSTANT; }
 
+/* Pinned host memory for run()'s copies: every input, then every output. */
+static int64_t staging_floats(const Graph *g) {
+  int64_t total = 0;
+  for (int i = 0; i < g->ninputs; i++)
+    total += tensor_numel(g->inputs[i]);
+  for (int i = 0; i < g->noutputs; i++)
+    total += tensor_numel(g->outputs[i]);
+  return total;
+}
+
+/* Where input or output i starts in the staging buffer, in floats. */
+static int64_t staging_offset(const Graph *g, bool in, int i) {
+  int64_t offset = 0;
+  for (int k = 0; k < (in ? i : g->ninputs); k++)
+    offset += tensor_numel(g->inputs[k]);
+  for (int k = 0; !in && k < i; k++)
+    offset += tensor_numel(g->outputs[k]);
+  return offset;
+}
+
+
 /* -------------------------------------------------------- memory plan */
 
 /* Until the memory planner has run, every storage tensor gets its own slot. */
@@ -380,6 +401,10 @@ static void emit_struct(Emitter *e) {
   if (ne > 0)
     emit(e, "cudaEvent_t event[%d]; /* the schedule's cross-stream dependencies */", ne);
   emit(e, "cudaEvent_t fork, join[%d]; /* order the streams after and before the caller's */", ns);
+  emit(e, "cudaEvent_t done; /* the end of %s_run_device()'s work on the caller's stream */", e->prefix);
+  if (staging_floats(e->g) > 0)
+    emit(e, "float *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
+         e->prefix);
   if (st->uses_cudnn)
     emit(e, "cudnnHandle_t cudnn[%d];", ns);
   if (st->uses_cublas) {
@@ -471,7 +496,14 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
   emit_open(e, "for (int i = 0; i < count; i++) {");
   emit(e, "if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > workspace_limit)");
   emit(e, "  continue;");
+  if (!e->opt->tf32) {
+    emit(e, "if (perf[i].mathType != CUDNN_FMA_MATH) /* strict float32: no TF32 tensor cores */");
+    emit(e, "  continue;");
+  }
   emit(e, "*algo = perf[i].algo;");
+  emit(e, "/* The algorithm runs in the math type it was listed with. */");
+  emit(e, "if (!cudnn_ok(c, cudnnSetConvolutionMathType(conv, perf[i].mathType), \"cudnnSetConvolutionMathType\"))");
+  emit(e, "  return 0;");
   emit(e, "if (!cudnn_ok(c, cudnnGetConvolution%sWorkspaceSize(h, %s, *algo, &bytes),", dir, args);
   emit(e, "              \"cudnnGetConvolution%sWorkspaceSize\"))", dir);
   emit(e, "  return 0;");
@@ -481,6 +513,63 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
   emit_close(e, "}");
   emit(e, "report(c, \"pick_%s_algo\", \"no algorithm fits in the workspace limit\");", name);
   emit(e, "return 0;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/*
+ * A convolution with fused bias and relu runs as one cuDNN call only where
+ * cuDNN accepts it: create() tries the forms in order (choose_form).
+ */
+static void emit_form_helpers(Emitter *e) {
+  const char *p = e->prefix;
+  emit(e, "/* How a convolution with fused bias and relu runs, chosen in create(). */");
+  emit(e, "enum { FORM_FUSED, FORM_FUSED_PRECOMP, FORM_SEPARATE };");
+  emit(e, "static const char *const form_name[] = {");
+  emit(e, "  \"fused, its own algorithm\",");
+  emit(e, "  \"fused, IMPLICIT_PRECOMP_GEMM\",");
+  emit(e, "  \"separate convolution, bias and activation\",");
+  emit(e, "};");
+  emit_blank(e);
+  emit(e, "/* Raises *workspace to what the fused call's fallback algorithm needs, where");
+  emit(e, "   cuDNN offers it for this problem. */");
+  emit(e, "static int precomp_workspace(%s_ctx *c, cudnnHandle_t h, cudnnTensorDescriptor_t x,", p);
+  emit(e, "                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,");
+  emit(e, "                             cudnnTensorDescriptor_t y, size_t *workspace)");
+  emit_open(e, "{");
+  emit(e, "size_t bytes = 0;");
+  emit(e, "cudnnStatus_t status = cudnnGetConvolutionForwardWorkspaceSize(");
+  emit(e, "    h, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &bytes);");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED)");
+  emit(e, "  return 1;");
+  emit(e, "if (!cudnn_ok(c, status, \"cudnnGetConvolutionForwardWorkspaceSize\"))");
+  emit(e, "  return 0;");
+  emit(e, "if (bytes > *workspace)");
+  emit(e, "  *workspace = bytes;");
+  emit(e, "return 1;");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "/*");
+  emit(e, " * The first form cuDNN accepts, tried for real on the node's stream: the");
+  emit(e, " * fused call with the chosen algorithm, the fused call with");
+  emit(e, " * IMPLICIT_PRECOMP_GEMM, else separate calls. cuDNN answers NOT_SUPPORTED");
+  emit(e, " * for some algorithms, shapes and layouts of the fused call.");
+  emit(e, " */");
+  emit(e, "static int choose_form(%s_ctx *c, cudnnStatus_t (*fused)(%s_ctx *, cudnnConvolutionFwdAlgo_t),", p, p);
+  emit(e, "                       cudnnConvolutionFwdAlgo_t algo, cudaStream_t stream, int *form)");
+  emit_open(e, "{");
+  emit(e, "cudnnStatus_t status = fused(c, algo);");
+  emit(e, "*form = FORM_FUSED;");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {");
+  emit(e, "  status = fused(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);");
+  emit(e, "  *form = FORM_FUSED_PRECOMP;");
+  emit(e, "}");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED)");
+  emit(e, "  *form = FORM_SEPARATE;");
+  emit(e, "else if (!cudnn_ok(c, status, \"cudnnConvolutionBiasActivationForward\"))");
+  emit(e, "  return 0;");
+  emit(e, "/* A try wrote the node's output: finish it before another stream's try. */");
+  emit(e, "return cuda_ok(c, cudaStreamSynchronize(stream), \"cudaStreamSynchronize\");");
   emit_close(e, "}");
   emit_blank(e);
 }
@@ -535,6 +624,8 @@ static void emit_check_helpers(Emitter *e) {
     emit(e, "static const size_t workspace_limit = (size_t)256 << 20;");
     emit_blank(e);
   }
+  if (e->st->uses_conv_forms)
+    emit_form_helpers(e);
   if (e->st->uses_pick_conv_algo)
     emit_pick_algo(e, "conv", "Forward", "Fwd", "x, w, conv, y", "cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w");
   if (e->st->uses_pick_deconv_algo)
@@ -602,8 +693,11 @@ static void emit_weights_loader(Emitter *e) {
   emit_close(e, "}");
   e->fail = "return -1";
   emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->weights, weights_bytes)");
+  emit(e, "/* On the first stream, and finished before returning: a copy from pageable");
+  emit(e, "   memory may return before its transfer is done, and the image is freed next. */");
   emit_call(e, LIB_CUDA, NULL,
-            "cudaMemcpy(c->weights, image + WEIGHTS_HEADER, weights_bytes, cudaMemcpyHostToDevice)");
+            "cudaMemcpyAsync(c->weights, image + WEIGHTS_HEADER, weights_bytes, cudaMemcpyHostToDevice, c->stream[0])");
+  emit_call(e, LIB_CUDA, NULL, "cudaStreamSynchronize(c->stream[0])");
   emit(e, "return 0;");
   emit_close(e, "}");
   emit_blank(e);
@@ -692,6 +786,26 @@ static void emit_trace_run(Emitter *e) {
   emit(e, "for (int i = 0; i < created; i++)");
   emit(e, "  cudaEventDestroy(events[i]);");
   emit(e, "return status;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/* main's --verbose: each issued node's stream, and the form create() chose. */
+static void emit_describe(Emitter *e) {
+  emit(e, "/* --verbose: each node's stream, and the form of calls create() chose for it. */");
+  emit(e, "static void describe(const %s_ctx *c)", e->prefix);
+  emit_open(e, "{");
+  if (e->st->nissued == 0) {
+    emit(e, "(void)c; /* this model issues no work */");
+    emit_close(e, "}");
+    emit_blank(e);
+    return;
+  }
+  emit_open(e, "for (int k = 0; k < NODE_COUNT; k++) {");
+  emit(e, "const char *form = node_form(c, k);");
+  emit(e, "fprintf(stderr, \"net: %%s: stream %%d%%s%%s\\n\", node_info[k].label, node_info[k].stream,");
+  emit(e, "        form ? \", \" : \"\", form ? form : \"\");");
+  emit_close(e, "}");
   emit_close(e, "}");
   emit_blank(e);
 }
@@ -809,6 +923,31 @@ static void emit_schedule_event(Emitter *e) {
   emit_blank(e);
 }
 
+/* node_form(): the form of calls create() chose for node k, or NULL. */
+static void emit_node_form(Emitter *e) {
+  EmitState *st = e->st;
+  emit(e, "/* The form of calls create() chose for node k (--verbose, profiles), or NULL. */");
+  emit(e, "static const char *node_form(const %s_ctx *c, int k)", e->prefix);
+  emit_open(e, "{");
+  if (st->nformed == 0) {
+    emit(e, "(void)c;");
+    emit(e, "(void)k;");
+    emit(e, "return NULL;");
+    emit_close(e, "}");
+    emit_blank(e);
+    return;
+  }
+  emit_open(e, "switch (k) {");
+  for (int k = 0; k < st->nissued; k++)
+    for (int i = 0; i < st->nformed; i++)
+      if (st->formed[i] == st->issued[k])
+        emit(e, "case %d: return form_name[%s];", k, st->form_field[i]);
+  emit(e, "default: return NULL;");
+  emit_close(e, "}");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
 /* The table of issued nodes and the two helpers that bracket each one. */
 static void emit_node_table(Emitter *e) {
   EmitState *st = e->st;
@@ -884,6 +1023,7 @@ static void emit_node_table(Emitter *e) {
   emit(e, "return !c->trace || cuda_ok(c, cudaEventRecord(c->trace[2 * k], stream), \"cudaEventRecord\");");
   emit_close(e, "}");
   emit_blank(e);
+  emit_node_form(e);
   emit(e, "static int end_node(%s_ctx *c, int k, cudaStream_t stream)", p);
   emit_open(e, "{");
   emit(e, "if (c->trace && !cuda_ok(c, cudaEventRecord(c->trace[2 * k + 1], stream), \"cudaEventRecord\"))");
@@ -940,13 +1080,13 @@ static void emit_enqueue(Emitter *e) {
   emit(e, " */");
   emit(e, "static int enqueue(%s_ctx *c, cudaStream_t origin)", p);
   emit_open(e, "{");
-  e->fail = "return -1";
+  e->fail = "goto fail";
   emit_call(e, LIB_CUDA, NULL, "cudaEventRecord(c->fork, origin)");
   emit(e, "for (int s = 0; s < %d; s++)", nstreams(e->g));
   e->indent++;
   emit(e, "if (c->stream[s] != origin &&");
   emit(e, "    !cuda_ok(c, cudaStreamWaitEvent(c->stream[s], c->fork, 0), \"cudaStreamWaitEvent\"))");
-  emit(e, "  return -1;");
+  emit(e, "  goto fail;");
   e->indent--;
   fputs(st->text[SEC_ENQUEUE], e->f);
   emit_blank(e);
@@ -958,16 +1098,19 @@ static void emit_enqueue(Emitter *e) {
   emit(e, "  return -1;");
   e->indent--;
   emit(e, "return 0;");
-  if (st->fail_used) {
-    e->indent--;
-    emit(e, "fail:");
-    e->indent++;
-    emit(e, "if (c->node) { /* inside a node: close its range */");
-    emit(e, "  nvtxRangePop();");
-    emit(e, "  c->node = NULL;");
-    emit(e, "}");
-    emit(e, "return -1;");
-  }
+  e->indent--;
+  emit(e, "fail:");
+  e->indent++;
+  emit(e, "if (c->node) { /* inside a node: close its range */");
+  emit(e, "  nvtxRangePop();");
+  emit(e, "  c->node = NULL;");
+  emit(e, "}");
+  emit(e, "/* Join the streams all the same, unchecked, so that a capture ends cleanly");
+  emit(e, "   and the error kept is the first one. */");
+  emit(e, "for (int s = 0; s < %d; s++)", nstreams(e->g));
+  emit(e, "  if (c->stream[s] != origin && cudaEventRecord(c->join[s], c->stream[s]) == cudaSuccess)");
+  emit(e, "    cudaStreamWaitEvent(origin, c->join[s], 0);");
+  emit(e, "return -1;");
   emit_close(e, "}");
   emit_blank(e);
 }
@@ -977,14 +1120,17 @@ static void emit_capture(Emitter *e) {
   emit(e, "static int capture(%s_ctx *c)", e->prefix);
   emit_open(e, "{");
   emit(e, "cudaGraph_t graph = NULL;");
+  emit(e, "cudaError_t status;");
   emit(e, "int ok;");
   e->fail = "return -1";
   emit_call(e, LIB_CUDA, NULL,
             "cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal)");
   emit(e, "ok = enqueue(c, c->stream[0]) == 0;");
-  emit(e, "/* End the capture even after a failure, so that the stream is usable. */");
-  emit(e, "if (!cuda_ok(c, cudaStreamEndCapture(c->stream[0], &graph), \"cudaStreamEndCapture\") && ok)");
-  emit(e, "  ok = 0;");
+  emit(e, "/* End the capture even after a failure, so that the stream is usable, but");
+  emit(e, "   keep the node's own message: the capture fails because of it. */");
+  emit(e, "status = cudaStreamEndCapture(c->stream[0], &graph);");
+  emit(e, "if (ok)");
+  emit(e, "  ok = cuda_ok(c, status, \"cudaStreamEndCapture\");");
   emit(e, "if (ok)");
   emit(e, "  ok = cuda_ok(c, cudaGraphInstantiate(&c->graph, graph, 0ULL), \"cudaGraphInstantiate\");");
   emit(e, "if (graph)");
@@ -1034,6 +1180,10 @@ static void emit_create(Emitter *e) {
     e->indent--;
   }
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)");
+  emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming)");
+  if (staging_floats(e->g) > 0)
+    emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(float))",
+              (long long)staging_floats(e->g));
   if (st->nweights) {
     if (e->opt->embed_weights) {
       emit(e, "if (weights_path ? load_weights(c, weights_path) != 0");
@@ -1067,8 +1217,19 @@ static void emit_create(Emitter *e) {
     emit_blank(e);
     emit_kernel_setup(e);
   }
+  if (st->len[SEC_PREPARE]) {
+    emit_blank(e);
+    emit(e, "/* The form of each fused convolution that cuDNN accepts. */");
+    fputs(st->text[SEC_PREPARE], e->f);
+    emit(e, "c->node = NULL;");
+  }
   if (e->opt->cuda_graph) {
-    emit(e, "if (capture(c) != 0)");
+    emit_blank(e);
+    emit(e, "/* One eager run first: cuDNN and cuBLAS initialise lazily on first use, which");
+    emit(e, "   a capture does not allow, and a library error then names its node. */");
+    emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
+    emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ||");
+    emit(e, "    capture(c) != 0)");
     emit(e, "  goto fail;");
   }
   emit(e, "return 0;");
@@ -1082,6 +1243,7 @@ static void emit_create(Emitter *e) {
 
 /* ---------------------------------------------------------- run, destroy */
 
+/* Copies between the caller's buffers (or the staging buffer) and the arena. */
 static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
   Graph *g = e->g;
   int count = in ? g->ninputs : g->noutputs;
@@ -1091,13 +1253,29 @@ static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
     Tensor *t = in ? g->inputs[i] : g->outputs[i];
     const char *where = emit_str(e, "cudaMemcpyAsync of %s '%s'", in ? "input" : "output",
                                  emit_c_string(e, t->name));
-    const char *call = in ? emit_str(e, "cudaMemcpyAsync(%s, inputs[%d], %lld * sizeof(float), %s, %s)",
-                                     buf(e, t), i, (long long)tensor_numel(t), kind, stream)
-                          : emit_str(e, "cudaMemcpyAsync(outputs[%d], %s, %lld * sizeof(float), %s, %s)",
-                                     i, buf(e, t), (long long)tensor_numel(t), kind, stream);
+    const char *host = device ? emit_str(e, "%s[%d]", in ? "inputs" : "outputs", i)
+                              : emit_str(e, "c->staging + %lld", (long long)staging_offset(g, in, i));
+    const char *call = in ? emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
+                                     buf(e, t), host, (long long)tensor_numel(t), kind, stream)
+                          : emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
+                                     host, buf(e, t), (long long)tensor_numel(t), kind, stream);
     e->st->lib_used[LIB_CUDA] = true;
     emit(e, "if (!cuda_ok(c, %s, \"%s\"))", call, where);
     emit(e, "  return -1;");
+  }
+}
+
+/* Copies between the caller's host buffers and the pinned staging buffer. */
+static void emit_staging(Emitter *e, bool in) {
+  Graph *g = e->g;
+  int count = in ? g->ninputs : g->noutputs;
+  for (int i = 0; i < count; i++) {
+    Tensor *t = in ? g->inputs[i] : g->outputs[i];
+    long long offset = (long long)staging_offset(g, in, i), n = (long long)tensor_numel(t);
+    if (in)
+      emit(e, "memcpy(c->staging + %lld, inputs[%d], %lld * sizeof(float));", offset, i, n);
+    else
+      emit(e, "memcpy(outputs[%d], c->staging + %lld, %lld * sizeof(float));", i, offset, n);
   }
 }
 
@@ -1108,6 +1286,11 @@ static void emit_run(Emitter *e) {
   emit_open(e, "{");
   if (!g->ninputs)
     emit(e, "(void)inputs;");
+  if (!g->noutputs)
+    emit(e, "(void)outputs;");
+  if (g->ninputs)
+    emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
+  emit_staging(e, true);
   emit_copies(e, true, false, "c->stream[0]");
   if (e->opt->cuda_graph) {
     emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, c->stream[0]), \"cudaGraphLaunch\"))");
@@ -1117,7 +1300,10 @@ static void emit_run(Emitter *e) {
     emit(e, "  return -1;");
   }
   emit_copies(e, false, false, "c->stream[0]");
-  emit(e, "return cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ? 0 : -1;");
+  emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
+  emit(e, "  return -1;");
+  emit_staging(e, false);
+  emit(e, "return 0;");
   emit_close(e, "}");
   emit_blank(e);
 
@@ -1135,7 +1321,8 @@ static void emit_run(Emitter *e) {
     emit(e, "  return -1;");
   }
   emit_copies(e, false, true, "stream");
-  emit(e, "return 0;");
+  emit(e, "/* destroy() waits for this before it frees what the work uses. */");
+  emit(e, "return cuda_ok(c, cudaEventRecord(c->done, stream), \"cudaEventRecord\") ? 0 : -1;");
   emit_close(e, "}");
   emit_blank(e);
 }
@@ -1148,7 +1335,10 @@ static void emit_destroy(Emitter *e) {
   emit_open(e, "{");
   emit(e, "if (!c)");
   emit(e, "  return;");
-  emit(e, "/* Work may still be queued when a run failed half-way. */");
+  emit(e, "/* Work may still be queued: on the caller's stream by %s_run_device(), or", p);
+  emit(e, "   on ours when a run failed half-way. */");
+  emit(e, "if (c->done)");
+  emit(e, "  cudaEventSynchronize(c->done);");
   emit(e, "for (int s = 0; s < %d; s++)", ns);
   emit(e, "  if (c->stream[s])");
   emit(e, "    cudaStreamSynchronize(c->stream[s]);");
@@ -1169,6 +1359,10 @@ static void emit_destroy(Emitter *e) {
   }
   emit(e, "if (c->fork)");
   emit(e, "  cudaEventDestroy(c->fork);");
+  emit(e, "if (c->done)");
+  emit(e, "  cudaEventDestroy(c->done);");
+  if (staging_floats(e->g) > 0)
+    emit(e, "cudaFreeHost(c->staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (st->uses_workspace)
     emit(e, "cudaFree(c->workspace[s]);");
@@ -1274,7 +1468,7 @@ static void emit_c_file(Emitter *e, FILE *f) {
   if (st->len[SEC_SETUP])
     fputs(st->text[SEC_SETUP], r);
   emit_node_table(e);
-  emit_enqueue(e); /* fail_used still tells whether node code jumps to fail */
+  emit_enqueue(e);
   if (e->opt->cuda_graph)
     emit_capture(e);
   emit_create(e);
@@ -1292,6 +1486,7 @@ static void emit_c_file(Emitter *e, FILE *f) {
          st->nweights ? "linked in" : "no weights");
   emit_blank(e);
   emit_trace_run(e);
+  emit_describe(e);
   put_template(r, e->prefix, main_template);
   emit(e, "#endif");
   fclose(r);
