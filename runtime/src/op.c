@@ -12,7 +12,33 @@
  * from its lowest to its highest byte: safe, only less precise. */
 #define MAX_RUNS 4096
 
+/*
+ * OPC_RT_FAIL=API[:N] makes the N-th operation (default the first) that the
+ * call API builds fail as if out of memory, so that tests can reach a
+ * program's error paths at a chosen call, inside a capture for instance.
+ */
+static bool injected_failure(const char *api) {
+  static int remaining = -1; /* calls of the named API left before the failing one */
+  static const char *name;
+  static size_t len;
+  if (remaining == -1) {
+    const char *env = getenv("OPC_RT_FAIL");
+    remaining = 0;
+    if (env && *env) {
+      const char *colon = strchr(env, ':');
+      name = env;
+      len = colon ? (size_t)(colon - env) : strlen(env);
+      remaining = colon ? atoi(colon + 1) : 1;
+    }
+  }
+  if (!name || strlen(api) != len || strncmp(api, name, len) != 0)
+    return false;
+  return __atomic_sub_fetch(&remaining, 1, __ATOMIC_RELAXED) == 0;
+}
+
 void *op_new(size_t size, OpFn *run, const char *api) {
+  if (injected_failure(api))
+    return NULL;
   Op *op = calloc(1, size);
   if (!op)
     return NULL;

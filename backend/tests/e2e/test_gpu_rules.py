@@ -232,17 +232,22 @@ def case_destroy_waits(case):
 
 
 def case_first_error(case):
-    """The second cudnnConvolutionForward is the captured one (the first is
-    the eager run): its failure must be the message, naming the node."""
-    w = RNG.standard_normal((3, 2, 1, 1)).astype(np.float32)
-    m = model("plain", [helper.make_node("Conv", ["x", "w"], ["y"], name="the_conv")],
-              [("x", [1, 2, 3, 3])], [("y", [1, 3, 3, 3])], [const("w", w)])
-    d, exe, p = case.compile("first_error", m, ["--streams", "2"])
+    """Three parallel convolutions on three streams: cudnnConvolutionForward
+    runs three times eagerly, then three times in the capture. The last
+    captured one fails while the other streams hold captured work: its
+    failure must be the message, naming the node, not the capture's end."""
+    nodes, inits = [], []
+    for k in range(3):
+        inits.append(const("w%d" % k, RNG.standard_normal((3, 2, 1, 1)).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", ["x", "w%d" % k], ["c%d" % k], name="conv%d" % k))
+    nodes.append(helper.make_node("Concat", ["c0", "c1", "c2"], ["y"], axis=1, name="cat"))
+    m = model("three", nodes, [("x", [1, 2, 3, 3])], [("y", [1, 9, 3, 3])], inits)
+    d, exe, p = case.compile("first_error", m, ["--streams", "3"])
     if p.returncode != 0:
         return fail("first_error", "opc failed: " + p.stderr.strip())
-    p = run([exe], env=dict(os.environ, OPC_RT_FAIL="cudnnConvolutionForward:2"))
+    p = run([exe], env=dict(os.environ, OPC_RT_FAIL="cudnnConvolutionForward:6"))
     message = p.stderr.strip()
-    if p.returncode != 2 or "node 'the_conv' (Conv): cudnnConvolutionForward" not in message \
+    if p.returncode != 2 or not re.search(r"node 'conv\d' \(Conv\): cudnnConvolutionForward", message) \
             or "EndCapture" in message:
         return fail("first_error", "exit %d: %s" % (p.returncode, message))
     ok("first_error")
