@@ -475,9 +475,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (s == rt.legacy)
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if (s->destroyed || s->capture) {
+  if (s->destroyed) {
     pthread_mutex_unlock(&rt.lock);
-    return rt_error(s->capture ? cudaErrorStreamCaptureUnsupported : cudaErrorInvalidResourceHandle);
+    return rt_error(cudaErrorInvalidResourceHandle);
+  }
+  if (s->capture) {
+    capture_invalidate_locked(s->capture);
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureUnsupported);
   }
   /* Pending work still runs; the worker leaves once nothing refers to it. */
   s->destroyed = true;
