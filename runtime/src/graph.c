@@ -121,12 +121,12 @@ bool rt_capture_forbids(void) {
   return barred;
 }
 
-bool capture_blocks_legacy_locked(void) {
+bool capture_blocks_legacy_locked(bool invalidate) {
   bool blocked = false;
   for (Capture *c = live; c; c = c->next) {
     for (int i = 0; i < c->nstreams; i++) {
       if (!(c->streams[i]->flags & cudaStreamNonBlocking)) {
-        c->invalid = true;
+        c->invalid |= invalidate;
         blocked = true;
         break;
       }
@@ -332,13 +332,17 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     return rt_error(cudaErrorInvalidValue);
   Stream *s = rt_stream(stream);
   pthread_mutex_lock(&rt.lock);
-  if (!s->capture)
+  /* The legacy stream encompasses captured blocking streams; asking does
+   * not invalidate them. */
+  if (s == rt.legacy && capture_blocks_legacy_locked(false))
+    err = cudaErrorStreamCaptureImplicit;
+  else if (!s->capture)
     *status = cudaStreamCaptureStatusNone;
   else
     *status = s->capture->invalid ? cudaStreamCaptureStatusInvalidated
                                   : cudaStreamCaptureStatusActive;
   pthread_mutex_unlock(&rt.lock);
-  return cudaSuccess;
+  return rt_error(err);
 }
 
 static void graph_release_locked(struct CUgraph_st *g) {
@@ -475,7 +479,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream) {
   pthread_mutex_lock(&rt.lock);
   if (s->capture)
     err = cudaErrorNotSupported;
-  else if (s == rt.legacy && capture_blocks_legacy_locked())
+  else if (s == rt.legacy && capture_blocks_legacy_locked(true))
     err = cudaErrorStreamCaptureImplicit;
   else
     err = replay_locked(x, s);

@@ -214,9 +214,9 @@ bool capture_forbids_unsafe_locked(void);
 /* The same, taking rt.lock. */
 bool rt_capture_forbids(void);
 /* Whether using the legacy stream now would join a capture (one holds a
- * blocking stream); if so, invalidates it: the caller fails with
- * cudaErrorStreamCaptureImplicit. rt.lock held. */
-bool capture_blocks_legacy_locked(void);
+ * blocking stream); if so, and `invalidate`, invalidates it: the caller
+ * fails with cudaErrorStreamCaptureImplicit. rt.lock held. */
+bool capture_blocks_legacy_locked(bool invalidate);
 
 /* ---- checking mode (check.c) ---- */
 

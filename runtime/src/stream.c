@@ -208,7 +208,7 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
     capture_add_op_locked(s, op);
     return cudaSuccess;
   }
-  if (s == rt.legacy && capture_blocks_legacy_locked()) {
+  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     op_unref(op);
     return cudaErrorStreamCaptureImplicit;
   }
@@ -502,7 +502,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     pthread_mutex_unlock(&rt.lock);
     return rt_error(cudaErrorStreamCaptureUnsupported);
   }
-  if (s == rt.legacy && capture_blocks_legacy_locked()) {
+  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     pthread_mutex_unlock(&rt.lock);
     return rt_error(cudaErrorStreamCaptureImplicit);
   }
@@ -524,7 +524,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (s->capture) {
     capture_invalidate_locked(s->capture);
     err = cudaErrorStreamCaptureUnsupported;
-  } else if (s == rt.legacy && capture_blocks_legacy_locked()) {
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else if (!rt_fence_done_locked(rt_last_fence_locked(s))) {
     err = cudaErrorNotReady;
@@ -651,7 +651,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   pthread_mutex_lock(&rt.lock);
   if (s->capture) {
     err = capture_record_locked(s, e);
-  } else if (s == rt.legacy && capture_blocks_legacy_locked()) {
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else {
     if (rt.check) {
@@ -681,7 +681,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
     /* An event from outside the capture cannot order a captured stream. */
     capture_invalidate_locked(s->capture);
     err = cudaErrorStreamCaptureIsolation;
-  } else if (s == rt.legacy && capture_blocks_legacy_locked()) {
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else if (e->recorded) {
     if (rt.check) {

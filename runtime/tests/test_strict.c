@@ -203,6 +203,9 @@ static void test_capture_legacy(void) {
              "legacy stream while a blocking stream is captured");
   expect_err(cudaStreamSynchronize(0), cudaErrorStreamCaptureImplicit,
              "legacy stream sync while a blocking stream is captured");
+  enum cudaStreamCaptureStatus status;
+  expect_err(cudaStreamIsCapturing(0, &status), cudaErrorStreamCaptureImplicit,
+             "legacy stream capture status while a blocking stream is captured");
   cudaGraph_t g = (cudaGraph_t)1;
   expect_err(cudaStreamEndCapture(bs, &g), cudaErrorStreamCaptureInvalidated,
              "capture joined by the legacy stream");
