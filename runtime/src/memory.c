@@ -425,8 +425,6 @@ static cudaError_t copy_args(void *dst, size_t dpitch, const void *src, size_t s
  * pageable memory is refused, since a GPU runs it synchronously. */
 static bool pageable_refused_locked(const void *dst, const void *src, enum cudaMemcpyKind kind,
                                     const char *api) {
-  if (!rt.pageable_error)
-    return false;
   MemKind to = end_kind_locked(dst, kind, true), from = end_kind_locked(src, kind, false);
   bool refused = (to == MEM_DEVICE && from == MEM_PAGEABLE) ||
                  (to == MEM_PAGEABLE && from == MEM_DEVICE);
@@ -447,11 +445,13 @@ static cudaError_t copy_async(void *dst, size_t dpitch, const void *src, size_t 
   bool empty;
   if ((err = copy_args(dst, dpitch, src, spitch, width, height, kind, &empty)) || empty)
     return rt_error(err);
-  pthread_mutex_lock(&rt.lock);
-  bool refused = pageable_refused_locked(dst, src, kind, api);
-  pthread_mutex_unlock(&rt.lock);
-  if (refused)
-    return rt_error(cudaErrorInvalidValue);
+  if (rt.pageable_error) {
+    pthread_mutex_lock(&rt.lock);
+    bool refused = pageable_refused_locked(dst, src, kind, api);
+    pthread_mutex_unlock(&rt.lock);
+    if (refused)
+      return rt_error(cudaErrorInvalidValue);
+  }
   CopyOp *c = copy_op(dst, dpitch, src, spitch, width, height, api);
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);
