@@ -29,6 +29,8 @@ typedef struct Acc {
   uint32_t epoch;
   int agent;
   const char *name;
+  const char *unsynced; /* Op.unsynced */
+  const char *range;    /* Op.name: the NVTX range, or NULL */
 } Acc;
 
 typedef struct Seg {
@@ -242,10 +244,48 @@ static bool ordered(const Acc *prior, const uint32_t *clock) {
   return clock[prior->agent] >= prior->epoch;
 }
 
+/* The first access of s the host has not synchronised with, or NULL. */
+static const Acc *unsynced_access(const Seg *s) {
+  if (s->has_write && !ordered(&s->write, rt.host_clock))
+    return &s->write;
+  for (int i = 0; i < s->nreads; i++)
+    if (!ordered(&s->reads[i], rt.host_clock))
+      return &s->reads[i];
+  return NULL;
+}
+
+void check_free_locked(uintptr_t lo, uintptr_t hi, const char *api) {
+  for (int i = seg_lower_bound(lo); i < shadow.n && shadow.segs[i].lo < hi; i++) {
+    const Acc *a = unsynced_access(&shadow.segs[i]);
+    if (!a)
+      continue;
+    check_fail();
+    if (shadow.reports++ < MAX_REPORTS)
+      fprintf(stderr,
+              "opc-check: race: [%#lx, %#lx) freed by %s while node '%s' on stream %d may "
+              "still use it (no synchronisation since)\n",
+              (unsigned long)lo, (unsigned long)hi, api, a->name ? a->name : "?",
+              rt.agent_stream_id[a->agent]);
+    break;
+  }
+  check_forget_locked(lo, hi);
+}
+
 static void report(const Access *a, const Acc *prior, bool prior_wrote) {
   check_fail();
   if (shadow.reports++ >= MAX_REPORTS)
     return;
+  if (prior->unsynced) {
+    /* Only a synchronisation covering the legacy stream orders it. */
+    fprintf(stderr,
+            "opc-check: race: node '%s' (stream %d) %s [%#lx, %#lx) written by %s%s%s%s on "
+            "stream %d without synchronisation: it may still be in flight after it returns\n",
+            a->acc.name ? a->acc.name : "?", rt.agent_stream_id[a->acc.agent],
+            a->write ? "writes" : "reads", (unsigned long)a->lo, (unsigned long)a->hi,
+            prior->unsynced, prior->range ? " in node '" : "", prior->range ? prior->range : "",
+            prior->range ? "'" : "", rt.agent_stream_id[prior->agent]);
+    return;
+  }
   fprintf(stderr,
           "opc-check: race: node '%s' (stream %d) %s [%#lx, %#lx) %s by node '%s' (stream %d) "
           "without ordering\n",
@@ -334,7 +374,8 @@ void check_op_locked(Stream *s, Op *op) {
     return;
   uint32_t epoch = ++s->clock[s->agent];
   Access a = {
-    .acc = {.epoch = epoch, .agent = s->agent, .name = op->name ? op->name : op->api},
+    .acc = {.epoch = epoch, .agent = s->agent, .name = op->name ? op->name : op->api,
+            .unsynced = op->unsynced, .range = op->name},
     .clock = s->clock,
   };
   /* Reads first: an op that reads and writes the same bytes is no race. */

@@ -4,6 +4,11 @@
  * A call is split into blocks of columns (or rows, when C is tall) that the
  * thread pool computes with single-threaded OpenBLAS calls; batches are
  * further parts.
+ *
+ * As for cuDNN (see dnn.h), a handle's first GEMM must run eagerly: inside
+ * a capture it fails with CUBLAS_STATUS_NOT_INITIALIZED. A GEMM may use
+ * the handle's workspace as scratch, so checking mode records it as
+ * written.
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -14,7 +19,21 @@
 struct cublasContext {
   cudaStream_t stream;
   cublasMath_t math;
+  void *workspace; /* cublasSetWorkspace's, or NULL */
+  size_t workspace_size;
+  bool warm;       /* a GEMM has run eagerly; guarded by rt.lock */
 };
+
+/* Whether the handle's stream is capturing; if so, invalidates the capture. */
+static bool capturing(cublasHandle_t h) {
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = rt_stream(h->stream);
+  bool yes = s->capture != NULL;
+  if (yes)
+    capture_invalidate_locked(s->capture);
+  pthread_mutex_unlock(&rt.lock);
+  return yes;
+}
 
 static cublasStatus_t status_of(cudaError_t err) {
   switch (err) {
@@ -22,6 +41,8 @@ static cublasStatus_t status_of(cudaError_t err) {
   case cudaErrorMemoryAllocation: return CUBLAS_STATUS_ALLOC_FAILED;
   case cudaErrorLaunchFailure: return CUBLAS_STATUS_EXECUTION_FAILED;
   case cudaErrorInvalidValue: return CUBLAS_STATUS_INVALID_VALUE;
+  case cudaErrorStreamCaptureUnsupported:
+  case cudaErrorStreamCaptureImplicit: return CUBLAS_STATUS_NOT_SUPPORTED;
   default: return CUBLAS_STATUS_EXECUTION_FAILED;
   }
 }
@@ -58,30 +79,43 @@ const char *cublasGetStatusString(cublasStatus_t status) {
   return "unknown error";
 }
 
+/* Creating a handle allocates device memory: a capture may forbid it. */
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
   if (rt_enter())
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (rt_capture_forbids())
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   *handle = calloc(1, sizeof **handle);
   return *handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
+/* cuBLAS documents that destroying a handle synchronises the device. */
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   if (rt_enter())
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
+  cudaError_t err = rt_device_sync();
+  if (err == cudaErrorStreamCaptureUnsupported)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   free(handle);
-  return CUBLAS_STATUS_SUCCESS;
+  return status_of(err);
 }
 
+/* Refused on a handle whose stream is capturing, conservatively: setting
+ * the stream also resets the workspace to cuBLAS's own pool. */
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
   if (rt_enter())
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (capturing(handle))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   handle->stream = streamId;
+  handle->workspace = NULL;
+  handle->workspace_size = 0;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -123,9 +157,38 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!workspace && workspaceSizeInBytes)
+  if ((!workspace && workspaceSizeInBytes) || (uintptr_t)workspace % 256)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (capturing(handle))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  handle->workspace = workspace;
+  handle->workspace_size = workspaceSizeInBytes;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Submits a GEMM on the handle's stream; see the top of the file. */
+static cublasStatus_t submit(cublasHandle_t h, Op *op) {
+  if (h->workspace_size)
+    op_span(op, h->workspace, h->workspace_size, true);
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = rt_stream(h->stream);
+  bool eager = !s->capture;
+  cudaError_t err = cudaSuccess;
+  if (rt_failed()) {
+    op_unref(op);
+    err = cudaErrorLaunchFailure;
+  } else if (!eager && !h->warm) {
+    capture_invalidate_locked(s->capture);
+    op_unref(op);
+    pthread_mutex_unlock(&rt.lock);
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  } else {
+    err = rt_submit_locked(s, op);
+    if (!err && eager)
+      h->warm = true;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return status_of(rt_error(err));
 }
 
 typedef struct GemmOp {
@@ -232,7 +295,7 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
   if (g->beta != 0)
     span_matrix(&g->op, C, m, n, ldc, sc, batch, false);
   span_matrix(&g->op, C, m, n, ldc, sc, batch, true);
-  return status_of(rt_submit(handle->stream, &g->op));
+  return submit(handle, &g->op);
 }
 
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,

@@ -19,6 +19,11 @@
  *
  * Spatial dims are normalised to three (depth, height, width): a 1-D or
  * 2-D convolution has leading spatial dims of size 1.
+ *
+ * Algorithm choice follows a model of cuDNN's engines (see "engines"):
+ * the heuristics list several, each with its math type and workspace, and
+ * a call must name one the list has, in a math type it has, with at least
+ * its workspace. All of them run the same exact float32 code.
  */
 #include <cblas.h>
 #include <string.h>
@@ -26,6 +31,7 @@
 #include "dnn.h"
 
 typedef struct Geom {
+  int ns; /* spatial dims as given */
   int n, c, k, groups;
   int in[3], out[3], ksize[3], pad[3], stride[3], dil[3];
   bool flip;           /* CUDNN_CONVOLUTION: the filter is mirrored */
@@ -69,6 +75,7 @@ static cudnnStatus_t make_geom(Geom *g, const Tensor *x, cudnnFilterDescriptor_t
   if (x->type != CUDNN_DATA_FLOAT || (y && y->type != CUDNN_DATA_FLOAT))
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   memset(g, 0, sizeof *g);
+  g->ns = ns;
   g->n = (int)x->dims[0];
   g->c = (int)x->dims[1];
   g->k = (int)w->dims[0];
@@ -108,6 +115,154 @@ static long long in_positions(const Geom *g) {
 
 static int patch_size(const Geom *g) {
   return g->ksize[0] * g->ksize[1] * g->ksize[2];
+}
+
+/* ---- engines: what the heuristics list, and what may run ---- */
+
+/*
+ * An engine is an algorithm in a math type. The lists model cuDNN on a
+ * recent GPU: for float data, tensor-op (TF32) engines first, whatever
+ * the descriptor's math type, then FMA ones; Winograd only for 2-D 3x3
+ * stride-1 convolutions; fewer for grouped and depthwise ones. A call
+ * whose (algorithm, math type) the list lacks is refused: conservatively,
+ * an engine exists only in the math types listed.
+ */
+typedef struct Engine {
+  int algo;
+  cudnnMathType_t math;
+  cudnnDeterminism_t determinism;
+} Engine;
+
+#define MAX_ENGINES 8
+
+static bool winograd_fits(const Geom *g) {
+  return g->ns == 2 && g->groups == 1 && g->ksize[1] == 3 && g->ksize[2] == 3 &&
+         g->stride[1] == 1 && g->stride[2] == 1 && g->dil[1] == 1 && g->dil[2] == 1;
+}
+
+static bool is_depthwise(const Geom *g) {
+  return g->groups > 1 && g->c == g->groups;
+}
+
+static int fwd_engines(const Geom *g, Engine *e) {
+  const cudnnMathType_t T = CUDNN_TENSOR_OP_MATH, F = CUDNN_FMA_MATH;
+  const cudnnDeterminism_t D = CUDNN_DETERMINISTIC;
+  int n = 0;
+  if (winograd_fits(g))
+    e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, T, D};
+  e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, T, D};
+  if (!is_depthwise(g))
+    e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, F, D};
+  e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, F, D};
+  if (g->groups == 1)
+    e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_GEMM, F, D};
+  return n;
+}
+
+static int bwd_engines(const Geom *g, Engine *e) {
+  const cudnnMathType_t T = CUDNN_TENSOR_OP_MATH, F = CUDNN_FMA_MATH;
+  const cudnnDeterminism_t D = CUDNN_DETERMINISTIC;
+  int n = 0;
+  if (winograd_fits(g))
+    e[n++] = (Engine){CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, T, D};
+  e[n++] = (Engine){CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, T, D};
+  if (!is_depthwise(g))
+    e[n++] = (Engine){CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, F, D};
+  /* ALGO_0 adds with atomics on a GPU. */
+  e[n++] = (Engine){CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, F, CUDNN_NON_DETERMINISTIC};
+  return n;
+}
+
+static size_t round256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+/* Winograd F(4x4, 3x3): 6x6 transforms of the input and output tiles and
+ * of the filters. */
+static size_t winograd_bytes(const Geom *g) {
+  long long tiles = (long long)((g->out[1] + 3) / 4) * ((g->out[2] + 3) / 4);
+  long long floats = 36 * ((long long)g->n * g->c * tiles + (long long)g->k * g->c +
+                           (long long)g->n * g->k * tiles);
+  return round256((size_t)floats * sizeof(float));
+}
+
+/* One image's unfolded patches: the column buffer of GEMM and ALGO_1. */
+static size_t column_bytes(const Geom *g) {
+  return round256((size_t)(g->c / g->groups) * patch_size(g) * out_positions(g) * sizeof(float));
+}
+
+/* The precomputed input offsets of every filter tap of a group. */
+static size_t offset_bytes(const Geom *g) {
+  return round256((size_t)(g->c / g->groups) * patch_size(g) * 2 * sizeof(int));
+}
+
+static size_t fwd_workspace(const Geom *g, int algo) {
+  switch (algo) {
+  case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return offset_bytes(g);
+  case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return column_bytes(g);
+  case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return winograd_bytes(g);
+  default: return 0;
+  }
+}
+
+static size_t bwd_workspace(const Geom *g, int algo) {
+  switch (algo) {
+  case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return column_bytes(g);
+  case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return winograd_bytes(g);
+  default: return 0;
+  }
+}
+
+/* Whether a descriptor's math type lets an engine of `engine` math run.
+ * The default allows TF32 tensor ops on Ampere and later, and FMA. */
+static bool math_admits(cudnnMathType_t desc, cudnnMathType_t engine) {
+  if (desc == CUDNN_DEFAULT_MATH)
+    return true;
+  if (desc == CUDNN_FMA_MATH)
+    return engine == CUDNN_FMA_MATH;
+  return engine == CUDNN_TENSOR_OP_MATH;
+}
+
+/* NOT_SUPPORTED unless the list has an engine for algo that runs under math. */
+static cudnnStatus_t engine_status(const Engine *e, int n, int algo, cudnnMathType_t math) {
+  for (int i = 0; i < n; i++)
+    if (e[i].algo == algo && math_admits(math, e[i].math))
+      return CUDNN_STATUS_SUCCESS;
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+/* One result of a heuristic query or a search, for either direction. */
+typedef struct Perf {
+  int algo;
+  cudnnStatus_t status;
+  float time;
+  size_t memory;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+} Perf;
+
+/*
+ * The results for a problem, at most `requested`: the engines in order,
+ * then, as cuDNN reports them, the algorithms with no engine for it,
+ * marked NOT_SUPPORTED. A search (`timed`) gives increasing made-up times;
+ * the heuristics give none (-1).
+ */
+static int perf_list(const Geom *g, const Engine *e, int n, int algo_count,
+                     size_t (*workspace)(const Geom *, int), bool timed, int requested,
+                     Perf *out) {
+  int count = 0;
+  for (int i = 0; i < n && count < requested; i++)
+    out[count++] = (Perf){e[i].algo, CUDNN_STATUS_SUCCESS, timed ? 0.01f * (i + 1) : -1.0f,
+                          workspace(g, e[i].algo), e[i].determinism, e[i].math};
+  for (int algo = 0; algo < algo_count && count < requested; algo++) {
+    bool listed = false;
+    for (int i = 0; i < n; i++)
+      listed |= e[i].algo == algo;
+    if (!listed)
+      out[count++] = (Perf){algo, CUDNN_STATUS_NOT_SUPPORTED, -1.0f, 0, CUDNN_DETERMINISTIC,
+                            CUDNN_DEFAULT_MATH};
+  }
+  return count;
 }
 
 /* ---- forward ---- */
@@ -661,14 +816,29 @@ static void span_filter(Op *op, const float *w, cudnnFilterDescriptor_t wd) {
   op_span(op, w, n * sizeof(float), false);
 }
 
-static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, float alpha,
-                                  const Tensor *x, const void *xp, cudnnFilterDescriptor_t wd,
-                                  const void *wp, cudnnConvolutionDescriptor_t conv, float beta,
-                                  float alpha2, const Tensor *z, const void *zp, const Tensor *bias,
+/* The algorithm a call names, and the workspace it gives. */
+typedef struct Algo {
+  int algo;
+  void *ws;
+  size_t ws_size;
+} Algo;
+
+static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo algo,
+                                  float alpha, const Tensor *x, const void *xp,
+                                  cudnnFilterDescriptor_t wd, const void *wp,
+                                  cudnnConvolutionDescriptor_t conv, float beta, float alpha2,
+                                  const Tensor *z, const void *zp, const Tensor *bias,
                                   const void *bp, const Act *act, const Tensor *y, void *yp) {
   Geom g;
   cudnnStatus_t st = make_geom(&g, x, wd, conv, y);
   if (st)
+    return st;
+  Engine engines[MAX_ENGINES];
+  int n = fwd_engines(&g, engines);
+  if ((st = engine_status(engines, n, algo.algo, conv->math)))
+    return st;
+  size_t need = fwd_workspace(&g, algo.algo);
+  if ((st = dnn_workspace_ok(algo.ws, algo.ws_size, need)))
     return st;
   ConvOp *c = op_new(sizeof *c, run_conv, api);
   if (!c)
@@ -707,7 +877,8 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, float a
     span_tensor(&c->op, bp, bias, false);
   /* The fused form has no beta: y is only written. */
   span_output(&c->op, yp, y, c->fused ? 0 : beta);
-  return dnn_submit(handle, &c->op);
+  span_workspace(&c->op, algo.ws, need);
+  return dnn_submit(handle, &c->op, act ? DNN_CONV_BIAS_ACT : DNN_CONV_FWD);
 }
 
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
@@ -717,17 +888,29 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
                                       cudnnConvolutionFwdAlgo_t algo, void *workSpace,
                                       size_t workSpaceSizeInBytes, const void *beta,
                                       const cudnnTensorDescriptor_t yDesc, void *y) {
-  (void)workSpace;
-  (void)workSpaceSizeInBytes;
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !alpha || !beta || !xDesc || !x || !wDesc || !w || !convDesc || !yDesc || !y)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
     return CUDNN_STATUS_BAD_PARAM;
-  return conv_forward(handle, "cudnnConvolutionForward", *(const float *)alpha, &xDesc->t, x,
+  Algo a = {algo, workSpace, workSpaceSizeInBytes};
+  return conv_forward(handle, "cudnnConvolutionForward", a, *(const float *)alpha, &xDesc->t, x,
                       wDesc, w, convDesc, *(const float *)beta, 0, NULL, NULL, NULL, NULL, NULL,
                       &yDesc->t, y);
+}
+
+/*
+ * cuDNN fuses only ReLU, and the identity only with IMPLICIT_PRECOMP_GEMM.
+ * OPC_RT_REFUSE_FUSED makes it refuse more, as engines that reject a shape
+ * do, to test a caller's fallback: "other" every other algorithm, "all"
+ * every call.
+ */
+static bool fused_refused(cudnnActivationMode_t mode, cudnnConvolutionFwdAlgo_t algo) {
+  bool precomp = algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  if (mode != CUDNN_ACTIVATION_RELU && !(mode == CUDNN_ACTIVATION_IDENTITY && precomp))
+    return true;
+  return rt.refuse_fused == REFUSE_ALL || (rt.refuse_fused == REFUSE_OTHER && !precomp);
 }
 
 cudnnStatus_t cudnnConvolutionBiasActivationForward(
@@ -738,8 +921,6 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     const void *z, const cudnnTensorDescriptor_t biasDesc, const void *bias,
     const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc,
     void *y) {
-  (void)workSpace;
-  (void)workSpaceSizeInBytes;
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !alpha1 || !alpha2 || !xDesc || !x || !wDesc || !w || !convDesc || !yDesc ||
@@ -749,6 +930,8 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     return CUDNN_STATUS_BAD_PARAM;
   if (!activationDesc->set)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (fused_refused(activationDesc->mode, algo))
+    return CUDNN_STATUS_NOT_SUPPORTED;
   const Tensor *zt = &zDesc->t, *bt = &biasDesc->t, *yt = &yDesc->t;
   if (!same_dims(zt, yt))
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
@@ -759,9 +942,10 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   Act act = {activationDesc->mode, (float)activationDesc->coef,
              (float)activationDesc->swish_beta};
-  return conv_forward(handle, "cudnnConvolutionBiasActivationForward", *(const float *)alpha1,
-                      &xDesc->t, x, wDesc, w, convDesc, 0, *(const float *)alpha2, zt, z, bt,
-                      bias, &act, yt, y);
+  Algo a = {algo, workSpace, workSpaceSizeInBytes};
+  return conv_forward(handle, "cudnnConvolutionBiasActivationForward", a,
+                      *(const float *)alpha1, &xDesc->t, x, wDesc, w, convDesc, 0,
+                      *(const float *)alpha2, zt, z, bt, bias, &act, yt, y);
 }
 
 cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc,
@@ -816,12 +1000,14 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t han
   return dnn_enter();
 }
 
-/* The CPU has one algorithm, with no workspace: report it for any request. */
+/* Heuristics (and a search, which runs its kernels: then it is refused
+ * where a capture forbids it, and initialises the handle for forward
+ * convolutions). */
 static cudnnStatus_t fwd_algos(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
                                const cudnnFilterDescriptor_t w,
                                const cudnnConvolutionDescriptor_t conv,
                                const cudnnTensorDescriptor_t y, int requested, int *returned,
-                               cudnnConvolutionFwdAlgoPerf_t *perf) {
+                               cudnnConvolutionFwdAlgoPerf_t *perf, bool search) {
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !x || !w || !conv || !y || !returned || !perf)
@@ -832,14 +1018,26 @@ static cudnnStatus_t fwd_algos(cudnnHandle_t handle, const cudnnTensorDescriptor
   cudnnStatus_t st = make_geom(&g, &x->t, w, conv, &y->t);
   if (st)
     return st;
-  memset(perf, 0, sizeof *perf);
-  perf->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-  perf->status = CUDNN_STATUS_SUCCESS;
-  perf->time = 0;
-  perf->memory = 0;
-  perf->determinism = CUDNN_DETERMINISTIC;
-  perf->mathType = conv->math;
-  *returned = 1;
+  if (search) {
+    pthread_mutex_lock(&rt.lock);
+    bool refused = dnn_capturing_locked(handle) || capture_forbids_unsafe_locked();
+    pthread_mutex_unlock(&rt.lock);
+    if (refused)
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    dnn_warm(handle, DNN_CONV_FWD);
+  }
+  Engine engines[MAX_ENGINES];
+  Perf list[MAX_ENGINES + CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int n = fwd_engines(&g, engines);
+  if (requested > CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+    requested = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  *returned = perf_list(&g, engines, n, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, fwd_workspace, search,
+                        requested, list);
+  for (int i = 0; i < *returned; i++)
+    perf[i] = (cudnnConvolutionFwdAlgoPerf_t){
+      .algo = (cudnnConvolutionFwdAlgo_t)list[i].algo, .status = list[i].status,
+      .time = list[i].time, .memory = list[i].memory, .determinism = list[i].determinism,
+      .mathType = list[i].math};
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -849,7 +1047,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
     const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionFwdAlgoPerf_t *perfResults) {
   return fwd_algos(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
-                   returnedAlgoCount, perfResults);
+                   returnedAlgoCount, perfResults, false);
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
@@ -858,35 +1056,41 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
     const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount, int *returnedAlgoCount,
     cudnnConvolutionFwdAlgoPerf_t *perfResults) {
   return fwd_algos(handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,
-                   perfResults);
+                   perfResults, true);
 }
 
-/* Workspace queries: after checking the request, the answer is always 0
-   bytes, as the runtime's own per-thread scratch is used. x and y are the
-   convolution's input and output, whichever way the algorithm runs. */
-static cudnnStatus_t no_workspace(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
-                                  const cudnnFilterDescriptor_t w,
-                                  const cudnnConvolutionDescriptor_t conv,
-                                  const cudnnTensorDescriptor_t y, int algo, int algo_count,
-                                  size_t *size) {
+/* The workspace of algo for a problem, which must have an engine for it
+ * in the descriptor's math type. x and y are the convolution's input and
+ * output, whichever way the algorithm runs. */
+static cudnnStatus_t workspace_size(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                    const cudnnFilterDescriptor_t w,
+                                    const cudnnConvolutionDescriptor_t conv,
+                                    const cudnnTensorDescriptor_t y, int algo, bool forward,
+                                    size_t *size) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !x || !w || !conv || !y || !size)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  if (algo < 0 || algo >= algo_count)
+  int count = forward ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT : CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  if (algo < 0 || algo >= count)
     return CUDNN_STATUS_BAD_PARAM;
   Geom g;
   cudnnStatus_t st = make_geom(&g, &x->t, w, conv, &y->t);
   if (st)
     return st;
-  *size = 0;
-  return dnn_enter();
+  Engine engines[MAX_ENGINES];
+  int n = forward ? fwd_engines(&g, engines) : bwd_engines(&g, engines);
+  if ((st = engine_status(engines, n, algo, conv->math)))
+    return st;
+  *size = forward ? fwd_workspace(&g, algo) : bwd_workspace(&g, algo);
+  return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
     const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
     const cudnnTensorDescriptor_t yDesc, cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
-  return no_workspace(handle, xDesc, wDesc, convDesc, yDesc, algo,
-                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, sizeInBytes);
+  return workspace_size(handle, xDesc, wDesc, convDesc, yDesc, algo, true, sizeInBytes);
 }
 
 /* ---- backward data ---- */
@@ -1003,8 +1207,6 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                            cudnnConvolutionBwdDataAlgo_t algo, void *workSpace,
                                            size_t workSpaceSizeInBytes, const void *beta,
                                            const cudnnTensorDescriptor_t dxDesc, void *dx) {
-  (void)workSpace;
-  (void)workSpaceSizeInBytes;
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !alpha || !beta || !wDesc || !w || !dyDesc || !dy || !convDesc || !dxDesc || !dx)
@@ -1014,6 +1216,13 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
   Geom g;
   cudnnStatus_t st = make_geom(&g, &dxDesc->t, wDesc, convDesc, &dyDesc->t);
   if (st)
+    return st;
+  Engine engines[MAX_ENGINES];
+  int n = bwd_engines(&g, engines);
+  if ((st = engine_status(engines, n, algo, convDesc->math)))
+    return st;
+  size_t need = bwd_workspace(&g, algo);
+  if ((st = dnn_workspace_ok(workSpace, workSpaceSizeInBytes, need)))
     return st;
   BwdOp *b = op_new(sizeof *b, run_bwd, "cudnnConvolutionBackwardData");
   if (!b)
@@ -1040,7 +1249,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
   span_tensor(&b->op, dy, &dyDesc->t, false);
   span_filter(&b->op, w, wDesc);
   span_output(&b->op, dx, &dxDesc->t, b->beta);
-  return dnn_submit(handle, &b->op);
+  span_workspace(&b->op, workSpace, need);
+  return dnn_submit(handle, &b->op, DNN_CONV_BWD_DATA);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -1059,12 +1269,18 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
   cudnnStatus_t st = make_geom(&g, &gradDesc->t, filterDesc, convDesc, &diffDesc->t);
   if (st)
     return st;
-  memset(perf, 0, sizeof *perf);
-  perf->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-  perf->status = CUDNN_STATUS_SUCCESS;
-  perf->determinism = CUDNN_DETERMINISTIC;
-  perf->mathType = convDesc->math;
-  *returnedAlgoCount = 1;
+  Engine engines[MAX_ENGINES];
+  Perf list[MAX_ENGINES + CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int n = bwd_engines(&g, engines), requested = requestedAlgoCount;
+  if (requested > CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+    requested = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  *returnedAlgoCount = perf_list(&g, engines, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                 bwd_workspace, false, requested, list);
+  for (int i = 0; i < *returnedAlgoCount; i++)
+    perf[i] = (cudnnConvolutionBwdDataAlgoPerf_t){
+      .algo = (cudnnConvolutionBwdDataAlgo_t)list[i].algo, .status = list[i].status,
+      .time = list[i].time, .memory = list[i].memory, .determinism = list[i].determinism,
+      .mathType = list[i].math};
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1073,6 +1289,5 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
     const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,
     const cudnnTensorDescriptor_t dxDesc, cudnnConvolutionBwdDataAlgo_t algo,
     size_t *sizeInBytes) {
-  return no_workspace(handle, dxDesc, wDesc, convDesc, dyDesc, algo,
-                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, sizeInBytes);
+  return workspace_size(handle, dxDesc, wDesc, convDesc, dyDesc, algo, false, sizeInBytes);
 }

@@ -12,7 +12,9 @@ cudnnStatus_t dnn_status(cudaError_t err) {
   case cudaSuccess: return CUDNN_STATUS_SUCCESS;
   case cudaErrorMemoryAllocation: return CUDNN_STATUS_ALLOC_FAILED;
   case cudaErrorInvalidValue: return CUDNN_STATUS_BAD_PARAM;
-  case cudaErrorNotSupported: return CUDNN_STATUS_NOT_SUPPORTED;
+  case cudaErrorNotSupported:
+  case cudaErrorStreamCaptureUnsupported:
+  case cudaErrorStreamCaptureImplicit: return CUDNN_STATUS_NOT_SUPPORTED;
   default: return CUDNN_STATUS_EXECUTION_FAILED;
   }
 }
@@ -21,8 +23,51 @@ cudnnStatus_t dnn_enter(void) {
   return rt_enter() ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op) {
-  return dnn_status(rt_submit(h->stream, op));
+cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op, DnnKind kind) {
+  unsigned bit = 1u << kind;
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = rt_stream(h->stream);
+  bool eager = !s->capture;
+  cudaError_t err = cudaSuccess;
+  if (rt_failed()) {
+    op_unref(op);
+    err = cudaErrorLaunchFailure;
+  } else if (!eager && !(h->warm & bit)) {
+    capture_invalidate_locked(s->capture);
+    op_unref(op);
+    pthread_mutex_unlock(&rt.lock);
+    return CUDNN_STATUS_NOT_INITIALIZED;
+  } else {
+    err = rt_submit_locked(s, op);
+    if (!err && eager)
+      h->warm |= bit;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return dnn_status(rt_error(err));
+}
+
+void dnn_warm(cudnnHandle_t h, DnnKind kind) {
+  pthread_mutex_lock(&rt.lock);
+  h->warm |= 1u << kind;
+  pthread_mutex_unlock(&rt.lock);
+}
+
+bool dnn_capturing_locked(cudnnHandle_t h) {
+  Stream *s = rt_stream(h->stream);
+  if (!s->capture)
+    return false;
+  capture_invalidate_locked(s->capture);
+  return true;
+}
+
+cudnnStatus_t dnn_workspace_ok(const void *ws, size_t size, size_t need) {
+  return need && (!ws || size < need) ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_SUCCESS;
+}
+
+/* A GPU algorithm uses its workspace as scratch: two calls sharing one
+ * without ordering race, so checking mode sees a write. */
+void span_workspace(Op *op, void *ws, size_t need) {
+  op_span(op, ws, need, true);
 }
 
 size_t dnn_type_size(cudnnDataType_t type) {
@@ -97,29 +142,44 @@ const char *cudnnGetErrorString(cudnnStatus_t status) {
 
 /* ---- handle ---- */
 
+/* Creating a handle allocates device memory: a capture may forbid it. */
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (rt_capture_forbids())
+    return CUDNN_STATUS_NOT_SUPPORTED;
   *handle = calloc(1, sizeof **handle);
   return *handle ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
 }
 
+/* cuDNN documents that destroying a handle synchronises the device. */
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
+  if (dnn_enter())
+    return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  cudaError_t err = rt_device_sync();
+  if (err == cudaErrorStreamCaptureUnsupported)
+    return CUDNN_STATUS_NOT_SUPPORTED;
   free(handle);
-  return dnn_enter();
+  return dnn_status(err);
 }
 
+/* Moving a handle off a capturing stream is refused, conservatively:
+ * cuDNN may set up per-stream resources on the switch. */
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  handle->stream = streamId;
-  return CUDNN_STATUS_SUCCESS;
+  pthread_mutex_lock(&rt.lock);
+  bool capturing = dnn_capturing_locked(handle);
+  if (!capturing)
+    handle->stream = streamId;
+  pthread_mutex_unlock(&rt.lock);
+  return capturing ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t *streamId) {

@@ -230,7 +230,7 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
   walk_add(&e->walk, y, yt->strides);
   span_tensor(&e->op, x, xt, false);
   span_output(&e->op, y, yt, e->beta);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_ACTIVATION);
 }
 
 cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc,
@@ -268,7 +268,7 @@ cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_
   if (!unary)
     span_tensor(&e->op, B, bt, false);
   span_output(&e->op, C, ct, e->beta);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_OP_TENSOR);
 }
 
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
@@ -295,7 +295,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
   walk_add(&e->walk, C, ct->strides);
   span_tensor(&e->op, A, at, false);
   span_output(&e->op, C, ct, e->beta);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_OP_TENSOR);
 }
 
 static cudnnStatus_t fill(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,
@@ -317,7 +317,7 @@ static cudnnStatus_t fill(cudnnHandle_t handle, const cudnnTensorDescriptor_t yD
   if (kind == EW_SCALE)
     span_tensor(&e->op, y, yt, false);
   span_tensor(&e->op, y, yt, true);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_FILL);
 }
 
 cudnnStatus_t cudnnScaleTensor(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,
@@ -356,7 +356,7 @@ cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void *alpha,
   walk_add(&e->walk, y, yt->strides);
   span_tensor(&e->op, x, xt, false);
   span_output(&e->op, y, yt, b);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_TRANSFORM);
 }
 
 /* ---- batch normalisation (inference) ---- */
@@ -462,5 +462,5 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
   span_tensor(&e->op, estimatedMean, pt, false);
   span_tensor(&e->op, estimatedVariance, pt, false);
   span_output(&e->op, y, yt, e->beta);
-  return dnn_submit(handle, &e->op);
+  return dnn_submit(handle, &e->op, DNN_BATCH_NORM);
 }

@@ -190,7 +190,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   p->beta = *(const float *)beta;
   span_tensor(&p->op, x, xt, false);
   span_output(&p->op, y, yt, p->beta);
-  return dnn_submit(handle, &p->op);
+  return dnn_submit(handle, &p->op, DNN_POOLING);
 }
 
 /* ---- softmax ---- */
@@ -338,7 +338,7 @@ cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t 
   o->beta = *(const float *)beta;
   span_tensor(&o->op, x, xt, false);
   span_output(&o->op, y, yt, o->beta);
-  return dnn_submit(handle, &o->op);
+  return dnn_submit(handle, &o->op, DNN_SOFTMAX);
 }
 
 /* ---- reductions ---- */
@@ -445,6 +445,20 @@ static bool reduce_indexed(cudnnReduceTensorDescriptor_t d) {
           d->op == CUDNN_REDUCE_TENSOR_AMAX);
 }
 
+/*
+ * The workspace a GPU reduction needs: one partial result per output and
+ * block of 1024 reduced elements, as a two-pass reduction keeps. None when
+ * nothing is reduced. The CPU does not use it, but a caller that gives
+ * less is refused, as cuDNN would.
+ */
+static size_t reduce_workspace(const Tensor *a, const Tensor *c) {
+  long long outputs = tensor_count(c), reduced = tensor_count(a) / (outputs ? outputs : 1);
+  if (reduced <= 1)
+    return 0;
+  size_t bytes = (size_t)outputs * ((reduced + 1023) / 1024) * sizeof(float);
+  return (bytes + 255) / 256 * 256;
+}
+
 cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t handle,
                                              const cudnnReduceTensorDescriptor_t reduceTensorDesc,
                                              const cudnnTensorDescriptor_t aDesc,
@@ -454,7 +468,7 @@ cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t handle,
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (!reduces_to(&aDesc->t, &cDesc->t))
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  *sizeInBytes = 0;
+  *sizeInBytes = reduce_workspace(&aDesc->t, &cDesc->t);
   return dnn_enter();
 }
 
@@ -477,8 +491,6 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
                                 size_t workspaceSizeInBytes, const void *alpha,
                                 const cudnnTensorDescriptor_t aDesc, const void *A,
                                 const void *beta, const cudnnTensorDescriptor_t cDesc, void *C) {
-  (void)workspace;
-  (void)workspaceSizeInBytes;
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !reduceTensorDesc || !alpha || !beta || !aDesc || !A || !cDesc || !C)
@@ -493,6 +505,9 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
   bool want = reduce_indexed(reduceTensorDesc);
   size_t need = want ? tensor_count(ct) * sizeof(unsigned) : 0;
   if (want && (!indices || indicesSizeInBytes < need))
+    return CUDNN_STATUS_BAD_PARAM;
+  size_t ws_need = reduce_workspace(at, ct);
+  if (dnn_workspace_ok(workspace, workspaceSizeInBytes, ws_need))
     return CUDNN_STATUS_BAD_PARAM;
   ReduceOp *r = op_new(sizeof *r, run_reduce, "cudnnReduceTensor");
   if (!r)
@@ -526,7 +541,8 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
   span_output(&r->op, C, ct, r->beta);
   if (want)
     op_span(&r->op, indices, need, true);
-  return dnn_submit(handle, &r->op);
+  span_workspace(&r->op, workspace, ws_need);
+  return dnn_submit(handle, &r->op, DNN_REDUCTION);
 }
 
 /* ---- LRN across channels ---- */
@@ -638,5 +654,5 @@ cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t handle, cudnnLRNDescript
   o->beta = *(const float *)beta;
   span_tensor(&o->op, x, xt, false);
   span_output(&o->op, y, yt, o->beta);
-  return dnn_submit(handle, &o->op);
+  return dnn_submit(handle, &o->op, DNN_LRN);
 }

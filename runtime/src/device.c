@@ -152,6 +152,8 @@ static const ErrorName cuda_errors[] = {
   {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
   {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
   {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+  {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
+  {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
   {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure (opc-check found a race, or an operation failed)"},
   {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
   {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},

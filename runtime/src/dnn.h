@@ -68,15 +68,48 @@ struct cudnnLRNStruct {
   double alpha, beta, k;
 };
 
+/*
+ * Kinds of calls, for the lazy initialisation model: a handle loads what a
+ * kind of call needs on its first use, which a capture cannot record, so
+ * that use must happen eagerly, outside any capture (see README.md).
+ */
+typedef enum {
+  DNN_CONV_FWD,
+  DNN_CONV_BIAS_ACT,
+  DNN_CONV_BWD_DATA,
+  DNN_OP_TENSOR, /* cudnnOpTensor, cudnnAddTensor */
+  DNN_ACTIVATION,
+  DNN_POOLING,
+  DNN_SOFTMAX,
+  DNN_REDUCTION,
+  DNN_LRN,
+  DNN_BATCH_NORM,
+  DNN_TRANSFORM,
+  DNN_FILL, /* cudnnSetTensor, cudnnScaleTensor */
+} DnnKind;
+
 struct cudnnContext {
   cudaStream_t stream;
+  unsigned warm; /* bit k: kind k has run eagerly; guarded by rt.lock */
 };
 
 cudnnStatus_t dnn_status(cudaError_t err);
 /* CUDNN_STATUS_EXECUTION_FAILED once a race was seen, else SUCCESS. */
 cudnnStatus_t dnn_enter(void);
-/* Submits op on the handle's stream and maps the result. */
-cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op);
+/* Submits op, a call of `kind`, on the handle's stream and maps the result;
+ * inside a capture, fails with CUDNN_STATUS_NOT_INITIALIZED unless the
+ * handle has run that kind eagerly. */
+cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op, DnnKind kind);
+/* Marks a kind as run eagerly (cudnnFind* runs its kernels). */
+void dnn_warm(cudnnHandle_t h, DnnKind kind);
+/* Whether the handle's stream is capturing; if so, invalidates the
+ * capture. rt.lock held. */
+bool dnn_capturing_locked(cudnnHandle_t h);
+/* Checks a workspace argument against the `need` bytes of the call's
+ * algorithm: BAD_PARAM when smaller (or NULL). The caller then records
+ * that its op overwrites them (span_workspace). */
+cudnnStatus_t dnn_workspace_ok(const void *ws, size_t size, size_t need);
+void span_workspace(Op *op, void *ws, size_t need);
 /* Bytes per element of a data type, 0 for unsupported ones. */
 size_t dnn_type_size(cudnnDataType_t type);
 long long tensor_count(const Tensor *t);

@@ -11,6 +11,14 @@
  * To find unjoined streams, the capture keeps for each stream how many work
  * entries of every other stream it is ordered after; at the end the origin
  * must be ordered after all of them.
+ *
+ * What a capture forbids follows CUDA. Calls that are "potentially unsafe"
+ * (cudaMalloc, synchronous copies, handle creation, ...) fail, and
+ * invalidate the capture, when the calling thread's capture interaction
+ * mode says so (cudaThreadExchangeStreamCaptureMode): its own capture
+ * unless begun relaxed, and in the default global mode any other thread's
+ * global capture too. Touching the legacy stream fails while any capture
+ * holds a blocking stream, since the legacy stream is ordered with those.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,8 @@ typedef int Known[MAX_CAP_STREAMS];
 
 struct Capture {
   enum cudaStreamCaptureMode mode;
+  pthread_t owner; /* the thread that began it */
+  Capture *next;   /* the list of captures in progress */
   bool invalid;
   Stream *streams[MAX_CAP_STREAMS];
   int nstreams;
@@ -72,8 +82,69 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
   return true;
 }
 
+static Capture *live; /* captures in progress */
+static _Thread_local enum cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
+
 void capture_invalidate_locked(Capture *c) {
   c->invalid = true;
+}
+
+void capture_invalidate_all_locked(void) {
+  for (Capture *c = live; c; c = c->next)
+    c->invalid = true;
+}
+
+/* Whether c bars the calling thread from potentially unsafe calls. */
+static bool bars_this_thread(const Capture *c) {
+  if (thread_mode == cudaStreamCaptureModeRelaxed)
+    return false;
+  if (pthread_equal(c->owner, pthread_self()))
+    return c->mode != cudaStreamCaptureModeRelaxed;
+  return c->mode == cudaStreamCaptureModeGlobal && thread_mode == cudaStreamCaptureModeGlobal;
+}
+
+bool capture_forbids_unsafe_locked(void) {
+  bool barred = false;
+  for (Capture *c = live; c; c = c->next) {
+    if (bars_this_thread(c)) {
+      c->invalid = true;
+      barred = true;
+    }
+  }
+  return barred;
+}
+
+bool rt_capture_forbids(void) {
+  pthread_mutex_lock(&rt.lock);
+  bool barred = capture_forbids_unsafe_locked();
+  pthread_mutex_unlock(&rt.lock);
+  return barred;
+}
+
+bool capture_blocks_legacy_locked(bool invalidate) {
+  bool blocked = false;
+  for (Capture *c = live; c; c = c->next) {
+    for (int i = 0; i < c->nstreams; i++) {
+      if (!(c->streams[i]->flags & cudaStreamNonBlocking)) {
+        c->invalid |= invalidate;
+        blocked = true;
+        break;
+      }
+    }
+  }
+  return blocked;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!mode || *mode < cudaStreamCaptureModeGlobal || *mode > cudaStreamCaptureModeRelaxed)
+    return rt_error(cudaErrorInvalidValue);
+  enum cudaStreamCaptureMode old = thread_mode;
+  thread_mode = *mode;
+  *mode = old;
+  return cudaSuccess;
 }
 
 static bool add_entry(Capture *c, Entry e) {
@@ -143,6 +214,12 @@ cudaError_t capture_wait_locked(Stream *s, Event *e) {
 }
 
 static void end_capture_locked(Capture *c) {
+  for (Capture **p = &live; *p; p = &(*p)->next) {
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  }
   for (int i = 0; i < c->nstreams; i++) {
     c->streams[i]->capture = NULL;
     stream_unref_locked(c->streams[i]);
@@ -184,12 +261,15 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);
   c->mode = mode;
+  c->owner = pthread_self();
   pthread_mutex_lock(&rt.lock);
   if (s->capture) {
     pthread_mutex_unlock(&rt.lock);
     free(c);
     return rt_error(cudaErrorIllegalState);
   }
+  c->next = live;
+  live = c;
   s->capture = c;
   s->cap_index = 0;
   c->streams[c->nstreams++] = s;
@@ -212,6 +292,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
   if (!c || c->streams[0] != s) {
     pthread_mutex_unlock(&rt.lock);
     return rt_error(c ? cudaErrorStreamCaptureUnmatched : cudaErrorIllegalState);
+  }
+  if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->owner, pthread_self())) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureWrongThread);
   }
   for (int j = 1; j < c->nstreams && !err; j++)
     if (c->known[0][j] < c->known[j][j])
@@ -248,13 +332,17 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     return rt_error(cudaErrorInvalidValue);
   Stream *s = rt_stream(stream);
   pthread_mutex_lock(&rt.lock);
-  if (!s->capture)
+  /* The legacy stream encompasses captured blocking streams; asking does
+   * not invalidate them. */
+  if (s == rt.legacy && capture_blocks_legacy_locked(false))
+    err = cudaErrorStreamCaptureImplicit;
+  else if (!s->capture)
     *status = cudaStreamCaptureStatusNone;
   else
     *status = s->capture->invalid ? cudaStreamCaptureStatusInvalidated
                                   : cudaStreamCaptureStatusActive;
   pthread_mutex_unlock(&rt.lock);
-  return cudaSuccess;
+  return rt_error(err);
 }
 
 static void graph_release_locked(struct CUgraph_st *g) {
@@ -391,7 +479,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream) {
   pthread_mutex_lock(&rt.lock);
   if (s->capture)
     err = cudaErrorNotSupported;
-  else if (s == rt.legacy && rt.ncaptures > 0)
+  else if (s == rt.legacy && capture_blocks_legacy_locked(true))
     err = cudaErrorStreamCaptureImplicit;
   else
     err = replay_locked(x, s);

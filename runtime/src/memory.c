@@ -1,10 +1,18 @@
 /*
- * memory.c - "device" memory, which is host memory, and the copies and
- * fills that run on streams.
+ * memory.c - "device" memory, which is host memory, pinned host memory, and
+ * the copies and fills that run on streams.
  *
- * Allocations are remembered with their size: cudaFree must know it to
- * make the checker forget the freed bytes, and cudaFreeAsync to check that
- * nothing still uses them.
+ * Every allocation (and every range the program registers with
+ * cudaHostRegister) is remembered with its size and kind, in one array
+ * sorted by address: cudaFree must know the size to check and forget the
+ * freed bytes, and a copy must know whether its host end is pinned, since
+ * CUDA treats pageable memory differently.
+ *
+ * The synchronous calls follow CUDA's documented behaviour ("API
+ * synchronization behavior"), which the checker models: cudaMemcpy from
+ * pageable memory to the device, from device to device, and cudaMemset of
+ * device memory may return before the work is done, so the host learns
+ * nothing from them; the other copies are fully synchronous.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,75 +23,111 @@
 
 #define ALIGN 256
 
-/* ---- the allocation table: open addressing keyed by address ---- */
+/* ---- the allocation table ---- */
+
+typedef enum {
+  OWN_DEVICE,  /* cudaMalloc, cudaMallocAsync */
+  OWN_MANAGED, /* cudaMallocManaged: device memory the host may touch */
+  OWN_PINNED,  /* cudaMallocHost, cudaHostAlloc */
+  REGISTERED,  /* cudaHostRegister: the program's memory, pinned */
+} AllocKind;
 
 typedef struct Alloc {
-  uintptr_t p; /* 0: empty, 1: deleted */
-  size_t size;
+  uintptr_t lo;
+  size_t size; /* as requested; a range of 0 bytes still owns its first byte */
+  AllocKind kind;
 } Alloc;
 
 static struct {
-  Alloc *slots;
-  size_t cap, used; /* used counts deleted slots too */
+  Alloc *a;
+  int n, cap;
 } table;
 
-static size_t slot_of(uintptr_t p, size_t cap) {
-  return (p / ALIGN * 11400714819323198485u) & (cap - 1);
+static uintptr_t alloc_end(const Alloc *a) {
+  return a->lo + (a->size ? a->size : 1);
 }
 
-static bool table_grow_locked(void) {
-  size_t cap = table.cap ? 2 * table.cap : 1024;
-  Alloc *slots = calloc(cap, sizeof *slots);
-  if (!slots)
-    return false;
-  size_t used = 0;
-  for (size_t i = 0; i < table.cap; i++) {
-    Alloc a = table.slots[i];
-    if (a.p <= 1)
-      continue;
-    size_t j = slot_of(a.p, cap);
-    while (slots[j].p)
-      j = (j + 1) & (cap - 1);
-    slots[j] = a;
-    used++;
+/* The index of the first entry whose start lies above p. */
+static int upper_bound(uintptr_t p) {
+  int lo = 0, hi = table.n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (table.a[mid].lo <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  free(table.slots);
-  table.slots = slots;
-  table.cap = cap;
-  table.used = used;
-  return true;
+  return lo;
 }
 
-static bool table_add_locked(void *p, size_t size) {
-  if (2 * (table.used + 1) > table.cap && !table_grow_locked())
-    return false;
-  size_t j = slot_of((uintptr_t)p, table.cap);
-  while (table.slots[j].p > 1)
-    j = (j + 1) & (table.cap - 1);
-  if (table.slots[j].p == 0)
-    table.used++;
-  table.slots[j] = (Alloc){(uintptr_t)p, size};
-  return true;
-}
-
-static Alloc *table_find_locked(const void *p) {
-  if (!table.cap)
+/* The entry whose range holds p, or NULL. */
+static Alloc *table_holding_locked(const void *p) {
+  int i = upper_bound((uintptr_t)p) - 1;
+  if (i < 0 || (uintptr_t)p >= alloc_end(&table.a[i]))
     return NULL;
-  size_t j = slot_of((uintptr_t)p, table.cap);
-  while (table.slots[j].p) {
-    if (table.slots[j].p == (uintptr_t)p)
-      return &table.slots[j];
-    j = (j + 1) & (table.cap - 1);
+  return &table.a[i];
+}
+
+/* The entry that starts at p, or NULL. */
+static Alloc *table_find_locked(const void *p) {
+  Alloc *a = table_holding_locked(p);
+  return a && a->lo == (uintptr_t)p ? a : NULL;
+}
+
+/* Whether [lo, lo + size) overlaps an entry. */
+static bool table_overlaps_locked(uintptr_t lo, size_t size) {
+  int i = upper_bound(lo + size - 1) - 1;
+  return i >= 0 && alloc_end(&table.a[i]) > lo;
+}
+
+static bool table_add_locked(Alloc a) {
+  if (table.n == table.cap) {
+    int cap = table.cap ? 2 * table.cap : 256;
+    Alloc *grown = realloc(table.a, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    table.a = grown;
+    table.cap = cap;
   }
-  return NULL;
+  int i = upper_bound(a.lo);
+  memmove(&table.a[i + 1], &table.a[i], (table.n - i) * sizeof(Alloc));
+  table.a[i] = a;
+  table.n++;
+  return true;
 }
 
-size_t mem_size_locked(const void *p) {
-  Alloc *a = table_find_locked(p);
-  return a ? a->size : 0;
+static void table_remove_locked(Alloc *a) {
+  int i = (int)(a - table.a);
+  memmove(&table.a[i], &table.a[i + 1], (table.n - i - 1) * sizeof(Alloc));
+  table.n--;
 }
 
-static cudaError_t alloc(void **out, size_t size) {
+MemKind mem_kind_locked(const void *p) {
+  Alloc *a = table_holding_locked(p);
+  if (!a)
+    return MEM_PAGEABLE;
+  return a->kind == OWN_DEVICE || a->kind == OWN_MANAGED ? MEM_DEVICE : MEM_PINNED;
+}
+
+/* ---- allocation ---- */
+
+/* Fresh memory holds garbage on a GPU. In checking mode it holds quiet
+ * NaNs, so that reading what was never written shows in the results. */
+static void fill_nan(void *p, size_t size) {
+  const uint32_t nan = 0x7fc00000u;
+  unsigned char *b = p;
+  size_t words = size / 4;
+  for (size_t i = 0; i < words; i++)
+    memcpy(b + 4 * i, &nan, 4);
+  memcpy(b + 4 * words, &nan, size % 4);
+}
+
+/* Whether a potentially unsafe call must fail now, taking rt.lock. */
+static cudaError_t unsafe_call(void) {
+  return rt_capture_forbids() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+static cudaError_t alloc(void **out, size_t size, AllocKind kind) {
   if (!out)
     return cudaErrorInvalidValue;
   *out = NULL;
@@ -93,8 +137,10 @@ static cudaError_t alloc(void **out, size_t size) {
     rounded = ALIGN;
   if (posix_memalign(&p, ALIGN, rounded) != 0)
     return cudaErrorMemoryAllocation;
+  if (rt.check)
+    fill_nan(p, rounded);
   pthread_mutex_lock(&rt.lock);
-  bool ok = table_add_locked(p, size);
+  bool ok = table_add_locked((Alloc){(uintptr_t)p, size, kind});
   pthread_mutex_unlock(&rt.lock);
   if (!ok) {
     free(p);
@@ -104,65 +150,124 @@ static cudaError_t alloc(void **out, size_t size) {
   return cudaSuccess;
 }
 
-/* Removes p from the table; false when p is not an allocation of ours. */
-static bool forget_locked(void *p) {
-  Alloc *a = table_find_locked(p);
-  if (!a)
-    return false;
-  if (rt.check)
-    check_forget_locked((uintptr_t)p, (uintptr_t)p + a->size);
-  a->p = 1;
-  return true;
-}
-
-cudaError_t cudaMalloc(void **devPtr, size_t size) {
+/* An allocation outside any stream: refused where a capture forbids it. */
+static cudaError_t alloc_sync(void **out, size_t size, AllocKind kind) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
-  return rt_error(alloc(devPtr, size));
+  if ((err = unsafe_call()))
+    return rt_error(err);
+  return rt_error(alloc(out, size, kind));
 }
 
-cudaError_t cudaMallocHost(void **ptr, size_t size) {
-  return cudaMalloc(ptr, size);
-}
-
-cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
-  (void)flags;
-  return cudaMalloc(pHost, size);
+cudaError_t cudaMalloc(void **devPtr, size_t size) {
+  return alloc_sync(devPtr, size, OWN_DEVICE);
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-  (void)flags;
-  return cudaMalloc(devPtr, size);
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+    return rt_error(cudaErrorInvalidValue);
+  return alloc_sync(devPtr, size, OWN_MANAGED);
 }
 
-/* Frees after the whole device is idle, as CUDA's cudaFree does. */
-static cudaError_t free_sync(void *p) {
+cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  return alloc_sync(ptr, size, OWN_PINNED);
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
+  if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+    return rt_error(cudaErrorInvalidValue);
+  return alloc_sync(pHost, size, OWN_PINNED);
+}
+
+/* Whether memory of kind `have` may be freed as `want` (cudaFree takes
+ * managed memory too). */
+static bool frees_as(AllocKind have, AllocKind want) {
+  return have == want || (want == OWN_DEVICE && have == OWN_MANAGED);
+}
+
+/*
+ * Frees p, which must have been allocated as `kind`. CUDA does not
+ * document that cudaFree waits for the device, so the checker reports
+ * memory that work the host has not synchronised with may still use; the
+ * runtime still waits, to keep its own workers off freed memory.
+ */
+static cudaError_t release(void *p, AllocKind kind, const char *api) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
   if (!p)
     return cudaSuccess;
   pthread_mutex_lock(&rt.lock);
-  if (rt.ncaptures > 0) {
+  Alloc *a = NULL;
+  if (capture_forbids_unsafe_locked())
+    err = cudaErrorStreamCaptureUnsupported;
+  else if (!(a = table_find_locked(p)))
+    err = kind == OWN_DEVICE ? cudaErrorInvalidDevicePointer : cudaErrorInvalidValue;
+  else if (!frees_as(a->kind, kind))
+    err = cudaErrorInvalidValue;
+  if (err) {
     pthread_mutex_unlock(&rt.lock);
-    return rt_error(cudaErrorStreamCaptureUnsupported);
+    return rt_error(err);
   }
-  rt_sync_all_locked();
-  bool ours = forget_locked(p);
+  if (rt.check)
+    check_free_locked(a->lo, a->lo + a->size, api);
+  rt_wait_all_locked();
+  /* Waiting let other threads in: the table may have moved, or another
+   * thread freed p meanwhile. */
+  if (!(a = table_find_locked(p))) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorInvalidValue);
+  }
+  table_remove_locked(a);
   pthread_mutex_unlock(&rt.lock);
-  if (!ours)
-    return rt_error(cudaErrorInvalidDevicePointer);
   free(p);
-  return cudaSuccess;
+  return rt_failed() ? rt_error(cudaErrorLaunchFailure) : cudaSuccess;
 }
 
 cudaError_t cudaFree(void *devPtr) {
-  return free_sync(devPtr);
+  return release(devPtr, OWN_DEVICE, "cudaFree");
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
-  return free_sync(ptr);
+  return release(ptr, OWN_PINNED, "cudaFreeHost");
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                   cudaHostRegisterReadOnly;
+  if (!ptr || size == 0 || (flags & ~known))
+    return rt_error(cudaErrorInvalidValue);
+  pthread_mutex_lock(&rt.lock);
+  if (capture_forbids_unsafe_locked())
+    err = cudaErrorStreamCaptureUnsupported;
+  else if (table_overlaps_locked((uintptr_t)ptr, size))
+    err = cudaErrorHostMemoryAlreadyRegistered;
+  else if (!table_add_locked((Alloc){(uintptr_t)ptr, size, REGISTERED}))
+    err = cudaErrorMemoryAllocation;
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
+}
+
+cudaError_t cudaHostUnregister(void *ptr) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!ptr)
+    return rt_error(cudaErrorInvalidValue);
+  pthread_mutex_lock(&rt.lock);
+  Alloc *a = NULL;
+  if (capture_forbids_unsafe_locked())
+    err = cudaErrorStreamCaptureUnsupported;
+  else if (!(a = table_find_locked(ptr)) || a->kind != REGISTERED)
+    err = cudaErrorHostMemoryNotRegistered;
+  else
+    table_remove_locked(a);
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
 }
 
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
@@ -175,7 +280,7 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
   pthread_mutex_unlock(&rt.lock);
   if (capturing)
     return rt_error(cudaErrorNotSupported);
-  return rt_error(alloc(devPtr, size));
+  return rt_error(alloc(devPtr, size, OWN_DEVICE));
 }
 
 typedef struct FreeOp {
@@ -199,20 +304,24 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
     return rt_error(cudaErrorMemoryAllocation);
   f->p = devPtr;
   pthread_mutex_lock(&rt.lock);
-  if (s->capture) {
+  Alloc *a = NULL;
+  if (s->capture)
     err = cudaErrorNotSupported;
+  else if (!(a = table_find_locked(devPtr)))
+    err = cudaErrorInvalidDevicePointer;
+  else if (a->kind != OWN_DEVICE)
+    err = cudaErrorInvalidValue;
+  if (err) {
     op_unref(&f->op);
   } else {
-    Alloc *a = table_find_locked(devPtr);
-    if (!a) {
-      err = cudaErrorInvalidDevicePointer;
-      op_unref(&f->op);
-    } else {
-      /* Freeing is a write: anything still using the bytes unordered races. */
-      op_span(&f->op, devPtr, a->size, true);
-      err = rt_submit_locked(s, &f->op);
-      if (err == cudaSuccess)
-        forget_locked(devPtr);
+    /* Freeing is a write: anything still using the bytes unordered races. */
+    op_span(&f->op, devPtr, a->size, true);
+    uintptr_t lo = a->lo, hi = a->lo + a->size;
+    err = rt_submit_locked(s, &f->op);
+    if (err == cudaSuccess) {
+      if (rt.check)
+        check_forget_locked(lo, hi);
+      table_remove_locked(table_find_locked(devPtr));
     }
   }
   pthread_mutex_unlock(&rt.lock);
@@ -267,6 +376,20 @@ static bool kind_ok(enum cudaMemcpyKind kind) {
   return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
 }
 
+/* Where one end of a copy lies: as `kind` says, and for cudaMemcpyDefault
+ * as the pointer says. A host end may be pinned or pageable. */
+static MemKind end_kind_locked(const void *p, enum cudaMemcpyKind kind, bool is_dst) {
+  bool host;
+  switch (kind) {
+  case cudaMemcpyHostToHost: host = true; break;
+  case cudaMemcpyHostToDevice: host = !is_dst; break;
+  case cudaMemcpyDeviceToHost: host = is_dst; break;
+  case cudaMemcpyDeviceToDevice: host = false; break;
+  default: return mem_kind_locked(p);
+  }
+  return host ? mem_kind_locked(p) : MEM_DEVICE;
+}
+
 static CopyOp *copy_op(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                        size_t height, const char *api) {
   CopyOp *c = op_new(sizeof *c, run_copy, api);
@@ -285,36 +408,112 @@ static CopyOp *copy_op(void *dst, size_t dpitch, const void *src, size_t spitch,
   return c;
 }
 
+/* Checks a copy's arguments; cudaSuccess with *empty set means nothing to do. */
+static cudaError_t copy_args(void *dst, size_t dpitch, const void *src, size_t spitch,
+                             size_t width, size_t height, enum cudaMemcpyKind kind, bool *empty) {
+  *empty = width == 0 || height == 0;
+  if (!kind_ok(kind))
+    return cudaErrorInvalidMemcpyDirection;
+  if (*empty)
+    return cudaSuccess;
+  if (!dst || !src || (height > 1 && (dpitch < width || spitch < width)))
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+/* OPC_RT_PAGEABLE=error: an asynchronous copy between the device and
+ * pageable memory is refused, since a GPU runs it synchronously. */
+static bool pageable_refused_locked(const void *dst, const void *src, enum cudaMemcpyKind kind,
+                                    const char *api) {
+  MemKind to = end_kind_locked(dst, kind, true), from = end_kind_locked(src, kind, false);
+  bool refused = (to == MEM_DEVICE && from == MEM_PAGEABLE) ||
+                 (to == MEM_PAGEABLE && from == MEM_DEVICE);
+  if (refused)
+    fprintf(stderr,
+            "opc runtime: %s between device and pageable host memory refused "
+            "(OPC_RT_PAGEABLE=error): such a copy is not asynchronous; use cudaMallocHost\n",
+            api);
+  return refused;
+}
+
 static cudaError_t copy_async(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind kind,
                               cudaStream_t stream, const char *api) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
-  if (!kind_ok(kind))
-    return rt_error(cudaErrorInvalidMemcpyDirection);
-  if (width == 0 || height == 0)
-    return cudaSuccess;
-  if (!dst || !src || (height > 1 && (dpitch < width || spitch < width)))
-    return rt_error(cudaErrorInvalidValue);
+  bool empty;
+  if ((err = copy_args(dst, dpitch, src, spitch, width, height, kind, &empty)) || empty)
+    return rt_error(err);
+  if (rt.pageable_error) {
+    pthread_mutex_lock(&rt.lock);
+    bool refused = pageable_refused_locked(dst, src, kind, api);
+    pthread_mutex_unlock(&rt.lock);
+    if (refused)
+      return rt_error(cudaErrorInvalidValue);
+  }
   CopyOp *c = copy_op(dst, dpitch, src, spitch, width, height, api);
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);
   return rt_submit(stream, &c->op);
 }
 
-/* Submits on the legacy stream and waits: the host sees the result. */
-static cudaError_t finish_sync(cudaError_t err) {
+/* When the host learns that a synchronous call's work is done. */
+typedef enum {
+  LEARN_AFTER,  /* it returns when the work is done */
+  LEARN_BEFORE, /* it waits for the legacy stream, then returns early */
+  LEARN_NEVER,  /* it returns early without waiting */
+} Learn;
+
+/*
+ * Runs op on the legacy stream for a synchronous call, if no capture
+ * forbids it, and waits for it. What the checker lets the host learn
+ * follows `learn`, not the wait: the wait only makes results visible
+ * sooner than CUDA promises. rt.lock held.
+ */
+static cudaError_t run_sync_locked(Op *op, Learn learn) {
+  if (capture_forbids_unsafe_locked()) {
+    op_unref(op);
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  if (rt.check && learn == LEARN_BEFORE)
+    check_host_sync_locked(rt.legacy->clock);
+  cudaError_t err = rt_submit_locked(rt.legacy, op);
   if (err)
     return err;
-  pthread_mutex_lock(&rt.lock);
   rt_wait_fence_locked(rt_last_fence_locked(rt.legacy));
-  if (rt.check)
+  if (rt.check && learn == LEARN_AFTER)
     check_host_sync_locked(rt.legacy->clock);
-  pthread_mutex_unlock(&rt.lock);
   if (rt_failed())
-    return rt_error(cudaErrorLaunchFailure);
-  return rt_error(rt_async_error());
+    return cudaErrorLaunchFailure;
+  return rt_async_error();
+}
+
+static cudaError_t copy_sync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                             size_t width, size_t height, enum cudaMemcpyKind kind,
+                             const char *api) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  bool empty;
+  if ((err = copy_args(dst, dpitch, src, spitch, width, height, kind, &empty)) || empty)
+    return rt_error(err);
+  CopyOp *c = copy_op(dst, dpitch, src, spitch, width, height, api);
+  if (!c)
+    return rt_error(cudaErrorMemoryAllocation);
+  pthread_mutex_lock(&rt.lock);
+  MemKind to = end_kind_locked(dst, kind, true), from = end_kind_locked(src, kind, false);
+  Learn learn = LEARN_AFTER;
+  if (to == MEM_DEVICE && from == MEM_PAGEABLE) {
+    learn = LEARN_BEFORE;
+    c->op.unsynced = "a pageable cudaMemcpy";
+  } else if (to == MEM_DEVICE && from == MEM_DEVICE) {
+    learn = LEARN_NEVER;
+    c->op.unsynced = "a device-to-device cudaMemcpy";
+  }
+  err = run_sync_locked(&c->op, learn);
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
@@ -323,7 +522,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-  return finish_sync(copy_async(dst, count, src, count, count, 1, kind, NULL, "cudaMemcpy"));
+  return copy_sync(dst, count, src, count, count, 1, kind, "cudaMemcpy");
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -334,8 +533,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
 
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                          size_t height, enum cudaMemcpyKind kind) {
-  return finish_sync(
-      copy_async(dst, dpitch, src, spitch, width, height, kind, NULL, "cudaMemcpy2D"));
+  return copy_sync(dst, dpitch, src, spitch, width, height, kind, "cudaMemcpy2D");
 }
 
 typedef struct FillOp {
@@ -350,28 +548,52 @@ static void run_fill(Op *op) {
   memset(f->dst, f->value, f->count);
 }
 
-static cudaError_t fill(void *dst, int value, size_t count, cudaStream_t stream) {
+static FillOp *fill_op(void *dst, int value, size_t count, const char *api) {
+  FillOp *f = op_new(sizeof *f, run_fill, api);
+  if (!f)
+    return NULL;
+  f->dst = dst;
+  f->value = value;
+  f->count = count;
+  op_span(&f->op, dst, count, true);
+  return f;
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
   if (count == 0)
     return cudaSuccess;
-  if (!dst)
+  if (!devPtr)
     return rt_error(cudaErrorInvalidValue);
-  FillOp *f = op_new(sizeof *f, run_fill, "cudaMemsetAsync");
+  FillOp *f = fill_op(devPtr, value, count, "cudaMemsetAsync");
   if (!f)
     return rt_error(cudaErrorMemoryAllocation);
-  f->dst = dst;
-  f->value = value;
-  f->count = count;
-  op_span(&f->op, dst, count, true);
   return rt_submit(stream, &f->op);
 }
 
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
-  return fill(devPtr, value, count, stream);
-}
-
+/* Synchronous for pinned and managed memory; on device memory it may
+ * return before the fill is done. */
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
-  return finish_sync(fill(devPtr, value, count, NULL));
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (count == 0)
+    return cudaSuccess;
+  if (!devPtr)
+    return rt_error(cudaErrorInvalidValue);
+  FillOp *f = fill_op(devPtr, value, count, "cudaMemset");
+  if (!f)
+    return rt_error(cudaErrorMemoryAllocation);
+  pthread_mutex_lock(&rt.lock);
+  Learn learn = LEARN_AFTER;
+  const Alloc *a = table_holding_locked(devPtr);
+  if (a && a->kind == OWN_DEVICE) {
+    learn = LEARN_NEVER;
+    f->op.unsynced = "a cudaMemset";
+  }
+  err = run_sync_locked(&f->op, learn);
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
 }

@@ -53,6 +53,10 @@ struct Op {
   int refs;         /* atomic */
   const char *api;  /* the call that made it, e.g. "cudnnConvolutionForward" */
   const char *name; /* innermost NVTX range when it was made (interned) */
+  /* Set when the call that made it returned to the host before the op
+   * was done although it looks synchronous (a cudaMemcpy from pageable
+   * memory, a cudaMemset): what the checker calls it in reports. */
+  const char *unsynced;
   Span *spans;      /* filled only in checking mode */
   int nspans, capspans;
 };
@@ -125,6 +129,8 @@ struct CUevent_st {
   int slot;          /* ... as this slot */
 };
 
+enum { REFUSE_NONE, REFUSE_OTHER, REFUSE_ALL };
+
 typedef struct Runtime {
   pthread_mutex_t lock;
   pthread_cond_t cond;
@@ -135,6 +141,8 @@ typedef struct Runtime {
   int ncaptures;    /* captures in progress */
 
   bool check;       /* OPC_CHECK=1 */
+  bool pageable_error; /* OPC_RT_PAGEABLE=error */
+  int refuse_fused;    /* OPC_RT_REFUSE_FUSED: REFUSE_NONE, _OTHER or _ALL */
   bool raced;       /* a race was reported: every call fails from now on */
   int async_error;  /* a cudaError_t from a failed operation, sticky */
   int nagents;
@@ -177,8 +185,14 @@ bool rt_fence_done_locked(Fence f);
 void stream_ref_locked(Stream *s);
 void stream_unref_locked(Stream *s);
 void event_unref_locked(Event *e);
-/* Waits until every stream is idle; rt.lock held. */
+/* Waits until every stream is idle and, in checking mode, tells the host
+ * everything they did; rt.lock held. */
 void rt_sync_all_locked(void);
+/* Only waits: the checker learns nothing. rt.lock held. */
+void rt_wait_all_locked(void);
+/* cudaDeviceSynchronize, for the calls documented to do one (cudnnDestroy,
+ * cublasDestroy). */
+cudaError_t rt_device_sync(void);
 
 /* ---- capture (graph.c) ---- */
 
@@ -187,6 +201,22 @@ void capture_add_op_locked(Stream *s, Op *op);
 cudaError_t capture_record_locked(Stream *s, Event *e);
 cudaError_t capture_wait_locked(Stream *s, Event *e);
 void capture_invalidate_locked(Capture *c);
+void capture_invalidate_all_locked(void);
+/*
+ * Whether a capture in progress bars the calling thread from "potentially
+ * unsafe" calls (cudaMalloc, cudaFree, synchronous copies, handle
+ * creation, module loads, ...) under CUDA's capture interaction modes; if
+ * so, invalidates the captures that bar it, and the caller must fail with
+ * cudaErrorStreamCaptureUnsupported (or its library's equivalent).
+ * rt.lock held.
+ */
+bool capture_forbids_unsafe_locked(void);
+/* The same, taking rt.lock. */
+bool rt_capture_forbids(void);
+/* Whether using the legacy stream now would join a capture (one holds a
+ * blocking stream); if so, and `invalidate`, invalidates it: the caller
+ * fails with cudaErrorStreamCaptureImplicit. rt.lock held. */
+bool capture_blocks_legacy_locked(bool invalidate);
 
 /* ---- checking mode (check.c) ---- */
 
@@ -205,13 +235,22 @@ void clock_copy(uint32_t *into, const uint32_t *from);
 uint32_t *clock_new(void);
 /* Forgets every access in [lo, hi): the memory was freed. */
 void check_forget_locked(uintptr_t lo, uintptr_t hi);
+/* The host frees [lo, hi) with `api`: reports an access to it that the
+ * host has not synchronised with, then forgets them all. */
+void check_free_locked(uintptr_t lo, uintptr_t hi, const char *api);
 /* Reports a failure that must make the process fail. */
 void check_fail(void);
 
 /* ---- memory (memory.c) ---- */
 
-/* Size of the allocation starting at p, or 0 when p is none of ours. */
-size_t mem_size_locked(const void *p);
+typedef enum {
+  MEM_PAGEABLE, /* the program's own host memory */
+  MEM_DEVICE,   /* cudaMalloc, cudaMallocAsync, cudaMallocManaged */
+  MEM_PINNED,   /* cudaMallocHost, cudaHostAlloc, cudaHostRegister */
+} MemKind;
+
+/* What kind of memory p points into. rt.lock held. */
+MemKind mem_kind_locked(const void *p);
 
 /* ---- NVTX (nvtx.c) ---- */
 

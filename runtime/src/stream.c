@@ -26,7 +26,37 @@ static _Thread_local cudaError_t last_error = cudaSuccess;
 
 static Stream *stream_new_locked(unsigned flags);
 
+/* A switch's value, or NULL when it is unset, empty, "0" or "off". */
+static const char *env_switch(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "off") == 0)
+    return NULL;
+  return v;
+}
+
+static void env_ignored(const char *name, const char *v, const char *expected) {
+  fprintf(stderr, "opc runtime: %s=%s ignored: expected %s\n", name, v, expected);
+}
+
+/* The switches that make the runtime refuse what a real device may
+ * refuse; see README.md. */
+static void read_env(void) {
+  const char *v = env_switch("OPC_RT_PAGEABLE");
+  if (v && strcmp(v, "error") == 0)
+    rt.pageable_error = true;
+  else if (v)
+    env_ignored("OPC_RT_PAGEABLE", v, "'error'");
+  v = env_switch("OPC_RT_REFUSE_FUSED");
+  if (v && strcmp(v, "other") == 0)
+    rt.refuse_fused = REFUSE_OTHER;
+  else if (v && strcmp(v, "all") == 0)
+    rt.refuse_fused = REFUSE_ALL;
+  else if (v)
+    env_ignored("OPC_RT_REFUSE_FUSED", v, "'other' or 'all'");
+}
+
 static void init_runtime(void) {
+  read_env();
   check_init();
   pthread_mutex_lock(&rt.lock);
   rt.legacy = stream_new_locked(0);
@@ -178,7 +208,7 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
     capture_add_op_locked(s, op);
     return cudaSuccess;
   }
-  if (s == rt.legacy && rt.ncaptures > 0) {
+  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     op_unref(op);
     return cudaErrorStreamCaptureImplicit;
   }
@@ -246,13 +276,21 @@ void rt_wait_fence_locked(Fence f) {
   stream_unref_locked(f.stream);
 }
 
-void rt_sync_all_locked(void) {
+static void wait_all_locked(bool learn) {
   for (int i = 0; i < rt.nstreams; i++) {
     Stream *s = rt.streams[i];
     rt_wait_fence_locked(rt_last_fence_locked(s));
-    if (rt.check)
+    if (rt.check && learn)
       check_host_sync_locked(s->clock);
   }
+}
+
+void rt_sync_all_locked(void) {
+  wait_all_locked(true);
+}
+
+void rt_wait_all_locked(void) {
+  wait_all_locked(false);
 }
 
 /* ---- the worker ---- */
@@ -437,9 +475,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (s == rt.legacy)
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if (s->destroyed || s->capture) {
+  if (s->destroyed) {
     pthread_mutex_unlock(&rt.lock);
-    return rt_error(s->capture ? cudaErrorStreamCaptureUnsupported : cudaErrorInvalidResourceHandle);
+    return rt_error(cudaErrorInvalidResourceHandle);
+  }
+  if (s->capture) {
+    capture_invalidate_locked(s->capture);
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureUnsupported);
   }
   /* Pending work still runs; the worker leaves once nothing refers to it. */
   s->destroyed = true;
@@ -459,6 +502,10 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     pthread_mutex_unlock(&rt.lock);
     return rt_error(cudaErrorStreamCaptureUnsupported);
   }
+  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+    pthread_mutex_unlock(&rt.lock);
+    return rt_error(cudaErrorStreamCaptureImplicit);
+  }
   rt_wait_fence_locked(rt_last_fence_locked(s));
   if (rt.check)
     check_host_sync_locked(s->clock);
@@ -477,6 +524,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (s->capture) {
     capture_invalidate_locked(s->capture);
     err = cudaErrorStreamCaptureUnsupported;
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+    err = cudaErrorStreamCaptureImplicit;
   } else if (!rt_fence_done_locked(rt_last_fence_locked(s))) {
     err = cudaErrorNotReady;
   }
@@ -484,12 +533,14 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return err == cudaErrorNotReady ? err : rt_error(err);
 }
 
-cudaError_t cudaDeviceSynchronize(void) {
+cudaError_t rt_device_sync(void) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
   pthread_mutex_lock(&rt.lock);
   if (rt.ncaptures > 0) {
+    /* The device encompasses every capture, whatever the thread or mode. */
+    capture_invalidate_all_locked();
     pthread_mutex_unlock(&rt.lock);
     return rt_error(cudaErrorStreamCaptureUnsupported);
   }
@@ -498,6 +549,10 @@ cudaError_t cudaDeviceSynchronize(void) {
   if (rt_failed())
     return rt_error(cudaErrorLaunchFailure);
   return rt_error(rt_async_error());
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  return rt_device_sync();
 }
 
 /* ---- host functions ---- */
@@ -596,7 +651,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   pthread_mutex_lock(&rt.lock);
   if (s->capture) {
     err = capture_record_locked(s, e);
-  } else if (s == rt.legacy && rt.ncaptures > 0) {
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else {
     if (rt.check) {
@@ -626,6 +681,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
     /* An event from outside the capture cannot order a captured stream. */
     capture_invalidate_locked(s->capture);
     err = cudaErrorStreamCaptureIsolation;
+  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+    err = cudaErrorStreamCaptureImplicit;
   } else if (e->recorded) {
     if (rt.check) {
       check_enter_locked(s);
@@ -644,10 +701,12 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (!e)
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if (e->capture)
+  if (e->capture) {
+    capture_invalidate_locked(e->capture);
     err = cudaErrorStreamCaptureUnsupported;
-  else if (e->recorded && !rt_fence_done_locked(e->fence))
+  } else if (e->recorded && !rt_fence_done_locked(e->fence)) {
     err = cudaErrorNotReady;
+  }
   pthread_mutex_unlock(&rt.lock);
   return err == cudaErrorNotReady ? err : rt_error(err);
 }
@@ -660,6 +719,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
   if (e->capture) {
+    capture_invalidate_locked(e->capture);
     err = cudaErrorStreamCaptureUnsupported;
   } else if (e->recorded) {
     rt_wait_fence_locked(e->fence);

@@ -12,9 +12,26 @@
  *   graph-ok    a correct graph, replayed twice
  *   ignored     a race in a program that ignores every error and returns 0
  *   disjoint    two streams write different halves of one buffer
+ *
+ * Synchronous calls that return early, and frees:
+ *   pageable-race   cudaMemcpy from pageable memory, then stream 2 reads
+ *                   the copy: the DMA may still be in flight
+ *   pageable-synced the same after cudaStreamSynchronize of the legacy stream
+ *   pageable-async  cudaMemcpyAsync from pageable memory on stream 1, then
+ *                   cudaStreamSynchronize(stream 1): fine
+ *   pinned-copy     cudaMemcpy from cudaMallocHost memory: fully synchronous
+ *   memset-race     cudaMemset of device memory, then stream 2 reads it
+ *   free-in-use     cudaFree of what stream 1 still writes, no synchronisation
+ *   free-graph      cudaFree of a graph's output right after cudaGraphLaunch
+ *   free-synced     the same free after cudaStreamSynchronize: fine
+ *   destroy-syncs   cudnnDestroy synchronises the device (documented): fine
+ *   workspace-race  two streams share one reduction workspace
+ *   nan-fill        fresh device memory reads as NaN (exit 0 when it does)
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -76,6 +93,9 @@ static void setup(void) {
   note(cudaMalloc((void **)&out, N * 4), "malloc");
   note(cudaMemset(buf, 0, N * 4), "memset");
   note(cudaMemset(out, 0, N * 4), "memset");
+  /* cudaMemset of device memory may return before it is done: the
+   * non-blocking streams are ordered after it only by a synchronisation. */
+  note(cudaDeviceSynchronize(), "sync");
 }
 
 static void launch_copy(CUfunction f, cudaStream_t s, float *y, const float *x, const char *name) {
@@ -114,12 +134,15 @@ static void capture_body(cudaEvent_t fork, cudaEvent_t join, bool wait_for_produ
   note(cudaStreamWaitEvent(s1, join, 0), "wait join");
 }
 
-static int run_graph(bool correct) {
+static int run_graph(bool correct, bool free_early) {
   cudaEvent_t fork, join;
   cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
   cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
+  /* A correct eager run first: the handles' first calls may not be captured. */
+  capture_body(fork, join, true);
+  note(cudaStreamSynchronize(s1), "sync");
   note(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal), "begin capture");
   capture_body(fork, join, correct);
   note(cudaStreamEndCapture(s1, &graph), "end capture");
@@ -128,6 +151,12 @@ static int run_graph(bool correct) {
   if (errors)
     return 1;
   fprintf(stderr, "check_prog: captured\n");
+  if (free_early) {
+    /* What a net_destroy that does not wait for the caller's stream does. */
+    note(cudaGraphLaunch(exec, s1), "launch");
+    note(cudaFree(out), "free");
+    return errors ? 1 : 0;
+  }
   for (int i = 0; i < 2; i++) {
     note(cudaGraphLaunch(exec, s1), "launch");
     note(cudaStreamSynchronize(s1), "sync");
@@ -135,6 +164,111 @@ static int run_graph(bool correct) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return errors ? 1 : 0;
+}
+
+/* Copies pageable memory into buf; then stream 2 reads it. */
+static void pageable_copy(bool sync_legacy) {
+  float *host = malloc(N * 4);
+  for (int i = 0; i < N; i++)
+    host[i] = (float)i;
+  note(cudaMemcpy(buf, host, N * 4, cudaMemcpyHostToDevice), "copy");
+  if (sync_legacy)
+    note(cudaStreamSynchronize(0), "sync legacy");
+  consume();
+  free(host);
+}
+
+static void pageable_async(void) {
+  float *host = malloc(N * 4);
+  for (int i = 0; i < N; i++)
+    host[i] = (float)i;
+  note(cudaMemcpyAsync(buf, host, N * 4, cudaMemcpyHostToDevice, s1), "copy");
+  note(cudaStreamSynchronize(s1), "sync");
+  consume();
+  free(host);
+}
+
+static void pinned_copy(void) {
+  float *host;
+  note(cudaMallocHost((void **)&host, N * 4), "cudaMallocHost");
+  for (int i = 0; i < N; i++)
+    host[i] = (float)i;
+  note(cudaMemcpy(buf, host, N * 4, cudaMemcpyHostToDevice), "copy");
+  consume();
+  note(cudaStreamSynchronize(s2), "sync");
+  note(cudaFreeHost(host), "cudaFreeHost");
+}
+
+/* Reduces the whole buffer on each stream, into one shared workspace. */
+static void workspace_race(void) {
+  cudnnReduceTensorDescriptor_t rd;
+  cudnnTensorDescriptor_t one_t;
+  int dims[3] = {1, 1, 1}, strides[3] = {1, 1, 1};
+  cudnnCreateReduceTensorDescriptor(&rd);
+  cudnnSetReduceTensorDescriptor(rd, CUDNN_REDUCE_TENSOR_ADD, CUDNN_DATA_FLOAT,
+                                 CUDNN_NOT_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                 CUDNN_32BIT_INDICES);
+  cudnnCreateTensorDescriptor(&one_t);
+  cudnnSetTensorNdDescriptor(one_t, CUDNN_DATA_FLOAT, 3, dims, strides);
+  size_t size = 0;
+  note_dnn(cudnnGetReductionWorkspaceSize(d1, rd, whole, one_t, &size), "workspace size");
+  void *ws;
+  note(cudaMalloc(&ws, size), "malloc");
+  float one = 1, zero = 0;
+  nvtxRangePushA("reduce_a");
+  note_dnn(cudnnReduceTensor(d1, rd, NULL, 0, ws, size, &one, whole, buf, &zero, one_t, out),
+           "reduce_a");
+  nvtxRangePop();
+  nvtxRangePushA("reduce_b");
+  note_dnn(cudnnReduceTensor(d2, rd, NULL, 0, ws, size, &one, whole, buf, &zero, one_t, out + 1),
+           "reduce_b");
+  nvtxRangePop();
+}
+
+static bool reads_nan(void) {
+  float *fresh;
+  uint32_t *host = malloc(N * 4);
+  note(cudaMalloc((void **)&fresh, N * 4), "malloc");
+  note(cudaMemcpy(host, fresh, N * 4, cudaMemcpyDeviceToHost), "copy");
+  bool nan = true;
+  for (int i = 0; i < N; i++)
+    nan &= host[i] == 0x7fc00000u;
+  free(host);
+  note(cudaFree(fresh), "free");
+  return nan;
+}
+
+/* The modes about synchronous calls and frees; false for an unknown one. */
+static bool run_memory_mode(const char *mode) {
+  if (strcmp(mode, "pageable-race") == 0 || strcmp(mode, "pageable-synced") == 0) {
+    pageable_copy(strcmp(mode, "pageable-synced") == 0);
+  } else if (strcmp(mode, "pageable-async") == 0) {
+    pageable_async();
+  } else if (strcmp(mode, "pinned-copy") == 0) {
+    pinned_copy();
+  } else if (strcmp(mode, "memset-race") == 0) {
+    note(cudaMemset(buf, 0, N * 4), "memset");
+    consume();
+  } else if (strcmp(mode, "free-in-use") == 0 || strcmp(mode, "free-synced") == 0) {
+    produce();
+    if (strcmp(mode, "free-synced") == 0)
+      note(cudaStreamSynchronize(s1), "sync");
+    note(cudaFree(buf), "free");
+  } else if (strcmp(mode, "destroy-syncs") == 0) {
+    produce();
+    note_dnn(cudnnDestroy(d1), "destroy");
+    note(cudaFree(buf), "free");
+  } else if (strcmp(mode, "workspace-race") == 0) {
+    workspace_race();
+  } else if (strcmp(mode, "nan-fill") == 0) {
+    if (!reads_nan()) {
+      fprintf(stderr, "check_prog: fresh memory does not read as NaN\n");
+      errors++;
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 int main(int argc, char **argv) {
@@ -171,8 +305,9 @@ int main(int argc, char **argv) {
     }
     launch_copy(copy, s1, buf, out, "kernel_producer");
     launch_copy(copy, s2, out + 0, buf, "kernel_consumer");
-  } else if (strcmp(mode, "graph-race") == 0 || strcmp(mode, "graph-ok") == 0) {
-    int rc = run_graph(strcmp(mode, "graph-ok") == 0);
+  } else if (strcmp(mode, "graph-race") == 0 || strcmp(mode, "graph-ok") == 0 ||
+             strcmp(mode, "free-graph") == 0) {
+    int rc = run_graph(strcmp(mode, "graph-race") != 0, strcmp(mode, "free-graph") == 0);
     cudaDeviceSynchronize();
     return rc || errors;
   } else if (strcmp(mode, "ignored") == 0) {
@@ -188,7 +323,7 @@ int main(int argc, char **argv) {
     nvtxRangePushA("right");
     note_dnn(cudnnSetTensor(d2, half, buf + N / 2, &b), "right");
     nvtxRangePop();
-  } else {
+  } else if (!run_memory_mode(mode)) {
     fprintf(stderr, "check_prog: unknown mode %s\n", mode);
     return 2;
   }

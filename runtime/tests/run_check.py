@@ -18,6 +18,18 @@ CASES = {
     'graph-ok': (False, []),
     'ignored': (True, ["node 'consumer'"]),
     'disjoint': (False, []),
+    'pageable-race': (True, ["node 'consumer' (stream 2) reads",
+                             "written by a pageable cudaMemcpy on stream 0 without synchronisation"]),
+    'pageable-synced': (False, []),
+    'pageable-async': (False, []),
+    'pinned-copy': (False, []),
+    'memset-race': (True, ["node 'consumer' (stream 2) reads", "written by a cudaMemset"]),
+    'free-in-use': (True, ["freed by cudaFree while node 'producer' on stream 1 may still use it"]),
+    'free-graph': (True, ["check_prog: captured", "freed by cudaFree while node 'consumer' on stream 2"]),
+    'free-synced': (False, []),
+    'destroy-syncs': (False, []),
+    'workspace-race': (True, ["node 'reduce_b' (stream 2) writes", "by node 'reduce_a' (stream 1)"]),
+    'nan-fill': (False, []),
 }
 
 

@@ -195,11 +195,17 @@ static void test_graph(void) {
   cudaMalloc((void **)&net.d, net.n * 4);
   float *x = rnd_array(net.n), *zeros = calloc(net.n, 4);
 
-  /* Direct execution. */
+  /* Direct execution, which also initialises the handles for the
+   * captures below (and both handles for the transform). */
   cudaMemcpy(net.x, x, net.n * 4, cudaMemcpyHostToDevice);
+  cudaDeviceSynchronize();
   enqueue(&net);
   cudaStreamSynchronize(net.s[0]);
   expect_d(&net, x, "direct execution");
+  float one = 1, zero = 0;
+  for (int i = 0; i < 2; i++)
+    cudnnTransformTensor(net.dnn[i], &one, net.t, net.x, &zero, net.t, net.b);
+  cudaDeviceSynchronize();
 
   /* Capture: nothing runs until the graph is launched. */
   cudaMemcpy(net.d, zeros, net.n * 4, cudaMemcpyHostToDevice);
@@ -248,7 +254,6 @@ static void test_graph(void) {
   cudaStreamBeginCapture(net.s[0], cudaStreamCaptureModeGlobal);
   cudaEventRecord(net.fork, net.s[0]);
   cudaStreamWaitEvent(net.s[1], net.fork, 0);
-  float one = 1, zero = 0;
   cudnnTransformTensor(net.dnn[1], &one, net.t, net.x, &zero, net.t, net.b);
   expect(cudaStreamEndCapture(net.s[0], &graph) == cudaErrorStreamCaptureUnjoined,
          "unjoined capture refused");
