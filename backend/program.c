@@ -673,7 +673,7 @@ static void emit_weights_loader(Emitter *e) {
   emit(e, "return v;");
   emit_close(e, "}");
   emit_blank(e);
-  emit(e, "/* Checks a weights image and copies its data to the device. */");
+  emit(e, "/* Checks a weights image (in pinned memory) and copies its data to the device. */");
   emit(e, "static int upload_weights(%s_ctx *c, const unsigned char *image, size_t size, const char *what)", p);
   emit_open(e, "{");
   emit(e, "uint64_t hash = 14695981039346656037ULL;");
@@ -693,31 +693,51 @@ static void emit_weights_loader(Emitter *e) {
   emit_close(e, "}");
   e->fail = "return -1";
   emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->weights, weights_bytes)");
-  emit(e, "/* On the first stream, and finished before returning: a copy from pageable");
-  emit(e, "   memory may return before its transfer is done, and the image is freed next. */");
+  emit(e, "/* The image is pinned memory, so this is a real asynchronous transfer; it");
+  emit(e, "   finishes before returning, since the caller frees the image next. */");
   emit_call(e, LIB_CUDA, NULL,
             "cudaMemcpyAsync(c->weights, image + WEIGHTS_HEADER, weights_bytes, cudaMemcpyHostToDevice, c->stream[0])");
   emit_call(e, LIB_CUDA, NULL, "cudaStreamSynchronize(c->stream[0])");
   emit(e, "return 0;");
   emit_close(e, "}");
   emit_blank(e);
+  emit(e, "/* Reads the weights file straight into pinned memory. */");
   emit(e, "static int load_weights(%s_ctx *c, const char *path)", p);
   emit_open(e, "{");
   emit(e, "FILE *f = fopen(path, \"rb\");");
   emit(e, "unsigned char *image = NULL;");
   emit(e, "long size = -1;");
   emit(e, "int status = -1;");
-  emit(e, "if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&");
-  emit(e, "    (image = malloc(size > 0 ? (size_t)size : 1)) != NULL && fread(image, 1, (size_t)size, f) == (size_t)size)");
-  emit(e, "  status = upload_weights(c, image, (size_t)size, path);");
-  emit(e, "else");
+  emit(e, "if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)");
   emit(e, "  snprintf(c->error, sizeof c->error, \"cannot read weights file %%s: %%s\", path, strerror(errno));");
-  emit(e, "free(image);");
+  emit(e, "else if (cuda_ok(c, cudaMallocHost((void **)&image, size > 0 ? (size_t)size : 1), \"cudaMallocHost\")) {");
+  emit(e, "  if (fread(image, 1, (size_t)size, f) == (size_t)size)");
+  emit(e, "    status = upload_weights(c, image, (size_t)size, path);");
+  emit(e, "  else");
+  emit(e, "    snprintf(c->error, sizeof c->error, \"cannot read weights file %%s: %%s\", path, strerror(errno));");
+  emit(e, "}");
+  emit(e, "cudaFreeHost(image);");
   emit(e, "if (f)");
   emit(e, "  fclose(f);");
   emit(e, "return status;");
   emit_close(e, "}");
   emit_blank(e);
+  if (e->opt->embed_weights) {
+    emit(e, "/* The linked-in weights, through pinned memory like a file's. */");
+    emit(e, "static int upload_linked_weights(%s_ctx *c)", p);
+    emit_open(e, "{");
+    emit(e, "size_t size = (size_t)(%s_weights_end - %s_weights_start);", p, p);
+    emit(e, "unsigned char *image = NULL;");
+    emit(e, "int status = -1;");
+    emit(e, "if (cuda_ok(c, cudaMallocHost((void **)&image, size > 0 ? size : 1), \"cudaMallocHost\")) {");
+    emit(e, "  memcpy(image, %s_weights_start, size);", p);
+    emit(e, "  status = upload_weights(c, image, size, \"linked-in weights\");");
+    emit(e, "}");
+    emit(e, "cudaFreeHost(image);");
+    emit(e, "return status;");
+    emit_close(e, "}");
+    emit_blank(e);
+  }
 }
 
 /* ------------------------------------------------------------ profile */
@@ -1186,10 +1206,7 @@ static void emit_create(Emitter *e) {
               (long long)staging_floats(e->g));
   if (st->nweights) {
     if (e->opt->embed_weights) {
-      emit(e, "if (weights_path ? load_weights(c, weights_path) != 0");
-      emit(e, "                 : upload_weights(c, %s_weights_start, (size_t)(%s_weights_end - %s_weights_start),",
-           p, p, p);
-      emit(e, "                                  \"linked-in weights\") != 0)");
+      emit(e, "if ((weights_path ? load_weights(c, weights_path) : upload_linked_weights(c)) != 0)");
     } else {
       emit(e, "if (load_weights(c, weights_path ? weights_path : default_weights_path) != 0)");
     }
