@@ -95,12 +95,16 @@ const char *int_list(Emitter *e, int count, const int64_t *v);
 
 /*
  * A copy of `dims` elements between two strided layouts, with the cheapest
- * call: cudaMemcpyAsync when both are contiguous, cudaMemcpy2DAsync when
- * rows are, else cudnnTransformTensor (positive strides only). plan_copy()
- * is pure; copy_setup() creates the descriptors a cuDNN copy needs (in setup
- * code), copy_run() prints the call (in run code).
+ * call that is fast: cudaMemcpyAsync when both are contiguous,
+ * cudaMemcpy2DAsync when rows are long and contiguous (2-D),
+ * cudnnTransformTensor for such rows in more dims, else opc's copy kernel
+ * (short or strided rows; any source strides). plan_copy() is pure;
+ * copy_setup() creates the descriptors a cuDNN copy needs (in setup code),
+ * copy_run() prints the call (in run code).
  */
-typedef enum CopyKind { COPY_NOTHING, COPY_1D, COPY_2D, COPY_CUDNN, COPY_IMPOSSIBLE } CopyKind;
+typedef enum CopyKind {
+  COPY_NOTHING, COPY_1D, COPY_2D, COPY_CUDNN, COPY_KERNEL, COPY_IMPOSSIBLE
+} CopyKind;
 typedef struct CopyPlan {
   CopyKind kind;
   int rank;

@@ -1,14 +1,39 @@
 /*
  * ops_copy.c - operators that only move data: copies for reshapes that are
  * not views, Concat, Split, Slice and Transpose. Each one becomes a few
- * strided copies, printed as cudaMemcpyAsync, cudaMemcpy2DAsync or
- * cudnnTransformTensor, whichever is the simplest that fits.
+ * strided copies, printed as cudaMemcpyAsync, cudaMemcpy2DAsync,
+ * cudnnTransformTensor or a launch of opc's copy kernel, whichever is the
+ * simplest that is also fast.
  */
 #include <string.h>
 
 #include "emit_internal.h"
 
 /* ------------------------------------------------------- strided copies */
+
+/* Shorter contiguous rows go to opc's copy kernel: cudaMemcpy2DAsync moves
+   a 2-D copy row by row, and rows of a few bytes (a Slice with a step, a
+   Concat along the last axis) run far below the memory's bandwidth. */
+enum { MIN_ROW_ELEMENTS = 16 };
+
+/* The kind of copy for a merged plan, from its rows: contiguous in both
+   (memcpy), else a kernel, which takes any source strides. */
+static CopyKind copy_kind(const CopyPlan *p) {
+  bool dst_positive = true, src_positive = true;
+  for (int i = 0; i < p->rank; i++) {
+    dst_positive = dst_positive && p->dst[i] > 0;
+    src_positive = src_positive && p->src[i] > 0;
+  }
+  if (!dst_positive)
+    return COPY_IMPOSSIBLE; /* no output is laid out so */
+  int last = p->rank - 1;
+  bool rows = src_positive && p->dst[last] == 1 && p->src[last] == 1;
+  if (rows && p->rank == 1)
+    return COPY_1D;
+  if (rows && p->dims[last] >= MIN_ROW_ELEMENTS)
+    return p->rank == 2 ? COPY_2D : COPY_CUDNN;
+  return COPY_KERNEL;
+}
 
 CopyPlan plan_copy(int rank, const int64_t *dims, const int64_t *dst_strides,
                    const int64_t *src_strides) {
@@ -41,20 +66,7 @@ CopyPlan plan_copy(int rank, const int64_t *dims, const int64_t *dst_strides,
     p.dims[0] = 1;
     p.dst[0] = p.src[0] = 1;
   }
-  bool positive = true;
-  for (int i = 0; i < p.rank; i++)
-    if (p.dst[i] <= 0 || p.src[i] <= 0)
-      positive = false;
-  if (positive && p.rank == 1 && p.dst[0] == 1 && p.src[0] == 1)
-    p.kind = COPY_1D;
-  else if (positive && p.rank <= 2 && p.dst[p.rank - 1] == 1 && p.src[p.rank - 1] == 1)
-    p.kind = COPY_2D;
-  else if (positive && p.rank == 1)
-    p.kind = COPY_2D; /* one element per row */
-  else if (positive)
-    p.kind = COPY_CUDNN;
-  else
-    p.kind = COPY_IMPOSSIBLE;
+  p.kind = copy_kind(&p);
   return p;
 }
 
@@ -74,18 +86,19 @@ void copy_run(Emitter *e, const Node *n, const CopyPlan *p, const char *dst, con
     emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), cudaMemcpyDeviceToDevice, %s)",
               dst, src, (long long)p->dims[0], stream);
     break;
-  case COPY_2D: {
-    /* Rows of dims[1] elements (one element when 1-D), pitches in dst/src[0]. */
-    int64_t width = p->rank == 2 ? p->dims[1] : 1;
+  case COPY_2D:
+    /* Rows of dims[1] elements, pitches in dst/src[0]. */
     emit_call(e, LIB_CUDA, n,
               "cudaMemcpy2DAsync(%s, %lld * sizeof(float), %s, %lld * sizeof(float), %lld * sizeof(float), %lld, cudaMemcpyDeviceToDevice, %s)",
-              dst, (long long)p->dst[0], src, (long long)p->src[0], (long long)width,
+              dst, (long long)p->dst[0], src, (long long)p->src[0], (long long)p->dims[1],
               (long long)p->dims[0], stream);
     break;
-  }
   case COPY_CUDNN:
     emit_call(e, LIB_CUDNN, n, "cudnnTransformTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
               emit_scalar(e, 1), p->src_desc, src, emit_scalar(e, 0), p->dst_desc, dst);
+    break;
+  case COPY_KERNEL:
+    emit_kernel_copy(e, n, dst, p->dst, src, p->src, p->rank, p->dims);
     break;
   case COPY_NOTHING:
   case COPY_IMPOSSIBLE:

@@ -1268,6 +1268,8 @@ static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
                             : in ? "cudaMemcpyHostToDevice" : "cudaMemcpyDeviceToHost";
   for (int i = 0; i < count; i++) {
     Tensor *t = in ? g->inputs[i] : g->outputs[i];
+    if (tensor_numel(t) == 0) /* nothing to copy */
+      continue;
     const char *where = emit_str(e, "cudaMemcpyAsync of %s '%s'", in ? "input" : "output",
                                  emit_c_string(e, t->name));
     const char *host = device ? emit_str(e, "%s[%d]", in ? "inputs" : "outputs", i)
@@ -1289,6 +1291,8 @@ static void emit_staging(Emitter *e, bool in) {
   for (int i = 0; i < count; i++) {
     Tensor *t = in ? g->inputs[i] : g->outputs[i];
     long long offset = (long long)staging_offset(g, in, i), n = (long long)tensor_numel(t);
+    if (n == 0)
+      continue;
     if (in)
       emit(e, "memcpy(c->staging + %lld, inputs[%d], %lld * sizeof(float));", offset, i, n);
     else
@@ -1299,13 +1303,14 @@ static void emit_staging(Emitter *e, bool in) {
 static void emit_run(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
+  int64_t in_floats = staging_offset(g, false, 0), out_floats = staging_floats(g) - in_floats;
   emit(e, "int %s_run(%s_ctx *c, const float *const *inputs, float *const *outputs)", p, p);
   emit_open(e, "{");
-  if (!g->ninputs)
+  if (in_floats == 0)
     emit(e, "(void)inputs;");
-  if (!g->noutputs)
+  if (out_floats == 0)
     emit(e, "(void)outputs;");
-  if (g->ninputs)
+  if (in_floats + out_floats > 0)
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
   emit_copies(e, true, false, "c->stream[0]");
@@ -1327,8 +1332,10 @@ static void emit_run(Emitter *e) {
   emit(e, "int %s_run_device(%s_ctx *c, const float *const *inputs, float *const *outputs, cudaStream_t stream)",
        p, p);
   emit_open(e, "{");
-  if (!g->ninputs)
+  if (in_floats == 0)
     emit(e, "(void)inputs;");
+  if (out_floats == 0)
+    emit(e, "(void)outputs;");
   emit_copies(e, true, true, "stream");
   if (e->opt->cuda_graph) {
     emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, stream), \"cudaGraphLaunch\"))");

@@ -21,7 +21,9 @@ typedef enum cudaError_enum {
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_INVALID_PTX = 218,
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_LAUNCH_FAILED = 719,
@@ -31,6 +33,11 @@ typedef enum cudaError_enum {
 } CUresult;
 
 typedef int CUdevice;
+typedef enum CUdevice_attribute_enum {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+} CUdevice_attribute;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUevent_st *CUevent;
@@ -53,8 +60,19 @@ CUresult cuGetErrorString(CUresult error, const char **pStr);
 CUresult cuGetErrorName(CUresult error, const char **pStr);
 CUresult cuInit(unsigned int Flags);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+/* The emulated driver's version: 12080 (CUDA 12.8, older than NVRTC 13.0)
+   unless the environment variable OPC_RT_DRIVER_VERSION says otherwise. */
+CUresult cuDriverGetVersion(int *driverVersion);
 
-/* image: the NVRTC "PTX" (on the CPU, the kernel source text) or NULL. */
+/*
+ * image: PTX text or a CUBIN (an ELF image), as NVRTC makes them. PTX whose
+ * .version is newer than the driver's PTX ISA fails with
+ * CUDA_ERROR_UNSUPPORTED_PTX_VERSION; a CUBIN for another SM than the
+ * device's (9.0) with CUDA_ERROR_NO_BINARY_FOR_GPU; any load while a stream
+ * capture is under way with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. The
+ * kernels themselves come from the runtime's built-in table.
+ */
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
                             CUjit_option *options, void **optionValues);

@@ -1,7 +1,9 @@
 /*
- * nvrtc.h - opc's CPU stand-in for NVRTC. Nothing is compiled: the kernels
- * already exist as C in the runtime. The "PTX" handed back is the source
- * text, which cuModuleLoadData accepts.
+ * nvrtc.h - opc's CPU stand-in for NVRTC 13.0. Nothing is compiled: the
+ * kernels already exist as C in the runtime. What it hands back is a
+ * PTX header stamped with NVRTC 13.0's PTX ISA (9.0) and the target, and,
+ * for a real architecture (-arch=sm_XY), a CUBIN: an ELF header naming
+ * that SM. cuModuleLoadData checks them as a driver would.
  */
 #ifndef OPC_NVRTC_H
 #define OPC_NVRTC_H
@@ -28,6 +30,9 @@ typedef struct _nvrtcProgram *nvrtcProgram;
 
 const char *nvrtcGetErrorString(nvrtcResult result);
 nvrtcResult nvrtcVersion(int *major, int *minor);
+/* The real architectures -arch accepts, ascending: 75 for sm_75, ... */
+nvrtcResult nvrtcGetNumSupportedArchs(int *numArchs);
+nvrtcResult nvrtcGetSupportedArchs(int *supportedArchs);
 nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name,
                                int numHeaders, const char *const *headers,
                                const char *const *includeNames);
@@ -35,6 +40,9 @@ nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog);
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options);
 nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet);
 nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx);
+/* Size 0 when -arch named a virtual architecture (compute_XY). */
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet);
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin);
 nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet);
 nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
 

@@ -1,7 +1,9 @@
 /*
  * device.c - the one "device" (the host's cores), versions and error names.
  */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,11 +117,63 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
   return cudaSuccess;
 }
 
+/* The driver is older than the toolkit (CUDA 13.0, NVRTC 13.0) unless
+ * OPC_RT_DRIVER_VERSION says otherwise: that is the case where PTX from
+ * NVRTC is refused, so the default exercises it. */
+#define DEFAULT_DRIVER_VERSION 12080
+
+static int driver_version;
+
+static void read_driver_version(void) {
+  driver_version = DEFAULT_DRIVER_VERSION;
+  const char *env = getenv("OPC_RT_DRIVER_VERSION");
+  if (!env || !*env)
+    return;
+  char *end;
+  long v = strtol(env, &end, 10);
+  if (*end || v < 1000 || v > 99990) {
+    fprintf(stderr, "opc runtime: OPC_RT_DRIVER_VERSION=%s is not a CUDA version "
+                    "such as 13000; using %d\n", env, DEFAULT_DRIVER_VERSION);
+    return;
+  }
+  driver_version = (int)v;
+}
+
+/* 1000 * major + 10 * minor, read from the environment once. */
+static int emulated_driver_version(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, read_driver_version);
+  return driver_version;
+}
+
 cudaError_t cudaDriverGetVersion(int *driverVersion) {
   if (!driverVersion)
     return rt_error(cudaErrorInvalidValue);
-  *driverVersion = CUDART_VERSION;
+  *driverVersion = emulated_driver_version();
   return cudaSuccess;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion) {
+  if (!driverVersion)
+    return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = emulated_driver_version();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (rt_enter())
+    return CUDA_ERROR_LAUNCH_FAILED;
+  if (!pi)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = pool_threads(); break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = CC_MAJOR; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = CC_MINOR; break;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
 }
 
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
@@ -147,7 +201,9 @@ static const ErrorName cuda_errors[] = {
   {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
   {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
   {cudaErrorInvalidKernelImage, "cudaErrorInvalidKernelImage", "device kernel image is invalid"},
+  {cudaErrorNoKernelImageForDevice, "cudaErrorNoKernelImageForDevice", "no kernel image is available for execution on the device"},
   {cudaErrorInvalidPtx, "cudaErrorInvalidPtx", "a PTX JIT compilation failed"},
+  {cudaErrorUnsupportedPtxVersion, "cudaErrorUnsupportedPtxVersion", "the provided PTX was compiled with an unsupported toolchain."},
   {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
   {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
   {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
@@ -204,7 +260,9 @@ static const struct {
   {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
   {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
   {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+  {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
   {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX"},
+  {CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
   {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
   {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
   {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED"},

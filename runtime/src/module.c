@@ -1,11 +1,15 @@
 /*
  * module.c - the driver API's modules and kernel launches. Kernels are not
  * loaded from the image: every kernel of opc_kernels.inc is built into the
- * runtime, and a module only finds them by name.
+ * runtime, and a module only finds them by name. The image is checked as
+ * a driver checks it, so that a program that would not load its kernels on
+ * a GPU fails here too: PTX must be of a PTX ISA the driver knows, a CUBIN
+ * must be for the device's SM.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "image.h"
 #include "ktable.h"
 #include "rt.h"
 
@@ -39,12 +43,81 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return cu_result(rt_enter());
 }
 
+/* The newest PTX ISA a driver JIT-compiles: each CUDA release brings one
+ * (PTX ISA 9.0 came with CUDA 13.0, 8.7 with 12.8). 0 below CUDA 11.0,
+ * older than any driver of a compute capability 9.0 device. */
+static int driver_ptx_isa(int driver) {
+  static const struct {
+    int driver, isa;
+  } releases[] = {
+      {13000, 90}, {12090, 88}, {12080, 87}, {12070, 86}, {12050, 85}, {12040, 84},
+      {12030, 83}, {12020, 82}, {12010, 81}, {12000, 80}, {11080, 78}, {11070, 77},
+      {11060, 76}, {11050, 75}, {11040, 74}, {11030, 73}, {11020, 72}, {11010, 71},
+      {11000, 70},
+  };
+  for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++)
+    if (driver >= releases[i].driver)
+      return releases[i].isa;
+  return 0;
+}
+
+/* The device's compute capability as 90 for 9.0. */
+static CUresult device_sm(int *sm) {
+  int major, minor;
+  CUresult r = cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
+  if (r == CUDA_SUCCESS)
+    r = cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
+  *sm = r == CUDA_SUCCESS ? major * 10 + minor : 0;
+  return r;
+}
+
+/* A CUBIN runs on its own SM and on later minor versions of the same major
+ * (sm_80 code on sm_86), never across majors. */
+static CUresult check_cubin(const unsigned char *image, int device) {
+  int sm = cubin_sm(image);
+  if (sm == 0)
+    return CUDA_ERROR_INVALID_IMAGE;
+  if (sm / 10 != device / 10 || sm % 10 > device % 10)
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  return CUDA_SUCCESS;
+}
+
+/* PTX is JIT-compiled by the driver, which knows the PTX ISA versions up to
+ * its own release's and targets up to the device's. */
+static CUresult check_ptx(const char *text, int device) {
+  int isa, target, driver;
+  if (!ptx_header(text, &isa, &target))
+    return CUDA_ERROR_INVALID_IMAGE;
+  CUresult r = cuDriverGetVersion(&driver);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (isa > driver_ptx_isa(driver))
+    return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+  if (target > device)
+    return CUDA_ERROR_INVALID_PTX;
+  return CUDA_SUCCESS;
+}
+
+/* Loading a module is not an operation a stream capture can record: it
+ * fails, and invalidates the capture, where CUDA's capture modes bar a
+ * potentially unsafe call (graph.c). */
+static bool capturing(void) {
+  return rt_capture_forbids();
+}
+
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   if (rt_enter())
     return CUDA_ERROR_LAUNCH_FAILED;
-  if (!module)
+  if (!module || !image)
     return CUDA_ERROR_INVALID_VALUE;
-  (void)image;
+  if (capturing())
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  int device;
+  CUresult r = device_sm(&device);
+  if (r == CUDA_SUCCESS)
+    r = image_is_elf(image) ? check_cubin(image, device) : check_ptx(image, device);
+  if (r != CUDA_SUCCESS)
+    return r;
   *module = calloc(1, sizeof **module);
   return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -298,7 +298,8 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "kernel-race") == 0) {
     CUmodule mod;
     CUfunction copy;
-    if (cuModuleLoadData(&mod, "") != CUDA_SUCCESS ||
+    const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
+    if (cuModuleLoadData(&mod, ptx) != CUDA_SUCCESS ||
         cuModuleGetFunction(&copy, mod, "opc_copy") != CUDA_SUCCESS) {
       fprintf(stderr, "check_prog: no opc_copy kernel\n");
       return 1;

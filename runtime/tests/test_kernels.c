@@ -2,6 +2,7 @@
  * test_kernels.c - the custom-kernel path: NVRTC "compilation" (which
  * checks kernel names against the built-in table), module look-ups, and a
  * launch of opc_copy doing a transpose split across the thread pool.
+ * test_modules.c checks the versions and images the loads depend on.
  */
 #include <string.h>
 
@@ -17,6 +18,9 @@ static const char *good_src =
     "OPC_KERNEL(opc_copy)\n"
     "{\n}\n";
 
+/* PTX that any driver of CUDA 12.0 or later loads on a 9.0 device. */
+static const char *plain_ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
+
 static const char *bad_src =
     "#define OPC_KERNEL(name) whatever\n"
     "OPC_KERNEL(opc_copy) {}\n"
@@ -28,17 +32,17 @@ static void test_nvrtc(void) {
   const char *opts[] = {"--gpu-architecture=sm_90"};
   expect(nvrtcCompileProgram(prog, 1, opts) == NVRTC_SUCCESS, "compile");
   size_t size = 0;
-  expect(nvrtcGetPTXSize(prog, &size) == NVRTC_SUCCESS && size > 0, "ptx size");
-  char *ptx = malloc(size);
-  expect(nvrtcGetPTX(prog, ptx) == NVRTC_SUCCESS, "ptx");
+  expect(nvrtcGetCUBINSize(prog, &size) == NVRTC_SUCCESS && size > 0, "cubin size");
+  char *cubin = malloc(size);
+  expect(nvrtcGetCUBIN(prog, cubin) == NVRTC_SUCCESS, "cubin");
   CUmodule mod;
-  expect(cuModuleLoadData(&mod, ptx) == CUDA_SUCCESS, "module load");
+  expect(cuModuleLoadData(&mod, cubin) == CUDA_SUCCESS, "module load");
   CUfunction f;
   expect(cuModuleGetFunction(&f, mod, "opc_copy") == CUDA_SUCCESS, "opc_copy found");
   expect(cuModuleGetFunction(&f, mod, "opc_no_such_kernel") == CUDA_ERROR_NOT_FOUND,
          "unknown kernel not found");
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload");
-  free(ptx);
+  free(cubin);
   nvrtcDestroyProgram(&prog);
   expect(prog == NULL, "program destroyed");
 
@@ -67,7 +71,7 @@ static void test_launch(void) {
   CUmodule mod;
   CUfunction copy;
   cuInit(0);
-  cuModuleLoadData(&mod, "");
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module of plain PTX");
   expect(cuModuleGetFunction(&copy, mod, "opc_copy") == CUDA_SUCCESS, "opc_copy");
   /* Iterate over y = x^T: dims (cols, rows); y packed, x read transposed. */
   struct opc_kargs a;

@@ -8,10 +8,12 @@ Each case builds a small ONNX model with onnx.helper, compiles it with
 output with ONNX Runtime. Other groups check the program's interface: the
 weights file, --prefix, --embed-weights, --no-cuda-graph, errors and exit
 statuses, multi-stream schedules under the runtime's race checker, and two
-prefixed models linked into one program and run from several threads.
+prefixed models linked into one program and run from several threads. The
+"copies" group checks how strided copies are printed as well as their values.
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -223,6 +225,70 @@ def misc_models():
 def group_ops(case):
     for name, m in list(conv_models()) + list(misc_models()):
         case.check(name, m)
+
+
+# -------------------------------------------------------- strided copies
+
+
+def ints(*values):
+    return np.array(values, dtype=np.int64)
+
+
+def slice_model(shape, out, starts, ends, axes, steps):
+    return model("g", [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+                 [("x", shape)], [("y", out)],
+                 [const("st", ints(*starts)), const("en", ints(*ends)), const("ax", ints(*axes)),
+                  const("sp", ints(*steps))])
+
+
+def copy_models():
+    """(name, model, whether long contiguous rows should stay cudaMemcpy2DAsync)."""
+    yield "slice_step2_last_axis", slice_model([2, 3, 8, 8], [2, 3, 8, 4], [1], [8], [3], [2]), False
+    yield "slice_short_rows", slice_model([2, 3, 4, 10], [2, 3, 4, 3], [2], [5], [3], [1]), False
+    yield "slice_negative_step", slice_model([3, 10], [3, 4], [-1], [-100], [1], [-3]), False
+    yield "slice_long_rows", slice_model([2, 4, 40], [2, 2, 40], [1], [3], [1], [1]), True
+    yield "concat_last_axis", model("g", [helper.make_node("Concat", ["a", "b"], ["y"], axis=3)],
+                                    [("a", [2, 3, 4, 2]), ("b", [2, 3, 4, 3])],
+                                    [("y", [2, 3, 4, 5])]), False
+    yield "split_last_axis", model("g", [helper.make_node("Split", ["x"], ["p", "q"], axis=2)],
+                                   [("x", [2, 4, 6])], [("p", [2, 4, 3]), ("q", [2, 4, 3])]), False
+    yield "transpose_last_two", model("g", [helper.make_node("Transpose", ["x"], ["y"],
+                                                             perm=[0, 1, 3, 2])],
+                                      [("x", [2, 3, 5, 7])], [("y", [2, 3, 7, 5])]), False
+
+
+MIN_ROW = 16  # backend/ops_copy.c: shorter rows are copied by opc's kernel
+
+
+def memcpy2d_widths(path):
+    """The row width, in elements, of every cudaMemcpy2DAsync in net.c."""
+    with open(path) as f:
+        text = f.read()
+    widths = []
+    for args in re.findall(r"cudaMemcpy2DAsync\(([^;]*?)cudaMemcpyDeviceToDevice", text, re.S):
+        width = re.match(r"\s*(\d+) \* sizeof\(float\)", args.split(",")[4])
+        widths.append(int(width.group(1)) if width else -1)
+    return widths
+
+
+def group_copies(case):
+    """Strided copies give the right values (under the race checker), and
+    none is a cudaMemcpy2DAsync of short rows: a Slice with a step on the
+    last axis was one with rows of one float, which is slow on a GPU."""
+    env = dict(os.environ, OPC_CHECK="1")
+    for name, m, long_rows in copy_models():
+        case.check(name, m, env=env)
+        path = os.path.join(case.work, name, "net.c")
+        if not os.path.exists(path):
+            continue
+        widths = memcpy2d_widths(path)
+        narrow = [w for w in widths if w < MIN_ROW]
+        if narrow:
+            fail(name + "_rows", "cudaMemcpy2DAsync with rows of %s element(s)" % narrow)
+        elif long_rows and not widths:
+            fail(name + "_rows", "long contiguous rows are no longer one cudaMemcpy2DAsync")
+        else:
+            ok(name + "_rows")
 
 
 # -------------------------------------------------------- the interface
@@ -549,7 +615,7 @@ def group_threads(case):
 
 GROUPS = {"examples": group_examples, "ops": group_ops, "weights": group_weights, "options": group_options,
           "streams": group_streams, "device_api": group_device_api,
-          "threads": group_threads}
+          "threads": group_threads, "copies": group_copies}
 
 
 def main():
