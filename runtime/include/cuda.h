@@ -62,14 +62,16 @@ CUresult cuInit(unsigned int Flags);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 /* The emulated driver's version: 12080 (CUDA 12.8, older than NVRTC 13.0)
-   unless the environment variable OPC_RT_DRIVER_VERSION says otherwise. */
+   unless the environment variable OPC_RT_DRIVER_VERSION says otherwise.
+   The device's compute capability is 9.0 unless OPC_RT_COMPUTE_CAPABILITY
+   says otherwise ("12.2"). */
 CUresult cuDriverGetVersion(int *driverVersion);
 
 /*
  * image: PTX text or a CUBIN (an ELF image), as NVRTC makes them. PTX whose
  * .version is newer than the driver's PTX ISA fails with
  * CUDA_ERROR_UNSUPPORTED_PTX_VERSION; a CUBIN for another SM than the
- * device's (9.0) with CUDA_ERROR_NO_BINARY_FOR_GPU; any load while a stream
+ * device's with CUDA_ERROR_NO_BINARY_FOR_GPU; any load while a stream
  * capture is under way with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. The
  * kernels themselves come from the runtime's built-in table.
  */

@@ -9,10 +9,65 @@
 
 #include "rt.h"
 
-/* The CPU claims a recent compute capability so that code choosing
- * features by it takes its ordinary path. */
-#define CC_MAJOR 9
-#define CC_MINOR 0
+/*
+ * What the emulated GPU and driver are, read from the environment once.
+ * The CPU claims a recent compute capability (9.0, like an H100) so that
+ * code choosing features by it takes its ordinary path. The driver is older
+ * than the toolkit (CUDA 12.8 against NVRTC 13.0): that is the case where
+ * NVRTC's PTX is refused, so the default exercises it.
+ * OPC_RT_COMPUTE_CAPABILITY=12.1 and OPC_RT_DRIVER_VERSION=13000 change them.
+ */
+#define DEFAULT_CC_MAJOR 9
+#define DEFAULT_CC_MINOR 0
+#define DEFAULT_DRIVER_VERSION 12080
+
+static struct {
+  int major, minor; /* compute capability */
+  int driver;       /* 1000 * major + 10 * minor */
+} emulated;
+
+static void read_driver_version(void) {
+  emulated.driver = DEFAULT_DRIVER_VERSION;
+  const char *env = getenv("OPC_RT_DRIVER_VERSION");
+  if (!env || !*env)
+    return;
+  char *end;
+  long v = strtol(env, &end, 10);
+  if (*end || v < 1000 || v > 99990) {
+    fprintf(stderr, "opc runtime: OPC_RT_DRIVER_VERSION=%s is not a CUDA version "
+                    "such as 13000; using %d\n", env, DEFAULT_DRIVER_VERSION);
+    return;
+  }
+  emulated.driver = (int)v;
+}
+
+static void read_compute_capability(void) {
+  emulated.major = DEFAULT_CC_MAJOR;
+  emulated.minor = DEFAULT_CC_MINOR;
+  const char *env = getenv("OPC_RT_COMPUTE_CAPABILITY");
+  if (!env || !*env)
+    return;
+  int major, minor;
+  char extra;
+  if (sscanf(env, "%d.%d%c", &major, &minor, &extra) != 2 || major < 1 || major > 99 ||
+      minor < 0 || minor > 9) {
+    fprintf(stderr, "opc runtime: OPC_RT_COMPUTE_CAPABILITY=%s is not a compute capability "
+                    "such as 9.0; using %d.%d\n", env, DEFAULT_CC_MAJOR, DEFAULT_CC_MINOR);
+    return;
+  }
+  emulated.major = major;
+  emulated.minor = minor;
+}
+
+static void read_environment(void) {
+  read_driver_version();
+  read_compute_capability();
+}
+
+static void emulate(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, read_environment);
+}
 
 cudaError_t cudaSetDevice(int device) {
   cudaError_t err = rt_enter();
@@ -69,8 +124,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
   prop->maxGridSize[0] = 0x7fffffff;
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
   prop->totalConstMem = 64 << 10;
-  prop->major = CC_MAJOR;
-  prop->minor = CC_MINOR;
+  emulate();
+  prop->major = emulated.major;
+  prop->minor = emulated.minor;
   prop->multiProcessorCount = pool_threads();
   prop->integrated = 1;
   prop->concurrentKernels = 1;
@@ -117,46 +173,19 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
   return cudaSuccess;
 }
 
-/* The driver is older than the toolkit (CUDA 13.0, NVRTC 13.0) unless
- * OPC_RT_DRIVER_VERSION says otherwise: that is the case where PTX from
- * NVRTC is refused, so the default exercises it. */
-#define DEFAULT_DRIVER_VERSION 12080
-
-static int driver_version;
-
-static void read_driver_version(void) {
-  driver_version = DEFAULT_DRIVER_VERSION;
-  const char *env = getenv("OPC_RT_DRIVER_VERSION");
-  if (!env || !*env)
-    return;
-  char *end;
-  long v = strtol(env, &end, 10);
-  if (*end || v < 1000 || v > 99990) {
-    fprintf(stderr, "opc runtime: OPC_RT_DRIVER_VERSION=%s is not a CUDA version "
-                    "such as 13000; using %d\n", env, DEFAULT_DRIVER_VERSION);
-    return;
-  }
-  driver_version = (int)v;
-}
-
-/* 1000 * major + 10 * minor, read from the environment once. */
-static int emulated_driver_version(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, read_driver_version);
-  return driver_version;
-}
-
 cudaError_t cudaDriverGetVersion(int *driverVersion) {
   if (!driverVersion)
     return rt_error(cudaErrorInvalidValue);
-  *driverVersion = emulated_driver_version();
+  emulate();
+  *driverVersion = emulated.driver;
   return cudaSuccess;
 }
 
 CUresult cuDriverGetVersion(int *driverVersion) {
   if (!driverVersion)
     return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = emulated_driver_version();
+  emulate();
+  *driverVersion = emulated.driver;
   return CUDA_SUCCESS;
 }
 
@@ -167,10 +196,11 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
     return CUDA_ERROR_INVALID_VALUE;
   if (dev != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  emulate();
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = pool_threads(); break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = CC_MAJOR; break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = CC_MINOR; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = emulated.major; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = emulated.minor; break;
   default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;

@@ -291,6 +291,41 @@ def group_copies(case):
             ok(name + "_rows")
 
 
+# ------------------------------------------------------- kernel loading
+
+
+def group_kernel_loading(case):
+    """opc's kernels are compiled to a CUBIN for the GPU's own SM, which a
+    driver older than NVRTC loads: the CPU runtime's default (NVRTC 13.0, a
+    12.8 driver, compute capability 9.0) is that case, where PTX is refused.
+    PTX only for a GPU newer than NVRTC knows, with a clear error when the
+    driver refuses it, and a clear error for a GPU older than NVRTC knows."""
+    m = model("g", [helper.make_node("Softplus", ["x"], ["y"])], [("x", [2, 3])], [("y", [2, 3])])
+    newer_gpu = {"OPC_RT_COMPUTE_CAPABILITY": "12.2"}  # NVRTC 13.0 knows up to sm_121
+    case.check("kernels_cubin", m)
+    case.check("kernels_ptx_fallback", m, env=dict(os.environ, OPC_RT_DRIVER_VERSION="13000",
+                                                    **newer_gpu))
+    path = os.path.join(case.work, "kernels_cubin", "net.c")
+    if os.path.exists(path) and "nvrtcGetCUBIN(" not in open(path).read():
+        fail("kernels_cubin_source", "net.c does not fetch a CUBIN")
+    refusals = [
+        ("kernels_ptx_old_driver", newer_gpu,
+         ["cuModuleLoadData (PTX for compute_121", "unsupported toolchain"]),
+        ("kernels_gpu_too_old", {"OPC_RT_COMPUTE_CAPABILITY": "7.0"},
+         ["NVRTC cannot compile for this GPU (sm_70)"]),
+    ]
+    for name, env, words in refusals:
+        d, exe, p = case.compile(name, m)
+        if p.returncode != 0:
+            fail(name, "opc failed: " + p.stderr.strip())
+            continue
+        p = run([exe], env=dict(os.environ, **env))
+        if p.returncode == 0 or not all(w in p.stderr for w in words):
+            fail(name, "exit %d, expected a failure saying %s: %s" % (p.returncode, words, p.stderr.strip()))
+        else:
+            ok(name)
+
+
 # -------------------------------------------------------- the interface
 
 
@@ -615,7 +650,8 @@ def group_threads(case):
 
 GROUPS = {"examples": group_examples, "ops": group_ops, "weights": group_weights, "options": group_options,
           "streams": group_streams, "device_api": group_device_api,
-          "threads": group_threads, "copies": group_copies}
+          "threads": group_threads, "copies": group_copies,
+          "kernel_loading": group_kernel_loading}
 
 
 def main():
