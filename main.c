@@ -198,27 +198,6 @@ static bool is_c_identifier(const char *s) {
   return true;
 }
 
-/* --dump-after must name a pass of the pipeline, or be "all". */
-static bool known_pass(const char *name) {
-  int count;
-  const Pass *passes = pipeline_passes(&count);
-  if (strcmp(name, "all") == 0)
-    return true;
-  for (int i = 0; i < count; i++)
-    if (strcmp(passes[i].name, name) == 0)
-      return true;
-  char *names = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&names, &len);
-  for (int i = 0; i < count; i++)
-    fprintf(f, "%s, ", passes[i].name);
-  fclose(f);
-  opc_error("--dump-after: no pass named '%s' (passes: %sall)", name, names);
-  free(names);
-  return false;
-}
-
-static const char *const schedulers[] = {"lios", "ios", "greedy", "sequential", NULL};
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
 
@@ -256,9 +235,9 @@ static bool parse_option(Args *a, Config *c) {
   else if (takes(a, "--batch", &v))
     return v && parse_int("--batch", v, 1, 1 << 30, &c->import.batch);
   else if (takes(a, "--dump-after", &v))
-    return v && known_pass(v) && set(&p->dump_after, v);
+    return v && pipeline_check_dump_after("--dump-after", v) && set(&p->dump_after, v);
   else if (takes(a, "--schedule", &v))
-    return v && one_of("--schedule", v, schedulers) && set(&p->scheduler, v);
+    return v && one_of("--schedule", v, scheduler_names()) && set(&p->scheduler, v);
   else if (takes(a, "--streams", &v)) {
     if (!v || !parse_int("--streams", v, 1, 64, &n))
       return false;
@@ -393,6 +372,19 @@ static bool write_outputs(Graph *g, Config *c) {
   return ok;
 }
 
+/* What the pipeline made: --emit-schedule, --emit-dot, --report, --stats. */
+static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p) {
+  if (p->emit_schedule && !schedule_write_json(g, p->emit_schedule))
+    return false;
+  if (p->emit_dot && !schedule_write_dot(g, ctx, p->emit_dot))
+    return false;
+  if (p->report)
+    schedule_print_report(g, stdout);
+  if (p->stats)
+    pipeline_print_stats(g, ctx);
+  return true;
+}
+
 static int compile(Config *c) {
   Graph *g = onnx_import(c->model, &c->import);
   if (!g)
@@ -403,7 +395,8 @@ static int compile(Config *c) {
     if (ok)
       graph_dump(g, stdout);
   } else {
-    ok = run_pipeline(g, &c->passes);
+    PassContext *ctx = pass_context_new(g, &c->passes);
+    ok = run_pipeline(g, &c->passes, ctx) && write_reports(g, ctx, &c->passes);
     if (ok && c->out)
       ok = write_outputs(g, c);
   }

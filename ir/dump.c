@@ -81,18 +81,6 @@ static void put_float(FILE *f, float v) {
     fputs(".0", f);
 }
 
-static void put_double(FILE *f, double v) {
-  char buf[48];
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v)
-      break;
-  }
-  fputs(buf, f);
-  if (!strpbrk(buf, ".ein"))
-    fputs(".0", f);
-}
-
 static void put_ints(FILE *f, const int64_t *v, int n) {
   fputc('[', f);
   for (int i = 0; i < n; i++)
@@ -233,8 +221,10 @@ static void put_extras(FILE *f, const Node *n) {
     fputc(']', f);
   }
   if (n->cost_us != 0) {
-    fputs(" .cost=", f);
-    put_double(f, n->cost_us);
+    /* 4 significant digits: a prediction, and expected dumps stay stable */
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.4g", n->cost_us);
+    fprintf(f, " .cost=%s%s", buf, strpbrk(buf, ".ein") ? "" : ".0");
   }
 }
 

@@ -43,7 +43,7 @@ static bool can_alias(const Node *n) {
   return true;
 }
 
-bool pass_alias_reshape(Graph *g, const PassOptions *opt) {
+bool pass_alias_reshape(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   /* Topological order: a reshape of a reshape sees its input already a
      view and points straight at the storage. */

@@ -221,7 +221,7 @@ static bool slice_in_place(Graph *g, Node *n) {
   return true;
 }
 
-bool pass_concat_in_place(Graph *g, const PassOptions *opt) {
+bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   /* Outer Concats first, so that an inner one finds its output already a
      view and places its inputs directly in the outer storage. */

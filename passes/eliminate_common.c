@@ -111,7 +111,7 @@ static int eliminate_once(Graph *g) {
   return removed;
 }
 
-bool pass_eliminate_common(Graph *g, const PassOptions *opt) {
+bool pass_eliminate_common(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   /* Each sweep exposes the next layer of duplicates (readers of merged
      nodes now share inputs); chains are short in practice. */

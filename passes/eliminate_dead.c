@@ -61,7 +61,7 @@ static void drop_unreferenced_tensors(Graph *g) {
   free(keep);
 }
 
-bool pass_eliminate_dead(Graph *g, const PassOptions *opt) {
+bool pass_eliminate_dead(Graph *g, const PassOptions *opt, PassContext *ctx) {
   for (int i = 0; i < g->ntensors; i++)
     g->tensors[i]->id = i;
   bool *needed_tensor = calloc((size_t)g->ntensors + 1, sizeof(bool));

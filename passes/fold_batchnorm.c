@@ -129,7 +129,7 @@ static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
   return true;
 }
 
-bool pass_fold_batchnorm(Graph *g, const PassOptions *opt) {
+bool pass_fold_batchnorm(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int folded = 0;
   for (int i = 0; i < g->nnodes; i++) {

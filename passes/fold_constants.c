@@ -25,7 +25,7 @@ static bool outputs_constant(const Node *n) {
   return true;
 }
 
-bool pass_fold_constants(Graph *g, const PassOptions *opt) {
+bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int folded = 0;
   /* In topological order, so a folded node makes its readers foldable. */

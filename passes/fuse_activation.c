@@ -7,7 +7,7 @@
 #include "pass.h"
 #include "rewrite.h"
 
-bool pass_fuse_activation(Graph *g, const PassOptions *opt) {
+bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {

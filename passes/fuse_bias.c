@@ -29,7 +29,7 @@ static bool per_channel(const Tensor *t, const Tensor *y, int64_t *step) {
   return true;
 }
 
-bool pass_fuse_bias(Graph *g, const PassOptions *opt) {
+bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {

@@ -79,7 +79,7 @@ static bool consumer_accepts(const Node *n, float value) {
   }
 }
 
-bool pass_fuse_pad(Graph *g, const PassOptions *opt) {
+bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {

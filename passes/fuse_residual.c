@@ -22,7 +22,7 @@ static void take_activation(Graph *g, Node *conv, Tensor *y) {
   swallow_consumer(g, conv, a);
 }
 
-bool pass_fuse_residual(Graph *g, const PassOptions *opt) {
+bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++) {

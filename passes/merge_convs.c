@@ -357,13 +357,13 @@ bool merge_convs_with(Graph *g, const CostModel *cm, int streams, int *merged) {
   return true;
 }
 
-bool pass_merge_convs(Graph *g, const PassOptions *opt) {
+bool pass_merge_convs(Graph *g, const PassOptions *opt, PassContext *ctx) {
   if (opt->no_merge)
     return true;
-  CostModel cm;
-  if (!cost_model_from_options(g, opt, &cm))
+  const CostModel *cm = pass_cost_model(ctx);
+  if (!cm)
     return false;
   SchedOptions o;
   sched_options_from(opt, &o);
-  return merge_convs_with(g, &cm, o.streams, NULL);
+  return merge_convs_with(g, cm, o.streams, NULL);
 }

@@ -6,26 +6,54 @@
 #define OPC_PASS_H
 
 #include "passes.h"
+#include "schedule.h"
+
+/*
+ * What the passes of one compile share, so that each analysis runs once:
+ * the cost model (device file and --cost-db), loaded when a pass first
+ * asks, and the dependency graph of schedule units, built when a pass first
+ * asks and dropped by run_pipeline after every pass that rewrites nodes.
+ */
+/* Live nodes by kind, for --stats. */
+typedef struct Counts {
+  int by_kind[OP_COUNT];
+  int nodes, views;
+} Counts;
+
+struct PassContext {
+  Graph *g;
+  const PassOptions *opt;
+  bool have_cost;
+  CostModel cost;
+  SchedDeps *deps; /* with costs; NULL until asked for */
+  Counts before;   /* --stats: the nodes before the first pass */
+};
+
+/* The cost model; NULL after reporting a bad device or cost file. */
+const CostModel *pass_cost_model(PassContext *ctx);
+/* The unit graph of the current nodes, with the cost model's costs (which
+   must have loaded). */
+SchedDeps *pass_deps(PassContext *ctx);
 
 /* simplification */
-bool pass_fold_constants(Graph *g, const PassOptions *opt);
-bool pass_remove_identity(Graph *g, const PassOptions *opt);
-bool pass_eliminate_dead(Graph *g, const PassOptions *opt);
-bool pass_eliminate_common(Graph *g, const PassOptions *opt);
-bool pass_alias_reshape(Graph *g, const PassOptions *opt);
+bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_eliminate_dead(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_eliminate_common(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_alias_reshape(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* fusion */
-bool pass_fold_batchnorm(Graph *g, const PassOptions *opt);
-bool pass_fuse_bias(Graph *g, const PassOptions *opt);
-bool pass_fuse_pad(Graph *g, const PassOptions *opt);
-bool pass_fuse_activation(Graph *g, const PassOptions *opt);
-bool pass_fuse_residual(Graph *g, const PassOptions *opt);
-bool pass_concat_in_place(Graph *g, const PassOptions *opt);
+bool pass_fold_batchnorm(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* inter-operator scheduling */
-bool pass_merge_convs(Graph *g, const PassOptions *opt);
-bool pass_schedule(Graph *g, const PassOptions *opt);
-bool pass_sync(Graph *g, const PassOptions *opt);
-bool pass_verify_schedule(Graph *g, const PassOptions *opt);
+bool pass_merge_convs(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_sync(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_verify_schedule(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* storage */
-bool pass_plan_memory(Graph *g, const PassOptions *opt);
+bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx);
 
 #endif

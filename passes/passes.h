@@ -25,16 +25,36 @@ typedef struct PassOptions {
   bool tf32;                 /* --precision tf32: convolutions and GEMMs on tensor cores */
 } PassOptions;
 
+/* What the passes of one compile share (pass.h): cost model, unit graph. */
+typedef struct PassContext PassContext;
+
 /* A pass: one file, one entry function. */
 typedef struct Pass {
   const char *name;
   bool optional; /* skipped at -O0 */
-  bool (*run)(Graph *g, const PassOptions *opt);
+  bool rewrites; /* may change the nodes: cached analyses are dropped after it */
+  bool (*run)(Graph *g, const PassOptions *opt, PassContext *ctx);
 } Pass;
 
 /* The fixed pipeline, in order; the only place that knows the order. */
 const Pass *pipeline_passes(int *count);
-bool run_pipeline(Graph *g, const PassOptions *opt);
+/* A pass name --dump-after accepts (a pass of the pipeline, or "all");
+   otherwise reports the error with the valid names and returns false. */
+bool pipeline_check_dump_after(const char *option, const char *name);
+/* One context per compile, in g's arena, for run_pipeline and the reports. */
+PassContext *pass_context_new(Graph *g, const PassOptions *opt);
+bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx);
+/* --stats, on stdout: node counts by kind before and after run_pipeline. */
+void pipeline_print_stats(Graph *g, const PassContext *ctx);
+
+/* The scheduler names --schedule accepts, NULL-terminated (schedule.c). */
+const char *const *scheduler_names(void);
+
+/* The reports of a schedule the pipeline made, written by the driver
+   (schedule_report.c): --emit-schedule, --emit-dot, --report. */
+bool schedule_write_json(Graph *g, const char *path);
+bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path);
+void schedule_print_report(Graph *g, FILE *f);
 
 /*
  * The key under which `net --profile` records a schedule unit and

@@ -11,24 +11,25 @@
 
 #include "pass.h"
 
+/* name, optional (skipped at -O0), rewrites (may change the nodes), entry */
 static const Pass pipeline[] = {
-    {"fold-constants", false, pass_fold_constants}, /* no code exists for shape arithmetic */
-    {"remove-identity", true, pass_remove_identity},
-    {"eliminate-dead", true, pass_eliminate_dead},
-    {"eliminate-common", true, pass_eliminate_common},
-    {"alias-reshape", true, pass_alias_reshape},
-    {"fold-batchnorm", true, pass_fold_batchnorm},
-    {"fuse-bias", true, pass_fuse_bias},
-    {"fuse-pad", true, pass_fuse_pad},
-    {"fuse-activation", true, pass_fuse_activation},
-    {"fuse-residual", true, pass_fuse_residual},
-    {"eliminate-dead", true, pass_eliminate_dead}, /* what fusion left behind */
-    {"concat-in-place", true, pass_concat_in_place},
-    {"merge-convs", true, pass_merge_convs},
-    {"schedule", false, pass_schedule},
-    {"sync", false, pass_sync},
-    {"plan-memory", false, pass_plan_memory},
-    {"verify-schedule", false, pass_verify_schedule},
+    {"fold-constants", false, true, pass_fold_constants}, /* no code exists for shape arithmetic */
+    {"remove-identity", true, true, pass_remove_identity},
+    {"eliminate-dead", true, true, pass_eliminate_dead},
+    {"eliminate-common", true, true, pass_eliminate_common},
+    {"alias-reshape", true, true, pass_alias_reshape},
+    {"fold-batchnorm", true, true, pass_fold_batchnorm},
+    {"fuse-bias", true, true, pass_fuse_bias},
+    {"fuse-pad", true, true, pass_fuse_pad},
+    {"fuse-activation", true, true, pass_fuse_activation},
+    {"fuse-residual", true, true, pass_fuse_residual},
+    {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */
+    {"concat-in-place", true, true, pass_concat_in_place},
+    {"merge-convs", true, true, pass_merge_convs},
+    {"schedule", false, false, pass_schedule},
+    {"sync", false, false, pass_sync},
+    {"plan-memory", false, false, pass_plan_memory},
+    {"verify-schedule", false, false, pass_verify_schedule},
 };
 
 const Pass *pipeline_passes(int *count) {
@@ -45,25 +46,48 @@ static bool known_pass(const char *name) {
   return strcmp(name, "all") == 0;
 }
 
-static void report_unknown_pass(const char *name) {
+bool pipeline_check_dump_after(const char *option, const char *name) {
+  if (known_pass(name))
+    return true;
   char list[1024];
   int len = snprintf(list, sizeof list, "all");
   int n;
   const Pass *p = pipeline_passes(&n);
   for (int i = 0; i < n; i++) {
-    if (strstr(list, p[i].name)) /* eliminate-dead runs twice */
-      continue;
-    len += snprintf(list + len, sizeof list - (size_t)len, ", %s", p[i].name);
+    bool seen = false; /* eliminate-dead runs twice */
+    for (int j = 0; j < i; j++)
+      seen |= strcmp(p[j].name, p[i].name) == 0;
+    if (!seen)
+      len += snprintf(list + len, sizeof list - (size_t)len, ", %s", p[i].name);
   }
-  opc_error("--dump-after: unknown pass '%s'; valid names: %s", name, list);
+  opc_error("%s: unknown pass '%s'; valid names: %s", option, name, list);
+  return false;
+}
+
+/* -------------------------------------------------------------- context */
+
+PassContext *pass_context_new(Graph *g, const PassOptions *opt) {
+  PassContext *ctx = arena_alloc(g->arena, sizeof *ctx);
+  *ctx = (PassContext){.g = g, .opt = opt};
+  return ctx;
+}
+
+const CostModel *pass_cost_model(PassContext *ctx) {
+  if (!ctx->have_cost) {
+    if (!cost_model_from_options(ctx->g, ctx->opt, &ctx->cost))
+      return NULL;
+    ctx->have_cost = true;
+  }
+  return &ctx->cost;
+}
+
+SchedDeps *pass_deps(PassContext *ctx) {
+  if (!ctx->deps)
+    ctx->deps = deps_build(ctx->g, pass_cost_model(ctx));
+  return ctx->deps;
 }
 
 /* ---------------------------------------------------------------- stats */
-
-typedef struct Counts {
-  int by_kind[OP_COUNT];
-  int nodes, views;
-} Counts;
 
 static void count_nodes(const Graph *g, Counts *c) {
   memset(c, 0, sizeof *c);
@@ -102,15 +126,12 @@ static void print_stats(const Counts *before, const Counts *after) {
 
 /* ------------------------------------------------------------- pipeline */
 
-bool run_pipeline(Graph *g, const PassOptions *opt) {
-  if (opt->dump_after && !known_pass(opt->dump_after)) {
-    report_unknown_pass(opt->dump_after);
+bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  if (opt->dump_after && !pipeline_check_dump_after("--dump-after", opt->dump_after))
     return false;
-  }
   if (!graph_toposort(g))
     return false;
-  Counts before, after;
-  count_nodes(g, &before);
+  count_nodes(g, &ctx->before);
 
   FILE *dump = opt->dump_file ? opt->dump_file : stdout;
   int n;
@@ -118,8 +139,10 @@ bool run_pipeline(Graph *g, const PassOptions *opt) {
   for (int i = 0; i < n; i++) {
     if (p[i].optional && opt->opt_level <= 0)
       continue;
-    if (!p[i].run(g, opt))
+    if (!p[i].run(g, opt, ctx))
       return false;
+    if (p[i].rewrites)
+      ctx->deps = NULL;
     if (opt->verify_each && !graph_verify(g)) {
       ir_error(g, NULL, "IR verification failed after pass '%s'", p[i].name);
       return false;
@@ -130,10 +153,11 @@ bool run_pipeline(Graph *g, const PassOptions *opt) {
       graph_dump(g, dump);
     }
   }
-
-  if (opt->stats) {
-    count_nodes(g, &after);
-    print_stats(&before, &after);
-  }
   return true;
+}
+
+void pipeline_print_stats(Graph *g, const PassContext *ctx) {
+  Counts after;
+  count_nodes(g, &after);
+  print_stats(&ctx->before, &after);
 }

@@ -186,7 +186,7 @@ static bool resolve_view_chains(Graph *g) {
   return true;
 }
 
-bool pass_plan_memory(Graph *g, const PassOptions *opt) {
+bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   if (!resolve_view_chains(g))
     return false;

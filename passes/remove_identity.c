@@ -28,7 +28,7 @@ static Tensor *passed_through(const Node *n) {
   }
 }
 
-bool pass_remove_identity(Graph *g, const PassOptions *opt) {
+bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int removed = 0;
   for (int i = 0; i < g->nnodes; i++) {

@@ -75,30 +75,45 @@ void sched_options_from(const PassOptions *opt, SchedOptions *o) {
   o->progress = isatty(2);
 }
 
-typedef bool (*Scheduler)(const SchedDeps *, const CostModel *, const SchedOptions *, StagePlan *);
+/*
+ * The schedulers: the only list of their names. `chooses_streams`: the
+ * scheduler puts every unit on a stream itself (one stage whose groups are
+ * the streams), so assign_streams keeps its choice.
+ */
+static const SchedulerDef schedulers[] = {
+    {"lios", sched_lios, true},
+    {"ios", sched_ios, false},
+    {"greedy", sched_greedy, false},
+    {"sequential", sched_sequential, false},
+};
+enum { NSCHEDULERS = sizeof schedulers / sizeof schedulers[0] };
 
-static Scheduler find_scheduler(const char *name) {
-  if (strcmp(name, "sequential") == 0)
-    return sched_sequential;
-  if (strcmp(name, "greedy") == 0)
-    return sched_greedy;
-  if (strcmp(name, "ios") == 0)
-    return sched_ios;
-  if (strcmp(name, "lios") == 0)
-    return sched_lios;
+const SchedulerDef *scheduler_find(const char *name) {
+  for (int i = 0; name && i < NSCHEDULERS; i++)
+    if (strcmp(name, schedulers[i].name) == 0)
+      return &schedulers[i];
   return NULL;
 }
 
-static const char *canonical_name(const char *name) {
-  static const char *names[] = {"sequential", "greedy", "ios", "lios"};
-  for (int i = 0; i < 4; i++)
-    if (strcmp(name, names[i]) == 0)
-      return names[i];
-  return name;
+const char *const *scheduler_names(void) {
+  static const char *names[NSCHEDULERS + 1];
+  for (int i = 0; i < NSCHEDULERS; i++)
+    names[i] = schedulers[i].name;
+  return names;
+}
+
+/* "lios, ios, greedy or sequential", for messages. */
+static const char *expected_schedulers(void) {
+  static char buf[128];
+  buf[0] = '\0';
+  for (int i = 0; i < NSCHEDULERS; i++)
+    snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s",
+             i == 0 ? "" : i + 1 < NSCHEDULERS ? ", " : " or ", schedulers[i].name);
+  return buf;
 }
 
 /* Copies the plan into g->sched and the nodes' schedule fields. */
-static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const char *name) {
+static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const SchedulerDef *def) {
   Schedule *s = &g->sched;
   Arena *a = g->arena;
   for (int i = 0; i < g->nnodes; i++) {
@@ -111,7 +126,7 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const c
     n->nwaits = 0;
     n->cost_us = 0;
   }
-  s->scheduler = canonical_name(name);
+  s->scheduler = def->name;
   s->nstages = p->nstages;
   s->stages = arena_alloc(a, sizeof(Stage) * ((size_t)p->nstages + 1));
   s->order = arena_alloc(a, sizeof(Node *) * ((size_t)d->n + 1));
@@ -141,12 +156,8 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const c
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
     n->cost_us = d->cost[u];
-    if (p->stream) {
-      n->stream = p->stream[u];
+    if (p->stream) /* the scheduler's streams are its groups */
       n->group = p->stream[u];
-      if (n->stream + 1 > s->nstreams)
-        s->nstreams = n->stream + 1;
-    }
   }
   double seq = 0;
   for (int u = 0; u < d->n; u++)
@@ -157,21 +168,121 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const c
   s->transitions = p->transitions;
 }
 
-bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o) {
-  Scheduler run = find_scheduler(o->scheduler);
-  if (!run) {
-    opc_error("unknown scheduler '%s' (expected ios, lios, greedy or sequential)", o->scheduler);
+/* ---------------------------------------------------------------- streams */
+
+/* Stream of a group: a free stream that produced most of its inputs. */
+static int pick_stream(const SchedDeps *d, const int *stream_of, Node *const *nodes, int n,
+                       int group, const bool *taken, const double *load, int nstreams) {
+  int votes[64] = {0};
+  for (int i = 0; i < n; i++) {
+    if (nodes[i]->group != group)
+      continue;
+    int u = d->index_of[nodes[i]->id];
+    for (int k = 0; k < d->npred[u]; k++) {
+      int s = stream_of[d->pred[u][k]];
+      if (s >= 0)
+        votes[s]++;
+    }
+  }
+  int best = -1;
+  for (int s = 0; s < nstreams; s++)
+    if (!taken[s] && (best < 0 || votes[s] > votes[best]))
+      best = s;
+  if (best >= 0)
+    return best;
+  /* every stream is taken in this stage: share the least loaded */
+  best = 0;
+  for (int s = 1; s < nstreams; s++)
+    if (load[s] < load[best])
+      best = s;
+  return best;
+}
+
+static int by_load_desc(const void *a, const void *b, void *ctx) {
+  const double *load = ctx;
+  int x = *(const int *)a, y = *(const int *)b;
+  return (load[x] < load[y]) - (load[x] > load[y]);
+}
+
+/* Streams of one stage's groups, heaviest group first. */
+static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of,
+                          int max_streams) {
+  int ng = stage->ngroups;
+  double *gload = calloc((size_t)ng + 1, sizeof(double));
+  int *gorder = malloc(sizeof(int) * ((size_t)ng + 1));
+  int *gstream = malloc(sizeof(int) * ((size_t)ng + 1));
+  for (int i = 0; i < stage->nnodes; i++)
+    gload[stage->nodes[i]->group] += stage->nodes[i]->cost_us;
+  for (int k = 0; k < ng; k++)
+    gorder[k] = k;
+  qsort_r(gorder, (size_t)ng, sizeof(int), by_load_desc, gload);
+  bool taken[64] = {false};
+  double sload[64] = {0};
+  for (int k = 0; k < ng; k++) {
+    int gi = gorder[k];
+    int s = pick_stream(d, stream_of, stage->nodes, stage->nnodes, gi, taken, sload, max_streams);
+    taken[s] = true;
+    sload[s] += gload[gi];
+    gstream[gi] = s;
+  }
+  for (int i = 0; i < stage->nnodes; i++) {
+    Node *n = stage->nodes[i];
+    n->stream = gstream[n->group];
+    stream_of[d->index_of[n->id]] = n->stream;
+  }
+  free(gload);
+  free(gorder);
+  free(gstream);
+}
+
+/*
+ * The one place that puts units on streams. A scheduler that chose streams
+ * keeps them (its groups are the streams); otherwise each group of a stage
+ * gets its own stream, preferring the stream its inputs were produced on
+ * so that dependent work stays in stream order and needs no event. Ids are
+ * reused across stages, so at most `max_streams` exist; groups beyond that
+ * share streams. The sync pass then numbers them by first use.
+ */
+static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def,
+                           int max_streams) {
+  if (max_streams < 1)
+    max_streams = 1;
+  if (max_streams > 64)
+    max_streams = 64;
+  if (def->chooses_streams) {
+    for (int u = 0; u < d->n; u++)
+      d->unit[u]->stream = d->unit[u]->group;
+  } else {
+    int *stream_of = malloc(sizeof(int) * ((size_t)d->n + 1));
+    for (int u = 0; u < d->n; u++)
+      stream_of[u] = -1;
+    for (int st = 0; st < g->sched.nstages; st++)
+      stage_streams(&g->sched.stages[st], d, stream_of, max_streams);
+    free(stream_of);
+  }
+  g->sched.nstreams = 1;
+  for (int u = 0; u < d->n; u++)
+    if (d->unit[u]->stream + 1 > g->sched.nstreams)
+      g->sched.nstreams = d->unit[u]->stream + 1;
+}
+
+/* -------------------------------------------------------------- the pass */
+
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o) {
+  const SchedulerDef *def = scheduler_find(o->scheduler);
+  if (!def) {
+    opc_error("unknown scheduler '%s' (expected %s)", o->scheduler, expected_schedulers());
     return false;
   }
-  SchedDeps *d = deps_build(g, cm);
   StagePlan plan;
   plan_init(&plan, g->arena, d->n);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (!run(d, cm, o, &plan))
+  if (!def->run(d, cm, o, &plan))
     return false;
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  store_plan(g, d, &plan, o->scheduler);
+  store_plan(g, d, &plan, def);
+  assign_streams(g, d, def, o->streams);
   /* LIOS's own makespan ignores contention; predict it like the program runs. */
   if (plan.stream) {
     g->sched.predicted_us = simulate_schedule(d, cm);
@@ -181,24 +292,28 @@ bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o) {
   return true;
 }
 
+bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o) {
+  return schedule_with(g, deps_build(g, cm), cm, o);
+}
+
 static bool valid_priority(const char *p) {
   return strcmp(p, "rank") == 0 || strcmp(p, "paper") == 0;
 }
 
-bool pass_schedule(Graph *g, const PassOptions *opt) {
+bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   SchedOptions o;
   sched_options_from(opt, &o);
-  if (!find_scheduler(o.scheduler)) {
-    opc_error("unknown scheduler '%s' (expected ios, lios, greedy or sequential)", o.scheduler);
+  if (!scheduler_find(o.scheduler)) {
+    opc_error("unknown scheduler '%s' (expected %s)", o.scheduler, expected_schedulers());
     return false;
   }
   if (!valid_priority(o.lios_priority)) {
     opc_error("unknown LIOS priority '%s' (expected rank or paper)", o.lios_priority);
     return false;
   }
-  CostModel cm;
-  if (!cost_model_from_options(g, opt, &cm))
+  const CostModel *cm = pass_cost_model(ctx);
+  if (!cm)
     return false;
-  cost_db_check_precision(cm.db, cm.tf32);
-  return schedule_graph(g, &cm, &o);
+  cost_db_check_precision(cm->db, cm->tf32);
+  return schedule_with(g, pass_deps(ctx), cm, &o);
 }

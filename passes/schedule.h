@@ -64,7 +64,8 @@ typedef struct CostModel {
 
 void cost_model_init(CostModel *cm, const Device *dev);
 /* The model the options ask for: --device, --precision, --cost-db (read into
-   g's arena). Reports an error and returns false on a bad file. */
+   g's arena). Reports an error and returns false on a bad file. The
+   pipeline loads it once per compile (pass_cost_model). */
 bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm);
 
 /* Reads a profile written by `net --profile` (format "opc-profile-1"); NULL
@@ -159,12 +160,24 @@ void plan_init(StagePlan *p, Arena *a, int n);
 void plan_add_stage(StagePlan *p, const SchedDeps *d, const int *units, const int *groups, int n,
                     double stage_us);
 
+/* One scheduler of the table in schedule.c. */
+typedef struct SchedulerDef {
+  const char *name;
+  bool (*run)(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+  bool chooses_streams; /* one stage whose groups are the streams it chose */
+} SchedulerDef;
+
+const SchedulerDef *scheduler_find(const char *name); /* NULL: no such scheduler */
+
 bool sched_sequential(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 bool sched_greedy(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 bool sched_ios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 
-/* Runs the named scheduler and writes g->sched and every unit's fields. */
+/* Runs the named scheduler and writes g->sched and every unit's fields,
+   streams included; d is g's unit graph with cm's costs. */
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o);
+/* The same, building the unit graph. */
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o);
 
 /* Predicted makespan of the issued program (order, streams, waits) with
@@ -173,8 +186,9 @@ double simulate_schedule(const SchedDeps *d, const CostModel *cm);
 
 /* ------------------------------------------------- streams, events, checks */
 
-/* Assigns streams (at most max_streams) and the minimal set of events. */
-bool sync_graph(Graph *g, int max_streams);
+/* Numbers the streams by first use and places the minimal set of events;
+   d is g's unit graph. */
+bool sync_graph(Graph *g, const SchedDeps *d);
 /* Every dependency ordered by stream order and events; each unit issued once. */
 bool verify_schedule_deps(Graph *g);
 /* Buffers sharing arena bytes are used one after another (after planning). */
@@ -185,12 +199,6 @@ bool verify_buffer_reuse(Graph *g);
 /* IOS operator merge of sibling convolutions where `cm` predicts a gain;
    `merged` (may be NULL) receives the number of merges. */
 bool merge_convs_with(Graph *g, const CostModel *cm, int streams, int *merged);
-
-/* ---------------------------------------------------------------- reports */
-
-bool schedule_write_json(Graph *g, const char *path);
-bool schedule_write_dot(Graph *g, const char *path);
-void schedule_print_report(Graph *g, FILE *f);
 
 /* The scheduling options of the pipeline's options, defaults filled in. */
 void sched_options_from(const PassOptions *opt, SchedOptions *o);

@@ -1,13 +1,14 @@
 /*
  * schedule_report.c - what the user sees of a schedule: --emit-schedule
  * (JSON), --emit-dot (Graphviz, stages as clusters, streams as colours)
- * and --report (a per-stage table on stdout).
+ * and --report (a per-stage table on stdout). The driver writes them once
+ * the pipeline has succeeded, from g->sched and the context's unit graph.
  */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "pass.h"
 
 /* The group ids of a stage are dense from 0; the stream of group k. */
 static int group_stream(const Stage *st, int group) {
@@ -100,7 +101,7 @@ static const char *stream_colour(int s) {
 }
 
 /* A dot identifier: the node id, so that names need no quoting rules. */
-bool schedule_write_dot(Graph *g, const char *path) {
+bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) {
     opc_error("%s: cannot write the graph", path);
@@ -123,7 +124,7 @@ bool schedule_write_dot(Graph *g, const char *path) {
     }
     fprintf(f, "  }\n");
   }
-  SchedDeps *d = deps_build(g, NULL);
+  SchedDeps *d = pass_deps(ctx);
   for (int u = 0; u < d->n; u++)
     for (int k = 0; k < d->nsucc[u]; k++) {
       const Node *a = d->unit[u], *b = d->unit[d->succ[u][k]];

@@ -1,11 +1,9 @@
 /*
- * sync.c - streams and events.
+ * sync.c - events between streams.
  *
- * Stage schedules give groups; each group of a stage gets its own stream,
- * preferring the stream its inputs were produced on so that dependent work
- * stays in stream order and needs no event. Ids are reused across stages,
- * so at most `streams` streams exist; groups beyond that share streams.
- * There is no barrier between stages: only real dependencies synchronise.
+ * The schedule pass put every unit on a stream; here the streams are
+ * numbered by first use. There is no barrier between stages: only real
+ * dependencies synchronise.
  *
  * Events: a dependency from another stream becomes a wait on an event
  * recorded after the producer. Vector clocks make the set minimal: clock[s]
@@ -26,78 +24,6 @@ typedef struct Clocks {
   int *pos;      /* per unit: 1-based position on its stream */
   int *count;    /* units issued per stream */
 } Clocks;
-
-/* Stream of a group: a free stream that produced most of its inputs. */
-static int pick_stream(const SchedDeps *d, const int *stream_of, Node *const *nodes, int n,
-                       int group, const bool *taken, const double *load, int nstreams) {
-  double votes[64] = {0};
-  for (int i = 0; i < n; i++) {
-    if (nodes[i]->group != group)
-      continue;
-    int u = d->index_of[nodes[i]->id];
-    for (int k = 0; k < d->npred[u]; k++) {
-      int s = stream_of[d->pred[u][k]];
-      if (s >= 0)
-        votes[s] += 1.0 + d->cost[d->pred[u][k]] * 1e-3;
-    }
-  }
-  int best = -1;
-  for (int s = 0; s < nstreams; s++)
-    if (!taken[s] && (best < 0 || votes[s] > votes[best]))
-      best = s;
-  if (best >= 0)
-    return best;
-  /* every stream is taken in this stage: share the least loaded */
-  best = 0;
-  for (int s = 1; s < nstreams; s++)
-    if (load[s] < load[best])
-      best = s;
-  return best;
-}
-
-static int by_load_desc(const void *a, const void *b, void *ctx) {
-  const double *load = ctx;
-  int x = *(const int *)a, y = *(const int *)b;
-  return (load[x] < load[y]) - (load[x] > load[y]);
-}
-
-/* Streams for stage schedules; LIOS chose its streams itself. */
-static void assign_streams(Graph *g, const SchedDeps *d, int max_streams) {
-  int *stream_of = malloc(sizeof(int) * ((size_t)d->n + 1));
-  for (int u = 0; u < d->n; u++)
-    stream_of[u] = -1;
-  for (int st = 0; st < g->sched.nstages; st++) {
-    Stage *stage = &g->sched.stages[st];
-    int ng = stage->ngroups;
-    double *gload = calloc((size_t)ng + 1, sizeof(double));
-    int *gorder = malloc(sizeof(int) * ((size_t)ng + 1));
-    int *gstream = malloc(sizeof(int) * ((size_t)ng + 1));
-    for (int i = 0; i < stage->nnodes; i++)
-      gload[stage->nodes[i]->group] += stage->nodes[i]->cost_us;
-    for (int k = 0; k < ng; k++)
-      gorder[k] = k;
-    qsort_r(gorder, (size_t)ng, sizeof(int), by_load_desc, gload);
-    bool taken[64] = {false};
-    double sload[64] = {0};
-    for (int k = 0; k < ng; k++) {
-      int gi = gorder[k];
-      int s = pick_stream(d, stream_of, stage->nodes, stage->nnodes, gi, taken, sload,
-                          max_streams);
-      taken[s] = true;
-      sload[s] += gload[gi];
-      gstream[gi] = s;
-    }
-    for (int i = 0; i < stage->nnodes; i++) {
-      Node *n = stage->nodes[i];
-      n->stream = gstream[n->group];
-      stream_of[d->index_of[n->id]] = n->stream;
-    }
-    free(gload);
-    free(gorder);
-    free(gstream);
-  }
-  free(stream_of);
-}
 
 /* Stream ids in order of first use, so that the first issued unit is on 0. */
 static int compact_streams(Graph *g) {
@@ -167,17 +93,10 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
   memcpy(&c->snapshot[u * ns], clock, sizeof(int) * (size_t)ns);
 }
 
-bool sync_graph(Graph *g, int max_streams) {
+bool sync_graph(Graph *g, const SchedDeps *d) {
   Schedule *sch = &g->sched;
   if (!sch->order)
     return true;
-  if (max_streams < 1)
-    max_streams = 1;
-  if (max_streams > 64)
-    max_streams = 64;
-  SchedDeps *d = deps_build(g, NULL);
-  if (!sch->scheduler || strcmp(sch->scheduler, "lios") != 0)
-    assign_streams(g, d, max_streams);
   for (int i = 0; i < g->nnodes; i++) {
     g->nodes[i]->record_event = -1;
     g->nodes[i]->waits = NULL;
@@ -204,15 +123,11 @@ bool sync_graph(Graph *g, int max_streams) {
   return true;
 }
 
-bool pass_sync(Graph *g, const PassOptions *opt) {
-  SchedOptions o;
-  sched_options_from(opt, &o);
-  if (!sync_graph(g, o.streams))
+bool pass_sync(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  const CostModel *cm = pass_cost_model(ctx);
+  if (!cm || !sync_graph(g, pass_deps(ctx)))
     return false;
   /* What the program, without stage barriers, is predicted to take. */
-  CostModel cm;
-  if (!cost_model_from_options(g, opt, &cm))
-    return false;
-  g->sched.simulated_us = simulate_schedule(deps_build(g, &cm), &cm);
+  g->sched.simulated_us = simulate_schedule(pass_deps(ctx), cm);
   return true;
 }

@@ -24,9 +24,8 @@ typedef struct Replay {
   int *seen;       /* per unit: clock (ns ints) when it starts, after its waits */
 } Replay;
 
-static bool replay(Graph *g, Replay *r) {
+static bool replay(Graph *g, SchedDeps *d, Replay *r) {
   Schedule *s = &g->sched;
-  SchedDeps *d = deps_build(g, NULL);
   int ns = s->nstreams > 0 ? s->nstreams : 1;
   r->d = d;
   r->ns = ns;
@@ -130,7 +129,7 @@ static bool check_dependencies(Graph *g, const Replay *r) {
 
 bool verify_schedule_deps(Graph *g) {
   Replay r;
-  bool ok = replay(g, &r) && check_dependencies(g, &r);
+  bool ok = replay(g, deps_build(g, NULL), &r) && check_dependencies(g, &r);
   replay_free(&r);
   return ok;
 }
@@ -237,28 +236,20 @@ bool verify_buffer_reuse(Graph *g) {
   if (g->arena_bytes <= 0)
     return true; /* not planned yet */
   Replay r;
-  bool ok = replay(g, &r) && check_reuse(g, &r);
+  bool ok = replay(g, deps_build(g, NULL), &r) && check_reuse(g, &r);
   replay_free(&r);
   return ok;
 }
 
-bool pass_verify_schedule(Graph *g, const PassOptions *opt) {
+bool pass_verify_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   if (!g->sched.order) {
     opc_error("%s: no schedule to verify", g->path);
     return false;
   }
   Replay r;
-  bool ok = replay(g, &r) && check_dependencies(g, &r);
+  bool ok = replay(g, pass_deps(ctx), &r) && check_dependencies(g, &r);
   if (ok && g->arena_bytes > 0)
     ok = check_reuse(g, &r);
   replay_free(&r);
-  if (!ok)
-    return false;
-  if (opt->emit_schedule && !schedule_write_json(g, opt->emit_schedule))
-    return false;
-  if (opt->emit_dot && !schedule_write_dot(g, opt->emit_dot))
-    return false;
-  if (opt->report)
-    schedule_print_report(g, stdout);
-  return true;
+  return ok;
 }

@@ -165,7 +165,7 @@ static void test_ios3(void) {
   Graph *g = dag_graph(&dag, cost, NULL);
   SchedOptions o = options("ios", 8);
   CHECK(schedule_graph(g, &cm, &o), "ios failed");
-  CHECK(sync_graph(g, 8) && verify_schedule_deps(g), "ios schedule invalid");
+  CHECK(sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "ios schedule invalid");
   Node *a = find_node(g, "v1"), *b = find_node(g, "v2"), *c = find_node(g, "v3");
   /* Optimum by hand: c beside a (2 + 0.2*2 + 0.1), then b (1): 3.5. */
   CHECK(fabs(g->sched.predicted_us - 3.5) < 1e-9, "predicted %g, expected 3.5",
@@ -201,7 +201,7 @@ static void test_lios10(void) {
   SchedOptions o = options("lios", 3);
   o.lios_priority = "paper";
   CHECK(schedule_graph(g, &cm, &o), "lios failed");
-  CHECK(sync_graph(g, 3) && verify_schedule_deps(g), "lios schedule invalid");
+  CHECK(sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "lios schedule invalid");
   CHECK(program_orders_dag(g, &dag), "lios program misses a dependency");
   CHECK(g->sched.sequential_us == 73, "sequential %g", g->sched.sequential_us);
   CHECK(fabs(g->sched.predicted_us - 38) < 1e-9, "makespan %g, paper 38", g->sched.predicted_us);
@@ -224,7 +224,7 @@ static void test_lios10(void) {
   /* The upward rank never does worse here, and IOS finds no worse than LIOS. */
   g = dag_graph(&dag, cost, NULL);
   o.lios_priority = "rank";
-  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 3) && verify_schedule_deps(g), "rank");
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "rank");
   CHECK(g->sched.predicted_us <= 38 + 1e-9, "rank makespan %g", g->sched.predicted_us);
   graph_free(g);
 }
@@ -259,7 +259,7 @@ static double run(const Dag *dag, const double *cost, const double *occ, const C
   SchedOptions o = options(sched, streams);
   o.prune_r = r;
   o.prune_s = s;
-  bool ok = schedule_graph(g, cm, &o) && sync_graph(g, streams) && verify_schedule_deps(g) &&
+  bool ok = schedule_graph(g, cm, &o) && sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g) &&
             program_orders_dag(g, dag) && g->sched.norder == dag->n;
   double t = g->sched.predicted_us;
   graph_free(g);
@@ -389,7 +389,7 @@ static void test_sync(void) {
     for (int k = 0; k < 3; k++) {
       Graph *g = dag_graph(&dag, cost, occ);
       SchedOptions o = options(scheds[k], 4);
-      CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4), "schedule");
+      CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)), "schedule");
       CHECK(g->sched.nstreams <= 4, "%d streams", g->sched.nstreams);
       CHECK(program_orders_dag(g, &dag), "trial %d %s: unordered dependency", trial, scheds[k]);
       for (int i = 0; i < g->nnodes; i++) {
@@ -418,7 +418,7 @@ static void test_sync(void) {
   double cost[] = {1, 5, 5, 1};
   Graph *g = dag_graph(&dag, cost, NULL);
   SchedOptions o = options("ios", 4);
-  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4), "diamond");
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)), "diamond");
   Node *last = find_node(g, "v4");
   CHECK(last->nwaits == 1, "diamond join has %d waits, expected 1", last->nwaits);
   CHECK(g->sched.nstreams == 2 && g->sched.nevents == 2, "%d streams, %d events",
@@ -493,7 +493,7 @@ static void test_views(void) {
   const char *scheds[] = {"sequential", "greedy", "ios", "lios"};
   for (int k = 0; k < 4; k++) {
     SchedOptions o = options(scheds[k], 4);
-    CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 4) && verify_schedule_deps(g),
+    CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g),
           "%s on views", scheds[k]);
     CHECK(g->sched.norder == 4, "%s issues %d units", scheds[k], g->sched.norder);
   }
@@ -507,7 +507,7 @@ static void test_verify(void) {
   CostModel cm = ideal_model(0, 0);
   Graph *g = dag_graph(&dag, cost, NULL);
   SchedOptions o = options("lios", 3);
-  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, 3) && verify_schedule_deps(g), "valid");
+  CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "valid");
   Node *waiter = NULL;
   for (int k = 0; k < g->sched.norder && !waiter; k++)
     if (g->sched.order[k]->nwaits)

@@ -37,7 +37,7 @@ static void test_in_place(int batch) {
   Tensor *r = produced(g, c, "r", shape(4, batch, 5, 4, 4));
   graph_add_output(g, r);
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(find_node(g, "cat")->is_view);
   /* c is [batch,5,4,4]: strides [80,16,4,1]; b starts at channel 2. */
   CHECK(a->alias_of == c && a->alias_offset == 0);
@@ -59,7 +59,7 @@ static void test_in_place_inner_axis(void) {
   concat(g, "cat", 2, (Tensor *[]){a, b}, c, -1);
   graph_add_output(g, c);
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(a->alias_of == c && a->alias_offset == 0 && a->strides[0] == 4 && a->strides[1] == 1);
   CHECK(b->alias_of == c && b->alias_offset == 2 && b->strides[0] == 4);
   graph_free(g);
@@ -102,7 +102,7 @@ static void test_not_in_place(int why) {
   if (why == OTHER_READER)
     graph_add_output(g, produced(g, a, "r", shape(4, 1, 2, 4, 4)));
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(!find_node(g, "cat")->is_view);
   /* (the Split case's outputs may become views of the Split's input) */
   CHECK(a->alias_of == NULL && second->alias_of != c);
@@ -124,7 +124,7 @@ static void test_nested(void) {
   concat(g, "outer", 2, (Tensor *[]){s, r}, t, 1);
   graph_add_output(g, t);
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(find_node(g, "inner")->is_view && find_node(g, "outer")->is_view);
   /* t = [s (3 ch), p (1 ch), q (2 ch)], 4 elements per channel. */
   CHECK(s->alias_of == t && s->alias_offset == 0);
@@ -149,7 +149,7 @@ static void test_split(int batch, int axis, bool input_to_output, bool expect) {
   graph_add_output(g, a);
   graph_add_output(g, b);
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(sp->is_view == expect);
   if (expect) {
     CHECK(a->alias_of == y && a->alias_offset == 0);
@@ -178,7 +178,7 @@ static void test_slice(int64_t axis, int64_t start, int64_t step, int out_extent
   Node *sl = n_add(g, OP_SLICE, "slice", 5, in, 1, &z);
   graph_add_output(g, z);
   ready(g);
-  CHECK(pass_concat_in_place(g, &opt));
+  CHECK(pass_concat_in_place(g, &opt, pass_context_new(g, &opt)));
   CHECK(sl->is_view == expect);
   if (expect)
     CHECK(z->alias_of == y && z->alias_offset == offset);
@@ -204,9 +204,9 @@ static void test_slice_then_reshape(bool from_input) {
   graph_add_output(g, r);
   ready(g);
   PassOptions o = opt;
-  CHECK(pass_alias_reshape(g, &o));
+  CHECK(pass_alias_reshape(g, &o, pass_context_new(g, &o)));
   CHECK(re->is_view && r->alias_of == z);
-  CHECK(pass_concat_in_place(g, &o));
+  CHECK(pass_concat_in_place(g, &o, pass_context_new(g, &o)));
   if (from_input) {
     CHECK(!sl->is_view && z->alias_of == NULL && r->alias_of == z);
   } else {

@@ -58,7 +58,7 @@ static void test_bn_conv(bool with_bias) {
   ref_conv2d(xs, 1, 4, 5, 5, w->f32, 6, 3, b ? b->f32 : NULL, 1, 1, 2, expect, 5, 5);
   ref_bn(expect, 1, 6, 25, bn);
 
-  CHECK(pass_fold_batchnorm(g, &opt));
+  CHECK(pass_fold_batchnorm(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_BATCH_NORM) == 0);
   Node *conv = find_node(g, "conv");
   CHECK(conv && conv->out[0] == z && has_fused(conv, "bn"));
@@ -91,7 +91,7 @@ static void test_bn_not_folded(bool as_output) {
     graph_add_output(g, r);
   }
   ready(g);
-  CHECK(pass_fold_batchnorm(g, &opt));
+  CHECK(pass_fold_batchnorm(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_BATCH_NORM) == 1);
   CHECK(find_node(g, "conv")->out[0] == y);
   graph_free(g);
@@ -124,7 +124,7 @@ static void test_bn_gemm(void) {
     }
   ref_bn(expect, 2, 4, 1, bn);
 
-  CHECK(pass_fold_batchnorm(g, &opt));
+  CHECK(pass_fold_batchnorm(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_BATCH_NORM) == 0);
   gemm = find_node(g, "gemm");
   float alpha = node_attr_float(gemm, "alpha", 1), beta = node_attr_float(gemm, "beta", 1);
@@ -185,7 +185,7 @@ static void test_bn_conv_transpose(void) {
     xs[i] = frand(&seed, -1, 1);
   ref_conv_transpose(xs, 4, 3, 3, w->f32, 3, 2, NULL, 2, 2, expect, 6, 6);
   ref_bn(expect, 1, 6, 36, bn);
-  CHECK(pass_fold_batchnorm(g, &opt));
+  CHECK(pass_fold_batchnorm(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_BATCH_NORM) == 0);
   ct = find_node(g, "convT");
   CHECK(ct->nin >= 3 && ct->in[2]);
@@ -210,7 +210,7 @@ static void test_bias(Shape kshape, bool expect_fused) {
   n_binary(g, OP_ADD, "add", k, y, s); /* constant first: either side works */
   graph_add_output(g, s);
   ready(g);
-  CHECK(pass_fuse_bias(g, &opt));
+  CHECK(pass_fuse_bias(g, &opt, pass_context_new(g, &opt)));
   Node *conv = find_node(g, "conv");
   CHECK(count_op(g, OP_ADD) == (expect_fused ? 0 : 1));
   if (expect_fused) {
@@ -276,7 +276,7 @@ static void test_pad(PadCase pc) {
     graph_add_output(g, r);
   }
   ready(g);
-  CHECK(pass_fuse_pad(g, &opt));
+  CHECK(pass_fuse_pad(g, &opt, pass_context_new(g, &opt)));
   c = find_node(g, "c");
   if (pc.expect) {
     CHECK(count_op(g, OP_PAD) == 0);
@@ -331,7 +331,7 @@ static void test_activation(OpKind producer, OpKind act_op, bool extra_reader, b
     graph_add_output(g, r);
   }
   ready(g);
-  CHECK(pass_fuse_activation(g, &opt));
+  CHECK(pass_fuse_activation(g, &opt, pass_context_new(g, &opt)));
   Node *p = find_node(g, "p");
   if (expect) {
     CHECK(find_node(g, "act") == NULL);
@@ -361,7 +361,7 @@ static void test_residual(bool same_shape, bool relu) {
     graph_add_output(g, s);
   }
   ready(g);
-  CHECK(pass_fuse_residual(g, &opt));
+  CHECK(pass_fuse_residual(g, &opt, pass_context_new(g, &opt)));
   Node *conv = find_node(g, "conv");
   if (same_shape) {
     CHECK(count_op(g, OP_ADD) == 0 && count_op(g, OP_RELU) == 0);

@@ -102,7 +102,7 @@ static void test_chain(int opt_level) {
   ready(g);
   schedule(g, order, NULL, 6);
   PassOptions opt = {.opt_level = opt_level};
-  CHECK(pass_plan_memory(g, &opt));
+  CHECK(pass_plan_memory(g, &opt, pass_context_new(g, &opt)));
   check_sequential_plan(g);
   /* 7 values of 256 bytes. x and out are pinned; of t1..t5 at most two
      are alive at once (a node's input and output), so 4 slots suffice. */
@@ -131,7 +131,7 @@ static void test_streams(bool ordered) {
   if (ordered)
     wait_on(g, n2, n3, 1);
   PassOptions opt = {.opt_level = 1};
-  CHECK(pass_plan_memory(g, &opt));
+  CHECK(pass_plan_memory(g, &opt, pass_context_new(g, &opt)));
   if (ordered)
     CHECK(t3->offset == t1->offset); /* n2 is done with t1 before n3 starts */
   else
@@ -172,7 +172,7 @@ static void test_view_lifetime(bool view_is_output) {
   Node *order[4] = {n1, n2, n3, n4};
   schedule(g, order, NULL, 4);
   PassOptions opt = {.opt_level = 1};
-  CHECK(pass_plan_memory(g, &opt));
+  CHECK(pass_plan_memory(g, &opt, pass_context_new(g, &opt)));
   CHECK(!overlap(t1, t2) && !overlap(t1, t3));
   CHECK(v->offset == t1->offset);
   check_sequential_plan(g);

@@ -44,7 +44,7 @@ static void test_unknown_dump_name(void) {
   Graph *g = resnet_block();
   int errors = ir_error_count();
   PassOptions opt = {.opt_level = 1, .dump_after = "fuse-everything"};
-  CHECK(!run_pipeline(g, &opt));
+  CHECK(!run_pipeline(g, &opt, pass_context_new(g, &opt)));
   CHECK(ir_error_count() == errors + 1);
   CHECK(count_op(g, OP_BATCH_NORM) == 1); /* nothing ran */
   graph_free(g);
@@ -54,7 +54,7 @@ static void test_dump_after(void) {
   Graph *g = resnet_block();
   FILE *f = tmpfile();
   PassOptions opt = {.opt_level = 1, .dump_after = "fuse-activation", .dump_file = f};
-  CHECK(run_pipeline(g, &opt));
+  CHECK(run_pipeline(g, &opt, pass_context_new(g, &opt)));
   char *text = read_all(f);
   CHECK(strstr(text, "# after fuse-activation\n") != NULL);
   CHECK(strstr(text, "# after fold-batchnorm") == NULL);
@@ -66,7 +66,7 @@ static void test_dump_after(void) {
 static void test_full(int opt_level) {
   Graph *g = resnet_block();
   PassOptions opt = {.opt_level = opt_level, .verify_each = true};
-  CHECK(run_pipeline(g, &opt));
+  CHECK(run_pipeline(g, &opt, pass_context_new(g, &opt)));
   CHECK(g->sched.order != NULL && g->arena_bytes > 0);
   if (opt_level > 0) {
     /* bn1 and relu1 fold into conv1; add and relu2 into conv2. */
@@ -88,7 +88,10 @@ static void test_stats(void) {
   int saved = dup(1);
   dup2(fileno(f), 1);
   PassOptions opt = {.opt_level = 1, .stats = true};
-  bool ok = run_pipeline(g, &opt);
+  PassContext *ctx = pass_context_new(g, &opt);
+  bool ok = run_pipeline(g, &opt, ctx);
+  if (ok)
+    pipeline_print_stats(g, ctx); /* the driver prints it after the pipeline */
   fflush(stdout);
   dup2(saved, 1);
   close(saved);

@@ -29,7 +29,7 @@ static void test_fold_constants(void) {
   graph_add_output(g, d);
   graph_add_output(g, cv);
   ready(g);
-  CHECK(pass_fold_constants(g, &opt));
+  CHECK(pass_fold_constants(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_ADD) == 0 && count_op(g, OP_NEG) == 0);
   CHECK(count_op(g, OP_MUL) == 1 && count_op(g, OP_CONV) == 1);
   CHECK(c->f32 && c->f32[0] == 11 && c->f32[3] == 44);
@@ -51,7 +51,7 @@ static void test_fold_inferred(void) {
   graph_add_output(g, y);
   graph_add_output(g, s);
   ready(g);
-  CHECK(pass_fold_constants(g, &opt));
+  CHECK(pass_fold_constants(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_SHAPE) == 0 && count_op(g, OP_RESHAPE) == 1);
   CHECK(s->is_output && s->i64[1] == 3);
   graph_free(g);
@@ -70,7 +70,7 @@ static void test_identity(void) {
   n_unary(g, OP_DROPOUT, "drop", e, f);
   graph_add_output(g, f);
   ready(g);
-  CHECK(pass_remove_identity(g, &opt));
+  CHECK(pass_remove_identity(g, &opt, pass_context_new(g, &opt)));
   /* Identity and the same-type Cast are gone; the Dropout wrote the graph
      output f, so r2 now writes f itself and the name survives. */
   CHECK(count_op(g, OP_IDENTITY) == 0 && count_op(g, OP_CAST) == 0 && count_op(g, OP_DROPOUT) == 0);
@@ -96,7 +96,7 @@ static void test_identity_kept(void) {
   graph_add_output(g, z);
   graph_add_output(g, i64);
   ready(g);
-  CHECK(pass_remove_identity(g, &opt));
+  CHECK(pass_remove_identity(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_IDENTITY) == 1 && count_op(g, OP_DROPOUT) == 1 && count_op(g, OP_CAST) == 1);
   graph_free(g);
 }
@@ -115,7 +115,7 @@ static void test_dead(void) {
   n_binary(g, OP_MUL, "dead3", b, k, c);
   graph_add_output(g, y);
   ready(g);
-  CHECK(pass_eliminate_dead(g, &opt));
+  CHECK(pass_eliminate_dead(g, &opt, pass_context_new(g, &opt)));
   CHECK(g->nnodes == 1 && g->nodes[0]->op == OP_ADD);
   CHECK(graph_find_tensor(g, "unused_input") && g->ninputs == 2);
   bool orphan_left = false, k_left = false, input_left = false;
@@ -151,7 +151,7 @@ static void test_common(void) {
   graph_add_output(g, s);
   graph_add_output(g, t);
   ready(g);
-  CHECK(pass_eliminate_common(g, &opt));
+  CHECK(pass_eliminate_common(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_RELU) == 1 && count_op(g, OP_SIGMOID) == 1);
   CHECK(count_op(g, OP_LEAKY_RELU) == 2);
   Node *sum = find_node(g, "sum1");
@@ -170,7 +170,7 @@ static void test_common_output(void) {
   graph_add_output(g, a);
   graph_add_output(g, b);
   ready(g);
-  CHECK(pass_eliminate_common(g, &opt));
+  CHECK(pass_eliminate_common(g, &opt, pass_context_new(g, &opt)));
   CHECK(count_op(g, OP_RELU) == 2);
   graph_free(g);
 }
@@ -197,7 +197,7 @@ static void test_alias(void) {
   graph_add_output(g, out);
   graph_add_output(g, xo);
   ready(g);
-  CHECK(pass_alias_reshape(g, &opt));
+  CHECK(pass_alias_reshape(g, &opt, pass_context_new(g, &opt)));
   CHECK(n1->is_view && r1->alias_of == y && r1->alias_offset == 0);
   CHECK(n2->is_view && r2->alias_of == y); /* the storage, not the view r1 */
   CHECK(r1->strides[0] == 4 && r1->strides[1] == 1);
@@ -221,7 +221,7 @@ static void test_alias_strided(void) {
   n_unary(g, OP_RELU, "relu2", f, out);
   graph_add_output(g, out);
   ready(g);
-  CHECK(pass_alias_reshape(g, &opt));
+  CHECK(pass_alias_reshape(g, &opt, pass_context_new(g, &opt)));
   CHECK(!flat->is_view && f->alias_of == NULL);
   graph_free(g);
 }
