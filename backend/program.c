@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 #include "../passes/passes.h"
 #include "main_template.h"
 #include "profile_template.h"

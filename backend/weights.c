@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 enum { HEADER_BYTES = 64, WEIGHTS_VERSION = 1 };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../emit_internal.h"
+#include "../emit.h"
 
 static int failures;
 
