@@ -456,35 +456,29 @@ const char *emit_node_label(Emitter *e, const Node *n) {
 
 /* ------------------------------------------------- streams and handles */
 
-static int node_stream_index(Emitter *e, const Node *n) {
-  if (!e->g->sched.order || n->stream < 0 || n->stream >= e->g->sched.nstreams)
-    return 0;
-  return n->stream;
-}
-
 const char *node_stream(Emitter *e, const Node *n) {
-  return emit_str(e, "c->stream[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->stream[%d]", n->stream);
 }
 
 const char *node_cudnn(Emitter *e, const Node *n) {
   e->st->uses_cudnn = true;
-  return emit_str(e, "c->cudnn[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->cudnn[%d]", n->stream);
 }
 
 const char *node_cublas(Emitter *e, const Node *n) {
   e->st->uses_cublas = true;
-  return emit_str(e, "c->cublas[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->cublas[%d]", n->stream);
 }
 
 /* Workspace of the node's stream, sized in create() by the setup code. */
 const char *node_workspace(Emitter *e, const Node *n) {
   e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->workspace[%d]", n->stream);
 }
 
 const char *node_workspace_bytes(Emitter *e, const Node *n) {
   e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace_bytes[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->workspace_bytes[%d]", n->stream);
 }
 
 /* -------------------------------------------------------- descriptors */
