@@ -420,7 +420,7 @@ const char *weights_add(Emitter *e, const char *name, const float *data, int64_t
 
 /* --------------------------------------------------------- checked calls */
 
-static const char *const check_helper[LIB_COUNT] = {
+const char *const lib_check_helper[LIB_COUNT] = {
     [LIB_CUDA] = "cuda_ok", [LIB_CUDNN] = "cudnn_ok", [LIB_CUBLAS] = "cublas_ok",
     [LIB_DRIVER] = "cu_ok", [LIB_NVRTC] = "nvrtc_ok",
 };
@@ -443,7 +443,7 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
      starts, names the node. */
   (void)n;
   e->st->lib_used[lib] = true;
-  emit(e, "if (!%s(c, %s, \"%.*s\"))", check_helper[lib], call, (int)strcspn(call, "( "), call);
+  emit(e, "if (!%s(c, %s, \"%.*s\"))", lib_check_helper[lib], call, (int)strcspn(call, "( "), call);
   e->indent++;
   emit(e, "%s;", emit_fail(e));
   e->indent--;

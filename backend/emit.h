@@ -26,7 +26,7 @@ typedef struct Emitter {
   int nkernels;
   bool failed;
 
-  /* --- the rest is the core emitter's bookkeeping (emit.c, program.c) --- */
+  /* --- the rest is the core's bookkeeping (emit.c and the files of net.c's parts) --- */
   struct EmitState *st;
   /* The statement that ends a failed call where code is being printed now:
      "return -1" in the per-node setup functions, "goto fail" in create()
@@ -84,6 +84,8 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...)
 const char *emit_fail(Emitter *e);
 /* "node 'conv1' (Conv)" as the body of a C string literal. */
 const char *emit_node_label(Emitter *e, const Node *n);
+/* Each library's checking helper in net.c: "cuda_ok", "cudnn_ok"... */
+extern const char *const lib_check_helper[LIB_COUNT];
 #define OPC_ERROR_SIZE 1024
 
 /* The body of a C string literal for `s` (quotes, backslashes, controls escaped). */
@@ -299,5 +301,28 @@ typedef struct ActPlan {
 bool act_supported(const Node *n);
 void act_setup(Emitter *e, const Node *n, ActPlan *p);
 void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y);
+
+/*
+ * net.c's parts, by file, in the order program.c prints them. Each prints
+ * at e->f; the nodes' code must have been printed into the sections first.
+ */
+const char *base_name(Emitter *e, const char *path);     /* "net.c" of "out/net.c" */
+const char *absolute_path(Emitter *e, const char *path); /* from the working directory */
+/* Prints a template's lines with "net_" replaced by the prefix (program.c). */
+void put_template(FILE *f, const char *prefix, const char *const *lines);
+void emit_nodes(Emitter *e);            /* nodes.c: every node into the sections */
+void emit_struct(Emitter *e);           /* frame.c: the context struct */
+void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
+void emit_weights_loader(Emitter *e);   /* weights.c */
+void emit_node_table(Emitter *e);       /* node_table.c: node_info[], begin_node()... */
+void emit_enqueue(Emitter *e);          /* nodes.c */
+void emit_capture(Emitter *e);          /* nodes.c */
+void emit_create(Emitter *e);           /* frame.c */
+void emit_run(Emitter *e);              /* frame.c: run() and run_device() */
+void emit_destroy(Emitter *e);          /* frame.c: destroy() and error() */
+void emit_metadata(Emitter *e, bool inputs); /* frame.c: the inputs' or outputs' info */
+void emit_profile(Emitter *e);          /* node_table.c: net_profile() */
+void emit_trace_run(Emitter *e);        /* node_table.c: main's --trace */
+void emit_describe(Emitter *e);         /* node_table.c: main's --verbose */
 
 #endif
