@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 /* ------------------------------------------------------------- printing */
 
@@ -420,7 +420,7 @@ const char *weights_add(Emitter *e, const char *name, const float *data, int64_t
 
 /* --------------------------------------------------------- checked calls */
 
-static const char *const check_helper[LIB_COUNT] = {
+const char *const lib_check_helper[LIB_COUNT] = {
     [LIB_CUDA] = "cuda_ok", [LIB_CUDNN] = "cudnn_ok", [LIB_CUBLAS] = "cublas_ok",
     [LIB_DRIVER] = "cu_ok", [LIB_NVRTC] = "nvrtc_ok",
 };
@@ -443,7 +443,7 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
      starts, names the node. */
   (void)n;
   e->st->lib_used[lib] = true;
-  emit(e, "if (!%s(c, %s, \"%.*s\"))", check_helper[lib], call, (int)strcspn(call, "( "), call);
+  emit(e, "if (!%s(c, %s, \"%.*s\"))", lib_check_helper[lib], call, (int)strcspn(call, "( "), call);
   e->indent++;
   emit(e, "%s;", emit_fail(e));
   e->indent--;
@@ -456,35 +456,29 @@ const char *emit_node_label(Emitter *e, const Node *n) {
 
 /* ------------------------------------------------- streams and handles */
 
-static int node_stream_index(Emitter *e, const Node *n) {
-  if (!e->g->sched.order || n->stream < 0 || n->stream >= e->g->sched.nstreams)
-    return 0;
-  return n->stream;
-}
-
 const char *node_stream(Emitter *e, const Node *n) {
-  return emit_str(e, "c->stream[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->stream[%d]", n->stream);
 }
 
 const char *node_cudnn(Emitter *e, const Node *n) {
   e->st->uses_cudnn = true;
-  return emit_str(e, "c->cudnn[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->cudnn[%d]", n->stream);
 }
 
 const char *node_cublas(Emitter *e, const Node *n) {
   e->st->uses_cublas = true;
-  return emit_str(e, "c->cublas[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->cublas[%d]", n->stream);
 }
 
 /* Workspace of the node's stream, sized in create() by the setup code. */
 const char *node_workspace(Emitter *e, const Node *n) {
   e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->workspace[%d]", n->stream);
 }
 
 const char *node_workspace_bytes(Emitter *e, const Node *n) {
   e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace_bytes[%d]", node_stream_index(e, n));
+  return emit_str(e, "c->workspace_bytes[%d]", n->stream);
 }
 
 /* -------------------------------------------------------- descriptors */

@@ -1,10 +1,13 @@
 /*
- * emit.h - the emitter's internals, shared by the files of backend/.
+ * emit.h - the emitter's internals, shared by the files of backend/;
+ * backend.h is the folder's public header.
  *
  * Every line of the emitted program goes through emit(), emit_open() and
  * emit_close(), which keep the indentation. An operator's code comes from
  * its OpEmitter: the fields it keeps in the context, what `create` does once,
- * what `enqueue` does on every run and what `destroy` releases.
+ * what `enqueue` does on every run and what `destroy` releases. The second
+ * half of this header is the core's own bookkeeping (EmitState) and the
+ * helpers the core's operator emitters (ops_*.c) share.
  */
 #ifndef OPC_EMIT_H
 #define OPC_EMIT_H
@@ -23,7 +26,7 @@ typedef struct Emitter {
   int nkernels;
   bool failed;
 
-  /* --- the rest is the core emitter's bookkeeping (emit.c, program.c) --- */
+  /* --- the rest is the core's bookkeeping (emit.c and the files of net.c's parts) --- */
   struct EmitState *st;
   /* The statement that ends a failed call where code is being printed now:
      "return -1" in the per-node setup functions, "goto fail" in create()
@@ -81,6 +84,8 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...)
 const char *emit_fail(Emitter *e);
 /* "node 'conv1' (Conv)" as the body of a C string literal. */
 const char *emit_node_label(Emitter *e, const Node *n);
+/* Each library's checking helper in net.c: "cuda_ok", "cudnn_ok"... */
+extern const char *const lib_check_helper[LIB_COUNT];
 #define OPC_ERROR_SIZE 1024
 
 /* The body of a C string literal for `s` (quotes, backslashes, controls escaped). */
@@ -174,5 +179,150 @@ void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t 
 void emit_kernel_pad(Emitter *e, const Node *n, const char *dst, const char *src, int rank,
                      const int64_t *src_dims, const int64_t *src_strides,
                      const int64_t *pad_begin, const int64_t *pad_end, float value);
+
+/* ------------------------------------------------ the core's own state */
+
+/* One constant array in net.weights. */
+typedef struct Weight {
+  const char *cname;
+  const float *data;
+  int64_t count;
+  int64_t offset; /* in floats from the start of the data; a multiple of 16 */
+} Weight;
+
+/* A set of C identifiers (open addressing on the arena). */
+typedef struct NameSet {
+  const char **slots;
+  int cap, count;
+} NameSet;
+
+typedef struct EmitState {
+  FILE *sec[SEC_COUNT];
+  char *text[SEC_COUNT];
+  size_t len[SEC_COUNT];
+
+  NameSet fields;   /* every member of the context struct so far */
+  NameSet node_ids; /* prefixes of node fields and setup functions */
+
+  Weight *weights;
+  int nweights, capweights;
+  int64_t weight_floats;
+
+  /* What the assembled file must define because something used it. */
+  bool lib_used[LIB_COUNT];
+  bool uses_cudnn, uses_cublas, uses_workspace;
+  bool uses_one, uses_zero, uses_make_tensor;
+  bool uses_pick_conv_algo, uses_pick_deconv_algo;
+  bool uses_conv_forms; /* a convolution chooses its fused form in create() */
+  const Node *fields_node; /* whose comment heads the last fields printed */
+  Node **issued;           /* the nodes enqueue() issues, in order */
+  int nissued, capissued;
+
+  const char **tensor_field; /* per tensor id: its buffer's field name */
+
+  /* The nodes whose form of calls create() chooses, and the field holding it. */
+  const Node **formed;
+  const char **form_field;
+  int nformed, capformed;
+
+  /* What a node's setup code decided, for its run code: per node id. */
+  void **node_data;
+} EmitState;
+
+void emit_reserve_names(Emitter *e);
+/* Before the first context field of e->node: a comment naming the node. */
+void emit_fields_header(Emitter *e);
+/* `s` made safe to print inside a C comment. */
+const char *comment_text(Emitter *e, const char *s);
+/* Gives every tensor of the graph its field name, before anything else. */
+void emit_name_tensors(Emitter *e);
+
+/* Workspace of the node's stream: a void * and its size in bytes. The setup
+   code raises the size; create() allocates the largest after all setups. */
+const char *node_workspace(Emitter *e, const Node *n);
+const char *node_workspace_bytes(Emitter *e, const Node *n);
+
+/* A cuDNN descriptor field `<node>_<what>` of type cudnn<kind>Descriptor_t:
+   created in the current setup code and destroyed in destroy(). */
+const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *what);
+
+/* Records that create() chooses the form of n's calls, kept in the context
+   field `field` (FORM_FUSED, FORM_FUSED_PRECOMP or FORM_SEPARATE), so that
+   --verbose and profiles can say which one each node took. */
+void emit_record_form(Emitter *e, const Node *n, const char *field);
+
+/* The weights file: header, data, checksum (weights.c). */
+bool write_weights(Emitter *e, const char *path);
+uint64_t weights_hash(const unsigned char *p, size_t n, uint64_t h);
+
+/* Emitters of the core, by file. */
+const OpEmitter *cudnn_op_emitter(OpKind op); /* ops_cudnn.c */
+const OpEmitter *blas_op_emitter(OpKind op);  /* ops_blas.c */
+const OpEmitter *copy_op_emitter(OpKind op);  /* ops_copy.c */
+
+bool buffer_is_contiguous(const Tensor *t);
+/* The per-node record of the setup code (zeroed, in the arena). */
+void *node_data(Emitter *e, const Node *n, size_t size);
+
+/* A comma-separated list of numbers, for "(const int[]){...}". */
+const char *int_list(Emitter *e, int count, const int64_t *v);
+
+/*
+ * A copy of `dims` elements between two strided layouts, with the cheapest
+ * call that is fast: cudaMemcpyAsync when both are contiguous,
+ * cudaMemcpy2DAsync when rows are long and contiguous (2-D),
+ * cudnnTransformTensor for such rows in more dims, else opc's copy kernel
+ * (short or strided rows; any source strides). plan_copy() is pure;
+ * copy_setup() creates the descriptors a cuDNN copy needs (in setup code),
+ * copy_run() prints the call (in run code).
+ */
+typedef enum CopyKind {
+  COPY_NOTHING, COPY_1D, COPY_2D, COPY_CUDNN, COPY_KERNEL, COPY_IMPOSSIBLE
+} CopyKind;
+typedef struct CopyPlan {
+  CopyKind kind;
+  int rank;
+  int64_t dims[IR_MAX_RANK], dst[IR_MAX_RANK], src[IR_MAX_RANK];
+  const char *dst_desc, *src_desc;
+} CopyPlan;
+CopyPlan plan_copy(int rank, const int64_t *dims, const int64_t *dst_strides,
+                   const int64_t *src_strides);
+void copy_setup(Emitter *e, const Node *n, const char *what, CopyPlan *p);
+void copy_run(Emitter *e, const Node *n, const CopyPlan *p, const char *dst, const char *src);
+
+/*
+ * The fused activation of a Conv or Gemm (n->act), applied in place on its
+ * output y: cudnnActivationForward for RELU, SIGMOID, TANH and CLIP with a
+ * zero minimum, opc's kernel (emit_kernel_activation) for the others.
+ */
+typedef struct ActPlan {
+  const char *act; /* activation descriptor, or NULL */
+} ActPlan;
+bool act_supported(const Node *n);
+void act_setup(Emitter *e, const Node *n, ActPlan *p);
+void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y);
+
+/*
+ * net.c's parts, by file, in the order program.c prints them. Each prints
+ * at e->f; the nodes' code must have been printed into the sections first.
+ */
+const char *base_name(Emitter *e, const char *path);     /* "net.c" of "out/net.c" */
+const char *absolute_path(Emitter *e, const char *path); /* from the working directory */
+/* Prints a template's lines with "net_" replaced by the prefix (program.c). */
+void put_template(FILE *f, const char *prefix, const char *const *lines);
+void emit_nodes(Emitter *e);            /* nodes.c: every node into the sections */
+void emit_struct(Emitter *e);           /* frame.c: the context struct */
+void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
+void emit_weights_loader(Emitter *e);   /* weights.c */
+void emit_node_table(Emitter *e);       /* node_table.c: node_info[], begin_node()... */
+void emit_enqueue(Emitter *e);          /* nodes.c */
+void emit_capture(Emitter *e);          /* nodes.c */
+void emit_create(Emitter *e);           /* frame.c */
+void emit_run(Emitter *e);              /* frame.c: run() and run_device() */
+void emit_destroy(Emitter *e);          /* frame.c: destroy() and error() */
+void emit_metadata(Emitter *e, bool inputs); /* frame.c: the inputs' or outputs' info */
+void emit_profile(Emitter *e);          /* node_table.c: net_profile() */
+void emit_trace_run(Emitter *e);        /* node_table.c: main's --trace */
+void emit_describe(Emitter *e);         /* node_table.c: main's --verbose */
 
 #endif

@@ -16,7 +16,6 @@
 
 #include "../ir/shapes.h"
 #include "emit.h"
-#include "emit_internal.h" /* node_data(): the losses' scratch, from setup to run */
 #include "kernel_source.h"
 
 /* Threads per block of every launch, and the most blocks a launch uses:

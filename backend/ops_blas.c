@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 /* A matrix operand: the last two dims, with the batch folded in front. */
 typedef struct Matrix {

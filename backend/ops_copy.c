@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 /* ------------------------------------------------------- strided copies */
 

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 static const char *math_type(Emitter *e) {
   return e->opt->tf32 ? "CUDNN_TENSOR_OP_MATH" : "CUDNN_FMA_MATH";

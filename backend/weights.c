@@ -7,11 +7,15 @@
  * every array starting on a 64-byte boundary, then the FNV-1a 64 hash of
  * the data bytes. The program knows each array's offset; the file only has
  * to prove it belongs to this program and arrived intact.
+ *
+ * emit_weights_loader() prints the code of net.c that reads this format:
+ * from the file (or the linked-in copy) into pinned memory, checked, then
+ * to the device.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "emit_internal.h"
+#include "emit.h"
 
 enum { HEADER_BYTES = 64, WEIGHTS_VERSION = 1 };
 
@@ -72,4 +76,111 @@ bool write_weights(Emitter *e, const char *path) {
   if (!ok)
     opc_error("cannot write %s: %s", path, strerror(errno));
   return ok;
+}
+
+/* --------------------------------------------------------- the loader */
+
+void emit_weights_loader(Emitter *e) {
+  EmitState *st = e->st;
+  const char *p = e->prefix;
+  int64_t bytes = st->weight_floats * 4;
+  emit(e, "/*");
+  emit(e, " * %s: a 64-byte header (\"OPCW\", then little-endian u32 version 1,",
+       base_name(e, e->opt->weights_path));
+  emit(e, " * u32 array count, u64 data bytes), the data (float32, every array 64-byte");
+  emit(e, " * aligned), then the FNV-1a 64 hash of the data (u64).");
+  emit(e, " */");
+  emit(e, "enum { WEIGHTS_HEADER = 64, WEIGHTS_COUNT = %d };", st->nweights);
+  emit(e, "static const uint64_t weights_bytes = %lldULL;", (long long)bytes);
+  if (e->opt->embed_weights) {
+    const char *abs = absolute_path(e, e->opt->weights_path);
+    emit_blank(e);
+    emit(e, "/* The weights are linked into the program from %s. */", comment_text(e, abs));
+    emit(e, "__asm__(\".section .rodata\\n\"");
+    emit(e, "        \".balign 64\\n\"");
+    emit(e, "        \".globl %s_weights_start\\n\"", p);
+    emit(e, "        \"%s_weights_start:\\n\"", p);
+    emit(e, "        \".incbin \\\"%s\\\"\\n\"", emit_c_string(e, emit_c_string(e, abs)));
+    emit(e, "        \".globl %s_weights_end\\n\"", p);
+    emit(e, "        \"%s_weights_end:\\n\"", p);
+    emit(e, "        \".previous\\n\");");
+    emit(e, "extern const unsigned char %s_weights_start[], %s_weights_end[];", p, p);
+  } else {
+    emit(e, "static const char default_weights_path[] = \"%s\";",
+         emit_c_string(e, absolute_path(e, e->opt->weights_path)));
+  }
+  emit_blank(e);
+  emit(e, "static uint64_t read_u64(const unsigned char *p)");
+  emit_open(e, "{");
+  emit(e, "uint64_t v = 0;");
+  emit(e, "for (int i = 7; i >= 0; i--)");
+  emit(e, "  v = v << 8 | p[i];");
+  emit(e, "return v;");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "/* Checks a weights image (in pinned memory) and copies its data to the device. */");
+  emit(e, "static int upload_weights(%s_ctx *c, const unsigned char *image, size_t size, const char *what)", p);
+  emit_open(e, "{");
+  emit(e, "uint64_t hash = 14695981039346656037ULL;");
+  emit(e, "if (size != WEIGHTS_HEADER + weights_bytes + 8 || memcmp(image, \"OPCW\", 4) != 0 ||");
+  emit(e, "    read_u64(image + 4) != (1 | (uint64_t)WEIGHTS_COUNT << 32) ||");
+  emit(e, "    read_u64(image + 16) != weights_bytes)");
+  emit_open(e, "{");
+  emit(e, "snprintf(c->error, sizeof c->error, \"%%s: not the weights of this program\", what);");
+  emit(e, "return -1;");
+  emit_close(e, "}");
+  emit(e, "for (uint64_t i = 0; i < weights_bytes; i++)");
+  emit(e, "  hash = (hash ^ image[WEIGHTS_HEADER + i]) * 1099511628211ULL;");
+  emit(e, "if (hash != read_u64(image + WEIGHTS_HEADER + weights_bytes))");
+  emit_open(e, "{");
+  emit(e, "snprintf(c->error, sizeof c->error, \"%%s: checksum mismatch, the file is damaged\", what);");
+  emit(e, "return -1;");
+  emit_close(e, "}");
+  e->fail = "return -1";
+  emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->weights, weights_bytes)");
+  emit(e, "/* The image is pinned memory, so this is a real asynchronous transfer; it");
+  emit(e, "   finishes before returning, since the caller frees the image next. */");
+  emit_call(e, LIB_CUDA, NULL,
+            "cudaMemcpyAsync(c->weights, image + WEIGHTS_HEADER, weights_bytes, cudaMemcpyHostToDevice, c->stream[0])");
+  emit_call(e, LIB_CUDA, NULL, "cudaStreamSynchronize(c->stream[0])");
+  emit(e, "return 0;");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "/* Reads the weights file straight into pinned memory. */");
+  emit(e, "static int load_weights(%s_ctx *c, const char *path)", p);
+  emit_open(e, "{");
+  emit(e, "FILE *f = fopen(path, \"rb\");");
+  emit(e, "unsigned char *image = NULL;");
+  emit(e, "long size = -1;");
+  emit(e, "int status = -1;");
+  emit(e, "if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)");
+  emit(e, "  snprintf(c->error, sizeof c->error, \"cannot read weights file %%s: %%s\", path, strerror(errno));");
+  emit(e, "else if (cuda_ok(c, cudaMallocHost((void **)&image, size > 0 ? (size_t)size : 1), \"cudaMallocHost\")) {");
+  emit(e, "  if (fread(image, 1, (size_t)size, f) == (size_t)size)");
+  emit(e, "    status = upload_weights(c, image, (size_t)size, path);");
+  emit(e, "  else");
+  emit(e, "    snprintf(c->error, sizeof c->error, \"cannot read weights file %%s: %%s\", path, strerror(errno));");
+  emit(e, "}");
+  emit(e, "cudaFreeHost(image);");
+  emit(e, "if (f)");
+  emit(e, "  fclose(f);");
+  emit(e, "return status;");
+  emit_close(e, "}");
+  emit_blank(e);
+  if (e->opt->embed_weights) {
+    emit(e, "/* The linked-in weights, through pinned memory like a file's. */");
+    emit(e, "static int upload_linked_weights(%s_ctx *c)", p);
+    emit_open(e, "{");
+    emit(e, "size_t size = (size_t)(%s_weights_end - %s_weights_start);", p, p);
+    emit(e, "unsigned char *image = NULL;");
+    emit(e, "int status = -1;");
+    emit(e, "if (cuda_ok(c, cudaMallocHost((void **)&image, size > 0 ? size : 1), \"cudaMallocHost\")) {");
+    emit(e, "  memcpy(image, %s_weights_start, size);", p);
+    emit(e, "  status = upload_weights(c, image, size, \"linked-in weights\");");
+    emit(e, "}");
+    emit(e, "cudaFreeHost(image);");
+    emit(e, "return status;");
+    emit_close(e, "}");
+    emit_blank(e);
+  }
 }

@@ -223,6 +223,8 @@ struct Node {
   int record_event; /* event recorded on `stream` after this node, or -1 */
   int *waits;       /* events waited on before this node */
   int nwaits;
+  int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
+  int nstage_waits;
   double cost_us;   /* predicted latency of this node alone */
 };
 

@@ -276,7 +276,8 @@ bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
     if (at + b->size > total)
       total = at + b->size;
   }
-  g->arena_bytes = total;
+  /* Never empty: the program allocates it, and 0 means "not planned". */
+  g->arena_bytes = total > 0 ? total : ARENA_ALIGN;
 
   /* Views have no storage of their own: they report their base's place. */
   for (int i = 0; i < nt; i++) {

@@ -93,6 +93,32 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
   memcpy(&c->snapshot[u * ns], clock, sizeof(int) * (size_t)ns);
 }
 
+/*
+ * Of each node's waits, those on events recorded inside its own stage: a
+ * stage timed alone (net_profile) starts after everything before it, so
+ * only these still order its nodes.
+ */
+static void find_stage_waits(Graph *g, int nevents) {
+  Node **recorder = calloc((size_t)nevents + 1, sizeof(Node *));
+  for (int k = 0; k < g->sched.norder; k++) {
+    Node *n = g->sched.order[k];
+    if (n->record_event >= 0)
+      recorder[n->record_event] = n;
+  }
+  for (int k = 0; k < g->sched.norder; k++) {
+    Node *n = g->sched.order[k];
+    for (int w = 0; w < n->nwaits; w++) {
+      const Node *r = recorder[n->waits[w]];
+      if (!r || r->stage != n->stage)
+        continue;
+      if (!n->stage_waits)
+        n->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)n->nwaits);
+      n->stage_waits[n->nstage_waits++] = n->waits[w];
+    }
+  }
+  free(recorder);
+}
+
 bool sync_graph(Graph *g, const SchedDeps *d) {
   Schedule *sch = &g->sched;
   if (!sch->order)
@@ -101,6 +127,8 @@ bool sync_graph(Graph *g, const SchedDeps *d) {
     g->nodes[i]->record_event = -1;
     g->nodes[i]->waits = NULL;
     g->nodes[i]->nwaits = 0;
+    g->nodes[i]->stage_waits = NULL;
+    g->nodes[i]->nstage_waits = 0;
   }
   int ns = compact_streams(g);
   Clocks c = {.nstreams = ns};
@@ -116,6 +144,7 @@ bool sync_graph(Graph *g, const SchedDeps *d) {
   }
   sch->nstreams = ns;
   sch->nevents = events;
+  find_stage_waits(g, events);
   free(c.now);
   free(c.snapshot);
   free(c.pos);

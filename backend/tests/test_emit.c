@@ -1,12 +1,14 @@
 /*
  * test_emit.c - the emitter's printing helpers: identifiers made from
  * tensor names, C string escapes, float literals and line wrapping. The
- * expected strings are written by hand from the C rules they follow.
+ * expected strings are written by hand from the C rules they follow; and
+ * emit_program() refusing a graph the pipeline has not scheduled.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "../emit_internal.h"
+#include "../emit.h"
 
 static int failures;
 
@@ -62,6 +64,29 @@ static void test_wrapping(Emitter *e) {
   free(text);
 }
 
+/* The backend only prints: without the pipeline's schedule and memory
+   plan it refuses the graph (an internal error) and writes nothing. */
+static void test_requires_pipeline(void) {
+  Graph *g = graph_new("test.onnx");
+  char dir[] = "/tmp/opc-test-emit-XXXXXX";
+  if (!mkdtemp(dir)) {
+    failures++;
+    graph_free(g);
+    return;
+  }
+  char c[64], h[64], w[64];
+  snprintf(c, sizeof c, "%s/net.c", dir);
+  snprintf(h, sizeof h, "%s/net.h", dir);
+  snprintf(w, sizeof w, "%s/net.weights", dir);
+  EmitOptions opt = {.c_path = c, .h_path = h, .weights_path = w};
+  if (emit_program(g, &opt) || access(c, F_OK) == 0) {
+    fprintf(stderr, "FAIL emit_program without a schedule succeeded\n");
+    failures++;
+  }
+  rmdir(dir);
+  graph_free(g);
+}
+
 int main(void) {
   Graph *g = graph_new("test.onnx");
   EmitState st = {0};
@@ -72,6 +97,7 @@ int main(void) {
   test_floats(&e);
   test_wrapping(&e);
   graph_free(g);
+  test_requires_pipeline();
   if (failures)
     fprintf(stderr, "%d failed\n", failures);
   return failures != 0;

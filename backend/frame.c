@@ -1,0 +1,375 @@
+/*
+ * frame.c - the fixed frame of net.c around the nodes' code: the context
+ * struct, create(), run() and run_device(), destroy() and error(), and the
+ * functions that describe the inputs and outputs.
+ */
+#include <string.h>
+
+#include "emit.h"
+
+/* Pinned host memory for run()'s copies: every input, then every output. */
+static int64_t staging_floats(const Graph *g) {
+  int64_t total = 0;
+  for (int i = 0; i < g->ninputs; i++)
+    total += tensor_numel(g->inputs[i]);
+  for (int i = 0; i < g->noutputs; i++)
+    total += tensor_numel(g->outputs[i]);
+  return total;
+}
+
+/* Where input or output i starts in the staging buffer, in floats. */
+static int64_t staging_offset(const Graph *g, bool in, int i) {
+  int64_t offset = 0;
+  for (int k = 0; k < (in ? i : g->ninputs); k++)
+    offset += tensor_numel(g->inputs[k]);
+  for (int k = 0; !in && k < i; k++)
+    offset += tensor_numel(g->outputs[k]);
+  return offset;
+}
+
+/* ------------------------------------------------------------- struct */
+
+void emit_struct(Emitter *e) {
+  EmitState *st = e->st;
+  int ns = e->g->sched.nstreams, ne = e->g->sched.nevents;
+  emit_open(e, "struct %s_ctx {", e->prefix);
+  emit(e, "cudaStream_t stream[%d];", ns);
+  if (ne > 0)
+    emit(e, "cudaEvent_t event[%d]; /* the schedule's cross-stream dependencies */", ne);
+  emit(e, "cudaEvent_t fork, join[%d]; /* order the streams after and before the caller's */", ns);
+  emit(e, "cudaEvent_t done; /* the end of %s_run_device()'s work on the caller's stream */", e->prefix);
+  if (staging_floats(e->g) > 0)
+    emit(e, "float *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
+         e->prefix);
+  if (st->uses_cudnn)
+    emit(e, "cudnnHandle_t cudnn[%d];", ns);
+  if (st->uses_cublas) {
+    emit(e, "cublasHandle_t cublas[%d];", ns);
+    emit(e, "void *cublas_workspace[%d];", ns);
+  }
+  if (st->uses_workspace) {
+    emit(e, "void *workspace[%d];", ns);
+    emit(e, "size_t workspace_bytes[%d];", ns);
+  }
+  if (st->nweights)
+    emit(e, "float *weights; /* every constant, from %s */", base_name(e, e->opt->weights_path));
+  emit(e, "float *arena; /* every activation: %lld bytes */", (long long)e->g->arena_bytes);
+  emit_blank(e);
+  emit(e, "/* Activations: the model's tensors in the arena. */");
+  fputs(st->text[SEC_BUFFERS], e->f);
+  if (st->len[SEC_CONSTS]) {
+    emit_blank(e);
+    emit(e, "/* Constants in the weights. */");
+    fputs(st->text[SEC_CONSTS], e->f);
+  }
+  if (st->len[SEC_FIELDS]) {
+    emit_blank(e);
+    emit(e, "/* What each node set up in create(): descriptors, algorithms, scratch. */");
+    fputs(st->text[SEC_FIELDS], e->f);
+  }
+  e->node = NULL;
+  emit_kernel_fields(e);
+  if (e->opt->cuda_graph)
+    emit(e, "cudaGraphExec_t graph; /* the schedule, captured once in create() */");
+  emit(e, "const char *node; /* the node whose code runs, for messages */");
+  emit(e, "cudaEvent_t *trace; /* while tracing (--trace): start and end of each node */");
+  emit(e, "char error[%d];", OPC_ERROR_SIZE);
+  emit_close(e, "};");
+}
+
+/* ------------------------------------------------------------- create */
+
+void emit_create(Emitter *e) {
+  EmitState *st = e->st;
+  const char *p = e->prefix;
+  int ns = e->g->sched.nstreams, ne = e->g->sched.nevents;
+  e->fail = "goto fail";
+  emit(e, "int %s_create(%s_ctx **ctx, const char *weights_path)", p, p);
+  emit_open(e, "{");
+  emit(e, "%s_ctx *c = calloc(1, sizeof *c);", p);
+  emit(e, "*ctx = c;");
+  emit(e, "if (!c)");
+  emit(e, "  return -1;");
+  emit(e, "for (int s = 0; s < %d; s++) {", ns);
+  e->indent++;
+  emit_call(e, LIB_CUDA, NULL, "cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking)");
+  emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->join[s], cudaEventDisableTiming)");
+  if (st->uses_cudnn) {
+    emit_call(e, LIB_CUDNN, NULL, "cudnnCreate(&c->cudnn[s])");
+    emit_call(e, LIB_CUDNN, NULL, "cudnnSetStream(c->cudnn[s], c->stream[s])");
+  }
+  if (st->uses_cublas) {
+    emit_call(e, LIB_CUBLAS, NULL, "cublasCreate(&c->cublas[s])");
+    emit_call(e, LIB_CUBLAS, NULL, "cublasSetStream(c->cublas[s], c->stream[s])");
+    emit_call(e, LIB_CUBLAS, NULL, "cublasSetMathMode(c->cublas[s], %s)",
+              e->opt->tf32 ? "CUBLAS_TF32_TENSOR_OP_MATH" : "CUBLAS_DEFAULT_MATH");
+    emit(e, "/* cuBLAS's own workspace, so that it allocates nothing while captured. */");
+    emit_call(e, LIB_CUDA, NULL, "cudaMalloc(&c->cublas_workspace[s], cublas_workspace_bytes)");
+    emit_call(e, LIB_CUBLAS, NULL,
+              "cublasSetWorkspace(c->cublas[s], c->cublas_workspace[s], cublas_workspace_bytes)");
+  }
+  e->indent--;
+  emit(e, "}");
+  if (ne > 0) {
+    emit(e, "for (int k = 0; k < %d; k++)", ne);
+    e->indent++;
+    emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->event[k], cudaEventDisableTiming)");
+    e->indent--;
+  }
+  emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)");
+  emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming)");
+  if (staging_floats(e->g) > 0)
+    emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(float))",
+              (long long)staging_floats(e->g));
+  if (st->nweights) {
+    if (e->opt->embed_weights) {
+      emit(e, "if ((weights_path ? load_weights(c, weights_path) : upload_linked_weights(c)) != 0)");
+    } else {
+      emit(e, "if (load_weights(c, weights_path ? weights_path : default_weights_path) != 0)");
+    }
+    emit(e, "  goto fail;");
+  } else {
+    emit(e, "(void)weights_path; /* this model has no constants */");
+  }
+  emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->arena, %lld)", (long long)e->g->arena_bytes);
+  emit_blank(e);
+  emit(e, "/* Buffers: activations in the arena, constants in the weights. */");
+  fputs(st->text[SEC_BIND], e->f);
+  if (st->len[SEC_CREATE]) {
+    emit_blank(e);
+    emit(e, "/* Descriptors, algorithms and workspace sizes of each node. */");
+    fputs(st->text[SEC_CREATE], e->f);
+    emit(e, "c->node = NULL;");
+  }
+  if (st->uses_workspace) {
+    emit(e, "for (int s = 0; s < %d; s++)", ns);
+    emit(e, "  if (c->workspace_bytes[s] > 0 &&");
+    emit(e, "      !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\"))");
+    emit(e, "    goto fail;");
+  }
+  if (e->nkernels > 0) {
+    emit_blank(e);
+    emit_kernel_setup(e);
+  }
+  if (st->len[SEC_PREPARE]) {
+    emit_blank(e);
+    emit(e, "/* The form of each fused convolution that cuDNN accepts. */");
+    fputs(st->text[SEC_PREPARE], e->f);
+    emit(e, "c->node = NULL;");
+  }
+  if (e->opt->cuda_graph) {
+    emit_blank(e);
+    emit(e, "/* One eager run first: cuDNN and cuBLAS initialise lazily on first use, which");
+    emit(e, "   a capture does not allow, and a library error then names its node. */");
+    emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
+    emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ||");
+    emit(e, "    capture(c) != 0)");
+    emit(e, "  goto fail;");
+  }
+  emit(e, "return 0;");
+  e->indent--;
+  emit(e, "fail:");
+  e->indent++;
+  emit(e, "return -1;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/* ---------------------------------------------------------- run, destroy */
+
+/* Copies between the caller's buffers (or the staging buffer) and the arena. */
+static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
+  Graph *g = e->g;
+  int count = in ? g->ninputs : g->noutputs;
+  const char *kind = device ? "cudaMemcpyDeviceToDevice"
+                            : in ? "cudaMemcpyHostToDevice" : "cudaMemcpyDeviceToHost";
+  for (int i = 0; i < count; i++) {
+    Tensor *t = in ? g->inputs[i] : g->outputs[i];
+    if (tensor_numel(t) == 0) /* nothing to copy */
+      continue;
+    const char *where = emit_str(e, "cudaMemcpyAsync of %s '%s'", in ? "input" : "output",
+                                 emit_c_string(e, t->name));
+    const char *host = device ? emit_str(e, "%s[%d]", in ? "inputs" : "outputs", i)
+                              : emit_str(e, "c->staging + %lld", (long long)staging_offset(g, in, i));
+    const char *call = in ? emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
+                                     buf(e, t), host, (long long)tensor_numel(t), kind, stream)
+                          : emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
+                                     host, buf(e, t), (long long)tensor_numel(t), kind, stream);
+    e->st->lib_used[LIB_CUDA] = true;
+    emit(e, "if (!cuda_ok(c, %s, \"%s\"))", call, where);
+    emit(e, "  return -1;");
+  }
+}
+
+/* Copies between the caller's host buffers and the pinned staging buffer. */
+static void emit_staging(Emitter *e, bool in) {
+  Graph *g = e->g;
+  int count = in ? g->ninputs : g->noutputs;
+  for (int i = 0; i < count; i++) {
+    Tensor *t = in ? g->inputs[i] : g->outputs[i];
+    long long offset = (long long)staging_offset(g, in, i), n = (long long)tensor_numel(t);
+    if (n == 0)
+      continue;
+    if (in)
+      emit(e, "memcpy(c->staging + %lld, inputs[%d], %lld * sizeof(float));", offset, i, n);
+    else
+      emit(e, "memcpy(outputs[%d], c->staging + %lld, %lld * sizeof(float));", i, offset, n);
+  }
+}
+
+void emit_run(Emitter *e) {
+  const char *p = e->prefix;
+  Graph *g = e->g;
+  int64_t in_floats = staging_offset(g, false, 0), out_floats = staging_floats(g) - in_floats;
+  emit(e, "int %s_run(%s_ctx *c, const float *const *inputs, float *const *outputs)", p, p);
+  emit_open(e, "{");
+  if (in_floats == 0)
+    emit(e, "(void)inputs;");
+  if (out_floats == 0)
+    emit(e, "(void)outputs;");
+  if (in_floats + out_floats > 0)
+    emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
+  emit_staging(e, true);
+  emit_copies(e, true, false, "c->stream[0]");
+  if (e->opt->cuda_graph) {
+    emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, c->stream[0]), \"cudaGraphLaunch\"))");
+    emit(e, "  return -1;");
+  } else {
+    emit(e, "if (enqueue(c, c->stream[0]) != 0)");
+    emit(e, "  return -1;");
+  }
+  emit_copies(e, false, false, "c->stream[0]");
+  emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
+  emit(e, "  return -1;");
+  emit_staging(e, false);
+  emit(e, "return 0;");
+  emit_close(e, "}");
+  emit_blank(e);
+
+  emit(e, "int %s_run_device(%s_ctx *c, const float *const *inputs, float *const *outputs, cudaStream_t stream)",
+       p, p);
+  emit_open(e, "{");
+  if (in_floats == 0)
+    emit(e, "(void)inputs;");
+  if (out_floats == 0)
+    emit(e, "(void)outputs;");
+  emit_copies(e, true, true, "stream");
+  if (e->opt->cuda_graph) {
+    emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, stream), \"cudaGraphLaunch\"))");
+    emit(e, "  return -1;");
+  } else {
+    emit(e, "if (enqueue(c, stream) != 0)");
+    emit(e, "  return -1;");
+  }
+  emit_copies(e, false, true, "stream");
+  emit(e, "/* destroy() waits for this before it frees what the work uses. */");
+  emit(e, "return cuda_ok(c, cudaEventRecord(c->done, stream), \"cudaEventRecord\") ? 0 : -1;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+void emit_destroy(Emitter *e) {
+  EmitState *st = e->st;
+  const char *p = e->prefix;
+  int ns = e->g->sched.nstreams, ne = e->g->sched.nevents;
+  emit(e, "void %s_destroy(%s_ctx *c)", p, p);
+  emit_open(e, "{");
+  emit(e, "if (!c)");
+  emit(e, "  return;");
+  emit(e, "/* Work may still be queued: on the caller's stream by %s_run_device(), or", p);
+  emit(e, "   on ours when a run failed half-way. */");
+  emit(e, "if (c->done)");
+  emit(e, "  cudaEventSynchronize(c->done);");
+  emit(e, "for (int s = 0; s < %d; s++)", ns);
+  emit(e, "  if (c->stream[s])");
+  emit(e, "    cudaStreamSynchronize(c->stream[s]);");
+  if (e->opt->cuda_graph) {
+    emit(e, "if (c->graph)");
+    emit(e, "  cudaGraphExecDestroy(c->graph);");
+  }
+  if (e->nkernels > 0)
+    emit_kernel_teardown(e);
+  fputs(st->text[SEC_TEARDOWN], e->f);
+  emit(e, "cudaFree(c->arena);");
+  if (st->nweights)
+    emit(e, "cudaFree(c->weights);");
+  if (ne > 0) {
+    emit(e, "for (int k = 0; k < %d; k++)", ne);
+    emit(e, "  if (c->event[k])");
+    emit(e, "    cudaEventDestroy(c->event[k]);");
+  }
+  emit(e, "if (c->fork)");
+  emit(e, "  cudaEventDestroy(c->fork);");
+  emit(e, "if (c->done)");
+  emit(e, "  cudaEventDestroy(c->done);");
+  if (staging_floats(e->g) > 0)
+    emit(e, "cudaFreeHost(c->staging);");
+  emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
+  if (st->uses_workspace)
+    emit(e, "cudaFree(c->workspace[s]);");
+  if (st->uses_cublas) {
+    emit(e, "if (c->cublas[s])");
+    emit(e, "  cublasDestroy(c->cublas[s]);");
+    emit(e, "cudaFree(c->cublas_workspace[s]);");
+  }
+  if (st->uses_cudnn) {
+    emit(e, "if (c->cudnn[s])");
+    emit(e, "  cudnnDestroy(c->cudnn[s]);");
+  }
+  emit(e, "if (c->join[s])");
+  emit(e, "  cudaEventDestroy(c->join[s]);");
+  emit(e, "if (c->stream[s])");
+  emit(e, "  cudaStreamDestroy(c->stream[s]);");
+  emit_close(e, "}");
+  emit(e, "free(c);");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "const char *%s_error(const %s_ctx *c)", p, p);
+  emit_open(e, "{");
+  emit(e, "if (!c)");
+  emit(e, "  return \"out of memory\";");
+  emit(e, "return c->error[0] ? c->error : \"no error\";");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/* The metadata functions for the inputs or the outputs. */
+void emit_metadata(Emitter *e, bool inputs) {
+  const char *p = e->prefix;
+  const char *what = inputs ? "input" : "output";
+  int count = inputs ? e->g->ninputs : e->g->noutputs;
+  Tensor **list = inputs ? e->g->inputs : e->g->outputs;
+  if (count > 0) {
+    emit_open(e, "static const struct {");
+    emit(e, "const char *name;");
+    emit(e, "int rank;");
+    emit(e, "long long dims[8];");
+    emit_close(e, "} %s_info[%d] = {", what, count);
+    e->indent++;
+    for (int i = 0; i < count; i++) {
+      Tensor *t = list[i];
+      char dims[256] = "";
+      for (int d = 0; d < t->rank; d++)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? ", " : "",
+                 (long long)t->dims[d]);
+      emit(e, "{\"%s\", %d, {%s}},", emit_c_string(e, t->name), t->rank, dims);
+    }
+    e->indent--;
+    emit(e, "};");
+    emit_blank(e);
+  }
+  emit(e, "int %s_num_%ss(void) { return %d; }", p, what, count);
+  if (count > 0) {
+    emit(e, "const char *%s_%s_name(int i) { return i >= 0 && i < %d ? %s_info[i].name : NULL; }", p,
+         what, count, what);
+    emit(e, "int %s_%s_rank(int i) { return i >= 0 && i < %d ? %s_info[i].rank : -1; }", p, what,
+         count, what);
+    emit(e, "const long long *%s_%s_dims(int i) { return i >= 0 && i < %d ? %s_info[i].dims : NULL; }",
+         p, what, count, what);
+  } else {
+    emit(e, "const char *%s_%s_name(int i) { (void)i; return NULL; }", p, what);
+    emit(e, "int %s_%s_rank(int i) { (void)i; return -1; }", p, what);
+    emit(e, "const long long *%s_%s_dims(int i) { (void)i; return NULL; }", p, what);
+  }
+  emit_blank(e);
+}

@@ -1,0 +1,195 @@
+/*
+ * helpers.c - the static helpers net.c defines once, when something used
+ * them: each library's checking helper, make_tensor, pick_conv_algo and
+ * pick_deconv_algo, and the fused convolution's forms (choose_form).
+ */
+#include <string.h>
+
+#include "emit.h"
+
+static const char *const lib_status_type[LIB_COUNT] = {
+    [LIB_CUDA] = "cudaError_t", [LIB_CUDNN] = "cudnnStatus_t", [LIB_CUBLAS] = "cublasStatus_t",
+    [LIB_DRIVER] = "CUresult", [LIB_NVRTC] = "nvrtcResult",
+};
+static const char *const lib_success[LIB_COUNT] = {
+    [LIB_CUDA] = "cudaSuccess", [LIB_CUDNN] = "CUDNN_STATUS_SUCCESS",
+    [LIB_CUBLAS] = "CUBLAS_STATUS_SUCCESS", [LIB_DRIVER] = "CUDA_SUCCESS",
+    [LIB_NVRTC] = "NVRTC_SUCCESS",
+};
+static const char *const lib_message[LIB_COUNT] = {
+    [LIB_CUDA] = "cudaGetErrorString(status)", [LIB_CUDNN] = "cudnnGetErrorString(status)",
+    [LIB_CUBLAS] = "cublasGetStatusString(status)", [LIB_DRIVER] = "message",
+    [LIB_NVRTC] = "nvrtcGetErrorString(status)",
+};
+/*
+ * pick_conv_algo / pick_deconv_algo: the first algorithm of cuDNN's
+ * heuristics that fits the workspace limit, and its workspace raising the
+ * stream's.
+ */
+static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const char *perf,
+                           const char *args, const char *params) {
+  emit(e, "/* The first algorithm of cuDNN's heuristics that fits the workspace limit;");
+  emit(e, "   raises *workspace to what it needs. */");
+  emit(e, "static int pick_%s_algo(%s_ctx *c, cudnnHandle_t h,", name, e->prefix);
+  emit(e, "                          %s,", params);
+  emit(e, "                          cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y,");
+  emit(e, "                          cudnnConvolution%sAlgo_t *algo, size_t *workspace)", perf);
+  emit_open(e, "{");
+  emit(e, "cudnnConvolution%sAlgoPerf_t perf[8];", perf);
+  emit(e, "int count = 0;");
+  emit(e, "size_t bytes = 0;");
+  if (strcmp(name, "conv") == 0) {
+    emit(e, "/* OPC_CONV_SEARCH=1 in the environment times every algorithm instead. */");
+    emit(e, "const char *search = getenv(\"OPC_CONV_SEARCH\");");
+    emit(e, "if (search && strcmp(search, \"1\") == 0) {");
+    emit(e, "  if (!cudnn_ok(c, cudnnFindConvolutionForwardAlgorithm(h, %s, 8, &count, perf),", args);
+    emit(e, "                \"cudnnFindConvolutionForwardAlgorithm\"))");
+    emit(e, "    return 0;");
+    emit(e, "} else if (!cudnn_ok(c, cudnnGetConvolutionForwardAlgorithm_v7(h, %s, 8, &count, perf),", args);
+    emit(e, "                       \"cudnnGetConvolutionForwardAlgorithm_v7\")) {");
+    emit(e, "  return 0;");
+    emit(e, "}");
+  } else {
+    emit(e, "if (!cudnn_ok(c, cudnnGetConvolution%sAlgorithm_v7(h, %s, 8, &count, perf),", dir, args);
+    emit(e, "              \"cudnnGetConvolution%sAlgorithm_v7\"))", dir);
+    emit(e, "  return 0;");
+  }
+  emit_open(e, "for (int i = 0; i < count; i++) {");
+  emit(e, "if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > workspace_limit)");
+  emit(e, "  continue;");
+  if (!e->opt->tf32) {
+    emit(e, "if (perf[i].mathType != CUDNN_FMA_MATH) /* strict float32: no TF32 tensor cores */");
+    emit(e, "  continue;");
+  }
+  emit(e, "*algo = perf[i].algo;");
+  emit(e, "/* The algorithm runs in the math type it was listed with. */");
+  emit(e, "if (!cudnn_ok(c, cudnnSetConvolutionMathType(conv, perf[i].mathType), \"cudnnSetConvolutionMathType\"))");
+  emit(e, "  return 0;");
+  emit(e, "if (!cudnn_ok(c, cudnnGetConvolution%sWorkspaceSize(h, %s, *algo, &bytes),", dir, args);
+  emit(e, "              \"cudnnGetConvolution%sWorkspaceSize\"))", dir);
+  emit(e, "  return 0;");
+  emit(e, "if (bytes > *workspace)");
+  emit(e, "  *workspace = bytes;");
+  emit(e, "return 1;");
+  emit_close(e, "}");
+  emit(e, "report(c, \"pick_%s_algo\", \"no algorithm fits in the workspace limit\");", name);
+  emit(e, "return 0;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/*
+ * A convolution with fused bias and relu runs as one cuDNN call only where
+ * cuDNN accepts it: create() tries the forms in order (choose_form).
+ */
+static void emit_form_helpers(Emitter *e) {
+  const char *p = e->prefix;
+  emit(e, "/* How a convolution with fused bias and relu runs, chosen in create(). */");
+  emit(e, "enum { FORM_FUSED, FORM_FUSED_PRECOMP, FORM_SEPARATE };");
+  emit(e, "static const char *const form_name[] = {");
+  emit(e, "  \"fused, its own algorithm\",");
+  emit(e, "  \"fused, IMPLICIT_PRECOMP_GEMM\",");
+  emit(e, "  \"separate convolution, bias and activation\",");
+  emit(e, "};");
+  emit_blank(e);
+  emit(e, "/* Raises *workspace to what the fused call's fallback algorithm needs, where");
+  emit(e, "   cuDNN offers it for this problem. */");
+  emit(e, "static int precomp_workspace(%s_ctx *c, cudnnHandle_t h, cudnnTensorDescriptor_t x,", p);
+  emit(e, "                             cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,");
+  emit(e, "                             cudnnTensorDescriptor_t y, size_t *workspace)");
+  emit_open(e, "{");
+  emit(e, "size_t bytes = 0;");
+  emit(e, "cudnnStatus_t status = cudnnGetConvolutionForwardWorkspaceSize(");
+  emit(e, "    h, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &bytes);");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED)");
+  emit(e, "  return 1;");
+  emit(e, "if (!cudnn_ok(c, status, \"cudnnGetConvolutionForwardWorkspaceSize\"))");
+  emit(e, "  return 0;");
+  emit(e, "if (bytes > *workspace)");
+  emit(e, "  *workspace = bytes;");
+  emit(e, "return 1;");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "/*");
+  emit(e, " * The first form cuDNN accepts, tried for real on the node's stream: the");
+  emit(e, " * fused call with the chosen algorithm, the fused call with");
+  emit(e, " * IMPLICIT_PRECOMP_GEMM, else separate calls. cuDNN answers NOT_SUPPORTED");
+  emit(e, " * for some algorithms, shapes and layouts of the fused call.");
+  emit(e, " */");
+  emit(e, "static int choose_form(%s_ctx *c, cudnnStatus_t (*fused)(%s_ctx *, cudnnConvolutionFwdAlgo_t),", p, p);
+  emit(e, "                       cudnnConvolutionFwdAlgo_t algo, cudaStream_t stream, int *form)");
+  emit_open(e, "{");
+  emit(e, "cudnnStatus_t status = fused(c, algo);");
+  emit(e, "*form = FORM_FUSED;");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {");
+  emit(e, "  status = fused(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);");
+  emit(e, "  *form = FORM_FUSED_PRECOMP;");
+  emit(e, "}");
+  emit(e, "if (status == CUDNN_STATUS_NOT_SUPPORTED)");
+  emit(e, "  *form = FORM_SEPARATE;");
+  emit(e, "else if (!cudnn_ok(c, status, \"cudnnConvolutionBiasActivationForward\"))");
+  emit(e, "  return 0;");
+  emit(e, "/* A try wrote the node's output: finish it before another stream's try. */");
+  emit(e, "return cuda_ok(c, cudaStreamSynchronize(stream), \"cudaStreamSynchronize\");");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+void emit_check_helpers(Emitter *e) {
+  emit(e, "/* Keeps \"node 'NAME' (Op): CALL: MESSAGE\" for %s_error(). */", e->prefix);
+  emit(e, "static void report(%s_ctx *c, const char *call, const char *message)", e->prefix);
+  emit_open(e, "{");
+  emit(e, "if (c->node)");
+  emit(e, "  snprintf(c->error, sizeof c->error, \"%%s: %%s: %%s\", c->node, call, message);");
+  emit(e, "else");
+  emit(e, "  snprintf(c->error, sizeof c->error, \"%%s: %%s\", call, message);");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "/* Each library's checking helper: reports a failure and returns 0. */");
+  for (int lib = 0; lib < LIB_COUNT; lib++) {
+    if (!e->st->lib_used[lib])
+      continue;
+    emit(e, "static int %s(%s_ctx *c, %s status, const char *call)", lib_check_helper[lib], e->prefix,
+         lib_status_type[lib]);
+    emit_open(e, "{");
+    if (lib == LIB_DRIVER)
+      emit(e, "const char *message = \"unknown driver error\";");
+    emit(e, "if (status == %s)", lib_success[lib]);
+    emit(e, "  return 1;");
+    if (lib == LIB_DRIVER)
+      emit(e, "cuGetErrorString(status, &message);");
+    emit(e, "report(c, call, %s);", lib_message[lib]);
+    emit(e, "return 0;");
+    emit_close(e, "}");
+    emit_blank(e);
+  }
+  if (e->st->uses_make_tensor) {
+    emit(e, "/* A float tensor descriptor with explicit dims and strides (4 to 8 dims). */");
+    emit(e, "static int make_tensor(%s_ctx *c, cudnnTensorDescriptor_t *desc, int rank, const int *dims,",
+         e->prefix);
+    emit(e, "                       const int *strides)");
+    emit_open(e, "{");
+    emit(e, "return cudnn_ok(c, cudnnCreateTensorDescriptor(desc), \"cudnnCreateTensorDescriptor\") &&");
+    emit(e, "       cudnn_ok(c, cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, rank, dims, strides),");
+    emit(e, "                \"cudnnSetTensorNdDescriptor\");");
+    emit_close(e, "}");
+    emit_blank(e);
+  }
+  if (e->st->uses_cublas) {
+    emit(e, "/* cuBLAS's workspace per stream (its recommendation for Hopper). */");
+    emit(e, "static const size_t cublas_workspace_bytes = (size_t)32 << 20;");
+    emit_blank(e);
+  }
+  if (e->st->uses_pick_conv_algo || e->st->uses_pick_deconv_algo) {
+    emit(e, "/* The most workspace a convolution may ask for. */");
+    emit(e, "static const size_t workspace_limit = (size_t)256 << 20;");
+    emit_blank(e);
+  }
+  if (e->st->uses_conv_forms)
+    emit_form_helpers(e);
+  if (e->st->uses_pick_conv_algo)
+    emit_pick_algo(e, "conv", "Forward", "Fwd", "x, w, conv, y", "cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w");
+  if (e->st->uses_pick_deconv_algo)
+    emit_pick_algo(e, "deconv", "BackwardData", "BwdData", "w, x, conv, y",
+                   "cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t x");
+}

@@ -1,0 +1,275 @@
+/*
+ * nodes.c - each node of the schedule into the parts of net.c (its context
+ * fields, its setup and run functions, its block in enqueue(), its
+ * teardown), and enqueue() and capture(), which issue them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+static const char *node_comment(Emitter *e, const Node *n) {
+  char *text = emit_str(e, "%s (%s)", comment_text(e, n->name), op_name(n->op));
+  for (int i = 0; i < n->nfused; i++)
+    text = emit_str(e, "%s%s%s", text, i ? ", " : ", fused with ", comment_text(e, n->fused[i]));
+  return text;
+}
+
+/* Nodes whose code is nothing: views and constants. */
+static bool issues_nothing(const Node *n) { return n->is_view || n->op == OP_CONSTANT; }
+
+/* ------------------------------------------------------ node printing */
+
+static void emit_waits_and_record(Emitter *e, const Node *n, bool waits) {
+  const char *stream = node_stream(e, n);
+  if (waits) {
+    for (int i = 0; i < n->nwaits; i++)
+      emit_call(e, LIB_CUDA, n, "cudaStreamWaitEvent(%s, c->event[%d], 0)", stream, n->waits[i]);
+  } else if (n->record_event >= 0) {
+    emit_call(e, LIB_CUDA, n, "cudaEventRecord(c->event[%d], %s)", n->record_event, stream);
+  }
+}
+
+static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
+  if (!op->setup)
+    return;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) {
+    e->failed = true;
+    return;
+  }
+  e->f = f;
+  e->indent = 1;
+  e->fail = "return -1";
+  op->setup(e, n);
+  fclose(f);
+  if (len > 0) {
+    const char *fn = emit_str(e, "setup_%s", node_id(e, n));
+    FILE *s = e->st->sec[SEC_SETUP];
+    fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s  return 0;\n}\n\n",
+            node_comment(e, n), fn, e->prefix, emit_node_label(e, n), text);
+    fprintf(e->st->sec[SEC_CREATE], "  if (%s(c) != 0)\n    goto fail;\n", fn);
+  }
+  free(text);
+}
+
+/*
+ * The node's calls on its stream, as a function of their own: enqueue()
+ * issues it in the schedule, net_profile() alone, many times over. Returns
+ * the function's name.
+ */
+/* Whether emitted code reads the context `c` (an empty output issues only a comment). */
+static bool uses_context(const char *text) {
+  return text && (strstr(text, "c->") || strstr(text, "(c,") || strstr(text, "(c)"));
+}
+
+static const char *emit_node_run(Emitter *e, const OpEmitter *op, Node *n) {
+  const char *fn = emit_str(e, "run_%s", node_id(e, n));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) {
+    e->failed = true;
+    return fn;
+  }
+  e->f = f;
+  e->indent = 1;
+  e->fail = "return -1";
+  if (op->run)
+    op->run(e, n);
+  fclose(f);
+  FILE *s = e->st->sec[SEC_SETUP];
+  fprintf(s, "/* %s: its work, on its stream */\nstatic int %s(%s_ctx *c)\n{\n%s%s  return 0;\n}\n\n",
+          node_comment(e, n), fn, e->prefix, uses_context(text) ? "" : "  (void)c;\n",
+          len ? text : "");
+  free(text);
+  return fn;
+}
+
+/* The node's index in net.c's node table, the order of issue. */
+static int issued_index(Emitter *e, Node *n) {
+  EmitState *st = e->st;
+  if (st->nissued == st->capissued) {
+    st->capissued = st->capissued ? st->capissued * 2 : 64;
+    Node **grown = arena_alloc(e->g->arena, sizeof(Node *) * (size_t)st->capissued);
+    if (st->nissued)
+      memcpy(grown, st->issued, sizeof(Node *) * (size_t)st->nissued);
+    st->issued = grown;
+  }
+  st->issued[st->nissued] = n;
+  return st->nissued++;
+}
+
+static void emit_node(Emitter *e, Node *n) {
+  EmitState *st = e->st;
+  e->node = n;
+  const char *comment = node_comment(e, n);
+  if (issues_nothing(n)) {
+    e->f = st->sec[SEC_ENQUEUE];
+    e->indent = 1;
+    e->fail = "goto fail";
+    const char *what = n->is_view ? "a view, no work" : "a constant, in the weights";
+    if (n->nwaits || n->record_event >= 0) {
+      emit(e, "/* %s: %s */", comment, what);
+      emit(e, "c->node = \"%s\";", emit_node_label(e, n));
+      emit_waits_and_record(e, n, true);
+      emit_waits_and_record(e, n, false);
+    } else {
+      emit(e, "/* %s: %s */", comment, what);
+    }
+    e->node = NULL;
+    return;
+  }
+  const OpEmitter *op = node_emitter(e, n);
+  if (!op) {
+    ir_error(e->g, n, "no code generator for this operator");
+    e->failed = true;
+    return;
+  }
+  if (op->fields) {
+    emit_fields_header(e);
+    e->f = st->sec[SEC_FIELDS];
+    e->indent = 1;
+    op->fields(e, n);
+  }
+  emit_node_setup(e, op, n);
+
+  const char *run = emit_node_run(e, op, n);
+  e->f = st->sec[SEC_ENQUEUE];
+  e->indent = 1;
+  e->fail = "goto fail";
+  int k = issued_index(e, n);
+  emit_blank(e);
+  emit(e, "/* %s */", comment);
+  emit_waits_and_record(e, n, true);
+  emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0)", k, node_stream(e, n), run);
+  emit(e, "  %s;", emit_fail(e));
+  emit_waits_and_record(e, n, false);
+  emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
+  emit(e, "  %s;", emit_fail(e));
+
+  if (op->teardown) {
+    e->f = st->sec[SEC_TEARDOWN];
+    e->indent = 1;
+    op->teardown(e, n);
+  }
+  e->node = NULL;
+}
+
+static bool inputs_ready(const Node *n, const bool *done) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->producer && !done[n->in[i]->producer->id])
+      return false;
+  return true;
+}
+
+/* Views and constants are not in the schedule's order: their comments go
+   where their inputs become available. */
+static void emit_ready_views(Emitter *e, bool *done) {
+  Graph *g = e->g;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *n = g->nodes[i];
+      if (done[i] || n->dead || !issues_nothing(n) || !inputs_ready(n, done))
+        continue;
+      emit_node(e, n);
+      done[i] = true;
+      progress = true;
+    }
+  }
+}
+
+void emit_nodes(Emitter *e) {
+  Graph *g = e->g;
+  bool *done = calloc((size_t)g->nnodes + 1, sizeof(bool));
+  if (!done) {
+    e->failed = true;
+    return;
+  }
+  emit_ready_views(e, done);
+  for (int i = 0; i < g->sched.norder && !e->failed; i++) {
+    Node *n = g->sched.order[i];
+    if (n->dead || (n->id >= 0 && n->id < g->nnodes && done[n->id]))
+      continue;
+    emit_node(e, n);
+    if (n->id >= 0 && n->id < g->nnodes)
+      done[n->id] = true;
+    emit_ready_views(e, done);
+  }
+  free(done);
+}
+
+/* ---------------------------------------------------- enqueue, capture */
+
+void emit_enqueue(Emitter *e) {
+  EmitState *st = e->st;
+  const char *p = e->prefix;
+  emit(e, "/*");
+  emit(e, " * Issues the whole schedule. Every stream starts after the work already on");
+  emit(e, " * `origin`, and `origin` goes on after the last node of every stream.");
+  emit(e, " */");
+  emit(e, "static int enqueue(%s_ctx *c, cudaStream_t origin)", p);
+  emit_open(e, "{");
+  e->fail = "goto fail";
+  emit_call(e, LIB_CUDA, NULL, "cudaEventRecord(c->fork, origin)");
+  emit(e, "for (int s = 0; s < %d; s++)", e->g->sched.nstreams);
+  e->indent++;
+  emit(e, "if (c->stream[s] != origin &&");
+  emit(e, "    !cuda_ok(c, cudaStreamWaitEvent(c->stream[s], c->fork, 0), \"cudaStreamWaitEvent\"))");
+  emit(e, "  goto fail;");
+  e->indent--;
+  fputs(st->text[SEC_ENQUEUE], e->f);
+  emit_blank(e);
+  emit(e, "for (int s = 0; s < %d; s++)", e->g->sched.nstreams);
+  e->indent++;
+  emit(e, "if (c->stream[s] != origin &&");
+  emit(e, "    (!cuda_ok(c, cudaEventRecord(c->join[s], c->stream[s]), \"cudaEventRecord\") ||");
+  emit(e, "     !cuda_ok(c, cudaStreamWaitEvent(origin, c->join[s], 0), \"cudaStreamWaitEvent\")))");
+  emit(e, "  return -1;");
+  e->indent--;
+  emit(e, "return 0;");
+  e->indent--;
+  emit(e, "fail:");
+  e->indent++;
+  emit(e, "if (c->node) { /* inside a node: close its range */");
+  emit(e, "  nvtxRangePop();");
+  emit(e, "  c->node = NULL;");
+  emit(e, "}");
+  emit(e, "/* Join the streams all the same, unchecked, so that a capture ends cleanly");
+  emit(e, "   and the error kept is the first one. */");
+  emit(e, "for (int s = 0; s < %d; s++)", e->g->sched.nstreams);
+  emit(e, "  if (c->stream[s] != origin && cudaEventRecord(c->join[s], c->stream[s]) == cudaSuccess)");
+  emit(e, "    cudaStreamWaitEvent(origin, c->join[s], 0);");
+  emit(e, "return -1;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+void emit_capture(Emitter *e) {
+  emit(e, "/* Captures the schedule into a CUDA graph once; every run replays it. */");
+  emit(e, "static int capture(%s_ctx *c)", e->prefix);
+  emit_open(e, "{");
+  emit(e, "cudaGraph_t graph = NULL;");
+  emit(e, "cudaError_t status;");
+  emit(e, "int ok;");
+  e->fail = "return -1";
+  emit_call(e, LIB_CUDA, NULL,
+            "cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal)");
+  emit(e, "ok = enqueue(c, c->stream[0]) == 0;");
+  emit(e, "/* End the capture even after a failure, so that the stream is usable, but");
+  emit(e, "   keep the node's own message: the capture fails because of it. */");
+  emit(e, "status = cudaStreamEndCapture(c->stream[0], &graph);");
+  emit(e, "if (ok)");
+  emit(e, "  ok = cuda_ok(c, status, \"cudaStreamEndCapture\");");
+  emit(e, "if (ok)");
+  emit(e, "  ok = cuda_ok(c, cudaGraphInstantiate(&c->graph, graph, 0ULL), \"cudaGraphInstantiate\");");
+  emit(e, "if (graph)");
+  emit(e, "  cudaGraphDestroy(graph);");
+  emit(e, "return ok ? 0 : -1;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
