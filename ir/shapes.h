@@ -60,8 +60,36 @@ bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p);
 
 /* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: the reduction, and
    the ignored label (*has_ignore false when the node names none). */
-typedef enum LossReduction { LOSS_NONE, LOSS_SUM, LOSS_MEAN } LossReduction;
 bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
                 int64_t *ignore);
+
+/* The compile-time evaluators of ops.def's fold column (fold.c). */
+bool fold_unary(Graph *g, Node *n);
+bool fold_prelu(Graph *g, Node *n);
+bool fold_clip(Graph *g, Node *n);
+bool fold_broadcast(Graph *g, Node *n);
+bool fold_mod(Graph *g, Node *n);
+bool fold_copy(Graph *g, Node *n);
+bool fold_dropout(Graph *g, Node *n);
+bool fold_concat(Graph *g, Node *n);
+bool fold_split(Graph *g, Node *n);
+bool fold_slice(Graph *g, Node *n);
+bool fold_transpose(Graph *g, Node *n);
+bool fold_tile(Graph *g, Node *n);
+bool fold_expand(Graph *g, Node *n);
+bool fold_gather(Graph *g, Node *n);
+bool fold_gather_elements(Graph *g, Node *n);
+bool fold_trilu(Graph *g, Node *n);
+bool fold_softmax(Graph *g, Node *n);
+bool fold_hardmax(Graph *g, Node *n);
+bool fold_reduce(Graph *g, Node *n);
+bool fold_reduce_more(Graph *g, Node *n);
+bool fold_cumsum(Graph *g, Node *n);
+bool fold_constant(Graph *g, Node *n);
+bool fold_shape(Graph *g, Node *n);
+bool fold_cast(Graph *g, Node *n);
+bool fold_constant_of_shape(Graph *g, Node *n);
+bool fold_range(Graph *g, Node *n);
+bool fold_eye_like(Graph *g, Node *n);
 
 #endif
