@@ -172,6 +172,7 @@ typedef struct Window {
   int64_t group;             /* Conv, ConvTranspose */
   bool ceil_mode;            /* pooling */
   bool count_include_pad;    /* AveragePool */
+  bool auto_pad;             /* the node has an auto_pad attribute: new pads must reset it */
 } Window;
 
 /* Which member of Node.p a kind's shape inference fills (ops.def). */
@@ -432,6 +433,8 @@ const char *node_attr_string(const Node *n, const char *name, const char *dflt);
 /* Number of ints, with *out pointing at them; -1 when the attribute is absent. */
 int node_attr_ints(const Node *n, const char *name, const int64_t **out);
 Attr *node_set_attr(Graph *g, Node *n, const char *name, AttrKind kind);
+/* The same attributes with equal values, in any order (common subexpressions). */
+bool node_same_attrs(const Node *a, const Node *b);
 /* Input `i`, or NULL when absent or beyond nin. */
 Tensor *node_input(const Node *n, int i);
 

@@ -444,6 +444,7 @@ static bool auto_pad(Graph *g, Node *n, AutoPad *out) {
    for the convolutions, NULL for pools (then kernel_shape is required). */
 static bool read_window(Graph *g, Node *n, const Tensor *x, const int64_t *kernel, Window *w) {
   memset(w, 0, sizeof *w);
+  w->auto_pad = node_attr(n, "auto_pad") != NULL;
   if (x->rank < 3 || x->rank > 5) {
     ir_error(g, n, "input '%s' must have 1 to 3 spatial dims (rank 3 to 5), has rank %d",
              x->name, x->rank);
