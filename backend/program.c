@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "emit_internal.h"
-#include "../passes/passes.h"
 #include "main_template.h"
 #include "profile_template.h"
 

@@ -239,21 +239,6 @@ void graph_compact(Graph *g) {
   graph_rebuild_uses(g);
 }
 
-void graph_replace_uses(Graph *g, Tensor *from, Tensor *to) {
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    for (int j = 0; j < n->nin; j++)
-      if (n->in[j] == from)
-        n->in[j] = to;
-  }
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == from) {
-      g->outputs[i] = to;
-      to->is_output = true;
-    }
-  graph_rebuild_uses(g);
-}
-
 /* -------------------------------------------------------------- tensors */
 
 size_t dtype_size(DType t) {

@@ -400,8 +400,6 @@ void graph_rebuild_uses(Graph *g);
 bool graph_toposort(Graph *g);
 /* Drops nodes marked dead and tensors nothing refers to, then rebuilds uses. */
 void graph_compact(Graph *g);
-/* Makes every use of `from` a use of `to` (graph outputs included). */
-void graph_replace_uses(Graph *g, Tensor *from, Tensor *to);
 
 /* Checks acyclicity, single definition before use, and shape consistency. */
 bool graph_verify(Graph *g);
@@ -465,6 +463,15 @@ void broadcast_strides(int rt, const int64_t *dt, int rank, const int64_t *dims,
 /* Element offset, under `strides`, of the index-th element (row-major) of
    the shape (rank, dims). */
 int64_t broadcast_offset(int64_t index, int rank, const int64_t *dims, const int64_t *strides);
+
+/*
+ * The key under which `net --profile` records a schedule unit and
+ * --cost-db looks it up (passes/cost_db.c): operator, input and output types,
+ * window, fused activation and attributes, e.g.
+ *   Conv|f32[1,64,56,56],f32[64,64,3,3],f32[64]->f32[1,64,56,56]|k=3x3|s=1x1|...
+ * Written into buf like snprintf; returns the length of the whole key.
+ */
+int unit_cost_key(const Node *n, char *buf, size_t size);
 
 /* ---------------------------------------------------------- diagnostics */
 

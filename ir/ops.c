@@ -66,7 +66,7 @@ static bool same_as(Graph *g, Node *n, int slot, const Tensor *x) {
   return set_out(g, n, slot, x->dtype, x->rank, x->dims);
 }
 
-bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
+static bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
   if (axis < -rank || axis >= rank) {
     ir_error(g, n, "axis %lld is out of range for rank %d", (long long)axis, rank);
     return false;
@@ -679,7 +679,7 @@ static bool infer_global_pool(Graph *g, Node *n) {
 
 /* ------------------------------------------------------- data movement */
 
-bool concat_axis(Graph *g, Node *n, int *axis) {
+static bool concat_axis(Graph *g, Node *n, int *axis) {
   const Attr *a = node_attr(n, "axis");
   /* Opset 1 and 2 defaulted to axis 1; later opsets require it. */
   int64_t v = a && a->kind == ATTR_INT ? a->i : 1;
@@ -719,7 +719,7 @@ static bool infer_concat(Graph *g, Node *n) {
   return set_out(g, n, 0, first->dtype, first->rank, dims);
 }
 
-bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
+static bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
   Tensor *x = in(n, 0), *sp = in(n, 1);
   if (!resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, axis))
     return false;
@@ -835,7 +835,7 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
+static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
   Tensor *x = in(n, 0);
   const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
   int count, naxes, nsteps;
@@ -1172,7 +1172,7 @@ static bool infer_unsqueeze(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-bool transpose_plan(Graph *g, Node *n, int *perm) {
+static bool transpose_plan(Graph *g, Node *n, int *perm) {
   Tensor *x = in(n, 0);
   const int64_t *p;
   int count = node_attr_ints(n, "perm", &p);
@@ -1245,7 +1245,7 @@ static bool infer_expand(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-bool gather_axis(Graph *g, Node *n, int *axis) {
+static bool gather_axis(Graph *g, Node *n, int *axis) {
   return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
 }
 
@@ -1466,7 +1466,7 @@ static bool infer_upsample(Graph *g, Node *n) {
 
 /* -------------------------------------------------------- reductions */
 
-bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
+static bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
   Tensor *x = in(n, 0);
   *coerce2d = g->opset > 0 && g->opset < 13;
   if (x->rank == 0) {
@@ -1486,7 +1486,7 @@ static bool infer_softmax(Graph *g, Node *n) {
   return same_as(g, n, 0, in(n, 0));
 }
 
-bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
+static bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
   Tensor *x = in(n, 0);
   const int64_t *axes;
   int count;
@@ -1600,7 +1600,7 @@ static DType dtype_from_onnx_string(const char *s) {
   return DT_UNDEFINED;
 }
 
-bool cast_target(Graph *g, Node *n, DType *to) {
+static bool cast_target(Graph *g, Node *n, DType *to) {
   const Attr *a = node_attr(n, "to");
   *to = DT_UNDEFINED;
   if (a && a->kind == ATTR_INT)
@@ -1699,7 +1699,7 @@ static bool infer_range(Graph *g, Node *n) {
    checking them here turns the spec's "undefined" out-of-range labels into
    an error, which lets the kernels index without bounds checks. */
 
-bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
+static bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
                 int64_t *ignore) {
   const char *r = node_attr_string(n, "reduction", "mean");
   if (strcmp(r, "none") == 0)
@@ -1783,7 +1783,7 @@ static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
   return true;
 }
 
-bool trilu_k(Graph *g, Node *n, int64_t *k) {
+static bool trilu_k(Graph *g, Node *n, int64_t *k) {
   *k = 0;
   return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
 }
@@ -1795,7 +1795,7 @@ static bool infer_trilu(Graph *g, Node *n) {
          same_as(g, n, 0, x);
 }
 
-bool gather_elements_axis(Graph *g, Node *n, int *axis) {
+static bool gather_elements_axis(Graph *g, Node *n, int *axis) {
   return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
 }
 
@@ -1835,7 +1835,7 @@ static bool infer_gather_elements(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
 }
 
-bool cumsum_axis(Graph *g, Node *n, int *axis) {
+static bool cumsum_axis(Graph *g, Node *n, int *axis) {
   int64_t a;
   return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
 }
@@ -1865,7 +1865,7 @@ static bool infer_gelu(Graph *g, Node *n) {
   return same_as(g, n, 0, in(n, 0));
 }
 
-bool mvn_axes(Graph *g, Node *n, bool *reduced) {
+static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
   Tensor *x = in(n, 0);
   static const int64_t dflt[3] = {0, 2, 3};
   const int64_t *axes;
@@ -1915,7 +1915,7 @@ static bool infer_eye_like(Graph *g, Node *n) {
   return set_out(g, n, 0, dt, 2, x->dims);
 }
 
-bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
+static bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
   Tensor *x = in(n, 0);
   int64_t pv = node_attr_int(n, "p", 2);
   if (pv != 1 && pv != 2) {
