@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir/shapes.h"
 #include "emit.h"
 #include "kernel_source.h"
 
@@ -590,48 +589,61 @@ typedef struct UnaryKernel {
   const char *kernel;
   int nf;
   const char *attr[2]; /* names of the float attributes into f[] */
-  float dflt[2];
 } UnaryKernel;
 
+/* An activation's float parameter by its attribute's name, as resolved by
+   shape inference. */
+static float act_param(const Node *n, const char *name) {
+  if (strcmp(name, "beta") == 0)
+    return n->p.act.beta;
+  if (strcmp(name, "gamma") == 0)
+    return n->p.act.gamma;
+  if (strcmp(name, "lambd") == 0)
+    return n->p.act.lambd;
+  if (strcmp(name, "bias") == 0)
+    return n->p.act.bias;
+  return n->p.act.alpha;
+}
+
 static const UnaryKernel unary_kernels[] = {
-    {OP_RELU, "opc_relu", 0, {0}, {0}},
-    {OP_LEAKY_RELU, "opc_leaky_relu", 1, {"alpha"}, {0.01f}},
-    {OP_ELU, "opc_elu", 1, {"alpha"}, {1.0f}},
-    {OP_SELU, "opc_selu", 2, {"alpha", "gamma"}, {1.67326319217681884765625f, 1.05070102214813232421875f}},
-    {OP_CELU, "opc_celu", 1, {"alpha"}, {1.0f}},
-    {OP_SIGMOID, "opc_sigmoid", 0, {0}, {0}},
-    {OP_TANH, "opc_tanh", 0, {0}, {0}},
-    {OP_HARD_SIGMOID, "opc_hard_sigmoid", 2, {"alpha", "beta"}, {0.2f, 0.5f}},
-    {OP_HARD_SWISH, "opc_hard_swish", 0, {0}, {0}},
-    {OP_SOFTPLUS, "opc_softplus", 0, {0}, {0}},
-    {OP_SOFTSIGN, "opc_softsign", 0, {0}, {0}},
-    {OP_CLIP, "opc_clip", 0, {0}, {0}}, /* bounds read by clip_bounds() */
-    {OP_ERF, "opc_erf", 0, {0}, {0}},
-    {OP_EXP, "opc_exp", 0, {0}, {0}},
-    {OP_LOG, "opc_log", 0, {0}, {0}},
-    {OP_SQRT, "opc_sqrt", 0, {0}, {0}},
-    {OP_ABS, "opc_abs", 0, {0}, {0}},
-    {OP_NEG, "opc_neg", 0, {0}, {0}},
-    {OP_RECIPROCAL, "opc_reciprocal", 0, {0}, {0}},
-    {OP_FLOOR, "opc_floor", 0, {0}, {0}},
-    {OP_CEIL, "opc_ceil", 0, {0}, {0}},
-    {OP_ROUND, "opc_round", 0, {0}, {0}},
-    {OP_SIGN, "opc_sign", 0, {0}, {0}},
-    {OP_SIN, "opc_sin", 0, {0}, {0}},
-    {OP_COS, "opc_cos", 0, {0}, {0}},
-    {OP_TAN, "opc_tan", 0, {0}, {0}},
-    {OP_ASIN, "opc_asin", 0, {0}, {0}},
-    {OP_ACOS, "opc_acos", 0, {0}, {0}},
-    {OP_ATAN, "opc_atan", 0, {0}, {0}},
-    {OP_SINH, "opc_sinh", 0, {0}, {0}},
-    {OP_COSH, "opc_cosh", 0, {0}, {0}},
-    {OP_ASINH, "opc_asinh", 0, {0}, {0}},
-    {OP_ACOSH, "opc_acosh", 0, {0}, {0}},
-    {OP_ATANH, "opc_atanh", 0, {0}, {0}},
+    {OP_RELU, "opc_relu", 0, {0}},
+    {OP_LEAKY_RELU, "opc_leaky_relu", 1, {"alpha"}},
+    {OP_ELU, "opc_elu", 1, {"alpha"}},
+    {OP_SELU, "opc_selu", 2, {"alpha", "gamma"}},
+    {OP_CELU, "opc_celu", 1, {"alpha"}},
+    {OP_SIGMOID, "opc_sigmoid", 0, {0}},
+    {OP_TANH, "opc_tanh", 0, {0}},
+    {OP_HARD_SIGMOID, "opc_hard_sigmoid", 2, {"alpha", "beta"}},
+    {OP_HARD_SWISH, "opc_hard_swish", 0, {0}},
+    {OP_SOFTPLUS, "opc_softplus", 0, {0}},
+    {OP_SOFTSIGN, "opc_softsign", 0, {0}},
+    {OP_CLIP, "opc_clip", 0, {0}}, /* bounds read by clip_bounds() */
+    {OP_ERF, "opc_erf", 0, {0}},
+    {OP_EXP, "opc_exp", 0, {0}},
+    {OP_LOG, "opc_log", 0, {0}},
+    {OP_SQRT, "opc_sqrt", 0, {0}},
+    {OP_ABS, "opc_abs", 0, {0}},
+    {OP_NEG, "opc_neg", 0, {0}},
+    {OP_RECIPROCAL, "opc_reciprocal", 0, {0}},
+    {OP_FLOOR, "opc_floor", 0, {0}},
+    {OP_CEIL, "opc_ceil", 0, {0}},
+    {OP_ROUND, "opc_round", 0, {0}},
+    {OP_SIGN, "opc_sign", 0, {0}},
+    {OP_SIN, "opc_sin", 0, {0}},
+    {OP_COS, "opc_cos", 0, {0}},
+    {OP_TAN, "opc_tan", 0, {0}},
+    {OP_ASIN, "opc_asin", 0, {0}},
+    {OP_ACOS, "opc_acos", 0, {0}},
+    {OP_ATAN, "opc_atan", 0, {0}},
+    {OP_SINH, "opc_sinh", 0, {0}},
+    {OP_COSH, "opc_cosh", 0, {0}},
+    {OP_ASINH, "opc_asinh", 0, {0}},
+    {OP_ACOSH, "opc_acosh", 0, {0}},
+    {OP_ATANH, "opc_atanh", 0, {0}},
     /* more operators */
-    {OP_THRESHOLDED_RELU, "opc_thresholded_relu", 1, {"alpha"}, {1.0f}},
-    {OP_SHRINK, "opc_shrink", 2, {"lambd", "bias"}, {0.5f, 0.0f}},
-    {OP_MISH, "opc_mish", 0, {0}, {0}},
+    {OP_THRESHOLDED_RELU, "opc_thresholded_relu", 1, {"alpha"}},
+    {OP_SHRINK, "opc_shrink", 2, {"lambd", "bias"}},
+    {OP_MISH, "opc_mish", 0, {0}},
 };
 
 static const UnaryKernel *unary_kernel(OpKind op) {
@@ -645,8 +657,8 @@ static const UnaryKernel *unary_kernel(OpKind op) {
    as literals when constant and else read by the kernel from x[1] and x[2];
    absent ones are the float range, as the spec says. */
 static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
-  L->f[0] = node_attr_float(n, "min", -FLT_MAX);
-  L->f[1] = node_attr_float(n, "max", FLT_MAX);
+  L->f[0] = n->p.clip.has_min ? n->p.clip.min : -FLT_MAX;
+  L->f[1] = n->p.clip.has_max ? n->p.clip.max : FLT_MAX;
   group_f(L, 0, 2, "min, max");
   for (int i = 1; i <= 2; i++) {
     Tensor *b = node_input(n, i);
@@ -671,7 +683,7 @@ static void run_unary(Emitter *e, Node *n) {
   Launch L = elementwise(e, n, u->kernel, n->in, 1);
   collapse(&L);
   for (int k = 0; k < u->nf; k++)
-    L.f[k] = node_attr_float(n, u->attr[k], u->dflt[k]);
+    L.f[k] = act_param(n, u->attr[k]);
   if (u->nf == 1)
     group_f(&L, 0, 1, u->attr[0]);
   else if (u->nf == 2)
@@ -813,11 +825,7 @@ static void run_reshape_copy(Emitter *e, Node *n) {
 
 static void run_transpose(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  int perm[IR_MAX_RANK];
-  if (!transpose_plan(e->g, n, perm)) {
-    e->failed = true;
-    return;
-  }
+  const int *perm = n->p.transpose.perm;
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -845,11 +853,7 @@ static void copy_piece(Emitter *e, Node *n, Tensor *piece, Tensor *whole, int64_
 
 static void run_concat(Emitter *e, Node *n) {
   Tensor *y = n->out[0];
-  int axis;
-  if (!concat_axis(e->g, n, &axis)) {
-    e->failed = true;
-    return;
-  }
+  int axis = n->p.axis.axis;
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
   int64_t at = 0;
@@ -862,12 +866,8 @@ static void run_concat(Emitter *e, Node *n) {
 
 static void run_split(Emitter *e, Node *n) {
   Tensor *x = n->in[0];
-  int axis;
-  int64_t *sizes = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(n->nout + 1));
-  if (!split_plan(e->g, n, &axis, sizes)) {
-    e->failed = true;
-    return;
-  }
+  int axis = n->p.split.axis;
+  const int64_t *sizes = n->p.split.sizes;
   int64_t xs[IR_MAX_RANK];
   strides_of(x, xs);
   int64_t at = 0;
@@ -881,11 +881,7 @@ static void run_split(Emitter *e, Node *n) {
 
 static void run_slice(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], ext[IR_MAX_RANK];
-  if (!slice_plan(e->g, n, start, step, ext)) {
-    e->failed = true;
-    return;
-  }
+  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -958,8 +954,8 @@ static void run_tile(Emitter *e, Node *n) {
 /* DepthToSpace and SpaceToDepth are 6-d transposes. */
 static void run_depth_space(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  int64_t b = node_attr_int(n, "blocksize", 1);
-  bool crd = strcmp(node_attr_string(n, "mode", "DCR"), "CRD") == 0;
+  int64_t b = n->p.depth_space.blocksize;
+  bool crd = n->p.depth_space.crd;
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -992,11 +988,7 @@ static void run_depth_space(Emitter *e, Node *n) {
    indices; the output's index dims must merge into one. */
 static void run_gather(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
-  int axis;
-  if (!gather_axis(e->g, n, &axis)) {
-    e->failed = true;
-    return;
-  }
+  int axis = n->p.axis.axis;
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -1035,22 +1027,9 @@ static void run_gather(Emitter *e, Node *n) {
 /* Pad: pads and the constant from inputs (opset 11+) or attributes. */
 static void run_pad(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  const int64_t *pads;
-  int count;
-  Tensor *pt = node_input(n, 1);
-  if (pt) {
-    if (!pt->i64) {
-      fail(e, n, "Pad's pads must be constant");
-      return;
-    }
-    pads = pt->i64;
-    count = (int)tensor_numel(pt);
-  } else {
-    count = node_attr_ints(n, "pads", &pads);
-    if (count < 0)
-      count = node_attr_ints(n, "paddings", &pads);
-  }
-  float value = node_attr_float(n, "value", 0.0f);
+  const int64_t *pads = n->p.pad.pads;
+  int count = n->p.pad.npads;
+  float value = n->p.pad.value;
   Tensor *vt = node_input(n, 2);
   if (vt) {
     if (!vt->f32 || tensor_numel(vt) != 1) {
@@ -1060,29 +1039,17 @@ static void run_pad(Emitter *e, Node *n) {
     }
     value = vt->f32[0];
   }
-  int axes[IR_MAX_RANK], naxes = x->rank;
-  for (int d = 0; d < x->rank; d++)
-    axes[d] = d;
-  Tensor *at = node_input(n, 3);
-  if (at) {
-    if (!at->i64) {
-      fail(e, n, "Pad's axes must be constant");
-      return;
-    }
-    naxes = (int)tensor_numel(at);
-    for (int k = 0; k < naxes; k++)
-      axes[k] = (int)(at->i64[k] < 0 ? at->i64[k] + x->rank : at->i64[k]);
-  }
+  const int *axes = n->p.pad.axes;
+  int naxes = n->p.pad.naxes;
   if (count != 2 * naxes) {
     fail(e, n, "Pad's pads do not match the input's rank");
     return;
   }
-  const char *mode = node_attr_string(n, "mode", "constant");
+  static const char *const kernels[] = {
+      [PAD_CONSTANT] = "opc_pad_constant", [PAD_REFLECT] = "opc_pad_reflect",
+      [PAD_EDGE] = "opc_pad_edge",         [PAD_WRAP] = "opc_pad_wrap"};
   Launch L = {.rank = x->rank};
-  L.kernel = strcmp(mode, "reflect") == 0 ? "opc_pad_reflect"
-             : strcmp(mode, "edge") == 0  ? "opc_pad_edge"
-             : strcmp(mode, "wrap") == 0  ? "opc_pad_wrap"
-                                          : "opc_pad_constant";
+  L.kernel = kernels[n->p.pad.mode];
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   strides_of(x, xs);
@@ -1175,15 +1142,7 @@ static const char *const coordinate_modes[] = {
     "half_pixel",           "pytorch_half_pixel", "align_corners",        "asymmetric",
     "tf_half_pixel_for_nn", "tf_crop_and_resize", "half_pixel_symmetric",
 };
-static const char *const nearest_modes[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                            "ceil"};
 
-static int find_name(const char *const *names, int count, const char *s) {
-  for (int i = 0; i < count; i++)
-    if (strcmp(names[i], s) == 0)
-      return i;
-  return -1;
-}
 
 /* Resize and Upsample: per axis an exact scale, then the axes that do not
    map identically go to the kernel (at most 3). */
@@ -1197,16 +1156,15 @@ static void run_resize(Emitter *e, Node *n) {
     roi[d] = 0.0f;
     roi[rank + d] = 1.0f;
   }
-  const char *mode = node_attr_string(n, "mode", "nearest");
+  int mode = n->p.resize.mode;
   int coord, interp;
   bool exclude = false;
   float cubic_a = -0.75f, extrapolation = 0.0f;
   if (n->op == OP_UPSAMPLE || (e->g->opset > 0 && e->g->opset < 11)) {
     /* Upsample and Resize-10: asymmetric coordinates, nearest rounds down. */
     coord = 3;
-    interp = strcmp(mode, "nearest") == 0 ? 2 : 4;
-    if (strcmp(mode, "nearest") != 0 && strcmp(mode, "linear") != 0 &&
-        strcmp(mode, "bilinear") != 0) {
+    interp = mode == RESIZE_NEAREST ? 2 : 4;
+    if (mode != RESIZE_NEAREST && mode != RESIZE_LINEAR && mode != RESIZE_BILINEAR) {
       fail(e, n, "unsupported mode");
       return;
     }
@@ -1216,9 +1174,9 @@ static void run_resize(Emitter *e, Node *n) {
     if (st) {
       s = st->f32;
       count = s ? (int)tensor_numel(st) : 0;
-    } else if (node_attr(n, "scales")) {
-      s = node_attr(n, "scales")->floats;
-      count = node_attr(n, "scales")->n;
+    } else if (n->p.resize.scales) {
+      s = n->p.resize.scales;
+      count = n->p.resize.nscales;
     }
     if (!s || count != rank) {
       fail(e, n, "the scales must be constant, one per dim");
@@ -1230,38 +1188,29 @@ static void run_resize(Emitter *e, Node *n) {
         return;
       }
   } else {
-    if (node_attr_int(n, "antialias", 0)) {
+    if (n->p.resize.antialias) {
       fail(e, n, "Resize with antialias is not supported");
       return;
     }
-    coord = find_name(coordinate_modes, 7,
-                      node_attr_string(n, "coordinate_transformation_mode", "half_pixel"));
-    int nm = find_name(nearest_modes, 4, node_attr_string(n, "nearest_mode", "round_prefer_floor"));
+    coord = n->p.resize.coord;
+    int nm = n->p.resize.nearest;
     if (coord < 0 || nm < 0) {
       fail(e, n, "unknown coordinate_transformation_mode or nearest_mode");
       return;
     }
-    interp = strcmp(mode, "nearest") == 0 ? nm
-             : strcmp(mode, "linear") == 0 ? 4
-             : strcmp(mode, "cubic") == 0  ? 5
-                                           : -1;
+    interp = mode == RESIZE_NEAREST ? nm
+             : mode == RESIZE_LINEAR  ? 4
+             : mode == RESIZE_CUBIC   ? 5
+                                      : -1;
     if (interp < 0) {
       fail(e, n, "unknown mode");
       return;
     }
-    exclude = node_attr_int(n, "exclude_outside", 0) != 0;
-    cubic_a = node_attr_float(n, "cubic_coeff_a", -0.75f);
-    extrapolation = node_attr_float(n, "extrapolation_value", 0.0f);
-    int axes[IR_MAX_RANK], naxes = rank;
-    for (int d = 0; d < rank; d++)
-      axes[d] = d;
-    const int64_t *av;
-    int na = node_attr_ints(n, "axes", &av);
-    if (na >= 0) {
-      naxes = na;
-      for (int k = 0; k < na; k++)
-        axes[k] = (int)(av[k] < 0 ? av[k] + rank : av[k]);
-    }
+    exclude = n->p.resize.exclude_outside;
+    cubic_a = n->p.resize.cubic_a;
+    extrapolation = n->p.resize.extrapolation;
+    const int *axes = n->p.resize.axes;
+    int naxes = n->p.resize.naxes;
     Tensor *rt = node_input(n, 1), *st = node_input(n, 2), *zt = node_input(n, 3);
     if (coord == 5) {
       if (!rt || !rt->f32 || tensor_numel(rt) != 2 * naxes) {
@@ -1286,12 +1235,12 @@ static void run_resize(Emitter *e, Node *n) {
           return;
         }
     } else if (zt && zt->i64) {
-      const char *policy = node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+      AspectPolicy policy = n->p.resize.policy;
       for (int k = 0; k < naxes; k++)
         scale[axes[k]] = (Ratio){zt->i64[k], x->dims[axes[k]]};
-      if (strcmp(policy, "stretch") != 0) {
+      if (policy != ASPECT_STRETCH) {
         /* One scale for all axes: the smallest (not_larger) or largest. */
-        bool larger = strcmp(policy, "not_smaller") == 0;
+        bool larger = policy == ASPECT_NOT_SMALLER;
         Ratio pick = scale[axes[0]];
         for (int k = 1; k < naxes; k++) {
           Ratio r = scale[axes[k]];
@@ -1415,7 +1364,7 @@ static void run_pool(Emitter *e, Node *n) {
     group_i(&L, 15, 1, "count_include_pad");
   }
   if (n->op == OP_LP_POOL) {
-    L.f[0] = (float)node_attr_int(n, "p", 2);
+    L.f[0] = (float)n->p.lp.p;
     group_f(&L, 0, 1, "p");
   }
   emit_launch(e, n, &L);
@@ -1501,9 +1450,9 @@ static void run_reduce(Emitter *e, Node *n) {
   if (n->op == OP_GLOBAL_AVERAGE_POOL || n->op == OP_GLOBAL_MAX_POOL) {
     for (int d = 0; d < x->rank; d++)
       reduced[d] = d >= 2;
-  } else if (!reduce_plan(e->g, n, reduced, &noop)) {
-    e->failed = true;
-    return;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+    noop = n->p.reduce.noop;
   }
   if (noop) {
     run_reshape_copy(e, n);
@@ -1529,12 +1478,8 @@ static void run_reduce(Emitter *e, Node *n) {
 
 static void run_softmax(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  int axis;
-  bool coerce;
-  if (!softmax_axis(e->g, n, &axis, &coerce)) {
-    e->failed = true;
-    return;
-  }
+  int axis = n->p.axis.axis;
+  bool coerce = n->p.axis.coerce2d;
   bool reduced[IR_MAX_RANK];
   for (int d = 0; d < x->rank; d++)
     reduced[d] = coerce ? d >= axis : d == axis;
@@ -1562,7 +1507,7 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
     int64_t low;
     L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
     L.f[0] = k == 1 ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1)
-                    : node_attr_float(n, "epsilon", 1e-5f);
+                    : n->p.norm.epsilon;
     group_f(&L, 0, 1, k == 1 ? "1 / length: the mean" : "epsilon");
     L.note = k == 1 ? "the Mean output" : "the InvStdDev output";
     emit_launch(e, n, &L);
@@ -1571,8 +1516,7 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
 
 static void run_layer_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0], *scale = node_input(n, 1), *bias = node_input(n, 2);
-  int64_t a = node_attr_int(n, "axis", -1);
-  int axis = (int)(a < 0 ? a + x->rank : a);
+  int axis = n->p.norm.axis;
   bool reduced[IR_MAX_RANK];
   for (int d = 0; d < x->rank; d++)
     reduced[d] = d >= axis;
@@ -1597,7 +1541,7 @@ static void run_layer_norm(Emitter *e, Node *n) {
   }
   L.nx = bias ? 3 : 2;
   group_i(&L, 13, bias ? 2 : 1, bias ? "scale and bias steps along the row" : "scale step along the row");
-  L.f[0] = node_attr_float(n, "epsilon", 1e-5f);
+  L.f[0] = n->p.norm.epsilon;
   group_f(&L, 0, 1, "epsilon");
   L.note = "x = {input, scale, bias}";
   emit_launch(e, n, &L);
@@ -1621,7 +1565,7 @@ static void run_instance_norm(Emitter *e, Node *n) {
   L.nx = 3;
   L.i[13] = x->dims[1];
   group_i(&L, 13, 1, "channels");
-  L.f[0] = node_attr_float(n, "epsilon", 1e-5f);
+  L.f[0] = n->p.norm.epsilon;
   group_f(&L, 0, 1, "epsilon");
   L.note = "x = {input, scale, bias}";
   emit_launch(e, n, &L);
@@ -1639,11 +1583,11 @@ static void run_lrn(Emitter *e, Node *n) {
   strides_of(y, ys);
   set_output(&L, buf(e, y), ys);
   set_input(&L, 0, buf(e, x), xs);
-  L.i[0] = node_attr_int(n, "size", 1);
+  L.i[0] = n->p.lrn.size;
   group_i(&L, 0, 1, "size");
-  L.f[0] = node_attr_float(n, "alpha", 1e-4f);
-  L.f[1] = node_attr_float(n, "beta", 0.75f);
-  L.f[2] = node_attr_float(n, "bias", 1.0f);
+  L.f[0] = n->p.lrn.alpha;
+  L.f[1] = n->p.lrn.beta;
+  L.f[2] = n->p.lrn.bias;
   group_f(&L, 0, 3, "alpha, beta, bias");
   emit_launch(e, n, &L);
 }
@@ -1674,7 +1618,7 @@ static void run_batch_norm(Emitter *e, Node *n) {
   set_input(&M, 1, buf(e, n->in[1]), channel);
   set_input(&M, 2, buf(e, n->in[2]), channel);
   set_input(&M, 3, buf(e, n->in[4]), channel);
-  M.f[0] = node_attr_float(n, "epsilon", 1e-5f);
+  M.f[0] = n->p.norm.epsilon;
   group_f(&M, 0, 1, "epsilon");
   M.note = "x = {x - mean, scale, bias, variance}";
   emit_launch(e, n, &M);
@@ -1710,13 +1654,7 @@ static LossScratch loss_scratch_size(const Node *n, LossReduction reduction) {
 }
 
 static void setup_loss(Emitter *e, Node *n) {
-  LossReduction reduction;
-  bool has_ignore;
-  int64_t ignore;
-  if (!loss_attrs(e->g, n, &reduction, &has_ignore, &ignore)) {
-    e->failed = true;
-    return;
-  }
+  LossReduction reduction = n->p.loss.reduction;
   LossScratch *s = node_data(e, n, sizeof *s);
   *s = loss_scratch_size(n, reduction);
   int64_t count = s->losses + s->log_prob;
@@ -1775,13 +1713,9 @@ static void loss_weights(Emitter *e, const Node *n, Launch *L) {
 
 static void run_loss(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *labels = n->in[1], *y = n->out[0];
-  LossReduction reduction;
-  bool has_ignore;
-  int64_t ignore;
-  if (!loss_attrs(e->g, n, &reduction, &has_ignore, &ignore)) {
-    e->failed = true;
-    return;
-  }
+  LossReduction reduction = n->p.loss.reduction;
+  bool has_ignore = n->p.loss.has_ignore;
+  int64_t ignore = n->p.loss.ignore;
   const LossScratch *s = node_data(e, n, sizeof *s);
   /* The log-probabilities and their strides. */
   const char *logp = buf(e, x);
@@ -1878,13 +1812,12 @@ static const char *reduce_more_kernel(OpKind op) {
 
 static void run_reduce_more(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  bool reduced[IR_MAX_RANK], noop = false;
+  bool reduced[IR_MAX_RANK];
   if (n->op == OP_GLOBAL_LP_POOL) {
     for (int d = 0; d < x->rank; d++)
       reduced[d] = d >= 2;
-  } else if (!reduce_plan(e->g, n, reduced, &noop)) {
-    e->failed = true;
-    return;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
   }
   int64_t yst[IR_MAX_RANK];
   reduced_output_strides(x, y, reduced, yst);
@@ -1895,7 +1828,7 @@ static void run_reduce_more(Emitter *e, Node *n) {
   int64_t low;
   L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
   if (n->op == OP_GLOBAL_LP_POOL) {
-    L.f[0] = (float)node_attr_int(n, "p", 2);
+    L.f[0] = (float)n->p.lp.p;
     group_f(&L, 0, 1, "p");
   }
   emit_launch(e, n, &L);
@@ -1905,19 +1838,18 @@ static void run_reduce_more(Emitter *e, Node *n) {
    that read a row and write it back. */
 static void run_row_more(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  bool reduced[IR_MAX_RANK] = {false}, coerce = false, ok = true;
+  bool reduced[IR_MAX_RANK] = {false}, coerce = false;
   int axis = 0, p = 2;
-  if (n->op == OP_HARDMAX)
-    ok = softmax_axis(e->g, n, &axis, &coerce);
-  else if (n->op == OP_CUMSUM)
-    ok = cumsum_axis(e->g, n, &axis);
-  else if (n->op == OP_LP_NORM)
-    ok = lp_norm_plan(e->g, n, &axis, &p);
-  else
-    ok = mvn_axes(e->g, n, reduced);
-  if (!ok) {
-    e->failed = true;
-    return;
+  if (n->op == OP_HARDMAX) {
+    axis = n->p.axis.axis;
+    coerce = n->p.axis.coerce2d;
+  } else if (n->op == OP_CUMSUM) {
+    axis = n->p.axis.axis;
+  } else if (n->op == OP_LP_NORM) {
+    axis = n->p.lp.axis;
+    p = n->p.lp.p;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
   }
   if (n->op != OP_MVN)
     for (int d = 0; d < x->rank; d++)
@@ -1934,8 +1866,8 @@ static void run_row_more(Emitter *e, Node *n) {
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   if (n->op == OP_CUMSUM) {
-    L.i[13] = node_attr_int(n, "exclusive", 0) != 0;
-    L.i[14] = node_attr_int(n, "reverse", 0) != 0;
+    L.i[13] = n->p.axis.exclusive;
+    L.i[14] = n->p.axis.reverse;
     group_i(&L, 13, 2, "exclusive, reverse");
   } else if (n->op == OP_LP_NORM) {
     L.i[14] = p;
@@ -1948,26 +1880,18 @@ static void run_row_more(Emitter *e, Node *n) {
 }
 
 static void run_trilu(Emitter *e, Node *n) {
-  int64_t k;
-  if (!trilu_k(e->g, n, &k)) {
-    e->failed = true;
-    return;
-  }
+  int64_t k = n->p.trilu.k;
   /* Not collapsed: the kernel needs the last two dims as they are. */
   Launch L = elementwise(e, n, "opc_trilu", n->in, 1);
   L.i[0] = k;
-  L.i[1] = node_attr_int(n, "upper", 1) != 0;
+  L.i[1] = n->p.trilu.upper;
   group_i(&L, 0, 2, "k, upper");
   emit_launch(e, n, &L);
 }
 
 static void run_gather_elements(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
-  int axis;
-  if (!gather_elements_axis(e->g, n, &axis)) {
-    e->failed = true;
-    return;
-  }
+  int axis = n->p.axis.axis;
   if (!tensor_is_const(idx)) {
     fail(e, n, "GatherElements needs constant indices");
     return;
@@ -1992,13 +1916,13 @@ static void run_gather_elements(Emitter *e, Node *n) {
 static void run_mod(Emitter *e, Node *n) {
   Launch L = elementwise(e, n, "opc_mod", n->in, 2);
   collapse(&L);
-  L.i[0] = node_attr_int(n, "fmod", 0) != 0;
+  L.i[0] = n->p.mod.fmod;
   group_i(&L, 0, 1, "fmod");
   emit_launch(e, n, &L);
 }
 
 static void run_gelu(Emitter *e, Node *n) {
-  bool approx = strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0;
+  bool approx = n->p.act.tanh;
   Launch L = elementwise(e, n, approx ? "opc_gelu_tanh" : "opc_gelu", n->in, 1);
   collapse(&L);
   emit_launch(e, n, &L);

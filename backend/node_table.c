@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "emit.h"
-#include "../passes/passes.h"
 #include "profile_template.h"
 
 /* ------------------------------------------------------- trace, describe */
@@ -141,7 +140,7 @@ static void emit_stage_waits(Emitter *e, int total) {
   emit(e, "};");
 }
 
-/* The profile's key of a unit (passes/cost_db.c), as a C string body. */
+/* The profile's key of a unit (ir/cost_key.c), as a C string body. */
 static const char *unit_key(Emitter *e, const Node *n) {
   int len = unit_cost_key(n, NULL, 0);
   char *key = arena_alloc(e->g->arena, (size_t)len + 1);

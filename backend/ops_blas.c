@@ -80,10 +80,10 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
     return false;
   if (!as_matrix(a, true, &p->a) || !as_matrix(b, true, &p->b) || !as_matrix(y, true, &p->y))
     return false;
-  p->ta = node_attr_int(n, "transA", 0) != 0;
-  p->tb = node_attr_int(n, "transB", 0) != 0;
-  p->alpha = node_attr_float(n, "alpha", 1.0f);
-  p->beta = node_attr_float(n, "beta", 1.0f);
+  p->ta = n->p.gemm.trans_a;
+  p->tb = n->p.gemm.trans_b;
+  p->alpha = n->p.gemm.alpha;
+  p->beta = n->p.gemm.beta;
   p->m = y->dims[0];
   p->n = y->dims[1];
   p->k = p->ta ? a->dims[0] : a->dims[1];

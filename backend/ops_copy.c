@@ -124,32 +124,6 @@ typedef struct Copies {
   int64_t dst_offset[64], src_offset[64];
 } Copies;
 
-static int64_t axis_of(const Node *n, int rank) {
-  int64_t axis = node_attr_int(n, "axis", 0);
-  return axis < 0 ? axis + rank : axis;
-}
-
-/* Constant integers of input `i`, else of attribute `attr`; -1 if neither. */
-static int const_ints(const Node *n, int i, const char *attr, int64_t *out, int max) {
-  const Tensor *t = node_input(n, i);
-  if (t) {
-    if (!t->i64 && !t->f32)
-      return -1;
-    int64_t count = tensor_numel(t);
-    if (count > max)
-      return -1;
-    for (int64_t k = 0; k < count; k++)
-      out[k] = t->i64 ? t->i64[k] : (int64_t)t->f32[k];
-    return (int)count;
-  }
-  const int64_t *v;
-  int count = node_attr_ints(n, attr, &v);
-  if (count < 0 || count > max)
-    return -1;
-  memcpy(out, v, sizeof(int64_t) * (size_t)count);
-  return count;
-}
-
 static bool add_copy(Copies *c, const Tensor *dst, int64_t dst_offset, const int64_t *dst_strides,
                      const Tensor *src, int64_t src_offset, const int64_t *src_strides, int rank,
                      const int64_t *dims) {
@@ -176,7 +150,7 @@ static bool plan_same_order(Copies *c, const Tensor *x, const Tensor *y) {
 
 static bool plan_concat(Copies *c, const Node *n) {
   const Tensor *y = n->out[0];
-  int64_t axis = axis_of(n, y->rank), at = 0;
+  int64_t axis = n->p.axis.axis, at = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *x = n->in[i];
     if (!x)
@@ -190,7 +164,7 @@ static bool plan_concat(Copies *c, const Node *n) {
 
 static bool plan_split(Copies *c, const Node *n) {
   const Tensor *x = n->in[0];
-  int64_t axis = axis_of(n, x->rank), at = 0;
+  int64_t axis = n->p.split.axis, at = 0;
   for (int i = 0; i < n->nout; i++) {
     const Tensor *y = n->out[i];
     if (!y)
@@ -205,39 +179,10 @@ static bool plan_split(Copies *c, const Node *n) {
 /* Slice: the output is the input seen with shifted origin and scaled strides. */
 static bool plan_slice(Copies *c, const Node *n) {
   const Tensor *x = n->in[0], *y = n->out[0];
-  int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
-  int ns = const_ints(n, 1, "starts", starts, IR_MAX_RANK);
-  if (ns < 0 || const_ints(n, 2, "ends", ends, IR_MAX_RANK) != ns)
-    return false;
-  int na = const_ints(n, 3, "axes", axes, IR_MAX_RANK);
-  if (na < 0) {
-    for (int i = 0; i < ns; i++)
-      axes[i] = i;
-  } else if (na != ns) {
-    return false;
-  }
-  int nst = const_ints(n, 4, "steps", steps, IR_MAX_RANK);
-  if (nst < 0) {
-    for (int i = 0; i < ns; i++)
-      steps[i] = 1;
-  } else if (nst != ns) {
-    return false;
-  }
   int64_t strides[IR_MAX_RANK], offset = 0;
-  memcpy(strides, x->strides, sizeof strides);
-  for (int i = 0; i < ns; i++) {
-    int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
-    if (a < 0 || a >= x->rank || steps[i] == 0)
-      return false;
-    int64_t dim = x->dims[a], s = starts[i];
-    if (s < 0)
-      s += dim;
-    if (steps[i] > 0)
-      s = s < 0 ? 0 : s > dim ? dim : s;
-    else
-      s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
-    offset += s * x->strides[a];
-    strides[a] = x->strides[a] * steps[i];
+  for (int a = 0; a < x->rank; a++) {
+    offset += n->p.slice.start[a] * x->strides[a];
+    strides[a] = x->strides[a] * n->p.slice.step[a];
   }
   return add_copy(c, y, 0, y->strides, x, offset, strides, y->rank, y->dims);
 }
@@ -245,10 +190,8 @@ static bool plan_slice(Copies *c, const Node *n) {
 static bool plan_transpose(Copies *c, const Node *n) {
   const Tensor *x = n->in[0], *y = n->out[0];
   int64_t perm[IR_MAX_RANK], strides[IR_MAX_RANK];
-  const int64_t *p;
-  int np = node_attr_ints(n, "perm", &p);
   for (int i = 0; i < x->rank; i++)
-    perm[i] = np == x->rank ? p[i] : x->rank - 1 - i;
+    perm[i] = n->p.transpose.perm[i];
   for (int i = 0; i < y->rank; i++) {
     if (perm[i] < 0 || perm[i] >= x->rank)
       return false;

@@ -509,33 +509,12 @@ static bool plan_reduce(const Node *n, ReducePlan *p) {
     for (int i = 2; i < x->rank; i++)
       reduce[i] = true;
   } else {
-    const int64_t *axes = NULL;
-    int64_t buf_axes[IR_MAX_RANK];
-    int count = -1;
-    const Tensor *t = node_input(n, 1);
-    if (t) {
-      if (!t->i64 || tensor_numel(t) > IR_MAX_RANK)
-        return false;
-      count = (int)tensor_numel(t);
-      memcpy(buf_axes, t->i64, sizeof(int64_t) * (size_t)count);
-      axes = buf_axes;
-    } else {
-      count = node_attr_ints(n, "axes", &axes);
+    if (n->p.reduce.noop) {
+      p->identity = true;
+      return true;
     }
-    if (count <= 0) {
-      if (node_attr_int(n, "noop_with_empty_axes", 0)) {
-        p->identity = true;
-        return true;
-      }
-      for (int i = 0; i < x->rank; i++)
-        reduce[i] = true;
-    }
-    for (int i = 0; i < count; i++) {
-      int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
-      if (a < 0 || a >= x->rank)
-        return false;
-      reduce[a] = true;
-    }
+    for (int i = 0; i < x->rank; i++)
+      reduce[i] = n->p.reduce.reduced[i];
   }
   p->rank = x->rank;
   for (int i = 0; i < x->rank; i++) {
@@ -598,15 +577,14 @@ static const OpEmitter reduce_emitter = {
 /* (outer, axis, inner): softmax over the middle dim, cuDNN's channel mode. */
 static void softmax_shape(const Graph *g, const Node *n, int64_t *shape) {
   const Tensor *x = n->in[0];
-  int64_t axis = node_attr_int(n, "axis", g->opset >= 13 ? -1 : 1);
-  if (axis < 0)
-    axis += x->rank;
+  int64_t axis = n->p.axis.axis;
+  bool coerce2d = n->p.axis.coerce2d;
   shape[0] = shape[1] = shape[2] = 1;
   shape[3] = 1;
   for (int i = 0; i < x->rank; i++) {
     if (i < axis)
       shape[0] *= x->dims[i];
-    else if (i == axis || g->opset < 13)
+    else if (i == axis || coerce2d)
       shape[1] *= x->dims[i]; /* before opset 13: flattened to 2-D at axis */
     else
       shape[2] *= x->dims[i];
@@ -644,9 +622,9 @@ typedef struct DescPair {
 
 static bool lrn_supports(Emitter *e, const Node *n) {
   (void)e;
-  int64_t size = node_attr_int(n, "size", 0);
+  int64_t size = n->p.lrn.size;
   return n->in[0]->rank >= 3 && n->in[0]->rank <= 5 && size >= 1 && size <= 16 &&
-         node_attr_float(n, "bias", 1.0f) >= 1e-5f && node_attr_float(n, "beta", 0.75f) >= 0.01f;
+         n->p.lrn.bias >= 1e-5f && n->p.lrn.beta >= 0.01f;
 }
 
 static void lrn_setup(Emitter *e, Node *n) {
@@ -655,10 +633,8 @@ static void lrn_setup(Emitter *e, Node *n) {
   p->yd = desc_of(e, n, "y", n->out[0]);
   p->od = emit_desc(e, n, "LRN", "lrn");
   emit_call(e, LIB_CUDNN, n, "cudnnSetLRNDescriptor(%s, %lld, %s, %s, %s)", p->od,
-            (long long)node_attr_int(n, "size", 1),
-            double_literal(e, node_attr_float(n, "alpha", 1e-4f)),
-            double_literal(e, node_attr_float(n, "beta", 0.75f)),
-            double_literal(e, node_attr_float(n, "bias", 1.0f)));
+            (long long)n->p.lrn.size, double_literal(e, n->p.lrn.alpha),
+            double_literal(e, n->p.lrn.beta), double_literal(e, n->p.lrn.bias));
 }
 
 static void lrn_run(Emitter *e, Node *n) {
@@ -724,7 +700,7 @@ static void bn_run(Emitter *e, Node *n) {
             "cudnnBatchNormalizationForwardInference(%s, CUDNN_BATCHNORM_SPATIAL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             node_cudnn(e, n), emit_scalar(e, 1), emit_scalar(e, 0), p->xd, buf(e, n->in[0]), p->xd,
             buf(e, n->out[0]), p->od, buf(e, n->in[1]), buf(e, n->in[2]), buf(e, n->in[3]),
-            buf(e, n->in[4]), double_literal(e, node_attr_float(n, "epsilon", 1e-5f)));
+            buf(e, n->in[4]), double_literal(e, n->p.norm.epsilon));
 }
 
 static const OpEmitter bn_emitter = {.setup = bn_setup, .run = bn_run, .supports = bn_supports};
@@ -734,7 +710,7 @@ static const OpEmitter bn_emitter = {.setup = bn_setup, .run = bn_run, .supports
 static bool clip_bounds(const Node *n, float *lo, float *hi) {
   *lo = -INFINITY;
   *hi = INFINITY;
-  if (n->nin > 1 || node_attr(n, "min") == NULL) {
+  if (n->nin > 1 || !n->p.clip.has_min) {
     const Tensor *tmin = node_input(n, 1), *tmax = node_input(n, 2);
     if ((tmin && !tmin->f32) || (tmax && !tmax->f32))
       return false;
@@ -743,8 +719,11 @@ static bool clip_bounds(const Node *n, float *lo, float *hi) {
     if (tmax)
       *hi = tmax->f32[0];
   }
-  *lo = node_attr_float(n, "min", *lo);
-  *hi = node_attr_float(n, "max", *hi);
+  /* before opset 11 the bounds are attributes */
+  if (n->p.clip.has_min)
+    *lo = n->p.clip.min;
+  if (n->p.clip.has_max)
+    *hi = n->p.clip.max;
   return true;
 }
 
@@ -778,7 +757,7 @@ static void activation_setup(Emitter *e, Node *n) {
     p->od = activation_desc(e, n, "CUDNN_ACTIVATION_TANH", 0);
     break;
   case OP_ELU:
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_ELU", node_attr_float(n, "alpha", 1.0f));
+    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_ELU", n->p.act.alpha);
     break;
   default:
     clip_bounds(n, &lo, &hi);

@@ -16,33 +16,7 @@
 /* Results beyond this many elements stay run-time work. */
 #define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
 
-bool op_is_evaluable(OpKind op) {
-  switch (op) {
-  case OP_IDENTITY: case OP_DROPOUT: case OP_CONSTANT: case OP_SHAPE: case OP_CAST:
-  case OP_CONSTANT_OF_SHAPE: case OP_RANGE: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE:
-  case OP_UNSQUEEZE: case OP_CONCAT: case OP_GATHER: case OP_SLICE: case OP_SPLIT:
-  case OP_TRANSPOSE: case OP_TILE: case OP_EXPAND:
-  case OP_RELU: case OP_LEAKY_RELU: case OP_PRELU: case OP_ELU: case OP_SELU: case OP_CELU:
-  case OP_SIGMOID: case OP_TANH: case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SOFTPLUS:
-  case OP_SOFTSIGN: case OP_CLIP: case OP_ERF:
-  case OP_EXP: case OP_LOG: case OP_SQRT: case OP_ABS: case OP_NEG: case OP_RECIPROCAL:
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_SIGN: case OP_SIN: case OP_COS:
-  case OP_TAN: case OP_ASIN: case OP_ACOS: case OP_ATAN: case OP_SINH: case OP_COSH:
-  case OP_ASINH: case OP_ACOSH: case OP_ATANH:
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_SUM: case OP_MAX:
-  case OP_MIN: case OP_MEAN:
-  case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-  case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-  /* more operators */
-  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP: case OP_REDUCE_L1:
-  case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM: case OP_TRILU: case OP_GATHER_ELEMENTS: case OP_HARDMAX:
-  case OP_CUMSUM: case OP_THRESHOLDED_RELU: case OP_SHRINK: case OP_MOD: case OP_EYE_LIKE:
-  case OP_MISH: case OP_GELU:
-    return true;
-  default:
-    return false;
-  }
-}
+bool op_is_evaluable(OpKind op) { return op_info(op)->fold != NULL; }
 
 /* ------------------------------------------------------------ elements */
 
@@ -119,15 +93,27 @@ static int64_t wrap_int(int64_t v, DType t) {
 
 /* ------------------------------------------------------- data movement */
 
-static void fold_copy(Tensor *y, const Tensor *x) {
+static void copy_data(Tensor *y, const Tensor *x) {
   for (int64_t i = 0; i < tensor_numel(y); i++)
     copy_elem(y, i, x, i);
 }
 
-static bool fold_concat(Graph *g, Node *n) {
-  int axis;
-  if (!concat_axis(g, n, &axis))
-    return false;
+/* Identity, Reshape, Flatten, Squeeze, Unsqueeze. */
+bool fold_copy(Graph *g, Node *n) {
+  copy_data(n->out[0], n->in[0]);
+  return true;
+}
+
+bool fold_dropout(Graph *g, Node *n) {
+  copy_data(n->out[0], n->in[0]);
+  if (n->nout > 1 && n->out[1])
+    for (int64_t i = 0; i < tensor_numel(n->out[1]); i++)
+      n->out[1]->i64[i] = 1; /* inference keeps everything */
+  return true;
+}
+
+bool fold_concat(Graph *g, Node *n) {
+  int axis = n->p.axis.axis;
   Tensor *y = n->out[0];
   int64_t outer = prod(y->dims, 0, axis), inner = prod(y->dims, axis + 1, y->rank);
   int64_t k = 0;
@@ -141,11 +127,9 @@ static bool fold_concat(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_split(Graph *g, Node *n) {
-  int axis;
-  int64_t *sizes = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(n->nout + 1));
-  if (!split_plan(g, n, &axis, sizes))
-    return false;
+bool fold_split(Graph *g, Node *n) {
+  int axis = n->p.split.axis;
+  const int64_t *sizes = n->p.split.sizes;
   const Tensor *x = n->in[0];
   int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
   int64_t row = x->dims[axis] * inner, begin = 0;
@@ -160,10 +144,8 @@ static bool fold_split(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_gather(Graph *g, Node *n) {
-  int axis;
-  if (!gather_axis(g, n, &axis))
-    return false;
+bool fold_gather(Graph *g, Node *n) {
+  int axis = n->p.axis.axis;
   const Tensor *x = n->in[0], *idx = n->in[1];
   Tensor *y = n->out[0];
   int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
@@ -179,10 +161,9 @@ static bool fold_gather(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_slice(Graph *g, Node *n) {
-  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], ext[IR_MAX_RANK], c[IR_MAX_RANK];
-  if (!slice_plan(g, n, start, step, ext))
-    return false;
+bool fold_slice(Graph *g, Node *n) {
+  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
+  int64_t c[IR_MAX_RANK];
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -194,10 +175,8 @@ static bool fold_slice(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_transpose(Graph *g, Node *n) {
-  int perm[IR_MAX_RANK];
-  if (!transpose_plan(g, n, perm))
-    return false;
+bool fold_transpose(Graph *g, Node *n) {
+  const int *perm = n->p.transpose.perm;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK];
@@ -210,7 +189,9 @@ static bool fold_transpose(Graph *g, Node *n) {
   return true;
 }
 
-static void fold_tile(Tensor *y, const Tensor *x) {
+bool fold_tile(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  const Tensor *x = n->in[0];
   int64_t c[IR_MAX_RANK];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     unravel(i, y->rank, y->dims, c);
@@ -218,18 +199,22 @@ static void fold_tile(Tensor *y, const Tensor *x) {
       c[d] %= x->dims[d];
     copy_elem(y, i, x, ravel(x->rank, x->dims, c));
   }
+  return true;
 }
 
-static void fold_expand(Tensor *y, const Tensor *x) {
+bool fold_expand(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  const Tensor *x = n->in[0];
   int64_t strides[IR_MAX_RANK];
   broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
   for (int64_t i = 0; i < tensor_numel(y); i++)
     copy_elem(y, i, x, broadcast_offset(i, y->rank, y->dims, strides));
+  return true;
 }
 
 /* --------------------------------------------------------- generators */
 
-static bool fold_constant(Graph *g, Node *n) {
+bool fold_constant(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   const Attr *a = NULL;
   static const char *const kinds[] = {"value", "value_float", "value_int", "value_floats",
@@ -249,12 +234,13 @@ static bool fold_constant(Graph *g, Node *n) {
   return a != NULL;
 }
 
-static void fold_shape(Node *n) {
+bool fold_shape(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   int start, end;
   shape_range(n, x->rank, &start, &end);
   for (int i = start; i < end; i++)
     n->out[0]->i64[i - start] = x->dims[i];
+  return true;
 }
 
 /* Rounds to the nearest float16 (ties to even), as a cast to f16 and back
@@ -288,12 +274,10 @@ static float round_to_bfloat16(float f) {
   return f;
 }
 
-static bool fold_cast(Graph *g, Node *n) {
+bool fold_cast(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  DType to;
-  if (!cast_target(g, n, &to))
-    return false;
+  DType to = n->p.cast.to;
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     if (y->f32 && to == DT_FLOAT16)
       y->f32[i] = round_to_half(getf(x, i));
@@ -309,7 +293,7 @@ static bool fold_cast(Graph *g, Node *n) {
   return true;
 }
 
-static void fold_constant_of_shape(Node *n) {
+bool fold_constant_of_shape(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   const Attr *a = node_attr(n, "value");
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -320,9 +304,10 @@ static void fold_constant_of_shape(Node *n) {
     else
       y->i64[i] = 0;
   }
+  return true;
 }
 
-static void fold_range(Node *n) {
+bool fold_range(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   const Tensor *start = n->in[0], *delta = n->in[2];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -331,31 +316,22 @@ static void fold_range(Node *n) {
     else
       y->i64[i] = start->i64[0] + i * delta->i64[0];
   }
+  return true;
 }
 
 /* --------------------------------------------------------------- unary */
 
 static float unary(const Node *n, float x) {
-  float alpha, beta;
+  float alpha = n->p.act.alpha, beta = n->p.act.beta, gamma = n->p.act.gamma;
   switch (n->op) {
   case OP_RELU: return x > 0 ? x : 0;
-  case OP_LEAKY_RELU: return x >= 0 ? x : node_attr_float(n, "alpha", 0.01f) * x;
-  case OP_ELU:
-    alpha = node_attr_float(n, "alpha", 1.0f);
-    return x >= 0 ? x : alpha * (expf(x) - 1);
-  case OP_SELU:
-    alpha = node_attr_float(n, "alpha", 1.67326319217681884765625f);
-    beta = node_attr_float(n, "gamma", 1.05070102214813232421875f);
-    return x > 0 ? beta * x : beta * alpha * (expf(x) - 1);
-  case OP_CELU:
-    alpha = node_attr_float(n, "alpha", 1.0f);
-    return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
+  case OP_LEAKY_RELU: return x >= 0 ? x : alpha * x;
+  case OP_ELU: return x >= 0 ? x : alpha * (expf(x) - 1);
+  case OP_SELU: return x > 0 ? gamma * x : gamma * alpha * (expf(x) - 1);
+  case OP_CELU: return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
   case OP_SIGMOID: return 1 / (1 + expf(-x));
   case OP_TANH: return tanhf(x);
-  case OP_HARD_SIGMOID:
-    alpha = node_attr_float(n, "alpha", 0.2f);
-    beta = node_attr_float(n, "beta", 0.5f);
-    return fmaxf(0, fminf(1, alpha * x + beta));
+  case OP_HARD_SIGMOID: return fmaxf(0, fminf(1, alpha * x + beta));
   case OP_HARD_SWISH: return x * fmaxf(0, fminf(1, x / 6 + 0.5f));
   case OP_SOFTPLUS: return log1pf(expf(x));
   case OP_SOFTSIGN: return x / (1 + fabsf(x));
@@ -381,15 +357,14 @@ static float unary(const Node *n, float x) {
   case OP_ASINH: return asinhf(x);
   case OP_ACOSH: return acoshf(x);
   case OP_ATANH: return atanhf(x);
-  /* more operators */
-  case OP_THRESHOLDED_RELU: return x > node_attr_float(n, "alpha", 1.0f) ? x : 0.0f;
-  case OP_SHRINK:
-    alpha = node_attr_float(n, "lambd", 0.5f);
-    beta = node_attr_float(n, "bias", 0.0f);
-    return x < -alpha ? x + beta : x > alpha ? x - beta : 0.0f;
+  case OP_THRESHOLDED_RELU: return x > alpha ? x : 0.0f;
+  case OP_SHRINK: {
+    float lambd = n->p.act.lambd, bias = n->p.act.bias;
+    return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
+  }
   case OP_MISH: return x * tanhf(log1pf(expf(x)));
   case OP_GELU:
-    if (strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0)
+    if (n->p.act.tanh)
       return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
   default: return x;
@@ -408,7 +383,8 @@ static bool unary_int(const Node *n, int64_t x, int64_t *out) {
   }
 }
 
-static void fold_unary(const Node *n) {
+/* Activations and unary maths. */
+bool fold_unary(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -420,9 +396,10 @@ static void fold_unary(const Node *n) {
     else
       y->i64[i] = to_int(unary(n, getf(x, i)));
   }
+  return true;
 }
 
-static void fold_clip(Graph *g, const Node *n) {
+bool fold_clip(Graph *g, Node *n) {
   const Tensor *x = n->in[0], *lo = node_input(n, 1), *hi = node_input(n, 2);
   Tensor *y = n->out[0];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -435,22 +412,26 @@ static void fold_clip(Graph *g, const Node *n) {
       y->i64[i] = v;
     } else {
       float v = x->f32[i];
-      float l = lo ? getf(lo, 0) : node_attr_float(n, "min", -INFINITY);
-      float h = hi ? getf(hi, 0) : node_attr_float(n, "max", INFINITY);
+      float l = lo ? getf(lo, 0) : n->p.clip.has_min ? n->p.clip.min : -INFINITY;
+      float h = hi ? getf(hi, 0) : n->p.clip.has_max ? n->p.clip.max : INFINITY;
       y->f32[i] = fminf(fmaxf(v, l), h);
     }
   }
+  return true;
 }
 
-static void fold_prelu(const Node *n) {
+bool fold_prelu(Graph *g, Node *n) {
   const Tensor *x = n->in[0], *slope = n->in[1];
   Tensor *y = n->out[0];
+  if (!y->f32)
+    return false;
   int64_t strides[IR_MAX_RANK];
   broadcast_strides(slope->rank, slope->dims, y->rank, y->dims, strides);
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     float v = getf(x, i), s = getf(slope, broadcast_offset(i, y->rank, y->dims, strides));
     y->f32[i] = v >= 0 ? v : s * v;
   }
+  return true;
 }
 
 /* ---------------------------------------------------------- broadcast */
@@ -501,7 +482,7 @@ static float combine_float(OpKind op, float a, float b) {
   }
 }
 
-static bool fold_broadcast(Graph *g, Node *n) {
+bool fold_broadcast(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t numel = tensor_numel(y);
   int64_t strides[IR_MAX_RANK];
@@ -556,14 +537,12 @@ static int64_t reduce_int(OpKind op, int64_t acc, int64_t v, bool seen) {
   return op == OP_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
 }
 
-static bool fold_reduce(Graph *g, Node *n) {
-  bool reduced[IR_MAX_RANK], noop;
-  if (!reduce_plan(g, n, reduced, &noop))
-    return false;
+bool fold_reduce(Graph *g, Node *n) {
+  const bool *reduced = n->p.reduce.reduced;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  if (noop) {
-    fold_copy(y, x);
+  if (n->p.reduce.noop) {
+    copy_data(y, x);
     return true;
   }
   /* The output index of an input element: its coordinates with the
@@ -600,10 +579,8 @@ static bool fold_reduce(Graph *g, Node *n) {
    len values: the axis alone, or every dim from it on when the old opsets
    coerce x to 2-D. False when the axis is bad or y holds no floats. */
 static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
-  int axis;
-  bool coerce;
-  if (!softmax_axis(g, n, &axis, &coerce))
-    return false;
+  int axis = n->p.axis.axis;
+  bool coerce = n->p.axis.coerce2d;
   const Tensor *x = n->in[0];
   if (!n->out[0]->f32)
     return false;
@@ -613,7 +590,7 @@ static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_
   return true;
 }
 
-static bool fold_softmax(Graph *g, Node *n) {
+bool fold_softmax(Graph *g, Node *n) {
   int64_t outer, len, inner;
   if (!softmax_rows(g, n, &outer, &len, &inner))
     return false;
@@ -656,10 +633,8 @@ static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *
    (sum of squares, product, L1) in wrapping int64. With noop_with_empty_axes
    and no axes nothing is reduced, yet the elementwise steps still apply
    (ReduceSumSquare squares, ReduceLogSum takes the log), as the spec says. */
-static bool fold_reduce_more(Graph *g, Node *n) {
-  bool reduced[IR_MAX_RANK], noop;
-  if (!reduce_plan(g, n, reduced, &noop))
-    return false;
+bool fold_reduce_more(Graph *g, Node *n) {
+  const bool *reduced = n->p.reduce.reduced;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   int64_t kdims[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
@@ -716,13 +691,11 @@ static bool fold_reduce_more(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_trilu(Graph *g, Node *n) {
-  int64_t k;
-  if (!trilu_k(g, n, &k))
-    return false;
+bool fold_trilu(Graph *g, Node *n) {
+  int64_t k = n->p.trilu.k;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  bool upper = node_attr_int(n, "upper", 1) != 0;
+  bool upper = n->p.trilu.upper;
   int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     int64_t c = i % cols, r = (i / cols) % rows;
@@ -737,10 +710,8 @@ static bool fold_trilu(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_gather_elements(Graph *g, Node *n) {
-  int axis;
-  if (!gather_elements_axis(g, n, &axis))
-    return false;
+bool fold_gather_elements(Graph *g, Node *n) {
+  int axis = n->p.axis.axis;
   const Tensor *x = n->in[0], *idx = n->in[1];
   Tensor *y = n->out[0];
   int64_t c[IR_MAX_RANK], dim = x->dims[axis];
@@ -753,14 +724,11 @@ static bool fold_gather_elements(Graph *g, Node *n) {
   return true;
 }
 
-static bool fold_cumsum(Graph *g, Node *n) {
-  int axis;
-  if (!cumsum_axis(g, n, &axis))
-    return false;
+bool fold_cumsum(Graph *g, Node *n) {
+  int axis = n->p.axis.axis;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  bool exclusive = node_attr_int(n, "exclusive", 0) != 0;
-  bool reverse = node_attr_int(n, "reverse", 0) != 0;
+  bool exclusive = n->p.axis.exclusive, reverse = n->p.axis.reverse;
   int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
   int64_t inner = prod(x->dims, axis + 1, x->rank);
   for (int64_t o = 0; o < outer; o++)
@@ -791,7 +759,7 @@ static bool fold_cumsum(Graph *g, Node *n) {
 
 /* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
    counts as the largest, as numpy's argmax has it. */
-static bool fold_hardmax(Graph *g, Node *n) {
+bool fold_hardmax(Graph *g, Node *n) {
   int64_t outer, len, inner;
   if (!softmax_rows(g, n, &outer, &len, &inner))
     return false;
@@ -812,7 +780,7 @@ static bool fold_hardmax(Graph *g, Node *n) {
   return true;
 }
 
-static void fold_eye_like(const Node *n) {
+bool fold_eye_like(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
@@ -822,6 +790,7 @@ static void fold_eye_like(const Node *n) {
     else
       y->i64[i] = on;
   }
+  return true;
 }
 
 /* Mod: with fmod the remainder of truncated division (C's % and fmod),
@@ -849,10 +818,10 @@ static float mod_float(bool fmod_mode, float a, float b) {
   return r;
 }
 
-static bool fold_mod(Graph *g, Node *n) {
+bool fold_mod(Graph *g, Node *n) {
   const Tensor *a = n->in[0], *b = n->in[1];
   Tensor *y = n->out[0];
-  bool fmod_mode = node_attr_int(n, "fmod", 0) != 0;
+  bool fmod_mode = n->p.mod.fmod;
   int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
   broadcast_strides(a->rank, a->dims, y->rank, y->dims, sa);
   broadcast_strides(b->rank, b->dims, y->rank, y->dims, sb);
@@ -872,58 +841,6 @@ static bool fold_mod(Graph *g, Node *n) {
 /* --------------------------------------------------- more operators (end) */
 
 /* -------------------------------------------------------------- driver */
-
-static bool evaluate(Graph *g, Node *n) {
-  Tensor *x = node_input(n, 0), *y = n->out[0];
-  switch (n->op) {
-  case OP_IDENTITY: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
-    fold_copy(y, x);
-    return true;
-  case OP_DROPOUT:
-    fold_copy(y, x);
-    if (n->nout > 1 && n->out[1])
-      for (int64_t i = 0; i < tensor_numel(n->out[1]); i++)
-        n->out[1]->i64[i] = 1; /* inference keeps everything */
-    return true;
-  case OP_CONSTANT: return fold_constant(g, n);
-  case OP_SHAPE: fold_shape(n); return true;
-  case OP_CAST: return fold_cast(g, n);
-  case OP_CONSTANT_OF_SHAPE: fold_constant_of_shape(n); return true;
-  case OP_RANGE: fold_range(n); return true;
-  case OP_CONCAT: return fold_concat(g, n);
-  case OP_SPLIT: return fold_split(g, n);
-  case OP_GATHER: return fold_gather(g, n);
-  case OP_SLICE: return fold_slice(g, n);
-  case OP_TRANSPOSE: return fold_transpose(g, n);
-  case OP_TILE: fold_tile(y, x); return true;
-  case OP_EXPAND: fold_expand(y, x); return true;
-  case OP_CLIP: fold_clip(g, n); return true;
-  case OP_PRELU:
-    if (!y->f32)
-      return false;
-    fold_prelu(n);
-    return true;
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_SUM: case OP_MAX:
-  case OP_MIN: case OP_MEAN:
-    return fold_broadcast(g, n);
-  case OP_REDUCE_MEAN: case OP_REDUCE_SUM: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-    return fold_reduce(g, n);
-  case OP_SOFTMAX: case OP_LOG_SOFTMAX: return fold_softmax(g, n);
-  /* more operators */
-  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP: case OP_REDUCE_L1:
-  case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM:
-    return fold_reduce_more(g, n);
-  case OP_TRILU: return fold_trilu(g, n);
-  case OP_GATHER_ELEMENTS: return fold_gather_elements(g, n);
-  case OP_CUMSUM: return fold_cumsum(g, n);
-  case OP_HARDMAX: return fold_hardmax(g, n);
-  case OP_EYE_LIKE: fold_eye_like(n); return true;
-  case OP_MOD: return fold_mod(g, n);
-  default:
-    fold_unary(n);
-    return true;
-  }
-}
 
 bool node_fold(Graph *g, Node *n) {
   if (!op_is_evaluable(n->op))
@@ -946,7 +863,7 @@ bool node_fold(Graph *g, Node *n) {
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
       alloc_data(g, n->out[i]);
-  if (evaluate(g, n))
+  if (op_info(n->op)->fold(g, n))
     return true;
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])

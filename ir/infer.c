@@ -7,29 +7,6 @@
 
 #include "ir.h"
 
-/* Inputs that are parameters rather than float32 data: shape inputs, axes,
-   indices. Their shape functions check them. Bit i stands for input i. */
-static unsigned param_inputs(OpKind op) {
-  switch (op) {
-  case OP_SLICE: return 0x1e;
-  case OP_PAD: return 0x0a;
-  case OP_RESIZE: return 0x0e;
-  case OP_SPLIT: case OP_RESHAPE: case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_TILE:
-  case OP_EXPAND: case OP_GATHER: case OP_UPSAMPLE: case OP_REDUCE_MEAN: case OP_REDUCE_SUM:
-  case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-  /* more operators */
-  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP: case OP_REDUCE_L1:
-  case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM: case OP_TRILU: case OP_GATHER_ELEMENTS: case OP_CUMSUM:
-    return 0x02;
-  case OP_EYE_LIKE: return 0x01; /* only its shape matters */
-  case OP_DROPOUT: return 0x06;
-  case OP_SHAPE: case OP_CONSTANT_OF_SHAPE: return 0x01;
-  case OP_RANGE: return 0x07;
-  case OP_NLL_LOSS: case OP_SCE_LOSS: return 0x02; /* losses: the labels */
-  default: return 0;
-  }
-}
-
 static bool all_inputs_const(const Node *n) {
   for (int i = 0; i < n->nin; i++)
     if (n->in[i] && !tensor_is_const(n->in[i]))
@@ -70,7 +47,7 @@ static bool check_arity(Graph *g, Node *n) {
 /* Run-time data is float32 only. Other dtypes pass when the node will be
    evaluated at compile time, which happens when all its inputs are constant. */
 static bool check_dtypes(Graph *g, Node *n) {
-  unsigned params = param_inputs(n->op);
+  unsigned params = op_info(n->op)->param_inputs;
   bool folds = op_is_evaluable(n->op) && all_inputs_const(n);
   for (int i = 0; i < n->nin; i++) {
     Tensor *t = n->in[i];

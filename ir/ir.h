@@ -124,39 +124,27 @@ typedef struct Attr {
 /* ------------------------------------------------------------ operators */
 
 /*
- * Operator kinds. The table in ops.c (op_info) gives each one its ONNX name,
- * arity and shape function. Order is not significant; append new kinds.
+ * Operator kinds, one per row of ops.def. The table in ops.c (op_info)
+ * gives each its ONNX name, arity, shape function, evaluator, parameters
+ * and cost class. Order is not significant.
  */
 typedef enum OpKind {
   OP_INVALID = 0,
-  /* convolution and normalisation */
-  OP_CONV, OP_CONV_TRANSPOSE, OP_BATCH_NORM, OP_INSTANCE_NORM, OP_LAYER_NORM, OP_LRN,
-  /* activations */
-  OP_RELU, OP_LEAKY_RELU, OP_PRELU, OP_ELU, OP_SELU, OP_CELU, OP_SIGMOID, OP_TANH,
-  OP_HARD_SIGMOID, OP_HARD_SWISH, OP_SOFTPLUS, OP_SOFTSIGN, OP_CLIP, OP_ERF,
-  /* unary maths */
-  OP_EXP, OP_LOG, OP_SQRT, OP_ABS, OP_NEG, OP_RECIPROCAL, OP_FLOOR, OP_CEIL, OP_ROUND, OP_SIGN,
-  OP_SIN, OP_COS, OP_TAN, OP_ASIN, OP_ACOS, OP_ATAN, OP_SINH, OP_COSH, OP_ASINH, OP_ACOSH, OP_ATANH,
-  /* elementwise with broadcasting */
-  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_SUM, OP_MAX, OP_MIN, OP_MEAN,
-  /* pooling */
-  OP_MAX_POOL, OP_AVERAGE_POOL, OP_GLOBAL_AVERAGE_POOL, OP_GLOBAL_MAX_POOL,
-  /* data movement and shape */
-  OP_CONCAT, OP_SPLIT, OP_SLICE, OP_PAD, OP_GEMM, OP_MATMUL, OP_FLATTEN, OP_RESHAPE,
-  OP_SQUEEZE, OP_UNSQUEEZE, OP_TRANSPOSE, OP_TILE, OP_EXPAND, OP_GATHER,
-  OP_DEPTH_TO_SPACE, OP_SPACE_TO_DEPTH, OP_RESIZE, OP_UPSAMPLE,
-  /* reductions and softmax */
-  OP_SOFTMAX, OP_LOG_SOFTMAX, OP_REDUCE_MEAN, OP_REDUCE_SUM, OP_REDUCE_MAX, OP_REDUCE_MIN,
-  /* trivial in inference, or compile time only */
-  OP_DROPOUT, OP_IDENTITY, OP_CONSTANT, OP_SHAPE, OP_CAST,
-  OP_CONSTANT_OF_SHAPE, OP_RANGE,
-  /* more operators */ OP_REDUCE_SUM_SQUARE, OP_REDUCE_PROD, OP_REDUCE_LOG_SUM_EXP, OP_REDUCE_L1,
-  OP_REDUCE_L2, OP_REDUCE_LOG_SUM, OP_TRILU, OP_GATHER_ELEMENTS, OP_HARDMAX, OP_CUMSUM,
-  OP_THRESHOLDED_RELU, OP_SHRINK, OP_MVN, OP_MOD, OP_EYE_LIKE, OP_LP_NORM, OP_GLOBAL_LP_POOL,
-  OP_LP_POOL, OP_MISH, OP_GELU,
-  /* losses */ OP_NLL_LOSS, OP_SCE_LOSS,
+#define OP(kind, ...) OP_##kind,
+#include "ops.def"
+#undef OP
   OP_COUNT
 } OpKind;
+
+/* What passes/cost_model.c models a kind as. */
+typedef enum CostClass {
+  COST_MEMORY,         /* launch + bytes / bandwidth + one flop per output */
+  COST_WINDOW,         /* the same, a window's flops per output (MaxPool, AveragePool) */
+  COST_REDUCE,         /* the same, one flop per input element */
+  COST_CONV,           /* tiled implicit GEMM */
+  COST_CONV_TRANSPOSE, /* GEMM then col2im */
+  COST_GEMM,           /* batched GEMM (Gemm, MatMul) */
+} CostClass;
 
 /* Activation fused into a producing Conv or Gemm. */
 typedef enum Activation {
@@ -184,7 +172,103 @@ typedef struct Window {
   int64_t group;             /* Conv, ConvTranspose */
   bool ceil_mode;            /* pooling */
   bool count_include_pad;    /* AveragePool */
+  bool auto_pad;             /* the node has an auto_pad attribute: new pads must reset it */
 } Window;
+
+/* Which member of Node.p a kind's shape inference fills (ops.def). */
+typedef enum ParamKind {
+  PARAMS_NONE,
+  PARAMS_WINDOW, /* Node.win only */
+  PARAMS_ACT,
+  PARAMS_CLIP,
+  PARAMS_NORM,
+  PARAMS_LRN,
+  PARAMS_GEMM,
+  PARAMS_AXIS,
+  PARAMS_REDUCE,
+  PARAMS_SLICE,
+  PARAMS_SPLIT,
+  PARAMS_TRANSPOSE,
+  PARAMS_PAD,
+  PARAMS_RESIZE,
+  PARAMS_DEPTH_SPACE,
+  PARAMS_CAST,
+  PARAMS_TRILU,
+  PARAMS_MOD,
+  PARAMS_LP,
+  PARAMS_LOSS,
+} ParamKind;
+
+typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
+typedef enum LossReduction { LOSS_NONE, LOSS_SUM, LOSS_MEAN } LossReduction;
+
+/* Resize's and Upsample's modes; -1 in a field means a name opc does not
+   know, which the emitter reports. */
+typedef enum ResizeMode { RESIZE_NEAREST, RESIZE_LINEAR, RESIZE_CUBIC, RESIZE_BILINEAR } ResizeMode;
+/* In the order of the ONNX spec's lists (the emitted kernels take these numbers). */
+typedef enum ResizeCoord {
+  COORD_HALF_PIXEL, COORD_PYTORCH_HALF_PIXEL, COORD_ALIGN_CORNERS, COORD_ASYMMETRIC,
+  COORD_TF_HALF_PIXEL_FOR_NN, COORD_TF_CROP_AND_RESIZE, COORD_HALF_PIXEL_SYMMETRIC,
+} ResizeCoord;
+typedef enum ResizeNearest {
+  NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL,
+} ResizeNearest;
+typedef enum AspectPolicy { ASPECT_STRETCH, ASPECT_NOT_LARGER, ASPECT_NOT_SMALLER } AspectPolicy;
+
+/*
+ * A node's attributes resolved by shape inference: defaults applied, axes
+ * normalised, opset differences settled. Passes and the backend read these,
+ * never the raw attributes. Which member is valid is op_info(op)->params;
+ * arrays hang off the graph's arena.
+ */
+typedef union Params {
+  /* LeakyRelu, Elu, Celu, ThresholdedRelu: alpha. Selu: alpha, gamma.
+     HardSigmoid: alpha, beta. Shrink: lambd, bias. Gelu: tanh. */
+  struct { float alpha, beta, gamma, lambd, bias; bool tanh; } act;
+  /* Clip's bounds before opset 11 (later they are inputs 1 and 2). */
+  struct { bool has_min, has_max; float min, max; } clip;
+  /* BatchNormalization, InstanceNormalization, LayerNormalization. */
+  struct { float epsilon; int axis; bool training; } norm;
+  struct { int64_t size; float alpha, beta, bias; } lrn;
+  struct { float alpha, beta; bool trans_a, trans_b; } gemm;
+  /* Concat, Gather, GatherElements, CumSum, Softmax, LogSoftmax, Hardmax
+     (coerce2d: before opset 13 every dim from axis on is one). */
+  struct { int axis; bool coerce2d, exclusive, reverse; } axis;
+  /* Reduce* and MeanVarianceNormalization: the reduced input axes; noop
+     when empty axes with noop_with_empty_axes make it an identity. */
+  struct { bool reduced[IR_MAX_RANK]; bool noop, keepdims; } reduce;
+  /* per input axis: first index, step (1 when untouched), output extent */
+  struct { int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK]; } slice;
+  struct { int axis; int64_t *sizes; /* one per output */ } split;
+  struct { int perm[IR_MAX_RANK]; /* perm[i]: input axis of output axis i */ } transpose;
+  /* pads[k] and pads[naxes + k]: before and after axis axes[k]; NULL when
+     not constant. has_value false: the value is the input constant_value. */
+  struct {
+    PadMode mode;
+    float value;
+    const int64_t *pads;
+    int npads;
+    int axes[IR_MAX_RANK], naxes;
+  } pad;
+  struct {
+    int mode;       /* ResizeMode, or -1 */
+    int coord;      /* ResizeCoord, or -1 */
+    int nearest;    /* ResizeNearest, or -1 */
+    AspectPolicy policy;
+    bool antialias, exclude_outside;
+    float cubic_a, extrapolation;
+    const float *scales; /* Upsample-7's attribute, else NULL */
+    int nscales;
+    int axes[IR_MAX_RANK], naxes; /* Resize-18's axes, else every dim */
+  } resize;
+  struct { int64_t blocksize; bool crd; } depth_space;
+  struct { DType to; } cast;
+  struct { int64_t k; bool upper; } trilu;
+  struct { bool fmod; } mod;
+  /* LpNormalization (axis, p), LpPool and GlobalLpPool (p). */
+  struct { int axis; int p; } lp;
+  struct { LossReduction reduction; bool has_ignore; int64_t ignore; } loss;
+} Params;
 
 /*
  * One operation. Inputs follow the ONNX operator's input order; an omitted
@@ -203,7 +287,8 @@ struct Node {
   Attr *attrs;
   int nattrs;
 
-  Window win; /* Conv, ConvTranspose, MaxPool, AveragePool */
+  Window win; /* Conv, ConvTranspose, MaxPool, AveragePool, LpPool */
+  Params p;   /* the rest, by op_info(op)->params */
   Activation act;
   float act_alpha, act_beta;
 
@@ -230,15 +315,21 @@ struct Node {
 
 typedef struct Graph Graph;
 
-/* Description of one operator kind. */
+/* Description of one operator kind: a row of ops.def. */
 typedef struct OpInfo {
   const char *name; /* ONNX op_type */
   int min_inputs, max_inputs;   /* max_inputs -1: variadic */
   int min_outputs, max_outputs;
   /* Infers output dtypes and shapes from the inputs and attributes, fills
-     node->win where relevant. Reports an error and returns false on a bad
+     node->win and node->p. Reports an error and returns false on a bad
      shape or dtype. */
   bool (*infer)(Graph *g, Node *n);
+  /* Fills the outputs' constant data, shapes already inferred; NULL when
+     the kind is never evaluated at compile time. */
+  bool (*fold)(Graph *g, Node *n);
+  ParamKind params;
+  CostClass cost;
+  unsigned param_inputs; /* bit i: input i is a parameter, not f32 data */
 } OpInfo;
 
 const OpInfo *op_info(OpKind op);
@@ -311,8 +402,6 @@ void graph_rebuild_uses(Graph *g);
 bool graph_toposort(Graph *g);
 /* Drops nodes marked dead and tensors nothing refers to, then rebuilds uses. */
 void graph_compact(Graph *g);
-/* Makes every use of `from` a use of `to` (graph outputs included). */
-void graph_replace_uses(Graph *g, Tensor *from, Tensor *to);
 
 /* Checks acyclicity, single definition before use, and shape consistency. */
 bool graph_verify(Graph *g);
@@ -344,6 +433,8 @@ const char *node_attr_string(const Node *n, const char *name, const char *dflt);
 /* Number of ints, with *out pointing at them; -1 when the attribute is absent. */
 int node_attr_ints(const Node *n, const char *name, const int64_t **out);
 Attr *node_set_attr(Graph *g, Node *n, const char *name, AttrKind kind);
+/* The same attributes with equal values, in any order (common subexpressions). */
+bool node_same_attrs(const Node *a, const Node *b);
 /* Input `i`, or NULL when absent or beyond nin. */
 Tensor *node_input(const Node *n, int i);
 
@@ -374,6 +465,15 @@ void broadcast_strides(int rt, const int64_t *dt, int rank, const int64_t *dims,
 /* Element offset, under `strides`, of the index-th element (row-major) of
    the shape (rank, dims). */
 int64_t broadcast_offset(int64_t index, int rank, const int64_t *dims, const int64_t *strides);
+
+/*
+ * The key under which `net --profile` records a schedule unit and
+ * --cost-db looks it up (passes/cost_db.c): operator, input and output types,
+ * window, fused activation and attributes, e.g.
+ *   Conv|f32[1,64,56,56],f32[64,64,3,3],f32[64]->f32[1,64,56,56]|k=3x3|s=1x1|...
+ * Written into buf like snprintf; returns the length of the whole key.
+ */
+int unit_cost_key(const Node *n, char *buf, size_t size);
 
 /* ---------------------------------------------------------- diagnostics */
 

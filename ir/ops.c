@@ -66,7 +66,7 @@ static bool same_as(Graph *g, Node *n, int slot, const Tensor *x) {
   return set_out(g, n, slot, x->dtype, x->rank, x->dims);
 }
 
-bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
+static bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
   if (axis < -rank || axis >= rank) {
     ir_error(g, n, "axis %lld is out of range for rank %d", (long long)axis, rank);
     return false;
@@ -143,6 +143,14 @@ static bool broadcasts_to(int rb, const int64_t *db, int ra, const int64_t *da) 
   return true;
 }
 
+/* Index of s in names, or -1. */
+static int name_index(const char *const *names, int count, const char *s) {
+  for (int i = 0; i < count; i++)
+    if (strcmp(names[i], s) == 0)
+      return i;
+  return -1;
+}
+
 static bool need_same_dtype(Graph *g, Node *n, const Tensor *a, const Tensor *b) {
   if (a->dtype != b->dtype) {
     ir_error(g, n, "inputs '%s' (%s) and '%s' (%s) must have the same dtype", a->name,
@@ -203,10 +211,36 @@ int64_t broadcast_offset(int64_t index, int rank, const int64_t *dims, const int
 
 /* --------------------------------------------------- elementwise kinds */
 
-static bool infer_unary(Graph *g, Node *n) { return same_as(g, n, 0, in(n, 0)); }
+/* The attributes of activations, with the spec's defaults. */
+static void act_params(Node *n) {
+  float alpha = 1.0f; /* Elu, Celu, ThresholdedRelu */
+  if (n->op == OP_LEAKY_RELU)
+    alpha = 0.01f;
+  else if (n->op == OP_SELU)
+    alpha = 1.67326319217681884765625f;
+  else if (n->op == OP_HARD_SIGMOID)
+    alpha = 0.2f;
+  n->p.act.alpha = node_attr_float(n, "alpha", alpha);
+  n->p.act.beta = node_attr_float(n, "beta", 0.5f);
+  n->p.act.gamma = node_attr_float(n, "gamma", 1.05070102214813232421875f);
+  n->p.act.lambd = node_attr_float(n, "lambd", 0.5f);
+  n->p.act.bias = node_attr_float(n, "bias", 0.0f);
+  n->p.act.tanh = strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0;
+}
+
+static bool infer_unary(Graph *g, Node *n) {
+  if (op_info(n->op)->params == PARAMS_ACT)
+    act_params(n);
+  return same_as(g, n, 0, in(n, 0));
+}
 
 static bool infer_clip(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
+  /* Before opset 11 the bounds are attributes. */
+  n->p.clip.has_min = node_attr(n, "min") != NULL;
+  n->p.clip.has_max = node_attr(n, "max") != NULL;
+  n->p.clip.min = node_attr_float(n, "min", 0.0f);
+  n->p.clip.max = node_attr_float(n, "max", 0.0f);
   for (int i = 1; i <= 2; i++) {
     Tensor *b = in(n, i);
     if (b && tensor_numel(b) != 1) {
@@ -306,6 +340,8 @@ static bool infer_batch_norm(Graph *g, Node *n) {
   if (!need_rank(g, n, x, 2, IR_MAX_RANK))
     return false;
   int64_t c = x->dims[1];
+  n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
+  n->p.norm.training = node_attr_int(n, "training_mode", 0) != 0;
   for (int i = 1; i < 5; i++)
     if (!need_channels(g, n, in(n, i), c))
       return false;
@@ -318,6 +354,7 @@ static bool infer_instance_norm(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (!need_rank(g, n, x, 3, IR_MAX_RANK))
     return false;
+  n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
   return need_channels(g, n, in(n, 1), x->dims[1]) && need_channels(g, n, in(n, 2), x->dims[1]) &&
          same_as(g, n, 0, x);
 }
@@ -327,6 +364,8 @@ static bool infer_layer_norm(Graph *g, Node *n) {
   int axis;
   if (!resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &axis))
     return false;
+  n->p.norm.axis = axis;
+  n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
   /* Scale and bias broadcast to the normalised part of the shape. */
   for (int i = 1; i <= 2; i++) {
     Tensor *p = in(n, i);
@@ -351,6 +390,10 @@ static bool infer_lrn(Graph *g, Node *n) {
     ir_error(g, n, "attribute 'size' is required and must be positive");
     return false;
   }
+  n->p.lrn.size = node_attr_int(n, "size", 0);
+  n->p.lrn.alpha = node_attr_float(n, "alpha", 1e-4f);
+  n->p.lrn.beta = node_attr_float(n, "beta", 0.75f);
+  n->p.lrn.bias = node_attr_float(n, "bias", 1.0f);
   return need_rank(g, n, x, 3, IR_MAX_RANK) && same_as(g, n, 0, x);
 }
 
@@ -401,6 +444,7 @@ static bool auto_pad(Graph *g, Node *n, AutoPad *out) {
    for the convolutions, NULL for pools (then kernel_shape is required). */
 static bool read_window(Graph *g, Node *n, const Tensor *x, const int64_t *kernel, Window *w) {
   memset(w, 0, sizeof *w);
+  w->auto_pad = node_attr(n, "auto_pad") != NULL;
   if (x->rank < 3 || x->rank > 5) {
     ir_error(g, n, "input '%s' must have 1 to 3 spatial dims (rank 3 to 5), has rank %d",
              x->name, x->rank);
@@ -613,6 +657,7 @@ static bool infer_pool(Graph *g, Node *n) {
     return false;
   w.ceil_mode = node_attr_int(n, "ceil_mode", 0) != 0;
   w.count_include_pad = node_attr_int(n, "count_include_pad", 0) != 0;
+  n->p.lp.p = (int)node_attr_int(n, "p", 2); /* LpPool */
   int64_t dims[IR_MAX_RANK] = {x->dims[0], x->dims[1]};
   for (int i = 0; i < w.nspatial; i++)
     if (!window_output(g, n, &w, ap, i, x->dims[2 + i], &dims[2 + i]))
@@ -625,6 +670,7 @@ static bool infer_global_pool(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (!need_rank(g, n, x, 3, IR_MAX_RANK))
     return false;
+  n->p.lp.p = (int)node_attr_int(n, "p", 2); /* GlobalLpPool */
   int64_t dims[IR_MAX_RANK];
   for (int i = 0; i < x->rank; i++)
     dims[i] = i < 2 ? x->dims[i] : 1;
@@ -633,7 +679,7 @@ static bool infer_global_pool(Graph *g, Node *n) {
 
 /* ------------------------------------------------------- data movement */
 
-bool concat_axis(Graph *g, Node *n, int *axis) {
+static bool concat_axis(Graph *g, Node *n, int *axis) {
   const Attr *a = node_attr(n, "axis");
   /* Opset 1 and 2 defaulted to axis 1; later opsets require it. */
   int64_t v = a && a->kind == ATTR_INT ? a->i : 1;
@@ -649,6 +695,7 @@ static bool infer_concat(Graph *g, Node *n) {
   int axis;
   if (!first || !concat_axis(g, n, &axis))
     return false;
+  n->p.axis.axis = axis;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, first->dims, sizeof dims);
   dims[axis] = 0;
@@ -672,7 +719,7 @@ static bool infer_concat(Graph *g, Node *n) {
   return set_out(g, n, 0, first->dtype, first->rank, dims);
 }
 
-bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
+static bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
   Tensor *x = in(n, 0), *sp = in(n, 1);
   if (!resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, axis))
     return false;
@@ -739,6 +786,8 @@ static bool infer_split(Graph *g, Node *n) {
   int64_t *sizes = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(n->nout + 1));
   if (!split_plan(g, n, &axis, sizes))
     return false;
+  n->p.split.axis = axis;
+  n->p.split.sizes = sizes;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, x->dims, sizeof dims);
   for (int i = 0; i < n->nout; i++) {
@@ -786,7 +835,7 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
+static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
   Tensor *x = in(n, 0);
   const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
   int count, naxes, nsteps;
@@ -836,8 +885,8 @@ bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) 
 
 static bool infer_slice(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], ext[IR_MAX_RANK];
-  return slice_plan(g, n, start, step, ext) && set_out(g, n, 0, x->dtype, x->rank, ext);
+  return slice_plan(g, n, n->p.slice.start, n->p.slice.step, n->p.slice.extent) &&
+         set_out(g, n, 0, x->dtype, x->rank, n->p.slice.extent);
 }
 
 static bool infer_pad(Graph *g, Node *n) {
@@ -857,11 +906,16 @@ static bool infer_pad(Graph *g, Node *n) {
     }
   }
   const char *mode = node_attr_string(n, "mode", "constant");
-  if (strcmp(mode, "constant") != 0 && strcmp(mode, "reflect") != 0 &&
-      strcmp(mode, "edge") != 0 && strcmp(mode, "wrap") != 0) {
+  static const char *const modes[] = {"constant", "reflect", "edge", "wrap"}; /* PadMode */
+  int m = name_index(modes, 4, mode);
+  if (m < 0) {
     ir_error(g, n, "unknown pad mode '%s'", mode);
     return false;
   }
+  n->p.pad.mode = (PadMode)m;
+  n->p.pad.value = node_attr_float(n, "value", 0.0f);
+  n->p.pad.pads = pads;
+  n->p.pad.npads = count;
   Tensor *cv = in(n, 2);
   if (cv && tensor_numel(cv) != 1) {
     ir_error(g, n, "constant_value must be a scalar");
@@ -887,6 +941,8 @@ static bool infer_pad(Graph *g, Node *n) {
     ir_error(g, n, "pads must have %d values, has %d", 2 * naxes, count);
     return false;
   }
+  memcpy(n->p.pad.axes, axes, sizeof axes);
+  n->p.pad.naxes = naxes;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, x->dims, sizeof dims);
   for (int i = 0; i < naxes; i++) {
@@ -904,6 +960,10 @@ static bool infer_gemm(Graph *g, Node *n) {
   if (!need_rank(g, n, a, 2, 2) || !need_rank(g, n, b, 2, 2) || !need_same_dtype(g, n, a, b))
     return false;
   bool ta = node_attr_int(n, "transA", 0), tb = node_attr_int(n, "transB", 0);
+  n->p.gemm.trans_a = ta;
+  n->p.gemm.trans_b = tb;
+  n->p.gemm.alpha = node_attr_float(n, "alpha", 1.0f);
+  n->p.gemm.beta = node_attr_float(n, "beta", 1.0f);
   int64_t m = a->dims[ta ? 1 : 0], k = a->dims[ta ? 0 : 1];
   int64_t kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
   if (k != kb) {
@@ -1112,7 +1172,7 @@ static bool infer_unsqueeze(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-bool transpose_plan(Graph *g, Node *n, int *perm) {
+static bool transpose_plan(Graph *g, Node *n, int *perm) {
   Tensor *x = in(n, 0);
   const int64_t *p;
   int count = node_attr_ints(n, "perm", &p);
@@ -1139,7 +1199,7 @@ bool transpose_plan(Graph *g, Node *n, int *perm) {
 
 static bool infer_transpose(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  int perm[IR_MAX_RANK];
+  int *perm = n->p.transpose.perm;
   if (!transpose_plan(g, n, perm))
     return false;
   int64_t dims[IR_MAX_RANK];
@@ -1185,7 +1245,7 @@ static bool infer_expand(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-bool gather_axis(Graph *g, Node *n, int *axis) {
+static bool gather_axis(Graph *g, Node *n, int *axis) {
   return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
 }
 
@@ -1194,6 +1254,7 @@ static bool infer_gather(Graph *g, Node *n) {
   int axis;
   if (!gather_axis(g, n, &axis))
     return false;
+  n->p.axis.axis = axis;
   if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
     ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
              dtype_name(idx->dtype));
@@ -1236,6 +1297,8 @@ static bool infer_depth_space(Graph *g, Node *n) {
     ir_error(g, n, "unknown mode '%s'", mode);
     return false;
   }
+  n->p.depth_space.blocksize = b;
+  n->p.depth_space.crd = strcmp(mode, "CRD") == 0;
   int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
   if (n->op == OP_DEPTH_TO_SPACE) {
     if (dims[1] % (b * b) != 0) {
@@ -1258,6 +1321,37 @@ static bool infer_depth_space(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, 4, dims);
 }
 
+/* Resize's and Upsample's modes; names opc does not know become -1, for the
+   emitter to report (shape inference does not need them). */
+static void resize_params(Node *n) {
+  static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear"}; /* ResizeMode */
+  static const char *const coords[] = {
+      "half_pixel",           "pytorch_half_pixel", "align_corners",        "asymmetric",
+      "tf_half_pixel_for_nn", "tf_crop_and_resize", "half_pixel_symmetric",
+  }; /* ResizeCoord */
+  static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                        "ceil"}; /* ResizeNearest */
+  static const char *const policies[] = {"stretch", "not_larger", "not_smaller"};
+  n->p.resize.mode = name_index(modes, 4, node_attr_string(n, "mode", "nearest"));
+  n->p.resize.coord = name_index(
+      coords, 7, node_attr_string(n, "coordinate_transformation_mode", "half_pixel"));
+  n->p.resize.nearest =
+      name_index(nearest, 4, node_attr_string(n, "nearest_mode", "round_prefer_floor"));
+  int policy = name_index(policies, 3, node_attr_string(n, "keep_aspect_ratio_policy", "stretch"));
+  n->p.resize.policy = policy < 0 ? ASPECT_STRETCH : (AspectPolicy)policy;
+  n->p.resize.antialias = node_attr_int(n, "antialias", 0) != 0;
+  n->p.resize.exclude_outside = node_attr_int(n, "exclude_outside", 0) != 0;
+  n->p.resize.cubic_a = node_attr_float(n, "cubic_coeff_a", -0.75f);
+  n->p.resize.extrapolation = node_attr_float(n, "extrapolation_value", 0.0f);
+  const Attr *a = node_attr(n, "scales");
+  n->p.resize.scales = a ? a->floats : NULL;
+  n->p.resize.nscales = a ? a->n : 0;
+  int rank = n->nin > 0 && n->in[0] ? n->in[0]->rank : 0;
+  n->p.resize.naxes = rank;
+  for (int i = 0; i < rank; i++)
+    n->p.resize.axes[i] = i;
+}
+
 /* Output size from a scale, as ONNX Runtime computes it: float product,
    rounded down. */
 static bool scaled(Graph *g, Node *n, int64_t size, float scale, int64_t *out) {
@@ -1272,6 +1366,7 @@ static bool scaled(Graph *g, Node *n, int64_t size, float scale, int64_t *out) {
 
 static bool infer_resize(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
+  resize_params(n);
   /* Opset 10 had (X, scales); 11 added roi before scales and sizes after. */
   bool v10 = g->opset > 0 && g->opset < 11;
   Tensor *scales_t = in(n, v10 ? 1 : 2), *sizes_t = v10 ? NULL : in(n, 3);
@@ -1306,6 +1401,8 @@ static bool infer_resize(Graph *g, Node *n) {
              ns > 0 ? ns : nz, naxes);
     return false;
   }
+  memcpy(n->p.resize.axes, axes, sizeof axes);
+  n->p.resize.naxes = naxes;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, x->dims, sizeof dims);
   const char *policy = node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
@@ -1341,6 +1438,7 @@ static bool infer_resize(Graph *g, Node *n) {
 
 static bool infer_upsample(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
+  resize_params(n);
   const float *scales;
   int ns;
   if (in(n, 1)) { /* opset 9 */
@@ -1368,7 +1466,7 @@ static bool infer_upsample(Graph *g, Node *n) {
 
 /* -------------------------------------------------------- reductions */
 
-bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
+static bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
   Tensor *x = in(n, 0);
   *coerce2d = g->opset > 0 && g->opset < 13;
   if (x->rank == 0) {
@@ -1381,10 +1479,14 @@ bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
 static bool infer_softmax(Graph *g, Node *n) {
   int axis;
   bool coerce;
-  return softmax_axis(g, n, &axis, &coerce) && same_as(g, n, 0, in(n, 0));
+  if (!softmax_axis(g, n, &axis, &coerce))
+    return false;
+  n->p.axis.axis = axis;
+  n->p.axis.coerce2d = coerce;
+  return same_as(g, n, 0, in(n, 0));
 }
 
-bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
+static bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
   Tensor *x = in(n, 0);
   const int64_t *axes;
   int count;
@@ -1409,10 +1511,11 @@ bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
 
 static bool infer_reduce(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  bool reduced[IR_MAX_RANK], noop;
-  if (!reduce_plan(g, n, reduced, &noop))
+  bool *reduced = n->p.reduce.reduced;
+  if (!reduce_plan(g, n, reduced, &n->p.reduce.noop))
     return false;
   bool keep = node_attr_int(n, "keepdims", 1) != 0;
+  n->p.reduce.keepdims = keep;
   int64_t dims[IR_MAX_RANK];
   int rank = 0;
   for (int i = 0; i < x->rank; i++) {
@@ -1497,7 +1600,7 @@ static DType dtype_from_onnx_string(const char *s) {
   return DT_UNDEFINED;
 }
 
-bool cast_target(Graph *g, Node *n, DType *to) {
+static bool cast_target(Graph *g, Node *n, DType *to) {
   const Attr *a = node_attr(n, "to");
   *to = DT_UNDEFINED;
   if (a && a->kind == ATTR_INT)
@@ -1516,6 +1619,7 @@ static bool infer_cast(Graph *g, Node *n) {
   DType to;
   if (!cast_target(g, n, &to))
     return false;
+  n->p.cast.to = to;
   /* Only float32 values exist at run time; other casts must fold. */
   if (!tensor_is_const(x) && to != DT_FLOAT) {
     ir_error(g, n, "unsupported dtype %s: a run-time Cast can only produce f32",
@@ -1595,7 +1699,7 @@ static bool infer_range(Graph *g, Node *n) {
    checking them here turns the spec's "undefined" out-of-range labels into
    an error, which lets the kernels index without bounds checks. */
 
-bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
+static bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
                 int64_t *ignore) {
   const char *r = node_attr_string(n, "reduction", "mean");
   if (strcmp(r, "none") == 0)
@@ -1638,10 +1742,7 @@ static bool loss_labels(Graph *g, Node *n, const Tensor *x, const Tensor *labels
 
 static bool infer_loss(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *labels = in(n, 1), *weight = in(n, 2);
-  LossReduction reduction;
-  bool has_ignore;
-  int64_t ignore;
-  if (!loss_attrs(g, n, &reduction, &has_ignore, &ignore) ||
+  if (!loss_attrs(g, n, &n->p.loss.reduction, &n->p.loss.has_ignore, &n->p.loss.ignore) ||
       !need_rank(g, n, x, 2, IR_MAX_RANK) || !loss_labels(g, n, x, labels))
     return false;
   int64_t c = x->dims[1];
@@ -1655,13 +1756,13 @@ static bool infer_loss(Graph *g, Node *n) {
   int64_t count = tensor_numel(labels);
   for (int64_t i = 0; i < count; i++) {
     int64_t t = labels->i64[i];
-    if ((has_ignore && t == ignore) || (t >= 0 && t < c))
+    if ((n->p.loss.has_ignore && t == n->p.loss.ignore) || (t >= 0 && t < c))
       continue;
     ir_error(g, n, "label %lld (element %lld of '%s') is outside [0, %lld) and is not "
              "ignore_index", (long long)t, (long long)i, labels->name, (long long)c);
     return false;
   }
-  int rank = reduction == LOSS_NONE ? labels->rank : 0;
+  int rank = n->p.loss.reduction == LOSS_NONE ? labels->rank : 0;
   return set_out(g, n, 0, x->dtype, rank, labels->dims) && same_as(g, n, 1, x);
 }
 
@@ -1682,18 +1783,19 @@ static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
   return true;
 }
 
-bool trilu_k(Graph *g, Node *n, int64_t *k) {
+static bool trilu_k(Graph *g, Node *n, int64_t *k) {
   *k = 0;
   return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
 }
 
 static bool infer_trilu(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  int64_t k;
-  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &k) && same_as(g, n, 0, x);
+  n->p.trilu.upper = node_attr_int(n, "upper", 1) != 0;
+  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
+         same_as(g, n, 0, x);
 }
 
-bool gather_elements_axis(Graph *g, Node *n, int *axis) {
+static bool gather_elements_axis(Graph *g, Node *n, int *axis) {
   return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
 }
 
@@ -1706,6 +1808,7 @@ static bool infer_gather_elements(Graph *g, Node *n) {
   }
   if (!gather_elements_axis(g, n, &axis))
     return false;
+  n->p.axis.axis = axis;
   if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
     ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
              dtype_name(idx->dtype));
@@ -1732,7 +1835,7 @@ static bool infer_gather_elements(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
 }
 
-bool cumsum_axis(Graph *g, Node *n, int *axis) {
+static bool cumsum_axis(Graph *g, Node *n, int *axis) {
   int64_t a;
   return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
 }
@@ -1744,7 +1847,12 @@ static bool infer_cumsum(Graph *g, Node *n) {
     ir_error(g, n, "input must have rank 1 or more");
     return false;
   }
-  return cumsum_axis(g, n, &axis) && same_as(g, n, 0, x);
+  n->p.axis.exclusive = node_attr_int(n, "exclusive", 0) != 0;
+  n->p.axis.reverse = node_attr_int(n, "reverse", 0) != 0;
+  if (!cumsum_axis(g, n, &axis))
+    return false;
+  n->p.axis.axis = axis;
+  return same_as(g, n, 0, x);
 }
 
 static bool infer_gelu(Graph *g, Node *n) {
@@ -1753,10 +1861,11 @@ static bool infer_gelu(Graph *g, Node *n) {
     ir_error(g, n, "unknown approximate '%s'", s);
     return false;
   }
+  act_params(n);
   return same_as(g, n, 0, in(n, 0));
 }
 
-bool mvn_axes(Graph *g, Node *n, bool *reduced) {
+static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
   Tensor *x = in(n, 0);
   static const int64_t dflt[3] = {0, 2, 3};
   const int64_t *axes;
@@ -1777,8 +1886,9 @@ bool mvn_axes(Graph *g, Node *n, bool *reduced) {
 }
 
 static bool infer_mvn(Graph *g, Node *n) {
-  bool reduced[IR_MAX_RANK];
-  return mvn_axes(g, n, reduced) && same_as(g, n, 0, in(n, 0));
+  n->p.reduce.noop = false;
+  n->p.reduce.keepdims = true;
+  return mvn_axes(g, n, n->p.reduce.reduced) && same_as(g, n, 0, in(n, 0));
 }
 
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
@@ -1789,6 +1899,7 @@ static bool infer_mod(Graph *g, Node *n) {
     ir_error(g, n, "fmod must be 0 or 1, is %lld", (long long)fmod_attr);
     return false;
   }
+  n->p.mod.fmod = fmod_attr != 0;
   return infer_broadcast(g, n);
 }
 
@@ -1804,7 +1915,7 @@ static bool infer_eye_like(Graph *g, Node *n) {
   return set_out(g, n, 0, dt, 2, x->dims);
 }
 
-bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
+static bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
   Tensor *x = in(n, 0);
   int64_t pv = node_attr_int(n, "p", 2);
   if (pv != 1 && pv != 2) {
@@ -1820,8 +1931,7 @@ bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
 }
 
 static bool infer_lp_norm(Graph *g, Node *n) {
-  int axis, p;
-  return lp_norm_plan(g, n, &axis, &p) && same_as(g, n, 0, in(n, 0));
+  return lp_norm_plan(g, n, &n->p.lp.axis, &n->p.lp.p) && same_as(g, n, 0, in(n, 0));
 }
 
 /* --------------------------------------------------- more operators (end) */
@@ -1829,117 +1939,11 @@ static bool infer_lp_norm(Graph *g, Node *n) {
 /* ---------------------------------------------------------------- table */
 
 static const OpInfo op_table[OP_COUNT] = {
-    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL},
-    [OP_CONV] = {"Conv", 2, 3, 1, 1, infer_conv},
-    [OP_CONV_TRANSPOSE] = {"ConvTranspose", 2, 3, 1, 1, infer_conv_transpose},
-    [OP_BATCH_NORM] = {"BatchNormalization", 5, 5, 1, 3, infer_batch_norm},
-    [OP_INSTANCE_NORM] = {"InstanceNormalization", 3, 3, 1, 1, infer_instance_norm},
-    [OP_LAYER_NORM] = {"LayerNormalization", 2, 3, 1, 3, infer_layer_norm},
-    [OP_LRN] = {"LRN", 1, 1, 1, 1, infer_lrn},
-    [OP_RELU] = {"Relu", 1, 1, 1, 1, infer_unary},
-    [OP_LEAKY_RELU] = {"LeakyRelu", 1, 1, 1, 1, infer_unary},
-    [OP_PRELU] = {"PRelu", 2, 2, 1, 1, infer_prelu},
-    [OP_ELU] = {"Elu", 1, 1, 1, 1, infer_unary},
-    [OP_SELU] = {"Selu", 1, 1, 1, 1, infer_unary},
-    [OP_CELU] = {"Celu", 1, 1, 1, 1, infer_unary},
-    [OP_SIGMOID] = {"Sigmoid", 1, 1, 1, 1, infer_unary},
-    [OP_TANH] = {"Tanh", 1, 1, 1, 1, infer_unary},
-    [OP_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 1, 1, infer_unary},
-    [OP_HARD_SWISH] = {"HardSwish", 1, 1, 1, 1, infer_unary},
-    [OP_SOFTPLUS] = {"Softplus", 1, 1, 1, 1, infer_unary},
-    [OP_SOFTSIGN] = {"Softsign", 1, 1, 1, 1, infer_unary},
-    [OP_CLIP] = {"Clip", 1, 3, 1, 1, infer_clip},
-    [OP_ERF] = {"Erf", 1, 1, 1, 1, infer_unary},
-    [OP_EXP] = {"Exp", 1, 1, 1, 1, infer_unary},
-    [OP_LOG] = {"Log", 1, 1, 1, 1, infer_unary},
-    [OP_SQRT] = {"Sqrt", 1, 1, 1, 1, infer_unary},
-    [OP_ABS] = {"Abs", 1, 1, 1, 1, infer_unary},
-    [OP_NEG] = {"Neg", 1, 1, 1, 1, infer_unary},
-    [OP_RECIPROCAL] = {"Reciprocal", 1, 1, 1, 1, infer_unary},
-    [OP_FLOOR] = {"Floor", 1, 1, 1, 1, infer_unary},
-    [OP_CEIL] = {"Ceil", 1, 1, 1, 1, infer_unary},
-    [OP_ROUND] = {"Round", 1, 1, 1, 1, infer_unary},
-    [OP_SIGN] = {"Sign", 1, 1, 1, 1, infer_unary},
-    [OP_SIN] = {"Sin", 1, 1, 1, 1, infer_unary},
-    [OP_COS] = {"Cos", 1, 1, 1, 1, infer_unary},
-    [OP_TAN] = {"Tan", 1, 1, 1, 1, infer_unary},
-    [OP_ASIN] = {"Asin", 1, 1, 1, 1, infer_unary},
-    [OP_ACOS] = {"Acos", 1, 1, 1, 1, infer_unary},
-    [OP_ATAN] = {"Atan", 1, 1, 1, 1, infer_unary},
-    [OP_SINH] = {"Sinh", 1, 1, 1, 1, infer_unary},
-    [OP_COSH] = {"Cosh", 1, 1, 1, 1, infer_unary},
-    [OP_ASINH] = {"Asinh", 1, 1, 1, 1, infer_unary},
-    [OP_ACOSH] = {"Acosh", 1, 1, 1, 1, infer_unary},
-    [OP_ATANH] = {"Atanh", 1, 1, 1, 1, infer_unary},
-    [OP_ADD] = {"Add", 2, 2, 1, 1, infer_broadcast},
-    [OP_SUB] = {"Sub", 2, 2, 1, 1, infer_broadcast},
-    [OP_MUL] = {"Mul", 2, 2, 1, 1, infer_broadcast},
-    [OP_DIV] = {"Div", 2, 2, 1, 1, infer_broadcast},
-    [OP_POW] = {"Pow", 2, 2, 1, 1, infer_broadcast},
-    [OP_SUM] = {"Sum", 1, -1, 1, 1, infer_broadcast},
-    [OP_MAX] = {"Max", 1, -1, 1, 1, infer_broadcast},
-    [OP_MIN] = {"Min", 1, -1, 1, 1, infer_broadcast},
-    [OP_MEAN] = {"Mean", 1, -1, 1, 1, infer_broadcast},
-    [OP_MAX_POOL] = {"MaxPool", 1, 1, 1, 2, infer_pool},
-    [OP_AVERAGE_POOL] = {"AveragePool", 1, 1, 1, 1, infer_pool},
-    [OP_GLOBAL_AVERAGE_POOL] = {"GlobalAveragePool", 1, 1, 1, 1, infer_global_pool},
-    [OP_GLOBAL_MAX_POOL] = {"GlobalMaxPool", 1, 1, 1, 1, infer_global_pool},
-    [OP_CONCAT] = {"Concat", 1, -1, 1, 1, infer_concat},
-    [OP_SPLIT] = {"Split", 1, 2, 1, -1, infer_split},
-    [OP_SLICE] = {"Slice", 1, 5, 1, 1, infer_slice},
-    [OP_PAD] = {"Pad", 1, 4, 1, 1, infer_pad},
-    [OP_GEMM] = {"Gemm", 2, 3, 1, 1, infer_gemm},
-    [OP_MATMUL] = {"MatMul", 2, 2, 1, 1, infer_matmul},
-    [OP_FLATTEN] = {"Flatten", 1, 1, 1, 1, infer_flatten},
-    [OP_RESHAPE] = {"Reshape", 1, 2, 1, 1, infer_reshape},
-    [OP_SQUEEZE] = {"Squeeze", 1, 2, 1, 1, infer_squeeze},
-    [OP_UNSQUEEZE] = {"Unsqueeze", 1, 2, 1, 1, infer_unsqueeze},
-    [OP_TRANSPOSE] = {"Transpose", 1, 1, 1, 1, infer_transpose},
-    [OP_TILE] = {"Tile", 2, 2, 1, 1, infer_tile},
-    [OP_EXPAND] = {"Expand", 2, 2, 1, 1, infer_expand},
-    [OP_GATHER] = {"Gather", 2, 2, 1, 1, infer_gather},
-    [OP_DEPTH_TO_SPACE] = {"DepthToSpace", 1, 1, 1, 1, infer_depth_space},
-    [OP_SPACE_TO_DEPTH] = {"SpaceToDepth", 1, 1, 1, 1, infer_depth_space},
-    [OP_RESIZE] = {"Resize", 1, 4, 1, 1, infer_resize},
-    [OP_UPSAMPLE] = {"Upsample", 1, 2, 1, 1, infer_upsample},
-    [OP_SOFTMAX] = {"Softmax", 1, 1, 1, 1, infer_softmax},
-    [OP_LOG_SOFTMAX] = {"LogSoftmax", 1, 1, 1, 1, infer_softmax},
-    [OP_REDUCE_MEAN] = {"ReduceMean", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_SUM] = {"ReduceSum", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_MAX] = {"ReduceMax", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_MIN] = {"ReduceMin", 1, 2, 1, 1, infer_reduce},
-    [OP_DROPOUT] = {"Dropout", 1, 3, 1, 2, infer_dropout},
-    [OP_IDENTITY] = {"Identity", 1, 1, 1, 1, infer_unary},
-    [OP_CONSTANT] = {"Constant", 0, 0, 1, 1, infer_constant},
-    [OP_SHAPE] = {"Shape", 1, 1, 1, 1, infer_shape},
-    [OP_CAST] = {"Cast", 1, 1, 1, 1, infer_cast},
-    [OP_CONSTANT_OF_SHAPE] = {"ConstantOfShape", 1, 1, 1, 1, infer_constant_of_shape},
-    [OP_RANGE] = {"Range", 3, 3, 1, 1, infer_range},
-    /* losses */
-    [OP_NLL_LOSS] = {"NegativeLogLikelihoodLoss", 2, 3, 1, 1, infer_loss},
-    [OP_SCE_LOSS] = {"SoftmaxCrossEntropyLoss", 2, 3, 1, 2, infer_loss},
-    /* more operators */
-    [OP_REDUCE_SUM_SQUARE] = {"ReduceSumSquare", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_PROD] = {"ReduceProd", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_LOG_SUM_EXP] = {"ReduceLogSumExp", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_L1] = {"ReduceL1", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_L2] = {"ReduceL2", 1, 2, 1, 1, infer_reduce},
-    [OP_REDUCE_LOG_SUM] = {"ReduceLogSum", 1, 2, 1, 1, infer_reduce},
-    [OP_TRILU] = {"Trilu", 1, 2, 1, 1, infer_trilu},
-    [OP_GATHER_ELEMENTS] = {"GatherElements", 2, 2, 1, 1, infer_gather_elements},
-    [OP_HARDMAX] = {"Hardmax", 1, 1, 1, 1, infer_softmax},
-    [OP_CUMSUM] = {"CumSum", 2, 2, 1, 1, infer_cumsum},
-    [OP_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 1, 1, 1, infer_unary},
-    [OP_SHRINK] = {"Shrink", 1, 1, 1, 1, infer_unary},
-    [OP_MVN] = {"MeanVarianceNormalization", 1, 1, 1, 1, infer_mvn},
-    [OP_MOD] = {"Mod", 2, 2, 1, 1, infer_mod},
-    [OP_EYE_LIKE] = {"EyeLike", 1, 1, 1, 1, infer_eye_like},
-    [OP_LP_NORM] = {"LpNormalization", 1, 1, 1, 1, infer_lp_norm},
-    [OP_GLOBAL_LP_POOL] = {"GlobalLpPool", 1, 1, 1, 1, infer_global_pool},
-    [OP_LP_POOL] = {"LpPool", 1, 1, 1, 1, infer_pool},
-    [OP_MISH] = {"Mish", 1, 1, 1, 1, infer_unary},
-    [OP_GELU] = {"Gelu", 1, 1, 1, 1, infer_gelu},
-    /* more operators (end) */
+    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0},
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs) \
+  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs},
+#include "ops.def"
+#undef OP
 };
 
 const OpInfo *op_info(OpKind op) { return &op_table[op > 0 && op < OP_COUNT ? op : 0]; }

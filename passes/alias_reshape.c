@@ -21,7 +21,7 @@ static bool reshapes_only(const Node *n) {
   case OP_DROPOUT:
     return n->nout == 1 || !n->out[1] || (!n->out[1]->nusers && !n->out[1]->is_output);
   case OP_CAST:
-    return n->nin >= 1 && n->in[0] && node_attr_int(n, "to", -1) == (int64_t)n->in[0]->dtype;
+    return n->nin >= 1 && n->in[0] && n->p.cast.to == n->in[0]->dtype;
   default:
     return false;
   }

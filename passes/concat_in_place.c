@@ -17,10 +17,6 @@
 #include "pass.h"
 #include "rewrite.h"
 
-static int normalize_axis(int64_t axis, int rank) {
-  return (int)(axis < 0 ? axis + rank : axis);
-}
-
 /* Can `x` be produced directly inside the concat's output? */
 static bool writes_into_slice(const Tensor *x, const Node *concat) {
   if (!x || x->is_input || x->is_output || tensor_is_const(x) || x->alias_of)
@@ -38,7 +34,7 @@ static bool writes_into_slice(const Tensor *x, const Node *concat) {
 
 static bool concat_in_place(Node *concat) {
   Tensor *c = concat->out[0];
-  int axis = normalize_axis(node_attr_int(concat, "axis", 0), c->rank);
+  int axis = concat->p.axis.axis;
   if (axis < 0 || axis >= c->rank)
     return false;
   for (int i = 0; i < concat->nin; i++)
@@ -125,7 +121,7 @@ static bool split_in_place(Graph *g, Node *n) {
   Tensor *x = node_input(n, 0);
   if (!can_view_input(g, n))
     return false;
-  int axis = normalize_axis(node_attr_int(n, "axis", 0), x->rank);
+  int axis = n->p.split.axis;
   if (axis < 0 || axis >= x->rank || !outermost(x, axis))
     return false;
   int64_t start[64];
@@ -144,51 +140,14 @@ static bool split_in_place(Graph *g, Node *n) {
   return true;
 }
 
-typedef struct SliceArgs {
-  const int64_t *starts, *axes, *steps;
-  int n;
-} SliceArgs;
-
-/* Slice's parameters from the opset-10 inputs or the older attributes. */
-static bool read_slice(const Node *n, SliceArgs *a) {
-  memset(a, 0, sizeof *a);
-  int nstarts = node_attr_ints(n, "starts", &a->starts);
-  if (nstarts >= 0) {
-    a->n = nstarts;
-    int naxes = node_attr_ints(n, "axes", &a->axes);
-    if (naxes < 0)
-      a->axes = NULL;
-    else if (naxes != nstarts)
-      return false;
-    return true;
-  }
-  Tensor *starts = node_input(n, 1), *axes = node_input(n, 3), *steps = node_input(n, 4);
-  if (!starts || !starts->i64)
-    return false;
-  a->n = (int)tensor_numel(starts);
-  a->starts = starts->i64;
-  if (axes) {
-    if (!axes->i64 || tensor_numel(axes) != a->n)
-      return false;
-    a->axes = axes->i64;
-  }
-  if (steps) {
-    if (!steps->i64 || tensor_numel(steps) != a->n)
-      return false;
-    a->steps = steps->i64;
-  }
-  return true;
-}
-
 static bool slice_in_place(Graph *g, Node *n) {
   Tensor *x = node_input(n, 0), *y = n->nout ? n->out[0] : NULL;
-  SliceArgs a;
-  if (!y || !can_view_input(g, n) || !read_slice(n, &a))
+  if (!y || !can_view_input(g, n))
     return false;
   /* Reversals keep the extent, so every step must be 1, not only the
      step of the axis that shrinks. */
-  for (int i = 0; i < a.n; i++)
-    if (a.steps && a.steps[i] != 1)
+  for (int d = 0; d < x->rank; d++)
+    if (n->p.slice.step[d] != 1)
       return false;
   int axis = -1;
   for (int d = 0; d < x->rank; d++)
@@ -204,17 +163,7 @@ static bool slice_in_place(Graph *g, Node *n) {
   }
   if (!outermost(x, axis))
     return false;
-  int64_t start = -1;
-  for (int i = 0; i < a.n; i++)
-    if (normalize_axis(a.axes ? a.axes[i] : i, x->rank) == axis) {
-      start = a.starts[i];
-      if (start < 0)
-        start += x->dims[axis];
-      if (start < 0)
-        start = 0;
-      if (start > x->dims[axis])
-        start = x->dims[axis];
-    }
+  int64_t start = n->p.slice.start[axis]; /* clamped to [0, dim] */
   if (start < 0 || start + y->dims[axis] > x->dims[axis])
     return false;
   view_blocks(g, n, &start, axis);

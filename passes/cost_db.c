@@ -1,6 +1,6 @@
 /*
- * cost_db.c - measured unit latencies (--cost-db), and the key that names a
- * unit in them.
+ * cost_db.c - measured unit latencies (--cost-db), looked up by the key
+ * that names a unit (unit_cost_key, ir/cost_key.c).
  *
  * The loop: `net --profile prof.json` times every schedule unit of the
  * compiled program alone on the target and writes each one's key and
@@ -8,13 +8,8 @@
  * cost model takes the measured time of any unit whose key it finds there.
  * The compiler computes the key both when it emits the program (the key
  * goes into net.c) and when the cost model asks, with unit_cost_key(), so
- * that both sides agree by construction.
- *
- * A key names what decides a unit's cost and nothing else: the operator,
- * the type and layout of every input and output, the resolved window, the
- * fused activation and the remaining attributes. Tensor and node names are
- * left out, so that identical layers share one entry; when a file holds
- * several times for one key, the median counts.
+ * that both sides agree by construction. When a file holds several times
+ * for one key, the median counts.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -24,155 +19,6 @@
 #include <string.h>
 
 #include "schedule.h"
-
-/* ------------------------------------------------------------------ key */
-
-typedef struct KeyBuf {
-  char *p;
-  size_t size;
-  int len; /* what the whole key needs, even beyond size */
-} KeyBuf;
-
-__attribute__((format(printf, 2, 3))) static void put(KeyBuf *k, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  size_t used = (size_t)k->len < k->size ? (size_t)k->len : k->size;
-  int n = vsnprintf(k->p ? k->p + used : NULL, k->size - used, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    k->len += n;
-}
-
-static void put_ints(KeyBuf *k, const char *sep, int count, const int64_t *v) {
-  for (int i = 0; i < count; i++)
-    put(k, "%s%lld", i ? sep : "", (long long)v[i]);
-}
-
-static bool contiguous(const Tensor *t) {
-  int64_t expect = 1;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] > 1 && t->strides[d] != expect)
-      return false;
-    expect *= t->dims[d];
-  }
-  return true;
-}
-
-/* "f32[1,64,56,56]", with the strides of a strided view: they change the
-   kernel (a convolution writing into a concatenation's slice). */
-static void put_tensor(KeyBuf *k, const Tensor *t) {
-  if (!t) {
-    put(k, "-");
-    return;
-  }
-  put(k, "%s[", dtype_name(t->dtype));
-  put_ints(k, ",", t->rank, t->dims);
-  put(k, "]");
-  if (!contiguous(t)) {
-    put(k, "/");
-    put_ints(k, ",", t->rank, t->strides);
-  }
-}
-
-static bool has_window(OpKind op) {
-  return op == OP_CONV || op == OP_CONV_TRANSPOSE || op == OP_MAX_POOL || op == OP_AVERAGE_POOL;
-}
-
-static void put_window(KeyBuf *k, const Node *n) {
-  const Window *w = &n->win;
-  int s = w->nspatial;
-  put(k, "|k=");
-  put_ints(k, "x", s, w->kernel);
-  put(k, "|s=");
-  put_ints(k, "x", s, w->stride);
-  put(k, "|d=");
-  put_ints(k, "x", s, w->dilation);
-  put(k, "|p=");
-  put_ints(k, ",", s, w->pad_begin);
-  put(k, ",");
-  put_ints(k, ",", s, w->pad_end);
-  if (n->op == OP_CONV_TRANSPOSE) {
-    put(k, "|op=");
-    put_ints(k, "x", s, w->output_padding);
-  }
-  if (n->op == OP_CONV || n->op == OP_CONV_TRANSPOSE)
-    put(k, "|g=%lld", (long long)(w->group > 0 ? w->group : 1));
-  if (n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL)
-    put(k, "|ceil=%d|cip=%d", w->ceil_mode, w->count_include_pad);
-}
-
-static const char *act_key(Activation a) {
-  switch (a) {
-  case ACT_RELU: return "relu";
-  case ACT_CLIP: return "clip";
-  case ACT_SIGMOID: return "sigmoid";
-  case ACT_TANH: return "tanh";
-  case ACT_LEAKY_RELU: return "leakyrelu";
-  case ACT_NONE: break;
-  }
-  return NULL;
-}
-
-static int by_attr_name(const void *a, const void *b) {
-  return strcmp((*(const Attr *const *)a)->name, (*(const Attr *const *)b)->name);
-}
-
-static void put_attr(KeyBuf *k, const Attr *a) {
-  put(k, "|%s=", a->name);
-  switch (a->kind) {
-  case ATTR_INT: put(k, "%lld", (long long)a->i); break;
-  case ATTR_FLOAT: put(k, "%.9g", a->f); break;
-  case ATTR_STRING: put(k, "%s", a->s ? a->s : ""); break;
-  case ATTR_INTS: put_ints(k, ",", a->n, a->ints); break;
-  case ATTR_FLOATS:
-    for (int i = 0; i < a->n; i++)
-      put(k, "%s%.9g", i ? "," : "", a->floats[i]);
-    break;
-  default: put(k, "?"); break; /* tensors, graphs: their kind is what matters */
-  }
-}
-
-/* Attributes in name order; for windowed operators the resolved window
-   stands for them (pads and auto_pad spell the same window). */
-static void put_attrs(KeyBuf *k, const Node *n) {
-  if (has_window(n->op) || n->nattrs <= 0)
-    return;
-  const Attr *sorted[64];
-  int count = 0;
-  for (int i = 0; i < n->nattrs && count < 64; i++)
-    sorted[count++] = &n->attrs[i];
-  qsort(sorted, (size_t)count, sizeof sorted[0], by_attr_name);
-  for (int i = 0; i < count; i++)
-    put_attr(k, sorted[i]);
-}
-
-int unit_cost_key(const Node *n, char *buf, size_t size) {
-  KeyBuf k = {buf, buf ? size : 0, 0};
-  if (k.p && k.size)
-    k.p[0] = '\0';
-  put(&k, "%s|", op_name(n->op));
-  for (int i = 0; i < n->nin; i++) {
-    if (i)
-      put(&k, ",");
-    put_tensor(&k, n->in[i]);
-  }
-  put(&k, "->");
-  for (int i = 0; i < n->nout; i++) {
-    if (i)
-      put(&k, ",");
-    put_tensor(&k, n->out[i]);
-  }
-  if (has_window(n->op))
-    put_window(&k, n);
-  if (n->act == ACT_CLIP)
-    put(&k, "|act=clip(%.9g,%.9g)", n->act_alpha, n->act_beta);
-  else if (n->act == ACT_LEAKY_RELU)
-    put(&k, "|act=leakyrelu(%.9g)", n->act_alpha);
-  else if (act_key(n->act))
-    put(&k, "|act=%s", act_key(n->act));
-  put_attrs(&k, n);
-  return k.len;
-}
 
 /* --------------------------------------------------------------- the file */
 

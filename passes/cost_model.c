@@ -114,7 +114,7 @@ static void conv_shape(const Node *n, ConvShape *s) {
   s->batch = x->rank > 0 ? x->dims[0] : 1;
   s->in_channels = x->rank > 1 ? x->dims[1] : 1;
   s->out_channels = y->rank > 1 ? y->dims[1] : 1;
-  s->groups = n->win.group > 0 ? n->win.group : node_attr_int(n, "group", 1);
+  s->groups = n->win.group > 0 ? n->win.group : 1;
   s->out_pixels = (int64_t)spatial(y, 2);
   s->kernel_volume = (int64_t)spatial(w, 2);
   s->in_elems = tensor_numel(x);
@@ -145,7 +145,7 @@ static double matmul_us(const CostModel *cm, const Node *n, double *occ) {
   if (!a || !y || a->rank < 1 || y->rank < 1)
     return cm->dev.kernel_launch_us;
   double k = (double)a->dims[a->rank - 1];
-  if (n->op == OP_GEMM && node_attr_int(n, "transA", 0) && a->rank >= 2)
+  if (n->op == OP_GEMM && n->p.gemm.trans_a && a->rank >= 2)
     k = (double)a->dims[a->rank - 2];
   double cols = (double)y->dims[y->rank - 1];
   double rows = y->rank >= 2 ? (double)y->dims[y->rank - 2] : 1;
@@ -161,14 +161,13 @@ static double memory_us(const CostModel *cm, const Node *n, double *occ) {
   if (occ)
     *occ = out < threads ? out / threads : 1;
   double flops = out;
-  if (n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL) {
+  CostClass cost = op_info(n->op)->cost;
+  if (cost == COST_WINDOW) {
     double window = 1;
     for (int i = 0; i < n->win.nspatial; i++)
       window *= (double)n->win.kernel[i];
     flops = out * window;
-  } else if (n->op == OP_GLOBAL_AVERAGE_POOL || n->op == OP_GLOBAL_MAX_POOL ||
-             n->op == OP_REDUCE_MEAN || n->op == OP_REDUCE_SUM || n->op == OP_REDUCE_MAX ||
-             n->op == OP_REDUCE_MIN) {
+  } else if (cost == COST_REDUCE) {
     flops = numel(n->in[0]);
   }
   double bandwidth = d->mem_bandwidth_gbs * d->memory_efficiency * 1e3; /* bytes/us */
@@ -181,19 +180,21 @@ static double analytic(const CostModel *cm, const Node *n, double *occ) {
     *occ = 0;
   if (n->is_view || n->dead)
     return 0;
-  switch (n->op) {
-  case OP_CONV:
-    if (n->nin >= 2 && n->in[0] && n->in[1] && n->out[0])
+  bool operands = n->nin >= 2 && n->in[0] && n->in[1] && n->out[0];
+  switch (op_info(n->op)->cost) {
+  case COST_CONV:
+    if (operands)
       return conv_node_us(cm, n, occ);
     break;
-  case OP_CONV_TRANSPOSE:
-    if (n->nin >= 2 && n->in[0] && n->in[1] && n->out[0])
+  case COST_CONV_TRANSPOSE:
+    if (operands)
       return conv_transpose_us(cm, n, occ);
     break;
-  case OP_GEMM:
-  case OP_MATMUL:
+  case COST_GEMM:
     return matmul_us(cm, n, occ);
-  default:
+  case COST_MEMORY:
+  case COST_WINDOW:
+  case COST_REDUCE:
     break;
   }
   return memory_us(cm, n, occ);

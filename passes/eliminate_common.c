@@ -10,61 +10,6 @@
 #include "pass.h"
 #include "rewrite.h"
 
-static bool same_tensor_value(const Tensor *a, const Tensor *b) {
-  if (a == b)
-    return true;
-  if (!a || !b || a->dtype != b->dtype || !tensor_same_shape(a, b))
-    return false;
-  int64_t n = tensor_numel(a);
-  if (a->f32 && b->f32)
-    return memcmp(a->f32, b->f32, sizeof(float) * (size_t)n) == 0;
-  if (a->i64 && b->i64)
-    return memcmp(a->i64, b->i64, sizeof(int64_t) * (size_t)n) == 0;
-  return false;
-}
-
-static bool same_attr(const Attr *a, const Attr *b) {
-  if (a->kind != b->kind || a->n != b->n)
-    return false;
-  switch (a->kind) {
-  case ATTR_FLOAT:
-    return a->f == b->f;
-  case ATTR_INT:
-    return a->i == b->i;
-  case ATTR_STRING:
-    return strcmp(a->s, b->s) == 0;
-  case ATTR_TENSOR:
-    return same_tensor_value(a->t, b->t);
-  case ATTR_FLOATS:
-    return a->n == 0 || memcmp(a->floats, b->floats, sizeof(float) * (size_t)a->n) == 0;
-  case ATTR_INTS:
-    return a->n == 0 || memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n) == 0;
-  case ATTR_STRINGS:
-    for (int i = 0; i < a->n; i++)
-      if (strcmp(a->strings[i], b->strings[i]) != 0)
-        return false;
-    return true;
-  case ATTR_TENSORS:
-    for (int i = 0; i < a->n; i++)
-      if (!same_tensor_value(a->tensors[i], b->tensors[i]))
-        return false;
-    return true;
-  default:
-    return false; /* subgraphs are never compared */
-  }
-}
-
-static bool same_attrs(const Node *a, const Node *b) {
-  if (a->nattrs != b->nattrs)
-    return false;
-  for (int i = 0; i < a->nattrs; i++) {
-    const Attr *other = node_attr(b, a->attrs[i].name);
-    if (!other || !same_attr(&a->attrs[i], other))
-      return false;
-  }
-  return true;
-}
-
 static bool same_computation(const Node *a, const Node *b) {
   if (a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->is_view || b->is_view)
     return false;
@@ -76,7 +21,7 @@ static bool same_computation(const Node *a, const Node *b) {
   for (int i = 0; i < a->nout; i++)
     if ((a->out[i] == NULL) != (b->out[i] == NULL))
       return false;
-  return same_attrs(a, b);
+  return node_same_attrs(a, b);
 }
 
 /* The later node's outputs must be replaceable: not graph outputs. */

@@ -21,7 +21,7 @@ static bool const_vector(const Tensor *t, int64_t n) {
 
 /* The per-channel scale s and shift (bias - mean * s) of a foldable BN. */
 static bool bn_affine(Graph *g, const Node *bn, int64_t channels, float **scale, float **shift) {
-  if (bn->nin < 5 || node_attr_int(bn, "training_mode", 0) != 0)
+  if (bn->nin < 5 || bn->p.norm.training)
     return false;
   for (int i = 1; i < bn->nout; i++)
     if (bn->out[i] && (bn->out[i]->nusers || bn->out[i]->is_output))
@@ -30,7 +30,7 @@ static bool bn_affine(Graph *g, const Node *bn, int64_t channels, float **scale,
   if (!const_vector(gamma, channels) || !const_vector(beta, channels) ||
       !const_vector(mean, channels) || !const_vector(var, channels))
     return false;
-  float eps = node_attr_float(bn, "epsilon", 1e-5f);
+  float eps = bn->p.norm.epsilon;
   *scale = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
   *shift = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
   for (int64_t c = 0; c < channels; c++) {
@@ -75,7 +75,7 @@ static bool fold_into_conv_transpose(Graph *g, Node *conv, Node *bn) {
   Tensor *w = node_input(conv, 1), *b = node_input(conv, 2), *y = conv->out[0];
   if (!w || !w->f32 || w->rank < 3 || y->rank < 2)
     return false;
-  int64_t m = y->dims[1], group = node_attr_int(conv, "group", 1);
+  int64_t m = y->dims[1], group = conv->win.group;
   int64_t cin = w->dims[0], mg = w->dims[1];
   if (group < 1 || cin % group || mg * group != m || (b && !const_vector(b, m)))
     return false;
@@ -105,7 +105,7 @@ static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
   if (!bm || !bm->f32 || bm->rank != 2 || y->rank != 2 || gemm->act != ACT_NONE)
     return false;
   int64_t n = y->dims[1];
-  bool trans_b = node_attr_int(gemm, "transB", 0) != 0;
+  bool trans_b = gemm->p.gemm.trans_b;
   if (bm->dims[trans_b ? 0 : 1] != n)
     return false;
   if (c && !(c->f32 && tensor_numel(c) == n && c->dims[c->rank - 1] == n))
@@ -118,7 +118,7 @@ static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t col = 0; col < cols; col++)
       b2->f32[r * cols + col] = bm->f32[r * cols + col] * scale[trans_b ? r : col];
-  float beta = node_attr_float(gemm, "beta", 1.0f);
+  float beta = gemm->p.gemm.beta;
   Tensor *c2 = c ? new_const_like(g, c, "_bn")
                  : new_const_vector(g, arena_printf(g->arena, "%s_bn_bias", bm->name), n, 0);
   for (int64_t i = 0; i < n; i++)
@@ -126,6 +126,7 @@ static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
   set_node_input(g, gemm, 1, b2);
   set_node_input(g, gemm, 2, c2);
   node_set_attr(g, gemm, "beta", ATTR_FLOAT)->f = 1.0f;
+  gemm->p.gemm.beta = 1.0f;
   return true;
 }
 

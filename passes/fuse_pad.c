@@ -19,42 +19,21 @@ typedef struct PadSpec {
   float value;
 } PadSpec;
 
-/* Reads a constant-mode Pad's amounts and value, in any opset's form. */
+/* Reads a constant-mode Pad's amounts and value, resolved by shape inference. */
 static bool read_pad(const Node *pad, int rank, PadSpec *p) {
   memset(p, 0, sizeof *p);
-  if (strcmp(node_attr_string(pad, "mode", "constant"), "constant") != 0)
+  if (pad->p.pad.mode != PAD_CONSTANT || !pad->p.pad.pads)
     return false;
-  const int64_t *pads = NULL;
-  int npads = node_attr_ints(pad, "pads", &pads);
-  Tensor *tpads = node_input(pad, 1);
-  if (npads < 0) { /* opset 11: pads, constant_value and axes are inputs */
-    if (!tpads || !tpads->i64)
-      return false;
-    pads = tpads->i64;
-    npads = (int)tensor_numel(tpads);
-  }
-  int axes[IR_MAX_RANK], naxes = rank;
-  for (int i = 0; i < rank; i++)
-    axes[i] = i;
-  Tensor *taxes = node_input(pad, 3);
-  if (taxes) {
-    if (!taxes->i64 || tensor_numel(taxes) > rank)
-      return false;
-    naxes = (int)tensor_numel(taxes);
-    for (int i = 0; i < naxes; i++) {
-      int64_t a = taxes->i64[i] < 0 ? taxes->i64[i] + rank : taxes->i64[i];
-      if (a < 0 || a >= rank)
-        return false;
-      axes[i] = (int)a;
-    }
-  }
-  if (npads != 2 * naxes)
+  const int64_t *pads = pad->p.pad.pads;
+  const int *axes = pad->p.pad.axes;
+  int naxes = pad->p.pad.naxes;
+  if (pad->p.pad.npads != 2 * naxes || naxes > rank)
     return false;
   for (int i = 0; i < naxes; i++) {
     p->begin[axes[i]] += pads[i];
     p->end[axes[i]] += pads[naxes + i];
   }
-  p->value = node_attr_float(pad, "value", 0.0f);
+  p->value = pad->p.pad.value;
   Tensor *tvalue = node_input(pad, 2);
   if (tvalue) {
     if (tensor_numel(tvalue) != 1 || !tvalue->f32)
@@ -111,7 +90,7 @@ bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx) {
       pads->ints[ns + s] = c->win.pad_end[s];
     }
     /* The pads are explicit now; SAME_* would recompute them. */
-    if (node_attr(c, "auto_pad"))
+    if (c->win.auto_pad)
       node_set_attr(g, c, "auto_pad", ATTR_STRING)->s = "NOTSET";
     c->in[0] = x;
     node_absorb(g, c, pad);

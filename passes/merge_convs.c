@@ -262,6 +262,8 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   int64_t sizes[MAX_SIBLINGS];
   for (int i = 0; i < n; i++)
     sizes[i] = out_channels(set[i]);
+  split->p.split.axis = 1; /* what shape inference would resolve */
+  split->p.split.sizes = arena_dup(g->arena, sizes, sizeof(int64_t) * (size_t)n);
   if (g->opset >= 13) {
     int64_t len = n;
     Tensor *st = graph_add_tensor(g, arena_printf(g->arena, "%s_sizes", split->name));

@@ -56,13 +56,4 @@ bool schedule_write_json(Graph *g, const char *path);
 bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path);
 void schedule_print_report(Graph *g, FILE *f);
 
-/*
- * The key under which `net --profile` records a schedule unit and
- * --cost-db looks it up (cost_db.c): operator, input and output types,
- * window, fused activation and attributes, e.g.
- *   Conv|f32[1,64,56,56],f32[64,64,3,3],f32[64]->f32[1,64,56,56]|k=3x3|s=1x1|...
- * Written into buf like snprintf; returns the length of the whole key.
- */
-int unit_cost_key(const Node *n, char *buf, size_t size);
-
 #endif

@@ -22,7 +22,7 @@ static Tensor *passed_through(const Node *n) {
         return NULL; /* the mask is wanted: leave it to the backend */
     return in;
   case OP_CAST:
-    return node_attr_int(n, "to", -1) == (int64_t)in->dtype ? in : NULL;
+    return n->p.cast.to == in->dtype ? in : NULL;
   default:
     return NULL;
   }

@@ -152,9 +152,9 @@ static bool const_scalar(const Tensor *t, float *value) {
 static bool clip_bounds(const Node *n, float *lo, float *hi) {
   *lo = -INFINITY;
   *hi = INFINITY;
-  if (node_attr(n, "min") || node_attr(n, "max")) { /* opset < 11 */
-    *lo = node_attr_float(n, "min", -FLT_MAX);
-    *hi = node_attr_float(n, "max", FLT_MAX);
+  if (n->p.clip.has_min || n->p.clip.has_max) { /* opset < 11 */
+    *lo = n->p.clip.has_min ? n->p.clip.min : -FLT_MAX;
+    *hi = n->p.clip.has_max ? n->p.clip.max : FLT_MAX;
     return true;
   }
   Tensor *tmin = node_input(n, 1), *tmax = node_input(n, 2);
@@ -183,7 +183,7 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     return true;
   case OP_LEAKY_RELU:
     *act = ACT_LEAKY_RELU;
-    *alpha = node_attr_float(n, "alpha", 0.01f);
+    *alpha = n->p.act.alpha;
     return true;
   case OP_CLIP: {
     float lo, hi;

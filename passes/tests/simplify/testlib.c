@@ -131,9 +131,15 @@ bool has_fused(const Node *n, const char *name) {
   return false;
 }
 
+/* Sorts the graph and resolves every node's attributes into its
+   parameters (Node.p, Node.win) by shape inference, as the importer would.
+   Some tests build nodes that inference rejects on purpose (a toy Reshape
+   without its shape input): those keep the shapes the test gave them. */
 void ready(Graph *g) {
   if (!graph_toposort(g))
     test_failures++;
+  for (int i = 0; i < g->nnodes; i++)
+    node_infer(g, g->nodes[i]);
 }
 
 void ref_conv2d(const float *x, int64_t n, int64_t c, int64_t h, int64_t w_, const float *w,
