@@ -166,19 +166,87 @@ void emit_kernel_setup(Emitter *e);    /* NVRTC compile, module load, function l
 void emit_kernel_teardown(Emitter *e);
 /* Launches `name` over `count` iterations with the struct opc_kargs variable `a`. */
 void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char *count);
-/* Ready-made launches for the core's emitters (emit_kernels.c):
+/* Ready-made launches for the core's emitters:
    the node's fused activation (n->act) applied in place on y, for what cuDNN
-   cannot fuse (LeakyRelu, Clip with a lower bound other than 0); */
+   cannot fuse (LeakyRelu, Clip with a lower bound other than 0)
+   (kernels_elementwise.c); */
 void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y);
 /* dst = src between any two strided layouts over dims (src strides may be
-   negative: src is the address of the element at coordinate 0); */
+   negative: src is the address of the element at coordinate 0)
+   (kernels_movement.c). */
 void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t *dst_strides,
                       const char *src, const int64_t *src_strides, int rank, const int64_t *dims);
-/* the contiguous buffer dst of dims src_dims + pad_begin + pad_end filled
-   with src where it lands and `value` elsewhere (asymmetric Conv padding). */
-void emit_kernel_pad(Emitter *e, const Node *n, const char *dst, const char *src, int rank,
-                     const int64_t *src_dims, const int64_t *src_strides,
-                     const int64_t *pad_begin, const int64_t *pad_end, float value);
+
+/*
+ * The files of opc's kernels: emit_kernels.c (the source text, NVRTC, the
+ * module and the table of operators), kernels_launch.c (one launch, built
+ * and printed), and the operators by category: kernels_elementwise.c,
+ * kernels_movement.c, kernels_rows.c and kernels_losses.c.
+ */
+
+/* A run of scalar parameters that means one thing, printed with a comment. */
+typedef struct Group {
+  int start, count;
+  const char *label;
+} Group;
+
+/* One launch, as it will be printed. */
+typedef struct Launch {
+  const char *kernel;
+  int nx; /* inputs x[0..nx) are printed */
+  const char *x[4];
+  int64_t x_extent[4];
+  const char *y;
+  int64_t y_extent;
+  int64_t n;
+  int rank;
+  int64_t dims[8];
+  int64_t xstride[4][8];
+  int64_t ystride[8];
+  float f[8];
+  int64_t i[16];
+  Group fgroup[8], igroup[16]; /* which of f and i are printed, and what they are */
+  int nfgroups, nigroups;
+  const char *note; /* printed above the arguments, when they need a word */
+} Launch;
+
+/* kernels_launch.c: f[start..start+count) or i[...] as one labelled group. */
+void group_f(Launch *L, int start, int count, const char *label);
+void group_i(Launch *L, int start, int count, const char *label);
+/* Prints the launch: its struct opc_kargs and emit_kernel_launch(). */
+void emit_launch(Emitter *e, const Node *n, const Launch *L);
+/* Elements reachable from the lowest address a view touches (*low). */
+int64_t reach(int rank, const int64_t *dims, const int64_t *strides, int64_t *low);
+/* A tensor's element strides: its own when it is a view, else contiguous. */
+void strides_of(const Tensor *t, int64_t *s);
+/* Strides that read `t` as if broadcast (numpy, aligned right) to dims. */
+void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s);
+/* The output y over L->dims, and input x[k], with the given strides. */
+void set_output(Launch *L, const char *y, const int64_t *ystride);
+void set_input(Launch *L, int k, const char *x, const int64_t *xstride);
+/* Drops dims of size 1 and merges neighbours contiguous in every operand. */
+void collapse(Launch *L);
+/* Reports msg as an error of the node; returns false. */
+bool kernel_fail(Emitter *e, const Node *n, const char *msg);
+/* Whether the tensor is produced for someone: graph output or used. */
+bool tensor_needed(const Tensor *t);
+/* A row kernel over x reducing the dims marked in `reduced` (kernels_launch.c). */
+bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x, const bool *reduced,
+                const char *y, const int64_t *yst, bool writes_rows);
+/* Output strides along x's dims for a reduction's output y (keepdims or not). */
+void reduced_output_strides(const Tensor *x, const Tensor *y, const bool *reduced,
+                            int64_t *yst);
+/* The activation a node of ours carries, if a pass fused one into it
+   (kernels_elementwise.c). */
+void fused_activation(Emitter *e, const Node *n);
+/* y = x in y's layout: Identity, Reshape... and a reduction over nothing
+   (kernels_movement.c). */
+void run_reshape_copy(Emitter *e, Node *n);
+/* Each category's operators, or NULL. */
+const OpEmitter *kernel_elementwise_emitter(OpKind op); /* kernels_elementwise.c */
+const OpEmitter *kernel_movement_emitter(OpKind op);    /* kernels_movement.c */
+const OpEmitter *kernel_rows_emitter(OpKind op);        /* kernels_rows.c */
+const OpEmitter *kernel_loss_emitter(OpKind op);        /* kernels_losses.c */
 
 /* ------------------------------------------------ the core's own state */
 
@@ -259,6 +327,8 @@ uint64_t weights_hash(const unsigned char *p, size_t n, uint64_t h);
 const OpEmitter *cudnn_op_emitter(OpKind op); /* ops_cudnn.c */
 const OpEmitter *blas_op_emitter(OpKind op);  /* ops_blas.c */
 const OpEmitter *copy_op_emitter(OpKind op);  /* ops_copy.c */
+/* "base + offset", or base when the offset is 0 (ops_copy.c). */
+const char *offset_ptr(Emitter *e, const char *base, int64_t offset);
 
 bool buffer_is_contiguous(const Tensor *t);
 /* The per-node record of the setup code (zeroed, in the arena). */

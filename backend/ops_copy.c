@@ -107,7 +107,7 @@ void copy_run(Emitter *e, const Node *n, const CopyPlan *p, const char *dst, con
 }
 
 /* "c->x + 12", or just "c->x". */
-static const char *offset_ptr(Emitter *e, const char *base, int64_t offset) {
+const char *offset_ptr(Emitter *e, const char *base, int64_t offset) {
   return offset ? emit_str(e, "%s + %lld", base, (long long)offset) : base;
 }
 

@@ -1,0 +1,286 @@
+/*
+ * kernels_launch.c - building and printing one launch of opc's kernels.
+ *
+ * A Launch (emit.h) is filled by the operators of kernels_*.c: the
+ * iteration space, the output and inputs with their element strides, and
+ * the scalar parameters in labelled groups; emit_launch() prints it as one
+ * struct opc_kargs and its cuLaunchKernel. row_launch() sets up the row
+ * kernels (reductions, softmax, normalisations, losses).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* --------------------------------------------------------------- launches */
+
+/* Marks f[start..start+count) or i[...] as one labelled group. */
+void group_f(Launch *L, int start, int count, const char *label) {
+  L->fgroup[L->nfgroups++] = (Group){start, count, label};
+}
+
+void group_i(Launch *L, int start, int count, const char *label) {
+  if (count <= 0)
+    return; /* a row of no dims (a reduction over no axes) has nothing to list */
+  L->igroup[L->nigroups++] = (Group){start, count, label};
+}
+
+/* ".i = {...}," with a comment per group; [k] = where a group skips ahead. */
+static void emit_groups(Emitter *e, const Launch *L, const char *field, const Group *groups,
+                        int count) {
+  if (count == 0)
+    return;
+  /* In index order, whatever order they were added in. */
+  Group *sorted = arena_dup(e->g->arena, groups, sizeof(Group) * (size_t)count);
+  for (int k = 1; k < count; k++)
+    for (int j = k; j > 0 && sorted[j - 1].start > sorted[j].start; j--) {
+      Group t = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = t;
+    }
+  const Group *g = sorted;
+  const char **text = arena_alloc(e->g->arena, sizeof(char *) * (size_t)count);
+  int next = 0;
+  for (int k = 0; k < count; k++) {
+    const char *s = g[k].start != next ? emit_str(e, "[%d] = ", g[k].start) : "";
+    for (int j = g[k].start; j < g[k].start + g[k].count; j++) {
+      const char *v = field[0] == 'f' ? emit_float(e, L->f[j]) : emit_str(e, "%lld", (long long)L->i[j]);
+      s = emit_str(e, "%s%s%s", s, j > g[k].start ? ", " : "", v);
+    }
+    text[k] = s;
+    next = g[k].start + g[k].count;
+  }
+  if (count == 1) {
+    emit(e, ".%s = {%s}, /* %s */", field, text[0], g[0].label);
+    return;
+  }
+  int width = 0;
+  for (int k = 0; k < count; k++)
+    if ((int)strlen(text[k]) + 1 > width)
+      width = (int)strlen(text[k]) + 1;
+  emit_open(e, ".%s = {", field);
+  for (int k = 0; k < count; k++)
+    emit(e, "%-*s /* %s */", width, emit_str(e, "%s,", text[k]), g[k].label);
+  emit_close(e, "},");
+}
+
+void emit_launch(Emitter *e, const Node *n, const Launch *L) {
+  if (L->n == 0) {
+    emit(e, "/* %s: the output is empty, nothing to launch */", L->kernel);
+    return;
+  }
+  emit_open(e, "{");
+  if (L->note)
+    emit(e, "/* %s */", L->note);
+  emit_open(e, "struct opc_kargs a = {");
+  if (L->nx > 0) {
+    const char *xs = "", *ext = "", *strides = "";
+    for (int k = 0; k < L->nx; k++) {
+      const char *sep = k ? ", " : "";
+      xs = emit_str(e, "%s%s%s", xs, sep, L->x[k] ? L->x[k] : "NULL");
+      ext = emit_str(e, "%s%s%lld", ext, sep, (long long)L->x_extent[k]);
+      strides = emit_str(e, "%s%s{%s}", strides, sep, int_list(e, L->rank, L->xstride[k]));
+    }
+    emit(e, ".x = {%s}, .x_extent = {%s},", xs, ext);
+    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
+         int_list(e, L->rank, L->dims));
+    emit(e, ".xstride = {%s},", strides);
+  } else {
+    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
+         int_list(e, L->rank, L->dims));
+  }
+  emit(e, ".ystride = {%s},", int_list(e, L->rank, L->ystride));
+  emit_groups(e, L, "f", L->fgroup, L->nfgroups);
+  emit_groups(e, L, "i", L->igroup, L->nigroups);
+  emit_close(e, "};");
+  emit_kernel_launch(e, n, L->kernel, emit_str(e, "%lld", (long long)L->n));
+  emit_close(e, "}");
+}
+
+/* Elements reachable from the lowest address a view touches, which is
+   *low elements from its first element (*low <= 0). */
+int64_t reach(int rank, const int64_t *dims, const int64_t *strides, int64_t *low) {
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] == 0) {
+      *low = 0;
+      return 0;
+    }
+    int64_t span = (dims[d] - 1) * strides[d];
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
+  }
+  *low = lo;
+  return hi - lo + 1;
+}
+
+static int64_t numel(int rank, const int64_t *dims) {
+  int64_t count = 1;
+  for (int d = 0; d < rank; d++)
+    count *= dims[d];
+  return count;
+}
+
+/* A tensor's element strides: its own when it is a view, else contiguous. */
+void strides_of(const Tensor *t, int64_t *s) {
+  bool set = false;
+  for (int d = 0; d < t->rank; d++)
+    set = set || t->strides[d] != 0;
+  int64_t step = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    s[d] = set || tensor_numel(t) <= 1 ? t->strides[d] : step;
+    step *= t->dims[d];
+  }
+}
+
+/* Strides that read `t` as if broadcast (numpy, aligned right) to dims. */
+void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s) {
+  int64_t own[IR_MAX_RANK];
+  strides_of(t, own);
+  for (int d = 0; d < rank; d++) {
+    int j = d - (rank - t->rank);
+    s[d] = j < 0 || (t->dims[j] == 1 && dims[d] != 1) ? 0 : own[j];
+  }
+}
+
+/* Sets the output of a launch: y over L->dims with the given strides. */
+void set_output(Launch *L, const char *y, const int64_t *ystride) {
+  int64_t low;
+  L->y = y;
+  memcpy(L->ystride, ystride, sizeof(int64_t) * (size_t)L->rank);
+  L->y_extent = reach(L->rank, L->dims, L->ystride, &low);
+  L->n = numel(L->rank, L->dims);
+}
+
+/* Adds input x[k] read with the given strides over L->dims. */
+void set_input(Launch *L, int k, const char *x, const int64_t *xstride) {
+  int64_t low;
+  L->x[k] = x;
+  memcpy(L->xstride[k], xstride, sizeof(int64_t) * (size_t)L->rank);
+  L->x_extent[k] = reach(L->rank, L->dims, L->xstride[k], &low);
+  if (k + 1 > L->nx)
+    L->nx = k + 1;
+}
+
+/* Drops dims of size 1 and merges neighbours contiguous in every operand:
+   for kernels that only care about elements, not coordinates. */
+void collapse(Launch *L) {
+  int r = 0;
+  for (int d = 0; d < L->rank; d++) {
+    if (L->dims[d] == 1)
+      continue;
+    bool merge = r > 0 && L->ystride[r - 1] == L->ystride[d] * L->dims[d];
+    for (int k = 0; k < L->nx; k++)
+      merge = merge && L->xstride[k][r - 1] == L->xstride[k][d] * L->dims[d];
+    if (merge) {
+      L->dims[r - 1] *= L->dims[d];
+      L->ystride[r - 1] = L->ystride[d];
+      for (int k = 0; k < L->nx; k++)
+        L->xstride[k][r - 1] = L->xstride[k][d];
+      continue;
+    }
+    L->dims[r] = L->dims[d];
+    L->ystride[r] = L->ystride[d];
+    for (int k = 0; k < L->nx; k++)
+      L->xstride[k][r] = L->xstride[k][d];
+    r++;
+  }
+  if (r == 0) {
+    L->dims[0] = 1;
+    L->ystride[0] = 1;
+    for (int k = 0; k < L->nx; k++)
+      L->xstride[k][0] = 0;
+    r = 1;
+  }
+  L->rank = r;
+}
+
+bool kernel_fail(Emitter *e, const Node *n, const char *msg) {
+  ir_error(e->g, n, "%s", msg);
+  e->failed = true;
+  return false;
+}
+
+/* Whether the tensor is produced for someone: graph output or used. */
+bool tensor_needed(const Tensor *t) { return t && (t->is_output || t->nusers > 0); }
+
+/* ----------------------------------------------------------------- rows */
+
+/*
+ * A row kernel over x, reducing the dims marked in `reduced`: yst gives the
+ * output's stride along each of x's dims (ignored along reduced dims for
+ * reductions, used for kernels that write whole rows).
+ */
+bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x,
+                const bool *reduced, const char *y, const int64_t *yst, bool writes_rows) {
+  int64_t xs[IR_MAX_RANK];
+  strides_of(x, xs);
+  L->rank = x->rank > 0 ? x->rank : 1;
+  int64_t outer_y[IR_MAX_RANK];
+  for (int d = 0; d < L->rank; d++) {
+    L->dims[d] = x->rank == 0 || reduced[d] ? 1 : x->dims[d];
+    outer_y[d] = x->rank == 0 || reduced[d] ? 0 : yst[d];
+  }
+  if (x->rank == 0)
+    xs[0] = 0;
+  set_output(L, y, outer_y);
+  set_input(L, 0, buf(e, x), xs);
+  L->x_extent[0] = reach(x->rank, x->dims, xs, &(int64_t){0});
+  /* The row: reduced dims, merged where both layouts allow. */
+  int groups = 0;
+  int64_t length = 1, y_span = 0;
+  for (int d = 0; d < x->rank; d++) {
+    if (!reduced[d])
+      continue;
+    length *= x->dims[d];
+    y_span += (x->dims[d] - 1) * yst[d];
+    int g = groups - 1;
+    if (d > 0 && reduced[d - 1] && L->i[5 + g] == xs[d] * x->dims[d] &&
+        L->i[9 + g] == yst[d] * x->dims[d]) {
+      L->i[1 + g] *= x->dims[d];
+      L->i[5 + g] = xs[d];
+      L->i[9 + g] = yst[d];
+      continue;
+    }
+    if (groups == 4)
+      return kernel_fail(e, n, "the reduced dims do not merge into 4 groups");
+    L->i[1 + groups] = x->dims[d];
+    L->i[5 + groups] = xs[d];
+    L->i[9 + groups] = yst[d];
+    groups++;
+  }
+  L->i[0] = groups;
+  L->i[15] = length;
+  group_i(L, 0, 1, "the row: groups of dims");
+  group_i(L, 1, groups, "their sizes");
+  group_i(L, 5, groups, "their input strides");
+  if (writes_rows)
+    group_i(L, 9, groups, "their output strides");
+  group_i(L, 15, 1, "the row's length");
+  /* Kernels that write rows reach further than the outer strides say. */
+  if (length > 0)
+    L->y_extent += y_span;
+  return true;
+}
+
+/* Output strides along x's dims for a reduction's output y (keepdims or not). */
+void reduced_output_strides(const Tensor *x, const Tensor *y, const bool *reduced,
+                            int64_t *yst) {
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  bool keep = y->rank == x->rank;
+  int j = 0;
+  for (int d = 0; d < x->rank; d++) {
+    if (keep)
+      yst[d] = reduced[d] ? 0 : ys[d];
+    else
+      yst[d] = reduced[d] ? 0 : ys[j++];
+  }
+}
+

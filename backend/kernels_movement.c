@@ -1,0 +1,622 @@
+/*
+ * kernels_movement.c - data movement as launches of opc's copy kernels:
+ * reshapes, Transpose, Concat, Split, Slice, Expand, Tile, DepthToSpace and
+ * SpaceToDepth, Gather and GatherElements, Pad, Resize and Upsample.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* ------------------------------------------------------ data movement */
+
+/* y = x between two strided layouts over dims; x's strides may be negative. */
+static void copy_launch(Emitter *e, const Node *n, const char *y, const int64_t *ystride,
+                        const char *x, const int64_t *xstride, int rank, const int64_t *dims) {
+  Launch L = {.kernel = "opc_copy", .rank = rank};
+  memcpy(L.dims, dims, sizeof(int64_t) * (size_t)rank);
+  set_output(&L, y, ystride);
+  set_input(&L, 0, x, xstride);
+  collapse(&L);
+  int64_t low;
+  L.x_extent[0] = reach(L.rank, L.dims, L.xstride[0], &low);
+  /* x[0] points at the lowest element read; i[0] leads back to the first. */
+  if (low != 0)
+    L.x[0] = emit_str(e, "%s - %lld", x, (long long)-low);
+  L.i[0] = -low;
+  group_i(&L, 0, 1, "offset of the first element from x[0]");
+  emit_launch(e, n, &L);
+}
+
+void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t *dst_strides,
+                      const char *src, const int64_t *src_strides, int rank,
+                      const int64_t *dims) {
+  copy_launch(e, n, dst, dst_strides, src, src_strides, rank, dims);
+}
+
+/* Whether `part` already lies where a copy would put it: same storage,
+   offset and strides (a pass made it a view of its destination). */
+static bool already_there(Tensor *part, Tensor *whole, int64_t offset, const int64_t *strides) {
+  if (!part->alias_of || tensor_storage(part) != tensor_storage(whole))
+    return false;
+  int64_t whole_offset = whole->alias_of ? whole->alias_offset : 0;
+  if (part->alias_offset != whole_offset + offset)
+    return false;
+  for (int d = 0; d < part->rank; d++)
+    if (part->dims[d] > 1 && part->strides[d] != strides[d])
+      return false;
+  return true;
+}
+
+/* Identity, Dropout, Cast, Flatten, Reshape, Squeeze, Unsqueeze: the same
+   elements in row-major order, when the node is not a view. */
+void run_reshape_copy(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  if (n->op == OP_DROPOUT && n->nout > 1 && tensor_needed(n->out[1])) {
+    kernel_fail(e, n, "Dropout's mask output is not supported");
+    return;
+  }
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], contiguous[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  /* Walk the shape of whichever side is strided; the other is contiguous. */
+  bool y_plain = true;
+  int64_t step = 1;
+  for (int d = y->rank - 1; d >= 0; d--) {
+    y_plain = y_plain && (y->dims[d] == 1 || ys[d] == step);
+    step *= y->dims[d];
+  }
+  const Tensor *walk = y_plain ? x : y;
+  step = 1;
+  for (int d = walk->rank - 1; d >= 0; d--) {
+    contiguous[d] = step;
+    step *= walk->dims[d];
+  }
+  if (y_plain) {
+    copy_launch(e, n, buf(e, y), contiguous, buf(e, x), xs, x->rank, x->dims);
+  } else {
+    bool x_plain = true;
+    step = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+      x_plain = x_plain && (x->dims[d] == 1 || xs[d] == step);
+      step *= x->dims[d];
+    }
+    if (!x_plain) {
+      kernel_fail(e, n, "a reshaping copy between two strided views is not supported");
+      return;
+    }
+    copy_launch(e, n, buf(e, y), ys, buf(e, x), contiguous, y->rank, y->dims);
+  }
+}
+
+static void run_transpose(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  const int *perm = n->p.transpose.perm;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  for (int d = 0; d < y->rank; d++)
+    src[d] = xs[perm[d]];
+  copy_launch(e, n, buf(e, y), ys, buf(e, x), src, y->rank, y->dims);
+}
+
+/* Copies one piece of a Concat (into_whole) or a Split (out of the whole):
+   `piece` lies at element `offset` of `whole`, whose strides are ws.
+   Nothing is emitted when a pass already placed the piece there. */
+static void copy_piece(Emitter *e, Node *n, Tensor *piece, Tensor *whole, int64_t offset,
+                       const int64_t *ws, bool into_whole) {
+  if (already_there(piece, whole, offset, ws))
+    return;
+  int64_t ps[IR_MAX_RANK];
+  strides_of(piece, ps);
+  if (into_whole)
+    copy_launch(e, n, offset_ptr(e, buf(e, whole), offset), ws, buf(e, piece), ps, piece->rank,
+                piece->dims);
+  else
+    copy_launch(e, n, buf(e, piece), ps, offset_ptr(e, buf(e, whole), offset), ws, piece->rank,
+                piece->dims);
+}
+
+static void run_concat(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  int axis = n->p.axis.axis;
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  int64_t at = 0;
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *x = n->in[k];
+    copy_piece(e, n, x, y, at * ys[axis], ys, true);
+    at += x->dims[axis];
+  }
+}
+
+static void run_split(Emitter *e, Node *n) {
+  Tensor *x = n->in[0];
+  int axis = n->p.split.axis;
+  const int64_t *sizes = n->p.split.sizes;
+  int64_t xs[IR_MAX_RANK];
+  strides_of(x, xs);
+  int64_t at = 0;
+  for (int k = 0; k < n->nout; k++) {
+    Tensor *y = n->out[k];
+    if (y && tensor_needed(y))
+      copy_piece(e, n, y, x, at * xs[axis], xs, false);
+    at += sizes[k];
+  }
+}
+
+static void run_slice(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  int64_t first = 0;
+  for (int d = 0; d < x->rank; d++) {
+    first += start[d] * xs[d];
+    src[d] = xs[d] * step[d];
+  }
+  copy_launch(e, n, buf(e, y), ys, offset_ptr(e, buf(e, x), first), src, y->rank, y->dims);
+}
+
+static void run_expand(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int64_t ys[IR_MAX_RANK], src[IR_MAX_RANK];
+  strides_of(y, ys);
+  broadcast_to(x, y->rank, y->dims, src);
+  copy_launch(e, n, buf(e, y), ys, buf(e, x), src, y->rank, y->dims);
+}
+
+/* Tile: each dim d becomes (repeats, size) with the input's stride 0 along
+   the repeats, so the copy has up to twice the rank before merging. */
+static void run_tile(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0], *reps = n->in[1];
+  if (!reps->i64) {
+    kernel_fail(e, n, "Tile's repeats must be constant");
+    return;
+  }
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  int64_t dims[2 * IR_MAX_RANK], src[2 * IR_MAX_RANK], dst[2 * IR_MAX_RANK];
+  int rank = 0;
+  for (int d = 0; d < x->rank; d++) {
+    if (reps->i64[d] != 1) {
+      dims[rank] = reps->i64[d];
+      src[rank] = 0;
+      dst[rank++] = x->dims[d] * ys[d];
+    }
+    if (x->dims[d] != 1) {
+      dims[rank] = x->dims[d];
+      src[rank] = xs[d];
+      dst[rank++] = ys[d];
+    }
+  }
+  /* Merge what can be merged before checking the kernel's rank limit. */
+  int r = 0;
+  for (int d = 0; d < rank; d++) {
+    if (r > 0 && dst[r - 1] == dst[d] * dims[d] && src[r - 1] == src[d] * dims[d]) {
+      dims[r - 1] *= dims[d];
+      dst[r - 1] = dst[d];
+      src[r - 1] = src[d];
+    } else {
+      dims[r] = dims[d];
+      dst[r] = dst[d];
+      src[r++] = src[d];
+    }
+  }
+  if (r > 8) {
+    kernel_fail(e, n, "this Tile needs more than 8 dims of copying");
+    return;
+  }
+  if (r == 0) {
+    dims[0] = 1;
+    dst[0] = src[0] = 1;
+    r = 1;
+  }
+  copy_launch(e, n, buf(e, y), dst, buf(e, x), src, r, dims);
+}
+
+/* DepthToSpace and SpaceToDepth are 6-d transposes. */
+static void run_depth_space(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int64_t b = n->p.depth_space.blocksize;
+  bool crd = n->p.depth_space.crd;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  int64_t dims[6], src[6], dst[6];
+  if (n->op == OP_DEPTH_TO_SPACE) {
+    /* Output (N, C', H, b1, W, b2); the input channel is b1*b*C' + b2*C' + c'
+       (DCR) or c'*b*b + b1*b + b2 (CRD). */
+    int64_t c = y->dims[1];
+    int64_t d6[6] = {y->dims[0], c, x->dims[2], b, x->dims[3], b};
+    int64_t y6[6] = {ys[0], ys[1], b * ys[2], ys[2], b * ys[3], ys[3]};
+    int64_t x6[6] = {xs[0], crd ? b * b * xs[1] : xs[1], xs[2],
+                     crd ? b * xs[1] : b * c * xs[1], xs[3], crd ? xs[1] : c * xs[1]};
+    memcpy(dims, d6, sizeof dims);
+    memcpy(dst, y6, sizeof dst);
+    memcpy(src, x6, sizeof src);
+  } else {
+    /* Output channel (b1*b + b2)*C + c reads input (c, h*b + b1, w*b + b2). */
+    int64_t c = x->dims[1];
+    int64_t d6[6] = {x->dims[0], b, b, c, y->dims[2], y->dims[3]};
+    int64_t y6[6] = {ys[0], b * c * ys[1], c * ys[1], ys[1], ys[2], ys[3]};
+    int64_t x6[6] = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+    memcpy(dims, d6, sizeof dims);
+    memcpy(dst, y6, sizeof dst);
+    memcpy(src, x6, sizeof src);
+  }
+  copy_launch(e, n, buf(e, y), dst, buf(e, x), src, 6, dims);
+}
+
+/* The end of Gather and GatherElements: the axis and its size, then the
+   launch, input and indices in place. */
+static void launch_gather(Emitter *e, const Node *n, Launch *L, const Tensor *x, int axis) {
+  L->i[0] = axis;
+  L->i[1] = x->dims[axis];
+  group_i(L, 0, 2, "axis, its size");
+  L->note = "x = {input, indices as floats}";
+  emit_launch(e, n, L);
+}
+
+/* Gather: dims are the input's with the axis replaced by the number of
+   indices; the output's index dims must merge into one. */
+static void run_gather(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+  int axis = n->p.axis.axis;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  Launch L = {.kernel = "opc_gather", .rank = x->rank};
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  int64_t count = tensor_numel(idx);
+  L.dims[axis] = count;
+  int64_t out[IR_MAX_RANK];
+  for (int d = 0; d < axis; d++)
+    out[d] = ys[d];
+  for (int d = axis + 1; d < x->rank; d++)
+    out[d] = ys[d - 1 + idx->rank];
+  /* The index dims of the output, merged: stride of the innermost. */
+  out[axis] = idx->rank > 0 ? ys[axis + idx->rank - 1] : 0;
+  for (int j = idx->rank - 1; j > 0; j--)
+    if (y->dims[axis + j - 1] > 1 && ys[axis + j - 1] != ys[axis + j] * y->dims[axis + j]) {
+      kernel_fail(e, n, "Gather into a strided view of this shape is not supported");
+      return;
+    }
+  set_output(&L, buf(e, y), out);
+  set_input(&L, 0, buf(e, x), xs);
+  L.x_extent[0] = tensor_numel(x) ? 1 + (x->dims[axis] - 1) * xs[axis] : 0;
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis)
+      L.x_extent[0] += (x->dims[d] - 1) * xs[d];
+  int64_t unit[IR_MAX_RANK] = {0};
+  set_input(&L, 1, buf(e, idx), unit);
+  L.x_extent[1] = count;
+  launch_gather(e, n, &L, x, axis);
+}
+
+/* Pad: pads and the constant from inputs (opset 11+) or attributes. */
+static void run_pad(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  const int64_t *pads = n->p.pad.pads;
+  int count = n->p.pad.npads;
+  float value = n->p.pad.value;
+  Tensor *vt = node_input(n, 2);
+  if (vt) {
+    if (!vt->f32 || tensor_numel(vt) != 1) {
+      kernel_fail(e, n, arena_printf(e->g->arena, "input '%s' is not a compile-time constant "
+                              "(Pad's constant_value must be a constant scalar)", vt->name));
+      return;
+    }
+    value = vt->f32[0];
+  }
+  const int *axes = n->p.pad.axes;
+  int naxes = n->p.pad.naxes;
+  if (count != 2 * naxes) {
+    kernel_fail(e, n, "Pad's pads do not match the input's rank");
+    return;
+  }
+  static const char *const kernels[] = {
+      [PAD_CONSTANT] = "opc_pad_constant", [PAD_REFLECT] = "opc_pad_reflect",
+      [PAD_EDGE] = "opc_pad_edge",         [PAD_WRAP] = "opc_pad_wrap"};
+  Launch L = {.rank = x->rank};
+  L.kernel = kernels[n->p.pad.mode];
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  L.x_extent[0] = tensor_numel(x) ? reach(x->rank, x->dims, xs, &(int64_t){0}) : 0;
+  for (int k = 0; k < naxes; k++)
+    L.i[axes[k]] = pads[k];
+  for (int d = 0; d < x->rank; d++)
+    L.i[8 + d] = x->dims[d];
+  group_i(&L, 0, x->rank, "padding before each dim");
+  group_i(&L, 8, x->rank, "the input's dims");
+  if (strcmp(L.kernel, "opc_pad_constant") == 0) {
+    L.f[0] = value;
+    group_f(&L, 0, 1, "value");
+  } else {
+    if (tensor_numel(x) == 0) {
+      kernel_fail(e, n, "Pad cannot reflect, repeat or wrap an empty input");
+      return;
+    }
+  }
+  emit_launch(e, n, &L);
+}
+
+static void run_gather_elements(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+  int axis = n->p.axis.axis;
+  if (!tensor_is_const(idx)) {
+    kernel_fail(e, n, "GatherElements needs constant indices");
+    return;
+  }
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], is[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  strides_of(idx, is);
+  Launch L = {.kernel = "opc_gather_elements", .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &(int64_t){0});
+  set_input(&L, 1, buf(e, idx), is);
+  launch_gather(e, n, &L, x, axis);
+}
+
+/* --------------------------------------------------------------- resize */
+
+typedef struct Ratio {
+  int64_t num, den;
+} Ratio;
+
+static int64_t gcd(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* A positive float32 as an exact ratio of integers: mantissa over a power
+   of two. False when it does not fit (absurdly small or large scales). */
+static bool float_ratio(float v, Ratio *r) {
+  int exp;
+  float m = frexpf(v, &exp); /* v = m * 2^exp, m in [0.5, 1) */
+  int64_t mant = (int64_t)ldexpf(m, 24);
+  exp -= 24;
+  if (exp >= 0) {
+    if (exp > 30)
+      return false;
+    r->num = mant << exp;
+    r->den = 1;
+  } else {
+    if (exp < -60)
+      return false;
+    r->num = mant;
+    r->den = (int64_t)1 << -exp;
+  }
+  int64_t g = gcd(r->num, r->den);
+  r->num /= g;
+  r->den /= g;
+  return true;
+}
+
+static const char *const coordinate_modes[] = {
+    "half_pixel",           "pytorch_half_pixel", "align_corners",        "asymmetric",
+    "tf_half_pixel_for_nn", "tf_crop_and_resize", "half_pixel_symmetric",
+};
+
+
+/* Resize and Upsample: per axis an exact scale, then the axes that do not
+   map identically go to the kernel (at most 3). */
+static void run_resize(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int rank = x->rank;
+  Ratio scale[IR_MAX_RANK];
+  float roi[2 * IR_MAX_RANK];
+  for (int d = 0; d < rank; d++) {
+    scale[d] = (Ratio){1, 1};
+    roi[d] = 0.0f;
+    roi[rank + d] = 1.0f;
+  }
+  int mode = n->p.resize.mode;
+  int coord, interp;
+  bool exclude = false;
+  float cubic_a = -0.75f, extrapolation = 0.0f;
+  if (n->op == OP_UPSAMPLE || (e->g->opset > 0 && e->g->opset < 11)) {
+    /* Upsample and Resize-10: asymmetric coordinates, nearest rounds down. */
+    coord = 3;
+    interp = mode == RESIZE_NEAREST ? 2 : 4;
+    if (mode != RESIZE_NEAREST && mode != RESIZE_LINEAR && mode != RESIZE_BILINEAR) {
+      kernel_fail(e, n, "unsupported mode");
+      return;
+    }
+    Tensor *st = node_input(n, 1);
+    const float *s = NULL;
+    int count = 0;
+    if (st) {
+      s = st->f32;
+      count = s ? (int)tensor_numel(st) : 0;
+    } else if (n->p.resize.scales) {
+      s = n->p.resize.scales;
+      count = n->p.resize.nscales;
+    }
+    if (!s || count != rank) {
+      kernel_fail(e, n, "the scales must be constant, one per dim");
+      return;
+    }
+    for (int d = 0; d < rank; d++)
+      if (!float_ratio(s[d], &scale[d])) {
+        kernel_fail(e, n, "a scale is out of range");
+        return;
+      }
+  } else {
+    if (n->p.resize.antialias) {
+      kernel_fail(e, n, "Resize with antialias is not supported");
+      return;
+    }
+    coord = n->p.resize.coord;
+    int nm = n->p.resize.nearest;
+    if (coord < 0 || nm < 0) {
+      kernel_fail(e, n, "unknown coordinate_transformation_mode or nearest_mode");
+      return;
+    }
+    interp = mode == RESIZE_NEAREST ? nm
+             : mode == RESIZE_LINEAR  ? 4
+             : mode == RESIZE_CUBIC   ? 5
+                                      : -1;
+    if (interp < 0) {
+      kernel_fail(e, n, "unknown mode");
+      return;
+    }
+    exclude = n->p.resize.exclude_outside;
+    cubic_a = n->p.resize.cubic_a;
+    extrapolation = n->p.resize.extrapolation;
+    const int *axes = n->p.resize.axes;
+    int naxes = n->p.resize.naxes;
+    Tensor *rt = node_input(n, 1), *st = node_input(n, 2), *zt = node_input(n, 3);
+    if (coord == 5) {
+      if (!rt || !rt->f32 || tensor_numel(rt) != 2 * naxes) {
+        kernel_fail(e, n, rt ? arena_printf(e->g->arena, "input '%s' is not a compile-time constant "
+                                     "(tf_crop_and_resize needs a constant roi)", rt->name)
+                      : "tf_crop_and_resize needs a roi input");
+        return;
+      }
+      for (int k = 0; k < naxes; k++) {
+        roi[axes[k]] = rt->f32[k];
+        roi[rank + axes[k]] = rt->f32[naxes + k];
+      }
+    }
+    if (st && tensor_numel(st) > 0) {
+      if (!st->f32) {
+        kernel_fail(e, n, "Resize's scales must be constant");
+        return;
+      }
+      for (int k = 0; k < naxes; k++)
+        if (!float_ratio(st->f32[k], &scale[axes[k]])) {
+          kernel_fail(e, n, "a scale is out of range");
+          return;
+        }
+    } else if (zt && zt->i64) {
+      AspectPolicy policy = n->p.resize.policy;
+      for (int k = 0; k < naxes; k++)
+        scale[axes[k]] = (Ratio){zt->i64[k], x->dims[axes[k]]};
+      if (policy != ASPECT_STRETCH) {
+        /* One scale for all axes: the smallest (not_larger) or largest. */
+        bool larger = policy == ASPECT_NOT_SMALLER;
+        Ratio pick = scale[axes[0]];
+        for (int k = 1; k < naxes; k++) {
+          Ratio r = scale[axes[k]];
+          bool bigger = r.num * pick.den > pick.num * r.den;
+          if (bigger == larger && r.num * pick.den != pick.num * r.den)
+            pick = r;
+        }
+        for (int k = 0; k < naxes; k++)
+          scale[axes[k]] = pick;
+      }
+    } else {
+      kernel_fail(e, n, "Resize's scales or sizes must be constant");
+      return;
+    }
+  }
+  Launch L = {.kernel = "opc_resize", .rank = rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)rank);
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  L.x_extent[0] = reach(rank, x->dims, xs, &(int64_t){0});
+  int naxes = 0;
+  for (int d = 0; d < rank; d++) {
+    bool same = scale[d].num == scale[d].den && y->dims[d] == x->dims[d] && roi[d] == 0.0f &&
+                roi[rank + d] == 1.0f;
+    /* tf_half_pixel_for_nn shifts by half a pixel: identity only when rounding down. */
+    if (coord == 4 && interp != 0 && interp != 2)
+      same = false;
+    if (same || (x->dims[d] == 1 && y->dims[d] == 1))
+      continue;
+    if (naxes == 3) {
+      kernel_fail(e, n, "Resize of more than 3 axes at once is not supported");
+      return;
+    }
+    L.i[1 + naxes] = d;
+    L.i[4 + naxes] = x->dims[d];
+    L.i[7 + naxes] = scale[d].num;
+    L.i[10 + naxes] = scale[d].den;
+    L.f[2 + 2 * naxes] = roi[d];
+    L.f[3 + 2 * naxes] = roi[rank + d];
+    naxes++;
+  }
+  if (naxes == 0) {
+    copy_launch(e, n, buf(e, y), ys, buf(e, x), xs, rank, y->dims);
+    return;
+  }
+  L.i[0] = naxes;
+  L.i[13] = coord;
+  L.i[14] = interp;
+  L.i[15] = exclude;
+  L.f[0] = cubic_a;
+  L.f[1] = extrapolation;
+  static const char *const interp_names[] = {"nearest, round_prefer_floor",
+                                             "nearest, round_prefer_ceil", "nearest, floor",
+                                             "nearest, ceil", "linear", "cubic"};
+  group_i(&L, 0, 1, "resized axes");
+  group_i(&L, 1, naxes, "which");
+  group_i(&L, 4, naxes, "their input sizes");
+  group_i(&L, 7, naxes, "their scales: numerators");
+  group_i(&L, 10, naxes, "denominators");
+  group_i(&L, 13, 3, emit_str(e, "%s, %s, exclude_outside", coordinate_modes[coord],
+                              interp_names[interp]));
+  group_f(&L, 0, 2, "cubic_coeff_a, extrapolation_value");
+  if (coord == 5)
+    group_f(&L, 2, 2 * naxes, "roi start and end of each resized axis");
+  emit_launch(e, n, &L);
+}
+
+/* ---------------------------------------------------------- the table */
+
+static const OpEmitter reshape_emitter = {.run = run_reshape_copy};
+static const OpEmitter transpose_emitter = {.run = run_transpose};
+static const OpEmitter concat_emitter = {.run = run_concat};
+static const OpEmitter split_emitter = {.run = run_split};
+static const OpEmitter slice_emitter = {.run = run_slice};
+static const OpEmitter expand_emitter = {.run = run_expand};
+static const OpEmitter tile_emitter = {.run = run_tile};
+static const OpEmitter depth_space_emitter = {.run = run_depth_space};
+static const OpEmitter gather_emitter = {.run = run_gather};
+static const OpEmitter gather_elements_emitter = {.run = run_gather_elements};
+static const OpEmitter pad_emitter = {.run = run_pad};
+static const OpEmitter resize_emitter = {.run = run_resize};
+
+const OpEmitter *kernel_movement_emitter(OpKind op) {
+  static const OpEmitter *const emitters[OP_COUNT] = {
+      [OP_IDENTITY] = &reshape_emitter,
+      [OP_DROPOUT] = &reshape_emitter,
+      [OP_CAST] = &reshape_emitter,
+      [OP_FLATTEN] = &reshape_emitter,
+      [OP_RESHAPE] = &reshape_emitter,
+      [OP_SQUEEZE] = &reshape_emitter,
+      [OP_UNSQUEEZE] = &reshape_emitter,
+      [OP_TRANSPOSE] = &transpose_emitter,
+      [OP_CONCAT] = &concat_emitter,
+      [OP_SPLIT] = &split_emitter,
+      [OP_SLICE] = &slice_emitter,
+      [OP_EXPAND] = &expand_emitter,
+      [OP_TILE] = &tile_emitter,
+      [OP_DEPTH_TO_SPACE] = &depth_space_emitter,
+      [OP_SPACE_TO_DEPTH] = &depth_space_emitter,
+      [OP_GATHER] = &gather_emitter,
+      [OP_GATHER_ELEMENTS] = &gather_elements_emitter,
+      [OP_PAD] = &pad_emitter,
+      [OP_RESIZE] = &resize_emitter,
+      [OP_UPSAMPLE] = &resize_emitter};
+  return emitters[op];
+}

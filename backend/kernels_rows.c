@@ -1,0 +1,382 @@
+/*
+ * kernels_rows.c - pooling, reductions, softmax and normalisations as
+ * launches of opc's kernels: the pools, the Reduce* operators and the
+ * global pools, Softmax and LogSoftmax, LayerNormalization,
+ * InstanceNormalization, LRN, BatchNormalization, Hardmax, CumSum,
+ * MeanVarianceNormalization and LpNormalization.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* ---------------------------------------------------------------- pools */
+
+static void run_pool(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  const Window *w = &n->win;
+  if (w->nspatial < 1 || w->nspatial > 3 || x->rank != 2 + w->nspatial) {
+    kernel_fail(e, n, "pooling over 1 to 3 spatial dims only");
+    return;
+  }
+  bool average = n->op == OP_AVERAGE_POOL;
+  if (average && w->count_include_pad) {
+    for (int d = 0; d < w->nspatial; d++) {
+      int64_t last = (y->dims[2 + d] - 1) * w->stride[d] + (w->kernel[d] - 1) * w->dilation[d];
+      if (last >= x->dims[2 + d] + w->pad_begin[d] + w->pad_end[d]) {
+        kernel_fail(e, n, "count_include_pad with windows past the end padding is not supported");
+        return;
+      }
+    }
+  }
+  const char *kernel = average ? "opc_average_pool" : "opc_max_pool";
+  if (n->op == OP_LP_POOL)
+    kernel = "opc_lp_pool";
+  Launch L = {.kernel = kernel, .rank = 5};
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], x5[5], y5[5];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  for (int d = 0; d < 5; d++) {
+    bool real = d < x->rank;
+    L.dims[d] = real ? y->dims[d] : 1;
+    x5[d] = real ? xs[d] : 0;
+    y5[d] = real ? ys[d] : 0;
+  }
+  set_output(&L, buf(e, y), y5);
+  set_input(&L, 0, buf(e, x), x5);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &(int64_t){0});
+  for (int d = 0; d < 3; d++) {
+    bool real = d < w->nspatial;
+    L.i[d] = real ? w->kernel[d] : 1;
+    L.i[3 + d] = real ? w->stride[d] : 1;
+    L.i[6 + d] = real ? w->dilation[d] : 1;
+    L.i[9 + d] = real ? w->pad_begin[d] : 0;
+    L.i[12 + d] = real ? x->dims[2 + d] : 1;
+  }
+  group_i(&L, 0, 3, "window");
+  group_i(&L, 3, 3, "strides");
+  group_i(&L, 6, 3, "dilations");
+  group_i(&L, 9, 3, "padding before");
+  group_i(&L, 12, 3, "the input's spatial dims");
+  if (average) {
+    L.i[15] = w->count_include_pad;
+    group_i(&L, 15, 1, "count_include_pad");
+  }
+  if (n->op == OP_LP_POOL) {
+    L.f[0] = (float)n->p.lp.p;
+    group_f(&L, 0, 1, "p");
+  }
+  emit_launch(e, n, &L);
+}
+
+/* ---------------------------------------- reductions, softmax, row norms */
+
+static void run_reduce(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  bool reduced[IR_MAX_RANK], noop = false;
+  if (n->op == OP_GLOBAL_AVERAGE_POOL || n->op == OP_GLOBAL_MAX_POOL) {
+    for (int d = 0; d < x->rank; d++)
+      reduced[d] = d >= 2;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+    noop = n->p.reduce.noop;
+  }
+  if (noop) {
+    run_reshape_copy(e, n);
+    return;
+  }
+  int64_t yst[IR_MAX_RANK];
+  reduced_output_strides(x, y, reduced, yst);
+  Launch L = {0};
+  bool max = n->op == OP_REDUCE_MAX || n->op == OP_GLOBAL_MAX_POOL;
+  L.kernel = max ? "opc_reduce_max" : n->op == OP_REDUCE_MIN ? "opc_reduce_min" : "opc_reduce_sum";
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
+    return;
+  /* Only the outer positions are written. */
+  int64_t low;
+  L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
+  if (strcmp(L.kernel, "opc_reduce_sum") == 0) {
+    bool mean = n->op == OP_REDUCE_MEAN || n->op == OP_GLOBAL_AVERAGE_POOL;
+    L.f[0] = mean ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1) : 1.0f;
+    group_f(&L, 0, 1, mean ? "1 / length: the mean" : "factor");
+  }
+  emit_launch(e, n, &L);
+}
+
+static void run_softmax(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int axis = n->p.axis.axis;
+  bool coerce = n->p.axis.coerce2d;
+  bool reduced[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = coerce ? d >= axis : d == axis;
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  Launch L = {.kernel = n->op == OP_SOFTMAX ? "opc_softmax" : "opc_log_softmax"};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  emit_launch(e, n, &L);
+}
+
+/* LayerNormalization's optional outputs, Mean and InvStdDev: one value per
+   row, in the input's shape with the normalised dims set to 1. */
+static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
+  Tensor *x = n->in[0];
+  for (int k = 1; k <= 2 && k < n->nout; k++) {
+    Tensor *out = n->out[k];
+    if (!tensor_needed(out))
+      continue;
+    int64_t ys[IR_MAX_RANK];
+    reduced_output_strides(x, out, reduced, ys);
+    Launch L = {.kernel = k == 1 ? "opc_reduce_sum" : "opc_reduce_inv_std"};
+    if (!row_launch(e, n, &L, x, reduced, buf(e, out), ys, false))
+      return;
+    int64_t low;
+    L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
+    L.f[0] = k == 1 ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1)
+                    : n->p.norm.epsilon;
+    group_f(&L, 0, 1, k == 1 ? "1 / length: the mean" : "epsilon");
+    L.note = k == 1 ? "the Mean output" : "the InvStdDev output";
+    emit_launch(e, n, &L);
+  }
+}
+
+static void run_layer_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0], *scale = node_input(n, 1), *bias = node_input(n, 2);
+  int axis = n->p.norm.axis;
+  bool reduced[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = d >= axis;
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  Launch L = {.kernel = "opc_layer_norm"};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  Tensor *params[2] = {scale, bias};
+  for (int k = 0; k < 2; k++) {
+    Tensor *p = params[k];
+    if (!p)
+      continue;
+    int64_t count = tensor_numel(p);
+    if (count != 1 && count != L.i[15]) {
+      kernel_fail(e, n, "scale and bias must have the normalised shape or one element");
+      return;
+    }
+    L.x[1 + k] = buf(e, p);
+    L.x_extent[1 + k] = count;
+    L.i[13 + k] = count == 1 ? 0 : 1;
+  }
+  L.nx = bias ? 3 : 2;
+  group_i(&L, 13, bias ? 2 : 1, bias ? "scale and bias steps along the row" : "scale step along the row");
+  L.f[0] = n->p.norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale, bias}";
+  emit_launch(e, n, &L);
+  layer_norm_stats(e, n, reduced);
+}
+
+static void run_instance_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  bool reduced[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = d >= 2;
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  Launch L = {.kernel = "opc_instance_norm"};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  for (int k = 1; k <= 2; k++) {
+    L.x[k] = buf(e, n->in[k]);
+    L.x_extent[k] = x->dims[1];
+  }
+  L.nx = 3;
+  L.i[13] = x->dims[1];
+  group_i(&L, 13, 1, "channels");
+  L.f[0] = n->p.norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale, bias}";
+  emit_launch(e, n, &L);
+  fused_activation(e, n);
+}
+
+/* ------------------------------------------------------- normalisation */
+
+static void run_lrn(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  Launch L = {.kernel = "opc_lrn", .rank = x->rank};
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  L.i[0] = n->p.lrn.size;
+  group_i(&L, 0, 1, "size");
+  L.f[0] = n->p.lrn.alpha;
+  L.f[1] = n->p.lrn.beta;
+  L.f[2] = n->p.lrn.bias;
+  group_f(&L, 0, 3, "alpha, beta, bias");
+  emit_launch(e, n, &L);
+}
+
+/* BatchNormalization in two launches: subtract the mean, then scale. */
+static void run_batch_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  for (int k = 1; k < n->nout; k++)
+    if (tensor_needed(n->out[k])) {
+      kernel_fail(e, n, "BatchNormalization's training outputs are not supported");
+      return;
+    }
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], channel[IR_MAX_RANK] = {0};
+  strides_of(x, xs);
+  strides_of(y, ys);
+  channel[1] = 1;
+  Launch L = {.kernel = "opc_sub", .rank = x->rank};
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  set_input(&L, 1, buf(e, n->in[3]), channel);
+  L.note = "first x - mean, into y";
+  emit_launch(e, n, &L);
+  Launch M = {.kernel = "opc_batch_norm", .rank = x->rank};
+  memcpy(M.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  set_output(&M, buf(e, y), ys);
+  set_input(&M, 0, buf(e, y), ys);
+  set_input(&M, 1, buf(e, n->in[1]), channel);
+  set_input(&M, 2, buf(e, n->in[2]), channel);
+  set_input(&M, 3, buf(e, n->in[4]), channel);
+  M.f[0] = n->p.norm.epsilon;
+  group_f(&M, 0, 1, "epsilon");
+  M.note = "x = {x - mean, scale, bias, variance}";
+  emit_launch(e, n, &M);
+  fused_activation(e, n);
+}
+
+/* ------------------------------------------ more reductions and row kernels */
+
+/* ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum,
+   ReduceLogSumExp and GlobalLpPool: one row kernel each. An empty axes list
+   with noop_with_empty_axes reduces nothing: rows of one element, which
+   still get squared, logged... as the spec asks. */
+static const char *reduce_more_kernel(OpKind op) {
+  static const char *const kernels[OP_COUNT] = {
+      [OP_REDUCE_SUM_SQUARE] = "opc_reduce_sum_square",
+      [OP_REDUCE_PROD] = "opc_reduce_prod",
+      [OP_REDUCE_LOG_SUM_EXP] = "opc_reduce_log_sum_exp",
+      [OP_REDUCE_L1] = "opc_reduce_l1",
+      [OP_REDUCE_L2] = "opc_reduce_l2",
+      [OP_REDUCE_LOG_SUM] = "opc_reduce_log_sum",
+      [OP_GLOBAL_LP_POOL] = "opc_reduce_lp"};
+  return kernels[op];
+}
+
+static void run_reduce_more(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  bool reduced[IR_MAX_RANK];
+  if (n->op == OP_GLOBAL_LP_POOL) {
+    for (int d = 0; d < x->rank; d++)
+      reduced[d] = d >= 2;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+  }
+  int64_t yst[IR_MAX_RANK];
+  reduced_output_strides(x, y, reduced, yst);
+  Launch L = {.kernel = reduce_more_kernel(n->op)};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
+    return;
+  /* Only the outer positions are written. */
+  int64_t low;
+  L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
+  if (n->op == OP_GLOBAL_LP_POOL) {
+    L.f[0] = (float)n->p.lp.p;
+    group_f(&L, 0, 1, "p");
+  }
+  emit_launch(e, n, &L);
+}
+
+/* Hardmax, CumSum, MeanVarianceNormalization and LpNormalization: kernels
+   that read a row and write it back. */
+static void run_row_more(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  bool reduced[IR_MAX_RANK] = {false}, coerce = false;
+  int axis = 0, p = 2;
+  if (n->op == OP_HARDMAX) {
+    axis = n->p.axis.axis;
+    coerce = n->p.axis.coerce2d;
+  } else if (n->op == OP_CUMSUM) {
+    axis = n->p.axis.axis;
+  } else if (n->op == OP_LP_NORM) {
+    axis = n->p.lp.axis;
+    p = n->p.lp.p;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+  }
+  if (n->op != OP_MVN)
+    for (int d = 0; d < x->rank; d++)
+      reduced[d] = coerce ? d >= axis : d == axis;
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  static const char *const kernels[OP_COUNT] = {
+      [OP_HARDMAX] = "opc_hardmax", [OP_CUMSUM] = "opc_cumsum",
+      [OP_LP_NORM] = "opc_lp_norm", [OP_MVN] = "opc_mvn"};
+  Launch L = {.kernel = kernels[n->op]};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  if (n->op == OP_CUMSUM) {
+    L.i[13] = n->p.axis.exclusive;
+    L.i[14] = n->p.axis.reverse;
+    group_i(&L, 13, 2, "exclusive, reverse");
+  } else if (n->op == OP_LP_NORM) {
+    L.i[14] = p;
+    group_i(&L, 14, 1, "p");
+  } else if (n->op == OP_MVN) {
+    L.f[0] = 1e-9f;
+    group_f(&L, 0, 1, "epsilon, added to the standard deviation");
+  }
+  emit_launch(e, n, &L);
+}
+
+/* ---------------------------------------------------------- the table */
+
+static const OpEmitter pool_emitter = {.run = run_pool};
+static const OpEmitter reduce_emitter = {.run = run_reduce};
+static const OpEmitter softmax_emitter = {.run = run_softmax};
+static const OpEmitter layer_norm_emitter = {.run = run_layer_norm};
+static const OpEmitter instance_norm_emitter = {.run = run_instance_norm};
+static const OpEmitter lrn_emitter = {.run = run_lrn};
+static const OpEmitter batch_norm_emitter = {.run = run_batch_norm};
+static const OpEmitter reduce_more_emitter = {.run = run_reduce_more};
+static const OpEmitter row_more_emitter = {.run = run_row_more};
+
+const OpEmitter *kernel_rows_emitter(OpKind op) {
+  static const OpEmitter *const emitters[OP_COUNT] = {
+      [OP_MAX_POOL] = &pool_emitter,
+      [OP_AVERAGE_POOL] = &pool_emitter,
+      [OP_LP_POOL] = &pool_emitter,
+      [OP_GLOBAL_AVERAGE_POOL] = &reduce_emitter,
+      [OP_GLOBAL_MAX_POOL] = &reduce_emitter,
+      [OP_REDUCE_MEAN] = &reduce_emitter,
+      [OP_REDUCE_SUM] = &reduce_emitter,
+      [OP_REDUCE_MAX] = &reduce_emitter,
+      [OP_REDUCE_MIN] = &reduce_emitter,
+      [OP_SOFTMAX] = &softmax_emitter,
+      [OP_LOG_SOFTMAX] = &softmax_emitter,
+      [OP_LAYER_NORM] = &layer_norm_emitter,
+      [OP_INSTANCE_NORM] = &instance_norm_emitter,
+      [OP_LRN] = &lrn_emitter,
+      [OP_BATCH_NORM] = &batch_norm_emitter,
+      [OP_REDUCE_SUM_SQUARE] = &reduce_more_emitter,
+      [OP_REDUCE_PROD] = &reduce_more_emitter,
+      [OP_REDUCE_LOG_SUM_EXP] = &reduce_more_emitter,
+      [OP_REDUCE_L1] = &reduce_more_emitter,
+      [OP_REDUCE_L2] = &reduce_more_emitter,
+      [OP_REDUCE_LOG_SUM] = &reduce_more_emitter,
+      [OP_GLOBAL_LP_POOL] = &reduce_more_emitter,
+      [OP_HARDMAX] = &row_more_emitter,
+      [OP_CUMSUM] = &row_more_emitter,
+      [OP_MVN] = &row_more_emitter,
+      [OP_LP_NORM] = &row_more_emitter};
+  return emitters[op];
+}
