@@ -210,12 +210,5 @@ static void matmul_run(Emitter *e, Node *n) {
 static const OpEmitter matmul_emitter = {.run = matmul_run, .supports = matmul_supports};
 
 const OpEmitter *blas_op_emitter(OpKind op) {
-  switch (op) {
-  case OP_GEMM:
-    return &gemm_emitter;
-  case OP_MATMUL:
-    return &matmul_emitter;
-  default:
-    return NULL;
-  }
+  return op == OP_GEMM ? &gemm_emitter : op == OP_MATMUL ? &matmul_emitter : NULL;
 }

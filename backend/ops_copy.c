@@ -245,12 +245,9 @@ static const OpEmitter copy_emitter = {
     .setup = copy_setup_node, .run = copy_run_node, .supports = copy_supports};
 
 const OpEmitter *copy_op_emitter(OpKind op) {
-  switch (op) {
-  case OP_IDENTITY: case OP_DROPOUT: case OP_CAST: case OP_FLATTEN: case OP_RESHAPE:
-  case OP_SQUEEZE: case OP_UNSQUEEZE: case OP_CONCAT: case OP_SPLIT: case OP_SLICE:
-  case OP_TRANSPOSE:
-    return &copy_emitter;
-  default:
-    return NULL;
-  }
+  static const bool copies[OP_COUNT] = {
+      [OP_IDENTITY] = true, [OP_DROPOUT] = true, [OP_CAST] = true,   [OP_FLATTEN] = true,
+      [OP_RESHAPE] = true,  [OP_SQUEEZE] = true, [OP_UNSQUEEZE] = true, [OP_CONCAT] = true,
+      [OP_SPLIT] = true,    [OP_SLICE] = true,   [OP_TRANSPOSE] = true};
+  return copies[op] ? &copy_emitter : NULL;
 }

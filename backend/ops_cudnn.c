@@ -490,13 +490,14 @@ typedef struct ReducePlan {
 } ReducePlan;
 
 static const char *reduce_op(OpKind op) {
-  switch (op) {
-  case OP_REDUCE_MEAN: case OP_GLOBAL_AVERAGE_POOL: return "CUDNN_REDUCE_TENSOR_AVG";
-  case OP_REDUCE_SUM: return "CUDNN_REDUCE_TENSOR_ADD";
-  case OP_REDUCE_MAX: case OP_GLOBAL_MAX_POOL: return "CUDNN_REDUCE_TENSOR_MAX";
-  case OP_REDUCE_MIN: return "CUDNN_REDUCE_TENSOR_MIN";
-  default: return NULL;
-  }
+  static const char *const ops[OP_COUNT] = {
+      [OP_REDUCE_MEAN] = "CUDNN_REDUCE_TENSOR_AVG",
+      [OP_GLOBAL_AVERAGE_POOL] = "CUDNN_REDUCE_TENSOR_AVG",
+      [OP_REDUCE_SUM] = "CUDNN_REDUCE_TENSOR_ADD",
+      [OP_REDUCE_MAX] = "CUDNN_REDUCE_TENSOR_MAX",
+      [OP_GLOBAL_MAX_POOL] = "CUDNN_REDUCE_TENSOR_MAX",
+      [OP_REDUCE_MIN] = "CUDNN_REDUCE_TENSOR_MIN"};
+  return ops[op];
 }
 
 static bool plan_reduce(const Node *n, ReducePlan *p) {
@@ -801,13 +802,12 @@ static bool broadcasts_to(const Tensor *b, const Tensor *y) {
 }
 
 static const char *arith_op(OpKind op) {
-  switch (op) {
-  case OP_ADD: case OP_SUB: case OP_SUM: case OP_MEAN: return "CUDNN_OP_TENSOR_ADD";
-  case OP_MUL: return "CUDNN_OP_TENSOR_MUL";
-  case OP_MAX: return "CUDNN_OP_TENSOR_MAX";
-  case OP_MIN: return "CUDNN_OP_TENSOR_MIN";
-  default: return NULL;
-  }
+  static const char *const ops[OP_COUNT] = {
+      [OP_ADD] = "CUDNN_OP_TENSOR_ADD", [OP_SUB] = "CUDNN_OP_TENSOR_ADD",
+      [OP_SUM] = "CUDNN_OP_TENSOR_ADD", [OP_MEAN] = "CUDNN_OP_TENSOR_ADD",
+      [OP_MUL] = "CUDNN_OP_TENSOR_MUL", [OP_MAX] = "CUDNN_OP_TENSOR_MAX",
+      [OP_MIN] = "CUDNN_OP_TENSOR_MIN"};
+  return ops[op];
 }
 
 static bool plan_arith(const Node *n, ArithPlan *p) {
@@ -879,27 +879,32 @@ static const OpEmitter arith_emitter = {.setup = arith_setup, .run = arith_run, 
 /* ------------------------------------------------------------- table */
 
 const OpEmitter *cudnn_op_emitter(OpKind op) {
-  switch (op) {
-  case OP_CONV:
-    return &conv_emitter;
-  case OP_CONV_TRANSPOSE:
-    return &deconv_emitter;
-  case OP_MAX_POOL: case OP_AVERAGE_POOL:
-    return &pool_emitter;
-  case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: case OP_REDUCE_MEAN: case OP_REDUCE_SUM:
-  case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-    return &reduce_emitter;
-  case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-    return &softmax_emitter;
-  case OP_LRN:
-    return &lrn_emitter;
-  case OP_BATCH_NORM:
-    return &bn_emitter;
-  case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_ELU: case OP_CLIP:
-    return &activation_emitter;
-  case OP_ADD: case OP_SUB: case OP_MUL: case OP_MAX: case OP_MIN: case OP_SUM: case OP_MEAN:
-    return &arith_emitter;
-  default:
-    return NULL;
-  }
+  static const OpEmitter *const emitters[OP_COUNT] = {
+      [OP_CONV] = &conv_emitter,
+      [OP_CONV_TRANSPOSE] = &deconv_emitter,
+      [OP_MAX_POOL] = &pool_emitter,
+      [OP_AVERAGE_POOL] = &pool_emitter,
+      [OP_GLOBAL_AVERAGE_POOL] = &reduce_emitter,
+      [OP_GLOBAL_MAX_POOL] = &reduce_emitter,
+      [OP_REDUCE_MEAN] = &reduce_emitter,
+      [OP_REDUCE_SUM] = &reduce_emitter,
+      [OP_REDUCE_MAX] = &reduce_emitter,
+      [OP_REDUCE_MIN] = &reduce_emitter,
+      [OP_SOFTMAX] = &softmax_emitter,
+      [OP_LOG_SOFTMAX] = &softmax_emitter,
+      [OP_LRN] = &lrn_emitter,
+      [OP_BATCH_NORM] = &bn_emitter,
+      [OP_RELU] = &activation_emitter,
+      [OP_SIGMOID] = &activation_emitter,
+      [OP_TANH] = &activation_emitter,
+      [OP_ELU] = &activation_emitter,
+      [OP_CLIP] = &activation_emitter,
+      [OP_ADD] = &arith_emitter,
+      [OP_SUB] = &arith_emitter,
+      [OP_MUL] = &arith_emitter,
+      [OP_MAX] = &arith_emitter,
+      [OP_MIN] = &arith_emitter,
+      [OP_SUM] = &arith_emitter,
+      [OP_MEAN] = &arith_emitter};
+  return emitters[op];
 }
