@@ -419,14 +419,20 @@ static float unary(const Node *n, float x) {
 
 /* Integer shape arithmetic sometimes goes through Abs, Neg or Sign. */
 static bool unary_int(const Node *n, int64_t x, int64_t *out) {
-  switch (n->op) {
-  case OP_ABS: *out = x < 0 ? -x : x; return true;
-  case OP_NEG: *out = -x; return true;
-  case OP_SIGN: *out = x > 0 ? 1 : x < 0 ? -1 : 0; return true;
-  case OP_RELU: *out = x > 0 ? x : 0; return true;
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: *out = x; return true;
-  default: return false;
-  }
+  OpKind op = n->op;
+  if (op == OP_ABS)
+    *out = x < 0 ? -x : x;
+  else if (op == OP_NEG)
+    *out = -x;
+  else if (op == OP_SIGN)
+    *out = x > 0 ? 1 : x < 0 ? -1 : 0;
+  else if (op == OP_RELU)
+    *out = x > 0 ? x : 0;
+  else if (op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND)
+    *out = x;
+  else
+    return false; /* the others go through float */
+  return true;
 }
 
 /* Activations and unary maths. */
@@ -717,13 +723,16 @@ bool fold_reduce_more(Graph *g, Node *n) {
       continue;
     }
     double v = getf(x, i);
-    switch (op) {
-    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_L2: acc[o] += v * v; break;
-    case OP_REDUCE_L1: acc[o] += fabs(v); break;
-    case OP_REDUCE_PROD: acc[o] *= v; break;
-    case OP_REDUCE_LOG_SUM: acc[o] += v; break;
-    default: acc[o] += isinf(shift[o]) ? 0 : exp(v - shift[o]); break;
-    }
+    if (op == OP_REDUCE_SUM_SQUARE || op == OP_REDUCE_L2)
+      acc[o] += v * v;
+    else if (op == OP_REDUCE_L1)
+      acc[o] += fabs(v);
+    else if (op == OP_REDUCE_PROD)
+      acc[o] *= v;
+    else if (op == OP_REDUCE_LOG_SUM)
+      acc[o] += v;
+    else /* OP_REDUCE_LOG_SUM_EXP, the last kind fold_reduce_more serves */
+      acc[o] += isinf(shift[o]) ? 0 : exp(v - shift[o]);
   }
   for (int64_t o = 0; o < ny && !exact; o++) {
     double r = acc[o];
