@@ -161,6 +161,20 @@ bool fold_gather(Graph *g, Node *n) {
   return true;
 }
 
+bool fold_gather_elements(Graph *g, Node *n) {
+  int axis = n->p.axis.axis;
+  const Tensor *x = n->in[0], *idx = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t c[IR_MAX_RANK], dim = x->dims[axis];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, idx->rank, idx->dims, c);
+    int64_t at = geti(idx, i);
+    c[axis] = at < 0 ? at + dim : at;
+    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+  }
+  return true;
+}
+
 bool fold_slice(Graph *g, Node *n) {
   const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
   int64_t c[IR_MAX_RANK];
@@ -209,6 +223,25 @@ bool fold_expand(Graph *g, Node *n) {
   broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
   for (int64_t i = 0; i < tensor_numel(y); i++)
     copy_elem(y, i, x, broadcast_offset(i, y->rank, y->dims, strides));
+  return true;
+}
+
+bool fold_trilu(Graph *g, Node *n) {
+  int64_t k = n->p.trilu.k;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  bool upper = n->p.trilu.upper;
+  int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t c = i % cols, r = (i / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    if (keep)
+      copy_elem(y, i, x, i);
+    else if (y->f32)
+      y->f32[i] = 0;
+    else
+      y->i64[i] = 0;
+  }
   return true;
 }
 
@@ -319,6 +352,19 @@ bool fold_range(Graph *g, Node *n) {
   return true;
 }
 
+bool fold_eye_like(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    bool on = i % cols - i / cols == k;
+    if (y->f32)
+      y->f32[i] = on ? 1.0f : 0.0f;
+    else
+      y->i64[i] = on;
+  }
+  return true;
+}
+
 /* --------------------------------------------------------------- unary */
 
 static float unary(const Node *n, float x) {
@@ -373,14 +419,20 @@ static float unary(const Node *n, float x) {
 
 /* Integer shape arithmetic sometimes goes through Abs, Neg or Sign. */
 static bool unary_int(const Node *n, int64_t x, int64_t *out) {
-  switch (n->op) {
-  case OP_ABS: *out = x < 0 ? -x : x; return true;
-  case OP_NEG: *out = -x; return true;
-  case OP_SIGN: *out = x > 0 ? 1 : x < 0 ? -1 : 0; return true;
-  case OP_RELU: *out = x > 0 ? x : 0; return true;
-  case OP_FLOOR: case OP_CEIL: case OP_ROUND: *out = x; return true;
-  default: return false;
-  }
+  OpKind op = n->op;
+  if (op == OP_ABS)
+    *out = x < 0 ? -x : x;
+  else if (op == OP_NEG)
+    *out = -x;
+  else if (op == OP_SIGN)
+    *out = x > 0 ? 1 : x < 0 ? -1 : 0;
+  else if (op == OP_RELU)
+    *out = x > 0 ? x : 0;
+  else if (op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND)
+    *out = x;
+  else
+    return false; /* the others go through float */
+  return true;
 }
 
 /* Activations and unary maths. */
@@ -517,6 +569,51 @@ bool fold_broadcast(Graph *g, Node *n) {
   return true;
 }
 
+/* Mod: with fmod the remainder of truncated division (C's % and fmod),
+   without it the floored one, whose sign is the divisor's (numpy's mod). */
+static bool mod_int(DType t, bool fmod_mode, int64_t a, int64_t b, int64_t *out) {
+  if (b == 0)
+    return false;
+  if (t == DT_UINT64) {
+    *out = (int64_t)((uint64_t)a % (uint64_t)b);
+    return true;
+  }
+  int64_t r = b == -1 ? 0 : a % b;
+  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  *out = r;
+  return true;
+}
+
+static float mod_float(bool fmod_mode, float a, float b) {
+  float r = fmodf(a, b);
+  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
+    r += b;
+  else if (!fmod_mode && r == 0)
+    r = copysignf(0.0f, b);
+  return r;
+}
+
+bool fold_mod(Graph *g, Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  Tensor *y = n->out[0];
+  bool fmod_mode = n->p.mod.fmod;
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
+  broadcast_strides(a->rank, a->dims, y->rank, y->dims, sa);
+  broadcast_strides(b->rank, b->dims, y->rank, y->dims, sb);
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t ia = broadcast_offset(i, y->rank, y->dims, sa);
+    int64_t ib = broadcast_offset(i, y->rank, y->dims, sb);
+    if (y->f32) {
+      y->f32[i] = mod_float(fmod_mode, getf(a, ia), getf(b, ib));
+    } else if (!mod_int(y->dtype, fmod_mode, geti(a, ia), geti(b, ib), &y->i64[i])) {
+      ir_error(g, n, "integer modulo by zero while folding");
+      return false;
+    }
+  }
+  return true;
+}
+
 /* ---------------------------------------------------------- reductions */
 
 /* Combines v into an accumulator that has seen `seen` values so far. */
@@ -575,47 +672,6 @@ bool fold_reduce(Graph *g, Node *n) {
   return true;
 }
 
-/* Softmax-like ops see x as outer x len x inner and work on each run of
-   len values: the axis alone, or every dim from it on when the old opsets
-   coerce x to 2-D. False when the axis is bad or y holds no floats. */
-static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
-  int axis = n->p.axis.axis;
-  bool coerce = n->p.axis.coerce2d;
-  const Tensor *x = n->in[0];
-  if (!n->out[0]->f32)
-    return false;
-  *outer = prod(x->dims, 0, axis);
-  *len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
-  *inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
-  return true;
-}
-
-bool fold_softmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
-  const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e;
-      float max = -INFINITY;
-      for (int64_t k = 0; k < len; k++)
-        max = fmaxf(max, getf(x, base + k * inner));
-      double sum = 0;
-      for (int64_t k = 0; k < len; k++)
-        sum += exp((double)getf(x, base + k * inner) - max);
-      for (int64_t k = 0; k < len; k++) {
-        double v = (double)getf(x, base + k * inner) - max;
-        y->f32[base + k * inner] =
-            (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
-      }
-    }
-  return true;
-}
-
-/* ------------------------------------------------- more operators (begin) */
-
 /* Where input element i of a reduction lands: its coordinates with the
    reduced axes set to 0, raveled in the keepdims shape kdims. */
 static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
@@ -667,13 +723,16 @@ bool fold_reduce_more(Graph *g, Node *n) {
       continue;
     }
     double v = getf(x, i);
-    switch (op) {
-    case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_L2: acc[o] += v * v; break;
-    case OP_REDUCE_L1: acc[o] += fabs(v); break;
-    case OP_REDUCE_PROD: acc[o] *= v; break;
-    case OP_REDUCE_LOG_SUM: acc[o] += v; break;
-    default: acc[o] += isinf(shift[o]) ? 0 : exp(v - shift[o]); break;
-    }
+    if (op == OP_REDUCE_SUM_SQUARE || op == OP_REDUCE_L2)
+      acc[o] += v * v;
+    else if (op == OP_REDUCE_L1)
+      acc[o] += fabs(v);
+    else if (op == OP_REDUCE_PROD)
+      acc[o] *= v;
+    else if (op == OP_REDUCE_LOG_SUM)
+      acc[o] += v;
+    else /* OP_REDUCE_LOG_SUM_EXP, the last kind fold_reduce_more serves */
+      acc[o] += isinf(shift[o]) ? 0 : exp(v - shift[o]);
   }
   for (int64_t o = 0; o < ny && !exact; o++) {
     double r = acc[o];
@@ -691,36 +750,65 @@ bool fold_reduce_more(Graph *g, Node *n) {
   return true;
 }
 
-bool fold_trilu(Graph *g, Node *n) {
-  int64_t k = n->p.trilu.k;
+/* Softmax-like ops see x as outer x len x inner and work on each run of
+   len values: the axis alone, or every dim from it on when the old opsets
+   coerce x to 2-D. False when the axis is bad or y holds no floats. */
+static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
+  int axis = n->p.axis.axis;
+  bool coerce = n->p.axis.coerce2d;
   const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  bool upper = n->p.trilu.upper;
-  int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    int64_t c = i % cols, r = (i / cols) % rows;
-    bool keep = upper ? c - r >= k : c - r <= k;
-    if (keep)
-      copy_elem(y, i, x, i);
-    else if (y->f32)
-      y->f32[i] = 0;
-    else
-      y->i64[i] = 0;
-  }
+  if (!n->out[0]->f32)
+    return false;
+  *outer = prod(x->dims, 0, axis);
+  *len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
+  *inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
   return true;
 }
 
-bool fold_gather_elements(Graph *g, Node *n) {
-  int axis = n->p.axis.axis;
-  const Tensor *x = n->in[0], *idx = n->in[1];
+bool fold_softmax(Graph *g, Node *n) {
+  int64_t outer, len, inner;
+  if (!softmax_rows(g, n, &outer, &len, &inner))
+    return false;
+  const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  int64_t c[IR_MAX_RANK], dim = x->dims[axis];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, idx->rank, idx->dims, c);
-    int64_t at = geti(idx, i);
-    c[axis] = at < 0 ? at + dim : at;
-    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
-  }
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e;
+      float max = -INFINITY;
+      for (int64_t k = 0; k < len; k++)
+        max = fmaxf(max, getf(x, base + k * inner));
+      double sum = 0;
+      for (int64_t k = 0; k < len; k++)
+        sum += exp((double)getf(x, base + k * inner) - max);
+      for (int64_t k = 0; k < len; k++) {
+        double v = (double)getf(x, base + k * inner) - max;
+        y->f32[base + k * inner] =
+            (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
+      }
+    }
+  return true;
+}
+
+/* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
+   counts as the largest, as numpy's argmax has it. */
+bool fold_hardmax(Graph *g, Node *n) {
+  int64_t outer, len, inner;
+  if (!softmax_rows(g, n, &outer, &len, &inner))
+    return false;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e, best = 0;
+      for (int64_t k = 0; k < len; k++) {
+        float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
+        if (m == m && (v > m || v != v))
+          best = k;
+        y->f32[base + k * inner] = 0;
+      }
+      if (len > 0)
+        y->f32[base + best * inner] = 1;
+    }
   return true;
 }
 
@@ -756,89 +844,6 @@ bool fold_cumsum(Graph *g, Node *n) {
     }
   return true;
 }
-
-/* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
-   counts as the largest, as numpy's argmax has it. */
-bool fold_hardmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
-  const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e, best = 0;
-      for (int64_t k = 0; k < len; k++) {
-        float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
-        if (m == m && (v > m || v != v))
-          best = k;
-        y->f32[base + k * inner] = 0;
-      }
-      if (len > 0)
-        y->f32[base + best * inner] = 1;
-    }
-  return true;
-}
-
-bool fold_eye_like(Graph *g, Node *n) {
-  Tensor *y = n->out[0];
-  int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    bool on = i % cols - i / cols == k;
-    if (y->f32)
-      y->f32[i] = on ? 1.0f : 0.0f;
-    else
-      y->i64[i] = on;
-  }
-  return true;
-}
-
-/* Mod: with fmod the remainder of truncated division (C's % and fmod),
-   without it the floored one, whose sign is the divisor's (numpy's mod). */
-static bool mod_int(DType t, bool fmod_mode, int64_t a, int64_t b, int64_t *out) {
-  if (b == 0)
-    return false;
-  if (t == DT_UINT64) {
-    *out = (int64_t)((uint64_t)a % (uint64_t)b);
-    return true;
-  }
-  int64_t r = b == -1 ? 0 : a % b;
-  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
-    r += b;
-  *out = r;
-  return true;
-}
-
-static float mod_float(bool fmod_mode, float a, float b) {
-  float r = fmodf(a, b);
-  if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
-    r += b;
-  else if (!fmod_mode && r == 0)
-    r = copysignf(0.0f, b);
-  return r;
-}
-
-bool fold_mod(Graph *g, Node *n) {
-  const Tensor *a = n->in[0], *b = n->in[1];
-  Tensor *y = n->out[0];
-  bool fmod_mode = n->p.mod.fmod;
-  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
-  broadcast_strides(a->rank, a->dims, y->rank, y->dims, sa);
-  broadcast_strides(b->rank, b->dims, y->rank, y->dims, sb);
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    int64_t ia = broadcast_offset(i, y->rank, y->dims, sa);
-    int64_t ib = broadcast_offset(i, y->rank, y->dims, sb);
-    if (y->f32) {
-      y->f32[i] = mod_float(fmod_mode, getf(a, ia), getf(b, ib));
-    } else if (!mod_int(y->dtype, fmod_mode, geti(a, ia), geti(b, ib), &y->i64[i])) {
-      ir_error(g, n, "integer modulo by zero while folding");
-      return false;
-    }
-  }
-  return true;
-}
-
-/* --------------------------------------------------- more operators (end) */
 
 /* -------------------------------------------------------------- driver */
 

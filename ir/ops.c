@@ -130,6 +130,21 @@ static bool const_floats(Graph *g, Node *n, const Tensor *t, const float **vals,
   return true;
 }
 
+/* Trilu's k, CumSum's axis: a constant integer scalar (rank 0 or one
+   element). */
+static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
+  const int64_t *v;
+  int count;
+  if (!const_ints(g, n, t, &v, &count))
+    return false;
+  if (count != 1) {
+    ir_error(g, n, "'%s' must hold one value, has %d", t->name, count);
+    return false;
+  }
+  *out = v[0];
+  return true;
+}
+
 /* Whether the shape (rb, db) broadcasts to (ra, da) without changing it
    (ONNX's unidirectional broadcasting). */
 static bool broadcasts_to(int rb, const int64_t *db, int ra, const int64_t *da) {
@@ -293,6 +308,16 @@ static bool infer_prelu(Graph *g, Node *n) {
   return need_same_dtype(g, n, x, slope) && same_as(g, n, 0, x);
 }
 
+static bool infer_gelu(Graph *g, Node *n) {
+  const char *s = node_attr_string(n, "approximate", "none");
+  if (strcmp(s, "none") != 0 && strcmp(s, "tanh") != 0) {
+    ir_error(g, n, "unknown approximate '%s'", s);
+    return false;
+  }
+  act_params(n);
+  return same_as(g, n, 0, in(n, 0));
+}
+
 /* Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean. */
 static bool infer_broadcast(Graph *g, Node *n) {
   Tensor *first = in(n, 0);
@@ -318,6 +343,18 @@ static bool infer_broadcast(Graph *g, Node *n) {
     memcpy(dims, out, sizeof dims);
   }
   return set_out(g, n, 0, first->dtype, rank, dims);
+}
+
+/* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
+   reference does, numpy's floored mod (the result takes the divisor's sign). */
+static bool infer_mod(Graph *g, Node *n) {
+  int64_t fmod_attr = node_attr_int(n, "fmod", 0);
+  if (fmod_attr != 0 && fmod_attr != 1) {
+    ir_error(g, n, "fmod must be 0 or 1, is %lld", (long long)fmod_attr);
+    return false;
+  }
+  n->p.mod.fmod = fmod_attr != 0;
+  return infer_broadcast(g, n);
 }
 
 /* ------------------------------------------------------- normalisation */
@@ -395,6 +432,51 @@ static bool infer_lrn(Graph *g, Node *n) {
   n->p.lrn.beta = node_attr_float(n, "beta", 0.75f);
   n->p.lrn.bias = node_attr_float(n, "bias", 1.0f);
   return need_rank(g, n, x, 3, IR_MAX_RANK) && same_as(g, n, 0, x);
+}
+
+static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
+  Tensor *x = in(n, 0);
+  static const int64_t dflt[3] = {0, 2, 3};
+  const int64_t *axes;
+  int count = node_attr_ints(n, "axes", &axes);
+  if (count < 0) {
+    axes = dflt;
+    count = 3;
+  }
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = false;
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], x->rank, &a))
+      return false;
+    reduced[a] = true;
+  }
+  return true;
+}
+
+static bool infer_mvn(Graph *g, Node *n) {
+  n->p.reduce.noop = false;
+  n->p.reduce.keepdims = true;
+  return mvn_axes(g, n, n->p.reduce.reduced) && same_as(g, n, 0, in(n, 0));
+}
+
+static bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
+  Tensor *x = in(n, 0);
+  int64_t pv = node_attr_int(n, "p", 2);
+  if (pv != 1 && pv != 2) {
+    ir_error(g, n, "p must be 1 or 2, is %lld", (long long)pv);
+    return false;
+  }
+  *p = (int)pv;
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  return resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, axis);
+}
+
+static bool infer_lp_norm(Graph *g, Node *n) {
+  return lp_norm_plan(g, n, &n->p.lp.axis, &n->p.lp.p) && same_as(g, n, 0, in(n, 0));
 }
 
 /* ------------------------------------------------------------- windows */
@@ -1283,6 +1365,46 @@ static bool infer_gather(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
+static bool gather_elements_axis(Graph *g, Node *n, int *axis) {
+  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
+}
+
+static bool infer_gather_elements(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1);
+  int axis;
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  if (!gather_elements_axis(g, n, &axis))
+    return false;
+  n->p.axis.axis = axis;
+  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
+    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
+             dtype_name(idx->dtype));
+    return false;
+  }
+  if (idx->rank != x->rank) {
+    ir_error(g, n, "indices have rank %d, the input %d", idx->rank, x->rank);
+    return false;
+  }
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis && idx->dims[d] > x->dims[d]) {
+      char a[128], b[128];
+      ir_error(g, n, "indices %s do not fit the input %s off the axis", shape_str(idx, a, sizeof a),
+               shape_str(x, b, sizeof b));
+      return false;
+    }
+  int64_t dim = x->dims[axis];
+  for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
+    if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
+      ir_error(g, n, "index %lld is out of range for an axis of size %lld",
+               (long long)idx->i64[i], (long long)dim);
+      return false;
+    }
+  return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
+}
+
 static bool infer_depth_space(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   int64_t b = node_attr_int(n, "blocksize", 0);
@@ -1464,6 +1586,18 @@ static bool infer_upsample(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
+static bool trilu_k(Graph *g, Node *n, int64_t *k) {
+  *k = 0;
+  return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
+}
+
+static bool infer_trilu(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  n->p.trilu.upper = node_attr_int(n, "upper", 1) != 0;
+  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
+         same_as(g, n, 0, x);
+}
+
 /* -------------------------------------------------------- reductions */
 
 static bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
@@ -1525,6 +1659,26 @@ static bool infer_reduce(Graph *g, Node *n) {
       dims[rank++] = 1;
   }
   return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+static bool cumsum_axis(Graph *g, Node *n, int *axis) {
+  int64_t a;
+  return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
+}
+
+static bool infer_cumsum(Graph *g, Node *n) {
+  int axis;
+  Tensor *x = in(n, 0);
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  n->p.axis.exclusive = node_attr_int(n, "exclusive", 0) != 0;
+  n->p.axis.reverse = node_attr_int(n, "reverse", 0) != 0;
+  if (!cumsum_axis(g, n, &axis))
+    return false;
+  n->p.axis.axis = axis;
+  return same_as(g, n, 0, x);
 }
 
 /* -------------------------------------------- trivial and compile time */
@@ -1692,6 +1846,18 @@ static bool infer_range(Graph *g, Node *n) {
   return set_out(g, n, 0, t[0]->dtype, 1, &count);
 }
 
+static bool infer_eye_like(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, 2))
+    return false;
+  DType dt = (DType)node_attr_int(n, "dtype", x->dtype);
+  if (dtype_size(dt) == 0 || dt == DT_STRING) {
+    ir_error(g, n, "unsupported dtype %d", (int)dt);
+    return false;
+  }
+  return set_out(g, n, 0, dt, 2, x->dims);
+}
+
 /* ------------------------------------------------------------- losses */
 /* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12 to 22):
    scores [N, C, d1..dk], labels [N, d1..dk], optional per-class weights [C].
@@ -1765,176 +1931,6 @@ static bool infer_loss(Graph *g, Node *n) {
   int rank = n->p.loss.reduction == LOSS_NONE ? labels->rank : 0;
   return set_out(g, n, 0, x->dtype, rank, labels->dims) && same_as(g, n, 1, x);
 }
-
-/* ------------------------------------------------- more operators (begin) */
-
-/* Trilu's k, CumSum's axis: a constant integer scalar (rank 0 or one
-   element). */
-static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
-  const int64_t *v;
-  int count;
-  if (!const_ints(g, n, t, &v, &count))
-    return false;
-  if (count != 1) {
-    ir_error(g, n, "'%s' must hold one value, has %d", t->name, count);
-    return false;
-  }
-  *out = v[0];
-  return true;
-}
-
-static bool trilu_k(Graph *g, Node *n, int64_t *k) {
-  *k = 0;
-  return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
-}
-
-static bool infer_trilu(Graph *g, Node *n) {
-  Tensor *x = in(n, 0);
-  n->p.trilu.upper = node_attr_int(n, "upper", 1) != 0;
-  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
-         same_as(g, n, 0, x);
-}
-
-static bool gather_elements_axis(Graph *g, Node *n, int *axis) {
-  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
-}
-
-static bool infer_gather_elements(Graph *g, Node *n) {
-  Tensor *x = in(n, 0), *idx = in(n, 1);
-  int axis;
-  if (x->rank < 1) {
-    ir_error(g, n, "input must have rank 1 or more");
-    return false;
-  }
-  if (!gather_elements_axis(g, n, &axis))
-    return false;
-  n->p.axis.axis = axis;
-  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
-    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
-             dtype_name(idx->dtype));
-    return false;
-  }
-  if (idx->rank != x->rank) {
-    ir_error(g, n, "indices have rank %d, the input %d", idx->rank, x->rank);
-    return false;
-  }
-  for (int d = 0; d < x->rank; d++)
-    if (d != axis && idx->dims[d] > x->dims[d]) {
-      char a[128], b[128];
-      ir_error(g, n, "indices %s do not fit the input %s off the axis", shape_str(idx, a, sizeof a),
-               shape_str(x, b, sizeof b));
-      return false;
-    }
-  int64_t dim = x->dims[axis];
-  for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
-    if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
-      ir_error(g, n, "index %lld is out of range for an axis of size %lld",
-               (long long)idx->i64[i], (long long)dim);
-      return false;
-    }
-  return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
-}
-
-static bool cumsum_axis(Graph *g, Node *n, int *axis) {
-  int64_t a;
-  return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
-}
-
-static bool infer_cumsum(Graph *g, Node *n) {
-  int axis;
-  Tensor *x = in(n, 0);
-  if (x->rank < 1) {
-    ir_error(g, n, "input must have rank 1 or more");
-    return false;
-  }
-  n->p.axis.exclusive = node_attr_int(n, "exclusive", 0) != 0;
-  n->p.axis.reverse = node_attr_int(n, "reverse", 0) != 0;
-  if (!cumsum_axis(g, n, &axis))
-    return false;
-  n->p.axis.axis = axis;
-  return same_as(g, n, 0, x);
-}
-
-static bool infer_gelu(Graph *g, Node *n) {
-  const char *s = node_attr_string(n, "approximate", "none");
-  if (strcmp(s, "none") != 0 && strcmp(s, "tanh") != 0) {
-    ir_error(g, n, "unknown approximate '%s'", s);
-    return false;
-  }
-  act_params(n);
-  return same_as(g, n, 0, in(n, 0));
-}
-
-static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
-  Tensor *x = in(n, 0);
-  static const int64_t dflt[3] = {0, 2, 3};
-  const int64_t *axes;
-  int count = node_attr_ints(n, "axes", &axes);
-  if (count < 0) {
-    axes = dflt;
-    count = 3;
-  }
-  for (int d = 0; d < x->rank; d++)
-    reduced[d] = false;
-  for (int i = 0; i < count; i++) {
-    int a;
-    if (!resolve_axis(g, n, axes[i], x->rank, &a))
-      return false;
-    reduced[a] = true;
-  }
-  return true;
-}
-
-static bool infer_mvn(Graph *g, Node *n) {
-  n->p.reduce.noop = false;
-  n->p.reduce.keepdims = true;
-  return mvn_axes(g, n, n->p.reduce.reduced) && same_as(g, n, 0, in(n, 0));
-}
-
-/* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
-   reference does, numpy's floored mod (the result takes the divisor's sign). */
-static bool infer_mod(Graph *g, Node *n) {
-  int64_t fmod_attr = node_attr_int(n, "fmod", 0);
-  if (fmod_attr != 0 && fmod_attr != 1) {
-    ir_error(g, n, "fmod must be 0 or 1, is %lld", (long long)fmod_attr);
-    return false;
-  }
-  n->p.mod.fmod = fmod_attr != 0;
-  return infer_broadcast(g, n);
-}
-
-static bool infer_eye_like(Graph *g, Node *n) {
-  Tensor *x = in(n, 0);
-  if (!need_rank(g, n, x, 2, 2))
-    return false;
-  DType dt = (DType)node_attr_int(n, "dtype", x->dtype);
-  if (dtype_size(dt) == 0 || dt == DT_STRING) {
-    ir_error(g, n, "unsupported dtype %d", (int)dt);
-    return false;
-  }
-  return set_out(g, n, 0, dt, 2, x->dims);
-}
-
-static bool lp_norm_plan(Graph *g, Node *n, int *axis, int *p) {
-  Tensor *x = in(n, 0);
-  int64_t pv = node_attr_int(n, "p", 2);
-  if (pv != 1 && pv != 2) {
-    ir_error(g, n, "p must be 1 or 2, is %lld", (long long)pv);
-    return false;
-  }
-  *p = (int)pv;
-  if (x->rank < 1) {
-    ir_error(g, n, "input must have rank 1 or more");
-    return false;
-  }
-  return resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, axis);
-}
-
-static bool infer_lp_norm(Graph *g, Node *n) {
-  return lp_norm_plan(g, n, &n->p.lp.axis, &n->p.lp.p) && same_as(g, n, 0, in(n, 0));
-}
-
-/* --------------------------------------------------- more operators (end) */
 
 /* ---------------------------------------------------------------- table */
 

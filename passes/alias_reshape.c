@@ -11,20 +11,15 @@
 #include "rewrite.h"
 
 static bool reshapes_only(const Node *n) {
-  switch (n->op) {
-  case OP_RESHAPE:
-  case OP_FLATTEN:
-  case OP_SQUEEZE:
-  case OP_UNSQUEEZE:
-  case OP_IDENTITY:
+  OpKind op = n->op;
+  if (op == OP_RESHAPE || op == OP_FLATTEN || op == OP_SQUEEZE || op == OP_UNSQUEEZE ||
+      op == OP_IDENTITY)
     return true;
-  case OP_DROPOUT:
+  if (op == OP_DROPOUT)
     return n->nout == 1 || !n->out[1] || (!n->out[1]->nusers && !n->out[1]->is_output);
-  case OP_CAST:
+  if (op == OP_CAST)
     return n->nin >= 1 && n->in[0] && n->p.cast.to == n->in[0]->dtype;
-  default:
-    return false;
-  }
+  return false; /* every other kind moves or computes data */
 }
 
 static bool can_alias(const Node *n) {

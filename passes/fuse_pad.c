@@ -44,18 +44,16 @@ static bool read_pad(const Node *pad, int rank, PadSpec *p) {
 }
 
 static bool consumer_accepts(const Node *n, float value) {
-  switch (n->op) {
-  case OP_CONV:
+  if (n->op == OP_CONV)
     return value == 0.0f;
-  case OP_AVERAGE_POOL:
+  if (n->op == OP_AVERAGE_POOL)
     return value == 0.0f && n->win.count_include_pad && !n->win.ceil_mode;
-  case OP_MAX_POOL:
+  if (n->op == OP_MAX_POOL) {
     if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
       return false; /* indices would count the padding */
     return isinf(value) && value < 0 && !n->win.ceil_mode;
-  default:
-    return false;
   }
+  return false; /* no other kind pads */
 }
 
 bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx) {

@@ -13,19 +13,17 @@ static Tensor *passed_through(const Node *n) {
   Tensor *in = node_input(n, 0);
   if (!in || n->nout < 1 || !n->out[0])
     return NULL;
-  switch (n->op) {
-  case OP_IDENTITY:
+  if (n->op == OP_IDENTITY)
     return in;
-  case OP_DROPOUT:
+  if (n->op == OP_DROPOUT) {
     for (int i = 1; i < n->nout; i++)
       if (output_used(n->out[i]))
         return NULL; /* the mask is wanted: leave it to the backend */
     return in;
-  case OP_CAST:
-    return n->p.cast.to == in->dtype ? in : NULL;
-  default:
-    return NULL;
   }
+  if (n->op == OP_CAST)
+    return n->p.cast.to == in->dtype ? in : NULL;
+  return NULL; /* every other kind computes something */
 }
 
 bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx) {

@@ -171,21 +171,24 @@ static bool clip_bounds(const Node *n, float *lo, float *hi) {
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
   *alpha = 0;
   *beta = 0;
-  switch (n->op) {
-  case OP_RELU:
+  if (n->op == OP_RELU) {
     *act = ACT_RELU;
     return true;
-  case OP_SIGMOID:
+  }
+  if (n->op == OP_SIGMOID) {
     *act = ACT_SIGMOID;
     return true;
-  case OP_TANH:
+  }
+  if (n->op == OP_TANH) {
     *act = ACT_TANH;
     return true;
-  case OP_LEAKY_RELU:
+  }
+  if (n->op == OP_LEAKY_RELU) {
     *act = ACT_LEAKY_RELU;
     *alpha = n->p.act.alpha;
     return true;
-  case OP_CLIP: {
+  }
+  if (n->op == OP_CLIP) {
     float lo, hi;
     if (!clip_bounds(n, &lo, &hi))
       return false;
@@ -198,7 +201,5 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     *beta = hi;
     return true;
   }
-  default:
-    return false;
-  }
+  return false; /* every other kind: not a fusable activation */
 }
