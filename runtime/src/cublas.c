@@ -21,7 +21,7 @@ struct cublasContext {
   cublasMath_t math;
   void *workspace; /* cublasSetWorkspace's, or NULL */
   size_t workspace_size;
-  bool warm;       /* a GEMM has run eagerly; guarded by rt.lock */
+  unsigned warm;   /* 1: a GEMM has run eagerly; guarded by rt.lock */
 };
 
 /* Whether the handle's stream is capturing; if so, invalidates the capture. */
@@ -170,25 +170,9 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
 static cublasStatus_t submit(cublasHandle_t h, Op *op) {
   if (h->workspace_size)
     op_span(op, h->workspace, h->workspace_size, true);
-  pthread_mutex_lock(&rt.lock);
-  Stream *s = rt_stream(h->stream);
-  bool eager = !s->capture;
-  cudaError_t err = cudaSuccess;
-  if (rt_failed()) {
-    op_unref(op);
-    err = cudaErrorLaunchFailure;
-  } else if (!eager && !h->warm) {
-    capture_invalidate_locked(s->capture);
-    op_unref(op);
-    pthread_mutex_unlock(&rt.lock);
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  } else {
-    err = rt_submit_locked(s, op);
-    if (!err && eager)
-      h->warm = true;
-  }
-  pthread_mutex_unlock(&rt.lock);
-  return status_of(rt_error(err));
+  bool cold;
+  cudaError_t err = rt_submit_for_handle(h->stream, op, &h->warm, 1, &cold);
+  return cold ? CUBLAS_STATUS_NOT_INITIALIZED : status_of(rt_error(err));
 }
 
 typedef struct GemmOp {

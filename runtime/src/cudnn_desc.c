@@ -24,26 +24,9 @@ cudnnStatus_t dnn_enter(void) {
 }
 
 cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op, DnnKind kind) {
-  unsigned bit = 1u << kind;
-  pthread_mutex_lock(&rt.lock);
-  Stream *s = rt_stream(h->stream);
-  bool eager = !s->capture;
-  cudaError_t err = cudaSuccess;
-  if (rt_failed()) {
-    op_unref(op);
-    err = cudaErrorLaunchFailure;
-  } else if (!eager && !(h->warm & bit)) {
-    capture_invalidate_locked(s->capture);
-    op_unref(op);
-    pthread_mutex_unlock(&rt.lock);
-    return CUDNN_STATUS_NOT_INITIALIZED;
-  } else {
-    err = rt_submit_locked(s, op);
-    if (!err && eager)
-      h->warm |= bit;
-  }
-  pthread_mutex_unlock(&rt.lock);
-  return dnn_status(rt_error(err));
+  bool cold;
+  cudaError_t err = rt_submit_for_handle(h->stream, op, &h->warm, 1u << kind, &cold);
+  return cold ? CUDNN_STATUS_NOT_INITIALIZED : dnn_status(rt_error(err));
 }
 
 void dnn_warm(cudnnHandle_t h, DnnKind kind) {

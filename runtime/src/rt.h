@@ -174,6 +174,15 @@ cudaError_t rt_async_error(void);
 cudaError_t rt_submit(cudaStream_t s, Op *op);
 /* The same with rt.lock held. */
 cudaError_t rt_submit_locked(Stream *s, Op *op);
+/*
+ * Submits op for a library handle bound to `stream` whose warmed-up kinds of
+ * call are the bits of *warm. Inside a capture, a kind (`bit`) the handle
+ * never ran eagerly is refused: the op is dropped, the capture invalidated
+ * and *cold set (the library returns its NOT_INITIALIZED), a conservative
+ * model of cuDNN's and cuBLAS's lazy initialisation. An eager run warms it.
+ */
+cudaError_t rt_submit_for_handle(cudaStream_t stream, Op *op, unsigned *warm, unsigned bit,
+                                 bool *cold);
 /* Queues a task that waits for `f` and does nothing else. rt.lock held. */
 void rt_queue_wait_locked(Stream *s, Fence f);
 /* Queues a task that timestamps e; returns its fence. rt.lock held. */

@@ -756,3 +756,26 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   pthread_mutex_unlock(&rt.lock);
   return err == cudaErrorNotReady ? err : rt_error(err);
 }
+
+cudaError_t rt_submit_for_handle(cudaStream_t stream, Op *op, unsigned *warm, unsigned bit,
+                                 bool *cold) {
+  cudaError_t err = cudaSuccess;
+  *cold = false;
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = rt_stream(stream);
+  bool eager = !s->capture;
+  if (rt_failed()) {
+    op_unref(op);
+    err = cudaErrorLaunchFailure;
+  } else if (!eager && !(*warm & bit)) {
+    capture_invalidate_locked(s->capture);
+    op_unref(op);
+    *cold = true;
+  } else {
+    err = rt_submit_locked(s, op);
+    if (!err && eager)
+      *warm |= bit;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return err;
+}
