@@ -77,6 +77,21 @@ class Case:
         p = run([self.opc, path, "-o", exe, "--target", "cpu"] + list(extra))
         return d, exe, p
 
+    def build_user(self, d, source, c_files, extra=()):
+        """Writes `source` to d/user.c and links it with the emitted files
+        `c_files` (OPC_NO_MAIN) against the CPU runtime, warnings as errors.
+        Returns (path of the program, the compiler's CompletedProcess)."""
+        src = os.path.join(d, "user.c")
+        with open(src, "w") as f:
+            f.write(source)
+        cflags = run([self.opc, "--cflags", "cpu"]).stdout.split()
+        libs = run([self.opc, "--libs", "cpu"]).stdout.split()
+        user = os.path.join(d, "user")
+        p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
+                + cflags + [src] + [os.path.join(d, c) for c in c_files] + ["-o", user]
+                + list(extra) + libs)
+        return user, p
+
     def check(self, name, m, extra=(), atol=1e-4, env=None):
         """Compiles, runs and compares every output with ONNX Runtime."""
         d, exe, p = self.compile(name, m, extra)
@@ -444,9 +459,7 @@ def group_device_api(case):
     d, exe, p = case.compile("device_api", m)
     if p.returncode != 0:
         return fail("device_api", p.stderr)
-    src = os.path.join(d, "user.c")
-    with open(src, "w") as f:
-        f.write(r'''
+    source = r'''
 #include <stdio.h>
 #include "net.h"
 int main(void)
@@ -473,12 +486,8 @@ int main(void)
   net_destroy(c);
   return net_num_inputs() == 1 && net_input_rank(0) == 4 && net_input_dims(0)[1] == 2 ? 0 : 1;
 }
-''')
-    cflags = run([case.opc, "--cflags", "cpu"]).stdout.split()
-    libs = run([case.opc, "--libs", "cpu"]).stdout.split()
-    user = os.path.join(d, "user")
-    p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
-            + cflags + [src, os.path.join(d, "net.c"), "-o", user] + libs)
+'''
+    user, p = case.build_user(d, source, ["net.c"])
     if p.returncode != 0:
         return fail("device_api", "build: " + p.stderr)
     p = run([user], env=dict(os.environ, OPC_CHECK="1"))
@@ -615,15 +624,7 @@ def group_threads(case):
                  "--streams", "4"])
         if p.returncode != 0:
             return fail("threads", "opc: " + p.stderr)
-    src = os.path.join(d, "user.c")
-    with open(src, "w") as f:
-        f.write(THREADS_DRIVER)
-    cflags = run([case.opc, "--cflags", "cpu"]).stdout.split()
-    libs = run([case.opc, "--libs", "cpu"]).stdout.split()
-    user = os.path.join(d, "user")
-    p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
-            + cflags + [src, os.path.join(d, "branchy.c"), os.path.join(d, "small.c"), "-o", user,
-                        "-lpthread"] + libs)
+    user, p = case.build_user(d, THREADS_DRIVER, ["branchy.c", "small.c"], ["-lpthread"])
     if p.returncode != 0:
         return fail("threads", "build: " + p.stderr)
     p = run([user], cwd=d, env=dict(os.environ, OPC_CHECK="1"))

@@ -176,14 +176,7 @@ def build_user_program(case, name, m, source):
     if p.returncode != 0:
         fail(name, "opc failed: " + p.stderr.strip())
         return None
-    src = os.path.join(d, "user.c")
-    with open(src, "w") as f:
-        f.write(source)
-    cflags = run([case.opc, "--cflags", "cpu"]).stdout.split()
-    libs = run([case.opc, "--libs", "cpu"]).stdout.split()
-    user = os.path.join(d, "user")
-    p = run([os.environ.get("CC", "cc"), "-Wall", "-Wextra", "-Werror", "-DOPC_NO_MAIN", "-I", d]
-            + cflags + [src, os.path.join(d, "net.c"), "-o", user] + libs)
+    user, p = case.build_user(d, source, ["net.c"])
     if p.returncode != 0:
         fail(name, "build: " + p.stderr)
         return None
