@@ -5,8 +5,20 @@
                           [--threads T]
 
 Writes, in DIR:
-  input_<k>.npy   float32, C order, drawn from numpy default_rng(S) standard
-                  normal in graph-input order (k = 0, 1, ...)
+  input_<k>.npy   one per graph input in graph-input order (k = 0, 1, ...), C
+                  order, of the input's element type, all drawn from one numpy
+                  default_rng(S) (see make_input for the convention):
+                    float32             standard normal
+                    float16, double     standard normal, cast
+                    int8..int64, uint8..uint64, bool
+                                        token ids, uniform integers in [LO, HI)
+                                        (default [0, 100)), or with
+                                        metadata_props "opc.input_kind.NAME" =
+                                        "mask" an attention mask: per row
+                                        (last axis, length L) a random number in
+                                        [1, L-1] of ones, then zeros (padding)
+                  The model's metadata_props set the range of an integer input:
+                  "opc.input_range.NAME" = "LO,HI" (HI exclusive).
   inputs.txt      one "NAME=PATH" line per graph input (PATH absolute)
   ref_<k>.npy     onnxruntime's value of graph output k
   outputs.txt     one "NAME=PATH" line per graph output (PATH absolute)
@@ -21,6 +33,70 @@ import os
 import sys
 
 import numpy as np
+
+# onnxruntime's NodeArg.type -> numpy dtype
+_DTYPES = {
+    "tensor(float)": np.float32, "tensor(double)": np.float64,
+    "tensor(float16)": np.float16, "tensor(bool)": np.bool_,
+    "tensor(int8)": np.int8, "tensor(int16)": np.int16,
+    "tensor(int32)": np.int32, "tensor(int64)": np.int64,
+    "tensor(uint8)": np.uint8, "tensor(uint16)": np.uint16,
+    "tensor(uint32)": np.uint32, "tensor(uint64)": np.uint64,
+}
+
+DEFAULT_INT_RANGE = (0, 100)
+
+
+def make_input(rng, name, type_str, shape, props):
+    """One graph input, drawn from `rng`.
+
+    type_str is onnxruntime's input type ("tensor(float)", ...), shape a tuple
+    of ints, props the model's metadata_props (dict).  float32 is
+    rng.standard_normal(size=shape, dtype=float32), exactly as before integer
+    inputs were supported, so float models draw the same numbers.  Integer and
+    bool inputs are token ids in [LO, HI), LO,HI from metadata_props
+    "opc.input_range.NAME" (default 0,100; bool 0,2), or, with metadata_props
+    "opc.input_kind.NAME" = "mask", a padding mask: every row (last axis, length
+    L) starts with a random number in [1, L-1] (1 if L == 1) of ones, the rest
+    zeros, so each row has at least one 1 and, if L > 1, at least one 0."""
+    if type_str not in _DTYPES:
+        raise ValueError("input %r has type %s; supported: %s"
+                         % (name, type_str, ", ".join(sorted(_DTYPES))))
+    dtype = _DTYPES[type_str]
+    shape = tuple(shape)
+    if dtype == np.float32:
+        x = rng.standard_normal(size=shape, dtype=np.float32)
+        return np.ascontiguousarray(x, dtype=np.float32)
+    if dtype in (np.float16, np.float64):
+        x = rng.standard_normal(size=shape, dtype=np.float64)
+        return np.ascontiguousarray(x.astype(dtype))
+    kind = props.get("opc.input_kind." + name, "ids")
+    if kind == "mask":
+        if len(shape) < 1 or shape[-1] < 1:
+            raise ValueError("mask input %r needs a non-empty last axis, has %r"
+                             % (name, shape))
+        length = shape[-1]
+        if length > 1:
+            ones = rng.integers(1, length, size=shape[:-1], dtype=np.int64)
+        else:
+            ones = np.ones(shape[:-1], np.int64)
+        x = np.arange(length, dtype=np.int64) < ones[..., None]
+        return np.ascontiguousarray(x.astype(dtype))
+    if kind != "ids":
+        raise ValueError("input %r: unknown opc.input_kind %r (ids or mask)"
+                         % (name, kind))
+    spec = props.get("opc.input_range." + name)
+    if spec is not None:
+        lo, hi = (int(v) for v in spec.split(","))
+    elif dtype == np.bool_:
+        lo, hi = 0, 2
+    else:
+        lo, hi = DEFAULT_INT_RANGE
+    info = np.iinfo(np.uint8 if dtype == np.bool_ else dtype)
+    if not (lo < hi and info.min <= lo and hi - 1 <= info.max):
+        raise ValueError("input %r: bad range [%d, %d) for %s" % (name, lo, hi, type_str))
+    x = rng.integers(lo, hi, size=shape, dtype=np.int64)
+    return np.ascontiguousarray(x.astype(dtype))
 
 
 def main(argv=None):
@@ -56,23 +132,27 @@ def main(argv=None):
     meta = {"model": os.path.abspath(a.model), "seed": a.seed,
             "onnxruntime": ort.__version__, "opt": a.opt,
             "inputs": [], "outputs": []}
+    props = dict(sess.get_modelmeta().custom_metadata_map)
     for k, inp in enumerate(sess.get_inputs()):
-        if inp.type != "tensor(float)":
-            sys.exit("reference.py: input %r has type %s; only float32 inputs "
-                     "are supported" % (inp.name, inp.type))
+        if inp.type not in _DTYPES:
+            sys.exit("reference.py: input %r has type %s; supported: %s"
+                     % (inp.name, inp.type, ", ".join(sorted(_DTYPES))))
         shape = []
         for d in inp.shape:
             if not isinstance(d, int) or d < 0:
                 sys.exit("reference.py: input %r has a non-static shape %r"
                          % (inp.name, inp.shape))
             shape.append(d)
-        x = rng.standard_normal(size=tuple(shape), dtype=np.float32)
-        x = np.ascontiguousarray(x, dtype=np.float32)
+        try:
+            x = make_input(rng, inp.name, inp.type, shape, props)
+        except ValueError as err:
+            sys.exit("reference.py: %s" % err)
         path = os.path.join(outdir, "input_%d.npy" % k)
         np.save(path, x)
         feeds[inp.name] = x
         in_lines.append("%s=%s" % (inp.name, path))
-        meta["inputs"].append({"name": inp.name, "shape": shape, "path": path})
+        meta["inputs"].append({"name": inp.name, "shape": shape,
+                               "dtype": str(x.dtype), "path": path})
 
     outs = sess.run(None, feeds)
     out_lines = []

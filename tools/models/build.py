@@ -24,6 +24,7 @@ import onnx  # noqa: E402
 import zoo_cnn  # noqa: E402
 import zoo_nas  # noqa: E402
 import zoo_torch  # noqa: E402
+import zoo_transformer  # noqa: E402
 
 MODELS = collections.OrderedDict([
     ("inception_v3", zoo_cnn.inception_v3),
@@ -36,6 +37,8 @@ MODELS = collections.OrderedDict([
     ("mobilenet_v2", zoo_cnn.mobilenet_v2),
     ("densenet121", zoo_cnn.densenet121),
     ("torch_export_cnn", zoo_torch.torch_export_cnn),
+    ("swin", zoo_transformer.swin),
+    ("bert_tiny", zoo_transformer.bert_tiny),
 ])
 
 
@@ -149,14 +152,28 @@ def print_stats(name, model, extra=None):
 
 
 # ------------------------------------------------------------------ check
+def _reference():
+    """tests/zoo/reference.py, whose make_input() is the zoo's one input
+    convention (float32 standard normal; integer ids and masks as the
+    model's metadata_props say)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "..", "..", "tests", "zoo", "reference.py")
+    spec = importlib.util.spec_from_file_location("zoo_reference", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def check_numerics(name, model, seed=0):
     import onnxruntime as ort
     so = ort.SessionOptions()
     sess = ort.InferenceSession(serialize(model), so, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(seed)
+    props = dict(sess.get_modelmeta().custom_metadata_map)
     feeds = {}
     for i in sess.get_inputs():
-        feeds[i.name] = rng.standard_normal(i.shape, dtype=np.float32)
+        feeds[i.name] = _reference().make_input(rng, i.name, i.type, i.shape, props)
     outs = sess.run(None, feeds)
     ok = True
     for o, v in zip(sess.get_outputs(), outs):
