@@ -484,9 +484,7 @@ static cudaError_t run_sync_locked(Op *op, Learn learn) {
   rt_wait_fence_locked(rt_last_fence_locked(rt.legacy));
   if (rt.check && learn == LEARN_AFTER)
     check_host_sync_locked(rt.legacy->clock);
-  if (rt_failed())
-    return cudaErrorLaunchFailure;
-  return rt_async_error();
+  return rt_wait_result();
 }
 
 static cudaError_t copy_sync(void *dst, size_t dpitch, const void *src, size_t spitch,
