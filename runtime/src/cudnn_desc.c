@@ -94,6 +94,16 @@ bool same_dims(const Tensor *a, const Tensor *b) {
   return true;
 }
 
+cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank) {
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt) || xt->rank < min_rank)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 size_t cudnnGetVersion(void) {
   return CUDNN_VERSION;
 }

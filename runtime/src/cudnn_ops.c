@@ -212,13 +212,12 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle || !activationDesc || !alpha || !beta || !xDesc || !x || !yDesc || !y)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
-  if (!activationDesc->set || !xt->rank || !yt->rank)
+  if (!activationDesc->set)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!same_dims(xt, yt))
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (!is_float(xt) || !is_float(yt))
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
+  cudnnStatus_t st = check_same_float(xt, yt, 1);
+  if (st)
+    return st;
   EwOp *e = ew_new(EW_ACTIVATION, yt, "cudnnActivationForward");
   if (!e)
     return CUDNN_STATUS_ALLOC_FAILED;
@@ -413,11 +412,12 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
       !bnBias || !estimatedMean || !estimatedVariance)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   const Tensor *xt = &xDesc->t, *yt = &yDesc->t, *pt = &bnDesc->t;
-  if (!xt->rank || !yt->rank || !pt->rank)
+  if (!pt->rank)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!same_dims(xt, yt) || xt->rank < 3)
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (!is_float(xt) || !is_float(yt) || !is_float(pt))
+  cudnnStatus_t st = check_same_float(xt, yt, 3);
+  if (st)
+    return st;
+  if (!is_float(pt))
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   if (epsilon < 1e-5 - 1e-12)
     return CUDNN_STATUS_BAD_PARAM; /* CUDNN_BN_MIN_EPSILON */

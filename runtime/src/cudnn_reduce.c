@@ -22,17 +22,49 @@ static long long dot(int rank, const long long *idx, const long long *strides) {
   return off;
 }
 
+/* Every op here computes values v from an input x into y = alpha * v + beta * y. */
+typedef struct XyOp {
+  Op op;
+  const float *x;
+  float *y;
+  float alpha, beta;
+} XyOp;
+
+/* Points the op at x and y and records what it reads and writes. */
+static void xy_init(XyOp *o, const void *alpha, const void *x, const Tensor *xt,
+                    const void *beta, void *y, const Tensor *yt) {
+  o->x = x;
+  o->y = y;
+  o->alpha = *(const float *)alpha;
+  o->beta = *(const float *)beta;
+  span_tensor(&o->op, x, xt, false);
+  span_output(&o->op, y, yt, o->beta);
+}
+
+/* *y = alpha * v + beta * *y, except that a beta of 0 leaves the old *y out:
+ * it may be garbage, even NaN. */
+static void blend(const XyOp *o, float *y, float v) {
+  v *= o->alpha;
+  *y = o->beta != 0 ? v + o->beta * *y : v;
+}
+
+/* Runs fn over `items` independent items, `work` units in all: in parts of
+ * at least `grain` units, at most one part per item. */
+static void run_items(PartFn *fn, void *ctx, long long items, long long work, long long grain) {
+  int parts = pool_parts(work, grain);
+  if (parts > items)
+    parts = (int)items;
+  pool_run(fn, ctx, parts);
+}
+
 /* ---- pooling ---- */
 
 typedef struct PoolOp {
-  Op op;
+  XyOp xy;
   cudnnPoolingMode_t mode;
   int planes, channels;
   int in[3], out[3], win[3], pad[3], stride[3];
   long long xs[5], ys[5]; /* n, c, d, h, w */
-  const float *x;
-  float *y;
-  float alpha, beta;
 } PoolOp;
 
 static bool pool_is_max(const PoolOp *p) {
@@ -98,9 +130,7 @@ static void pool_row(const PoolOp *p, const float *x, int od, int oh, float *acc
       v = acc[ow] / whole;
     else
       v = acc[ow] / (float)count;
-    float *dst = y + ow * p->ys[4];
-    v *= p->alpha;
-    *dst = p->beta != 0 ? v + p->beta * *dst : v;
+    blend(&p->xy, y + ow * p->ys[4], v);
   }
 }
 
@@ -109,13 +139,13 @@ static void pool_part(void *ctx, int part, int nparts) {
   long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
   float *acc = scratch(0, (size_t)p->out[2] * sizeof(float));
   if (!acc) {
-    rt_fail_async(p->op.api);
+    rt_fail_async(p->xy.op.api);
     return;
   }
   for (long long plane = lo; plane < hi; plane++) {
     long long n = plane / p->channels, c = plane % p->channels;
-    const float *x = p->x + n * p->xs[0] + c * p->xs[1];
-    float *y = p->y + n * p->ys[0] + c * p->ys[1];
+    const float *x = p->xy.x + n * p->xs[0] + c * p->xs[1];
+    float *y = p->xy.y + n * p->ys[0] + c * p->ys[1];
     for (int od = 0; od < p->out[0]; od++)
       for (int oh = 0; oh < p->out[1]; oh++)
         pool_row(p, x, od, oh, acc, y + od * p->ys[2] + oh * p->ys[3]);
@@ -125,10 +155,7 @@ static void pool_part(void *ctx, int part, int nparts) {
 static void run_pool(Op *op) {
   PoolOp *p = (PoolOp *)op;
   long long per_plane = (long long)p->out[0] * p->out[1] * p->out[2] * p->win[0] * p->win[1] * p->win[2];
-  int parts = pool_parts((long long)p->planes * per_plane, 1 << 15);
-  if (parts > p->planes)
-    parts = p->planes;
-  pool_run(pool_part, p, parts);
+  run_items(pool_part, p, p->planes, (long long)p->planes * per_plane, 1 << 15);
 }
 
 /* Copies n spatial values (the last n of rank) into 3 slots, padding in front. */
@@ -180,38 +207,48 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
     p->ys[2 + i] = ys[i];
     if (p->out[i] != 1 + (p->in[i] + 2 * p->pad[i] - p->win[i]) / p->stride[i] ||
         p->pad[i] >= p->win[i]) {
-      op_unref(&p->op);
+      op_unref(&p->xy.op);
       return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
     }
   }
-  p->x = x;
-  p->y = y;
-  p->alpha = *(const float *)alpha;
-  p->beta = *(const float *)beta;
-  span_tensor(&p->op, x, xt, false);
-  span_output(&p->op, y, yt, p->beta);
-  return dnn_submit(handle, &p->op, DNN_POOLING);
+  xy_init(&p->xy, alpha, x, xt, beta, y, yt);
+  return dnn_submit(handle, &p->xy.op, DNN_POOLING);
 }
 
-/* ---- softmax ---- */
+/* ---- ops along the channels: softmax and LRN ---- */
 
 /*
- * The tensor is seen as N x C x S (S: the spatial positions). INSTANCE
- * normalises each image over C x S, CHANNEL each (image, position) over C.
- * The spatial offsets are computed once per run.
+ * x and y seen as N x C x S (S: the spatial positions). The offsets of the
+ * spatial positions are computed on every run, into a copy of the op: the
+ * op stays as submitted, since a captured graph replays it.
  */
-typedef struct SoftmaxOp {
-  Op op;
-  cudnnSoftmaxAlgorithm_t algo;
-  cudnnSoftmaxMode_t mode;
+typedef struct Channels {
   long long n, c, s;
-  long long xn, xc, yn, yc;  /* strides of the n and c dims */
-  Tensor xsp, ysp;           /* the spatial dims alone */
-  const float *x;
-  float *y;
-  float alpha, beta;
+  long long xn, xc, yn, yc; /* strides of the n and c dims */
+  Tensor xsp, ysp;          /* the spatial dims alone */
   const long long *xoff, *yoff; /* set per run */
-} SoftmaxOp;
+} Channels;
+
+static void spatial_part(Tensor *sp, const Tensor *t) {
+  sp->type = t->type;
+  sp->rank = t->rank - 2;
+  for (int i = 2; i < t->rank; i++) {
+    sp->dims[i - 2] = t->dims[i];
+    sp->strides[i - 2] = t->strides[i];
+  }
+}
+
+static void channels_of(Channels *ch, const Tensor *xt, const Tensor *yt) {
+  ch->n = xt->dims[0];
+  ch->c = xt->dims[1];
+  ch->s = tensor_count(xt) / (ch->n * ch->c);
+  ch->xn = xt->strides[0];
+  ch->xc = xt->strides[1];
+  ch->yn = yt->strides[0];
+  ch->yc = yt->strides[1];
+  spatial_part(&ch->xsp, xt);
+  spatial_part(&ch->ysp, yt);
+}
 
 static void spatial_offsets(const Tensor *sp, long long *off, long long count) {
   long long idx[MAX_DIMS] = {0};
@@ -225,13 +262,40 @@ static void spatial_offsets(const Tensor *sp, long long *off, long long count) {
   }
 }
 
+/* Sets the offsets for one run, in scratch slots `slot` and `slot + 1`;
+ * false when out of memory, which fails the run of `api`. */
+static bool channels_start(Channels *ch, int slot, const char *api) {
+  long long *xoff = scratch(slot, ch->s * sizeof(long long));
+  long long *yoff = scratch(slot + 1, ch->s * sizeof(long long));
+  if (!xoff || !yoff) {
+    rt_fail_async(api);
+    return false;
+  }
+  spatial_offsets(&ch->xsp, xoff, ch->s);
+  spatial_offsets(&ch->ysp, yoff, ch->s);
+  ch->xoff = xoff;
+  ch->yoff = yoff;
+  return true;
+}
+
+/* ---- softmax ---- */
+
+/* INSTANCE normalises each image over C x S, CHANNEL each (image, position) over C. */
+typedef struct SoftmaxOp {
+  XyOp xy;
+  Channels ch;
+  cudnnSoftmaxAlgorithm_t algo;
+  cudnnSoftmaxMode_t mode;
+} SoftmaxOp;
+
 /* Normalises `count` values at x[xo(i)] into y[yo(i)]; the offset of item
  * i is (i / s) * cstride + off[i % s]. */
 static void softmax_group(const SoftmaxOp *o, const float *x, float *y, long long count,
                           long long s, long long xc, long long yc) {
+  const long long *xoff = o->ch.xoff, *yoff = o->ch.yoff;
   float mx = -INFINITY;
   for (long long i = 0; i < count; i++) {
-    float v = x[(i / s) * xc + o->xoff[i % s]];
+    float v = x[(i / s) * xc + xoff[i % s]];
     if (v > mx)
       mx = v;
   }
@@ -239,65 +303,47 @@ static void softmax_group(const SoftmaxOp *o, const float *x, float *y, long lon
     mx = 0; /* cuDNN's fast mode skips the max; exp may overflow, as there */
   double sum = 0;
   for (long long i = 0; i < count; i++)
-    sum += expf(x[(i / s) * xc + o->xoff[i % s]] - mx);
+    sum += expf(x[(i / s) * xc + xoff[i % s]] - mx);
   float logsum = (float)log(sum);
   for (long long i = 0; i < count; i++) {
-    float v = x[(i / s) * xc + o->xoff[i % s]] - mx;
+    float v = x[(i / s) * xc + xoff[i % s]] - mx;
     float r = o->algo == CUDNN_SOFTMAX_LOG ? v - logsum : expf(v - logsum);
-    float *d = &y[(i / s) * yc + o->yoff[i % s]];
-    r *= o->alpha;
-    *d = o->beta != 0 ? r + o->beta * *d : r;
+    blend(&o->xy, &y[(i / s) * yc + yoff[i % s]], r);
   }
+}
+
+static long long softmax_groups(const SoftmaxOp *o) {
+  return o->mode == CUDNN_SOFTMAX_MODE_INSTANCE ? o->ch.n : o->ch.n * o->ch.s;
 }
 
 static void softmax_part(void *ctx, int part, int nparts) {
   const SoftmaxOp *o = ctx;
-  long long groups = o->mode == CUDNN_SOFTMAX_MODE_INSTANCE ? o->n : o->n * o->s;
+  const Channels *ch = &o->ch;
+  long long groups = softmax_groups(o);
   long long lo = groups * part / nparts, hi = groups * (part + 1) / nparts;
   for (long long g = lo; g < hi; g++) {
     if (o->mode == CUDNN_SOFTMAX_MODE_INSTANCE) {
-      softmax_group(o, o->x + g * o->xn, o->y + g * o->yn, o->c * o->s, o->s, o->xc, o->yc);
+      softmax_group(o, o->xy.x + g * ch->xn, o->xy.y + g * ch->yn, ch->c * ch->s, ch->s, ch->xc,
+                    ch->yc);
     } else {
-      long long n = g / o->s, sp = g % o->s;
+      long long n = g / ch->s, sp = g % ch->s;
       /* One position: offsets[sp] shifted to index 0, stride c apart. */
-      const float *x = o->x + n * o->xn + o->xoff[sp];
-      float *y = o->y + n * o->yn + o->yoff[sp];
+      const float *x = o->xy.x + n * ch->xn + ch->xoff[sp];
+      float *y = o->xy.y + n * ch->yn + ch->yoff[sp];
       SoftmaxOp one = *o;
       static const long long zero = 0;
-      one.xoff = &zero;
-      one.yoff = &zero;
-      softmax_group(&one, x, y, o->c, 1, o->xc, o->yc);
+      one.ch.xoff = &zero;
+      one.ch.yoff = &zero;
+      softmax_group(&one, x, y, ch->c, 1, ch->xc, ch->yc);
     }
   }
 }
 
 static void run_softmax(Op *op) {
-  SoftmaxOp *o = (SoftmaxOp *)op;
-  long long *xoff = scratch(0, o->s * sizeof(long long));
-  long long *yoff = scratch(1, o->s * sizeof(long long));
-  if (!xoff || !yoff) {
-    rt_fail_async(op->api);
+  SoftmaxOp run = *(SoftmaxOp *)op;
+  if (!channels_start(&run.ch, 0, op->api))
     return;
-  }
-  spatial_offsets(&o->xsp, xoff, o->s);
-  spatial_offsets(&o->ysp, yoff, o->s);
-  SoftmaxOp run = *o;
-  run.xoff = xoff;
-  run.yoff = yoff;
-  long long groups = o->mode == CUDNN_SOFTMAX_MODE_INSTANCE ? o->n : o->n * o->s;
-  int parts = pool_parts(o->n * o->c * o->s, 1 << 14);
-  if (parts > groups)
-    parts = (int)groups;
-  pool_run(softmax_part, &run, parts);
-}
-
-static void spatial_part(Tensor *sp, const Tensor *t) {
-  sp->type = t->type;
-  sp->rank = t->rank - 2;
-  for (int i = 2; i < t->rank; i++) {
-    sp->dims[i - 2] = t->dims[i];
-    sp->strides[i - 2] = t->strides[i];
-  }
+  run_items(softmax_part, &run, softmax_groups(&run), run.ch.n * run.ch.c * run.ch.s, 1 << 14);
 }
 
 cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo,
@@ -312,33 +358,17 @@ cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t 
       (mode != CUDNN_SOFTMAX_MODE_INSTANCE && mode != CUDNN_SOFTMAX_MODE_CHANNEL))
     return CUDNN_STATUS_BAD_PARAM;
   const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
-  if (!xt->rank || !yt->rank)
-    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!same_dims(xt, yt) || xt->rank < 3)
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  cudnnStatus_t st = check_same_float(xt, yt, 3);
+  if (st)
+    return st;
   SoftmaxOp *o = op_new(sizeof *o, run_softmax, "cudnnSoftmaxForward");
   if (!o)
     return CUDNN_STATUS_ALLOC_FAILED;
   o->algo = algo;
   o->mode = mode;
-  o->n = xt->dims[0];
-  o->c = xt->dims[1];
-  o->s = tensor_count(xt) / (o->n * o->c);
-  o->xn = xt->strides[0];
-  o->xc = xt->strides[1];
-  o->yn = yt->strides[0];
-  o->yc = yt->strides[1];
-  spatial_part(&o->xsp, xt);
-  spatial_part(&o->ysp, yt);
-  o->x = x;
-  o->y = y;
-  o->alpha = *(const float *)alpha;
-  o->beta = *(const float *)beta;
-  span_tensor(&o->op, x, xt, false);
-  span_output(&o->op, y, yt, o->beta);
-  return dnn_submit(handle, &o->op, DNN_SOFTMAX);
+  channels_of(&o->ch, xt, yt);
+  xy_init(&o->xy, alpha, x, xt, beta, y, yt);
+  return dnn_submit(handle, &o->xy.op, DNN_SOFTMAX);
 }
 
 /* ---- reductions ---- */
@@ -349,17 +379,14 @@ cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t 
  * handles a range of output elements.
  */
 typedef struct ReduceOp {
-  Op op;
+  XyOp xy; /* x: A, y: C */
   cudnnReduceTensorOp_t kind;
   bool want_indices;
   int krank, rrank;                     /* kept and reduced dims */
   long long kdims[MAX_DIMS], kas[MAX_DIMS], kcs[MAX_DIMS]; /* A's and C's strides */
   long long rdims[MAX_DIMS], ras[MAX_DIMS];
   long long outputs, reduced;
-  const float *a;
-  float *c;
   unsigned *indices;
-  float alpha, beta;
 } ReduceOp;
 
 static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
@@ -412,11 +439,10 @@ static void reduce_part(void *ctx, int part, int nparts) {
   long long idx[MAX_DIMS];
   for (long long o = lo; o < hi; o++) {
     unravel(o, r->krank, r->kdims, idx);
-    const float *a = r->a + dot(r->krank, idx, r->kas);
-    float *c = r->c + dot(r->krank, idx, r->kcs);
+    const float *a = r->xy.x + dot(r->krank, idx, r->kas);
+    float *c = r->xy.y + dot(r->krank, idx, r->kcs);
     unsigned index;
-    float v = r->alpha * reduce_one(r, a, &index);
-    *c = r->beta != 0 ? v + r->beta * *c : v;
+    blend(&r->xy, c, reduce_one(r, a, &index));
     if (r->want_indices)
       r->indices[o] = index;
   }
@@ -424,10 +450,7 @@ static void reduce_part(void *ctx, int part, int nparts) {
 
 static void run_reduce(Op *op) {
   ReduceOp *r = (ReduceOp *)op;
-  int parts = pool_parts(r->outputs * r->reduced, 1 << 15);
-  if (parts > r->outputs)
-    parts = (int)r->outputs;
-  pool_run(reduce_part, r, parts);
+  run_items(reduce_part, r, r->outputs, r->outputs * r->reduced, 1 << 15);
 }
 
 static bool reduces_to(const Tensor *a, const Tensor *c) {
@@ -459,15 +482,25 @@ static size_t reduce_workspace(const Tensor *a, const Tensor *c) {
   return (bytes + 255) / 256 * 256;
 }
 
+/* The argument checks both size queries make. */
+static cudnnStatus_t check_size_query(cudnnHandle_t handle, cudnnReduceTensorDescriptor_t d,
+                                      cudnnTensorDescriptor_t aDesc, cudnnTensorDescriptor_t cDesc,
+                                      const size_t *sizeInBytes) {
+  if (!handle || !d || !aDesc || !cDesc || !sizeInBytes)
+    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (!reduces_to(&aDesc->t, &cDesc->t))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t cudnnGetReductionWorkspaceSize(cudnnHandle_t handle,
                                              const cudnnReduceTensorDescriptor_t reduceTensorDesc,
                                              const cudnnTensorDescriptor_t aDesc,
                                              const cudnnTensorDescriptor_t cDesc,
                                              size_t *sizeInBytes) {
-  if (!handle || !reduceTensorDesc || !aDesc || !cDesc || !sizeInBytes)
-    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  if (!reduces_to(&aDesc->t, &cDesc->t))
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  cudnnStatus_t st = check_size_query(handle, reduceTensorDesc, aDesc, cDesc, sizeInBytes);
+  if (st)
+    return st;
   *sizeInBytes = reduce_workspace(&aDesc->t, &cDesc->t);
   return dnn_enter();
 }
@@ -477,10 +510,9 @@ cudnnStatus_t cudnnGetReductionIndicesSize(cudnnHandle_t handle,
                                            const cudnnTensorDescriptor_t aDesc,
                                            const cudnnTensorDescriptor_t cDesc,
                                            size_t *sizeInBytes) {
-  if (!handle || !reduceTensorDesc || !aDesc || !cDesc || !sizeInBytes)
-    return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  if (!reduces_to(&aDesc->t, &cDesc->t))
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  cudnnStatus_t st = check_size_query(handle, reduceTensorDesc, aDesc, cDesc, sizeInBytes);
+  if (st)
+    return st;
   *sizeInBytes = reduce_indexed(reduceTensorDesc) ? tensor_count(&cDesc->t) * sizeof(unsigned) : 0;
   return dnn_enter();
 }
@@ -532,17 +564,12 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
     r->ras[0] = 0;
     r->rrank = 1;
   }
-  r->a = A;
-  r->c = C;
   r->indices = want ? indices : NULL;
-  r->alpha = *(const float *)alpha;
-  r->beta = *(const float *)beta;
-  span_tensor(&r->op, A, at, false);
-  span_output(&r->op, C, ct, r->beta);
+  xy_init(&r->xy, alpha, A, at, beta, C, ct);
   if (want)
-    op_span(&r->op, indices, need, true);
-  span_workspace(&r->op, workspace, ws_need);
-  return dnn_submit(handle, &r->op, DNN_REDUCTION);
+    op_span(&r->xy.op, indices, need, true);
+  span_workspace(&r->xy.op, workspace, ws_need);
+  return dnn_submit(handle, &r->xy.op, DNN_REDUCTION);
 }
 
 /* ---- LRN across channels ---- */
@@ -553,68 +580,47 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
  * which is also ONNX's LRN with size = n and bias = k.
  */
 typedef struct LrnOp {
-  Op op;
+  XyOp xy;
+  Channels ch;
   struct cudnnLRNStruct p;
-  long long n, c, s;
-  long long xn, xc, yn, yc;
-  Tensor xsp, ysp;
-  const float *x;
-  float *y;
-  float alpha, beta;
 } LrnOp;
 
-typedef struct LrnRun {
-  const LrnOp *o;
-  const long long *xoff, *yoff;
-} LrnRun;
-
 static void lrn_part(void *ctx, int part, int nparts) {
-  const LrnRun *run = ctx;
-  const LrnOp *o = run->o;
-  long long total = o->n * o->s;
+  const LrnOp *o = ctx;
+  const Channels *ch = &o->ch;
+  long long total = ch->n * ch->s;
   long long lo = total * part / nparts, hi = total * (part + 1) / nparts;
   int before = (int)((o->p.n - 1) / 2), after = (int)(o->p.n / 2);
-  float *sq = scratch(0, o->c * sizeof(float));
+  float *sq = scratch(0, ch->c * sizeof(float));
   if (!sq) {
-    rt_fail_async(o->op.api);
+    rt_fail_async(o->xy.op.api);
     return;
   }
   for (long long g = lo; g < hi; g++) {
-    long long n = g / o->s, sp = g % o->s;
-    const float *x = o->x + n * o->xn + run->xoff[sp];
-    float *y = o->y + n * o->yn + run->yoff[sp];
-    for (long long c = 0; c < o->c; c++)
-      sq[c] = x[c * o->xc] * x[c * o->xc];
-    for (long long c = 0; c < o->c; c++) {
+    long long n = g / ch->s, sp = g % ch->s;
+    const float *x = o->xy.x + n * ch->xn + ch->xoff[sp];
+    float *y = o->xy.y + n * ch->yn + ch->yoff[sp];
+    for (long long c = 0; c < ch->c; c++)
+      sq[c] = x[c * ch->xc] * x[c * ch->xc];
+    for (long long c = 0; c < ch->c; c++) {
       double sum = 0;
       long long c0 = c - before < 0 ? 0 : c - before;
-      long long c1 = c + after >= o->c ? o->c - 1 : c + after;
+      long long c1 = c + after >= ch->c ? ch->c - 1 : c + after;
       for (long long j = c0; j <= c1; j++)
         sum += sq[j];
       double scale = o->p.k + o->p.alpha / o->p.n * sum;
-      float v = o->alpha * (float)(x[c * o->xc] / pow(scale, o->p.beta));
-      float *d = &y[c * o->yc];
-      *d = o->beta != 0 ? v + o->beta * *d : v;
+      blend(&o->xy, &y[c * ch->yc], (float)(x[c * ch->xc] / pow(scale, o->p.beta)));
     }
   }
 }
 
 static void run_lrn(Op *op) {
-  LrnOp *o = (LrnOp *)op;
-  long long *xoff = scratch(1, o->s * sizeof(long long));
-  long long *yoff = scratch(2, o->s * sizeof(long long));
-  if (!xoff || !yoff) {
-    rt_fail_async(op->api);
+  LrnOp run = *(LrnOp *)op;
+  /* Slot 0 is each part's own scratch (lrn_part). */
+  if (!channels_start(&run.ch, 1, op->api))
     return;
-  }
-  spatial_offsets(&o->xsp, xoff, o->s);
-  spatial_offsets(&o->ysp, yoff, o->s);
-  LrnRun run = {o, xoff, yoff};
-  long long groups = o->n * o->s;
-  int parts = pool_parts(groups * o->c * o->p.n, 1 << 15);
-  if (parts > groups)
-    parts = (int)groups;
-  pool_run(lrn_part, &run, parts);
+  long long groups = run.ch.n * run.ch.s;
+  run_items(lrn_part, &run, groups, groups * run.ch.c * run.p.n, 1 << 15);
 }
 
 cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t handle, cudnnLRNDescriptor_t normDesc,
@@ -629,30 +635,14 @@ cudnnStatus_t cudnnLRNCrossChannelForward(cudnnHandle_t handle, cudnnLRNDescript
   if (lrnMode != CUDNN_LRN_CROSS_CHANNEL_DIM1)
     return CUDNN_STATUS_BAD_PARAM;
   const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
-  if (!xt->rank || !yt->rank)
-    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!same_dims(xt, yt) || xt->rank < 3)
-    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  cudnnStatus_t st = check_same_float(xt, yt, 3);
+  if (st)
+    return st;
   LrnOp *o = op_new(sizeof *o, run_lrn, "cudnnLRNCrossChannelForward");
   if (!o)
     return CUDNN_STATUS_ALLOC_FAILED;
   o->p = *normDesc;
-  o->n = xt->dims[0];
-  o->c = xt->dims[1];
-  o->s = tensor_count(xt) / (o->n * o->c);
-  o->xn = xt->strides[0];
-  o->xc = xt->strides[1];
-  o->yn = yt->strides[0];
-  o->yc = yt->strides[1];
-  spatial_part(&o->xsp, xt);
-  spatial_part(&o->ysp, yt);
-  o->x = x;
-  o->y = y;
-  o->alpha = *(const float *)alpha;
-  o->beta = *(const float *)beta;
-  span_tensor(&o->op, x, xt, false);
-  span_output(&o->op, y, yt, o->beta);
-  return dnn_submit(handle, &o->op, DNN_LRN);
+  channels_of(&o->ch, xt, yt);
+  xy_init(&o->xy, alpha, x, xt, beta, y, yt);
+  return dnn_submit(handle, &o->xy.op, DNN_LRN);
 }

@@ -119,6 +119,10 @@ void span_tensor(Op *op, const void *p, const Tensor *t, bool write);
    too, since they are blended into the result. */
 void span_output(Op *op, const void *y, const Tensor *yt, float beta);
 bool same_dims(const Tensor *a, const Tensor *b);
+/* Checks an input x and an output y of the same dims (min_rank or more)
+ * and of type float, in cuDNN's order: NOT_FINALIZED, SHAPE_MISMATCH,
+ * NOT_SUPPORTED_DATA_TYPE. */
+cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank);
 
 /* ---- activations ---- */
 

@@ -408,16 +408,20 @@ static CopyOp *copy_op(void *dst, size_t dpitch, const void *src, size_t spitch,
   return c;
 }
 
-/* Checks a copy's arguments; cudaSuccess with *empty set means nothing to do. */
-static cudaError_t copy_args(void *dst, size_t dpitch, const void *src, size_t spitch,
-                             size_t width, size_t height, enum cudaMemcpyKind kind, bool *empty) {
+/* rt_enter, then the checks of a copy's arguments; cudaSuccess with *empty
+ * set means nothing to copy. */
+static cudaError_t copy_enter(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind, bool *empty) {
   *empty = width == 0 || height == 0;
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
   if (!kind_ok(kind))
-    return cudaErrorInvalidMemcpyDirection;
+    return rt_error(cudaErrorInvalidMemcpyDirection);
   if (*empty)
     return cudaSuccess;
   if (!dst || !src || (height > 1 && (dpitch < width || spitch < width)))
-    return cudaErrorInvalidValue;
+    return rt_error(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 
@@ -439,12 +443,10 @@ static bool pageable_refused_locked(const void *dst, const void *src, enum cudaM
 static cudaError_t copy_async(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind kind,
                               cudaStream_t stream, const char *api) {
-  cudaError_t err = rt_enter();
-  if (err)
-    return err;
   bool empty;
-  if ((err = copy_args(dst, dpitch, src, spitch, width, height, kind, &empty)) || empty)
-    return rt_error(err);
+  cudaError_t err = copy_enter(dst, dpitch, src, spitch, width, height, kind, &empty);
+  if (err || empty)
+    return err;
   if (rt.pageable_error) {
     pthread_mutex_lock(&rt.lock);
     bool refused = pageable_refused_locked(dst, src, kind, api);
@@ -484,20 +486,16 @@ static cudaError_t run_sync_locked(Op *op, Learn learn) {
   rt_wait_fence_locked(rt_last_fence_locked(rt.legacy));
   if (rt.check && learn == LEARN_AFTER)
     check_host_sync_locked(rt.legacy->clock);
-  if (rt_failed())
-    return cudaErrorLaunchFailure;
-  return rt_async_error();
+  return rt_wait_result();
 }
 
 static cudaError_t copy_sync(void *dst, size_t dpitch, const void *src, size_t spitch,
                              size_t width, size_t height, enum cudaMemcpyKind kind,
                              const char *api) {
-  cudaError_t err = rt_enter();
-  if (err)
-    return err;
   bool empty;
-  if ((err = copy_args(dst, dpitch, src, spitch, width, height, kind, &empty)) || empty)
-    return rt_error(err);
+  cudaError_t err = copy_enter(dst, dpitch, src, spitch, width, height, kind, &empty);
+  if (err || empty)
+    return err;
   CopyOp *c = copy_op(dst, dpitch, src, spitch, width, height, api);
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);
@@ -559,33 +557,34 @@ static FillOp *fill_op(void *dst, int value, size_t count, const char *api) {
   return f;
 }
 
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+/* rt_enter, the checks of a memset, and its op; cudaSuccess with *out NULL
+ * means nothing to fill. */
+static cudaError_t fill_start(void *dst, int value, size_t count, const char *api, FillOp **out) {
+  *out = NULL;
   cudaError_t err = rt_enter();
-  if (err)
+  if (err || count == 0)
     return err;
-  if (count == 0)
-    return cudaSuccess;
-  if (!devPtr)
+  if (!dst)
     return rt_error(cudaErrorInvalidValue);
-  FillOp *f = fill_op(devPtr, value, count, "cudaMemsetAsync");
-  if (!f)
-    return rt_error(cudaErrorMemoryAllocation);
+  *out = fill_op(dst, value, count, api);
+  return *out ? cudaSuccess : rt_error(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+  FillOp *f;
+  cudaError_t err = fill_start(devPtr, value, count, "cudaMemsetAsync", &f);
+  if (err || !f)
+    return err;
   return rt_submit(stream, &f->op);
 }
 
 /* Synchronous for pinned and managed memory; on device memory it may
  * return before the fill is done. */
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
-  cudaError_t err = rt_enter();
-  if (err)
+  FillOp *f;
+  cudaError_t err = fill_start(devPtr, value, count, "cudaMemset", &f);
+  if (err || !f)
     return err;
-  if (count == 0)
-    return cudaSuccess;
-  if (!devPtr)
-    return rt_error(cudaErrorInvalidValue);
-  FillOp *f = fill_op(devPtr, value, count, "cudaMemset");
-  if (!f)
-    return rt_error(cudaErrorMemoryAllocation);
   pthread_mutex_lock(&rt.lock);
   Learn learn = LEARN_AFTER;
   const Alloc *a = table_holding_locked(devPtr);

@@ -166,6 +166,9 @@ double rt_now_ms(void);
 void rt_fail_async(const char *api);
 /* The sticky error of rt_fail_async, or cudaSuccess. */
 cudaError_t rt_async_error(void);
+/* What a call that waited for work returns: cudaErrorLaunchFailure once the
+ * checker saw a race, else rt_async_error. */
+cudaError_t rt_wait_result(void);
 
 /*
  * Submits op to stream s (consuming the caller's reference): records it

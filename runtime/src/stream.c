@@ -105,6 +105,15 @@ cudaError_t rt_async_error(void) {
   return (cudaError_t)__atomic_load_n(&rt.async_error, __ATOMIC_ACQUIRE);
 }
 
+cudaError_t rt_wait_result(void) {
+  return rt_failed() ? cudaErrorLaunchFailure : rt_async_error();
+}
+
+/* cudaErrorNotReady answers a query: it does not become the last error. */
+static cudaError_t query_result(cudaError_t err) {
+  return err == cudaErrorNotReady ? err : rt_error(err);
+}
+
 double rt_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -432,6 +441,21 @@ void stream_unref_locked(Stream *s) {
 
 /* ---- stream API ---- */
 
+/*
+ * Why the host may not wait for s (or ask whether it is done) now, or
+ * cudaSuccess: s is being captured, and that capture is invalidated, or s
+ * is the legacy stream and would join a capture. rt.lock held.
+ */
+static cudaError_t stream_sync_error_locked(Stream *s) {
+  if (s->capture) {
+    capture_invalidate_locked(s->capture);
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  if (s == rt.legacy && capture_blocks_legacy_locked(true))
+    return cudaErrorStreamCaptureImplicit;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
   cudaError_t err = rt_enter();
   if (err)
@@ -497,22 +521,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return err;
   Stream *s = rt_stream(stream);
   pthread_mutex_lock(&rt.lock);
-  if (s->capture) {
-    capture_invalidate_locked(s->capture);
-    pthread_mutex_unlock(&rt.lock);
-    return rt_error(cudaErrorStreamCaptureUnsupported);
+  err = stream_sync_error_locked(s);
+  if (!err) {
+    rt_wait_fence_locked(rt_last_fence_locked(s));
+    if (rt.check)
+      check_host_sync_locked(s->clock);
   }
-  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
-    pthread_mutex_unlock(&rt.lock);
-    return rt_error(cudaErrorStreamCaptureImplicit);
-  }
-  rt_wait_fence_locked(rt_last_fence_locked(s));
-  if (rt.check)
-    check_host_sync_locked(s->clock);
   pthread_mutex_unlock(&rt.lock);
-  if (rt_failed())
-    return rt_error(cudaErrorLaunchFailure);
-  return rt_error(rt_async_error());
+  return rt_error(err ? err : rt_wait_result());
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -521,16 +537,11 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     return err;
   Stream *s = rt_stream(stream);
   pthread_mutex_lock(&rt.lock);
-  if (s->capture) {
-    capture_invalidate_locked(s->capture);
-    err = cudaErrorStreamCaptureUnsupported;
-  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
-    err = cudaErrorStreamCaptureImplicit;
-  } else if (!rt_fence_done_locked(rt_last_fence_locked(s))) {
+  err = stream_sync_error_locked(s);
+  if (!err && !rt_fence_done_locked(rt_last_fence_locked(s)))
     err = cudaErrorNotReady;
-  }
   pthread_mutex_unlock(&rt.lock);
-  return err == cudaErrorNotReady ? err : rt_error(err);
+  return query_result(err);
 }
 
 cudaError_t rt_device_sync(void) {
@@ -546,9 +557,7 @@ cudaError_t rt_device_sync(void) {
   }
   rt_sync_all_locked();
   pthread_mutex_unlock(&rt.lock);
-  if (rt_failed())
-    return rt_error(cudaErrorLaunchFailure);
-  return rt_error(rt_async_error());
+  return rt_error(rt_wait_result());
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
@@ -615,6 +624,24 @@ static void event_set_fence_locked(Event *e, Fence f) {
   e->recorded = true;
 }
 
+/* rt_enter for a call on event e, which must not be NULL. */
+static cudaError_t event_enter(Event *e) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  return e ? cudaSuccess : rt_error(cudaErrorInvalidResourceHandle);
+}
+
+/* Why the host may not wait for e (or ask whether it is done) now, or
+ * cudaSuccess: e was recorded in a capture, which is invalidated. rt.lock
+ * held. */
+static cudaError_t event_sync_error_locked(Event *e) {
+  if (!e->capture)
+    return cudaSuccess;
+  capture_invalidate_locked(e->capture);
+  return cudaErrorStreamCaptureUnsupported;
+}
+
 void event_unref_locked(Event *e) {
   if (--e->refs > 0)
     return;
@@ -625,11 +652,9 @@ void event_unref_locked(Event *e) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  cudaError_t err = rt_enter();
+  cudaError_t err = event_enter(e);
   if (err)
     return err;
-  if (!e)
-    return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
   if (e->destroyed) {
     pthread_mutex_unlock(&rt.lock);
@@ -642,11 +667,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
-  cudaError_t err = rt_enter();
+  cudaError_t err = event_enter(e);
   if (err)
     return err;
-  if (!e)
-    return rt_error(cudaErrorInvalidResourceHandle);
   Stream *s = rt_stream(stream);
   pthread_mutex_lock(&rt.lock);
   if (s->capture) {
@@ -666,11 +689,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int flags) {
-  cudaError_t err = rt_enter();
+  cudaError_t err = event_enter(e);
   if (err)
     return err;
-  if (!e)
-    return rt_error(cudaErrorInvalidResourceHandle);
   if (flags != 0)
     return rt_error(cudaErrorInvalidValue);
   Stream *s = rt_stream(stream);
@@ -695,43 +716,30 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  cudaError_t err = rt_enter();
+  cudaError_t err = event_enter(e);
   if (err)
     return err;
-  if (!e)
-    return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if (e->capture) {
-    capture_invalidate_locked(e->capture);
-    err = cudaErrorStreamCaptureUnsupported;
-  } else if (e->recorded && !rt_fence_done_locked(e->fence)) {
+  err = event_sync_error_locked(e);
+  if (!err && e->recorded && !rt_fence_done_locked(e->fence))
     err = cudaErrorNotReady;
-  }
   pthread_mutex_unlock(&rt.lock);
-  return err == cudaErrorNotReady ? err : rt_error(err);
+  return query_result(err);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  cudaError_t err = rt_enter();
+  cudaError_t err = event_enter(e);
   if (err)
     return err;
-  if (!e)
-    return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if (e->capture) {
-    capture_invalidate_locked(e->capture);
-    err = cudaErrorStreamCaptureUnsupported;
-  } else if (e->recorded) {
+  err = event_sync_error_locked(e);
+  if (!err && e->recorded) {
     rt_wait_fence_locked(e->fence);
     if (rt.check)
       check_host_sync_locked(e->clock);
   }
   pthread_mutex_unlock(&rt.lock);
-  if (!err && rt_failed())
-    err = cudaErrorLaunchFailure;
-  if (!err)
-    err = rt_async_error();
-  return rt_error(err);
+  return rt_error(err ? err : rt_wait_result());
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -754,7 +762,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   else
     *ms = (float)(end->time_ms - start->time_ms);
   pthread_mutex_unlock(&rt.lock);
-  return err == cudaErrorNotReady ? err : rt_error(err);
+  return query_result(err);
 }
 
 cudaError_t rt_submit_for_handle(cudaStream_t stream, Op *op, unsigned *warm, unsigned bit,
