@@ -2,10 +2,10 @@
  * fold.c - evaluating nodes whose inputs are all constant.
  *
  * Constant data is f32 for floating dtypes and i64 for integer and boolean
- * ones (see ir.h), so every kernel here reads through getf/geti and writes
- * through put, whatever the declared dtype. Integer arithmetic stays in
- * int64 so that PyTorch's INT64_MAX slice ends survive; float arithmetic is
- * done in float, as the run-time kernels do it.
+ * ones (see ir.h), so every kernel here reads through getf/geti, whatever
+ * the declared dtype, and writes the storage its output has. Integer
+ * arithmetic stays in int64 so that PyTorch's INT64_MAX slice ends survive;
+ * float arithmetic is done in float, as the run-time kernels do it.
  */
 #include <math.h>
 #include <string.h>
@@ -47,6 +47,14 @@ static void alloc_data(Graph *g, Tensor *t) {
     t->i64 = arena_alloc(g->arena, n * sizeof(int64_t));
   else
     t->f32 = arena_alloc(g->arena, n * sizeof(float));
+}
+
+/* Writes an integer, 0 or 1 say, into element i of either storage. */
+static void put_int(Tensor *t, int64_t i, int64_t v) {
+  if (t->f32)
+    t->f32[i] = (float)v;
+  else
+    t->i64[i] = v;
 }
 
 static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
@@ -175,44 +183,49 @@ bool fold_gather_elements(Graph *g, Node *n) {
   return true;
 }
 
-bool fold_slice(Graph *g, Node *n) {
-  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
-  int64_t c[IR_MAX_RANK];
+/* Slice, Transpose and Tile copy into each output element the input element
+   at the coordinates that `to_input` maps the output element's to. */
+typedef void CoordMap(const Node *n, const int64_t *yc, int64_t *xc);
+
+static void copy_mapped(Node *n, CoordMap *to_input) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
+  int64_t yc[IR_MAX_RANK], xc[IR_MAX_RANK];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < x->rank; d++)
-      c[d] = start[d] + c[d] * step[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+    unravel(i, y->rank, y->dims, yc);
+    to_input(n, yc, xc);
+    copy_elem(y, i, x, ravel(x->rank, x->dims, xc));
   }
+}
+
+static void slice_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
+  for (int d = 0; d < n->in[0]->rank; d++)
+    xc[d] = start[d] + yc[d] * step[d];
+}
+
+static void transpose_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  for (int d = 0; d < n->out[0]->rank; d++)
+    xc[n->p.transpose.perm[d]] = yc[d];
+}
+
+static void tile_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  for (int d = 0; d < n->out[0]->rank; d++)
+    xc[d] = yc[d] % n->in[0]->dims[d];
+}
+
+bool fold_slice(Graph *g, Node *n) {
+  copy_mapped(n, slice_to_input);
   return true;
 }
 
 bool fold_transpose(Graph *g, Node *n) {
-  const int *perm = n->p.transpose.perm;
-  const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < y->rank; d++)
-      xc[perm[d]] = c[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, xc));
-  }
+  copy_mapped(n, transpose_to_input);
   return true;
 }
 
 bool fold_tile(Graph *g, Node *n) {
-  Tensor *y = n->out[0];
-  const Tensor *x = n->in[0];
-  int64_t c[IR_MAX_RANK];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < y->rank; d++)
-      c[d] %= x->dims[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
-  }
+  copy_mapped(n, tile_to_input);
   return true;
 }
 
@@ -237,10 +250,8 @@ bool fold_trilu(Graph *g, Node *n) {
     bool keep = upper ? c - r >= k : c - r <= k;
     if (keep)
       copy_elem(y, i, x, i);
-    else if (y->f32)
-      y->f32[i] = 0;
     else
-      y->i64[i] = 0;
+      put_int(y, i, 0);
   }
   return true;
 }
@@ -332,10 +343,8 @@ bool fold_constant_of_shape(Graph *g, Node *n) {
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     if (a && a->kind == ATTR_TENSOR)
       copy_elem(y, i, a->t, 0);
-    else if (y->f32)
-      y->f32[i] = 0;
     else
-      y->i64[i] = 0;
+      put_int(y, i, 0);
   }
   return true;
 }
@@ -355,13 +364,8 @@ bool fold_range(Graph *g, Node *n) {
 bool fold_eye_like(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    bool on = i % cols - i / cols == k;
-    if (y->f32)
-      y->f32[i] = on ? 1.0f : 0.0f;
-    else
-      y->i64[i] = on;
-  }
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    put_int(y, i, i % cols - i / cols == k);
   return true;
 }
 
@@ -718,6 +722,18 @@ static int64_t reduce_int(OpKind op, int64_t acc, int64_t v, bool seen) {
   return op == OP_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
 }
 
+/* Where input element i of a reduction lands: its coordinates with the
+   reduced axes set to 0, raveled in the keepdims shape kdims. */
+static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
+                             int64_t i) {
+  int64_t c[IR_MAX_RANK];
+  unravel(i, x->rank, x->dims, c);
+  for (int d = 0; d < x->rank; d++)
+    if (reduced[d])
+      c[d] = 0;
+  return ravel(x->rank, kdims, c);
+}
+
 bool fold_reduce(Graph *g, Node *n) {
   const bool *reduced = n->p.reduce.reduced;
   const Tensor *x = n->in[0];
@@ -726,20 +742,14 @@ bool fold_reduce(Graph *g, Node *n) {
     copy_data(y, x);
     return true;
   }
-  /* The output index of an input element: its coordinates with the
-     reduced axes set to 0, raveled in the keepdims shape. */
-  int64_t kdims[IR_MAX_RANK], c[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
+  int64_t kdims[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
   for (int d = 0; d < x->rank; d++)
     kdims[d] = reduced[d] ? 1 : x->dims[d];
   int64_t count = ny ? nx / ny : 0;
   double *acc = arena_alloc(g->arena, sizeof(double) * (size_t)(ny + 1));
   bool *seen = arena_alloc(g->arena, sizeof(bool) * (size_t)(ny + 1));
   for (int64_t i = 0; i < nx; i++) {
-    unravel(i, x->rank, x->dims, c);
-    for (int d = 0; d < x->rank; d++)
-      if (reduced[d])
-        c[d] = 0;
-    int64_t o = ravel(x->rank, kdims, c);
+    int64_t o = reduced_index(x, kdims, reduced, i);
     if (y->i64)
       y->i64[o] = reduce_int(n->op, y->i64[o], geti(x, i), seen[o]);
     else
@@ -754,18 +764,6 @@ bool fold_reduce(Graph *g, Node *n) {
       y->f32[o] = (float)(mean ? (count ? acc[o] / (double)count : NAN) : acc[o]);
   }
   return true;
-}
-
-/* Where input element i of a reduction lands: its coordinates with the
-   reduced axes set to 0, raveled in the keepdims shape kdims. */
-static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
-                             int64_t i) {
-  int64_t c[IR_MAX_RANK];
-  unravel(i, x->rank, x->dims, c);
-  for (int d = 0; d < x->rank; d++)
-    if (reduced[d])
-      c[d] = 0;
-  return ravel(x->rank, kdims, c);
 }
 
 /* ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum and
@@ -834,67 +832,60 @@ bool fold_reduce_more(Graph *g, Node *n) {
   return true;
 }
 
-/* Softmax-like ops see x as outer x len x inner and work on each run of
-   len values: the axis alone, or every dim from it on when the old opsets
-   coerce x to 2-D. False when the axis is bad or y holds no floats. */
-static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
+/* Softmax-like kinds see x as outer x len x inner and work on each run of
+   len values, `inner` apart: the axis alone, or every dim from it on when
+   the old opsets coerce x to 2-D. */
+typedef void RowFn(const Node *n, int64_t base, int64_t len, int64_t inner);
+
+/* False when y holds no floats. */
+static bool map_rows(Node *n, RowFn *row) {
   int axis = n->p.axis.axis;
   bool coerce = n->p.axis.coerce2d;
   const Tensor *x = n->in[0];
   if (!n->out[0]->f32)
     return false;
-  *outer = prod(x->dims, 0, axis);
-  *len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
-  *inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  int64_t outer = prod(x->dims, 0, axis);
+  int64_t len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
+  int64_t inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++)
+      row(n, o * len * inner + e, len, inner);
   return true;
 }
 
-bool fold_softmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
+static void softmax_row(const Node *n, int64_t base, int64_t len, int64_t inner) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e;
-      float max = -INFINITY;
-      for (int64_t k = 0; k < len; k++)
-        max = fmaxf(max, getf(x, base + k * inner));
-      double sum = 0;
-      for (int64_t k = 0; k < len; k++)
-        sum += exp((double)getf(x, base + k * inner) - max);
-      for (int64_t k = 0; k < len; k++) {
-        double v = (double)getf(x, base + k * inner) - max;
-        y->f32[base + k * inner] =
-            (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
-      }
-    }
-  return true;
+  float max = -INFINITY;
+  for (int64_t k = 0; k < len; k++)
+    max = fmaxf(max, getf(x, base + k * inner));
+  double sum = 0;
+  for (int64_t k = 0; k < len; k++)
+    sum += exp((double)getf(x, base + k * inner) - max);
+  for (int64_t k = 0; k < len; k++) {
+    double v = (double)getf(x, base + k * inner) - max;
+    y->f32[base + k * inner] = (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
+  }
 }
 
 /* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
    counts as the largest, as numpy's argmax has it. */
-bool fold_hardmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
+static void hardmax_row(const Node *n, int64_t base, int64_t len, int64_t inner) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e, best = 0;
-      for (int64_t k = 0; k < len; k++) {
-        float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
-        if (m == m && (v > m || v != v))
-          best = k;
-        y->f32[base + k * inner] = 0;
-      }
-      if (len > 0)
-        y->f32[base + best * inner] = 1;
-    }
-  return true;
+  int64_t best = 0;
+  for (int64_t k = 0; k < len; k++) {
+    float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
+    if (m == m && (v > m || v != v))
+      best = k;
+    y->f32[base + k * inner] = 0;
+  }
+  if (len > 0)
+    y->f32[base + best * inner] = 1;
 }
+
+bool fold_softmax(Graph *g, Node *n) { return map_rows(n, softmax_row); }
+bool fold_hardmax(Graph *g, Node *n) { return map_rows(n, hardmax_row); }
 
 bool fold_cumsum(Graph *g, Node *n) {
   int axis = n->p.axis.axis;
