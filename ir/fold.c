@@ -2,10 +2,10 @@
  * fold.c - evaluating nodes whose inputs are all constant.
  *
  * Constant data is f32 for floating dtypes and i64 for integer and boolean
- * ones (see ir.h), so every kernel here reads through getf/geti and writes
- * through put, whatever the declared dtype. Integer arithmetic stays in
- * int64 so that PyTorch's INT64_MAX slice ends survive; float arithmetic is
- * done in float, as the run-time kernels do it.
+ * ones (see ir.h), so every kernel here reads through getf/geti, whatever
+ * the declared dtype, and writes the storage its output has. Integer
+ * arithmetic stays in int64 so that PyTorch's INT64_MAX slice ends survive;
+ * float arithmetic is done in float, as the run-time kernels do it.
  */
 #include <math.h>
 #include <string.h>
@@ -47,6 +47,14 @@ static void alloc_data(Graph *g, Tensor *t) {
     t->i64 = arena_alloc(g->arena, n * sizeof(int64_t));
   else
     t->f32 = arena_alloc(g->arena, n * sizeof(float));
+}
+
+/* Writes an integer, 0 or 1 say, into element i of either storage. */
+static void put_int(Tensor *t, int64_t i, int64_t v) {
+  if (t->f32)
+    t->f32[i] = (float)v;
+  else
+    t->i64[i] = v;
 }
 
 static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
@@ -175,44 +183,49 @@ bool fold_gather_elements(Graph *g, Node *n) {
   return true;
 }
 
-bool fold_slice(Graph *g, Node *n) {
-  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
-  int64_t c[IR_MAX_RANK];
+/* Slice, Transpose and Tile copy into each output element the input element
+   at the coordinates that `to_input` maps the output element's to. */
+typedef void CoordMap(const Node *n, const int64_t *yc, int64_t *xc);
+
+static void copy_mapped(Node *n, CoordMap *to_input) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
+  int64_t yc[IR_MAX_RANK], xc[IR_MAX_RANK];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < x->rank; d++)
-      c[d] = start[d] + c[d] * step[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+    unravel(i, y->rank, y->dims, yc);
+    to_input(n, yc, xc);
+    copy_elem(y, i, x, ravel(x->rank, x->dims, xc));
   }
+}
+
+static void slice_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
+  for (int d = 0; d < n->in[0]->rank; d++)
+    xc[d] = start[d] + yc[d] * step[d];
+}
+
+static void transpose_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  for (int d = 0; d < n->out[0]->rank; d++)
+    xc[n->p.transpose.perm[d]] = yc[d];
+}
+
+static void tile_to_input(const Node *n, const int64_t *yc, int64_t *xc) {
+  for (int d = 0; d < n->out[0]->rank; d++)
+    xc[d] = yc[d] % n->in[0]->dims[d];
+}
+
+bool fold_slice(Graph *g, Node *n) {
+  copy_mapped(n, slice_to_input);
   return true;
 }
 
 bool fold_transpose(Graph *g, Node *n) {
-  const int *perm = n->p.transpose.perm;
-  const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < y->rank; d++)
-      xc[perm[d]] = c[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, xc));
-  }
+  copy_mapped(n, transpose_to_input);
   return true;
 }
 
 bool fold_tile(Graph *g, Node *n) {
-  Tensor *y = n->out[0];
-  const Tensor *x = n->in[0];
-  int64_t c[IR_MAX_RANK];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    unravel(i, y->rank, y->dims, c);
-    for (int d = 0; d < y->rank; d++)
-      c[d] %= x->dims[d];
-    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
-  }
+  copy_mapped(n, tile_to_input);
   return true;
 }
 
@@ -237,10 +250,8 @@ bool fold_trilu(Graph *g, Node *n) {
     bool keep = upper ? c - r >= k : c - r <= k;
     if (keep)
       copy_elem(y, i, x, i);
-    else if (y->f32)
-      y->f32[i] = 0;
     else
-      y->i64[i] = 0;
+      put_int(y, i, 0);
   }
   return true;
 }
@@ -332,10 +343,8 @@ bool fold_constant_of_shape(Graph *g, Node *n) {
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     if (a && a->kind == ATTR_TENSOR)
       copy_elem(y, i, a->t, 0);
-    else if (y->f32)
-      y->f32[i] = 0;
     else
-      y->i64[i] = 0;
+      put_int(y, i, 0);
   }
   return true;
 }
@@ -355,101 +364,150 @@ bool fold_range(Graph *g, Node *n) {
 bool fold_eye_like(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t k = node_attr_int(n, "k", 0), cols = y->dims[1];
-  for (int64_t i = 0; i < tensor_numel(y); i++) {
-    bool on = i % cols - i / cols == k;
-    if (y->f32)
-      y->f32[i] = on ? 1.0f : 0.0f;
-    else
-      y->i64[i] = on;
-  }
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    put_int(y, i, i % cols - i / cols == k);
   return true;
 }
 
 /* --------------------------------------------------------------- unary */
 
-static float unary(const Node *n, float x) {
-  float alpha = n->p.act.alpha, beta = n->p.act.beta, gamma = n->p.act.gamma;
-  switch (n->op) {
-  case OP_RELU: return x > 0 ? x : 0;
-  case OP_LEAKY_RELU: return x >= 0 ? x : alpha * x;
-  case OP_ELU: return x >= 0 ? x : alpha * (expf(x) - 1);
-  case OP_SELU: return x > 0 ? gamma * x : gamma * alpha * (expf(x) - 1);
-  case OP_CELU: return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
-  case OP_SIGMOID: return 1 / (1 + expf(-x));
-  case OP_TANH: return tanhf(x);
-  case OP_HARD_SIGMOID: return fmaxf(0, fminf(1, alpha * x + beta));
-  case OP_HARD_SWISH: return x * fmaxf(0, fminf(1, x / 6 + 0.5f));
-  case OP_SOFTPLUS: return log1pf(expf(x));
-  case OP_SOFTSIGN: return x / (1 + fabsf(x));
-  case OP_ERF: return erff(x);
-  case OP_EXP: return expf(x);
-  case OP_LOG: return logf(x);
-  case OP_SQRT: return sqrtf(x);
-  case OP_ABS: return fabsf(x);
-  case OP_NEG: return -x;
-  case OP_RECIPROCAL: return 1 / x;
-  case OP_FLOOR: return floorf(x);
-  case OP_CEIL: return ceilf(x);
-  case OP_ROUND: return nearbyintf(x); /* halves to even */
-  case OP_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f;
-  case OP_SIN: return sinf(x);
-  case OP_COS: return cosf(x);
-  case OP_TAN: return tanf(x);
-  case OP_ASIN: return asinf(x);
-  case OP_ACOS: return acosf(x);
-  case OP_ATAN: return atanf(x);
-  case OP_SINH: return sinhf(x);
-  case OP_COSH: return coshf(x);
-  case OP_ASINH: return asinhf(x);
-  case OP_ACOSH: return acoshf(x);
-  case OP_ATANH: return atanhf(x);
-  case OP_THRESHOLDED_RELU: return x > alpha ? x : 0.0f;
-  case OP_SHRINK: {
-    float lambd = n->p.act.lambd, bias = n->p.act.bias;
-    return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
-  }
-  case OP_MISH: return x * tanhf(log1pf(expf(x)));
-  case OP_GELU:
-    if (n->p.act.tanh)
-      return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  default: return x;
-  }
-}
+/* Activations and unary maths map each element through a scalar function of
+   the node's resolved parameters, in float. Integers go through float too,
+   except for the kinds integer shape arithmetic uses, which also pass an
+   exact int64 function. Each kind has its own evaluator, rather than one
+   evaluator switching on the kind, so that an ops.def row cannot name an
+   evaluator that lacks the kind's arithmetic. */
+typedef float UnaryFloat(const Params *p, float x);
+typedef int64_t UnaryInt(int64_t x);
 
-/* Integer shape arithmetic sometimes goes through Abs, Neg or Sign. */
-static bool unary_int(const Node *n, int64_t x, int64_t *out) {
-  OpKind op = n->op;
-  if (op == OP_ABS)
-    *out = x < 0 ? -x : x;
-  else if (op == OP_NEG)
-    *out = -x;
-  else if (op == OP_SIGN)
-    *out = x > 0 ? 1 : x < 0 ? -1 : 0;
-  else if (op == OP_RELU)
-    *out = x > 0 ? x : 0;
-  else if (op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND)
-    *out = x;
-  else
-    return false; /* the others go through float */
-  return true;
-}
-
-/* Activations and unary maths. */
-bool fold_unary(Graph *g, Node *n) {
+static bool map_unary(Node *n, UnaryFloat *f, UnaryInt *exact) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   for (int64_t i = 0; i < tensor_numel(y); i++) {
-    int64_t v;
-    if (y->i64 && x->i64 && unary_int(n, x->i64[i], &v))
-      y->i64[i] = v;
+    if (y->i64 && x->i64 && exact)
+      y->i64[i] = exact(x->i64[i]);
     else if (y->f32)
-      y->f32[i] = unary(n, getf(x, i));
+      y->f32[i] = f(&n->p, getf(x, i));
     else
-      y->i64[i] = to_int(unary(n, getf(x, i)));
+      y->i64[i] = to_int(f(&n->p, getf(x, i)));
   }
   return true;
 }
+
+static float relu_float(const Params *p, float x) { return x > 0 ? x : 0; }
+static float leaky_relu_float(const Params *p, float x) { return x >= 0 ? x : p->act.alpha * x; }
+
+static float elu_float(const Params *p, float x) {
+  return x >= 0 ? x : p->act.alpha * (expf(x) - 1);
+}
+
+static float selu_float(const Params *p, float x) {
+  float alpha = p->act.alpha, gamma = p->act.gamma;
+  return x > 0 ? gamma * x : gamma * alpha * (expf(x) - 1);
+}
+
+static float celu_float(const Params *p, float x) {
+  float alpha = p->act.alpha;
+  return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
+}
+
+static float sigmoid_float(const Params *p, float x) { return 1 / (1 + expf(-x)); }
+static float tanh_float(const Params *p, float x) { return tanhf(x); }
+
+static float hard_sigmoid_float(const Params *p, float x) {
+  return fmaxf(0, fminf(1, p->act.alpha * x + p->act.beta));
+}
+
+static float hard_swish_float(const Params *p, float x) {
+  return x * fmaxf(0, fminf(1, x / 6 + 0.5f));
+}
+
+static float softplus_float(const Params *p, float x) { return log1pf(expf(x)); }
+static float softsign_float(const Params *p, float x) { return x / (1 + fabsf(x)); }
+static float erf_float(const Params *p, float x) { return erff(x); }
+
+static float thresholded_relu_float(const Params *p, float x) {
+  return x > p->act.alpha ? x : 0.0f;
+}
+
+static float shrink_float(const Params *p, float x) {
+  float lambd = p->act.lambd, bias = p->act.bias;
+  return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
+}
+
+static float mish_float(const Params *p, float x) { return x * tanhf(log1pf(expf(x))); }
+
+static float gelu_float(const Params *p, float x) {
+  if (p->act.tanh)
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+static float exp_float(const Params *p, float x) { return expf(x); }
+static float log_float(const Params *p, float x) { return logf(x); }
+static float sqrt_float(const Params *p, float x) { return sqrtf(x); }
+static float abs_float(const Params *p, float x) { return fabsf(x); }
+static float neg_float(const Params *p, float x) { return -x; }
+static float reciprocal_float(const Params *p, float x) { return 1 / x; }
+static float floor_float(const Params *p, float x) { return floorf(x); }
+static float ceil_float(const Params *p, float x) { return ceilf(x); }
+static float round_float(const Params *p, float x) { return nearbyintf(x); } /* halves to even */
+static float sign_float(const Params *p, float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
+static float sin_float(const Params *p, float x) { return sinf(x); }
+static float cos_float(const Params *p, float x) { return cosf(x); }
+static float tan_float(const Params *p, float x) { return tanf(x); }
+static float asin_float(const Params *p, float x) { return asinf(x); }
+static float acos_float(const Params *p, float x) { return acosf(x); }
+static float atan_float(const Params *p, float x) { return atanf(x); }
+static float sinh_float(const Params *p, float x) { return sinhf(x); }
+static float cosh_float(const Params *p, float x) { return coshf(x); }
+static float asinh_float(const Params *p, float x) { return asinhf(x); }
+static float acosh_float(const Params *p, float x) { return acoshf(x); }
+static float atanh_float(const Params *p, float x) { return atanhf(x); }
+
+static int64_t relu_int(int64_t x) { return x > 0 ? x : 0; }
+static int64_t abs_int(int64_t x) { return x < 0 ? -x : x; }
+static int64_t neg_int(int64_t x) { return -x; }
+static int64_t sign_int(int64_t x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
+static int64_t rounded_int(int64_t x) { return x; } /* Floor, Ceil, Round */
+
+bool fold_relu(Graph *g, Node *n) { return map_unary(n, relu_float, relu_int); }
+bool fold_leaky_relu(Graph *g, Node *n) { return map_unary(n, leaky_relu_float, NULL); }
+bool fold_elu(Graph *g, Node *n) { return map_unary(n, elu_float, NULL); }
+bool fold_selu(Graph *g, Node *n) { return map_unary(n, selu_float, NULL); }
+bool fold_celu(Graph *g, Node *n) { return map_unary(n, celu_float, NULL); }
+bool fold_sigmoid(Graph *g, Node *n) { return map_unary(n, sigmoid_float, NULL); }
+bool fold_tanh(Graph *g, Node *n) { return map_unary(n, tanh_float, NULL); }
+bool fold_hard_sigmoid(Graph *g, Node *n) { return map_unary(n, hard_sigmoid_float, NULL); }
+bool fold_hard_swish(Graph *g, Node *n) { return map_unary(n, hard_swish_float, NULL); }
+bool fold_softplus(Graph *g, Node *n) { return map_unary(n, softplus_float, NULL); }
+bool fold_softsign(Graph *g, Node *n) { return map_unary(n, softsign_float, NULL); }
+bool fold_erf(Graph *g, Node *n) { return map_unary(n, erf_float, NULL); }
+bool fold_thresholded_relu(Graph *g, Node *n) { return map_unary(n, thresholded_relu_float, NULL); }
+bool fold_shrink(Graph *g, Node *n) { return map_unary(n, shrink_float, NULL); }
+bool fold_mish(Graph *g, Node *n) { return map_unary(n, mish_float, NULL); }
+bool fold_gelu(Graph *g, Node *n) { return map_unary(n, gelu_float, NULL); }
+bool fold_exp(Graph *g, Node *n) { return map_unary(n, exp_float, NULL); }
+bool fold_log(Graph *g, Node *n) { return map_unary(n, log_float, NULL); }
+bool fold_sqrt(Graph *g, Node *n) { return map_unary(n, sqrt_float, NULL); }
+bool fold_abs(Graph *g, Node *n) { return map_unary(n, abs_float, abs_int); }
+bool fold_neg(Graph *g, Node *n) { return map_unary(n, neg_float, neg_int); }
+bool fold_reciprocal(Graph *g, Node *n) { return map_unary(n, reciprocal_float, NULL); }
+bool fold_floor(Graph *g, Node *n) { return map_unary(n, floor_float, rounded_int); }
+bool fold_ceil(Graph *g, Node *n) { return map_unary(n, ceil_float, rounded_int); }
+bool fold_round(Graph *g, Node *n) { return map_unary(n, round_float, rounded_int); }
+bool fold_sign(Graph *g, Node *n) { return map_unary(n, sign_float, sign_int); }
+bool fold_sin(Graph *g, Node *n) { return map_unary(n, sin_float, NULL); }
+bool fold_cos(Graph *g, Node *n) { return map_unary(n, cos_float, NULL); }
+bool fold_tan(Graph *g, Node *n) { return map_unary(n, tan_float, NULL); }
+bool fold_asin(Graph *g, Node *n) { return map_unary(n, asin_float, NULL); }
+bool fold_acos(Graph *g, Node *n) { return map_unary(n, acos_float, NULL); }
+bool fold_atan(Graph *g, Node *n) { return map_unary(n, atan_float, NULL); }
+bool fold_sinh(Graph *g, Node *n) { return map_unary(n, sinh_float, NULL); }
+bool fold_cosh(Graph *g, Node *n) { return map_unary(n, cosh_float, NULL); }
+bool fold_asinh(Graph *g, Node *n) { return map_unary(n, asinh_float, NULL); }
+bool fold_acosh(Graph *g, Node *n) { return map_unary(n, acosh_float, NULL); }
+bool fold_atanh(Graph *g, Node *n) { return map_unary(n, atanh_float, NULL); }
 
 bool fold_clip(Graph *g, Node *n) {
   const Tensor *x = n->in[0], *lo = node_input(n, 1), *hi = node_input(n, 2);
@@ -488,84 +546,114 @@ bool fold_prelu(Graph *g, Node *n) {
 
 /* ---------------------------------------------------------- broadcast */
 
-/* Integer power by squaring, wrapping around on overflow like the other
-   integer kernels. */
-static int64_t ipow(int64_t base, int64_t exp) {
-  if (exp < 0)
-    return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
+/* Binary and variadic kinds combine their inputs left to right, each
+   broadcast to the output's shape, through a scalar function in float and
+   one in exact int64, which wraps around on overflow and fails only on a
+   division by zero. One evaluator per kind, as for the unary kinds. */
+typedef float BinaryFloat(float a, float b);
+typedef bool BinaryInt(int64_t a, int64_t b, int64_t *out);
+
+static bool map_binary(Graph *g, Node *n, BinaryFloat *f, BinaryInt *exact) {
+  Tensor *y = n->out[0];
+  int64_t strides[IR_MAX_RANK];
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
+    for (int64_t i = 0; i < tensor_numel(y); i++) {
+      int64_t at = broadcast_offset(i, y->rank, y->dims, strides);
+      if (y->f32) {
+        float v = getf(x, at);
+        y->f32[i] = k == 0 ? v : f(y->f32[i], v);
+      } else if (k == 0) {
+        y->i64[i] = geti(x, at);
+      } else if (x->f32) {
+        /* Only Pow's exponent may have a dtype of its own (inference makes
+           the others match): an integer base with a float exponent goes
+           through float. */
+        y->i64[i] = to_int(f((float)y->i64[i], x->f32[at]));
+      } else if (!exact(y->i64[i], geti(x, at), &y->i64[i])) {
+        ir_error(g, n, "integer division by zero while folding");
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+static float add_float(float a, float b) { return a + b; }
+static float sub_float(float a, float b) { return a - b; }
+static float mul_float(float a, float b) { return a * b; }
+static float div_float(float a, float b) { return a / b; }
+static float max_float(float a, float b) { return a != a || b != b ? NAN : fmaxf(a, b); }
+static float min_float(float a, float b) { return a != a || b != b ? NAN : fminf(a, b); }
+
+static bool add_int(int64_t a, int64_t b, int64_t *out) {
+  *out = (int64_t)((uint64_t)a + (uint64_t)b);
+  return true;
+}
+
+static bool sub_int(int64_t a, int64_t b, int64_t *out) {
+  *out = (int64_t)((uint64_t)a - (uint64_t)b);
+  return true;
+}
+
+static bool mul_int(int64_t a, int64_t b, int64_t *out) {
+  *out = (int64_t)((uint64_t)a * (uint64_t)b);
+  return true;
+}
+
+static bool div_int(int64_t a, int64_t b, int64_t *out) {
+  if (b == 0 || (a == INT64_MIN && b == -1))
+    return false;
+  *out = a / b; /* truncates toward zero, as ONNX Runtime does */
+  return true;
+}
+
+/* By squaring, wrapping around on overflow like the other integer kernels. */
+static bool pow_int(int64_t base, int64_t exp, int64_t *out) {
+  if (exp < 0) {
+    *out = base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
+    return true;
+  }
   uint64_t r = 1, b = (uint64_t)base;
   for (uint64_t e = (uint64_t)exp; e; e >>= 1) {
     if (e & 1)
       r *= b;
     b *= b;
   }
-  return (int64_t)r;
+  *out = (int64_t)r;
+  return true;
 }
 
-/* Combines two values of a binary or variadic kind; false on an integer
-   division by zero. */
-static bool combine_int(OpKind op, int64_t a, int64_t b, int64_t *out) {
-  switch (op) {
-  case OP_ADD: case OP_SUM: case OP_MEAN: *out = (int64_t)((uint64_t)a + (uint64_t)b); return true;
-  case OP_SUB: *out = (int64_t)((uint64_t)a - (uint64_t)b); return true;
-  case OP_MUL: *out = (int64_t)((uint64_t)a * (uint64_t)b); return true;
-  case OP_DIV:
-    if (b == 0 || (a == INT64_MIN && b == -1))
-      return false;
-    *out = a / b; /* truncates toward zero, as ONNX Runtime does */
-    return true;
-  case OP_POW: *out = ipow(a, b); return true;
-  case OP_MAX: *out = a > b ? a : b; return true;
-  case OP_MIN: *out = a < b ? a : b; return true;
-  default: return false;
-  }
+static bool max_int(int64_t a, int64_t b, int64_t *out) {
+  *out = a > b ? a : b;
+  return true;
 }
 
-static float combine_float(OpKind op, float a, float b) {
-  switch (op) {
-  case OP_ADD: case OP_SUM: case OP_MEAN: return a + b;
-  case OP_SUB: return a - b;
-  case OP_MUL: return a * b;
-  case OP_DIV: return a / b;
-  case OP_POW: return powf(a, b);
-  case OP_MAX: return a != a || b != b ? NAN : fmaxf(a, b);
-  case OP_MIN: return a != a || b != b ? NAN : fminf(a, b);
-  default: return 0;
-  }
+static bool min_int(int64_t a, int64_t b, int64_t *out) {
+  *out = a < b ? a : b;
+  return true;
 }
 
-bool fold_broadcast(Graph *g, Node *n) {
+bool fold_add(Graph *g, Node *n) { return map_binary(g, n, add_float, add_int); }
+bool fold_sub(Graph *g, Node *n) { return map_binary(g, n, sub_float, sub_int); }
+bool fold_mul(Graph *g, Node *n) { return map_binary(g, n, mul_float, mul_int); }
+bool fold_div(Graph *g, Node *n) { return map_binary(g, n, div_float, div_int); }
+bool fold_pow(Graph *g, Node *n) { return map_binary(g, n, powf, pow_int); }
+bool fold_sum(Graph *g, Node *n) { return map_binary(g, n, add_float, add_int); }
+bool fold_max(Graph *g, Node *n) { return map_binary(g, n, max_float, max_int); }
+bool fold_min(Graph *g, Node *n) { return map_binary(g, n, min_float, min_int); }
+
+bool fold_mean(Graph *g, Node *n) {
+  if (!map_binary(g, n, add_float, add_int))
+    return false;
   Tensor *y = n->out[0];
-  int64_t numel = tensor_numel(y);
-  int64_t strides[IR_MAX_RANK];
-  for (int k = 0; k < n->nin; k++) {
-    const Tensor *x = n->in[k];
-    broadcast_strides(x->rank, x->dims, y->rank, y->dims, strides);
-    for (int64_t i = 0; i < numel; i++) {
-      int64_t at = broadcast_offset(i, y->rank, y->dims, strides);
-      if (y->i64) {
-        int64_t v = geti(x, at);
-        /* Pow with a float exponent on integers goes through float. */
-        if (k > 0 && n->op == OP_POW && x->f32) {
-          v = to_int(powf((float)y->i64[i], x->f32[at]));
-        } else if (k > 0 && !combine_int(n->op, y->i64[i], v, &v)) {
-          ir_error(g, n, "integer division by zero while folding");
-          return false;
-        }
-        y->i64[i] = v;
-      } else {
-        float v = getf(x, at);
-        y->f32[i] = k == 0 ? v : combine_float(n->op, y->f32[i], v);
-      }
-    }
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    if (y->i64)
+      y->i64[i] /= n->nin;
+    else
+      y->f32[i] /= (float)n->nin;
   }
-  if (n->op == OP_MEAN)
-    for (int64_t i = 0; i < numel; i++) {
-      if (y->i64)
-        y->i64[i] /= n->nin;
-      else
-        y->f32[i] /= (float)n->nin;
-    }
   return true;
 }
 
@@ -634,6 +722,18 @@ static int64_t reduce_int(OpKind op, int64_t acc, int64_t v, bool seen) {
   return op == OP_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
 }
 
+/* Where input element i of a reduction lands: its coordinates with the
+   reduced axes set to 0, raveled in the keepdims shape kdims. */
+static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
+                             int64_t i) {
+  int64_t c[IR_MAX_RANK];
+  unravel(i, x->rank, x->dims, c);
+  for (int d = 0; d < x->rank; d++)
+    if (reduced[d])
+      c[d] = 0;
+  return ravel(x->rank, kdims, c);
+}
+
 bool fold_reduce(Graph *g, Node *n) {
   const bool *reduced = n->p.reduce.reduced;
   const Tensor *x = n->in[0];
@@ -642,20 +742,14 @@ bool fold_reduce(Graph *g, Node *n) {
     copy_data(y, x);
     return true;
   }
-  /* The output index of an input element: its coordinates with the
-     reduced axes set to 0, raveled in the keepdims shape. */
-  int64_t kdims[IR_MAX_RANK], c[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
+  int64_t kdims[IR_MAX_RANK], ny = tensor_numel(y), nx = tensor_numel(x);
   for (int d = 0; d < x->rank; d++)
     kdims[d] = reduced[d] ? 1 : x->dims[d];
   int64_t count = ny ? nx / ny : 0;
   double *acc = arena_alloc(g->arena, sizeof(double) * (size_t)(ny + 1));
   bool *seen = arena_alloc(g->arena, sizeof(bool) * (size_t)(ny + 1));
   for (int64_t i = 0; i < nx; i++) {
-    unravel(i, x->rank, x->dims, c);
-    for (int d = 0; d < x->rank; d++)
-      if (reduced[d])
-        c[d] = 0;
-    int64_t o = ravel(x->rank, kdims, c);
+    int64_t o = reduced_index(x, kdims, reduced, i);
     if (y->i64)
       y->i64[o] = reduce_int(n->op, y->i64[o], geti(x, i), seen[o]);
     else
@@ -670,18 +764,6 @@ bool fold_reduce(Graph *g, Node *n) {
       y->f32[o] = (float)(mean ? (count ? acc[o] / (double)count : NAN) : acc[o]);
   }
   return true;
-}
-
-/* Where input element i of a reduction lands: its coordinates with the
-   reduced axes set to 0, raveled in the keepdims shape kdims. */
-static int64_t reduced_index(const Tensor *x, const int64_t *kdims, const bool *reduced,
-                             int64_t i) {
-  int64_t c[IR_MAX_RANK];
-  unravel(i, x->rank, x->dims, c);
-  for (int d = 0; d < x->rank; d++)
-    if (reduced[d])
-      c[d] = 0;
-  return ravel(x->rank, kdims, c);
 }
 
 /* ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum and
@@ -750,67 +832,60 @@ bool fold_reduce_more(Graph *g, Node *n) {
   return true;
 }
 
-/* Softmax-like ops see x as outer x len x inner and work on each run of
-   len values: the axis alone, or every dim from it on when the old opsets
-   coerce x to 2-D. False when the axis is bad or y holds no floats. */
-static bool softmax_rows(Graph *g, Node *n, int64_t *outer, int64_t *len, int64_t *inner) {
+/* Softmax-like kinds see x as outer x len x inner and work on each run of
+   len values, `inner` apart: the axis alone, or every dim from it on when
+   the old opsets coerce x to 2-D. */
+typedef void RowFn(const Node *n, int64_t base, int64_t len, int64_t inner);
+
+/* False when y holds no floats. */
+static bool map_rows(Node *n, RowFn *row) {
   int axis = n->p.axis.axis;
   bool coerce = n->p.axis.coerce2d;
   const Tensor *x = n->in[0];
   if (!n->out[0]->f32)
     return false;
-  *outer = prod(x->dims, 0, axis);
-  *len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
-  *inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  int64_t outer = prod(x->dims, 0, axis);
+  int64_t len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
+  int64_t inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++)
+      row(n, o * len * inner + e, len, inner);
   return true;
 }
 
-bool fold_softmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
+static void softmax_row(const Node *n, int64_t base, int64_t len, int64_t inner) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e;
-      float max = -INFINITY;
-      for (int64_t k = 0; k < len; k++)
-        max = fmaxf(max, getf(x, base + k * inner));
-      double sum = 0;
-      for (int64_t k = 0; k < len; k++)
-        sum += exp((double)getf(x, base + k * inner) - max);
-      for (int64_t k = 0; k < len; k++) {
-        double v = (double)getf(x, base + k * inner) - max;
-        y->f32[base + k * inner] =
-            (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
-      }
-    }
-  return true;
+  float max = -INFINITY;
+  for (int64_t k = 0; k < len; k++)
+    max = fmaxf(max, getf(x, base + k * inner));
+  double sum = 0;
+  for (int64_t k = 0; k < len; k++)
+    sum += exp((double)getf(x, base + k * inner) - max);
+  for (int64_t k = 0; k < len; k++) {
+    double v = (double)getf(x, base + k * inner) - max;
+    y->f32[base + k * inner] = (float)(n->op == OP_LOG_SOFTMAX ? v - log(sum) : exp(v) / sum);
+  }
 }
 
 /* Hardmax: 1 at the first largest element of each row, 0 elsewhere; a NaN
    counts as the largest, as numpy's argmax has it. */
-bool fold_hardmax(Graph *g, Node *n) {
-  int64_t outer, len, inner;
-  if (!softmax_rows(g, n, &outer, &len, &inner))
-    return false;
+static void hardmax_row(const Node *n, int64_t base, int64_t len, int64_t inner) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t e = 0; e < inner; e++) {
-      int64_t base = o * len * inner + e, best = 0;
-      for (int64_t k = 0; k < len; k++) {
-        float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
-        if (m == m && (v > m || v != v))
-          best = k;
-        y->f32[base + k * inner] = 0;
-      }
-      if (len > 0)
-        y->f32[base + best * inner] = 1;
-    }
-  return true;
+  int64_t best = 0;
+  for (int64_t k = 0; k < len; k++) {
+    float v = getf(x, base + k * inner), m = getf(x, base + best * inner);
+    if (m == m && (v > m || v != v))
+      best = k;
+    y->f32[base + k * inner] = 0;
+  }
+  if (len > 0)
+    y->f32[base + best * inner] = 1;
 }
+
+bool fold_softmax(Graph *g, Node *n) { return map_rows(n, softmax_row); }
+bool fold_hardmax(Graph *g, Node *n) { return map_rows(n, hardmax_row); }
 
 bool fold_cumsum(Graph *g, Node *n) {
   int axis = n->p.axis.axis;

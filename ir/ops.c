@@ -130,6 +130,17 @@ static bool const_floats(Graph *g, Node *n, const Tensor *t, const float **vals,
   return true;
 }
 
+/* Ints that later opsets moved from an attribute into input 1 (axes, pads,
+   split sizes, a target shape): the input's constant values when it is
+   there, else the attribute's; *count -1 when neither is. */
+static bool ints_input_or_attr(Graph *g, Node *n, const char *attr, const int64_t **vals,
+                               int *count) {
+  if (in(n, 1))
+    return const_ints(g, n, in(n, 1), vals, count);
+  *count = node_attr_ints(n, attr, vals);
+  return true;
+}
+
 /* Trilu's k, CumSum's axis: a constant integer scalar (rank 0 or one
    element). */
 static bool const_scalar_int(Graph *g, Node *n, const Tensor *t, int64_t *out) {
@@ -434,6 +445,22 @@ static bool infer_lrn(Graph *g, Node *n) {
   return need_rank(g, n, x, 3, IR_MAX_RANK) && same_as(g, n, 0, x);
 }
 
+/* MeanVarianceNormalization and the reductions: sets reduced[d] to `all`
+   for each of the rank axes, then to true for each of the count axes given
+   (negative ones count from the end). */
+static bool mark_axes(Graph *g, Node *n, const int64_t *axes, int count, int rank, bool all,
+                      bool *reduced) {
+  for (int d = 0; d < rank; d++)
+    reduced[d] = all;
+  for (int i = 0; i < count; i++) {
+    int a;
+    if (!resolve_axis(g, n, axes[i], rank, &a))
+      return false;
+    reduced[a] = true;
+  }
+  return true;
+}
+
 static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
   Tensor *x = in(n, 0);
   static const int64_t dflt[3] = {0, 2, 3};
@@ -443,15 +470,7 @@ static bool mvn_axes(Graph *g, Node *n, bool *reduced) {
     axes = dflt;
     count = 3;
   }
-  for (int d = 0; d < x->rank; d++)
-    reduced[d] = false;
-  for (int i = 0; i < count; i++) {
-    int a;
-    if (!resolve_axis(g, n, axes[i], x->rank, &a))
-      return false;
-    reduced[a] = true;
-  }
-  return true;
+  return mark_axes(g, n, axes, count, x->rank, false, reduced);
 }
 
 static bool infer_mvn(Graph *g, Node *n) {
@@ -504,19 +523,14 @@ static bool window_attr(Graph *g, Node *n, const char *name, int count, int64_t 
 typedef enum { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER } AutoPad;
 
 static bool auto_pad(Graph *g, Node *n, AutoPad *out) {
+  static const char *const names[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"}; /* AutoPad */
   const char *s = node_attr_string(n, "auto_pad", "NOTSET");
-  if (strcmp(s, "NOTSET") == 0 || *s == 0)
-    *out = PAD_NOTSET;
-  else if (strcmp(s, "VALID") == 0)
-    *out = PAD_VALID;
-  else if (strcmp(s, "SAME_UPPER") == 0)
-    *out = PAD_SAME_UPPER;
-  else if (strcmp(s, "SAME_LOWER") == 0)
-    *out = PAD_SAME_LOWER;
-  else {
+  int k = *s ? name_index(names, 4, s) : PAD_NOTSET; /* "" counts as NOTSET */
+  if (k < 0) {
     ir_error(g, n, "unknown auto_pad '%s'", s);
     return false;
   }
+  *out = (AutoPad)k;
   return true;
 }
 
@@ -618,17 +632,26 @@ static bool window_output(Graph *g, Node *n, Window *w, AutoPad ap, int i, int64
   return true;
 }
 
-static bool infer_conv(Graph *g, Node *n) {
-  Tensor *x = in(n, 0), *wt = in(n, 1), *b = in(n, 2), *z = in(n, 3);
+/* Conv and ConvTranspose: the window (its kernel the weight's spatial dims),
+   auto_pad and the group. */
+static bool conv_window(Graph *g, Node *n, Window *w, AutoPad *ap) {
+  Tensor *x = in(n, 0), *wt = in(n, 1);
   if (!wt || x->rank != wt->rank) {
     ir_error(g, n, "weight must have the input's rank %d", x->rank);
     return false;
   }
+  if (!read_window(g, n, x, wt->dims + 2, w) || !auto_pad(g, n, ap))
+    return false;
+  w->group = node_attr_int(n, "group", 1);
+  return true;
+}
+
+static bool infer_conv(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *wt = in(n, 1), *b = in(n, 2), *z = in(n, 3);
   Window w;
   AutoPad ap;
-  if (!read_window(g, n, x, wt->dims + 2, &w) || !auto_pad(g, n, &ap))
+  if (!conv_window(g, n, &w, &ap))
     return false;
-  w.group = node_attr_int(n, "group", 1);
   int64_t m = wt->dims[0];
   if (w.group <= 0 || x->dims[1] != wt->dims[1] * w.group || m % w.group != 0) {
     ir_error(g, n, "input has %lld channels but the weight expects %lld x group %lld",
@@ -656,16 +679,11 @@ static bool infer_conv(Graph *g, Node *n) {
 
 static bool infer_conv_transpose(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *wt = in(n, 1), *b = in(n, 2);
-  if (!wt || x->rank != wt->rank) {
-    ir_error(g, n, "weight must have the input's rank %d", x->rank);
-    return false;
-  }
   Window w;
   AutoPad ap;
-  if (!read_window(g, n, x, wt->dims + 2, &w) || !auto_pad(g, n, &ap))
+  if (!conv_window(g, n, &w, &ap))
     return false;
   int ns = w.nspatial;
-  w.group = node_attr_int(n, "group", 1);
   if (w.group <= 0 || x->dims[1] != wt->dims[0] || wt->dims[0] % w.group != 0) {
     ir_error(g, n, "input has %lld channels, the weight expects %lld (group %lld)",
              (long long)x->dims[1], (long long)wt->dims[0], (long long)w.group);
@@ -802,16 +820,14 @@ static bool infer_concat(Graph *g, Node *n) {
 }
 
 static bool split_plan(Graph *g, Node *n, int *axis, int64_t *sizes) {
-  Tensor *x = in(n, 0), *sp = in(n, 1);
+  Tensor *x = in(n, 0);
   if (!resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, axis))
     return false;
   int64_t dim = x->dims[*axis];
   const int64_t *v = NULL;
-  int count = -1;
-  if (sp && !const_ints(g, n, sp, &v, &count))
+  int count;
+  if (!ints_input_or_attr(g, n, "split", &v, &count))
     return false;
-  if (!sp)
-    count = node_attr_ints(n, "split", &v);
   if (count == 0)
     count = -1; /* an empty split list means equal parts */
   if (count >= 0) {
@@ -975,17 +991,13 @@ static bool infer_pad(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *pads;
   int count;
-  if (in(n, 1)) {
-    if (!const_ints(g, n, in(n, 1), &pads, &count))
-      return false;
-  } else {
-    count = node_attr_ints(n, "pads", &pads);
-    if (count < 0)
-      count = node_attr_ints(n, "paddings", &pads); /* opset 1 */
-    if (count < 0) {
-      ir_error(g, n, "pads are missing");
-      return false;
-    }
+  if (!ints_input_or_attr(g, n, "pads", &pads, &count))
+    return false;
+  if (count < 0)
+    count = node_attr_ints(n, "paddings", &pads); /* opset 1 */
+  if (count < 0) {
+    ir_error(g, n, "pads are missing");
+    return false;
   }
   const char *mode = node_attr_string(n, "mode", "constant");
   static const char *const modes[] = {"constant", "reflect", "edge", "wrap"}; /* PadMode */
@@ -1127,10 +1139,9 @@ static bool infer_reshape(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *shape;
   int count;
-  if (in(n, 1)) {
-    if (!const_ints(g, n, in(n, 1), &shape, &count))
-      return false;
-  } else if ((count = node_attr_ints(n, "shape", &shape)) < 0) { /* opset < 5 */
+  if (!ints_input_or_attr(g, n, "shape", &shape, &count)) /* an attribute before opset 5 */
+    return false;
+  if (count < 0) {
     ir_error(g, n, "the target shape is missing");
     return false;
   }
@@ -1185,19 +1196,11 @@ static bool infer_reshape(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, count, dims);
 }
 
-/* Squeeze and Unsqueeze axes: the input (opset 13+) or the attribute. */
-static bool axes_list(Graph *g, Node *n, const int64_t **axes, int *count) {
-  if (in(n, 1))
-    return const_ints(g, n, in(n, 1), axes, count);
-  *count = node_attr_ints(n, "axes", axes);
-  return true;
-}
-
 static bool infer_squeeze(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *axes;
   int count;
-  if (!axes_list(g, n, &axes, &count))
+  if (!ints_input_or_attr(g, n, "axes", &axes, &count))
     return false;
   bool drop[IR_MAX_RANK] = {false};
   if (count < 0) {
@@ -1226,7 +1229,7 @@ static bool infer_unsqueeze(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *axes;
   int count;
-  if (!axes_list(g, n, &axes, &count))
+  if (!ints_input_or_attr(g, n, "axes", &axes, &count))
     return false;
   if (count < 0) {
     ir_error(g, n, "axes are missing");
@@ -1327,28 +1330,37 @@ static bool infer_expand(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-static bool gather_axis(Graph *g, Node *n, int *axis) {
-  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
+/* Gather and GatherElements: the axis, into Node.p, and indices of an
+   integer type. */
+static bool gather_plan(Graph *g, Node *n) {
+  Tensor *idx = in(n, 1);
+  if (!resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, &n->p.axis.axis))
+    return false;
+  if (idx->dtype == DT_INT64 || idx->dtype == DT_INT32)
+    return true;
+  ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
+           dtype_name(idx->dtype));
+  return false;
 }
 
-static bool infer_gather(Graph *g, Node *n) {
-  Tensor *x = in(n, 0), *idx = in(n, 1);
-  int axis;
-  if (!gather_axis(g, n, &axis))
-    return false;
-  n->p.axis.axis = axis;
-  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
-    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
-             dtype_name(idx->dtype));
-    return false;
-  }
-  int64_t dim = x->dims[axis];
+/* Indices known at compile time must lie in [-dim, dim). */
+static bool indices_in_range(Graph *g, Node *n, const Tensor *idx, int64_t dim) {
   for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
     if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
       ir_error(g, n, "index %lld is out of range for an axis of size %lld",
                (long long)idx->i64[i], (long long)dim);
       return false;
     }
+  return true;
+}
+
+static bool infer_gather(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1);
+  if (!gather_plan(g, n))
+    return false;
+  int axis = n->p.axis.axis;
+  if (!indices_in_range(g, n, idx, x->dims[axis]))
+    return false;
   int rank = x->rank - 1 + idx->rank;
   if (rank > IR_MAX_RANK) {
     ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
@@ -1365,25 +1377,15 @@ static bool infer_gather(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
-static bool gather_elements_axis(Graph *g, Node *n, int *axis) {
-  return resolve_axis(g, n, node_attr_int(n, "axis", 0), in(n, 0)->rank, axis);
-}
-
 static bool infer_gather_elements(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *idx = in(n, 1);
-  int axis;
   if (x->rank < 1) {
     ir_error(g, n, "input must have rank 1 or more");
     return false;
   }
-  if (!gather_elements_axis(g, n, &axis))
+  if (!gather_plan(g, n))
     return false;
-  n->p.axis.axis = axis;
-  if (idx->dtype != DT_INT64 && idx->dtype != DT_INT32) {
-    ir_error(g, n, "indices '%s' must be int32 or int64, are %s", idx->name,
-             dtype_name(idx->dtype));
-    return false;
-  }
+  int axis = n->p.axis.axis;
   if (idx->rank != x->rank) {
     ir_error(g, n, "indices have rank %d, the input %d", idx->rank, x->rank);
     return false;
@@ -1395,14 +1397,8 @@ static bool infer_gather_elements(Graph *g, Node *n) {
                shape_str(x, b, sizeof b));
       return false;
     }
-  int64_t dim = x->dims[axis];
-  for (int64_t i = 0; idx->i64 && i < tensor_numel(idx); i++)
-    if (idx->i64[i] < -dim || idx->i64[i] >= dim) {
-      ir_error(g, n, "index %lld is out of range for an axis of size %lld",
-               (long long)idx->i64[i], (long long)dim);
-      return false;
-    }
-  return set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
+  return indices_in_range(g, n, idx, x->dims[axis]) &&
+         set_out(g, n, 0, x->dtype, idx->rank, idx->dims);
 }
 
 static bool infer_depth_space(Graph *g, Node *n) {
@@ -1625,22 +1621,10 @@ static bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
   const int64_t *axes;
   int count;
   /* Axes became an input in opset 13 (ReduceSum) and 18 (the others). */
-  if (in(n, 1)) {
-    if (!const_ints(g, n, in(n, 1), &axes, &count))
-      return false;
-  } else {
-    count = node_attr_ints(n, "axes", &axes);
-  }
+  if (!ints_input_or_attr(g, n, "axes", &axes, &count))
+    return false;
   *noop = count <= 0 && node_attr_int(n, "noop_with_empty_axes", 0) != 0;
-  for (int i = 0; i < x->rank; i++)
-    reduced[i] = count <= 0 && !*noop;
-  for (int i = 0; i < count; i++) {
-    int a;
-    if (!resolve_axis(g, n, axes[i], x->rank, &a))
-      return false;
-    reduced[a] = true;
-  }
-  return true;
+  return mark_axes(g, n, axes, count, x->rank, count <= 0 && !*noop, reduced);
 }
 
 static bool infer_reduce(Graph *g, Node *n) {
@@ -1867,17 +1851,14 @@ static bool infer_eye_like(Graph *g, Node *n) {
 
 static bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ignore,
                 int64_t *ignore) {
+  static const char *const names[] = {"none", "sum", "mean"}; /* LossReduction */
   const char *r = node_attr_string(n, "reduction", "mean");
-  if (strcmp(r, "none") == 0)
-    *reduction = LOSS_NONE;
-  else if (strcmp(r, "sum") == 0)
-    *reduction = LOSS_SUM;
-  else if (strcmp(r, "mean") == 0)
-    *reduction = LOSS_MEAN;
-  else {
+  int k = name_index(names, 3, r);
+  if (k < 0) {
     ir_error(g, n, "unknown reduction '%s' (none, sum or mean)", r);
     return false;
   }
+  *reduction = (LossReduction)k;
   *has_ignore = node_attr(n, "ignore_index") != NULL;
   *ignore = node_attr_int(n, "ignore_index", 0);
   return true;

@@ -11,11 +11,57 @@
 /* Shape: the range of dims it returns. */
 void shape_range(const Node *n, int rank, int *start, int *end);
 
-/* The compile-time evaluators of ops.def's fold column (fold.c). */
-bool fold_unary(Graph *g, Node *n);
+/* The compile-time evaluators of ops.def's fold column (fold.c). Each
+   elementwise kind has its own, over a loop that the kinds of its family
+   share. */
+bool fold_relu(Graph *g, Node *n);
+bool fold_leaky_relu(Graph *g, Node *n);
+bool fold_elu(Graph *g, Node *n);
+bool fold_selu(Graph *g, Node *n);
+bool fold_celu(Graph *g, Node *n);
+bool fold_sigmoid(Graph *g, Node *n);
+bool fold_tanh(Graph *g, Node *n);
+bool fold_hard_sigmoid(Graph *g, Node *n);
+bool fold_hard_swish(Graph *g, Node *n);
+bool fold_softplus(Graph *g, Node *n);
+bool fold_softsign(Graph *g, Node *n);
+bool fold_erf(Graph *g, Node *n);
+bool fold_thresholded_relu(Graph *g, Node *n);
+bool fold_shrink(Graph *g, Node *n);
+bool fold_mish(Graph *g, Node *n);
+bool fold_gelu(Graph *g, Node *n);
+bool fold_exp(Graph *g, Node *n);
+bool fold_log(Graph *g, Node *n);
+bool fold_sqrt(Graph *g, Node *n);
+bool fold_abs(Graph *g, Node *n);
+bool fold_neg(Graph *g, Node *n);
+bool fold_reciprocal(Graph *g, Node *n);
+bool fold_floor(Graph *g, Node *n);
+bool fold_ceil(Graph *g, Node *n);
+bool fold_round(Graph *g, Node *n);
+bool fold_sign(Graph *g, Node *n);
+bool fold_sin(Graph *g, Node *n);
+bool fold_cos(Graph *g, Node *n);
+bool fold_tan(Graph *g, Node *n);
+bool fold_asin(Graph *g, Node *n);
+bool fold_acos(Graph *g, Node *n);
+bool fold_atan(Graph *g, Node *n);
+bool fold_sinh(Graph *g, Node *n);
+bool fold_cosh(Graph *g, Node *n);
+bool fold_asinh(Graph *g, Node *n);
+bool fold_acosh(Graph *g, Node *n);
+bool fold_atanh(Graph *g, Node *n);
 bool fold_prelu(Graph *g, Node *n);
 bool fold_clip(Graph *g, Node *n);
-bool fold_broadcast(Graph *g, Node *n);
+bool fold_add(Graph *g, Node *n);
+bool fold_sub(Graph *g, Node *n);
+bool fold_mul(Graph *g, Node *n);
+bool fold_div(Graph *g, Node *n);
+bool fold_pow(Graph *g, Node *n);
+bool fold_sum(Graph *g, Node *n);
+bool fold_max(Graph *g, Node *n);
+bool fold_min(Graph *g, Node *n);
+bool fold_mean(Graph *g, Node *n);
 bool fold_mod(Graph *g, Node *n);
 bool fold_copy(Graph *g, Node *n);
 bool fold_dropout(Graph *g, Node *n);
