@@ -114,6 +114,15 @@ static void put_type(FILE *f, const Tensor *t) {
   }
 }
 
+/* A runtime value's declared type and, once the memory plan is made, its
+   storage's byte offset in the arena: " at 256". Views and constants have
+   no place of their own. */
+static void put_decl(FILE *f, const Graph *g, const Tensor *t) {
+  put_type(f, t);
+  if (g->arena_bytes > 0 && !t->alias_of && !tensor_is_const(t))
+    fprintf(f, " at %lld", (long long)t->offset);
+}
+
 static void put_data(FILE *f, const Tensor *t) {
   int64_t n = tensor_numel(t);
   if (n > INLINE_VALUES) {
@@ -183,8 +192,9 @@ static const char *act_name(Activation a) {
   }
 }
 
-/* The IR's own fields, as ".key=value" after the node name. */
-static void put_extras(FILE *f, const Node *n) {
+/* The IR's own fields, as ".key=value" after the node name; `issue` is
+   the node's place in g->sched.order, -1 when the host does not issue it. */
+static void put_extras(FILE *f, const Node *n, int issue) {
   if (act_name(n->act))
     fprintf(f, " .act=%s", act_name(n->act));
   if (n->act_alpha != 0) {
@@ -212,6 +222,8 @@ static void put_extras(FILE *f, const Node *n) {
     fprintf(f, " .group=%d", n->group);
   if (n->stream)
     fprintf(f, " .stream=%d", n->stream);
+  if (issue >= 0)
+    fprintf(f, " .issue=%d", issue);
   if (n->record_event != -1)
     fprintf(f, " .event=%d", n->record_event);
   if (n->nwaits) {
@@ -228,7 +240,7 @@ static void put_extras(FILE *f, const Node *n) {
   }
 }
 
-static void put_node(FILE *f, const Node *n) {
+static void put_node(FILE *f, const Graph *g, const Node *n, int issue) {
   for (int i = 0; i < n->nout; i++) {
     if (i)
       fputs(", ", f);
@@ -238,7 +250,7 @@ static void put_node(FILE *f, const Node *n) {
     }
     put_ref(f, n->out[i]);
     fputs(": ", f);
-    put_type(f, n->out[i]);
+    put_decl(f, g, n->out[i]);
   }
   fprintf(f, " = %s(", op_name(n->op));
   for (int i = 0; i < n->nin; i++) {
@@ -260,7 +272,7 @@ static void put_node(FILE *f, const Node *n) {
   }
   fputs(" name=", f);
   put_string(f, n->name);
-  put_extras(f, n);
+  put_extras(f, n, issue);
   fputc('\n', f);
 }
 
@@ -270,12 +282,14 @@ void graph_dump(Graph *g, FILE *f) {
   fprintf(f, " opset %lld path ", (long long)g->opset);
   put_string(f, g->path ? g->path : "");
   fputc('\n', f);
+  if (g->arena_bytes > 0)
+    fprintf(f, "arena %lld\n", (long long)g->arena_bytes);
 
   for (int i = 0; i < g->ninputs; i++) {
     fputs("input ", f);
     put_ref(f, g->inputs[i]);
     fputs(": ", f);
-    put_type(f, g->inputs[i]);
+    put_decl(f, g, g->inputs[i]);
     fputc('\n', f);
   }
 
@@ -310,8 +324,23 @@ void graph_dump(Graph *g, FILE *f) {
   free(produced);
   free(read);
 
+  /* Each node's place in the issue order. Node ids may be stale after a
+     rewrite, so the order is matched against the node list itself. */
+  int *issue = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
   for (int i = 0; i < g->nnodes; i++)
-    put_node(f, g->nodes[i]);
+    issue[i] = -1;
+  for (int k = 0; k < g->sched.norder; k++) {
+    const Node *n = g->sched.order[k];
+    int at = n->id >= 0 && n->id < g->nnodes && g->nodes[n->id] == n ? n->id : -1;
+    for (int i = 0; at < 0 && i < g->nnodes; i++)
+      if (g->nodes[i] == n)
+        at = i;
+    if (at >= 0)
+      issue[at] = k;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    put_node(f, g, g->nodes[i], issue[i]);
+  free(issue);
   for (int i = 0; i < g->noutputs; i++) {
     fputs("output ", f);
     put_ref(f, g->outputs[i]);

@@ -21,6 +21,10 @@ typedef struct Parser {
   const char *p; /* cursor within the current line */
   int line;
   bool failed;
+  /* ".issue=N" of each node that has one, in the order read */
+  Node **issued;
+  int *issue_at;
+  int nissued;
 } Parser;
 
 static bool fail(Parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -295,6 +299,20 @@ static bool type(Parser *ps, Tensor *t) {
       return fail(ps, "%d strides for rank %d", n, rank);
     memcpy(t->strides, strides, sizeof(int64_t) * (size_t)n);
   }
+  return true;
+}
+
+/* After a runtime value's type: its storage's byte offset in the arena,
+   " at 256", which the dump prints once the memory plan is made. */
+static bool placement(Parser *ps, Tensor *t) {
+  if (!accept_word(ps, "at"))
+    return true;
+  if (t->alias_of)
+    return fail(ps, "a view has no place of its own in the arena");
+  if (!integer(ps, &t->offset))
+    return false;
+  if (t->offset < 0)
+    return fail(ps, "negative arena offset %lld", (long long)t->offset);
   return true;
 }
 
@@ -590,6 +608,21 @@ static bool extra(Parser *ps, Node *n) {
     return small_int(ps, &n->stream);
   if (strcmp(key, "event") == 0)
     return small_int(ps, &n->record_event);
+  if (strcmp(key, "issue") == 0) {
+    int at = -1;
+    if (!small_int(ps, &at))
+      return false;
+    for (int i = 0; i < ps->nissued; i++)
+      if (ps->issued[i] == n || ps->issue_at[i] == at)
+        return fail(ps, ps->issued[i] == n ? ".issue given twice" : "two nodes at issue %d", at);
+    if (at < 0)
+      return fail(ps, "negative issue position %d", at);
+    ps->issued = realloc(ps->issued, sizeof(Node *) * (size_t)(ps->nissued + 1));
+    ps->issue_at = realloc(ps->issue_at, sizeof(int) * (size_t)(ps->nissued + 1));
+    ps->issued[ps->nissued] = n;
+    ps->issue_at[ps->nissued++] = at;
+    return true;
+  }
   if (strcmp(key, "waits") == 0) {
     int64_t w[256];
     int count = int_list(ps, w, 256);
@@ -632,7 +665,7 @@ static bool node_line(Parser *ps) {
     Tensor *t = ref(ps);
     if (!t)
       return false;
-    if (accept(ps, ':') && !type(ps, t))
+    if (accept(ps, ':') && !(type(ps, t) && placement(ps, t)))
       return false;
     outs[nout++] = t;
   } while (accept(ps, ','));
@@ -699,9 +732,13 @@ static bool line(Parser *ps) {
   bool ok;
   if (accept_word(ps, "graph")) {
     ok = header_line(ps);
+  } else if (accept_word(ps, "arena")) {
+    ok = integer(ps, &g->arena_bytes);
+    if (ok && g->arena_bytes <= 0)
+      ok = fail(ps, "the arena size must be positive");
   } else if (accept_word(ps, "input")) {
     Tensor *t = ref(ps);
-    ok = t && expect(ps, ':') && type(ps, t);
+    ok = t && expect(ps, ':') && type(ps, t) && placement(ps, t);
     if (ok)
       graph_add_input(g, t);
   } else if (accept_word(ps, "const")) {
@@ -724,6 +761,36 @@ static bool line(Parser *ps) {
   return ok;
 }
 
+/* The schedule the ".issue" extras describe: the issue order, and the
+   stream and event counts its nodes use. Stages are not rebuilt. */
+static bool rebuild_schedule(Parser *ps) {
+  Graph *g = ps->g;
+  if (!ps->nissued)
+    return true;
+  Schedule *s = &g->sched;
+  s->order = arena_alloc(g->arena, sizeof(Node *) * (size_t)ps->nissued);
+  s->norder = ps->nissued;
+  s->nstreams = 1;
+  s->nevents = 0;
+  for (int i = 0; i < ps->nissued; i++) {
+    Node *n = ps->issued[i];
+    if (ps->issue_at[i] >= ps->nissued) {
+      opc_error("%s: issue positions must run from 0 to %d; node '%s' is at %d", ps->path,
+                ps->nissued - 1, n->name, ps->issue_at[i]);
+      return false;
+    }
+    s->order[ps->issue_at[i]] = n;
+    if (n->stream + 1 > s->nstreams)
+      s->nstreams = n->stream + 1;
+    if (n->record_event + 1 > s->nevents)
+      s->nevents = n->record_event + 1;
+    for (int w = 0; w < n->nwaits; w++)
+      if (n->waits[w] + 1 > s->nevents)
+        s->nevents = n->waits[w] + 1;
+  }
+  return true;
+}
+
 Graph *graph_parse(const char *text, const char *path) {
   Parser ps = {0};
   ps.path = path ? path : "<text>";
@@ -733,6 +800,8 @@ Graph *graph_parse(const char *text, const char *path) {
     ps.p = p;
     ps.failed = false;
     if (!line(&ps)) {
+      free(ps.issued);
+      free(ps.issue_at);
       graph_free(ps.g);
       return NULL;
     }
@@ -740,6 +809,19 @@ Graph *graph_parse(const char *text, const char *path) {
     if (!nl)
       break;
     p = nl + 1;
+  }
+  bool ok = rebuild_schedule(&ps);
+  free(ps.issued);
+  free(ps.issue_at);
+  if (!ok) {
+    graph_free(ps.g);
+    return NULL;
+  }
+  /* A view reports its storage's place, as the memory planner leaves it. */
+  for (int i = 0; i < ps.g->ntensors; i++) {
+    Tensor *t = ps.g->tensors[i];
+    if (t->alias_of)
+      t->offset = t->alias_of->offset;
   }
   graph_rebuild_uses(ps.g);
   return ps.g;

@@ -126,6 +126,41 @@ static void test_round_trip_inferred(void) {
   graph_free(g2);
 }
 
+/* A scheduled and planned graph: the arena, each storage tensor's place and
+   each node's place in the issue order round-trip, and the parser rebuilds
+   the issue order and the stream and event counts from them. */
+static const char planned[] =
+    "graph \"main\" opset 13 path \"\"\n"
+    "arena 1024\n"
+    "input %x: f32[64] at 0\n"
+    "const %s: i64[2] = [8,8]\n"
+    "%a: f32[64] at 512 = Relu(%x) name=\"a\" .stream=1 .issue=1 .event=0\n"
+    "%v: f32[8,8] @%a+0 = Reshape(%a, %s) name=\"v\" .view\n"
+    "%b: f32[64] at 768 = Sigmoid(%x) name=\"b\" .issue=0\n"
+    "%y: f32[8,8] at 256 = Add(%v, %v) name=\"y\" .issue=2 .waits=[0]\n"
+    "output %y\n";
+
+static void test_planned(void) {
+  Graph *g = parse(planned);
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  char *once = dump_to_string(g);
+  CHECK(strcmp(once, planned) == 0);
+  if (strcmp(once, planned) != 0)
+    fprintf(stderr, "--- dumped:\n%s--- expected:\n%s", once, planned);
+  Tensor *a = graph_find_tensor(g, "a"), *v = graph_find_tensor(g, "v");
+  Tensor *x = graph_find_tensor(g, "x");
+  CHECK(g->arena_bytes == 1024 && x->offset == 0 && a->offset == 512);
+  CHECK(v->offset == 512); /* a view reports its storage's place */
+  Schedule *s = &g->sched;
+  CHECK(s->norder == 3 && s->nstreams == 2 && s->nevents == 1);
+  CHECK(s->norder == 3 && strcmp(s->order[0]->name, "b") == 0 &&
+        strcmp(s->order[1]->name, "a") == 0 && strcmp(s->order[2]->name, "y") == 0);
+  free(once);
+  graph_free(g);
+}
+
 static void test_fills(void) {
   Graph *g = parse("const %z: f32[2,2] = zeros\nconst %o: i64[3] = ones\n"
                    "const %f: f32[2,2] = [3.5]\nconst %n: f32[3] = <3 values>\n"
@@ -185,11 +220,20 @@ static void test_errors(void) {
   CHECK(strncmp(m, "opc: error: bad.ir:1: ", 22) == 0);
   m = parse_error("graph \"a\" opset\n");
   CHECK(strncmp(m, "opc: error: bad.ir:1: ", 22) == 0);
+  m = parse_error("arena 0\n");
+  CHECK(strncmp(m, "opc: error: bad.ir:1: ", 22) == 0);
+  m = parse_error("input %x: f32[2]\n%y: f32[2] @%x+0 at 0 = Relu(%x)\n");
+  CHECK(strncmp(m, "opc: error: bad.ir:2: ", 22) == 0 && strstr(m, "view"));
+  m = parse_error("input %x: f32[2]\n%y = Relu(%x) .issue=0\n%z = Relu(%y) .issue=0\n");
+  CHECK(strncmp(m, "opc: error: bad.ir:3: ", 22) == 0);
+  m = parse_error("input %x: f32[2]\n%y = Relu(%x) .issue=0\n%z = Relu(%y) .issue=2\n");
+  CHECK(strstr(m, "issue positions") != NULL);
 }
 
 int main(void) {
   test_canonical();
   test_round_trip_inferred();
+  test_planned();
   test_fills();
   test_errors();
   return finish("test_text");

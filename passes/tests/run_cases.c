@@ -4,6 +4,7 @@
  *
  *   # what the case shows
  *   run fuse-bias                  passes of pipeline.c, run in order
+ *                                  (-O0 first: the passes run as at -O0)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -12,8 +13,10 @@
  * `--- expect same` says the passes must not change the IR (a must-not-fire
  * case); `--- expect error` says the last pass must fail. Types may be left
  * out of the input: shapes are inferred before the passes run, as the
- * frontend does. The expected text is parsed and dumped again, so it only
- * has to mean the same IR; the comparison is then exact.
+ * frontend does. The input may carry a schedule and a memory plan written
+ * by hand (.issue, .stream, .event, .waits; arena and "at" offsets), for
+ * plan-memory and verify-schedule. The expected text is parsed and dumped
+ * again, so it only has to mean the same IR; the comparison is then exact.
  *
  * Usage: run_cases [--update] DIR|FILE...   A directory runs every .ir in
  * it and also checks that every pass of the pipeline has a case. --update
@@ -32,6 +35,7 @@ typedef struct Case {
   char *text;                 /* the whole file */
   char *passes[8];
   int npasses;
+  int opt_level;              /* 1 unless the run line says -O0 */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   bool same, error;
@@ -74,8 +78,12 @@ static bool parse_case(Case *c) {
   for (char *line = strtok(c->text, "\n"); line; line = strtok(NULL, "\n")) {
     if (strncmp(line, "run ", 4) != 0)
       continue;
-    for (char *w = strtok(line + 4, " "); w && c->npasses < 8; w = strtok(NULL, " "))
-      c->passes[c->npasses++] = w;
+    for (char *w = strtok(line + 4, " "); w && c->npasses < 8; w = strtok(NULL, " ")) {
+      if (strcmp(w, "-O0") == 0 || strcmp(w, "-O1") == 0)
+        c->opt_level = w[2] - '0';
+      else
+        c->passes[c->npasses++] = w;
+    }
     break;
   }
   if (!c->npasses)
@@ -131,7 +139,7 @@ static void update(const Case *c, const char *original, const char *actual) {
 }
 
 static bool run_case(const char *path, bool updating) {
-  Case c = {.path = path};
+  Case c = {.path = path, .opt_level = 1};
   char *original = read_file(path);
   if (!original) {
     fprintf(stderr, "%s: cannot read\n", path);
@@ -142,7 +150,7 @@ static bool run_case(const char *path, bool updating) {
   Graph *g = ok ? load(c.input, path, true) : NULL;
   ok = g != NULL;
   char *before = ok ? dump(g) : NULL;
-  PassOptions opt = {.opt_level = 1, .verify_each = true};
+  PassOptions opt = {.opt_level = c.opt_level, .verify_each = true};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   for (int i = 0; ok && i < c.npasses && !failed; i++) {
