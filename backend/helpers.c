@@ -21,6 +21,15 @@ static const char *const lib_message[LIB_COUNT] = {
     [LIB_CUBLAS] = "cublasGetStatusString(status)", [LIB_DRIVER] = "message",
     [LIB_NVRTC] = "nvrtcGetErrorString(status)",
 };
+
+/* A cuDNN call of pick_*_algo on handle h, checked: the helper returns 0
+   when it fails. */
+static void emit_pick_call(Emitter *e, const char *function, const char *args) {
+  emit(e, "if (!cudnn_ok(c, %s(h, %s),", function, args);
+  emit(e, "              \"%s\"))", function);
+  emit(e, "  return 0;");
+}
+
 /*
  * pick_conv_algo / pick_deconv_algo: the first algorithm of cuDNN's
  * heuristics that fits the workspace limit, and its workspace raising the
@@ -41,18 +50,15 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
   if (strcmp(name, "conv") == 0) {
     emit(e, "/* OPC_CONV_SEARCH=1 in the environment times every algorithm instead. */");
     emit(e, "const char *search = getenv(\"OPC_CONV_SEARCH\");");
-    emit(e, "if (search && strcmp(search, \"1\") == 0) {");
-    emit(e, "  if (!cudnn_ok(c, cudnnFindConvolutionForwardAlgorithm(h, %s, 8, &count, perf),", args);
-    emit(e, "                \"cudnnFindConvolutionForwardAlgorithm\"))");
-    emit(e, "    return 0;");
-    emit(e, "} else if (!cudnn_ok(c, cudnnGetConvolutionForwardAlgorithm_v7(h, %s, 8, &count, perf),", args);
+    emit_open(e, "if (search && strcmp(search, \"1\") == 0) {");
+    emit_pick_call(e, "cudnnFindConvolutionForwardAlgorithm", emit_str(e, "%s, 8, &count, perf", args));
+    emit_close(e, "} else if (!cudnn_ok(c, cudnnGetConvolutionForwardAlgorithm_v7(h, %s, 8, &count, perf),", args);
     emit(e, "                       \"cudnnGetConvolutionForwardAlgorithm_v7\")) {");
     emit(e, "  return 0;");
     emit(e, "}");
   } else {
-    emit(e, "if (!cudnn_ok(c, cudnnGetConvolution%sAlgorithm_v7(h, %s, 8, &count, perf),", dir, args);
-    emit(e, "              \"cudnnGetConvolution%sAlgorithm_v7\"))", dir);
-    emit(e, "  return 0;");
+    emit_pick_call(e, emit_str(e, "cudnnGetConvolution%sAlgorithm_v7", dir),
+                   emit_str(e, "%s, 8, &count, perf", args));
   }
   emit_open(e, "for (int i = 0; i < count; i++) {");
   emit(e, "if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > workspace_limit)");
@@ -65,9 +71,8 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
   emit(e, "/* The algorithm runs in the math type it was listed with. */");
   emit(e, "if (!cudnn_ok(c, cudnnSetConvolutionMathType(conv, perf[i].mathType), \"cudnnSetConvolutionMathType\"))");
   emit(e, "  return 0;");
-  emit(e, "if (!cudnn_ok(c, cudnnGetConvolution%sWorkspaceSize(h, %s, *algo, &bytes),", dir, args);
-  emit(e, "              \"cudnnGetConvolution%sWorkspaceSize\"))", dir);
-  emit(e, "  return 0;");
+  emit_pick_call(e, emit_str(e, "cudnnGetConvolution%sWorkspaceSize", dir),
+                 emit_str(e, "%s, *algo, &bytes", args));
   emit(e, "if (bytes > *workspace)");
   emit(e, "  *workspace = bytes;");
   emit(e, "return 1;");

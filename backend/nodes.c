@@ -158,49 +158,10 @@ static void emit_node(Emitter *e, Node *n) {
   e->node = NULL;
 }
 
-static bool inputs_ready(const Node *n, const bool *done) {
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && n->in[i]->producer && !done[n->in[i]->producer->id])
-      return false;
-  return true;
-}
-
-/* Views and constants are not in the schedule's order: their comments go
-   where their inputs become available. */
-static void emit_ready_views(Emitter *e, bool *done) {
-  Graph *g = e->g;
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int i = 0; i < g->nnodes; i++) {
-      Node *n = g->nodes[i];
-      if (done[i] || n->dead || !issues_nothing(n) || !inputs_ready(n, done))
-        continue;
-      emit_node(e, n);
-      done[i] = true;
-      progress = true;
-    }
-  }
-}
-
+/* Every node, in the order the schedule pass chose for listing them. */
 void emit_nodes(Emitter *e) {
-  Graph *g = e->g;
-  bool *done = calloc((size_t)g->nnodes + 1, sizeof(bool));
-  if (!done) {
-    e->failed = true;
-    return;
-  }
-  emit_ready_views(e, done);
-  for (int i = 0; i < g->sched.norder && !e->failed; i++) {
-    Node *n = g->sched.order[i];
-    if (n->dead || (n->id >= 0 && n->id < g->nnodes && done[n->id]))
-      continue;
-    emit_node(e, n);
-    if (n->id >= 0 && n->id < g->nnodes)
-      done[n->id] = true;
-    emit_ready_views(e, done);
-  }
-  free(done);
+  for (Node **n = e->g->sched.listing; *n && !e->failed; n++)
+    emit_node(e, *n);
 }
 
 /* ---------------------------------------------------- enqueue, capture */

@@ -120,7 +120,7 @@ static bool check_node_schedule(const Graph *g, const Node *n) {
 }
 
 static bool check_pipeline(Graph *g) {
-  if (!g->sched.order || !g->sched.scheduler || g->sched.nstreams < 1) {
+  if (!g->sched.order || !g->sched.listing || !g->sched.scheduler || g->sched.nstreams < 1) {
     ir_error(g, NULL, "internal error: no schedule; the pass pipeline must run before emission");
     return false;
   }

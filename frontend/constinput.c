@@ -3,42 +3,33 @@
  * graph input: an ONNX TensorProto (the .pb files of the ONNX test data),
  * or a NumPy .npy array, told apart by the .npy magic bytes.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "import.h"
 
-/* Reads the whole file; NULL after reporting why not. */
-static uint8_t *read_whole(Importer *im, const char *what, const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    ir_error(im->g, NULL, "%s: cannot open '%s': %s", what, path, strerror(errno));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+/* The file of --const-input; NULL after reporting why not. */
+static uint8_t *read_input_file(Importer *im, const char *what, const char *path, size_t *len) {
+  ReadProblem problem;
+  int os_error = 0;
+  uint8_t *data = read_whole_file(path, len, &problem, &os_error);
+  if (data)
+    return data;
+  switch (problem) {
+  case READ_CANNOT_OPEN:
+    ir_error(im->g, NULL, "%s: cannot open '%s': %s", what, path, strerror(os_error));
+    break;
+  case READ_NOT_REGULAR:
     ir_error(im->g, NULL, "%s: '%s' is not a regular file", what, path);
-    fclose(f);
-    return NULL;
-  }
-  if (st.st_size == 0) {
+    break;
+  case READ_EMPTY:
     ir_error(im->g, NULL, "%s: '%s' is empty", what, path);
-    fclose(f);
-    return NULL;
-  }
-  uint8_t *data = malloc((size_t)st.st_size);
-  size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
-  bool bad = ferror(f) || got != (size_t)st.st_size;
-  fclose(f);
-  if (bad) {
+    break;
+  case READ_FAILED:
     ir_error(im->g, NULL, "%s: cannot read '%s'", what, path);
-    free(data);
-    return NULL;
+    break;
   }
-  *len = got;
-  return data;
+  return NULL;
 }
 
 /* ------------------------------------------------------ TensorProto */
@@ -305,7 +296,7 @@ static bool ends_with(const char *s, const char *suffix) {
 bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t) {
   const char *what = arena_printf(im->g->arena, "--const-input %s=%s", ci->name, ci->path);
   size_t len;
-  uint8_t *data = read_whole(im, what, ci->path, &len);
+  uint8_t *data = read_input_file(im, what, ci->path, &len);
   if (!data)
     return false;
   bool ok;

@@ -43,6 +43,16 @@ bool tensor_from_bytes(Importer *im, const char *what, DType dt, int rank, const
  */
 bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t);
 
+/* Why read_whole_file returned no data. */
+typedef enum { READ_CANNOT_OPEN, READ_NOT_REGULAR, READ_EMPTY, READ_FAILED } ReadProblem;
+
+/*
+ * The whole of file `path` (malloc'd), its size in *len; or NULL with the
+ * problem, and for READ_CANNOT_OPEN the errno of fopen in *os_error.
+ * Reports nothing: the model and --const-input word it differently.
+ */
+uint8_t *read_whole_file(const char *path, size_t *len, ReadProblem *problem, int *os_error);
+
 /* The directory part of `path`, "." when there is none. */
 const char *path_dir(Arena *a, const char *path);
 

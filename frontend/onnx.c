@@ -13,21 +13,21 @@
 
 /* ---------------------------------------------------------- the file */
 
-/* Reads the whole file; NULL after reporting why not. */
-static uint8_t *read_file(const char *path, size_t *len) {
+uint8_t *read_whole_file(const char *path, size_t *len, ReadProblem *problem, int *os_error) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    opc_error("%s: cannot open: %s", path, strerror(errno));
+    *problem = READ_CANNOT_OPEN;
+    *os_error = errno;
     return NULL;
   }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    opc_error("%s: not a regular file", path);
+    *problem = READ_NOT_REGULAR;
     fclose(f);
     return NULL;
   }
   if (st.st_size == 0) {
-    opc_error("%s: empty file, not an ONNX model", path);
+    *problem = READ_EMPTY;
     fclose(f);
     return NULL;
   }
@@ -36,12 +36,36 @@ static uint8_t *read_file(const char *path, size_t *len) {
   bool bad = ferror(f) || got != (size_t)st.st_size;
   fclose(f);
   if (bad) {
-    opc_error("%s: cannot read the file", path);
+    *problem = READ_FAILED;
     free(data);
     return NULL;
   }
   *len = got;
   return data;
+}
+
+/* The model file; NULL after reporting why not. */
+static uint8_t *read_model(const char *path, size_t *len) {
+  ReadProblem problem;
+  int os_error = 0;
+  uint8_t *data = read_whole_file(path, len, &problem, &os_error);
+  if (data)
+    return data;
+  switch (problem) {
+  case READ_CANNOT_OPEN:
+    opc_error("%s: cannot open: %s", path, strerror(os_error));
+    break;
+  case READ_NOT_REGULAR:
+    opc_error("%s: not a regular file", path);
+    break;
+  case READ_EMPTY:
+    opc_error("%s: empty file, not an ONNX model", path);
+    break;
+  case READ_FAILED:
+    opc_error("%s: cannot read the file", path);
+    break;
+  }
+  return NULL;
 }
 
 /* The directory part of `path`, "." when there is none. */
@@ -693,7 +717,7 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
 Graph *onnx_import(const char *path, const ImportOptions *opt) {
   static const ImportOptions no_options;
   size_t len;
-  uint8_t *data = read_file(path, &len);
+  uint8_t *data = read_model(path, &len);
   if (!data)
     return NULL;
   Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);

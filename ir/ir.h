@@ -354,6 +354,10 @@ typedef struct Schedule {
   int nstages;
   Node **order; /* every live non-view node, in the order the host issues them */
   int norder;
+  /* every live node in the order net.c lists them: `order`, with each node
+     that issues nothing (a view, a constant) where its inputs are ready;
+     NULL-terminated */
+  Node **listing;
   double predicted_us;
   double sequential_us;
   /* search statistics */

@@ -29,36 +29,22 @@ static bool per_channel(const Tensor *t, const Tensor *y, int64_t *step) {
   return true;
 }
 
+/* Adds constant `k`, when it is per channel, to the bias of `conv`. */
+static bool fold_bias(Graph *g, Node *conv, Tensor *y, Node *add, Tensor *k) {
+  int64_t step;
+  Tensor *b = node_input(conv, 2);
+  int64_t channels = y->dims[1];
+  if (!per_channel(k, y, &step) || (b && (!b->f32 || tensor_numel(b) != channels)))
+    return false;
+  Tensor *nb = new_const_vector(
+      g, arena_printf(g->arena, "%s_bias", b ? b->name : conv->name), channels, 0);
+  for (int64_t c = 0; c < channels; c++)
+    nb->f32[c] = (b ? b->f32[c] : 0) + k->f32[c * step];
+  set_node_input(g, conv, 2, nb);
+  swallow_consumer(g, conv, add);
+  return true;
+}
+
 bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  begin_rewrite(g);
-  int fused = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *add = g->nodes[i];
-    if (!is_binary_add(add))
-      continue;
-    for (int side = 0; side < 2; side++) {
-      Tensor *y = add->in[side], *k = add->in[1 - side];
-      Node *conv = plain_conv_feeding(y, add);
-      if (!conv || y == k)
-        continue;
-      if (!tensor_same_shape(y, add->out[0]))
-        continue; /* the constant would broadcast y to a larger shape */
-      int64_t step;
-      Tensor *b = node_input(conv, 2);
-      int64_t channels = y->dims[1];
-      if (!per_channel(k, y, &step) || (b && (!b->f32 || tensor_numel(b) != channels)))
-        continue;
-      Tensor *nb = new_const_vector(
-          g, arena_printf(g->arena, "%s_bias", b ? b->name : conv->name), channels, 0);
-      for (int64_t c = 0; c < channels; c++)
-        nb->f32[c] = (b ? b->f32[c] : 0) + k->f32[c * step];
-      set_node_input(g, conv, 2, nb);
-      swallow_consumer(g, conv, add);
-      fused++;
-      break;
-    }
-  }
-  if (!fused)
-    return true;
-  return finish_rewrite(g);
+  return fold_adds_into_convs(g, fold_bias);
 }

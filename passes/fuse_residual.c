@@ -22,29 +22,16 @@ static void take_activation(Graph *g, Node *conv, Tensor *y) {
   swallow_consumer(g, conv, a);
 }
 
+/* Makes runtime tensor `z` of y's shape the residual input of `conv`. */
+static bool fold_residual(Graph *g, Node *conv, Tensor *y, Node *add, Tensor *z) {
+  if (conv->is_view || tensor_is_const(z) || !tensor_same_shape(y, z) || z->dtype != y->dtype)
+    return false;
+  set_node_input(g, conv, 3, z);
+  swallow_consumer(g, conv, add);
+  take_activation(g, conv, add->out[0]);
+  return true;
+}
+
 bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  begin_rewrite(g);
-  int fused = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *add = g->nodes[i];
-    if (!is_binary_add(add))
-      continue;
-    for (int side = 0; side < 2; side++) {
-      Tensor *y = add->in[side], *z = add->in[1 - side];
-      Node *conv = plain_conv_feeding(y, add);
-      if (!conv || conv->is_view)
-        continue;
-      if (y == z || tensor_is_const(z) || !tensor_same_shape(y, z) ||
-          !tensor_same_shape(y, add->out[0]) || z->dtype != y->dtype)
-        continue;
-      set_node_input(g, conv, 3, z);
-      swallow_consumer(g, conv, add);
-      take_activation(g, conv, add->out[0]);
-      fused++;
-      break;
-    }
-  }
-  if (!fused)
-    return true;
-  return finish_rewrite(g);
+  return fold_adds_into_convs(g, fold_residual);
 }

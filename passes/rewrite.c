@@ -12,17 +12,43 @@ Node *sole_consumer(const Tensor *t) {
   return u->dead ? NULL : u;
 }
 
-bool is_binary_add(const Node *n) {
+static bool is_binary_add(const Node *n) {
   return !n->dead && n->op == OP_ADD && n->nin == 2 && n->in[0] && n->in[1];
 }
 
-Node *plain_conv_feeding(const Tensor *y, const Node *add) {
+/* The Conv producing `y` when `add` is y's only reader and the Conv has no
+   activation or residual input yet, so `add` may be folded into it. */
+static Node *plain_conv_feeding(const Tensor *y, const Node *add) {
   Node *conv = y->producer;
   if (!conv || conv->dead || conv->op != OP_CONV || sole_consumer(y) != add)
     return NULL;
   if (conv->act != ACT_NONE || node_input(conv, 3))
     return NULL;
   return conv;
+}
+
+bool fold_adds_into_convs(Graph *g, AddFolder fold) {
+  begin_rewrite(g);
+  int folded = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *add = g->nodes[i];
+    if (!is_binary_add(add))
+      continue;
+    for (int side = 0; side < 2; side++) {
+      Tensor *y = add->in[side], *other = add->in[1 - side];
+      Node *conv = plain_conv_feeding(y, add);
+      /* Broadcasting y to a larger shape is more than the Conv writes. */
+      if (!conv || y == other || !tensor_same_shape(y, add->out[0]))
+        continue;
+      if (fold(g, conv, y, add, other)) {
+        folded++;
+        break;
+      }
+    }
+  }
+  if (!folded)
+    return true;
+  return finish_rewrite(g);
 }
 
 void swallow_consumer(Graph *g, Node *into, Node *eaten) {

@@ -12,12 +12,16 @@
    is a graph output (its value must survive, so it cannot be fused away). */
 Node *sole_consumer(const Tensor *t);
 
-/* Whether n is a live Add with both of its two inputs present. */
-bool is_binary_add(const Node *n);
-/* The Conv producing `y` when `add` is y's only reader and the Conv has no
-   activation or residual input yet, so `add` may be folded into it; else
-   NULL. */
-Node *plain_conv_feeding(const Tensor *y, const Node *add);
+/*
+ * Folds Adds into the Conv feeding them (fuse-bias, fuse-residual): for each
+ * live Add of a Conv output `y` and another tensor `other`, where the Add is
+ * y's only reader, the Conv has no activation or residual input yet and the
+ * Add's output has y's shape, calls fold, with y as either operand until it
+ * folds. A fold that returns true has made `conv` compute the Add.
+ * Finishes the rewrite when anything was folded.
+ */
+typedef bool (*AddFolder)(Graph *g, Node *conv, Tensor *y, Node *add, Tensor *other);
+bool fold_adds_into_convs(Graph *g, AddFolder fold);
 /* After `into` took over the work of `eaten` (its only reader): `into`
    writes eaten's output and `eaten` is gone. */
 void swallow_consumer(Graph *g, Node *into, Node *eaten);

@@ -47,6 +47,8 @@ def load(name, path):
 
 
 zoo_compare = load("opc_zoo_compare", os.path.join(ROOT, "tests", "zoo", "compare.py"))
+# The benchmark reads the program's --bench line the same way.
+parse_latency = load("opc_bench_gpu", os.path.join(ROOT, "bench", "gpu", "bench_gpu.py")).parse_latency
 
 
 def run(cmd, timeout=600, env=None):
@@ -60,17 +62,6 @@ def run(cmd, timeout=600, env=None):
 def last_line(text):
     lines = [l for l in (text or "").strip().splitlines() if l.strip()]
     return lines[-1].strip() if lines else "(no message)"
-
-
-def parse_latency(text):
-    """The key=value numbers of the last 'latency_ms' line, or None."""
-    found = None
-    for line in (text or "").splitlines():
-        if line.startswith("latency_ms "):
-            found = line
-    if found is None:
-        return None
-    return {k: float(v) for k, v in re.findall(r"(\w+)=([-+0-9.eE]+|nan|inf)", found)}
 
 
 def read_pairs(path):

@@ -33,29 +33,37 @@ def _cbr(net, x, cout, k, stride=1, pads=0, name="conv"):
         return net.relu(y, name="relu")
 
 
+def _double_3x3_branch(net, x, stride, pads):
+    """The 35x35 blocks' 1x1 -> 3x3 -> 3x3 branch; the grid reduction's last
+    3x3 has stride 2 and no padding."""
+    with net.scope("branch3x3dbl"):
+        y = _cbr(net, x, 64, 1, name="conv_1x1")
+        y = _cbr(net, y, 96, 3, pads=1, name="conv_3x3a")
+        return _cbr(net, y, 96, 3, stride=stride, pads=pads, name="conv_3x3b")
+
+
+def _avgpool_branch(net, x, cout):
+    """3x3 average pool (padding counted) -> 1x1, in blocks A, C and E."""
+    with net.scope("branch_pool"):
+        y = net.avgpool(x, 3, 1, 1, count_include_pad=True, name="avgpool")
+        return _cbr(net, y, cout, 1, name="conv_1x1")
+
+
 def _inception_a(net, x, pool_features):
     with net.scope("branch1x1"):
         b1 = _cbr(net, x, 64, 1, name="conv_1x1")
     with net.scope("branch5x5"):
         b5 = _cbr(net, x, 48, 1, name="conv_1x1")
         b5 = _cbr(net, b5, 64, 5, pads=2, name="conv_5x5")
-    with net.scope("branch3x3dbl"):
-        b3 = _cbr(net, x, 64, 1, name="conv_1x1")
-        b3 = _cbr(net, b3, 96, 3, pads=1, name="conv_3x3a")
-        b3 = _cbr(net, b3, 96, 3, pads=1, name="conv_3x3b")
-    with net.scope("branch_pool"):
-        bp = net.avgpool(x, 3, 1, 1, count_include_pad=True, name="avgpool")
-        bp = _cbr(net, bp, pool_features, 1, name="conv_1x1")
+    b3 = _double_3x3_branch(net, x, stride=1, pads=1)
+    bp = _avgpool_branch(net, x, pool_features)
     return net.concat([b1, b5, b3, bp], name="concat")
 
 
 def _inception_b(net, x):  # grid reduction 35 -> 17
     with net.scope("branch3x3"):
         b3 = _cbr(net, x, 384, 3, stride=2, name="conv_3x3")
-    with net.scope("branch3x3dbl"):
-        bd = _cbr(net, x, 64, 1, name="conv_1x1")
-        bd = _cbr(net, bd, 96, 3, pads=1, name="conv_3x3a")
-        bd = _cbr(net, bd, 96, 3, stride=2, name="conv_3x3b")
+    bd = _double_3x3_branch(net, x, stride=2, pads=0)
     with net.scope("branch_pool"):
         bp = net.maxpool(x, 3, 2, name="maxpool")
     return net.concat([b3, bd, bp], name="concat")
@@ -74,9 +82,7 @@ def _inception_c(net, x, c7):  # 17x17 with factorised 7x7
         bd = _cbr(net, bd, c7, (1, 7), pads=(0, 3), name="conv_1x7a")
         bd = _cbr(net, bd, c7, (7, 1), pads=(3, 0), name="conv_7x1b")
         bd = _cbr(net, bd, 192, (1, 7), pads=(0, 3), name="conv_1x7b")
-    with net.scope("branch_pool"):
-        bp = net.avgpool(x, 3, 1, 1, count_include_pad=True, name="avgpool")
-        bp = _cbr(net, bp, 192, 1, name="conv_1x1")
+    bp = _avgpool_branch(net, x, 192)
     return net.concat([b1, b7, bd, bp], name="concat")
 
 
@@ -108,9 +114,7 @@ def _inception_e(net, x):  # 8x8 with expanded 1x3 / 3x1 filter banks
         bda = _cbr(net, bd, 384, (1, 3), pads=(0, 1), name="conv_1x3")
         bdb = _cbr(net, bd, 384, (3, 1), pads=(1, 0), name="conv_3x1")
         bd = net.concat([bda, bdb], name="concat")
-    with net.scope("branch_pool"):
-        bp = net.avgpool(x, 3, 1, 1, count_include_pad=True, name="avgpool")
-        bp = _cbr(net, bp, 192, 1, name="conv_1x1")
+    bp = _avgpool_branch(net, x, 192)
     return net.concat([b1, b3, bd, bp], name="concat")
 
 
