@@ -41,10 +41,14 @@ static bool bn_affine(Graph *g, const Node *bn, int64_t channels, float **scale,
   return true;
 }
 
-/* The producer's new bias: s * b + shift, with b = 0 when absent. */
-static Tensor *folded_bias(Graph *g, Tensor *old, const char *name, int64_t channels,
+/* The producer's new bias: s * b + shift, with b = 0 when absent. Without
+   an old bias it is named after the weights, with a suffix of its own so
+   that it cannot take the new weights' name. */
+static Tensor *folded_bias(Graph *g, Tensor *old, const Tensor *w, int64_t channels,
                            const float *scale, const float *shift) {
-  Tensor *b = new_const_vector(g, arena_printf(g->arena, "%s_bn", name), channels, 0);
+  const char *name = old ? arena_printf(g->arena, "%s_bn", old->name)
+                         : arena_printf(g->arena, "%s_bn_bias", w->name);
+  Tensor *b = new_const_vector(g, name, channels, 0);
   for (int64_t c = 0; c < channels; c++)
     b->f32[c] = scale[c] * (old ? old->f32[c] : 0) + shift[c];
   return b;
@@ -65,7 +69,7 @@ static bool fold_into_conv(Graph *g, Node *conv, Node *bn) {
   for (int64_t i = 0; i < tensor_numel(w); i++)
     w2->f32[i] = w->f32[i] * scale[i / per_channel];
   set_node_input(g, conv, 1, w2);
-  set_node_input(g, conv, 2, folded_bias(g, b, b ? b->name : w->name, m, scale, shift));
+  set_node_input(g, conv, 2, folded_bias(g, b, w, m, scale, shift));
   return true;
 }
 
@@ -93,7 +97,7 @@ static bool fold_into_conv_transpose(Graph *g, Node *conv, Node *bn) {
       }
     }
   set_node_input(g, conv, 1, w2);
-  set_node_input(g, conv, 2, folded_bias(g, b, b ? b->name : w->name, m, scale, shift));
+  set_node_input(g, conv, 2, folded_bias(g, b, w, m, scale, shift));
   return true;
 }
 
