@@ -117,6 +117,10 @@ class Tensor:
 
 
 class Net:
+    # What a subclass may change: the operators it may emit and its opset.
+    allowed_ops = ALLOWED_OPS
+    opset = OPSET
+
     def __init__(self, name, seed=0, batch=1, bn_eps=1e-5, doc=""):
         self.model_name = name
         self.batch = int(batch)
@@ -188,7 +192,7 @@ class Net:
              **attrs):
         """Emit one node with a single output.  `name` is local to the scope
         unless it already contains the scope.  Returns a Tensor."""
-        assert op in ALLOWED_OPS, op
+        assert op in self.allowed_ops, op
         full = self.qual(name)
         self._claim_node(full)
         oname = self._claim_tensor(out if out is not None else full)
@@ -390,14 +394,17 @@ class Net:
         graph = helper.make_graph(self.nodes, self.model_name, self.inputs,
                                   self.outputs, initializer=self.inits,
                                   doc_string=self.doc)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                   producer_name="opc-zoo", producer_version="1",
                                   ir_version=IR_VERSION)
+        metadata = getattr(self, "metadata", None)
+        if metadata:
+            helper.set_model_props(model, dict(sorted(metadata.items())))
         if check:
             onnx.checker.check_model(model)
             self._verify_shapes(model)
             for n in model.graph.node:
-                assert n.op_type in ALLOWED_OPS, n.op_type
+                assert n.op_type in self.allowed_ops, n.op_type
         return model
 
     def _verify_shapes(self, model):

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from netbuilder import ALLOWED_OPS, IR_VERSION, Net, Tensor
+from netbuilder import ALLOWED_OPS, Net, Tensor
 
 OPSET = 17
 
@@ -30,23 +30,12 @@ INT64_MAX = 9223372036854775807
 
 
 class TNet(Net):
+    allowed_ops = TORCH_OPS
+    opset = OPSET
+
     def __init__(self, name, seed=0, batch=1, doc="", metadata=None):
         super().__init__(name, seed, batch, doc=doc)
         self.metadata = dict(metadata or {})
-
-    def node(self, op, inputs, name, shape=None, out=None, ms=1.0, pos=0.0,
-             **attrs):
-        assert op in TORCH_OPS, op
-        full = self.qual(name)
-        self._claim_node(full)
-        oname = self._claim_tensor(out if out is not None else full)
-        self.nodes.append(helper.make_node(op, list(inputs), [oname],
-                                           name=full, **attrs))
-        if shape is not None:
-            self.value_shapes[oname] = tuple(shape)
-        t = Tensor(oname, shape if shape is not None else (), ms, pos)
-        self.value_ms[oname] = t.ms
-        return t
 
     def tensor_input(self, name, shape, elem=TensorProto.FLOAT):
         t = Tensor(self._claim_tensor(name), shape)
@@ -56,23 +45,6 @@ class TNet(Net):
 
     def tensor_output(self, t, elem=TensorProto.FLOAT):
         self.outputs.append(helper.make_tensor_value_info(t.name, elem, list(t.shape)))
-
-    def to_model(self, check=True):
-        import onnx
-        graph = helper.make_graph(self.nodes, self.model_name, self.inputs,
-                                  self.outputs, initializer=self.inits,
-                                  doc_string=self.doc)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                                  producer_name="opc-zoo", producer_version="1",
-                                  ir_version=IR_VERSION)
-        if self.metadata:
-            helper.set_model_props(model, dict(sorted(self.metadata.items())))
-        if check:
-            onnx.checker.check_model(model)
-            self._verify_shapes(model)
-            for n in model.graph.node:
-                assert n.op_type in TORCH_OPS, n.op_type
-        return model
 
     def _verify_shapes(self, model):
         """Every shape the model code gave must equal strict ONNX shape

@@ -17,37 +17,17 @@ It deliberately carries the exporter's idioms:
 import math
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from netbuilder import Net, _out_dim
+from torchlike import Exporter
 
 
-class _Exporter:
-    def __init__(self, net):
-        self.net = net
-        self.counts = {}
-
-    def _op_name(self, scope, op):
-        """torch-style node names: /scope/Op, /scope/Op_1, ..."""
-        key = (scope, op)
-        k = self.counts.get(key, 0)
-        self.counts[key] = k + 1
-        base = "%s/%s" % (scope, op) if scope else "/" + op
-        return base if k == 0 else "%s_%d" % (base, k)
-
-    def op(self, op, inputs, shape, scope="", **attrs):
-        name = self._op_name(scope, op)
-        return self.net.node(op, inputs, name, shape, out=name + "_output_0", **attrs)
+class _Exporter(Exporter):
+    """torchlike's exporter naming, with this model's layer helpers."""
 
     def constant(self, arr, scope=""):
-        name = self._op_name(scope, "Constant")
-        out = name + "_output_0"
-        self.net._claim_node(name)
-        self.net._claim_tensor(out)
-        t = numpy_helper.from_array(np.array(arr, order="C"), out)
-        self.net.nodes.append(helper.make_node("Constant", [], [out], name=name, value=t))
-        self.net.value_shapes[out] = tuple(np.shape(arr))
-        return out
+        return self.const(arr, scope)
 
     def he(self, shape, fan_in, gain=2.0):
         return self.net.normal(shape, math.sqrt(gain / fan_in))
