@@ -8,6 +8,7 @@
  * float arithmetic is done in float, as the run-time kernels do it.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -20,7 +21,14 @@ bool op_is_evaluable(OpKind op) { return op_info(op)->fold != NULL; }
 
 /* ------------------------------------------------------------ elements */
 
-static float getf(const Tensor *t, int64_t i) { return t->f32 ? t->f32[i] : (float)t->i64[i]; }
+/* u64 values are held as the int64 of the same bits. */
+static bool is_u64(const Tensor *t) { return t->dtype == DT_UINT64; }
+
+static float getf(const Tensor *t, int64_t i) {
+  if (t->f32)
+    return t->f32[i];
+  return is_u64(t) ? (float)(uint64_t)t->i64[i] : (float)t->i64[i];
+}
 
 /* Float to integer, truncating; NaN and out-of-range values (undefined
    behaviour for a plain C cast) go to 0 and the int64 limits. */
@@ -37,6 +45,34 @@ static int64_t to_int(float v) {
 static int64_t geti(const Tensor *t, int64_t i) { return t->i64 ? t->i64[i] : to_int(t->f32[i]); }
 
 static bool is_int(const Tensor *t) { return !dtype_is_float(t->dtype); }
+
+static bool is_nan_at(const Tensor *t, int64_t i) { return t->f32 && t->f32[i] != t->f32[i]; }
+
+/* Orders element i of a against element j of b, which share a dtype: -1,
+   0 or 1, and 2 when a NaN leaves them unordered. */
+static int compare_elems(const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  if (a->f32) {
+    float x = a->f32[i], y = getf(b, j);
+    if (x != x || y != y)
+      return 2;
+    return x < y ? -1 : x > y;
+  }
+  if (is_u64(a)) {
+    uint64_t x = (uint64_t)a->i64[i], y = (uint64_t)b->i64[j];
+    return x < y ? -1 : x > y;
+  }
+  int64_t x = a->i64[i], y = geti(b, j);
+  return x < y ? -1 : x > y;
+}
+
+/* A total order for sorting, numpy's: NaNs after every number, equal to
+   each other. */
+static int order_elems(const Tensor *t, int64_t i, int64_t j) {
+  bool ni = is_nan_at(t, i), nj = is_nan_at(t, j);
+  if (ni || nj)
+    return ni == nj ? 0 : ni ? 1 : -1;
+  return compare_elems(t, i, t, j);
+}
 
 /* Gives the tensor fresh storage for its constant data. */
 static void alloc_data(Graph *g, Tensor *t) {
@@ -318,21 +354,26 @@ static float round_to_bfloat16(float f) {
   return f;
 }
 
+/* Float to u64: values from 2^63 on do not fit the int64 to_int makes. */
+static int64_t to_u64(float v) {
+  return v >= 9.2233720e18f && v < 1.8446744e19f ? (int64_t)(uint64_t)v : to_int(v);
+}
+
+/* Cast and CastLike. node_fold then narrows each value to the target
+   dtype: integers wrap, floats round to f16 or bf16. */
 bool fold_cast(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   DType to = n->p.cast.to;
   for (int64_t i = 0; i < tensor_numel(y); i++) {
-    if (y->f32 && to == DT_FLOAT16)
-      y->f32[i] = round_to_half(getf(x, i));
-    else if (y->f32 && to == DT_BFLOAT16)
-      y->f32[i] = round_to_bfloat16(getf(x, i));
-    else if (y->f32)
+    if (y->f32)
       y->f32[i] = getf(x, i);
-    else if (to == DT_BOOL && x->f32)
-      y->i64[i] = x->f32[i] != 0;
+    else if (x->f32 && to == DT_BOOL)
+      y->i64[i] = x->f32[i] != 0; /* 0.5 is true, not truncated to 0 */
+    else if (x->f32 && to == DT_UINT64)
+      y->i64[i] = to_u64(x->f32[i]);
     else
-      y->i64[i] = wrap_int(geti(x, i), to);
+      y->i64[i] = geti(x, i);
   }
   return true;
 }
@@ -358,6 +399,11 @@ bool fold_range(Graph *g, Node *n) {
     else
       y->i64[i] = start->i64[0] + i * delta->i64[0];
   }
+  return true;
+}
+
+bool fold_size(Graph *g, Node *n) {
+  n->out[0]->i64[0] = tensor_numel(n->in[0]);
   return true;
 }
 
@@ -635,14 +681,39 @@ static bool min_int(int64_t a, int64_t b, int64_t *out) {
   return true;
 }
 
+/* u64 values beyond INT64_MAX are held as negative int64s. */
+static bool max_u64(int64_t a, int64_t b, int64_t *out) {
+  *out = (uint64_t)a > (uint64_t)b ? a : b;
+  return true;
+}
+
+static bool min_u64(int64_t a, int64_t b, int64_t *out) {
+  *out = (uint64_t)a < (uint64_t)b ? a : b;
+  return true;
+}
+
+static bool div_u64(int64_t a, int64_t b, int64_t *out) {
+  if (b == 0)
+    return false;
+  *out = (int64_t)((uint64_t)a / (uint64_t)b);
+  return true;
+}
+
 bool fold_add(Graph *g, Node *n) { return map_binary(g, n, add_float, add_int); }
 bool fold_sub(Graph *g, Node *n) { return map_binary(g, n, sub_float, sub_int); }
 bool fold_mul(Graph *g, Node *n) { return map_binary(g, n, mul_float, mul_int); }
-bool fold_div(Graph *g, Node *n) { return map_binary(g, n, div_float, div_int); }
+bool fold_div(Graph *g, Node *n) {
+  return map_binary(g, n, div_float, is_u64(n->out[0]) ? div_u64 : div_int);
+}
 bool fold_pow(Graph *g, Node *n) { return map_binary(g, n, powf, pow_int); }
 bool fold_sum(Graph *g, Node *n) { return map_binary(g, n, add_float, add_int); }
-bool fold_max(Graph *g, Node *n) { return map_binary(g, n, max_float, max_int); }
-bool fold_min(Graph *g, Node *n) { return map_binary(g, n, min_float, min_int); }
+bool fold_max(Graph *g, Node *n) {
+  return map_binary(g, n, max_float, is_u64(n->out[0]) ? max_u64 : max_int);
+}
+
+bool fold_min(Graph *g, Node *n) {
+  return map_binary(g, n, min_float, is_u64(n->out[0]) ? min_u64 : min_int);
+}
 
 bool fold_mean(Graph *g, Node *n) {
   if (!map_binary(g, n, add_float, add_int))
@@ -920,12 +991,501 @@ bool fold_cumsum(Graph *g, Node *n) {
   return true;
 }
 
+/* ------------------------------------------ comparison, logic and bits */
+
+/* Two-input kinds whose result is an integer or bool: f maps the element
+   pair each output element reads, broadcast, to the result. */
+typedef int64_t PairFn(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j);
+
+static bool map_pairs(Node *n, PairFn *f) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
+  broadcast_strides(a->rank, a->dims, y->rank, y->dims, sa);
+  broadcast_strides(b->rank, b->dims, y->rank, y->dims, sb);
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->i64[i] = f(n, a, broadcast_offset(i, y->rank, y->dims, sa), b,
+                  broadcast_offset(i, y->rank, y->dims, sb));
+  return true;
+}
+
+/* A NaN compares false with everything, itself included. */
+static int64_t equal_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  return compare_elems(a, i, b, j) == 0;
+}
+
+static int64_t greater_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                            int64_t j) {
+  return compare_elems(a, i, b, j) == 1;
+}
+
+static int64_t less_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  return compare_elems(a, i, b, j) == -1;
+}
+
+static int64_t greater_or_equal_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                                     int64_t j) {
+  int c = compare_elems(a, i, b, j);
+  return c == 0 || c == 1;
+}
+
+static int64_t less_or_equal_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                                  int64_t j) {
+  int c = compare_elems(a, i, b, j);
+  return c == 0 || c == -1;
+}
+
+static int64_t and_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  return a->i64[i] && b->i64[j];
+}
+
+static int64_t or_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  return a->i64[i] || b->i64[j];
+}
+
+static int64_t xor_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b, int64_t j) {
+  return !a->i64[i] != !b->i64[j];
+}
+
+/* The bitwise kinds work on the int64 of the same value; node_fold then
+   narrows the result to the dtype's width. */
+static int64_t bitwise_and_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                                int64_t j) {
+  return a->i64[i] & b->i64[j];
+}
+
+static int64_t bitwise_or_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                               int64_t j) {
+  return a->i64[i] | b->i64[j];
+}
+
+static int64_t bitwise_xor_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                                int64_t j) {
+  return a->i64[i] ^ b->i64[j];
+}
+
+/* Unsigned only; shifting by the width or more leaves 0, as numpy does. */
+static int64_t bit_shift_pair(const Node *n, const Tensor *a, int64_t i, const Tensor *b,
+                              int64_t j) {
+  uint64_t v = (uint64_t)a->i64[i], by = (uint64_t)b->i64[j];
+  if (by >= 8 * dtype_size(a->dtype))
+    return 0;
+  return (int64_t)(n->p.bit_shift.left ? v << by : v >> by);
+}
+
+bool fold_equal(Graph *g, Node *n) { return map_pairs(n, equal_pair); }
+bool fold_greater(Graph *g, Node *n) { return map_pairs(n, greater_pair); }
+bool fold_less(Graph *g, Node *n) { return map_pairs(n, less_pair); }
+bool fold_greater_or_equal(Graph *g, Node *n) { return map_pairs(n, greater_or_equal_pair); }
+bool fold_less_or_equal(Graph *g, Node *n) { return map_pairs(n, less_or_equal_pair); }
+bool fold_and(Graph *g, Node *n) { return map_pairs(n, and_pair); }
+bool fold_or(Graph *g, Node *n) { return map_pairs(n, or_pair); }
+bool fold_xor(Graph *g, Node *n) { return map_pairs(n, xor_pair); }
+bool fold_bitwise_and(Graph *g, Node *n) { return map_pairs(n, bitwise_and_pair); }
+bool fold_bitwise_or(Graph *g, Node *n) { return map_pairs(n, bitwise_or_pair); }
+bool fold_bitwise_xor(Graph *g, Node *n) { return map_pairs(n, bitwise_xor_pair); }
+bool fold_bit_shift(Graph *g, Node *n) { return map_pairs(n, bit_shift_pair); }
+
+bool fold_not(Graph *g, Node *n) {
+  for (int64_t i = 0; i < tensor_numel(n->out[0]); i++)
+    n->out[0]->i64[i] = !n->in[0]->i64[i];
+  return true;
+}
+
+bool fold_bitwise_not(Graph *g, Node *n) {
+  for (int64_t i = 0; i < tensor_numel(n->out[0]); i++)
+    n->out[0]->i64[i] = ~n->in[0]->i64[i];
+  return true;
+}
+
+bool fold_is_nan(Graph *g, Node *n) {
+  for (int64_t i = 0; i < tensor_numel(n->out[0]); i++)
+    n->out[0]->i64[i] = is_nan_at(n->in[0], i);
+  return true;
+}
+
+bool fold_is_inf(Graph *g, Node *n) {
+  for (int64_t i = 0; i < tensor_numel(n->out[0]); i++) {
+    float v = n->in[0]->f32[i];
+    n->out[0]->i64[i] = (v == INFINITY && n->p.is_inf.positive) ||
+                        (v == -INFINITY && n->p.is_inf.negative);
+  }
+  return true;
+}
+
+bool fold_where(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t strides[3][IR_MAX_RANK];
+  for (int k = 0; k < 3; k++)
+    broadcast_strides(n->in[k]->rank, n->in[k]->dims, y->rank, y->dims, strides[k]);
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    bool pick_x = n->in[0]->i64[broadcast_offset(i, y->rank, y->dims, strides[0])] != 0;
+    int k = pick_x ? 1 : 2;
+    copy_elem(y, i, n->in[k], broadcast_offset(i, y->rank, y->dims, strides[k]));
+  }
+  return true;
+}
+
+/* ------------------------------------------------ scatter and gather */
+
+/* An index that may count from the end, made non-negative. Shape
+   inference has checked the range. */
+static int64_t from_end(int64_t index, int64_t dim) { return index < 0 ? index + dim : index; }
+
+/* Combines update element ui into output element yi under the reduction,
+   as the reference does it with numpy (a NaN wins max and min). */
+static void scatter_into(Tensor *y, int64_t yi, const Tensor *upd, int64_t ui,
+                         ScatterReduction r) {
+  if (r == SCATTER_NONE) {
+    copy_elem(y, yi, upd, ui);
+  } else if (y->f32) {
+    float a = y->f32[yi], b = getf(upd, ui);
+    y->f32[yi] = r == SCATTER_ADD ? a + b : r == SCATTER_MUL ? a * b
+               : r == SCATTER_MAX ? max_float(a, b) : min_float(a, b);
+  } else if (r == SCATTER_ADD || r == SCATTER_MUL) {
+    uint64_t a = (uint64_t)y->i64[yi], b = (uint64_t)upd->i64[ui];
+    y->i64[yi] = (int64_t)(r == SCATTER_ADD ? a + b : a * b);
+  } else {
+    int c = compare_elems(upd, ui, y, yi);
+    if ((r == SCATTER_MAX && c == 1) || (r == SCATTER_MIN && c == -1))
+      y->i64[yi] = upd->i64[ui];
+  }
+}
+
+/* The element offset of the slice that one index tuple of `k` values
+   (ScatterND, GatherND) addresses in dims[first..first+k) of x. */
+static int64_t tuple_offset(const Tensor *idx, int64_t tuple, int64_t k, const Tensor *x,
+                            int first) {
+  int64_t at = 0;
+  for (int64_t j = 0; j < k; j++) {
+    int64_t dim = x->dims[first + j];
+    at = at * dim + from_end(idx->i64[tuple * k + j], dim);
+  }
+  return at * prod(x->dims, first + (int)k, x->rank);
+}
+
+bool fold_scatter_nd(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *idx = n->in[1], *upd = n->in[2];
+  Tensor *y = n->out[0];
+  copy_data(y, x);
+  int64_t k = idx->dims[idx->rank - 1];
+  int64_t tuples = prod(idx->dims, 0, idx->rank - 1), slice = prod(x->dims, (int)k, x->rank);
+  for (int64_t t = 0; t < tuples; t++) {
+    int64_t at = tuple_offset(idx, t, k, x, 0);
+    for (int64_t e = 0; e < slice; e++)
+      scatter_into(y, at + e, upd, t * slice + e, n->p.scatter.reduction);
+  }
+  return true;
+}
+
+bool fold_scatter_elements(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *idx = n->in[1], *upd = n->in[2];
+  Tensor *y = n->out[0];
+  int axis = n->p.scatter.axis;
+  int64_t c[IR_MAX_RANK];
+  copy_data(y, x);
+  for (int64_t i = 0; i < tensor_numel(idx); i++) {
+    unravel(i, idx->rank, idx->dims, c);
+    c[axis] = from_end(idx->i64[i], x->dims[axis]);
+    scatter_into(y, ravel(x->rank, x->dims, c), upd, i, n->p.scatter.reduction);
+  }
+  return true;
+}
+
+/* Per batch (the first batch_dims dims, shared by data and indices), each
+   index tuple picks a slice of that batch's data. */
+bool fold_gather_nd(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *idx = n->in[1];
+  Tensor *y = n->out[0];
+  int b = n->p.gather_nd.batch_dims;
+  int64_t k = idx->dims[idx->rank - 1];
+  int64_t batches = prod(idx->dims, 0, b), tuples = prod(idx->dims, b, idx->rank - 1);
+  int64_t slice = prod(x->dims, b + (int)k, x->rank), batch_size = prod(x->dims, b, x->rank);
+  for (int64_t bi = 0; bi < batches; bi++)
+    for (int64_t t = 0; t < tuples; t++) {
+      int64_t tuple = bi * tuples + t;
+      int64_t from = bi * batch_size + tuple_offset(idx, tuple, k, x, b);
+      for (int64_t e = 0; e < slice; e++)
+        copy_elem(y, tuple * slice + e, x, from + e);
+    }
+  return true;
+}
+
+/* OneHot follows the spec: an index outside [-depth, depth) gives a row of
+   off values (the reference implementation's numpy mod would wrap it).
+   Float indices are truncated, as ONNX Runtime does. */
+bool fold_one_hot(Graph *g, Node *n) {
+  const Tensor *idx = n->in[0], *values = n->in[2];
+  Tensor *y = n->out[0];
+  int axis = n->p.one_hot.axis;
+  int64_t depth = n->p.one_hot.depth;
+  int64_t inner = prod(idx->dims, axis, idx->rank), outer = prod(idx->dims, 0, axis);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t d = 0; d < depth; d++)
+      for (int64_t e = 0; e < inner; e++) {
+        int64_t v = geti(idx, o * inner + e);
+        bool on = v == d || v + depth == d;
+        copy_elem(y, (o * depth + d) * inner + e, values, on ? 1 : 0);
+      }
+  return true;
+}
+
+/* ---------------------------------------------- sorting and selection */
+
+/* Orders item a before item b (< 0), after (> 0) or as equal (0). */
+typedef int ItemOrder(const void *ctx, int64_t a, int64_t b);
+
+/* Sorts items stably, bottom-up merge sort: equal items keep their order,
+   which TopK's and Unique's ties need. */
+static void stable_sort(int64_t *items, int64_t count, ItemOrder *order, const void *ctx) {
+  int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(count + 1));
+  for (int64_t width = 1; width < count; width *= 2) {
+    for (int64_t lo = 0; lo < count; lo += 2 * width) {
+      int64_t mid = lo + width < count ? lo + width : count;
+      int64_t hi = lo + 2 * width < count ? lo + 2 * width : count;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        tmp[k++] = order(ctx, items[j], items[i]) < 0 ? items[j++] : items[i++];
+      while (i < mid)
+        tmp[k++] = items[i++];
+      while (j < hi)
+        tmp[k++] = items[j++];
+    }
+    memcpy(items, tmp, sizeof(int64_t) * (size_t)count);
+  }
+  free(tmp);
+}
+
+/* Whether element `cand` beats the best so far, `best`, for ArgMax or
+   ArgMin: numpy's argmax and argmin take the first NaN (the last with
+   select_last_index), else the first extreme value (or the last). */
+static bool arg_beats(const Node *n, const Tensor *x, int64_t cand, int64_t best) {
+  bool last = n->p.arg.select_last;
+  bool cand_nan = is_nan_at(x, cand), best_nan = is_nan_at(x, best);
+  if (cand_nan || best_nan)
+    return cand_nan && (!best_nan || last);
+  int c = compare_elems(x, cand, x, best);
+  return c == (n->op == OP_ARG_MAX ? 1 : -1) || (c == 0 && last);
+}
+
+bool fold_arg(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int axis = n->p.arg.axis;
+  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e, best = 0;
+      for (int64_t k = 1; k < len; k++)
+        if (arg_beats(n, x, base + k * inner, base + best * inner))
+          best = k;
+      n->out[0]->i64[o * inner + e] = best;
+    }
+  return true;
+}
+
+/* One row of TopK: elements base + k * inner. */
+typedef struct TopRow {
+  const Tensor *x;
+  int64_t base, inner;
+  bool largest;
+} TopRow;
+
+/* Largest (or smallest) first, ties in index order; NaNs last either way,
+   where numpy's sort of the reference puts them. */
+static int topk_order(const void *ctx, int64_t a, int64_t b) {
+  const TopRow *r = ctx;
+  int64_t i = r->base + a * r->inner, j = r->base + b * r->inner;
+  int c = order_elems(r->x, i, j);
+  return r->largest && !is_nan_at(r->x, i) && !is_nan_at(r->x, j) ? -c : c;
+}
+
+/* The result is sorted whatever `sorted` says: the spec leaves the order
+   of an unsorted result open. */
+bool fold_topk(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *values = n->out[0], *indices = n->nout > 1 ? n->out[1] : NULL;
+  int axis = n->p.topk.axis;
+  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis], k = n->p.topk.k;
+  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(len + 1));
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      TopRow row = {x, o * len * inner + e, inner, n->p.topk.largest};
+      for (int64_t j = 0; j < len; j++)
+        order[j] = j;
+      stable_sort(order, len, topk_order, &row);
+      for (int64_t j = 0; j < k; j++) {
+        int64_t at = (o * k + j) * inner + e;
+        if (values)
+          copy_elem(values, at, x, row.base + order[j] * inner);
+        if (indices)
+          indices->i64[at] = order[j];
+      }
+    }
+  free(order);
+  return true;
+}
+
+int64_t count_non_zero(const Tensor *x) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < tensor_numel(x); i++)
+    count += x->f32 ? x->f32[i] != 0 : x->i64[i] != 0;
+  return count;
+}
+
+/* NonZero: the coordinates of every non-zero element, row-major, one row
+   per dim. */
+bool fold_non_zero(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  int64_t count = y->dims[1], c[IR_MAX_RANK] = {0}, j = 0;
+  for (int64_t i = 0; i < tensor_numel(x); i++) {
+    if (x->f32 ? x->f32[i] == 0 : x->i64[i] == 0)
+      continue;
+    unravel(i, x->rank, x->dims, c);
+    for (int64_t d = 0; d < y->dims[0]; d++)
+      y->i64[d * count + j] = c[d];
+    j++;
+  }
+  return true;
+}
+
+/* Unique's items: the elements of the flattened input, or with an axis the
+   slices along it, compared element by element (numpy's unique moves the
+   axis first and compares the rows). */
+typedef struct Items {
+  const Tensor *x;
+  int64_t count;        /* items */
+  int64_t outer, inner; /* an item is `outer` runs of `inner` elements */
+} Items;
+
+static Items unique_items(const Node *n) {
+  const Tensor *x = n->in[0];
+  int axis = n->p.unique.axis;
+  if (!n->p.unique.has_axis)
+    return (Items){x, tensor_numel(x), 1, 1};
+  return (Items){x, x->dims[axis], prod(x->dims, 0, axis), prod(x->dims, axis + 1, x->rank)};
+}
+
+/* Element p of item k. */
+static int64_t item_elem(const Items *it, int64_t k, int64_t p) {
+  int64_t o = p / it->inner, e = p % it->inner;
+  return (o * it->count + k) * it->inner + e;
+}
+
+static int item_order(const void *ctx, int64_t a, int64_t b) {
+  const Items *it = ctx;
+  for (int64_t p = 0; p < it->outer * it->inner; p++) {
+    int c = order_elems(it->x, item_elem(it, a, p), item_elem(it, b, p));
+    if (c)
+      return c;
+  }
+  return 0;
+}
+
+/* Sorts the items (stably: the first of equal items is their first
+   occurrence) and numbers the groups of equal items: group[k] for the
+   k-th sorted item. Returns the number of groups; the caller frees. */
+static int64_t group_items(const Items *it, int64_t **sorted, int64_t **group) {
+  int64_t *s = malloc(sizeof(int64_t) * (size_t)(it->count + 1));
+  int64_t *grp = malloc(sizeof(int64_t) * (size_t)(it->count + 1));
+  for (int64_t k = 0; k < it->count; k++)
+    s[k] = k;
+  stable_sort(s, it->count, item_order, it);
+  int64_t groups = 0;
+  for (int64_t k = 0; k < it->count; k++) {
+    if (k == 0 || item_order(it, s[k - 1], s[k]) != 0)
+      groups++;
+    grp[k] = groups - 1;
+  }
+  *sorted = s;
+  *group = grp;
+  return groups;
+}
+
+int64_t count_unique(const Node *n) {
+  Items it = unique_items(n);
+  int64_t *sorted, *group;
+  int64_t count = group_items(&it, &sorted, &group);
+  free(sorted);
+  free(group);
+  return count;
+}
+
+static int first_order(const void *ctx, int64_t a, int64_t b) {
+  const int64_t *first = ctx;
+  return first[a] < first[b] ? -1 : first[a] > first[b];
+}
+
+/* first[u]: the first occurrence of group u. Its place in the output is u
+   when sorted, else its rank among the first occurrences. */
+static void unique_places(const Node *n, const int64_t *first, int64_t groups, int64_t *place) {
+  for (int64_t u = 0; u < groups; u++)
+    place[u] = u;
+  if (n->p.unique.sorted)
+    return;
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(groups + 1));
+  for (int64_t u = 0; u < groups; u++)
+    order[u] = u;
+  stable_sort(order, groups, first_order, first);
+  for (int64_t j = 0; j < groups; j++)
+    place[order[j]] = j;
+  free(order);
+}
+
+bool fold_unique(Graph *g, Node *n) {
+  Items it = unique_items(n);
+  int64_t *sorted, *group;
+  int64_t groups = group_items(&it, &sorted, &group);
+  int64_t *first = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(2 * groups + 1));
+  int64_t *place = first + groups;
+  for (int64_t k = it.count - 1; k >= 0; k--)
+    first[group[k]] = sorted[k]; /* the stable sort put first occurrences first */
+  unique_places(n, first, groups, place);
+  Tensor *y = n->out[0];
+  Tensor *indices = n->nout > 1 ? n->out[1] : NULL, *inverse = n->nout > 2 ? n->out[2] : NULL;
+  Tensor *counts = n->nout > 3 ? n->out[3] : NULL;
+  Items out = {y, groups, it.outer, it.inner};
+  for (int64_t u = 0; u < groups; u++) {
+    for (int64_t p = 0; p < it.outer * it.inner; p++)
+      copy_elem(y, item_elem(&out, place[u], p), it.x, item_elem(&it, first[u], p));
+    if (indices)
+      indices->i64[place[u]] = first[u];
+    if (counts)
+      counts->i64[place[u]] = 0;
+  }
+  for (int64_t k = 0; k < it.count; k++) {
+    if (inverse)
+      inverse->i64[sorted[k]] = place[group[k]];
+    if (counts)
+      counts->i64[place[group[k]]]++;
+  }
+  free(sorted);
+  free(group);
+  return true;
+}
+
 /* -------------------------------------------------------------- driver */
+
+/* The evaluators compute in int64 and float; each result then keeps what
+   its dtype holds: integers wrap to their width (u8 200 + 100 is 44),
+   floats round to f16 or bf16. */
+static void fit_to_dtype(Tensor *t) {
+  for (int64_t i = 0; i < tensor_numel(t); i++) {
+    if (t->i64)
+      t->i64[i] = wrap_int(t->i64[i], t->dtype);
+    else if (t->dtype == DT_FLOAT16)
+      t->f32[i] = round_to_half(t->f32[i]);
+    else if (t->dtype == DT_BFLOAT16)
+      t->f32[i] = round_to_bfloat16(t->f32[i]);
+  }
+}
 
 bool node_fold(Graph *g, Node *n) {
   if (!op_is_evaluable(n->op))
     return false;
-  bool needs_inputs = n->op != OP_SHAPE && n->op != OP_EYE_LIKE; /* shapes only */
+  bool needs_inputs = op_info(n->op)->eval != FROM_SHAPES;
   for (int i = 0; needs_inputs && i < n->nin; i++)
     if (n->in[i] && !tensor_is_const(n->in[i]))
       return false;
@@ -943,8 +1503,12 @@ bool node_fold(Graph *g, Node *n) {
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
       alloc_data(g, n->out[i]);
-  if (op_info(n->op)->fold(g, n))
+  if (op_info(n->op)->fold(g, n)) {
+    for (int i = 0; i < n->nout; i++)
+      if (n->out[i])
+        fit_to_dtype(n->out[i]);
     return true;
+  }
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
       n->out[i]->f32 = NULL, n->out[i]->i64 = NULL;

@@ -4,6 +4,7 @@
  * so that every shape input is a constant by the time its reader runs.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "ir.h"
 
@@ -44,11 +45,138 @@ static bool check_arity(Graph *g, Node *n) {
   return true;
 }
 
-/* Run-time data is float32 only. Other dtypes pass when the node will be
-   evaluated at compile time, which happens when all its inputs are constant. */
-static bool check_dtypes(Graph *g, Node *n) {
-  unsigned params = op_info(n->op)->param_inputs;
-  bool folds = op_is_evaluable(n->op) && all_inputs_const(n);
+/* ---------------------------------------------------- type constraints */
+
+/* A set of dtypes: bit t stands for DType t. */
+typedef uint32_t TypeSet;
+
+static TypeSet type_bit(DType t) { return (TypeSet)1 << t; }
+
+/* Every dtype opc holds, in the order messages list them. */
+static const DType all_dtypes[] = {
+    DT_FLOAT16, DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_INT8,   DT_INT16, DT_INT32,
+    DT_INT64,   DT_UINT8, DT_UINT16, DT_UINT32,   DT_UINT64, DT_BOOL,
+};
+
+/* A name of ops.def's type column: a group or one dtype; 0 if unknown. */
+static TypeSet named_types(const char *name) {
+  TypeSet flt = type_bit(DT_FLOAT16) | type_bit(DT_FLOAT) | type_bit(DT_DOUBLE) |
+                type_bit(DT_BFLOAT16);
+  TypeSet sint = type_bit(DT_INT8) | type_bit(DT_INT16) | type_bit(DT_INT32) | type_bit(DT_INT64);
+  TypeSet uint = type_bit(DT_UINT8) | type_bit(DT_UINT16) | type_bit(DT_UINT32) |
+                 type_bit(DT_UINT64);
+  const struct {
+    const char *name;
+    TypeSet set;
+  } groups[] = {
+      {"float", flt},         {"sint", sint},
+      {"uint", uint},         {"int", sint | uint},
+      {"num", sint | uint | flt}, {"any", sint | uint | flt | type_bit(DT_BOOL)},
+      {"index", type_bit(DT_INT32) | type_bit(DT_INT64)},
+  };
+  for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+    if (strcmp(groups[i].name, name) == 0)
+      return groups[i].set;
+  DType t = dtype_from_name(name);
+  return t == DT_UNDEFINED || t == DT_STRING ? 0 : type_bit(t);
+}
+
+enum { MAX_TYPE_WORDS = 8 };
+
+/* One row's type column, parsed: per input word, the allowed dtypes, or
+   the earlier input whose dtype it must share. */
+typedef struct TypeRule {
+  int nwords;
+  TypeSet allowed[MAX_TYPE_WORDS];
+  int same_as[MAX_TYPE_WORDS]; /* -1: none */
+} TypeRule;
+
+/* A mistake in ops.def is opc's bug: it stops every compile at once, so
+   that any test finds it. */
+static void bad_types(OpKind op, const char *why, const char *word) {
+  fprintf(stderr, "opc: internal error: ops.def: %s: %s '%s'\n", op_name(op), why, word);
+  abort();
+}
+
+static void parse_word(OpKind op, char *word, TypeRule *r) {
+  int i = r->nwords++;
+  r->same_as[i] = -1;
+  r->allowed[i] = 0;
+  if (word[0] == '=') {
+    char *end;
+    long k = strtol(word + 1, &end, 10);
+    if (*end || end == word + 1 || k < 0 || k >= i)
+      bad_types(op, "'=K' must name an earlier input:", word);
+    r->same_as[i] = (int)k;
+    return;
+  }
+  for (char *name = strtok(word, "|"); name; name = strtok(NULL, "|")) {
+    TypeSet s = named_types(name);
+    if (!s)
+      bad_types(op, "unknown type set", name);
+    r->allowed[i] |= s;
+  }
+}
+
+static void parse_rule(OpKind op, TypeRule *r) {
+  char text[128], *words[MAX_TYPE_WORDS];
+  int count = 0;
+  snprintf(text, sizeof text, "%s", op_info(op)->types);
+  for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+    if (count == MAX_TYPE_WORDS)
+      bad_types(op, "too many words in", op_info(op)->types);
+    words[count++] = w;
+  }
+  r->nwords = 0;
+  for (int i = 0; i < count; i++) /* after the split: parse_word uses strtok too */
+    parse_word(op, words[i], r);
+}
+
+static const TypeRule *type_rule(OpKind op) {
+  static TypeRule rules[OP_COUNT];
+  static bool parsed;
+  if (!parsed) {
+    for (int k = 1; k < OP_COUNT; k++)
+      parse_rule((OpKind)k, &rules[k]);
+    parsed = true;
+  }
+  return &rules[op];
+}
+
+/* "f16, f32, f64, bf16" */
+static const char *set_names(TypeSet s, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof all_dtypes / sizeof all_dtypes[0]; i++)
+    if (s & type_bit(all_dtypes[i]) && len < size)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                              dtype_name(all_dtypes[i]));
+  return buf;
+}
+
+/* Whether input i satisfies its word of the type column. */
+static bool check_input_type(Graph *g, Node *n, const TypeRule *r, int i) {
+  Tensor *t = n->in[i];
+  int w = i < r->nwords ? i : r->nwords - 1;
+  Tensor *like = r->same_as[w] >= 0 ? node_input(n, r->same_as[w]) : NULL;
+  const char *op = op_name(n->op);
+  if (like && like->dtype != t->dtype) {
+    ir_error(g, n, "input '%s' of %s has type %s, expected the same type as input '%s' (%s)",
+             t->name, op, dtype_name(t->dtype), like->name, dtype_name(like->dtype));
+    return false;
+  }
+  char names[128];
+  if (r->same_as[w] < 0 && !(r->allowed[w] & type_bit(t->dtype))) {
+    ir_error(g, n, "input '%s' of %s has type %s, expected one of %s", t->name, op,
+             dtype_name(t->dtype), set_names(r->allowed[w], names, sizeof names));
+    return false;
+  }
+  return true;
+}
+
+/* The ONNX type constraints of ops.def's type column. */
+static bool check_input_types(Graph *g, Node *n) {
+  const TypeRule *r = type_rule(n->op);
   for (int i = 0; i < n->nin; i++) {
     Tensor *t = n->in[i];
     if (!t)
@@ -57,10 +185,49 @@ static bool check_dtypes(Graph *g, Node *n) {
       ir_error(g, n, "input '%s' has no known type", t->name);
       return false;
     }
-    if ((params >> i) & 1 || t->dtype == DT_FLOAT || folds)
+    if (r->nwords > 0 && !check_input_type(g, n, r, i))
+      return false;
+  }
+  return true;
+}
+
+/* ------------------------------------------------- where the work happens */
+
+/* A kind without kernels runs only when it folds: every input must be a
+   constant. The conformance runner binds an input named in this message
+   to its test data and tries again. */
+static bool check_compile_time_inputs(Graph *g, Node *n) {
+  if (op_info(n->op)->eval != AT_COMPILE_TIME)
+    return true;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && !tensor_is_const(n->in[i])) {
+      ir_error(g, n, "%s runs only at compile time here: input '%s' is not a compile-time "
+               "constant", op_name(n->op), n->in[i]->name);
+      return false;
+    }
+  return true;
+}
+
+/* What the kernels take: run-time values are float32 only, so another
+   dtype passes only when the node folds at compile time (all its inputs
+   constant), or on a parameter input (shapes, axes, indices), which the
+   backend reads as constants. A run-time Cast must produce f32. Widening
+   the run-time dtypes starts here. */
+static bool check_run_time_dtypes(Graph *g, Node *n) {
+  const OpInfo *info = op_info(n->op);
+  if (info->eval != AT_RUN_TIME || (op_is_evaluable(n->op) && all_inputs_const(n)))
+    return true;
+  for (int i = 0; i < n->nin; i++) {
+    Tensor *t = n->in[i];
+    if (!t || (info->param_inputs >> i) & 1 || t->dtype == DT_FLOAT)
       continue;
     ir_error(g, n, "unsupported dtype %s for input '%s' (run-time values must be f32)",
              dtype_name(t->dtype), t->name);
+    return false;
+  }
+  if (n->op == OP_CAST && n->p.cast.to != DT_FLOAT) {
+    ir_error(g, n, "unsupported dtype %s: a run-time Cast can only produce f32",
+             dtype_name(n->p.cast.to));
     return false;
   }
   return true;
@@ -83,9 +250,26 @@ static void float_exponent(Graph *g, Node *n) {
   graph_rebuild_uses(g);
 }
 
+/* The run-time dtype check comes after the shape function, which
+   resolves Cast's target type. */
 bool node_infer(Graph *g, Node *n) {
   float_exponent(g, n);
-  return check_arity(g, n) && check_dtypes(g, n) && op_info(n->op)->infer(g, n);
+  return check_arity(g, n) && check_input_types(g, n) && check_compile_time_inputs(g, n) &&
+         op_info(n->op)->infer(g, n) && check_run_time_dtypes(g, n);
+}
+
+/* A kind without kernels that did not fold (its result is too large to
+   evaluate) has nowhere to run. */
+static bool must_fold(Graph *g, Node *n) {
+  if (op_info(n->op)->eval == AT_RUN_TIME)
+    return false;
+  int64_t count = 0;
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i])
+      count += tensor_numel(n->out[i]);
+  ir_error(g, n, "%s runs only at compile time here, and its result (%lld elements) is too "
+           "large to evaluate", op_name(n->op), (long long)count);
+  return true;
 }
 
 bool graph_infer_shapes(Graph *g) {
@@ -102,13 +286,12 @@ bool graph_infer_shapes(Graph *g) {
       if (n->in[j] && bad[n->in[j]->id])
         skip = true;
     bool done = !skip && node_infer(g, n);
-    /* Shape and EyeLike always fold: they read only shapes, which are
-       static. Other kinds fold when all their inputs are known. */
-    if (done && (n->op == OP_SHAPE || n->op == OP_CONSTANT || n->op == OP_EYE_LIKE ||
-                 all_inputs_const(n))) {
+    /* Shape and Size always fold: they read only shapes, which are static.
+       Other kinds fold when all their inputs are known. */
+    if (done && (op_info(n->op)->eval == FROM_SHAPES || all_inputs_const(n))) {
       int before = ir_error_count();
-      node_fold(g, n); /* false alone just means "not evaluable" */
-      done = ir_error_count() == before;
+      bool folded = node_fold(g, n); /* false alone just means "not evaluable" */
+      done = ir_error_count() == before && (folded || !must_fold(g, n));
     }
     if (!done) {
       ok = false;

@@ -197,10 +197,22 @@ typedef enum ParamKind {
   PARAMS_MOD,
   PARAMS_LP,
   PARAMS_LOSS,
+  PARAMS_SCATTER,
+  PARAMS_ARG,
+  PARAMS_TOPK,
+  PARAMS_ONE_HOT,
+  PARAMS_UNIQUE,
+  PARAMS_GATHER_ND,
+  PARAMS_BIT_SHIFT,
+  PARAMS_IS_INF,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
 typedef enum LossReduction { LOSS_NONE, LOSS_SUM, LOSS_MEAN } LossReduction;
+/* ScatterND's and ScatterElements' reduction, in the spec's order. */
+typedef enum ScatterReduction {
+  SCATTER_NONE, SCATTER_ADD, SCATTER_MUL, SCATTER_MAX, SCATTER_MIN,
+} ScatterReduction;
 
 /* Resize's and Upsample's modes; -1 in a field means a name opc does not
    know, which the emitter reports. */
@@ -268,6 +280,19 @@ typedef union Params {
   /* LpNormalization (axis, p), LpPool and GlobalLpPool (p). */
   struct { int axis; int p; } lp;
   struct { LossReduction reduction; bool has_ignore; int64_t ignore; } loss;
+  /* ScatterND (axis unused), ScatterElements and its old name Scatter. */
+  struct { int axis; ScatterReduction reduction; } scatter;
+  /* ArgMax, ArgMin. */
+  struct { int axis; bool keepdims, select_last; } arg;
+  struct { int axis; int64_t k; bool largest, sorted; } topk;
+  /* OneHot: the output axis of the one-hot dimension, its size. */
+  struct { int axis; int64_t depth; } one_hot;
+  /* Unique: along `axis` when has_axis, else over the flattened input;
+     count is the number of unique elements (or slices) found. */
+  struct { bool has_axis, sorted; int axis; int64_t count; } unique;
+  struct { int batch_dims; } gather_nd;
+  struct { bool left; } bit_shift;
+  struct { bool negative, positive; } is_inf;
 } Params;
 
 /*
@@ -315,6 +340,13 @@ struct Node {
 
 typedef struct Graph Graph;
 
+/* Where a kind's work can happen (ops.def). */
+typedef enum Evaluation {
+  AT_RUN_TIME,     /* the backend has kernels; folds when its inputs are constant */
+  AT_COMPILE_TIME, /* no kernels: every input must be a constant, and it folds */
+  FROM_SHAPES,     /* reads only its inputs' shapes: always folds (Shape, Size) */
+} Evaluation;
+
 /* Description of one operator kind: a row of ops.def. */
 typedef struct OpInfo {
   const char *name; /* ONNX op_type */
@@ -330,6 +362,11 @@ typedef struct OpInfo {
   ParamKind params;
   CostClass cost;
   unsigned param_inputs; /* bit i: input i is a parameter, not f32 data */
+  Evaluation eval;
+  /* The ONNX type constraints of the inputs, one word per input (the last
+     repeats for variadic inputs): a set of dtypes such as "float" or
+     "i32|i64", or "=K", the type of input K. ops.def lists the sets. */
+  const char *types;
 } OpInfo;
 
 const OpInfo *op_info(OpKind op);

@@ -177,15 +177,6 @@ static int name_index(const char *const *names, int count, const char *s) {
   return -1;
 }
 
-static bool need_same_dtype(Graph *g, Node *n, const Tensor *a, const Tensor *b) {
-  if (a->dtype != b->dtype) {
-    ir_error(g, n, "inputs '%s' (%s) and '%s' (%s) must have the same dtype", a->name,
-             dtype_name(a->dtype), b->name, dtype_name(b->dtype));
-    return false;
-  }
-  return true;
-}
-
 static const char *shape_str(const Tensor *t, char *buf, size_t size) {
   return tensor_type_str(t, buf, size);
 }
@@ -274,8 +265,6 @@ static bool infer_clip(Graph *g, Node *n) {
                (long long)tensor_numel(b));
       return false;
     }
-    if (b && !need_same_dtype(g, n, x, b))
-      return false;
   }
   return same_as(g, n, 0, x);
 }
@@ -316,7 +305,7 @@ static bool infer_prelu(Graph *g, Node *n) {
              shape_str(x, b, sizeof b));
     return false;
   }
-  return need_same_dtype(g, n, x, slope) && same_as(g, n, 0, x);
+  return same_as(g, n, 0, x);
 }
 
 static bool infer_gelu(Graph *g, Node *n) {
@@ -329,31 +318,69 @@ static bool infer_gelu(Graph *g, Node *n) {
   return same_as(g, n, 0, in(n, 0));
 }
 
-/* Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean. */
-static bool infer_broadcast(Graph *g, Node *n) {
-  Tensor *first = in(n, 0);
-  int rank = first->rank;
-  int64_t dims[IR_MAX_RANK];
-  memcpy(dims, first->dims, sizeof dims);
-  for (int i = 1; i < n->nin; i++) {
+/* The numpy broadcast of the inputs from `first` on into (rank, dims).
+   Their dtypes are the type column's business (infer.c). */
+static bool broadcast_inputs(Graph *g, Node *n, int first, int *rank, int64_t *dims) {
+  Tensor *a = in(n, first);
+  *rank = a->rank;
+  memcpy(dims, a->dims, sizeof(int64_t) * IR_MAX_RANK);
+  for (int i = first + 1; i < n->nin; i++) {
     Tensor *t = in(n, i);
     if (!t) {
       ir_error(g, n, "input %d is missing", i);
       return false;
     }
-    /* Pow's exponent may have its own type since opset 12. */
-    if (n->op != OP_POW && !need_same_dtype(g, n, first, t))
-      return false;
     int64_t out[IR_MAX_RANK];
-    if (!broadcast_shape(rank, dims, t->rank, t->dims, &rank, out)) {
-      char a[128], b[128];
-      ir_error(g, n, "shapes %s and %s do not broadcast", shape_str(first, a, sizeof a),
-               shape_str(t, b, sizeof b));
+    if (!broadcast_shape(*rank, dims, t->rank, t->dims, rank, out)) {
+      char x[128], y[128];
+      ir_error(g, n, "shapes %s and %s do not broadcast", shape_str(a, x, sizeof x),
+               shape_str(t, y, sizeof y));
       return false;
     }
-    memcpy(dims, out, sizeof dims);
+    memcpy(dims, out, sizeof(int64_t) * IR_MAX_RANK);
   }
-  return set_out(g, n, 0, first->dtype, rank, dims);
+  return true;
+}
+
+/* Add, Sub, Mul, Div, Pow, Sum, Max, Min, Mean, And, Or, Xor, Bitwise*. */
+static bool infer_broadcast(Graph *g, Node *n) {
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  return broadcast_inputs(g, n, 0, &rank, dims) &&
+         set_out(g, n, 0, in(n, 0)->dtype, rank, dims);
+}
+
+/* Equal, Greater, Less, GreaterOrEqual, LessOrEqual. */
+static bool infer_compare(Graph *g, Node *n) {
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  return broadcast_inputs(g, n, 0, &rank, dims) && set_out(g, n, 0, DT_BOOL, rank, dims);
+}
+
+static bool infer_bit_shift(Graph *g, Node *n) {
+  const char *dir = node_attr_string(n, "direction", "");
+  if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0) {
+    ir_error(g, n, "direction must be LEFT or RIGHT, is '%s'", dir);
+    return false;
+  }
+  n->p.bit_shift.left = strcmp(dir, "LEFT") == 0;
+  return infer_broadcast(g, n);
+}
+
+/* IsNaN, IsInf. */
+static bool infer_is_class(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  n->p.is_inf.negative = node_attr_int(n, "detect_negative", 1) != 0;
+  n->p.is_inf.positive = node_attr_int(n, "detect_positive", 1) != 0;
+  return set_out(g, n, 0, DT_BOOL, x->rank, x->dims);
+}
+
+/* Where(condition, X, Y): all three broadcast together. */
+static bool infer_where(Graph *g, Node *n) {
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+  return broadcast_inputs(g, n, 0, &rank, dims) &&
+         set_out(g, n, 0, in(n, 1)->dtype, rank, dims);
 }
 
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
@@ -658,7 +685,7 @@ static bool infer_conv(Graph *g, Node *n) {
              (long long)x->dims[1], (long long)wt->dims[1], (long long)w.group);
     return false;
   }
-  if (!need_same_dtype(g, n, x, wt) || !need_channels(g, n, b, m))
+  if (!need_channels(g, n, b, m))
     return false;
   int64_t dims[IR_MAX_RANK] = {x->dims[0], m};
   for (int i = 0; i < w.nspatial; i++)
@@ -690,7 +717,7 @@ static bool infer_conv_transpose(Graph *g, Node *n) {
     return false;
   }
   int64_t m = wt->dims[1] * w.group;
-  if (!need_same_dtype(g, n, x, wt) || !need_channels(g, n, b, m) ||
+  if (!need_channels(g, n, b, m) ||
       !window_attr(g, n, "output_padding", ns, 0, w.output_padding))
     return false;
   /* output_shape may list the spatial dims only, or N and C too. */
@@ -805,7 +832,7 @@ static bool infer_concat(Graph *g, Node *n) {
       ir_error(g, n, "input %d is missing", i);
       return false;
     }
-    bool ok = t->rank == first->rank && t->dtype == first->dtype;
+    bool ok = t->rank == first->rank;
     for (int d = 0; ok && d < t->rank; d++)
       ok = d == axis || t->dims[d] == first->dims[d];
     if (!ok) {
@@ -1051,7 +1078,7 @@ static bool infer_pad(Graph *g, Node *n) {
 
 static bool infer_gemm(Graph *g, Node *n) {
   Tensor *a = in(n, 0), *b = in(n, 1), *c = in(n, 2);
-  if (!need_rank(g, n, a, 2, 2) || !need_rank(g, n, b, 2, 2) || !need_same_dtype(g, n, a, b))
+  if (!need_rank(g, n, a, 2, 2) || !need_rank(g, n, b, 2, 2))
     return false;
   bool ta = node_attr_int(n, "transA", 0), tb = node_attr_int(n, "transB", 0);
   n->p.gemm.trans_a = ta;
@@ -1082,8 +1109,6 @@ static bool infer_matmul(Graph *g, Node *n) {
     ir_error(g, n, "MatMul operands must have rank 1 or more");
     return false;
   }
-  if (!need_same_dtype(g, n, a, b))
-    return false;
   /* 1-D operands become a row (A) or a column (B), removed again after. */
   int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
   int ar = a->rank, br = b->rank;
@@ -1594,6 +1619,227 @@ static bool infer_trilu(Graph *g, Node *n) {
          same_as(g, n, 0, x);
 }
 
+/* ------------------------------------------- indexing and selection */
+
+/* Index values known at compile time along axis `axis` of x, or, with
+   axis -1, column j of the last dim addressing axis first + j (ScatterND,
+   GatherND), must lie in [-dim, dim). */
+static bool index_columns_in_range(Graph *g, Node *n, const Tensor *idx, const Tensor *x,
+                                   int first) {
+  int64_t k = idx->dims[idx->rank - 1];
+  for (int64_t i = 0; idx->i64 && k > 0 && i < tensor_numel(idx); i++) {
+    int64_t dim = x->dims[first + i % k], v = idx->i64[i];
+    if (v < -dim || v >= dim) {
+      ir_error(g, n, "index %lld is out of range for an axis of size %lld", (long long)v,
+               (long long)dim);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool scatter_reduction(Graph *g, Node *n) {
+  static const char *const names[] = {"none", "add", "mul", "max", "min"}; /* ScatterReduction */
+  const char *r = node_attr_string(n, "reduction", "none");
+  int k = name_index(names, 5, r);
+  if (k < 0) {
+    ir_error(g, n, "unknown reduction '%s' (none, add, mul, max or min)", r);
+    return false;
+  }
+  n->p.scatter.reduction = (ScatterReduction)k;
+  n->p.scatter.axis = 0;
+  return true;
+}
+
+/* The last dim of ScatterND's and GatherND's indices: how many leading
+   dims of the data (after `batch` batch dims) one index tuple addresses. */
+static bool index_depth(Graph *g, Node *n, const Tensor *idx, const Tensor *x, int batch,
+                        int64_t *k) {
+  if (idx->rank < 1) {
+    ir_error(g, n, "indices must have rank 1 or more");
+    return false;
+  }
+  *k = idx->dims[idx->rank - 1];
+  if (*k < (n->op == OP_GATHER_ND ? 1 : 0) || *k > x->rank - batch) {
+    ir_error(g, n, "index tuples of %lld values do not fit data of rank %d", (long long)*k,
+             x->rank);
+    return false;
+  }
+  return true;
+}
+
+/* ScatterND: updates must have the shape indices[:-1] + data[k:]. */
+static bool infer_scatter_nd(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1), *upd = in(n, 2);
+  int64_t k;
+  if (!scatter_reduction(g, n) || !index_depth(g, n, idx, x, 0, &k))
+    return false;
+  int64_t dims[2 * IR_MAX_RANK];
+  int rank = 0;
+  for (int i = 0; i < idx->rank - 1; i++)
+    dims[rank++] = idx->dims[i];
+  for (int i = (int)k; i < x->rank; i++)
+    dims[rank++] = x->dims[i];
+  bool fits = upd->rank == rank;
+  for (int i = 0; fits && i < rank; i++)
+    fits = upd->dims[i] == dims[i];
+  if (!fits) {
+    char a[128], b[128], c[128];
+    ir_error(g, n, "updates %s do not match indices %s and data %s", shape_str(upd, a, sizeof a),
+             shape_str(idx, b, sizeof b), shape_str(x, c, sizeof c));
+    return false;
+  }
+  return index_columns_in_range(g, n, idx, x, 0) && same_as(g, n, 0, x);
+}
+
+static bool infer_scatter_elements(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1), *upd = in(n, 2);
+  if (!scatter_reduction(g, n) || !need_rank(g, n, x, 1, IR_MAX_RANK) ||
+      !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &n->p.scatter.axis))
+    return false;
+  int axis = n->p.scatter.axis;
+  bool fits = idx->rank == x->rank && tensor_same_shape(idx, upd);
+  for (int d = 0; fits && d < x->rank; d++)
+    fits = d == axis || idx->dims[d] <= x->dims[d];
+  if (!fits) {
+    char a[128], b[128], c[128];
+    ir_error(g, n, "indices %s and updates %s must have one shape that fits data %s",
+             shape_str(idx, a, sizeof a), shape_str(upd, b, sizeof b), shape_str(x, c, sizeof c));
+    return false;
+  }
+  return indices_in_range(g, n, idx, x->dims[axis]) && same_as(g, n, 0, x);
+}
+
+/* GatherND: the output is indices[:-1] + data[batch_dims + k:]. */
+static bool infer_gather_nd(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *idx = in(n, 1);
+  int64_t b = node_attr_int(n, "batch_dims", 0), k;
+  if (b < 0 || b >= x->rank || b >= idx->rank) {
+    ir_error(g, n, "batch_dims %lld must be below the ranks of data and indices",
+             (long long)b);
+    return false;
+  }
+  n->p.gather_nd.batch_dims = (int)b;
+  for (int d = 0; d < b; d++)
+    if (idx->dims[d] != x->dims[d]) {
+      char a[128], c[128];
+      ir_error(g, n, "the batch dims of indices %s and data %s differ",
+               shape_str(idx, a, sizeof a), shape_str(x, c, sizeof c));
+      return false;
+    }
+  if (!index_depth(g, n, idx, x, (int)b, &k) || !index_columns_in_range(g, n, idx, x, (int)b))
+    return false;
+  int64_t dims[2 * IR_MAX_RANK];
+  int rank = 0;
+  for (int i = 0; i < idx->rank - 1; i++)
+    dims[rank++] = idx->dims[i];
+  for (int i = (int)(b + k); i < x->rank; i++)
+    dims[rank++] = x->dims[i];
+  return set_out(g, n, 0, x->dtype, rank, dims);
+}
+
+/* OneHot(indices, depth, values): a new axis of `depth` entries, values
+   = [off, on]. */
+static bool infer_one_hot(Graph *g, Node *n) {
+  Tensor *idx = in(n, 0), *depth = in(n, 1), *values = in(n, 2);
+  if (!need_const(g, n, depth) || tensor_numel(depth) != 1 || depth->rank > 1) {
+    ir_error(g, n, "depth '%s' must be a constant scalar", depth->name);
+    return false;
+  }
+  if (tensor_numel(values) != 2 || values->rank != 1) {
+    ir_error(g, n, "values '%s' must hold two values, [off, on]", values->name);
+    return false;
+  }
+  int64_t d = depth->i64 ? depth->i64[0] : (int64_t)depth->f32[0];
+  if (d <= 0 || d > MAX_ELEMENTS) {
+    ir_error(g, n, "depth %lld must be positive", (long long)d);
+    return false;
+  }
+  int axis;
+  if (!resolve_axis(g, n, node_attr_int(n, "axis", -1), idx->rank + 1, &axis))
+    return false;
+  n->p.one_hot.axis = axis;
+  n->p.one_hot.depth = d;
+  int64_t dims[IR_MAX_RANK + 1];
+  for (int i = 0, j = 0; i <= idx->rank; i++)
+    dims[i] = i == axis ? d : idx->dims[j++];
+  return set_out(g, n, 0, values->dtype, idx->rank + 1, dims);
+}
+
+/* ArgMax, ArgMin. */
+static bool infer_arg(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 1, IR_MAX_RANK) ||
+      !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &n->p.arg.axis))
+    return false;
+  bool keep = node_attr_int(n, "keepdims", 1) != 0;
+  n->p.arg.keepdims = keep;
+  n->p.arg.select_last = node_attr_int(n, "select_last_index", 0) != 0;
+  int64_t dims[IR_MAX_RANK];
+  int rank = 0;
+  for (int i = 0; i < x->rank; i++) {
+    if (i != n->p.arg.axis)
+      dims[rank++] = x->dims[i];
+    else if (keep)
+      dims[rank++] = 1;
+  }
+  return set_out(g, n, 0, DT_INT64, rank, dims);
+}
+
+/* TopK: K is input 1 (opset 10) or attribute k (opset 1). */
+static bool infer_topk(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t k = node_attr_int(n, "k", -1);
+  if (!need_rank(g, n, x, 1, IR_MAX_RANK) || (in(n, 1) && !const_scalar_int(g, n, in(n, 1), &k)) ||
+      !resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &n->p.topk.axis))
+    return false;
+  int axis = n->p.topk.axis;
+  if (k < 0 || k > x->dims[axis]) {
+    ir_error(g, n, "K = %lld is outside [0, %lld], the size of axis %d", (long long)k,
+             (long long)x->dims[axis], axis);
+    return false;
+  }
+  n->p.topk.k = k;
+  n->p.topk.largest = node_attr_int(n, "largest", 1) != 0;
+  n->p.topk.sorted = node_attr_int(n, "sorted", 1) != 0;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, x->dims, sizeof dims);
+  dims[axis] = k;
+  return set_out(g, n, 0, x->dtype, x->rank, dims) && set_out(g, n, 1, DT_INT64, x->rank, dims);
+}
+
+/* NonZero: [rank, count], count known only from the values. A scalar
+   counts as one element of a 1-D tensor, as numpy has it. */
+static bool infer_non_zero(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_const(g, n, x))
+    return false;
+  int64_t dims[2] = {x->rank > 0 ? x->rank : 1, count_non_zero(x)};
+  return set_out(g, n, 0, DT_INT64, 2, dims);
+}
+
+/* Unique: the output sizes come from the values. */
+static bool infer_unique(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_const(g, n, x))
+    return false;
+  n->p.unique.sorted = node_attr_int(n, "sorted", 1) != 0;
+  n->p.unique.has_axis = node_attr(n, "axis") != NULL;
+  n->p.unique.axis = 0;
+  if (n->p.unique.has_axis &&
+      !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &n->p.unique.axis))
+    return false;
+  int64_t u = count_unique(n), dims[IR_MAX_RANK];
+  int axis = n->p.unique.axis;
+  int64_t along = n->p.unique.has_axis ? x->dims[axis] : tensor_numel(x);
+  memcpy(dims, x->dims, sizeof dims);
+  dims[axis] = u;
+  bool y_ok = n->p.unique.has_axis ? set_out(g, n, 0, x->dtype, x->rank, dims)
+                                   : set_out(g, n, 0, x->dtype, 1, &u);
+  return y_ok && set_out(g, n, 1, DT_INT64, 1, &u) && set_out(g, n, 2, DT_INT64, 1, &along) &&
+         set_out(g, n, 3, DT_INT64, 1, &u);
+}
+
 /* -------------------------------------------------------- reductions */
 
 static bool softmax_axis(Graph *g, Node *n, int *axis, bool *coerce2d) {
@@ -1758,14 +2004,17 @@ static bool infer_cast(Graph *g, Node *n) {
   if (!cast_target(g, n, &to))
     return false;
   n->p.cast.to = to;
-  /* Only float32 values exist at run time; other casts must fold. */
-  if (!tensor_is_const(x) && to != DT_FLOAT) {
-    ir_error(g, n, "unsupported dtype %s: a run-time Cast can only produce f32",
-             dtype_name(to));
-    return false;
-  }
   return set_out(g, n, 0, to, x->rank, x->dims);
 }
+
+/* CastLike(input, target_type): a Cast to the second input's dtype. */
+static bool infer_cast_like(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  n->p.cast.to = in(n, 1)->dtype;
+  return set_out(g, n, 0, n->p.cast.to, x->rank, x->dims);
+}
+
+static bool infer_size(Graph *g, Node *n) { return set_out(g, n, 0, DT_INT64, 0, NULL); }
 
 static bool infer_constant_of_shape(Graph *g, Node *n) {
   const int64_t *shape;
@@ -1797,8 +2046,6 @@ static bool infer_range(Graph *g, Node *n) {
       ir_error(g, n, "'%s' must be a scalar", t[i]->name);
       return false;
     }
-    if (!need_same_dtype(g, n, t[0], t[i]))
-      return false;
   }
   int64_t count;
   if (t[0]->i64) {
@@ -1898,7 +2145,7 @@ static bool infer_loss(Graph *g, Node *n) {
     ir_error(g, n, "%lld classes are beyond opc's limit of 2^24", (long long)c);
     return false;
   }
-  if (weight && (!need_channels(g, n, weight, c) || !need_same_dtype(g, n, x, weight)))
+  if (weight && !need_channels(g, n, weight, c))
     return false;
   int64_t count = tensor_numel(labels);
   for (int64_t i = 0; i < count; i++) {
@@ -1916,9 +2163,11 @@ static bool infer_loss(Graph *g, Node *n) {
 /* ---------------------------------------------------------------- table */
 
 static const OpInfo op_table[OP_COUNT] = {
-    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0},
-#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs) \
-  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs},
+    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, ""},
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
+           param_inputs, eval, types)                                             \
+  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
+                 param_inputs, eval, types},
 #include "ops.def"
 #undef OP
 };

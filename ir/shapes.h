@@ -11,6 +11,11 @@
 /* Shape: the range of dims it returns. */
 void shape_range(const Node *n, int rank, int *start, int *end);
 
+/* The sizes that only the values decide (fold.c), for the shape functions
+   of NonZero and Unique (node->p.unique resolved). */
+int64_t count_non_zero(const Tensor *x);
+int64_t count_unique(const Node *n);
+
 /* The compile-time evaluators of ops.def's fold column (fold.c). Each
    elementwise kind has its own, over a loop that the kinds of its family
    share. */
@@ -85,5 +90,31 @@ bool fold_cast(Graph *g, Node *n);
 bool fold_constant_of_shape(Graph *g, Node *n);
 bool fold_range(Graph *g, Node *n);
 bool fold_eye_like(Graph *g, Node *n);
+bool fold_size(Graph *g, Node *n);
+bool fold_equal(Graph *g, Node *n);
+bool fold_greater(Graph *g, Node *n);
+bool fold_less(Graph *g, Node *n);
+bool fold_greater_or_equal(Graph *g, Node *n);
+bool fold_less_or_equal(Graph *g, Node *n);
+bool fold_not(Graph *g, Node *n);
+bool fold_and(Graph *g, Node *n);
+bool fold_or(Graph *g, Node *n);
+bool fold_xor(Graph *g, Node *n);
+bool fold_bit_shift(Graph *g, Node *n);
+bool fold_bitwise_and(Graph *g, Node *n);
+bool fold_bitwise_or(Graph *g, Node *n);
+bool fold_bitwise_xor(Graph *g, Node *n);
+bool fold_bitwise_not(Graph *g, Node *n);
+bool fold_is_nan(Graph *g, Node *n);
+bool fold_is_inf(Graph *g, Node *n);
+bool fold_where(Graph *g, Node *n);
+bool fold_scatter_nd(Graph *g, Node *n);
+bool fold_scatter_elements(Graph *g, Node *n);
+bool fold_gather_nd(Graph *g, Node *n);
+bool fold_one_hot(Graph *g, Node *n);
+bool fold_arg(Graph *g, Node *n);
+bool fold_topk(Graph *g, Node *n);
+bool fold_non_zero(Graph *g, Node *n);
+bool fold_unique(Graph *g, Node *n);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../ir.h"
 
@@ -75,6 +76,71 @@ static inline bool has_floats(Graph *g, const char *name, const float *want, int
               (double)want[i]);
       return false;
     }
+  }
+  return true;
+}
+
+/* Whether tensor `name` is a constant whose type and values print as
+   `want`, e.g. "bool[2,2] = [1,0,0,1]" (floats with %g). */
+static inline bool has_values(Graph *g, const char *name, const char *want) {
+  Tensor *t = graph_find_tensor(g, name);
+  if (!t || !tensor_is_const(t)) {
+    fprintf(stderr, "  '%s' is not a constant\n", name);
+    return false;
+  }
+  char buf[1024];
+  tensor_type_str(t, buf, sizeof buf);
+  size_t len = strlen(buf);
+  len += (size_t)snprintf(buf + len, sizeof buf - len, " = [");
+  for (int64_t i = 0; i < tensor_numel(t) && len < sizeof buf; i++) {
+    const char *sep = i ? "," : "";
+    if (t->f32)
+      len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%g", sep, (double)t->f32[i]);
+    else
+      len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", sep, (long long)t->i64[i]);
+  }
+  if (len < sizeof buf)
+    snprintf(buf + len, sizeof buf - len, "]");
+  if (strcmp(buf, want) != 0) {
+    fprintf(stderr, "  '%s' is %s\n  expected %s\n", name, buf, want);
+    return false;
+  }
+  return true;
+}
+
+/* Infers the graph in `text` and returns what it printed on stderr (the
+   error messages), "" when inference succeeds. */
+static inline const char *infer_errors(const char *text) {
+  static char out[4096];
+  out[0] = '\0';
+  Graph *g = parse(text);
+  if (!g)
+    return "(does not parse)";
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  int saved = dup(2);
+  dup2(fileno(tmp), 2);
+  bool ok = graph_infer_shapes(g);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(out, 1, sizeof out - 1, tmp);
+  out[n] = '\0';
+  fclose(tmp);
+  graph_free(g);
+  if (ok && n == 0)
+    return "";
+  fputs(out, stderr); /* the message stays visible in the test log */
+  return out;
+}
+
+/* Whether inference of `text` fails with a message containing `want`. */
+static inline bool fails_with(const char *text, const char *want) {
+  const char *got = infer_errors(text);
+  if (!strstr(got, want)) {
+    fprintf(stderr, "  expected an error containing: %s\n", want);
+    return false;
   }
   return true;
 }

@@ -1,0 +1,144 @@
+/*
+ * test_types.c - the ONNX type constraints of ops.def, the output dtypes
+ * the shape functions set, and where a node may run: compile-time only
+ * kinds and today's float32-only run time. The rules come from the ONNX
+ * operator specification.
+ */
+#include "check.h"
+
+#define HEADER "graph \"t\" opset 18\n"
+
+/* Every row's type column has at most one word per input, and a word for
+   each kind that takes inputs (its syntax is checked when the table is
+   first read, which any inference does). */
+static void test_table(void) {
+  CHECK(strcmp(infer_errors(HEADER "input %x: f32[2]\n%y = Relu(%x)\n"), "") == 0);
+  for (int k = 1; k < OP_COUNT; k++) {
+    const OpInfo *info = op_info((OpKind)k);
+    int words = 0;
+    for (const char *p = info->types; *p; p++)
+      words += (p == info->types || p[-1] == ' ') && *p != ' ';
+    int max_in = k == OP_CONV ? 4 : info->max_inputs; /* opc's fused residual */
+    bool fits = max_in < 0 || words <= max_in;
+    bool covers = max_in == 0 || words > 0;
+    if (!fits || !covers)
+      fprintf(stderr, "  %s: %d type words for %d to %d inputs\n", info->name, words,
+              info->min_inputs, info->max_inputs);
+    CHECK(fits && covers);
+  }
+}
+
+static void test_mismatches(void) {
+  CHECK(fails_with(HEADER "input %a: f32[2]\nconst %b: i64[2] = [1,2]\n%y = Add(%a, %b)\n",
+                   "node 'Add_0' (Add): input 'b' of Add has type i64, expected the same type "
+                   "as input 'a' (f32)"));
+  CHECK(fails_with(HEADER "const %x: i64[1,1,3,3] = random\nconst %w: i64[1,1,1,1] = ones\n"
+                          "%y = Conv(%x, %w)\n",
+                   "input 'x' of Conv has type i64, expected one of f16, f32, f64, bf16"));
+  CHECK(fails_with(HEADER "const %c: f32[2] = [1.0,0.0]\nconst %a: f32[2] = ones\n"
+                          "%y = Where(%c, %a, %a)\n",
+                   "input 'c' of Where has type f32, expected one of bool"));
+  CHECK(fails_with(HEADER "const %c: bool[2] = [1,0]\nconst %a: f32[2] = ones\n"
+                          "const %b: f16[2] = ones\n%y = Where(%c, %a, %b)\n",
+                   "input 'b' of Where has type f16, expected the same type as input 'a' (f32)"));
+  CHECK(fails_with(HEADER "input %x: f32[3,2]\nconst %i: f32[1] = [0.0]\n%y = Gather(%x, %i)\n",
+                   "input 'i' of Gather has type f32, expected one of i32, i64"));
+  /* Sum and Mean take floats only; Max and Min any number */
+  CHECK(fails_with(HEADER "const %a: i64[2] = [1,2]\n%y = Sum(%a, %a)\n",
+                   "input 'a' of Sum has type i64, expected one of f16, f32, f64, bf16"));
+  CHECK(strcmp(infer_errors(HEADER "const %a: u8[2] = [1,2]\n%y = Max(%a, %a)\n"), "") == 0);
+  /* variadic inputs share the first one's type */
+  CHECK(fails_with(HEADER "const %a: f32[2] = ones\nconst %b: f64[2] = ones\n"
+                          "%y = Max(%a, %a, %b)\n",
+                   "input 'b' of Max has type f64, expected the same type as input 'a' (f32)"));
+  /* BitShift is for unsigned integers, logic for bool */
+  CHECK(fails_with(HEADER "const %a: i32[2] = [1,2]\n%y = BitShift(%a, %a) {direction=\"LEFT\"}\n",
+                   "expected one of u8, u16, u32, u64"));
+  CHECK(fails_with(HEADER "const %a: i64[2] = [1,0]\n%y = Not(%a)\n", "expected one of bool"));
+  CHECK(fails_with(HEADER "const %a: f32[2] = ones\nconst %i: i32[1,1] = [0]\n"
+                          "%y = ScatterND(%a, %i, %a)\n",
+                   "input 'i' of ScatterND has type i32, expected one of i64"));
+}
+
+/* Cast goes from any type to any type, at compile time. */
+static void test_casts(void) {
+  Graph *g = parse(HEADER "const %b: bool[3] = [1,0,1]\nconst %i: i8[2] = [-1,100]\n"
+                          "%h = Cast(%b) {to=10}\n%u = Cast(%i) {to=4}\n%f = Cast(%i) {to=16}\n"
+                          "%like = CastLike(%i, %h)\n");
+  CHECK(g && graph_infer_shapes(g));
+  CHECK(has_values(g, "h", "f16[3] = [1,0,1]"));
+  CHECK(has_values(g, "u", "u16[2] = [65535,100]"));
+  CHECK(has_values(g, "f", "bf16[2] = [-1,100]"));
+  CHECK(has_values(g, "like", "f16[2] = [-1,100]"));
+  graph_free(g);
+}
+
+/* The output dtypes the specification gives each new kind. */
+static void test_output_types(void) {
+  Graph *g = parse(HEADER
+                   "const %x: f16[2,3] = [1.0,5.0,3.0,2.0,2.0,0.0]\n"
+                   "const %k: i64[1] = [2]\nconst %i: i32[2] = [0,2]\n"
+                   "const %d: f32[] = [4.0]\nconst %v: i8[2] = [0,7]\n"
+                   "%eq = Equal(%x, %x)\n%am = ArgMax(%x) {axis=1, keepdims=0}\n"
+                   "%tv, %ti = TopK(%x, %k)\n%nz = NonZero(%x)\n%sz = Size(%x)\n"
+                   "%oh = OneHot(%i, %d, %v)\n%nan = IsNaN(%x)\n"
+                   "%uy, %ui, %uv, %uc = Unique(%x)\n");
+  CHECK(g && graph_infer_shapes(g));
+  CHECK(has_type(g, "eq", "bool[2,3]"));
+  CHECK(has_type(g, "am", "i64[2]"));
+  CHECK(has_type(g, "tv", "f16[2,2]") && has_type(g, "ti", "i64[2,2]"));
+  /* five non-zero values in a rank-2 tensor */
+  CHECK(has_type(g, "nz", "i64[2,5]"));
+  CHECK(has_values(g, "sz", "i64[] = [6]"));
+  CHECK(has_type(g, "oh", "i8[2,4]"));
+  CHECK(has_type(g, "nan", "bool[2,3]"));
+  /* 0, 1, 2, 3, 5 */
+  CHECK(has_type(g, "uy", "f16[5]") && has_type(g, "ui", "i64[5]") &&
+        has_type(g, "uv", "i64[6]") && has_type(g, "uc", "i64[5]"));
+  graph_free(g);
+}
+
+/* Kinds without kernels run only when they fold; the message is the one
+   the conformance runner looks for to bind the input and retry. */
+static void test_compile_time_only(void) {
+  CHECK(fails_with(HEADER "input %x: f32[4]\nconst %i: i64[1,1] = [0]\nconst %u: f32[1] = [1.0]\n"
+                          "%y = ScatterND(%x, %i, %u)\n",
+                   "node 'ScatterND_0' (ScatterND): ScatterND runs only at compile time here: "
+                   "input 'x' is not a compile-time constant"));
+  CHECK(fails_with(HEADER "input %x: f32[4]\nconst %z: f32[] = [0.0]\n%y = Equal(%x, %z)\n",
+                   "Equal runs only at compile time here: input 'x' is not a compile-time "
+                   "constant"));
+  CHECK(fails_with(HEADER "input %x: f32[4]\n%y = NonZero(%x)\n",
+                   "input 'x' is not a compile-time constant"));
+  /* Size reads only the shape: a run-time input is fine */
+  Graph *g = parse(HEADER "input %x: f32[4,5]\n%y = Size(%x)\n");
+  CHECK(g && graph_infer_shapes(g) && has_values(g, "y", "i64[] = [20]"));
+  graph_free(g);
+}
+
+/* Run-time values are float32 today; other dtypes must fold. */
+static void test_run_time_dtypes(void) {
+  CHECK(fails_with(HEADER "input %x: i64[4]\n%y = Relu(%x)\n",
+                   "unsupported dtype i64 for input 'x' (run-time values must be f32)"));
+  CHECK(fails_with(HEADER "input %x: f32[4]\n%y = Cast(%x) {to=7}\n",
+                   "unsupported dtype i64: a run-time Cast can only produce f32"));
+  /* the same with constant inputs folds */
+  Graph *g = parse(HEADER "const %x: i64[2] = [-1,2]\n%y = Relu(%x)\n%c = Cast(%x) {to=1}\n");
+  CHECK(g && graph_infer_shapes(g) && has_values(g, "y", "i64[2] = [0,2]") &&
+        has_values(g, "c", "f32[2] = [-1,2]"));
+  graph_free(g);
+  /* parameter inputs (shapes, indices) are not run-time data */
+  g = parse(HEADER "input %x: f32[3,2]\nconst %i: i64[1] = [2]\n%y = Gather(%x, %i)\n");
+  CHECK(g && graph_infer_shapes(g) && has_type(g, "y", "f32[1,2]"));
+  graph_free(g);
+}
+
+int main(void) {
+  test_table();
+  test_mismatches();
+  test_casts();
+  test_output_types();
+  test_compile_time_only();
+  test_run_time_dtypes();
+  return finish("test_types");
+}
