@@ -44,8 +44,10 @@ static bool check_arity(Graph *g, Node *n) {
   return true;
 }
 
-/* Run-time data is float32 only. Other dtypes pass when the node will be
-   evaluated at compile time, which happens when all its inputs are constant. */
+/* A run-time value needs a storage type of net.c (dtype_at_run_time);
+   whether the operator's kernels take it is the backend's question. Other
+   dtypes pass when the node will be evaluated at compile time, which
+   happens when all its inputs are constant. */
 static bool check_dtypes(Graph *g, Node *n) {
   unsigned params = op_info(n->op)->param_inputs;
   bool folds = op_is_evaluable(n->op) && all_inputs_const(n);
@@ -57,10 +59,11 @@ static bool check_dtypes(Graph *g, Node *n) {
       ir_error(g, n, "input '%s' has no known type", t->name);
       return false;
     }
-    if ((params >> i) & 1 || t->dtype == DT_FLOAT || folds)
+    if ((params >> i) & 1 || dtype_at_run_time(t->dtype) || folds)
       continue;
-    ir_error(g, n, "unsupported dtype %s for input '%s' (run-time values must be f32)",
-             dtype_name(t->dtype), t->name);
+    ir_error(g, n, "input '%s' is %s, a type that exists at compile time only (run-time values "
+             "are float32, float64, float16, int64, int32, int8, uint8 or bool)",
+             t->name, dtype_onnx_name(t->dtype));
     return false;
   }
   return true;
