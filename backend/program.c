@@ -147,7 +147,7 @@ static void emit_file_comment(Emitter *e, const char *what) {
          s->nstreams, s->nstreams == 1 ? "" : "s", s->scheduler, s->nevents,
          s->nevents == 1 ? "" : "s");
     emit(e, " * %lld bytes of activations, %lld bytes of weights in %s.",
-         (long long)e->g->arena_bytes, (long long)e->st->weight_floats * 4,
+         (long long)e->g->arena_bytes, (long long)e->st->weight_bytes,
          e->opt->embed_weights ? "the program" : base_name(e, e->opt->weights_path));
     emit(e, " * Build: cc -O2 %s -I<CUDA>/include -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm,",
          base_name(e, e->opt->c_path));
