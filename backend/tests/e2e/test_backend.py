@@ -469,7 +469,7 @@ int main(void)
   cudaStream_t s;
   for (int i = 0; i < 18; i++)
     x[i] = (float)i;
-  if (net_create(&c, NULL) != 0 || net_run(c, (const float *const[]){x}, (float *const[]){y}) != 0) {
+  if (net_create(&c, NULL) != 0 || net_run(c, (const void *const[]){x}, (void *const[]){y}) != 0) {
     fprintf(stderr, "%s\n", net_error(c));
     return 1;
   }
@@ -477,7 +477,7 @@ int main(void)
   cudaMalloc((void **)&dy, sizeof y);
   cudaStreamCreate(&s);
   cudaMemcpyAsync(dx, x, sizeof x, cudaMemcpyHostToDevice, s);
-  if (net_run_device(c, (const float *const[]){dx}, (float *const[]){dy}, s) != 0)
+  if (net_run_device(c, (const void *const[]){dx}, (void *const[]){dy}, s) != 0)
     return 1;
   cudaMemcpyAsync(host, dy, sizeof host, cudaMemcpyDeviceToHost, s);
   cudaStreamSynchronize(s);
@@ -548,7 +548,7 @@ static void *run_branchy(void *arg)
     return (void *)1;
   }
   for (int r = 0; r < ROUNDS; r++) {
-    if (branchy_run(c, (const float *const[]){bx[t]}, (float *const[]){y}) != 0) {
+    if (branchy_run(c, (const void *const[]){bx[t]}, (void *const[]){y}) != 0) {
       fprintf(stderr, "branchy %d: %s\n", t, branchy_error(c));
       return (void *)1;
     }
@@ -571,7 +571,7 @@ static void *run_small(void *arg)
     return (void *)1;
   }
   for (int r = 0; r < ROUNDS; r++)
-    if (small_run(c, (const float *const[]){sx[t]}, (float *const[]){sy[t]}) != 0) {
+    if (small_run(c, (const void *const[]){sx[t]}, (void *const[]){sy[t]}) != 0) {
       fprintf(stderr, "small %d: %s\n", t, small_error(c));
       return (void *)1;
     }
