@@ -466,7 +466,8 @@ const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const v
   st->weight_bytes += (count * (int64_t)dtype_size(dtype) + 63) / 64 * 64;
   emit_to(e, SEC_CONSTS, "%s *%s;", dtype_c_type(dtype), w->cname);
   if (dtype == DT_FLOAT)
-    fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname, (long long)w->offset / 4);
+    fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname,
+            (long long)w->offset / 4);
   else
     fprintf(st->sec[SEC_BIND], "  c->%s = (%s *)((unsigned char *)c->weights + %lld);\n", w->cname,
             dtype_c_type(dtype), (long long)w->offset);

@@ -66,9 +66,10 @@ static const struct {
   const char *name, *short_name, *descr;
   int onnx, size;
 } element_types[] = {
-    {"float32", "f32", "<f4", 1, 4},  {"float64", "f64", "<f8", 11, 8}, {"float16", "f16", "<f2", 10, 2},
-    {"int64", "i64", "<i8", 7, 8},    {"int32", "i32", "<i4", 6, 4},    {"int8", "i8", "|i1", 3, 1},
-    {"uint8", "u8", "|u1", 2, 1},     {"bool", "bool", "|b1", 9, 1},
+    {"float32", "f32", "<f4", 1, 4}, {"float64", "f64", "<f8", 11, 8},
+    {"float16", "f16", "<f2", 10, 2}, {"int64", "i64", "<i8", 7, 8},
+    {"int32", "i32", "<i4", 6, 4},   {"int8", "i8", "|i1", 3, 1},
+    {"uint8", "u8", "|u1", 2, 1},    {"bool", "bool", "|b1", 9, 1},
 };
 enum { NUM_ELEMENT_TYPES = sizeof element_types / sizeof element_types[0] };
 
@@ -231,8 +232,9 @@ static int field_holds(int field, const char *type)
 {
   switch (field) {
   case 4: return strcmp(type, "float32") == 0;
-  case 5: return strcmp(type, "int32") == 0 || strcmp(type, "int8") == 0 || strcmp(type, "uint8") == 0 ||
-                 strcmp(type, "bool") == 0 || strcmp(type, "float16") == 0;
+  case 5: return strcmp(type, "int32") == 0 || strcmp(type, "int8") == 0 ||
+                 strcmp(type, "uint8") == 0 || strcmp(type, "bool") == 0 ||
+                 strcmp(type, "float16") == 0;
   case 7: return strcmp(type, "int64") == 0;
   case 10: return strcmp(type, "float64") == 0;
   default: return 0;
@@ -624,8 +626,8 @@ int main(int argc, char **argv)
   uint64_t state = seed;
   for (int i = 0; i < nin; i++)
     if ((in_type[i] = element_type(net_input_type(i))) < 0) {
-      fprintf(stderr, "net: input '%s' has type %s, which this main cannot read\n", net_input_name(i),
-              net_input_type(i));
+      fprintf(stderr, "net: input '%s' has type %s, which this main cannot read\n",
+              net_input_name(i), net_input_type(i));
       return 1;
     }
   for (int i = 0; i < nout; i++)
@@ -638,7 +640,8 @@ int main(int argc, char **argv)
     long long n = numel_of(net_input_rank(i), net_input_dims(i));
     if (!(in[i] = malloc((size_t)n * (size_t)net_input_element_size(i) + 1)))
       return 2;
-    Expected x = {net_input_name(i), input_file[i], in_type[i], net_input_rank(i), net_input_dims(i)};
+    Expected x = {net_input_name(i), input_file[i], in_type[i], net_input_rank(i),
+                  net_input_dims(i)};
     if (input_file[i]) {
       if (read_input(&x, in[i]) != 0)
         return 1;
@@ -647,7 +650,8 @@ int main(int argc, char **argv)
     }
   }
   for (int i = 0; i < nout; i++) {
-    size_t bytes = (size_t)numel_of(net_output_rank(i), net_output_dims(i)) * (size_t)net_output_element_size(i);
+    long long n = numel_of(net_output_rank(i), net_output_dims(i));
+    size_t bytes = (size_t)n * (size_t)net_output_element_size(i);
     if (!(out[i] = malloc(bytes + 1)))
       return 2;
   }
@@ -669,7 +673,8 @@ int main(int argc, char **argv)
   status = 0;
   for (int i = 0; i < nout; i++) {
     if (output_file[i]) {
-      if (write_npy(output_file[i], out_type[i], net_output_rank(i), net_output_dims(i), out[i]) != 0)
+      if (write_npy(output_file[i], out_type[i], net_output_rank(i), net_output_dims(i),
+                    out[i]) != 0)
         status = 1;
     } else if (runs == 0) {
       long long n = numel_of(net_output_rank(i), net_output_dims(i));
@@ -678,7 +683,8 @@ int main(int argc, char **argv)
         sum += element_value(out_type[i], out[i], j);
       printf("%s: %s", net_output_name(i), element_types[out_type[i]].short_name);
       print_shape(stdout, net_output_rank(i), net_output_dims(i));
-      printf(" mean=%.6g first=%.6g\n", n ? sum / n : 0.0, n ? element_value(out_type[i], out[i], 0) : 0.0);
+      double first = n ? element_value(out_type[i], out[i], 0) : 0.0;
+      printf(" mean=%.6g first=%.6g\n", n ? sum / n : 0.0, first);
     }
   }
 done:
