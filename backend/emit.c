@@ -347,13 +347,20 @@ static bool reads_indices_as_floats(const Emitter *e, const Tensor *t) {
          t->dtype != DT_FLOAT;
 }
 
-/* Until the operators say which types their kernels take, a run-time tensor
-   that an operator's code reads or writes must be float32. */
+/* A run-time tensor needs a C type. Until the operators say which types
+   their kernels take, one that an operator's code reads or writes must be
+   float32; run() and run_device() copy any type. */
 static bool check_kernel_dtype(Emitter *e, const Tensor *t) {
-  if (t->dtype == DT_FLOAT || !e->node || e->failed)
+  if (e->failed) /* reported once */
+    return false;
+  if (!dtype_c_type(t->dtype))
+    ir_error(e->g, e->node, "tensor '%s' is %s, which net.c has no type for", t->name,
+             dtype_onnx_name(t->dtype));
+  else if (t->dtype != DT_FLOAT && e->node)
+    ir_error(e->g, e->node, "tensor '%s' is %s; this operator's kernels compute in float32 only",
+             t->name, dtype_onnx_name(t->dtype));
+  else
     return true;
-  ir_error(e->g, e->node, "tensor '%s' is %s; this operator's kernels compute in float32 only",
-           t->name, dtype_onnx_name(t->dtype));
   e->failed = true;
   return false;
 }
@@ -420,10 +427,8 @@ const char *buf(Emitter *e, const Tensor *t) {
     }
     expr = weights_add_typed(e, t->name, t->dtype, data, tensor_numel(t));
   } else {
-    if (!check_kernel_dtype(e, t) || !dtype_c_type(t->dtype)) {
-      e->failed = true;
+    if (!check_kernel_dtype(e, t))
       return "NULL";
-    }
     const char *name = tensor_field(e, t);
     emit_to(e, SEC_BUFFERS, "%s *%s;", dtype_c_type(t->dtype), name);
     if (t->alias_of) {
