@@ -326,6 +326,55 @@ static const float *const_as_float(Emitter *e, const Tensor *t) {
   return data;
 }
 
+const char *dtype_c_type(DType t) {
+  switch (t) {
+  case DT_FLOAT: return "float";
+  case DT_DOUBLE: return "double";
+  case DT_FLOAT16: return "uint16_t";
+  case DT_INT64: return "int64_t";
+  case DT_INT32: return "int32_t";
+  case DT_INT8: return "int8_t";
+  case DT_UINT8: case DT_BOOL: return "uint8_t";
+  default: return NULL;
+  }
+}
+
+/* Gather's and GatherElements' kernels read their indices as floats: a
+   constant they index with is stored converted, not in its own type. */
+static bool reads_indices_as_floats(const Emitter *e, const Tensor *t) {
+  const Node *n = e->node;
+  return n && (n->op == OP_GATHER || n->op == OP_GATHER_ELEMENTS) && n->nin > 1 && n->in[1] == t &&
+         t->dtype != DT_FLOAT;
+}
+
+/* A run-time tensor needs a C type. Until the operators say which types
+   their kernels take, one that an operator's code reads or writes must be
+   float32; run() and run_device() copy any type. */
+static bool check_kernel_dtype(Emitter *e, const Tensor *t) {
+  if (e->failed) /* reported once */
+    return false;
+  if (!dtype_c_type(t->dtype))
+    ir_error(e->g, e->node, "tensor '%s' is %s, which net.c has no type for", t->name,
+             dtype_onnx_name(t->dtype));
+  else if (t->dtype != DT_FLOAT && e->node)
+    ir_error(e->g, e->node, "tensor '%s' is %s; this operator's kernels compute in float32 only",
+             t->name, dtype_onnx_name(t->dtype));
+  else
+    return true;
+  e->failed = true;
+  return false;
+}
+
+/* Binds a typed pointer `name` into the arena at the tensor's offset. */
+static void bind_arena(Emitter *e, const char *name, const Tensor *t) {
+  FILE *bind = e->st->sec[SEC_BIND];
+  if (t->dtype == DT_FLOAT)
+    fprintf(bind, "  c->%s = c->arena + %lld;\n", name, (long long)(t->offset / 4));
+  else
+    fprintf(bind, "  c->%s = (%s *)((unsigned char *)c->arena + %lld);\n", name,
+            dtype_c_type(t->dtype), (long long)t->offset);
+}
+
 static const char **tensor_slot(Emitter *e, const Tensor *t) {
   if (t->id >= 0 && t->id < e->g->ntensors && e->g->tensors[t->id] == t)
     return &e->tensor_cname[t->id];
@@ -366,16 +415,22 @@ const char *buf(Emitter *e, const Tensor *t) {
   if (slot && *slot)
     return *slot;
   const char *expr;
-  if (tensor_is_const(t) && !t->alias_of) {
+  if (tensor_is_const(t) && !t->alias_of && reads_indices_as_floats(e, t)) {
     expr = weights_add(e, t->name, const_as_float(e, t), tensor_numel(t));
-  } else {
-    if (t->dtype != DT_FLOAT && !e->failed) {
-      ir_error(e->g, t->producer, "tensor '%s' is %s; emitted programs compute in float32 only",
-               t->name, dtype_name(t->dtype));
+  } else if (tensor_is_const(t) && !t->alias_of) {
+    const void *data = dtype_is_float(t->dtype) ? (const void *)t->f32 : (const void *)t->i64;
+    if (!dtype_c_type(t->dtype) || !data) {
+      ir_error(e->g, e->node, "constant '%s' is %s, which net.c cannot store", t->name,
+               dtype_onnx_name(t->dtype));
       e->failed = true;
+      return "NULL";
     }
+    expr = weights_add_typed(e, t->name, t->dtype, data, tensor_numel(t));
+  } else {
+    if (!check_kernel_dtype(e, t))
+      return "NULL";
     const char *name = tensor_field(e, t);
-    emit_to(e, SEC_BUFFERS, "float *%s;", name);
+    emit_to(e, SEC_BUFFERS, "%s *%s;", dtype_c_type(t->dtype), name);
     if (t->alias_of) {
       const char *base = buf(e, t->alias_of);
       if (t->alias_offset)
@@ -384,8 +439,7 @@ const char *buf(Emitter *e, const Tensor *t) {
       else
         fprintf(e->st->sec[SEC_BIND], "  c->%s = %s;\n", name, base);
     } else {
-      fprintf(e->st->sec[SEC_BIND], "  c->%s = c->arena + %lld;\n", name,
-              (long long)(t->offset / 4));
+      bind_arena(e, name, t);
     }
     expr = emit_str(e, "c->%s", name);
   }
@@ -396,7 +450,8 @@ const char *buf(Emitter *e, const Tensor *t) {
 
 /* ------------------------------------------------------------ the weights */
 
-const char *weights_add(Emitter *e, const char *name, const float *data, int64_t count) {
+const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const void *data,
+                              int64_t count) {
   EmitState *st = e->st;
   if (st->nweights == st->capweights) {
     st->capweights = st->capweights ? st->capweights * 2 : 64;
@@ -408,14 +463,24 @@ const char *weights_add(Emitter *e, const char *name, const float *data, int64_t
   Weight *w = &st->weights[st->nweights++];
   const Tensor *t = graph_find_tensor(e->g, name);
   w->cname = t && t->name == name ? tensor_field(e, t) : emit_unique(e, name);
+  w->dtype = dtype;
   w->data = data;
   w->count = count;
-  w->offset = st->weight_floats;
-  /* 64-byte alignment: 16 floats. */
-  st->weight_floats += (count + 15) / 16 * 16;
-  emit_to(e, SEC_CONSTS, "float *%s;", w->cname);
-  fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname, (long long)w->offset);
+  w->offset = st->weight_bytes;
+  /* Every array on a 64-byte boundary. */
+  st->weight_bytes += (count * (int64_t)dtype_size(dtype) + 63) / 64 * 64;
+  emit_to(e, SEC_CONSTS, "%s *%s;", dtype_c_type(dtype), w->cname);
+  if (dtype == DT_FLOAT)
+    fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname,
+            (long long)w->offset / 4);
+  else
+    fprintf(st->sec[SEC_BIND], "  c->%s = (%s *)((unsigned char *)c->weights + %lld);\n", w->cname,
+            dtype_c_type(dtype), (long long)w->offset);
   return emit_str(e, "c->%s", w->cname);
+}
+
+const char *weights_add(Emitter *e, const char *name, const float *data, int64_t count) {
+  return weights_add_typed(e, name, DT_FLOAT, data, count);
 }
 
 /* --------------------------------------------------------- checked calls */

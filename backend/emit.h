@@ -42,8 +42,12 @@ void emit_open(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2
 void emit_close(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emit_blank(Emitter *e);
 
-/* C expression for the device pointer of a tensor's first element. */
+/* C expression for the device pointer of a tensor's first element, of the
+   tensor's storage type (dtype_c_type). */
 const char *buf(Emitter *e, const Tensor *t);
+/* The C type net.c stores a run-time dtype in: float, int64_t, ... (a
+   float16 is its bits, uint16_t; a bool one byte, uint8_t). */
+const char *dtype_c_type(DType t);
 /* C identifier prefix for a node's context fields, e.g. "mixed_5b_conv". */
 const char *node_id(Emitter *e, const Node *n);
 
@@ -125,10 +129,14 @@ const char *emit_unique(Emitter *e, const char *base);
 /*
  * Constant data in net.weights. weights_add() stores `count` floats and
  * returns a C expression for their device address (a context field bound in
- * create); `name` seeds the field's name. buf() does this by itself for a
- * constant tensor (integer constants are stored converted to float).
+ * create); `name` seeds the field's name. weights_add_typed() stores data
+ * of the IR's form (float for floating dtypes, int64_t for integer and bool
+ * ones) as `dtype`. buf() does this by itself for a constant tensor, which
+ * is stored in its own type.
  */
 const char *weights_add(Emitter *e, const char *name, const float *data, int64_t count);
+const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const void *data,
+                              int64_t count);
 
 /*
  * cuDNN descriptors owned by a node: declares the context field
@@ -253,9 +261,10 @@ const OpEmitter *kernel_loss_emitter(OpKind op);        /* kernels_losses.c */
 /* One constant array in net.weights. */
 typedef struct Weight {
   const char *cname;
-  const float *data;
+  DType dtype;      /* how it is stored */
+  const void *data; /* the IR's form: float for floating dtypes, else int64_t */
   int64_t count;
-  int64_t offset; /* in floats from the start of the data; a multiple of 16 */
+  int64_t offset; /* in bytes from the start of the data; a multiple of 64 */
 } Weight;
 
 /* A set of C identifiers (open addressing on the arena). */
@@ -274,7 +283,7 @@ typedef struct EmitState {
 
   Weight *weights;
   int nweights, capweights;
-  int64_t weight_floats;
+  int64_t weight_bytes;
 
   /* What the assembled file must define because something used it. */
   bool lib_used[LIB_COUNT];

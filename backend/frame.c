@@ -7,24 +7,54 @@
 
 #include "emit.h"
 
+static int64_t tensor_bytes(const Tensor *t) {
+  return tensor_numel(t) * (int64_t)dtype_size(t->dtype);
+}
+
+/* The staging buffer holds floats when every input and output is float32,
+   bytes otherwise; its offsets count these units. */
+static bool staging_in_bytes(const Graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->inputs[i]->dtype != DT_FLOAT)
+      return true;
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i]->dtype != DT_FLOAT)
+      return true;
+  return false;
+}
+
+static const char *staging_type(const Graph *g) {
+  return staging_in_bytes(g) ? "unsigned char" : "float";
+}
+
+/* A tensor's size in staging units; every offset stays 8-byte aligned. */
+static int64_t staging_units(const Graph *g, const Tensor *t) {
+  return staging_in_bytes(g) ? (tensor_bytes(t) + 7) / 8 * 8 : tensor_numel(t);
+}
+
 /* Pinned host memory for run()'s copies: every input, then every output. */
-static int64_t staging_floats(const Graph *g) {
+static int64_t staging_size(const Graph *g) {
   int64_t total = 0;
   for (int i = 0; i < g->ninputs; i++)
-    total += tensor_numel(g->inputs[i]);
+    total += staging_units(g, g->inputs[i]);
   for (int i = 0; i < g->noutputs; i++)
-    total += tensor_numel(g->outputs[i]);
+    total += staging_units(g, g->outputs[i]);
   return total;
 }
 
-/* Where input or output i starts in the staging buffer, in floats. */
+/* Where input or output i starts in the staging buffer, in its units. */
 static int64_t staging_offset(const Graph *g, bool in, int i) {
   int64_t offset = 0;
   for (int k = 0; k < (in ? i : g->ninputs); k++)
-    offset += tensor_numel(g->inputs[k]);
+    offset += staging_units(g, g->inputs[k]);
   for (int k = 0; !in && k < i; k++)
-    offset += tensor_numel(g->outputs[k]);
+    offset += staging_units(g, g->outputs[k]);
   return offset;
+}
+
+/* The byte count of a copy of t, as C: "150528 * sizeof(float)". */
+static const char *copy_size(Emitter *e, const Tensor *t) {
+  return emit_str(e, "%lld * sizeof(%s)", (long long)tensor_numel(t), dtype_c_type(t->dtype));
 }
 
 /* ------------------------------------------------------------- struct */
@@ -38,9 +68,9 @@ void emit_struct(Emitter *e) {
     emit(e, "cudaEvent_t event[%d]; /* the schedule's cross-stream dependencies */", ne);
   emit(e, "cudaEvent_t fork, join[%d]; /* order the streams after and before the caller's */", ns);
   emit(e, "cudaEvent_t done; /* the end of %s_run_device()'s work on the caller's stream */", e->prefix);
-  if (staging_floats(e->g) > 0)
-    emit(e, "float *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
-         e->prefix);
+  if (staging_size(e->g) > 0)
+    emit(e, "%s *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
+         staging_type(e->g), e->prefix);
   if (st->uses_cudnn)
     emit(e, "cudnnHandle_t cudnn[%d];", ns);
   if (st->uses_cublas) {
@@ -118,9 +148,9 @@ void emit_create(Emitter *e) {
   }
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)");
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming)");
-  if (staging_floats(e->g) > 0)
-    emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(float))",
-              (long long)staging_floats(e->g));
+  if (staging_size(e->g) > 0)
+    emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(%s))",
+              (long long)staging_size(e->g), staging_type(e->g));
   if (st->nweights) {
     if (e->opt->embed_weights) {
       emit(e, "if ((weights_path ? load_weights(c, weights_path) : upload_linked_weights(c)) != 0)");
@@ -191,10 +221,10 @@ static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
                                  emit_c_string(e, t->name));
     const char *host = device ? emit_str(e, "%s[%d]", in ? "inputs" : "outputs", i)
                               : emit_str(e, "c->staging + %lld", (long long)staging_offset(g, in, i));
-    const char *call = in ? emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
-                                     buf(e, t), host, (long long)tensor_numel(t), kind, stream)
-                          : emit_str(e, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), %s, %s)",
-                                     host, buf(e, t), (long long)tensor_numel(t), kind, stream);
+    const char *call = in ? emit_str(e, "cudaMemcpyAsync(%s, %s, %s, %s, %s)", buf(e, t), host,
+                                     copy_size(e, t), kind, stream)
+                          : emit_str(e, "cudaMemcpyAsync(%s, %s, %s, %s, %s)", host, buf(e, t),
+                                     copy_size(e, t), kind, stream);
     e->st->lib_used[LIB_CUDA] = true;
     emit(e, "if (!cuda_ok(c, %s, \"%s\"))", call, where);
     emit(e, "  return -1;");
@@ -207,27 +237,27 @@ static void emit_staging(Emitter *e, bool in) {
   int count = in ? g->ninputs : g->noutputs;
   for (int i = 0; i < count; i++) {
     Tensor *t = in ? g->inputs[i] : g->outputs[i];
-    long long offset = (long long)staging_offset(g, in, i), n = (long long)tensor_numel(t);
-    if (n == 0)
+    long long offset = (long long)staging_offset(g, in, i);
+    if (tensor_numel(t) == 0)
       continue;
     if (in)
-      emit(e, "memcpy(c->staging + %lld, inputs[%d], %lld * sizeof(float));", offset, i, n);
+      emit(e, "memcpy(c->staging + %lld, inputs[%d], %s);", offset, i, copy_size(e, t));
     else
-      emit(e, "memcpy(outputs[%d], c->staging + %lld, %lld * sizeof(float));", i, offset, n);
+      emit(e, "memcpy(outputs[%d], c->staging + %lld, %s);", i, offset, copy_size(e, t));
   }
 }
 
 void emit_run(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
-  int64_t in_floats = staging_offset(g, false, 0), out_floats = staging_floats(g) - in_floats;
-  emit(e, "int %s_run(%s_ctx *c, const float *const *inputs, float *const *outputs)", p, p);
+  int64_t in_size = staging_offset(g, false, 0), out_size = staging_size(g) - in_size;
+  emit(e, "int %s_run(%s_ctx *c, const void *const *inputs, void *const *outputs)", p, p);
   emit_open(e, "{");
-  if (in_floats == 0)
+  if (in_size == 0)
     emit(e, "(void)inputs;");
-  if (out_floats == 0)
+  if (out_size == 0)
     emit(e, "(void)outputs;");
-  if (in_floats + out_floats > 0)
+  if (in_size + out_size > 0)
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
   emit_copies(e, true, false, "c->stream[0]");
@@ -246,12 +276,12 @@ void emit_run(Emitter *e) {
   emit_close(e, "}");
   emit_blank(e);
 
-  emit(e, "int %s_run_device(%s_ctx *c, const float *const *inputs, float *const *outputs, cudaStream_t stream)",
+  emit(e, "int %s_run_device(%s_ctx *c, const void *const *inputs, void *const *outputs, cudaStream_t stream)",
        p, p);
   emit_open(e, "{");
-  if (in_floats == 0)
+  if (in_size == 0)
     emit(e, "(void)inputs;");
-  if (out_floats == 0)
+  if (out_size == 0)
     emit(e, "(void)outputs;");
   emit_copies(e, true, true, "stream");
   if (e->opt->cuda_graph) {
@@ -302,7 +332,7 @@ void emit_destroy(Emitter *e) {
   emit(e, "  cudaEventDestroy(c->fork);");
   emit(e, "if (c->done)");
   emit(e, "  cudaEventDestroy(c->done);");
-  if (staging_floats(e->g) > 0)
+  if (staging_size(e->g) > 0)
     emit(e, "cudaFreeHost(c->staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (st->uses_workspace)
@@ -342,6 +372,8 @@ void emit_metadata(Emitter *e, bool inputs) {
   if (count > 0) {
     emit_open(e, "static const struct {");
     emit(e, "const char *name;");
+    emit(e, "const char *type; /* ONNX's name of the element type */");
+    emit(e, "int element_size; /* in bytes */");
     emit(e, "int rank;");
     emit(e, "long long dims[8];");
     emit_close(e, "} %s_info[%d] = {", what, count);
@@ -352,7 +384,8 @@ void emit_metadata(Emitter *e, bool inputs) {
       for (int d = 0; d < t->rank; d++)
         snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? ", " : "",
                  (long long)t->dims[d]);
-      emit(e, "{\"%s\", %d, {%s}},", emit_c_string(e, t->name), t->rank, dims);
+      emit(e, "{\"%s\", \"%s\", %d, %d, {%s}},", emit_c_string(e, t->name),
+           dtype_onnx_name(t->dtype), (int)dtype_size(t->dtype), t->rank, dims);
     }
     e->indent--;
     emit(e, "};");
@@ -362,12 +395,18 @@ void emit_metadata(Emitter *e, bool inputs) {
   if (count > 0) {
     emit(e, "const char *%s_%s_name(int i) { return i >= 0 && i < %d ? %s_info[i].name : NULL; }", p,
          what, count, what);
+    emit(e, "const char *%s_%s_type(int i) { return i >= 0 && i < %d ? %s_info[i].type : NULL; }", p,
+         what, count, what);
+    emit(e, "int %s_%s_element_size(int i) { return i >= 0 && i < %d ? %s_info[i].element_size : -1; }",
+         p, what, count, what);
     emit(e, "int %s_%s_rank(int i) { return i >= 0 && i < %d ? %s_info[i].rank : -1; }", p, what,
          count, what);
     emit(e, "const long long *%s_%s_dims(int i) { return i >= 0 && i < %d ? %s_info[i].dims : NULL; }",
          p, what, count, what);
   } else {
     emit(e, "const char *%s_%s_name(int i) { (void)i; return NULL; }", p, what);
+    emit(e, "const char *%s_%s_type(int i) { (void)i; return NULL; }", p, what);
+    emit(e, "int %s_%s_element_size(int i) { (void)i; return -1; }", p, what);
     emit(e, "int %s_%s_rank(int i) { (void)i; return -1; }", p, what);
     emit(e, "const long long *%s_%s_dims(int i) { (void)i; return NULL; }", p, what);
   }

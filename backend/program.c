@@ -61,16 +61,16 @@ static bool check_graph(Emitter *e) {
   Graph *g = e->g;
   bool ok = true;
   for (int i = 0; i < g->ninputs; i++)
-    if (g->inputs[i]->dtype != DT_FLOAT) {
-      ir_error(g, NULL, "input '%s' is %s; opc programs take float32 inputs only",
-               g->inputs[i]->name, dtype_name(g->inputs[i]->dtype));
+    if (!dtype_at_run_time(g->inputs[i]->dtype)) {
+      ir_error(g, NULL, "input '%s' is %s, a type opc programs do not take", g->inputs[i]->name,
+               dtype_onnx_name(g->inputs[i]->dtype));
       ok = false;
     }
   for (int i = 0; i < g->noutputs; i++) {
     Tensor *t = g->outputs[i];
-    if (t->dtype != DT_FLOAT) {
-      ir_error(g, NULL, "output '%s' is %s; opc programs return float32 outputs only", t->name,
-               dtype_name(t->dtype));
+    if (!dtype_at_run_time(t->dtype)) {
+      ir_error(g, NULL, "output '%s' is %s, a type opc programs do not return", t->name,
+               dtype_onnx_name(t->dtype));
       ok = false;
     }
     int64_t expect = 1;
@@ -147,7 +147,7 @@ static void emit_file_comment(Emitter *e, const char *what) {
          s->nstreams, s->nstreams == 1 ? "" : "s", s->scheduler, s->nevents,
          s->nevents == 1 ? "" : "s");
     emit(e, " * %lld bytes of activations, %lld bytes of weights in %s.",
-         (long long)e->g->arena_bytes, (long long)e->st->weight_floats * 4,
+         (long long)e->g->arena_bytes, (long long)e->st->weight_bytes,
          e->opt->embed_weights ? "the program" : base_name(e, e->opt->weights_path));
     emit(e, " * Build: cc -O2 %s -I<CUDA>/include -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm,",
          base_name(e, e->opt->c_path));
@@ -241,6 +241,28 @@ static void emit_c_file(Emitter *e, FILE *f) {
   free(rest);
 }
 
+/* net.h's list of the inputs and outputs, with their types and shapes. */
+static void emit_io_list(Emitter *e) {
+  Graph *g = e->g;
+  emit(e, "/*");
+  for (int k = 0; k < 2; k++) {
+    int count = k == 0 ? g->ninputs : g->noutputs;
+    Tensor **list = k == 0 ? g->inputs : g->outputs;
+    emit(e, " * %s:", k == 0 ? "Inputs" : "Outputs");
+    if (count == 0)
+      emit(e, " *   none");
+    for (int i = 0; i < count; i++) {
+      char dims[256] = "";
+      for (int d = 0; d < list[i]->rank; d++)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? ", " : "",
+                 (long long)list[i]->dims[d]);
+      emit(e, " *   %d  %s: %s [%s]", i, comment_text(e, list[i]->name),
+           dtype_onnx_name(list[i]->dtype), dims);
+    }
+  }
+  emit(e, " */");
+}
+
 static void emit_h_file(Emitter *e, FILE *f) {
   const char *p = e->prefix;
   e->f = f;
@@ -274,12 +296,15 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, " */");
   emit(e, "int %s_create(%s_ctx **ctx, const char *weights_path);", p, p);
   emit_blank(e);
+  emit_io_list(e);
+  emit_blank(e);
   emit(e, "/*");
   emit(e, " * One inference on host buffers, in the order of %s_input_name() and", p);
-  emit(e, " * %s_output_name(). Blocks until the outputs are written; allocates nothing.", p);
+  emit(e, " * %s_output_name(), each of its tensor's type and shape in C order.", p);
+  emit(e, " * Blocks until the outputs are written; allocates nothing.");
   emit(e, " * A context runs one inference at a time; use one context per thread.");
   emit(e, " */");
-  emit(e, "int %s_run(%s_ctx *ctx, const float *const *inputs, float *const *outputs);", p, p);
+  emit(e, "int %s_run(%s_ctx *ctx, const void *const *inputs, void *const *outputs);", p, p);
   emit_blank(e);
   emit(e, "/*");
   emit(e, " * One inference on device buffers, enqueued on `stream` without waiting.");
@@ -287,7 +312,7 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, " * the outputs copied out at its end, so the caller's buffers are bound by copy:");
   emit(e, " * they may be reused once the stream has passed this work.");
   emit(e, " */");
-  emit(e, "int %s_run_device(%s_ctx *ctx, const float *const *inputs, float *const *outputs,", p, p);
+  emit(e, "int %s_run_device(%s_ctx *ctx, const void *const *inputs, void *const *outputs,", p, p);
   emit(e, "%*scudaStream_t stream);", (int)strlen(p) + 16, "");
   emit_blank(e);
   emit(e, "void %s_destroy(%s_ctx *ctx);", p, p);
@@ -303,11 +328,17 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, " */");
   emit(e, "int %s_profile(%s_ctx *ctx, const char *path, int repeats);", p, p);
   emit_blank(e);
-  emit(e, "/* The model's inputs and outputs: name, rank and dims (NULL or -1 out of range). */");
+  emit(e, "/*");
+  emit(e, " * The model's inputs and outputs: name, element type (\"float32\", \"int64\",");
+  emit(e, " * ...; a float16 is its 16 bits, a bool one byte), element size in bytes,");
+  emit(e, " * rank and dims (NULL or -1 out of range).");
+  emit(e, " */");
   const char *what[2] = {"input", "output"};
   for (int k = 0; k < 2; k++) {
     emit(e, "int %s_num_%ss(void);", p, what[k]);
     emit(e, "const char *%s_%s_name(int i);", p, what[k]);
+    emit(e, "const char *%s_%s_type(int i);", p, what[k]);
+    emit(e, "int %s_%s_element_size(int i);", p, what[k]);
     emit(e, "int %s_%s_rank(int i);", p, what[k]);
     emit(e, "const long long *%s_%s_dims(int i);", p, what[k]);
   }

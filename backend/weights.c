@@ -3,8 +3,9 @@
  * that create() checks and copies to the device in one piece.
  *
  * Layout (all little-endian): a 64-byte header ("OPCW", u32 version 1,
- * u32 array count, u32 zero, u64 data bytes, zeros), the float32 data with
- * every array starting on a 64-byte boundary, then the FNV-1a 64 hash of
+ * u32 array count, u32 zero, u64 data bytes, zeros), the data, each array
+ * in its own type (float32, int64, a float16's bits, a bool's byte, ...)
+ * and starting on a 64-byte boundary, then the FNV-1a 64 hash of
  * the data bytes. The program knows each array's offset; the file only has
  * to prove it belongs to this program and arrived intact.
  *
@@ -30,22 +31,64 @@ static void put_le(unsigned char *p, uint64_t v, int bytes) {
     p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Writes `count` floats (and zero padding up to `padded`), hashing them. */
-static bool write_floats(FILE *f, const float *data, int64_t count, int64_t padded,
-                         uint64_t *hash) {
+/* The bits of a float16 holding `f`, which the IR has already rounded to a
+   float16 value (ir/fold.c), so that dropping mantissa bits is exact. */
+static uint16_t half_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  int exp = (int)((x >> 23) & 0xff) - 127;
+  uint32_t mant = x & 0x7fffff;
+  if (exp == 128) /* infinity or NaN */
+    return sign | 0x7c00 | (mant ? 0x200 : 0);
+  if (exp > 15)
+    return sign | 0x7c00;
+  if (exp >= -14)
+    return sign | (uint16_t)((exp + 15) << 10) | (uint16_t)(mant >> 13);
+  if (exp < -24)
+    return sign;
+  return sign | (uint16_t)((mant | 0x800000) >> (-1 - exp)); /* subnormal */
+}
+
+/* Element i of a constant in its stored type, little-endian at p. */
+static void put_element(unsigned char *p, const Weight *w, int64_t i) {
+  const float *f = w->data;
+  const int64_t *n = w->data;
+  switch (w->dtype) {
+  case DT_FLOAT: {
+    uint32_t bits;
+    memcpy(&bits, &f[i], 4);
+    put_le(p, bits, 4);
+    break;
+  }
+  case DT_DOUBLE: {
+    double d = f[i];
+    uint64_t bits;
+    memcpy(&bits, &d, 8);
+    put_le(p, bits, 8);
+    break;
+  }
+  case DT_FLOAT16: put_le(p, half_bits(f[i]), 2); break;
+  case DT_BOOL: put_le(p, n[i] != 0, 1); break;
+  default: put_le(p, (uint64_t)n[i], (int)dtype_size(w->dtype)); break;
+  }
+}
+
+/* Writes one constant (and zero padding up to `padded` bytes), hashing it. */
+static bool write_array(FILE *f, const Weight *w, int64_t padded, uint64_t *hash) {
   unsigned char chunk[4096];
-  int64_t i = 0;
-  while (i < padded) {
+  int64_t size = (int64_t)dtype_size(w->dtype), i = 0, written = 0;
+  while (written < padded) {
     size_t used = 0;
-    for (; i < padded && used + 4 <= sizeof chunk; i++, used += 4) {
-      uint32_t bits = 0;
-      if (i < count)
-        memcpy(&bits, &data[i], 4);
-      put_le(chunk + used, bits, 4);
-    }
+    for (; i < w->count && used + (size_t)size <= sizeof chunk; i++, used += (size_t)size)
+      put_element(chunk + used, w, i);
+    if (i == w->count) /* the padding: zeros */
+      for (; written + (int64_t)used < padded && used < sizeof chunk; used++)
+        chunk[used] = 0;
     *hash = weights_hash(chunk, used, *hash);
     if (fwrite(chunk, 1, used, f) != used)
       return false;
+    written += (int64_t)used;
   }
   return true;
 }
@@ -60,13 +103,13 @@ bool write_weights(Emitter *e, const char *path) {
   unsigned char header[HEADER_BYTES] = {'O', 'P', 'C', 'W'};
   put_le(header + 4, WEIGHTS_VERSION, 4);
   put_le(header + 8, (uint64_t)st->nweights, 4);
-  put_le(header + 16, (uint64_t)st->weight_floats * 4, 8);
+  put_le(header + 16, (uint64_t)st->weight_bytes, 8);
   bool ok = fwrite(header, 1, sizeof header, f) == sizeof header;
   uint64_t hash = 14695981039346656037ull;
   for (int i = 0; i < st->nweights && ok; i++) {
     const Weight *w = &st->weights[i];
-    int64_t end = i + 1 < st->nweights ? st->weights[i + 1].offset : st->weight_floats;
-    ok = write_floats(f, w->data, w->count, end - w->offset, &hash);
+    int64_t end = i + 1 < st->nweights ? st->weights[i + 1].offset : st->weight_bytes;
+    ok = write_array(f, w, end - w->offset, &hash);
   }
   unsigned char trailer[8];
   put_le(trailer, hash, 8);
@@ -83,11 +126,15 @@ bool write_weights(Emitter *e, const char *path) {
 void emit_weights_loader(Emitter *e) {
   EmitState *st = e->st;
   const char *p = e->prefix;
-  int64_t bytes = st->weight_floats * 4;
+  int64_t bytes = st->weight_bytes;
   emit(e, "/*");
   emit(e, " * %s: a 64-byte header (\"OPCW\", then little-endian u32 version 1,",
        base_name(e, e->opt->weights_path));
-  emit(e, " * u32 array count, u64 data bytes), the data (float32, every array 64-byte");
+  bool all_float = true;
+  for (int i = 0; i < st->nweights; i++)
+    all_float &= st->weights[i].dtype == DT_FLOAT;
+  emit(e, " * u32 array count, u64 data bytes), the data (%s, every array 64-byte",
+       all_float ? "float32" : "each array in its own type");
   emit(e, " * aligned), then the FNV-1a 64 hash of the data (u64).");
   emit(e, " */");
   emit(e, "enum { WEIGHTS_HEADER = 64, WEIGHTS_COUNT = %d };", st->nweights);

@@ -336,9 +336,10 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
     return;
   }
   t->dtype = (DType)tt->elem_type;
-  if (t->dtype != DT_FLOAT) {
-    ir_error(g, NULL, "input '%s' has data type %s; opc compiles models with float32 inputs only",
-             name, tt->has_elem_type ? dtype_name(t->dtype) : "(none)");
+  if (!dtype_at_run_time(t->dtype)) {
+    ir_error(g, NULL, "input '%s' has data type %s; opc compiles models whose inputs are "
+             "float32, float64, float16, int64, int32, int8, uint8 or bool",
+             name, tt->has_elem_type ? dtype_onnx_name(t->dtype) : "(none)");
     im->failed = true;
     return;
   }
@@ -661,6 +662,13 @@ static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
     Tensor *t = im->g->outputs[i];
     if (t->dtype == DT_UNDEFINED) {
       ir_error(im->g, NULL, "graph output '%s' has no inferred type", t->name);
+      ok = false;
+      continue;
+    }
+    if (!dtype_at_run_time(t->dtype)) {
+      ir_error(im->g, NULL, "graph output '%s' is %s; opc programs return float32, float64, "
+               "float16, int64, int32, int8, uint8 or bool outputs", t->name,
+               dtype_onnx_name(t->dtype));
       ok = false;
       continue;
     }

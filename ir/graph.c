@@ -275,6 +275,35 @@ DType dtype_from_name(const char *s) {
   return DT_UNDEFINED;
 }
 
+/* The types a value may have at run time: those with a C storage type in
+   net.c. Others (strings, u16/u32/u64, i16, bf16) exist only as constants
+   folded at compile time. */
+bool dtype_at_run_time(DType t) {
+  return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_INT64 || t == DT_INT32 ||
+         t == DT_INT8 || t == DT_UINT8 || t == DT_BOOL;
+}
+
+/* ONNX's name of a type, as net.h states it: "float32", "int64", ... */
+const char *dtype_onnx_name(DType t) {
+  switch (t) {
+  case DT_FLOAT: return "float32";
+  case DT_DOUBLE: return "float64";
+  case DT_FLOAT16: return "float16";
+  case DT_BFLOAT16: return "bfloat16";
+  case DT_INT8: return "int8";
+  case DT_INT16: return "int16";
+  case DT_INT32: return "int32";
+  case DT_INT64: return "int64";
+  case DT_UINT8: return "uint8";
+  case DT_UINT16: return "uint16";
+  case DT_UINT32: return "uint32";
+  case DT_UINT64: return "uint64";
+  case DT_BOOL: return "bool";
+  case DT_STRING: return "string";
+  default: return "undefined";
+  }
+}
+
 bool dtype_is_float(DType t) {
   return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16;
 }

@@ -208,26 +208,22 @@ static bool check_compile_time_inputs(Graph *g, Node *n) {
   return true;
 }
 
-/* What the kernels take: run-time values are float32 only, so another
-   dtype passes only when the node folds at compile time (all its inputs
+/* A run-time value needs a storage type of net.c (dtype_at_run_time);
+   whether the operator's kernels take it is the backend's question. Other
+   dtypes pass when the node folds at compile time (all its inputs
    constant), or on a parameter input (shapes, axes, indices), which the
-   backend reads as constants. A run-time Cast must produce f32. Widening
-   the run-time dtypes starts here. */
+   backend reads as constants. */
 static bool check_run_time_dtypes(Graph *g, Node *n) {
   const OpInfo *info = op_info(n->op);
   if (info->eval != AT_RUN_TIME || (op_is_evaluable(n->op) && all_inputs_const(n)))
     return true;
   for (int i = 0; i < n->nin; i++) {
     Tensor *t = n->in[i];
-    if (!t || (info->param_inputs >> i) & 1 || t->dtype == DT_FLOAT)
+    if (!t || (info->param_inputs >> i) & 1 || dtype_at_run_time(t->dtype))
       continue;
-    ir_error(g, n, "unsupported dtype %s for input '%s' (run-time values must be f32)",
-             dtype_name(t->dtype), t->name);
-    return false;
-  }
-  if (n->op == OP_CAST && n->p.cast.to != DT_FLOAT) {
-    ir_error(g, n, "unsupported dtype %s: a run-time Cast can only produce f32",
-             dtype_name(n->p.cast.to));
+    ir_error(g, n, "input '%s' is %s, a type that exists at compile time only (run-time values "
+             "are float32, float64, float16, int64, int32, int8, uint8 or bool)",
+             t->name, dtype_onnx_name(t->dtype));
     return false;
   }
   return true;

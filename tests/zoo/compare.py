@@ -4,9 +4,10 @@
   compare.py REF.npy GOT.npy [--tol 1e-4] [--name LABEL]
 
 Prints one line with the relative L2 error ||got - ref|| / ||ref|| and the
-maximum absolute difference.  Exit status: 0 if shapes match, GOT has no
-NaN/Inf and rel L2 < tol; 1 otherwise (also if a file cannot be read);
-2 for usage errors.
+maximum absolute difference.  Exit status: 0 if shapes and dtypes match and
+GOT has no NaN/Inf and rel L2 < tol (floating types) or equals REF (integer
+and bool types); 1 otherwise (also if a file cannot be read); 2 for usage
+errors.
 """
 
 import argparse
@@ -19,6 +20,15 @@ def compare(ref, got, tol):
     """Return (ok, message)."""
     if ref.shape != got.shape:
         return False, "shape mismatch: ref %s got %s" % (ref.shape, got.shape)
+    if got.dtype != ref.dtype:
+        return False, "dtype mismatch: ref %s got %s" % (ref.dtype, got.dtype)
+    if ref.dtype.kind in "biu":  # integers and bools: exact
+        wrong = ref != got
+        if not wrong.any():
+            return True, "exact shape=%s dtype=%s" % (ref.shape, ref.dtype)
+        idx = int(np.argmax(wrong.ravel()))
+        return False, "%d of %d values differ (first at flat index %d: ref %s got %s)" % (
+            int(wrong.sum()), ref.size, idx, ref.ravel()[idx], got.ravel()[idx])
     r = ref.astype(np.float64, copy=False)
     g = got.astype(np.float64, copy=False)
     if not np.all(np.isfinite(r)):
@@ -37,8 +47,6 @@ def compare(ref, got, tol):
     mx = float(np.abs(diff).ravel()[idx])
     msg = "rel_l2=%.3e max_abs=%.3e (at flat index %d: ref %.6g got %.6g) shape=%s tol=%.1e" % (
         rel, mx, idx, float(r.ravel()[idx]), float(g.ravel()[idx]), ref.shape, tol)
-    if got.dtype != ref.dtype:
-        msg += " [dtype ref %s got %s]" % (ref.dtype, got.dtype)
     return rel < tol, msg
 
 

@@ -49,8 +49,15 @@ def read_pairs(path):
 
 
 def rel_l2(ref, got):
+    """The relative L2 error of a floating output; integer and bool outputs
+    must be exact (error 0)."""
     if ref.shape != got.shape:
         return None, f"shape {got.shape} != {ref.shape}"
+    if ref.dtype != got.dtype:
+        return None, f"dtype {got.dtype} != {ref.dtype}"
+    if ref.dtype.kind in "biu":
+        wrong = int(np.count_nonzero(ref != got))
+        return (0.0, None) if wrong == 0 else (None, f"{wrong} of {ref.size} values differ")
     if not np.all(np.isfinite(got)):
         return None, "NaN or Inf in output"
     denom = np.linalg.norm(ref.astype(np.float64))

@@ -469,7 +469,7 @@ int main(void)
   cudaStream_t s;
   for (int i = 0; i < 18; i++)
     x[i] = (float)i;
-  if (net_create(&c, NULL) != 0 || net_run(c, (const float *const[]){x}, (float *const[]){y}) != 0) {
+  if (net_create(&c, NULL) != 0 || net_run(c, (const void *const[]){x}, (void *const[]){y}) != 0) {
     fprintf(stderr, "%s\n", net_error(c));
     return 1;
   }
@@ -477,7 +477,7 @@ int main(void)
   cudaMalloc((void **)&dy, sizeof y);
   cudaStreamCreate(&s);
   cudaMemcpyAsync(dx, x, sizeof x, cudaMemcpyHostToDevice, s);
-  if (net_run_device(c, (const float *const[]){dx}, (float *const[]){dy}, s) != 0)
+  if (net_run_device(c, (const void *const[]){dx}, (void *const[]){dy}, s) != 0)
     return 1;
   cudaMemcpyAsync(host, dy, sizeof host, cudaMemcpyDeviceToHost, s);
   cudaStreamSynchronize(s);
@@ -548,7 +548,7 @@ static void *run_branchy(void *arg)
     return (void *)1;
   }
   for (int r = 0; r < ROUNDS; r++) {
-    if (branchy_run(c, (const float *const[]){bx[t]}, (float *const[]){y}) != 0) {
+    if (branchy_run(c, (const void *const[]){bx[t]}, (void *const[]){y}) != 0) {
       fprintf(stderr, "branchy %d: %s\n", t, branchy_error(c));
       return (void *)1;
     }
@@ -571,7 +571,7 @@ static void *run_small(void *arg)
     return (void *)1;
   }
   for (int r = 0; r < ROUNDS; r++)
-    if (small_run(c, (const float *const[]){sx[t]}, (float *const[]){sy[t]}) != 0) {
+    if (small_run(c, (const void *const[]){sx[t]}, (void *const[]){sy[t]}) != 0) {
       fprintf(stderr, "small %d: %s\n", t, small_error(c));
       return (void *)1;
     }
@@ -649,10 +649,190 @@ def group_threads(case):
     ok("threads")
 
 
+# ---------------------------------------------------------- typed inputs
+
+# The eight run-time types: numpy's dtype, and their ONNX names.
+TYPED = [(np.float32, "float32"), (np.float64, "float64"), (np.float16, "float16"),
+         (np.int64, "int64"), (np.int32, "int32"), (np.int8, "int8"), (np.uint8, "uint8"),
+         (np.bool_, "bool")]
+
+
+def typed_model():
+    """One input of each type, returned as it is (no kernel touches it); a
+    float32 path through Relu; int64 Shape; constants of several types as
+    outputs (stored in their own types in net.weights; the IR holds float64
+    constants as float32, hence values float32 represents); Gather with
+    constant indices."""
+    inputs, outputs = [], []
+    for dtype, name in TYPED:
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        inputs.append(helper.make_tensor_value_info("in_" + name, elem, [2, 3]))
+        outputs.append(helper.make_tensor_value_info("in_" + name, elem, [2, 3]))
+    consts = {"k64": np.array([7, -8, 1 << 40], np.int64), "k32": np.array([-5, 6], np.int32),
+              "k8": np.array([-128, 127], np.int8), "ku8": np.array([255, 0], np.uint8),
+              "kb": np.array([True, False, True]), "kh": np.array([0.5, -2.25, 65504], np.float16),
+              "kd": np.array([0.5, -2.0 ** 100], np.float64)}
+    nodes = [helper.make_node("Relu", ["in_float32"], ["relu"], name="relu"),
+             helper.make_node("Shape", ["in_int64"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["in_float32", "gi"], ["gather"], name="gather", axis=1)]
+    outputs += [helper.make_tensor_value_info("relu", TensorProto.FLOAT, [2, 3]),
+                helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+                helper.make_tensor_value_info("gather", TensorProto.FLOAT, [2, 2])]
+    for name, array in consts.items():
+        nodes.append(helper.make_node("Identity", [name + "_c"], [name], name=name))
+        outputs.append(helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape)))
+    inits = [const(name + "_c", array) for name, array in consts.items()]
+    inits.append(const("gi", np.array([2, 0], np.int64)))
+    graph = helper.make_graph(nodes, "typed", inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m, consts
+
+
+def typed_values():
+    values = {}
+    for dtype, name in TYPED:
+        if dtype == np.bool_:
+            values[name] = np.array([[True, False, True], [False, False, True]])
+        elif np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            values[name] = np.array([[info.min, -1 if info.min else 1, 0], [1, 2, info.max]], dtype)
+        else:
+            values[name] = np.array([[0.5, -1.25, 3], [-4, 1e-3, 6]], dtype)
+    return values
+
+
+def typed_run(case, d, exe, files, outputs):
+    cmd = [exe] + [a for n, f in files.items() for a in ("--input", "%s=%s" % (n, f))]
+    for n in outputs:
+        cmd += ["--output", "%s=%s" % (n, os.path.join(d, "out_%s.npy" % n))]
+    return run(cmd)
+
+
+def group_typed_io(case):
+    """Inputs and outputs of every run-time type: net.h states them, the main
+    reads and writes them and refuses a wrong type or shape, and a C program
+    passes its own buffers through void pointers."""
+    m, consts = typed_model()
+    d, exe, p = case.compile("typed_io", m)
+    if p.returncode != 0:
+        return fail("typed_io", "opc failed: " + p.stderr.strip())
+    header = open(os.path.join(d, "net.h")).read()
+    for line in [" *   0  in_float32: float32 [2, 3]", " *   3  in_int64: int64 [2, 3]",
+                 " *   7  in_bool: bool [2, 3]", " *   9  shape: int64 [2]",
+                 "int net_run(net_ctx *ctx, const void *const *inputs, void *const *outputs);",
+                 "const char *net_input_type(int i);", "int net_output_element_size(int i);"]:
+        if line not in header:
+            return fail("typed_io_header", "net.h lacks %r" % line)
+    ok("typed_io_header")
+
+    values = typed_values()
+    files = {}
+    for dtype, name in TYPED:
+        files["in_" + name] = os.path.join(d, "in_%s.npy" % name)
+        np.save(files["in_" + name], values[name])
+    names = [o.name for o in m.graph.output]
+    p = typed_run(case, d, exe, files, names)
+    if p.returncode != 0:
+        return fail("typed_io_run", "exit %d: %s" % (p.returncode, p.stderr))
+    x = values["float32"]
+    want = {"in_" + name: values[name] for _, name in TYPED}
+    want.update(relu=np.maximum(x, 0), shape=np.array([2, 3], np.int64), gather=x[:, [2, 0]])
+    want.update(consts)
+    for name in names:
+        got = np.load(os.path.join(d, "out_%s.npy" % name))
+        if got.dtype != want[name].dtype or not np.array_equal(got, want[name]):
+            return fail("typed_io_run", "output %s: %r (%s), expected %r" % (
+                name, got, got.dtype, want[name]))
+    ok("typed_io_run")
+
+    # An int64 input from a TensorProto with int64_data (not raw_data).
+    pb = os.path.join(d, "ids.pb")
+    ids = np.array([[1, -2, 3], [4, 5, -(1 << 40)]], np.int64)
+    with open(pb, "wb") as f:
+        f.write(helper.make_tensor("in_int64", TensorProto.INT64, [2, 3],
+                                   ids.ravel().tolist()).SerializeToString())
+    p = typed_run(case, d, exe, dict(files, in_int64=pb), ["in_int64"])
+    if p.returncode != 0 or not np.array_equal(np.load(os.path.join(d, "out_in_int64.npy")), ids):
+        return fail("typed_io_pb", "exit %d: %s" % (p.returncode, p.stderr))
+    ok("typed_io_pb")
+
+    # A wrong type or shape: refused before anything runs, nothing written.
+    for label, array, text in [
+            ("typed_io_wrong_type", values["int32"],
+             "input 'in_int64' (%s): data type int32, expected int64"),
+            ("typed_io_wrong_shape", values["int64"].reshape(3, 2),
+             "input 'in_int64' (%s): shape [3,2], expected [2,3]")]:
+        path = os.path.join(d, label + ".npy")
+        np.save(path, array)
+        out = os.path.join(d, "out_relu.npy")
+        if os.path.exists(out):
+            os.unlink(out)
+        p = typed_run(case, d, exe, dict(files, in_int64=path), ["relu"])
+        if p.returncode != 1 or (text % path) not in p.stderr or os.path.exists(out):
+            return fail(label, "exit %d, stderr %r, output written: %s" % (
+                p.returncode, p.stderr, os.path.exists(out)))
+        ok(label)
+
+    # The weights hold the constants in their own types, 64-byte aligned.
+    data = open(os.path.join(d, "net.weights"), "rb").read()
+    for name, array in consts.items():
+        body = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        if not any(data[at:at + len(body)] == body for at in range(64, len(data) - 8, 64)):
+            return fail("typed_io_weights", "%s is not stored as %s" % (name, array.dtype))
+    ok("typed_io_weights")
+
+    source = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "net.h"
+static const char *const types[8] = {"float32", "float64", "float16", "int64",
+                                     "int32", "int8", "uint8", "bool"};
+static const int sizes[8] = {4, 8, 2, 8, 4, 1, 1, 1};
+int main(void)
+{
+  net_ctx *c;
+  int64_t ids[6] = {1, -2, 3, 4, 5, -6}, got[6];
+  unsigned char zeros[8][6 * 8] = {{0}}, outs[20][64];
+  const void *in[8];
+  void *out[20];
+  for (int i = 0; i < 8; i++) {
+    in[i] = i == 3 ? (const void *)ids : zeros[i];
+    if (strcmp(net_input_type(i), types[i]) != 0 || net_input_element_size(i) != sizes[i]) {
+      fprintf(stderr, "input %d: %s, %d bytes\n", i, net_input_type(i), net_input_element_size(i));
+      return 1;
+    }
+  }
+  if (net_num_outputs() > 20 || net_input_type(8) || net_output_element_size(-1) != -1 ||
+      strcmp(net_output_type(9), "int64") != 0)
+    return 1;
+  for (int i = 0; i < net_num_outputs(); i++)
+    out[i] = outs[i];
+  out[3] = got;
+  if (net_create(&c, NULL) != 0 || net_run(c, in, out) != 0) {
+    fprintf(stderr, "%s\n", net_error(c));
+    return 1;
+  }
+  net_destroy(c);
+  return memcmp(ids, got, sizeof ids) != 0;
+}
+"""
+    user, p = case.build_user(d, source, ["net.c"])
+    if p.returncode != 0:
+        return fail("typed_io_api", "build: " + p.stderr)
+    p = run([user])
+    if p.returncode != 0:
+        return fail("typed_io_api", "exit %d: %s" % (p.returncode, p.stderr))
+    ok("typed_io_api")
+
+
 GROUPS = {"examples": group_examples, "ops": group_ops, "weights": group_weights, "options": group_options,
           "streams": group_streams, "device_api": group_device_api,
           "threads": group_threads, "copies": group_copies,
-          "kernel_loading": group_kernel_loading}
+          "kernel_loading": group_kernel_loading, "typed_io": group_typed_io}
 
 
 def main():

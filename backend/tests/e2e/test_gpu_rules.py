@@ -200,7 +200,7 @@ int main(void)
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaMemcpyAsync(dx, x, sizeof x, cudaMemcpyHostToDevice, s);
   cudaStreamSynchronize(s);
-  if (net_run_device(c, (const float *const[]){dx}, (float *const[]){dy}, s) != 0) {
+  if (net_run_device(c, (const void *const[]){dx}, (void *const[]){dy}, s) != 0) {
     fprintf(stderr, "%s\n", net_error(c));
     return 1;
   }
