@@ -195,9 +195,10 @@ typedef struct Launch {
   const char *kernel;
   int nx; /* inputs x[0..nx) are printed */
   const char *x[4];
-  int64_t x_extent[4];
+  int64_t x_extent[4]; /* in elements; printed in bytes */
   const char *y;
   int64_t y_extent;
+  int x_bytes[4], y_bytes; /* element sizes; 0 for float32's 4 */
   int64_t n;
   int rank;
   int64_t dims[8];

@@ -66,6 +66,9 @@ static void emit_groups(Emitter *e, const Launch *L, const char *field, const Gr
   emit_close(e, "},");
 }
 
+/* An operand's element size: float32 unless the operator said otherwise. */
+static int64_t element_bytes(int bytes) { return bytes ? bytes : 4; }
+
 void emit_launch(Emitter *e, const Node *n, const Launch *L) {
   if (L->n == 0) {
     emit(e, "/* %s: the output is empty, nothing to launch */", L->kernel);
@@ -80,16 +83,19 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
     for (int k = 0; k < L->nx; k++) {
       const char *sep = k ? ", " : "";
       xs = emit_str(e, "%s%s%s", xs, sep, L->x[k] ? L->x[k] : "NULL");
-      ext = emit_str(e, "%s%s%lld", ext, sep, (long long)L->x_extent[k]);
+      ext = emit_str(e, "%s%s%lld", ext, sep,
+                     (long long)(L->x_extent[k] * element_bytes(L->x_bytes[k])));
       strides = emit_str(e, "%s%s{%s}", strides, sep, int_list(e, L->rank, L->xstride[k]));
     }
     emit(e, ".x = {%s}, .x_extent = {%s},", xs, ext);
-    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".y = %s, .y_extent = %lld,", L->y,
+         (long long)(L->y_extent * element_bytes(L->y_bytes)));
     emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
          int_list(e, L->rank, L->dims));
     emit(e, ".xstride = {%s},", strides);
   } else {
-    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".y = %s, .y_extent = %lld,", L->y,
+         (long long)(L->y_extent * element_bytes(L->y_bytes)));
     emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
          int_list(e, L->rank, L->dims));
   }

@@ -108,8 +108,8 @@ static void launch_copy(CUfunction f, cudaStream_t s, float *y, const float *x, 
   a.dims[0] = N;
   a.xstride[0][0] = 1;
   a.ystride[0] = 1;
-  a.x_extent[0] = N;
-  a.y_extent = N;
+  a.x_extent[0] = N * sizeof(float);
+  a.y_extent = N * sizeof(float);
   void *params[] = {&a};
   nvtxRangePushA(name);
   if (cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS)

@@ -86,8 +86,8 @@ static void test_launch(void) {
   a.xstride[0][1] = cols;
   a.ystride[0] = rows;
   a.ystride[1] = 1;
-  a.x_extent[0] = n;
-  a.y_extent = n;
+  a.x_extent[0] = n * (long long)sizeof(float);
+  a.y_extent = n * (long long)sizeof(float);
   void *params[] = {&a};
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
