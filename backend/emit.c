@@ -369,23 +369,26 @@ const char *buf(Emitter *e, const Tensor *t) {
   if (tensor_is_const(t) && !t->alias_of) {
     expr = weights_add(e, t->name, const_as_float(e, t), tensor_numel(t));
   } else {
-    if (t->dtype != DT_FLOAT && !e->failed) {
-      ir_error(e->g, t->producer, "tensor '%s' is %s; emitted programs compute in float32 only",
-               t->name, dtype_name(t->dtype));
-      e->failed = true;
-    }
+    /* Which types an operator may compute in is checked per node
+       (check_node_types); here every type has its own C pointer type. */
     const char *name = tensor_field(e, t);
-    emit_to(e, SEC_BUFFERS, "float *%s;", name);
+    const char *type = dtype_c_type(t->dtype);
+    emit_to(e, SEC_BUFFERS, "%s *%s;", type, name);
     if (t->alias_of) {
       const char *base = buf(e, t->alias_of);
+      if (t->alias_of->dtype != t->dtype) /* a view never changes the type; be safe */
+        base = emit_str(e, "(%s *)%s", type, base);
       if (t->alias_offset)
         fprintf(e->st->sec[SEC_BIND], "  c->%s = %s + %lld;\n", name, base,
                 (long long)t->alias_offset);
       else
         fprintf(e->st->sec[SEC_BIND], "  c->%s = %s;\n", name, base);
-    } else {
+    } else if (t->dtype == DT_FLOAT) {
       fprintf(e->st->sec[SEC_BIND], "  c->%s = c->arena + %lld;\n", name,
               (long long)(t->offset / 4));
+    } else {
+      fprintf(e->st->sec[SEC_BIND], "  c->%s = (%s *)((char *)c->arena + %lld);\n", name, type,
+              (long long)t->offset);
     }
     expr = emit_str(e, "c->%s", name);
   }
@@ -544,9 +547,23 @@ const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *w
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Whether every tensor the node computes on is float32, as cuDNN and
+   cuBLAS need. */
+static bool computes_in_float32(const Node *n) {
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] && n->out[k]->dtype != DT_FLOAT)
+      return false;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] && !(op_info(n->op)->param_inputs & (1u << k)) && n->in[k]->dtype != DT_FLOAT)
+      return false;
+  return true;
+}
+
 const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
-  if (own && (!own->supports || own->supports(e, n)))
+  /* Other types go to opc's kernels; copies move any type. */
+  bool typed_ok = computes_in_float32(n) || own == copy_op_emitter(n->op);
+  if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
   const OpEmitter *kern = kernel_op_emitter(n->op);
   if (kern && (!kern->supports || kern->supports(e, n)))

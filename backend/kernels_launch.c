@@ -155,6 +155,22 @@ void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s) {
   }
 }
 
+/* Every operand of the launch holds elements of the given type. */
+void set_element_type(Launch *L, DType type) {
+  int bytes = (int)dtype_size(type);
+  L->y_bytes = bytes;
+  for (int k = 0; k < 4; k++)
+    L->x_bytes[k] = bytes;
+}
+
+/* The type of the elements a node moves or computes: its outputs'. */
+DType node_data_type(const Node *n) {
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k])
+      return n->out[k]->dtype;
+  return DT_FLOAT;
+}
+
 /* Sets the output of a launch: y over L->dims with the given strides. */
 void set_output(Launch *L, const char *y, const int64_t *ystride) {
   int64_t low;

@@ -300,8 +300,8 @@ int main(int argc, char **argv) {
     CUfunction copy;
     const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
     if (cuModuleLoadData(&mod, ptx) != CUDA_SUCCESS ||
-        cuModuleGetFunction(&copy, mod, "opc_copy") != CUDA_SUCCESS) {
-      fprintf(stderr, "check_prog: no opc_copy kernel\n");
+        cuModuleGetFunction(&copy, mod, "opc_copy_b4") != CUDA_SUCCESS) {
+      fprintf(stderr, "check_prog: no opc_copy_b4 kernel\n");
       return 1;
     }
     launch_copy(copy, s1, buf, out, "kernel_producer");
