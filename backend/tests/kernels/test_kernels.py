@@ -322,7 +322,7 @@ def test_pad():
     want = np.pad(x, [(0, 0), (1, 0), (0, 0)], constant_values=0)[:, :, 1:3]
     y = np.zeros(want.shape, dtype=np.float32)
     i = [0, 1, -1] + [0] * 5 + list(x.shape) + [0] * 5
-    got = launch("opc_pad_constant", y.size, list(want.shape), strides_of(y), y, [x.ravel()],
+    got = launch("opc_pad_constant_f32", y.size, list(want.shape), strides_of(y), y, [x.ravel()],
                  f=(0.0,), i=i, xstrides=[strides_of(x)])
     check("opc_pad_constant crop", got.reshape(want.shape), want)
 
