@@ -316,16 +316,6 @@ const char *node_id(Emitter *e, const Node *n) {
 /* --------------------------------------------------------------- buffers */
 
 /* Float data of a constant tensor; integer constants are converted. */
-static const float *const_as_float(Emitter *e, const Tensor *t) {
-  if (t->f32)
-    return t->f32;
-  int64_t count = tensor_numel(t);
-  float *data = arena_alloc(e->g->arena, sizeof(float) * (size_t)(count > 0 ? count : 1));
-  for (int64_t i = 0; i < count; i++)
-    data[i] = (float)t->i64[i];
-  return data;
-}
-
 const char *dtype_c_type(DType t) {
   switch (t) {
   case DT_FLOAT: return "float";
@@ -341,26 +331,15 @@ const char *dtype_c_type(DType t) {
 
 /* Gather's and GatherElements' kernels read their indices as floats: a
    constant they index with is stored converted, not in its own type. */
-static bool reads_indices_as_floats(const Emitter *e, const Tensor *t) {
-  const Node *n = e->node;
-  return n && (n->op == OP_GATHER || n->op == OP_GATHER_ELEMENTS) && n->nin > 1 && n->in[1] == t &&
-         t->dtype != DT_FLOAT;
-}
-
-/* A run-time tensor needs a C type. Until the operators say which types
-   their kernels take, one that an operator's code reads or writes must be
-   float32; run() and run_device() copy any type. */
-static bool check_kernel_dtype(Emitter *e, const Tensor *t) {
+/* A run-time tensor needs a C type; the ir checks that, so a miss here is
+   reported rather than trusted. */
+static bool check_storage_type(Emitter *e, const Tensor *t) {
   if (e->failed) /* reported once */
     return false;
-  if (!dtype_c_type(t->dtype))
-    ir_error(e->g, e->node, "tensor '%s' is %s, which net.c has no type for", t->name,
-             dtype_onnx_name(t->dtype));
-  else if (t->dtype != DT_FLOAT && e->node)
-    ir_error(e->g, e->node, "tensor '%s' is %s; this operator's kernels compute in float32 only",
-             t->name, dtype_onnx_name(t->dtype));
-  else
+  if (dtype_c_type(t->dtype))
     return true;
+  ir_error(e->g, e->node, "tensor '%s' is %s, which net.c has no type for", t->name,
+           dtype_onnx_name(t->dtype));
   e->failed = true;
   return false;
 }
@@ -415,9 +394,7 @@ const char *buf(Emitter *e, const Tensor *t) {
   if (slot && *slot)
     return *slot;
   const char *expr;
-  if (tensor_is_const(t) && !t->alias_of && reads_indices_as_floats(e, t)) {
-    expr = weights_add(e, t->name, const_as_float(e, t), tensor_numel(t));
-  } else if (tensor_is_const(t) && !t->alias_of) {
+  if (tensor_is_const(t) && !t->alias_of) {
     const void *data = dtype_is_float(t->dtype) ? (const void *)t->f32 : (const void *)t->i64;
     if (!dtype_c_type(t->dtype) || !data) {
       ir_error(e->g, e->node, "constant '%s' is %s, which net.c cannot store", t->name,
@@ -427,12 +404,17 @@ const char *buf(Emitter *e, const Tensor *t) {
     }
     expr = weights_add_typed(e, t->name, t->dtype, data, tensor_numel(t));
   } else {
-    if (!check_kernel_dtype(e, t))
+    /* Which types an operator may compute in is checked per node
+       (check_node_types); here every type has its own C pointer type. */
+    if (!check_storage_type(e, t))
       return "NULL";
     const char *name = tensor_field(e, t);
-    emit_to(e, SEC_BUFFERS, "%s *%s;", dtype_c_type(t->dtype), name);
+    const char *type = dtype_c_type(t->dtype);
+    emit_to(e, SEC_BUFFERS, "%s *%s;", type, name);
     if (t->alias_of) {
       const char *base = buf(e, t->alias_of);
+      if (t->alias_of->dtype != t->dtype) /* a view never changes the type; be safe */
+        base = emit_str(e, "(%s *)%s", type, base);
       if (t->alias_offset)
         fprintf(e->st->sec[SEC_BIND], "  c->%s = %s + %lld;\n", name, base,
                 (long long)t->alias_offset);
@@ -609,9 +591,23 @@ const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *w
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Whether every tensor the node computes on is float32, as cuDNN and
+   cuBLAS need. */
+static bool computes_in_float32(const Node *n) {
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] && n->out[k]->dtype != DT_FLOAT)
+      return false;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] && !(op_info(n->op)->param_inputs & (1u << k)) && n->in[k]->dtype != DT_FLOAT)
+      return false;
+  return true;
+}
+
 const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
-  if (own && (!own->supports || own->supports(e, n)))
+  /* Other types go to opc's kernels; copies move any type. */
+  bool typed_ok = computes_in_float32(n) || own == copy_op_emitter(n->op);
+  if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
   const OpEmitter *kern = kernel_op_emitter(n->op);
   if (kern && (!kern->supports || kern->supports(e, n)))

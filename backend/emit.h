@@ -45,9 +45,25 @@ void emit_blank(Emitter *e);
 /* C expression for the device pointer of a tensor's first element, of the
    tensor's storage type (dtype_c_type). */
 const char *buf(Emitter *e, const Tensor *t);
+
+/*
+ * Element types (types.c). Besides float32, run-time tensors may be
+ * float64, float16 (storage only: moved and cast), int64, int32, int8,
+ * uint8 and bool; which operators handle which is a table there.
+ */
 /* The C type net.c stores a run-time dtype in: float, int64_t, ... (a
    float16 is its bits, uint16_t; a bool one byte, uint8_t). */
 const char *dtype_c_type(DType t);
+/* "opc_add" for `t` -> "opc_add_i64": the instance of a typed kernel. */
+const char *typed_kernel(Emitter *e, const char *base, DType t);
+/* "opc_copy" -> "opc_copy_b8": the instance of a data-movement kernel for
+   the size of t's elements. */
+const char *sized_kernel(Emitter *e, const char *base, DType t);
+/* The kind of index tensor opc_index() reads: 8 (int64) or 4 (int32). */
+int index_kind(const Tensor *indices);
+/* Reports and returns false when the node's run-time tensors have types
+   its emitter does not handle. */
+bool check_node_types(Emitter *e, const Node *n);
 /* C identifier prefix for a node's context fields, e.g. "mixed_5b_conv". */
 const char *node_id(Emitter *e, const Node *n);
 
@@ -203,9 +219,10 @@ typedef struct Launch {
   const char *kernel;
   int nx; /* inputs x[0..nx) are printed */
   const char *x[4];
-  int64_t x_extent[4];
+  int64_t x_extent[4]; /* in elements; printed in bytes */
   const char *y;
   int64_t y_extent;
+  int x_bytes[4], y_bytes; /* element sizes; 0 for float32's 4 */
   int64_t n;
   int rank;
   int64_t dims[8];
@@ -218,6 +235,10 @@ typedef struct Launch {
   const char *note; /* printed above the arguments, when they need a word */
 } Launch;
 
+/* kernels_launch.c: every operand of L holds elements of `type`. */
+void set_element_type(Launch *L, DType type);
+/* The type of the elements a node moves or computes: its outputs'. */
+DType node_data_type(const Node *n);
 /* kernels_launch.c: f[start..start+count) or i[...] as one labelled group. */
 void group_f(Launch *L, int start, int count, const char *label);
 void group_i(Launch *L, int start, int count, const char *label);

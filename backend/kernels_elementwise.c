@@ -107,7 +107,7 @@ static const UnaryKernel unary_kernels[] = {
     {OP_EXP, "opc_exp", 0, {0}},
     {OP_LOG, "opc_log", 0, {0}},
     {OP_SQRT, "opc_sqrt", 0, {0}},
-    {OP_ABS, "opc_abs", 0, {0}},
+    {OP_ABS, "opc_abs", 0, {0}}, /* typed: opc_abs_f32, opc_abs_i64, ... */
     {OP_NEG, "opc_neg", 0, {0}},
     {OP_RECIPROCAL, "opc_reciprocal", 0, {0}},
     {OP_FLOOR, "opc_floor", 0, {0}},
@@ -163,9 +163,28 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
   return true;
 }
 
+/* The instance of a kernel written once over the element types: the one
+   for the node's type (the kernels of other kinds are float32 only). */
+static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
+  static const OpKind typed[] = {OP_ABS, OP_NEG,  OP_ADD, OP_SUB, OP_MUL,
+                                 OP_DIV, OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM};
+  for (size_t k = 0; k < sizeof typed / sizeof typed[0]; k++)
+    if (typed[k] == n->op)
+      return typed_kernel(e, kernel, node_data_type(n));
+  return kernel;
+}
+
+/* An elementwise launch of the node's kernel, typed by its output. */
+static Launch typed_elementwise(Emitter *e, const Node *n, const char *kernel, Tensor *const *inputs,
+                                int count) {
+  Launch L = elementwise(e, n, kernel_for_type(e, n, kernel), inputs, count);
+  set_element_type(&L, node_data_type(n));
+  return L;
+}
+
 static void run_unary(Emitter *e, Node *n) {
   const UnaryKernel *u = unary_kernel(n->op);
-  Launch L = elementwise(e, n, u->kernel, n->in, 1);
+  Launch L = typed_elementwise(e, n, u->kernel, n->in, 1);
   collapse(&L);
   for (int k = 0; k < u->nf; k++)
     L.f[k] = act_param(n, u->attr[k]);
@@ -187,7 +206,7 @@ static const char *binary_kernel(OpKind op) {
 }
 
 static void run_binary(Emitter *e, Node *n) {
-  Launch L = elementwise(e, n, binary_kernel(n->op), n->in, 2);
+  Launch L = typed_elementwise(e, n, binary_kernel(n->op), n->in, 2);
   collapse(&L);
   emit_launch(e, n, &L);
   fused_activation(e, n);
@@ -205,11 +224,11 @@ static void run_variadic(Emitter *e, Node *n) {
       inputs[count++] = n->out[0];
     while (count < 4 && done < n->nin)
       inputs[count++] = n->in[done++];
-    Launch L = elementwise(e, n, kernel, inputs, count);
+    Launch L = typed_elementwise(e, n, kernel, inputs, count);
     collapse(&L);
     L.i[0] = count;
     group_i(&L, 0, 1, "inputs");
-    if (strcmp(kernel, "opc_sum") == 0) {
+    if (n->op == OP_SUM || n->op == OP_MEAN) {
       L.f[0] = n->op == OP_MEAN && done == n->nin ? 1.0f / (float)n->nin : 1.0f;
       group_f(&L, 0, 1, n->op == OP_MEAN && done == n->nin ? "1 / inputs: the mean" : "factor");
     }
@@ -229,7 +248,7 @@ static void run_trilu(Emitter *e, Node *n) {
 }
 
 static void run_mod(Emitter *e, Node *n) {
-  Launch L = elementwise(e, n, "opc_mod", n->in, 2);
+  Launch L = typed_elementwise(e, n, "opc_mod", n->in, 2);
   collapse(&L);
   L.i[0] = n->p.mod.fmod;
   group_i(&L, 0, 1, "fmod");

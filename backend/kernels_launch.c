@@ -66,6 +66,9 @@ static void emit_groups(Emitter *e, const Launch *L, const char *field, const Gr
   emit_close(e, "},");
 }
 
+/* An operand's element size: float32 unless the operator said otherwise. */
+static int64_t element_bytes(int bytes) { return bytes ? bytes : 4; }
+
 void emit_launch(Emitter *e, const Node *n, const Launch *L) {
   if (L->n == 0) {
     emit(e, "/* %s: the output is empty, nothing to launch */", L->kernel);
@@ -80,16 +83,19 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
     for (int k = 0; k < L->nx; k++) {
       const char *sep = k ? ", " : "";
       xs = emit_str(e, "%s%s%s", xs, sep, L->x[k] ? L->x[k] : "NULL");
-      ext = emit_str(e, "%s%s%lld", ext, sep, (long long)L->x_extent[k]);
+      ext = emit_str(e, "%s%s%lld", ext, sep,
+                     (long long)(L->x_extent[k] * element_bytes(L->x_bytes[k])));
       strides = emit_str(e, "%s%s{%s}", strides, sep, int_list(e, L->rank, L->xstride[k]));
     }
     emit(e, ".x = {%s}, .x_extent = {%s},", xs, ext);
-    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".y = %s, .y_extent = %lld,", L->y,
+         (long long)(L->y_extent * element_bytes(L->y_bytes)));
     emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
          int_list(e, L->rank, L->dims));
     emit(e, ".xstride = {%s},", strides);
   } else {
-    emit(e, ".y = %s, .y_extent = %lld,", L->y, (long long)L->y_extent);
+    emit(e, ".y = %s, .y_extent = %lld,", L->y,
+         (long long)(L->y_extent * element_bytes(L->y_bytes)));
     emit(e, ".n = %lld, .rank = %d, .dims = {%s},", (long long)L->n, L->rank,
          int_list(e, L->rank, L->dims));
   }
@@ -147,6 +153,22 @@ void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s) {
     int j = d - (rank - t->rank);
     s[d] = j < 0 || (t->dims[j] == 1 && dims[d] != 1) ? 0 : own[j];
   }
+}
+
+/* Every operand of the launch holds elements of the given type. */
+void set_element_type(Launch *L, DType type) {
+  int bytes = (int)dtype_size(type);
+  L->y_bytes = bytes;
+  for (int k = 0; k < 4; k++)
+    L->x_bytes[k] = bytes;
+}
+
+/* The type of the elements a node moves or computes: its outputs'. */
+DType node_data_type(const Node *n) {
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k])
+      return n->out[k]->dtype;
+  return DT_FLOAT;
 }
 
 /* Sets the output of a launch: y over L->dims with the given strides. */

@@ -12,10 +12,13 @@
 
 /* ------------------------------------------------------ data movement */
 
-/* y = x between two strided layouts over dims; x's strides may be negative. */
+/* y = x between two strided layouts over dims; x's strides may be negative.
+   The elements are of the node's type (that of its outputs). */
 static void copy_launch(Emitter *e, const Node *n, const char *y, const int64_t *ystride,
                         const char *x, const int64_t *xstride, int rank, const int64_t *dims) {
-  Launch L = {.kernel = "opc_copy", .rank = rank};
+  DType type = node_data_type(n);
+  Launch L = {.kernel = sized_kernel(e, "opc_copy", type), .rank = rank};
+  set_element_type(&L, type);
   memcpy(L.dims, dims, sizeof(int64_t) * (size_t)rank);
   set_output(&L, y, ystride);
   set_input(&L, 0, x, xstride);
@@ -50,10 +53,35 @@ static bool already_there(Tensor *part, Tensor *whole, int64_t offset, const int
   return true;
 }
 
+/* Cast between two types: one launch of opc_cast, which converts any type
+   to any other (the kernel reads them by their ONNX numbers). */
+static void run_cast(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  Launch L = {.kernel = "opc_cast", .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  collapse(&L);
+  L.x_bytes[0] = (int)dtype_size(x->dtype);
+  L.y_bytes = (int)dtype_size(y->dtype);
+  L.i[0] = x->dtype;
+  L.i[1] = y->dtype;
+  group_i(&L, 0, 2, emit_str(e, "from %s to %s", dtype_name(x->dtype),
+                             dtype_name(y->dtype)));
+  emit_launch(e, n, &L);
+}
+
 /* Identity, Dropout, Cast, Flatten, Reshape, Squeeze, Unsqueeze: the same
    elements in row-major order, when the node is not a view. */
 void run_reshape_copy(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
+  if (x->dtype != y->dtype) {
+    run_cast(e, n);
+    return;
+  }
   if (n->op == OP_DROPOUT && n->nout > 1 && tensor_needed(n->out[1])) {
     kernel_fail(e, n, "Dropout's mask output is not supported");
     return;
@@ -257,8 +285,11 @@ static void run_depth_space(Emitter *e, Node *n) {
 static void launch_gather(Emitter *e, const Node *n, Launch *L, const Tensor *x, int axis) {
   L->i[0] = axis;
   L->i[1] = x->dims[axis];
-  group_i(L, 0, 2, "axis, its size");
-  L->note = "x = {input, indices as floats}";
+  L->i[2] = index_kind(n->in[1]);
+  group_i(L, 0, 3, "axis, its size, the indices' kind");
+  set_element_type(L, x->dtype);
+  L->x_bytes[1] = L->i[2] ? (int)L->i[2] : 4;
+  L->note = "x = {input, indices}";
   emit_launch(e, n, L);
 }
 
@@ -270,7 +301,7 @@ static void run_gather(Emitter *e, Node *n) {
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
-  Launch L = {.kernel = "opc_gather", .rank = x->rank};
+  Launch L = {.kernel = sized_kernel(e, "opc_gather", x->dtype), .rank = x->rank};
   memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   int64_t count = tensor_numel(idx);
   L.dims[axis] = count;
@@ -298,6 +329,14 @@ static void run_gather(Emitter *e, Node *n) {
   launch_gather(e, n, &L, x, axis);
 }
 
+/* The instance of opc_pad_constant for a type: float16 moves its bits
+   (b2), bool is uint8. */
+static const char *pad_constant_kernel(Emitter *e, DType type) {
+  if (type == DT_FLOAT16)
+    return "opc_pad_constant_b2";
+  return typed_kernel(e, "opc_pad_constant", type == DT_BOOL ? DT_UINT8 : type);
+}
+
 /* Pad: pads and the constant from inputs (opset 11+) or attributes. */
 static void run_pad(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
@@ -306,12 +345,12 @@ static void run_pad(Emitter *e, Node *n) {
   float value = n->p.pad.value;
   Tensor *vt = node_input(n, 2);
   if (vt) {
-    if (!vt->f32 || tensor_numel(vt) != 1) {
+    if (!tensor_is_const(vt) || tensor_numel(vt) != 1) {
       kernel_fail(e, n, arena_printf(e->g->arena, "input '%s' is not a compile-time constant "
                               "(Pad's constant_value must be a constant scalar)", vt->name));
       return;
     }
-    value = vt->f32[0];
+    value = vt->f32 ? vt->f32[0] : (float)vt->i64[0];
   }
   const int *axes = n->p.pad.axes;
   int naxes = n->p.pad.naxes;
@@ -322,8 +361,16 @@ static void run_pad(Emitter *e, Node *n) {
   static const char *const kernels[] = {
       [PAD_CONSTANT] = "opc_pad_constant", [PAD_REFLECT] = "opc_pad_reflect",
       [PAD_EDGE] = "opc_pad_edge",         [PAD_WRAP] = "opc_pad_wrap"};
+  bool constant = n->p.pad.mode == PAD_CONSTANT;
   Launch L = {.rank = x->rank};
-  L.kernel = kernels[n->p.pad.mode];
+  /* The constant mode converts its value to the element type; the others
+     only move elements. */
+  L.kernel = constant ? pad_constant_kernel(e, x->dtype) : sized_kernel(e, kernels[n->p.pad.mode], x->dtype);
+  set_element_type(&L, x->dtype);
+  if (constant && x->dtype == DT_FLOAT16 && value != 0.0f) {
+    kernel_fail(e, n, "Pad of a float16 tensor pads with 0 only");
+    return;
+  }
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
   strides_of(x, xs);
@@ -337,7 +384,7 @@ static void run_pad(Emitter *e, Node *n) {
     L.i[8 + d] = x->dims[d];
   group_i(&L, 0, x->rank, "padding before each dim");
   group_i(&L, 8, x->rank, "the input's dims");
-  if (strcmp(L.kernel, "opc_pad_constant") == 0) {
+  if (constant) {
     L.f[0] = value;
     group_f(&L, 0, 1, "value");
   } else {
@@ -352,15 +399,11 @@ static void run_pad(Emitter *e, Node *n) {
 static void run_gather_elements(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
   int axis = n->p.axis.axis;
-  if (!tensor_is_const(idx)) {
-    kernel_fail(e, n, "GatherElements needs constant indices");
-    return;
-  }
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], is[IR_MAX_RANK];
   strides_of(x, xs);
   strides_of(y, ys);
   strides_of(idx, is);
-  Launch L = {.kernel = "opc_gather_elements", .rank = y->rank};
+  Launch L = {.kernel = sized_kernel(e, "opc_gather_elements", x->dtype), .rank = y->rank};
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
   set_output(&L, buf(e, y), ys);
   set_input(&L, 0, buf(e, x), xs);

@@ -233,7 +233,7 @@ static void run_batch_norm(Emitter *e, Node *n) {
   strides_of(x, xs);
   strides_of(y, ys);
   channel[1] = 1;
-  Launch L = {.kernel = "opc_sub", .rank = x->rank};
+  Launch L = {.kernel = "opc_sub_f32", .rank = x->rank};
   memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   set_output(&L, buf(e, y), ys);
   set_input(&L, 0, buf(e, x), xs);
@@ -325,6 +325,9 @@ static void run_row_more(Emitter *e, Node *n) {
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   if (n->op == OP_CUMSUM) {
+    /* CumSum is written once over the types it sums (opc_cumsum_i64, ...). */
+    L.kernel = typed_kernel(e, "opc_cumsum", y->dtype);
+    set_element_type(&L, y->dtype);
     L.i[13] = n->p.axis.exclusive;
     L.i[14] = n->p.axis.reverse;
     group_i(&L, 13, 2, "exclusive, reverse");

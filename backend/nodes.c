@@ -122,6 +122,10 @@ static void emit_node(Emitter *e, Node *n) {
     e->node = NULL;
     return;
   }
+  if (!check_node_types(e, n)) {
+    e->node = NULL;
+    return;
+  }
   const OpEmitter *op = node_emitter(e, n);
   if (!op) {
     ir_error(e->g, n, "no code generator for this operator");

@@ -81,17 +81,18 @@ void copy_setup(Emitter *e, const Node *n, const char *what, CopyPlan *p) {
 
 void copy_run(Emitter *e, const Node *n, const CopyPlan *p, const char *dst, const char *src) {
   const char *stream = node_stream(e, n);
+  const char *type = dtype_c_type(node_data_type(n)); /* the elements copied */
   switch (p->kind) {
   case COPY_1D:
-    emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), cudaMemcpyDeviceToDevice, %s)",
-              dst, src, (long long)p->dims[0], stream);
+    emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), cudaMemcpyDeviceToDevice, %s)",
+              dst, src, (long long)p->dims[0], type, stream);
     break;
   case COPY_2D:
     /* Rows of dims[1] elements, pitches in dst/src[0]. */
     emit_call(e, LIB_CUDA, n,
-              "cudaMemcpy2DAsync(%s, %lld * sizeof(float), %s, %lld * sizeof(float), %lld * sizeof(float), %lld, cudaMemcpyDeviceToDevice, %s)",
-              dst, (long long)p->dst[0], src, (long long)p->src[0], (long long)p->dims[1],
-              (long long)p->dims[0], stream);
+              "cudaMemcpy2DAsync(%s, %lld * sizeof(%s), %s, %lld * sizeof(%s), %lld * sizeof(%s), %lld, cudaMemcpyDeviceToDevice, %s)",
+              dst, (long long)p->dst[0], type, src, (long long)p->src[0], type,
+              (long long)p->dims[1], type, (long long)p->dims[0], stream);
     break;
   case COPY_CUDNN:
     emit_call(e, LIB_CUDNN, n, "cudnnTransformTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
@@ -131,6 +132,9 @@ static bool add_copy(Copies *c, const Tensor *dst, int64_t dst_offset, const int
     return false;
   int k = c->count++;
   c->plan[k] = plan_copy(rank, dims, dst_strides, src_strides);
+  /* cuDNN transforms float32 tensors; other types take opc's copy kernel. */
+  if (c->plan[k].kind == COPY_CUDNN && dst->dtype != DT_FLOAT)
+    c->plan[k].kind = COPY_KERNEL;
   c->dst[k] = dst;
   c->src[k] = src;
   c->dst_offset[k] = dst_offset;
@@ -224,6 +228,9 @@ static bool plan_copies(Copies *c, const Node *n) {
 static bool copy_supports(Emitter *e, const Node *n) {
   (void)e;
   Copies c;
+  /* A Cast that changes the type converts: opc_cast (kernels_movement.c). */
+  if (n->nin > 0 && n->in[0] && n->out[0] && n->in[0]->dtype != n->out[0]->dtype)
+    return false;
   return n->nin > 0 && n->in[0] && plan_copies(&c, n);
 }
 

@@ -213,6 +213,13 @@ static bool check_compile_time_inputs(Graph *g, Node *n) {
    dtypes pass when the node folds at compile time (all its inputs
    constant), or on a parameter input (shapes, axes, indices), which the
    backend reads as constants. */
+static bool compile_time_type(Graph *g, Node *n, const char *role, const Tensor *t) {
+  ir_error(g, n, "%s '%s' is %s, a type that exists at compile time only (run-time values "
+           "are float32, float64, float16, int64, int32, int8, uint8 or bool)",
+           role, t->name, dtype_onnx_name(t->dtype));
+  return false;
+}
+
 static bool check_run_time_dtypes(Graph *g, Node *n) {
   const OpInfo *info = op_info(n->op);
   if (info->eval != AT_RUN_TIME || (op_is_evaluable(n->op) && all_inputs_const(n)))
@@ -221,11 +228,11 @@ static bool check_run_time_dtypes(Graph *g, Node *n) {
     Tensor *t = n->in[i];
     if (!t || (info->param_inputs >> i) & 1 || dtype_at_run_time(t->dtype))
       continue;
-    ir_error(g, n, "input '%s' is %s, a type that exists at compile time only (run-time values "
-             "are float32, float64, float16, int64, int32, int8, uint8 or bool)",
-             t->name, dtype_onnx_name(t->dtype));
-    return false;
+    return compile_time_type(g, n, "input", t);
   }
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] && !dtype_at_run_time(n->out[i]->dtype))
+      return compile_time_type(g, n, "output", n->out[i]);
   return true;
 }
 

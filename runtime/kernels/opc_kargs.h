@@ -9,16 +9,20 @@
  *   dims[0..rank)   the iteration space, usually the output's shape;
  *   ystride[d]      element stride of y along dims[d];
  *   xstride[k][d]   element stride of input x[k] along dims[d] (0 broadcasts);
- *   x_extent[k]     elements reachable from x[k] (0 when x[k] is unused),
+ *   x_extent[k]     bytes reachable from x[k] (0 when x[k] is unused),
  *   y_extent        the same for y: the CPU runtime's race checker reads them;
+ *
+ * The pointers are untyped: a kernel is written once over an element type
+ * and instantiated per type (opc_add_i64, opc_copy_b8, ...), and each
+ * instance casts them to its own type.
  *   f[], i[]        per-kernel scalar parameters.
  */
 #ifndef OPC_KARGS_H
 #define OPC_KARGS_H
 
 struct opc_kargs {
-  const float *x[4];
-  float *y;
+  const void *x[4];
+  void *y;
   long long n; /* iterations of the kernel's parallel loop */
   int rank;
   long long dims[8];

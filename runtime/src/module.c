@@ -169,13 +169,14 @@ static void run_kernel(Op *op) {
   if (k->a.n <= 0)
     return;
   /* n counts the parallel loop's iterations, which may be whole rows:
-   * the extents tell better how much memory the launch sweeps. */
+   * the extents (in bytes, about 4 per element) tell better how much
+   * memory the launch sweeps. */
   long long work = k->a.n;
-  if (k->a.y_extent > work)
-    work = k->a.y_extent;
+  if (k->a.y_extent / 4 > work)
+    work = k->a.y_extent / 4;
   for (int i = 0; i < 4; i++)
-    if (k->a.x_extent[i] > work)
-      work = k->a.x_extent[i];
+    if (k->a.x_extent[i] / 4 > work)
+      work = k->a.x_extent[i] / 4;
   int parts = pool_parts(work, 16384);
   if (parts > k->a.n)
     parts = (int)k->a.n;
@@ -202,8 +203,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   memcpy(&k->a, kernelParams[0], sizeof k->a);
   for (int i = 0; i < 4; i++)
     if (k->a.x_extent[i] > 0)
-      op_span(&k->op, k->a.x[i], (size_t)k->a.x_extent[i] * sizeof(float), false);
+      op_span(&k->op, k->a.x[i], (size_t)k->a.x_extent[i], false);
   if (k->a.y_extent > 0)
-    op_span(&k->op, k->a.y, (size_t)k->a.y_extent * sizeof(float), true);
+    op_span(&k->op, k->a.y, (size_t)k->a.y_extent, true);
   return cu_result(rt_submit(hStream, &k->op));
 }

@@ -108,8 +108,8 @@ static void launch_copy(CUfunction f, cudaStream_t s, float *y, const float *x, 
   a.dims[0] = N;
   a.xstride[0][0] = 1;
   a.ystride[0] = 1;
-  a.x_extent[0] = N;
-  a.y_extent = N;
+  a.x_extent[0] = N * sizeof(float);
+  a.y_extent = N * sizeof(float);
   void *params[] = {&a};
   nvtxRangePushA(name);
   if (cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS)
@@ -300,8 +300,8 @@ int main(int argc, char **argv) {
     CUfunction copy;
     const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
     if (cuModuleLoadData(&mod, ptx) != CUDA_SUCCESS ||
-        cuModuleGetFunction(&copy, mod, "opc_copy") != CUDA_SUCCESS) {
-      fprintf(stderr, "check_prog: no opc_copy kernel\n");
+        cuModuleGetFunction(&copy, mod, "opc_copy_b4") != CUDA_SUCCESS) {
+      fprintf(stderr, "check_prog: no opc_copy_b4 kernel\n");
       return 1;
     }
     launch_copy(copy, s1, buf, out, "kernel_producer");

@@ -1,7 +1,7 @@
 /*
  * test_kernels.c - the custom-kernel path: NVRTC "compilation" (which
  * checks kernel names against the built-in table), module look-ups, and a
- * launch of opc_copy doing a transpose split across the thread pool.
+ * launch of opc_copy_b4 doing a transpose split across the thread pool.
  * test_modules.c checks the versions and images the loads depend on.
  */
 #include <string.h>
@@ -15,7 +15,7 @@
 
 static const char *good_src =
     "struct opc_kargs;\n"
-    "OPC_KERNEL(opc_copy)\n"
+    "OPC_KERNEL(opc_copy_b4)\n"
     "{\n}\n";
 
 /* PTX that any driver of CUDA 12.0 or later loads on a 9.0 device. */
@@ -23,7 +23,7 @@ static const char *plain_ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 static const char *bad_src =
     "#define OPC_KERNEL(name) whatever\n"
-    "OPC_KERNEL(opc_copy) {}\n"
+    "OPC_KERNEL(opc_copy_b4) {}\n"
     "OPC_KERNEL(opc_no_such_kernel) {}\n";
 
 static void test_nvrtc(void) {
@@ -38,7 +38,7 @@ static void test_nvrtc(void) {
   CUmodule mod;
   expect(cuModuleLoadData(&mod, cubin) == CUDA_SUCCESS, "module load");
   CUfunction f;
-  expect(cuModuleGetFunction(&f, mod, "opc_copy") == CUDA_SUCCESS, "opc_copy found");
+  expect(cuModuleGetFunction(&f, mod, "opc_copy_b4") == CUDA_SUCCESS, "opc_copy_b4 found");
   expect(cuModuleGetFunction(&f, mod, "opc_no_such_kernel") == CUDA_ERROR_NOT_FOUND,
          "unknown kernel not found");
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload");
@@ -52,7 +52,7 @@ static void test_nvrtc(void) {
   char *log = malloc(size);
   nvrtcGetProgramLog(prog, log);
   expect(strstr(log, "opc_no_such_kernel") != NULL, "log names the kernel");
-  expect(strstr(log, "'opc_copy'") == NULL, "log does not blame a built-in kernel");
+  expect(strstr(log, "'opc_copy_b4'") == NULL, "log does not blame a built-in kernel");
   free(log);
   nvrtcDestroyProgram(&prog);
 }
@@ -72,7 +72,7 @@ static void test_launch(void) {
   CUfunction copy;
   cuInit(0);
   expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module of plain PTX");
-  expect(cuModuleGetFunction(&copy, mod, "opc_copy") == CUDA_SUCCESS, "opc_copy");
+  expect(cuModuleGetFunction(&copy, mod, "opc_copy_b4") == CUDA_SUCCESS, "opc_copy_b4");
   /* Iterate over y = x^T: dims (cols, rows); y packed, x read transposed. */
   struct opc_kargs a;
   memset(&a, 0, sizeof a);
@@ -86,8 +86,8 @@ static void test_launch(void) {
   a.xstride[0][1] = cols;
   a.ystride[0] = rows;
   a.ystride[1] = 1;
-  a.x_extent[0] = n;
-  a.y_extent = n;
+  a.x_extent[0] = n * (long long)sizeof(float);
+  a.y_extent = n * (long long)sizeof(float);
   void *params[] = {&a};
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -99,7 +99,7 @@ static void test_launch(void) {
          "launch without arguments refused");
   cudaStreamSynchronize(s);
   cudaMemcpy(got, dy, n * 4, cudaMemcpyDeviceToHost);
-  close_arrays("opc_copy transpose", got, want, n, 0);
+  close_arrays("opc_copy_b4 transpose", got, want, n, 0);
   cudaStreamDestroy(s);
   cudaFree(dx);
   cudaFree(dy);

@@ -15,7 +15,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "testutil.h"
 
-static const char *src = "OPC_KERNEL(opc_copy)\n{\n}\n";
+static const char *src = "OPC_KERNEL(opc_copy_b4)\n{\n}\n";
 
 static int driver;    /* the emulated driver's version, 12080 for 12.8 */
 static int device_sm; /* 90 for compute capability 9.0 */
@@ -61,7 +61,7 @@ static CUresult load(const void *image) {
   CUresult r = cuModuleLoadData(&mod, image);
   if (r == CUDA_SUCCESS) {
     CUfunction f;
-    expect(cuModuleGetFunction(&f, mod, "opc_copy") == CUDA_SUCCESS, "opc_copy in the module");
+    expect(cuModuleGetFunction(&f, mod, "opc_copy_b4") == CUDA_SUCCESS, "opc_copy_b4 in the module");
     expect(cuModuleUnload(mod) == CUDA_SUCCESS, "cuModuleUnload");
   }
   return r;

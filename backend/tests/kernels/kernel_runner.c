@@ -8,6 +8,7 @@
  *   ystride S0 ..        xstride K S0 .. (R values)
  *   f COUNT V..          i COUNT V..
  *   x K COUNT V..        the data of x[K]; x_extent[K] = COUNT
+ *   xi K COUNT V..       the same, as int32 values (indices)
  *   xoffset K OFF        x[K] points OFF elements into its data
  *   y COUNT V..          the initial output buffer; y_extent = COUNT
  *   alias K              x[K] is the output buffer (an in-place launch)
@@ -31,7 +32,11 @@
 #include <cuda_runtime.h>
 #else
 #include "prelude_cpu.h"
-#include "opc_kernels.inc"
+/* Typed kernels are written once for every element type: a NaN test
+   (v != v) or a sign test is constant for some of those types. */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+#include "opc_kernels_expanded.inc"
 #include "kernel_table.h"
 #endif
 
@@ -49,6 +54,20 @@ static float *read_floats(long long count) {
       return NULL;
     }
     v[k] = strtof(word, NULL); /* reads nan and inf too */
+  }
+  return v;
+}
+
+/* int32 values in a buffer of the float buffers' element size. */
+static float *read_int32s(long long count) {
+  float *v = calloc((size_t)(count > 0 ? count : 1), sizeof(float));
+  for (long long k = 0; v && k < count; k++) {
+    int x;
+    if (scanf("%d", &x) != 1) {
+      free(v);
+      return NULL;
+    }
+    memcpy(&v[k], &x, sizeof x);
   }
   return v;
 }
@@ -155,10 +174,12 @@ int main(int argc, char **argv) {
         if (is_f)
           a.f[k] = strtof(word, NULL);
       }
-    } else if (strcmp(word, "x") == 0) {
+    } else if (strcmp(word, "x") == 0 || strcmp(word, "xi") == 0) {
       int k;
       long long count;
-      if (scanf("%d %lld", &k, &count) != 2 || k < 0 || k > 3 || !(xdata[k] = read_floats(count)))
+      bool ints = word[1] == 'i';
+      if (scanf("%d %lld", &k, &count) != 2 || k < 0 || k > 3 ||
+          !(xdata[k] = ints ? read_int32s(count) : read_floats(count)))
         return fail("bad x", NULL);
       a.x_extent[k] = count;
     } else if (strcmp(word, "xoffset") == 0) {

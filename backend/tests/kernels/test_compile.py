@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """The kernels compile in both languages, whole and cut into pieces.
 
-usage: test_compile.py KERNEL_SOURCE_DUMP KERNELS_DIR
+usage: test_compile.py KERNEL_SOURCE_DUMP KERNELS_DIR EXPANDED_INC
 
-1. opc_kernels.inc after prelude_cpu.h: C11 with -Wall -Wextra -Werror.
+EXPANDED_INC is opc_kernels.inc with its typed kernels instantiated
+(kernel_types.py); it is what the steps below call opc_kernels.inc.
+
+1. opc_kernels.inc after prelude_cpu.h: C11 with -Wall -Wextra -Werror
+   (but -Wtype-limits and -Wtautological-compare: a kernel written once for
+   every type has NaN and sign tests that are constant for some types).
 2. opc_kernels.inc after prelude_cuda.h: CUDA, nvcc -x cu --ptx (what NVRTC
    compiles; skipped without nvcc).
 3. The embedded text of every kernel alone (its helpers and notes with it),
@@ -21,7 +26,8 @@ failures = []
 
 def compile_c(path, include):
     cc = os.environ.get("CC", "cc")
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I", include, path]
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-type-limits",
+           "-Wno-tautological-compare", "-fsyntax-only", "-I", include, path]
     p = subprocess.run(cmd, capture_output=True, text=True)
     return p.returncode == 0, p.stderr
 
@@ -40,11 +46,11 @@ def compile_cuda(path, include, out):
 
 
 def main():
-    dump, kdir = sys.argv[1], sys.argv[2]
+    dump, kdir, expanded = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
     with tempfile.TemporaryDirectory() as tmp:
         whole_c = os.path.join(tmp, "whole.c")
         with open(whole_c, "w") as f:
-            f.write('#include "opc_kargs.h"\n#include "prelude_cpu.h"\n#include "opc_kernels.inc"\n')
+            f.write('#include "opc_kargs.h"\n#include "prelude_cpu.h"\n#include "%s"\n' % expanded + '')
         ok, err = compile_c(whole_c, kdir)
         if not ok:
             failures.append("opc_kernels.inc as C:\n" + err)
@@ -64,7 +70,7 @@ def main():
             whole_cu = os.path.join(tmp, "whole.cu")
             with open(whole_cu, "w") as f:
                 f.write('#include "prelude_cuda.h"\n#include "opc_kargs.h"\n'
-                        '#include "opc_kernels.inc"\n')
+                        '#include "%s"\n' % expanded)
             ok, err = compile_cuda(whole_cu, kdir, os.path.join(tmp, "whole.ptx"))
             if not ok:
                 failures.append("opc_kernels.inc as CUDA:\n" + err)

@@ -41,14 +41,17 @@ def base_and_extent(arr):
 
 def launch(kernel, n, dims, ystride, y_init, xs=(), f=(), i=(), alias=None, parts=3,
            xstrides=None, xoffsets=None):
-    """xs: list of 1-D float32 buffers; xstrides[k]: strides of x[k] along dims;
+    """xs: list of 1-D float32 (or int32: indices) buffers; xstrides[k]: strides of x[k] along dims;
     xoffsets[k]: where x[k] points in its buffer. Returns the output buffer."""
     rec = [f"kernel {kernel}", f"n {n}", f"rank {len(dims)}",
            "dims " + " ".join(map(str, dims)), "ystride " + " ".join(map(str, ystride))]
     for k, buf in enumerate(xs):
         if buf is None:
             continue
-        rec.append(f"x {k} {buf.size} " + " ".join(repr(float(v)) for v in buf.ravel()))
+        if buf.dtype == np.int32:
+            rec.append(f"xi {k} {buf.size} " + " ".join(str(int(v)) for v in buf.ravel()))
+        else:
+            rec.append(f"x {k} {buf.size} " + " ".join(repr(float(v)) for v in buf.ravel()))
         if xoffsets and xoffsets[k]:
             rec.append(f"xoffset {k} {xoffsets[k]}")
     for k, st in enumerate(xstrides or []):
@@ -156,8 +159,8 @@ def test_unary():
         ("opc_exp", x, np.exp(d), ()),
         ("opc_log", pos, np.log(pos.astype(np.float64)), ()),
         ("opc_sqrt", pos, np.sqrt(pos.astype(np.float64)), ()),
-        ("opc_abs", x, np.abs(d), ()),
-        ("opc_neg", x, -d, ()),
+        ("opc_abs_f32", x, np.abs(d), ()),
+        ("opc_neg_f32", x, -d, ()),
         ("opc_reciprocal", pos, 1 / pos.astype(np.float64), ()),
         ("opc_floor", x, np.floor(d), ()),
         ("opc_ceil", x, np.ceil(d), ()),
@@ -206,8 +209,8 @@ def test_binary():
     a = rng.standard_normal((2, 3, 4)).astype(np.float32)
     b = rng.standard_normal((3, 1)).astype(np.float32)
     pos = (np.abs(a) + 0.5).astype(np.float32)
-    ops = [("opc_add", np.add), ("opc_sub", np.subtract), ("opc_mul", np.multiply),
-           ("opc_div", np.divide)]
+    ops = [("opc_add_f32", np.add), ("opc_sub_f32", np.subtract), ("opc_mul_f32", np.multiply),
+           ("opc_div_f32", np.divide)]
     for kernel, fn in ops:
         check(kernel, run_elementwise(kernel, (2, 3, 4), [a, b]), fn(a.astype(np.float64), b))
         # The broadcast operand first, the other one read through a transpose.
@@ -235,9 +238,9 @@ def test_variadic():
           (xs[0].astype(np.float64) + xs[1]) / 2)
     mx = np.maximum(np.maximum(np.maximum(xs[0], xs[1]), xs[2]), xs[3])
     mn = np.minimum(np.minimum(np.minimum(xs[0], xs[1]), xs[2]), xs[3])
-    check("opc_max 4", run_elementwise("opc_max", (3, 4), xs, i=(4,)), mx)
-    check("opc_min 4", run_elementwise("opc_min", (3, 4), xs, i=(4,)), mn)
-    check("opc_max 1", run_elementwise("opc_max", (3, 4), xs[:1], i=(1,)), xs[0])
+    check("opc_max 4", run_elementwise("opc_max_f32", (3, 4), xs, i=(4,)), mx)
+    check("opc_min 4", run_elementwise("opc_min_f32", (3, 4), xs, i=(4,)), mn)
+    check("opc_max 1", run_elementwise("opc_max_f32", (3, 4), xs[:1], i=(1,)), xs[0])
 
 
 def run_copy(view, out_shape=None):
@@ -254,7 +257,7 @@ def run_copy(view, out_shape=None):
     # x[0] points at the lowest element read; i[0] leads back to coordinate 0.
     buf = flat[start + low: start + low + extent]
     y = np.zeros(shape, dtype=np.float32)
-    return launch("opc_copy", int(np.prod(shape)), list(shape), strides_of(y), y, [buf],
+    return launch("opc_copy_b4", int(np.prod(shape)), list(shape), strides_of(y), y, [buf],
                   i=(-low,), xstrides=[strides_of(view)]).reshape(shape)
 
 
@@ -274,12 +277,12 @@ def test_copy():
     dims = [2, 3, 4, 3, 2]
     xst = [0, 8, 2, 0, 1]
     yst = [3 * 4 * 6, 4 * 6, 6, 2, 1]
-    got = launch("opc_copy", y.size, dims, yst, y, [t.ravel()], i=(0,), xstrides=[xst])
+    got = launch("opc_copy_b4", y.size, dims, yst, y, [t.ravel()], i=(0,), xstrides=[xst])
     check("opc_copy tile", got.reshape(tiled.shape), tiled)
     # Into a strided output (rows of 7): how a part of a concatenation is written.
     out = np.full((2, 7), -1.0, dtype=np.float32)
     part = rng.standard_normal((2, 3)).astype(np.float32)
-    got = launch("opc_copy", 6, [2, 3], [7, 1], out, [part.ravel()], i=(0,), xstrides=[[3, 1]])
+    got = launch("opc_copy_b4", 6, [2, 3], [7, 1], out, [part.ravel()], i=(0,), xstrides=[[3, 1]])
     want = out.copy()
     want[:, 0:3] = part
     check("opc_copy strided output", got.reshape(2, 7), want)
@@ -292,14 +295,14 @@ def test_gather():
     want = np.take(data, idx, axis=1)  # (3, 3, 2, 2)
     dims = [3, idx.size, 2]
     y = np.zeros(want.shape, dtype=np.float32)
-    got = launch("opc_gather", y.size, dims, [idx.size * 2, 2, 1], y,
-                 [data.ravel(), idx.ravel().astype(np.float32)], i=(1, 5),
+    got = launch("opc_gather_b4", y.size, dims, [idx.size * 2, 2, 1], y,
+                 [data.ravel(), idx.ravel().astype(np.int32)], i=(1, 5, 4),
                  xstrides=[[10, 2, 1]])
     check("opc_gather axis 1", got.reshape(want.shape), want)
     want0 = np.take(data, np.array([2, 0, -1]), axis=0)
     y = np.zeros(want0.shape, dtype=np.float32)
-    got = launch("opc_gather", y.size, [3, 5, 2], [10, 2, 1], y,
-                 [data.ravel(), np.array([2, 0, -1], dtype=np.float32)], i=(0, 3),
+    got = launch("opc_gather_b4", y.size, [3, 5, 2], [10, 2, 1], y,
+                 [data.ravel(), np.array([2, 0, -1], dtype=np.int32)], i=(0, 3, 4),
                  xstrides=[[10, 2, 1]])
     check("opc_gather axis 0", got.reshape(want0.shape), want0)
 
@@ -308,8 +311,8 @@ def test_pad():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     before, after = [0, 2, 3], [1, 1, 5]
-    modes = [("opc_pad_constant", "constant"), ("opc_pad_reflect", "reflect"),
-             ("opc_pad_edge", "edge"), ("opc_pad_wrap", "wrap")]
+    modes = [("opc_pad_constant_f32", "constant"), ("opc_pad_reflect_b4", "reflect"),
+             ("opc_pad_edge_b4", "edge"), ("opc_pad_wrap_b4", "wrap")]
     for kernel, mode in modes:
         kw = {"constant_values": 1.5} if mode == "constant" else {}
         want = np.pad(x, list(zip(before, after)), mode=mode, **kw)
@@ -322,7 +325,7 @@ def test_pad():
     want = np.pad(x, [(0, 0), (1, 0), (0, 0)], constant_values=0)[:, :, 1:3]
     y = np.zeros(want.shape, dtype=np.float32)
     i = [0, 1, -1] + [0] * 5 + list(x.shape) + [0] * 5
-    got = launch("opc_pad_constant", y.size, list(want.shape), strides_of(y), y, [x.ravel()],
+    got = launch("opc_pad_constant_f32", y.size, list(want.shape), strides_of(y), y, [x.ravel()],
                  f=(0.0,), i=i, xstrides=[strides_of(x)])
     check("opc_pad_constant crop", got.reshape(want.shape), want)
 

@@ -157,9 +157,9 @@ def main():
         failed += problem is not None
         print(f"{'FAIL' if problem else 'PASS':8} {name}{': ' + problem if problem else ''}")
 
-    # Labels opc cannot know when it compiles: a float run-time input.
+    # Labels opc cannot know when it compiles: an int64 run-time input.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [3])
     node = helper.make_node(nll, ["x", "y"], ["loss"])
     graph = helper.make_graph([node], "g", [x, y],
                               [helper.make_tensor_value_info("loss", TensorProto.FLOAT, None)])

@@ -1,0 +1,112 @@
+/*
+ * types.c - the element types of run-time tensors: their C names in net.c,
+ * the kernel instance each type uses, and the table of which types each
+ * operator's emitter handles.
+ *
+ * Float32 is what everything computes in. The other types a run-time
+ * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
+ * from index and shape computations and from casts, so only the operators
+ * that carry them in real models take them: data movement (any type, by
+ * element size), Cast, and integer and float64 arithmetic. cuDNN and cuBLAS
+ * operators stay float32. float16 is a storage type: moved and cast only.
+ */
+#include <string.h>
+
+#include "emit.h"
+
+/* Sets of element types, one bit per ONNX type number. */
+enum {
+  F32 = 1u << DT_FLOAT,
+  F64 = 1u << DT_DOUBLE,
+  F16 = 1u << DT_FLOAT16,
+  I64 = 1u << DT_INT64,
+  I32 = 1u << DT_INT32,
+  I8 = 1u << DT_INT8,
+  U8 = 1u << DT_UINT8,
+  BOOL = 1u << DT_BOOL,
+  ANY = F32 | F64 | F16 | I64 | I32 | I8 | U8 | BOOL,
+  NUMERIC = F32 | F64 | I64 | I32 | I8 | U8,
+  SIGNED = F32 | F64 | I64 | I32 | I8,
+  WIDE = F32 | F64 | I64 | I32, /* what sums (CumSum) come in */
+};
+
+/* The element types each kind's emitter handles at run time, for its data
+   inputs and outputs (parameter inputs such as indices are checked by
+   index_types below). A kind not listed computes in float32 only. */
+static const unsigned runtime_types[OP_COUNT] = {
+    /* data movement: any type, by element size */
+    [OP_IDENTITY] = ANY, [OP_RESHAPE] = ANY, [OP_FLATTEN] = ANY, [OP_SQUEEZE] = ANY,
+    [OP_UNSQUEEZE] = ANY, [OP_TRANSPOSE] = ANY, [OP_CONCAT] = ANY, [OP_SPLIT] = ANY,
+    [OP_SLICE] = ANY, [OP_EXPAND] = ANY, [OP_TILE] = ANY, [OP_GATHER] = ANY,
+    [OP_GATHER_ELEMENTS] = ANY, [OP_PAD] = ANY,
+    /* conversion between any two types */
+    [OP_CAST] = ANY,
+    /* arithmetic */
+    [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
+    [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
+    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE,
+};
+
+/* Kinds with an index input read at run time, and which input it is. */
+static int index_input(OpKind op) {
+  return op == OP_GATHER || op == OP_GATHER_ELEMENTS ? 1 : -1;
+}
+
+static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }
+
+/* "f32, f64, ..." for an error message. */
+static const char *type_list(Emitter *e, unsigned set) {
+  const char *s = "";
+  for (int t = 0; t < 32; t++)
+    if (set & (1u << t))
+      s = emit_str(e, "%s%s%s", s, *s ? ", " : "", dtype_name((DType)t));
+  return s;
+}
+
+static bool unsupported(Emitter *e, const Node *n, const Tensor *t, const char *role,
+                        unsigned set) {
+  ir_error(e->g, n, "%s '%s' is %s; %s runs on %s only", role, t->name, dtype_name(t->dtype),
+           op_info(n->op)->name, type_list(e, set));
+  e->failed = true;
+  return false;
+}
+
+/* Whether a parameter input (shape, axes, pads) is left out of the check:
+   the emitters read those when opc runs, never at run time. */
+static bool is_parameter(const Node *n, int k) {
+  return k != index_input(n->op) && (op_info(n->op)->param_inputs & (1u << k));
+}
+
+bool check_node_types(Emitter *e, const Node *n) {
+  unsigned set = types_of(n->op);
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] && !(set & (1u << n->out[k]->dtype)))
+      return unsupported(e, n, n->out[k], "output", set);
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    if (!x || is_parameter(n, k))
+      continue;
+    if (k == index_input(n->op)) {
+      if (!((I64 | I32) & (1u << x->dtype)))
+        return unsupported(e, n, x, "indices", I64 | I32);
+      continue;
+    }
+    if (!(set & (1u << x->dtype)))
+      return unsupported(e, n, x, "input", set);
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------ C types */
+
+const char *typed_kernel(Emitter *e, const char *base, DType t) {
+  return emit_str(e, "%s_%s", base, dtype_name(t));
+}
+
+const char *sized_kernel(Emitter *e, const char *base, DType t) {
+  return emit_str(e, "%s_b%d", base, (int)dtype_size(t));
+}
+
+int index_kind(const Tensor *indices) {
+  return indices->dtype == DT_INT64 ? 8 : 4;
+}
