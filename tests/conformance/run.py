@@ -5,7 +5,7 @@ replaying the CUDA graph, with --no-cuda-graph, and compiled at -O0, all
 under the runtime's race checker (OPC_CHECK=1).
 
 usage: run.py --opc BUILD/opc [--data DIR] [--work DIR] [--jobs N]
-              [--only SUBSTRING] [--no-cuda-check] [--ops ir/ops.c]
+              [--only SUBSTRING] [--no-cuda-check] [--ops ir/ops.def]
               [--reasons FILE]
 
 One line per test: PASS, FAIL (wrong output, crash, or a rejected float32
@@ -67,7 +67,7 @@ EXPECTED_REJECTIONS = {t: reason for reason, tests in EXPECTED_REJECTIONS_BY_REA
                        for t in tests}
 
 # The two rejections that --const-input cures (texts of frontend/onnx.c and
-# ir/ops.c); the input they name is the one to bind.
+# ir/infer.c); the input they name is the one to bind.
 BINDABLE_ERRORS = [
     re.compile(r"input '([^']*)' has data type \w+; opc compiles models whose inputs are"),
     re.compile(r"\binput '([^']*)' is not a compile-time constant"),
@@ -84,11 +84,16 @@ CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
 TOLERANCE = 1e-4  # |got - expected| <= TOLERANCE + TOLERANCE * |expected|
 
 
-def supported_ops(ops_c):
-    """The ONNX operator names of opc's operator table (ir/ops.c)."""
-    with open(ops_c, encoding="utf-8") as f:
+def supported_ops(ops_def):
+    """The ONNX operator names of opc's operator table (ir/ops.def). A
+    table this cannot read would make every rejection look expected, so it
+    stops the run instead."""
+    with open(ops_def, encoding="utf-8") as f:
         text = f.read()
-    return set(re.findall(r'\[OP_\w+\]\s*=\s*\{\s*"(\w+)"', text)) - {"<invalid>"}
+    names = set(re.findall(r'^\s*OP\(\s*\w+\s*,\s*"(\w+)"', text, re.M))
+    if len(names) < 50:
+        sys.exit("run.py: found %d operators in %s; has its format changed?" % (len(names), ops_def))
+    return names
 
 
 def graph_inputs(model):
@@ -490,7 +495,7 @@ def main():
     ap.add_argument("--work", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default=None, help="run the tests whose name contains this")
-    ap.add_argument("--ops", default=os.path.join(here, "..", "..", "ir", "ops.c"))
+    ap.add_argument("--ops", default=os.path.join(here, "..", "..", "ir", "ops.def"))
     ap.add_argument("--no-cuda-check", dest="cuda_check", action="store_false")
     ap.add_argument("--keep", action="store_true", help="keep the work folders of passing tests")
     ap.add_argument("--reasons", default=None,

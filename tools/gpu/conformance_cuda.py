@@ -135,7 +135,7 @@ def main():
                     help="tests compiled at a time (default: the CPU count)")
     ap.add_argument("--gpu-jobs", type=int, default=8, help="programs run at a time")
     ap.add_argument("--only", default=None, help="run the tests whose name contains this")
-    ap.add_argument("--ops", default=os.path.join(ROOT, "ir", "ops.c"))
+    ap.add_argument("--ops", default=os.path.join(ROOT, "ir", "ops.def"))
     ap.add_argument("--target", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
     ap.add_argument("--deadline", type=float, default=0,
