@@ -4,6 +4,7 @@
  * exit status: 0 success, 1 usage error, 2 a model that cannot be compiled.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ static const char help_text[] =
     "\n"
     "usage: opc MODEL.onnx -o OUT [options]\n"
     "       opc MODEL.onnx --dump-ir [--input-shape NAME=DIMS] [--batch N]\n"
-    "       opc --cflags TARGET | --libs TARGET | --help | --version\n"
+    "       opc --cflags TARGET | --libs TARGET | --list-operators | --help | --version\n"
     "\n"
     "Output:\n"
     "  -o OUT                 OUT ending in .c: write OUT, the .h and the .weights beside it;\n"
@@ -62,6 +63,7 @@ static const char help_text[] =
     "  --report               per-stage schedule table\n"
     "  --emit-schedule FILE   write the schedule as JSON\n"
     "  --emit-dot FILE        write the scheduled graph for Graphviz\n"
+    "  --list-operators       print the supported operators and their types (Markdown), and exit\n"
     "  --help, --version\n"
     "\n"
     "Exit status: 0 success, 1 usage error, 2 the model cannot be compiled.\n";
@@ -69,7 +71,7 @@ static const char help_text[] =
 typedef struct Config {
   const char *model;
   const char *out;
-  bool help, version, dump_ir;
+  bool help, version, list_operators, dump_ir;
   const char *print_flags; /* "--cflags" or "--libs": print for `target` and exit */
   Target target;
   ImportOptions import;
@@ -210,6 +212,8 @@ static bool parse_option(Args *a, Config *c) {
     c->help = true;
   else if (flag(a, "--version"))
     c->version = true;
+  else if (flag(a, "--list-operators"))
+    c->list_operators = true;
   else if (flag(a, "--dump-ir"))
     c->dump_ir = true;
   else if (flag(a, "-O0") || flag(a, "-O1"))
@@ -300,7 +304,7 @@ static bool parse_args(int argc, char **argv, Config *c) {
   for (; a.i < argc; a.i++)
     if (!parse_option(&a, c))
       return false;
-  if (c->help || c->version || c->print_flags)
+  if (c->help || c->version || c->list_operators || c->print_flags)
     return true;
   if (!c->model) {
     opc_error("no model given");
@@ -408,6 +412,75 @@ static int compile(Config *c) {
   return ok ? EXIT_SUCCESS : EXIT_COMPILE;
 }
 
+/* ---------------------------------------------------- --list-operators */
+
+static const char operators_legend[] =
+    "Where it runs: *run time* — opc emits kernels (cuDNN, cuBLAS or its own),\n"
+    "and the node is still folded when all its inputs are constant; *compile\n"
+    "time* — every input must be known when opc runs (a constant, or an input\n"
+    "bound with `--const-input`) and the node is folded away; *shapes* — it\n"
+    "reads only its inputs' shapes and always folds.\n"
+    "\n"
+    "Run-time types: the element types of the data the emitted code computes\n"
+    "on. ONNX types: the specification's constraint for each input, in order,\n"
+    "which opc checks and its compile-time evaluator follows (float: f16 f32\n"
+    "f64 bf16; sint: i8 i16 i32 i64; uint: u8 u16 u32 u64; int: sint and uint;\n"
+    "num: int and float; any: num and bool; index: i32 i64; \"like K\": the\n"
+    "type of input K, counting from 0).\n";
+
+/* "f32 f64 ...", in net.h's order of the run-time types. */
+static void print_type_set(uint32_t set) {
+  static const DType order[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_INT64,
+                                DT_INT32, DT_INT8,   DT_UINT8,   DT_BOOL};
+  const char *sep = "";
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+    if (set >> order[i] & 1) {
+      printf("%s%s", sep, dtype_name(order[i]));
+      sep = " ";
+    }
+}
+
+/* ops.def's type words, with "=K" spelled out. */
+static void print_type_words(const char *types) {
+  char text[128];
+  snprintf(text, sizeof text, "%s", types);
+  const char *sep = "";
+  for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+    if (w[0] == '=')
+      printf("%slike %s", sep, w + 1);
+    else
+      printf("%s%s", sep, w);
+    sep = ", ";
+  }
+}
+
+static int by_onnx_name(const void *a, const void *b) {
+  return strcmp(op_info(*(const OpKind *)a)->name, op_info(*(const OpKind *)b)->name);
+}
+
+/* One Markdown table of every kind opc knows, from the operator table and
+   the backend's run-time type table, so that the document cannot drift. */
+static void print_operators(void) {
+  OpKind kinds[OP_COUNT];
+  int count = 0;
+  for (int k = 1; k < OP_COUNT; k++)
+    kinds[count++] = (OpKind)k;
+  qsort(kinds, (size_t)count, sizeof kinds[0], by_onnx_name);
+  static const char *const where[] = {
+      [AT_RUN_TIME] = "run time", [AT_COMPILE_TIME] = "compile time", [FROM_SHAPES] = "shapes"};
+  printf("%s\n| Operator | Where it runs | Run-time types | ONNX types |\n|---|---|---|---|\n",
+         operators_legend);
+  for (int i = 0; i < count; i++) {
+    const OpInfo *info = op_info(kinds[i]);
+    printf("| %s | %s | ", info->name, where[info->eval]);
+    if (info->eval == AT_RUN_TIME)
+      print_type_set(backend_run_time_types(kinds[i]));
+    printf(" | ");
+    print_type_words(info->types);
+    printf(" |\n");
+  }
+}
+
 int main(int argc, char **argv) {
   Config c = {0};
   int status;
@@ -419,6 +492,9 @@ int main(int argc, char **argv) {
     status = EXIT_SUCCESS;
   } else if (c.version) {
     printf("opc %s\n", OPC_VERSION);
+    status = EXIT_SUCCESS;
+  } else if (c.list_operators) {
+    print_operators();
     status = EXIT_SUCCESS;
   } else if (c.print_flags) {
     puts(strcmp(c.print_flags, "--cflags") == 0 ? target_cflags(c.target)

@@ -17,6 +17,10 @@ typedef struct EmitOptions {
 /* Writes net.c, net.h and the weights. Nothing is left behind on failure. */
 bool emit_program(Graph *g, const EmitOptions *opt);
 
+/* The element types (bit t: DType t) the emitted code handles for a kind's
+   run-time data; parameter and index inputs are checked apart. */
+uint32_t backend_run_time_types(OpKind op);
+
 typedef enum Target { TARGET_CUDA, TARGET_CPU } Target;
 
 /* Compiler and linker flags for building an emitted program by hand. */

@@ -54,6 +54,8 @@ static int index_input(OpKind op) {
 
 static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }
 
+uint32_t backend_run_time_types(OpKind op) { return types_of(op); }
+
 /* "f32, f64, ..." for an error message. */
 static const char *type_list(Emitter *e, unsigned set) {
   const char *s = "";

@@ -502,3 +502,32 @@ void opc_error(const char *fmt, ...) {
 }
 
 int ir_error_count(void) { return error_count; }
+
+/* A graph input whose value t depends on, found through the producers (the
+   first in depth-first order), or NULL. It tells a user which input to bind
+   with --const-input when a value must be known at compile time. */
+static const Tensor *input_behind(const Tensor *t, bool *seen, int ntensors) {
+  if (t->is_input)
+    return t;
+  if (t->id >= 0 && t->id < ntensors) {
+    if (seen[t->id])
+      return NULL;
+    seen[t->id] = true;
+  }
+  const Node *p = t->producer;
+  for (int i = 0; p && i < p->nin; i++) {
+    const Tensor *found = p->in[i] ? input_behind(p->in[i], seen, ntensors) : NULL;
+    if (found)
+      return found;
+  }
+  return NULL;
+}
+
+const Tensor *graph_input_behind(const Graph *g, const Tensor *t) {
+  bool *seen = calloc((size_t)g->ntensors + 1, sizeof *seen);
+  if (!seen)
+    return NULL;
+  const Tensor *found = input_behind(t, seen, g->ntensors);
+  free(seen);
+  return found;
+}

@@ -194,17 +194,25 @@ static bool check_input_types(Graph *g, Node *n) {
 /* ------------------------------------------------- where the work happens */
 
 /* A kind without kernels runs only when it folds: every input must be a
-   constant. The conformance runner binds an input named in this message
-   to its test data and tries again. */
+   constant. The message names the graph input to bind with --const-input;
+   the conformance runner binds it to its test data and tries again. */
 static bool check_compile_time_inputs(Graph *g, Node *n) {
   if (op_info(n->op)->eval != AT_COMPILE_TIME)
     return true;
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && !tensor_is_const(n->in[i])) {
+  for (int i = 0; i < n->nin; i++) {
+    Tensor *t = n->in[i];
+    if (!t || tensor_is_const(t))
+      continue;
+    const Tensor *input = graph_input_behind(g, t);
+    if (input && input != t)
       ir_error(g, n, "%s runs only at compile time here: input '%s' is not a compile-time "
-               "constant", op_name(n->op), n->in[i]->name);
-      return false;
-    }
+               "constant; it depends on graph input '%s' (bind it with --const-input)",
+               op_name(n->op), t->name, input->name);
+    else
+      ir_error(g, n, "%s runs only at compile time here: input '%s' is not a compile-time "
+               "constant", op_name(n->op), t->name);
+    return false;
+  }
   return true;
 }
 

@@ -439,6 +439,8 @@ Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout);
 void graph_add_input(Graph *g, Tensor *t);
 void graph_add_output(Graph *g, Tensor *t);
 
+/* A graph input that t's value depends on, or NULL. */
+const Tensor *graph_input_behind(const Graph *g, const Tensor *t);
 /* Sets producer links and use lists from the node list. */
 void graph_rebuild_uses(Graph *g);
 /* Orders nodes topologically; reports a cycle and returns false. */

@@ -87,11 +87,15 @@ static bool need_rank(Graph *g, Node *n, const Tensor *t, int lo, int hi) {
 }
 
 static bool need_const(Graph *g, Node *n, const Tensor *t) {
-  if (!tensor_is_const(t)) {
+  if (tensor_is_const(t))
+    return true;
+  const Tensor *input = graph_input_behind(g, t);
+  if (input && input != t)
+    ir_error(g, n, "shape input '%s' is not a compile-time constant; it depends on graph input "
+             "'%s' (bind it with --const-input)", t->name, input->name);
+  else
     ir_error(g, n, "shape input '%s' is not a compile-time constant", t->name);
-    return false;
-  }
-  return true;
+  return false;
 }
 
 /* Checks a shape-deciding input: a compile-time constant of rank 0 or 1

@@ -60,15 +60,17 @@ EXPECTED_REJECTIONS_BY_REASON = {
         "test_training_dropout_zero_ratio",
     ],
     "the test data stores the bfloat16 input as uint16; --const-input refuses the mismatch": [
-        "test_cast_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT_expanded",
+        "test_cast_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT",
+        "test_castlike_BFLOAT16_to_FLOAT_expanded",
     ],
 }
 EXPECTED_REJECTIONS = {t: reason for reason, tests in EXPECTED_REJECTIONS_BY_REASON.items()
                        for t in tests}
 
-# The two rejections that --const-input cures (texts of frontend/onnx.c and
-# ir/infer.c); the input they name is the one to bind.
+# The rejections that --const-input cures (texts of frontend/onnx.c,
+# ir/infer.c and ir/ops.c); the input they name is the one to bind.
 BINDABLE_ERRORS = [
+    re.compile(r"depends on graph input '([^']*)'"),
     re.compile(r"input '([^']*)' has data type \w+; opc compiles models whose inputs are"),
     re.compile(r"\binput '([^']*)' is not a compile-time constant"),
 ]
