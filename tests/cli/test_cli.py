@@ -137,7 +137,7 @@ def usage_group(tmp):
                    "--prune", "--lios-priority", "--device", "--cost-db", "--no-merge",
                    "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
                    "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
-                   "--const-input"]:
+                   "--const-input", "--list-operators"]:
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
@@ -147,6 +147,14 @@ def usage_group(tmp):
             check(f"{what} {target}", p.returncode == 0 and p.stdout.strip() != "", p)
     p = run("--libs", "cuda")
     check("--libs cuda names cudnn", "-lcudnn" in p.stdout, p)
+    p = run("--list-operators")
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                        "operators.md")
+    with open(docs, encoding="utf-8") as f:
+        documented = f.read()
+    check("--list-operators lists Conv", p.returncode == 0 and "| Conv | run time | f32 |" in p.stdout, p)
+    check("docs/operators.md is what --list-operators prints (regenerate it: see its header)",
+          p.stdout != "" and documented.endswith(p.stdout), p)
     check("usage errors create nothing", listing(tmp) == [])
     os.chdir("/")
 
