@@ -170,10 +170,13 @@ def _patch_merging(e, x, res, scope):
 
 def swin(batch=1, seed=0, image=64, patch=4, window=4, dim=32,
          depths=(2, 2, 2), heads=(2, 4, 8), classes=1000):
+    # The shifted-window mask is built from shapes alone: opc must fold all
+    # of it (tests/zoo/zoo_test.py checks opc.must_fold).
     net = TNet("swin", seed, batch,
                doc="small Swin Transformer (Liu et al. 2021), %dx%d, window %d, "
                    "C=%d, depths %s; torch.onnx.export style, opset 17, random weights"
-               % (image, image, window, dim, "-".join(map(str, depths))))
+               % (image, image, window, dim, "-".join(map(str, depths))),
+               metadata={"opc.must_fold": "ScatterND,Equal,Not,Where,Sub"})
     e = Exporter(net)
     x = net.tensor_input("input", (batch, 3, image, image))
 
