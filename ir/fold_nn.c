@@ -709,11 +709,17 @@ bool fold_depth_space(Graph *g, Node *n) {
  * (runtime/kernels/opc_kernels.inc, opc_resize) are: each resized axis
  * maps an output coordinate to a source coordinate in double, takes 1
  * (nearest), 2 (linear) or 4 (cubic) neighbours clamped into the input,
- * and the taps of all axes multiply.
+ * and the taps of all axes multiply. With antialias, a downscaled axis
+ * stretches the linear or cubic kernel by 1 / scale, over as many taps
+ * as it then covers, and normalises the weights (the reference's
+ * _linear_coeffs_antialias and _cubic_coeffs_antialias).
  */
+/* The taps of one output coordinate along one axis: `count` input
+   indices (clamped into the input) and weights, in arrays the axis
+   allocates, `count` per output coordinate. */
 typedef struct Taps {
-  int64_t idx[4];
-  double w[4];
+  int64_t *idx;
+  double *w;
   int count;
   bool outside; /* tf_crop_and_resize sampled beyond the input */
 } Taps;
@@ -754,28 +760,62 @@ static double resize_source(const Sampling *s, int d, double yc, int64_t in, int
   }
 }
 
-/* Keys' cubic convolution weights of the four neighbours at fraction r. */
-static void cubic_weights(double a, double r, double *w) {
-  double s = r + 1.0, t = 1.0 - r, u = 2.0 - r;
-  w[0] = ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
-  w[1] = ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0;
-  w[2] = ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0;
-  w[3] = ((a * u - 5.0 * a) * u + 8.0 * a) * u - 4.0 * a;
+/* Keys' cubic convolution kernel at distance d. */
+static double cubic_kernel(double a, double d) {
+  d = fabs(d);
+  if (d <= 1)
+    return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2)
+    return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
 }
 
-/* The taps at source coordinate x. An exact source position takes the
-   window that ends on it, so that nearest and linear pick it alone. */
-static void resize_taps(const Node *n, const Sampling *s, double x, int64_t in, Taps *t) {
+/* The first tap's offset from the window's base for an interpolation of
+   support 1 (linear) or 2 (cubic): antialiasing widens the window by
+   1 / scale when downscaling, so that every input pixel contributes. */
+static int64_t first_tap(const Node *n, const Sampling *s, int d) {
+  if (s->interp < 4)
+    return 0; /* nearest: two taps, one of weight 1 */
+  double support = s->interp == 5 ? 2.0 : 1.0, scale = 1.0;
+  if (n->p.resize.antialias && s->scale[d] < 1.0)
+    scale = s->scale[d];
+  return (int64_t)floor(-support / scale) + 1;
+}
+
+/* Taps per output coordinate along axis d. */
+static int tap_count(const Node *n, const Sampling *s, int d) {
+  return (int)(2 - 2 * first_tap(n, s, d));
+}
+
+/* The weight of the tap at offset i from the base, at fraction r of the
+   way from the base to the next pixel. */
+static double tap_weight(const Node *n, const Sampling *s, int d, int64_t i, double r) {
+  double scale = n->p.resize.antialias && s->scale[d] < 1.0 ? s->scale[d] : 1.0;
+  double dist = ((double)i - r) * scale;
+  if (s->interp == 5)
+    return cubic_kernel(n->p.resize.cubic_a, dist);
+  double w = 1 - fabs(dist);
+  return w < 0 ? 0 : w;
+}
+
+/* The taps at source coordinate x along axis d. The window's base is the
+   pixel at or left of x, and an exact source position counts as the end
+   of the step from the pixel before (fraction 1), so that nearest and
+   linear pick it alone. */
+static void resize_taps(const Node *n, const Sampling *s, int d, double x, int64_t in, Taps *t) {
   double p = floor(x);
   bool exact = x == p, upper;
   double r = exact ? 1.0 : x - p;
-  t->count = s->interp == 5 ? 4 : 2;
-  int64_t start = (int64_t)p - t->count / 2 + (exact ? 0 : 1);
-  if (s->interp == 5) {
-    cubic_weights(n->p.resize.cubic_a, r, t->w);
-  } else if (s->interp == 4) {
-    t->w[0] = 1.0 - r;
-    t->w[1] = r;
+  int64_t base = (int64_t)p - (exact ? 1 : 0), first = first_tap(n, s, d);
+  t->count = tap_count(n, s, d);
+  if (s->interp >= 4) {
+    double total = 0;
+    for (int k = 0; k < t->count; k++)
+      total += t->w[k] = tap_weight(n, s, d, first + k, r);
+    /* Keys' and the linear weights sum to 1; a widened window's do not. */
+    if (n->p.resize.antialias && total != 0)
+      for (int k = 0; k < t->count; k++)
+        t->w[k] /= total;
   } else {
     /* Does the nearest neighbour lie at the upper index? */
     if (exact || s->interp == NEAREST_CEIL)
@@ -789,10 +829,10 @@ static void resize_taps(const Node *n, const Sampling *s, double x, int64_t in, 
     t->w[0] = upper ? 0.0 : 1.0;
     t->w[1] = upper ? 1.0 : 0.0;
   }
-  bool exclude = s->interp == 5 && n->p.resize.exclude_outside;
+  bool exclude = n->p.resize.exclude_outside;
   double total = 0.0;
   for (int k = 0; k < t->count; k++) {
-    int64_t i = start + k;
+    int64_t i = base + first + k;
     if (exclude && (i < 0 || i >= in))
       t->w[k] = 0.0;
     total += t->w[k];
@@ -863,10 +903,6 @@ static bool resize_sampling(Graph *g, Node *n, Sampling *s) {
       s->scale[d] = sc[d];
     return true;
   }
-  if (n->p.resize.antialias && mode != RESIZE_NEAREST) {
-    ir_error(g, n, "Resize with antialias is not evaluated at compile time");
-    return false;
-  }
   if (mode < 0 || mode == RESIZE_BILINEAR || n->p.resize.coord < 0 || n->p.resize.nearest < 0) {
     ir_error(g, n, "unknown mode, coordinate_transformation_mode or nearest_mode");
     return false;
@@ -908,16 +944,16 @@ static double resize_point(const Tensor *x, const int *axes, int naxes, Taps *co
                            const int64_t *yc) {
   int64_t xc[IR_MAX_RANK];
   memcpy(xc, yc, sizeof xc);
-  int total = 1;
+  int64_t total = 1;
   for (int k = 0; k < naxes; k++)
     total *= taps[k][yc[axes[k]]].count;
   double sum = 0;
-  for (int t = 0; t < total; t++) {
+  for (int64_t t = 0; t < total; t++) {
     double weight = 1.0;
-    int rest = t;
+    int64_t rest = t;
     for (int k = naxes - 1; k >= 0; k--) {
       const Taps *tp = &taps[k][yc[axes[k]]];
-      int j = rest % tp->count;
+      int64_t j = rest % tp->count;
       rest /= tp->count;
       weight *= tp->w[j];
       xc[axes[k]] = tp->idx[j];
@@ -935,17 +971,28 @@ bool fold_resize(Graph *g, Node *n) {
   Sampling s;
   if (!resize_sampling(g, n, &s))
     return false;
+  int64_t per_output = 1; /* taps, an antialiased window's included */
+  for (int d = 0; d < x->rank; d++)
+    if (!resize_identity(&s, x, y, d))
+      per_output *= tap_count(n, &s, d);
+  if (!affordable(tensor_numel(y), per_output))
+    return false;
   /* The taps of every output coordinate of every resized axis. */
   int axes[IR_MAX_RANK], naxes = 0;
   Taps *taps[IR_MAX_RANK];
   for (int d = 0; d < x->rank; d++) {
     if (resize_identity(&s, x, y, d))
       continue;
-    Taps *t = calloc((size_t)y->dims[d] + 1, sizeof(Taps));
-    for (int64_t c = 0; c < y->dims[d]; c++) {
+    int64_t out = y->dims[d], per = tap_count(n, &s, d);
+    Taps *t = calloc((size_t)out + 1, sizeof(Taps));
+    t[0].idx = calloc((size_t)(out * per + 1), sizeof(int64_t));
+    t[0].w = calloc((size_t)(out * per + 1), sizeof(double));
+    for (int64_t c = 0; c < out; c++) {
       bool outside = false;
-      double src = resize_source(&s, d, (double)c, x->dims[d], y->dims[d], &outside);
-      resize_taps(n, &s, src, x->dims[d], &t[c]);
+      double src = resize_source(&s, d, (double)c, x->dims[d], out, &outside);
+      t[c].idx = t[0].idx + c * per;
+      t[c].w = t[0].w + c * per;
+      resize_taps(n, &s, d, src, x->dims[d], &t[c]);
       t[c].outside = outside;
     }
     axes[naxes] = d;
@@ -962,8 +1009,11 @@ bool fold_resize(Graph *g, Node *n) {
     else
       putd(y, i, resize_point(x, axes, naxes, taps, yc));
   }
-  for (int k = 0; k < naxes; k++)
+  for (int k = 0; k < naxes; k++) {
+    free(taps[k][0].idx);
+    free(taps[k][0].w);
     free(taps[k]);
+  }
   return true;
 }
 

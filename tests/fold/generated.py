@@ -210,9 +210,19 @@ def cases():
                 ("scales", np.array([1, 1, 1.5, 1.2], np.float32))],
                dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
                     extrapolation_value=-9.0), opset=19)
-    yield case("resize_linear_antialias", "Resize",
-               [("x", xr), ("roi", None), ("scales", np.array([1, 1, 0.5, 0.6], np.float32))],
-               dict(mode="linear", antialias=1), opset=19)
+    for mode in ("linear", "cubic"):
+        yield case("resize_%s_antialias" % mode, "Resize",
+                   [("x", rand(1, 2, 9, 8)), ("roi", None),
+                    ("scales", np.array([1, 1, 0.4, 0.7], np.float32))],
+                   dict(mode=mode, antialias=1), opset=19)
+        yield case("resize_%s_antialias_sizes_up_down" % mode, "Resize",
+                   [("x", rand(1, 1, 5, 8)), ("roi", None), ("scales", None),
+                    ("sizes", np.array([8, 3], np.int64))],
+                   dict(mode=mode, antialias=1, axes=[2, 3],
+                        coordinate_transformation_mode="pytorch_half_pixel"), opset=19)
+    yield case("resize_linear_exclude_outside", "Resize",
+               [("x", xr), ("roi", None), ("scales", np.array([1, 1, 1.5, 0.6], np.float32))],
+               dict(mode="linear", exclude_outside=1), opset=19)
     # Upsample-9 is Resize-10, whose coordinates are asymmetric (the
     # reference implements neither in linear mode).
     xu, su = rand(1, 1, 2, 3), np.array([1, 1, 2, 1.5], np.float32)

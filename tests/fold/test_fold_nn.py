@@ -49,10 +49,6 @@ EXPECTED_REJECTIONS_BY_REASON = {
         "test_maxpool_with_argmax_2d_precomputed_pads",
         "test_maxpool_with_argmax_2d_precomputed_strides",
     ],
-    ("Resize's antialias filter (linear and cubic downscaling) is not implemented; "
-     "the evaluator says so rather than guess", "antialias"): [
-        "gen_resize_linear_antialias",
-    ],
 }
 EXPECTED_REJECTIONS = {t: r for r, tests in EXPECTED_REJECTIONS_BY_REASON.items() for t in tests}
 
