@@ -347,25 +347,6 @@ bool fold_global_pool(Graph *gr, Node *n) {
 
 /* ---------------------------------------------------- normalisation */
 
-/* y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel (dim 1),
-   with the running statistics of inputs 3 and 4. */
-bool fold_batch_norm(Graph *g, Node *n) {
-  const Tensor *x = n->in[0];
-  Tensor *y = n->out[0];
-  if (n->p.norm.training) {
-    ir_error(g, n, "BatchNormalization in training mode is not evaluated at compile time");
-    return false;
-  }
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), total = tensor_numel(x);
-  for (int64_t i = 0; i < total; i++) {
-    int64_t ch = i / inner % c;
-    double scale = getd(n->in[1], ch) / sqrt(getd(n->in[4], ch) + n->p.norm.epsilon);
-    double v = (getd(x, i) - getd(n->in[3], ch)) * scale + getd(n->in[2], ch);
-    putd(y, i, activate(n, v));
-  }
-  return true;
-}
-
 /* Mean and population variance of `count` elements from `base`, `step`
    apart. */
 static void moments(const Tensor *x, int64_t base, int64_t count, int64_t step, double *mean,
@@ -379,6 +360,52 @@ static void moments(const Tensor *x, int64_t base, int64_t count, int64_t step, 
     q += d * d;
   }
   *var = count ? q / (double)count : NAN;
+}
+
+/* Training mode: the statistics of each channel over the batch and the
+   spatial dims; the running mean and variance (outputs 1 and 2) move
+   towards them by 1 - momentum. */
+static void batch_moments(const Tensor *x, int64_t ch, double *mean, double *var) {
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), count = x->dims[0] * inner;
+  double s = 0, q = 0;
+  for (int64_t b = 0; b < x->dims[0]; b++)
+    for (int64_t j = 0; j < inner; j++)
+      s += getd(x, (b * c + ch) * inner + j);
+  *mean = s / (double)count;
+  for (int64_t b = 0; b < x->dims[0]; b++)
+    for (int64_t j = 0; j < inner; j++) {
+      double d = getd(x, (b * c + ch) * inner + j) - *mean;
+      q += d * d;
+    }
+  *var = q / (double)count;
+}
+
+/* y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel (dim 1),
+   with the running statistics of inputs 3 and 4, or in training mode the
+   batch's. */
+bool fold_batch_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *running_mean = n->nout > 1 ? n->out[1] : NULL, *running_var = n->nout > 2 ? n->out[2] : NULL;
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank);
+  double mom = n->p.norm.momentum;
+  for (int64_t ch = 0; ch < c; ch++) {
+    double mean = getd(n->in[3], ch), var = getd(n->in[4], ch);
+    if (n->p.norm.training) {
+      batch_moments(x, ch, &mean, &var);
+      if (running_mean)
+        putd(running_mean, ch, getd(n->in[3], ch) * mom + mean * (1 - mom));
+      if (running_var)
+        putd(running_var, ch, getd(n->in[4], ch) * mom + var * (1 - mom));
+    }
+    double scale = getd(n->in[1], ch) / sqrt(var + n->p.norm.epsilon);
+    for (int64_t b = 0; b < x->dims[0]; b++)
+      for (int64_t j = 0; j < inner; j++) {
+        int64_t i = (b * c + ch) * inner + j;
+        double v = (getd(x, i) - mean) * scale + getd(n->in[2], ch);
+        putd(n->out[0], i, activate(n, v));
+      }
+  }
+  return true;
 }
 
 /* Per (image, channel): (x - mean) / sqrt(var + epsilon) * scale + bias. */

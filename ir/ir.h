@@ -241,8 +241,9 @@ typedef union Params {
   struct { float alpha, beta, gamma, lambd, bias; bool tanh; } act;
   /* Clip's bounds before opset 11 (later they are inputs 1 and 2). */
   struct { bool has_min, has_max; float min, max; } clip;
-  /* BatchNormalization, InstanceNormalization, LayerNormalization. */
-  struct { float epsilon; int axis; bool training; } norm;
+  /* BatchNormalization (momentum: its running statistics' in training
+     mode), InstanceNormalization, LayerNormalization. */
+  struct { float epsilon, momentum; int axis; bool training; } norm;
   struct { int64_t size; float alpha, beta, bias; } lrn;
   struct { float alpha, beta; bool trans_a, trans_b; } gemm;
   /* Concat, Gather, GatherElements, CumSum, Softmax, LogSoftmax, Hardmax

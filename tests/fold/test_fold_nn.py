@@ -41,10 +41,6 @@ TOLERANCE = 1e-4
 # Tests opc rejects on purpose, by reason; the message opc prints must
 # contain the pattern.
 EXPECTED_REJECTIONS_BY_REASON = {
-    ("BatchNormalization in training mode is not evaluated at compile time "
-     "(momentum is not among its resolved parameters)", "training mode"): [
-        "test_batchnorm_epsilon_training_mode", "test_batchnorm_example_training_mode",
-    ],
     ("MaxPool's Indices output is not supported", "Indices output"): [
         "test_maxpool_with_argmax_2d_precomputed_pads",
         "test_maxpool_with_argmax_2d_precomputed_strides",
