@@ -23,8 +23,8 @@
 #include "ir.h"
 #include "shapes.h"
 
-/* About a second of compile time. */
-#define FOLD_MAX_WORK ((int64_t)1 << 30)
+/* A few seconds of compile time at most. */
+#define FOLD_MAX_WORK ((int64_t)1 << 28)
 
 /* ------------------------------------------------------------ elements */
 
@@ -51,10 +51,13 @@ static int64_t double_to_int(double v) {
   return (int64_t)v;
 }
 
-/* Writes a double into element i of either storage. */
+/* Writes a double into element i of either storage; u64 values past
+   INT64_MAX keep their bits. */
 static void putd(Tensor *t, int64_t i, double v) {
   if (t->f32)
     t->f32[i] = (float)v;
+  else if (is_u64(t) && v >= 9.2233720368547758e18 && v < 1.8446744073709552e19)
+    t->i64[i] = (int64_t)(uint64_t)v;
   else
     t->i64[i] = double_to_int(v);
 }
@@ -156,18 +159,30 @@ static int64_t tap_offset(const Geometry *g, const int64_t *o, const int64_t *k)
 
 /* ----------------------------------------------------- convolutions */
 
-/* The weights of group-slice `wbase` (one output channel's Cg x kernel
-   block) against input channels from `cbase`. */
+/* One output of a convolution at spatial position o: the taps of Cg
+   input channels from x[xbase] against the weights from w[wbase] (one
+   output channel's Cg x kernel block). Taps in the padding add nothing. */
 static double conv_point(const Geometry *g, const Tensor *x, int64_t xbase, const Tensor *w,
                          int64_t wbase, int64_t cg, const int64_t *o) {
-  int64_t ksize = spatial(g->kernel), isize = spatial(g->in), k[3];
+  int64_t ksize = spatial(g->kernel), isize = spatial(g->in);
   double acc = 0;
   for (int64_t c = 0; c < cg; c++)
-    for (int64_t t = 0; t < ksize; t++) {
-      unravel(t, 3, g->kernel, k);
-      int64_t off = tap_offset(g, o, k);
-      if (off >= 0)
-        acc += getd(x, xbase + c * isize + off) * getd(w, wbase + c * ksize + t);
+    for (int64_t k0 = 0; k0 < g->kernel[0]; k0++) {
+      int64_t p0 = tap(g, 0, o[0], k0);
+      if (p0 < 0 || p0 >= g->in[0])
+        continue;
+      for (int64_t k1 = 0; k1 < g->kernel[1]; k1++) {
+        int64_t p1 = tap(g, 1, o[1], k1);
+        if (p1 < 0 || p1 >= g->in[1])
+          continue;
+        int64_t xrow = xbase + c * isize + (p0 * g->in[1] + p1) * g->in[2];
+        int64_t wrow = wbase + c * ksize + (k0 * g->kernel[1] + k1) * g->kernel[2];
+        for (int64_t k2 = 0; k2 < g->kernel[2]; k2++) {
+          int64_t p2 = tap(g, 2, o[2], k2);
+          if (p2 >= 0 && p2 < g->in[2])
+            acc += getd(x, xrow + p2) * getd(w, wrow + k2);
+        }
+      }
     }
   return acc;
 }
