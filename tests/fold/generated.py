@@ -80,6 +80,9 @@ def cases():
     yield case("maxpool_uint8_same_upper", "MaxPool", [("x", xu8)], at, expected=int_pool(xu8, at))
     yield case("averagepool_ceil", "AveragePool", [("x", x)],
                dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    yield case("averagepool_ceil_count_include_pad", "AveragePool", [("x", rand(1, 1, 6, 7))],
+               dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                    count_include_pad=1), opset=19)
     yield case("averagepool_3d_pads", "AveragePool", [("x", rand(1, 1, 4, 5, 3))],
                dict(kernel_shape=[2, 2, 2], pads=[1, 0, 1, 0, 1, 1], count_include_pad=1))
     yield case("averagepool_dilations", "AveragePool", [("x", x)],
@@ -153,6 +156,9 @@ def cases():
     yield case("matmul_uint32_wraps", "MatMul", [("a", wa), ("b", wb)], cast=np.int64)
     big = np.array([[2**62, 3], [5, 2**61]], dtype=np.int64)
     yield case("matmul_int64_wraps", "MatMul", [("a", big), ("b", big)])
+    yield case("gemm_int32_alpha_beta", "Gemm",
+               [("a", rand(3, 4, dtype=np.int32, lo=-9, hi=9)), ("b", rand(4, 2, dtype=np.int32, lo=-9, hi=9)),
+                ("c", rand(2, dtype=np.int32, lo=-9, hi=9))], dict(alpha=2.0, beta=-3.0))
     yield case("matmul_1d_2d", "MatMul", [("a", rand(4)), ("b", rand(4, 3))])
     yield case("matmul_2d_1d", "MatMul", [("a", rand(2, 3, 4)), ("b", rand(4))])
     yield case("gemm_alpha_beta_c_column", "Gemm",
