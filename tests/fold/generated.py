@@ -236,6 +236,15 @@ def cases():
                    dict(mode="linear", coordinate_transformation_mode="asymmetric"), opset=19)
     yield case("upsample_linear", "Upsample", [("x", xu), ("scales", su)], dict(mode="linear"),
                opset=9, expected=ReferenceEvaluator(resize).run(None, {"x": xu, "scales": su}))
+    # Resize-10: (X, scales), asymmetric coordinates, nearest rounds down.
+    r19 = model("Resize", [("x", xu), ("roi", None), ("scales", su)],
+                dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                     nearest_mode="floor"), opset=19)
+    yield case("resize10_nearest", "Resize", [("x", xu), ("scales", su)], dict(mode="nearest"),
+               opset=10, expected=ReferenceEvaluator(r19).run(None, {"x": xu, "scales": su}))
+    # Pad-2: pads and value are attributes.
+    yield case("pad2_attributes", "Pad", [("x", rand(2, 3))],
+               dict(pads=[1, 0, 2, 1], value=4.5), opset=2)
     # Losses with int32 labels, ignore_index, weights and no reduction.
     scores = rand(3, 4, 2)
     labels = np.array([[0, 3], [2, -1], [1, 1]], np.int32)
