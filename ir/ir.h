@@ -493,7 +493,8 @@ bool node_infer(Graph *g, Node *n);
 /* Evaluates a node whose inputs are all constant (or absent): re-infers
    its outputs' shapes, fills their constant data and returns true. Returns
    false, without an error, when the kind is not evaluable at compile time
-   or the result would be very large (false with an error when its shapes
+   or the result would be very large, or very costly to compute (a big
+   Conv: ir/fold_nn.c's work limit) (false with an error when its shapes
    do not infer or, say, an integer divides by zero). Shape folds whenever
    its input's shape is known. */
 bool node_fold(Graph *g, Node *n);
