@@ -241,8 +241,9 @@ typedef union Params {
   struct { float alpha, beta, gamma, lambd, bias; bool tanh; } act;
   /* Clip's bounds before opset 11 (later they are inputs 1 and 2). */
   struct { bool has_min, has_max; float min, max; } clip;
-  /* BatchNormalization, InstanceNormalization, LayerNormalization. */
-  struct { float epsilon; int axis; bool training; } norm;
+  /* BatchNormalization (momentum: its running statistics' in training
+     mode), InstanceNormalization, LayerNormalization. */
+  struct { float epsilon, momentum; int axis; bool training; } norm;
   struct { int64_t size; float alpha, beta, bias; } lrn;
   struct { float alpha, beta; bool trans_a, trans_b; } gemm;
   /* Concat, Gather, GatherElements, CumSum, Softmax, LogSoftmax, Hardmax
@@ -492,7 +493,8 @@ bool node_infer(Graph *g, Node *n);
 /* Evaluates a node whose inputs are all constant (or absent): re-infers
    its outputs' shapes, fills their constant data and returns true. Returns
    false, without an error, when the kind is not evaluable at compile time
-   or the result would be very large (false with an error when its shapes
+   or the result would be very large, or very costly to compute (a big
+   Conv: ir/fold_nn.c's work limit) (false with an error when its shapes
    do not infer or, say, an integer divides by zero). Shape folds whenever
    its input's shape is known. */
 bool node_fold(Graph *g, Node *n);

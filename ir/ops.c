@@ -421,6 +421,7 @@ static bool infer_batch_norm(Graph *g, Node *n) {
   int64_t c = x->dims[1];
   n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
   n->p.norm.training = node_attr_int(n, "training_mode", 0) != 0;
+  n->p.norm.momentum = node_attr_float(n, "momentum", 0.9f);
   for (int i = 1; i < 5; i++)
     if (!need_channels(g, n, in(n, i), c))
       return false;

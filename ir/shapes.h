@@ -1,6 +1,6 @@
 /*
  * shapes.h - private to ir/: what shape inference (ops.c) and the
- * compile-time evaluators (fold.c) share. Everything else reads a node's
+ * compile-time evaluators (fold.c, fold_nn.c) share. Everything else reads a node's
  * resolved parameters (Node.p, Node.win) from ir.h.
  */
 #ifndef OPC_IR_SHAPES_H
@@ -116,5 +116,24 @@ bool fold_arg(Graph *g, Node *n);
 bool fold_topk(Graph *g, Node *n);
 bool fold_non_zero(Graph *g, Node *n);
 bool fold_unique(Graph *g, Node *n);
+
+/* The network operators' evaluators (fold_nn.c). */
+bool fold_conv(Graph *g, Node *n);
+bool fold_conv_transpose(Graph *g, Node *n);
+bool fold_batch_norm(Graph *g, Node *n);
+bool fold_instance_norm(Graph *g, Node *n);
+bool fold_layer_norm(Graph *g, Node *n);
+bool fold_lrn(Graph *g, Node *n);
+bool fold_mvn(Graph *g, Node *n);
+bool fold_lp_norm(Graph *g, Node *n);
+bool fold_pool(Graph *g, Node *n);
+bool fold_global_pool(Graph *g, Node *n);
+bool fold_pad(Graph *g, Node *n);
+bool fold_gemm(Graph *g, Node *n);
+bool fold_matmul(Graph *g, Node *n);
+bool fold_depth_space(Graph *g, Node *n);
+bool fold_resize(Graph *g, Node *n);
+bool fold_nll_loss(Graph *g, Node *n);
+bool fold_sce_loss(Graph *g, Node *n);
 
 #endif

@@ -1,0 +1,1119 @@
+/*
+ * fold_nn.c - compile-time evaluators of the network operators:
+ * convolutions, normalisations, pools, Gemm and MatMul, Pad, the
+ * depth/space shuffles, Resize and the losses.
+ *
+ * They follow the ONNX specification's reference semantics and read the
+ * parameters shape inference resolved (Node.win, Node.p). Constant data
+ * is canonical as in fold.c: floats in t->f32, integers and bools in
+ * t->i64. Float sums accumulate in double, then round once into the
+ * output; integer Gemm and MatMul are exact (modulo 2^64, which the
+ * driver then narrows to the dtype's width, as a C kernel would wrap).
+ *
+ * node_fold has already refused outputs beyond its element limit. The
+ * kinds here can also cost far more than one operation per output (a
+ * Conv's reduction), so those return false, without an error, when the
+ * multiply-adds would pass FOLD_MAX_WORK: the node then stays run-time
+ * work, as a too-large result does.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+#include "shapes.h"
+
+/* A few seconds of compile time at most. */
+#define FOLD_MAX_WORK ((int64_t)1 << 28)
+
+/* ------------------------------------------------------------ elements */
+
+static bool is_u64(const Tensor *t) { return t->dtype == DT_UINT64; }
+
+static double getd(const Tensor *t, int64_t i) {
+  if (t->f32)
+    return t->f32[i];
+  return is_u64(t) ? (double)(uint64_t)t->i64[i] : (double)t->i64[i];
+}
+
+/* Integer storage as wrapping 64-bit arithmetic wants it. */
+static uint64_t getu(const Tensor *t, int64_t i) { return (uint64_t)t->i64[i]; }
+
+/* A double into an integer, truncating as numpy's astype does; NaN and
+   values beyond int64 (undefined for a C cast) go to 0 and the limits. */
+static int64_t double_to_int(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9.2233720368547758e18)
+    return INT64_MAX;
+  if (v <= -9.2233720368547758e18)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* Writes a double into element i of either storage; u64 values past
+   INT64_MAX keep their bits. */
+static void putd(Tensor *t, int64_t i, double v) {
+  if (t->f32)
+    t->f32[i] = (float)v;
+  else if (is_u64(t) && v >= 9.2233720368547758e18 && v < 1.8446744073709552e19)
+    t->i64[i] = (int64_t)(uint64_t)v;
+  else
+    t->i64[i] = double_to_int(v);
+}
+
+static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
+  if (dst->f32)
+    dst->f32[di] = src->f32 ? src->f32[si] : (float)getd(src, si);
+  else
+    dst->i64[di] = src->i64 ? src->i64[si] : double_to_int(src->f32[si]);
+}
+
+static int64_t prod(const int64_t *dims, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++)
+    p *= dims[i];
+  return p;
+}
+
+static void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord) {
+  for (int i = rank - 1; i >= 0; i--) {
+    coord[i] = dims[i] ? index % dims[i] : 0;
+    index = dims[i] ? index / dims[i] : 0;
+  }
+}
+
+static int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
+  int64_t index = 0;
+  for (int i = 0; i < rank; i++)
+    index = index * dims[i] + coord[i];
+  return index;
+}
+
+/* Whether `count` operations of `each` multiply-adds are cheap enough. */
+static bool affordable(int64_t count, int64_t each) {
+  return each <= 0 || count <= FOLD_MAX_WORK / each;
+}
+
+/* The activation a pass fused into a Conv, Gemm or BatchNormalization;
+   ACT_NONE leaves v alone. */
+static double activate(const Node *n, double v) {
+  switch (n->act) {
+  case ACT_RELU: return v > 0 ? v : 0;
+  case ACT_CLIP: return v < n->act_alpha ? n->act_alpha : v > n->act_beta ? n->act_beta : v;
+  case ACT_SIGMOID: return 1 / (1 + exp(-v));
+  case ACT_TANH: return tanh(v);
+  case ACT_LEAKY_RELU: return v >= 0 ? v : n->act_alpha * v;
+  default: return v;
+  }
+}
+
+/* ------------------------------------------------------------ windows */
+
+/*
+ * A convolution's or pool's geometry, seen with three spatial dims: the
+ * missing ones have size 1 and a window of 1, so one loop nest serves 1-D
+ * to 3-D. From Node.win, exactly as the backend's kernels read it.
+ */
+typedef struct Geometry {
+  int64_t in[3], out[3];
+  int64_t kernel[3], stride[3], dilation[3], pad[3], pad_end[3];
+} Geometry;
+
+static Geometry geometry(const Node *n, const Tensor *x, const Tensor *y) {
+  Geometry g;
+  const Window *w = &n->win;
+  for (int i = 0; i < 3; i++) {
+    int d = i - (3 - w->nspatial); /* the spatial axis, or < 0 when missing */
+    bool has = d >= 0;
+    g.in[i] = has ? x->dims[2 + d] : 1;
+    g.out[i] = has ? y->dims[2 + d] : 1;
+    g.kernel[i] = has ? w->kernel[d] : 1;
+    g.stride[i] = has ? w->stride[d] : 1;
+    g.dilation[i] = has ? w->dilation[d] : 1;
+    g.pad[i] = has ? w->pad_begin[d] : 0;
+    g.pad_end[i] = has ? w->pad_end[d] : 0;
+  }
+  return g;
+}
+
+static int64_t spatial(const int64_t *v) { return v[0] * v[1] * v[2]; }
+
+/* The input position of window tap k at output position o along axis i. */
+static int64_t tap(const Geometry *g, int i, int64_t o, int64_t k) {
+  return o * g->stride[i] - g->pad[i] + k * g->dilation[i];
+}
+
+/* The flat spatial offset of output position o's tap k, or -1 when the
+   tap falls in the padding. o and k are (d, h, w) triples. */
+static int64_t tap_offset(const Geometry *g, const int64_t *o, const int64_t *k) {
+  int64_t off = 0;
+  for (int i = 0; i < 3; i++) {
+    int64_t p = tap(g, i, o[i], k[i]);
+    if (p < 0 || p >= g->in[i])
+      return -1;
+    off = off * g->in[i] + p;
+  }
+  return off;
+}
+
+/* ----------------------------------------------------- convolutions */
+
+/* One output of a convolution at spatial position o: the taps of Cg
+   input channels from x[xbase] against the weights from w[wbase] (one
+   output channel's Cg x kernel block). Taps in the padding add nothing. */
+static double conv_point(const Geometry *g, const Tensor *x, int64_t xbase, const Tensor *w,
+                         int64_t wbase, int64_t cg, const int64_t *o) {
+  int64_t ksize = spatial(g->kernel), isize = spatial(g->in);
+  double acc = 0;
+  for (int64_t c = 0; c < cg; c++)
+    for (int64_t k0 = 0; k0 < g->kernel[0]; k0++) {
+      int64_t p0 = tap(g, 0, o[0], k0);
+      if (p0 < 0 || p0 >= g->in[0])
+        continue;
+      for (int64_t k1 = 0; k1 < g->kernel[1]; k1++) {
+        int64_t p1 = tap(g, 1, o[1], k1);
+        if (p1 < 0 || p1 >= g->in[1])
+          continue;
+        int64_t xrow = xbase + c * isize + (p0 * g->in[1] + p1) * g->in[2];
+        int64_t wrow = wbase + c * ksize + (k0 * g->kernel[1] + k1) * g->kernel[2];
+        for (int64_t k2 = 0; k2 < g->kernel[2]; k2++) {
+          int64_t p2 = tap(g, 2, o[2], k2);
+          if (p2 >= 0 && p2 < g->in[2])
+            acc += getd(x, xrow + p2) * getd(w, wrow + k2);
+        }
+      }
+    }
+  return acc;
+}
+
+/* y = act(conv(x, w) + b + z), z the residual a pass may have fused. */
+bool fold_conv(Graph *gr, Node *n) {
+  const Tensor *x = n->in[0], *w = n->in[1], *b = node_input(n, 2), *z = node_input(n, 3);
+  Tensor *y = n->out[0];
+  Geometry g = geometry(n, x, y);
+  int64_t batch = x->dims[0], cin = x->dims[1], m = y->dims[1], groups = n->win.group;
+  int64_t cg = cin / groups, mg = m / groups;
+  int64_t isize = spatial(g.in), osize = spatial(g.out), o[3];
+  if (!affordable(tensor_numel(y), cg * spatial(g.kernel)))
+    return false;
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t oc = 0; oc < m; oc++) {
+      int64_t xbase = (bi * cin + oc / mg * cg) * isize, wbase = oc * cg * spatial(g.kernel);
+      for (int64_t p = 0; p < osize; p++) {
+        int64_t at = (bi * m + oc) * osize + p;
+        unravel(p, 3, g.out, o);
+        double v = conv_point(&g, x, xbase, w, wbase, cg, o);
+        if (b)
+          v += getd(b, oc);
+        if (z)
+          v += getd(z, at);
+        putd(y, at, activate(n, v));
+      }
+    }
+  return true;
+}
+
+/* Scatters each input element through the kernel: input position i, tap
+   k lands on output i * stride - pad + k * dilation (taps outside the
+   output are cropped away). */
+static void conv_transpose_scatter(const Geometry *g, double xv, const int64_t *i,
+                                   const Tensor *w, int64_t wbase, double *acc) {
+  int64_t ksize = spatial(g->kernel), k[3];
+  for (int64_t t = 0; t < ksize; t++) {
+    unravel(t, 3, g->kernel, k);
+    int64_t off = 0;
+    bool inside = true;
+    for (int d = 0; d < 3 && inside; d++) {
+      int64_t p = i[d] * g->stride[d] - g->pad[d] + k[d] * g->dilation[d];
+      inside = p >= 0 && p < g->out[d];
+      off = off * g->out[d] + p;
+    }
+    if (inside)
+      acc[off] += xv * getd(w, wbase + t);
+  }
+}
+
+bool fold_conv_transpose(Graph *gr, Node *n) {
+  const Tensor *x = n->in[0], *w = n->in[1], *b = node_input(n, 2);
+  Tensor *y = n->out[0];
+  Geometry g = geometry(n, x, y);
+  int64_t batch = x->dims[0], cin = x->dims[1], m = y->dims[1], groups = n->win.group;
+  int64_t cg = cin / groups, mg = m / groups, ksize = spatial(g.kernel);
+  int64_t isize = spatial(g.in), osize = spatial(g.out), i[3];
+  if (!affordable(tensor_numel(x), mg * ksize))
+    return false;
+  double *acc = calloc((size_t)osize + 1, sizeof(double));
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t oc = 0; oc < m; oc++) {
+      int64_t grp = oc / mg, mm = oc % mg;
+      for (int64_t p = 0; p < osize; p++)
+        acc[p] = b ? getd(b, oc) : 0;
+      for (int64_t c = grp * cg; c < (grp + 1) * cg; c++)
+        for (int64_t p = 0; p < isize; p++) {
+          unravel(p, 3, g.in, i);
+          double xv = getd(x, (bi * cin + c) * isize + p);
+          conv_transpose_scatter(&g, xv, i, w, (c * mg + mm) * ksize, acc);
+        }
+      for (int64_t p = 0; p < osize; p++)
+        putd(y, (bi * m + oc) * osize + p, activate(n, acc[p]));
+    }
+  free(acc);
+  return true;
+}
+
+/* ---------------------------------------------------------- pools */
+
+/* The larger of two values; a NaN wins, as in numpy's max. */
+static double max_nan(double acc, double v) {
+  if (acc != acc || v != v)
+    return acc != acc ? acc : v;
+  return v > acc ? v : acc;
+}
+
+/* AveragePool's divisor with count_include_pad: the window's taps inside
+   the padded input. Taps past the end padding (ceil_mode) do not count,
+   as in the reference and PyTorch. */
+static int64_t padded_taps(const Geometry *g, const int64_t *o) {
+  int64_t count = 1;
+  for (int i = 0; i < 3; i++) {
+    int64_t c = 0;
+    for (int64_t k = 0; k < g->kernel[i]; k++) {
+      int64_t p = tap(g, i, o[i], k);
+      c += p >= -g->pad[i] && p < g->in[i] + g->pad_end[i];
+    }
+    count *= c;
+  }
+  return count;
+}
+
+/* One output of MaxPool, AveragePool or LpPool over input plane xbase:
+   padding adds nothing (MaxPool's max ignores it). A NaN wins the max,
+   as numpy's does. */
+static double pool_point(const Node *n, const Geometry *g, const Tensor *x, int64_t xbase,
+                         const int64_t *o) {
+  int64_t ksize = spatial(g->kernel), k[3], count = 0;
+  double acc = n->op == OP_MAX_POOL ? -INFINITY : 0;
+  for (int64_t t = 0; t < ksize; t++) {
+    unravel(t, 3, g->kernel, k);
+    int64_t off = tap_offset(g, o, k);
+    if (off < 0)
+      continue;
+    double v = getd(x, xbase + off);
+    count++;
+    if (n->op == OP_MAX_POOL)
+      acc = max_nan(acc, v);
+    else if (n->op == OP_LP_POOL)
+      acc += pow(fabs(v), n->p.lp.p);
+    else
+      acc += v;
+  }
+  if (n->op == OP_LP_POOL)
+    return pow(acc, 1.0 / n->p.lp.p);
+  if (n->op == OP_AVERAGE_POOL) {
+    if (n->win.count_include_pad)
+      count = padded_taps(g, o);
+    return count ? acc / (double)count : NAN;
+  }
+  return acc;
+}
+
+/* MaxPool, AveragePool and LpPool. */
+bool fold_pool(Graph *gr, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  Geometry g = geometry(n, x, y);
+  int64_t planes = x->dims[0] * x->dims[1], isize = spatial(g.in), osize = spatial(g.out), o[3];
+  if (!affordable(tensor_numel(y), spatial(g.kernel)))
+    return false;
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t p = 0; p < osize; p++) {
+      unravel(p, 3, g.out, o);
+      putd(y, pl * osize + p, pool_point(n, &g, x, pl * isize, o));
+    }
+  return true;
+}
+
+/* GlobalAveragePool, GlobalMaxPool and GlobalLpPool: one value per
+   (image, channel) plane. */
+bool fold_global_pool(Graph *gr, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  int64_t planes = x->dims[0] * x->dims[1], size = prod(x->dims, 2, x->rank);
+  for (int64_t pl = 0; pl < planes; pl++) {
+    double acc = n->op == OP_GLOBAL_MAX_POOL ? -INFINITY : 0;
+    for (int64_t j = 0; j < size; j++) {
+      double v = getd(x, pl * size + j);
+      if (n->op == OP_GLOBAL_MAX_POOL)
+        acc = max_nan(acc, v);
+      else if (n->op == OP_GLOBAL_LP_POOL)
+        acc += pow(fabs(v), n->p.lp.p);
+      else
+        acc += v;
+    }
+    if (n->op == OP_GLOBAL_AVERAGE_POOL)
+      acc /= (double)size;
+    else if (n->op == OP_GLOBAL_LP_POOL)
+      acc = pow(acc, 1.0 / n->p.lp.p);
+    putd(y, pl, acc);
+  }
+  return true;
+}
+
+/* ---------------------------------------------------- normalisation */
+
+/* Mean and population variance of `count` elements from `base`, `step`
+   apart. */
+static void moments(const Tensor *x, int64_t base, int64_t count, int64_t step, double *mean,
+                    double *var) {
+  double s = 0, q = 0;
+  for (int64_t j = 0; j < count; j++)
+    s += getd(x, base + j * step);
+  *mean = count ? s / (double)count : NAN;
+  for (int64_t j = 0; j < count; j++) {
+    double d = getd(x, base + j * step) - *mean;
+    q += d * d;
+  }
+  *var = count ? q / (double)count : NAN;
+}
+
+/* Training mode: the statistics of each channel over the batch and the
+   spatial dims; the running mean and variance (outputs 1 and 2) move
+   towards them by 1 - momentum. */
+static void batch_moments(const Tensor *x, int64_t ch, double *mean, double *var) {
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), count = x->dims[0] * inner;
+  double s = 0, q = 0;
+  for (int64_t b = 0; b < x->dims[0]; b++)
+    for (int64_t j = 0; j < inner; j++)
+      s += getd(x, (b * c + ch) * inner + j);
+  *mean = s / (double)count;
+  for (int64_t b = 0; b < x->dims[0]; b++)
+    for (int64_t j = 0; j < inner; j++) {
+      double d = getd(x, (b * c + ch) * inner + j) - *mean;
+      q += d * d;
+    }
+  *var = q / (double)count;
+}
+
+/* y = (x - mean) / sqrt(var + epsilon) * scale + bias per channel (dim 1),
+   with the running statistics of inputs 3 and 4, or in training mode the
+   batch's. */
+bool fold_batch_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *running_mean = n->nout > 1 ? n->out[1] : NULL, *running_var = n->nout > 2 ? n->out[2] : NULL;
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank);
+  double mom = n->p.norm.momentum;
+  for (int64_t ch = 0; ch < c; ch++) {
+    double mean = getd(n->in[3], ch), var = getd(n->in[4], ch);
+    if (n->p.norm.training) {
+      batch_moments(x, ch, &mean, &var);
+      if (running_mean)
+        putd(running_mean, ch, getd(n->in[3], ch) * mom + mean * (1 - mom));
+      if (running_var)
+        putd(running_var, ch, getd(n->in[4], ch) * mom + var * (1 - mom));
+    }
+    double scale = getd(n->in[1], ch) / sqrt(var + n->p.norm.epsilon);
+    for (int64_t b = 0; b < x->dims[0]; b++)
+      for (int64_t j = 0; j < inner; j++) {
+        int64_t i = (b * c + ch) * inner + j;
+        double v = (getd(x, i) - mean) * scale + getd(n->in[2], ch);
+        putd(n->out[0], i, activate(n, v));
+      }
+  }
+  return true;
+}
+
+/* Per (image, channel): (x - mean) / sqrt(var + epsilon) * scale + bias. */
+bool fold_instance_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t c = x->dims[1], planes = x->dims[0] * c, size = prod(x->dims, 2, x->rank);
+  for (int64_t pl = 0; pl < planes; pl++) {
+    double mean, var;
+    moments(x, pl * size, size, 1, &mean, &var);
+    double scale = getd(n->in[1], pl % c) / sqrt(var + n->p.norm.epsilon);
+    for (int64_t j = 0; j < size; j++) {
+      double v = (getd(x, pl * size + j) - mean) * scale + getd(n->in[2], pl % c);
+      putd(n->out[0], pl * size + j, v);
+    }
+  }
+  return true;
+}
+
+/* Normalises each row, the dims from `axis` on; scale and bias broadcast
+   to the row's shape. The optional outputs are the rows' means and
+   reciprocal standard deviations. */
+bool fold_layer_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *scale = n->in[1], *bias = node_input(n, 2);
+  Tensor *mean_out = n->nout > 1 ? n->out[1] : NULL, *inv_out = n->nout > 2 ? n->out[2] : NULL;
+  int axis = n->p.norm.axis, rrank = x->rank - axis;
+  const int64_t *rdims = x->dims + axis;
+  int64_t rows = prod(x->dims, 0, axis), len = prod(x->dims, axis, x->rank);
+  int64_t ss[IR_MAX_RANK], bs[IR_MAX_RANK];
+  broadcast_strides(scale->rank, scale->dims, rrank, rdims, ss);
+  if (bias)
+    broadcast_strides(bias->rank, bias->dims, rrank, rdims, bs);
+  for (int64_t r = 0; r < rows; r++) {
+    double mean, var;
+    moments(x, r * len, len, 1, &mean, &var);
+    double inv = 1 / sqrt(var + n->p.norm.epsilon);
+    for (int64_t j = 0; j < len; j++) {
+      double v = (getd(x, r * len + j) - mean) * inv;
+      v *= getd(scale, broadcast_offset(j, rrank, rdims, ss));
+      if (bias)
+        v += getd(bias, broadcast_offset(j, rrank, rdims, bs));
+      putd(n->out[0], r * len + j, v);
+    }
+    if (mean_out)
+      putd(mean_out, r, mean);
+    if (inv_out)
+      putd(inv_out, r, inv);
+  }
+  return true;
+}
+
+/* Across channels: x / (bias + alpha / size * sum of squares)^beta, the
+   sum over channels c - (size-1)/2 .. c + size/2. */
+bool fold_lrn(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), size = n->p.lrn.size;
+  for (int64_t i = 0; i < tensor_numel(x); i++) {
+    int64_t ch = i / inner % c, base = i - ch * inner;
+    int64_t lo = ch - (size - 1) / 2, hi = ch + size / 2;
+    double sq = 0;
+    for (int64_t k = lo < 0 ? 0 : lo; k <= hi && k < c; k++) {
+      double v = getd(x, base + k * inner);
+      sq += v * v;
+    }
+    double d = n->p.lrn.bias + n->p.lrn.alpha / (double)size * sq;
+    putd(n->out[0], i, getd(x, i) / pow(d, n->p.lrn.beta));
+  }
+  return true;
+}
+
+/* The index, among the groups of elements that MeanVarianceNormalization
+   normalises together, of element i: its coordinates off the reduced
+   axes. */
+static int64_t group_of(const Node *n, const Tensor *x, int64_t i, int64_t *gdims) {
+  int64_t c[IR_MAX_RANK];
+  unravel(i, x->rank, x->dims, c);
+  for (int d = 0; d < x->rank; d++) {
+    gdims[d] = n->p.reduce.reduced[d] ? 1 : x->dims[d];
+    if (n->p.reduce.reduced[d])
+      c[d] = 0;
+  }
+  return ravel(x->rank, gdims, c);
+}
+
+/* (x - mean) / (sqrt(variance) + 1e-9) over the reduced axes: the spec's
+   epsilon goes on the standard deviation. */
+bool fold_mvn(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t total = tensor_numel(x), gdims[IR_MAX_RANK];
+  group_of(n, x, 0, gdims);
+  int64_t groups = prod(gdims, 0, x->rank);
+  double *sum = calloc((size_t)(3 * groups + 1), sizeof(double));
+  double *sq = sum + groups, *count = sq + groups;
+  for (int64_t i = 0; i < total; i++) {
+    int64_t k = group_of(n, x, i, gdims);
+    sum[k] += getd(x, i);
+    count[k] += 1;
+  }
+  for (int64_t i = 0; i < total; i++) {
+    int64_t k = group_of(n, x, i, gdims);
+    double d = getd(x, i) - sum[k] / count[k];
+    sq[k] += d * d;
+  }
+  for (int64_t i = 0; i < total; i++) {
+    int64_t k = group_of(n, x, i, gdims);
+    double sd = sqrt(sq[k] / count[k]);
+    putd(n->out[0], i, (getd(x, i) - sum[k] / count[k]) / (sd + 1e-9));
+  }
+  free(sum);
+  return true;
+}
+
+/* x / the L1 or L2 norm along the axis; a zero norm gives 0, as the
+   run-time kernel does, rather than the reference's 0 / 0. */
+bool fold_lp_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int axis = n->p.lp.axis;
+  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * len * inner + e;
+      double s = 0;
+      for (int64_t j = 0; j < len; j++) {
+        double v = getd(x, base + j * inner);
+        s += n->p.lp.p == 1 ? fabs(v) : v * v;
+      }
+      double norm = n->p.lp.p == 1 ? s : sqrt(s);
+      for (int64_t j = 0; j < len; j++)
+        putd(n->out[0], base + j * inner, norm == 0 ? 0 : getd(x, base + j * inner) / norm);
+    }
+  return true;
+}
+
+/* ------------------------------------------------- Gemm and MatMul */
+
+/* One product of an M x K matrix at a[abase] and a K x N one at b[bbase],
+   read through element strides (row, column) so that a transposed
+   operand needs no copy. Floats sum in double into acc[M*N]; integers
+   sum exactly, wrapping at 64 bits, into iacc. */
+typedef struct Operand {
+  const Tensor *t;
+  int64_t base, row, col;
+} Operand;
+
+static void matmul_block(Operand a, Operand b, int64_t m, int64_t k, int64_t nn, double *acc,
+                         uint64_t *iacc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < nn; j++) {
+      double s = 0;
+      uint64_t si = 0;
+      for (int64_t p = 0; p < k; p++) {
+        int64_t ai = a.base + i * a.row + p * a.col, bi = b.base + p * b.row + j * b.col;
+        if (iacc)
+          si += getu(a.t, ai) * getu(b.t, bi);
+        else
+          s += getd(a.t, ai) * getd(b.t, bi);
+      }
+      if (iacc)
+        iacc[i * nn + j] = si;
+      else
+        acc[i * nn + j] = s;
+    }
+}
+
+/* An exact integer product as the double that alpha and beta scale. */
+static double int_as_double(const Tensor *t, uint64_t v) {
+  return is_u64(t) ? (double)v : (double)(int64_t)v;
+}
+
+/* Y = alpha * A' B' + beta * C, C broadcast to [M, N]. Integer Gemm is
+   exact when alpha and beta are 1; otherwise the reference computes in
+   floating point and truncates, and so does this. */
+bool fold_gemm(Graph *g, Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1], *c = node_input(n, 2);
+  Tensor *y = n->out[0];
+  bool ta = n->p.gemm.trans_a, tb = n->p.gemm.trans_b, exact = y->i64 != NULL;
+  int64_t m = y->dims[0], nn = y->dims[1], k = a->dims[ta ? 0 : 1];
+  if (!affordable(m * nn, k))
+    return false;
+  Operand oa = {a, 0, ta ? 1 : k, ta ? m : 1}, ob = {b, 0, tb ? 1 : nn, tb ? k : 1};
+  double *acc = calloc((size_t)(m * nn + 1), sizeof(double));
+  uint64_t *iacc = exact ? calloc((size_t)(m * nn + 1), sizeof(uint64_t)) : NULL;
+  matmul_block(oa, ob, m, k, nn, acc, iacc);
+  int64_t cs[2] = {0, 0};
+  if (c)
+    broadcast_strides(c->rank, c->dims, 2, y->dims, cs);
+  double alpha = n->p.gemm.alpha, beta = n->p.gemm.beta;
+  for (int64_t i = 0; i < m * nn; i++) {
+    int64_t ci = c ? broadcast_offset(i, 2, y->dims, cs) : 0;
+    if (exact && alpha == 1 && beta == 1)
+      y->i64[i] = (int64_t)(iacc[i] + (c ? getu(c, ci) : 0));
+    else if (exact)
+      putd(y, i, alpha * int_as_double(y, iacc[i]) + (c ? beta * getd(c, ci) : 0));
+    else
+      putd(y, i, activate(n, alpha * acc[i] + (c ? beta * getd(c, ci) : 0)));
+  }
+  free(acc);
+  free(iacc);
+  return true;
+}
+
+/* Numpy's matmul: a 1-D A is a row and a 1-D B a column (those dims
+   leave the result again, which the output's shape already says); the
+   dims before the last two broadcast. */
+bool fold_matmul(Graph *g, Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  Tensor *y = n->out[0];
+  int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
+  int ar = a->rank, br = b->rank;
+  memcpy(ad, a->dims, sizeof a->dims);
+  memcpy(bd, b->dims, sizeof b->dims);
+  if (ar == 1) {
+    ad[1] = ad[0];
+    ad[0] = 1;
+    ar = 2;
+  }
+  if (br == 1) {
+    bd[1] = 1;
+    br = 2;
+  }
+  int64_t m = ad[ar - 2], k = ad[ar - 1], nn = bd[br - 1];
+  int64_t bdims[IR_MAX_RANK + 2], as[IR_MAX_RANK], bs[IR_MAX_RANK];
+  int brank;
+  broadcast_shape(ar - 2, ad, br - 2, bd, &brank, bdims);
+  broadcast_strides(ar - 2, ad, brank, bdims, as);
+  broadcast_strides(br - 2, bd, brank, bdims, bs);
+  int64_t batches = prod(bdims, 0, brank);
+  if (!affordable(batches * m * nn, k))
+    return false;
+  bool exact = y->i64 != NULL;
+  double *acc = calloc((size_t)(m * nn + 1), sizeof(double));
+  uint64_t *iacc = exact ? calloc((size_t)(m * nn + 1), sizeof(uint64_t)) : NULL;
+  for (int64_t t = 0; t < batches; t++) {
+    Operand oa = {a, broadcast_offset(t, brank, bdims, as) * m * k, k, 1};
+    Operand ob = {b, broadcast_offset(t, brank, bdims, bs) * k * nn, nn, 1};
+    matmul_block(oa, ob, m, k, nn, acc, iacc);
+    for (int64_t i = 0; i < m * nn; i++) {
+      if (exact)
+        y->i64[t * m * nn + i] = (int64_t)iacc[i];
+      else
+        putd(y, t * m * nn + i, activate(n, acc[i]));
+    }
+  }
+  free(acc);
+  free(iacc);
+  return true;
+}
+
+/* ---------------------------------------------------- data movement */
+
+/* Where output coordinate o along one axis reads the input under Pad's
+   mode, or -1 for the constant. A negative pad crops; the other modes
+   then reflect, repeat or wrap the part of the input that is left, which
+   spans [lo, lo + len). */
+static int64_t pad_source(PadMode mode, int64_t o, int64_t before, int64_t lo, int64_t len) {
+  int64_t r = o - before;
+  if (r >= 0 && r < len)
+    return lo + r;
+  if (mode == PAD_CONSTANT || len == 0)
+    return -1;
+  if (mode == PAD_EDGE)
+    return lo + (r < 0 ? 0 : len - 1);
+  if (mode == PAD_WRAP)
+    return lo + ((r % len) + len) % len;
+  if (len == 1)
+    return lo;
+  int64_t period = 2 * (len - 1); /* reflect: the edge is not repeated */
+  int64_t m = ((r % period) + period) % period;
+  return lo + (m < len ? m : period - m);
+}
+
+bool fold_pad(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *cv = node_input(n, 2);
+  Tensor *y = n->out[0];
+  int64_t before[IR_MAX_RANK] = {0}, lo[IR_MAX_RANK] = {0}, len[IR_MAX_RANK];
+  memcpy(len, x->dims, sizeof len);
+  for (int k = 0; k < n->p.pad.naxes; k++) {
+    int d = n->p.pad.axes[k];
+    int64_t b = n->p.pad.pads[k], e = n->p.pad.pads[n->p.pad.naxes + k];
+    before[d] = b > 0 ? b : 0;
+    lo[d] = b < 0 ? -b : 0;
+    len[d] = x->dims[d] - lo[d] - (e < 0 ? -e : 0);
+  }
+  int64_t c[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, c);
+    bool inside = true;
+    for (int d = 0; d < y->rank && inside; d++) {
+      c[d] = pad_source(n->p.pad.mode, c[d], before[d], lo[d], len[d]);
+      inside = c[d] >= 0;
+    }
+    if (inside)
+      copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+    else if (cv)
+      copy_elem(y, i, cv, 0);
+    else
+      putd(y, i, n->p.pad.value);
+  }
+  return true;
+}
+
+/* DepthToSpace (DCR: depth is (row, column, channel); CRD: (channel, row,
+   column)) and its inverse SpaceToDepth, which is always DCR. */
+bool fold_depth_space(Graph *g, Node *n) {
+  bool to_space = n->op == OP_DEPTH_TO_SPACE, crd = n->p.depth_space.crd;
+  const Tensor *deep = to_space ? n->in[0] : n->out[0];
+  const Tensor *wide = to_space ? n->out[0] : n->in[0];
+  int64_t bs = n->p.depth_space.blocksize, c = wide->dims[1];
+  int64_t h = deep->dims[2], w = deep->dims[3];
+  for (int64_t i = 0; i < tensor_numel(wide); i++) {
+    int64_t wc[4];
+    unravel(i, 4, wide->dims, wc);
+    int64_t bi = wc[2] % bs, bj = wc[3] % bs;
+    int64_t depth = crd ? (wc[1] * bs + bi) * bs + bj : (bi * bs + bj) * c + wc[1];
+    int64_t di = ((wc[0] * deep->dims[1] + depth) * h + wc[2] / bs) * w + wc[3] / bs;
+    if (to_space)
+      copy_elem(n->out[0], i, n->in[0], di);
+    else
+      copy_elem(n->out[0], di, n->in[0], i);
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------- Resize */
+
+/*
+ * Resize and Upsample, separable as the reference and the run-time kernel
+ * (runtime/kernels/opc_kernels.inc, opc_resize) are: each resized axis
+ * maps an output coordinate to a source coordinate in double, takes 1
+ * (nearest), 2 (linear) or 4 (cubic) neighbours clamped into the input,
+ * and the taps of all axes multiply. With antialias, a downscaled axis
+ * stretches the linear or cubic kernel by 1 / scale, over as many taps
+ * as it then covers, and normalises the weights (the reference's
+ * _linear_coeffs_antialias and _cubic_coeffs_antialias).
+ */
+/* The taps of one output coordinate along one axis: `count` input
+   indices (clamped into the input) and weights, in arrays the axis
+   allocates, `count` per output coordinate. */
+typedef struct Taps {
+  int64_t *idx;
+  double *w;
+  int count;
+  bool outside; /* tf_crop_and_resize sampled beyond the input */
+} Taps;
+
+/* How the axes of a Resize or Upsample are sampled. */
+typedef struct Sampling {
+  int coord;  /* ResizeCoord */
+  int interp; /* 0-3 the ResizeNearest modes, 4 linear, 5 cubic */
+  double scale[IR_MAX_RANK];
+  double roi_start[IR_MAX_RANK], roi_end[IR_MAX_RANK];
+} Sampling;
+
+/* The source coordinate of output coordinate yc along an axis of input
+   size `in` and output size `out`. */
+static double resize_source(const Sampling *s, int d, double yc, int64_t in, int64_t out,
+                            bool *outside) {
+  double scale = s->scale[d], width = scale * (double)in; /* unrounded output size */
+  switch (s->coord) {
+  case COORD_PYTORCH_HALF_PIXEL: return width == 1.0 ? -0.5 : (yc + 0.5) / scale - 0.5;
+  case COORD_ALIGN_CORNERS: return width == 1.0 ? 0.0 : yc * (double)(in - 1) / (width - 1.0);
+  case COORD_ASYMMETRIC: return yc / scale;
+  case COORD_TF_HALF_PIXEL_FOR_NN: return (yc + 0.5) / scale;
+  case COORD_TF_CROP_AND_RESIZE: {
+    double extent = s->roi_end[d] - s->roi_start[d], x;
+    if (width == 1.0)
+      x = extent * (double)(in - 1) / 2.0;
+    else
+      x = yc * extent * (double)(in - 1) / (width - 1.0);
+    x += s->roi_start[d] * (double)(in - 1);
+    *outside = *outside || x < 0.0 || x > (double)(in - 1);
+    return x;
+  }
+  case COORD_HALF_PIXEL_SYMMETRIC: {
+    double center = (double)in / 2.0, offset = center * (1.0 - (double)out / width);
+    return offset + (yc + 0.5) / scale - 0.5;
+  }
+  default: return (yc + 0.5) / scale - 0.5; /* half_pixel */
+  }
+}
+
+/* Keys' cubic convolution kernel at distance d. */
+static double cubic_kernel(double a, double d) {
+  d = fabs(d);
+  if (d <= 1)
+    return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2)
+    return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
+}
+
+/* The first tap's offset from the window's base for an interpolation of
+   support 1 (linear) or 2 (cubic): antialiasing widens the window by
+   1 / scale when downscaling, so that every input pixel contributes. */
+static int64_t first_tap(const Node *n, const Sampling *s, int d) {
+  if (s->interp < 4)
+    return 0; /* nearest: two taps, one of weight 1 */
+  double support = s->interp == 5 ? 2.0 : 1.0, scale = 1.0;
+  if (n->p.resize.antialias && s->scale[d] < 1.0)
+    scale = s->scale[d];
+  return (int64_t)floor(-support / scale) + 1;
+}
+
+/* Taps per output coordinate along axis d. */
+static int tap_count(const Node *n, const Sampling *s, int d) {
+  return (int)(2 - 2 * first_tap(n, s, d));
+}
+
+/* The weight of the tap at offset i from the base, at fraction r of the
+   way from the base to the next pixel. */
+static double tap_weight(const Node *n, const Sampling *s, int d, int64_t i, double r) {
+  double scale = n->p.resize.antialias && s->scale[d] < 1.0 ? s->scale[d] : 1.0;
+  double dist = ((double)i - r) * scale;
+  if (s->interp == 5)
+    return cubic_kernel(n->p.resize.cubic_a, dist);
+  double w = 1 - fabs(dist);
+  return w < 0 ? 0 : w;
+}
+
+/* The taps at source coordinate x along axis d. The window's base is the
+   pixel at or left of x, and an exact source position counts as the end
+   of the step from the pixel before (fraction 1), so that nearest and
+   linear pick it alone. */
+static void resize_taps(const Node *n, const Sampling *s, int d, double x, int64_t in, Taps *t) {
+  double p = floor(x);
+  bool exact = x == p, upper;
+  double r = exact ? 1.0 : x - p;
+  int64_t base = (int64_t)p - (exact ? 1 : 0), first = first_tap(n, s, d);
+  t->count = tap_count(n, s, d);
+  if (s->interp >= 4) {
+    double total = 0;
+    for (int k = 0; k < t->count; k++)
+      total += t->w[k] = tap_weight(n, s, d, first + k, r);
+    /* Keys' and the linear weights sum to 1; a widened window's do not. */
+    if (n->p.resize.antialias && total != 0)
+      for (int k = 0; k < t->count; k++)
+        t->w[k] /= total;
+  } else {
+    /* Does the nearest neighbour lie at the upper index? */
+    if (exact || s->interp == NEAREST_CEIL)
+      upper = true;
+    else if (s->interp == NEAREST_FLOOR)
+      upper = false;
+    else if (s->interp == NEAREST_ROUND_PREFER_CEIL)
+      upper = r >= 0.5;
+    else
+      upper = r > 0.5;
+    t->w[0] = upper ? 0.0 : 1.0;
+    t->w[1] = upper ? 1.0 : 0.0;
+  }
+  bool exclude = n->p.resize.exclude_outside;
+  double total = 0.0;
+  for (int k = 0; k < t->count; k++) {
+    int64_t i = base + first + k;
+    if (exclude && (i < 0 || i >= in))
+      t->w[k] = 0.0;
+    total += t->w[k];
+    t->idx[k] = i < 0 ? 0 : i >= in ? in - 1 : i;
+  }
+  if (exclude && total != 0.0)
+    for (int k = 0; k < t->count; k++)
+      t->w[k] /= total;
+}
+
+/* The scales given as floats: Upsample's input or attribute, Resize's
+   scales. */
+static const float *given_scales(const Node *n, const Tensor *st, int *count) {
+  if (st && tensor_numel(st) > 0) {
+    *count = (int)tensor_numel(st);
+    return st->f32;
+  }
+  *count = n->p.resize.nscales;
+  return n->p.resize.scales;
+}
+
+/* Resize-11 and later: the scale of each axis from scales, or from sizes
+   under the aspect-ratio policy (one scale for every axis, the smallest
+   for not_larger, the largest for not_smaller). */
+static void resize_scales(const Node *n, Sampling *s) {
+  const Tensor *x = n->in[0], *st = node_input(n, 2), *zt = node_input(n, 3);
+  const int *axes = n->p.resize.axes;
+  int naxes = n->p.resize.naxes, count;
+  const float *sc = given_scales(n, st, &count);
+  if (sc) {
+    for (int k = 0; k < naxes; k++)
+      s->scale[axes[k]] = sc[k];
+    return;
+  }
+  double pick = 0;
+  for (int k = 0; k < naxes; k++) {
+    double r = (double)zt->i64[k] / (double)x->dims[axes[k]];
+    s->scale[axes[k]] = r;
+    bool better = n->p.resize.policy == ASPECT_NOT_SMALLER ? r > pick : r < pick;
+    if (k == 0 || better)
+      pick = r;
+  }
+  if (n->p.resize.policy != ASPECT_STRETCH)
+    for (int k = 0; k < naxes; k++)
+      s->scale[axes[k]] = pick;
+}
+
+/* Fills the sampling of a Resize or Upsample; reports and returns false
+   for what opc does not evaluate. */
+static bool resize_sampling(Graph *g, Node *n, Sampling *s) {
+  int rank = n->in[0]->rank, mode = n->p.resize.mode;
+  for (int d = 0; d < rank; d++) {
+    s->scale[d] = 1.0;
+    s->roi_start[d] = 0.0;
+    s->roi_end[d] = 1.0;
+  }
+  if (n->op == OP_UPSAMPLE || (g->opset > 0 && g->opset < 11)) {
+    /* Upsample and Resize-10: asymmetric coordinates, nearest rounds down. */
+    if (mode != RESIZE_NEAREST && mode != RESIZE_LINEAR && mode != RESIZE_BILINEAR) {
+      ir_error(g, n, "mode is not nearest or linear");
+      return false;
+    }
+    s->coord = COORD_ASYMMETRIC;
+    s->interp = mode == RESIZE_NEAREST ? NEAREST_FLOOR : 4;
+    int count;
+    const float *sc = given_scales(n, node_input(n, 1), &count);
+    for (int d = 0; d < rank && d < count; d++)
+      s->scale[d] = sc[d];
+    return true;
+  }
+  if (mode < 0 || mode == RESIZE_BILINEAR || n->p.resize.coord < 0 || n->p.resize.nearest < 0) {
+    ir_error(g, n, "unknown mode, coordinate_transformation_mode or nearest_mode");
+    return false;
+  }
+  s->coord = n->p.resize.coord;
+  s->interp = mode == RESIZE_NEAREST ? n->p.resize.nearest : mode == RESIZE_LINEAR ? 4 : 5;
+  resize_scales(n, s);
+  const Tensor *roi = node_input(n, 1);
+  int naxes = n->p.resize.naxes;
+  if (s->coord == COORD_TF_CROP_AND_RESIZE) {
+    if (!roi || tensor_numel(roi) != 2 * naxes) {
+      ir_error(g, n, "tf_crop_and_resize needs a roi of %d values", 2 * naxes);
+      return false;
+    }
+    for (int k = 0; k < naxes; k++) {
+      s->roi_start[n->p.resize.axes[k]] = getd(roi, k);
+      s->roi_end[n->p.resize.axes[k]] = getd(roi, naxes + k);
+    }
+  }
+  return true;
+}
+
+/* Whether axis d maps each output coordinate to the same input one. */
+static bool resize_identity(const Sampling *s, const Tensor *x, const Tensor *y, int d) {
+  if (x->dims[d] == 1 && y->dims[d] == 1)
+    return true;
+  /* tf_half_pixel_for_nn shifts by half a pixel: identity only when
+     rounding down. */
+  if (s->coord == COORD_TF_HALF_PIXEL_FOR_NN && s->interp != NEAREST_ROUND_PREFER_FLOOR &&
+      s->interp != NEAREST_FLOOR)
+    return false;
+  return s->scale[d] == 1.0 && x->dims[d] == y->dims[d] && s->roi_start[d] == 0.0 &&
+         s->roi_end[d] == 1.0;
+}
+
+/* The weighted sum of the input at the taps of every resized axis:
+   taps[k][c[k]] for resized axis k, one combination at a time. */
+static double resize_point(const Tensor *x, const int *axes, int naxes, Taps *const *taps,
+                           const int64_t *yc) {
+  int64_t xc[IR_MAX_RANK];
+  memcpy(xc, yc, sizeof xc);
+  int64_t total = 1;
+  for (int k = 0; k < naxes; k++)
+    total *= taps[k][yc[axes[k]]].count;
+  double sum = 0;
+  for (int64_t t = 0; t < total; t++) {
+    double weight = 1.0;
+    int64_t rest = t;
+    for (int k = naxes - 1; k >= 0; k--) {
+      const Taps *tp = &taps[k][yc[axes[k]]];
+      int64_t j = rest % tp->count;
+      rest /= tp->count;
+      weight *= tp->w[j];
+      xc[axes[k]] = tp->idx[j];
+    }
+    if (weight != 0.0)
+      sum += weight * getd(x, ravel(x->rank, x->dims, xc));
+  }
+  return sum;
+}
+
+/* Resize and Upsample. */
+bool fold_resize(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  Sampling s;
+  if (!resize_sampling(g, n, &s))
+    return false;
+  int64_t per_output = 1; /* taps, an antialiased window's included */
+  for (int d = 0; d < x->rank; d++)
+    if (!resize_identity(&s, x, y, d))
+      per_output *= tap_count(n, &s, d);
+  if (!affordable(tensor_numel(y), per_output))
+    return false;
+  /* The taps of every output coordinate of every resized axis. */
+  int axes[IR_MAX_RANK], naxes = 0;
+  Taps *taps[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++) {
+    if (resize_identity(&s, x, y, d))
+      continue;
+    int64_t out = y->dims[d], per = tap_count(n, &s, d);
+    Taps *t = calloc((size_t)out + 1, sizeof(Taps));
+    t[0].idx = calloc((size_t)(out * per + 1), sizeof(int64_t));
+    t[0].w = calloc((size_t)(out * per + 1), sizeof(double));
+    for (int64_t c = 0; c < out; c++) {
+      bool outside = false;
+      double src = resize_source(&s, d, (double)c, x->dims[d], out, &outside);
+      t[c].idx = t[0].idx + c * per;
+      t[c].w = t[0].w + c * per;
+      resize_taps(n, &s, d, src, x->dims[d], &t[c]);
+      t[c].outside = outside;
+    }
+    axes[naxes] = d;
+    taps[naxes++] = t;
+  }
+  int64_t yc[IR_MAX_RANK] = {0};
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, yc);
+    bool outside = false;
+    for (int k = 0; k < naxes; k++)
+      outside = outside || taps[k][yc[axes[k]]].outside;
+    if (outside)
+      putd(y, i, n->p.resize.extrapolation);
+    else
+      putd(y, i, resize_point(x, axes, naxes, taps, yc));
+  }
+  for (int k = 0; k < naxes; k++) {
+    free(taps[k][0].idx);
+    free(taps[k][0].w);
+    free(taps[k]);
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------- losses */
+
+/* NegativeLogLikelihoodLoss over log-probabilities lp (N, C, d1..dk),
+   read through getd or, for SoftmaxCrossEntropyLoss, from a double array
+   of them: each label's loss is -lp[n, label, d] * weight[label], 0 where
+   ignored; the mean divides by the total weight of the labels counted. */
+static void nll(const Node *n, const Tensor *x, const double *lp, Tensor *y) {
+  const Tensor *labels = n->in[1], *weight = node_input(n, 2);
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), count = tensor_numel(labels);
+  double sum = 0, total = 0;
+  for (int64_t i = 0; i < count; i++) {
+    int64_t t = labels->i64[i];
+    double loss = 0;
+    if (!(n->p.loss.has_ignore && t == n->p.loss.ignore)) {
+      int64_t at = (i / inner * c + t) * inner + i % inner;
+      double w = weight ? getd(weight, t) : 1.0;
+      loss = -(lp ? lp[at] : getd(x, at)) * w;
+      total += w;
+    }
+    sum += loss;
+    if (n->p.loss.reduction == LOSS_NONE)
+      putd(y, i, loss);
+  }
+  if (n->p.loss.reduction == LOSS_SUM)
+    putd(y, 0, sum);
+  else if (n->p.loss.reduction == LOSS_MEAN)
+    putd(y, 0, sum / total); /* 0 / 0 is NaN, as in the reference */
+}
+
+bool fold_nll_loss(Graph *g, Node *n) {
+  nll(n, n->in[0], NULL, n->out[0]);
+  return true;
+}
+
+/* The log-softmax of the scores along the classes (dim 1), then the
+   NLL loss; the second output, when wanted, is the log-softmax. */
+bool fold_sce_loss(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *log_prob = n->nout > 1 ? n->out[1] : NULL;
+  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), outer = x->dims[0];
+  double *lp = malloc(sizeof(double) * (size_t)(tensor_numel(x) + 1));
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t e = 0; e < inner; e++) {
+      int64_t base = o * c * inner + e;
+      double m = -INFINITY, s = 0;
+      for (int64_t k = 0; k < c; k++)
+        m = fmax(m, getd(x, base + k * inner));
+      for (int64_t k = 0; k < c; k++)
+        s += exp(getd(x, base + k * inner) - m);
+      for (int64_t k = 0; k < c; k++)
+        lp[base + k * inner] = getd(x, base + k * inner) - m - log(s);
+    }
+  nll(n, x, lp, n->out[0]);
+  for (int64_t i = 0; log_prob && i < tensor_numel(x); i++)
+    putd(log_prob, i, lp[i]);
+  free(lp);
+  return true;
+}

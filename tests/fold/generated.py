@@ -1,0 +1,255 @@
+"""Cases the ONNX node test data lacks (it predates LpPool's tests, Pad's
+wrap mode, Resize-18's axes and policies, integer MatMul and Gemm...),
+built here as one-node models with data, and expected outputs from the
+`onnx` package's reference implementation (onnx.reference).
+
+cases() yields (name, model, inputs, outputs): inputs and outputs are lists
+of numpy arrays, in the model's input and output order.
+"""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+RNG = np.random.default_rng(19)
+
+
+def rand(*shape, dtype=np.float32, lo=-3, hi=3):
+    if np.dtype(dtype).kind in "iu":
+        return RNG.integers(lo, hi, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return RNG.integers(0, 2, size=shape).astype(bool)
+    return RNG.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def model(op, inputs, attrs=None, opset=18, outputs=1, cast=None):
+    """A one-node model of `op` over the named arrays in `inputs` (a None
+    array: the input is left out). cast: a dtype the output is cast to
+    after, for types opc's programs do not return (uint32, uint64)."""
+    names = [name if a is not None else "" for name, a in inputs]
+    vis = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+           for name, a in inputs if a is not None]
+    outs = ["y%d" % k for k in range(outputs)]
+    nodes = [helper.make_node(op, names, ["r0"] + outs[1:] if cast else outs, **(attrs or {}))]
+    if cast:
+        nodes.append(helper.make_node("Cast", ["r0"], ["y0"],
+                                      to=helper.np_dtype_to_tensor_dtype(np.dtype(cast))))
+    graph = helper.make_graph(nodes, op.lower(), vis,
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+                               for o in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def case(name, op, inputs, attrs=None, opset=18, outputs=1, expected=None, cast=None):
+    """expected: the outputs, where onnx.reference has no implementation
+    or a wrong one."""
+    m = model(op, inputs, attrs, opset, outputs, cast)
+    feeds = {n: a for n, a in inputs if a is not None}
+    if expected is None:
+        expected = ReferenceEvaluator(m).run(None, feeds)
+    return name, m, [a for _, a in inputs if a is not None], expected
+
+
+def cases():
+    x = rand(1, 2, 5, 6)
+    # Pools: LpPool, GlobalLpPool, ceil_mode, dilations, integer MaxPool.
+    yield case("lppool_2d_p2", "LpPool", [("x", x)], dict(kernel_shape=[2, 3], p=2))
+    yield case("lppool_2d_p3_pads_strides", "LpPool", [("x", x)],
+               dict(kernel_shape=[3, 2], p=3, pads=[1, 0, 1, 1], strides=[2, 2]))
+    yield case("lppool_1d", "LpPool", [("x", rand(2, 3, 7))], dict(kernel_shape=[3], p=1))
+    # The spec's definition; onnx.reference has no GlobalLpPool.
+    def global_lp(a, p):
+        axes = tuple(range(2, a.ndim))
+        return [np.power(np.sum(np.abs(a.astype(np.float64)) ** p, axis=axes, keepdims=True),
+                         1.0 / p).astype(a.dtype)]
+    x3 = rand(1, 3, 4, 2, 3)
+    yield case("globallppool_p2", "GlobalLpPool", [("x", x)], dict(p=2), expected=global_lp(x, 2))
+    yield case("globallppool_p3", "GlobalLpPool", [("x", x3)], dict(p=3), expected=global_lp(x3, 3))
+    yield case("maxpool_ceil_dilations", "MaxPool", [("x", x)],
+               dict(kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 1], ceil_mode=1))
+    # The reference pads integers with NaN, which fails: the expected
+    # values are those of the same data as floats.
+    def int_pool(a, attrs):
+        m = model("MaxPool", [("x", a.astype(np.float32))], attrs)
+        return [ReferenceEvaluator(m).run(None, {"x": a.astype(np.float32)})[0].astype(a.dtype)]
+    xi8 = rand(1, 2, 5, 5, dtype=np.int8, lo=-128, hi=127)
+    at = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    yield case("maxpool_int8", "MaxPool", [("x", xi8)], at, expected=int_pool(xi8, at))
+    xu8 = rand(1, 1, 6, 7, dtype=np.uint8, lo=0, hi=255)
+    at = dict(kernel_shape=[2, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    yield case("maxpool_uint8_same_upper", "MaxPool", [("x", xu8)], at, expected=int_pool(xu8, at))
+    yield case("averagepool_ceil", "AveragePool", [("x", x)],
+               dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1))
+    yield case("averagepool_ceil_count_include_pad", "AveragePool", [("x", rand(1, 1, 6, 7))],
+               dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                    count_include_pad=1), opset=19)
+    yield case("averagepool_3d_pads", "AveragePool", [("x", rand(1, 1, 4, 5, 3))],
+               dict(kernel_shape=[2, 2, 2], pads=[1, 0, 1, 0, 1, 1], count_include_pad=1))
+    yield case("averagepool_dilations", "AveragePool", [("x", x)],
+               dict(kernel_shape=[2, 2], dilations=[2, 2], pads=[1, 1, 1, 1]), opset=19)
+    # Convolutions: groups, dilations, 1-D and 3-D, auto_pad.
+    yield case("conv_group_dilations", "Conv",
+               [("x", rand(2, 4, 7, 6)), ("w", rand(6, 2, 3, 2)), ("b", rand(6))],
+               dict(group=2, dilations=[2, 1], pads=[1, 2, 0, 1], strides=[1, 2]))
+    yield case("conv_1d_same_lower", "Conv", [("x", rand(1, 3, 9)), ("w", rand(2, 3, 4))],
+               dict(auto_pad="SAME_LOWER", strides=[2]))
+    yield case("conv_3d", "Conv", [("x", rand(1, 2, 4, 5, 3)), ("w", rand(3, 2, 2, 3, 2))],
+               dict(pads=[0, 1, 1, 1, 0, 0]))
+    yield case("conv_depthwise", "Conv", [("x", rand(1, 3, 5, 5)), ("w", rand(3, 1, 3, 3))],
+               dict(group=3, pads=[1, 1, 1, 1]))
+    yield case("conv_float64", "Conv", [("x", rand(1, 2, 4, 4, dtype=np.float64)),
+                                        ("w", rand(2, 2, 2, 2, dtype=np.float64))])
+    # The reference fails on grouped ConvTranspose: the expected output is
+    # that of each group alone, concatenated.
+    def grouped_transpose(x, w, b, attrs, group):
+        cg, parts = x.shape[1] // group, []
+        mg = w.shape[1]
+        for k in range(group):
+            feeds = {"x": x[:, k * cg:(k + 1) * cg], "w": w[k * cg:(k + 1) * cg],
+                     "b": b[k * mg:(k + 1) * mg]}
+            m = model("ConvTranspose", list(feeds.items()), attrs)
+            parts.append(ReferenceEvaluator(m).run(None, feeds)[0])
+        return [np.concatenate(parts, axis=1)]
+    xt, wt, bt = rand(1, 4, 3, 4), rand(4, 3, 3, 2), rand(6)
+    at = dict(strides=[2, 3], output_padding=[1, 2], pads=[1, 0, 0, 1])
+    yield case("convtranspose_group_output_padding", "ConvTranspose",
+               [("x", xt), ("w", wt), ("b", bt)], dict(at, group=2),
+               expected=grouped_transpose(xt, wt, bt, at, 2))
+    yield case("convtranspose_dilations_1d", "ConvTranspose",
+               [("x", rand(2, 2, 5)), ("w", rand(2, 3, 3))], dict(dilations=[2], strides=[2]))
+    # Normalisation.
+    # The reference's L1 norm sums x, not |x|: the expected values are the
+    # spec's (and ONNX Runtime's).
+    l1 = np.abs(x).sum(axis=1, keepdims=True)
+    yield case("lpnorm_p1_axis1", "LpNormalization", [("x", x)], dict(axis=1, p=1),
+               expected=[x / l1])
+    yield case("lpnorm_p2_last", "LpNormalization", [("x", rand(3, 4, 5))], dict(axis=-1, p=2))
+    yield case("mvn_axes_last", "MeanVarianceNormalization", [("x", rand(2, 3, 4))],
+               dict(axes=[2]))
+    yield case("instancenorm_1d", "InstanceNormalization",
+               [("x", rand(2, 3, 6)), ("s", rand(3)), ("b", rand(3))], dict(epsilon=1e-3))
+    yield case("layernorm_axis1_no_bias", "LayerNormalization",
+               [("x", rand(2, 3, 4)), ("s", rand(3, 4))], dict(axis=1), outputs=3)
+    # The reference's loop runs over the batch, not the channels: the
+    # expected values follow the spec's formula.
+    xl = rand(2, 6, 3, 3)
+    sq = np.stack([(xl[:, max(0, c - 1):min(6, c + 3)] ** 2).sum(axis=1) for c in range(6)], axis=1)
+    yield case("lrn_size4", "LRN", [("x", xl)], dict(size=4, alpha=0.01, beta=0.5, bias=2.0),
+               expected=[(xl / (2.0 + 0.01 / 4 * sq) ** 0.5).astype(np.float32)])
+    yield case("batchnorm_float64", "BatchNormalization",
+               [("x", rand(2, 3, 4, dtype=np.float64)), ("s", rand(3, dtype=np.float64)),
+                ("b", rand(3, dtype=np.float64)), ("m", rand(3, dtype=np.float64)),
+                ("v", rand(3, dtype=np.float64, lo=0.5, hi=2))])
+    # Gemm and MatMul on integers (exact) and floats.
+    for t in (np.int32, np.int64, np.uint32, np.uint64):
+        lo = 0 if np.dtype(t).kind == "u" else -50
+        cast = np.int64 if np.dtype(t).kind == "u" else None
+        yield case("matmul_batch_%s" % np.dtype(t).name, "MatMul",
+                   [("a", rand(2, 1, 3, 4, dtype=t, lo=lo, hi=50)),
+                    ("b", rand(3, 4, 5, dtype=t, lo=lo, hi=50))], cast=cast)
+        yield case("gemm_trans_%s" % np.dtype(t).name, "Gemm",
+                   [("a", rand(4, 3, dtype=t, lo=lo, hi=50)), ("b", rand(5, 4, dtype=t, lo=lo, hi=50)),
+                    ("c", rand(5, dtype=t, lo=lo, hi=50))], dict(transA=1, transB=1), cast=cast)
+    # uint32 products that wrap.
+    wa = np.array([[3000000000, 7]], np.uint32)
+    wb = np.array([[2], [4000000000]], np.uint32)
+    yield case("matmul_uint32_wraps", "MatMul", [("a", wa), ("b", wb)], cast=np.int64)
+    big = np.array([[2**62, 3], [5, 2**61]], dtype=np.int64)
+    yield case("matmul_int64_wraps", "MatMul", [("a", big), ("b", big)])
+    yield case("gemm_int32_alpha_beta", "Gemm",
+               [("a", rand(3, 4, dtype=np.int32, lo=-9, hi=9)), ("b", rand(4, 2, dtype=np.int32, lo=-9, hi=9)),
+                ("c", rand(2, dtype=np.int32, lo=-9, hi=9))], dict(alpha=2.0, beta=-3.0))
+    yield case("matmul_1d_2d", "MatMul", [("a", rand(4)), ("b", rand(4, 3))])
+    yield case("matmul_2d_1d", "MatMul", [("a", rand(2, 3, 4)), ("b", rand(4))])
+    yield case("gemm_alpha_beta_c_column", "Gemm",
+               [("a", rand(3, 4)), ("b", rand(4, 2)), ("c", rand(3, 1))],
+               dict(alpha=0.5, beta=-2.0))
+    # Pad: every mode, negative pads, axes, integer and bool data.
+    pads = np.array([1, 2, 3, 1], dtype=np.int64)
+    for mode in ("constant", "reflect", "edge", "wrap"):
+        yield case("pad_%s_axes" % mode, "Pad",
+                   [("x", rand(2, 3, 4)), ("pads", pads), ("v", np.array(1.5, np.float32)),
+                    ("axes", np.array([1, 2], np.int64))], dict(mode=mode), opset=19)
+    yield case("pad_wrap_large", "Pad", [("x", rand(2, 3)), ("pads", np.array([3, 4, 2, 5], np.int64))],
+               dict(mode="wrap"), opset=19)
+    yield case("pad_reflect_large", "Pad", [("x", rand(3, 3)), ("pads", np.array([0, 5, 0, 4], np.int64))],
+               dict(mode="reflect"), opset=19)
+    yield case("pad_int32_value", "Pad", [("x", rand(3, 4, dtype=np.int32)),
+                                          ("pads", np.array([1, 0, 0, 2], np.int64)),
+                                          ("v", np.array(-7, np.int32))])
+    yield case("pad_uint8_edge", "Pad", [("x", rand(2, 5, dtype=np.uint8, lo=0, hi=255)),
+                                         ("pads", np.array([2, 1, 1, 2], np.int64))], dict(mode="edge"))
+    yield case("pad_bool", "Pad", [("x", rand(3, 2, dtype=bool)),
+                                   ("pads", np.array([0, 1, 1, 0], np.int64))])
+    # A negative pad crops (numpy's pad, the reference's, refuses them).
+    xn = rand(4, 5)
+    yield case("pad_negative_constant", "Pad", [("x", xn), ("pads", np.array([-1, 2, 1, -2], np.int64))],
+               expected=[np.pad(xn[1:, :3], ((0, 1), (2, 0)))])
+    # DepthToSpace and SpaceToDepth on other types.
+    yield case("depthtospace_crd_int64", "DepthToSpace", [("x", rand(1, 8, 2, 3, dtype=np.int64))],
+               dict(blocksize=2, mode="CRD"))
+    yield case("depthtospace_dcr_bool", "DepthToSpace", [("x", rand(2, 9, 2, 2, dtype=bool))],
+               dict(blocksize=3))
+    yield case("spacetodepth_uint8", "SpaceToDepth", [("x", rand(1, 2, 4, 6, dtype=np.uint8, lo=0, hi=255))],
+               dict(blocksize=2))
+    yield case("spacetodepth_float64", "SpaceToDepth", [("x", rand(2, 3, 6, 3, dtype=np.float64))],
+               dict(blocksize=3))
+    # Resize-19: axes, aspect-ratio policies, half_pixel_symmetric, integers.
+    none = np.zeros(0, np.float32)
+    xr = rand(1, 2, 4, 5)
+    yield case("resize_axes_scales_linear", "Resize",
+               [("x", xr), ("roi", None), ("scales", np.array([1.5, 0.6], np.float32))],
+               dict(mode="linear", axes=[3, 2]), opset=19)
+    for policy in ("not_larger", "not_smaller"):
+        yield case("resize_sizes_cubic_%s" % policy, "Resize",
+                   [("x", xr), ("roi", None), ("scales", None), ("sizes", np.array([7, 6], np.int64))],
+                   dict(mode="cubic", axes=[2, 3], keep_aspect_ratio_policy=policy), opset=19)
+    yield case("resize_half_pixel_symmetric", "Resize",
+               [("x", xr), ("roi", None), ("scales", np.array([1, 1, 1.7, 0.8], np.float32))],
+               dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric"), opset=19)
+    yield case("resize_nearest_uint8", "Resize",
+               [("x", rand(1, 1, 3, 4, dtype=np.uint8, lo=0, hi=255)), ("roi", None),
+                ("scales", np.array([1, 1, 2.5, 1.5], np.float32))],
+               dict(mode="nearest", nearest_mode="round_prefer_ceil"), opset=19)
+    yield case("resize_crop_extrapolate", "Resize",
+               [("x", xr), ("roi", np.array([0, 0, -0.2, 0.3, 1, 1, 1.1, 0.9], np.float32)),
+                ("scales", np.array([1, 1, 1.5, 1.2], np.float32))],
+               dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                    extrapolation_value=-9.0), opset=19)
+    for mode in ("linear", "cubic"):
+        yield case("resize_%s_antialias" % mode, "Resize",
+                   [("x", rand(1, 2, 9, 8)), ("roi", None),
+                    ("scales", np.array([1, 1, 0.4, 0.7], np.float32))],
+                   dict(mode=mode, antialias=1), opset=19)
+        yield case("resize_%s_antialias_sizes_up_down" % mode, "Resize",
+                   [("x", rand(1, 1, 5, 8)), ("roi", None), ("scales", None),
+                    ("sizes", np.array([8, 3], np.int64))],
+                   dict(mode=mode, antialias=1, axes=[2, 3],
+                        coordinate_transformation_mode="pytorch_half_pixel"), opset=19)
+    yield case("resize_linear_exclude_outside", "Resize",
+               [("x", xr), ("roi", None), ("scales", np.array([1, 1, 1.5, 0.6], np.float32))],
+               dict(mode="linear", exclude_outside=1), opset=19)
+    # Upsample-9 is Resize-10, whose coordinates are asymmetric (the
+    # reference implements neither in linear mode).
+    xu, su = rand(1, 1, 2, 3), np.array([1, 1, 2, 1.5], np.float32)
+    resize = model("Resize", [("x", xu), ("roi", None), ("scales", su)],
+                   dict(mode="linear", coordinate_transformation_mode="asymmetric"), opset=19)
+    yield case("upsample_linear", "Upsample", [("x", xu), ("scales", su)], dict(mode="linear"),
+               opset=9, expected=ReferenceEvaluator(resize).run(None, {"x": xu, "scales": su}))
+    # Resize-10: (X, scales), asymmetric coordinates, nearest rounds down.
+    r19 = model("Resize", [("x", xu), ("roi", None), ("scales", su)],
+                dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                     nearest_mode="floor"), opset=19)
+    yield case("resize10_nearest", "Resize", [("x", xu), ("scales", su)], dict(mode="nearest"),
+               opset=10, expected=ReferenceEvaluator(r19).run(None, {"x": xu, "scales": su}))
+    # Pad-2: pads and value are attributes.
+    yield case("pad2_attributes", "Pad", [("x", rand(2, 3))],
+               dict(pads=[1, 0, 2, 1], value=4.5), opset=2)
+    # Losses with int32 labels, ignore_index, weights and no reduction.
+    scores = rand(3, 4, 2)
+    labels = np.array([[0, 3], [2, -1], [1, 1]], np.int32)
+    yield case("nllloss_int32_ignore_weight_mean", "NegativeLogLikelihoodLoss",
+               [("x", scores), ("t", labels), ("w", rand(4, lo=0.1, hi=2))],
+               dict(ignore_index=-1))
+    yield case("sce_int32_none_log_prob", "SoftmaxCrossEntropyLoss",
+               [("x", scores), ("t", labels)], dict(ignore_index=-1, reduction="none"), outputs=2)
