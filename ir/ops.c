@@ -86,16 +86,21 @@ static bool need_rank(Graph *g, Node *n, const Tensor *t, int lo, int hi) {
   return true;
 }
 
-static bool need_const(Graph *g, Node *n, const Tensor *t) {
-  if (tensor_is_const(t))
-    return true;
+/* Reports that input t (a "shape" or "labels" input) must be known when opc
+   runs, naming the graph input to bind when t is computed from one. */
+static bool not_constant(Graph *g, Node *n, const char *role, const Tensor *t) {
   const Tensor *input = graph_input_behind(g, t);
   if (input && input != t)
-    ir_error(g, n, "shape input '%s' is not a compile-time constant; it depends on graph input "
-             "'%s' (bind it with --const-input)", t->name, input->name);
+    ir_error(g, n, "%s input '%s' is not a compile-time constant; it depends on graph input "
+             "'%s' (bind it with --const-input)", role, t->name, input->name);
   else
-    ir_error(g, n, "shape input '%s' is not a compile-time constant", t->name);
+    ir_error(g, n, "%s input '%s' is not a compile-time constant (bind it with --const-input)",
+             role, t->name);
   return false;
+}
+
+static bool need_const(Graph *g, Node *n, const Tensor *t) {
+  return tensor_is_const(t) || not_constant(g, n, "shape", t);
 }
 
 /* Checks a shape-deciding input: a compile-time constant of rank 0 or 1
@@ -2117,11 +2122,8 @@ static bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ig
 }
 
 static bool loss_labels(Graph *g, Node *n, const Tensor *x, const Tensor *labels) {
-  if (!tensor_is_const(labels)) {
-    ir_error(g, n, "labels input '%s' must be a compile-time constant (bind it with --const-input)",
-             labels->name);
-    return false;
-  }
+  if (!tensor_is_const(labels))
+    return not_constant(g, n, "labels", labels);
   if (!dtype_is_integer(labels->dtype) || !labels->i64) {
     ir_error(g, n, "labels input '%s' must be an integer tensor, is %s", labels->name,
              dtype_name(labels->dtype));

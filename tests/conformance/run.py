@@ -74,7 +74,7 @@ BINDABLE_ERRORS = [
     re.compile(r"input '([^']*)' has data type \w+; opc compiles models whose inputs are"),
     re.compile(r"\binput '([^']*)' is not a compile-time constant"),
 ]
-MAX_BIND_ROUNDS = 3  # binding one input can expose the next one that needs it
+MAX_BIND_ROUNDS = 8  # binding one input can expose the next one that needs it
 # Input types --const-input can bind: those opc holds as constants.
 BINDABLE_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
                   onnx.TensorProto.BFLOAT16, onnx.TensorProto.BOOL, onnx.TensorProto.INT8,
@@ -103,17 +103,28 @@ def graph_inputs(model):
     return [i for i in model.graph.input if i.name not in initializers]
 
 
-def all_float(values):
-    return all(v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for v in values)
+# The element types a value may have at run time (net.c's storage types).
+RUN_TIME_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                  onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT8,
+                  onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
+
+# The backend's refusal of an (operator, type) pair its run-time type table
+# (backend/types.c) does not list: a stated limit, not a failure.
+NO_KERNEL_FOR_TYPE = re.compile(r"\bruns on [\w, ]+ only\b")
+
+
+def run_time_types(values):
+    return all(v.type.tensor_type.elem_type in RUN_TIME_TYPES for v in values)
 
 
 def should_compile(model, ops):
-    """True when opc ought to accept the model: known operators, float32
-    outputs, and inputs that are float32 or can be bound at compile time."""
+    """True when opc ought to accept the model: known operators, outputs of
+    run-time types, and inputs that are of run-time types or can be bound
+    at compile time."""
     used = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
     foreign = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
     bindable = all(i.type.tensor_type.elem_type in BINDABLE_TYPES for i in graph_inputs(model))
-    return all_float(model.graph.output) and bindable and not foreign and used <= ops
+    return run_time_types(model.graph.output) and bindable and not foreign and used <= ops
 
 
 def compare(got, expected):
@@ -400,9 +411,9 @@ def check_test(test_dir, args, ops):
         reason, message = reason_of(out, model_path, names)
         if bound:
             message = "with %s bound: %s" % (", ".join(sorted(bound)), message)
-        if expect_ok:
-            return fail("rejected a supported float32 model: " + reason,
-                        "rejected a supported float32 model: " + message)
+        if expect_ok and not NO_KERNEL_FOR_TYPE.search(message):
+            return fail("rejected a supported model: " + reason,
+                        "rejected a supported model: " + message)
         if bound and reason.startswith("--const-input"):
             # Binding did not take: the input's type is what stops it.
             reason = unbound_reason

@@ -167,7 +167,7 @@ def main():
     bad_label = make_model(sce, [3, 5], np.array([0, 5, 1]), {"ignore_index": -1})
     for name, model, message in [
             ("error_runtime_labels", runtime_labels,
-             "labels input 'y' must be a compile-time constant (bind it with --const-input)"),
+             "labels input 'y' is not a compile-time constant (bind it with --const-input)"),
             ("error_label_out_of_range", bad_label, "label 5 (element 1 of 'labels')")]:
         problem = expect_error(opc, work, name, model, message)
         failed += problem is not None
