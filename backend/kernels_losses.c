@@ -10,9 +10,9 @@
 #include "emit.h"
 
 /*
- * NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. The labels are
- * compile-time constants (ops.c checks them), stored in the weights as
- * floats with -1 for an ignored label. SoftmaxCrossEntropyLoss first
+ * NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. The labels are an
+ * int64 or int32 tensor, computed at run time or a constant (which ops.c
+ * checks against the classes). SoftmaxCrossEntropyLoss first
  * writes LogSoftmax over the classes (dim 1) into its log_prob output, or
  * into scratch when nobody reads it; opc_nll_loss then gives each label's
  * loss, into the output (reduction none) or into scratch, which
@@ -50,16 +50,14 @@ static void setup_loss(Emitter *e, Node *n) {
   s->field = emit_str(e, "c->%s", field);
 }
 
-/* The labels as floats in the weights, -1 where ignored. */
-static const char *loss_labels(Emitter *e, const Node *n, bool has_ignore, int64_t ignore) {
-  const Tensor *labels = n->in[1];
-  int64_t count = tensor_numel(labels);
-  float *data = arena_alloc(e->g->arena, sizeof(float) * (size_t)(count > 0 ? count : 1));
-  for (int64_t i = 0; i < count; i++) {
-    int64_t t = labels->i64[i];
-    data[i] = has_ignore && t == ignore ? -1.0f : (float)t;
-  }
-  return weights_add(e, emit_str(e, "%s_labels", node_id(e, n)), data, count);
+/* The parameters both loss kernels read: the labels' kind, ignore_index
+   and the number of classes (i[2]..i[5]). */
+static void loss_label_params(const Node *n, Launch *L) {
+  L->i[2] = index_kind(n->in[1]);
+  L->i[3] = n->p.loss.has_ignore;
+  L->i[4] = n->p.loss.ignore;
+  L->i[5] = n->in[0]->dims[1];
+  group_i(L, 2, 4, "the labels' kind, whether ignore_index is set, its value, the classes");
 }
 
 /* SoftmaxCrossEntropyLoss's LogSoftmax over the classes into logp. */
@@ -96,8 +94,6 @@ static void loss_weights(Emitter *e, const Node *n, Launch *L) {
 static void run_loss(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *labels = n->in[1], *y = n->out[0];
   LossReduction reduction = n->p.loss.reduction;
-  bool has_ignore = n->p.loss.has_ignore;
-  int64_t ignore = n->p.loss.ignore;
   const LossScratch *s = node_data(e, n, sizeof *s);
   /* The log-probabilities and their strides. */
   const char *logp = buf(e, x);
@@ -118,7 +114,7 @@ static void run_loss(Emitter *e, Node *n) {
     if (!loss_log_softmax(e, n, logp, ls))
       return;
   }
-  const char *label_buf = loss_labels(e, n, has_ignore, ignore);
+  const char *label_buf = buf(e, labels);
 
   /* One iteration per label: dims are the labels', C is left out of x's. */
   Launch L = {.kernel = "opc_nll_loss", .rank = labels->rank};
@@ -148,7 +144,8 @@ static void run_loss(Emitter *e, Node *n) {
   L.i[0] = ls[1];
   group_i(&L, 0, 1, "the log-probabilities' stride along C");
   loss_weights(e, n, &L);
-  L.note = "x = {log-probabilities, labels (-1: ignored), weights}";
+  loss_label_params(n, &L);
+  L.note = "x = {log-probabilities, labels, weights}";
   emit_launch(e, n, &L);
   if (reduction == LOSS_NONE)
     return;
@@ -164,10 +161,11 @@ static void run_loss(Emitter *e, Node *n) {
   T.x_extent[1] = count;
   loss_weights(e, n, &T);
   T.i[0] = count;
-  T.i[2] = reduction == LOSS_MEAN;
+  loss_label_params(n, &T);
+  T.i[6] = reduction == LOSS_MEAN;
   group_i(&T, 0, 1, "the number of labels");
-  group_i(&T, 2, 1, reduction == LOSS_MEAN ? "1: the mean" : "0: the sum");
-  T.note = "x = {per-label losses, labels (-1: ignored), weights}";
+  group_i(&T, 6, 1, reduction == LOSS_MEAN ? "1: the mean" : "0: the sum");
+  T.note = "x = {per-label losses, labels, weights}";
   emit_launch(e, n, &T);
 }
 

@@ -49,7 +49,9 @@ static const unsigned runtime_types[OP_COUNT] = {
 
 /* Kinds with an index input read at run time, and which input it is. */
 static int index_input(OpKind op) {
-  return op == OP_GATHER || op == OP_GATHER_ELEMENTS ? 1 : -1;
+  return op == OP_GATHER || op == OP_GATHER_ELEMENTS || op == OP_NLL_LOSS || op == OP_SCE_LOSS
+             ? 1
+             : -1;
 }
 
 static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }

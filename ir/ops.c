@@ -2122,13 +2122,6 @@ static bool loss_attrs(Graph *g, Node *n, LossReduction *reduction, bool *has_ig
 }
 
 static bool loss_labels(Graph *g, Node *n, const Tensor *x, const Tensor *labels) {
-  if (!tensor_is_const(labels))
-    return not_constant(g, n, "labels", labels);
-  if (!dtype_is_integer(labels->dtype) || !labels->i64) {
-    ir_error(g, n, "labels input '%s' must be an integer tensor, is %s", labels->name,
-             dtype_name(labels->dtype));
-    return false;
-  }
   bool fits = labels->rank == x->rank - 1 && labels->dims[0] == x->dims[0];
   for (int d = 1; fits && d < labels->rank; d++)
     fits = labels->dims[d] == x->dims[d + 1];
@@ -2141,28 +2134,31 @@ static bool loss_labels(Graph *g, Node *n, const Tensor *x, const Tensor *labels
   return true;
 }
 
+/* Constant labels are checked now; run-time ones out of range give NaN
+   losses (the kernels' note says why). */
+static bool labels_in_range(Graph *g, Node *n, const Tensor *labels, int64_t classes) {
+  if (!tensor_is_const(labels) || !labels->i64)
+    return true;
+  int64_t count = tensor_numel(labels);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t t = labels->i64[i];
+    if ((n->p.loss.has_ignore && t == n->p.loss.ignore) || (t >= 0 && t < classes))
+      continue;
+    ir_error(g, n, "label %lld (element %lld of '%s') is outside [0, %lld) and is not "
+             "ignore_index", (long long)t, (long long)i, labels->name, (long long)classes);
+    return false;
+  }
+  return true;
+}
+
 static bool infer_loss(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *labels = in(n, 1), *weight = in(n, 2);
   if (!loss_attrs(g, n, &n->p.loss.reduction, &n->p.loss.has_ignore, &n->p.loss.ignore) ||
       !need_rank(g, n, x, 2, IR_MAX_RANK) || !loss_labels(g, n, x, labels))
     return false;
   int64_t c = x->dims[1];
-  /* The kernels read the labels as floats, exact up to 2^24. */
-  if (c > ((int64_t)1 << 24)) {
-    ir_error(g, n, "%lld classes are beyond opc's limit of 2^24", (long long)c);
+  if ((weight && !need_channels(g, n, weight, c)) || !labels_in_range(g, n, labels, c))
     return false;
-  }
-  if (weight && !need_channels(g, n, weight, c))
-    return false;
-  int64_t count = tensor_numel(labels);
-  for (int64_t i = 0; i < count; i++) {
-    int64_t t = labels->i64[i];
-    if ((n->p.loss.has_ignore && t == n->p.loss.ignore) || (t >= 0 && t < c))
-      continue;
-    ir_error(g, n, "label %lld (element %lld of '%s') is outside [0, %lld) and is not "
-             "ignore_index", (long long)t, (long long)i, labels->name, (long long)c);
-    return false;
-  }
   int rank = n->p.loss.reduction == LOSS_NONE ? labels->rank : 0;
   return set_out(g, n, 0, x->dtype, rank, labels->dims) && same_as(g, n, 1, x);
 }

@@ -2,11 +2,13 @@
 """NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss through opc, the
 CPU runtime and the emitted program, against ONNX Runtime.
 
-Each case builds a one-node model (labels as an initializer: opc needs them
-at compile time), runs ONNX Runtime on it for the expected outputs, then
-compiles it with `opc --target cpu` and compares. Two more cases check that
-opc refuses, with a clear message, labels it cannot know (a run-time input)
-and labels outside [0, C) that are not ignore_index.
+Each case builds a one-node model, runs ONNX Runtime on it for the expected
+outputs, then compiles it with `opc --target cpu` and compares; every case
+runs three ways: labels as an int64 initializer (checked by opc when it
+compiles), and as a run-time input of int64 and of int32. Two more cases
+check constant labels outside [0, C) that are not ignore_index (a clear
+error) and such a label at run time (a NaN loss, where ONNX Runtime
+raises an error).
 
 usage: test_losses.py OPC WORK_DIR
 """
@@ -25,7 +27,7 @@ OPSET = 13
 
 
 def make_model(op, shape, labels, attrs, weight=None, weight_const=False, log_prob=False,
-               split_view=False):
+               split_view=False, labels_type=None):
     """A model computing `op` on input x of `shape` (or on the second half of
     an x twice as tall, split along dim 0, when split_view)."""
     nodes, inits, inputs = [], [], []
@@ -36,7 +38,10 @@ def make_model(op, shape, labels, attrs, weight=None, weight_const=False, log_pr
         nodes.append(helper.make_node("Split", ["x", "halves"], ["top", "bottom"], axis=0))
         inits.append(numpy_helper.from_array(np.array([shape[0], shape[0]], np.int64), "halves"))
         scores = "bottom"
-    inits.append(numpy_helper.from_array(labels.astype(np.int64), "labels"))
+    if labels_type is None:
+        inits.append(numpy_helper.from_array(labels.astype(np.int64), "labels"))
+    else:
+        inputs.append(helper.make_tensor_value_info("labels", labels_type, list(labels.shape)))
     node_inputs = [scores, "labels"]
     if weight is not None:
         node_inputs.append("w")
@@ -78,13 +83,19 @@ def compile_model(opc, model, work):
     return exe, p
 
 
+LABEL_DTYPES = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+
+
 def run_case(opc, work, name, op, shape, labels, attrs, weight=None, weight_const=False,
-             log_prob=False, split_view=False, seed=0):
+             log_prob=False, split_view=False, seed=0, labels_type=None):
     rng = np.random.default_rng(seed)
-    model = make_model(op, shape, labels, attrs, weight, weight_const, log_prob, split_view)
+    model = make_model(op, shape, labels, attrs, weight, weight_const, log_prob, split_view,
+                       labels_type)
     x_shape = [d for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = rng.standard_normal([d.dim_value for d in x_shape]).astype(np.float32)
     feeds = {"x": x}
+    if labels_type is not None:
+        feeds["labels"] = labels.astype(LABEL_DTYPES[labels_type])
     if weight is not None and not weight_const:
         feeds["w"] = weight.astype(np.float32)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -151,29 +162,63 @@ def main():
         ("sce_none_log_prob_view", sce, [2, 5, 4], lab_neg,
          {"reduction": "none", "ignore_index": -1}, dict(log_prob=True, split_view=True)),
     ]
-    failed = 0
+    failed = runs = 0
+    ways = [("", None), ("_runtime_i64", TensorProto.INT64), ("_runtime_i32", TensorProto.INT32)]
     for k, (name, op, shape, labels, attrs, extra) in enumerate(cases):
-        problem = run_case(opc, work, name, op, shape, labels, attrs, seed=k, **extra)
-        failed += problem is not None
-        print(f"{'FAIL' if problem else 'PASS':8} {name}{': ' + problem if problem else ''}")
+        for suffix, labels_type in ways:
+            problem = run_case(opc, work, name + suffix, op, shape, labels, attrs, seed=k,
+                               labels_type=labels_type, **extra)
+            failed += problem is not None
+            runs += 1
+            print(f"{'FAIL' if problem else 'PASS':8} {name + suffix}"
+                  f"{': ' + problem if problem else ''}")
 
-    # Labels opc cannot know when it compiles: an int64 run-time input.
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])
-    y = helper.make_tensor_value_info("y", TensorProto.INT64, [3])
-    node = helper.make_node(nll, ["x", "y"], ["loss"])
-    graph = helper.make_graph([node], "g", [x, y],
-                              [helper.make_tensor_value_info("loss", TensorProto.FLOAT, None)])
-    runtime_labels = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     bad_label = make_model(sce, [3, 5], np.array([0, 5, 1]), {"ignore_index": -1})
-    for name, model, message in [
-            ("error_runtime_labels", runtime_labels,
-             "labels input 'y' is not a compile-time constant (bind it with --const-input)"),
-            ("error_label_out_of_range", bad_label, "label 5 (element 1 of 'labels')")]:
-        problem = expect_error(opc, work, name, model, message)
-        failed += problem is not None
-        print(f"{'FAIL' if problem else 'PASS':8} {name}{': ' + problem if problem else ''}")
-    print(f"losses: {len(cases) + 2 - failed} passed, {failed} failed")
+    problem = expect_error(opc, work, "error_label_out_of_range", bad_label,
+                           "label 5 (element 1 of 'labels')")
+    failed += problem is not None
+    print(f"{'FAIL' if problem else 'PASS':8} error_label_out_of_range{': ' + problem if problem else ''}")
+    problem = runtime_label_out_of_range(opc, work)
+    failed += problem is not None
+    print(f"{'FAIL' if problem else 'PASS':8} runtime_label_out_of_range"
+          f"{': ' + problem if problem else ''}")
+    print(f"losses: {runs + 2 - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def runtime_label_out_of_range(opc, work):
+    """A run-time label outside [0, C): NaN for that label's loss and for
+    the mean; the other losses as ONNX Runtime gives them with the label
+    replaced by an ignored one."""
+    nll = "NegativeLogLikelihoodLoss"
+    labels = np.array([0, 7, 1, -1])
+    outputs = []
+    for reduction in ["none", "mean"]:
+        model = make_model(nll, [4, 5], labels, {"reduction": reduction, "ignore_index": -1},
+                           labels_type=TensorProto.INT64)
+        name = "runtime_label_out_of_range_" + reduction
+        exe, p = compile_model(opc, model, os.path.join(work, name))
+        if p.returncode != 0:
+            return f"opc failed: {p.stderr.strip()[-300:]}"
+        x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
+        d = os.path.join(work, name)
+        np.save(os.path.join(d, "x.npy"), x)
+        np.save(os.path.join(d, "labels.npy"), labels)
+        out = os.path.join(d, "out.npy")
+        p = subprocess.run([exe, "--input", "x=" + os.path.join(d, "x.npy"), "--input",
+                            "labels=" + os.path.join(d, "labels.npy"), "--output", "loss=" + out],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return f"net failed: {p.stderr.strip()[-300:]}"
+        outputs.append(np.load(out))
+    none, mean = outputs
+    want = -x[np.arange(4), np.where(labels < 0, 0, np.minimum(labels, 4))]
+    want[3] = 0.0
+    if not np.isnan(none[1]) or not np.isnan(mean):
+        return f"expected NaN for the bad label: none={none}, mean={mean}"
+    if compare(np.delete(none, 1), np.delete(want, 1)):
+        return f"other losses: got {none}, expected {want} (NaN at 1)"
+    return None
 
 
 if __name__ == "__main__":
