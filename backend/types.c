@@ -45,11 +45,22 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
     [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
     [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE,
+    /* indexing: GatherND and the scatters move any type (a scatter's
+       reductions take numeric ones: kernels_index.c checks); ArgMax,
+       ArgMin and TopK compare numbers and give int64 indices */
+    [OP_GATHER_ND] = ANY, [OP_SCATTER_ND] = ANY, [OP_SCATTER_ELEMENTS] = ANY,
+    [OP_SCATTER] = ANY, [OP_ARG_MAX] = NUMERIC, [OP_ARG_MIN] = NUMERIC, [OP_TOP_K] = NUMERIC,
 };
 
 /* Kinds with an index input read at run time, and which input it is. */
 static int index_input(OpKind op) {
-  return op == OP_GATHER || op == OP_GATHER_ELEMENTS ? 1 : -1;
+  switch (op) {
+  case OP_GATHER: case OP_GATHER_ELEMENTS: case OP_GATHER_ND:
+  case OP_SCATTER_ND: case OP_SCATTER_ELEMENTS: case OP_SCATTER:
+    return 1;
+  default:
+    return -1;
+  }
 }
 
 static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }
