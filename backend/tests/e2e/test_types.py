@@ -335,7 +335,25 @@ def index_cases(t):
         _, idx = n.node("TopK", [n.input([4, 6]), n.ints([3])], noutputs=2, axis=-1)
         result(n.node("GatherElements", [data([4, 6]), idx], axis=1), [4, 3])
 
-    cases = [("gather_nd", gather_nd(False)), ("gather_nd_batch", gather_nd(True))]
+    def into_concat(n, data, result):
+        """Outputs that a Concat along an inner axis takes in place: the
+        kernels then write strided views of its output."""
+        x = data([2, 3, 4])
+        g = [n.node("GatherND", [x, run_index(n, [2, 2, 2], I64, 2)]) for _ in range(2)]
+        result(n.node("Concat", g, axis=2), [2, 2, 8])
+        upd = data([2, 4])
+        s = [n.node("ScatterND", [data([3, 4]), run_index(n, [2, 1], I64, 3), upd]),
+             n.node("ScatterElements", [data([3, 4]), run_index(n, [2, 4], I64, 3), upd])]
+        result(n.node("Concat", s, axis=1), [3, 8])
+        if t in (F16, BOOL):
+            return
+        m = [n.node(op, [data([3, 4, 5])], axis=1) for op in ("ArgMax", "ArgMin")]
+        n.output(n.node("Concat", m, axis=2), [3, 1, 10])
+        v = [n.node("TopK", [data([3, 6]), n.ints([2])], noutputs=2)[0] for _ in range(2)]
+        result(n.node("Concat", v, axis=1), [3, 4])
+
+    cases = [("gather_nd", gather_nd(False)), ("gather_nd_batch", gather_nd(True)),
+             ("into_concat", into_concat)]
     reductions = ["none"] + (["add", "mul", "max", "min"] if t in (F32, F64, I64, I32, I8, U8)
                              else [])
     for r in reductions:
