@@ -7,7 +7,8 @@
  * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
  * from index and shape computations and from casts, so only the operators
  * that carry them in real models take them: data movement (any type, by
- * element size), Cast, and integer and float64 arithmetic. cuDNN and cuBLAS
+ * element size), Cast, integer and float64 arithmetic, and indexing
+ * (GatherND, the scatters, ArgMax, ArgMin, TopK). cuDNN and cuBLAS
  * operators stay float32. float16 is a storage type: moved and cast only.
  */
 #include <string.h>
