@@ -205,7 +205,7 @@ void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t 
  * The files of opc's kernels: emit_kernels.c (the source text, NVRTC, the
  * module and the table of operators), kernels_launch.c (one launch, built
  * and printed), and the operators by category: kernels_elementwise.c,
- * kernels_movement.c, kernels_rows.c and kernels_losses.c.
+ * kernels_movement.c, kernels_rows.c, kernels_losses.c and kernels_index.c.
  */
 
 /* A run of scalar parameters that means one thing, printed with a comment. */
@@ -276,6 +276,7 @@ const OpEmitter *kernel_elementwise_emitter(OpKind op); /* kernels_elementwise.c
 const OpEmitter *kernel_movement_emitter(OpKind op);    /* kernels_movement.c */
 const OpEmitter *kernel_rows_emitter(OpKind op);        /* kernels_rows.c */
 const OpEmitter *kernel_loss_emitter(OpKind op);        /* kernels_losses.c */
+const OpEmitter *kernel_index_emitter(OpKind op);       /* kernels_index.c */
 
 /* ------------------------------------------------ the core's own state */
 

@@ -309,5 +309,7 @@ const OpEmitter *kernel_op_emitter(OpKind op) {
     em = kernel_rows_emitter(op);
   if (!em)
     em = kernel_loss_emitter(op);
+  if (!em)
+    em = kernel_index_emitter(op);
   return em;
 }

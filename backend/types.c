@@ -7,7 +7,8 @@
  * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
  * from index and shape computations and from casts, so only the operators
  * that carry them in real models take them: data movement (any type, by
- * element size), Cast, and integer and float64 arithmetic. cuDNN and cuBLAS
+ * element size), Cast, integer and float64 arithmetic, and indexing
+ * (GatherND, the scatters, ArgMax, ArgMin, TopK). cuDNN and cuBLAS
  * operators stay float32. float16 is a storage type: moved and cast only.
  */
 #include <string.h>
@@ -45,13 +46,23 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
     [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
     [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE,
+    /* indexing: GatherND and the scatters move any type (a scatter's
+       reductions take numeric ones: kernels_index.c checks); ArgMax,
+       ArgMin and TopK compare numbers and give int64 indices */
+    [OP_GATHER_ND] = ANY, [OP_SCATTER_ND] = ANY, [OP_SCATTER_ELEMENTS] = ANY,
+    [OP_SCATTER] = ANY, [OP_ARG_MAX] = NUMERIC, [OP_ARG_MIN] = NUMERIC, [OP_TOP_K] = NUMERIC,
 };
 
 /* Kinds with an index input read at run time, and which input it is. */
 static int index_input(OpKind op) {
-  return op == OP_GATHER || op == OP_GATHER_ELEMENTS || op == OP_NLL_LOSS || op == OP_SCE_LOSS
-             ? 1
-             : -1;
+  switch (op) {
+  case OP_GATHER: case OP_GATHER_ELEMENTS: case OP_GATHER_ND:
+  case OP_SCATTER_ND: case OP_SCATTER_ELEMENTS: case OP_SCATTER:
+  case OP_NLL_LOSS: case OP_SCE_LOSS:
+    return 1;
+  default:
+    return -1;
+  }
 }
 
 static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }

@@ -1656,6 +1656,13 @@ static bool scatter_reduction(Graph *g, Node *n) {
     ir_error(g, n, "unknown reduction '%s' (none, add, mul, max or min)", r);
     return false;
   }
+  /* add and mul came in opset 16, max and min in 18. */
+  static const int since[] = {1, 16, 16, 18, 18};
+  if (g->opset > 0 && g->opset < since[k]) {
+    ir_error(g, n, "reduction '%s' needs opset %d or later; the model's is %lld", r, since[k],
+             (long long)g->opset);
+    return false;
+  }
   n->p.scatter.reduction = (ScatterReduction)k;
   n->p.scatter.axis = 0;
   return true;

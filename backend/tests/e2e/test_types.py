@@ -48,6 +48,7 @@ class Net:
         self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
         self.count = 0
         self.via = None  # a type every typed() value is cast to in the end
+        self.opset = 13
 
     def name(self, base):
         self.count += 1
@@ -89,7 +90,7 @@ class Net:
 
     def model(self):
         graph = helper.make_graph(self.nodes, "g", self.inputs, self.outputs, self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
         m.ir_version = 8
         onnx.checker.check_model(m)
         return m
@@ -242,6 +243,135 @@ def cast_cases():
         yield "cast_f16_round_%g" % scale, n.model(), None
 
 
+def run_index(n, shape, to, limit):
+    """Run-time indices of type `to` in (-limit, limit), negative ones too:
+    tanh of a float input, scaled, cast (which truncates)."""
+    s = n.node("Mul", [n.node("Tanh", [n.input(shape)]), n.scalar(limit - 0.01)])
+    return n.node("Cast", [s], to=to)
+
+
+def index_cases(t):
+    """GatherND, ScatterND, ScatterElements, ArgMax, ArgMin and TopK on type
+    t, with run-time indices: cast from floats, or made by ArgMax and TopK.
+    ONNX Runtime lacks some of these kernels for int8 and uint8: there the
+    reference computes in int32 between casts, which gives the same values
+    (casts wrap, and ordering is kept)."""
+    def case(build):
+        def model(compute):
+            n = Net()
+            n.opset = 18
+
+            def data(shape, positive=False):
+                x = n.typed(shape, t, positive=positive)
+                return n.node("Cast", [x], to=compute) if compute != t else x
+
+            def result(y, shape):
+                if compute != t:
+                    y = n.node("Cast", [y], to=t)
+                n.output(y, shape)
+
+            build(n, data, result)
+            return n.model()
+        small = t in (I8, U8)
+        return model(t), model(I32) if small else None
+
+    def gather_nd(batch):
+        def build(n, data, result):
+            x = data([2, 3, 4])
+            if batch:
+                idx = run_index(n, [2, 3, 1], I64, 3)
+                result(n.node("GatherND", [x, idx], batch_dims=1), [2, 3, 4])
+            else:
+                idx = run_index(n, [2, 2, 2], I64, 2)
+                result(n.node("GatherND", [x, idx]), [2, 2, 4])
+        return build
+
+    def scatter_nd(reduction, tuple_len):
+        def build(n, data, result):
+            x = data([4, 3])
+            if tuple_len == 1:
+                idx, upd = run_index(n, [3, 1], I64, 4), data([3, 3])
+            else:
+                idx, upd = run_index(n, [5, 2], I64, 3), data([5])
+            result(n.node("ScatterND", [x, idx, upd], reduction=reduction), [4, 3])
+        return build
+
+    def scatter_elements(reduction, axis, to):
+        def build(n, data, result):
+            x = data([3, 4])
+            idx = run_index(n, [2, 4] if axis == 0 else [3, 2], to, 3)
+            upd = data([2, 4] if axis == 0 else [3, 2])
+            result(n.node("ScatterElements", [x, idx, upd], axis=axis, reduction=reduction),
+                   [3, 4])
+        return build
+
+    def arg(op, keepdims, last):
+        def build(n, data, result):
+            y = n.node(op, [data([3, 4, 5])], axis=1, keepdims=keepdims,
+                       select_last_index=last)
+            n.output(y, [3, 1, 5] if keepdims else [3, 5])
+        return build
+
+    def topk(largest, axis):
+        def build(n, data, result):
+            shape = [3, 6] if axis == 1 else [6, 3]
+            values, indices = n.node("TopK", [data(shape), n.ints([4])], noutputs=2, axis=axis,
+                                     largest=largest)
+            out = [3, 4] if axis == 1 else [4, 3]
+            result(values, out)
+            n.output(indices, out)
+        return build
+
+    def from_argmax(n, data, result):
+        """ArgMax of a float input picks what GatherElements gathers and
+        where ScatterElements scatters."""
+        idx = n.node("ArgMax", [n.input([3, 5])], axis=1, keepdims=1)
+        x = data([3, 5])
+        result(n.node("GatherElements", [x, idx], axis=1), [3, 1])
+        result(n.node("ScatterElements", [x, idx, data([3, 1])], axis=1), [3, 5])
+
+    def from_topk(n, data, result):
+        """TopK's indices of a float input, gathered from typed data."""
+        _, idx = n.node("TopK", [n.input([4, 6]), n.ints([3])], noutputs=2, axis=-1)
+        result(n.node("GatherElements", [data([4, 6]), idx], axis=1), [4, 3])
+
+    def into_concat(n, data, result):
+        """Outputs that a Concat along an inner axis takes in place: the
+        kernels then write strided views of its output."""
+        x = data([2, 3, 4])
+        g = [n.node("GatherND", [x, run_index(n, [2, 2, 2], I64, 2)]) for _ in range(2)]
+        result(n.node("Concat", g, axis=2), [2, 2, 8])
+        upd = data([2, 4])
+        s = [n.node("ScatterND", [data([3, 4]), run_index(n, [2, 1], I64, 3), upd]),
+             n.node("ScatterElements", [data([3, 4]), run_index(n, [2, 4], I64, 3), upd])]
+        result(n.node("Concat", s, axis=1), [3, 8])
+        if t in (F16, BOOL):
+            return
+        m = [n.node(op, [data([3, 4, 5])], axis=1) for op in ("ArgMax", "ArgMin")]
+        n.output(n.node("Concat", m, axis=2), [3, 1, 10])
+        v = [n.node("TopK", [data([3, 6]), n.ints([2])], noutputs=2)[0] for _ in range(2)]
+        result(n.node("Concat", v, axis=1), [3, 4])
+
+    cases = [("gather_nd", gather_nd(False)), ("gather_nd_batch", gather_nd(True)),
+             ("into_concat", into_concat)]
+    reductions = ["none"] + (["add", "mul", "max", "min"] if t in (F32, F64, I64, I32, I8, U8)
+                             else [])
+    for r in reductions:
+        cases.append(("scatter_nd_%s" % r, scatter_nd(r, 1)))
+        cases.append(("scatter_elements_%s" % r, scatter_elements(r, 0, I64)))
+    cases += [("scatter_nd_elements", scatter_nd("add" if reductions[1:] else "none", 2)),
+              ("scatter_elements_axis1_i32", scatter_elements("none", 1, I32)),
+              ("from_argmax", from_argmax), ("from_topk", from_topk)]
+    if t in (F32, F64, I64, I32, I8, U8):
+        for op in ("ArgMax", "ArgMin"):
+            for keepdims, last in ((1, 0), (0, 1)):
+                cases.append(("%s_%d%d" % (op.lower(), keepdims, last), arg(op, keepdims, last)))
+        cases += [("topk_largest", topk(1, 1)), ("topk_smallest_axis0", topk(0, 0))]
+    for name, build in cases:
+        m, ref = case(build)
+        yield "%s_%s" % (name, NAMES[t]), m, ref
+
+
 def all_cases():
     yield from cast_cases()
     for t in MOVED:
@@ -250,6 +380,8 @@ def all_cases():
         yield from arithmetic_cases(t)
     for t in (F64, I64, I32):
         yield from cumsum_cases(t)
+    for t in [F32] + MOVED:
+        yield from index_cases(t)
 
 
 # ------------------------------------------------------------------ check

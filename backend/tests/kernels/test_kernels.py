@@ -603,8 +603,60 @@ def test_lrn_and_batch_norm():
     check("opc_batch_norm", got.reshape(x.shape), want)
 
 
+def test_indexing():
+    """GatherND, ScatterND, ScatterElements and TopK's values on float32
+    with int32 indices (kind 4), negative and repeated ones among them."""
+    rng = np.random.default_rng(12)
+    data = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    idx = np.array([[[0, -1], [1, 2]], [[-2, 0], [1, -3]]], dtype=np.int32)
+    want = np.stack([data[tuple(t)] for t in idx.reshape(-1, 2)]).reshape(2, 2, 4)
+    i = [0, 2, 4, 0, 0, 0, 2, 3, 0, 0, 0, 12, 4, 0, 0, 0]
+    got = launch("opc_gather_nd_b4", 16, [4, 4], [4, 1], np.zeros(16, np.float32),
+                 [data.ravel(), idx.ravel()], i=i, xstrides=[[0, 1], [0, 0]])
+    check("opc_gather_nd", got.reshape(want.shape), want)
+    bidx = np.array([[[2], [-1], [0]], [[1], [1], [-3]]], dtype=np.int32)
+    want = np.stack([data[b][bidx[b, :, 0]] for b in range(2)])
+    i = [1, 1, 4, 0, 0, 0, 3, 0, 0, 0, 0, 4, 0, 0, 0, 0]
+    got = launch("opc_gather_nd_b4", 24, [2, 3, 4], [12, 4, 1], np.zeros(24, np.float32),
+                 [data.ravel(), bidx.ravel()], i=i, xstrides=[[12, 0, 1], [0, 0, 0]])
+    check("opc_gather_nd batch_dims 1", got.reshape(want.shape), want)
+
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    sidx = np.array([[1], [-1], [1]], dtype=np.int32)
+    upd = rng.standard_normal((3, 3)).astype(np.float32)
+    for reduction, fn in ((0, None), (1, np.add), (2, np.multiply), (3, np.maximum),
+                          (4, np.minimum)):
+        want = x.copy()
+        for t, (row,) in enumerate(sidx):
+            want[row] = upd[t] if fn is None else fn(want[row], upd[t])
+        i = [1, 4, reduction, 3, 3, 0, 4, 0, 0, 0, 0, 3, 0, 0, 0, 0]
+        got = launch("opc_scatter_nd_f32", 3, [3], [1], x.copy().ravel(),
+                     [upd.ravel(), sidx.ravel()], i=i, xstrides=[[1], [0]])
+        check(f"opc_scatter_nd reduction {reduction}", got.reshape(x.shape), want)
+
+    eidx = np.array([[3, -1], [0, 2], [-4, 1]], dtype=np.int32)
+    eupd = rng.standard_normal((3, 2)).astype(np.float32)
+    want = rng.standard_normal((3, 4)).astype(np.float32)
+    base = want.copy()
+    for r in range(3):
+        for j in range(2):
+            want[r, eidx[r, j] % 4] = eupd[r, j]  # in order: the last repeat wins
+    i = [2, 4, 0, 4, 1, 1, 1]
+    got = launch("opc_scatter_elements_f32", 3, [3, 1], [4, 0], base.ravel(),
+                 [eupd.ravel(), eidx.ravel()], i=i, xstrides=[[2, 0], [2, 0]])
+    check("opc_scatter_elements axis 1", got.reshape(want.shape), want)
+
+    v = np.round(rng.standard_normal((3, 6)) * 2).astype(np.float32)  # with ties
+    for largest in (1, 0):
+        order = np.argsort(-v if largest else v, axis=1, kind="stable")[:, :4]
+        want = np.take_along_axis(v, order, axis=1)
+        got = launch("opc_topk_f32", 18, [3, 6], [4, 0], np.zeros(12, np.float32),
+                     [v.ravel()], i=[1, 6, 1, 1, 4, largest, 0], xstrides=[[6, 1]])
+        check(f"opc_topk values, largest {largest}", got.reshape(want.shape), want)
+
+
 TESTS = [test_unary, test_in_place, test_binary, test_variadic, test_copy, test_gather, test_pad,
-         test_resize, test_pool, test_rows, test_lrn_and_batch_norm]
+         test_resize, test_pool, test_rows, test_lrn_and_batch_norm, test_indexing]
 
 
 def main():

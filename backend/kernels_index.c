@@ -1,0 +1,321 @@
+/*
+ * kernels_index.c - indexing and selection as launches of opc's kernels:
+ * GatherND, ScatterND, ScatterElements and Scatter, ArgMax and ArgMin,
+ * TopK. Their indices are run-time values (int64 or int32); their output
+ * shapes depend on shapes only, never on the values.
+ */
+#include <string.h>
+
+#include "emit.h"
+
+/* The most dims one index tuple of GatherND or ScatterND may address: the
+   kernels get their sizes and strides in i[6..11) and i[11..16). */
+enum { MAX_TUPLE = 5 };
+
+static int64_t count_of(int rank, const int64_t *dims) {
+  int64_t count = 1;
+  for (int d = 0; d < rank; d++)
+    count *= dims[d];
+  return count;
+}
+
+/* Whether t lies row-major without gaps, as the kernels read indices. */
+static bool dense(const Tensor *t) {
+  int64_t s[IR_MAX_RANK], step = 1;
+  strides_of(t, s);
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] > 1 && s[d] != step)
+      return false;
+    step *= t->dims[d];
+  }
+  return true;
+}
+
+/* The stride that steps through dims [first, first + count) of a tensor
+   as one merged dim, or -1 when they do not merge. */
+static int64_t merged_stride(const Tensor *t, const int64_t *s, int first, int count) {
+  if (count == 0)
+    return 0;
+  for (int j = first + count - 1; j > first; j--)
+    if (t->dims[j - 1] > 1 && s[j - 1] != s[j] * t->dims[j])
+      return -1;
+  return s[first + count - 1];
+}
+
+/* The indices of GatherND and ScatterND: contiguous, tuples of at most
+   MAX_TUPLE values. */
+static bool tuples_ok(Emitter *e, const Node *n, const Tensor *idx) {
+  if (idx->dims[idx->rank - 1] > MAX_TUPLE)
+    return kernel_fail(e, n, emit_str(e, "%s with index tuples of more than %d values is not "
+                                          "supported", op_info(n->op)->name, MAX_TUPLE));
+  if (!dense(idx))
+    return kernel_fail(e, n, emit_str(e, "%s's indices must be contiguous",
+                                      op_info(n->op)->name));
+  return true;
+}
+
+/* i[6..11) and i[11..16): sizes and strides of dims [first, first + k) of
+   a tensor, those one index tuple addresses. */
+static void tuple_dims(Launch *L, const Tensor *t, const int64_t *s, int first, int k) {
+  for (int j = 0; j < k; j++) {
+    L->i[6 + j] = t->dims[first + j];
+    L->i[11 + j] = s[first + j];
+  }
+  group_i(L, 6, k, "sizes of the dims a tuple addresses");
+  group_i(L, 11, k, "their strides");
+}
+
+/* ------------------------------------------------------------- GatherND */
+
+/* Dims: the batch dims, the tuples of a batch merged into one dim, then
+   the slice a tuple picks. */
+static void run_gather_nd(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+  if (!tuples_ok(e, n, idx))
+    return;
+  int b = n->p.gather_nd.batch_dims, k = (int)idx->dims[idx->rank - 1];
+  int tuple_dims_count = idx->rank - 1 - b;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], xst[IR_MAX_RANK] = {0}, yst[IR_MAX_RANK] = {0};
+  strides_of(x, xs);
+  strides_of(y, ys);
+  int64_t tuple_stride = merged_stride(y, ys, b, tuple_dims_count);
+  if (tuple_stride < 0) {
+    kernel_fail(e, n, "GatherND into a strided view of this shape is not supported");
+    return;
+  }
+  Launch L = {.kernel = sized_kernel(e, "opc_gather_nd", x->dtype)};
+  int r = 0;
+  for (int d = 0; d < b; d++, r++) {
+    L.dims[r] = x->dims[d];
+    xst[r] = xs[d];
+    yst[r] = ys[d];
+  }
+  L.dims[r] = count_of(tuple_dims_count, idx->dims + b);
+  yst[r++] = tuple_stride;
+  for (int d = b + k; d < x->rank; d++, r++) {
+    L.dims[r] = x->dims[d];
+    xst[r] = xs[d];
+    yst[r] = ys[idx->rank - 1 + d - b - k];
+  }
+  L.rank = r;
+  set_output(&L, buf(e, y), yst);
+  set_input(&L, 0, buf(e, x), xst);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &(int64_t){0});
+  int64_t unit[IR_MAX_RANK] = {0};
+  set_input(&L, 1, buf(e, idx), unit);
+  L.x_extent[1] = tensor_numel(idx);
+  L.i[0] = b;
+  L.i[1] = k;
+  L.i[2] = index_kind(idx);
+  group_i(&L, 0, 3, "batch dims, values per tuple, the indices' kind");
+  tuple_dims(&L, x, xs, b, k);
+  set_element_type(&L, x->dtype);
+  L.x_bytes[1] = (int)L.i[2];
+  L.note = "x = {data, indices}";
+  emit_launch(e, n, &L);
+}
+
+/* -------------------------------------------------------------- scatters */
+
+/* The instance of a scatter kernel for a type: float16 and bool take
+   reduction none only, which moves bits (b2) or bytes (u8). */
+static const char *scatter_kernel(Emitter *e, const Node *n, const char *base, DType type) {
+  ScatterReduction r = n->p.scatter.reduction;
+  if ((type == DT_FLOAT16 || type == DT_BOOL) && r != SCATTER_NONE) {
+    kernel_fail(e, n, emit_str(e, "%s with a reduction runs on f32, f64, i64, i32, i8 and u8 "
+                                  "only, not %s", op_info(n->op)->name, dtype_name(type)));
+    return NULL;
+  }
+  if (type == DT_FLOAT16)
+    return emit_str(e, "%s_b2", base);
+  return typed_kernel(e, base, type == DT_BOOL ? DT_UINT8 : type);
+}
+
+/* The scatters start from a copy of the data in the output. */
+static void copy_data(Emitter *e, const Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  emit_kernel_copy(e, n, buf(e, y), ys, buf(e, x), xs, x->rank, x->dims);
+}
+
+/* The end of every scatter: types, reduction, the launch. */
+static void launch_scatter(Emitter *e, const Node *n, Launch *L) {
+  static const char *const names[] = {"none", "add", "mul", "max", "min"};
+  L->i[1] = index_kind(n->in[1]);
+  L->i[2] = n->p.scatter.reduction;
+  set_element_type(L, n->out[0]->dtype);
+  L->x_bytes[1] = (int)L->i[1];
+  L->note = emit_str(e, "x = {updates, indices}; reduction %s", names[n->p.scatter.reduction]);
+  emit_launch(e, n, L);
+}
+
+/* One iteration per element of the slice a tuple addresses; each runs
+   through the tuples in order. */
+static void run_scatter_nd(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *idx = n->in[1], *upd = n->in[2], *y = n->out[0];
+  const char *kernel = scatter_kernel(e, n, "opc_scatter_nd", y->dtype);
+  if (!kernel || !tuples_ok(e, n, idx))
+    return;
+  int k = (int)idx->dims[idx->rank - 1], lead = idx->rank - 1;
+  int64_t ys[IR_MAX_RANK], us[IR_MAX_RANK], yst[IR_MAX_RANK] = {0}, ust[IR_MAX_RANK] = {0};
+  strides_of(y, ys);
+  strides_of(upd, us);
+  int64_t tuple_stride = merged_stride(upd, us, 0, lead);
+  if (tuple_stride < 0) {
+    kernel_fail(e, n, "ScatterND from strided updates of this shape is not supported");
+    return;
+  }
+  copy_data(e, n);
+  Launch L = {.kernel = kernel, .rank = 1, .dims = {1}};
+  for (int d = k; d < x->rank; d++) {
+    L.dims[d - k] = x->dims[d];
+    yst[d - k] = ys[d];
+    ust[d - k] = us[lead + d - k];
+  }
+  if (x->rank > k)
+    L.rank = x->rank - k;
+  set_output(&L, buf(e, y), yst);
+  L.y_extent = reach(y->rank, y->dims, ys, &(int64_t){0});
+  set_input(&L, 0, buf(e, upd), ust);
+  L.x_extent[0] = reach(upd->rank, upd->dims, us, &(int64_t){0});
+  int64_t unit[IR_MAX_RANK] = {0};
+  set_input(&L, 1, buf(e, idx), unit);
+  L.x_extent[1] = tensor_numel(idx);
+  L.i[0] = k;
+  L.i[3] = count_of(lead, idx->dims);
+  L.i[4] = tuple_stride;
+  group_i(&L, 0, 5, "values per tuple, the indices' kind, reduction, tuples, their stride "
+                    "in the updates");
+  tuple_dims(&L, y, ys, 0, k);
+  if (L.i[3] == 0)
+    L.n = 0; /* no updates: the copy is all */
+  launch_scatter(e, n, &L);
+}
+
+/* One iteration per position of the updates off the axis; each runs
+   along the axis in order. */
+static void run_scatter_elements(Emitter *e, Node *n) {
+  Tensor *idx = n->in[1], *upd = n->in[2], *y = n->out[0];
+  const char *kernel = scatter_kernel(e, n, "opc_scatter_elements", y->dtype);
+  if (!kernel)
+    return;
+  copy_data(e, n);
+  int axis = n->p.scatter.axis;
+  int64_t ys[IR_MAX_RANK], us[IR_MAX_RANK], is[IR_MAX_RANK];
+  strides_of(y, ys);
+  strides_of(upd, us);
+  strides_of(idx, is);
+  Launch L = {.kernel = kernel, .rank = upd->rank};
+  memcpy(L.dims, upd->dims, sizeof(int64_t) * (size_t)upd->rank);
+  L.dims[axis] = 1;
+  L.i[0] = upd->dims[axis];
+  L.i[3] = y->dims[axis];
+  L.i[4] = ys[axis];
+  L.i[5] = us[axis];
+  L.i[6] = is[axis];
+  ys[axis] = us[axis] = is[axis] = 0;
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, upd), us);
+  set_input(&L, 1, buf(e, idx), is);
+  ys[axis] = L.i[4];
+  us[axis] = L.i[5];
+  is[axis] = L.i[6];
+  L.y_extent = reach(y->rank, y->dims, ys, &(int64_t){0});
+  L.x_extent[0] = reach(upd->rank, upd->dims, us, &(int64_t){0});
+  L.x_extent[1] = reach(idx->rank, idx->dims, is, &(int64_t){0});
+  group_i(&L, 0, 1, "the updates' size along the axis");
+  group_i(&L, 1, 2, "the indices' kind, reduction");
+  group_i(&L, 3, 4, "the output's size along the axis; strides along it: output, updates, "
+                    "indices");
+  if (L.i[0] == 0)
+    L.n = 0; /* no updates: the copy is all */
+  launch_scatter(e, n, &L);
+}
+
+/* ------------------------------------------------------------ selection */
+
+/* ArgMax, ArgMin: a row kernel along the axis, writing int64. */
+static void run_arg(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int axis = n->p.arg.axis;
+  if (x->dims[axis] == 0 && tensor_numel(y) > 0) {
+    kernel_fail(e, n, emit_str(e, "%s along an empty axis has no answer", op_info(n->op)->name));
+    return;
+  }
+  bool reduced[IR_MAX_RANK] = {false};
+  reduced[axis] = true;
+  int64_t yst[IR_MAX_RANK];
+  reduced_output_strides(x, y, reduced, yst);
+  Launch L = {.kernel = typed_kernel(e, "opc_arg_extreme", x->dtype)};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
+    return;
+  /* Only the outer positions are written. */
+  L.y_extent = reach(L.rank, L.dims, L.ystride, &(int64_t){0});
+  set_element_type(&L, x->dtype);
+  L.y_bytes = 8;
+  L.i[13] = n->op == OP_ARG_MAX;
+  L.i[14] = n->p.arg.select_last;
+  group_i(&L, 13, 2, "largest, select_last_index");
+  emit_launch(e, n, &L);
+}
+
+/* TopK: one launch per output needed, over the input's elements; each
+   element finds its place among the K. */
+static void run_topk(Emitter *e, Node *n) {
+  Tensor *x = n->in[0];
+  int axis = n->p.topk.axis;
+  int64_t xs[IR_MAX_RANK];
+  strides_of(x, xs);
+  for (int w = 0; w < 2 && w < n->nout; w++) {
+    Tensor *y = n->out[w];
+    if (!tensor_needed(y))
+      continue;
+    int64_t ys[IR_MAX_RANK];
+    strides_of(y, ys);
+    Launch L = {.kernel = typed_kernel(e, "opc_topk", x->dtype), .rank = x->rank};
+    memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    L.i[3] = ys[axis];
+    ys[axis] = 0;
+    set_output(&L, buf(e, y), ys);
+    ys[axis] = L.i[3];
+    L.y_extent = reach(y->rank, y->dims, ys, &(int64_t){0});
+    set_input(&L, 0, buf(e, x), xs);
+    if (tensor_numel(y) == 0)
+      L.n = 0; /* K = 0 */
+    L.i[0] = axis;
+    L.i[1] = x->dims[axis];
+    L.i[2] = xs[axis];
+    L.i[4] = n->p.topk.k;
+    L.i[5] = n->p.topk.largest;
+    L.i[6] = w;
+    group_i(&L, 0, 7, "axis, its length, input and output strides along it, K, largest, "
+                      "which output");
+    set_element_type(&L, x->dtype);
+    if (w == 1)
+      L.y_bytes = 8;
+    L.note = w == 0 ? "the values" : "the indices";
+    emit_launch(e, n, &L);
+  }
+}
+
+/* ---------------------------------------------------------- the table */
+
+static const OpEmitter gather_nd_emitter = {.run = run_gather_nd};
+static const OpEmitter scatter_nd_emitter = {.run = run_scatter_nd};
+static const OpEmitter scatter_elements_emitter = {.run = run_scatter_elements};
+static const OpEmitter arg_emitter = {.run = run_arg};
+static const OpEmitter topk_emitter = {.run = run_topk};
+
+const OpEmitter *kernel_index_emitter(OpKind op) {
+  static const OpEmitter *const emitters[OP_COUNT] = {
+      [OP_GATHER_ND] = &gather_nd_emitter,
+      [OP_SCATTER_ND] = &scatter_nd_emitter,
+      [OP_SCATTER_ELEMENTS] = &scatter_elements_emitter,
+      [OP_SCATTER] = &scatter_elements_emitter,
+      [OP_ARG_MAX] = &arg_emitter,
+      [OP_ARG_MIN] = &arg_emitter,
+      [OP_TOP_K] = &topk_emitter};
+  return emitters[op];
+}
