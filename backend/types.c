@@ -53,17 +53,15 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_SCATTER] = ANY, [OP_ARG_MAX] = NUMERIC, [OP_ARG_MIN] = NUMERIC, [OP_TOP_K] = NUMERIC,
 };
 
-/* Kinds with an index input read at run time, and which input it is. */
-static int index_input(OpKind op) {
-  switch (op) {
-  case OP_GATHER: case OP_GATHER_ELEMENTS: case OP_GATHER_ND:
-  case OP_SCATTER_ND: case OP_SCATTER_ELEMENTS: case OP_SCATTER:
-  case OP_NLL_LOSS: case OP_SCE_LOSS:
-    return 1;
-  default:
-    return -1;
-  }
-}
+/* Kinds with an index input read at run time (their labels, for the
+   losses): which input it is, counting from 1 so that 0 means none. */
+static const signed char index_input_plus_one[OP_COUNT] = {
+    [OP_GATHER] = 2,         [OP_GATHER_ELEMENTS] = 2, [OP_GATHER_ND] = 2,
+    [OP_SCATTER_ND] = 2,     [OP_SCATTER_ELEMENTS] = 2, [OP_SCATTER] = 2,
+    [OP_NLL_LOSS] = 2,       [OP_SCE_LOSS] = 2,
+};
+
+static int index_input(OpKind op) { return index_input_plus_one[op] - 1; }
 
 static unsigned types_of(OpKind op) { return runtime_types[op] ? runtime_types[op] : F32; }
 
