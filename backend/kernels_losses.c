@@ -53,6 +53,7 @@ static void setup_loss(Emitter *e, Node *n) {
 /* The parameters both loss kernels read: the labels' kind, ignore_index
    and the number of classes (i[2]..i[5]). */
 static void loss_label_params(const Node *n, Launch *L) {
+  L->x_bytes[1] = (int)dtype_size(n->in[1]->dtype);
   L->i[2] = index_kind(n->in[1]);
   L->i[3] = n->p.loss.has_ignore;
   L->i[4] = n->p.loss.ignore;

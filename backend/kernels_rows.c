@@ -91,16 +91,22 @@ static void run_reduce(Emitter *e, Node *n) {
   reduced_output_strides(x, y, reduced, yst);
   Launch L = {0};
   bool max = n->op == OP_REDUCE_MAX || n->op == OP_GLOBAL_MAX_POOL;
-  L.kernel = max ? "opc_reduce_max" : n->op == OP_REDUCE_MIN ? "opc_reduce_min" : "opc_reduce_sum";
+  bool sum = !max && n->op != OP_REDUCE_MIN;
+  const char *base = max ? "opc_reduce_max" : sum ? "opc_reduce_sum" : "opc_reduce_min";
+  L.kernel = typed_kernel(e, base, y->dtype);
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
     return;
+  set_element_type(&L, y->dtype);
   /* Only the outer positions are written. */
   int64_t low;
   L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
-  if (strcmp(L.kernel, "opc_reduce_sum") == 0) {
+  if (sum) {
     bool mean = n->op == OP_REDUCE_MEAN || n->op == OP_GLOBAL_AVERAGE_POOL;
     L.f[0] = mean ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1) : 1.0f;
     group_f(&L, 0, 1, mean ? "1 / length: the mean" : "factor");
+  } else {
+    L.f[1] = dtype_is_float(y->dtype) ? (max ? -INFINITY : INFINITY) : 0.0f;
+    group_f(&L, 1, 1, "the value of an empty row");
   }
   emit_launch(e, n, &L);
 }
@@ -130,7 +136,7 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
       continue;
     int64_t ys[IR_MAX_RANK];
     reduced_output_strides(x, out, reduced, ys);
-    Launch L = {.kernel = k == 1 ? "opc_reduce_sum" : "opc_reduce_inv_std"};
+    Launch L = {.kernel = k == 1 ? "opc_reduce_sum_f32" : "opc_reduce_inv_std"};
     if (!row_launch(e, n, &L, x, reduced, buf(e, out), ys, false))
       return;
     int64_t low;
@@ -283,9 +289,10 @@ static void run_reduce_more(Emitter *e, Node *n) {
   }
   int64_t yst[IR_MAX_RANK];
   reduced_output_strides(x, y, reduced, yst);
-  Launch L = {.kernel = reduce_more_kernel(n->op)};
+  Launch L = {.kernel = typed_kernel(e, reduce_more_kernel(n->op), y->dtype)};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
     return;
+  set_element_type(&L, y->dtype);
   /* Only the outer positions are written. */
   int64_t low;
   L.y_extent = reach(L.rank, L.dims, L.ystride, &low);

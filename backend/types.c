@@ -51,6 +51,12 @@ static const unsigned runtime_types[OP_COUNT] = {
        ArgMin and TopK compare numbers and give int64 indices */
     [OP_GATHER_ND] = ANY, [OP_SCATTER_ND] = ANY, [OP_SCATTER_ELEMENTS] = ANY,
     [OP_SCATTER] = ANY, [OP_ARG_MAX] = NUMERIC, [OP_ARG_MIN] = NUMERIC, [OP_TOP_K] = NUMERIC,
+    /* reductions: sums, largest and smallest on numbers, the rest (a mean,
+       logs, roots) on floating types */
+    [OP_REDUCE_SUM] = NUMERIC, [OP_REDUCE_MAX] = NUMERIC, [OP_REDUCE_MIN] = NUMERIC,
+    [OP_REDUCE_MEAN] = F32 | F64, [OP_REDUCE_SUM_SQUARE] = F32 | F64, [OP_REDUCE_PROD] = F32 | F64,
+    [OP_REDUCE_LOG_SUM_EXP] = F32 | F64, [OP_REDUCE_L1] = F32 | F64, [OP_REDUCE_L2] = F32 | F64,
+    [OP_REDUCE_LOG_SUM] = F32 | F64,
 };
 
 /* Kinds with an index input read at run time (their labels, for the
