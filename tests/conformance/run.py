@@ -60,7 +60,8 @@ EXPECTED_REJECTIONS_BY_REASON = {
         "test_training_dropout_zero_ratio",
     ],
     "the test data stores the bfloat16 input as uint16; --const-input refuses the mismatch": [
-        "test_cast_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT_expanded",
+        "test_cast_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT",
+        "test_castlike_BFLOAT16_to_FLOAT_expanded",
     ],
 }
 EXPECTED_REJECTIONS = {t: reason for reason, tests in EXPECTED_REJECTIONS_BY_REASON.items()
