@@ -35,7 +35,7 @@ static Launch elementwise(Emitter *e, const Node *n, const char *kernel, Tensor 
 static void activation_launch(Emitter *e, const Node *n, Activation act, float alpha,
                               float beta, const Tensor *y) {
   static const char *const kernel[] = {
-      [ACT_RELU] = "opc_relu", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
+      [ACT_RELU] = "opc_relu_f32", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
       [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu",
   };
   if (act == ACT_NONE)
@@ -92,7 +92,7 @@ static float act_param(const Node *n, const char *name) {
 }
 
 static const UnaryKernel unary_kernels[] = {
-    {OP_RELU, "opc_relu", 0, {0}},
+    {OP_RELU, "opc_relu", 0, {0}}, /* typed, as are Abs, Neg and Sign */
     {OP_LEAKY_RELU, "opc_leaky_relu", 1, {"alpha"}},
     {OP_ELU, "opc_elu", 1, {"alpha"}},
     {OP_SELU, "opc_selu", 2, {"alpha", "gamma"}},
@@ -167,8 +167,8 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
 /* The instance of a kernel written once over the element types: the one
    for the node's type (the kernels of other kinds are float32 only). */
 static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
-  static const OpKind typed[] = {OP_ABS, OP_NEG,  OP_ADD, OP_SUB, OP_MUL,
-                                 OP_DIV, OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM};
+  static const OpKind typed[] = {OP_ABS, OP_NEG, OP_ADD, OP_SUB,    OP_MUL,  OP_DIV,
+                                 OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM, OP_RELU, OP_SIGN};
   for (size_t k = 0; k < sizeof typed / sizeof typed[0]; k++)
     if (typed[k] == n->op)
       return typed_kernel(e, kernel, node_data_type(n));

@@ -48,7 +48,7 @@ static const unsigned runtime_types[OP_COUNT] = {
     /* arithmetic */
     [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
     [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
-    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE,
+    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE, [OP_RELU] = SIGNED, [OP_SIGN] = NUMERIC,
     /* comparison (numbers in, a bool out), logic and bits, Where (by size) */
     [OP_EQUAL] = NUMERIC | BOOL, [OP_GREATER] = NUMERIC | BOOL, [OP_LESS] = NUMERIC | BOOL,
     [OP_GREATER_OR_EQUAL] = NUMERIC | BOOL, [OP_LESS_OR_EQUAL] = NUMERIC | BOOL,

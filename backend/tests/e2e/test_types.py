@@ -229,6 +229,30 @@ def arithmetic_cases(t):
         yield name, arithmetic_model(t, op, t, **attrs), ref
 
 
+def unary_model(t, op, compute):
+    """op on one typed operand, computed in `compute` then cast to t."""
+    n = Net()
+    n.opset = 14  # Relu on integers
+    x = n.typed([2, 3, 4], t)
+    if compute != t:
+        x = n.node("Cast", [x], to=compute)
+    r = n.node(op, [x])
+    if compute != t:
+        r = n.node("Cast", [r], to=t)
+    n.output(r, [2, 3, 4])
+    return n.model()
+
+
+def unary_cases(t):
+    """Relu (signed types) and Sign on type t. ONNX Runtime has no int64
+    Relu: its reference computes in float64, which holds these values."""
+    for op in ("Relu", "Sign"):
+        if op == "Relu" and t == U8:
+            continue
+        ref = unary_model(t, op, F64) if (op, t) == ("Relu", I64) else None
+        yield "%s_%s" % (op.lower(), NAMES[t]), unary_model(t, op, t), ref
+
+
 def cumsum_cases(t):
     for exclusive, reverse in ((0, 0), (1, 1)):
         n = Net()
@@ -367,6 +391,8 @@ def all_cases():
         yield from movement_cases(t)
     for t in NUMERIC:
         yield from arithmetic_cases(t)
+    for t in NUMERIC:
+        yield from unary_cases(t)
     for t in (F64, I64, I32):
         yield from cumsum_cases(t)
     yield from logic_cases()
