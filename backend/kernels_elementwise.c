@@ -1,7 +1,8 @@
 /*
  * kernels_elementwise.c - elementwise operators and activations as launches of
  * opc's kernels: unary (activations, math functions, Clip), binary with
- * broadcasting, Sum/Mean/Max/Min, Trilu, Mod, Gelu, and the fused
+ * broadcasting, Sum/Mean/Max/Min, Trilu, Mod, Gelu, comparisons, logic
+ * and bitwise operators, IsNaN/IsInf, Where, CastLike, and the fused
  * activation of a Conv or Gemm that cuDNN cannot apply.
  */
 #include <float.h>
@@ -34,7 +35,7 @@ static Launch elementwise(Emitter *e, const Node *n, const char *kernel, Tensor 
 static void activation_launch(Emitter *e, const Node *n, Activation act, float alpha,
                               float beta, const Tensor *y) {
   static const char *const kernel[] = {
-      [ACT_RELU] = "opc_relu", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
+      [ACT_RELU] = "opc_relu_f32", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
       [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu",
   };
   if (act == ACT_NONE)
@@ -91,7 +92,7 @@ static float act_param(const Node *n, const char *name) {
 }
 
 static const UnaryKernel unary_kernels[] = {
-    {OP_RELU, "opc_relu", 0, {0}},
+    {OP_RELU, "opc_relu", 0, {0}}, /* typed, as are Abs, Neg and Sign */
     {OP_LEAKY_RELU, "opc_leaky_relu", 1, {"alpha"}},
     {OP_ELU, "opc_elu", 1, {"alpha"}},
     {OP_SELU, "opc_selu", 2, {"alpha", "gamma"}},
@@ -166,8 +167,8 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
 /* The instance of a kernel written once over the element types: the one
    for the node's type (the kernels of other kinds are float32 only). */
 static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
-  static const OpKind typed[] = {OP_ABS, OP_NEG,  OP_ADD, OP_SUB, OP_MUL,
-                                 OP_DIV, OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM};
+  static const OpKind typed[] = {OP_ABS, OP_NEG, OP_ADD, OP_SUB,    OP_MUL,  OP_DIV,
+                                 OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM, OP_RELU, OP_SIGN};
   for (size_t k = 0; k < sizeof typed / sizeof typed[0]; k++)
     if (typed[k] == n->op)
       return typed_kernel(e, kernel, node_data_type(n));
@@ -262,6 +263,91 @@ static void run_gelu(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* ---------------------------------- comparison, logic, bits and Where */
+
+/* How a kernel of this section is picked among its instances: by its
+   operands' type, by their element size (Where), or one for bools. */
+typedef enum { BY_TYPE, BY_SIZE, BOOL_ONLY } Typing;
+
+typedef struct LogicKernel {
+  OpKind op;
+  const char *kernel;
+  Typing typing;
+  int code;          /* i[0]: which operation of a shared kernel */
+  const char *label; /* its name in net.c; NULL when i[0] is unused */
+} LogicKernel;
+
+static const LogicKernel logic_kernels[] = {
+    {OP_EQUAL, "opc_compare", BY_TYPE, 0, "Equal"},
+    {OP_GREATER, "opc_compare", BY_TYPE, 1, "Greater"},
+    {OP_LESS, "opc_compare", BY_TYPE, 2, "Less"},
+    {OP_GREATER_OR_EQUAL, "opc_compare", BY_TYPE, 3, "GreaterOrEqual"},
+    {OP_LESS_OR_EQUAL, "opc_compare", BY_TYPE, 4, "LessOrEqual"},
+    {OP_AND, "opc_logic", BOOL_ONLY, 0, "and"},
+    {OP_OR, "opc_logic", BOOL_ONLY, 1, "or"},
+    {OP_XOR, "opc_logic", BOOL_ONLY, 2, "xor"},
+    {OP_NOT, "opc_not", BOOL_ONLY, 0, NULL},
+    {OP_BITWISE_AND, "opc_bitwise", BY_TYPE, 0, "and"},
+    {OP_BITWISE_OR, "opc_bitwise", BY_TYPE, 1, "or"},
+    {OP_BITWISE_XOR, "opc_bitwise", BY_TYPE, 2, "xor"},
+    {OP_BITWISE_NOT, "opc_bitwise_not", BY_TYPE, 0, NULL},
+    {OP_BIT_SHIFT, "opc_bit_shift", BY_TYPE, 0, NULL}, /* parameters from the node */
+    {OP_IS_NAN, "opc_is_class", BY_TYPE, 0, NULL},
+    {OP_IS_INF, "opc_is_class", BY_TYPE, 0, NULL},
+    {OP_WHERE, "opc_where", BY_SIZE, 0, NULL},
+};
+
+static const LogicKernel *logic_kernel(OpKind op) {
+  for (size_t i = 0; i < sizeof logic_kernels / sizeof logic_kernels[0]; i++)
+    if (logic_kernels[i].op == op)
+      return &logic_kernels[i];
+  return NULL;
+}
+
+/* The instance for the node: comparisons and IsNaN go by their inputs'
+   type (the output is a bool), bools by uint8's instance, which reads
+   the same bytes; Where by the size of what it selects. */
+static const char *logic_instance(Emitter *e, const Node *n, const LogicKernel *k) {
+  if (k->typing == BOOL_ONLY)
+    return k->kernel;
+  if (k->typing == BY_SIZE)
+    return sized_kernel(e, k->kernel, n->out[0]->dtype);
+  DType t = n->in[0]->dtype;
+  return typed_kernel(e, k->kernel, t == DT_BOOL ? DT_UINT8 : t);
+}
+
+static void logic_params(const Node *n, const LogicKernel *k, Launch *L) {
+  if (n->op == OP_BIT_SHIFT) {
+    L->i[0] = n->p.bit_shift.left;
+    group_i(L, 0, 1, n->p.bit_shift.left ? "LEFT" : "RIGHT");
+  } else if (n->op == OP_IS_NAN || n->op == OP_IS_INF) {
+    L->i[0] = n->op == OP_IS_NAN;
+    L->i[1] = n->op == OP_IS_INF && n->p.is_inf.positive;
+    L->i[2] = n->op == OP_IS_INF && n->p.is_inf.negative;
+    group_i(L, 0, 3, "NaN, +infinity, -infinity");
+  } else if (k->label) {
+    L->i[0] = k->code;
+    group_i(L, 0, 1, k->label);
+  }
+}
+
+static void run_logic(Emitter *e, Node *n) {
+  const LogicKernel *k = logic_kernel(n->op);
+  Launch L = elementwise(e, n, logic_instance(e, n, k), n->in, n->nin);
+  /* The operands' types differ: numbers in and bools out, or a bool
+     condition among other values. */
+  L.y_bytes = (int)dtype_size(n->out[0]->dtype);
+  for (int i = 0; i < n->nin; i++)
+    L.x_bytes[i] = (int)dtype_size(n->in[i]->dtype);
+  collapse(&L);
+  logic_params(n, k, &L);
+  emit_launch(e, n, &L);
+}
+
+/* CastLike is a Cast to its second input's type, which inference has put
+   in the node's parameters: Cast's emitter reads only the first input. */
+static void run_cast_like(Emitter *e, Node *n) { run_reshape_copy(e, n); }
+
 /* ---------------------------------------------------------- the table */
 
 static const OpEmitter unary_emitter = {.run = run_unary};
@@ -270,16 +356,20 @@ static const OpEmitter variadic_emitter = {.run = run_variadic};
 static const OpEmitter trilu_emitter = {.run = run_trilu};
 static const OpEmitter mod_emitter = {.run = run_mod};
 static const OpEmitter gelu_emitter = {.run = run_gelu};
+static const OpEmitter logic_emitter = {.run = run_logic};
+static const OpEmitter cast_like_emitter = {.run = run_cast_like};
 
 const OpEmitter *kernel_elementwise_emitter(OpKind op) {
   if (unary_kernel(op))
     return &unary_emitter;
   if (binary_kernel(op))
     return &binary_emitter;
+  if (logic_kernel(op))
+    return &logic_emitter;
   static const OpEmitter *const emitters[OP_COUNT] = {
       [OP_SUM] = &variadic_emitter, [OP_MEAN] = &variadic_emitter,
       [OP_MAX] = &variadic_emitter, [OP_MIN] = &variadic_emitter,
       [OP_TRILU] = &trilu_emitter,  [OP_MOD] = &mod_emitter,
-      [OP_GELU] = &gelu_emitter};
+      [OP_GELU] = &gelu_emitter,    [OP_CAST_LIKE] = &cast_like_emitter};
   return emitters[op];
 }

@@ -7,9 +7,11 @@
  * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
  * from index and shape computations and from casts, so only the operators
  * that carry them in real models take them: data movement (any type, by
- * element size), Cast, integer and float64 arithmetic, and indexing
- * (GatherND, the scatters, ArgMax, ArgMin, TopK). cuDNN and cuBLAS
- * operators stay float32. float16 is a storage type: moved and cast only.
+ * element size), Cast, integer and float64 arithmetic, comparisons (numbers
+ * in, bools out), logic and bitwise operators, Where, indexing (GatherND,
+ * the scatters, ArgMax, ArgMin, TopK) and reductions. cuDNN and cuBLAS
+ * operators stay float32. float16 is a storage type: moved and cast, and
+ * tested by IsNaN and IsInf, only.
  */
 #include <string.h>
 
@@ -29,6 +31,8 @@ enum {
   NUMERIC = F32 | F64 | I64 | I32 | I8 | U8,
   SIGNED = F32 | F64 | I64 | I32 | I8,
   WIDE = F32 | F64 | I64 | I32, /* what sums (CumSum) come in */
+  INTEGER = I64 | I32 | I8 | U8,
+  FLOATS = F32 | F64 | F16, /* IsNaN and IsInf read float16's bits too */
 };
 
 /* The element types each kind's emitter handles at run time, for its data
@@ -45,7 +49,15 @@ static const unsigned runtime_types[OP_COUNT] = {
     /* arithmetic */
     [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
     [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
-    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE,
+    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE, [OP_RELU] = SIGNED, [OP_SIGN] = NUMERIC,
+    /* comparison (numbers in, a bool out), logic and bits, Where (by size) */
+    [OP_EQUAL] = NUMERIC | BOOL, [OP_GREATER] = NUMERIC | BOOL, [OP_LESS] = NUMERIC | BOOL,
+    [OP_GREATER_OR_EQUAL] = NUMERIC | BOOL, [OP_LESS_OR_EQUAL] = NUMERIC | BOOL,
+    [OP_NOT] = BOOL, [OP_AND] = BOOL, [OP_OR] = BOOL, [OP_XOR] = BOOL,
+    [OP_BITWISE_AND] = INTEGER, [OP_BITWISE_OR] = INTEGER, [OP_BITWISE_XOR] = INTEGER,
+    [OP_BITWISE_NOT] = INTEGER, [OP_BIT_SHIFT] = U8,
+    [OP_IS_NAN] = FLOATS | BOOL, [OP_IS_INF] = FLOATS | BOOL, [OP_WHERE] = ANY,
+    [OP_CAST_LIKE] = ANY,
     /* indexing: GatherND and the scatters move any type (a scatter's
        reductions take numeric ones: kernels_index.c checks); ArgMax,
        ArgMin and TopK compare numbers and give int64 indices */

@@ -2,6 +2,11 @@
  * remove_identity.c - drops nodes that pass their input through unchanged:
  * Identity, Dropout at inference (output 0 is the input), and Cast to the
  * type the input already has. A Dropout whose mask output is used stays.
+ *
+ * First every CastLike becomes the Cast it stands for: its second input is
+ * read only for its type, which inference resolved, so the node stops
+ * reading it and eliminate-dead drops its producer when nothing else
+ * reads it. Such a Cast to the same type then goes like any other.
  */
 #include "pass.h"
 #include "rewrite.h"
@@ -26,13 +31,26 @@ static Tensor *passed_through(const Node *n) {
   return NULL; /* every other kind computes something */
 }
 
+/* CastLike(x, like) as Cast(x) {to = like's type}. */
+static bool cast_like_to_cast(Graph *g, Node *n) {
+  if (n->op != OP_CAST_LIKE || n->nin != 2)
+    return false;
+  node_set_attr(g, n, "to", ATTR_INT)->i = n->p.cast.to;
+  n->op = OP_CAST;
+  n->in[1] = NULL;
+  n->nin = 1;
+  return true;
+}
+
 bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
-  int removed = 0;
+  int changed = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (n->dead)
       continue;
+    if (cast_like_to_cast(g, n))
+      changed++;
     Tensor *in = passed_through(n);
     if (!in)
       continue;
@@ -44,9 +62,9 @@ bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx) {
         continue;
     }
     if (bypass_node(g, n, in, out))
-      removed++;
+      changed++;
   }
-  if (!removed)
+  if (!changed)
     return true;
   return finish_rewrite(g);
 }

@@ -17,10 +17,13 @@ static bool is_binary_add(const Node *n) {
 }
 
 /* The Conv producing `y` when `add` is y's only reader and the Conv has no
-   activation or residual input yet, so `add` may be folded into it. */
+   activation or residual input yet, so `add` may be folded into it. Only
+   in float32: cuDNN's fused forms compute in nothing else. */
 static Node *plain_conv_feeding(const Tensor *y, const Node *add) {
   Node *conv = y->producer;
   if (!conv || conv->dead || conv->op != OP_CONV || sole_consumer(y) != add)
+    return NULL;
+  if (y->dtype != DT_FLOAT)
     return NULL;
   if (conv->act != ACT_NONE || node_input(conv, 3))
     return NULL;
@@ -197,6 +200,10 @@ static bool clip_bounds(const Node *n, float *lo, float *hi) {
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
   *alpha = 0;
   *beta = 0;
+  /* A fused activation runs in cuDNN or in opc's float32 kernels: an
+     activation on another type (an integer Relu) stays a node of its own. */
+  if (n->nout < 1 || !n->out[0] || n->out[0]->dtype != DT_FLOAT)
+    return false;
   if (n->op == OP_RELU) {
     *act = ACT_RELU;
     return true;

@@ -59,7 +59,7 @@ void begin_rewrite(Graph *g);
 bool finish_rewrite(Graph *g);
 
 /* Reads an activation node (Relu, Clip with constant bounds, Sigmoid, Tanh,
-   LeakyRelu) into act/alpha/beta; false for anything else. */
+   LeakyRelu) on float32 into act/alpha/beta; false for anything else. */
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta);
 
 #endif

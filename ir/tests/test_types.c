@@ -110,11 +110,17 @@ static void test_compile_time_only(void) {
                           "%y = ScatterND(%x, %i, %u)\n");
   CHECK(s && graph_infer_shapes(s) && has_type(s, "y", "f32[4]"));
   graph_free(s);
-  CHECK(fails_with(HEADER "input %x: f32[4]\nconst %z: f32[] = [0.0]\n%y = Equal(%x, %z)\n",
-                   "Equal runs only at compile time here: input 'x' is not a compile-time "
+  CHECK(fails_with(HEADER "input %x: f32[4]\n%y = Unique(%x)\n",
+                   "Unique runs only at compile time here: input 'x' is not a compile-time "
                    "constant"));
   CHECK(fails_with(HEADER "input %x: f32[4]\n%y = NonZero(%x)\n",
                    "input 'x' is not a compile-time constant"));
+  /* comparison, logic and Where have kernels: run-time inputs are fine */
+  Graph *c = parse(HEADER "input %x: f32[4]\nconst %z: f32[] = [0.0]\n%y = Equal(%x, %z)\n"
+                          "%n = Not(%y)\n%w = Where(%n, %x, %z)\n");
+  CHECK(c && graph_infer_shapes(c) && has_type(c, "y", "bool[4]") &&
+        has_type(c, "w", "f32[4]"));
+  graph_free(c);
   /* Size reads only the shape: a run-time input is fine */
   Graph *g = parse(HEADER "input %x: f32[4,5]\n%y = Size(%x)\n");
   CHECK(g && graph_infer_shapes(g) && has_values(g, "y", "i64[] = [20]"));

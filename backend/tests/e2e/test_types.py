@@ -83,6 +83,18 @@ class Net:
         t = self.node("Cast", [s], to=to)
         return self.node("Cast", [t], to=self.via) if self.via else t
 
+    def coarse(self, shape, to, scale=2.0, special=False):
+        """A tensor of type `to` with few distinct values, so that equal
+        elements are common: floor(x * scale), made non-negative for
+        unsigned types, then cast. special (float types): some elements
+        become NaN, +infinity or -infinity, as floor(x) / floor(y)."""
+        s = self.node("Floor", [self.node("Mul", [self.input(shape), self.scalar(scale)])])
+        if to in (U8, BOOL):
+            s = self.node("Abs", [s])
+        if special:
+            s = self.node("Div", [s, self.node("Floor", [self.input(shape)])])
+        return self.node("Cast", [s], to=to)
+
     def output(self, value, shape, kind=None):
         """Casts `value` back to float32 and makes it an output."""
         y = self.node("Cast", [value], to=F32) if kind != F32 else value
@@ -215,6 +227,30 @@ def arithmetic_cases(t):
         name = "%s%s_%s" % (op.lower(), "_fmod" if attrs.get("fmod") else "", NAMES[t])
         ref = arithmetic_model(t, op, I32, **attrs) if small else None
         yield name, arithmetic_model(t, op, t, **attrs), ref
+
+
+def unary_model(t, op, compute):
+    """op on one typed operand, computed in `compute` then cast to t."""
+    n = Net()
+    n.opset = 14  # Relu on integers
+    x = n.typed([2, 3, 4], t)
+    if compute != t:
+        x = n.node("Cast", [x], to=compute)
+    r = n.node(op, [x])
+    if compute != t:
+        r = n.node("Cast", [r], to=t)
+    n.output(r, [2, 3, 4])
+    return n.model()
+
+
+def unary_cases(t):
+    """Relu (signed types) and Sign on type t. ONNX Runtime has no int64
+    Relu: its reference computes in float64, which holds these values."""
+    for op in ("Relu", "Sign"):
+        if op == "Relu" and t == U8:
+            continue
+        ref = unary_model(t, op, F64) if (op, t) == ("Relu", I64) else None
+        yield "%s_%s" % (op.lower(), NAMES[t]), unary_model(t, op, t), ref
 
 
 def cumsum_cases(t):
@@ -370,6 +406,110 @@ def index_cases(t):
     for name, build in cases:
         m, ref = case(build)
         yield "%s_%s" % (name, NAMES[t]), m, ref
+LOGIC_TYPES = [F32, F64, I64, I32, I8, U8]  # what comparisons take, and Equal bool too
+BITS_TYPES = [I64, I32, I8, U8]
+
+
+def logic_cases():
+    """Comparisons on every numeric type (NaN and infinities included on
+    floats) and Equal on bool, And/Or/Xor/Not, Where on every type with
+    three-way broadcasting, IsNaN/IsInf, BitShift, the bitwise operators
+    and CastLike. Results are bools, compared exactly."""
+    def model(build, opset=13):
+        n = Net()
+        n.opset = opset
+        build(n)
+        return n.model()
+
+    def compare(op, t):
+        def build(n):
+            a = n.coarse([2, 3, 4], t, special=t in (F32, F64))
+            b = n.coarse([3, 1], t, special=t in (F32, F64))
+            n.output(n.node(op, [a, b]), [2, 3, 4])
+        return build
+
+    for op in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"):
+        for t in LOGIC_TYPES + ([BOOL] if op == "Equal" else []):
+            yield "%s_%s" % (op.lower(), NAMES[t]), model(compare(op, t), 16), None
+
+    def logic(op):
+        def build(n):
+            a = n.coarse([2, 3, 4], BOOL, scale=1.0)
+            if op == "Not":
+                n.output(n.node(op, [a]), [2, 3, 4])
+                return
+            n.output(n.node(op, [a, n.coarse([4], BOOL, scale=1.0)]), [2, 3, 4])
+        return build
+
+    for op in ("Not", "And", "Or", "Xor"):
+        yield "logic_%s" % op.lower(), model(logic(op)), None
+
+    def where(t, compute):
+        def build(n):
+            cond = n.coarse([3, 1], BOOL, scale=1.0)
+            a, b = n.typed([2, 3, 4], t), n.typed([4], t)
+            if compute != t:
+                a, b = n.node("Cast", [a], to=compute), n.node("Cast", [b], to=compute)
+            r = n.node("Where", [cond, a, b])
+            n.output(n.node("Cast", [r], to=t) if compute != t else r, [2, 3, 4])
+        return build
+
+    for t in ALL:
+        # ONNX Runtime's Where has no bool kernel: it selects uint8s. On
+        # float16 it drops the casts around it (see movement_cases): the
+        # reference selects the rounded values in float32.
+        ref = model(where(t, U8)) if t == BOOL else model(where(t, F32)) if t == F16 else None
+        yield "where_%s" % NAMES[t], model(where(t, t)), ref
+
+    def is_class(op, t, **attrs):
+        def build(n):
+            x = n.coarse([4, 6], F32, scale=1.0, special=True)
+            n.output(n.node(op, [n.node("Cast", [x], to=t)], **attrs), [4, 6])
+        return build
+
+    for t in (F32, F64, F16):
+        yield "isnan_%s" % NAMES[t], model(is_class("IsNaN", t), 20), None
+        for pos, neg in ((1, 1), (1, 0), (0, 1)):
+            yield "isinf_%d%d_%s" % (pos, neg, NAMES[t]), model(
+                is_class("IsInf", t, detect_positive=pos, detect_negative=neg), 20), None
+
+    def bit_shift(direction):
+        def build(n):
+            a = n.typed([2, 3, 4], U8, scale=60.0)
+            amount = n.typed([4], U8, scale=4.0)  # 0 to about 10 bits
+            n.output(n.node("BitShift", [a, amount], direction=direction), [2, 3, 4])
+        return build
+
+    for direction in ("LEFT", "RIGHT"):
+        yield "bitshift_%s_u8" % direction.lower(), model(bit_shift(direction), 11), None
+
+    def bitwise(op, t):
+        def build(n):
+            a = n.typed([2, 3, 4], t, scale=60.0)
+            if op == "BitwiseNot":
+                n.output(n.node(op, [a]), [2, 3, 4])
+                return
+            n.output(n.node(op, [a, n.typed([3, 1], t, scale=60.0)]), [2, 3, 4])
+        return build
+
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"):
+        for t in BITS_TYPES:
+            yield "%s_%s" % (op.lower(), NAMES[t]), model(bitwise(op, t), 18), None
+
+    def cast_like(a, b):
+        def build(n):
+            x = n.typed([3, 5], a, positive=U8 in (a, b))
+            # The target is computed only for its type: opc need not run it.
+            like = n.node("Neg", [n.typed([2], b if b not in (U8, BOOL) else F32)])
+            if b in (U8, BOOL):
+                like = n.node("Cast", [like], to=b)
+            n.output(n.node("CastLike", [x, like]), [3, 5], kind=b)
+        return build
+
+    for a in ALL:
+        for b in ALL:
+            if a == F32 or b == F32 or a == b:
+                yield "castlike_%s_%s" % (NAMES[a], NAMES[b]), model(cast_like(a, b), 15), None
 
 
 def all_cases():
@@ -378,10 +518,13 @@ def all_cases():
         yield from movement_cases(t)
     for t in NUMERIC:
         yield from arithmetic_cases(t)
+    for t in NUMERIC:
+        yield from unary_cases(t)
     for t in (F64, I64, I32):
         yield from cumsum_cases(t)
     for t in [F32] + MOVED:
         yield from index_cases(t)
+    yield from logic_cases()
 
 
 # ------------------------------------------------------------------ check

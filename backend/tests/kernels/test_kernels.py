@@ -143,7 +143,7 @@ def test_unary():
     d = x.astype(np.float64)
     sig = lambda v: 1 / (1 + np.exp(-v))
     cases = [
-        ("opc_relu", x, np.maximum(d, 0), ()),
+        ("opc_relu_f32", x, np.maximum(d, 0), ()),
         ("opc_leaky_relu", x, np.where(d < 0, 0.1 * d, d), (0.1,)),
         ("opc_elu", x, np.where(d < 0, 0.7 * (np.exp(d) - 1), d), (0.7,)),
         ("opc_selu", x, 1.0507 * np.where(d <= 0, 1.6733 * (np.exp(d) - 1), d), (1.6733, 1.0507)),
@@ -164,7 +164,7 @@ def test_unary():
         ("opc_reciprocal", pos, 1 / pos.astype(np.float64), ()),
         ("opc_floor", x, np.floor(d), ()),
         ("opc_ceil", x, np.ceil(d), ()),
-        ("opc_sign", x, np.sign(d), ()),
+        ("opc_sign_f32", x, np.sign(d), ()),
         ("opc_sin", x, np.sin(d), ()),
         ("opc_cos", x, np.cos(d), ()),
         ("opc_tan", unit, np.tan(unit.astype(np.float64)), ()),
@@ -191,9 +191,9 @@ def test_unary():
     check("opc_round half to even", run_elementwise("opc_round", (10,), [halves]),
           [-2, -2, -0, 0, 2, 2, 0, 1, -1, 4])
     nan = np.array([np.nan, -np.inf, np.inf, 0.0], dtype=np.float32)
-    check("opc_relu nan", run_elementwise("opc_relu", (4,), [nan]), [np.nan, 0, np.inf, 0])
+    check("opc_relu nan", run_elementwise("opc_relu_f32", (4,), [nan]), [np.nan, 0, np.inf, 0])
     check("opc_clip nan", run_elementwise("opc_clip", (4,), [nan], f=(-1, 1)), [np.nan, -1, 1, 0])
-    check("opc_sign nan", run_elementwise("opc_sign", (4,), [nan]), [np.nan, -1, 1, 0])
+    check("opc_sign nan", run_elementwise("opc_sign_f32", (4,), [nan]), [np.nan, -1, 1, 0])
 
 
 def test_in_place():
