@@ -406,6 +406,8 @@ def index_cases(t):
     for name, build in cases:
         m, ref = case(build)
         yield "%s_%s" % (name, NAMES[t]), m, ref
+
+
 LOGIC_TYPES = [F32, F64, I64, I32, I8, U8]  # what comparisons take, and Equal bool too
 BITS_TYPES = [I64, I32, I8, U8]
 
