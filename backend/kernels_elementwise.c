@@ -241,7 +241,8 @@ static void run_variadic(Emitter *e, Node *n) {
 static void run_trilu(Emitter *e, Node *n) {
   int64_t k = n->p.trilu.k;
   /* Not collapsed: the kernel needs the last two dims as they are. */
-  Launch L = elementwise(e, n, "opc_trilu", n->in, 1);
+  Launch L = elementwise(e, n, sized_kernel(e, "opc_trilu", n->out[0]->dtype), n->in, 1);
+  set_element_type(&L, n->out[0]->dtype);
   L.i[0] = k;
   L.i[1] = n->p.trilu.upper;
   group_i(&L, 0, 2, "k, upper");

@@ -102,8 +102,8 @@ static void run_reduce(Emitter *e, Node *n) {
   L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
   if (sum) {
     bool mean = n->op == OP_REDUCE_MEAN || n->op == OP_GLOBAL_AVERAGE_POOL;
-    L.f[0] = mean ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1) : 1.0f;
-    group_f(&L, 0, 1, mean ? "1 / length: the mean" : "factor");
+    L.i[14] = mean ? L.i[15] : 0;
+    group_i(&L, 14, 1, mean ? "the divisor: a mean" : "0: a sum");
   } else {
     L.f[1] = dtype_is_float(y->dtype) ? (max ? -INFINITY : INFINITY) : 0.0f;
     group_f(&L, 1, 1, "the value of an empty row");
@@ -141,9 +141,13 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
       return;
     int64_t low;
     L.y_extent = reach(L.rank, L.dims, L.ystride, &low);
-    L.f[0] = k == 1 ? 1.0f / (float)(L.i[15] > 0 ? L.i[15] : 1)
-                    : n->p.norm.epsilon;
-    group_f(&L, 0, 1, k == 1 ? "1 / length: the mean" : "epsilon");
+    if (k == 1) {
+      L.i[14] = L.i[15];
+      group_i(&L, 14, 1, "the divisor: a mean");
+    } else {
+      L.f[0] = n->p.norm.epsilon;
+      group_f(&L, 0, 1, "epsilon");
+    }
     L.note = k == 1 ? "the Mean output" : "the InvStdDev output";
     emit_launch(e, n, &L);
   }

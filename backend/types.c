@@ -43,7 +43,7 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_IDENTITY] = ANY, [OP_RESHAPE] = ANY, [OP_FLATTEN] = ANY, [OP_SQUEEZE] = ANY,
     [OP_UNSQUEEZE] = ANY, [OP_TRANSPOSE] = ANY, [OP_CONCAT] = ANY, [OP_SPLIT] = ANY,
     [OP_SLICE] = ANY, [OP_EXPAND] = ANY, [OP_TILE] = ANY, [OP_GATHER] = ANY,
-    [OP_GATHER_ELEMENTS] = ANY, [OP_PAD] = ANY,
+    [OP_GATHER_ELEMENTS] = ANY, [OP_PAD] = ANY, [OP_TRILU] = ANY,
     /* conversion between any two types */
     [OP_CAST] = ANY,
     /* arithmetic */

@@ -181,6 +181,12 @@ def movement_cases(t):
             n.output(n.node("Pad", [x, n.ints([0, 1, 2, 0, 1, 1])], mode=mode), [2, 5, 7])
         return build
 
+    def trilu(upper):
+        def build(n):
+            n.opset = 14
+            n.output(n.node("Trilu", [n.typed([2, 3, 4], t), n.ints([1])], upper=upper), [2, 3, 4])
+        return build
+
     cases = [("reshape", reshape), ("flatten", flatten), ("unsqueeze_squeeze", squeeze),
              ("transpose", transpose), ("concat", concat), ("split", split), ("slice", slice_),
              ("expand", expand), ("tile", tile), ("gather_i64", gather(I64)),
@@ -189,11 +195,30 @@ def movement_cases(t):
              ("gather_elements_i32", gather_elements(I32)),
              ("pad_constant", pad("constant")), ("pad_reflect", pad("reflect")),
              ("pad_edge", pad("edge"))]
+    if t in (F64, I64, BOOL):  # ONNX Runtime's Trilu types
+        cases += [("trilu_upper", trilu(1)), ("trilu_lower", trilu(0))]
     for name, build in cases:
         # ONNX Runtime moves float16 in float32 and then drops the casts
         # around it, unrounded: the reference moves the rounded values.
         ref = case(build, F32) if t == F16 else None
         yield "%s_%s" % (name, NAMES[t]), case(build), ref
+
+
+def reduction_cases(t):
+    """ReduceSum (not on int8 and uint8: ONNX allows neither), ReduceMax
+    and ReduceMin on t; on float64 also ReduceMean
+    and the log/root/product family, over one axis and over two."""
+    ops = ["ReduceMax", "ReduceMin"] + (["ReduceSum"] if t not in (I8, U8) else [])
+    if t == F64:
+        ops += ["ReduceMean", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp", "ReduceL1",
+                "ReduceL2", "ReduceLogSum"]
+    for op in ops:
+        for axes, keep, shape in [([1], 1, [2, 1, 4]), ([0, 2], 0, [3])]:
+            n = Net()
+            n.opset = 18
+            x = n.typed([2, 3, 4], t, positive=op in ("ReduceLogSum", "ReduceProd"))
+            n.output(n.node(op, [x, n.ints(axes)], keepdims=keep), shape)
+            yield "%s_%s_%s" % (op.lower(), "_".join(map(str, axes)), NAMES[t]), n.model(), None
 
 
 def arithmetic_model(t, op, compute, **attrs):
@@ -524,6 +549,8 @@ def all_cases():
         yield from unary_cases(t)
     for t in (F64, I64, I32):
         yield from cumsum_cases(t)
+    for t in (F64, I64, I32, I8, U8):
+        yield from reduction_cases(t)
     for t in [F32] + MOVED:
         yield from index_cases(t)
     yield from logic_cases()

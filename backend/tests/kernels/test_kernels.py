@@ -526,10 +526,12 @@ def test_rows():
         dims, i = row_args(x.shape, axes, xs, [0] * 4)
         n = int(np.prod(dims))
         count = i[15]
-        for kernel, fn, f in [("opc_reduce_sum_f32", np.sum, 1.0),
-                              ("opc_reduce_sum_f32", np.mean, 1 / count),
-                              ("opc_reduce_max_f32", np.max, 0), ("opc_reduce_min_f32", np.min, 0)]:
-            got = launch(kernel, n, dims, ys, keep, [x.ravel()], f=(f,), i=i, xstrides=[xs])
+        for kernel, fn, divisor in [("opc_reduce_sum_f32", np.sum, 0),
+                                    ("opc_reduce_sum_f32", np.mean, count),
+                                    ("opc_reduce_max_f32", np.max, 0),
+                                    ("opc_reduce_min_f32", np.min, 0)]:
+            i[14] = divisor
+            got = launch(kernel, n, dims, ys, keep, [x.ravel()], f=(0.0, 0.0), i=i, xstrides=[xs])
             want = fn(x.astype(np.float64), axis=axes, keepdims=True)
             check(f"{kernel} {fn.__name__} {axes}", got.reshape(want.shape), want)
         # Softmax over the same axes, written through a transposed output.
