@@ -100,14 +100,14 @@ static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
     dst->i64[di] = geti(src, si);
 }
 
-static void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord) {
+void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord) {
   for (int i = rank - 1; i >= 0; i--) {
     coord[i] = dims[i] ? index % dims[i] : 0;
     index = dims[i] ? index / dims[i] : 0;
   }
 }
 
-static int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
+int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
   int64_t index = 0;
   for (int i = 0; i < rank; i++)
     index = index * dims[i] + coord[i];

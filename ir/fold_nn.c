@@ -76,20 +76,6 @@ static int64_t prod(const int64_t *dims, int from, int to) {
   return p;
 }
 
-static void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord) {
-  for (int i = rank - 1; i >= 0; i--) {
-    coord[i] = dims[i] ? index % dims[i] : 0;
-    index = dims[i] ? index / dims[i] : 0;
-  }
-}
-
-static int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
-  int64_t index = 0;
-  for (int i = 0; i < rank; i++)
-    index = index * dims[i] + coord[i];
-  return index;
-}
-
 /* Whether `count` operations of `each` multiply-adds are cheap enough. */
 static bool affordable(int64_t count, int64_t each) {
   return each <= 0 || count <= FOLD_MAX_WORK / each;

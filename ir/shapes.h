@@ -136,4 +136,8 @@ bool fold_resize(Graph *g, Node *n);
 bool fold_nll_loss(Graph *g, Node *n);
 bool fold_sce_loss(Graph *g, Node *n);
 
+/* Row-major index <-> coordinates over dims (fold.c); a zero dim gives 0. */
+void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);
+int64_t ravel(int rank, const int64_t *dims, const int64_t *coord);
+
 #endif
