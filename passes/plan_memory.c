@@ -10,6 +10,7 @@
  * order or a chain of events (computed with vector clocks over the issue
  * order). At -O0 or without a schedule nothing is shared.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,13 +21,17 @@
 
 typedef struct Buffer {
   Tensor *t;
-  int64_t size;   /* bytes, aligned */
-  bool pinned;    /* graph input or output: lives for the whole run */
-  int first;      /* issue position of the first writer, for ordering */
-  Node **writers; /* non-view nodes writing the storage or a view of it */
-  int nwriters;
-  Node **access; /* writers and readers */
-  int naccess;
+  int64_t size; /* bytes, aligned */
+  bool pinned;  /* graph input or output: lives for the whole run */
+  int first;    /* issue position of the first writer, for ordering */
+  int nwriters; /* non-view nodes writing the storage or a view of it */
+  /* Per stream, with reuse: the position of the last node on that stream
+     that reads or writes the storage (0: none), and the least clock any
+     writer of it starts with. Comparing the two decides whether one
+     buffer is finished with before another is written, without visiting
+     every pair of nodes. */
+  int *last_access;
+  int *writers_see;
 } Buffer;
 
 /* Happens-before between issued nodes, from the streams and events. */
@@ -34,18 +39,10 @@ typedef struct Clocks {
   int nstreams;
   int *pos;   /* per node id: position on its stream, from 1; 0 if not issued */
   int *issue; /* per node id: issue index, -1 if not issued */
-  int *vc;    /* per node id: nstreams entries */
+  int *vc;    /* per node id: nstreams entries, the clock it starts with */
 } Clocks;
 
 static int64_t align_up(int64_t x) { return (x + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
-
-static bool happens_before(const Clocks *c, const Node *a, const Node *b) {
-  if (a == b || c->issue[a->id] < 0 || c->issue[b->id] < 0)
-    return false;
-  if (c->issue[a->id] > c->issue[b->id])
-    return false;
-  return c->vc[b->id * c->nstreams + a->stream] >= c->pos[a->id];
-}
 
 /* Simulates the host issuing the schedule; false if it is not usable. */
 static bool compute_clocks(Graph *g, Clocks *c) {
@@ -107,23 +104,36 @@ static void free_clocks(Clocks *c) {
   free(c->vc);
 }
 
-static void push_node(Node ***arr, int *n, Node *x) {
-  for (int i = 0; i < *n; i++)
-    if ((*arr)[i] == x)
-      return;
-  Node **p = realloc(*arr, sizeof(Node *) * (size_t)(*n + 1));
-  p[(*n)++] = x;
-  *arr = p;
+/*
+ * What node n has seen of stream s when it starts. Of its own stream it
+ * has seen only the nodes before it, so that a node never counts as
+ * finished before itself.
+ */
+static int seen_of(const Clocks *c, const Node *n, int s) {
+  int v = c->vc[n->id * c->nstreams + s];
+  return s == n->stream ? v - 1 : v;
 }
 
-/* True when `old` is finished with before anything writes `new`. */
-static bool dead_before(const Clocks *c, const Buffer *old, const Buffer *new) {
+static void note_access(const Clocks *c, Buffer *b, const Node *n) {
+  int p = c->pos[n->id];
+  if (p > b->last_access[n->stream])
+    b->last_access[n->stream] = p;
+}
+
+static void note_writer(const Clocks *c, Buffer *b, const Node *n) {
+  for (int s = 0; s < c->nstreams; s++)
+    if (seen_of(c, n, s) < b->writers_see[s])
+      b->writers_see[s] = seen_of(c, n, s);
+  note_access(c, b, n);
+}
+
+/* True when every node touching `old` happens before every writer of `new`. */
+static bool dead_before(int nstreams, const Buffer *old, const Buffer *new) {
   if (old->pinned || new->pinned || new->nwriters == 0)
     return false;
-  for (int i = 0; i < old->naccess; i++)
-    for (int j = 0; j < new->nwriters; j++)
-      if (!happens_before(c, old->access[i], new->writers[j]))
-        return false;
+  for (int s = 0; s < nstreams; s++)
+    if (new->writers_see[s] < old->last_access[s])
+      return false;
   return true;
 }
 
@@ -145,10 +155,11 @@ static int cmp_buffer(const void *a, const void *b) {
   return x->t->id - y->t->id;
 }
 
-/* First fit below, between or above the spans of live conflicting buffers. */
-static int64_t first_fit(Span *spans, int nspans, int64_t size) {
+/* First fit, from `base`, below, between or above the spans of live
+   conflicting buffers. */
+static int64_t first_fit(Span *spans, int nspans, int64_t size, int64_t base) {
   qsort(spans, (size_t)nspans, sizeof(Span), cmp_span);
-  int64_t at = 0;
+  int64_t at = base;
   for (int i = 0; i < nspans; i++) {
     if (spans[i].begin >= at + size)
       return at;
@@ -184,6 +195,111 @@ static bool resolve_view_chains(Graph *g) {
     }
   }
   return true;
+}
+
+/* Readers and writers of each storage, through views. View nodes issue
+   nothing. Clears *reuse when a live node is not in the schedule. */
+static void collect_uses(Graph *g, Buffer *bufs, int *index_of, const Clocks *c, bool *reuse) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->is_view)
+      continue;
+    for (int j = 0; j < n->nout; j++) {
+      Buffer *b = n->out[j] ? buffer_of(bufs, index_of, n->out[j]) : NULL;
+      if (!b)
+        continue;
+      b->nwriters++;
+      if (*reuse)
+        note_writer(c, b, n);
+      int at = *reuse ? c->issue[n->id] : n->id;
+      if (b->first < 0 || at < b->first)
+        b->first = at;
+    }
+    for (int j = 0; j < n->nin; j++) {
+      Buffer *b = n->in[j] ? buffer_of(bufs, index_of, n->in[j]) : NULL;
+      if (b && *reuse)
+        note_access(c, b, n);
+    }
+    if (*reuse && c->issue[n->id] < 0)
+      *reuse = false; /* a live node the schedule does not issue: play safe */
+  }
+}
+
+/*
+ * Per buffer, in placement order: the least clock with which any writer of
+ * it or of a later buffer starts (-1 where one has no writer, which never
+ * allows reuse). A buffer whose last accesses are all within it is
+ * finished with before every later buffer is written.
+ */
+static int *later_writers_floor(const Buffer *bufs, int nbufs, int ns) {
+  int *floor = malloc(sizeof(int) * ((size_t)nbufs + 1) * (size_t)ns);
+  for (int i = nbufs - 1; i >= 0; i--)
+    for (int s = 0; s < ns; s++) {
+      int see = bufs[i].nwriters > 0 ? bufs[i].writers_see[s] : -1;
+      int later = i + 1 < nbufs ? floor[(i + 1) * ns + s] : see;
+      floor[i * ns + s] = see < later ? see : later;
+    }
+  return floor;
+}
+
+static bool finished_for_good(const Buffer *b, const int *floor, int ns) {
+  for (int s = 0; s < ns; s++)
+    if (b->last_access[s] > floor[s])
+      return false;
+  return true;
+}
+
+/*
+ * Places buffers sorted pinned first. Pinned buffers conflict with
+ * everything, so they are stacked from 0. Each other buffer is compared
+ * only with the buffers still active: one finished with before every later
+ * buffer is written can never conflict again and leaves the active set,
+ * which keeps planning linear in a long chain.
+ */
+static int64_t place_with_reuse(Buffer *bufs, int nbufs, int ns) {
+  int64_t base = 0;
+  int first = 0;
+  for (; first < nbufs && bufs[first].pinned; first++) {
+    bufs[first].t->offset = base;
+    base += bufs[first].size;
+  }
+  int nrest = nbufs - first;
+  int *floor = later_writers_floor(bufs + first, nrest, ns);
+  int *active = malloc(sizeof(int) * ((size_t)nrest + 1));
+  Span *spans = malloc(sizeof(Span) * ((size_t)nrest + 1));
+  int nactive = 0;
+  int64_t total = base;
+  for (int i = first; i < nbufs; i++) {
+    Buffer *b = &bufs[i];
+    const int *fl = &floor[(i - first) * ns];
+    int keep = 0, nspans = 0;
+    for (int k = 0; k < nactive; k++) {
+      const Buffer *old = &bufs[active[k]];
+      if (finished_for_good(old, fl, ns))
+        continue;
+      active[keep++] = active[k];
+      if (!dead_before(ns, old, b))
+        spans[nspans++] = (Span){old->t->offset, old->t->offset + old->size};
+    }
+    nactive = keep;
+    b->t->offset = first_fit(spans, nspans, b->size, base);
+    if (b->t->offset + b->size > total)
+      total = b->t->offset + b->size;
+    active[nactive++] = i;
+  }
+  free(floor);
+  free(active);
+  free(spans);
+  return total;
+}
+
+static int64_t place_one_after_another(Buffer *bufs, int nbufs) {
+  int64_t total = 0;
+  for (int i = 0; i < nbufs; i++) {
+    bufs[i].t->offset = total;
+    total += bufs[i].size;
+  }
+  return total;
 }
 
 bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
@@ -233,49 +349,21 @@ bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
 
   Clocks clocks = {0};
   bool reuse = opt->opt_level > 0 && compute_clocks(g, &clocks);
-
-  /* Readers and writers of each storage, through views. View nodes issue nothing. */
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (n->dead || n->is_view)
-      continue;
-    for (int j = 0; j < n->nout; j++) {
-      Buffer *b = n->out[j] ? buffer_of(bufs, index_of, n->out[j]) : NULL;
-      if (!b)
-        continue;
-      push_node(&b->writers, &b->nwriters, n);
-      push_node(&b->access, &b->naccess, n);
-      int at = reuse ? clocks.issue[n->id] : n->id;
-      if (b->first < 0 || at < b->first)
-        b->first = at;
+  int ns = reuse ? clocks.nstreams : 1;
+  int *per_stream = malloc(sizeof(int) * 2 * ((size_t)nbufs + 1) * (size_t)ns);
+  for (int i = 0; i < nbufs; i++) {
+    bufs[i].last_access = &per_stream[2 * i * ns];
+    bufs[i].writers_see = &per_stream[(2 * i + 1) * ns];
+    for (int s = 0; s < ns; s++) {
+      bufs[i].last_access[s] = 0;
+      bufs[i].writers_see[s] = INT_MAX;
     }
-    for (int j = 0; j < n->nin; j++) {
-      Buffer *b = n->in[j] ? buffer_of(bufs, index_of, n->in[j]) : NULL;
-      if (b)
-        push_node(&b->access, &b->naccess, n);
-    }
-    if (reuse && clocks.issue[n->id] < 0)
-      reuse = false; /* a live node the schedule does not issue: play safe */
   }
+  collect_uses(g, bufs, index_of, &clocks, &reuse);
 
   /* Sorting moves the buffers: index_of is not used after this point. */
   qsort(bufs, (size_t)nbufs, sizeof(Buffer), cmp_buffer);
-  Span *spans = malloc(sizeof(Span) * ((size_t)nbufs + 1));
-  int64_t total = 0;
-  for (int i = 0; i < nbufs; i++) {
-    Buffer *b = &bufs[i];
-    int64_t at = total;
-    if (reuse) {
-      int nspans = 0;
-      for (int j = 0; j < i; j++)
-        if (!dead_before(&clocks, &bufs[j], b))
-          spans[nspans++] = (Span){bufs[j].t->offset, bufs[j].t->offset + bufs[j].size};
-      at = first_fit(spans, nspans, b->size);
-    }
-    b->t->offset = at;
-    if (at + b->size > total)
-      total = at + b->size;
-  }
+  int64_t total = reuse ? place_with_reuse(bufs, nbufs, ns) : place_one_after_another(bufs, nbufs);
   /* Never empty: the program allocates it, and 0 means "not planned". */
   g->arena_bytes = total > 0 ? total : ARENA_ALIGN;
 
@@ -286,11 +374,7 @@ bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
       t->offset = t->alias_of->offset;
   }
 
-  for (int i = 0; i < nbufs; i++) {
-    free(bufs[i].writers);
-    free(bufs[i].access);
-  }
-  free(spans);
+  free(per_stream);
   free(bufs);
   free(index_of);
   if (clocks.pos)

@@ -267,58 +267,6 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
       g->sched.nstreams = d->unit[u]->stream + 1;
 }
 
-/* ------------------------------------------------------------ listing */
-
-/* Views and constants: their code is nothing, so they are not in the issue order. */
-static bool issues_nothing(const Node *n) { return n->is_view || n->op == OP_CONSTANT; }
-
-static bool inputs_listed(const Node *n, const bool *listed) {
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && n->in[i]->producer && !listed[n->in[i]->producer->id])
-      return false;
-  return true;
-}
-
-/* Appends every node that issues nothing whose inputs are listed, until
-   no more is ready. */
-static void list_ready_views(Graph *g, bool *listed, Node **listing, int *count) {
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int i = 0; i < g->nnodes; i++) {
-      Node *n = g->nodes[i];
-      if (listed[n->id] || n->dead || !issues_nothing(n) || !inputs_listed(n, listed))
-        continue;
-      listing[(*count)++] = n;
-      listed[n->id] = true;
-      progress = true;
-    }
-  }
-}
-
-/*
- * The order in which net.c lists the nodes: the issue order, each view and
- * constant (whose comment says where its data comes from) placed as soon as
- * its inputs are, so that it reads next to its producer.
- */
-static void store_listing(Graph *g) {
-  Schedule *s = &g->sched;
-  bool *listed = arena_alloc(g->arena, sizeof(bool) * ((size_t)g->nnodes + 1));
-  Node **listing = arena_alloc(g->arena, sizeof(Node *) * ((size_t)g->nnodes + 1));
-  int count = 0;
-  list_ready_views(g, listed, listing, &count);
-  for (int k = 0; k < s->norder; k++) {
-    Node *n = s->order[k];
-    if (listed[n->id]) /* a constant, listed with the views */
-      continue;
-    listing[count++] = n;
-    listed[n->id] = true;
-    list_ready_views(g, listed, listing, &count);
-  }
-  listing[count] = NULL;
-  s->listing = listing;
-}
-
 /* -------------------------------------------------------------- the pass */
 
 bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o) {

@@ -179,6 +179,9 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
 bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o);
 /* The same, building the unit graph. */
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o);
+/* g->sched.listing from g->sched.order: the issue order with the views and
+   constants placed right after their inputs (sched_listing.c). */
+void store_listing(Graph *g);
 
 /* Predicted makespan of the issued program (order, streams, waits) with
    contention: running kernels slow each other down by their shares. */
