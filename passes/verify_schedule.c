@@ -10,6 +10,7 @@
  * knows how many units of every stream it is ordered after; recording an
  * event snapshots the recording stream's clock, waiting joins it.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,23 +137,47 @@ bool verify_schedule_deps(Graph *g) {
 
 /* ------------------------------------------------------------ buffer reuse */
 
+/*
+ * Buffers that share arena bytes must be used one after the other. Pairs
+ * are not all compared: in order of their first write, each buffer is
+ * checked against the last earlier owner of each of its bytes, then owns
+ * them. If every owner of a byte is finished before the next one writes,
+ * any two of them are ordered too, since happens-before is transitive.
+ */
 typedef struct Buffer {
   Tensor *t;
   int64_t lo, hi; /* bytes in the arena */
-  int *writers, nwriters;
-  int *users, nusers; /* readers and writers */
+  int first;      /* issue position of the first writer; -1 for an input */
+  int *writers, nwriters, capwriters;
+  int *users, nusers, capusers; /* readers and writers */
 } Buffer;
 
-static int by_offset(const void *a, const void *b) {
+/* Arena bytes [lo, hi) last owned by buffer `owner`. */
+typedef struct Segment {
+  int64_t lo, hi;
+  int owner;
+} Segment;
+
+typedef struct Owners {
+  Segment *seg;
+  int n, cap;
+} Owners;
+
+static int by_first_write(const void *a, const void *b) {
   const Buffer *x = a, *y = b;
-  return (x->lo > y->lo) - (x->lo < y->lo);
+  if (x->first != y->first)
+    return x->first < y->first ? -1 : 1;
+  return (x->t->id > y->t->id) - (x->t->id < y->t->id);
 }
 
-static void add_int(int **arr, int *n, int v) {
-  for (int i = 0; i < *n; i++)
-    if ((*arr)[i] == v)
-      return;
-  *arr = realloc(*arr, sizeof(int) * ((size_t)*n + 1));
+/* Nodes are added unit by unit, so a repeat can only be the last one. */
+static void add_unit(int **arr, int *n, int *cap, int v) {
+  if (*n > 0 && (*arr)[*n - 1] == v)
+    return;
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 4;
+    *arr = realloc(*arr, sizeof(int) * (size_t)*cap);
+  }
   (*arr)[(*n)++] = v;
 }
 
@@ -167,8 +192,65 @@ static bool used_before(const Replay *r, const Buffer *a, const Buffer *b) {
   return true;
 }
 
-static bool check_reuse(Graph *g, const Replay *r) {
-  const SchedDeps *d = r->d;
+/* The first segment that ends after `lo`. */
+static int first_segment_after(const Owners *o, int64_t lo) {
+  int a = 0, b = o->n;
+  while (a < b) {
+    int m = (a + b) / 2;
+    if (o->seg[m].hi <= lo)
+      a = m + 1;
+    else
+      b = m;
+  }
+  return a;
+}
+
+/* Makes buffer i the owner of [lo, hi): segments it covers go, segments
+   it cuts keep their parts outside. */
+static void take_bytes(Owners *o, int64_t lo, int64_t hi, int i) {
+  int a = first_segment_after(o, lo), b = a;
+  while (b < o->n && o->seg[b].lo < hi)
+    b++;
+  Segment left = {0}, right = {0};
+  bool has_left = a < b && o->seg[a].lo < lo, has_right = a < b && o->seg[b - 1].hi > hi;
+  if (has_left)
+    left = (Segment){o->seg[a].lo, lo, o->seg[a].owner};
+  if (has_right)
+    right = (Segment){hi, o->seg[b - 1].hi, o->seg[b - 1].owner};
+  int keep = has_left + 1 + has_right;
+  if (o->n - (b - a) + keep > o->cap) {
+    o->cap = 2 * (o->n + keep);
+    o->seg = realloc(o->seg, sizeof(Segment) * (size_t)o->cap);
+  }
+  memmove(&o->seg[a + keep], &o->seg[b], sizeof(Segment) * (size_t)(o->n - b));
+  o->n += keep - (b - a);
+  int k = a;
+  if (has_left)
+    o->seg[k++] = left;
+  o->seg[k++] = (Segment){lo, hi, i};
+  if (has_right)
+    o->seg[k] = right;
+}
+
+static bool ordered_with_owners(Graph *g, const Replay *r, const Owners *o, const Buffer *buf,
+                                int i) {
+  const Buffer *b = &buf[i];
+  int last = -1;
+  for (int k = first_segment_after(o, b->lo); k < o->n && o->seg[k].lo < b->hi; k++) {
+    const Buffer *a = &buf[o->seg[k].owner];
+    if (o->seg[k].owner == last)
+      continue;
+    last = o->seg[k].owner;
+    if (used_before(r, a, b) || used_before(r, b, a))
+      continue;
+    ir_error(g, a->t->producer, "buffers '%s' and '%s' share arena bytes but may be live at "
+             "the same time", a->t->name, b->t->name);
+    return false;
+  }
+  return true;
+}
+
+static int max_tensor_id(Graph *g, const SchedDeps *d) {
   int maxid = 0;
   for (int i = 0; i < g->ntensors; i++)
     if (g->tensors[i]->id + 1 > maxid)
@@ -182,53 +264,68 @@ static bool check_reuse(Graph *g, const Replay *r) {
       if (t && tensor_storage(t)->id + 1 > maxid)
         maxid = tensor_storage(t)->id + 1;
     }
+  return maxid;
+}
+
+/* The buffers of g with their writers and users; *nb of them. */
+static Buffer *collect_buffers(Graph *g, const Replay *r, int *nb) {
+  const SchedDeps *d = r->d;
+  int maxid = max_tensor_id(g, d);
   Buffer *buf = calloc((size_t)g->ntensors + 1, sizeof(Buffer));
   int *slot = malloc(sizeof(int) * ((size_t)maxid + 1));
   for (int i = 0; i < maxid; i++)
     slot[i] = -1;
-  int nb = 0;
+  *nb = 0;
   for (int i = 0; i < g->ntensors; i++) {
     Tensor *t = g->tensors[i];
     if (t->alias_of || tensor_is_const(t) || tensor_numel(t) <= 0)
       continue;
     if (!t->producer && !t->is_input)
       continue;
-    slot[t->id] = nb;
-    buf[nb].t = t;
-    buf[nb].lo = t->offset;
-    buf[nb].hi = t->offset + tensor_numel(t) * (int64_t)dtype_size(t->dtype);
-    nb++;
+    slot[t->id] = *nb;
+    buf[*nb] = (Buffer){.t = t, .lo = t->offset, .first = t->is_input ? -1 : INT_MAX};
+    buf[*nb].hi = t->offset + tensor_numel(t) * (int64_t)dtype_size(t->dtype);
+    (*nb)++;
   }
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
     for (int j = 0; j < n->nout; j++)
       if (n->out[j] && slot[tensor_storage(n->out[j])->id] >= 0) {
         Buffer *b = &buf[slot[tensor_storage(n->out[j])->id]];
-        add_int(&b->writers, &b->nwriters, u);
-        add_int(&b->users, &b->nusers, u);
+        add_unit(&b->writers, &b->nwriters, &b->capwriters, u);
+        add_unit(&b->users, &b->nusers, &b->capusers, u);
+        if (r->order_pos[u] < b->first)
+          b->first = r->order_pos[u];
       }
     for (int j = 0; j < n->nin; j++)
-      if (n->in[j] && !tensor_is_const(n->in[j]) && slot[tensor_storage(n->in[j])->id] >= 0)
-        add_int(&buf[slot[tensor_storage(n->in[j])->id]].users,
-                &buf[slot[tensor_storage(n->in[j])->id]].nusers, u);
+      if (n->in[j] && !tensor_is_const(n->in[j]) && slot[tensor_storage(n->in[j])->id] >= 0) {
+        Buffer *b = &buf[slot[tensor_storage(n->in[j])->id]];
+        add_unit(&b->users, &b->nusers, &b->capusers, u);
+      }
   }
-  qsort(buf, (size_t)nb, sizeof *buf, by_offset);
+  free(slot);
+  return buf;
+}
+
+static bool check_reuse(Graph *g, const Replay *r) {
+  int nb;
+  Buffer *buf = collect_buffers(g, r, &nb);
+  qsort(buf, (size_t)nb, sizeof *buf, by_first_write);
+  Owners owners = {0};
   bool ok = true;
-  for (int i = 0; i < nb && ok; i++)
-    for (int j = i + 1; j < nb && buf[j].lo < buf[i].hi && ok; j++) {
-      Buffer *a = &buf[i], *b = &buf[j];
-      if (used_before(r, a, b) || used_before(r, b, a))
-        continue;
-      ir_error(g, a->t->producer, "buffers '%s' and '%s' share arena bytes but may be live at "
-               "the same time", a->t->name, b->t->name);
-      ok = false;
-    }
+  for (int i = 0; i < nb && ok; i++) {
+    /* Written by no unit and not an input: nothing can clash with it. */
+    if (buf[i].nwriters == 0 && !buf[i].t->is_input)
+      continue;
+    ok = ordered_with_owners(g, r, &owners, buf, i);
+    take_bytes(&owners, buf[i].lo, buf[i].hi, i);
+  }
   for (int i = 0; i < nb; i++) {
     free(buf[i].writers);
     free(buf[i].users);
   }
+  free(owners.seg);
   free(buf);
-  free(slot);
   return ok;
 }
 

@@ -11,7 +11,8 @@
  *   ...
  *
  * `--- expect same` says the passes must not change the IR (a must-not-fire
- * case); `--- expect error` says the last pass must fail. Types may be left
+ * case); `--- expect error` says the last pass must fail, and each line
+ * after it is text its messages must contain. Types may be left
  * out of the input: shapes are inferred before the passes run, as the
  * frontend does. The input may carry a schedule and a memory plan written
  * by hand (.issue, .stream, .event, .waits; arena and "at" offsets), for
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../pass.h"
 
@@ -38,6 +40,7 @@ typedef struct Case {
   int opt_level;              /* 1 unless the run line says -O0 */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
+  char *error_lines;          /* with error: what the messages must contain */
   bool same, error;
   size_t expect_at;           /* offset of the newline before '--- expect' */
 } Case;
@@ -75,6 +78,7 @@ static bool parse_case(Case *c) {
   c->same = strstr(rest, "same") != NULL;
   c->error = strstr(rest, "error") != NULL;
   c->expect = c->same || c->error ? NULL : (eol ? eol + 1 : "");
+  c->error_lines = c->error && eol ? eol + 1 : "";
   for (char *line = strtok(c->text, "\n"); line; line = strtok(NULL, "\n")) {
     if (strncmp(line, "run ", 4) != 0)
       continue;
@@ -138,6 +142,54 @@ static void update(const Case *c, const char *original, const char *actual) {
   fclose(f);
 }
 
+/* Messages go to stderr; an error case checks them, so stderr is read
+   back from a file while its passes run. */
+typedef struct Capture {
+  int saved;
+  FILE *file;
+} Capture;
+
+static void capture_begin(Capture *k) {
+  fflush(stderr);
+  k->file = tmpfile();
+  k->saved = dup(2);
+  if (k->file)
+    dup2(fileno(k->file), 2);
+}
+
+/* Restores stderr, shows what was captured there, and returns it. */
+static char *capture_end(Capture *k) {
+  fflush(stderr);
+  dup2(k->saved, 2);
+  close(k->saved);
+  char *text = calloc(1, 1);
+  if (!k->file)
+    return text;
+  long size = ftell(k->file);
+  rewind(k->file);
+  if (size > 0) {
+    text = realloc(text, (size_t)size + 1);
+    size_t got = fread(text, 1, (size_t)size, k->file);
+    text[got] = '\0';
+  }
+  fclose(k->file);
+  fputs(text, stderr);
+  return text;
+}
+
+/* Every non-empty line of `wanted` appears in `messages`. */
+static bool messages_contain(const char *path, const char *messages, const char *wanted) {
+  char *copy = strdup(wanted);
+  bool ok = true;
+  for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n"))
+    if (!strstr(messages, line)) {
+      fprintf(stderr, "%s: no message contains '%s'\n", path, line);
+      ok = false;
+    }
+  free(copy);
+  return ok;
+}
+
 static bool run_case(const char *path, bool updating) {
   Case c = {.path = path, .opt_level = 1};
   char *original = read_file(path);
@@ -153,6 +205,8 @@ static bool run_case(const char *path, bool updating) {
   PassOptions opt = {.opt_level = c.opt_level, .verify_each = true};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
+  Capture capture;
+  capture_begin(&capture);
   for (int i = 0; ok && i < c.npasses && !failed; i++) {
     const Pass *p = find_pass(c.passes[i]);
     if (!p) {
@@ -168,10 +222,14 @@ static bool run_case(const char *path, bool updating) {
       ok = false;
     }
   }
+  char *messages = capture_end(&capture);
   if (ok && failed != c.error) {
     fprintf(stderr, "%s: the passes %s\n", path, failed ? "failed" : "succeeded, expected an error");
     ok = false;
   }
+  if (ok && c.error)
+    ok = messages_contain(path, messages, c.error_lines);
+  free(messages);
   if (ok && !c.error) {
     char *actual = dump(g);
     char *expected = NULL;
