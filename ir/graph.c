@@ -154,6 +154,7 @@ void graph_rebuild_uses(Graph *g) {
   for (int i = 0; i < g->ntensors; i++) {
     Tensor *t = g->tensors[i];
     t->users = arena_alloc(g->arena, sizeof(Node *) * (size_t)(t->nusers + 1));
+    t->users_cap = t->nusers + 1;
     t->nusers = 0;
   }
   for (int i = 0; i < g->nnodes; i++) {

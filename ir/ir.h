@@ -82,6 +82,7 @@ typedef struct Tensor {
   int producer_slot;
   Node **users; /* rebuilt by graph_rebuild_uses(); a node appears once per input slot */
   int nusers;
+  int users_cap; /* room in users, for replace_reads to add the readers it moves */
 
   bool is_input;  /* graph input, fed by the caller */
   bool is_output; /* graph output, returned to the caller */

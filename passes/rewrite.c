@@ -90,15 +90,34 @@ void node_absorb(Graph *g, Node *into, const Node *from) {
   into->nfused = k;
 }
 
+static void add_user(Graph *g, Tensor *t, Node *n) {
+  if (t->nusers + 1 > t->users_cap) {
+    int cap = 2 * (t->nusers + 1);
+    Node **users = arena_alloc(g->arena, sizeof(Node *) * (size_t)cap);
+    if (t->nusers)
+      memcpy(users, t->users, sizeof(Node *) * (size_t)t->nusers);
+    t->users = users;
+    t->users_cap = cap;
+  }
+  t->users[t->nusers++] = n;
+}
+
 void replace_reads(Graph *g, Tensor *from, Tensor *to) {
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
+  if (from == to)
+    return;
+  for (int u = 0; u < from->nusers; u++) {
+    Node *n = from->users[u];
     if (n->dead)
       continue;
+    /* A reader appears once per slot: move one slot per entry. */
     for (int j = 0; j < n->nin; j++)
-      if (n->in[j] == from)
+      if (n->in[j] == from) {
         n->in[j] = to;
+        add_user(g, to, n);
+        break;
+      }
   }
+  from->nusers = 0;
 }
 
 bool bypass_node(Graph *g, Node *n, Tensor *in, Tensor *out) {

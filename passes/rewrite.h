@@ -33,7 +33,13 @@ void set_node_output(Node *n, int slot, Tensor *t);
 /* Records that `from` (and whatever it had absorbed) now lives inside `into`. */
 void node_absorb(Graph *g, Node *into, const Node *from);
 
-/* Every read of `from` by a live node becomes a read of `to`. */
+/*
+ * Every read of `from` by a live node becomes a read of `to`. The readers
+ * are found through from->users, so that this costs the readers, not the
+ * graph: the lists are exact after begin_rewrite, and replace_reads keeps
+ * them so (it adds the readers it moves to to->users). A pass that points
+ * inputs at `from` by hand must rebuild the lists before calling it.
+ */
 void replace_reads(Graph *g, Tensor *from, Tensor *to);
 /*
  * Removes node `n` whose output `out` carries the same value as `in`:
