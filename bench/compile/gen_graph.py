@@ -3,7 +3,8 @@
   gen_graph.py chain|fanout|inception NODES OUT.onnx
 
 chain      a line of Relu nodes;
-fanout     blocks where one tensor feeds 32 Relu branches that a Sum joins;
+fanout     blocks where one tensor feeds 32 branches (each adds its own
+           constant, so that no two are the same) that a Sum joins;
 inception  Inception-like blocks: four branches of 1x1 and 3x3 convolutions
            and a max pool, joined by a Concat.
 Weights are small and seeded: the graphs exist to stress the compiler.
@@ -50,7 +51,7 @@ def chain(b, x, nodes):
 
 def fanout(b, x, nodes):
     while len(b.nodes) + FANOUT_WIDTH + 1 <= nodes:
-        branches = [b.node("Relu", [x]) for _ in range(FANOUT_WIDTH)]
+        branches = [b.node("Add", [x, b.weight([1, 16])]) for _ in range(FANOUT_WIDTH)]
         x = b.node("Sum", branches)
     return chain(b, x, nodes)[0], [1, 16]
 
