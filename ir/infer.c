@@ -269,17 +269,25 @@ bool node_infer(Graph *g, Node *n) {
          op_info(n->op)->infer(g, n) && check_run_time_dtypes(g, n);
 }
 
-/* A kind without kernels that did not fold (its result is too large to
-   evaluate) has nowhere to run. */
-static bool must_fold(Graph *g, Node *n) {
-  if (op_info(n->op)->eval == AT_RUN_TIME)
-    return false;
+void report_not_folded(const Graph *g, const Node *n) {
   int64_t count = 0;
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
-      count += tensor_numel(n->out[i]);
-  ir_error(g, n, "%s runs only at compile time here, and its result (%lld elements) is too "
-           "large to evaluate", op_name(n->op), (long long)count);
+      count += tensor_numel(n->out[i]); /* each under the tensor limit: no overflow */
+  if (count > FOLD_MAX_ELEMENTS)
+    ir_error(g, n, "%s runs only at compile time here, and its result is too big to fold: "
+             "%lld elements, limit %lld", op_name(n->op), (long long)count,
+             (long long)FOLD_MAX_ELEMENTS);
+  else
+    ir_error(g, n, "%s runs only at compile time here, and opc could not evaluate it "
+             "(%lld elements of output)", op_name(n->op), (long long)count);
+}
+
+/* A kind without kernels that did not fold has nowhere to run. */
+static bool must_fold(Graph *g, Node *n) {
+  if (op_info(n->op)->eval == AT_RUN_TIME)
+    return false;
+  report_not_folded(g, n);
   return true;
 }
 

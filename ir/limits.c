@@ -1,0 +1,78 @@
+/*
+ * limits.c - checking a model against the limits of ir.h. The constants
+ * live in ir.h so that every stage (and the documentation) sees one set;
+ * the checks live here so that every stage words its errors the same way.
+ */
+#include <string.h>
+
+#include "ir.h"
+
+bool shape_numel(int rank, const int64_t *dims, int64_t *count) {
+  for (int i = 0; i < rank; i++)
+    if (dims[i] == 0) {
+      *count = 0; /* an empty tensor, however large its other dims */
+      return true;
+    }
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n))
+      return false;
+  *count = n;
+  return true;
+}
+
+int64_t limit_tensor_bytes(const Graph *g) {
+  return g->max_memory < LIMIT_TENSOR_BYTES ? g->max_memory : LIMIT_TENSOR_BYTES;
+}
+
+/* "[2147483648,2147483648]" into buf. */
+static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t size) {
+  size_t len = (size_t)snprintf(buf, size, "[");
+  for (int i = 0; i < rank && len < size; i++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (len < size)
+    snprintf(buf + len, size - len, "]");
+  return buf;
+}
+
+bool check_tensor_size(const Graph *g, const Node *n, const char *what, DType dt, int rank,
+                       const int64_t *dims) {
+  int64_t count;
+  char shape[IR_MAX_RANK * 24 + 4];
+  if (!shape_numel(rank, dims, &count)) {
+    ir_error(g, n, "%s of shape %s has more than 2^63 elements, over the limit of %lld "
+             "elements per tensor", what, dims_str(rank, dims, shape, sizeof shape),
+             (long long)LIMIT_TENSOR_ELEMENTS);
+    return false;
+  }
+  if (count > LIMIT_TENSOR_ELEMENTS) {
+    ir_error(g, n, "%s has %lld elements, over the limit of %lld elements per tensor", what,
+             (long long)count, (long long)LIMIT_TENSOR_ELEMENTS);
+    return false;
+  }
+  /* Under the element limit, bytes fit in int64 whatever the type. */
+  int64_t bytes = count * (int64_t)dtype_size(dt);
+  int64_t limit = limit_tensor_bytes(g);
+  if (bytes > limit) {
+    ir_error(g, n, "%s has %lld bytes (%lld elements of %s), over the limit of %lld bytes per "
+             "tensor%s", what, (long long)bytes, (long long)count, dtype_name(dt),
+             (long long)limit, limit < LIMIT_TENSOR_BYTES ? " (--max-memory)" : "");
+    return false;
+  }
+  return true;
+}
+
+bool check_name_length(const Graph *g, const char *what, const char *name) {
+  size_t len = strlen(name);
+  if (len <= LIMIT_NAME_BYTES)
+    return true;
+  /* Enough of the name to find it, without flooding the terminal. */
+  char start[33];
+  size_t k = 0;
+  for (; k < sizeof start - 1; k++)
+    start[k] = name[k] >= 0x20 && name[k] < 0x7f ? name[k] : '?';
+  start[k] = '\0';
+  ir_error(g, NULL, "%s is %zu bytes long ('%s...'), over the limit of %d bytes per name", what,
+           len, start, LIMIT_NAME_BYTES);
+  return false;
+}
