@@ -387,12 +387,12 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
     return;
   }
   const InputShape *pin = find_override(im->opt, name);
+  bool shaped = true;
   if (pin)
     tensor_set_shape(t, pin->rank, pin->dims);
-  else if (!declared_shape(im, name, tt->shape, t))
-    im->failed = true;
-  const char *what = arena_printf(g->arena, "input '%s'", name);
-  if (!im->failed && !check_tensor_size(g, NULL, what, t->dtype, t->rank, t->dims))
+  else
+    shaped = declared_shape(im, name, tt->shape, t);
+  if (!shaped || !check_tensor_size(g, NULL, "input", name, t->dtype, t->rank, t->dims))
     im->failed = true;
   graph_add_input(g, t);
 }

@@ -277,7 +277,7 @@ static bool tensor_shape(Importer *im, const Node *n, const char *what, size_t r
       return false;
     }
   /* Under the tensor limits, byte sizes cannot overflow below. */
-  if (!check_tensor_size(im->g, n, what, t->dtype, (int)rank, dims))
+  if (!check_tensor_size(im->g, n, what, NULL, t->dtype, (int)rank, dims))
     return false;
   tensor_set_shape(t, (int)rank, dims);
   *numel = tensor_numel(t);

@@ -28,7 +28,7 @@
 #define LIMIT_TENSOR_ELEMENTS ((int64_t)2147483647)
 /* The element limit times the widest run-time type (8 bytes). Kept apart
    so that raising the element limit does not silently allow bigger
-   buffers; a smaller --max-memory lowers it (see limit_tensor_bytes). */
+   buffers; a smaller --max-memory lowers it (check_tensor_size). */
 #define LIMIT_TENSOR_BYTES ((int64_t)1 << 34)
 /* Activation arena plus weights, by default: fits the 80 GB of the default
    device (an H100) with room for the CUDA context and cuDNN workspaces.
@@ -496,14 +496,12 @@ bool graph_infer_shapes(Graph *g);
 /* Element count of a shape, in *count; false when it does not fit in
    int64 (a hostile shape must not wrap). Any zero dim makes it 0. */
 bool shape_numel(int rank, const int64_t *dims, int64_t *count);
-/* The bytes one tensor may take: LIMIT_TENSOR_BYTES, or the program's
-   memory limit when that is smaller. */
-int64_t limit_tensor_bytes(const Graph *g);
-/* Checks a tensor of this type against the element and byte limits;
-   reports "<what> has N elements, over the limit of ..." against node n
-   (or the graph) and returns false when it is over one. */
-bool check_tensor_size(const Graph *g, const Node *n, const char *what, DType dt, int rank,
-                       const int64_t *dims);
+/* Checks a tensor of this type against the element and byte limits (the
+   byte limit is g->max_memory when that is smaller); reports "<what>
+   '<name>' has N elements, over the limit of ..." against node n (or the
+   graph) and returns false when it is over one. name may be NULL. */
+bool check_tensor_size(const Graph *g, const Node *n, const char *what, const char *name,
+                       DType dt, int rank, const int64_t *dims);
 /* Checks a name against LIMIT_NAME_BYTES; reports "<what> is N bytes
    long ..." and returns false when it is over. */
 bool check_name_length(const Graph *g, const char *what, const char *name);

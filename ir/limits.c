@@ -21,7 +21,8 @@ bool shape_numel(int rank, const int64_t *dims, int64_t *count) {
   return true;
 }
 
-int64_t limit_tensor_bytes(const Graph *g) {
+/* No tensor can be bigger than the program that holds it. */
+static int64_t limit_tensor_bytes(const Graph *g) {
   return g->max_memory < LIMIT_TENSOR_BYTES ? g->max_memory : LIMIT_TENSOR_BYTES;
 }
 
@@ -35,19 +36,31 @@ static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t siz
   return buf;
 }
 
-bool check_tensor_size(const Graph *g, const Node *n, const char *what, DType dt, int rank,
-                       const int64_t *dims) {
+/* "output 'y'", or `what` alone when there is no name. */
+static const char *tensor_label(const char *what, const char *name, char *buf, size_t size) {
+  if (name)
+    snprintf(buf, size, "%s '%s'", what, name);
+  else
+    snprintf(buf, size, "%s", what);
+  return buf;
+}
+
+bool check_tensor_size(const Graph *g, const Node *n, const char *what, const char *name,
+                       DType dt, int rank, const int64_t *dims) {
   int64_t count;
   char shape[IR_MAX_RANK * 24 + 4];
+  /* Built only for a message: set_out calls this for every inferred output. */
+  char label[LIMIT_NAME_BYTES + 64];
   if (!shape_numel(rank, dims, &count)) {
     ir_error(g, n, "%s of shape %s has more than 2^63 elements, over the limit of %lld "
-             "elements per tensor", what, dims_str(rank, dims, shape, sizeof shape),
-             (long long)LIMIT_TENSOR_ELEMENTS);
+             "elements per tensor", tensor_label(what, name, label, sizeof label),
+             dims_str(rank, dims, shape, sizeof shape), (long long)LIMIT_TENSOR_ELEMENTS);
     return false;
   }
   if (count > LIMIT_TENSOR_ELEMENTS) {
-    ir_error(g, n, "%s has %lld elements, over the limit of %lld elements per tensor", what,
-             (long long)count, (long long)LIMIT_TENSOR_ELEMENTS);
+    ir_error(g, n, "%s has %lld elements, over the limit of %lld elements per tensor",
+             tensor_label(what, name, label, sizeof label), (long long)count,
+             (long long)LIMIT_TENSOR_ELEMENTS);
     return false;
   }
   /* Under the element limit, bytes fit in int64 whatever the type. */
@@ -55,8 +68,9 @@ bool check_tensor_size(const Graph *g, const Node *n, const char *what, DType dt
   int64_t limit = limit_tensor_bytes(g);
   if (bytes > limit) {
     ir_error(g, n, "%s has %lld bytes (%lld elements of %s), over the limit of %lld bytes per "
-             "tensor%s", what, (long long)bytes, (long long)count, dtype_name(dt),
-             (long long)limit, limit < LIMIT_TENSOR_BYTES ? " (--max-memory)" : "");
+             "tensor%s", tensor_label(what, name, label, sizeof label), (long long)bytes,
+             (long long)count, dtype_name(dt), (long long)limit,
+             limit < LIMIT_TENSOR_BYTES ? " (--max-memory)" : "");
     return false;
   }
   return true;

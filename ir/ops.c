@@ -46,7 +46,7 @@ static bool set_out(Graph *g, Node *n, int slot, DType dt, int rank, const int64
     }
   Tensor *t = n->out[slot];
   /* Checked here, before any evaluator or planner sizes storage by it. */
-  if (!check_tensor_size(g, n, arena_printf(g->arena, "output '%s'", t->name), dt, rank, dims))
+  if (!check_tensor_size(g, n, "output", t->name, dt, rank, dims))
     return false;
   t->dtype = dt;
   if (t->alias_of) {
