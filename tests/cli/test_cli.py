@@ -433,12 +433,12 @@ def many_nodes_model(path, count):
         f.write(model.SerializeToString() + b"\x3a" + varint(len(graph_bytes)) + graph_bytes)
 
 
-def expect_limit(name, out, model, *args, text):
-    """Exit 2, the message once, nothing written (-o OUT.c and -o OUT)."""
+def expect_limit(name, out, model, *args, text, errors=1):
+    """Exit 2, each problem reported once, nothing written (-o OUT.c and -o OUT)."""
     for target in ["net.c", "net"]:
         p = expect_model_error(f"{name} (-o {target})", model, "-o", os.path.join(out, target),
                                *args, text=text)
-        check(f"{name}: one message", p.stderr.count("opc: error: ") == 1, p)
+        check(f"{name}: {errors} message(s)", p.stderr.count("opc: error: ") == errors, p)
         check(f"{name}: writes nothing", listing(out) == [], p)
 
 
@@ -507,9 +507,11 @@ def limits_group(tmp):
                  "(activations 10485760, weights 2097152), over the limit of 4194304 bytes "
                  "(--max-memory); the largest: activation 'm' 4194304 bytes, activation 'y' "
                  "4194304 bytes, weight 'w' 2097152 bytes")
-    expect_limit("tensor over --max-memory", out, m, "--max-memory=1M",
+    # Two tensors over: the importer reports both, once each.
+    expect_limit("tensor over --max-memory", out, m, "--max-memory=1M", errors=2,
                  text="initializer 'w' has 2097152 bytes (524288 elements of f32), over the "
-                 "limit of 1048576 bytes per tensor (--max-memory)")
+                 "limit of 1048576 bytes per tensor (--max-memory)\nopc: error: " + m +
+                 ": input 'x' has 2097152 bytes")
     p = run(m, "-o", os.path.join(out, "net.c"), "--max-memory", "12M")
     check("a program within --max-memory compiles", p.returncode == 0 and
           listing(out) == ["net.c", "net.h", "net.weights"], p)
