@@ -353,7 +353,8 @@ static bool check_program_memory(Graph *g) {
     if (is_weight(t)) {
       weights += weight_bytes(t);
       consider(top, t, weight_bytes(t));
-    } else if (!tensor_is_const(t) && !t->alias_of && (t->producer || t->is_input)) {
+    } else if (!tensor_is_const(t) && !t->alias_of &&
+               ((t->producer && !t->producer->dead) || t->is_input)) {
       consider(top, t, (int64_t)dtype_size(t->dtype) * tensor_numel(t));
     }
   }
