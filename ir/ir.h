@@ -34,7 +34,7 @@
    device (an H100) with room for the CUDA context and cuDNN workspaces.
    --max-memory changes it (Graph.max_memory). */
 #define LIMIT_PROGRAM_BYTES ((int64_t)64 << 30)
-/* Nodes in one graph: hundreds of times the models opc is tested on.
+/* Nodes in one graph: far beyond the models opc is tested on.
    Compile cost grows about linearly (a 200,000-node chain: 9 s, 1.3 GB),
    so this bounds what a malformed file can ask for to about a minute and
    a few GB. */
