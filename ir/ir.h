@@ -495,8 +495,9 @@ bool graph_infer_shapes(Graph *g);
 
 /* ------------------------------------------------------- tensor helpers */
 
-/* Element count of a shape, in *count; false when it does not fit in
-   int64 (a hostile shape must not wrap). Any zero dim makes it 0. */
+/* Element count of a shape, in *count (0 when a dim is 0); false when a
+   dim is negative or the nonzero dims multiply past int64, since strides
+   and tensor_numel multiply them (a hostile shape must not wrap). */
 bool shape_numel(int rank, const int64_t *dims, int64_t *count);
 /* Checks a tensor of this type against the element and byte limits (the
    byte limit is g->max_memory when that is smaller); reports "<what>

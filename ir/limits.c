@@ -8,16 +8,19 @@
 #include "ir.h"
 
 bool shape_numel(int rank, const int64_t *dims, int64_t *count) {
-  for (int i = 0; i < rank; i++)
-    if (dims[i] == 0) {
-      *count = 0; /* an empty tensor, however large its other dims */
-      return true;
-    }
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++)
-    if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n))
+  /* The nonzero dims must multiply within int64 even when another dim is
+     0: strides and tensor_numel multiply them. */
+  int64_t extent = 1;
+  bool empty = false;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0)
       return false;
-  *count = n;
+    if (dims[i] == 0)
+      empty = true;
+    else if (__builtin_mul_overflow(extent, dims[i], &extent))
+      return false;
+  }
+  *count = empty ? 0 : extent;
   return true;
 }
 
@@ -52,9 +55,15 @@ bool check_tensor_size(const Graph *g, const Node *n, const char *what, const ch
   /* Built only for a message: set_out calls this for every inferred output. */
   char label[LIMIT_NAME_BYTES + 64];
   if (!shape_numel(rank, dims, &count)) {
-    ir_error(g, n, "%s of shape %s has more than 2^63 elements, over the limit of %lld "
-             "elements per tensor", tensor_label(what, name, label, sizeof label),
-             dims_str(rank, dims, shape, sizeof shape), (long long)LIMIT_TENSOR_ELEMENTS);
+    bool empty = false;
+    for (int i = 0; i < rank; i++)
+      empty |= dims[i] == 0;
+    ir_error(g, n, "%s of shape %s %s, over the limit of %lld elements per tensor",
+             tensor_label(what, name, label, sizeof label),
+             dims_str(rank, dims, shape, sizeof shape),
+             empty ? "is empty but its other dimensions multiply past 2^63"
+                   : "has more than 2^63 elements",
+             (long long)LIMIT_TENSOR_ELEMENTS);
     return false;
   }
   if (count > LIMIT_TENSOR_ELEMENTS) {

@@ -526,11 +526,15 @@ static void test_limits(void) {
   graph_free(g);
   CHECK(fails_once("graph \"t\" opset 13\ninput %x: u8[1]\nconst %s: i64[1] = [2147483648]\n"
                    "%y = Expand(%x, %s)\noutput %y\n"));
-  /* empty, however large the other dims */
+  /* empty: no elements, but its other dims still make strides, which must
+     not wrap */
   g = inferred("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
-               "const %s: i64[3] = [4611686018427387904,4,0]\n%y = Expand(%x, %s)\noutput %y\n");
-  CHECK(g && has_type(g, "y", "f32[4611686018427387904,4,0]"));
+               "const %s: i64[3] = [4611686018427387904,1,0]\n%y = Expand(%x, %s)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[4611686018427387904,1,0]"));
   graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
+                   "const %s: i64[3] = [4611686018427387904,4,0]\n%y = Expand(%x, %s)\n"
+                   "output %y\n"));
   /* 2^28 elements: under the tensor limit, over the folding limit; a kind
      without kernels must fold, so this is an error */
   CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1]\nconst %s: i64[2] = [16384,16384]\n"
@@ -548,7 +552,9 @@ static void test_limits(void) {
 
   int64_t count;
   CHECK(shape_numel(2, (int64_t[]){(int64_t)1 << 62, 4}, &count) == false);
-  CHECK(shape_numel(3, (int64_t[]){(int64_t)1 << 62, (int64_t)1 << 62, 0}, &count) && count == 0);
+  CHECK(shape_numel(3, (int64_t[]){(int64_t)1 << 62, 1, 0}, &count) && count == 0);
+  CHECK(shape_numel(3, (int64_t[]){(int64_t)1 << 62, 4, 0}, &count) == false);
+  CHECK(shape_numel(1, (int64_t[]){-1}, &count) == false);
   CHECK(shape_numel(0, NULL, &count) && count == 1);
 
   char name[LIMIT_NAME_BYTES + 2];
