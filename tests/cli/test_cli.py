@@ -470,6 +470,19 @@ def limits_group(tmp):
                  "time here, and its result is too big to fold: 268435456 elements, "
                  "limit 67108864")
 
+    # uint16 exists at compile time only: a run-time kind on it must fold too.
+    c = numpy_helper.from_array(np.ones(1, np.uint16), "c")
+    shape = numpy_helper.from_array(np.array([1 << 27], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["c", "shape"], ["e"], name="expand_u16"),
+         helper.make_node("Cast", ["e"], ["y"], name="cast", to=TensorProto.FLOAT)],
+        "limits", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [c, shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), m)
+    expect_limit("uint16 Expand too big to fold", out, m,
+                 text="node 'expand_u16' (Expand): Expand runs only at compile time here (its "
+                 "input 'c' is uint16), and its result is too big to fold: 134217728 elements, "
+                 "limit 67108864")
+
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="relu")], "limits",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 20, 1 << 20])],
