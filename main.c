@@ -55,6 +55,11 @@ static const char help_text[] =
     "  --cost-db FILE         measured operator latencies for the cost model\n"
     "  --no-merge             do not merge operators\n"
     "\n"
+    "Limits:\n"
+    "  --max-memory BYTES     the most device memory the program may use, activations\n"
+    "                         plus weights (default 64G); also bounds every tensor.\n"
+    "                         Suffixes K, M, G, T are powers of 1024, e.g. 16G\n"
+    "\n"
     "Inspection:\n"
     "  --dump-ir              print the imported IR and exit (no -o needed)\n"
     "  --dump-after PASS      print the IR after PASS, or after every pass with 'all'\n"
@@ -108,6 +113,37 @@ static bool takes(Args *a, const char *name, const char **value) {
     opc_error("option %s needs a value", name);
     *value = NULL;
   }
+  return true;
+}
+
+/* The shift of a byte-count suffix: none, or K, M, G, T (powers of 1024,
+   either case); -1 for anything else. */
+static int unit_shift(const char *suffix) {
+  if (suffix[0] == '\0')
+    return 0;
+  if (suffix[1] != '\0')
+    return -1;
+  switch (suffix[0]) {
+  case 'K': case 'k': return 10;
+  case 'M': case 'm': return 20;
+  case 'G': case 'g': return 30;
+  case 'T': case 't': return 40;
+  default: return -1;
+  }
+}
+
+/* A positive byte count such as 1048576 or 16G. */
+static bool parse_bytes(const char *option, const char *s, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = s[0] >= '0' && s[0] <= '9' ? strtoll(s, &end, 10) : 0;
+  int shift = end ? unit_shift(end) : -1;
+  if (v <= 0 || errno || shift < 0 || v > INT64_MAX >> shift) {
+    opc_error("%s: expected a positive number of bytes, optionally with K, M, G or T "
+              "(like 16G), got '%s'", option, s);
+    return false;
+  }
+  *out = (int64_t)v << shift;
   return true;
 }
 
@@ -236,6 +272,8 @@ static bool parse_option(Args *a, Config *c) {
     return v && add_input_shape(c, v);
   else if (takes(a, "--const-input", &v))
     return v && add_const_input(c, v);
+  else if (takes(a, "--max-memory", &v))
+    return v && parse_bytes("--max-memory", v, &c->import.max_memory);
   else if (takes(a, "--batch", &v))
     return v && parse_int("--batch", v, 1, 1 << 30, &c->import.batch);
   else if (takes(a, "--dump-after", &v))

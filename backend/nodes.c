@@ -127,6 +127,11 @@ static void emit_node(Emitter *e, Node *n) {
     return;
   }
   const OpEmitter *op = node_emitter(e, n);
+  if (!op && op_info(n->op)->eval != AT_RUN_TIME) {
+    report_not_folded(e->g, n); /* it has no kernels by design: say why it is still here */
+    e->failed = true;
+    return;
+  }
   if (!op) {
     ir_error(e->g, n, "no code generator for this operator");
     e->failed = true;

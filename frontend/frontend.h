@@ -29,6 +29,7 @@ typedef struct ImportOptions {
   int64_t batch; /* --batch N: pins a symbolic or unknown leading dimension; 0 if unset */
   const ConstInput *consts;
   int nconsts;
+  int64_t max_memory; /* --max-memory: the program's memory limit in bytes; 0: the default */
 } ImportOptions;
 
 /*

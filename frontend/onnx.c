@@ -149,6 +149,49 @@ static bool check_operators(Importer *im, const Onnx__GraphProto *gp) {
   return false;
 }
 
+/* ------------------------------------------------------------- limits */
+
+static bool name_ok(Importer *im, const char *name, const char *fmt, size_t index) {
+  if (!name || strlen(name) <= LIMIT_NAME_BYTES)
+    return true;
+  char what[64];
+  snprintf(what, sizeof what, fmt, index);
+  return check_name_length(im->g, what, name);
+}
+
+/* Names end up in messages, in the IR and in the emitted C; they are
+   checked before anything prints one. The first name over reports. */
+static bool check_names(Importer *im, const Onnx__GraphProto *gp) {
+  bool ok = !gp->name || check_name_length(im->g, "the graph name", gp->name);
+  for (size_t i = 0; ok && i < gp->n_initializer; i++)
+    ok = name_ok(im, gp->initializer[i]->name, "the name of initializer %zu", i);
+  for (size_t i = 0; ok && i < gp->n_input; i++)
+    ok = name_ok(im, gp->input[i]->name, "the name of graph input %zu", i);
+  for (size_t i = 0; ok && i < gp->n_output; i++)
+    ok = name_ok(im, gp->output[i]->name, "the name of graph output %zu", i);
+  for (size_t i = 0; ok && i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    ok = name_ok(im, np->name, "the name of node %zu", i) &&
+         name_ok(im, np->op_type, "the op_type of node %zu", i) &&
+         name_ok(im, np->domain, "the domain of node %zu", i);
+    for (size_t j = 0; ok && j < np->n_input; j++)
+      ok = name_ok(im, np->input[j], "an input name of node %zu", i);
+    for (size_t j = 0; ok && j < np->n_output; j++)
+      ok = name_ok(im, np->output[j], "an output name of node %zu", i);
+    for (size_t j = 0; ok && j < np->n_attribute; j++)
+      ok = name_ok(im, np->attribute[j]->name, "an attribute name of node %zu", i);
+  }
+  return ok;
+}
+
+static bool check_node_count(Importer *im, const Onnx__GraphProto *gp) {
+  if (gp->n_node <= LIMIT_NODES)
+    return true;
+  ir_error(im->g, NULL, "the graph has %zu nodes, over the limit of %d nodes", gp->n_node,
+           LIMIT_NODES);
+  return false;
+}
+
 /* -------------------------------------------------------- definitions */
 
 /* Creates the tensor for a new definition; reports a second definition. */
@@ -344,9 +387,12 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
     return;
   }
   const InputShape *pin = find_override(im->opt, name);
+  bool shaped = true;
   if (pin)
     tensor_set_shape(t, pin->rank, pin->dims);
-  else if (!declared_shape(im, name, tt->shape, t))
+  else
+    shaped = declared_shape(im, name, tt->shape, t);
+  if (!shaped || !check_tensor_size(g, NULL, "input", name, t->dtype, t->rank, t->dims))
     im->failed = true;
   graph_add_input(g, t);
 }
@@ -697,6 +743,8 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
     return false;
   }
   g->opset = default_opset(m);
+  if (!check_node_count(im, gp) || !check_names(im, gp))
+    return false;
   if (gp->name && *gp->name)
     g->name = arena_strdup(g->arena, gp->name);
   if (!check_operators(im, gp))
@@ -735,6 +783,8 @@ Graph *onnx_import(const char *path, const ImportOptions *opt) {
     return NULL;
   }
   Graph *g = graph_new(path);
+  if (opt && opt->max_memory > 0)
+    g->max_memory = opt->max_memory;
   Importer im = {.g = g, .dir = path_dir(g->arena, path), .opt = opt ? opt : &no_options};
   bool ok = import_graph(&im, m);
   onnx__model_proto__free_unpacked(m, NULL);

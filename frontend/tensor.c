@@ -271,18 +271,16 @@ static bool tensor_shape(Importer *im, const Node *n, const char *what, size_t r
     ir_error(im->g, n, "%s: rank %zu exceeds opc's limit of %d", what, rank, IR_MAX_RANK);
     return false;
   }
-  int64_t count = 1;
-  for (size_t i = 0; i < rank; i++) {
-    int64_t d = dims[i];
-    /* Cap the element count well below where byte sizes could overflow. */
-    if (d < 0 || (d > 0 && count > ((int64_t)1 << 40) / d)) {
-      ir_error(im->g, n, "%s: bad dimension %lld", what, (long long)d);
+  for (size_t i = 0; i < rank; i++)
+    if (dims[i] < 0) {
+      ir_error(im->g, n, "%s: bad dimension %lld", what, (long long)dims[i]);
       return false;
     }
-    count *= d;
-  }
+  /* Under the tensor limits, byte sizes cannot overflow below. */
+  if (!check_tensor_size(im->g, n, what, NULL, t->dtype, (int)rank, dims))
+    return false;
   tensor_set_shape(t, (int)rank, dims);
-  *numel = count;
+  *numel = tensor_numel(t);
   return true;
 }
 

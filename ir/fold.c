@@ -14,8 +14,7 @@
 #include "ir.h"
 #include "shapes.h"
 
-/* Results beyond this many elements stay run-time work. */
-#define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
+/* FOLD_MAX_ELEMENTS (ir.h): larger results stay run-time work. */
 
 bool op_is_evaluable(OpKind op) { return op_info(op)->fold != NULL; }
 

@@ -23,9 +23,6 @@
 #include "ir.h"
 #include "shapes.h"
 
-/* A few seconds of compile time at most. */
-#define FOLD_MAX_WORK ((int64_t)1 << 28)
-
 /* ------------------------------------------------------------ elements */
 
 static bool is_u64(const Tensor *t) { return t->dtype == DT_UINT64; }

@@ -66,6 +66,7 @@ Graph *graph_new(const char *path) {
   g->arena = a;
   g->path = arena_strdup(a, path ? path : "<graph>");
   g->name = "main";
+  g->max_memory = LIMIT_PROGRAM_BYTES;
   g->names = arena_alloc(a, sizeof(NameMap));
   return g;
 }

@@ -228,20 +228,30 @@ static bool compile_time_type(Graph *g, Node *n, const char *role, const Tensor 
   return false;
 }
 
+/* A data input or output of n of a type net.c cannot store, with its
+   role in *role; NULL when there is none. */
+static const Tensor *compile_time_value(const Node *n, const char **role) {
+  const OpInfo *info = op_info(n->op);
+  *role = "input";
+  for (int i = 0; i < n->nin; i++) {
+    Tensor *t = n->in[i];
+    if (t && !((info->param_inputs >> i) & 1) && !dtype_at_run_time(t->dtype))
+      return t;
+  }
+  *role = "output";
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] && !dtype_at_run_time(n->out[i]->dtype))
+      return n->out[i];
+  return NULL;
+}
+
 static bool check_run_time_dtypes(Graph *g, Node *n) {
   const OpInfo *info = op_info(n->op);
   if (info->eval != AT_RUN_TIME || (op_is_evaluable(n->op) && all_inputs_const(n)))
     return true;
-  for (int i = 0; i < n->nin; i++) {
-    Tensor *t = n->in[i];
-    if (!t || (info->param_inputs >> i) & 1 || dtype_at_run_time(t->dtype))
-      continue;
-    return compile_time_type(g, n, "input", t);
-  }
-  for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && !dtype_at_run_time(n->out[i]->dtype))
-      return compile_time_type(g, n, "output", n->out[i]);
-  return true;
+  const char *role;
+  const Tensor *t = compile_time_value(n, &role);
+  return !t || compile_time_type(g, n, role, t);
 }
 
 /* A constant integer exponent of Pow (allowed since opset 12) becomes a float
@@ -269,17 +279,33 @@ bool node_infer(Graph *g, Node *n) {
          op_info(n->op)->infer(g, n) && check_run_time_dtypes(g, n);
 }
 
-/* A kind without kernels that did not fold (its result is too large to
-   evaluate) has nowhere to run. */
-static bool must_fold(Graph *g, Node *n) {
-  if (op_info(n->op)->eval == AT_RUN_TIME)
-    return false;
+void report_not_folded(const Graph *g, const Node *n) {
   int64_t count = 0;
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
-      count += tensor_numel(n->out[i]);
-  ir_error(g, n, "%s runs only at compile time here, and its result (%lld elements) is too "
-           "large to evaluate", op_name(n->op), (long long)count);
+      count += tensor_numel(n->out[i]); /* each under the tensor limit: no overflow */
+  /* Why it had to fold: no kernels, or a value of a compile-time type. */
+  const char *role;
+  const Tensor *t = compile_time_value(n, &role);
+  char why[LIMIT_NAME_BYTES + 64] = "";
+  if (op_info(n->op)->eval == AT_RUN_TIME && t)
+    snprintf(why, sizeof why, " (its %s '%s' is %s)", role, t->name, dtype_onnx_name(t->dtype));
+  if (count > FOLD_MAX_ELEMENTS)
+    ir_error(g, n, "%s runs only at compile time here%s, and its result is too big to fold: "
+             "%lld elements, limit %lld", op_name(n->op), why, (long long)count,
+             (long long)FOLD_MAX_ELEMENTS);
+  else
+    ir_error(g, n, "%s runs only at compile time here%s, and opc could not evaluate it "
+             "(%lld elements of output)", op_name(n->op), why, (long long)count);
+}
+
+/* A node that did not fold has nowhere to run when its kind has no
+   kernels or it holds a value of a type that exists at compile time only. */
+static bool must_fold(Graph *g, Node *n) {
+  const char *role;
+  if (op_info(n->op)->eval == AT_RUN_TIME && !compile_time_value(n, &role))
+    return false;
+  report_not_folded(g, n);
   return true;
 }
 

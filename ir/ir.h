@@ -15,6 +15,39 @@
 
 #define IR_MAX_RANK 8
 
+/* --------------------------------------------------------------- limits */
+
+/*
+ * What opc accepts, all in one place; docs/reliability.md ("Limits") gives
+ * the reason for each value. A model past one is rejected at compile time,
+ * where it is detected and before anything of that size is allocated.
+ */
+
+/* cuDNN's tensor descriptors and cuBLAS's classic API take int sizes and
+   strides: a tensor past 2^31-1 elements cannot be handed to them. */
+#define LIMIT_TENSOR_ELEMENTS ((int64_t)2147483647)
+/* The element limit times the widest run-time type (8 bytes). Kept apart
+   so that raising the element limit does not silently allow bigger
+   buffers; a smaller --max-memory lowers it (check_tensor_size). */
+#define LIMIT_TENSOR_BYTES ((int64_t)1 << 34)
+/* Activation arena plus weights, by default: fits the 80 GB of the default
+   device (an H100) with room for the CUDA context and cuDNN workspaces.
+   --max-memory changes it (Graph.max_memory). */
+#define LIMIT_PROGRAM_BYTES ((int64_t)64 << 30)
+/* Nodes in one graph: far beyond the models opc is tested on. Compile
+   cost grows about linearly (a 200,000-node chain: 9 s, 1.3 GB, and the
+   emitted C grows by 1.5-2.4 KB a node), so this bounds what a malformed
+   file can ask for to about a minute and a few GB. */
+#define LIMIT_NODES 1000000
+/* Bytes in one tensor, node, graph or attribute name: exporters write a
+   few dozen; names are copied into messages and the emitted C. */
+#define LIMIT_NAME_BYTES 4096
+/* Compile-time evaluation (ir/fold.c, ir/fold_nn.c): results beyond this
+   many elements, or evaluations past this many multiply-adds (a few
+   seconds), stay run-time work; a kind without kernels is then rejected. */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
+#define FOLD_MAX_WORK ((int64_t)1 << 28)
+
 /* ---------------------------------------------------------------- arena */
 
 typedef struct Arena Arena;
@@ -429,6 +462,7 @@ struct Graph {
   struct NameMap *names; /* tensor name -> Tensor */
 
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
+  int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
 };
 
@@ -460,6 +494,20 @@ Graph *graph_parse(const char *text, const char *path);
 bool graph_infer_shapes(Graph *g);
 
 /* ------------------------------------------------------- tensor helpers */
+
+/* Element count of a shape, in *count (0 when a dim is 0); false when a
+   dim is negative or the nonzero dims multiply past int64, since strides
+   and tensor_numel multiply them (a hostile shape must not wrap). */
+bool shape_numel(int rank, const int64_t *dims, int64_t *count);
+/* Checks a tensor of this type against the element and byte limits (the
+   byte limit is g->max_memory when that is smaller); reports "<what>
+   '<name>' has N elements, over the limit of ..." against node n (or the
+   graph) and returns false when it is over one. name may be NULL. */
+bool check_tensor_size(const Graph *g, const Node *n, const char *what, const char *name,
+                       DType dt, int rank, const int64_t *dims);
+/* Checks a name against LIMIT_NAME_BYTES; reports "<what> is N bytes
+   long ..." and returns false when it is over. */
+bool check_name_length(const Graph *g, const char *what, const char *name);
 
 int64_t tensor_numel(const Tensor *t);
 size_t dtype_size(DType t);
@@ -499,6 +547,9 @@ bool node_infer(Graph *g, Node *n);
    do not infer or, say, an integer divides by zero). Shape folds whenever
    its input's shape is known. */
 bool node_fold(Graph *g, Node *n);
+/* Reports a node of a kind without kernels that node_fold did not
+   evaluate: "too big to fold: N elements, limit FOLD_MAX_ELEMENTS". */
+void report_not_folded(const Graph *g, const Node *n);
 /* Whether node_fold can evaluate this kind. */
 bool op_is_evaluable(OpKind op);
 

@@ -16,8 +16,9 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* The largest tensor opc accepts, in elements. */
-#define MAX_ELEMENTS ((int64_t)1 << 59)
+/* Bound on one dimension computed in floating point, so that it converts
+   to int64 safely; set_out then checks the tensor against the limits. */
+#define MAX_DIM ((int64_t)1 << 59)
 
 static Tensor *in(const Node *n, int i) { return node_input(n, i); }
 
@@ -38,19 +39,15 @@ static bool set_out(Graph *g, Node *n, int slot, DType dt, int rank, const int64
     ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
     return false;
   }
-  int64_t numel = 1;
-  for (int i = 0; i < rank; i++) {
+  for (int i = 0; i < rank; i++)
     if (dims[i] < 0) {
       ir_error(g, n, "output dimension %d would be negative (%lld)", i, (long long)dims[i]);
       return false;
     }
-    /* Byte offsets must fit in int64 too, hence the margin. */
-    if (__builtin_mul_overflow(numel, dims[i], &numel) || numel > MAX_ELEMENTS) {
-      ir_error(g, n, "output would have more than 2^59 elements");
-      return false;
-    }
-  }
   Tensor *t = n->out[slot];
+  /* Checked here, before any evaluator or planner sizes storage by it. */
+  if (!check_tensor_size(g, n, "output", t->name, dt, rank, dims))
+    return false;
   t->dtype = dt;
   if (t->alias_of) {
     t->rank = rank;
@@ -1509,7 +1506,7 @@ static void resize_params(Node *n) {
    rounded down. */
 static bool scaled(Graph *g, Node *n, int64_t size, float scale, int64_t *out) {
   float v = floorf((float)size * scale);
-  if (!(scale > 0) || !(v < (float)MAX_ELEMENTS)) {
+  if (!(scale > 0) || !(v < (float)MAX_DIM)) {
     ir_error(g, n, "scale %g does not give a usable size", (double)scale);
     return false;
   }
@@ -1576,7 +1573,7 @@ static bool infer_resize(Graph *g, Node *n) {
     }
     for (int i = 0; i < naxes; i++) {
       double v = floor(scale * (double)x->dims[axes[i]] + 0.5);
-      if (!(v >= 0 && v < (double)MAX_ELEMENTS)) {
+      if (!(v >= 0 && v < (double)MAX_DIM)) {
         ir_error(g, n, "sizes do not give a usable shape");
         return false;
       }
@@ -1768,7 +1765,7 @@ static bool infer_one_hot(Graph *g, Node *n) {
     return false;
   }
   int64_t d = depth->i64 ? depth->i64[0] : (int64_t)depth->f32[0];
-  if (d <= 0 || d > MAX_ELEMENTS) {
+  if (d <= 0 || d > MAX_DIM) {
     ir_error(g, n, "depth %lld must be positive", (long long)d);
     return false;
   }
@@ -2083,7 +2080,7 @@ static bool infer_range(Graph *g, Node *n) {
       return false;
     }
     double c = ceil((limit - start) / delta);
-    if (!(c < (double)MAX_ELEMENTS)) { /* also catches NaN */
+    if (!(c < (double)MAX_DIM)) { /* also catches NaN */
       ir_error(g, n, "Range of %g to %g by %g has no usable length", start, limit, delta);
       return false;
     }

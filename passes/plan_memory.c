@@ -302,6 +302,78 @@ static int64_t place_one_after_another(Buffer *bufs, int nbufs) {
   return total;
 }
 
+/* ------------------------------------------------- the program's memory */
+
+/* A constant the program keeps on the device: one a live node reads, or a
+   constant graph output. */
+static bool is_weight(const Tensor *t) {
+  if (!tensor_is_const(t))
+    return false;
+  if (t->is_output)
+    return true;
+  for (int i = 0; i < t->nusers; i++)
+    if (!t->users[i]->dead)
+      return true;
+  return false;
+}
+
+/* The bytes of the weights file: each array on a 64-byte boundary, as
+   backend/emit.c lays them out. */
+static int64_t weight_bytes(const Tensor *t) {
+  return ((int64_t)dtype_size(t->dtype) * tensor_numel(t) + 63) / 64 * 64;
+}
+
+enum { NLARGEST = 3 };
+
+typedef struct Contributor {
+  const Tensor *t;
+  int64_t bytes;
+} Contributor;
+
+/* Keeps the NLARGEST biggest, largest first. */
+static void consider(Contributor *top, const Tensor *t, int64_t bytes) {
+  for (int i = 0; i < NLARGEST; i++)
+    if (!top[i].t || bytes > top[i].bytes) {
+      memmove(&top[i + 1], &top[i], sizeof *top * (size_t)(NLARGEST - 1 - i));
+      top[i] = (Contributor){t, bytes};
+      return;
+    }
+}
+
+/*
+ * The program allocates the arena and the weights on the device when it
+ * starts; past the limit it would fail there (or on a smaller GPU), so it
+ * is refused here, naming what takes the room.
+ */
+static bool check_program_memory(Graph *g) {
+  int64_t weights = 0;
+  Contributor top[NLARGEST] = {{0}};
+  for (int i = 0; i < g->ntensors; i++) {
+    const Tensor *t = g->tensors[i];
+    if (is_weight(t)) {
+      weights += weight_bytes(t);
+      consider(top, t, weight_bytes(t));
+    } else if (!tensor_is_const(t) && !t->alias_of &&
+               ((t->producer && !t->producer->dead) || t->is_input)) {
+      consider(top, t, (int64_t)dtype_size(t->dtype) * tensor_numel(t));
+    }
+  }
+  int64_t total = g->arena_bytes + weights;
+  if (total <= g->max_memory)
+    return true;
+  char largest[512] = "";
+  size_t len = 0;
+  for (int i = 0; i < NLARGEST && top[i].t && len < sizeof largest; i++)
+    len += (size_t)snprintf(largest + len, sizeof largest - len, "%s%s '%.64s' %lld bytes",
+                            i ? ", " : "", tensor_is_const(top[i].t) ? "weight" : "activation",
+                            top[i].t->name, (long long)top[i].bytes);
+  ir_error(g, NULL, "the program needs %lld bytes of device memory (activations %lld, weights "
+           "%lld), over the limit of %lld bytes (--max-memory); the largest: %s",
+           (long long)total, (long long)g->arena_bytes, (long long)weights,
+           (long long)g->max_memory, largest);
+  return false;
+}
+
 bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   if (!resolve_view_chains(g))
@@ -379,5 +451,5 @@ bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
   free(index_of);
   if (clocks.pos)
     free_clocks(&clocks);
-  return true;
+  return check_program_memory(g);
 }

@@ -509,6 +509,63 @@ static void test_errors(void) {
   graph_free(g);
 }
 
+/* The limits of ir.h: checked when an output's shape is set, without
+   wrapping, before anything is allocated (docs/reliability.md). */
+static void test_limits(void) {
+  /* 2^21 * 2^21 = 2^42 elements */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1]\nconst %s: i64[2] = [2097152,2097152]\n"
+                   "%y = Expand(%x, %s)\noutput %y\n"));
+  /* 2^31 four times: 2^124, which an unchecked product wraps to 0 */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1,1,1]\n"
+                   "const %s: i64[4] = [2147483648,2147483648,2147483648,2147483648]\n"
+                   "%y = Expand(%x, %s)\noutput %y\n"));
+  /* exactly at the limit, and one past it */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: u8[1]\nconst %s: i64[1] = [2147483647]\n"
+                      "%y = Expand(%x, %s)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "u8[2147483647]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: u8[1]\nconst %s: i64[1] = [2147483648]\n"
+                   "%y = Expand(%x, %s)\noutput %y\n"));
+  /* empty: no elements, but its other dims still make strides, which must
+     not wrap */
+  g = inferred("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
+               "const %s: i64[3] = [4611686018427387904,1,0]\n%y = Expand(%x, %s)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[4611686018427387904,1,0]"));
+  graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
+                   "const %s: i64[3] = [4611686018427387904,4,0]\n%y = Expand(%x, %s)\n"
+                   "output %y\n"));
+  /* 2^28 elements: under the tensor limit, over the folding limit; a kind
+     without kernels must fold, so this is an error */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1]\nconst %s: i64[2] = [16384,16384]\n"
+                   "%c = ConstantOfShape(%s)\n%y = Add(%x, %c)\noutput %y\n"));
+  /* a lower program limit lowers the tensor byte limit: f32[512] is 2048 bytes */
+  g = parse("graph \"t\"\ninput %x: f32[1]\nconst %s: i64[1] = [512]\n"
+            "%y = Expand(%x, %s)\noutput %y\n");
+  CHECK(g != NULL);
+  int before = ir_error_count();
+  if (g) {
+    g->max_memory = 1024;
+    CHECK(!graph_infer_shapes(g) && one_error(before));
+  }
+  graph_free(g);
+
+  int64_t count;
+  CHECK(shape_numel(2, (int64_t[]){(int64_t)1 << 62, 4}, &count) == false);
+  CHECK(shape_numel(3, (int64_t[]){(int64_t)1 << 62, 1, 0}, &count) && count == 0);
+  CHECK(shape_numel(3, (int64_t[]){(int64_t)1 << 62, 4, 0}, &count) == false);
+  CHECK(shape_numel(1, (int64_t[]){-1}, &count) == false);
+  CHECK(shape_numel(0, NULL, &count) && count == 1);
+
+  char name[LIMIT_NAME_BYTES + 2];
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  before = ir_error_count();
+  CHECK(!check_name_length(NULL, "a name", name) && one_error(before));
+  name[LIMIT_NAME_BYTES] = '\0';
+  CHECK(check_name_length(NULL, "a name", name) && ir_error_count() == before + 1);
+}
+
 int main(void) {
   test_conv_same_padding();
   test_conv_explicit();
@@ -525,5 +582,6 @@ int main(void) {
   test_shape_chain();
   test_generators();
   test_errors();
+  test_limits();
   return finish("test_infer");
 }

@@ -8,6 +8,9 @@ Usage: test_cli.py OPC GROUP
            --const-input and its errors
   compile  -o with .c and executable outputs; a failed build leaves nothing;
            a program with an input bound by --const-input
+  limits   models over a limit of ir/ir.h (tensor size, names, node count,
+           --max-memory): exit 2, a message naming node, operator, limit
+           and value, and no output
 """
 import os
 import random
@@ -127,7 +130,9 @@ def usage_group(tmp):
                 ["--prefix", "my-net"], ["--input-shape", "x"], ["--input-shape", "x=1xq"],
                 ["--input-shape", "=1x2"], ["-O3"], ["--cflags", "gpu"],
                 ["--dump-after", "no_such_pass"], ["--const-input", "shape"],
-                ["--const-input", "=s.npy"], ["--const-input", "shape="]]:
+                ["--const-input", "=s.npy"], ["--const-input", "shape="],
+                ["--max-memory", "0"], ["--max-memory", "16GB"], ["--max-memory", "-1"],
+                ["--max-memory", "G"], ["--max-memory", "99999999999T"]]:
         expect_usage_error("bad value " + " ".join(bad), "m.onnx", "-o", "x.c", *bad)
 
     p = run("--help")
@@ -137,7 +142,7 @@ def usage_group(tmp):
                    "--prune", "--lios-priority", "--device", "--cost-db", "--no-merge",
                    "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
                    "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
-                   "--const-input", "--list-operators"]:
+                   "--const-input", "--list-operators", "--max-memory"]:
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
@@ -353,9 +358,182 @@ def const_input_program(tmp):
     check("the program refuses the bound input", r.returncode != 0, r)
 
 
+# ------------------------------------------------------------ limits
+
+def one_node_model(path, node, inputs, initializers=(), opset=13):
+    graph = helper.make_graph(
+        [node], "limits", inputs,
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+        list(initializers))
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+
+
+def expand_model(path, dims):
+    shape = numpy_helper.from_array(np.array(dims, np.int64), "shape")
+    one_node_model(path, helper.make_node("Expand", ["x", "shape"], ["y"], name="expand_1"),
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1] * len(dims))],
+                   [shape])
+
+
+def constant_of_shape_model(path, dims):
+    """ConstantOfShape runs only at compile time: it must fold."""
+    shape = numpy_helper.from_array(np.array(dims, np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill"),
+             helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    graph = helper.make_graph(
+        nodes, "limits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def relu_model(path, node_name="relu", tensor_name="y"):
+    nodes = [helper.make_node("Relu", ["x"], [tensor_name], name=node_name),
+             helper.make_node("Relu", [tensor_name], ["z"], name="relu_2")]
+    graph = helper.make_graph(
+        nodes, "limits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def matmul_model(path):
+    """x f32[1024,512] @ w f32[512,1024]: 2 MiB of weights, 4 MiB per activation."""
+    w = numpy_helper.from_array(np.ones((512, 1024), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "limits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 1024])], [w])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7f) | (0x80 if n > 0x7f else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def many_nodes_model(path, count):
+    """`count` Relu nodes, written as protobuf directly: the onnx helpers
+    would take minutes. A repeated field is its entries back to back."""
+    relu = helper.make_node("Relu", ["x"], ["y"], name="r")
+    graph = helper.make_graph(
+        [], "many", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    node = relu.SerializeToString()
+    node_field = b"\x0a" + varint(len(node)) + node  # GraphProto.node = 1
+    graph_bytes = node_field * count + graph.SerializeToString()
+    model = helper.make_model(helper.make_graph([], "x", [], []),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    model.ClearField("graph")
+    with open(path, "wb") as f:  # ModelProto.graph = 7
+        f.write(model.SerializeToString() + b"\x3a" + varint(len(graph_bytes)) + graph_bytes)
+
+
+def expect_limit(name, out, model, *args, text, errors=1):
+    """Exit 2, each problem reported once, nothing written (-o OUT.c and -o OUT)."""
+    for target in ["net.c", "net"]:
+        p = expect_model_error(f"{name} (-o {target})", model, "-o", os.path.join(out, target),
+                               *args, text=text)
+        check(f"{name}: {errors} message(s)", p.stderr.count("opc: error: ") == errors, p)
+        check(f"{name}: writes nothing", listing(out) == [], p)
+
+
+def limits_group(tmp):
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    m = os.path.join(tmp, "m.onnx")
+
+    expand_model(m, [1 << 21, 1 << 21])
+    expect_limit("Expand to 2^42 elements", out, m,
+                 text=f"opc: error: {m}: node 'expand_1' (Expand): output 'y' has "
+                 "4398046511104 elements, over the limit of 2147483647 elements per tensor")
+    expand_model(m, [1 << 31] * 4)  # 2^124 elements: the product must not wrap
+    expect_limit("Expand past int64", out, m,
+                 text="node 'expand_1' (Expand): output 'y' of shape [2147483648,2147483648,"
+                 "2147483648,2147483648] has more than 2^63 elements, over the limit of "
+                 "2147483647 elements per tensor")
+    expand_model(m, [1 << 16, 1 << 16, 0])  # empty, however large the other dims
+    p = run(m, "--dump-ir")
+    check("an empty Expand is fine", p.returncode == 0, p)
+
+    constant_of_shape_model(m, [1 << 20, 1 << 20])
+    expect_limit("ConstantOfShape to 2^40 elements", out, m,
+                 text="node 'fill' (ConstantOfShape): output 'c' has 1099511627776 elements, "
+                 "over the limit of 2147483647 elements per tensor")
+    constant_of_shape_model(m, [1 << 14, 1 << 14])
+    expect_limit("ConstantOfShape too big to fold", out, m,
+                 text="node 'fill' (ConstantOfShape): ConstantOfShape runs only at compile "
+                 "time here, and its result is too big to fold: 268435456 elements, "
+                 "limit 67108864")
+
+    # uint16 exists at compile time only: a run-time kind on it must fold too.
+    c = numpy_helper.from_array(np.ones(1, np.uint16), "c")
+    shape = numpy_helper.from_array(np.array([1 << 27], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["c", "shape"], ["e"], name="expand_u16"),
+         helper.make_node("Cast", ["e"], ["y"], name="cast", to=TensorProto.FLOAT)],
+        "limits", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [c, shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), m)
+    expect_limit("uint16 Expand too big to fold", out, m,
+                 text="node 'expand_u16' (Expand): Expand runs only at compile time here (its "
+                 "input 'c' is uint16), and its result is too big to fold: 134217728 elements, "
+                 "limit 67108864")
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "limits",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 20, 1 << 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), m)
+    expect_limit("graph input over the limit", out, m,
+                 text="input 'x' has 1099511627776 elements, over the limit of 2147483647")
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 20])
+    w.raw_data = b""
+    one_node_model(m, helper.make_node("Add", ["x", "w"], ["y"], name="add"),
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])], [w])
+    expect_limit("initializer over the limit", out, m,
+                 text="initializer 'w' has 1099511627776 elements, over the limit")
+
+    relu_model(m, node_name="n" * 5000)
+    expect_limit("long node name", out, m,
+                     text="the name of node 0 is 5000 bytes long ('nnnnnnnnnnnnnnnn")
+    p = run(m, "--dump-ir")
+    check("long node name: the message is short",
+          "over the limit of 4096 bytes per name" in p.stderr and len(p.stderr) < 400, p)
+    relu_model(m, tensor_name="t" * 4097)
+    expect_limit("long tensor name", out, m,
+                 text="an output name of node 0 is 4097 bytes long")
+    relu_model(m, tensor_name="t" * 4096)
+    p = run(m, "--dump-ir")
+    check("a name of 4096 bytes is fine", p.returncode == 0, p)
+
+    many_nodes_model(m, 1000001)
+    expect_limit("too many nodes", out, m,
+                 text="the graph has 1000001 nodes, over the limit of 1000000 nodes")
+
+    matmul_model(m)
+    expect_limit("program over --max-memory", out, m, "--max-memory", "4M",
+                 text=f"opc: error: {m}: the program needs 12582912 bytes of device memory "
+                 "(activations 10485760, weights 2097152), over the limit of 4194304 bytes "
+                 "(--max-memory); the largest: activation 'm' 4194304 bytes, activation 'y' "
+                 "4194304 bytes, weight 'w' 2097152 bytes")
+    # Two tensors over: the importer reports both, once each.
+    expect_limit("tensor over --max-memory", out, m, "--max-memory=1M", errors=2,
+                 text="initializer 'w' has 2097152 bytes (524288 elements of f32), over the "
+                 "limit of 1048576 bytes per tensor (--max-memory)\nopc: error: " + m +
+                 ": input 'x' has 2097152 bytes")
+    p = run(m, "-o", os.path.join(out, "net.c"), "--max-memory", "12M")
+    check("a program within --max-memory compiles", p.returncode == 0 and
+          listing(out) == ["net.c", "net.h", "net.weights"], p)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="opc-cli-") as tmp:
-        {"usage": usage_group, "models": models_group, "compile": compile_group}[GROUP](tmp)
+        {"usage": usage_group, "models": models_group, "compile": compile_group,
+         "limits": limits_group}[GROUP](tmp)
     print(f"cli {GROUP}: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 
