@@ -146,8 +146,9 @@ bool verify_schedule_deps(Graph *g) {
  */
 typedef struct Buffer {
   Tensor *t;
-  int64_t lo, hi; /* bytes in the arena */
-  int first;      /* issue position of the first writer; -1 for an input */
+  int64_t lo, hi;      /* bytes in the arena */
+  int first;           /* issue position of the first writer; -1 for an input */
+  bool read_after_run; /* a graph output is this storage or a view of it */
   int *writers, nwriters, capwriters;
   int *users, nusers, capusers; /* readers and writers */
 } Buffer;
@@ -181,13 +182,17 @@ static void add_unit(int **arr, int *n, int *cap, int v) {
   (*arr)[(*n)++] = v;
 }
 
-/* Every use of `a` is ordered before every write of `b`. */
+/*
+ * Every use of `a` is ordered before every write of `b`. A unit that uses
+ * `a` and writes `b` is not ordered before itself: no kernel is asked to
+ * write over bytes it reads, and the planner never asks it.
+ */
 static bool used_before(const Replay *r, const Buffer *a, const Buffer *b) {
-  if (a->t->is_output || b->t->is_input)
+  if (a->read_after_run || b->t->is_input)
     return false;
   for (int i = 0; i < a->nusers; i++)
     for (int j = 0; j < b->nwriters; j++)
-      if (a->users[i] != b->writers[j] && !happens_before(r, a->users[i], b->writers[j]))
+      if (!happens_before(r, a->users[i], b->writers[j]))
         return false;
   return true;
 }
@@ -283,9 +288,16 @@ static Buffer *collect_buffers(Graph *g, const Replay *r, int *nb) {
     if (!t->producer && !t->is_input)
       continue;
     slot[t->id] = *nb;
-    buf[*nb] = (Buffer){.t = t, .lo = t->offset, .first = t->is_input ? -1 : INT_MAX};
+    buf[*nb] = (Buffer){.t = t, .lo = t->offset, .first = t->is_input ? -1 : INT_MAX,
+                        .read_after_run = t->is_output};
     buf[*nb].hi = t->offset + tensor_numel(t) * (int64_t)dtype_size(t->dtype);
     (*nb)++;
+  }
+  /* The caller reads a graph output after the run, through its storage. */
+  for (int i = 0; i < g->noutputs; i++) {
+    Tensor *s = tensor_storage(g->outputs[i]);
+    if (s->id >= 0 && s->id < maxid && slot[s->id] >= 0)
+      buf[slot[s->id]].read_after_run = true;
   }
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
