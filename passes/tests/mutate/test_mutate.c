@@ -1,0 +1,547 @@
+/*
+ * test_mutate.c - mutation tests of the schedule checkers.
+ *
+ *   test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict]
+ *                [--emit DIR --emit-count K]
+ *
+ * Compiles MODEL with the pipeline (the scheduler named), then breaks the
+ * schedule and the memory plan one mutation at a time and asks each checker
+ * about the broken version:
+ *
+ *   drop-wait      one event wait removed from one unit
+ *   drop-event     one event's record removed, with every wait on it
+ *   dangling-wait  one event's record removed, its waits left: a malformed
+ *                  schedule that every checker must reject
+ *   move-stream    one unit moved to another stream (or a new one), its
+ *                  waits and record unchanged
+ *   share-live     a storage tensor placed on the bytes of another whose
+ *                  lifetime overlaps its own
+ *   share-dead     the same onto one whose lifetime does not overlap (mostly
+ *                  harmless: the control for false alarms)
+ *   share-in-place a unit's output placed on the bytes of one of its inputs
+ *
+ * Results are counted by what the oracle finds: a share-* mutation whose
+ * only fault is that one unit reads one buffer and writes the other (its
+ * output on its own input's bytes) is counted as share-in-place, whatever
+ * was drawn. verify_buffer_reuse accepts that case (see docs/reliability.md):
+ * its misses are printed as KNOWN GAP and fail the test only with --strict.
+ *
+ * Whether a mutation creates a race or an overlap is decided by oracle.c,
+ * not by the checkers. A checker must report every mutation that creates
+ * what it checks for (kill rate 100%) and nothing else (no false alarm).
+ * One line per checker and kind is printed as
+ *   RESULT model scheduler checker kind tried harmful reported false_alarms
+ * for run_mutation.py to add up. Exit status 1 on any miss or false alarm.
+ *
+ * With --emit, the first K mutations that create a race visible at run time
+ * (an access pair nothing orders), taken in turn from each kind, are emitted
+ * as programs DIR/mut<i>.c, and the unmutated one as DIR/clean.c; their
+ * list is DIR/manifest.txt for run_mutation.py, which runs them under the
+ * race checker. The backend is called directly: the pipeline's verifier
+ * would refuse these schedules.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../../backend/backend.h"
+#include "../../../frontend/frontend.h"
+#include "oracle.h"
+
+typedef enum Kind {
+  DROP_WAIT,
+  DROP_EVENT,
+  DANGLING_WAIT,
+  MOVE_STREAM,
+  SHARE_LIVE,
+  SHARE_DEAD,
+  SHARE_IN_PLACE,
+  NKINDS
+} Kind;
+
+static const char *const kind_names[NKINDS] = {
+    "drop-wait", "drop-event", "dangling-wait", "move-stream", "share-live", "share-dead",
+    "share-in-place",
+};
+
+typedef struct Mutation {
+  Kind kind;
+  int unit;      /* issue index (drop-wait, move-stream) */
+  int arg;       /* wait index, event, or new stream; storage index x for share-* */
+  int arg2;      /* storage index y (share-*) */
+  int64_t shift; /* bytes into y (share-*) */
+} Mutation;
+
+enum { CHECK_DEPS, CHECK_REUSE, CHECK_PASS, NCHECKERS };
+static const char *const checker_names[NCHECKERS] = {
+    "verify_schedule_deps", "verify_buffer_reuse", "pass_verify_schedule",
+};
+
+typedef struct Tally {
+  int tried, harmful, reported, false_alarms;
+} Tally;
+
+/* Everything a mutation may change, to put back afterwards. */
+typedef struct Saved {
+  int *stream, *record_event, *nwaits;
+  int **waits;
+  int64_t *offset;
+  int nstreams;
+} Saved;
+
+typedef struct Run {
+  Graph *g;
+  PassOptions opt;
+  PassContext *ctx;
+  Oracle oracle;
+  Saved saved;
+  uint64_t rng;
+  int limit;
+  bool strict; /* share-in-place misses fail too */
+  Tally tally[NCHECKERS][NKINDS];
+  int failures;
+  Mutation *emit; /* run-time candidates */
+  int nemit;
+  const char *model, *scheduler;
+} Run;
+
+/* ------------------------------------------------------------ utilities */
+
+/* splitmix64: the same samples on every machine for a given seed. */
+static uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+static int random_below(Run *r, int n) { return (int)(next_random(&r->rng) % (uint64_t)n); }
+
+/* The checkers report through ir_error on stderr: silence them while they
+   run on mutations, so that the output shows only the test's findings. */
+static int quiet_stderr(void) {
+  fflush(stderr);
+  int saved = dup(2);
+  int devnull = open("/dev/null", O_WRONLY);
+  dup2(devnull, 2);
+  close(devnull);
+  return saved;
+}
+
+static void restore_stderr(int saved) {
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+}
+
+/* ------------------------------------------------------ save and restore */
+
+static void save_state(Run *r) {
+  Graph *g = r->g;
+  Saved *s = &r->saved;
+  s->stream = malloc(sizeof(int) * (size_t)g->nnodes);
+  s->record_event = malloc(sizeof(int) * (size_t)g->nnodes);
+  s->nwaits = malloc(sizeof(int) * (size_t)g->nnodes);
+  s->waits = malloc(sizeof(int *) * (size_t)g->nnodes);
+  s->offset = malloc(sizeof(int64_t) * (size_t)g->ntensors);
+  for (int i = 0; i < g->nnodes; i++) {
+    s->stream[i] = g->nodes[i]->stream;
+    s->record_event[i] = g->nodes[i]->record_event;
+    s->nwaits[i] = g->nodes[i]->nwaits;
+    s->waits[i] = g->nodes[i]->waits;
+  }
+  for (int i = 0; i < g->ntensors; i++)
+    s->offset[i] = g->tensors[i]->offset;
+  s->nstreams = g->sched.nstreams;
+}
+
+static void restore_state(Run *r) {
+  Graph *g = r->g;
+  Saved *s = &r->saved;
+  for (int i = 0; i < g->nnodes; i++) {
+    g->nodes[i]->stream = s->stream[i];
+    g->nodes[i]->record_event = s->record_event[i];
+    g->nodes[i]->nwaits = s->nwaits[i];
+    g->nodes[i]->waits = s->waits[i];
+  }
+  for (int i = 0; i < g->ntensors; i++)
+    g->tensors[i]->offset = s->offset[i];
+  g->sched.nstreams = s->nstreams;
+}
+
+/* -------------------------------------------------------------- mutating */
+
+/* n's waits without those equal to `event` (or without index `skip`). */
+static void remove_waits(Graph *g, Node *n, int event, int skip) {
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
+  int k = 0;
+  for (int i = 0; i < n->nwaits; i++)
+    if (i != skip && n->waits[i] != event)
+      w[k++] = n->waits[i];
+  n->waits = w;
+  n->nwaits = k;
+}
+
+static Node *recorder_of(Graph *g, int event) {
+  for (int k = 0; k < g->sched.norder; k++)
+    if (g->sched.order[k]->record_event == event)
+      return g->sched.order[k];
+  return NULL;
+}
+
+static void apply(Run *r, const Mutation *m) {
+  Graph *g = r->g;
+  Node *n = m->unit >= 0 ? g->sched.order[m->unit] : NULL;
+  switch (m->kind) {
+  case DROP_WAIT:
+    remove_waits(g, n, -1, m->arg);
+    break;
+  case DROP_EVENT:
+    for (int k = 0; k < g->sched.norder; k++)
+      remove_waits(g, g->sched.order[k], m->arg, -1);
+    recorder_of(g, m->arg)->record_event = -1;
+    break;
+  case DANGLING_WAIT:
+    recorder_of(g, m->arg)->record_event = -1;
+    break;
+  case MOVE_STREAM:
+    n->stream = m->arg;
+    if (m->arg >= g->sched.nstreams)
+      g->sched.nstreams = m->arg + 1;
+    break;
+  case SHARE_LIVE:
+  case SHARE_DEAD:
+  case SHARE_IN_PLACE: {
+    Tensor *x = r->oracle.st[m->arg].t, *y = r->oracle.st[m->arg2].t;
+    x->offset = y->offset + m->shift;
+    /* views report their base's place, as plan_memory leaves them */
+    for (int i = 0; i < g->ntensors; i++)
+      if (g->tensors[i]->alias_of == x)
+        g->tensors[i]->offset = x->offset;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+static void describe(Run *r, const Mutation *m, char *buf, size_t size) {
+  Graph *g = r->g;
+  switch (m->kind) {
+  case DROP_WAIT:
+    snprintf(buf, size, "%s: '%s' no longer waits on event %d", kind_names[m->kind],
+             g->sched.order[m->unit]->name, g->sched.order[m->unit]->waits[m->arg]);
+    break;
+  case DROP_EVENT:
+  case DANGLING_WAIT:
+    snprintf(buf, size, "%s: event %d (recorded after '%s')", kind_names[m->kind], m->arg,
+             recorder_of(g, m->arg)->name);
+    break;
+  case MOVE_STREAM:
+    snprintf(buf, size, "%s: '%s' from stream %d to %d", kind_names[m->kind],
+             g->sched.order[m->unit]->name, g->sched.order[m->unit]->stream, m->arg);
+    break;
+  default:
+    snprintf(buf, size, "%s: '%s' placed at byte %lld of '%s'", kind_names[m->kind],
+             r->oracle.st[m->arg].t->name, (long long)m->shift, r->oracle.st[m->arg2].t->name);
+    break;
+  }
+}
+
+/* ------------------------------------------------------------- checking */
+
+static void tally(Run *r, int checker, Kind kind, bool harmful, bool reported,
+                  const char *what, const Verdict *v) {
+  Tally *t = &r->tally[checker][kind];
+  t->tried++;
+  t->harmful += harmful;
+  t->reported += harmful && reported;
+  t->false_alarms += !harmful && reported;
+  if (harmful == reported)
+    return;
+  if (kind == SHARE_IN_PLACE && harmful && !r->strict) {
+    printf("%s %s: %s KNOWN GAP %s (oracle: %s)\n", r->model, r->scheduler,
+           checker_names[checker], what, v->why);
+    return;
+  }
+  printf("%s %s: %s %s %s (oracle: %s)\n", r->model, r->scheduler, checker_names[checker],
+         harmful ? "MISSED" : "FALSE ALARM on", what, harmful ? v->why : "harmless");
+  r->failures++;
+}
+
+/* Asks the oracle and the three checkers about the current (mutated) state. */
+static void judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
+  oracle_judge(&r->oracle, v);
+  int saved = quiet_stderr();
+  bool deps = verify_schedule_deps(r->g);
+  bool reuse = verify_buffer_reuse(r->g);
+  bool pass = pass_verify_schedule(r->g, &r->opt, r->ctx);
+  restore_stderr(saved);
+  /* A wait on an event never recorded is malformed whatever it orders. */
+  bool malformed = m->kind == DANGLING_WAIT;
+  Kind kind = m->kind;
+  if (kind >= SHARE_LIVE) {
+    bool in_place_only = v->overlaps > 0 && v->in_place == v->overlaps && !v->dep_races;
+    kind = in_place_only ? SHARE_IN_PLACE : kind == SHARE_IN_PLACE && v->overlaps ? SHARE_LIVE : kind;
+  }
+  tally(r, CHECK_DEPS, kind, malformed || v->dep_races > 0, !deps, what, v);
+  tally(r, CHECK_REUSE, kind, malformed || v->overlaps > 0, !reuse, what, v);
+  tally(r, CHECK_PASS, kind, malformed || v->dep_races + v->overlaps > 0, !pass, what, v);
+}
+
+static bool shows_at_run_time(const Mutation *m, const Verdict *v) {
+  if (m->kind == DANGLING_WAIT || m->kind == SHARE_DEAD || m->kind == SHARE_IN_PLACE)
+    return false;
+  return v->dep_races > 0 || v->unordered > v->in_place;
+}
+
+static void try_mutation(Run *r, const Mutation *m) {
+  char what[512];
+  describe(r, m, what, sizeof what);
+  apply(r, m);
+  Verdict v;
+  judge(r, m, what, &v);
+  restore_state(r);
+  /* a move to a new stream would need one more stream in the program */
+  bool new_stream = m->kind == MOVE_STREAM && m->arg >= r->saved.nstreams;
+  if (shows_at_run_time(m, &v) && !new_stream) {
+    r->emit = realloc(r->emit, sizeof(Mutation) * ((size_t)r->nemit + 1));
+    r->emit[r->nemit++] = *m;
+  }
+}
+
+/* ------------------------------------------------------------ candidates */
+
+/* Tries every candidate when there are at most `limit`, else `limit` of
+   them drawn without repetition. */
+static void try_sample(Run *r, Mutation *cand, int n) {
+  for (int i = 0; i < n && i < r->limit; i++) {
+    int j = i + random_below(r, n - i);
+    Mutation t = cand[i];
+    cand[i] = cand[j];
+    cand[j] = t;
+    try_mutation(r, &cand[i]);
+  }
+}
+
+static void push(Mutation **arr, int *n, Mutation m) {
+  *arr = realloc(*arr, sizeof(Mutation) * ((size_t)*n + 1));
+  (*arr)[(*n)++] = m;
+}
+
+static void mutate_sync(Run *r) {
+  Schedule *s = &r->g->sched;
+  Mutation *waits = NULL, *events = NULL, *dangling = NULL, *moves = NULL;
+  int nw = 0, ne = 0, nd = 0, nm = 0;
+  for (int k = 0; k < s->norder; k++) {
+    Node *n = s->order[k];
+    for (int w = 0; w < n->nwaits; w++)
+      push(&waits, &nw, (Mutation){DROP_WAIT, k, w, 0, 0});
+    if (n->record_event >= 0) {
+      push(&events, &ne, (Mutation){DROP_EVENT, -1, n->record_event, 0, 0});
+      push(&dangling, &nd, (Mutation){DANGLING_WAIT, -1, n->record_event, 0, 0});
+    }
+    /* every other stream, and one new stream */
+    for (int t = 0; t <= s->nstreams; t++)
+      if (t != n->stream)
+        push(&moves, &nm, (Mutation){MOVE_STREAM, k, t, 0, 0});
+  }
+  try_sample(r, waits, nw);
+  try_sample(r, events, ne);
+  try_sample(r, dangling, nd);
+  try_sample(r, moves, nm);
+  free(waits);
+  free(events);
+  free(dangling);
+  free(moves);
+}
+
+/* The oracle's index of t's storage, or -1 (a constant, or not in the arena). */
+static int storage_index(const Oracle *o, Tensor *t) {
+  if (!t)
+    return -1;
+  for (int i = 0; i < o->nst; i++)
+    if (o->st[i].t == tensor_storage(t))
+      return i;
+  return -1;
+}
+
+static bool lifetimes_overlap(const Oracle *o, int x, int y) {
+  return !oracle_done_before(o, &o->st[x], &o->st[y]) &&
+         !oracle_done_before(o, &o->st[y], &o->st[x]);
+}
+
+/*
+ * Pairs of storages drawn at random, sorted by whether their lifetimes
+ * overlap under the unmutated schedule, until each kind has `limit` (or
+ * enough draws were made). x goes to y's start, or to a random 256-byte
+ * step inside y.
+ */
+static void mutate_plan(Run *r) {
+  Oracle *o = &r->oracle;
+  Verdict v;
+  oracle_judge(o, &v); /* happens-before of the unmutated schedule */
+  Mutation *live = NULL, *dead = NULL;
+  int nl = 0, nd = 0;
+  for (int draw = 0; draw < 200 * r->limit && (nl < r->limit || nd < r->limit); draw++) {
+    int x = random_below(r, o->nst), y = random_below(r, o->nst);
+    int64_t ysize = storage_bytes(o->st[y].t);
+    if (x == y || storage_bytes(o->st[x].t) == 0 || ysize == 0)
+      continue;
+    int64_t shift = random_below(r, 2) ? 0 : (int64_t)random_below(r, (int)((ysize + 255) / 256)) * 256;
+    if (lifetimes_overlap(o, x, y)) {
+      if (nl < r->limit)
+        push(&live, &nl, (Mutation){SHARE_LIVE, -1, x, y, shift});
+    } else if (nd < r->limit) {
+      push(&dead, &nd, (Mutation){SHARE_DEAD, -1, x, y, shift});
+    }
+  }
+  /* a unit's output onto one of its inputs */
+  int nu = r->g->sched.norder;
+  for (int draw = 0; draw < 20 * r->limit && nl < 2 * r->limit; draw++) {
+    Node *n = r->g->sched.order[random_below(r, nu)];
+    if (n->nin == 0 || n->nout == 0)
+      continue;
+    int x = storage_index(o, n->out[random_below(r, n->nout)]);
+    int y = storage_index(o, n->in[random_below(r, n->nin)]);
+    if (x >= 0 && y >= 0 && x != y)
+      push(&live, &nl, (Mutation){SHARE_IN_PLACE, -1, x, y, 0});
+  }
+  for (int i = 0; i < nl; i++)
+    try_mutation(r, &live[i]);
+  for (int i = 0; i < nd; i++)
+    try_mutation(r, &dead[i]);
+  free(live);
+  free(dead);
+}
+
+/* --------------------------------------------------------------- emitting */
+
+static bool emit_to(Run *r, const char *dir, const char *name) {
+  char c[4096], h[4096], w[4096];
+  snprintf(c, sizeof c, "%s/%s.c", dir, name);
+  snprintf(h, sizeof h, "%s/%s.h", dir, name);
+  snprintf(w, sizeof w, "%s/%s.weights", dir, name);
+  EmitOptions e = {.c_path = c, .h_path = h, .weights_path = w, .prefix = "net",
+                   .cuda_graph = true};
+  return emit_program(r->g, &e);
+}
+
+static const Mutation *nth_of_kind(const Run *r, Kind kind, int nth) {
+  for (int i = 0; i < r->nemit; i++)
+    if (r->emit[i].kind == kind && nth-- == 0)
+      return &r->emit[i];
+  return NULL;
+}
+
+/* The first `count` run-time candidates, one kind after another. */
+static bool emit_programs(Run *r, const char *dir, int count) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/manifest.txt", dir);
+  FILE *f = fopen(path, "w");
+  if (!f || !emit_to(r, dir, "clean")) {
+    fprintf(stderr, "cannot write into %s\n", dir);
+    return false;
+  }
+  fprintf(f, "clean clean unmutated\n");
+  int done = 0;
+  for (int round = 0; done < count; round++) {
+    int found = 0;
+    for (int k = 0; k < NKINDS && done < count; k++) {
+      const Mutation *m = nth_of_kind(r, (Kind)k, round);
+      if (!m)
+        continue;
+      found++;
+      char name[64], what[512];
+      snprintf(name, sizeof name, "mut%d", done++);
+      describe(r, m, what, sizeof what);
+      apply(r, m);
+      bool ok = emit_to(r, dir, name);
+      restore_state(r);
+      if (!ok)
+        return false;
+      fprintf(f, "%s race %s\n", name, what);
+    }
+    if (!found)
+      break;
+  }
+  fclose(f);
+  return true;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void print_results(Run *r) {
+  for (int c = 0; c < NCHECKERS; c++)
+    for (int k = 0; k < NKINDS; k++) {
+      Tally *t = &r->tally[c][k];
+      printf("RESULT %s %s %s %s %d %d %d %d\n", r->model, r->scheduler, checker_names[c],
+             kind_names[k], t->tried, t->harmful, t->reported, t->false_alarms);
+    }
+}
+
+static bool compile_model(Run *r, const char *path) {
+  ImportOptions import = {0};
+  r->g = onnx_import(path, &import);
+  if (!r->g)
+    return false;
+  r->opt = (PassOptions){.opt_level = 1, .scheduler = r->scheduler};
+  r->ctx = pass_context_new(r->g, &r->opt);
+  return run_pipeline(r->g, &r->opt, r->ctx);
+}
+
+/* The unmutated schedule and plan: the oracle and every checker agree. */
+static bool check_unmutated(Run *r) {
+  Verdict v;
+  oracle_judge(&r->oracle, &v);
+  if (v.dep_races || v.overlaps) {
+    printf("%s %s: the oracle finds the UNMUTATED schedule wrong: %s\n", r->model, r->scheduler,
+           v.why);
+    return false;
+  }
+  bool ok = verify_schedule_deps(r->g) && verify_buffer_reuse(r->g) &&
+            pass_verify_schedule(r->g, &r->opt, r->ctx);
+  if (!ok)
+    printf("%s %s: a checker rejects the UNMUTATED schedule\n", r->model, r->scheduler);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict] "
+                    "[--emit DIR --emit-count K]\n");
+    return 2;
+  }
+  Run r = {.model = argv[1], .scheduler = argv[2], .limit = 40, .rng = 20};
+  const char *emit_dir = NULL;
+  int emit_count = 0;
+  for (int i = 3; i < argc; i++) {
+    const char *value = i + 1 < argc ? argv[i + 1] : "";
+    if (strcmp(argv[i], "--strict") == 0)
+      r.strict = true;
+    else if (strcmp(argv[i], "--limit") == 0)
+      r.limit = atoi(value), i++;
+    else if (strcmp(argv[i], "--seed") == 0)
+      r.rng = strtoull(value, NULL, 0), i++;
+    else if (strcmp(argv[i], "--emit") == 0)
+      emit_dir = value, i++;
+    else if (strcmp(argv[i], "--emit-count") == 0)
+      emit_count = atoi(value), i++;
+  }
+  const char *slash = strrchr(r.model, '/');
+  const char *path = r.model;
+  r.model = slash ? slash + 1 : r.model;
+  if (!compile_model(&r, path))
+    return 2;
+  oracle_init(&r.oracle, r.g);
+  save_state(&r);
+  if (!check_unmutated(&r))
+    return 1;
+  mutate_sync(&r);
+  mutate_plan(&r);
+  print_results(&r);
+  if (emit_dir && !emit_programs(&r, emit_dir, emit_count))
+    return 2;
+  return r.failures ? 1 : 0;
+}
