@@ -57,6 +57,8 @@ typedef struct Verdict {
   int unordered;   /* of those, pairs with an access pair nothing orders (a run-time race) */
   int in_place;    /* of those, pairs that would be fine but for one unit reading one
                       and writing the other: the unit's output on its input's bytes */
+  int output_view; /* of those, pairs that would be fine if, besides, the caller's read
+                      of a graph output that is a view did not count */
   const char *why; /* the first problem, for messages (static buffer) */
 } Verdict;
 

@@ -9,6 +9,9 @@
  * about the broken version:
  *
  *   drop-wait      one event wait removed from one unit
+ *   hoist-wait     one event wait moved to the unit before on the same
+ *                  stream, issued after the record: the dropped wait is
+ *                  redundant, another path orders the pair (harmless)
  *   drop-event     one event's record removed, with every wait on it
  *   dangling-wait  one event's record removed, its waits left: a malformed
  *                  schedule that every checker must reject
@@ -20,11 +23,14 @@
  *                  harmless: the control for false alarms)
  *   share-in-place a unit's output placed on the bytes of one of its inputs
  *
- * Results are counted by what the oracle finds: a share-* mutation whose
+ * Results are counted by what the oracle finds. A share-* mutation whose
  * only fault is that one unit reads one buffer and writes the other (its
  * output on its own input's bytes) is counted as share-in-place, whatever
- * was drawn. verify_buffer_reuse accepts that case (see docs/reliability.md):
- * its misses are printed as KNOWN GAP and fail the test only with --strict.
+ * was drawn; one whose faults are that, or else that a graph output is a
+ * view of the overwritten storage (read by the caller after the run), as
+ * share-output-view. verify_buffer_reuse accepts both (docs/reliability.md,
+ * "Checkers shown to fail"): their misses are printed as KNOWN GAP and
+ * fail the test only with --strict.
  *
  * Whether a mutation creates a race or an overlap is decided by oracle.c,
  * not by the checkers. A checker must report every mutation that creates
@@ -51,24 +57,27 @@
 
 typedef enum Kind {
   DROP_WAIT,
+  HOIST_WAIT,
   DROP_EVENT,
   DANGLING_WAIT,
   MOVE_STREAM,
   SHARE_LIVE,
   SHARE_DEAD,
   SHARE_IN_PLACE,
+  SHARE_OUTPUT_VIEW,
   NKINDS
 } Kind;
 
 static const char *const kind_names[NKINDS] = {
-    "drop-wait", "drop-event", "dangling-wait", "move-stream", "share-live", "share-dead",
-    "share-in-place",
+    "drop-wait", "hoist-wait", "drop-event", "dangling-wait", "move-stream", "share-live", "share-dead",
+    "share-in-place", "share-output-view",
 };
 
 typedef struct Mutation {
   Kind kind;
-  int unit;      /* issue index (drop-wait, move-stream) */
+  int unit;      /* issue index (drop-wait, hoist-wait, move-stream) */
   int arg;       /* wait index, event, or new stream; storage index x for share-* */
+  int to;        /* hoist-wait: issue index of the unit that waits instead */
   int arg2;      /* storage index y (share-*) */
   int64_t shift; /* bytes into y (share-*) */
 } Mutation;
@@ -183,6 +192,14 @@ static void remove_waits(Graph *g, Node *n, int event, int skip) {
   n->nwaits = k;
 }
 
+static void add_wait(Graph *g, Node *n, int event) {
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
+  if (n->nwaits)
+    memcpy(w, n->waits, sizeof(int) * (size_t)n->nwaits);
+  w[n->nwaits++] = event;
+  n->waits = w;
+}
+
 static Node *recorder_of(Graph *g, int event) {
   for (int k = 0; k < g->sched.norder; k++)
     if (g->sched.order[k]->record_event == event)
@@ -195,6 +212,10 @@ static void apply(Run *r, const Mutation *m) {
   Node *n = m->unit >= 0 ? g->sched.order[m->unit] : NULL;
   switch (m->kind) {
   case DROP_WAIT:
+    remove_waits(g, n, -1, m->arg);
+    break;
+  case HOIST_WAIT:
+    add_wait(g, g->sched.order[m->to], n->waits[m->arg]);
     remove_waits(g, n, -1, m->arg);
     break;
   case DROP_EVENT:
@@ -233,6 +254,11 @@ static void describe(Run *r, const Mutation *m, char *buf, size_t size) {
     snprintf(buf, size, "%s: '%s' no longer waits on event %d", kind_names[m->kind],
              g->sched.order[m->unit]->name, g->sched.order[m->unit]->waits[m->arg]);
     break;
+  case HOIST_WAIT:
+    snprintf(buf, size, "%s: event %d waited on by '%s' instead of '%s'", kind_names[m->kind],
+             g->sched.order[m->unit]->waits[m->arg], g->sched.order[m->to]->name,
+             g->sched.order[m->unit]->name);
+    break;
   case DROP_EVENT:
   case DANGLING_WAIT:
     snprintf(buf, size, "%s: event %d (recorded after '%s')", kind_names[m->kind], m->arg,
@@ -260,7 +286,7 @@ static void tally(Run *r, int checker, Kind kind, bool harmful, bool reported,
   t->false_alarms += !harmful && reported;
   if (harmful == reported)
     return;
-  if (kind == SHARE_IN_PLACE && harmful && !r->strict) {
+  if ((kind == SHARE_IN_PLACE || kind == SHARE_OUTPUT_VIEW) && harmful && !r->strict) {
     printf("%s %s: %s KNOWN GAP %s (oracle: %s)\n", r->model, r->scheduler,
            checker_names[checker], what, v->why);
     return;
@@ -282,8 +308,13 @@ static void judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
   bool malformed = m->kind == DANGLING_WAIT;
   Kind kind = m->kind;
   if (kind >= SHARE_LIVE) {
-    bool in_place_only = v->overlaps > 0 && v->in_place == v->overlaps && !v->dep_races;
-    kind = in_place_only ? SHARE_IN_PLACE : kind == SHARE_IN_PLACE && v->overlaps ? SHARE_LIVE : kind;
+    bool gap = v->overlaps > 0 && !v->dep_races;
+    if (gap && v->in_place == v->overlaps)
+      kind = SHARE_IN_PLACE;
+    else if (gap && v->output_view == v->overlaps)
+      kind = SHARE_OUTPUT_VIEW;
+    else if (kind == SHARE_IN_PLACE && v->overlaps)
+      kind = SHARE_LIVE;
   }
   tally(r, CHECK_DEPS, kind, malformed || v->dep_races > 0, !deps, what, v);
   tally(r, CHECK_REUSE, kind, malformed || v->overlaps > 0, !reuse, what, v);
@@ -293,7 +324,7 @@ static void judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
 static bool shows_at_run_time(const Mutation *m, const Verdict *v) {
   if (m->kind == DANGLING_WAIT || m->kind == SHARE_DEAD || m->kind == SHARE_IN_PLACE)
     return false;
-  return v->dep_races > 0 || v->unordered > v->in_place;
+  return v->dep_races > 0 || (v->unordered > 0 && v->output_view < v->overlaps);
 }
 
 static void try_mutation(Run *r, const Mutation *m) {
@@ -330,28 +361,49 @@ static void push(Mutation **arr, int *n, Mutation m) {
   (*arr)[(*n)++] = m;
 }
 
+/* Issue index of the unit before order[k] on its stream, or -1. */
+static int previous_on_stream(const Schedule *s, int k) {
+  for (int i = k - 1; i >= 0; i--)
+    if (s->order[i]->stream == s->order[k]->stream)
+      return i;
+  return -1;
+}
+
 static void mutate_sync(Run *r) {
   Schedule *s = &r->g->sched;
-  Mutation *waits = NULL, *events = NULL, *dangling = NULL, *moves = NULL;
-  int nw = 0, ne = 0, nd = 0, nm = 0;
+  Mutation *waits = NULL, *hoists = NULL, *events = NULL, *dangling = NULL, *moves = NULL;
+  int nw = 0, nh = 0, ne = 0, nd = 0, nm = 0;
+  int *recorded_at = malloc(sizeof(int) * ((size_t)s->nevents + 1));
+  for (int e = 0; e < s->nevents; e++)
+    recorded_at[e] = s->norder; /* never: no hoist */
+  for (int k = 0; k < s->norder; k++)
+    if (s->order[k]->record_event >= 0)
+      recorded_at[s->order[k]->record_event] = k;
   for (int k = 0; k < s->norder; k++) {
     Node *n = s->order[k];
-    for (int w = 0; w < n->nwaits; w++)
-      push(&waits, &nw, (Mutation){DROP_WAIT, k, w, 0, 0});
+    int before = previous_on_stream(s, k);
+    for (int w = 0; w < n->nwaits; w++) {
+      push(&waits, &nw, (Mutation){.kind = DROP_WAIT, .unit = k, .arg = w});
+      if (before > recorded_at[n->waits[w]])
+        push(&hoists, &nh, (Mutation){.kind = HOIST_WAIT, .unit = k, .arg = w, .to = before});
+    }
     if (n->record_event >= 0) {
-      push(&events, &ne, (Mutation){DROP_EVENT, -1, n->record_event, 0, 0});
-      push(&dangling, &nd, (Mutation){DANGLING_WAIT, -1, n->record_event, 0, 0});
+      push(&events, &ne, (Mutation){.kind = DROP_EVENT, .unit = -1, .arg = n->record_event});
+      push(&dangling, &nd, (Mutation){.kind = DANGLING_WAIT, .unit = -1, .arg = n->record_event});
     }
     /* every other stream, and one new stream */
     for (int t = 0; t <= s->nstreams; t++)
       if (t != n->stream)
-        push(&moves, &nm, (Mutation){MOVE_STREAM, k, t, 0, 0});
+        push(&moves, &nm, (Mutation){.kind = MOVE_STREAM, .unit = k, .arg = t});
   }
   try_sample(r, waits, nw);
+  try_sample(r, hoists, nh);
   try_sample(r, events, ne);
   try_sample(r, dangling, nd);
   try_sample(r, moves, nm);
+  free(recorded_at);
   free(waits);
+  free(hoists);
   free(events);
   free(dangling);
   free(moves);
@@ -392,9 +444,9 @@ static void mutate_plan(Run *r) {
     int64_t shift = random_below(r, 2) ? 0 : (int64_t)random_below(r, (int)((ysize + 255) / 256)) * 256;
     if (lifetimes_overlap(o, x, y)) {
       if (nl < r->limit)
-        push(&live, &nl, (Mutation){SHARE_LIVE, -1, x, y, shift});
+        push(&live, &nl, (Mutation){.kind = SHARE_LIVE, .unit = -1, .arg = x, .arg2 = y, .shift = shift});
     } else if (nd < r->limit) {
-      push(&dead, &nd, (Mutation){SHARE_DEAD, -1, x, y, shift});
+      push(&dead, &nd, (Mutation){.kind = SHARE_DEAD, .unit = -1, .arg = x, .arg2 = y, .shift = shift});
     }
   }
   /* a unit's output onto one of its inputs */
@@ -406,7 +458,7 @@ static void mutate_plan(Run *r) {
     int x = storage_index(o, n->out[random_below(r, n->nout)]);
     int y = storage_index(o, n->in[random_below(r, n->nin)]);
     if (x >= 0 && y >= 0 && x != y)
-      push(&live, &nl, (Mutation){SHARE_IN_PLACE, -1, x, y, 0});
+      push(&live, &nl, (Mutation){.kind = SHARE_IN_PLACE, .unit = -1, .arg = x, .arg2 = y});
   }
   for (int i = 0; i < nl; i++)
     try_mutation(r, &live[i]);
