@@ -54,7 +54,8 @@ typedef struct Oracle {
 typedef struct Verdict {
   int dep_races;   /* same-storage conflicts not ordered by happens-before */
   int overlaps;    /* pairs of storages sharing bytes whose lifetimes overlap */
-  int unordered;   /* of those, pairs with an access pair nothing orders (a run-time race) */
+  int unordered;   /* of those, pairs with an access pair of two units that nothing
+                      orders (a run-time race) */
   int in_place;    /* of those, pairs that would be fine but for one unit reading one
                       and writing the other: the unit's output on its input's bytes */
   int output_view; /* of those, pairs that would be fine if, besides, the caller's read

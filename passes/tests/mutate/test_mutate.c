@@ -2,7 +2,7 @@
  * test_mutate.c - mutation tests of the schedule checkers.
  *
  *   test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict]
- *                [--emit DIR --emit-count K]
+ *                [--emit DIR --emit-count K [--emit-gaps]]
  *
  * Compiles MODEL with the pipeline (the scheduler named), then breaks the
  * schedule and the memory plan one mutation at a time and asks each checker
@@ -43,7 +43,9 @@
  * (an access pair nothing orders), taken in turn from each kind, are emitted
  * as programs DIR/mut<i>.c, and the unmutated one as DIR/clean.c; their
  * list is DIR/manifest.txt for run_mutation.py, which runs them under the
- * race checker. The backend is called directly: the pipeline's verifier
+ * race checker. With --emit-gaps, the mutations emitted are those of the
+ * known gaps instead (share-in-place, share-output-view), to see whether
+ * the run-time checker notices them. The backend is called directly: the pipeline's verifier
  * would refuse these schedules.
  */
 #include <fcntl.h>
@@ -110,6 +112,7 @@ typedef struct Run {
   bool strict; /* share-in-place misses fail too */
   Tally tally[NCHECKERS][NKINDS];
   int failures;
+  bool emit_gaps;  /* emit the known gaps instead of races */
   Mutation *emit; /* run-time candidates */
   int nemit;
   const char *model, *scheduler;
@@ -233,7 +236,8 @@ static void apply(Run *r, const Mutation *m) {
     break;
   case SHARE_LIVE:
   case SHARE_DEAD:
-  case SHARE_IN_PLACE: {
+  case SHARE_IN_PLACE:
+  case SHARE_OUTPUT_VIEW: {
     Tensor *x = r->oracle.st[m->arg].t, *y = r->oracle.st[m->arg2].t;
     x->offset = y->offset + m->shift;
     /* views report their base's place, as plan_memory leaves them */
@@ -296,8 +300,9 @@ static void tally(Run *r, int checker, Kind kind, bool harmful, bool reported,
   r->failures++;
 }
 
-/* Asks the oracle and the three checkers about the current (mutated) state. */
-static void judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
+/* Asks the oracle and the three checkers about the current (mutated)
+   state; returns the class the mutation is counted in. */
+static Kind judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
   oracle_judge(&r->oracle, v);
   int saved = quiet_stderr();
   bool deps = verify_schedule_deps(r->g);
@@ -319,12 +324,13 @@ static void judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
   tally(r, CHECK_DEPS, kind, malformed || v->dep_races > 0, !deps, what, v);
   tally(r, CHECK_REUSE, kind, malformed || v->overlaps > 0, !reuse, what, v);
   tally(r, CHECK_PASS, kind, malformed || v->dep_races + v->overlaps > 0, !pass, what, v);
+  return kind;
 }
 
 static bool shows_at_run_time(const Mutation *m, const Verdict *v) {
-  if (m->kind == DANGLING_WAIT || m->kind == SHARE_DEAD || m->kind == SHARE_IN_PLACE)
+  if (m->kind == DANGLING_WAIT || m->kind == SHARE_DEAD)
     return false;
-  return v->dep_races > 0 || (v->unordered > 0 && v->output_view < v->overlaps);
+  return v->dep_races > 0 || v->unordered > 0;
 }
 
 static void try_mutation(Run *r, const Mutation *m) {
@@ -332,14 +338,17 @@ static void try_mutation(Run *r, const Mutation *m) {
   describe(r, m, what, sizeof what);
   apply(r, m);
   Verdict v;
-  judge(r, m, what, &v);
+  Kind cls = judge(r, m, what, &v);
   restore_state(r);
   /* a move to a new stream would need one more stream in the program */
   bool new_stream = m->kind == MOVE_STREAM && m->arg >= r->saved.nstreams;
-  if (shows_at_run_time(m, &v) && !new_stream) {
-    r->emit = realloc(r->emit, sizeof(Mutation) * ((size_t)r->nemit + 1));
-    r->emit[r->nemit++] = *m;
-  }
+  bool gap = cls == SHARE_IN_PLACE || cls == SHARE_OUTPUT_VIEW;
+  if (new_stream || (r->emit_gaps ? !gap : !shows_at_run_time(m, &v) || gap))
+    return;
+  r->emit = realloc(r->emit, sizeof(Mutation) * ((size_t)r->nemit + 1));
+  r->emit[r->nemit] = *m;
+  /* emitted by class: a gap is emitted under its class */
+  r->emit[r->nemit++].kind = r->emit_gaps ? cls : m->kind;
 }
 
 /* ------------------------------------------------------------ candidates */
@@ -487,7 +496,12 @@ static const Mutation *nth_of_kind(const Run *r, Kind kind, int nth) {
   return NULL;
 }
 
-/* The first `count` run-time candidates, one kind after another. */
+/* The first `count` run-time candidates, taken in turn from each kind in
+   this order (so that a small count still covers the plan as well as the
+   synchronisation). */
+static const Kind emit_order[] = {DROP_WAIT, SHARE_LIVE, MOVE_STREAM, DROP_EVENT};
+static const Kind emit_gap_order[] = {SHARE_IN_PLACE, SHARE_OUTPUT_VIEW};
+
 static bool emit_programs(Run *r, const char *dir, int count) {
   char path[4096];
   snprintf(path, sizeof path, "%s/manifest.txt", dir);
@@ -500,8 +514,10 @@ static bool emit_programs(Run *r, const char *dir, int count) {
   int done = 0;
   for (int round = 0; done < count; round++) {
     int found = 0;
-    for (int k = 0; k < NKINDS && done < count; k++) {
-      const Mutation *m = nth_of_kind(r, (Kind)k, round);
+    const Kind *order = r->emit_gaps ? emit_gap_order : emit_order;
+    int norder = r->emit_gaps ? 2 : (int)(sizeof emit_order / sizeof *emit_order);
+    for (int k = 0; k < norder && done < count; k++) {
+      const Mutation *m = nth_of_kind(r, order[k], round);
       if (!m)
         continue;
       found++;
@@ -513,7 +529,7 @@ static bool emit_programs(Run *r, const char *dir, int count) {
       restore_state(r);
       if (!ok)
         return false;
-      fprintf(f, "%s race %s\n", name, what);
+      fprintf(f, "%s %s %s\n", name, r->emit_gaps ? "gap" : "race", what);
     }
     if (!found)
       break;
@@ -562,7 +578,7 @@ static bool check_unmutated(Run *r) {
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict] "
-                    "[--emit DIR --emit-count K]\n");
+                    "[--emit DIR --emit-count K [--emit-gaps]]\n");
     return 2;
   }
   Run r = {.model = argv[1], .scheduler = argv[2], .limit = 40, .rng = 20};
@@ -572,6 +588,8 @@ int main(int argc, char **argv) {
     const char *value = i + 1 < argc ? argv[i + 1] : "";
     if (strcmp(argv[i], "--strict") == 0)
       r.strict = true;
+    else if (strcmp(argv[i], "--emit-gaps") == 0)
+      r.emit_gaps = true;
     else if (strcmp(argv[i], "--limit") == 0)
       r.limit = atoi(value), i++;
     else if (strcmp(argv[i], "--seed") == 0)
