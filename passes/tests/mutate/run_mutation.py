@@ -2,7 +2,7 @@
 
     run_mutation.py TEST_MUTATE OPC WORKDIR [--models a,b] [--schedulers a,b]
                     [--limit N] [--runtime MODEL:K,...] [--no-runtime]
-                    [--gaps MODEL:K,...]
+                    [--gaps MODEL:K,...] [--strict]
 
 Static part: for every zoo model (tools/models/build.py, batch 1) under every
 scheduler, test_mutate breaks the schedule and memory plan one mutation at
@@ -14,6 +14,8 @@ programs whose race shows at run time, and the unmutated one; each is
 compiled against the CPU runtime (at -O0: only the race checker's verdict
 matters, not speed) and run with OPC_CHECK=1. The unmutated program must
 run clean, every mutated one must end with an "opc-check: race" report.
+
+--strict counts misses of the known gaps as failures too.
 
 --gaps (not part of the test): emits K mutations of the known gaps of
 verify_buffer_reuse (share-in-place, share-output-view) per model, runs
@@ -65,7 +67,8 @@ def static_part(args, work, models):
     for name in models:
         model = build_model(name, work)
         for sched in args.schedulers.split(","):
-            r = run([args.test_mutate, str(model), sched, "--limit", str(args.limit)])
+            r = run([args.test_mutate, str(model), sched, "--limit", str(args.limit)]
+                    + (["--strict"] if args.strict else []))
             for line in r.stdout.splitlines():
                 if not line.startswith("RESULT "):
                     print(line)
@@ -167,6 +170,7 @@ def main():
     ap.add_argument("--runtime", default=RUNTIME)
     ap.add_argument("--no-runtime", action="store_true")
     ap.add_argument("--gaps", default="")
+    ap.add_argument("--strict", action="store_true")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
