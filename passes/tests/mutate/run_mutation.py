@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 SCHEDULERS = ["sequential", "greedy", "ios", "lios"]
 RUNTIME = "googlenet:4,inception_v3:2"
+# Classes of mutations verify_buffer_reuse is known to miss (test_mutate.c).
+KNOWN_GAPS = {"share-in-place", "share-output-view"}
 
 
 def run(cmd, **kw):
@@ -62,7 +64,7 @@ def build_model(name, work):
 def static_part(args, work, models):
     """Runs test_mutate per model and scheduler; returns (failures, totals)."""
     totals = defaultdict(lambda: [0, 0, 0, 0])  # (checker, kind) -> counts
-    per_config = defaultdict(lambda: [0, 0, 0, 0])  # (model, scheduler, checker)
+    per_config = defaultdict(lambda: [0, 0, 0, 0, 0])  # (model, scheduler, checker)
     failures = 0
     for name in models:
         model = build_model(name, work)
@@ -74,9 +76,15 @@ def static_part(args, work, models):
                     print(line)
                     continue
                 _, m, s, checker, kind, *counts = line.split()
-                for i, c in enumerate(map(int, counts)):
+                counts = list(map(int, counts))
+                for i, c in enumerate(counts):
                     totals[checker, kind][i] += c
-                    per_config[m, s, checker][i] += c
+                if kind in KNOWN_GAPS:  # harmful, missed: kept apart
+                    per_config[m, s, checker][0] += counts[0]
+                    per_config[m, s, checker][4] += counts[1] - counts[2]
+                else:
+                    for i, c in enumerate(counts):
+                        per_config[m, s, checker][i] += c
             if r.returncode:
                 print(f"FAIL {name} {sched}: test_mutate exited {r.returncode}\n{r.stderr[-2000:]}")
                 failures += 1
@@ -90,10 +98,11 @@ def print_totals(totals, per_config):
         kill = f"{100.0 * reported / harmful:.0f}%" if harmful else "-"
         print(f"{checker:22} {kind:14} {tried:6} {harmful:7} {reported:8} {kill:>6} {false:5}")
     print()
-    print(f"{'model':16} {'scheduler':10} {'checker':22} {'tried':>6} {'harmful':>7} "
-          f"{'reported':>8} {'false':>5}")
-    for (m, s, checker), (tried, harmful, reported, false) in sorted(per_config.items()):
-        print(f"{m:16} {s:10} {checker:22} {tried:6} {harmful:7} {reported:8} {false:5}")
+    print("per model and scheduler (known gaps apart: 'gap' = their misses)")
+    print(f"{'model':18} {'scheduler':10} {'checker':22} {'tried':>6} {'harmful':>7} "
+          f"{'reported':>8} {'false':>5} {'gap':>5}")
+    for (m, s, checker), (tried, harmful, reported, false, gap) in sorted(per_config.items()):
+        print(f"{m:18} {s:10} {checker:22} {tried:6} {harmful:7} {reported:8} {false:5} {gap:5}")
 
 
 def summary(stdout):
