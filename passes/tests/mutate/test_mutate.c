@@ -71,8 +71,8 @@ typedef enum Kind {
 } Kind;
 
 static const char *const kind_names[NKINDS] = {
-    "drop-wait", "hoist-wait", "drop-event", "dangling-wait", "move-stream", "share-live", "share-dead",
-    "share-in-place", "share-output-view",
+    "drop-wait",  "hoist-wait", "drop-event",     "dangling-wait",     "move-stream",
+    "share-live", "share-dead", "share-in-place", "share-output-view",
 };
 
 typedef struct Mutation {
@@ -437,7 +437,8 @@ static bool lifetimes_overlap(const Oracle *o, int x, int y) {
  * Pairs of storages drawn at random, sorted by whether their lifetimes
  * overlap under the unmutated schedule, until each kind has `limit` (or
  * enough draws were made). x goes to y's start, or to a random 256-byte
- * step inside y.
+ * step inside y. Then `limit` units, each with one output put on one of
+ * its inputs.
  */
 static void mutate_plan(Run *r) {
   Oracle *o = &r->oracle;
@@ -450,15 +451,17 @@ static void mutate_plan(Run *r) {
     int64_t ysize = storage_bytes(o->st[y].t);
     if (x == y || storage_bytes(o->st[x].t) == 0 || ysize == 0)
       continue;
-    int64_t shift = random_below(r, 2) ? 0 : (int64_t)random_below(r, (int)((ysize + 255) / 256)) * 256;
+    int64_t steps = (ysize + 255) / 256;
+    int64_t shift = random_below(r, 2) ? 0 : (int64_t)random_below(r, (int)steps) * 256;
+    Mutation m = {.kind = SHARE_LIVE, .unit = -1, .arg = x, .arg2 = y, .shift = shift};
     if (lifetimes_overlap(o, x, y)) {
       if (nl < r->limit)
-        push(&live, &nl, (Mutation){.kind = SHARE_LIVE, .unit = -1, .arg = x, .arg2 = y, .shift = shift});
+        push(&live, &nl, m);
     } else if (nd < r->limit) {
-      push(&dead, &nd, (Mutation){.kind = SHARE_DEAD, .unit = -1, .arg = x, .arg2 = y, .shift = shift});
+      m.kind = SHARE_DEAD;
+      push(&dead, &nd, m);
     }
   }
-  /* a unit's output onto one of its inputs */
   int nu = r->g->sched.norder;
   for (int draw = 0; draw < 20 * r->limit && nl < 2 * r->limit; draw++) {
     Node *n = r->g->sched.order[random_below(r, nu)];
@@ -575,43 +578,81 @@ static bool check_unmutated(Run *r) {
   return ok;
 }
 
-int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict] "
-                    "[--emit DIR --emit-count K [--emit-gaps]]\n");
-    return 2;
+static void usage(void) {
+  fprintf(stderr, "usage: test_mutate MODEL.onnx SCHEDULER [--limit N] [--seed S] [--strict] "
+                  "[--emit DIR --emit-count K [--emit-gaps]]\n");
+}
+
+/* Reads the options after MODEL and SCHEDULER; false on an unknown one. */
+static bool parse_options(Run *r, int argc, char **argv, const char **emit_dir, int *emit_count) {
+  for (int i = 3; i < argc; i++) {
+    const char *opt = argv[i];
+    if (strcmp(opt, "--strict") == 0) {
+      r->strict = true;
+      continue;
+    }
+    if (strcmp(opt, "--emit-gaps") == 0) {
+      r->emit_gaps = true;
+      continue;
+    }
+    if (i + 1 >= argc)
+      return false;
+    const char *value = argv[++i];
+    if (strcmp(opt, "--limit") == 0)
+      r->limit = atoi(value);
+    else if (strcmp(opt, "--seed") == 0)
+      r->rng = strtoull(value, NULL, 0);
+    else if (strcmp(opt, "--emit") == 0)
+      *emit_dir = value;
+    else if (strcmp(opt, "--emit-count") == 0)
+      *emit_count = atoi(value);
+    else
+      return false;
   }
-  Run r = {.model = argv[1], .scheduler = argv[2], .limit = 40, .rng = 20};
+  return true;
+}
+
+static void free_run(Run *r) {
+  free(r->saved.stream);
+  free(r->saved.record_event);
+  free(r->saved.nwaits);
+  free(r->saved.waits);
+  free(r->saved.offset);
+  free(r->emit);
+  oracle_free(&r->oracle);
+  graph_free(r->g);
+}
+
+int main(int argc, char **argv) {
+  Run r = {.limit = 40, .rng = 20};
   const char *emit_dir = NULL;
   int emit_count = 0;
-  for (int i = 3; i < argc; i++) {
-    const char *value = i + 1 < argc ? argv[i + 1] : "";
-    if (strcmp(argv[i], "--strict") == 0)
-      r.strict = true;
-    else if (strcmp(argv[i], "--emit-gaps") == 0)
-      r.emit_gaps = true;
-    else if (strcmp(argv[i], "--limit") == 0)
-      r.limit = atoi(value), i++;
-    else if (strcmp(argv[i], "--seed") == 0)
-      r.rng = strtoull(value, NULL, 0), i++;
-    else if (strcmp(argv[i], "--emit") == 0)
-      emit_dir = value, i++;
-    else if (strcmp(argv[i], "--emit-count") == 0)
-      emit_count = atoi(value), i++;
-  }
-  const char *slash = strrchr(r.model, '/');
-  const char *path = r.model;
-  r.model = slash ? slash + 1 : r.model;
-  if (!compile_model(&r, path))
+  if (argc < 3 || !parse_options(&r, argc, argv, &emit_dir, &emit_count)) {
+    usage();
     return 2;
+  }
+  const char *slash = strrchr(argv[1], '/');
+  r.model = slash ? slash + 1 : argv[1];
+  r.scheduler = argv[2];
+  if (!compile_model(&r, argv[1])) {
+    if (r.g)
+      graph_free(r.g);
+    return 2;
+  }
   oracle_init(&r.oracle, r.g);
   save_state(&r);
-  if (!check_unmutated(&r))
-    return 1;
-  mutate_sync(&r);
-  mutate_plan(&r);
-  print_results(&r);
-  if (emit_dir && !emit_programs(&r, emit_dir, emit_count))
-    return 2;
-  return r.failures ? 1 : 0;
+  int status = 0;
+  if (!check_unmutated(&r)) {
+    status = 1;
+  } else {
+    mutate_sync(&r);
+    mutate_plan(&r);
+    print_results(&r);
+    if (emit_dir && !emit_programs(&r, emit_dir, emit_count))
+      status = 2;
+    else if (r.failures)
+      status = 1;
+  }
+  free_run(&r);
+  return status;
 }
