@@ -40,13 +40,13 @@
  * for run_mutation.py to add up. Exit status 1 on any miss or false alarm.
  *
  * With --emit, the first K mutations that create a race visible at run time
- * (an access pair nothing orders), taken in turn from each kind, are emitted
+ * (two units' accesses nothing orders), taken in turn from each kind, are emitted
  * as programs DIR/mut<i>.c, and the unmutated one as DIR/clean.c; their
  * list is DIR/manifest.txt for run_mutation.py, which runs them under the
  * race checker. With --emit-gaps, the mutations emitted are those of the
  * known gaps instead (share-in-place, share-output-view), to see whether
- * the run-time checker notices them. The backend is called directly: the pipeline's verifier
- * would refuse these schedules.
+ * the run-time checker notices them. The backend is called directly: the
+ * pipeline's verifier would refuse these schedules.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -312,7 +312,7 @@ static Kind judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
   /* A wait on an event never recorded is malformed whatever it orders. */
   bool malformed = m->kind == DANGLING_WAIT;
   Kind kind = m->kind;
-  if (kind >= SHARE_LIVE) {
+  if (kind >= SHARE_LIVE) { /* the share-* kinds */
     bool gap = v->overlaps > 0 && !v->dep_races;
     if (gap && v->in_place == v->overlaps)
       kind = SHARE_IN_PLACE;
