@@ -370,6 +370,16 @@ static void push(Mutation **arr, int *n, Mutation m) {
   (*arr)[(*n)++] = m;
 }
 
+/* Draws repeat: the same placement is tried once. */
+static void push_new(Mutation **arr, int *n, Mutation m) {
+  for (int i = 0; i < *n; i++) {
+    const Mutation *o = &(*arr)[i];
+    if (o->kind == m.kind && o->arg == m.arg && o->arg2 == m.arg2 && o->shift == m.shift)
+      return;
+  }
+  push(arr, n, m);
+}
+
 /* Issue index of the unit before order[k] on its stream, or -1. */
 static int previous_on_stream(const Schedule *s, int k) {
   for (int i = k - 1; i >= 0; i--)
@@ -456,10 +466,10 @@ static void mutate_plan(Run *r) {
     Mutation m = {.kind = SHARE_LIVE, .unit = -1, .arg = x, .arg2 = y, .shift = shift};
     if (lifetimes_overlap(o, x, y)) {
       if (nl < r->limit)
-        push(&live, &nl, m);
+        push_new(&live, &nl, m);
     } else if (nd < r->limit) {
       m.kind = SHARE_DEAD;
-      push(&dead, &nd, m);
+      push_new(&dead, &nd, m);
     }
   }
   int nu = r->g->sched.norder;
@@ -470,7 +480,7 @@ static void mutate_plan(Run *r) {
     int x = storage_index(o, n->out[random_below(r, n->nout)]);
     int y = storage_index(o, n->in[random_below(r, n->nin)]);
     if (x >= 0 && y >= 0 && x != y)
-      push(&live, &nl, (Mutation){.kind = SHARE_IN_PLACE, .unit = -1, .arg = x, .arg2 = y});
+      push_new(&live, &nl, (Mutation){.kind = SHARE_IN_PLACE, .unit = -1, .arg = x, .arg2 = y});
   }
   for (int i = 0; i < nl; i++)
     try_mutation(r, &live[i]);
