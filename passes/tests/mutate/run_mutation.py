@@ -66,12 +66,16 @@ def static_part(args, work, models):
     totals = defaultdict(lambda: [0, 0, 0, 0])  # (checker, kind) -> counts
     per_config = defaultdict(lambda: [0, 0, 0, 0, 0])  # (model, scheduler, checker)
     failures = 0
+    gap_lines = []
     for name in models:
         model = build_model(name, work)
         for sched in args.schedulers.split(","):
             r = run([args.test_mutate, str(model), sched, "--limit", str(args.limit)]
                     + (["--strict"] if args.strict else []))
             for line in r.stdout.splitlines():
+                if " KNOWN GAP " in line:
+                    gap_lines.append(line)
+                    continue
                 if not line.startswith("RESULT "):
                     print(line)
                     continue
@@ -88,6 +92,10 @@ def static_part(args, work, models):
             if r.returncode:
                 print(f"FAIL {name} {sched}: test_mutate exited {r.returncode}\n{r.stderr[-2000:]}")
                 failures += 1
+    if gap_lines:
+        print(f"{len(gap_lines)} known-gap misses (--strict fails on them), for example:")
+        for line in gap_lines[:4]:
+            print("  " + line)
     return failures, totals, per_config
 
 

@@ -291,8 +291,8 @@ static void tally(Run *r, int checker, Kind kind, bool harmful, bool reported,
   if (harmful == reported)
     return;
   if ((kind == SHARE_IN_PLACE || kind == SHARE_OUTPUT_VIEW) && harmful && !r->strict) {
-    printf("%s %s: %s KNOWN GAP %s (oracle: %s)\n", r->model, r->scheduler,
-           checker_names[checker], what, v->why);
+    printf("%s %s: %s KNOWN GAP (%s) %s (oracle: %s)\n", r->model, r->scheduler,
+           checker_names[checker], kind_names[kind], what, v->why);
     return;
   }
   printf("%s %s: %s %s %s (oracle: %s)\n", r->model, r->scheduler, checker_names[checker],
