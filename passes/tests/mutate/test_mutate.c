@@ -281,6 +281,11 @@ static void describe(Run *r, const Mutation *m, char *buf, size_t size) {
 
 /* ------------------------------------------------------------- checking */
 
+/* A new context for each call of pass_verify_schedule, so that nothing it
+   may cache about the schedule outlives the mutation it was computed for
+   (the unit graph itself does not change: mutations touch no node). */
+static PassContext *fresh_context(Run *r) { return pass_context_new(r->g, &r->opt); }
+
 static void tally(Run *r, int checker, Kind kind, bool harmful, bool reported,
                   const char *what, const Verdict *v) {
   Tally *t = &r->tally[checker][kind];
@@ -307,7 +312,7 @@ static Kind judge(Run *r, const Mutation *m, const char *what, Verdict *v) {
   int saved = quiet_stderr();
   bool deps = verify_schedule_deps(r->g);
   bool reuse = verify_buffer_reuse(r->g);
-  bool pass = pass_verify_schedule(r->g, &r->opt, r->ctx);
+  bool pass = pass_verify_schedule(r->g, &r->opt, fresh_context(r));
   restore_stderr(saved);
   /* A wait on an event never recorded is malformed whatever it orders. */
   bool malformed = m->kind == DANGLING_WAIT;
@@ -582,7 +587,7 @@ static bool check_unmutated(Run *r) {
     return false;
   }
   bool ok = verify_schedule_deps(r->g) && verify_buffer_reuse(r->g) &&
-            pass_verify_schedule(r->g, &r->opt, r->ctx);
+            pass_verify_schedule(r->g, &r->opt, fresh_context(r));
   if (!ok)
     printf("%s %s: a checker rejects the UNMUTATED schedule\n", r->model, r->scheduler);
   return ok;
