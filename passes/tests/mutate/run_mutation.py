@@ -2,7 +2,7 @@
 
     run_mutation.py TEST_MUTATE OPC WORKDIR [--models a,b] [--schedulers a,b]
                     [--limit N] [--runtime MODEL:K,...] [--no-runtime]
-                    [--gaps MODEL:K,...] [--strict]
+                    [--gaps MODEL:K,...]
 
 Static part: for every zoo model (tools/models/build.py, batch 1) under every
 scheduler, test_mutate breaks the schedule and memory plan one mutation at
@@ -15,10 +15,9 @@ compiled against the CPU runtime (at -O0: only the race checker's verdict
 matters, not speed) and run with OPC_CHECK=1. The unmutated program must
 run clean, every mutated one must end with an "opc-check: race" report.
 
---strict counts misses of the known gaps as failures too.
-
---gaps (not part of the test): emits K mutations of the known gaps of
-verify_buffer_reuse (share-in-place, share-output-view) per model, runs
+--gaps (not part of the test): emits K mutations of the two classes the
+run-time checker cannot see (share-in-place, share-output-view, which
+verify_buffer_reuse missed until this test found them) per model, runs
 them the same way and says whether the race checker reports them and
 whether the outputs differ from the unmutated program's.
 
@@ -35,8 +34,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 SCHEDULERS = ["sequential", "greedy", "ios", "lios"]
 RUNTIME = "googlenet:4,inception_v3:2"
-# Classes of mutations verify_buffer_reuse is known to miss (test_mutate.c).
-KNOWN_GAPS = {"share-in-place", "share-output-view"}
 
 
 def run(cmd, **kw):
@@ -64,18 +61,13 @@ def build_model(name, work):
 def static_part(args, work, models):
     """Runs test_mutate per model and scheduler; returns (failures, totals)."""
     totals = defaultdict(lambda: [0, 0, 0, 0])  # (checker, kind) -> counts
-    per_config = defaultdict(lambda: [0, 0, 0, 0, 0])  # (model, scheduler, checker)
+    per_config = defaultdict(lambda: [0, 0, 0, 0])  # (model, scheduler, checker)
     failures = 0
-    gap_lines = []
     for name in models:
         model = build_model(name, work)
         for sched in args.schedulers.split(","):
-            r = run([args.test_mutate, str(model), sched, "--limit", str(args.limit)]
-                    + (["--strict"] if args.strict else []))
+            r = run([args.test_mutate, str(model), sched, "--limit", str(args.limit)])
             for line in r.stdout.splitlines():
-                if " KNOWN GAP " in line:
-                    gap_lines.append(line)
-                    continue
                 if not line.startswith("RESULT "):
                     print(line)
                     continue
@@ -83,19 +75,11 @@ def static_part(args, work, models):
                 counts = list(map(int, counts))
                 for i, c in enumerate(counts):
                     totals[checker, kind][i] += c
-                if kind in KNOWN_GAPS:  # harmful, missed: kept apart
-                    per_config[m, s, checker][0] += counts[0]
-                    per_config[m, s, checker][4] += counts[1] - counts[2]
-                else:
-                    for i, c in enumerate(counts):
-                        per_config[m, s, checker][i] += c
+                for i, c in enumerate(counts):
+                    per_config[m, s, checker][i] += c
             if r.returncode:
                 print(f"FAIL {name} {sched}: test_mutate exited {r.returncode}\n{r.stderr[-2000:]}")
                 failures += 1
-    if gap_lines:
-        print(f"{len(gap_lines)} known-gap misses (--strict fails on them), for example:")
-        for line in gap_lines[:4]:
-            print("  " + line)
     return failures, totals, per_config
 
 
@@ -106,11 +90,11 @@ def print_totals(totals, per_config):
         kill = f"{100.0 * reported / harmful:.0f}%" if harmful else "-"
         print(f"{checker:22} {kind:14} {tried:6} {harmful:7} {reported:8} {kill:>6} {false:5}")
     print()
-    print("per model and scheduler (known gaps apart: 'gap' = their misses)")
+    print("per model and scheduler")
     print(f"{'model':18} {'scheduler':10} {'checker':22} {'tried':>6} {'harmful':>7} "
-          f"{'reported':>8} {'false':>5} {'gap':>5}")
-    for (m, s, checker), (tried, harmful, reported, false, gap) in sorted(per_config.items()):
-        print(f"{m:18} {s:10} {checker:22} {tried:6} {harmful:7} {reported:8} {false:5} {gap:5}")
+          f"{'reported':>8} {'false':>5}")
+    for (m, s, checker), (tried, harmful, reported, false) in sorted(per_config.items()):
+        print(f"{m:18} {s:10} {checker:22} {tried:6} {harmful:7} {reported:8} {false:5}")
 
 
 def summary(stdout):
@@ -187,7 +171,6 @@ def main():
     ap.add_argument("--runtime", default=RUNTIME)
     ap.add_argument("--no-runtime", action="store_true")
     ap.add_argument("--gaps", default="")
-    ap.add_argument("--strict", action="store_true")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
