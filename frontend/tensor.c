@@ -271,14 +271,17 @@ static bool tensor_shape(Importer *im, const Node *n, const char *what, size_t r
     ir_error(im->g, n, "%s: rank %zu exceeds opc's limit of %d", what, rank, IR_MAX_RANK);
     return false;
   }
-  int64_t count = 1;
+  int64_t count = 1, extent = 1;
   for (size_t i = 0; i < rank; i++) {
     int64_t d = dims[i];
-    /* Cap the element count well below where byte sizes could overflow. */
-    if (d < 0 || (d > 0 && count > ((int64_t)1 << 40) / d)) {
+    /* Cap the element count well below where byte sizes could overflow,
+       and the strides, which count a zero dimension as 1, with it. */
+    int64_t e = d > 0 ? d : 1;
+    if (d < 0 || extent > ((int64_t)1 << 40) / e) {
       ir_error(im->g, n, "%s: bad dimension %lld", what, (long long)d);
       return false;
     }
+    extent *= e;
     count *= d;
   }
   tensor_set_shape(t, (int)rank, dims);

@@ -17,7 +17,7 @@
 /* ------------------------------------------------------------ helpers */
 
 /* The largest tensor opc accepts, in elements. */
-#define MAX_ELEMENTS ((int64_t)1 << 59)
+#define MAX_ELEMENTS IR_MAX_ELEMENTS
 
 static Tensor *in(const Node *n, int i) { return node_input(n, i); }
 
@@ -38,17 +38,17 @@ static bool set_out(Graph *g, Node *n, int slot, DType dt, int rank, const int64
     ir_error(g, n, "output rank %d is beyond opc's limit of %d", rank, IR_MAX_RANK);
     return false;
   }
-  int64_t numel = 1;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0) {
       ir_error(g, n, "output dimension %d would be negative (%lld)", i, (long long)dims[i]);
       return false;
     }
-    /* Byte offsets must fit in int64 too, hence the margin. */
-    if (__builtin_mul_overflow(numel, dims[i], &numel) || numel > MAX_ELEMENTS) {
-      ir_error(g, n, "output would have more than 2^59 elements");
-      return false;
-    }
+  }
+  /* Byte offsets must fit in int64 too, hence the margin; an empty
+     tensor's strides as well (shape_fits). */
+  if (!shape_fits(rank, dims)) {
+    ir_error(g, n, "output dimensions multiply to more than 2^59");
+    return false;
   }
   Tensor *t = n->out[slot];
   t->dtype = dt;

@@ -282,6 +282,8 @@ static bool type(Parser *ps, Tensor *t) {
   for (int i = 0; i < rank; i++)
     if (dims[i] < 0)
       return fail(ps, "negative dimension %lld", (long long)dims[i]);
+  if (!shape_fits(rank, dims))
+    return fail(ps, "dimensions multiply to more than 2^59");
   t->dtype = dt;
   tensor_set_shape(t, rank, dims);
   if (!accept(ps, '@'))

@@ -17,6 +17,8 @@ log=$scratch/log.txt
 # memory rather than disk where there is some.
 [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=/dev/shm
 
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+
 # The parsers report every bad input on stderr; -close_fd_mask=3 silences
 # them while libFuzzer keeps its own and the sanitizers' reports.
 set -- -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 -artifact_prefix="$scratch/crashes/"
