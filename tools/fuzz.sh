@@ -10,7 +10,7 @@
 #                                    the target (or every target, one after
 #                                    another) for that many seconds
 #
-# Targets: onnx, ir, cost_db, npy, pb. New inputs go to
+# Targets: onnx, ir, cost_db, const_input, npy, pb. New inputs go to
 # build-fuzz/tests/fuzz/scratch/NAME/corpus and crashes to .../crashes,
 # never into the committed corpus; each run appends its CPU time and
 # executions to build-fuzz/tests/fuzz/scratch/runs.tsv. Installs nothing:
@@ -20,11 +20,11 @@ set -eu
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: sh tools/fuzz.sh [--seconds N] [--target onnx|ir|cost_db|npy|pb]" >&2
+  echo "usage: sh tools/fuzz.sh [--seconds N] [--target onnx|ir|cost_db|const_input|npy|pb]" >&2
   exit 1
 }
 
-all="onnx ir cost_db npy pb"
+all="onnx ir cost_db const_input npy pb"
 targets="" seconds=""
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -7,7 +7,8 @@ Run once; its output is committed. ONNX models and TensorProto inputs
 come from the ONNX test data (a sample: one or two per operator, all
 small), .ir seeds from the pass test cases, .npy and cost database seeds
 are generated here. The npy and pb seeds start with the expected type and
-shape that tests/fuzz/main_inputs_fuzz.h describes.
+shape that tests/fuzz/main_inputs_fuzz.h describes; const_input has the
+same files without it.
 """
 import hashlib
 import json
@@ -42,6 +43,11 @@ def expectation(type_index, shape):
     for d in shape:
         out += struct.pack('<H', d)
     return out
+
+
+def without_expectation(data):
+    """The file alone, for --const-input (fuzz_const_input)."""
+    return data[2 + 2 * data[1]:]
 
 
 def onnx_models(testdata):
@@ -164,10 +170,13 @@ def main():
         save('onnx', open(path, 'rb').read(), test + '.onnx')
     for data in pb_inputs(testdata):
         save('pb', data)
+        save('const_input', without_expectation(data))
     for data in typed_field_tensors():
         save('pb', data)
+        save('const_input', without_expectation(data))
     for data in npy_seeds():
         save('npy', data)
+        save('const_input', without_expectation(data))
     ir_seeds()
     cost_db_seeds()
 
