@@ -276,6 +276,10 @@ static bool declared_shape(Importer *im, const char *name, const Onnx__TensorSha
       return false;
     }
   }
+  if (!shape_fits((int)sp->n_dim, dims)) {
+    ir_error(im->g, NULL, "input '%s' has dimensions that multiply to more than 2^59", name);
+    return false;
+  }
   tensor_set_shape(t, (int)sp->n_dim, dims);
   return true;
 }
@@ -666,12 +670,13 @@ static bool static_shape(const Onnx__ValueInfoProto *vi, int *rank, int64_t *dim
     return false;
   for (size_t i = 0; i < tt->shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+    if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || d->dim_value < 0)
       return false;
     dims[i] = d->dim_value;
   }
   *rank = (int)tt->shape->n_dim;
-  return true;
+  /* A declaration beyond opc's limits cannot match an inferred shape. */
+  return shape_fits(*rank, dims);
 }
 
 /*

@@ -279,6 +279,12 @@ static bool tensor_shape(Importer *im, const Node *n, const char *what, size_t r
   /* Under the tensor limits, byte sizes cannot overflow below. */
   if (!check_tensor_size(im->g, n, what, NULL, t->dtype, (int)rank, dims))
     return false;
+  /* Strides count a zero dimension as 1: an empty tensor's other
+     dimensions must fit them too. */
+  if (!shape_fits((int)rank, dims)) {
+    ir_error(im->g, n, "%s: dimensions multiply to more than 2^59", what);
+    return false;
+  }
   tensor_set_shape(t, (int)rank, dims);
   *numel = tensor_numel(t);
   return true;

@@ -513,6 +513,13 @@ int64_t tensor_numel(const Tensor *t);
 size_t dtype_size(DType t);
 bool tensor_is_const(const Tensor *t);
 void tensor_set_shape(Tensor *t, int rank, const int64_t *dims); /* contiguous strides */
+/* The largest tensor opc accepts, in elements. */
+#define IR_MAX_ELEMENTS ((int64_t)1 << 59)
+/* Whether tensor_set_shape can take these (non-negative) dims: their
+   product, zeros counted as 1 as the strides count them, is at most
+   IR_MAX_ELEMENTS, so that strides and byte offsets fit in int64 even for
+   an empty tensor. Shapes read from files must be checked with it. */
+bool shape_fits(int rank, const int64_t *dims);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 /* "f32[1,3,224,224]" into buf; returns buf */
 char *tensor_type_str(const Tensor *t, char *buf, size_t size);

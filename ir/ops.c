@@ -48,6 +48,11 @@ static bool set_out(Graph *g, Node *n, int slot, DType dt, int rank, const int64
   /* Checked here, before any evaluator or planner sizes storage by it. */
   if (!check_tensor_size(g, n, "output", t->name, dt, rank, dims))
     return false;
+  /* An empty tensor's strides count its zero dimensions as 1. */
+  if (!shape_fits(rank, dims)) {
+    ir_error(g, n, "output dimensions multiply to more than 2^59");
+    return false;
+  }
   t->dtype = dt;
   if (t->alias_of) {
     t->rank = rank;
@@ -117,9 +122,19 @@ static bool const_vector(Graph *g, Node *n, const Tensor *t, bool kind_ok, const
   return true;
 }
 
+/* An input that decides a shape left out (an empty name), where the
+   arity check cannot tell: Slice's starts and ends, say, are optional
+   only together with the opset-1 form. */
+static bool absent_shape_input(Graph *g, Node *n) {
+  ir_error(g, n, "a shape input it needs is absent");
+  return false;
+}
+
 /* The values of an integer input that decides a shape; it must be a
    compile-time constant of rank 0 or 1. */
 static bool const_ints(Graph *g, Node *n, const Tensor *t, const int64_t **vals, int *count) {
+  if (!t)
+    return absent_shape_input(g, n);
   if (!const_vector(g, n, t, dtype_is_integer(t->dtype) && t->i64, "an integer"))
     return false;
   *vals = t->i64;
@@ -129,6 +144,8 @@ static bool const_ints(Graph *g, Node *n, const Tensor *t, const int64_t **vals,
 
 /* The same for a float input (Resize's and Upsample's scales). */
 static bool const_floats(Graph *g, Node *n, const Tensor *t, const float **vals, int *count) {
+  if (!t)
+    return absent_shape_input(g, n);
   if (!const_vector(g, n, t, dtype_is_float(t->dtype) && t->f32, "a float"))
     return false;
   *vals = t->f32;

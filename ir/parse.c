@@ -15,6 +15,9 @@
 
 #include "ir.h"
 
+/* The largest constant that .ir text may hold or generate, in elements. */
+#define MAX_CONST_ELEMENTS ((int64_t)1 << 26)
+
 typedef struct Parser {
   Graph *g;
   const char *path;
@@ -282,6 +285,8 @@ static bool type(Parser *ps, Tensor *t) {
   for (int i = 0; i < rank; i++)
     if (dims[i] < 0)
       return fail(ps, "negative dimension %lld", (long long)dims[i]);
+  if (!shape_fits(rank, dims))
+    return fail(ps, "dimensions multiply to more than 2^59");
   t->dtype = dt;
   tensor_set_shape(t, rank, dims);
   if (!accept(ps, '@'))
@@ -341,6 +346,12 @@ static bool data(Parser *ps, Tensor *t) {
   bool is_float_type = dtype_is_float(t->dtype);
   if (!is_float_type && !dtype_is_integer(t->dtype))
     return fail(ps, "constants must have a numeric dtype, not %s", dtype_name(t->dtype));
+  /* The data is allocated before it is read, and random, zeros and ones
+     have none in the text: a wrong dimension must not ask for terabytes.
+     .ir text is for tests, whose constants are far smaller. */
+  if (numel > MAX_CONST_ELEMENTS)
+    return fail(ps, "a constant of %lld elements; .ir text allows at most 2^26",
+                (long long)numel);
   size_t count = (size_t)numel + 1;
   t->f32 = NULL;
   t->i64 = NULL;

@@ -3,8 +3,10 @@
 # installs what is missing.
 set -eu
 
+# clang, libclang-rt-dev (libFuzzer) and time: the fuzz targets (tools/fuzz.sh).
 debs="meson ninja-build pkg-config gcc libprotobuf-c-dev protobuf-c-compiler
-libjansson-dev libonnx-dev libonnx-testdata libopenblas-dev python3"
+libjansson-dev libonnx-dev libonnx-testdata libopenblas-dev python3
+clang libclang-rt-dev time"
 missing=""
 for p in $debs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The README's second command: set up, build, and run every test, once in a
-# normal build and once under AddressSanitizer and UndefinedBehaviorSanitizer.
-# Ends with the plain line "N passed, N failed".
+# normal build and once under AddressSanitizer and UndefinedBehaviorSanitizer,
+# then fuzz the parsers for a short while. Ends with the plain line
+# "N passed, N failed".
 set -eu
 cd "$(dirname "$0")/.."
 sh tools/setup.sh
@@ -21,5 +22,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
   meson test -C build-asan --num-processes "$jobs" --print-errorlogs \
   --suite ir --suite frontend --suite cli --suite passes --suite schedule --suite testdata || status=1
 
-python3 tools/test_summary.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+# The fuzz targets, 20 s each, two at a time, after replaying every input
+# that once crashed one (tools/fuzz.sh; its own clang build, build-fuzz).
+sh tools/fuzz.sh || status=1
+
+python3 tools/test_summary.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
+  build-fuzz/meson-logs/testlog.json
 exit $status

@@ -526,12 +526,15 @@ static void test_limits(void) {
   graph_free(g);
   CHECK(fails_once("graph \"t\" opset 13\ninput %x: u8[1]\nconst %s: i64[1] = [2147483648]\n"
                    "%y = Expand(%x, %s)\noutput %y\n"));
-  /* empty: no elements, but its other dims still make strides, which must
-     not wrap */
+  /* empty: no elements, but its other dims still make strides, whose byte
+     sizes must not wrap: up to 2^59 (shape_fits) */
   g = inferred("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
-               "const %s: i64[3] = [4611686018427387904,1,0]\n%y = Expand(%x, %s)\noutput %y\n");
-  CHECK(g && has_type(g, "y", "f32[4611686018427387904,1,0]"));
+               "const %s: i64[3] = [576460752303423488,1,0]\n%y = Expand(%x, %s)\noutput %y\n");
+  CHECK(g && has_type(g, "y", "f32[576460752303423488,1,0]"));
   graph_free(g);
+  CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
+                   "const %s: i64[3] = [4611686018427387904,1,0]\n%y = Expand(%x, %s)\n"
+                   "output %y\n"));
   CHECK(fails_once("graph \"t\" opset 13\ninput %x: f32[1,1,1]\n"
                    "const %s: i64[3] = [4611686018427387904,4,0]\n%y = Expand(%x, %s)\n"
                    "output %y\n"));
