@@ -703,8 +703,9 @@ static bool infer_conv(Graph *g, Node *n) {
   AutoPad ap;
   if (!conv_window(g, n, &w, &ap))
     return false;
-  int64_t m = wt->dims[0];
-  if (w.group <= 0 || x->dims[1] != wt->dims[1] * w.group || m % w.group != 0) {
+  int64_t m = wt->dims[0], channels;
+  bool wraps = w.group > 0 && __builtin_mul_overflow(wt->dims[1], w.group, &channels);
+  if (w.group <= 0 || wraps || x->dims[1] != channels || m % w.group != 0) {
     ir_error(g, n, "input has %lld channels but the weight expects %lld x group %lld",
              (long long)x->dims[1], (long long)wt->dims[1], (long long)w.group);
     return false;
@@ -740,8 +741,9 @@ static bool infer_conv_transpose(Graph *g, Node *n) {
              (long long)x->dims[1], (long long)wt->dims[0], (long long)w.group);
     return false;
   }
-  int64_t m = wt->dims[1] * w.group;
-  if (!need_channels(g, n, b, m) ||
+  int64_t m;
+  if (!checked(g, n, __builtin_mul_overflow(wt->dims[1], w.group, &m)) ||
+      !need_channels(g, n, b, m) ||
       !window_attr(g, n, "output_padding", ns, 0, w.output_padding))
     return false;
   /* output_shape may list the spatial dims only, or N and C too. */
