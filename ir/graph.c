@@ -324,14 +324,6 @@ int64_t tensor_numel(const Tensor *t) {
 
 bool tensor_is_const(const Tensor *t) { return t->f32 || t->i64; }
 
-bool shape_fits(int rank, const int64_t *dims) {
-  int64_t extent = 1;
-  for (int i = 0; i < rank; i++)
-    if (__builtin_mul_overflow(extent, dims[i] ? dims[i] : 1, &extent) || extent > IR_MAX_ELEMENTS)
-      return false;
-  return true;
-}
-
 void tensor_set_shape(Tensor *t, int rank, const int64_t *dims) {
   t->rank = rank;
   int64_t stride = 1;

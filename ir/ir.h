@@ -513,7 +513,9 @@ int64_t tensor_numel(const Tensor *t);
 size_t dtype_size(DType t);
 bool tensor_is_const(const Tensor *t);
 void tensor_set_shape(Tensor *t, int rank, const int64_t *dims); /* contiguous strides */
-/* The largest tensor opc accepts, in elements. */
+/* The most a shape's nonzero dims may multiply to, so that byte strides
+   fit in int64 (the element limit above is far lower for non-empty
+   tensors). */
 #define IR_MAX_ELEMENTS ((int64_t)1 << 59)
 /* Whether tensor_set_shape can take these (non-negative) dims: their
    product, zeros counted as 1 as the strides count them, is at most

@@ -7,21 +7,35 @@
 
 #include "ir.h"
 
-bool shape_numel(int rank, const int64_t *dims, int64_t *count) {
-  /* The nonzero dims must multiply within int64 even when another dim is
-     0: strides and tensor_numel multiply them. */
-  int64_t extent = 1;
-  bool empty = false;
+/* The product of the nonzero dims, which strides multiply even when
+   another dim is 0; false when a dim is negative or it overflows int64. */
+static bool stride_extent(int rank, const int64_t *dims, int64_t *extent, bool *empty) {
+  *extent = 1;
+  *empty = false;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0)
       return false;
     if (dims[i] == 0)
-      empty = true;
-    else if (__builtin_mul_overflow(extent, dims[i], &extent))
+      *empty = true;
+    else if (__builtin_mul_overflow(*extent, dims[i], extent))
       return false;
   }
+  return true;
+}
+
+bool shape_numel(int rank, const int64_t *dims, int64_t *count) {
+  int64_t extent;
+  bool empty;
+  if (!stride_extent(rank, dims, &extent, &empty))
+    return false;
   *count = empty ? 0 : extent;
   return true;
+}
+
+bool shape_fits(int rank, const int64_t *dims) {
+  int64_t extent;
+  bool empty;
+  return stride_extent(rank, dims, &extent, &empty) && extent <= IR_MAX_ELEMENTS;
 }
 
 /* No tensor can be bigger than the program that holds it. */
