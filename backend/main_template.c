@@ -167,6 +167,13 @@ static int bench(net_ctx *c, const void *const *inputs, void *const *outputs, in
   for (int i = 0; i < runs; i++)
     sum += times[i];
   qsort(times, (size_t)runs, sizeof(float), compare_floats);
+  /* What ran: the GPU, or the CPU runtime's threads and BLAS kernels. */
+  struct cudaDeviceProp prop;
+  int device = 0;
+  if ((err = cudaGetDevice(&device)) != cudaSuccess ||
+      (err = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
+    goto done;
+  printf("device: %s\n", prop.name);
   printf("latency_ms mean=%.4f p50=%.4f p90=%.4f p99=%.4f min=%.4f runs=%d\n", sum / runs,
          percentile(times, runs, 0.50), percentile(times, runs, 0.90), percentile(times, runs, 0.99),
          times[0], runs);

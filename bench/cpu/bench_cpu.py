@@ -40,6 +40,7 @@ BUILD_PY = os.path.join(ROOT, "tools", "models", "build.py")
 def cpu_info():
     model = platform.processor() or "unknown"
     phys = set()
+    flags = set()
     try:
         with open("/proc/cpuinfo") as f:
             cur = {}
@@ -54,6 +55,8 @@ def cpu_info():
                 cur[k] = v
                 if k == "model name":
                     model = v
+                if k == "flags":
+                    flags = set(v.split())
             if "physical id" in cur or "core id" in cur:
                 phys.add((cur.get("physical id"), cur.get("core id")))
     except OSError:
@@ -63,9 +66,11 @@ def cpu_info():
         avail = len(os.sched_getaffinity(0))
     except AttributeError:
         avail = logical
+    isa = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw",
+                       "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
     return {"model": model, "logical_cpus": logical,
             "physical_cores": len(phys) if phys else None,
-            "cpus_available": avail}
+            "cpus_available": avail, "isa": isa}
 
 
 def git_rev():
@@ -204,6 +209,9 @@ def bench_model(name, a, work, env):
             cmd = [net, "--bench", str(a.runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
             ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=mdir)
             lat = parse_latency(so) or parse_latency(se)
+            device = re.search(r"^device: (.*)$", so, re.M)
+            if device:
+                r["device"] = device.group(1)
             if not ok:
                 r["status"].append("net failed (%s): %s" % (note, tail(se or so)))
             elif not lat or "p50" not in lat:
@@ -227,21 +235,6 @@ def bench_model(name, a, work, env):
     return r
 
 
-def openblas_core(env):
-    """The kernels OpenBLAS chooses under env (OPENBLAS_CORETYPE overrides its
-    own CPU detection), and the override if one is set."""
-    code = ("import ctypes; f = ctypes.CDLL('libopenblas.so.0').openblas_get_corename; "
-            "f.restype = ctypes.c_char_p; print(f().decode())")
-    try:
-        core = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                              text=True, timeout=60).stdout.strip() or "?"
-    except (OSError, subprocess.SubprocessError):
-        core = "?"
-    forced = env.get("OPENBLAS_CORETYPE")
-    return core + (" (OPENBLAS_CORETYPE=%s in the environment)" % forced if forced
-                   else " (OpenBLAS's own CPU detection)")
-
-
 def write_report(path, results, a, info):
     lines = []
     lines.append("# CPU benchmark: opc vs ONNX Runtime (%s)" % info["date"])
@@ -259,7 +252,11 @@ def write_report(path, results, a, info):
     lines.append("| opc | `%s`%s, `--target cpu %s`, run `--bench %d --warmup %d %s`, OMP_NUM_THREADS=OPC_THREADS=%d |"
                  % (a.opc, (" (%s)" % info["opc_version"]) if info["opc_version"] else "",
                     a.opc_flags, a.runs, a.warmup, a.net_flags, a.threads))
-    lines.append("| OpenBLAS kernels (opc) | %s |" % info.get("openblas_core", "?"))
+    lines.append("| instruction sets | %s |" % (" ".join(info["cpu"]["isa"]) or "none of AVX's"))
+    devices = sorted({r["device"] for r in results if r.get("device")})
+    lines.append("| opc's device (`net --bench`) | %s |" % ("; ".join(devices) or "?"))
+    if a.generic_blas:
+        lines.append("| OpenBLAS | forced to its generic kernels: OPENBLAS_CORETYPE=Prescott |")
     lines.append("| repo | %s |" % (info["git"] or "?"))
     lines.append("| batch | %d, %d timed runs after %d warm-up runs (both engines) |"
                  % (a.batch, a.runs, a.warmup))
@@ -310,6 +307,9 @@ def main(argv=None):
     ap.add_argument("--ort-opt", default="all", choices=["disable", "basic", "extended", "all"])
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per step")
     ap.add_argument("--skip-opc", action="store_true", help="time onnxruntime only")
+    ap.add_argument("--generic-blas", action="store_true",
+                    help="force OpenBLAS's generic SSE3 kernels (OPENBLAS_CORETYPE=Prescott), as "
+                         "its own detection chooses on a CPU it does not know")
     a = ap.parse_args(argv)
 
     now = datetime.datetime.now()
@@ -336,7 +336,8 @@ def main(argv=None):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(a.threads)
     env["OPC_THREADS"] = str(a.threads)
-    info["openblas_core"] = openblas_core(env)
+    if a.generic_blas:
+        env["OPENBLAS_CORETYPE"] = "Prescott"
 
     tmp = None
     work = a.workdir

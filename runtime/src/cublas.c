@@ -10,7 +10,6 @@
  * the handle's workspace as scratch, so checking mode records it as
  * written.
  */
-#include <cblas.h>
 #include <stdlib.h>
 
 #include "cublas_v2.h"
@@ -87,6 +86,8 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
     return CUBLAS_STATUS_INVALID_VALUE;
   if (rt_capture_forbids())
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!blas_ready())
+    return CUBLAS_STATUS_NOT_INITIALIZED;
   *handle = calloc(1, sizeof **handle);
   return *handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
@@ -216,8 +217,7 @@ static void gemm_part(void *ctx, int part, int nparts) {
         C[(long long)j * g->ldc + i] = g->beta == 0 ? 0 : g->beta * C[(long long)j * g->ldc + i];
     return;
   }
-  cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
-              m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
+  blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
 }
 
 static void run_gemm(Op *op) {

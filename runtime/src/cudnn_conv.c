@@ -25,7 +25,6 @@
  * a call must name one the list has, in a math type it has, with at least
  * its workspace. All of them run the same exact float32 code.
  */
-#include <cblas.h>
 #include <string.h>
 
 #include "dnn.h"
@@ -471,8 +470,7 @@ static void conv_part(void *ctx, int part, int nparts) {
     b = col;
     ldb = cols;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m1 - m0, cols, rows, 1.0f, w, rows, b,
-              ldb, 0.0f, out, cols);
+  blas_sgemm(true, false, false, m1 - m0, cols, rows, 1.0f, w, rows, b, ldb, 0.0f, out, cols);
 
   /* Outputs (and z) packed within a channel need no offset table. */
   bool contiguous = c->packed_out;
@@ -1176,8 +1174,7 @@ static void bwd_part(void *ctx, int part, int nparts) {
   }
   /* col = W_g^T (rows of channels c0..c1) x dY */
   const float *w = b->w + (long long)grp * kg * cg * kk + (long long)c0 * kk;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)P, kg, 1.0f, w, cg * kk, dy,
-              lddy, 0.0f, col, (int)P);
+  blas_sgemm(true, true, false, rows, (int)P, kg, 1.0f, w, cg * kk, dy, lddy, 0.0f, col, (int)P);
   memset(acc, 0, (size_t)(c1 - c0) * IP * sizeof(float));
   col2im(g, col, c1 - c0, acc);
 

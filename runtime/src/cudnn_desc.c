@@ -143,6 +143,8 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (rt_capture_forbids())
     return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!blas_ready())
+    return CUDNN_STATUS_NOT_INITIALIZED;
   *handle = calloc(1, sizeof **handle);
   return *handle ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
 }

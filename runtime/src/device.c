@@ -113,7 +113,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
   if (device != 0)
     return rt_error(cudaErrorInvalidDevice);
   memset(prop, 0, sizeof *prop);
-  snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads)", pool_threads());
+  snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads; %s)", pool_threads(),
+           blas_description());
   prop->totalGlobalMem = total_memory();
   prop->sharedMemPerBlock = 48 << 10;
   prop->regsPerBlock = 65536;

@@ -4,9 +4,9 @@
  * Several streams may run operations at once, so the pool keeps a list of
  * jobs; helpers take parts from any job, and the thread that submitted a job
  * works on its own job too. That keeps every job moving even when all
- * helpers are busy, and nested use cannot deadlock. OpenBLAS is told to use
- * one thread: the pool hands it disjoint blocks instead, so the machine is
- * never oversubscribed by two thread pools.
+ * helpers are busy, and nested use cannot deadlock. OpenBLAS runs one
+ * thread (blas.c): the pool hands it disjoint blocks instead, so the machine
+ * is never oversubscribed by two thread pools.
  *
  * Operations follow each other within microseconds, and waking a sleeping
  * thread costs about as much as a small operation. So an idle helper, and a
@@ -14,7 +14,6 @@
  * (SPIN_NS) before they sleep, and nobody signals a condition variable
  * unless a thread sleeps on it.
  */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,7 +131,6 @@ static void start_pool(void) {
     n = 1;
   if (n > 256)
     n = 256;
-  openblas_set_num_threads(1);
   pool.nthreads = 1;
   for (long i = 1; i < n; i++) {
     pthread_t t;

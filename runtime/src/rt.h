@@ -282,4 +282,14 @@ int pool_parts(long long work, long long grain);
  * aligned, kept for the thread's life. NULL when out of memory. */
 void *scratch(int slot, size_t bytes);
 
+/* ---- OpenBLAS, loaded on first use (blas.c) ---- */
+
+/* Loads OpenBLAS once; false (and a message on stderr) when it cannot. */
+bool blas_ready(void);
+/* Which kernels OpenBLAS runs and who chose them, or why it did not load. */
+const char *blas_description(void);
+/* cblas_sgemm; only after blas_ready() returned true. */
+void blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
 #endif

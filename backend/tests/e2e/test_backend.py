@@ -426,9 +426,45 @@ def group_options(case):
         return fail("trace", "exit %d, trace %r" % (p.returncode, events))
     ok("trace")
     p = run([exe, "--bench", "3", "--warmup", "1"])
-    if p.returncode != 0 or not p.stdout.startswith("latency_ms mean="):
+    lines = p.stdout.splitlines()
+    if p.returncode != 0 or len(lines) != 2 or not lines[0].startswith("device: ") or \
+            not lines[1].startswith("latency_ms mean="):
         return fail("bench", p.stdout + p.stderr)
+    if not blas_kernels_chosen(exe, lines[0]):
+        return False
     ok("arguments")
+
+
+def expected_openblas_core():
+    """The OpenBLAS kernels for this CPU's features, from /proc/cpuinfo."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags:
+        return "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    return "Sandybridge" if "avx" in flags else None
+
+
+def blas_kernels_chosen(exe, device):
+    """The CPU runtime loads OpenBLAS with the kernels of the CPU's features,
+    whatever model name the CPU reports, and a user's OPENBLAS_CORETYPE wins."""
+    core = expected_openblas_core()
+    want = ("OpenBLAS %s kernels, chosen by opc from the CPU's features" % core if core
+            else "chosen by OpenBLAS: no AVX")
+    if want not in device:
+        return fail("blas", "expected %r in %r" % (want, device))
+    env = dict(os.environ, OPENBLAS_CORETYPE="Prescott")
+    p = subprocess.run([exe, "--bench", "1"], capture_output=True, text=True, env=env, timeout=120)
+    want = "OpenBLAS Prescott kernels, OPENBLAS_CORETYPE from the environment"
+    if p.returncode != 0 or want not in p.stdout:
+        return fail("blas", "with OPENBLAS_CORETYPE=Prescott: %r" % (p.stdout + p.stderr))
+    ok("blas")
+    return True
 
 
 def branchy_model():
