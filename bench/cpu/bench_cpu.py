@@ -134,6 +134,31 @@ def parse_latency(text):
     return vals
 
 
+ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64,
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
+
+
+def random_feeds(sess, seed):
+    """Inputs of each input's type: floats from N(0, 1); integers within the
+    model's opc.input_range.NAME ("lo,hi") metadata, or all ones for an
+    opc.input_kind.NAME of "mask" (token ids and attention masks)."""
+    rng = np.random.default_rng(seed)
+    meta = sess.get_modelmeta().custom_metadata_map
+    feeds = {}
+    for i in sess.get_inputs():
+        dtype = ORT_TYPES.get(i.type)
+        if dtype is None:
+            raise ValueError("input %s: no random data for %s" % (i.name, i.type))
+        if np.issubdtype(dtype, np.floating):
+            feeds[i.name] = rng.standard_normal(i.shape).astype(dtype)
+        elif meta.get("opc.input_kind." + i.name) == "mask" or dtype == np.bool_:
+            feeds[i.name] = np.ones(i.shape, dtype=dtype)
+        else:
+            lo, hi = (int(v) for v in meta.get("opc.input_range." + i.name, "0,2").split(","))
+            feeds[i.name] = rng.integers(lo, hi, size=i.shape).astype(dtype)
+    return feeds
+
+
 def time_ort(model_path, runs, warmup, threads, opt, seed=0):
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -146,8 +171,7 @@ def time_ort(model_path, runs, warmup, threads, opt, seed=0):
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt]
     sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(seed)
-    feeds = {i.name: rng.standard_normal(i.shape, dtype=np.float32) for i in sess.get_inputs()}
+    feeds = random_feeds(sess, seed)
     for _ in range(warmup):
         sess.run(None, feeds)
     t = np.empty(runs)
@@ -218,6 +242,9 @@ def bench_model(name, a, work, env):
                 r["status"].append("net printed no 'latency_ms ... p50=' line: %s" % tail(so))
             else:
                 r["opc"] = lat
+                share = profile_shares(net, a, env, mdir)
+                if share:
+                    r["op_share"] = share
     else:
         r["status"].append("opc skipped")
 
@@ -233,6 +260,26 @@ def bench_model(name, a, work, env):
     if not r["status"]:
         r["status"].append("ok")
     return r
+
+
+def profile_shares(net, a, env, cwd):
+    """Each operator kind's share of the time of all units, from one
+    `net --profile` (every unit timed alone), largest first; None if the
+    profile fails."""
+    prof = os.path.join(cwd, "profile.json")
+    ok, so, se, note = run_cmd([net, "--profile", prof], a.timeout, env=env, cwd=cwd)
+    if not ok:
+        return None
+    try:
+        with open(prof) as f:
+            units = json.load(f)["units"]
+    except (OSError, ValueError, KeyError):
+        return None
+    by_op = {}
+    for u in units:
+        by_op[u["op"]] = by_op.get(u["op"], 0.0) + u["us"]
+    total = sum(by_op.values()) or 1.0
+    return sorted(((op, us / total) for op, us in by_op.items()), key=lambda kv: -kv[1])
 
 
 def write_report(path, results, a, info):
@@ -277,6 +324,17 @@ def write_report(path, results, a, info):
         g = float(np.exp(np.mean(np.log(ratios))))
         lines.append("")
         lines.append("Geometric mean opc/ORT (p50) over %d model(s): **%.2f**" % (len(ratios), g))
+    shared = [r for r in results if r.get("op_share")]
+    if shared:
+        lines.append("")
+        lines.append("Where opc's time goes: each operator kind's share of the summed unit "
+                     "times of one `net --profile` (every unit timed alone), kinds above 5%.")
+        lines.append("")
+        lines.append("| model | share of time per operator kind |")
+        lines.append("|---|---|")
+        for r in shared:
+            kinds = ["%s %.0f%%" % (op, 100 * f) for op, f in r["op_share"] if f >= 0.05]
+            lines.append("| %s | %s |" % (r["model"], ", ".join(kinds)))
     lines.append("")
     lines.append("Command: `%s`" % " ".join(shlex.quote(x) for x in sys.argv))
     lines.append("")
