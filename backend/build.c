@@ -106,7 +106,7 @@ const char *target_libs(Target t) {
              "-L%s/lib64 -L%s/lib64/stubs -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm",
              OPC_CUDA_DIR, OPC_CUDA_DIR);
   else
-    snprintf(libs, sizeof libs, "%.4000s -ldl -lpthread -lm%s%s", runtime_paths()->lib,
+    snprintf(libs, sizeof libs, "%.4000s -ldl -lpthread -lmvec -lm%s%s", runtime_paths()->lib,
              *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
   return libs;
 }

@@ -3,14 +3,71 @@
  *
  * A launch becomes `opc_nparts` calls of the kernel function, one per part;
  * part p runs its own contiguous slice of the parallel loop.
+ *
+ * The runtime compiles the kernels once per instruction set: for plain
+ * x86-64, for AVX2 with FMA (x86-64-v3) and for AVX-512 (x86-64-v4), named
+ * with OPC_ISA_SUFFIX ("", "_avx2", "_avx512"); module.c calls the widest
+ * the CPU has.
  */
 #ifndef OPC_PRELUDE_CPU_H
 #define OPC_PRELUDE_CPU_H
 
 #include <math.h>
 
+#ifndef OPC_ISA_SUFFIX
+#define OPC_ISA_SUFFIX
+#endif
+#define OPC_PASTE_(a, b) a##b
+#define OPC_PASTE(a, b) OPC_PASTE_(a, b)
+
+#include "vector_math.h"
+
+/* Whether the launch is dense: rank 1, unit stride for y, and for each
+ * input k what inputs[k] says: 'd' unit stride, 's' one element broadcast
+ * (stride 0), and nothing in the inputs after the string's end. That is
+ * what the backend's collapse() makes of contiguous elementwise work, with
+ * or without a scalar operand. If so, the fields are stored again as
+ * constants, so that the kernel body inlined after this test sees plain
+ * arrays and its loop vectorises; the values are the ones the fields
+ * already held, so the body computes exactly what it would. */
+static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, const char *inputs)
+{
+  if (a->rank != 1 || a->ystride[0] != 1)
+    return 0;
+  int used = (int)__builtin_strlen(inputs);
+  for (int k = 0; k < 4; k++) {
+    long long stride = k < used && inputs[k] == 'd';
+    if (a->xstride[k][0] != stride || (a->x_extent[k] != 0) != (k < used))
+      return 0;
+  }
+  a->rank = 1;
+  a->ystride[0] = 1;
+  for (int k = 0; k < 4; k++)
+    a->xstride[k][0] = k < used && inputs[k] == 'd';
+  return 1;
+}
+
 #define OPC_DEVICE static
-#define OPC_KERNEL(name) void name(const struct opc_kargs a, int opc_part, int opc_nparts)
+/* The kernel function runs the body inlined four times: for dense launches
+ * with one input, with two, with a second input broadcast, and for any
+ * launch. */
+#define OPC_KERNEL(name)                                                                    \
+  static inline __attribute__((always_inline)) void OPC_PASTE(name, _body)(                \
+      const struct opc_kargs a, int opc_part, int opc_nparts);                              \
+  void OPC_PASTE(name, OPC_ISA_SUFFIX)(const struct opc_kargs a, int opc_part, int opc_nparts) \
+  {                                                                                         \
+    struct opc_kargs d = a;                                                                 \
+    if (opc_dense(&d, "d"))                                                                 \
+      OPC_PASTE(name, _body)(d, opc_part, opc_nparts);                                      \
+    else if (opc_dense(&d, "dd"))                                                           \
+      OPC_PASTE(name, _body)(d, opc_part, opc_nparts);                                      \
+    else if (opc_dense(&d, "ds"))                                                           \
+      OPC_PASTE(name, _body)(d, opc_part, opc_nparts);                                      \
+    else                                                                                    \
+      OPC_PASTE(name, _body)(a, opc_part, opc_nparts);                                      \
+  }                                                                                         \
+  static inline __attribute__((always_inline)) void OPC_PASTE(name, _body)(                \
+      const struct opc_kargs a, int opc_part, int opc_nparts)
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (count) * opc_part / opc_nparts,                            \
                  opc_end_##i = (count) * (opc_part + 1) / opc_nparts;            \

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "vector_math.h"
 
 /* ---- element-wise ops through the walker ---- */
 
@@ -46,6 +47,20 @@ static void act_row(const Act *act, const float *x, float *y, long long n, float
       float v = x[i] > 0 ? (x[i] < top ? x[i] : top) : 0;
       y[i] = alpha * v + (beta != 0 ? beta * y[i] : 0);
     }
+    return;
+  }
+  case CUDNN_ACTIVATION_SIGMOID:
+    for (long long i = 0; i < n; i++)
+      y[i] = alpha * (1.0f / (1.0f + expf(-x[i]))) + (beta != 0 ? beta * y[i] : 0);
+    return;
+  case CUDNN_ACTIVATION_TANH:
+    for (long long i = 0; i < n; i++)
+      y[i] = alpha * tanhf(x[i]) + (beta != 0 ? beta * y[i] : 0);
+    return;
+  case CUDNN_ACTIVATION_SWISH: {
+    float b = act->swish_beta;
+    for (long long i = 0; i < n; i++)
+      y[i] = alpha * (x[i] / (1.0f + expf(-b * x[i]))) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
   default:

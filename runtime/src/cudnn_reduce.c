@@ -77,11 +77,29 @@ static void clip_window(int start, int win, int n, int *lo, int *hi) {
   *hi = start + win < n ? start + win : n;
 }
 
+/* acc[ow] = max or sum of acc[ow] and row[(ow * sw + off) * ws] for ow in
+ * [lo, hi). Inlined with constant strides for the common cases, where the
+ * compiler vectorises it. Max pooling lets a NaN win. */
+static inline __attribute__((always_inline)) void fold_range(const float *restrict row,
+                                                             float *restrict acc, int lo,
+                                                             int hi, int sw, int off, long long ws,
+                                                             bool is_max) {
+  if (is_max) {
+    for (int ow = lo; ow < hi; ow++) {
+      float v = row[(long long)(ow * sw + off) * ws], a = acc[ow];
+      acc[ow] = v > a || v != v ? v : a;
+    }
+  } else {
+    for (int ow = lo; ow < hi; ow++)
+      acc[ow] += row[(long long)(ow * sw + off) * ws];
+  }
+}
+
 /*
  * Folds input row `row` into the window values acc[0..OW) of one output
  * row, one filter column kw at a time: for a fixed kw the outputs whose
  * window column falls inside the row form one range, so the inner loops
- * have no bounds checks and vectorise. Max pooling lets a NaN win.
+ * have no bounds checks and vectorise.
  */
 static void pool_fold_row(const PoolOp *p, const float *row, float *acc, bool is_max) {
   int OW = p->out[2], IW = p->in[2], sw = p->stride[2], pw = p->pad[2];
@@ -91,15 +109,12 @@ static void pool_fold_row(const PoolOp *p, const float *row, float *acc, bool is
     int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
     int hi = IW - off <= 0 ? 0 : (IW - off + sw - 1) / sw;
     hi = hi < OW ? hi : OW;
-    if (is_max) {
-      for (int ow = lo; ow < hi; ow++) {
-        float v = row[(long long)(ow * sw + off) * ws], a = acc[ow];
-        acc[ow] = v > a || v != v ? v : a;
-      }
-    } else {
-      for (int ow = lo; ow < hi; ow++)
-        acc[ow] += row[(long long)(ow * sw + off) * ws];
-    }
+    if (ws == 1 && sw == 1)
+      fold_range(row, acc, lo, hi, 1, off, 1, is_max);
+    else if (ws == 1 && sw == 2)
+      fold_range(row, acc, lo, hi, 2, off, 1, is_max);
+    else
+      fold_range(row, acc, lo, hi, sw, off, ws, is_max);
   }
 }
 

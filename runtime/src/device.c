@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ktable.h"
 #include "rt.h"
 
 /*
@@ -113,8 +114,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
   if (device != 0)
     return rt_error(cudaErrorInvalidDevice);
   memset(prop, 0, sizeof *prop);
-  snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads; %s)", pool_threads(),
-           blas_description());
+  snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads; %s kernels; %s)",
+           pool_threads(), kernel_isa_name(kernel_isa()), blas_description());
   prop->totalGlobalMem = total_memory();
   prop->sharedMemPerBlock = 48 << 10;
   prop->regsPerBlock = 65536;

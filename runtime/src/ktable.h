@@ -9,10 +9,13 @@
 
 typedef void KernelFn(const struct opc_kargs a, int opc_part, int opc_nparts);
 
+/* The instruction sets each kernel is compiled for (prelude_cpu.h). */
+enum { KERNEL_X86_64, KERNEL_AVX2, KERNEL_AVX512, KERNEL_ISAS };
+
 /* A CUfunction points at one of these. */
 struct CUfunc_st {
   const char *name;
-  KernelFn *fn;
+  KernelFn *fn[KERNEL_ISAS];
 };
 
 extern const struct CUfunc_st opc_kernel_table[];
@@ -20,5 +23,9 @@ extern const int opc_kernel_count;
 
 /* The kernel called `name`, or NULL. */
 const struct CUfunc_st *kernel_find(const char *name, size_t len);
+/* The instruction set whose kernels run: the widest the CPU has, or a
+ * narrower one that OPC_KERNEL_ISA names (x86-64, avx2, avx512). */
+int kernel_isa(void);
+const char *kernel_isa_name(int isa);
 
 #endif

@@ -156,12 +156,13 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 typedef struct KernelOp {
   Op op;
   const struct CUfunc_st *f;
+  KernelFn *fn; /* f's build for the instruction set in use */
   struct opc_kargs a;
 } KernelOp;
 
 static void kernel_part(void *ctx, int part, int nparts) {
   KernelOp *k = ctx;
-  k->f->fn(k->a, part, nparts);
+  k->fn(k->a, part, nparts);
 }
 
 static void run_kernel(Op *op) {
@@ -200,6 +201,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   if (!k)
     return CUDA_ERROR_OUT_OF_MEMORY;
   k->f = f;
+  k->fn = f->fn[kernel_isa()];
   memcpy(&k->a, kernelParams[0], sizeof k->a);
   for (int i = 0; i < 4; i++)
     if (k->a.x_extent[i] > 0)

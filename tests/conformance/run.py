@@ -2,7 +2,9 @@
 """ONNX node conformance: compile every test model with opc for the CPU
 runtime, run it on every test data set and compare with the expected outputs,
 replaying the CUDA graph, with --no-cuda-graph, and compiled at -O0, all
-under the runtime's race checker (OPC_CHECK=1).
+under the runtime's race checker (OPC_CHECK=1). The three runs use the
+runtime's kernels for three instruction sets (OPC_KERNEL_ISA): the widest
+the CPU has, AVX2 and plain x86-64.
 
 usage: run.py --opc BUILD/opc [--data DIR] [--work DIR] [--jobs N]
               [--only SUBSTRING] [--no-cuda-check] [--ops ir/ops.def]
@@ -327,7 +329,8 @@ def cuda_build(work, exe_name):
     return code == 0, out
 
 
-def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, bound, flags):
+def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, bound, flags,
+                  isa):
     """Runs the program on every data set; returns (category, what went
     wrong), or None."""
     for ds in sets:
@@ -351,7 +354,10 @@ def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, 
             path = os.path.join(work, "%s_out_%d.npy" % (ds, k))
             cmd += ["--output", "%s=%s" % (oname, path)]
             out_files.append(path)
-        code, text = run(cmd, 120, env=dict(os.environ, OPC_CHECK="1"))
+        env = dict(os.environ, OPC_CHECK="1")
+        if isa:
+            env["OPC_KERNEL_ISA"] = isa
+        code, text = run(cmd, 120, env=env)
         if code != 0:
             category = ("the program timed out" if code is None else
                         "the program crashed" if code < 0 else "the program exited with an error")
@@ -428,8 +434,10 @@ def check_test(test_dir, args, ops):
 
     # Each model runs three ways, all under the CPU runtime's race checker:
     # replaying its CUDA graph, issuing directly, and compiled at -O0, so that
-    # the optional passes are checked against the test data too.
-    for mode, flags in (("graph", ()), ("direct", ("--no-cuda-graph",)), ("O0", ("-O0",))):
+    # the optional passes are checked against the test data too. Each way
+    # runs the runtime's kernels built for another instruction set.
+    for mode, flags, isa in (("graph", (), None), ("direct", ("--no-cuda-graph",), "avx2"),
+                             ("O0", ("-O0",), "x86-64")):
         program = exe + ("_" + mode if flags else "")
         if flags:
             code, out = opc_compile(args, model_path, program, bound, flags)
@@ -437,9 +445,9 @@ def check_test(test_dir, args, ops):
                 return fail("rejected with " + " ".join(flags),
                             "with %s: %s" % (" ".join(flags), first_error(out)))
         problem = run_data_sets(args, test_dir, work, program, model_path, inputs, outputs, sets,
-                                bound, flags)
+                                bound, flags, isa)
         if problem:
-            return fail(problem[0], "%s (%s mode)" % (problem[1], mode))
+            return fail(problem[0], "%s (%s mode, %s kernels)" % (problem[1], mode, isa or "widest"))
     cuda_ok = None
     if args.cuda_check:
         cuda_ok, text = cuda_build(work, "net")

@@ -452,10 +452,15 @@ def expected_openblas_core():
 
 def blas_kernels_chosen(exe, device):
     """The CPU runtime loads OpenBLAS with the kernels of the CPU's features,
-    whatever model name the CPU reports, and a user's OPENBLAS_CORETYPE wins."""
+    whatever model name the CPU reports, and a user's OPENBLAS_CORETYPE wins;
+    its own kernels are the build for the widest instruction set, unless
+    OPC_KERNEL_ISA names a narrower one."""
     core = expected_openblas_core()
     want = ("OpenBLAS %s kernels, chosen by opc from the CPU's features" % core if core
             else "chosen by OpenBLAS: no AVX")
+    isa = {"Cooperlake": "avx512", "SkylakeX": "avx512", "Haswell": "avx2"}.get(core, "x86-64")
+    if "; %s kernels;" % isa not in device:
+        return fail("blas", "expected opc's %s kernels in %r" % (isa, device))
     if want not in device:
         return fail("blas", "expected %r in %r" % (want, device))
     env = dict(os.environ, OPENBLAS_CORETYPE="Prescott")
@@ -463,6 +468,10 @@ def blas_kernels_chosen(exe, device):
     want = "OpenBLAS Prescott kernels, OPENBLAS_CORETYPE from the environment"
     if p.returncode != 0 or want not in p.stdout:
         return fail("blas", "with OPENBLAS_CORETYPE=Prescott: %r" % (p.stdout + p.stderr))
+    env = dict(os.environ, OPC_KERNEL_ISA="x86-64")
+    p = subprocess.run([exe, "--bench", "1"], capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode != 0 or "; x86-64 kernels;" not in p.stdout:
+        return fail("blas", "with OPC_KERNEL_ISA=x86-64: %r" % (p.stdout + p.stderr))
     ok("blas")
     return True
 
