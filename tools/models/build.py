@@ -36,6 +36,7 @@ MODELS = collections.OrderedDict([
     ("googlenet", zoo_cnn.googlenet),
     ("mobilenet_v2", zoo_cnn.mobilenet_v2),
     ("densenet121", zoo_cnn.densenet121),
+    ("efficientnet_b0", zoo_cnn.efficientnet_b0),
     ("torch_export_cnn", zoo_torch.torch_export_cnn),
     ("swin", zoo_transformer.swin),
     ("bert_tiny", zoo_transformer.bert_tiny),

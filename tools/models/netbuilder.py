@@ -278,6 +278,19 @@ class Net:
     def sigmoid(self, x, name="sigmoid"):
         return self.node("Sigmoid", [x.name], name, x.shape, ms=0.3, pos=0.3)
 
+    def silu(self, x, name="silu"):
+        """SiLU (swish), x * sigmoid(x), as exporters write it: Sigmoid, Mul."""
+        with self.scope(name):
+            s = self.sigmoid(x)
+            return self.node("Mul", [x.name, s.name], "mul", x.shape,
+                             ms=x.relu_ms, pos=x.relu_ms)
+
+    def scale_channels(self, x, s, name="scale"):
+        """x * s with s of shape (N, C, 1, 1) in (0, 1): squeeze-excitation."""
+        assert s.shape == (x.shape[0], x.c, 1, 1), (x, s)
+        return self.node("Mul", [x.name, s.name], name, x.shape, ms=x.ms * 0.3,
+                         pos=x.pos * 0.3)
+
     def conv_bn_relu(self, x, cout, k, stride=1, pads=0, name="", **kw):
         with self.scope(name) if name else contextlib.nullcontext():
             y = self.conv(x, cout, k, stride, pads, **kw)

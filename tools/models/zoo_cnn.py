@@ -380,3 +380,54 @@ def densenet121(batch=1, seed=0):
         x = net.gap(x, name="avgpool")
         classifier(net, x)
     return net
+
+
+# ===================================================================
+# EfficientNet-B0 (MBConv with squeeze-excitation, SiLU)
+# ===================================================================
+
+def efficientnet_b0(batch=1, seed=0):
+    """EfficientNet-B0 (Tan and Le 2019), 224x224, random weights. Every
+    activation is SiLU, written as exporters write it (Sigmoid, then Mul);
+    each inverted-residual block has a squeeze-excitation gate of a quarter
+    of its input channels (global average pool, two 1x1 convs with bias,
+    Sigmoid, a Mul broadcast over the spatial dims)."""
+    net = Net("efficientnet_b0", seed, batch, bn_eps=1e-3,
+              doc="EfficientNet-B0 (Tan and Le 2019), 224x224, random weights")
+    x = net.input("input", 3, 224, 224)
+    with net.scope("stem"):
+        x = net.silu(net.bn(net.conv(x, 32, 3, 2, 1, name="conv"), name="bn"))
+    # expansion, output channels, repeats, first stride, kernel
+    stages = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+              (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
+    idx = 0
+    for t, c, n, s, k in stages:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            with net.scope("block%d" % idx):
+                cin = x.c
+                y = x
+                if t != 1:
+                    with net.scope("expand"):
+                        y = net.silu(net.bn(net.conv(y, cin * t, 1, name="conv"), name="bn"))
+                with net.scope("depthwise"):
+                    y = net.conv(y, y.c, k, stride, k // 2, group=y.c, name="conv")
+                    y = net.silu(net.bn(y, name="bn"))
+                with net.scope("se"):
+                    s_ = net.gap(y, name="squeeze")
+                    s_ = net.silu(net.conv(s_, max(1, cin // 4), 1, bias=True, name="reduce"))
+                    s_ = net.sigmoid(net.conv(s_, y.c, 1, bias=True, name="expand", gain=1.0))
+                    y = net.scale_channels(y, s_)
+                with net.scope("project"):
+                    residual = stride == 1 and cin == c
+                    y = net.conv(y, c, 1, name="conv", gain=1.0)
+                    y = net.bn(y, name="bn", gamma_scale=0.5 if residual else 1.0)
+                if residual:
+                    y = net.add(x, y, name="add")
+                x = y
+            idx += 1
+    with net.scope("head"):
+        x = net.silu(net.bn(net.conv(x, 1280, 1, name="conv"), name="bn"))
+        x = net.gap(x, name="avgpool")
+        classifier(net, x, dropout=0.2)
+    return net
