@@ -16,7 +16,7 @@
 #include "ir.h"
 
 /* The largest constant that .ir text may hold or generate, in elements. */
-#define MAX_CONST_ELEMENTS ((int64_t)1 << 26)
+#define MAX_CONST_ELEMENTS ((int64_t)1 << 24)
 
 typedef struct Parser {
   Graph *g;
@@ -327,7 +327,8 @@ static void fill_random(Tensor *t) {
   uint64_t s = 1469598103934665603ull;
   for (const char *c = t->name; *c; c++)
     s = (s ^ (unsigned char)*c) * 1099511628211ull;
-  for (int64_t i = 0; i < tensor_numel(t); i++) {
+  int64_t numel = tensor_numel(t);
+  for (int64_t i = 0; i < numel; i++) {
     s ^= s << 13;
     s ^= s >> 7;
     s ^= s << 17;
@@ -350,7 +351,7 @@ static bool data(Parser *ps, Tensor *t) {
      have none in the text: a wrong dimension must not ask for terabytes.
      .ir text is for tests, whose constants are far smaller. */
   if (numel > MAX_CONST_ELEMENTS)
-    return fail(ps, "a constant of %lld elements; .ir text allows at most 2^26",
+    return fail(ps, "a constant of %lld elements; .ir text allows at most 2^24",
                 (long long)numel);
   size_t count = (size_t)numel + 1;
   t->f32 = NULL;
@@ -559,7 +560,8 @@ static bool activation(Parser *ps, Node *n) {
               {"clip", ACT_CLIP},
               {"sigmoid", ACT_SIGMOID},
               {"tanh", ACT_TANH},
-              {"leaky_relu", ACT_LEAKY_RELU}};
+              {"leaky_relu", ACT_LEAKY_RELU},
+              {"silu", ACT_SILU}};
   const char *name = ident(ps);
   if (!name)
     return false;
