@@ -36,7 +36,7 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
                               float beta, const Tensor *y) {
   static const char *const kernel[] = {
       [ACT_RELU] = "opc_relu_f32", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
-      [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu",
+      [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu", [ACT_SILU] = "opc_silu",
   };
   if (act == ACT_NONE)
     return;

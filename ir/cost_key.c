@@ -96,6 +96,7 @@ static const char *act_key(Activation a) {
   case ACT_SIGMOID: return "sigmoid";
   case ACT_TANH: return "tanh";
   case ACT_LEAKY_RELU: return "leakyrelu";
+  case ACT_SILU: return "silu";
   case ACT_NONE: break;
   }
   return NULL;

@@ -188,6 +188,7 @@ static const char *act_name(Activation a) {
   case ACT_SIGMOID: return "sigmoid";
   case ACT_TANH: return "tanh";
   case ACT_LEAKY_RELU: return "leaky_relu";
+  case ACT_SILU: return "silu";
   default: return NULL;
   }
 }

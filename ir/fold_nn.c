@@ -87,6 +87,7 @@ static double activate(const Node *n, double v) {
   case ACT_SIGMOID: return 1 / (1 + exp(-v));
   case ACT_TANH: return tanh(v);
   case ACT_LEAKY_RELU: return v >= 0 ? v : n->act_alpha * v;
+  case ACT_SILU: return v / (1 + exp(-v));
   default: return v;
   }
 }

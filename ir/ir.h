@@ -190,6 +190,7 @@ typedef enum Activation {
   ACT_SIGMOID,
   ACT_TANH,
   ACT_LEAKY_RELU, /* alpha = slope */
+  ACT_SILU,       /* x * sigmoid(x): swish with beta 1 */
 } Activation;
 
 /*

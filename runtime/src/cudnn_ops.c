@@ -32,9 +32,7 @@ typedef struct EwOp {
   float alpha, alpha2, beta;
 } EwOp;
 
-/* y = alpha * act(x) + beta * y over contiguous rows: one loop per mode, so
- * the simple ones vectorise. */
-static void act_row(const Act *act, const float *x, float *y, long long n, float alpha,
+void act_row(const Act *act, const float *x, float *y, long long n, float alpha,
                     float beta) {
   switch (act->mode) {
   case CUDNN_ACTIVATION_RELU:
@@ -72,6 +70,37 @@ static void act_row(const Act *act, const float *x, float *y, long long n, float
   }
 }
 
+/* c = op(alpha * a, alpha2 * b) over a contiguous row, b contiguous (bs 1)
+ * or one value (bs 0, a bias or a squeeze-excitation gate): a loop per
+ * operation, which the compiler vectorises. False for the other ops. */
+static bool op_tensor_row(cudnnOpTensorOp_t op, const float *a, const float *b, long long bs,
+                          float *c, long long n, float alpha, float alpha2) {
+  switch (op) {
+  case CUDNN_OP_TENSOR_ADD:
+    if (bs == 0) {
+      float v = alpha2 * b[0];
+      for (long long i = 0; i < n; i++)
+        c[i] = alpha * a[i] + v;
+    } else {
+      for (long long i = 0; i < n; i++)
+        c[i] = alpha * a[i] + alpha2 * b[i];
+    }
+    return true;
+  case CUDNN_OP_TENSOR_MUL:
+    if (bs == 0) {
+      float v = alpha2 * b[0];
+      for (long long i = 0; i < n; i++)
+        c[i] = alpha * a[i] * v;
+    } else {
+      for (long long i = 0; i < n; i++)
+        c[i] = alpha * a[i] * (alpha2 * b[i]);
+    }
+    return true;
+  default:
+    return false;
+  }
+}
+
 static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
   const EwOp *e = ctx;
   float alpha = e->alpha, alpha2 = e->alpha2, beta = e->beta;
@@ -92,6 +121,9 @@ static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
   case EW_OP_TENSOR: {
     const float *a = (const float *)p[0], *b = (const float *)p[1];
     float *c = (float *)p[2];
+    if (s[0] == 1 && s[2] == 1 && (s[1] == 1 || s[1] == 0) && beta == 0 &&
+        op_tensor_row(e->optensor, a, b, s[1], c, n, alpha, alpha2))
+      break;
     for (long long i = 0; i < n; i++) {
       float u = alpha * a[i * s[0]], v;
       switch (e->optensor) {

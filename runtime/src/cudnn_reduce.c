@@ -404,6 +404,22 @@ typedef struct ReduceOp {
   unsigned *indices;
 } ReduceOp;
 
+/* The sum of n contiguous values in double, in eight independent partial
+ * sums, so that the loop vectorises without reordering any one sum. */
+static double sum_row(const float *x, long long n) {
+  double part[8] = {0};
+  long long i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++)
+      part[k] += x[i + k];
+  double sum = 0;
+  for (; i < n; i++)
+    sum += x[i];
+  for (int k = 0; k < 8; k++)
+    sum += part[k];
+  return sum;
+}
+
 static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
   long long idx[MAX_DIMS] = {0};
   double acc;
@@ -416,21 +432,28 @@ static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
   }
   long long best = 0;
   int last = r->rrank - 1;
+  bool contiguous_sum = r->ras[last] == 1 &&
+                        (r->kind == CUDNN_REDUCE_TENSOR_ADD || r->kind == CUDNN_REDUCE_TENSOR_AVG);
   for (long long t = 0; t < r->reduced;) {
     const float *row = a + (last > 0 ? dot(last, idx, r->ras) : 0);
     long long len = r->rdims[last], step = r->ras[last];
-    for (long long i = 0; i < len; i++, t++) {
-      float v = row[i * step];
-      switch (r->kind) {
-      case CUDNN_REDUCE_TENSOR_ADD:
-      case CUDNN_REDUCE_TENSOR_AVG: acc += v; break;
-      case CUDNN_REDUCE_TENSOR_MUL: acc *= v; break;
-      case CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: if (v != 0) acc *= v; break;
-      case CUDNN_REDUCE_TENSOR_MIN: if (v < acc) { acc = v; best = t; } break;
-      case CUDNN_REDUCE_TENSOR_MAX: if (v > acc) { acc = v; best = t; } break;
-      case CUDNN_REDUCE_TENSOR_AMAX: if (fabsf(v) > acc) { acc = fabsf(v); best = t; } break;
-      case CUDNN_REDUCE_TENSOR_NORM1: acc += fabsf(v); break;
-      case CUDNN_REDUCE_TENSOR_NORM2: acc += (double)v * v; break;
+    if (contiguous_sum) {
+      acc += sum_row(row, len);
+      t += len;
+    } else {
+      for (long long i = 0; i < len; i++, t++) {
+        float v = row[i * step];
+        switch (r->kind) {
+        case CUDNN_REDUCE_TENSOR_ADD:
+        case CUDNN_REDUCE_TENSOR_AVG: acc += v; break;
+        case CUDNN_REDUCE_TENSOR_MUL: acc *= v; break;
+        case CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: if (v != 0) acc *= v; break;
+        case CUDNN_REDUCE_TENSOR_MIN: if (v < acc) { acc = v; best = t; } break;
+        case CUDNN_REDUCE_TENSOR_MAX: if (v > acc) { acc = v; best = t; } break;
+        case CUDNN_REDUCE_TENSOR_AMAX: if (fabsf(v) > acc) { acc = fabsf(v); best = t; } break;
+        case CUDNN_REDUCE_TENSOR_NORM1: acc += fabsf(v); break;
+        case CUDNN_REDUCE_TENSOR_NORM2: acc += (double)v * v; break;
+        }
       }
     }
     for (int d = last - 1; d >= 0; d--) {

@@ -144,6 +144,10 @@ static inline float act_apply(const Act *a, float v) {
   return v;
 }
 
+/* y = alpha * act(x) + beta * y over n contiguous values: one loop per
+ * mode, so that they vectorise (with libmvec's expf and tanhf). */
+void act_row(const Act *act, const float *x, float *y, long long n, float alpha, float beta);
+
 /* ---- element-wise ops a convolution can fold into its epilogue ---- */
 
 /* Whether op is cudnnAddTensor(alpha 1, bias, beta 1) onto exactly (y, yt)
