@@ -21,6 +21,7 @@ static const Pass pipeline[] = {
     {"fold-batchnorm", true, true, pass_fold_batchnorm},
     {"fuse-bias", true, true, pass_fuse_bias},
     {"fuse-pad", true, true, pass_fuse_pad},
+    {"fuse-gelu", true, true, pass_fuse_gelu},
     {"fuse-activation", true, true, pass_fuse_activation},
     {"fuse-residual", true, true, pass_fuse_residual},
     {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */
