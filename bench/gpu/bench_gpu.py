@@ -307,10 +307,21 @@ def render(data):
 
 
 # ------------------------------------------------------------- opc steps
+# The C compiler opc builds its programs with. tools/gpu/env.sh sets CC to a
+# command with flags (cuDNN's header and library folders), which opc takes but
+# torch.compile's Inductor does not: it runs $CC as one program name. So main()
+# takes CC out of this process's environment and hands it to opc alone.
+OPC_CC = None
+
+
+def opc_env():
+    return dict(os.environ, CC=OPC_CC) if OPC_CC else None
+
+
 def compile_opc(opc, model_path, exe, target, scheduler, precision, timeout):
     t0 = time.time()
     code, out = run([opc, model_path, "-o", exe, "--target", target, "--schedule", scheduler,
-                     "--precision", precision], timeout)
+                     "--precision", precision], timeout, env=opc_env())
     return code, out, round(time.time() - t0, 1)
 
 
@@ -678,7 +689,7 @@ def gpu_run(a, res):
         libs = [l.strip() for l in out.splitlines()
                 if re.search(r"cudnn|cublas|cudart|nvrtc|libcuda\.", l)]
         res.info["opc_programs"] = "built with `%s`; loads %s" % (
-            os.environ.get("CC", "cc"), "; ".join(libs) or "?")
+            OPC_CC or "cc", "; ".join(libs) or "?")
 
     for name, prep in preps.items():
         for p in a.precisions:
@@ -760,7 +771,7 @@ def describe(a, dry):
             libs.append("%s %s" % (mod, __import__(mod).__version__))
         except ImportError:
             libs.append("%s: not installed" % mod)
-    gcc = tool_version([os.environ.get("CC", "cc").split()[0], "--version"])
+    gcc = tool_version([(OPC_CC or "cc").split()[0], "--version"])
     if gcc:
         libs.append(gcc)
     if dry:
@@ -905,6 +916,8 @@ def main(argv=None):
     a.precisions = split_list(a.precisions, PRECISIONS, "precision", ap)
     a.systems = split_list(a.systems, TORCH_SYSTEMS, "system", ap)
     a.opc = os.path.abspath(a.opc)
+    global OPC_CC
+    OPC_CC = os.environ.pop("CC", None)
     if a.jobs <= 0:
         a.jobs = 2 if a.dry_run else (os.cpu_count() or 4)
     if not os.access(a.opc, os.X_OK):

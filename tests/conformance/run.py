@@ -38,6 +38,7 @@ WORK/reasons.txt, tab-separated).
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import os
 import re
 import shutil
@@ -284,10 +285,15 @@ def inputs_to_bind(text, inputs):
 
 
 def opc_compile(args, model_path, exe, bound, flags=()):
-    """Runs opc with `bound` ({input name: .pb path}) as --const-input."""
-    # The CPU build doubles as a warnings check of the emitted code.
+    """Runs opc with `bound` ({input name: .pb path}) as --const-input, for
+    args.target (cpu unless the caller's args say otherwise, as
+    tools/gpu/conformance_cuda.py's do)."""
+    # The build doubles as a warnings check of the emitted code.
     env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    cmd = [args.opc, model_path, "-o", exe, "--target", "cpu"] + list(flags)
+    cmd = [args.opc, model_path, "-o", exe, "--target", getattr(args, "target", "cpu")]
+    if getattr(args, "precision", None):
+        cmd += ["--precision", args.precision]
+    cmd += list(flags)
     for iname, path in bound.items():
         cmd += ["--const-input", "%s=%s" % (iname, path)]
     return run(cmd, 300, env=env)
@@ -330,9 +336,10 @@ def cuda_build(work, exe_name):
 
 
 def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, bound, flags,
-                  isa):
-    """Runs the program on every data set; returns (category, what went
-    wrong), or None."""
+                  isa, slot=contextlib.nullcontext()):
+    """Runs the program on every data set, each run holding `slot` (the GPU
+    runner bounds how many programs share the device); returns (category,
+    what went wrong), or None."""
     for ds in sets:
         ds_dir = os.path.join(test_dir, ds)
         program = exe
@@ -357,7 +364,8 @@ def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, 
         env = dict(os.environ, OPC_CHECK="1")
         if isa:
             env["OPC_KERNEL_ISA"] = isa
-        code, text = run(cmd, 120, env=env)
+        with slot:
+            code, text = run(cmd, 120, env=env)
         if code != 0:
             category = ("the program timed out" if code is None else
                         "the program crashed" if code < 0 else "the program exited with an error")

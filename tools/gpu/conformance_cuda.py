@@ -8,9 +8,11 @@ usage: conformance_cuda.py --opc OPC [--data DIR] [--work DIR] [--jobs N]
                            [--precision fp32|tf32] [--target cuda|cpu]
                            [--summary-json FILE]
 
-The rules of what must compile, the expected rejections and the comparison
+The rules of what must compile, the expected rejections, the binding of
+shape-deciding inputs to their test data (--const-input) and the comparison
 are those of tests/conformance/run.py (imported, not copied), so the two
-runners judge alike; this one differs in the target and in running the
+runners judge alike and report the same two figures, unbound and bound;
+this one differs in the target and in running the
 programs at most M at a time (they share one GPU) while N compile. --target
 cpu runs the same steps against opc's CPU runtime, to test this script on a
 machine without a GPU. --deadline stops starting tests after S seconds; the
@@ -26,9 +28,7 @@ import sys
 import threading
 import time
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,79 +49,50 @@ def load_conformance_module():
 conf = load_conformance_module()
 
 
-def read_pb(path):
-    tensor = onnx.TensorProto()
-    with open(path, "rb") as f:
-        tensor.ParseFromString(f.read())
-    return numpy_helper.to_array(tensor)
-
-
-def run_data_sets(test_dir, work, exe, model, gpu_slots):
-    """None when every data set matches, else a description of the first failure."""
-    inputs = [i.name for i in conf.graph_inputs(model)]
-    outputs = [o.name for o in model.graph.output]
-    sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
-    for ds in sets:
-        ds_dir = os.path.join(test_dir, ds)
-        cmd = [exe]
-        for k, name in enumerate(inputs):
-            path = os.path.join(ds_dir, "input_%d.pb" % k)
-            if os.path.exists(path):
-                cmd += ["--input", "%s=%s" % (name, path)]
-        out_files = []
-        for k, name in enumerate(outputs):
-            path = os.path.join(work, "%s_out_%d.npy" % (ds, k))
-            cmd += ["--output", "%s=%s" % (name, path)]
-            out_files.append(path)
-        with gpu_slots:
-            code, text = conf.run(cmd, 120)
-        if code != 0:
-            return "%s: the program %s: %s" % (
-                ds, "timed out" if code is None else "exited with %d" % code, conf.first_error(text))
-        for k, path in enumerate(out_files):
-            expected = os.path.join(ds_dir, "output_%d.pb" % k)
-            if not os.path.exists(expected):
-                continue
-            problem = conf.compare(np.load(path), read_pb(expected))
-            if problem:
-                return "%s output %d (%s): %s" % (ds, k, outputs[k], problem)
-    return None
-
-
 def check_test(test_dir, args, ops, gpu_slots, deadline):
-    """(status, name, message)"""
+    """(status, name, message, bound input names)"""
     name = os.path.basename(test_dir)
     if time.monotonic() > deadline:
-        return "NOT RUN", name, "time budget spent"
+        return "NOT RUN", name, "time budget spent", []
     model_path = os.path.join(test_dir, "model.onnx")
     try:
         model = onnx.load(model_path)
     except Exception as exc:  # a model onnx itself cannot read
-        return "REJECTED", name, "onnx cannot load it: %s" % exc
+        return "REJECTED", name, "onnx cannot load it: %s" % exc, []
     expect_ok = conf.should_compile(model, ops) and name not in conf.EXPECTED_REJECTIONS
     work = os.path.join(args.work, name)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     exe = os.path.join(work, "net")
-    # -Werror: the emitted code must build cleanly for the target too.
-    cc = os.environ.get("CC") or "cc"
-    env = dict(os.environ, CC=cc + " -Wall -Wextra -Werror")
-    cmd = [args.opc, model_path, "-o", exe, "--target", args.target, "--precision", args.precision]
-    code, out = conf.run(cmd, 300, env=env)
+    inputs = [i.name for i in conf.graph_inputs(model)]
+    outputs = [o.name for o in model.graph.output]
+    sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
+    set0 = os.path.join(test_dir, sets[0]) if sets else test_dir
+    # Inputs that decide shapes are bound to data set 0 where opc asks for
+    # it, exactly as the CPU runner does (its "bound" figure).
+    code, out, bound, _ = conf.compile_binding(args, model_path, exe, inputs, set0)
+    names = sorted(bound)
     if code is None or code < 0:
-        return "FAIL", name, "opc crashed or hung: %s" % conf.first_error(out)
+        return "FAIL", name, "opc crashed or hung: %s" % conf.first_error(out), names
     if code != 0:
         reason = conf.first_error(out)
-        if expect_ok:
-            return "FAIL", name, "rejected a supported float32 model: " + reason
-        return "REJECTED", name, reason
-    problem = run_data_sets(test_dir, work, exe, model, gpu_slots)
+        if bound:
+            reason = "with %s bound: %s" % (", ".join(names), reason)
+        if expect_ok and not conf.NO_KERNEL_FOR_TYPE.search(reason):
+            return "FAIL", name, "rejected a supported model: " + reason, names
+        return "REJECTED", name, reason, names
+    problem = conf.run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets,
+                                 bound, (), None, slot=gpu_slots)
     if problem:
-        return "FAIL", name, problem
+        return "FAIL", name, problem[1], names
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    note = ("listed in EXPECTED_REJECTIONS but passes" if name in conf.EXPECTED_REJECTIONS else "")
-    return "PASS", name, note
+    notes = []
+    if bound:
+        notes.append("bound: " + ", ".join(names))
+    if name in conf.EXPECTED_REJECTIONS:
+        notes.append("listed in EXPECTED_REJECTIONS but passes")
+    return "PASS", name, "; ".join(notes), names
 
 
 def main():
@@ -134,7 +105,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
                     help="tests compiled at a time (default: the CPU count)")
     ap.add_argument("--gpu-jobs", type=int, default=8, help="programs run at a time")
-    ap.add_argument("--only", default=None, help="run the tests whose name contains this")
+    ap.add_argument("--only", default=None,
+                    help="run the tests whose name contains this (or any of a comma-separated list)")
     ap.add_argument("--ops", default=os.path.join(ROOT, "ir", "ops.def"))
     ap.add_argument("--target", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
@@ -151,28 +123,35 @@ def main():
     tests = sorted(os.path.join(args.data, d) for d in os.listdir(args.data)
                    if os.path.exists(os.path.join(args.data, d, "model.onnx")))
     if args.only:
-        tests = [t for t in tests if args.only in os.path.basename(t)]
+        wanted = args.only.split(",")
+        tests = [t for t in tests if any(w in os.path.basename(t) for w in wanted)]
     os.makedirs(args.work, exist_ok=True)
     print("conformance-%s: %d tests from %s, %d compiling and %d running at a time"
           % (args.target, len(tests), args.data, args.jobs, args.gpu_jobs), flush=True)
 
     gpu_slots = threading.Semaphore(max(1, args.gpu_jobs))
     counts = {"PASS": 0, "FAIL": 0, "REJECTED": 0, "NOT RUN": 0}
+    bound_passes = 0
     failures = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = pool.map(lambda t: check_test(t, args, ops, gpu_slots, deadline), tests)
-        for status, name, message in results:
+        for status, name, message, bound in results:
             counts[status] += 1
+            if status == "PASS" and bound:
+                bound_passes += 1
             if status == "FAIL":
                 failures.append({"test": name, "message": message})
             if status != "NOT RUN":
                 print("%-8s %s%s" % (status, name, ": " + message if message else ""), flush=True)
     elapsed = time.monotonic() - start
-    print("conformance-%s: %d passed, %d failed, %d rejected (unsupported), %d not run (time) in %.0f s"
-          % (args.target, counts["PASS"], counts["FAIL"], counts["REJECTED"], counts["NOT RUN"], elapsed))
+    print("conformance-%s: %d passed (%d unbound, %d with inputs bound), %d failed, "
+          "%d rejected (unsupported), %d not run (time) in %.0f s"
+          % (args.target, counts["PASS"], counts["PASS"] - bound_passes, bound_passes,
+             counts["FAIL"], counts["REJECTED"], counts["NOT RUN"], elapsed))
     if args.summary_json:
         with open(args.summary_json, "w") as f:
             json.dump({"target": args.target, "precision": args.precision, "counts": counts,
+                       "bound_passes": bound_passes,
                        "failures": failures, "seconds": round(elapsed, 1), "tests": len(tests)},
                       f, indent=1)
     return 1 if counts["FAIL"] else 0
