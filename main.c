@@ -14,12 +14,15 @@
 
 enum { EXIT_USAGE = 1, EXIT_COMPILE = 2 };
 
-static const char usage_line[] = "usage: opc MODEL.onnx -o OUT [options]\n";
+static const char usage_line[] =
+    "usage: opc MODEL.onnx -o OUT [options]\n"
+    "       opc [NAME=]MODEL.onnx [NAME=]MODEL.onnx ... -o OUT [--instances ...] [options]\n";
 
 static const char help_text[] =
     "opc - compiles an ONNX model into one standalone C program for CUDA\n"
     "\n"
     "usage: opc MODEL.onnx -o OUT [options]\n"
+    "       opc [NAME=]MODEL.onnx ... -o OUT [--instances NAME=K,...] [options]\n"
     "       opc MODEL.onnx --dump-ir [--input-shape NAME=DIMS] [--batch N]\n"
     "       opc --cflags TARGET | --libs TARGET | --list-operators | --help | --version\n"
     "\n"
@@ -55,6 +58,13 @@ static const char help_text[] =
     "  --cost-db FILE         measured operator latencies for the cost model\n"
     "  --no-merge             do not merge operators\n"
     "\n"
+    "Serving several requests and models (more than one model, or --instances):\n"
+    "  NAME=MODEL.onnx        name a model (default: its file's stem); the program's API\n"
+    "                         and its weights file (OUT.NAME.weights) use the name\n"
+    "  --instances NAME=K,... requests of each model in flight at once (default 1 each);\n"
+    "                         every copy is scheduled together with all the others\n"
+    "  --queue-capacity N     requests each model's queue holds (default 256)\n"
+    "\n"
     "Limits:\n"
     "  --max-memory BYTES     the most device memory the program may use, activations\n"
     "                         plus weights (default 64G); also bounds every tensor.\n"
@@ -73,8 +83,20 @@ static const char help_text[] =
     "\n"
     "Exit status: 0 success, 1 usage error, 2 the model cannot be compiled.\n";
 
+/* One model of the command line: NAME=FILE, or FILE named by its stem. */
+typedef struct ModelArg {
+  const char *name;
+  const char *path;
+  int instances; /* --instances; 0 until given */
+} ModelArg;
+
+enum { MAX_MODELS = 64, MAX_INSTANCES = 64 };
+
 typedef struct Config {
-  const char *model;
+  ModelArg models[MAX_MODELS];
+  int nmodels;
+  const char *instances; /* --instances, parsed once the models are known */
+  int64_t queue_capacity;
   const char *out;
   bool help, version, list_operators, dump_ir;
   const char *print_flags; /* "--cflags" or "--libs": print for `target` and exit */
@@ -236,6 +258,88 @@ static bool is_c_identifier(const char *s) {
   return true;
 }
 
+/* A model's name names it in the program's API and its weights file. */
+static bool is_model_name(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || *s == '-'))
+      return false;
+  return true;
+}
+
+/* FILE (named by its stem, without ".onnx") or NAME=FILE. */
+static bool add_model(Config *c, const char *arg) {
+  if (c->nmodels == MAX_MODELS) {
+    opc_error("more than %d models given", MAX_MODELS);
+    return false;
+  }
+  ModelArg *m = &c->models[c->nmodels];
+  const char *eq = strchr(arg, '=');
+  const char *slash = strrchr(arg, '/');
+  if (eq && (!slash || eq < slash)) {
+    m->name = strndup(arg, (size_t)(eq - arg));
+    m->path = eq + 1;
+  } else {
+    const char *stem = slash ? slash + 1 : arg;
+    size_t len = strlen(stem);
+    if (len > 5 && strcmp(stem + len - 5, ".onnx") == 0)
+      len -= 5;
+    m->name = strndup(stem, len);
+    m->path = arg;
+  }
+  if (!is_model_name(m->name)) {
+    opc_error("'%s': a model's name must be letters, digits, '_' and '-' (give one with "
+              "NAME=%s)", m->name, m->path);
+    free((char *)m->name);
+    return false;
+  }
+  for (int i = 0; i < c->nmodels; i++)
+    if (strcmp(c->models[i].name, m->name) == 0) {
+      opc_error("two models are named '%s' (%s and %s); name them with NAME=FILE", m->name,
+                c->models[i].path, m->path);
+      free((char *)m->name);
+      return false;
+    }
+  c->nmodels++;
+  return true;
+}
+
+/* --instances NAME=K,...: each name a model of the command line. */
+static bool parse_instances(Config *c) {
+  for (int i = 0; i < c->nmodels; i++)
+    c->models[i].instances = 1;
+  if (!c->instances)
+    return true;
+  char *list = strdup(c->instances);
+  bool ok = true;
+  for (char *item = strtok(list, ","); item && ok; item = strtok(NULL, ",")) {
+    char *eq = strchr(item, '=');
+    int64_t k = 0;
+    ModelArg *m = NULL;
+    if (eq) {
+      *eq = '\0';
+      for (int i = 0; i < c->nmodels; i++)
+        if (strcmp(c->models[i].name, item) == 0)
+          m = &c->models[i];
+    }
+    if (!eq || !m) {
+      opc_error("--instances: expected NAME=K with NAME one of the models, got '%s'", item);
+      ok = false;
+    } else {
+      ok = parse_int("--instances", eq + 1, 1, MAX_INSTANCES, &k);
+      if (ok)
+        m->instances = (int)k;
+    }
+  }
+  free(list);
+  return ok;
+}
+
+/* A program that serves requests (several models, or copies of one). */
+static bool serving(const Config *c) { return c->nmodels > 1 || c->instances; }
+
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
 
@@ -317,14 +421,15 @@ static bool parse_option(Args *a, Config *c) {
   } else if (takes(a, "--libs", &v)) {
     c->print_flags = "--libs";
     return v && parse_target("--libs", v, &c->target);
-  } else if (a->argv[a->i][0] == '-' && a->argv[a->i][1] != '\0') {
+  } else if (takes(a, "--instances", &v))
+    return set(&c->instances, v);
+  else if (takes(a, "--queue-capacity", &v))
+    return v && parse_int("--queue-capacity", v, 1, 1 << 20, &c->queue_capacity);
+  else if (a->argv[a->i][0] == '-' && a->argv[a->i][1] != '\0') {
     opc_error("unknown option '%s'", a->argv[a->i]);
     return false;
-  } else if (c->model) {
-    opc_error("more than one model given ('%s' and '%s')", c->model, a->argv[a->i]);
-    return false;
   } else {
-    c->model = a->argv[a->i];
+    return add_model(c, a->argv[a->i]);
   }
   return true;
 }
@@ -334,6 +439,7 @@ static bool parse_args(int argc, char **argv, Config *c) {
   c->emit.prefix = "net";
   c->emit.cuda_graph = true;
   c->target = TARGET_CUDA;
+  c->queue_capacity = 256;
   c->shapes = calloc((size_t)argc, sizeof(InputShape));
   c->import.shapes = c->shapes;
   c->consts = calloc((size_t)argc, sizeof(ConstInput));
@@ -344,8 +450,14 @@ static bool parse_args(int argc, char **argv, Config *c) {
       return false;
   if (c->help || c->version || c->list_operators || c->print_flags)
     return true;
-  if (!c->model) {
+  if (c->nmodels == 0) {
     opc_error("no model given");
+    return false;
+  }
+  if (!parse_instances(c))
+    return false;
+  if (serving(c) && c->dump_ir) {
+    opc_error("--dump-ir reads one model; --dump-after shows a serving program's graph");
     return false;
   }
   /* Without -o, only inspection makes sense. */
@@ -359,6 +471,8 @@ static bool parse_args(int argc, char **argv, Config *c) {
 }
 
 static void free_config(Config *c) {
+  for (int i = 0; i < c->nmodels; i++)
+    free((char *)c->models[i].name);
   for (int i = 0; i < c->import.nshapes; i++)
     free((char *)c->shapes[i].name);
   free(c->shapes);
@@ -383,9 +497,10 @@ static char *with_ext(const char *base, size_t baselen, const char *ext) {
 }
 
 /*
- * OUT ending in .c: write OUT, OUT's .h and .weights. Otherwise write
- * OUT.c, OUT.h, OUT.weights and build the executable OUT from them; a failed
- * build removes all four, so that no failure leaves partial output.
+ * OUT ending in .c: write OUT, OUT's .h and .weights (a serving program:
+ * OUT.NAME.weights per model). Otherwise write OUT.c, OUT.h, the weights
+ * and build the executable OUT from them; a failed build removes them all,
+ * so that no failure leaves partial output.
  */
 static bool write_outputs(Graph *g, Config *c) {
   const char *out = c->out;
@@ -394,10 +509,20 @@ static bool write_outputs(Graph *g, Config *c) {
   char *c_path = with_ext(out, baselen, ".c");
   char *h_path = with_ext(out, baselen, ".h");
   char *w_path = with_ext(out, baselen, ".weights");
+  int nmodels = g->serve ? g->serve->nmodels : 0;
+  char **model_w = calloc((size_t)nmodels + 1, sizeof(char *));
+  for (int m = 0; m < nmodels; m++) {
+    char *ext = malloc(strlen(g->serve->models[m].name) + 10);
+    sprintf(ext, ".%s.weights", g->serve->models[m].name);
+    model_w[m] = with_ext(out, baselen, ext);
+    free(ext);
+  }
   EmitOptions emit = c->emit;
   emit.c_path = c_path;
   emit.h_path = h_path;
   emit.weights_path = w_path;
+  emit.model_weights_paths = (const char *const *)model_w;
+  emit.queue_capacity = (int)c->queue_capacity;
   bool ok = emit_program(g, &emit);
   if (ok && !source_only) {
     ok = build_executable(c_path, out, c->target);
@@ -405,9 +530,14 @@ static bool write_outputs(Graph *g, Config *c) {
       remove(c_path);
       remove(h_path);
       remove(w_path);
+      for (int m = 0; m < nmodels; m++)
+        remove(model_w[m]);
       remove(out);
     }
   }
+  for (int m = 0; m < nmodels; m++)
+    free(model_w[m]);
+  free(model_w);
   free(c_path);
   free(h_path);
   free(w_path);
@@ -427,8 +557,16 @@ static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p) {
   return true;
 }
 
-static int compile(Config *c) {
-  Graph *g = onnx_import(c->model, &c->import);
+/* Standard output must have taken everything printed to it. */
+static bool flushed(void) {
+  if (fflush(stdout) == 0)
+    return true;
+  opc_error("cannot write to standard output");
+  return false;
+}
+
+static int compile_one(Config *c) {
+  Graph *g = onnx_import(c->models[0].path, &c->import);
   if (!g)
     return EXIT_COMPILE;
   bool ok;
@@ -443,12 +581,79 @@ static int compile(Config *c) {
       ok = write_outputs(g, c);
   }
   graph_free(g);
-  if (fflush(stdout) != 0) {
-    opc_error("cannot write to standard output");
-    ok = false;
-  }
+  ok = flushed() && ok;
   return ok ? EXIT_SUCCESS : EXIT_COMPILE;
 }
+
+/* Every --input-shape and --const-input must name an input of some model. */
+static bool all_used(const Config *c, const bool *shape_used, const bool *const_used) {
+  bool ok = true;
+  for (int i = 0; i < c->import.nshapes; i++)
+    if (!shape_used[i]) {
+      opc_error("--input-shape names '%s', which is not an input of any model",
+                c->import.shapes[i].name);
+      ok = false;
+    }
+  for (int i = 0; i < c->import.nconsts; i++)
+    if (!const_used[i]) {
+      opc_error("--const-input: '%s' is not an input of any model", c->import.consts[i].name);
+      ok = false;
+    }
+  return ok;
+}
+
+/*
+ * A serving program: each model is imported and rewritten on its own, then
+ * its copies are joined into one graph (graph_join) that is scheduled as a
+ * whole and emitted with the request launcher.
+ */
+static int compile_serving(Config *c) {
+  int n = c->nmodels;
+  Graph *models[MAX_MODELS] = {0};
+  const char *names[MAX_MODELS];
+  int instances[MAX_MODELS];
+  bool *shape_used = calloc((size_t)c->import.nshapes + 1, sizeof(bool));
+  bool *const_used = calloc((size_t)c->import.nconsts + 1, sizeof(bool));
+  ImportOptions import = c->import;
+  import.shape_used = shape_used;
+  import.const_used = const_used;
+  bool ok = true;
+  for (int m = 0; m < n; m++) {
+    names[m] = c->models[m].name;
+    instances[m] = c->models[m].instances;
+    models[m] = onnx_import(c->models[m].path, &import);
+    ok = models[m] != NULL && ok;
+  }
+  ok = ok && all_used(c, shape_used, const_used);
+  for (int m = 0; m < n && ok; m++) {
+    PassContext *ctx = pass_context_new(models[m], &c->passes);
+    ok = run_pipeline_part(models[m], &c->passes, ctx, PIPELINE_REWRITE);
+    if (ok && c->passes.stats) {
+      printf("model %s (%s), after rewriting:\n", names[m], c->models[m].path);
+      pipeline_print_stats(models[m], ctx);
+    }
+  }
+  Graph *joint = NULL;
+  if (ok) {
+    joint = graph_join(models, names, instances, n);
+    PassContext *ctx = pass_context_new(joint, &c->passes);
+    PassOptions joint_opt = c->passes;
+    joint_opt.stats = false; /* printed per model above */
+    ok = run_pipeline_part(joint, &joint_opt, ctx, PIPELINE_SCHEDULE) &&
+         write_reports(joint, ctx, &joint_opt);
+    if (ok && c->out)
+      ok = write_outputs(joint, c);
+  }
+  graph_free(joint);
+  for (int m = 0; m < n; m++)
+    graph_free(models[m]);
+  free(shape_used);
+  free(const_used);
+  ok = flushed() && ok;
+  return ok ? EXIT_SUCCESS : EXIT_COMPILE;
+}
+
+static int compile(Config *c) { return serving(c) ? compile_serving(c) : compile_one(c); }
 
 /* ---------------------------------------------------- --list-operators */
 

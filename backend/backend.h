@@ -12,6 +12,11 @@ typedef struct EmitOptions {
   bool embed_weights;       /* link the weights in with .incbin */
   bool cuda_graph;          /* capture once, replay on every run (default) */
   bool tf32;                /* --precision tf32 */
+  /* A serving program (Graph.serve): each model's weights file, and how
+     many requests each model's queue holds. */
+  const char *const *model_weights_paths;
+  int queue_capacity;
+  const double *serve_interval_ms; /* per model: the launcher's default; NULL: 0 */
 } EmitOptions;
 
 /* Writes net.c, net.h and the weights. Nothing is left behind on failure. */

@@ -432,6 +432,23 @@ const char *buf(Emitter *e, const Tensor *t) {
 
 /* ------------------------------------------------------------ the weights */
 
+/* The model whose weights file holds a constant of a serving program: that
+   of the node being printed, else that of the output it is. */
+static int weight_model(Emitter *e, const char *name) {
+  const ServeInfo *s = e->g->serve;
+  if (!s)
+    return 0;
+  if (e->node && e->node->instance >= 0)
+    return s->instance_model[e->node->instance];
+  for (int i = 0; i < s->ninstances; i++) {
+    const ServedModel *m = &s->models[s->instance_model[i]];
+    for (int k = 0; k < m->noutputs; k++)
+      if (strcmp(e->g->outputs[s->first_output[i] + k]->name, name) == 0)
+        return s->instance_model[i];
+  }
+  return 0;
+}
+
 const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const void *data,
                               int64_t count) {
   EmitState *st = e->st;
@@ -448,16 +465,23 @@ const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const v
   w->dtype = dtype;
   w->data = data;
   w->count = count;
-  w->offset = st->weight_bytes;
+  w->model = weight_model(e, name);
   /* Every array on a 64-byte boundary. */
-  st->weight_bytes += (count * (int64_t)dtype_size(dtype) + 63) / 64 * 64;
+  int64_t padded = (count * (int64_t)dtype_size(dtype) + 63) / 64 * 64;
+  w->offset = e->g->serve ? st->model_weight_bytes[w->model] : st->weight_bytes;
+  st->weight_bytes += padded;
+  const char *base = "c->weights";
+  if (e->g->serve) {
+    st->model_weight_bytes[w->model] += padded;
+    st->model_nweights[w->model]++;
+    base = emit_str(e, "c->weights[%d]", w->model);
+  }
   emit_to(e, SEC_CONSTS, "%s *%s;", dtype_c_type(dtype), w->cname);
   if (dtype == DT_FLOAT)
-    fprintf(st->sec[SEC_BIND], "  c->%s = c->weights + %lld;\n", w->cname,
-            (long long)w->offset / 4);
+    fprintf(st->sec[SEC_BIND], "  c->%s = %s + %lld;\n", w->cname, base, (long long)w->offset / 4);
   else
-    fprintf(st->sec[SEC_BIND], "  c->%s = (%s *)((unsigned char *)c->weights + %lld);\n", w->cname,
-            dtype_c_type(dtype), (long long)w->offset);
+    fprintf(st->sec[SEC_BIND], "  c->%s = (%s *)((unsigned char *)%s + %lld);\n", w->cname,
+            dtype_c_type(dtype), base, (long long)w->offset);
   return emit_str(e, "c->%s", w->cname);
 }
 

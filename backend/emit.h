@@ -286,7 +286,8 @@ typedef struct Weight {
   DType dtype;      /* how it is stored */
   const void *data; /* the IR's form: float for floating dtypes, else int64_t */
   int64_t count;
-  int64_t offset; /* in bytes from the start of the data; a multiple of 64 */
+  int64_t offset; /* in bytes from the start of its file's data; a multiple of 64 */
+  int model;      /* a serving program's model whose file holds it; 0 otherwise */
 } Weight;
 
 /* A set of C identifiers (open addressing on the arena). */
@@ -305,7 +306,10 @@ typedef struct EmitState {
 
   Weight *weights;
   int nweights, capweights;
-  int64_t weight_bytes;
+  int64_t weight_bytes;      /* all of them */
+  /* A serving program has a weights file per model: its arrays, its bytes. */
+  int *model_nweights;
+  int64_t *model_weight_bytes;
 
   /* What the assembled file must define because something used it. */
   bool lib_used[LIB_COUNT];
@@ -352,6 +356,8 @@ void emit_record_form(Emitter *e, const Node *n, const char *field);
 
 /* The weights file: header, data, checksum (weights.c). */
 bool write_weights(Emitter *e, const char *path);
+/* A serving program's weights file of one model. */
+bool write_model_weights(Emitter *e, int model, const char *path);
 uint64_t weights_hash(const unsigned char *p, size_t n, uint64_t h);
 
 /* Emitters of the core, by file. */
@@ -415,6 +421,22 @@ void emit_nodes(Emitter *e);            /* nodes.c: every node into the sections
 void emit_struct(Emitter *e);           /* frame.c: the context struct */
 void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
 void emit_weights_loader(Emitter *e);   /* weights.c */
+
+/*
+ * serve.c: a serving program's parts (Graph.serve): its tables, the copies
+ * enqueue() issues, a CUDA graph per combination of copies, the launcher
+ * (serve_template.c) and its main (serve_main_template.c).
+ */
+enum { SERVE_MAX_COMBINATIONS = 256 };
+int serve_combinations(const ServeInfo *s); /* past the limit: SERVE_MAX_COMBINATIONS + 1 */
+bool check_serve(const Graph *g, const EmitOptions *opt);
+void emit_serve_tables(Emitter *e);  /* before the context struct */
+void emit_serve_bind_io(Emitter *e); /* create(): c->io */
+void emit_serve_weights(Emitter *e); /* create(): each model's weights */
+void emit_serve_rounds(Emitter *e);  /* set_active, capture, issue_round, the launcher */
+void emit_serve_create(Emitter *e);  /* the end of create() */
+void emit_serve_main(Emitter *e);
+void emit_serve_header(Emitter *e);  /* net.h */
 void emit_node_table(Emitter *e);       /* node_table.c: node_info[], begin_node()... */
 void emit_enqueue(Emitter *e);          /* nodes.c */
 void emit_capture(Emitter *e);          /* nodes.c */

@@ -67,8 +67,10 @@ void emit_struct(Emitter *e) {
   if (ne > 0)
     emit(e, "cudaEvent_t event[%d]; /* the schedule's cross-stream dependencies */", ne);
   emit(e, "cudaEvent_t fork, join[%d]; /* order the streams after and before the caller's */", ns);
-  emit(e, "cudaEvent_t done; /* the end of %s_run_device()'s work on the caller's stream */", e->prefix);
-  if (staging_size(e->g) > 0)
+  if (!e->g->serve)
+    emit(e, "cudaEvent_t done; /* the end of %s_run_device()'s work on the caller's stream */",
+         e->prefix);
+  if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "%s *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
          staging_type(e->g), e->prefix);
   if (st->uses_cudnn)
@@ -81,9 +83,15 @@ void emit_struct(Emitter *e) {
     emit(e, "void *workspace[%d];", ns);
     emit(e, "size_t workspace_bytes[%d];", ns);
   }
-  if (st->nweights)
+  if (e->g->serve)
+    emit(e, "float *weights[MODEL_COUNT]; /* each model's constants, from its weights file */");
+  else if (st->nweights)
     emit(e, "float *weights; /* every constant, from %s */", base_name(e, e->opt->weights_path));
   emit(e, "float *arena; /* every activation: %lld bytes */", (long long)e->g->arena_bytes);
+  if (e->g->serve) {
+    emit(e, "void *io[IO_COUNT]; /* every copy's inputs, then outputs (io_info) */");
+    emit(e, "unsigned char active[INSTANCE_COUNT]; /* the copies enqueue() issues */");
+  }
   emit_blank(e);
   emit(e, "/* Activations: the model's tensors in the arena. */");
   fputs(st->text[SEC_BUFFERS], e->f);
@@ -99,8 +107,14 @@ void emit_struct(Emitter *e) {
   }
   e->node = NULL;
   emit_kernel_fields(e);
-  if (e->opt->cuda_graph)
+  if (e->opt->cuda_graph && e->g->serve)
+    emit(e, "cudaGraphExec_t graph[COMBO_COUNT]; /* per combination of copies, captured in create() */");
+  else if (e->opt->cuda_graph)
     emit(e, "cudaGraphExec_t graph; /* the schedule, captured once in create() */");
+  if (e->g->serve) {
+    emit(e, "struct serve *serve; /* the queues and threads of net_submit() */");
+    emit(e, "int device; /* the CUDA device of create(), for the threads */");
+  }
   emit(e, "const char *node; /* the node whose code runs, for messages */");
   emit(e, "cudaEvent_t *trace; /* while tracing (--trace): start and end of each node */");
   emit(e, "char error[%d];", OPC_ERROR_SIZE);
@@ -114,7 +128,8 @@ void emit_create(Emitter *e) {
   const char *p = e->prefix;
   int ns = e->g->sched.nstreams, ne = e->g->sched.nevents;
   e->fail = "goto fail";
-  emit(e, "int %s_create(%s_ctx **ctx, const char *weights_path)", p, p);
+  emit(e, "int %s_create(%s_ctx **ctx, const char *%s)", p, p,
+       e->g->serve ? "weights_dir" : "weights_path");
   emit_open(e, "{");
   emit(e, "%s_ctx *c = calloc(1, sizeof *c);", p);
   emit(e, "*ctx = c;");
@@ -147,11 +162,14 @@ void emit_create(Emitter *e) {
     e->indent--;
   }
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)");
-  emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming)");
-  if (staging_size(e->g) > 0)
+  if (!e->g->serve)
+    emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming)");
+  if (!e->g->serve && staging_size(e->g) > 0)
     emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(%s))",
               (long long)staging_size(e->g), staging_type(e->g));
-  if (st->nweights) {
+  if (e->g->serve) {
+    emit_serve_weights(e);
+  } else if (st->nweights) {
     if (e->opt->embed_weights) {
       emit(e, "if ((weights_path ? load_weights(c, weights_path) : upload_linked_weights(c)) != 0)");
     } else {
@@ -165,6 +183,8 @@ void emit_create(Emitter *e) {
   emit_blank(e);
   emit(e, "/* Buffers: activations in the arena, constants in the weights. */");
   fputs(st->text[SEC_BIND], e->f);
+  if (e->g->serve)
+    emit_serve_bind_io(e);
   if (st->len[SEC_CREATE]) {
     emit_blank(e);
     emit(e, "/* Descriptors, algorithms and workspace sizes of each node. */");
@@ -187,7 +207,9 @@ void emit_create(Emitter *e) {
     fputs(st->text[SEC_PREPARE], e->f);
     emit(e, "c->node = NULL;");
   }
-  if (e->opt->cuda_graph) {
+  if (e->g->serve) {
+    emit_serve_create(e);
+  } else if (e->opt->cuda_graph) {
     emit_blank(e);
     emit(e, "/* One eager run first: cuDNN and cuBLAS initialise lazily on first use, which");
     emit(e, "   a capture does not allow, and a library error then names its node. */");
@@ -306,14 +328,22 @@ void emit_destroy(Emitter *e) {
   emit_open(e, "{");
   emit(e, "if (!c)");
   emit(e, "  return;");
-  emit(e, "/* Work may still be queued: on the caller's stream by %s_run_device(), or", p);
-  emit(e, "   on ours when a run failed half-way. */");
-  emit(e, "if (c->done)");
-  emit(e, "  cudaEventSynchronize(c->done);");
+  if (e->g->serve) {
+    emit(e, "serve_stop(c); /* every submitted request finishes first */");
+  } else {
+    emit(e, "/* Work may still be queued: on the caller's stream by %s_run_device(), or", p);
+    emit(e, "   on ours when a run failed half-way. */");
+    emit(e, "if (c->done)");
+    emit(e, "  cudaEventSynchronize(c->done);");
+  }
   emit(e, "for (int s = 0; s < %d; s++)", ns);
   emit(e, "  if (c->stream[s])");
   emit(e, "    cudaStreamSynchronize(c->stream[s]);");
-  if (e->opt->cuda_graph) {
+  if (e->opt->cuda_graph && e->g->serve) {
+    emit(e, "for (int k = 0; k < COMBO_COUNT; k++)");
+    emit(e, "  if (c->graph[k])");
+    emit(e, "    cudaGraphExecDestroy(c->graph[k]);");
+  } else if (e->opt->cuda_graph) {
     emit(e, "if (c->graph)");
     emit(e, "  cudaGraphExecDestroy(c->graph);");
   }
@@ -321,8 +351,12 @@ void emit_destroy(Emitter *e) {
     emit_kernel_teardown(e);
   fputs(st->text[SEC_TEARDOWN], e->f);
   emit(e, "cudaFree(c->arena);");
-  if (st->nweights)
+  if (e->g->serve) {
+    emit(e, "for (int m = 0; m < MODEL_COUNT; m++)");
+    emit(e, "  cudaFree(c->weights[m]);");
+  } else if (st->nweights) {
     emit(e, "cudaFree(c->weights);");
+  }
   if (ne > 0) {
     emit(e, "for (int k = 0; k < %d; k++)", ne);
     emit(e, "  if (c->event[k])");
@@ -330,9 +364,11 @@ void emit_destroy(Emitter *e) {
   }
   emit(e, "if (c->fork)");
   emit(e, "  cudaEventDestroy(c->fork);");
-  emit(e, "if (c->done)");
-  emit(e, "  cudaEventDestroy(c->done);");
-  if (staging_size(e->g) > 0)
+  if (!e->g->serve) {
+    emit(e, "if (c->done)");
+    emit(e, "  cudaEventDestroy(c->done);");
+  }
+  if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "cudaFreeHost(c->staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (st->uses_workspace)

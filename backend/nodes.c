@@ -153,11 +153,22 @@ static void emit_node(Emitter *e, Node *n) {
   emit_blank(e);
   emit(e, "/* %s */", comment);
   emit_waits_and_record(e, n, true);
-  emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0)", k, node_stream(e, n), run);
-  emit(e, "  %s;", emit_fail(e));
-  emit_waits_and_record(e, n, false);
-  emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
-  emit(e, "  %s;", emit_fail(e));
+  if (e->g->serve && n->instance >= 0) {
+    /* A copy left out of a round does no work, but its events still order the
+       streams as the schedule (and the memory plan) assume. */
+    emit_open(e, "if (c->active[%d]) {", n->instance);
+    emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0 || !end_node(c, %d, %s))", k,
+         node_stream(e, n), run, k, node_stream(e, n));
+    emit(e, "  %s;", emit_fail(e));
+    emit_close(e, "}");
+    emit_waits_and_record(e, n, false);
+  } else {
+    emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0)", k, node_stream(e, n), run);
+    emit(e, "  %s;", emit_fail(e));
+    emit_waits_and_record(e, n, false);
+    emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
+    emit(e, "  %s;", emit_fail(e));
+  }
 
   if (op->teardown) {
     e->f = st->sec[SEC_TEARDOWN];

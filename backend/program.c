@@ -34,11 +34,19 @@ const char *absolute_path(Emitter *e, const char *path) {
 
 /* Prints a fixed text, replacing "net_" at the start of an identifier
    by the prefix (the templates are written for the default prefix). */
+/* The first "net_" or "NET_" in s, or NULL. */
+static const char *find_net(const char *s) {
+  const char *lower = strstr(s, "net_"), *upper = strstr(s, "NET_");
+  if (!lower || (upper && upper < lower))
+    return upper;
+  return lower;
+}
+
 void put_template(FILE *f, const char *prefix, const char *const *lines) {
   for (int i = 0; lines[i]; i++) {
     const char *s = lines[i];
     while (*s) {
-      const char *hit = strstr(s, "net_");
+      const char *hit = find_net(s);
       if (!hit) {
         fputs(s, f);
         break;
@@ -47,7 +55,13 @@ void put_template(FILE *f, const char *prefix, const char *const *lines) {
                                              (hit[-1] >= 'A' && hit[-1] <= 'Z') ||
                                              (hit[-1] >= '0' && hit[-1] <= '9') || hit[-1] == '_');
       fwrite(s, 1, (size_t)(hit - s), f);
-      fputs(word_start ? prefix : "net", f);
+      if (!word_start)
+        fwrite(hit, 1, 3, f);
+      else if (hit[0] == 'n')
+        fputs(prefix, f);
+      else
+        for (const char *p = prefix; *p; p++)
+          fputc(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p, f);
       fputc('_', f);
       s = hit + 4;
     }
@@ -148,7 +162,13 @@ static void emit_file_comment(Emitter *e, const char *what) {
          s->nevents == 1 ? "" : "s");
     emit(e, " * %lld bytes of activations, %lld bytes of weights in %s.",
          (long long)e->g->arena_bytes, (long long)e->st->weight_bytes,
-         e->opt->embed_weights ? "the program" : base_name(e, e->opt->weights_path));
+         e->opt->embed_weights ? "the program"
+         : e->g->serve         ? "a weights file per model"
+                               : base_name(e, e->opt->weights_path));
+    if (e->g->serve)
+      emit(e, " * Serves %d model%s in %d copies, %d combinations of copies per round.",
+           e->g->serve->nmodels, e->g->serve->nmodels == 1 ? "" : "s", e->g->serve->ninstances,
+           serve_combinations(e->g->serve));
     emit(e, " * Build: cc -O2 %s -I<CUDA>/include -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm,",
          base_name(e, e->opt->c_path));
     emit(e, " * or with `opc --cflags/--libs --target cpu` for opc's CPU runtime.");
@@ -163,10 +183,16 @@ static void emit_file_comment(Emitter *e, const char *what) {
 static void emit_includes(Emitter *e) {
   emit(e, "#include <errno.h>");
   emit(e, "#include <math.h>");
+  if (e->g->serve) {
+    emit(e, "#include <pthread.h>");
+    emit(e, "#include <stdarg.h>");
+  }
   emit(e, "#include <stdint.h>");
   emit(e, "#include <stdio.h>");
   emit(e, "#include <stdlib.h>");
   emit(e, "#include <string.h>");
+  if (e->g->serve)
+    emit(e, "#include <time.h>");
   emit_blank(e);
   emit(e, "#include <cuda.h>");
   emit(e, "#include <cuda_runtime.h>");
@@ -189,6 +215,8 @@ static void emit_c_file(Emitter *e, FILE *f) {
     fputs(st->text[SEC_KERNELS], f);
     emit_blank(e);
   }
+  if (e->g->serve)
+    emit_serve_tables(e);
   emit_struct(e);
   emit_blank(e);
   if (st->uses_one || st->uses_zero) {
@@ -214,15 +242,30 @@ static void emit_c_file(Emitter *e, FILE *f) {
     fputs(st->text[SEC_SETUP], r);
   emit_node_table(e);
   emit_enqueue(e);
-  if (e->opt->cuda_graph)
+  if (e->g->serve)
+    emit_serve_rounds(e);
+  else if (e->opt->cuda_graph)
     emit_capture(e);
   emit_create(e);
-  emit_run(e);
+  if (!e->g->serve)
+    emit_run(e);
   emit_destroy(e);
-  emit_metadata(e, true);
-  emit_metadata(e, false);
+  if (!e->g->serve) {
+    emit_metadata(e, true);
+    emit_metadata(e, false);
+  }
   emit_profile(e);
   emit(e, "#ifndef OPC_NO_MAIN");
+  if (e->g->serve) {
+    emit_serve_main(e);
+    emit(e, "#endif");
+    fclose(r);
+    e->f = f;
+    emit_check_helpers(e);
+    fwrite(rest, 1, restlen, f);
+    free(rest);
+    return;
+  }
   if (st->nweights && !e->opt->embed_weights)
     emit(e, "static const char weights_file_name[] = \"%s\";",
          emit_c_string(e, base_name(e, e->opt->weights_path)));
@@ -281,6 +324,16 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, "extern \"C\" {");
   emit(e, "#endif");
   emit_blank(e);
+  if (e->g->serve) {
+    emit_serve_header(e);
+    emit_blank(e);
+    emit(e, "#ifdef __cplusplus");
+    emit(e, "}");
+    emit(e, "#endif");
+    emit_blank(e);
+    emit(e, "#endif");
+    return;
+  }
   emit(e, "typedef struct %s_ctx %s_ctx;", p, p);
   emit_blank(e);
   emit(e, "/*");
@@ -401,7 +454,17 @@ static bool valid_prefix(const char *p) {
   return true;
 }
 
-static bool emit_all(Emitter *e, const char *c_tmp, const char *h_tmp, const char *w_tmp) {
+/* The weights: one file, or a serving program's file per model. */
+static bool write_all_weights(Emitter *e, const char *const *tmps) {
+  if (!e->g->serve)
+    return write_weights(e, tmps[0]);
+  for (int m = 0; m < e->g->serve->nmodels; m++)
+    if (!write_model_weights(e, m, tmps[m]))
+      return false;
+  return true;
+}
+
+static bool emit_all(Emitter *e, const char *c_tmp, const char *h_tmp, const char *const *w_tmps) {
   EmitState *st = e->st;
   emit_nodes(e);
   if (e->failed)
@@ -420,7 +483,7 @@ static bool emit_all(Emitter *e, const char *c_tmp, const char *h_tmp, const cha
   if (e->failed)
     return false;
   return write_file(e, c_tmp, emit_c_file) && write_file(e, h_tmp, emit_h_file) &&
-         write_weights(e, w_tmp);
+         write_all_weights(e, w_tmps);
 }
 
 bool emit_program(Graph *g, const EmitOptions *opt) {
@@ -443,24 +506,37 @@ bool emit_program(Graph *g, const EmitOptions *opt) {
     return false;
   if (!check_pipeline(g))
     return false;
+  if (g->serve && !check_serve(g, opt))
+    return false;
   if (!open_sections(&st)) {
     opc_error("out of memory");
     free_sections(&st);
     return false;
   }
-  const char *paths[3] = {opt->c_path, opt->h_path, opt->weights_path};
-  const char *tmps[3];
-  for (int i = 0; i < 3; i++)
+  /* net.c, net.h, then the weights file or each model's. */
+  int nweights = g->serve ? g->serve->nmodels : 1;
+  int npaths = 2 + nweights;
+  const char **paths = arena_alloc(g->arena, sizeof(char *) * (size_t)npaths);
+  const char **tmps = arena_alloc(g->arena, sizeof(char *) * (size_t)npaths);
+  paths[0] = opt->c_path;
+  paths[1] = opt->h_path;
+  for (int i = 0; i < nweights; i++)
+    paths[2 + i] = g->serve ? opt->model_weights_paths[i] : opt->weights_path;
+  if (g->serve) {
+    st.model_nweights = arena_alloc(g->arena, sizeof(int) * (size_t)nweights);
+    st.model_weight_bytes = arena_alloc(g->arena, sizeof(int64_t) * (size_t)nweights);
+  }
+  for (int i = 0; i < npaths; i++)
     tmps[i] = emit_str(&e, "%s.tmp", paths[i]);
-  bool ok = emit_all(&e, tmps[0], tmps[1], tmps[2]);
+  bool ok = emit_all(&e, tmps[0], tmps[1], tmps + 2);
   free_sections(&st);
-  for (int i = 0; i < 3 && ok; i++)
+  for (int i = 0; i < npaths && ok; i++)
     if (rename(tmps[i], paths[i]) != 0) {
       opc_error("cannot write %s: %s", paths[i], strerror(errno));
       ok = false;
     }
   if (!ok) {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < npaths; i++) {
       unlink(tmps[i]);
       unlink(paths[i]);
     }

@@ -30,6 +30,13 @@ typedef struct ImportOptions {
   const ConstInput *consts;
   int nconsts;
   int64_t max_memory; /* --max-memory: the program's memory limit in bytes; 0: the default */
+  /* Several models in one program: an --input-shape or --const-input that
+     names no input of this model is not an error here; the importer marks
+     in these (one flag per shape, per binding) the ones this model used,
+     and the caller checks that each was used by some model. NULL: one
+     model, and every name must be its input. */
+  bool *shape_used;
+  bool *const_used;
 } ImportOptions;
 
 /*

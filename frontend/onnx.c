@@ -406,7 +406,10 @@ static void check_overrides(Importer *im) {
   for (int i = 0; i < im->opt->nshapes; i++) {
     const char *name = im->opt->shapes[i].name;
     Tensor *t = graph_find_tensor(im->g, name);
-    if (!t || !(t->is_input || find_binding(im->opt, name))) {
+    bool used = t && (t->is_input || find_binding(im->opt, name));
+    if (im->opt->shape_used) {
+      im->opt->shape_used[i] |= used;
+    } else if (!used) {
       ir_error(im->g, NULL, "--input-shape names '%s', which is not an input of the model", name);
       im->failed = true;
     }
@@ -426,10 +429,12 @@ static void check_bindings(Importer *im) {
     const char *problem = NULL;
     if (find_binding(opt, name) != &opt->consts[i])
       problem = "is bound twice";
-    else if (!t)
+    else if (!t && !opt->const_used)
       problem = "is not an input of the model";
-    else if (t->id < im->ninitializers)
+    else if (t && t->id < im->ninitializers && !opt->const_used)
       problem = "is an initializer, already a constant";
+    if (t && t->id >= im->ninitializers && opt->const_used)
+      opt->const_used[i] = true;
     if (problem) {
       ir_error(im->g, NULL, "--const-input: '%s' %s", name, problem);
       im->failed = true;

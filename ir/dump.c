@@ -233,6 +233,8 @@ static void put_extras(FILE *f, const Node *n, int issue) {
       fprintf(f, "%s%d", i ? "," : "", n->waits[i]);
     fputc(']', f);
   }
+  if (n->instance >= 0)
+    fprintf(f, " .instance=%d", n->instance);
   if (n->cost_us != 0) {
     /* 4 significant digits: a prediction, and expected dumps stay stable */
     char buf[32];
@@ -285,6 +287,14 @@ void graph_dump(Graph *g, FILE *f) {
   fputc('\n', f);
   if (g->arena_bytes > 0)
     fprintf(f, "arena %lld\n", (long long)g->arena_bytes);
+  for (int m = 0; g->serve && m < g->serve->nmodels; m++) {
+    const ServedModel *sm = &g->serve->models[m];
+    fputs("model ", f);
+    put_string(f, sm->name);
+    fputs(" path ", f);
+    put_string(f, sm->path);
+    fprintf(f, " instances %d inputs %d outputs %d\n", sm->ninstances, sm->ninputs, sm->noutputs);
+  }
 
   for (int i = 0; i < g->ninputs; i++) {
     fputs("input ", f);

@@ -118,6 +118,7 @@ Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout) {
   n->in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nin + 1));
   n->out = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nout + 1));
   n->record_event = -1;
+  n->instance = -1;
   g->nodes[g->nnodes++] = n;
   return n;
 }
@@ -472,8 +473,10 @@ static int error_count;
 
 static void vreport(const char *kind, const Graph *g, const Node *n, const char *fmt, va_list ap) {
   fprintf(stderr, "opc: %s: ", kind);
+  /* In a serving program a node's own model names the file. */
+  const ServedModel *model = g && n ? graph_instance_model(g, n->instance) : NULL;
   if (g)
-    fprintf(stderr, "%s: ", g->path);
+    fprintf(stderr, "%s: ", model ? model->path : g->path);
   if (n)
     fprintf(stderr, "node '%s' (%s): ", n->name, op_name(n->op));
   vfprintf(stderr, fmt, ap);

@@ -374,6 +374,10 @@ struct Node {
   int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
   int nstage_waits;
   double cost_us;   /* predicted latency of this node alone */
+
+  /* In a program that serves several models (Graph.serve): the copy of a
+     model this node belongs to; -1 otherwise. */
+  int instance;
 };
 
 typedef struct Graph Graph;
@@ -443,6 +447,34 @@ typedef struct Schedule {
   double simulated_us;
 } Schedule;
 
+/* ------------------------------------------------------ serving programs */
+
+/*
+ * A program that serves several models (`opc a.onnx b.onnx -o serve
+ * --instances a=2,b=1`): its graph holds `ninstances` copies of each
+ * model, made by graph_join after each model went through the rewriting
+ * passes. A copy handles one request; the copies share nothing at run time
+ * but the model's constants, so the scheduler may run any of them side by
+ * side. Each node knows its copy (Node.instance); the graph's inputs and
+ * outputs are listed copy after copy, each copy's in its model's order.
+ */
+typedef struct ServedModel {
+  const char *name; /* names the model in the program's API: the file's stem */
+  const char *path; /* the model file, for messages */
+  int ninstances;
+  int first_instance; /* its copies are first_instance .. first_instance + ninstances - 1 */
+  int ninputs, noutputs; /* of each copy */
+} ServedModel;
+
+typedef struct ServeInfo {
+  ServedModel *models;
+  int nmodels;
+  int ninstances;
+  int *instance_model; /* per copy: its model */
+  int *first_input;    /* per copy: its first input in g->inputs */
+  int *first_output;   /* per copy: its first output in g->outputs */
+} ServeInfo;
+
 /* ---------------------------------------------------------------- graph */
 
 struct Graph {
@@ -465,6 +497,7 @@ struct Graph {
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
+  ServeInfo *serve;     /* several models in one program; NULL for one */
 };
 
 Graph *graph_new(const char *path);
@@ -484,6 +517,18 @@ void graph_rebuild_uses(Graph *g);
 bool graph_toposort(Graph *g);
 /* Drops nodes marked dead and tensors nothing refers to, then rebuilds uses. */
 void graph_compact(Graph *g);
+
+/*
+ * The graph of a serving program: instances[m] copies of models[m], named
+ * by names[m] (graph_join, ir/join.c). Tensors and nodes of copy k of model
+ * "a" are named "a.k/<name>", constants "a/<name>" (one per model, shared by
+ * its copies). The models must have been rewritten already and must outlive
+ * the result, which shares their attributes and constant data.
+ */
+Graph *graph_join(Graph *const *models, const char *const *names, const int *instances,
+                  int nmodels);
+/* The model a copy belongs to, or NULL (not a serving program, or -1). */
+const ServedModel *graph_instance_model(const Graph *g, int instance);
 
 /* Checks acyclicity, single definition before use, and shape consistency. */
 bool graph_verify(Graph *g);

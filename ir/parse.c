@@ -619,6 +619,8 @@ static bool extra(Parser *ps, Node *n) {
     return small_int(ps, &n->group);
   if (strcmp(key, "stream") == 0)
     return small_int(ps, &n->stream);
+  if (strcmp(key, "instance") == 0)
+    return small_int(ps, &n->instance);
   if (strcmp(key, "event") == 0)
     return small_int(ps, &n->record_event);
   if (strcmp(key, "issue") == 0) {
@@ -738,6 +740,51 @@ static bool header_line(Parser *ps) {
   return true;
 }
 
+/* `model "NAME" path "FILE" instances K inputs I outputs O`: one model of
+   a serving program, its copies numbered after the previous model's. */
+static bool model_line(Parser *ps) {
+  Graph *g = ps->g;
+  ServeInfo *s = g->serve;
+  if (!s)
+    s = g->serve = arena_alloc(g->arena, sizeof *s);
+  ServedModel m = {0};
+  int64_t k = 0, in = 0, out = 0;
+  if (!(m.name = string(ps)) || !accept_word(ps, "path") || !(m.path = string(ps)) ||
+      !accept_word(ps, "instances") || !integer(ps, &k) || !accept_word(ps, "inputs") ||
+      !integer(ps, &in) || !accept_word(ps, "outputs") || !integer(ps, &out))
+    return fail(ps, "expected model \"NAME\" path \"FILE\" instances K inputs I outputs O");
+  if (k < 1 || k > 1024 || in < 0 || in > 1 << 20 || out < 0 || out > 1 << 20)
+    return fail(ps, "a model needs 1 to 1024 instances and at most 2^20 inputs and outputs");
+  m.ninstances = (int)k;
+  m.ninputs = (int)in;
+  m.noutputs = (int)out;
+  m.first_instance = s->ninstances;
+  ServedModel *models = arena_alloc(g->arena, sizeof *models * (size_t)(s->nmodels + 1));
+  if (s->nmodels)
+    memcpy(models, s->models, sizeof *models * (size_t)s->nmodels);
+  models[s->nmodels++] = m;
+  s->models = models;
+  int total = s->ninstances + m.ninstances;
+  int *model_of = arena_alloc(g->arena, sizeof(int) * (size_t)total);
+  int *first_in = arena_alloc(g->arena, sizeof(int) * (size_t)total);
+  int *first_out = arena_alloc(g->arena, sizeof(int) * (size_t)total);
+  if (s->ninstances) {
+    memcpy(model_of, s->instance_model, sizeof(int) * (size_t)s->ninstances);
+    memcpy(first_in, s->first_input, sizeof(int) * (size_t)s->ninstances);
+    memcpy(first_out, s->first_output, sizeof(int) * (size_t)s->ninstances);
+  }
+  for (int i = s->ninstances; i < total; i++) {
+    model_of[i] = s->nmodels - 1;
+    first_in[i] = i ? first_in[i - 1] + s->models[model_of[i - 1]].ninputs : 0;
+    first_out[i] = i ? first_out[i - 1] + s->models[model_of[i - 1]].noutputs : 0;
+  }
+  s->instance_model = model_of;
+  s->first_input = first_in;
+  s->first_output = first_out;
+  s->ninstances = total;
+  return true;
+}
+
 static bool line(Parser *ps) {
   Graph *g = ps->g;
   if (at_end(ps))
@@ -749,6 +796,8 @@ static bool line(Parser *ps) {
     ok = integer(ps, &g->arena_bytes);
     if (ok && g->arena_bytes <= 0)
       ok = fail(ps, "the arena size must be positive");
+  } else if (accept_word(ps, "model")) {
+    ok = model_line(ps);
   } else if (accept_word(ps, "input")) {
     Tensor *t = ref(ps);
     ok = t && expect(ps, ':') && type(ps, t) && placement(ps, t);
@@ -804,6 +853,31 @@ static bool rebuild_schedule(Parser *ps) {
   return true;
 }
 
+/* The model lines must account for every input and output, and every
+   node's copy must exist. */
+static bool check_serve(Parser *ps) {
+  Graph *g = ps->g;
+  const ServeInfo *s = g->serve;
+  int ninstances = s ? s->ninstances : 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->instance >= ninstances) {
+      opc_error("%s: node '%s' is of instance %d, but the model lines give %d", ps->path,
+                g->nodes[i]->name, g->nodes[i]->instance, ninstances);
+      return false;
+    }
+  if (!s)
+    return true;
+  int last = s->ninstances - 1;
+  int inputs = s->first_input[last] + s->models[s->instance_model[last]].ninputs;
+  int outputs = s->first_output[last] + s->models[s->instance_model[last]].noutputs;
+  if (inputs != g->ninputs || outputs != g->noutputs) {
+    opc_error("%s: the model lines give %d inputs and %d outputs, the graph has %d and %d",
+              ps->path, inputs, outputs, g->ninputs, g->noutputs);
+    return false;
+  }
+  return true;
+}
+
 Graph *graph_parse(const char *text, const char *path) {
   Parser ps = {0};
   ps.path = path ? path : "<text>";
@@ -823,7 +897,7 @@ Graph *graph_parse(const char *text, const char *path) {
       break;
     p = nl + 1;
   }
-  bool ok = rebuild_schedule(&ps);
+  bool ok = rebuild_schedule(&ps) && check_serve(&ps);
   free(ps.issued);
   free(ps.issue_at);
   if (!ok) {

@@ -44,6 +44,14 @@ bool pipeline_check_dump_after(const char *option, const char *name);
 /* One context per compile, in g's arena, for run_pipeline and the reports. */
 PassContext *pass_context_new(Graph *g, const PassOptions *opt);
 bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx);
+/*
+ * The pipeline in two halves: the passes that rewrite nodes, then the rest
+ * (scheduling, events, memory, the schedule check). A serving program runs
+ * the first half on each model and the second on their joint graph
+ * (graph_join), with a context of its own.
+ */
+typedef enum PipelinePart { PIPELINE_REWRITE, PIPELINE_SCHEDULE } PipelinePart;
+bool run_pipeline_part(Graph *g, const PassOptions *opt, PassContext *ctx, PipelinePart part);
 /* --stats, on stdout: node counts by kind before and after run_pipeline. */
 void pipeline_print_stats(Graph *g, const PassContext *ctx);
 

@@ -127,7 +127,8 @@ static void print_stats(const Counts *before, const Counts *after) {
 
 /* ------------------------------------------------------------- pipeline */
 
-bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
+/* The passes of `parts` (bit 1 << PipelinePart), in pipeline order. */
+static bool run_passes(Graph *g, const PassOptions *opt, PassContext *ctx, unsigned parts) {
   if (opt->dump_after && !pipeline_check_dump_after("--dump-after", opt->dump_after))
     return false;
   if (!graph_toposort(g))
@@ -138,6 +139,9 @@ bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
   int n;
   const Pass *p = pipeline_passes(&n);
   for (int i = 0; i < n; i++) {
+    PipelinePart part = p[i].rewrites ? PIPELINE_REWRITE : PIPELINE_SCHEDULE;
+    if (!(parts >> part & 1u))
+      continue;
     if (p[i].optional && opt->opt_level <= 0)
       continue;
     if (!p[i].run(g, opt, ctx))
@@ -155,6 +159,14 @@ bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
     }
   }
   return true;
+}
+
+bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  return run_passes(g, opt, ctx, 1u << PIPELINE_REWRITE | 1u << PIPELINE_SCHEDULE);
+}
+
+bool run_pipeline_part(Graph *g, const PassOptions *opt, PassContext *ctx, PipelinePart part) {
+  return run_passes(g, opt, ctx, 1u << part);
 }
 
 void pipeline_print_stats(Graph *g, const PassContext *ctx) {
