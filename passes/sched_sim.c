@@ -1,113 +1,326 @@
 /*
- * sched_sim.c - predicted makespan of the issued program.
+ * sched_sim.c - the device as a fluid model, and the predicted makespan of
+ * the issued program (simulate_schedule).
  *
- * Streams run their units in issue order; a unit starts once its stream is
- * free and its producers are done (plus one event's cost when a producer is
- * on another stream). While several units run, each progresses at the rate
+ * Each program runs on streams of its own; several programs share the
+ * device (contexts side by side, or one program run after run). Streams run
+ * their units in issue order; a unit starts once its stream is free and its
+ * producers are done (plus one event's cost when a producer is on another
+ * stream). While several units run, each progresses at the rate
  * 1 / (1 + sum of the others' shares), a unit's share being what the stage
  * model charges it beside a longer group: interference + (1 -
  * interference) x occupancy. With no interference and no occupancy this is
- * a plain list-schedule makespan.
+ * a plain list-schedule makespan. A program's runs follow one another: a
+ * run starts when the previous one has finished and its release time has
+ * come, as a launch waits for the one before it on the same stream.
  */
 #include <stdlib.h>
 
 #include "schedule.h"
 
-double simulate_schedule(const SchedDeps *d, const CostModel *cm) {
-  Graph *g = d->g;
-  int n = d->n, ns = g->sched.nstreams > 0 ? g->sched.nstreams : 1;
-  int **queue = calloc((size_t)ns, sizeof(int *));
-  int *qlen = calloc((size_t)ns, sizeof(int));
-  int *head = calloc((size_t)ns, sizeof(int));
-  for (int s = 0; s < ns; s++)
-    queue[s] = malloc(sizeof(int) * ((size_t)n + 1));
-  for (int k = 0; k < g->sched.norder; k++) {
-    int u = d->index_of[g->sched.order[k]->id];
-    int s = u >= 0 ? d->unit[u]->stream : -1;
-    if (s >= 0 && s < ns)
-      queue[s][qlen[s]++] = u;
+/* A queued run of a program. */
+typedef struct SimRun {
+  int id;
+  double release;
+  unsigned char *active; /* per unit, or NULL: every unit works */
+  struct SimRun *next;
+} SimRun;
+
+/* A program and its runs. */
+typedef struct SimContext {
+  const SimProgram *p;
+  int lane0;          /* its streams are lanes lane0 .. lane0 + nstreams - 1 */
+  SimRun *queue, *last; /* queue: the run in progress (when started), then the waiting ones */
+  bool started;       /* the head of the queue is running */
+  int *head;          /* per stream: the next unit position in issue order to start */
+  int **lane_units;   /* per stream: its units, in issue order */
+  int *lane_count;
+  double *finish;     /* per unit, this run: -1 until done */
+  double *left;       /* per unit, this run: work left, in microseconds alone */
+  int done;           /* units of this run finished */
+} SimContext;
+
+struct SimDevice {
+  const CostModel *cm;
+  SimContext *ctx;
+  int nctx;
+  int nlanes;
+  int *running_ctx, *running_unit; /* per lane: -1 when idle */
+  double now;
+  int next_id;
+};
+
+SimDevice *sim_new(const CostModel *cm, const SimProgram *const *programs, int nprograms) {
+  SimDevice *s = calloc(1, sizeof *s);
+  s->cm = cm;
+  s->nctx = nprograms;
+  s->ctx = calloc((size_t)nprograms + 1, sizeof(SimContext));
+  for (int k = 0; k < nprograms; k++) {
+    SimContext *c = &s->ctx[k];
+    const SimProgram *p = programs[k];
+    int ns = p->nstreams > 0 ? p->nstreams : 1;
+    c->p = p;
+    c->lane0 = s->nlanes;
+    s->nlanes += ns;
+    c->head = calloc((size_t)ns, sizeof(int));
+    c->lane_count = calloc((size_t)ns, sizeof(int));
+    c->lane_units = calloc((size_t)ns, sizeof(int *));
+    for (int t = 0; t < ns; t++)
+      c->lane_units[t] = malloc(sizeof(int) * ((size_t)p->nunits + 1));
+    for (int u = 0; u < p->nunits; u++) {
+      int t = p->stream[u] >= 0 && p->stream[u] < ns ? p->stream[u] : 0;
+      c->lane_units[t][c->lane_count[t]++] = u;
+    }
+    c->finish = malloc(sizeof(double) * ((size_t)p->nunits + 1));
+    c->left = malloc(sizeof(double) * ((size_t)p->nunits + 1));
   }
-  double *finish = malloc(sizeof(double) * ((size_t)n + 1));
-  double *left = malloc(sizeof(double) * ((size_t)n + 1));
-  double *share = malloc(sizeof(double) * ((size_t)n + 1));
-  int *running = malloc(sizeof(int) * ((size_t)ns + 1)); /* per stream: unit or -1 */
-  for (int u = 0; u < n; u++) {
-    finish[u] = -1;
-    left[u] = d->cost[u];
-    double k = cm->dev.interference;
-    share[u] = k + (1 - k) * d->occ[u];
+  s->running_ctx = malloc(sizeof(int) * ((size_t)s->nlanes + 1));
+  s->running_unit = malloc(sizeof(int) * ((size_t)s->nlanes + 1));
+  for (int l = 0; l < s->nlanes; l++)
+    s->running_ctx[l] = s->running_unit[l] = -1;
+  return s;
+}
+
+void sim_free(SimDevice *s) {
+  if (!s)
+    return;
+  for (int k = 0; k < s->nctx; k++) {
+    SimContext *c = &s->ctx[k];
+    int ns = c->p->nstreams > 0 ? c->p->nstreams : 1;
+    for (int t = 0; t < ns; t++)
+      free(c->lane_units[t]);
+    free(c->lane_units);
+    free(c->lane_count);
+    free(c->head);
+    free(c->finish);
+    free(c->left);
+    for (SimRun *r = c->queue, *next; r; r = next) {
+      next = r->next;
+      free(r->active);
+      free(r);
+    }
   }
-  for (int s = 0; s < ns; s++)
-    running[s] = -1;
-  double now = 0, sync = cost_sync_us(cm);
-  int done = 0, total = 0;
-  for (int s = 0; s < ns; s++)
-    total += qlen[s];
-  while (done < total) {
-    /* start what can start now; note the earliest future start */
-    double next_start = 1e300;
-    for (int s = 0; s < ns; s++) {
-      if (running[s] >= 0 || head[s] >= qlen[s])
+  free(s->ctx);
+  free(s->running_ctx);
+  free(s->running_unit);
+  free(s);
+}
+
+double sim_now(const SimDevice *s) { return s->now; }
+
+int sim_submit(SimDevice *s, int program, double release, const unsigned char *active) {
+  SimContext *c = &s->ctx[program];
+  SimRun *r = calloc(1, sizeof *r);
+  r->id = s->next_id++;
+  r->release = release;
+  if (active) {
+    r->active = malloc((size_t)c->p->nunits + 1);
+    for (int u = 0; u < c->p->nunits; u++)
+      r->active[u] = active[u];
+  }
+  if (c->last)
+    c->last->next = r;
+  else
+    c->queue = r;
+  c->last = r;
+  return r->id;
+}
+
+int sim_waiting(const SimDevice *s, int program) {
+  int n = 0;
+  for (const SimRun *r = s->ctx[program].queue; r; r = r->next)
+    n++;
+  return n;
+}
+
+/* The head run of c begins: every unit's work set, nothing started yet. */
+static void begin_run(SimContext *c) {
+  const SimProgram *p = c->p;
+  int ns = p->nstreams > 0 ? p->nstreams : 1;
+  for (int u = 0; u < p->nunits; u++) {
+    c->finish[u] = -1;
+    c->left[u] = !c->queue->active || c->queue->active[u] ? p->cost[u] : 0;
+  }
+  for (int t = 0; t < ns; t++)
+    c->head[t] = 0;
+  c->done = 0;
+  c->started = true;
+}
+
+/*
+ * Starts what can start now: runs whose time has come, and on each idle
+ * lane its next unit when its producers are done. Returns the earliest
+ * future time something could start (1e300: none).
+ */
+static double start_ready(SimDevice *s, double sync) {
+  double next_start = 1e300;
+  for (int k = 0; k < s->nctx; k++) {
+    SimContext *c = &s->ctx[k];
+    if (!c->queue)
+      continue;
+    if (!c->started) {
+      if (c->queue->release > s->now) {
+        if (c->queue->release < next_start)
+          next_start = c->queue->release;
         continue;
-      int u = queue[s][head[s]];
-      double ready = now;
+      }
+      begin_run(c);
+    }
+    const SimProgram *p = c->p;
+    int ns = p->nstreams > 0 ? p->nstreams : 1;
+    for (int t = 0; t < ns; t++) {
+      int lane = c->lane0 + t;
+      if (s->running_unit[lane] >= 0 || c->head[t] >= c->lane_count[t])
+        continue;
+      int u = c->lane_units[t][c->head[t]];
+      double ready = s->now;
       bool blocked = false;
-      for (int k = 0; k < d->npred[u]; k++) {
-        int p = d->pred[u][k];
-        if (finish[p] < 0) {
+      for (int i = 0; i < p->npred[u]; i++) {
+        int q = p->pred[u][i];
+        if (c->finish[q] < 0) {
           blocked = true;
           break;
         }
-        double t = finish[p] + (d->unit[p]->stream != s ? sync : 0);
-        if (t > ready)
-          ready = t;
+        double at = c->finish[q] + (p->stream[q] != t ? sync : 0);
+        if (at > ready)
+          ready = at;
       }
       if (blocked)
         continue;
-      if (ready <= now)
-        running[s] = u;
-      else if (ready < next_start)
+      if (ready <= s->now) {
+        s->running_ctx[lane] = k;
+        s->running_unit[lane] = u;
+      } else if (ready < next_start) {
         next_start = ready;
+      }
     }
+  }
+  return next_start;
+}
+
+/* The run of c at the head of its queue has finished: the next may start. */
+static int end_run(SimContext *c) {
+  SimRun *r = c->queue;
+  int id = r->id;
+  c->queue = r->next;
+  if (!c->queue)
+    c->last = NULL;
+  c->started = false;
+  free(r->active);
+  free(r);
+  return id;
+}
+
+int sim_advance(SimDevice *s, double until, double *when) {
+  double sync = cost_sync_us(s->cm), k = s->cm->dev.interference;
+  for (;;) {
+    double next_start = start_ready(s, sync);
     double total_share = 0;
     int nrun = 0;
-    for (int s = 0; s < ns; s++)
-      if (running[s] >= 0) {
-        total_share += share[running[s]];
+    for (int l = 0; l < s->nlanes; l++)
+      if (s->running_unit[l] >= 0) {
+        const SimProgram *p = s->ctx[s->running_ctx[l]].p;
+        total_share += k + (1 - k) * p->occupancy[s->running_unit[l]];
         nrun++;
       }
-    if (!nrun && next_start >= 1e300)
-      break; /* a dependency that can never be met: the verifier reports it */
-    double step = next_start - now;
-    for (int s = 0; s < ns; s++)
-      if (running[s] >= 0) {
-        int u = running[s];
-        double rate = 1.0 / (1.0 + total_share - share[u]);
-        if (left[u] / rate < step)
-          step = left[u] / rate;
+    if (!nrun && next_start >= 1e300 && until >= 1e300)
+      return -1; /* nothing queued, or a dependency that can never be met */
+    double step = (next_start < until ? next_start : until) - s->now;
+    for (int l = 0; l < s->nlanes; l++)
+      if (s->running_unit[l] >= 0) {
+        const SimContext *c = &s->ctx[s->running_ctx[l]];
+        int u = s->running_unit[l];
+        double share = k + (1 - k) * c->p->occupancy[u];
+        double rate = 1.0 / (1.0 + total_share - share);
+        if (c->left[u] / rate < step)
+          step = c->left[u] / rate;
       }
-    for (int s = 0; s < ns; s++)
-      if (running[s] >= 0) {
-        int u = running[s];
-        double rate = 1.0 / (1.0 + total_share - share[u]);
-        left[u] -= step * rate;
-        if (left[u] <= 1e-9) {
-          finish[u] = now + step;
-          running[s] = -1;
-          head[s]++;
-          done++;
+    if (!nrun && s->now + step >= until) {
+      s->now = until;
+      return -1;
+    }
+    int finished = -1;
+    for (int l = 0; l < s->nlanes; l++)
+      if (s->running_unit[l] >= 0) {
+        SimContext *c = &s->ctx[s->running_ctx[l]];
+        int u = s->running_unit[l];
+        double share = k + (1 - k) * c->p->occupancy[u];
+        double rate = 1.0 / (1.0 + total_share - share);
+        c->left[u] -= step * rate;
+        if (c->left[u] <= 1e-9) {
+          c->finish[u] = s->now + step;
+          s->running_unit[l] = s->running_ctx[l] = -1;
+          c->head[l - c->lane0]++;
+          if (++c->done == c->p->nunits)
+            finished = end_run(c);
         }
       }
-    now += step;
+    s->now += step;
+    if (finished >= 0) {
+      if (when)
+        *when = s->now;
+      return finished;
+    }
+    if (s->now >= until)
+      return -1;
   }
-  for (int s = 0; s < ns; s++)
-    free(queue[s]);
-  free(queue);
-  free(qlen);
-  free(head);
-  free(finish);
-  free(left);
-  free(share);
-  free(running);
-  return now;
+}
+
+/* ------------------------------------------------------------ one program */
+
+void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p) {
+  Graph *g = d->g;
+  p->nstreams = g->sched.nstreams > 0 ? g->sched.nstreams : 1;
+  p->nunits = 0;
+  int *position = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1)); /* unit -> issue position */
+  int *stream = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
+  int *instance = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
+  double *cost = arena_alloc(a, sizeof(double) * ((size_t)d->n + 1));
+  double *occupancy = arena_alloc(a, sizeof(double) * ((size_t)d->n + 1));
+  int **pred = arena_alloc(a, sizeof(int *) * ((size_t)d->n + 1));
+  int *npred = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
+  for (int u = 0; u < d->n; u++)
+    position[u] = -1;
+  for (int k = 0; k < g->sched.norder; k++) {
+    int u = d->index_of[g->sched.order[k]->id];
+    if (u < 0 || d->unit[u]->stream < 0 || d->unit[u]->stream >= p->nstreams)
+      continue;
+    position[u] = p->nunits;
+    stream[p->nunits] = d->unit[u]->stream;
+    instance[p->nunits] = d->unit[u]->instance;
+    cost[p->nunits] = d->cost[u];
+    occupancy[p->nunits] = d->occ[u];
+    p->nunits++;
+  }
+  for (int u = 0; u < d->n; u++) {
+    int at = position[u];
+    if (at < 0)
+      continue;
+    pred[at] = arena_alloc(a, sizeof(int) * ((size_t)d->npred[u] + 1));
+    npred[at] = 0;
+    for (int i = 0; i < d->npred[u]; i++)
+      if (position[d->pred[u][i]] >= 0)
+        pred[at][npred[at]++] = position[d->pred[u][i]];
+  }
+  p->stream = stream;
+  p->instance = instance;
+  p->cost = cost;
+  p->occupancy = occupancy;
+  p->pred = pred;
+  p->npred = npred;
+}
+
+double simulate_schedule(const SchedDeps *d, const CostModel *cm) {
+  Arena *a = arena_new();
+  SimProgram p;
+  sim_program_of(d, a, &p);
+  const SimProgram *programs[1] = {&p};
+  SimDevice *s = sim_new(cm, programs, 1);
+  double when = 0;
+  sim_submit(s, 0, 0, NULL);
+  if (p.nunits == 0 || sim_advance(s, 1e300, &when) < 0)
+    when = sim_now(s);
+  sim_free(s);
+  arena_free(a);
+  return when;
 }

@@ -187,6 +187,38 @@ void store_listing(Graph *g);
    contention: running kernels slow each other down by their shares. */
 double simulate_schedule(const SchedDeps *d, const CostModel *cm);
 
+/*
+ * The device model behind it (sched_sim.c), for several programs sharing
+ * the device: each program runs on streams of its own, its runs one after
+ * another, and the units running at any moment slow each other down.
+ */
+typedef struct SimProgram {
+  int nunits, nstreams;
+  const int *stream;          /* per unit, units in issue order */
+  int *const *pred;           /* per unit: its producers (unit indices) */
+  const int *npred;
+  const double *cost;         /* microseconds alone */
+  const double *occupancy;    /* fraction of the device it fills */
+  const int *instance;        /* per unit: Node.instance */
+} SimProgram;
+
+/* The issued program of a scheduled graph (d: its unit graph with costs). */
+void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p);
+
+typedef struct SimDevice SimDevice;
+SimDevice *sim_new(const CostModel *cm, const SimProgram *const *programs, int nprograms);
+void sim_free(SimDevice *s);
+/* Queues a run of a program: it starts once the program's previous run has
+   finished and `release` (microseconds) has come; a unit whose `active`
+   entry is 0 costs nothing (NULL: all work). Returns the run's number. */
+int sim_submit(SimDevice *s, int program, double release, const unsigned char *active);
+/* Runs queued and not yet finished, of one program. */
+int sim_waiting(const SimDevice *s, int program);
+/* Advances until a run finishes (returns its number, *when its time) or
+   until `until` (returns -1). */
+int sim_advance(SimDevice *s, double until, double *when);
+double sim_now(const SimDevice *s);
+
 /* ------------------------------------------------- streams, events, checks */
 
 /* Numbers the streams by first use and places the minimal set of events;
