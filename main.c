@@ -64,6 +64,12 @@ static const char help_text[] =
     "  --instances NAME=K,... requests of each model in flight at once (default 1 each);\n"
     "                         every copy is scheduled together with all the others\n"
     "  --queue-capacity N     requests each model's queue holds (default 256)\n"
+    "  --arrivals NAME=RATE,...  the expected load, in requests per second: opc chooses\n"
+    "                         the instances (unless --instances gives them) and each\n"
+    "                         model's launcher interval on the cost model; --report\n"
+    "                         prints the candidates and a comparison with separate\n"
+    "                         contexts and with IOS per model\n"
+    "  --latency-bound MS     with --arrivals: keep every model's p99 latency below MS\n"
     "\n"
     "Limits:\n"
     "  --max-memory BYTES     the most device memory the program may use, activations\n"
@@ -96,6 +102,9 @@ typedef struct Config {
   ModelArg models[MAX_MODELS];
   int nmodels;
   const char *instances; /* --instances, parsed once the models are known */
+  const char *arrivals;  /* --arrivals, likewise */
+  double rate[MAX_MODELS];
+  double latency_bound_ms;
   int64_t queue_capacity;
   const char *out;
   bool help, version, list_operators, dump_ir;
@@ -166,6 +175,17 @@ static bool parse_bytes(const char *option, const char *s, int64_t *out) {
     return false;
   }
   *out = (int64_t)v << shift;
+  return true;
+}
+
+static bool parse_positive(const char *option, const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v > 0 && v <= 1e9)) {
+    opc_error("%s: expected a positive number, got '%s'", option, s);
+    return false;
+  }
+  *out = v;
   return true;
 }
 
@@ -337,8 +357,39 @@ static bool parse_instances(Config *c) {
   return ok;
 }
 
+/* --arrivals NAME=RATE,...: requests per second (a trailing "/s" allowed);
+   a model not named gets none. */
+static bool parse_arrivals(Config *c) {
+  if (!c->arrivals)
+    return true;
+  char *list = strdup(c->arrivals);
+  bool ok = true;
+  for (char *item = strtok(list, ","); item && ok; item = strtok(NULL, ",")) {
+    char *eq = strchr(item, '='), *end = NULL;
+    int m = -1;
+    if (eq) {
+      *eq = '\0';
+      for (int i = 0; i < c->nmodels; i++)
+        if (strcmp(c->models[i].name, item) == 0)
+          m = i;
+    }
+    double rate = eq ? strtod(eq + 1, &end) : -1;
+    if (end && strcmp(end, "/s") == 0)
+      end += 2;
+    if (m < 0 || !end || *end || !(rate >= 0 && rate <= 1e7)) {
+      opc_error("--arrivals: expected NAME=RATE (requests per second, like a=300/s) with NAME one "
+                "of the models, got '%s%s%s'", item, eq ? "=" : "", eq ? eq + 1 : "");
+      ok = false;
+    } else {
+      c->rate[m] = rate;
+    }
+  }
+  free(list);
+  return ok;
+}
+
 /* A program that serves requests (several models, or copies of one). */
-static bool serving(const Config *c) { return c->nmodels > 1 || c->instances; }
+static bool serving(const Config *c) { return c->nmodels > 1 || c->instances || c->arrivals; }
 
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
@@ -423,6 +474,10 @@ static bool parse_option(Args *a, Config *c) {
     return v && parse_target("--libs", v, &c->target);
   } else if (takes(a, "--instances", &v))
     return set(&c->instances, v);
+  else if (takes(a, "--arrivals", &v))
+    return set(&c->arrivals, v);
+  else if (takes(a, "--latency-bound", &v))
+    return v && parse_positive("--latency-bound", v, &c->latency_bound_ms);
   else if (takes(a, "--queue-capacity", &v))
     return v && parse_int("--queue-capacity", v, 1, 1 << 20, &c->queue_capacity);
   else if (a->argv[a->i][0] == '-' && a->argv[a->i][1] != '\0') {
@@ -454,8 +509,12 @@ static bool parse_args(int argc, char **argv, Config *c) {
     opc_error("no model given");
     return false;
   }
-  if (!parse_instances(c))
+  if (!parse_instances(c) || !parse_arrivals(c))
     return false;
+  if (c->latency_bound_ms > 0 && !c->arrivals) {
+    opc_error("--latency-bound needs --arrivals, the load it bounds");
+    return false;
+  }
   if (serving(c) && c->dump_ir) {
     opc_error("--dump-ir reads one model; --dump-after shows a serving program's graph");
     return false;
@@ -603,6 +662,34 @@ static bool all_used(const Config *c, const bool *shape_used, const bool *const_
 }
 
 /*
+ * --arrivals: the instances (unless given) and the launcher's intervals that
+ * the cost model predicts best for the load; with --report, the candidates
+ * and the comparison with the baselines on standard output. `note` gets a
+ * line for net.h.
+ */
+static bool plan_serving(Config *c, Graph **models, const char **names, int *instances,
+                         double *interval_ms, char *note, size_t size) {
+  ServePlan plan = {.rate = c->rate,
+                    .latency_bound_ms = c->latency_bound_ms,
+                    .fixed_instances = c->instances ? instances : NULL,
+                    .queue_capacity = (int)c->queue_capacity,
+                    .instances = instances,
+                    .interval_ms = interval_ms};
+  if (!serve_plan(models, names, c->nmodels, &c->passes, &plan, c->passes.report ? stdout : NULL))
+    return false;
+  char bound[64] = "";
+  if (c->latency_bound_ms > 0)
+    snprintf(bound, sizeof bound, " --latency-bound %g", c->latency_bound_ms);
+  snprintf(note, size, "opc chose them for --arrivals %s%s: predicted %.1f requests/s served, worst "
+           "p99 latency %.3g ms%s", c->arrivals, bound, plan.predicted_served_per_s,
+           plan.predicted_p99_ms, plan.feasible ? "" : " (more load than it can serve)");
+  if (!plan.feasible)
+    ir_warning(NULL, NULL, "--arrivals %s: no candidate serves this load%s; chose the one that serves most",
+                c->arrivals, c->latency_bound_ms > 0 ? " within the latency bound" : "");
+  return true;
+}
+
+/*
  * A serving program: each model is imported and rewritten on its own, then
  * its copies are joined into one graph (graph_join) that is scheduled as a
  * whole and emitted with the request launcher.
@@ -633,8 +720,14 @@ static int compile_serving(Config *c) {
       pipeline_print_stats(models[m], ctx);
     }
   }
+  double interval_ms[MAX_MODELS] = {0};
+  char note[512] = "";
+  if (ok && c->arrivals)
+    ok = plan_serving(c, models, names, instances, interval_ms, note, sizeof note);
   Graph *joint = NULL;
   if (ok) {
+    c->emit.serve_interval_ms = interval_ms;
+    c->emit.serve_note = note[0] ? note : NULL;
     joint = graph_join(models, names, instances, n);
     PassContext *ctx = pass_context_new(joint, &c->passes);
     PassOptions joint_opt = c->passes;

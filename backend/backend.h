@@ -17,6 +17,7 @@ typedef struct EmitOptions {
   const char *const *model_weights_paths;
   int queue_capacity;
   const double *serve_interval_ms; /* per model: the launcher's default; NULL: 0 */
+  const char *serve_note;          /* how they were chosen, for net.h; NULL: not */
 } EmitOptions;
 
 /* Writes net.c, net.h and the weights. Nothing is left behind on failure. */

@@ -427,8 +427,7 @@ void emit_weights_loader(Emitter *e);   /* weights.c */
  * enqueue() issues, a CUDA graph per combination of copies, the launcher
  * (serve_template.c) and its main (serve_main_template.c).
  */
-enum { SERVE_MAX_COMBINATIONS = 256 };
-int serve_combinations(const ServeInfo *s); /* past the limit: SERVE_MAX_COMBINATIONS + 1 */
+int serve_combinations(const ServeInfo *s); /* past the limit: LIMIT_SERVE_COMBINATIONS + 1 */
 bool check_serve(const Graph *g, const EmitOptions *opt);
 void emit_serve_tables(Emitter *e);  /* before the context struct */
 void emit_serve_bind_io(Emitter *e); /* create(): c->io */

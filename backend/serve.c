@@ -17,17 +17,17 @@ int serve_combinations(const ServeInfo *s) {
   long long count = 1;
   for (int m = 0; m < s->nmodels; m++)
     count *= s->models[m].ninstances + 1;
-  return count - 1 > SERVE_MAX_COMBINATIONS ? SERVE_MAX_COMBINATIONS + 1 : (int)(count - 1);
+  return count - 1 > LIMIT_SERVE_COMBINATIONS ? LIMIT_SERVE_COMBINATIONS + 1 : (int)(count - 1);
 }
 
 bool check_serve(const Graph *g, const EmitOptions *opt) {
   const ServeInfo *s = g->serve;
   int combos = serve_combinations(s);
-  if (combos > SERVE_MAX_COMBINATIONS) {
+  if (combos > LIMIT_SERVE_COMBINATIONS) {
     ir_error(g, NULL,
              "%d models with these instances make more than %d combinations of copies, each a "
              "CUDA graph; give fewer instances",
-             s->nmodels, SERVE_MAX_COMBINATIONS);
+             s->nmodels, LIMIT_SERVE_COMBINATIONS);
     return false;
   }
   if (!opt->model_weights_paths) {
@@ -289,10 +289,15 @@ void emit_serve_header(Emitter *e) {
   emit_blank(e);
   emit(e, "/*");
   emit(e, " * The models, by number:");
-  for (int m = 0; m < s->nmodels; m++)
-    emit(e, " *   %d  %s (%s): %d instance%s", m, comment_text(e, s->models[m].name),
+  for (int m = 0; m < s->nmodels; m++) {
+    double interval = e->opt->serve_interval_ms ? e->opt->serve_interval_ms[m] : 0;
+    emit(e, " *   %d  %s (%s): %d instance%s%s", m, comment_text(e, s->models[m].name),
          comment_text(e, s->models[m].path), s->models[m].ninstances,
-         s->models[m].ninstances == 1 ? "" : "s");
+         s->models[m].ninstances == 1 ? "" : "s",
+         interval > 0 ? emit_str(e, ", launcher interval %.3g ms", interval) : "");
+  }
+  if (e->opt->serve_note)
+    emit(e, " * %s.", comment_text(e, e->opt->serve_note));
   emit(e, " * An instance is a copy of the model: a round runs up to that many of its");
   emit(e, " * requests at once, beside the other models' requests.");
   emit(e, " */");

@@ -39,6 +39,11 @@
    emitted C grows by 1.5-2.4 KB a node), so this bounds what a malformed
    file can ask for to about a minute and a few GB. */
 #define LIMIT_NODES 1000000
+/* Combinations of copies a serving program's rounds can run: each is a
+   CUDA graph captured in create(). */
+#define LIMIT_SERVE_COMBINATIONS 256
+/* Models in one serving program. */
+#define LIMIT_SERVE_MODELS 64
 /* Bytes in one tensor, node, graph or attribute name: exporters write a
    few dozen; names are copied into messages and the emitted C. */
 #define LIMIT_NAME_BYTES 4096

@@ -35,6 +35,10 @@ const CostModel *pass_cost_model(PassContext *ctx);
    must have loaded). */
 SchedDeps *pass_deps(PassContext *ctx);
 
+/* The scheduling passes up to the events (no memory plan): what a
+   prediction of the schedule needs (serve_plan.c). */
+bool run_schedule_passes(Graph *g, const PassOptions *opt, PassContext *ctx);
+
 /* simplification */
 bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx);

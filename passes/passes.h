@@ -52,6 +52,27 @@ bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx);
  */
 typedef enum PipelinePart { PIPELINE_REWRITE, PIPELINE_SCHEDULE } PipelinePart;
 bool run_pipeline_part(Graph *g, const PassOptions *opt, PassContext *ctx, PipelinePart part);
+
+/*
+ * A serving program's launcher parameters for a stated arrival mix
+ * (serve_plan.c): the copies of each model and its launcher interval, the
+ * best that the cost model and a simulation of the launcher predict (no
+ * backlog, within the latency bound, the most served, the lowest p99).
+ * With `report`, the candidates and a simulated comparison with separate
+ * contexts per request and with IOS per model are printed there.
+ */
+typedef struct ServePlan {
+  const double *rate;         /* per model: requests per second (--arrivals) */
+  double latency_bound_ms;    /* --latency-bound; 0: none */
+  const int *fixed_instances; /* --instances given: keep them; NULL: choose */
+  int queue_capacity;
+  int *instances;             /* chosen, per model */
+  double *interval_ms;        /* chosen, per model */
+  bool feasible;              /* the choice serves the load within the bound */
+  double predicted_served_per_s, predicted_p99_ms;
+} ServePlan;
+bool serve_plan(Graph *const *models, const char *const *names, int nmodels,
+                const PassOptions *opt, ServePlan *plan, FILE *report);
 /* --stats, on stdout: node counts by kind before and after run_pipeline. */
 void pipeline_print_stats(Graph *g, const PassContext *ctx);
 

@@ -127,8 +127,10 @@ static void print_stats(const Counts *before, const Counts *after) {
 
 /* ------------------------------------------------------------- pipeline */
 
-/* The passes of `parts` (bit 1 << PipelinePart), in pipeline order. */
-static bool run_passes(Graph *g, const PassOptions *opt, PassContext *ctx, unsigned parts) {
+/* The passes of `parts` (bit 1 << PipelinePart), in pipeline order, up to
+   and including `last` (NULL: to the end). */
+static bool run_passes(Graph *g, const PassOptions *opt, PassContext *ctx, unsigned parts,
+                       const char *last) {
   if (opt->dump_after && !pipeline_check_dump_after("--dump-after", opt->dump_after))
     return false;
   if (!graph_toposort(g))
@@ -157,16 +159,22 @@ static bool run_passes(Graph *g, const PassOptions *opt, PassContext *ctx, unsig
       fprintf(dump, "# after %s\n", p[i].name);
       graph_dump(g, dump);
     }
+    if (last && strcmp(p[i].name, last) == 0)
+      break;
   }
   return true;
 }
 
 bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  return run_passes(g, opt, ctx, 1u << PIPELINE_REWRITE | 1u << PIPELINE_SCHEDULE);
+  return run_passes(g, opt, ctx, 1u << PIPELINE_REWRITE | 1u << PIPELINE_SCHEDULE, NULL);
 }
 
 bool run_pipeline_part(Graph *g, const PassOptions *opt, PassContext *ctx, PipelinePart part) {
-  return run_passes(g, opt, ctx, 1u << part);
+  return run_passes(g, opt, ctx, 1u << part, NULL);
+}
+
+bool run_schedule_passes(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  return run_passes(g, opt, ctx, 1u << PIPELINE_SCHEDULE, "sync");
 }
 
 void pipeline_print_stats(Graph *g, const PassContext *ctx) {
