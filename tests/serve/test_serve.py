@@ -14,6 +14,9 @@ load            a Poisson load: per model arrived = served + backlog, the
 api             tests/serve/api_test.c linked with the program: full queue,
                 bad arguments, polling, threads, destroy with requests left
 errors          bad command lines and files get clear errors, never a crash
+plan            --arrivals: the choice is deterministic, written into net.h,
+                flagged when the load is too much, and the two simulators
+                agree where they must (one copy of one model)
 """
 import json
 import os
@@ -272,6 +275,57 @@ def group_errors(opc, work):
     check(r.returncode == 0, "errors: runs again with the file restored", r.stderr)
 
 
+def report_rows(text, system):
+    """{model: (served/s, p50, p99)} of one system in --report's comparison."""
+    rows, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("  ") and len(line.split()) >= 6:
+            if line[2:30].strip():
+                current = line[2:30].strip()
+            parts = line[30:].split()
+            if current and current.startswith(system) and len(parts) >= 6:
+                rows[parts[0]] = tuple(float(x) for x in parts[2:5])
+    return rows
+
+
+def group_plan(opc, work):
+    models = build_models(work)
+    sq, cnn, bert = models
+    d = work
+    # One copy of one model: the launcher's replay and the device-level
+    # simulation of a context must predict the same latency.
+    r = run([opc, sq, "--instances", "squeezenet1_1=1", "--arrivals", "squeezenet1_1=100", "--report"])
+    joint, contexts = report_rows(r.stdout, "joint"), report_rows(r.stdout, "independent")
+    ok = r.returncode == 0 and "squeezenet1_1" in joint and "squeezenet1_1" in contexts
+    if ok:
+        (_, j50, _), (_, c50, _) = joint["squeezenet1_1"], contexts["squeezenet1_1"]
+        ok = abs(j50 - c50) <= 0.05 * c50
+    check(ok, "plan: one copy: the launcher's replay and the context simulation agree on p50",
+          r.stdout + r.stderr)
+    # Three models at a light load: a choice, the same twice, in net.h.
+    cmd = [opc] + models + ["--arrivals", "squeezenet1_1=200/s,torch_export_cnn=500,bert_tiny=300",
+                            "--report", "-o", d / "plan.c"]
+    r1, r2 = run(cmd), run(cmd)
+    chosen = [re.search(r"^chosen: (.*)$", x.stdout, re.M) for x in (r1, r2)]
+    ok = r1.returncode == 0 and all(chosen) and chosen[0].group(1) == chosen[1].group(1)
+    check(ok, "plan: --arrivals chooses, and chooses the same twice", r1.stdout[-2000:] + r1.stderr)
+    if ok:
+        header = (d / "plan.h").read_text()
+        counts = dict(re.findall(r"(\w+)=(\d+)", chosen[0].group(1)))
+        listed = dict(re.findall(r"\*\s+\d+\s+(\w+) \(.*\): (\d+) instance", header))
+        check("opc chose them for --arrivals" in header and counts == listed,
+              f"plan: net.h lists the chosen instances {counts}", header[:3000])
+    r = run([opc] + models + ["--arrivals", "squeezenet1_1=1e6", "-o", d / "over.c"])
+    check(r.returncode == 0 and "no candidate serves this load" in r.stderr,
+          "plan: a load beyond the device is warned about", r.stderr)
+    expect_error([opc, sq, cnn, "--arrivals", "squeezenet1_1=fast"], 1,
+                 r"--arrivals: expected NAME=RATE", "--arrivals with a bad rate")
+    expect_error([opc, sq, cnn, "--arrivals", "nosuch=5"], 1, r"--arrivals: expected NAME=RATE",
+                 "--arrivals of no model")
+    expect_error([opc, sq, cnn, "--latency-bound", "5", "-o", d / "x"], 1,
+                 r"--latency-bound needs --arrivals", "--latency-bound alone")
+
+
 def main():
     opc, workdir, group = Path(sys.argv[1]).resolve(), Path(sys.argv[2]), sys.argv[3]
     # Each group (and configuration) its own folder: meson runs them side by side.
@@ -285,6 +339,8 @@ def main():
         group_api(opc, work)
     elif group == "errors":
         group_errors(opc, work)
+    elif group == "plan":
+        group_plan(opc, work)
     else:
         sys.exit(f"unknown group {group}")
     print(f"serve {group}: {'FAIL' if failures else 'ok'}, {failures} failed")
