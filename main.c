@@ -14,14 +14,12 @@
 
 enum { EXIT_USAGE = 1, EXIT_COMPILE = 2 };
 
-static const char usage_line[] =
-    "usage: opc MODEL.onnx -o OUT [options]\n"
-    "       opc [NAME=]MODEL.onnx [NAME=]MODEL.onnx ... -o OUT [--instances ...] [options]\n";
+static const char usage_line[] = "usage: opc MODEL.onnx [MODEL.onnx ...] -o OUT [options]\n";
 
 static const char help_text[] =
     "opc - compiles an ONNX model into one standalone C program for CUDA\n"
     "\n"
-    "usage: opc MODEL.onnx -o OUT [options]\n"
+    "usage: opc MODEL.onnx [MODEL.onnx ...] -o OUT [options]\n"
     "       opc [NAME=]MODEL.onnx ... -o OUT [--instances NAME=K,...] [options]\n"
     "       opc MODEL.onnx --dump-ir [--input-shape NAME=DIMS] [--batch N]\n"
     "       opc --cflags TARGET | --libs TARGET | --list-operators | --help | --version\n"

@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPC, GROUP = os.path.abspath(sys.argv[1]), sys.argv[2]
-USAGE = "usage: opc MODEL.onnx -o OUT [options]"
+USAGE = "usage: opc MODEL.onnx [MODEL.onnx ...] -o OUT [options]"
 failures = 0
 checks = 0
 
@@ -123,7 +123,7 @@ def usage_group(tmp):
     expect_usage_error("missing -o value", "m.onnx", "-o")
     expect_usage_error("no output", "m.onnx")
     expect_usage_error("no model", "-o", "x.c")
-    expect_usage_error("two models", "a.onnx", "b.onnx", "-o", "x.c")
+    expect_usage_error("--instances of no model", "a.onnx", "b.onnx", "--instances", "c=2", "-o", "x.c")
     for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
                 ["--prune", "a,b"], ["--schedule", "fastest"], ["--lios-priority", "best"],
                 ["--precision", "fp16"], ["--target", "tpu"], ["--prefix", "9net"],
