@@ -14,8 +14,10 @@
  * search is exhaustive over the copies (1 to 4 of each model, at most
  * LIMIT_SERVE_COMBINATIONS combinations), then improves each model's interval
  * in turn (coordinate descent over multiples of the model's own latency).
- * The choice: no backlog, then within the latency bound, then the most
- * requests served, then the lowest worst p99 latency, then fewest copies.
+ * The choice: no backlog, then within the latency bound, then the highest
+ * share of its arrivals served for the least served model (so that over
+ * the load no model starves), then the most requests served, then the
+ * lowest worst p99 latency, then fewest copies.
  *
  * TOP learns these choices with multi-agent reinforcement learning and a
  * graph-neural-network policy; here the space is small enough to search.
@@ -448,11 +450,19 @@ static bool better(const Simulated *x, int xcopies, const Simulated *y, int ycop
   bool yin = bound_ms <= 0 || y->worst_p99_ms <= bound_ms;
   if (xin != yin)
     return xin;
-  double xs = 0, ys = 0;
+  /* Over the load, no model may starve for the others: the least served
+     share of a model's arrivals first, then the requests served. */
+  double xs = 0, ys = 0, xmin = 1, ymin = 1;
   for (int m = 0; m < nmodels; m++) {
     xs += x->served_per_s[m];
     ys += y->served_per_s[m];
+    if (x->arrived[m] > 0)
+      xmin = fmin(xmin, (double)x->served[m] / x->arrived[m]);
+    if (y->arrived[m] > 0)
+      ymin = fmin(ymin, (double)y->served[m] / y->arrived[m]);
   }
+  if (fabs(xmin - ymin) > 0.01)
+    return xmin > ymin;
   if (fabs(xs - ys) > 0.01 * fmax(xs, ys))
     return xs > ys;
   if (fabs(x->worst_p99_ms - y->worst_p99_ms) > 0.01 * fmax(x->worst_p99_ms, y->worst_p99_ms))
@@ -581,7 +591,7 @@ bool serve_plan(Graph *const *models, const char *const *names, int nmodels,
               cand[k].sim.no_backlog ? "no" : "yes");
     }
     fprintf(report, "chosen: %s%s\n", describe(&chosen, nmodels, names, buf, sizeof buf),
-            plan->feasible ? "" : " (no candidate meets the load; the most served)");
+            plan->feasible ? "" : " (no candidate meets the load; the least starved)");
     fprintf(report, "\nsimulated against the baselines (same arrivals):\n");
     fprintf(report, "  %-28s %-16s %9s %9s %9s %9s %8s\n", "system", "model", "arrived", "served/s",
             "p50_ms", "p99_ms", "backlog");
