@@ -436,6 +436,10 @@ void emit_serve_rounds(Emitter *e);  /* set_active, capture, issue_round, the la
 void emit_serve_create(Emitter *e);  /* the end of create() */
 void emit_serve_main(Emitter *e);
 void emit_serve_header(Emitter *e);  /* net.h */
+/* nodes.c: a capture() function; program.c: net.h's input and output functions. */
+void emit_capture_into(Emitter *e, const char *what, const char *params, const char *prelude,
+                       const char *target);
+void emit_io_declarations(Emitter *e, const char *model);
 void emit_node_table(Emitter *e);       /* node_table.c: node_info[], begin_node()... */
 void emit_enqueue(Emitter *e);          /* nodes.c */
 void emit_capture(Emitter *e);          /* nodes.c */

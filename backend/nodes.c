@@ -230,14 +230,18 @@ void emit_enqueue(Emitter *e) {
   emit_blank(e);
 }
 
-void emit_capture(Emitter *e) {
-  emit(e, "/* Captures the schedule into a CUDA graph once; every run replays it. */");
-  emit(e, "static int capture(%s_ctx *c)", e->prefix);
+/* capture(c`params`): `prelude`, then the schedule captured into `target`. */
+void emit_capture_into(Emitter *e, const char *what, const char *params, const char *prelude,
+                       const char *target) {
+  emit(e, "/* Captures %s. */", what);
+  emit(e, "static int capture(%s_ctx *c%s)", e->prefix, params);
   emit_open(e, "{");
   emit(e, "cudaGraph_t graph = NULL;");
   emit(e, "cudaError_t status;");
   emit(e, "int ok;");
   e->fail = "return -1";
+  if (prelude[0])
+    emit(e, "%s", prelude);
   emit_call(e, LIB_CUDA, NULL,
             "cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal)");
   emit(e, "ok = enqueue(c, c->stream[0]) == 0;");
@@ -247,10 +251,15 @@ void emit_capture(Emitter *e) {
   emit(e, "if (ok)");
   emit(e, "  ok = cuda_ok(c, status, \"cudaStreamEndCapture\");");
   emit(e, "if (ok)");
-  emit(e, "  ok = cuda_ok(c, cudaGraphInstantiate(&c->graph, graph, 0ULL), \"cudaGraphInstantiate\");");
+  emit(e, "  ok = cuda_ok(c, cudaGraphInstantiate(%s, graph, 0ULL), \"cudaGraphInstantiate\");", target);
   emit(e, "if (graph)");
   emit(e, "  cudaGraphDestroy(graph);");
   emit(e, "return ok ? 0 : -1;");
   emit_close(e, "}");
   emit_blank(e);
+}
+
+void emit_capture(Emitter *e) {
+  emit_capture_into(e, "the schedule into a CUDA graph once; every run replays it", "", "",
+                    "&c->graph");
 }

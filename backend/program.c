@@ -204,6 +204,22 @@ static void emit_includes(Emitter *e) {
   emit(e, "#include \"%s\"", base_name(e, e->opt->h_path));
 }
 
+/* The ready-made main of one model, after what it reads. */
+static void emit_main(Emitter *e) {
+  if (e->st->nweights && !e->opt->embed_weights)
+    emit(e, "static const char weights_file_name[] = \"%s\";",
+         emit_c_string(e, base_name(e, e->opt->weights_path)));
+  else
+    emit(e, "static const char weights_file_name[] = \"\"; /* %s */",
+         e->st->nweights ? "linked in" : "no weights");
+  emit_blank(e);
+  emit_trace_run(e);
+  emit_describe(e);
+  put_template(e->f, e->prefix, main_template);
+}
+
+static void emit_model_header(Emitter *e);
+
 static void emit_c_file(Emitter *e, FILE *f) {
   EmitState *st = e->st;
   e->f = f;
@@ -256,26 +272,10 @@ static void emit_c_file(Emitter *e, FILE *f) {
   }
   emit_profile(e);
   emit(e, "#ifndef OPC_NO_MAIN");
-  if (e->g->serve) {
+  if (e->g->serve)
     emit_serve_main(e);
-    emit(e, "#endif");
-    fclose(r);
-    e->f = f;
-    emit_check_helpers(e);
-    fwrite(rest, 1, restlen, f);
-    free(rest);
-    return;
-  }
-  if (st->nweights && !e->opt->embed_weights)
-    emit(e, "static const char weights_file_name[] = \"%s\";",
-         emit_c_string(e, base_name(e, e->opt->weights_path)));
   else
-    emit(e, "static const char weights_file_name[] = \"\"; /* %s */",
-         st->nweights ? "linked in" : "no weights");
-  emit_blank(e);
-  emit_trace_run(e);
-  emit_describe(e);
-  put_template(r, e->prefix, main_template);
+    emit_main(e);
   emit(e, "#endif");
   fclose(r);
   e->f = f;
@@ -324,16 +324,21 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, "extern \"C\" {");
   emit(e, "#endif");
   emit_blank(e);
-  if (e->g->serve) {
+  if (e->g->serve)
     emit_serve_header(e);
-    emit_blank(e);
-    emit(e, "#ifdef __cplusplus");
-    emit(e, "}");
-    emit(e, "#endif");
-    emit_blank(e);
-    emit(e, "#endif");
-    return;
-  }
+  else
+    emit_model_header(e);
+  emit_blank(e);
+  emit(e, "#ifdef __cplusplus");
+  emit(e, "}");
+  emit(e, "#endif");
+  emit_blank(e);
+  emit(e, "#endif");
+}
+
+/* net.h's declarations for one model. */
+static void emit_model_header(Emitter *e) {
+  const char *p = e->prefix;
   emit(e, "typedef struct %s_ctx %s_ctx;", p, p);
   emit_blank(e);
   emit(e, "/*");
@@ -386,21 +391,21 @@ static void emit_h_file(Emitter *e, FILE *f) {
   emit(e, " * ...; a float16 is its 16 bits, a bool one byte), element size in bytes,");
   emit(e, " * rank and dims (NULL or -1 out of range).");
   emit(e, " */");
-  const char *what[2] = {"input", "output"};
+  emit_io_declarations(e, "");
+}
+
+/* net.h: the functions that describe the inputs and outputs; `model` is
+   the parameter before the index ("int model, " in a serving program). */
+void emit_io_declarations(Emitter *e, const char *model) {
+  const char *p = e->prefix, *what[2] = {"input", "output"};
   for (int k = 0; k < 2; k++) {
-    emit(e, "int %s_num_%ss(void);", p, what[k]);
-    emit(e, "const char *%s_%s_name(int i);", p, what[k]);
-    emit(e, "const char *%s_%s_type(int i);", p, what[k]);
-    emit(e, "int %s_%s_element_size(int i);", p, what[k]);
-    emit(e, "int %s_%s_rank(int i);", p, what[k]);
-    emit(e, "const long long *%s_%s_dims(int i);", p, what[k]);
+    emit(e, "int %s_num_%ss(%s);", p, what[k], model[0] ? "int model" : "void");
+    emit(e, "const char *%s_%s_name(%sint i);", p, what[k], model);
+    emit(e, "const char *%s_%s_type(%sint i);", p, what[k], model);
+    emit(e, "int %s_%s_element_size(%sint i);", p, what[k], model);
+    emit(e, "int %s_%s_rank(%sint i);", p, what[k], model);
+    emit(e, "const long long *%s_%s_dims(%sint i);", p, what[k], model);
   }
-  emit_blank(e);
-  emit(e, "#ifdef __cplusplus");
-  emit(e, "}");
-  emit(e, "#endif");
-  emit_blank(e);
-  emit(e, "#endif");
 }
 
 /* --------------------------------------------------------------- driver */

@@ -168,31 +168,9 @@ void emit_serve_rounds(Emitter *e) {
   emit_close(e, "}");
   emit_close(e, "}");
   emit_blank(e);
-  if (e->opt->cuda_graph) {
-    emit(e, "/* Captures the schedule of one combination of copies into its CUDA graph. */");
-    emit(e, "static int capture(%s_ctx *c, int combo)", p);
-    emit_open(e, "{");
-    emit(e, "cudaGraph_t graph = NULL;");
-    emit(e, "cudaError_t status;");
-    emit(e, "int ok;");
-    e->fail = "return -1";
-    emit(e, "set_active(c, combo);");
-    emit_call(e, LIB_CUDA, NULL,
-              "cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal)");
-    emit(e, "ok = enqueue(c, c->stream[0]) == 0;");
-    emit(e, "/* End the capture even after a failure, so that the stream is usable, but");
-    emit(e, "   keep the node's own message: the capture fails because of it. */");
-    emit(e, "status = cudaStreamEndCapture(c->stream[0], &graph);");
-    emit(e, "if (ok)");
-    emit(e, "  ok = cuda_ok(c, status, \"cudaStreamEndCapture\");");
-    emit(e, "if (ok)");
-    emit(e, "  ok = cuda_ok(c, cudaGraphInstantiate(&c->graph[combo], graph, 0ULL), \"cudaGraphInstantiate\");");
-    emit(e, "if (graph)");
-    emit(e, "  cudaGraphDestroy(graph);");
-    emit(e, "return ok ? 0 : -1;");
-    emit_close(e, "}");
-    emit_blank(e);
-  }
+  if (e->opt->cuda_graph)
+    emit_capture_into(e, "the schedule of one combination of copies into its CUDA graph",
+                      ", int combo", "set_active(c, combo);", "&c->graph[combo]");
   emit(e, "/* A round's work on the first stream (the launcher thread's). */");
   emit(e, "static int issue_round(%s_ctx *c, int combo)", p);
   emit_open(e, "{");
@@ -360,13 +338,5 @@ void emit_serve_header(Emitter *e) {
   emit(e, " * ...; a float16 is its 16 bits, a bool one byte), element size in bytes, rank");
   emit(e, " * and dims (NULL or -1 out of range).");
   emit(e, " */");
-  const char *what[2] = {"input", "output"};
-  for (int k = 0; k < 2; k++) {
-    emit(e, "int %s_num_%ss(int model);", p, what[k]);
-    emit(e, "const char *%s_%s_name(int model, int i);", p, what[k]);
-    emit(e, "const char *%s_%s_type(int model, int i);", p, what[k]);
-    emit(e, "int %s_%s_element_size(int model, int i);", p, what[k]);
-    emit(e, "int %s_%s_rank(int model, int i);", p, what[k]);
-    emit(e, "const long long *%s_%s_dims(int model, int i);", p, what[k]);
-  }
+  emit_io_declarations(e, "int model, ");
 }
