@@ -325,6 +325,32 @@ def compile_group(tmp):
     check("--prefix renames the API", p.returncode == 0 and os.path.exists(header) and
           "mynet_create" in open(header).read(), p)
 
+    serving_program(tmp, model)
+
+
+def serving_program(tmp, model):
+    """Several models (here one model twice, by two names): a weights file
+    each; --arrivals chooses; a failed build leaves nothing."""
+    d = os.path.join(tmp, "serve")
+    os.mkdir(d)
+    p = run("a=" + model, "b=" + model, "--instances", "a=2", "-o", os.path.join(d, "serve.c"),
+            "--dump-after", "schedule")
+    check("two models make a serving program",
+          p.returncode == 0 and listing(d) == ["serve.a.weights", "serve.b.weights", "serve.c",
+                                               "serve.h"], p)
+    check("its graph lists the models and each node's copy",
+          'model "a" path' in p.stdout and ".instance=2" in p.stdout, p)
+    p = run("a=" + model, "b=" + model, "--arrivals", "a=100,b=50/s", "--latency-bound", "20",
+            "--report", "-o", os.path.join(d, "plan.c"))
+    check("--arrivals chooses and reports",
+          p.returncode == 0 and "chosen: a=" in p.stdout and "independent contexts" in p.stdout and
+          "opc chose them" in open(os.path.join(d, "plan.h")).read(), p)
+    failed = os.path.join(tmp, "serve-failed")
+    os.mkdir(failed)
+    p = run("a=" + model, "b=" + model, "-o", os.path.join(failed, "serve"), "--target", "cpu",
+            env=dict(os.environ, CC="false"))
+    check("a failed serving build leaves nothing", p.returncode == 2 and listing(failed) == [], p)
+
 
 def const_input_program(tmp):
     """A bound input is gone from the program; the result is numpy's."""
