@@ -678,8 +678,8 @@ static bool plan_serving(Config *c, Graph **models, const char **names, int *ins
   char bound[64] = "";
   if (c->latency_bound_ms > 0)
     snprintf(bound, sizeof bound, " --latency-bound %g", c->latency_bound_ms);
-  snprintf(note, size, "opc chose them for --arrivals %s%s: predicted %.1f requests/s served, worst "
-           "p99 latency %.3g ms%s", c->arrivals, bound, plan.predicted_served_per_s,
+  snprintf(note, size, "opc chose them for --arrivals %s%s:\npredicted %.1f requests/s served, "
+           "worst p99 latency %.3g ms%s.", c->arrivals, bound, plan.predicted_served_per_s,
            plan.predicted_p99_ms, plan.feasible ? "" : " (more load than it can serve)");
   if (!plan.feasible)
     ir_warning(NULL, NULL, "--arrivals %s: no candidate serves this load%s; chose the one that serves most",

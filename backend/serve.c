@@ -274,8 +274,13 @@ void emit_serve_header(Emitter *e) {
          s->models[m].ninstances == 1 ? "" : "s",
          interval > 0 ? emit_str(e, ", launcher interval %.3g ms", interval) : "");
   }
-  if (e->opt->serve_note)
-    emit(e, " * %s.", comment_text(e, e->opt->serve_note));
+  /* The note's lines, each its own comment line. */
+  for (const char *line = e->opt->serve_note; line && *line;) {
+    const char *end = strchr(line, '\n');
+    int len = end ? (int)(end - line) : (int)strlen(line);
+    emit(e, " * %s", comment_text(e, emit_str(e, "%.*s", len, line)));
+    line = end ? end + 1 : line + len;
+  }
   emit(e, " * An instance is a copy of the model: a round runs up to that many of its");
   emit(e, " * requests at once, beside the other models' requests.");
   emit(e, " */");
