@@ -126,13 +126,6 @@ int sim_submit(SimDevice *s, int program, double release, const unsigned char *a
   return r->id;
 }
 
-int sim_waiting(const SimDevice *s, int program) {
-  int n = 0;
-  for (const SimRun *r = s->ctx[program].queue; r; r = r->next)
-    n++;
-  return n;
-}
-
 /* The head run of c begins: every unit's work set, nothing started yet. */
 static void begin_run(SimContext *c) {
   const SimProgram *p = c->p;

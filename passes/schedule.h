@@ -212,8 +212,6 @@ void sim_free(SimDevice *s);
    finished and `release` (microseconds) has come; a unit whose `active`
    entry is 0 costs nothing (NULL: all work). Returns the run's number. */
 int sim_submit(SimDevice *s, int program, double release, const unsigned char *active);
-/* Runs queued and not yet finished, of one program. */
-int sim_waiting(const SimDevice *s, int program);
 /* Advances until a run finishes (returns its number, *when its time) or
    until `until` (returns -1). */
 int sim_advance(SimDevice *s, double until, double *when);
