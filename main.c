@@ -26,8 +26,10 @@ static const char help_text[] =
     "\n"
     "Output:\n"
     "  -o OUT                 OUT ending in .c: write OUT, the .h and the .weights beside it;\n"
-    "                         otherwise also build the executable OUT (from OUT.c, OUT.h,\n"
-    "                         OUT.weights, which are kept)\n"
+    "                         OUT ending in .so: also build the shared library OUT, which\n"
+    "                         exports the generated API only (from libnet.c, .h, .weights\n"
+    "                         for -o libnet.so, which are kept); otherwise also build the\n"
+    "                         executable OUT (from OUT.c, OUT.h, OUT.weights, kept too)\n"
     "  --target cuda|cpu      what the executable links against (default cuda); cpu uses\n"
     "                         opc's own CPU implementation of the CUDA API\n"
     "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
@@ -555,14 +557,16 @@ static char *with_ext(const char *base, size_t baselen, const char *ext) {
 
 /*
  * OUT ending in .c: write OUT, OUT's .h and .weights (a serving program:
- * OUT.NAME.weights per model). Otherwise write OUT.c, OUT.h, the weights
- * and build the executable OUT from them; a failed build removes them all,
- * so that no failure leaves partial output.
+ * OUT.NAME.weights per model). OUT ending in .so: write them for OUT less
+ * its .so and build the shared library OUT. Otherwise write OUT.c, OUT.h,
+ * the weights and build the executable OUT from them. A failed build
+ * removes them all, so that no failure leaves partial output.
  */
 static bool write_outputs(Graph *g, Config *c) {
   const char *out = c->out;
   bool source_only = ends_with(out, ".c");
-  size_t baselen = source_only ? strlen(out) - 2 : strlen(out);
+  bool shared = ends_with(out, ".so");
+  size_t baselen = strlen(out) - (source_only ? 2 : shared ? 3 : 0);
   char *c_path = with_ext(out, baselen, ".c");
   char *h_path = with_ext(out, baselen, ".h");
   char *w_path = with_ext(out, baselen, ".weights");
@@ -582,7 +586,7 @@ static bool write_outputs(Graph *g, Config *c) {
   emit.queue_capacity = (int)c->queue_capacity;
   bool ok = emit_program(g, &emit);
   if (ok && !source_only) {
-    ok = build_executable(c_path, out, c->target);
+    ok = build_executable(c_path, out, c->target, shared);
     if (!ok) {
       remove(c_path);
       remove(h_path);

@@ -32,7 +32,8 @@ typedef enum Target { TARGET_CUDA, TARGET_CPU } Target;
 /* Compiler and linker flags for building an emitted program by hand. */
 const char *target_cflags(Target t);
 const char *target_libs(Target t);
-/* Compiles and links `c_path` into `exe_path` with the system C compiler. */
-bool build_executable(const char *c_path, const char *exe_path, Target t);
+/* Compiles and links `c_path` into `exe_path` with the system C compiler:
+   an executable, or with `shared` a shared library without main(). */
+bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared);
 
 #endif

@@ -118,7 +118,13 @@ static int split_words(char *s, char **argv, int argc, int max) {
   return argc;
 }
 
-bool build_executable(const char *c_path, const char *exe_path, Target t) {
+/*
+ * A shared library leaves out main() and exports only the generated API:
+ * -Wl,--exclude-libs,ALL keeps the CPU runtime's CUDA look-alikes, linked in
+ * statically, out of its dynamic symbols, so that a process may load the
+ * library beside the real CUDA libraries, or several models' libraries.
+ */
+bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared) {
   const char *cc_env = getenv("CC");
   char cc[1024], cflags[2 * PATH_MAX], libs[3 * PATH_MAX];
   snprintf(cc, sizeof cc, "%s", cc_env && *cc_env ? cc_env : "cc");
@@ -132,6 +138,12 @@ bool build_executable(const char *c_path, const char *exe_path, Target t) {
   char *argv[64];
   int argc = split_words(cc, argv, 0, 64);
   argv[argc++] = "-O2";
+  if (shared) {
+    argv[argc++] = "-fPIC";
+    argv[argc++] = "-shared";
+    argv[argc++] = "-DOPC_NO_MAIN";
+    argv[argc++] = "-Wl,--exclude-libs,ALL";
+  }
   argc = split_words(cflags, argv, argc, 64);
   argv[argc++] = (char *)c_path;
   argv[argc++] = "-o";

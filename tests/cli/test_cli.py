@@ -6,8 +6,8 @@ Usage: test_cli.py OPC GROUP
   usage    options and their errors (exit 0 or 1; no model is compiled)
   models   unreadable, corrupt and unsupported models (exit 2), --dump-ir,
            --const-input and its errors
-  compile  -o with .c and executable outputs; a failed build leaves nothing;
-           a program with an input bound by --const-input
+  compile  -o with .c, executable and shared-library outputs; a failed build
+           leaves nothing; a program with an input bound by --const-input
   limits   models over a limit of ir/ir.h (tensor size, names, node count,
            --max-memory): exit 2, a message naming node, operator, limit
            and value, and no output
@@ -326,6 +326,101 @@ def compile_group(tmp):
           "mynet_create" in open(header).read(), p)
 
     serving_program(tmp, model)
+    shared_library(tmp, model, os.path.join(exe_dir, "net"))
+
+
+# Loads libraries by ctypes in a child process, so that a crash in one is a
+# failed check: each argument is LIB=INPUT.npy=OUTPUT.npy. All are loaded
+# before any runs, and dlopen's default RTLD_LOCAL keeps their same-named
+# net_* symbols apart.
+LOAD_AND_RUN = r"""
+import ctypes, sys
+import numpy as np
+libs = []
+for arg in sys.argv[1:]:
+    path, x, y = arg.split("=")
+    libs.append((ctypes.CDLL(path), np.load(x), y))
+for lib, x, y in libs:
+    lib.net_output_dims.restype = ctypes.POINTER(ctypes.c_longlong)
+    dims = [lib.net_output_dims(0)[i] for i in range(lib.net_output_rank(0))]
+    out = np.empty(dims, np.float32)
+    ctx = ctypes.c_void_p()
+    assert lib.net_create(ctypes.byref(ctx), None) == 0
+    ins = (ctypes.c_void_p * 1)(np.ascontiguousarray(x).ctypes.data)
+    outs = (ctypes.c_void_p * 1)(out.ctypes.data)
+    assert lib.net_run(ctx, ins, outs) == 0
+    lib.net_destroy(ctx)
+    np.save(y, out)
+"""
+
+
+def sanitizer_env(lib):
+    """The sanitizer build's opc links the runtime with ASan, whose library
+    must be loaded before Python's own; Python's leaks at exit are not
+    opc's."""
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    preload = [w for w in ldd.split() if os.path.basename(w).startswith(("libasan.so", "libubsan.so"))]
+    if not preload:
+        return None
+    return dict(os.environ, LD_PRELOAD=" ".join(preload),
+                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+
+
+def shared_library(tmp, model, exe):
+    """-o libNAME.so: the generated API and nothing else exported; in one
+    process with another model's library, it computes what the executable
+    computes."""
+    d = os.path.join(tmp, "shared")
+    os.mkdir(d)
+    lib = os.path.join(d, "libconv.so")
+    p = run(model, "-o", lib, "--target", "cpu")
+    check("-o libconv.so builds", p.returncode == 0 and
+          listing(d) == ["libconv.c", "libconv.h", "libconv.so", "libconv.weights"], p)
+    if p.returncode != 0:
+        return
+    nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True)
+    exported = [line.split()[-1] for line in nm.stdout.splitlines()]
+    check("the library exports the generated API only",
+          nm.returncode == 0 and "net_create" in exported and "net_run" in exported and
+          all(name.startswith("net_") for name in exported), nm)
+
+    cuda_lib = os.path.join(d, "cuda", "libconv.so")
+    os.mkdir(os.path.dirname(cuda_lib))
+    p = run(model, "-o", cuda_lib, "--target", "cuda")
+    nm = subprocess.run(["nm", "-D", "--defined-only", cuda_lib], capture_output=True, text=True)
+    check("a library for CUDA links against the toolkit and exports the API only",
+          p.returncode == 0 and nm.returncode == 0 and "net_run" in nm.stdout and
+          all(line.split()[-1].startswith("net_") for line in nm.stdout.splitlines()), p)
+
+    relu_onnx, relu_lib = os.path.join(d, "relu.onnx"), os.path.join(d, "librelu.so")
+    relu_model(relu_onnx)
+    p = run(relu_onnx, "-o", relu_lib, "--target", "cpu")
+    check("a second model's library builds", p.returncode == 0, p)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    r = rng.standard_normal(2).astype(np.float32)
+    for name, arr in (("x", x), ("r", r)):
+        np.save(os.path.join(d, name + ".npy"), arr)
+    e = subprocess.run([exe, "--input", "x=" + os.path.join(d, "x.npy"),
+                        "--output", "y=" + os.path.join(d, "exe_y.npy")],
+                       capture_output=True, text=True, timeout=60)
+    check("the executable runs", e.returncode == 0, e)
+    c = subprocess.run([sys.executable, "-c", LOAD_AND_RUN,
+                        f"{lib}={d}/x.npy={d}/lib_y.npy", f"{relu_lib}={d}/r.npy={d}/relu_y.npy"],
+                       capture_output=True, text=True, timeout=120, env=sanitizer_env(lib))
+    check("both libraries load and run in one process", c.returncode == 0, c)
+    if c.returncode == 0 and e.returncode == 0:
+        check("the library computes what the executable computes",
+              np.allclose(np.load(f"{d}/lib_y.npy"), np.load(f"{d}/exe_y.npy"),
+                          rtol=1e-5, atol=1e-6))
+        check("the second library computes relu",
+              np.array_equal(np.load(f"{d}/relu_y.npy"), np.maximum(r, 0)))
+
+    failed = os.path.join(tmp, "shared-failed")
+    os.mkdir(failed)
+    p = run(model, "-o", os.path.join(failed, "libnet.so"), "--target", "cpu",
+            env=dict(os.environ, CC="false"))
+    check("a failed library build leaves nothing", p.returncode == 2 and listing(failed) == [], p)
 
 
 def serving_program(tmp, model):
