@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,11 @@ static const char help_text[] =
     "                         exports the generated API only (from libnet.c, .h, .weights\n"
     "                         for -o libnet.so, which are kept); otherwise also build the\n"
     "                         executable OUT (from OUT.c, OUT.h, OUT.weights, kept too)\n"
+    "  --emit triton          OUT is a Triton model repository: for each model, OUT/NAME/\n"
+    "                         config.pbtxt and OUT/NAME/1/ with the program as libnet.so and\n"
+    "                         the Python backend's model.py that runs it\n"
+    "  --model-name NAME      with --emit triton: the model's name (default: its file's stem)\n"
+    "  --instances K          with --emit triton: instances of each model (default 1)\n"
     "  --target cuda|cpu      what the executable links against (default cuda); cpu uses\n"
     "                         opc's own CPU implementation of the CUDA API\n"
     "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
@@ -102,6 +109,9 @@ typedef struct Config {
   ModelArg models[MAX_MODELS];
   int nmodels;
   const char *instances; /* --instances, parsed once the models are known */
+  bool triton;            /* --emit triton: -o names a Triton model repository */
+  const char *model_name; /* --model-name, with --emit triton */
+  int64_t triton_instances;
   const char *arrivals;  /* --arrivals, likewise */
   double rate[MAX_MODELS];
   double latency_bound_ms;
@@ -388,11 +398,46 @@ static bool parse_arrivals(Config *c) {
   return ok;
 }
 
-/* A program that serves requests (several models, or copies of one). */
-static bool serving(const Config *c) { return c->nmodels > 1 || c->instances || c->arrivals; }
+/* A program that serves requests (several models, or copies of one). With
+   --emit triton, Triton serves them: one program per model. */
+static bool serving(const Config *c) {
+  return !c->triton && (c->nmodels > 1 || c->instances || c->arrivals);
+}
+
+/* --emit triton: --instances is the instance count of every model. */
+static bool check_triton_options(Config *c) {
+  if (!c->triton) {
+    if (c->model_name) {
+      opc_error("--model-name names the model of --emit triton");
+      return false;
+    }
+    return true;
+  }
+  if (!c->out || c->dump_ir) {
+    opc_error("--emit triton writes a model repository: give it with -o REPO");
+    return false;
+  }
+  if (c->model_name && c->nmodels > 1) {
+    opc_error("--model-name names one model; name several with NAME=MODEL.onnx");
+    return false;
+  }
+  if (c->arrivals || c->latency_bound_ms > 0) {
+    opc_error("--arrivals and --latency-bound plan a serving program, not a Triton model");
+    return false;
+  }
+  if (strcmp(c->emit.prefix, "net") != 0) {
+    opc_error("--prefix: a Triton model's model.py calls the net_ API");
+    return false;
+  }
+  c->triton_instances = 1;
+  return !c->instances ||
+         parse_int("--instances (with --emit triton, a count)", c->instances, 1, MAX_INSTANCES,
+                   &c->triton_instances);
+}
 
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
+static const char *const emit_kinds[] = {"triton", NULL};
 
 /* One option; false after reporting a usage error. */
 static bool parse_option(Args *a, Config *c) {
@@ -474,6 +519,19 @@ static bool parse_option(Args *a, Config *c) {
     return v && parse_target("--libs", v, &c->target);
   } else if (takes(a, "--instances", &v))
     return set(&c->instances, v);
+  else if (takes(a, "--emit", &v)) {
+    if (!v || !one_of("--emit", v, emit_kinds))
+      return false;
+    c->triton = true;
+  } else if (takes(a, "--model-name", &v)) {
+    if (!v)
+      return false;
+    if (!is_model_name(v)) {
+      opc_error("--model-name: '%s' must be letters, digits, '_' and '-'", v);
+      return false;
+    }
+    c->model_name = v;
+  }
   else if (takes(a, "--arrivals", &v))
     return set(&c->arrivals, v);
   else if (takes(a, "--latency-bound", &v))
@@ -509,7 +567,9 @@ static bool parse_args(int argc, char **argv, Config *c) {
     opc_error("no model given");
     return false;
   }
-  if (!parse_instances(c) || !parse_arrivals(c))
+  if (!check_triton_options(c))
+    return false;
+  if (!c->triton && (!parse_instances(c) || !parse_arrivals(c)))
     return false;
   if (c->latency_bound_ms > 0 && !c->arrivals) {
     opc_error("--latency-bound needs --arrivals, the load it bounds");
@@ -562,8 +622,7 @@ static char *with_ext(const char *base, size_t baselen, const char *ext) {
  * the weights and build the executable OUT from them. A failed build
  * removes them all, so that no failure leaves partial output.
  */
-static bool write_outputs(Graph *g, Config *c) {
-  const char *out = c->out;
+static bool write_outputs(Graph *g, Config *c, const char *out) {
   bool source_only = ends_with(out, ".c");
   bool shared = ends_with(out, ".so");
   size_t baselen = strlen(out) - (source_only ? 2 : shared ? 3 : 0);
@@ -639,7 +698,7 @@ static int compile_one(Config *c) {
     PassContext *ctx = pass_context_new(g, &c->passes);
     ok = run_pipeline(g, &c->passes, ctx) && write_reports(g, ctx, &c->passes);
     if (ok && c->out)
-      ok = write_outputs(g, c);
+      ok = write_outputs(g, c, c->out);
   }
   graph_free(g);
   ok = flushed() && ok;
@@ -737,7 +796,7 @@ static int compile_serving(Config *c) {
     ok = run_pipeline_part(joint, &joint_opt, ctx, PIPELINE_SCHEDULE) &&
          write_reports(joint, ctx, &joint_opt);
     if (ok && c->out)
-      ok = write_outputs(joint, c);
+      ok = write_outputs(joint, c, c->out);
   }
   graph_free(joint);
   for (int m = 0; m < n; m++)
@@ -748,7 +807,90 @@ static int compile_serving(Config *c) {
   return ok ? EXIT_SUCCESS : EXIT_COMPILE;
 }
 
-static int compile(Config *c) { return serving(c) ? compile_serving(c) : compile_one(c); }
+/* mkdir that accepts a directory already there; *made says whether it
+   was this call that made it, so that a failure can take it back. */
+static bool make_dir(const char *path, bool *made) {
+  *made = mkdir(path, 0777) == 0;
+  struct stat st;
+  if (*made || (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    return true;
+  opc_error("cannot make the directory %s: %s", path, errno == EEXIST ? "a file is in the way"
+                                                                      : strerror(errno));
+  return false;
+}
+
+/* REPO/NAME/1/libnet.so and what write_outputs writes beside it, then
+   config.pbtxt and model.py; a failure takes back what it made. */
+static bool write_triton(Graph *g, Config *c, int m) {
+  const char *name = c->model_name ? c->model_name : c->models[m].name;
+  size_t size = strlen(c->out) + strlen(name) + 32;
+  char *model_dir = malloc(size), *version_dir = malloc(size), *lib = malloc(size);
+  snprintf(model_dir, size, "%s/%s", c->out, name);
+  snprintf(version_dir, size, "%s/1", model_dir);
+  snprintf(lib, size, "%s/libnet.so", version_dir);
+  bool made_model = false, made_version = false;
+  bool ok = make_dir(model_dir, &made_model) && make_dir(version_dir, &made_version) &&
+            write_outputs(g, c, lib);
+  if (ok) {
+    TritonOptions t = {.model_dir = model_dir, .name = name, .source = c->models[m].path,
+                       .instances = (int)c->triton_instances, .target = c->target};
+    ok = write_triton_model(g, &t);
+    if (!ok)
+      for (const char *ext = "so\0c\0h\0weights\0"; *ext; ext += strlen(ext) + 1) {
+        snprintf(lib, size, "%s/libnet.%s", version_dir, ext);
+        remove(lib);
+      }
+  }
+  if (!ok && made_version)
+    rmdir(version_dir);
+  if (!ok && made_model)
+    rmdir(model_dir);
+  free(model_dir);
+  free(version_dir);
+  free(lib);
+  return ok;
+}
+
+/*
+ * --emit triton: a Triton model repository, each model compiled on its own
+ * as a shared library under REPO/NAME/1 with Triton's config and a Python
+ * backend model beside it.
+ */
+static int compile_triton(Config *c) {
+  Graph *models[MAX_MODELS] = {0};
+  bool *shape_used = calloc((size_t)c->import.nshapes + 1, sizeof(bool));
+  bool *const_used = calloc((size_t)c->import.nconsts + 1, sizeof(bool));
+  ImportOptions import = c->import;
+  import.shape_used = shape_used;
+  import.const_used = const_used;
+  bool ok = true;
+  for (int m = 0; m < c->nmodels; m++) {
+    models[m] = onnx_import(c->models[m].path, &import);
+    ok = models[m] != NULL && ok;
+  }
+  ok = ok && all_used(c, shape_used, const_used);
+  bool made_repo = false;
+  ok = ok && make_dir(c->out, &made_repo);
+  for (int m = 0; m < c->nmodels && ok; m++) {
+    PassContext *ctx = pass_context_new(models[m], &c->passes);
+    ok = run_pipeline(models[m], &c->passes, ctx) && write_reports(models[m], ctx, &c->passes) &&
+         write_triton(models[m], c, m);
+  }
+  if (!ok && made_repo)
+    rmdir(c->out);
+  for (int m = 0; m < c->nmodels; m++)
+    graph_free(models[m]);
+  free(shape_used);
+  free(const_used);
+  ok = flushed() && ok;
+  return ok ? EXIT_SUCCESS : EXIT_COMPILE;
+}
+
+static int compile(Config *c) {
+  if (c->triton)
+    return compile_triton(c);
+  return serving(c) ? compile_serving(c) : compile_one(c);
+}
 
 /* ---------------------------------------------------- --list-operators */
 

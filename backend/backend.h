@@ -36,4 +36,15 @@ const char *target_libs(Target t);
    an executable, or with `shared` a shared library without main(). */
 bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared);
 
+/* A Triton model around a program built as MODEL_DIR/1/libnet.so:
+   MODEL_DIR/config.pbtxt and the Python backend's MODEL_DIR/1/model.py. */
+typedef struct TritonOptions {
+  const char *model_dir; /* REPO/NAME */
+  const char *name;      /* the model's name in Triton */
+  const char *source;    /* the ONNX file, named in config.pbtxt */
+  int instances;         /* instance_group count */
+  Target target;         /* KIND_GPU for cuda, KIND_CPU for cpu */
+} TritonOptions;
+bool write_triton_model(const Graph *g, const TritonOptions *o);
+
 #endif
