@@ -24,3 +24,54 @@ if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   echo "setup: installing Python packages: onnx onnxruntime numpy"
   python3 -m pip install -q onnx onnxruntime numpy
 fi
+
+# Triton Inference Server for the triton suite (tests/triton):
+# - nvidia-pytriton's wheel carries a tritonserver binary with its Python
+#   backend; only that binary is used, so the wheel's Python dependencies
+#   (an older numpy) are not installed;
+# - the Python backend's stub embeds Debian's libpython3.11, so the models'
+#   imports come from Debian's packages: python3-numpy;
+# - tritonclient sends HTTP and gRPC requests;
+# - perf_analyzer, Triton's load generator: PyPI's perf-analyzer is a
+#   placeholder on the index this machine reaches, so it comes from
+#   tritonclient 2.40.0's wheel, the last to carry the binary, into
+#   ~/.cache/opc/perf_analyzer; its two libraries are nvidia-pytriton's.
+if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "install ok installed"; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing Debian packages: python3-numpy"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-numpy >/dev/null
+fi
+# (pytriton's own modules need the dependencies left out: find, don't import.)
+if ! python3 -c "import importlib.util as u, tritonclient.grpc, tritonclient.http; assert u.find_spec('pytriton')" 2>/dev/null; then
+  echo "setup: installing Python packages: nvidia-pytriton (its tritonserver), tritonclient"
+  python3 -m pip install -q --no-deps nvidia-pytriton==0.7.0
+  python3 -m pip install -q "tritonclient[http,grpc]==2.73.0"
+fi
+perf_dir=${HOME:-/root}/.cache/opc/perf_analyzer
+if [ ! -x "$perf_dir/bin/perf_analyzer" ]; then
+  echo "setup: fetching perf_analyzer (tritonclient 2.40.0's wheel)"
+  python3 - "$perf_dir" <<'PY'
+import glob, importlib.util, os, subprocess, sys, tempfile, zipfile
+dest = sys.argv[1]
+package = importlib.util.find_spec("pytriton").submodule_search_locations[0]
+libs = os.path.join(os.path.dirname(package), "nvidia_pytriton.libs")
+with tempfile.TemporaryDirectory() as tmp:
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--platform", "manylinux1_x86_64", "tritonclient==2.40.0", "-d", tmp], check=True)
+    wheel = zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0])
+    os.makedirs(os.path.join(dest, "bin"), exist_ok=True)
+    os.makedirs(os.path.join(dest, "lib"), exist_ok=True)
+    binary = os.path.join(dest, "bin", "perf_analyzer")
+    with open(binary + ".tmp", "wb") as f:
+        f.write(wheel.read("tritonclient-2.40.0.data/data/bin/perf_analyzer"))
+    os.chmod(binary + ".tmp", 0o755)
+    for want, pattern in (("libb64.so.0d", "libb64-*.so.0d"), ("libcudart.so.12", "libcudart-*.so.12*")):
+        link = os.path.join(dest, "lib", want)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(glob.glob(os.path.join(libs, pattern))[0], link)
+    os.rename(binary + ".tmp", binary)
+PY
+fi

@@ -14,8 +14,10 @@
  * environment as it found it.
  *
  * A user's own OPENBLAS_CORETYPE wins. When the process has loaded OpenBLAS
- * already (another library linked it), its choice stands; the device name
- * (`net --bench` prints it) says whose choice the kernels were.
+ * already (another library linked it), the runtime loads a copy of its own
+ * into a new link-map namespace (dlmopen), where the variable takes effect;
+ * if that fails, the process's choice stands. The device name (`net
+ * --bench` prints it) says whose choice the kernels were.
  */
 #include <cblas.h>
 #include <dlfcn.h>
@@ -53,15 +55,32 @@ static const char *core_for_features(void) {
   return NULL;
 }
 
+/* A copy of OpenBLAS of its own, in a new link-map namespace, for a process
+   that has loaded OpenBLAS already with kernels of OpenBLAS's choosing (a
+   Python whose NumPy links Debian's OpenBLAS: Triton's Python backend). */
+static void *open_private_copy(const char *library, const char *core, const char **whose) {
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  void *h = dlmopen(LM_ID_NEWLM, library, RTLD_NOW | RTLD_LOCAL);
+  unsetenv("OPENBLAS_CORETYPE");
+  if (h)
+    *whose = "chosen by opc from the CPU's features, a private copy beside the process's own";
+  return h;
+}
+
 static void *open_library(const char **whose) {
   const char *library = "libopenblas.so.0";
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  const char *core = core_for_features();
   void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (h) {
+    void *own = core && !(user && *user) ? open_private_copy(library, core, whose) : NULL;
+    if (own) {
+      dlclose(h);
+      return own;
+    }
     *whose = "chosen by OpenBLAS: the process had loaded it already";
     return h;
   }
-  const char *user = getenv("OPENBLAS_CORETYPE");
-  const char *core = core_for_features();
   if (user && *user) {
     *whose = "OPENBLAS_CORETYPE from the environment";
     return dlopen(library, RTLD_NOW | RTLD_LOCAL);

@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""A real Triton Inference Server serving what `opc --emit triton` writes.
+
+Usage: test_triton.py OPC WORKDIR [--results FILE.md] [--seconds S]
+
+tools/setup.sh installs the server (nvidia-pytriton's tritonserver and its
+Python backend), tritonclient and perf_analyzer. The test:
+- writes a model repository for two zoo models (SqueezeNet 1.1; BERT-tiny
+  as "bert", two int64 inputs) for the CPU target, then moves it elsewhere,
+  so that the server reads a copy that must find everything beside itself;
+- starts tritonserver on free localhost ports, with no environment of opc's;
+- sends requests over HTTP and gRPC and compares the answers with ONNX
+  Runtime (relative L2 below 1e-4);
+- sends bad requests (a wrong shape, a wrong type, an unknown input), each
+  of which must get a Triton error, with the server still live and serving;
+- runs a bounded perf_analyzer load on SqueezeNet (concurrency 1) and the
+  same model in-process through opc's Python package for as long, and
+  prints both throughputs and p99 latencies (--results writes them as a
+  Markdown table).
+The server is always stopped, also when a check fails.
+"""
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+TOL = 1e-4
+failures = checks = 0
+
+
+def check(name, ok, detail=""):
+    global failures, checks
+    checks += 1
+    if not ok:
+        failures += 1
+        print(f"FAIL {name} {detail}", flush=True)
+
+
+def rel_l2(ref, got):
+    return float(np.linalg.norm((got - ref).ravel()) / max(np.linalg.norm(ref.ravel()), 1e-30))
+
+
+def triton_install():
+    """tritonserver and the Python backend's files, from nvidia-pytriton."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None:
+        sys.exit("nvidia-pytriton is not installed: run sh tools/setup.sh")
+    server = Path(spec.submodule_search_locations[0]) / "tritonserver"
+    return server
+
+
+def backend_dir(server, work):
+    """backends/python as Triton wants it. Links, not copies: the stub finds
+    its libraries relative to where it really is."""
+    d = work / "backends" / "python"
+    d.mkdir(parents=True)
+    stub = server / "python_backend_stubs" / f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for f in (server / "backends/python/libtriton_python.so",
+              server / "backends/python/triton_python_backend_utils.py",
+              stub / "triton_python_backend_stub"):
+        (d / f.name).symlink_to(f)
+    return d.parent
+
+
+def free_ports(count):
+    socks = [socket.socket() for _ in range(count)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def build_models(opc, work):
+    models = {}
+    for name, zoo in (("squeezenet1_1", "squeezenet1_1"), ("bert", "bert_tiny")):
+        path = work / f"{zoo}.onnx"
+        subprocess.run([sys.executable, str(ROOT / "tools/models/build.py"), zoo, "-o", str(path)],
+                       check=True, capture_output=True)
+        models[name] = path
+    generated = work / "generated"
+    p = subprocess.run([opc, str(models["squeezenet1_1"]), f"bert={models['bert']}", "-o",
+                        str(generated), "--emit", "triton", "--target", "cpu"],
+                       capture_output=True, text=True)
+    check("opc --emit triton writes the repository", p.returncode == 0, p.stderr)
+    for name in models:
+        for f in ("config.pbtxt", "1/model.py", "1/libnet.so", "1/libnet.weights"):
+            check(f"{name}/{f} is written", (generated / name / f).exists())
+    repo = work / "repo"
+    shutil.copytree(generated, repo, symlinks=True)
+    shutil.rmtree(generated)
+    write_floor_model(repo / "floor")
+    return models, repo
+
+
+FLOOR_MODEL = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            pb_utils.get_input_tensor_by_name(request, "input").as_numpy()
+            out.append(pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor("logits", np.zeros((1, 1000), np.float32))]))
+        return out
+"""
+
+
+def write_floor_model(d):
+    """SqueezeNet's inputs and outputs with no work between them: what
+    Triton and its Python backend cost a request by themselves."""
+    (d / "1").mkdir(parents=True)
+    (d / "1" / "model.py").write_text(FLOOR_MODEL)
+    (d / "config.pbtxt").write_text(
+        'name: "floor"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [ 1, 3, 224, 224 ] } ]\n'
+        'output [ { name: "logits" data_type: TYPE_FP32 dims: [ 1, 1000 ] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n')
+
+
+class Server:
+    def __init__(self, server, repo, backends, work):
+        self.http, self.grpc, metrics = free_ports(3)
+        # A stock environment. The Python backend's stub embeds Debian's
+        # libpython, which takes its prefix from the first python3 on the
+        # PATH; pyenv's on the PATH would hand it pyenv's library instead.
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OPC", "PYENV", "PYTHON")) and k != "LD_LIBRARY_PATH"}
+        env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
+        self.log = open(work / "server.log", "w")
+        self.proc = subprocess.Popen(
+            [str(server / "bin/tritonserver"), f"--model-repository={repo}",
+             f"--backend-directory={backends}", f"--http-port={self.http}",
+             f"--grpc-port={self.grpc}", f"--metrics-port={metrics}", "--exit-timeout-secs=10"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.log_path = work / "server.log"
+
+    def ready(self, seconds=120):
+        end = time.time() + seconds
+        while time.time() < end and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/v2/health/ready",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.5)
+        return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def feeds_for(model):
+    ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    feeds = {}
+    for i in ref.get_inputs():
+        if i.type == "tensor(int64)":
+            feeds[i.name] = rng.integers(0, 2 if "mask" in i.name else 100, i.shape).astype(np.int64)
+        else:
+            feeds[i.name] = rng.standard_normal(i.shape).astype(np.float32)
+    names = [o.name for o in ref.get_outputs()]
+    return feeds, dict(zip(names, ref.run(None, feeds)))
+
+
+def infer(client_module, client, model, feeds, outputs):
+    inputs = []
+    for name, array in feeds.items():
+        kind = "FP32" if array.dtype == np.float32 else "INT64" if array.dtype == np.int64 else "FP64"
+        i = client_module.InferInput(name, list(array.shape), kind)
+        i.set_data_from_numpy(array)
+        inputs.append(i)
+    result = client.infer(model, inputs,
+                          outputs=[client_module.InferRequestedOutput(n) for n in outputs])
+    return {n: result.as_numpy(n) for n in outputs}
+
+
+def answers(server, models):
+    import tritonclient.grpc as grpc
+    import tritonclient.http as http
+    clients = {"HTTP": (http, http.InferenceServerClient(f"127.0.0.1:{server.http}")),
+               "gRPC": (grpc, grpc.InferenceServerClient(f"127.0.0.1:{server.grpc}"))}
+    for name, model in models.items():
+        feeds, expected = feeds_for(model)
+        for proto, (module, client) in clients.items():
+            try:
+                got = infer(module, client, name, feeds, list(expected))
+                errors = {n: rel_l2(expected[n], got[n]) for n in expected}
+                check(f"{name} over {proto} matches ONNX Runtime",
+                      all(e < TOL for e in errors.values()), errors)
+            except Exception as e:  # noqa: BLE001 - a failed request is a failed check
+                check(f"{name} over {proto} answers", False, e)
+    return clients
+
+
+def bad_requests(clients, models):
+    from tritonclient.utils import InferenceServerException
+    feeds, expected = feeds_for(models["squeezenet1_1"])
+    x = feeds["input"]
+    cases = {
+        "a wrong shape": {"input": x[:, :, :, :100].copy()},
+        "a wrong type": {"input": x.astype(np.float64)},
+        "an unknown input": {"image": x},
+    }
+    for proto, (module, client) in clients.items():
+        for what, bad in cases.items():
+            try:
+                infer(module, client, "squeezenet1_1", bad, list(expected))
+                check(f"{what} over {proto} gets an error", False, "it was answered")
+            except InferenceServerException as e:
+                check(f"{what} over {proto} gets an error", True)
+                print(f"  {proto}, {what}: {str(e)[:160]}")
+            check(f"the server is live after {what} over {proto}", client.is_server_live())
+        got = infer(module, client, "squeezenet1_1", feeds, list(expected))
+        check(f"the server still answers over {proto}",
+              rel_l2(expected["logits"], got["logits"]) < TOL)
+
+
+def perf_analyzer_load(server, model, seconds, work):
+    home = Path(os.environ.get("HOME", "/root"))
+    perf_dir = Path(os.environ.get("OPC_PERF_ANALYZER_DIR", home / ".cache/opc/perf_analyzer"))
+    binary = perf_dir / "bin/perf_analyzer"
+    if not binary.exists():
+        check("perf_analyzer is installed", False, f"{binary}: run sh tools/setup.sh")
+        return None
+    csv = work / f"perf-{model}.csv"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(perf_dir / "lib"))
+    p = subprocess.run([str(binary), "-m", model, "-u", f"127.0.0.1:{server.http}",
+                        "-i", "http", "--concurrency-range", "1", "-p", str(int(seconds * 1000)),
+                        "--max-trials", "3", "--stability-percentage", "100",
+                        "--percentile", "99", "-f", str(csv)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    check(f"perf_analyzer runs a bounded load on {model}", p.returncode == 0 and csv.exists(),
+          p.stdout[-1500:] + p.stderr[-1500:])
+    if p.returncode != 0 or not csv.exists():
+        return None
+    header, row = csv.read_text().splitlines()[:2]
+    fields = dict(zip(header.split(","), row.split(",")))
+    return {"throughput": float(fields["Inferences/Second"]),
+            "p50_ms": float(fields["p50 latency"]) / 1000,
+            "p99_ms": float(fields["p99 latency"]) / 1000}
+
+
+def in_process(opc, model, seconds):
+    """The same model through opc's Python package, one caller, for as long."""
+    os.environ["OPC_COMPILER"] = opc
+    sys.path.insert(0, str(ROOT / "python"))
+    import opc as opc_package
+    program = opc_package.compile(model, target="cpu")
+    x = np.random.default_rng(1).standard_normal(program.inputs[0].shape).astype(np.float32)
+    for _ in range(3):
+        program.run({"input": x})
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        program.run({"input": x})
+        times.append(time.perf_counter() - t)
+    program.close()
+    times = np.array(times) * 1000
+    return {"throughput": len(times) / times.sum() * 1000,
+            "p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
+
+
+def write_results(path, triton, local, floor, seconds):
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    lines = [
+        f"# Triton against the in-process Program ({datetime.date.today()}, CPU target)",
+        "",
+        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.platform()}. "
+        "Model: SqueezeNet 1.1 (tools/models/build.py), batch 1, opc's CPU runtime. "
+        "Triton: tritonserver from nvidia-pytriton 0.7.0, Python backend, one instance, "
+        f"HTTP; perf_analyzer 2.40.0 at concurrency 1 for {seconds:g} s windows "
+        "(at most 3). In-process: `opc.compile(...).run()` in a loop from one thread "
+        f"for {seconds:g} s, in the same run (tests/triton/test_triton.py --results).",
+        "",
+        "| path | inferences/s | p50 ms | p99 ms |",
+        "|---|---:|---:|---:|",
+        f"| Triton (HTTP, Python backend) | {triton['throughput']:.1f} | {triton['p50_ms']:.2f} | "
+        f"{triton['p99_ms']:.2f} |",
+        f"| opc.Program in process | {local['throughput']:.1f} | {local['p50_ms']:.2f} | "
+        f"{local['p99_ms']:.2f} |",
+        f"| Triton, a Python model that does no work | {floor['throughput']:.1f} | "
+        f"{floor['p50_ms']:.2f} | {floor['p99_ms']:.2f} |",
+        "",
+        f"Triton's throughput is {triton['throughput'] / local['throughput']:.2f} of the "
+        f"in-process figure; its p50 is {triton['p50_ms'] - local['p50_ms']:+.2f} ms from it "
+        "(HTTP, the server's queue, and the Python backend's copy of every tensor through "
+        "shared memory to the stub process and back). The model that does no work, with "
+        "SqueezeNet's input and output, shows that fixed cost alone: a native backend in C "
+        "would keep HTTP and the queue but drop the stub process, its copies and Python.",
+    ]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("opc")
+    ap.add_argument("work")
+    ap.add_argument("--results")
+    ap.add_argument("--seconds", type=float, default=3)
+    args = ap.parse_args()
+    opc = os.path.abspath(args.opc)
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    server_files = triton_install()
+    models, repo = build_models(opc, work)
+    server = Server(server_files, repo, backend_dir(server_files, work), work)
+    try:
+        up = server.ready()
+        check("tritonserver loads both models and is ready", up)
+        if not up:
+            print(server.log_path.read_text()[-4000:])
+        else:
+            clients = answers(server, models)
+            bad_requests(clients, models)
+            triton = perf_analyzer_load(server, "squeezenet1_1", args.seconds, work)
+            floor = perf_analyzer_load(server, "floor", args.seconds, work)
+    finally:
+        server.stop()
+    check("the server stopped", server.proc.poll() is not None)
+    if failures == 0 and triton and floor:
+        local = in_process(opc, models["squeezenet1_1"], args.seconds * 3)
+        print(f"Triton over HTTP: {triton['throughput']:.1f} inferences/s, p50 "
+              f"{triton['p50_ms']:.2f} ms, p99 {triton['p99_ms']:.2f} ms; in process: "
+              f"{local['throughput']:.1f} inferences/s, p50 {local['p50_ms']:.2f} ms, p99 "
+              f"{local['p99_ms']:.2f} ms; Triton with no work: p50 {floor['p50_ms']:.2f} ms")
+        if args.results:
+            write_results(args.results, triton, local, floor, args.seconds)
+    print(f"triton: {checks} checks, {failures} failures")
+    return 1 if failures or not checks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
