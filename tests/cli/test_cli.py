@@ -124,6 +124,20 @@ def usage_group(tmp):
     expect_usage_error("no output", "m.onnx")
     expect_usage_error("no model", "-o", "x.c")
     expect_usage_error("--instances of no model", "a.onnx", "b.onnx", "--instances", "c=2", "-o", "x.c")
+    expect_usage_error("--emit of no known kind", "m.onnx", "-o", "r", "--emit", "kserve")
+    expect_usage_error("--emit triton without -o", "m.onnx", "--emit", "triton", "--report")
+    expect_usage_error("--model-name for two models", "a.onnx", "b.onnx", "-o", "r", "--emit",
+                       "triton", "--model-name", "m")
+    expect_usage_error("--model-name without --emit triton", "m.onnx", "-o", "x.c",
+                       "--model-name", "m")
+    expect_usage_error("--model-name not a name", "m.onnx", "-o", "r", "--emit", "triton",
+                       "--model-name", "a/b")
+    expect_usage_error("--instances NAME=K with --emit triton", "m.onnx", "-o", "r", "--emit",
+                       "triton", "--instances", "m=2")
+    expect_usage_error("--prefix with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
+                       "--prefix", "mine")
+    expect_usage_error("--arrivals with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
+                       "--arrivals", "m=10")
     for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
                 ["--prune", "a,b"], ["--schedule", "fastest"], ["--lios-priority", "best"],
                 ["--precision", "fp16"], ["--target", "tpu"], ["--prefix", "9net"],
@@ -142,7 +156,8 @@ def usage_group(tmp):
                    "--prune", "--lios-priority", "--device", "--cost-db", "--no-merge",
                    "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
                    "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
-                   "--const-input", "--list-operators", "--max-memory"]:
+                   "--const-input", "--list-operators", "--max-memory", "--emit",
+                   "--model-name", "--instances"]:
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
@@ -327,6 +342,7 @@ def compile_group(tmp):
 
     serving_program(tmp, model)
     shared_library(tmp, model, os.path.join(exe_dir, "net"))
+    triton_repository(tmp, model)
 
 
 # Loads libraries by ctypes in a child process, so that a crash in one is a
@@ -421,6 +437,35 @@ def shared_library(tmp, model, exe):
     p = run(model, "-o", os.path.join(failed, "libnet.so"), "--target", "cpu",
             env=dict(os.environ, CC="false"))
     check("a failed library build leaves nothing", p.returncode == 2 and listing(failed) == [], p)
+
+
+def triton_repository(tmp, model):
+    """--emit triton: the layout, config.pbtxt's contents, and nothing left
+    behind by a failure. (tests/triton serves it with a real server.)"""
+    repo = os.path.join(tmp, "repo")
+    p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "cnn",
+            "--instances", "3")
+    check("--emit triton writes a model", p.returncode == 0 and listing(repo) == ["cnn"] and
+          listing(os.path.join(repo, "cnn")) == ["1", "config.pbtxt"] and
+          listing(os.path.join(repo, "cnn", "1")) ==
+          ["libnet.c", "libnet.h", "libnet.so", "libnet.weights", "model.py"], p)
+    if p.returncode == 0:
+        config = open(os.path.join(repo, "cnn", "config.pbtxt")).read()
+        check("config.pbtxt names the model, its tensors and instances",
+              'name: "cnn"' in config and 'name: "x"' in config and "TYPE_FP32" in config and
+              "dims: [ 1, 3, 8, 8 ]" in config and "count: 3" in config and
+              "KIND_CPU" in config, config)
+    p = run(model, "-o", repo, "--emit", "triton", "--model-name", "gpu")
+    check("--emit triton for cuda asks for GPU instances", p.returncode == 0 and
+          "KIND_GPU" in open(os.path.join(repo, "gpu", "config.pbtxt")).read(), p)
+    failed = os.path.join(tmp, "repo-failed")
+    p = run(model, "-o", failed, "--emit", "triton", "--target", "cpu",
+            env=dict(os.environ, CC="false"))
+    check("a failed Triton build leaves nothing", p.returncode == 2 and not os.path.exists(failed), p)
+    p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "other",
+            env=dict(os.environ, CC="false"))
+    check("... nor a model of its own in an existing repository",
+          p.returncode == 2 and listing(repo) == ["cnn", "gpu"], p)
 
 
 def serving_program(tmp, model):
