@@ -333,6 +333,9 @@ def main():
     work.mkdir(parents=True)
     server_files = triton_install()
     models, repo = build_models(opc, work)
+    # meson's timeout sends SIGTERM: leave through the finally below, which
+    # stops the server (it runs in a session of its own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("triton: terminated"))
     server = Server(server_files, repo, backend_dir(server_files, work), work)
     try:
         up = server.ready()
