@@ -297,9 +297,11 @@ class InferenceSession:
     """ONNX Runtime's InferenceSession over a compiled program, so that a
     script can swap one for the other. providers picks the target:
     CUDAExecutionProvider is "cuda", CPUExecutionProvider "cpu"; without
-    providers, target= or "cuda". Other keyword options go to compile()."""
+    providers, target= or "cuda". sess_options and provider_options are
+    accepted and ignored; other keyword options go to compile()."""
 
-    def __init__(self, path, sess_options=None, providers=None, target=None, **options):
+    def __init__(self, path, sess_options=None, providers=None, provider_options=None,
+                 target=None, **options):
         if target is None:
             target = "cuda"
             for p in providers or ():
