@@ -171,6 +171,21 @@ def options(model, feeds, expected):
           raises(lambda: program.run(feeds), opc.RunError, "closed"))
 
 
+def cuda_target(model, feeds, expected):
+    """The CUDA library builds and loads; it runs where there is a GPU, and
+    where there is none, creating the program raises RunError naming the
+    CUDA call that failed."""
+    try:
+        program = opc.compile(model, target="cuda")
+    except opc.RunError as e:
+        check("target='cuda' without a GPU raises RunError naming the CUDA call",
+              "cuda" in str(e), e)
+        return
+    check("target='cuda' matches ONNX Runtime",
+          rel_l2(expected[0], program.run(feeds)["logits"]) < TOL)
+    program.close()
+
+
 def threads(program):
     """Each thread's input gives its own answer, whatever runs beside it."""
     name = program.inputs[0].name
@@ -214,6 +229,7 @@ def main():
     refused_model()
     options(zoo_model("squeezenet1_1"), feeds, expected)
     threads(squeezenet)
+    cuda_target(zoo_model("squeezenet1_1"), feeds, expected)
     print(f"python: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 
