@@ -185,19 +185,21 @@ static bool check_view(Graph *g, const Tensor *t) {
   }
   if (tensor_numel(t) == 0)
     return true;
-  int64_t last = t->alias_offset;
-  for (int i = 0; i < t->rank; i++) {
+  for (int i = 0; i < t->rank; i++)
     if (t->strides[i] < 0) {
       ir_error(g, NULL, "view '%s' has a negative stride", t->name);
       return false;
     }
-    last += (t->dims[i] - 1) * t->strides[i];
-  }
-  if (t->alias_offset < 0 || last >= tensor_numel(base)) {
-    ir_error(g, NULL,
-             "view '%s' at offset %lld reaches element %lld of '%s', which has %lld elements",
-             t->name, (long long)t->alias_offset, (long long)last, base->name,
-             (long long)tensor_numel(base));
+  /* The offset and strides come from .ir text as they are: the last
+     element is summed with overflow checks. */
+  int64_t size = tensor_numel(base), last = t->alias_offset, span;
+  bool fits = last >= 0 && last < size;
+  for (int i = 0; i < t->rank && fits; i++)
+    fits = !__builtin_mul_overflow(t->dims[i] - 1, t->strides[i], &span) &&
+           !__builtin_add_overflow(last, span, &last) && last < size;
+  if (!fits) {
+    ir_error(g, NULL, "view '%s' at offset %lld reaches past the %lld elements of '%s'",
+             t->name, (long long)t->alias_offset, (long long)size, base->name);
     return false;
   }
   return true;
