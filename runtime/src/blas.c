@@ -55,15 +55,14 @@ static const char *core_for_features(void) {
   return NULL;
 }
 
-/* A copy of OpenBLAS of its own, in a new link-map namespace, for a process
-   that has loaded OpenBLAS already with kernels of OpenBLAS's choosing (a
-   Python whose NumPy links Debian's OpenBLAS: Triton's Python backend). */
-static void *open_private_copy(const char *library, const char *core, const char **whose) {
+/* OpenBLAS loaded with `core`'s kernels: OPENBLAS_CORETYPE is set only for
+   the duration of the load. A new link-map namespace (LM_ID_NEWLM) gives a
+   copy of its own beside one the process loaded already (a Python whose
+   NumPy links Debian's OpenBLAS: Triton's Python backend). */
+static void *open_with_core(Lmid_t space, const char *library, const char *core) {
   setenv("OPENBLAS_CORETYPE", core, 1);
-  void *h = dlmopen(LM_ID_NEWLM, library, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlmopen(space, library, RTLD_NOW | RTLD_LOCAL);
   unsetenv("OPENBLAS_CORETYPE");
-  if (h)
-    *whose = "chosen by opc from the CPU's features, a private copy beside the process's own";
   return h;
 }
 
@@ -73,9 +72,10 @@ static void *open_library(const char **whose) {
   const char *core = core_for_features();
   void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (h) {
-    void *own = core && !(user && *user) ? open_private_copy(library, core, whose) : NULL;
+    void *own = core && !(user && *user) ? open_with_core(LM_ID_NEWLM, library, core) : NULL;
     if (own) {
       dlclose(h);
+      *whose = "chosen by opc from the CPU's features, a private copy beside the process's own";
       return own;
     }
     *whose = "chosen by OpenBLAS: the process had loaded it already";
@@ -90,10 +90,7 @@ static void *open_library(const char **whose) {
     return dlopen(library, RTLD_NOW | RTLD_LOCAL);
   }
   *whose = "chosen by opc from the CPU's features";
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  unsetenv("OPENBLAS_CORETYPE");
-  return h;
+  return open_with_core(LM_ID_BASE, library, core);
 }
 
 static void load(void) {
