@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
 import zoo_cnn  # noqa: E402
+import zoo_mobile  # noqa: E402
 import zoo_nas  # noqa: E402
 import zoo_torch  # noqa: E402
 import zoo_transformer  # noqa: E402
@@ -37,6 +38,9 @@ MODELS = collections.OrderedDict([
     ("mobilenet_v2", zoo_cnn.mobilenet_v2),
     ("densenet121", zoo_cnn.densenet121),
     ("efficientnet_b0", zoo_cnn.efficientnet_b0),
+    ("mobilenet_v3", zoo_mobile.mobilenet_v3),
+    ("shufflenet_v2", zoo_mobile.shufflenet_v2),
+    ("deeplabv3", zoo_mobile.deeplabv3),
     ("torch_export_cnn", zoo_torch.torch_export_cnn),
     ("swin", zoo_transformer.swin),
     ("bert_tiny", zoo_transformer.bert_tiny),

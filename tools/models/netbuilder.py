@@ -11,6 +11,8 @@ Only the ops the opc compiler is meant to support are emitted:
 Conv, BatchNormalization, Relu, Clip, LRN, MaxPool, AveragePool,
 GlobalAveragePool, Concat, Add, Sum, Mul, Sigmoid, Gemm, MatMul, Flatten,
 Reshape, Softmax, Dropout, Constant, Shape, Gather, Unsqueeze, Cast, Pad.
+A subclass may allow more ops, and a newer opset, for the helpers at the end
+of `Net` (HardSwish, HardSigmoid, Split, Transpose, Resize; zoo_mobile.py).
 """
 
 import contextlib
@@ -57,6 +59,14 @@ def _out_dim(n, k, s, pb, pe, dil=1, ceil_mode=False):
     return o
 
 
+def valid_tap_fraction(n, k, s, pb, pe, dil=1):
+    """The fraction of a conv's taps along one axis that read the input
+    rather than its zero padding, over all output positions."""
+    o = _out_dim(n, k, s, pb, pe, dil)
+    inside = sum(1 for i in range(o) for t in range(k) if 0 <= i * s - pb + t * dil < n)
+    return inside / float(o * k)
+
+
 def same_pads(n, k, s):
     """TensorFlow 'SAME' padding (begin, end) for one spatial axis."""
     out = -(-n // s)
@@ -75,6 +85,32 @@ def max_gain(n):
         pdf = math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         acc += x * x * n * cdf ** (n - 1) * pdf
     return acc * h
+
+
+def gauss_act_ms(f, var):
+    """(E[f(Z)^2], E[f(Z)^2; f(Z) > 0]) for Z ~ N(0, var): the mean square
+    after an elementwise activation f (midpoint rule over +-8 sigma; pure
+    python, deterministic)."""
+    sd = math.sqrt(var)
+    n = 8000
+    h = 16.0 * sd / n
+    ms = pos = 0.0
+    for i in range(n):
+        z = -8.0 * sd + (i + 0.5) * h
+        y = f(z)
+        p = y * y * math.exp(-0.5 * z * z / var) / (sd * math.sqrt(2.0 * math.pi)) * h
+        ms += p
+        if y > 0:
+            pos += p
+    return ms, pos
+
+
+def hard_sigmoid(z, alpha=1.0 / 6.0, beta=0.5):
+    return min(max(alpha * z + beta, 0.0), 1.0)
+
+
+def hard_swish(z):
+    return z * hard_sigmoid(z)
 
 
 class Tensor:
@@ -117,9 +153,12 @@ class Tensor:
 
 
 class Net:
-    # What a subclass may change: the operators it may emit and its opset.
+    # What a subclass may change: the operators it may emit, its opset and
+    # whether conv's estimate leaves out the taps that read zero padding
+    # (which matters for big kernels and dilations on small maps).
     allowed_ops = ALLOWED_OPS
     opset = OPSET
+    count_padding = False
 
     def __init__(self, name, seed=0, batch=1, bn_eps=1e-5, doc=""):
         self.model_name = name
@@ -237,6 +276,9 @@ class Net:
             ins.append(self.init(full + ".bias", self.normal((cout,), 0.01)))
         oh = _out_dim(x.h, kh, sh, p[0], p[2], dh)
         ow = _out_dim(x.w, kw, sw, p[1], p[3], dw)
+        if self.count_padding:
+            wms *= (valid_tap_fraction(x.h, kh, sh, p[0], p[2], dh)
+                    * valid_tap_fraction(x.w, kw, sw, p[1], p[3], dw))
         attrs = dict(kernel_shape=[kh, kw], strides=[sh, sw], pads=list(p))
         if (dh, dw) != (1, 1):
             attrs["dilations"] = [dh, dw]
@@ -286,10 +328,11 @@ class Net:
                              ms=x.relu_ms, pos=x.relu_ms)
 
     def scale_channels(self, x, s, name="scale"):
-        """x * s with s of shape (N, C, 1, 1) in (0, 1): squeeze-excitation."""
+        """x * s with s of shape (N, C, 1, 1) in (0, 1): squeeze-excitation.
+        The scale estimate is the gate's own (0.3 for a Sigmoid)."""
         assert s.shape == (x.shape[0], x.c, 1, 1), (x, s)
-        return self.node("Mul", [x.name, s.name], name, x.shape, ms=x.ms * 0.3,
-                         pos=x.pos * 0.3)
+        return self.node("Mul", [x.name, s.name], name, x.shape, ms=x.ms * s.ms,
+                         pos=x.pos * s.ms)
 
     def conv_bn_relu(self, x, cout, k, stride=1, pads=0, name="", **kw):
         with self.scope(name) if name else contextlib.nullcontext():
@@ -401,6 +444,73 @@ class Net:
             attrs["transB"] = 1
         return self.node("Gemm", [x.name, wname, bname], name, (n, nout),
                          out=out, ms=x.ms * gain, **attrs)
+
+    # -------------------------------------- ops a subclass must allow
+    def hardswish(self, x, name="hardswish"):
+        """HardSwish (opset 14), x * relu6(x + 3) / 6 as one node, the way
+        torch exports nn.Hardswish."""
+        ms, pos = gauss_act_ms(hard_swish, x.ms)
+        return self.node("HardSwish", [x.name], name, x.shape, ms=ms, pos=pos)
+
+    def hardsigmoid(self, x, alpha=1.0 / 6.0, beta=0.5, name="hardsigmoid"):
+        """HardSigmoid, clip(alpha * x + beta, 0, 1); torch's nn.Hardsigmoid
+        is alpha = 1/6, beta = 0.5."""
+        ms, _ = gauss_act_ms(lambda z: hard_sigmoid(z, alpha, beta), x.ms)
+        return self.node("HardSigmoid", [x.name], name, x.shape, ms=ms, pos=ms,
+                         alpha=float(alpha), beta=float(beta))
+
+    def split(self, x, sizes, axis=1, name="split"):
+        """Opset-13 Split with the sizes as an int64 input (torch's chunk);
+        returns one Tensor per output, named NAME_0, NAME_1, ..."""
+        assert sum(sizes) == x.shape[axis], (x, sizes)
+        full = self.qual(name)
+        sname = self.init(full + ".split", np.array(sizes, np.int64))
+        self._claim_node(full)
+        outs = []
+        for k, size in enumerate(sizes):
+            shp = list(x.shape)
+            shp[axis] = size
+            t = Tensor(self._claim_tensor("%s_%d" % (full, k)), shp, x.ms, x.pos)
+            self.value_shapes[t.name] = t.shape
+            self.value_ms[t.name] = t.ms
+            outs.append(t)
+        self.nodes.append(helper.make_node("Split", [x.name, sname],
+                                           [t.name for t in outs], name=full,
+                                           axis=axis))
+        return outs
+
+    def reshape(self, x, shape, name="reshape"):
+        """Reshape to an int64 initializer shape (one entry may be -1)."""
+        out = list(shape)
+        if -1 in out:
+            known = int(np.prod([d for d in out if d != -1]))
+            out[out.index(-1)] = int(np.prod(x.shape)) // known
+        assert int(np.prod(out)) == int(np.prod(x.shape)), (x, shape)
+        full = self.qual(name)
+        sname = self.init(full + ".shape", np.array(shape, np.int64))
+        return self.node("Reshape", [x.name, sname], name, out, ms=x.ms, pos=x.pos)
+
+    def transpose(self, x, perm, name="transpose"):
+        return self.node("Transpose", [x.name], name, [x.shape[p] for p in perm],
+                         ms=x.ms, pos=x.pos, perm=list(perm))
+
+    def resize(self, x, sizes=None, scales=None, mode="linear",
+               coord="pytorch_half_pixel", name="resize", out=None):
+        """Opset-13 Resize as torch exports F.interpolate: roi left out,
+        then either `scales` (float32, every axis) or `sizes` (int64, every
+        axis) as an initializer; nearest_mode floor, cubic_coeff_a -0.75."""
+        assert (sizes is None) != (scales is None)
+        full = self.qual(name)
+        if sizes is not None:
+            shp = [int(d) for d in sizes]
+            ins = [x.name, "", "", self.init(full + ".sizes", np.array(shp, np.int64))]
+        else:
+            shp = [int(math.floor(d * s)) for d, s in zip(x.shape, scales)]
+            ins = [x.name, "", self.init(full + ".scales", np.array(scales, np.float32))]
+        assert len(shp) == len(x.shape)
+        return self.node("Resize", ins, name, shp, out=out, ms=x.ms, pos=x.pos, mode=mode,
+                         coordinate_transformation_mode=coord,
+                         nearest_mode="floor", cubic_coeff_a=-0.75)
 
     # ------------------------------------------------------------ model
     def to_model(self, check=True):
