@@ -68,6 +68,9 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
   }                                                                                         \
   static inline __attribute__((always_inline)) void OPC_PASTE(name, _body)(                \
       const struct opc_kargs a, int opc_part, int opc_nparts)
+/* A part's iterations are consecutive, so a kernel may carry coordinates
+ * from one iteration to the next instead of dividing them out again. */
+#define OPC_CONSECUTIVE 1
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (count) * opc_part / opc_nparts,                            \
                  opc_end_##i = (count) * (opc_part + 1) / opc_nparts;            \

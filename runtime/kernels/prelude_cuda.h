@@ -14,6 +14,8 @@
 
 #define OPC_DEVICE __device__
 #define OPC_KERNEL(name) extern "C" __global__ void name(const struct opc_kargs a)
+/* A thread's iterations are a grid apart, not consecutive (see prelude_cpu.h). */
+#define OPC_CONSECUTIVE 0
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;           \
        i < (count); i += (long long)blockDim.x * gridDim.x)
