@@ -37,6 +37,7 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
   static const char *const kernel[] = {
       [ACT_RELU] = "opc_relu_f32", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
       [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu", [ACT_SILU] = "opc_silu",
+      [ACT_HARD_SIGMOID] = "opc_hard_sigmoid", [ACT_HARD_SWISH] = "opc_hard_swish",
   };
   if (act == ACT_NONE)
     return;
@@ -53,6 +54,10 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
     L.f[0] = alpha;
     L.f[1] = beta;
     group_f(&L, 0, 2, "min, max");
+  } else if (act == ACT_HARD_SIGMOID) {
+    L.f[0] = alpha;
+    L.f[1] = beta;
+    group_f(&L, 0, 2, "alpha, beta");
   } else if (act == ACT_LEAKY_RELU) {
     L.f[0] = alpha;
     group_f(&L, 0, 1, "alpha");

@@ -56,7 +56,7 @@ static void grow_workspace(Emitter *e, const Node *n, const char *bytes_expr) {
 bool act_supported(const Node *n) {
   switch (n->act) {
   case ACT_NONE: case ACT_RELU: case ACT_SIGMOID: case ACT_TANH: case ACT_CLIP:
-  case ACT_LEAKY_RELU: case ACT_SILU:
+  case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH:
     return true;
   }
   return false;
@@ -92,7 +92,7 @@ void act_setup(Emitter *e, const Node *n, ActPlan *p) {
     if (n->act_alpha == 0 && isfinite(n->act_beta))
       p->act = activation_desc(e, n, "CUDNN_ACTIVATION_CLIPPED_RELU", n->act_beta);
     break;
-  case ACT_NONE: case ACT_LEAKY_RELU: case ACT_SILU:
+  case ACT_NONE: case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH:
     break;
   }
 }
@@ -106,8 +106,8 @@ void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, con
     return;
   }
   /* Leaky relu, SiLU (cuDNN's swish mode is not documented for
-     cudnnActivationForward) and clip with a lower bound other than 0:
-     opc's kernel. */
+     cudnnActivationForward), hard sigmoid, hard swish and clip with a
+     lower bound other than 0: opc's kernel. */
   emit_kernel_activation(e, n, n->out[0]);
 }
 

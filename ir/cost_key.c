@@ -97,6 +97,8 @@ static const char *act_key(Activation a) {
   case ACT_TANH: return "tanh";
   case ACT_LEAKY_RELU: return "leakyrelu";
   case ACT_SILU: return "silu";
+  case ACT_HARD_SIGMOID: return "hardsigmoid";
+  case ACT_HARD_SWISH: return "hardswish";
   case ACT_NONE: break;
   }
   return NULL;
@@ -157,6 +159,8 @@ int unit_cost_key(const Node *n, char *buf, size_t size) {
     put(&k, "|act=clip(%.9g,%.9g)", n->act_alpha, n->act_beta);
   else if (n->act == ACT_LEAKY_RELU)
     put(&k, "|act=leakyrelu(%.9g)", n->act_alpha);
+  else if (n->act == ACT_HARD_SIGMOID)
+    put(&k, "|act=hardsigmoid(%.9g,%.9g)", n->act_alpha, n->act_beta);
   else if (act_key(n->act))
     put(&k, "|act=%s", act_key(n->act));
   put_attrs(&k, n);

@@ -189,6 +189,8 @@ static const char *act_name(Activation a) {
   case ACT_TANH: return "tanh";
   case ACT_LEAKY_RELU: return "leaky_relu";
   case ACT_SILU: return "silu";
+  case ACT_HARD_SIGMOID: return "hard_sigmoid";
+  case ACT_HARD_SWISH: return "hard_swish";
   default: return NULL;
   }
 }

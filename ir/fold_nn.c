@@ -88,6 +88,14 @@ static double activate(const Node *n, double v) {
   case ACT_TANH: return tanh(v);
   case ACT_LEAKY_RELU: return v >= 0 ? v : n->act_alpha * v;
   case ACT_SILU: return v / (1 + exp(-v));
+  case ACT_HARD_SIGMOID: {
+    double r = n->act_alpha * v + n->act_beta;
+    return r < 0 ? 0 : r > 1 ? 1 : r;
+  }
+  case ACT_HARD_SWISH: {
+    double r = v / 6 + 0.5;
+    return v * (r < 0 ? 0 : r > 1 ? 1 : r);
+  }
   default: return v;
   }
 }

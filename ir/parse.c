@@ -561,7 +561,9 @@ static bool activation(Parser *ps, Node *n) {
               {"sigmoid", ACT_SIGMOID},
               {"tanh", ACT_TANH},
               {"leaky_relu", ACT_LEAKY_RELU},
-              {"silu", ACT_SILU}};
+              {"silu", ACT_SILU},
+              {"hard_sigmoid", ACT_HARD_SIGMOID},
+              {"hard_swish", ACT_HARD_SWISH}};
   const char *name = ident(ps);
   if (!name)
     return false;

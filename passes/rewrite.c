@@ -240,6 +240,16 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     *alpha = n->p.act.alpha;
     return true;
   }
+  if (n->op == OP_HARD_SIGMOID) {
+    *act = ACT_HARD_SIGMOID;
+    *alpha = n->p.act.alpha;
+    *beta = n->p.act.beta;
+    return true;
+  }
+  if (n->op == OP_HARD_SWISH) {
+    *act = ACT_HARD_SWISH;
+    return true;
+  }
   if (n->op == OP_CLIP) {
     float lo, hi;
     if (!clip_bounds(n, &lo, &hi))
