@@ -1,8 +1,9 @@
 /*
  * fuse_activation.c - an activation (Relu, Clip with constant bounds,
- * Sigmoid, Tanh, LeakyRelu) applied to the output of a Conv or Gemm runs
- * inside that node (node->act), saving a pass over memory. Only when the
- * producer's output feeds nothing else and is not a graph output.
+ * Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish) applied to the output
+ * of a Conv or Gemm runs inside that node (node->act), saving a pass over
+ * memory. Only when the producer's output feeds nothing else and is not a
+ * graph output.
  *
  * SiLU, x * sigmoid(x), reaches opc as exporters write it: a Sigmoid of x
  * and a Mul of x by that. When x comes from a Conv or Gemm and feeds only
