@@ -191,6 +191,13 @@ static size_t column_bytes(const Geom *g) {
 }
 
 /* The precomputed input offsets of every filter tap of a group. */
+/* One (image, group)'s whole unfolded input. */
+static size_t column_bytes_whole(const Geom *g) {
+  return (size_t)(g->c / g->groups) * patch_size(g) * out_positions(g) * sizeof(float);
+}
+
+#define SHARED_COLUMN_MAX ((size_t)16 << 20)
+
 static size_t offset_bytes(const Geom *g) {
   return round256((size_t)(g->c / g->groups) * patch_size(g) * 2 * sizeof(int));
 }
@@ -280,6 +287,7 @@ typedef struct ConvOp {
   int mblocks;           /* blocks of output channels per (image, group) */
   bool depthwise;        /* one input channel per group: direct loops, no GEMM */
   bool direct;           /* 1x1, stride 1, no padding, contiguous input */
+  bool shared_col;       /* channel blocks share one unfolded input (see run_conv) */
   bool packed_out;       /* y (and z) are packed within each channel */
   Tensor yt;             /* y's descriptor, to recognise ops on y that can be folded in */
 } ConvOp;
@@ -429,13 +437,41 @@ static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
   }
 }
 
+/* One run of a convolution: the op, and when its channel blocks share an
+ * unfolded input, that column and the (image, group) it holds. */
+typedef struct ConvRun {
+  const ConvOp *c;
+  float *col;
+  int n, grp;
+} ConvRun;
+
+static const float *group_input(const ConvOp *c, int n, int grp) {
+  return c->x + n * c->g.xs[0] + grp * (c->g.c / c->g.groups) * c->g.xs[1];
+}
+
+/* Unfolds one slice of the group's input channels into the shared column. */
+static void col_part(void *ctx, int part, int nparts) {
+  const ConvRun *r = ctx;
+  const Geom *g = &r->c->g;
+  int cg = g->c / g->groups;
+  int c0 = cg * part / nparts, c1 = cg * (part + 1) / nparts;
+  long long P = out_positions(g);
+  im2col(g, group_input(r->c, r->n, r->grp) + c0 * g->xs[1], c1 - c0, 0, (int)P,
+         r->col + (long long)c0 * patch_size(g) * P);
+}
+
 static void conv_part(void *ctx, int part, int nparts) {
   (void)nparts;
-  const ConvOp *c = ctx;
+  const ConvRun *r = ctx;
+  const ConvOp *c = r->c;
   const Geom *g = &c->g;
   int blk = part % c->blocks, mblk = part / c->blocks % c->mblocks;
   int grp = part / c->blocks / c->mblocks % g->groups;
   int n = part / c->blocks / c->mblocks / g->groups;
+  if (r->col) {
+    grp = r->grp;
+    n = r->n;
+  }
   long long P = out_positions(g);
   long long p0 = P * blk / c->blocks, p1 = P * (blk + 1) / c->blocks;
   int cols = (int)(p1 - p0);
@@ -444,7 +480,7 @@ static void conv_part(void *ctx, int part, int nparts) {
   if (cols <= 0 || m1 <= m0)
     return;
   int rows = cg * patch_size(g);
-  const float *x = c->x + n * g->xs[0] + grp * cg * g->xs[1];
+  const float *x = group_input(c, n, grp);
   const float *w = c->w + ((long long)grp * kg + m0) * rows;
 
   float *out = scratch(1, (size_t)(m1 - m0) * cols * sizeof(float));
@@ -459,6 +495,9 @@ static void conv_part(void *ctx, int part, int nparts) {
   if (c->direct) {
     b = x + p0;
     ldb = (int)g->xs[1];
+  } else if (r->col) {
+    b = r->col + p0;
+    ldb = (int)P;
   } else {
     float *col = scratch(0, (size_t)rows * cols * sizeof(float));
     if (!col) {
@@ -760,7 +799,28 @@ static void run_conv(Op *op) {
     pool_run(dw_part, c, parts < units ? parts : (int)units);
     return;
   }
-  pool_run(conv_part, c, c->g.n * c->g.groups * c->mblocks * c->blocks);
+  if (!c->shared_col) {
+    ConvRun r = {c, NULL, 0, 0};
+    pool_run(conv_part, &r, c->g.n * c->g.groups * c->mblocks * c->blocks);
+    return;
+  }
+  /* Few positions and many output channels: blocks of channels would each
+   * unfold the same input, so it is unfolded once, in parallel, first. The
+   * caller's slot 0 holds it; the parts use slots 1-3 only. */
+  const Geom *g = &c->g;
+  int cg = g->c / g->groups;
+  float *col = scratch(0, (size_t)cg * patch_size(g) * out_positions(g) * sizeof(float));
+  if (!col) {
+    rt_fail_async(op->api);
+    return;
+  }
+  int slices = 2 * pool_threads() < cg ? 2 * pool_threads() : cg;
+  for (int n = 0; n < g->n; n++)
+    for (int grp = 0; grp < g->groups; grp++) {
+      ConvRun r = {c, col, n, grp};
+      pool_run(col_part, &r, slices);
+      pool_run(conv_part, &r, c->mblocks);
+    }
 }
 
 /*
@@ -866,6 +926,10 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
               g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
               g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);
   c->packed_out = packed_positions(&g, g.ys) && (!c->z || packed_positions(&g, c->zs));
+  c->shared_col = !c->direct && !c->depthwise && c->mblocks > 1 &&
+                  column_bytes_whole(&g) <= SHARED_COLUMN_MAX;
+  if (c->shared_col)
+    c->blocks = 1;
   span_tensor(&c->op, xp, x, false);
   span_filter(&c->op, wp, wd);
   if (c->z)

@@ -286,9 +286,10 @@ void *scratch(int slot, size_t bytes);
 
 /* Loads OpenBLAS once; false (and a message on stderr) when it cannot. */
 bool blas_ready(void);
-/* Which kernels OpenBLAS runs and who chose them, or why it did not load. */
+/* Which GEMM runs (oneDNN's, or OpenBLAS's kernels and who chose them), or
+   why none loaded. */
 const char *blas_description(void);
-/* cblas_sgemm; only after blas_ready() returned true. */
+/* cblas_sgemm's arguments; only after blas_ready() returned true. */
 void blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 

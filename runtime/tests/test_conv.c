@@ -391,7 +391,7 @@ static void channel_split_cases(void) {
     for (int layout = 0; layout < 3; layout++)
       for (int groups = 1; groups <= 2; groups++) {
         Case t = base_case(2);
-        t.n = 1, t.c = 64, t.k = 320, t.groups = groups, t.in[1] = 7, t.in[2] = 5;
+        t.n = groups, t.c = 64, t.k = 320, t.groups = groups, t.in[1] = 7, t.in[2] = 5;
         t.ks[1] = t.ks[2] = ks, t.pad[1] = t.pad[2] = ks / 2, t.layout = layout;
         if (layout == 1) {
           t.alpha = 2.0f;
