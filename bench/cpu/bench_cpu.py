@@ -304,6 +304,8 @@ def write_report(path, results, a, info):
     lines.append("| opc's device (`net --bench`) | %s |" % ("; ".join(devices) or "?"))
     if a.generic_blas:
         lines.append("| OpenBLAS | forced to its generic kernels: OPENBLAS_CORETYPE=Prescott |")
+    if a.blas:
+        lines.append("| opc's GEMM | forced: OPC_BLAS=%s |" % a.blas)
     lines.append("| repo | %s |" % (info["git"] or "?"))
     lines.append("| batch | %d, %d timed runs after %d warm-up runs (both engines) |"
                  % (a.batch, a.runs, a.warmup))
@@ -365,6 +367,9 @@ def main(argv=None):
     ap.add_argument("--ort-opt", default="all", choices=["disable", "basic", "extended", "all"])
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per step")
     ap.add_argument("--skip-opc", action="store_true", help="time onnxruntime only")
+    ap.add_argument("--blas", choices=["openblas", "onednn"], default=None,
+                    help="the GEMM library opc's runtime uses (OPC_BLAS; default: oneDNN where "
+                    "installed, else OpenBLAS)")
     ap.add_argument("--generic-blas", action="store_true",
                     help="force OpenBLAS's generic SSE3 kernels (OPENBLAS_CORETYPE=Prescott), as "
                          "its own detection chooses on a CPU it does not know")
@@ -396,6 +401,8 @@ def main(argv=None):
     env["OPC_THREADS"] = str(a.threads)
     if a.generic_blas:
         env["OPENBLAS_CORETYPE"] = "Prescott"
+    if a.blas:
+        env["OPC_BLAS"] = a.blas
 
     tmp = None
     work = a.workdir
