@@ -48,6 +48,7 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
 }
 
 #define OPC_DEVICE static
+#define OPC_ALWAYS_INLINE inline __attribute__((always_inline))
 /* The kernel function runs the body inlined four times: for dense launches
  * with one input, with two, with a second input broadcast, and for any
  * launch. */
@@ -75,5 +76,9 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
   for (long long i = (count) * opc_part / opc_nparts,                            \
                  opc_end_##i = (count) * (opc_part + 1) / opc_nparts;            \
        i < opc_end_##i; i++)
+/* The part's range of iterations [OPC_PART_BEGIN, OPC_PART_END), for a
+ * kernel that takes them in runs rather than one by one. */
+#define OPC_PART_BEGIN(count) ((count) * opc_part / opc_nparts)
+#define OPC_PART_END(count) ((count) * (opc_part + 1) / opc_nparts)
 
 #endif

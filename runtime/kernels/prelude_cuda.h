@@ -13,9 +13,13 @@
 #endif
 
 #define OPC_DEVICE __device__
+#define OPC_ALWAYS_INLINE __forceinline__
 #define OPC_KERNEL(name) extern "C" __global__ void name(const struct opc_kargs a)
 /* A thread's iterations are a grid apart, not consecutive (see prelude_cpu.h). */
 #define OPC_CONSECUTIVE 0
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;           \
        i < (count); i += (long long)blockDim.x * gridDim.x)
+/* Only for code under OPC_CONSECUTIVE: an empty range. */
+#define OPC_PART_BEGIN(count) 0LL
+#define OPC_PART_END(count) 0LL

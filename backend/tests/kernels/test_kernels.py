@@ -494,6 +494,27 @@ def test_pool():
             ys = strides_of(y) + [0] * (5 - y.ndim)
             got = launch(kernel, y.size, dims, ys, y, [x.ravel()], i=i, xstrides=[xs])
             check(f"{kernel} {shape} {a}", got.reshape(want.shape), want)
+    # A NaN anywhere in a max window wins, whatever comes before or after
+    # it in the window (cuDNN's max propagates NaN). Which windows hold one
+    # comes from pooling an indicator of the NaNs' places.
+    for shape, attrs in configs:
+        x = rng.standard_normal(shape).astype(np.float32)
+        holes = rng.random(shape) < 0.08
+        want = onnx_run("MaxPool", [x], attrs_without(attrs, "count_include_pad"),
+                        runtime="onnxruntime")
+        hit = onnx_run("MaxPool", [holes.astype(np.float32)],
+                       attrs_without(attrs, "count_include_pad"), runtime="onnxruntime") > 0
+        want[hit] = np.nan
+        x[holes] = np.nan
+        dims, i = pool_args(shape, attrs_without(attrs, "count_include_pad"), want.shape)
+        y = np.zeros(want.shape, dtype=np.float32)
+        got = launch("opc_max_pool", y.size, dims, strides_of(y) + [0] * (5 - y.ndim), y,
+                     [x.ravel()], i=i, xstrides=[strides_of(x) + [0] * (5 - x.ndim)])
+        check(f"opc_max_pool NaN {shape} {attrs}", got.reshape(want.shape), want)
+
+
+def attrs_without(attrs, name):
+    return {k: v for k, v in attrs.items() if k != name}
 
 
 def row_args(shape, axes, x_strides, y_strides):
