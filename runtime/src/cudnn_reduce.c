@@ -102,7 +102,9 @@ static inline __attribute__((always_inline)) void fold_range(const float *restri
  * window column falls inside the row form one range, so the inner loops
  * have no bounds checks and vectorise.
  */
-static void pool_fold_row(const PoolOp *p, const float *row, float *acc, bool is_max) {
+static inline __attribute__((always_inline)) void pool_fold_row(const PoolOp *p,
+                                                                const float *row, float *acc,
+                                                                bool is_max) {
   int OW = p->out[2], IW = p->in[2], sw = p->stride[2], pw = p->pad[2];
   long long ws = p->xs[4];
   for (int kw = 0; kw < p->win[2]; kw++) {
@@ -120,7 +122,8 @@ static void pool_fold_row(const PoolOp *p, const float *row, float *acc, bool is
 }
 
 /* One output row (od, oh) of one plane. */
-static void pool_row(const PoolOp *p, const float *x, int od, int oh, float *acc, float *y) {
+OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, int oh,
+                                       float *acc, float *y) {
   bool is_max = pool_is_max(p);
   int OW = p->out[2];
   int dlo, dhi, hlo, hhi;
@@ -629,7 +632,7 @@ typedef struct LrnOp {
  * loops along the block vectorise (powf included, by libmvec). */
 enum { LRN_BLOCK = 64 };
 
-static void lrn_part(void *ctx, int part, int nparts) {
+OPC_VECTOR_CLONES static void lrn_part(void *ctx, int part, int nparts) {
   const LrnOp *o = ctx;
   const Channels *ch = &o->ch;
   long long blocks = (ch->s + LRN_BLOCK - 1) / LRN_BLOCK, total = ch->n * blocks;

@@ -285,6 +285,15 @@ void *scratch(int slot, size_t bytes);
 /* ---- OpenBLAS, loaded on first use (blas.c) ---- */
 
 /* Loads OpenBLAS once; false (and a message on stderr) when it cannot. */
+/* A function built for AVX-512, for AVX2 with FMA and for plain x86-64,
+ * the build for the CPU's instruction sets chosen when the program loads
+ * (an ifunc): for loops the compiler vectorises, outside the kernels. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OPC_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OPC_VECTOR_CLONES
+#endif
+
 bool blas_ready(void);
 /* Which GEMM runs (oneDNN's, or OpenBLAS's kernels and who chose them), or
    why none loaded. */
