@@ -21,12 +21,11 @@
  *
  * oneDNN's sgemm comes first where libdnnl.so.2 is installed: it generates
  * its kernels at run time from cpuid's instruction sets, so no model name
- * misleads it, and on the convolutions' shapes (a few hundred columns, K in
- * the thousands) it is 10-35% faster than OpenBLAS's Cooperlake kernels on
- * one thread (bench/results/cpu-2026-11-27.md). Debian builds it with
- * OpenMP; the pool's threads each ask for one OpenMP thread, as the pool
- * already gives the GEMMs disjoint blocks. OPC_BLAS=openblas or
- * OPC_BLAS=onednn picks one.
+ * misleads it, and on the convolutions' GEMM shapes it runs faster than
+ * OpenBLAS's Cooperlake kernels on one thread (bench/cpu/bench_gemm.c).
+ * Debian builds it with OpenMP; the pool's threads each ask for one OpenMP
+ * thread, as the pool already gives the GEMMs disjoint blocks.
+ * OPC_BLAS=openblas or OPC_BLAS=onednn picks one.
  */
 #include <cblas.h>
 #include <dlfcn.h>
