@@ -11,6 +11,7 @@ statuses, multi-stream schedules under the runtime's race checker, and two
 prefixed models linked into one program and run from several threads. The
 "copies" group checks how strided copies are printed as well as their values.
 """
+import ctypes
 import json
 import os
 import re
@@ -450,24 +451,53 @@ def expected_openblas_core():
     return "Sandybridge" if "avx" in flags else None
 
 
+def onednn_installed():
+    """Whether oneDNN's library, which the runtime prefers, can be loaded."""
+    try:
+        ctypes.CDLL("libdnnl.so.2")
+        return True
+    except OSError:
+        return False
+
+
+def bench_device(exe, **env_vars):
+    """`net --bench 1` with env_vars set: (exit status, its output)."""
+    env = dict(os.environ, **env_vars)
+    p = subprocess.run([exe, "--bench", "1"], capture_output=True, text=True, env=env, timeout=120)
+    return p.returncode, p.stdout + p.stderr
+
+
 def blas_kernels_chosen(exe, device):
-    """The CPU runtime loads OpenBLAS with the kernels of the CPU's features,
-    whatever model name the CPU reports, and a user's OPENBLAS_CORETYPE wins;
-    its own kernels are the build for the widest instruction set, unless
-    OPC_KERNEL_ISA names a narrower one."""
+    """The CPU runtime's GEMMs run on oneDNN where it is installed, else on
+    OpenBLAS loaded with the kernels of the CPU's features, whatever model
+    name the CPU reports; OPC_BLAS chooses, and a user's OPENBLAS_CORETYPE
+    wins over opc's choice of OpenBLAS kernels. Its own kernels are the
+    build for the widest instruction set, unless OPC_KERNEL_ISA names a
+    narrower one."""
     core = expected_openblas_core()
-    want = ("OpenBLAS %s kernels, chosen by opc from the CPU's features" % core if core
-            else "chosen by OpenBLAS: no AVX")
+    want_openblas = ("OpenBLAS %s kernels, chosen by opc from the CPU's features" % core if core
+                     else "chosen by OpenBLAS: no AVX")
+    want_onednn = "sgemm, kernels generated from the CPU's features"
     isa = {"Cooperlake": "avx512", "SkylakeX": "avx512", "Haswell": "avx2"}.get(core, "x86-64")
     if "; %s kernels;" % isa not in device:
         return fail("blas", "expected opc's %s kernels in %r" % (isa, device))
+    want = want_onednn if onednn_installed() else want_openblas
     if want not in device:
         return fail("blas", "expected %r in %r" % (want, device))
-    env = dict(os.environ, OPENBLAS_CORETYPE="Prescott")
-    p = subprocess.run([exe, "--bench", "1"], capture_output=True, text=True, env=env, timeout=120)
+    rc, out = bench_device(exe, OPC_BLAS="openblas")
+    if rc != 0 or want_openblas not in out:
+        return fail("blas", "with OPC_BLAS=openblas: %r" % out)
+    rc, out = bench_device(exe, OPC_BLAS="openblas", OPENBLAS_CORETYPE="Prescott")
     want = "OpenBLAS Prescott kernels, OPENBLAS_CORETYPE from the environment"
-    if p.returncode != 0 or want not in p.stdout:
-        return fail("blas", "with OPENBLAS_CORETYPE=Prescott: %r" % (p.stdout + p.stderr))
+    if rc != 0 or want not in out:
+        return fail("blas", "with OPENBLAS_CORETYPE=Prescott: %r" % out)
+    rc, out = bench_device(exe, OPC_BLAS="mkl")
+    if rc == 0 or "OPC_BLAS=mkl: expected openblas or onednn" not in out:
+        return fail("blas", "with OPC_BLAS=mkl: exit %d, %r" % (rc, out))
+    if onednn_installed():
+        rc, out = bench_device(exe, OPC_BLAS="onednn")
+        if rc != 0 or want_onednn not in out:
+            return fail("blas", "with OPC_BLAS=onednn: %r" % out)
     env = dict(os.environ, OPC_KERNEL_ISA="x86-64")
     p = subprocess.run([exe, "--bench", "1"], capture_output=True, text=True, env=env, timeout=120)
     if p.returncode != 0 or "; x86-64 kernels;" not in p.stdout:
