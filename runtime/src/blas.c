@@ -145,7 +145,14 @@ static void load(void) {
     snprintf(blas.error, sizeof blas.error, "OPC_BLAS=%s: expected openblas or onednn", choice);
     return;
   }
+#if defined(__SANITIZE_ADDRESS__)
+  /* LeakSanitizer's check at exit crashes ("Tracer caught signal 11")
+   * walking the threads of a process that loaded oneDNN and its OpenMP
+   * runtime: a sanitizer build uses OpenBLAS unless told otherwise. */
+  bool want_onednn = choice && !strcmp(choice, "onednn");
+#else
   bool want_onednn = !choice || !*choice || !strcmp(choice, "onednn");
+#endif
   if (want_onednn && load_onednn())
     return;
   if (choice && !strcmp(choice, "onednn")) {
