@@ -40,6 +40,19 @@ typedef void SgemmFn(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const e
                      const blasint, const float *, const blasint, const float, float *,
                      const blasint);
 
+/* Whether AddressSanitizer (and with it LeakSanitizer) is built in: GCC
+ * says so with a macro, clang with __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define OPC_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OPC_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef OPC_ADDRESS_SANITIZER
+#define OPC_ADDRESS_SANITIZER 0
+#endif
+
 /* dnnl_sgemm: row-major, the transposes as 'N' or 'T'. */
 typedef int DnnlSgemmFn(char, char, long long, long long, long long, float, const float *,
                         long long, const float *, long long, float, float *, long long);
@@ -145,7 +158,7 @@ static void load(void) {
     snprintf(blas.error, sizeof blas.error, "OPC_BLAS=%s: expected openblas or onednn", choice);
     return;
   }
-#if defined(__SANITIZE_ADDRESS__)
+#if OPC_ADDRESS_SANITIZER
   /* LeakSanitizer's check at exit crashes ("Tracer caught signal 11")
    * walking the threads of a process that loaded oneDNN and its OpenMP
    * runtime: a sanitizer build uses OpenBLAS unless told otherwise. */
