@@ -170,7 +170,7 @@ static void load(void) {
     return;
   if (choice && !strcmp(choice, "onednn")) {
     snprintf(blas.error, sizeof blas.error,
-             "OPC_BLAS=onednn: cannot load oneDNN (libdnnl.so.2 with OpenMP): %s", dlerror());
+             "OPC_BLAS=onednn: cannot load oneDNN (libdnnl.so.2, built with OpenMP)");
     return;
   }
   const char *whose = "";
@@ -222,19 +222,19 @@ static void one_openmp_thread(void) {
   }
 }
 
-void blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+bool blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
   if (blas.dnnl_sgemm) {
     one_openmp_thread();
-    /* Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T. */
+    /* Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T.
+     * oneDNN returns a status (dnnl_success is 0); OpenBLAS has none. */
     if (row_major)
-      blas.dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
-                      beta, c, ldc);
-    else
-      blas.dnnl_sgemm(trans_b ? 'T' : 'N', trans_a ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda,
-                      beta, c, ldc);
-    return;
+      return blas.dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                             ldb, beta, c, ldc) == 0;
+    return blas.dnnl_sgemm(trans_b ? 'T' : 'N', trans_a ? 'T' : 'N', n, m, k, alpha, b, ldb, a,
+                           lda, beta, c, ldc) == 0;
   }
   blas.sgemm(row_major ? CblasRowMajor : CblasColMajor, trans_a ? CblasTrans : CblasNoTrans,
              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
 }

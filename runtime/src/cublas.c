@@ -217,7 +217,9 @@ static void gemm_part(void *ctx, int part, int nparts) {
         C[(long long)j * g->ldc + i] = g->beta == 0 ? 0 : g->beta * C[(long long)j * g->ldc + i];
     return;
   }
-  blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
+  if (!blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C,
+                  g->ldc))
+    rt_fail_async(g->op.api);
 }
 
 static void run_gemm(Op *op) {

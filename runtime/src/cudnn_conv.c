@@ -190,14 +190,15 @@ static size_t column_bytes(const Geom *g) {
   return round256((size_t)(g->c / g->groups) * patch_size(g) * out_positions(g) * sizeof(float));
 }
 
-/* The precomputed input offsets of every filter tap of a group. */
-/* One (image, group)'s whole unfolded input. */
+/* One (image, group)'s whole unfolded input, for channel blocks that share
+ * it (run_conv), and the most that is shared rather than unfolded per part. */
 static size_t column_bytes_whole(const Geom *g) {
   return (size_t)(g->c / g->groups) * patch_size(g) * out_positions(g) * sizeof(float);
 }
 
 #define SHARED_COLUMN_MAX ((size_t)16 << 20)
 
+/* The precomputed input offsets of every filter tap of a group. */
 static size_t offset_bytes(const Geom *g) {
   return round256((size_t)(g->c / g->groups) * patch_size(g) * 2 * sizeof(int));
 }
@@ -508,7 +509,11 @@ static void conv_part(void *ctx, int part, int nparts) {
     b = col;
     ldb = cols;
   }
-  blas_sgemm(true, false, false, m1 - m0, cols, rows, 1.0f, w, rows, b, ldb, 0.0f, out, cols);
+  if (!blas_sgemm(true, false, false, m1 - m0, cols, rows, 1.0f, w, rows, b, ldb, 0.0f, out,
+                  cols)) {
+    rt_fail_async(c->op.api);
+    return;
+  }
 
   /* Outputs (and z) packed within a channel need no offset table. */
   bool contiguous = c->packed_out;
@@ -809,7 +814,7 @@ static void run_conv(Op *op) {
    * caller's slot 0 holds it; the parts use slots 1-3 only. */
   const Geom *g = &c->g;
   int cg = g->c / g->groups;
-  float *col = scratch(0, (size_t)cg * patch_size(g) * out_positions(g) * sizeof(float));
+  float *col = scratch(0, column_bytes_whole(g));
   if (!col) {
     rt_fail_async(op->api);
     return;
@@ -1237,7 +1242,11 @@ static void bwd_part(void *ctx, int part, int nparts) {
   }
   /* col = W_g^T (rows of channels c0..c1) x dY */
   const float *w = b->w + (long long)grp * kg * cg * kk + (long long)c0 * kk;
-  blas_sgemm(true, true, false, rows, (int)P, kg, 1.0f, w, cg * kk, dy, lddy, 0.0f, col, (int)P);
+  if (!blas_sgemm(true, true, false, rows, (int)P, kg, 1.0f, w, cg * kk, dy, lddy, 0.0f, col,
+                  (int)P)) {
+    rt_fail_async(b->op.api);
+    return;
+  }
   memset(acc, 0, (size_t)(c1 - c0) * IP * sizeof(float));
   col2im(g, col, c1 - c0, acc);
 

@@ -282,9 +282,6 @@ int pool_parts(long long work, long long grain);
  * aligned, kept for the thread's life. NULL when out of memory. */
 void *scratch(int slot, size_t bytes);
 
-/* ---- OpenBLAS, loaded on first use (blas.c) ---- */
-
-/* Loads OpenBLAS once; false (and a message on stderr) when it cannot. */
 /* A function built for AVX-512, for AVX2 with FMA and for plain x86-64,
  * the build for the CPU's instruction sets chosen when the program loads
  * (an ifunc): for loops the compiler vectorises, outside the kernels. */
@@ -294,12 +291,16 @@ void *scratch(int slot, size_t bytes);
 #define OPC_VECTOR_CLONES
 #endif
 
+/* ---- the GEMM library, oneDNN or OpenBLAS, loaded on first use (blas.c) ---- */
+
+/* Loads it once; false (and a message on stderr) when it cannot. */
 bool blas_ready(void);
 /* Which GEMM runs (oneDNN's, or OpenBLAS's kernels and who chose them), or
    why none loaded. */
 const char *blas_description(void);
-/* cblas_sgemm's arguments; only after blas_ready() returned true. */
-void blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+/* cblas_sgemm's arguments; only after blas_ready() returned true. False
+   when the library reports a failure. */
+bool blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 #endif
