@@ -167,7 +167,7 @@ def main():
     else:
         ok("cost_db_changes_prediction")
     a_by_key = {u["key"]: u["cost_us"] for u in a_units.values()}
-    matched = 0
+    matched = distinct = 0
     for name, u in b_units.items():
         if u["key"] not in by_key:
             continue
@@ -176,12 +176,16 @@ def main():
         if not close(u["cost_us"], want, 1e-6):
             fail("cost_db_unit_costs", "%s: %r us, measured %r" % (name, u["cost_us"], want))
             break
-        if u["key"] in a_by_key and close(a_by_key[u["key"]], want, 0.01):
-            fail("cost_db_unit_costs", "%s: the analytic %r us is the measured %r" % (name, a_by_key[u["key"]], want))
-            break
+        # A measured time may by chance land within 1% of the analytic one;
+        # such a unit proves nothing either way, so only the others count.
+        if u["key"] in a_by_key and not close(a_by_key[u["key"]], want, 0.01):
+            distinct += 1
     else:
         if matched < len(a_units) // 2:
             fail("cost_db_unit_costs", "only %d of %d units matched" % (matched, len(b_units)))
+        elif distinct < matched // 2:
+            fail("cost_db_unit_costs", "only %d of %d measured costs differ from the analytic ones"
+                 % (distinct, matched))
         else:
             ok("cost_db_unit_costs")
 
