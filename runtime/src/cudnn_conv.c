@@ -289,6 +289,7 @@ typedef struct ConvOp {
   bool depthwise;        /* one input channel per group: direct loops, no GEMM */
   bool direct;           /* 1x1, stride 1, no padding, contiguous input */
   bool shared_col;       /* channel blocks share one unfolded input (see run_conv) */
+  bool winograd;         /* 3x3 stride 1 by Winograd's F(2x2, 3x3) (see run_winograd) */
   bool packed_out;       /* y (and z) are packed within each channel */
   Tensor yt;             /* y's descriptor, to recognise ops on y that can be folded in */
 } ConvOp;
@@ -796,8 +797,253 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
   return true;
 }
 
+/* ---- Winograd F(2x2, 3x3) ---- */
+
+/*
+ * A 3x3 stride-1 convolution makes each 2x2 block of outputs from a 4x4
+ * tile of input with 16 multiplications per pair of channels instead of
+ * 36 (Lavin and Gray's F(2x2, 3x3)). The filters and the input tiles are
+ * transformed, multiplied position by position as 16 GEMMs (K x C by
+ * C x tiles), and the products transformed back. The transforms only add,
+ * subtract and halve, so the result stays within float32 rounding of the
+ * direct sum; the im2col copy, nine times the input, goes too.
+ */
+typedef struct Wino {
+  const ConvOp *c;
+  int n;          /* the image */
+  int th, tw;     /* tiles down and across */
+  float *u, *v, *m; /* 16 x K x C filters, 16 x C x T tiles, 16 x K x T products */
+} Wino;
+
+static long long wino_tiles(const Geom *g) {
+  return (long long)((g->out[1] + 1) / 2) * ((g->out[2] + 1) / 2);
+}
+
+static size_t wino_floats(const Geom *g) {
+  long long t = wino_tiles(g);
+  return 16 * ((size_t)g->k * g->c + (size_t)g->c * t + (size_t)g->k * t);
+}
+
+/* Below these sizes the transforms cost more than the multiplications save;
+ * measured with bench/cpu/bench_conv.c. */
+#define WINO_MIN_CHANNELS 16
+#define WINO_MIN_TILES 16
+#define WINO_MAX_BYTES ((size_t)64 << 20)
+
+static bool wino_chosen(const Geom *g) {
+  if (!winograd_fits(g) || rt.winograd == WINOGRAD_NEVER)
+    return false;
+  if (wino_floats(g) * sizeof(float) > WINO_MAX_BYTES)
+    return false;
+  return rt.winograd == WINOGRAD_ALWAYS ||
+         (g->c >= WINO_MIN_CHANNELS && g->k >= WINO_MIN_CHANNELS &&
+          wino_tiles(g) >= WINO_MIN_TILES);
+}
+
+/* U = G g G^T for the output channels of this part, G the 4x3 matrix
+ * (1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1). */
+static void wino_filter_part(void *ctx, int part, int nparts) {
+  const Wino *w = ctx;
+  const Geom *g = &w->c->g;
+  int K = g->k, C = g->c;
+  int k0 = K * part / nparts, k1 = K * (part + 1) / nparts;
+  size_t plane = (size_t)K * C;
+  for (int k = k0; k < k1; k++)
+    for (int ci = 0; ci < C; ci++) {
+      const float *f = w->c->w + ((size_t)k * C + ci) * 9;
+      float t[4][3], r[3][3];
+      for (int i = 0; i < 9; i++)
+        r[i / 3][i % 3] = g->flip ? f[8 - i] : f[i];
+      for (int j = 0; j < 3; j++) {
+        t[0][j] = r[0][j];
+        t[1][j] = 0.5f * (r[0][j] + r[1][j] + r[2][j]);
+        t[2][j] = 0.5f * (r[0][j] - r[1][j] + r[2][j]);
+        t[3][j] = r[2][j];
+      }
+      float *u = w->u + (size_t)k * C + ci;
+      for (int i = 0; i < 4; i++) {
+        u[(4 * i + 0) * plane] = t[i][0];
+        u[(4 * i + 1) * plane] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+        u[(4 * i + 2) * plane] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+        u[(4 * i + 3) * plane] = t[i][2];
+      }
+    }
+}
+
+/* Copies one input channel into a plane of (2 th + 2) x (2 tw + 2) with
+ * zeros for the padding and beyond the last tile. */
+static void wino_pad(const Wino *w, const float *xc, float *p) {
+  const Geom *g = &w->c->g;
+  int rows = 2 * w->th + 2, cols = 2 * w->tw + 2;
+  int ph = g->pad[1], pw = g->pad[2], IH = g->in[1], IW = g->in[2];
+  int lo = pw < cols ? pw : cols, hi = pw + IW < cols ? pw + IW : cols;
+  long long ws = g->xs[4];
+  for (int r = 0; r < rows; r++, p += cols) {
+    int ih = r - ph;
+    if (ih < 0 || ih >= IH) {
+      memset(p, 0, cols * sizeof(float));
+      continue;
+    }
+    const float *src = xc + ih * g->xs[3];
+    memset(p, 0, lo * sizeof(float));
+    if (ws == 1)
+      memcpy(p + lo, src, (hi - lo) * sizeof(float));
+    else
+      for (int q = lo; q < hi; q++)
+        p[q] = src[(q - pw) * ws];
+    memset(p + hi, 0, (cols - hi) * sizeof(float));
+  }
+}
+
+/* V = B^T d B for every tile of this part's input channels, B^T the 4x4
+ * matrix (1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1). A row of tiles at a time,
+ * each step one loop over the tiles that the compiler vectorises. */
+static void wino_input_part(void *ctx, int part, int nparts) {
+  const Wino *w = ctx;
+  const Geom *g = &w->c->g;
+  int C = g->c, TW = w->tw, cols = 2 * TW + 2;
+  long long T = (long long)w->th * TW;
+  int c0 = C * part / nparts, c1 = C * (part + 1) / nparts;
+  float *p = scratch(1, (size_t)(2 * w->th + 2) * cols * sizeof(float));
+  float *t = scratch(2, (size_t)16 * TW * sizeof(float));
+  if (!p || !t) {
+    rt_fail_async(w->c->op.api);
+    return;
+  }
+  size_t plane = (size_t)C * T;
+  for (int ci = c0; ci < c1; ci++) {
+    wino_pad(w, w->c->x + w->n * g->xs[0] + ci * g->xs[1], p);
+    for (int th = 0; th < w->th; th++) {
+      /* t[a][b]: row a of the tile times B. */
+      for (int a = 0; a < 4; a++) {
+        const float *d = p + (size_t)(2 * th + a) * cols;
+        float *t0 = t + (4 * a) * TW, *t1 = t0 + TW, *t2 = t1 + TW, *t3 = t2 + TW;
+        for (int j = 0; j < TW; j++) {
+          float d0 = d[2 * j], d1 = d[2 * j + 1], d2 = d[2 * j + 2], d3 = d[2 * j + 3];
+          t0[j] = d0 - d2;
+          t1[j] = d1 + d2;
+          t2[j] = d2 - d1;
+          t3[j] = d1 - d3;
+        }
+      }
+      float *v = w->v + (size_t)ci * T + (size_t)th * TW;
+      for (int b = 0; b < 4; b++) {
+        const float *r0 = t + b * TW, *r1 = r0 + 4 * TW, *r2 = r1 + 4 * TW, *r3 = r2 + 4 * TW;
+        float *v0 = v + b * plane, *v1 = v0 + 4 * plane, *v2 = v1 + 4 * plane,
+              *v3 = v2 + 4 * plane;
+        for (int j = 0; j < TW; j++) {
+          v0[j] = r0[j] - r2[j];
+          v1[j] = r1[j] + r2[j];
+          v2[j] = r2[j] - r1[j];
+          v3[j] = r1[j] - r3[j];
+        }
+      }
+    }
+  }
+}
+
+/* One of the 16 products: M[xi] = U[xi] V[xi]. */
+static void wino_gemm_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const Wino *w = ctx;
+  const Geom *g = &w->c->g;
+  int K = g->k, C = g->c, T = w->th * w->tw;
+  if (!blas_sgemm(true, false, false, K, T, C, 1.0f, w->u + (size_t)part * K * C, C,
+                  w->v + (size_t)part * C * T, T, 0.0f, w->m + (size_t)part * K * T, T))
+    rt_fail_async(w->c->op.api);
+}
+
+/* Y = A^T m A for every tile of this part's output channels, A^T the 2x4
+ * matrix (1 1 1 0; 0 1 -1 -1), into a packed plane; then the epilogue. */
+static void wino_output_part(void *ctx, int part, int nparts) {
+  const Wino *w = ctx;
+  const ConvOp *c = w->c;
+  const Geom *g = &c->g;
+  int K = g->k, TW = w->tw, OH = g->out[1], OW = g->out[2];
+  long long T = (long long)w->th * TW, P = out_positions(g);
+  int k0 = K * part / nparts, k1 = K * (part + 1) / nparts;
+  if (k0 >= k1)
+    return;
+  float *out = scratch(1, (size_t)P * sizeof(float));
+  float *s = scratch(2, (size_t)8 * TW * sizeof(float));
+  long long *yoff = scratch(3, (size_t)2 * P * sizeof(long long));
+  if (!out || !s || !yoff) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  long long *zoff = yoff + P;
+  bool contiguous = c->packed_out;
+  if (contiguous) {
+    yoff[0] = zoff[0] = 0;
+  } else {
+    position_offsets(g, g->ys, 0, (int)P, yoff);
+    if (c->z)
+      position_offsets(g, c->zs, 0, (int)P, zoff);
+  }
+  size_t plane = (size_t)K * T;
+  for (int k = k0; k < k1; k++) {
+    for (int th = 0; th < w->th; th++) {
+      const float *m = w->m + (size_t)k * T + (size_t)th * TW;
+      /* s[i][j]: row i of the tile times A. */
+      for (int i = 0; i < 4; i++) {
+        const float *m0 = m + (4 * i) * plane, *m1 = m0 + plane, *m2 = m1 + plane,
+                    *m3 = m2 + plane;
+        float *s0 = s + (2 * i) * TW, *s1 = s0 + TW;
+        for (int j = 0; j < TW; j++) {
+          s0[j] = m0[j] + m1[j] + m2[j];
+          s1[j] = m1[j] - m2[j] - m3[j];
+        }
+      }
+      for (int r = 0; r < 2 && 2 * th + r < OH; r++) {
+        float *row = out + (size_t)(2 * th + r) * OW;
+        for (int b = 0; b < 2; b++) {
+          const float *a0 = s + b * TW, *a1 = a0 + 2 * TW, *a2 = a1 + 2 * TW, *a3 = a2 + 2 * TW;
+          int n = (OW - b + 1) / 2; /* the columns 2 j + b inside the row */
+          if (r == 0)
+            for (int j = 0; j < n; j++)
+              row[2 * j + b] = a0[j] + a1[j] + a2[j];
+          else
+            for (int j = 0; j < n; j++)
+              row[2 * j + b] = a1[j] - a2[j] - a3[j];
+        }
+      }
+    }
+    float *y = c->y + w->n * g->ys[0] + k * g->ys[1];
+    const float *z = c->z ? c->z + w->n * c->zs[0] + k * c->zs[1] : NULL;
+    float bias = c->bias ? c->bias[k * c->bias_stride] : 0.0f;
+    epilogue(c, out, (int)P, bias, y, yoff, z, zoff, contiguous);
+  }
+}
+
+/* The filters are transformed once per call, then each image in turn. The
+ * caller's slot 0 holds the transforms; the parts use slots 1-3 only. */
+static void run_winograd(const ConvOp *c) {
+  const Geom *g = &c->g;
+  Wino w = {.c = c, .th = (g->out[1] + 1) / 2, .tw = (g->out[2] + 1) / 2};
+  long long T = (long long)w.th * w.tw;
+  float *buf = scratch(0, wino_floats(g) * sizeof(float));
+  if (!buf) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  w.u = buf;
+  w.v = w.u + (size_t)16 * g->k * g->c;
+  w.m = w.v + (size_t)16 * g->c * T;
+  int threads = 2 * pool_threads();
+  pool_run(wino_filter_part, &w, g->k < threads ? g->k : threads);
+  for (w.n = 0; w.n < g->n; w.n++) {
+    pool_run(wino_input_part, &w, g->c < threads ? g->c : threads);
+    pool_run(wino_gemm_part, &w, 16);
+    pool_run(wino_output_part, &w, g->k < threads ? g->k : threads);
+  }
+}
+
 static void run_conv(Op *op) {
   ConvOp *c = (ConvOp *)op;
+  if (c->winograd) {
+    run_winograd(c);
+    return;
+  }
   if (c->depthwise) {
     long long units = (long long)c->g.n * c->g.k;
     int parts = pool_parts(units * out_positions(&c->g) * patch_size(&c->g), 1 << 15);
@@ -931,7 +1177,8 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
               g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
               g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);
   c->packed_out = packed_positions(&g, g.ys) && (!c->z || packed_positions(&g, c->zs));
-  c->shared_col = !c->direct && !c->depthwise && c->mblocks > 1 &&
+  c->winograd = !c->depthwise && wino_chosen(&g);
+  c->shared_col = !c->direct && !c->depthwise && !c->winograd && c->mblocks > 1 &&
                   column_bytes_whole(&g) <= SHARED_COLUMN_MAX;
   if (c->shared_col)
     c->blocks = 1;

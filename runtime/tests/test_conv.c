@@ -401,6 +401,29 @@ static void channel_split_cases(void) {
       }
 }
 
+/*
+ * 3x3 stride-1 convolutions big enough for Winograd's F(2x2, 3x3) by
+ * default: odd and even output sizes (partial tiles), padding 0 to 2, both
+ * modes, every layout, a batch, alpha and beta.
+ */
+static void winograd_cases(void) {
+  int sizes[4][2] = {{14, 14}, {9, 13}, {28, 5}, {7, 30}};
+  for (int s = 0; s < 4; s++)
+    for (int pad = 0; pad <= 2; pad++) {
+      Case t = base_case(2);
+      t.n = 1 + s % 2, t.c = 16 + 8 * (s % 3), t.k = 16 + 16 * (pad % 2);
+      t.in[1] = sizes[s][0], t.in[2] = sizes[s][1];
+      t.ks[1] = t.ks[2] = 3, t.pad[1] = t.pad[2] = pad;
+      t.layout = (s + pad) % 3;
+      t.flip = (s + pad) % 2 == 1;
+      if (pad == 1) {
+        t.alpha = 0.75f;
+        t.beta = 0.5f;
+      }
+      run_forward(&t);
+    }
+}
+
 /* ---- fused bias, residual and activation ---- */
 
 static float act_ref(cudnnActivationMode_t m, float v, float coef) {
@@ -413,14 +436,16 @@ static float act_ref(cudnnActivationMode_t m, float v, float coef) {
   }
 }
 
-static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, float alpha2) {
+static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, float alpha2,
+                      int groups) {
   Case t = base_case(2);
-  t.n = 2, t.c = 6, t.k = 8, t.groups = 2, t.in[1] = 9, t.in[2] = 7;
+  t.n = 2, t.c = 6, t.k = 8, t.groups = groups, t.in[1] = 9, t.in[2] = 7;
   t.ks[1] = t.ks[2] = 3, t.pad[1] = t.pad[2] = 1;
   int o[3];
   out_dims(&t, o);
-  int xd[4] = {2, 6, 9, 7}, yd[4] = {2, 8, o[1], o[2]}, wd[4] = {8, 3, 3, 3}, bd[4] = {1, 8, 1, 1};
-  long long xn = 2 * 6 * 9 * 7, yn = 2LL * 8 * o[1] * o[2], wn = 8 * 3 * 9;
+  int xd[4] = {2, 6, 9, 7}, yd[4] = {2, 8, o[1], o[2]}, wd[4] = {8, 6 / groups, 3, 3};
+  int bd[4] = {1, 8, 1, 1};
+  long long xn = 2 * 6 * 9 * 7, yn = 2LL * 8 * o[1] * o[2], wn = 8 * (6 / groups) * 9;
   float *x = rnd_array(xn), *w = rnd_array(wn), *z = rnd_array(yn), *b = rnd_array(8);
   float *want = malloc(yn * sizeof(float)), *got = malloc(yn * sizeof(float));
   ref_conv(&t, x, w, want);
@@ -455,7 +480,7 @@ static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, f
   cudnnSetTensor4dDescriptor(bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, bd[0], bd[1], bd[2], bd[3]);
   cudnnSetFilter4dDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
   cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
-  cudnnSetConvolutionGroupCount(conv, 2);
+  cudnnSetConvolutionGroupCount(conv, groups);
   cudnnSetActivationDescriptor(act, mode, CUDNN_NOT_PROPAGATE_NAN, 2.5);
   const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   size_t ws = 0;
@@ -795,14 +820,18 @@ int main(void) {
   forward_cases();
   depthwise_cases();
   channel_split_cases();
+  winograd_cases();
   cudnnActivationMode_t modes[] = {CUDNN_ACTIVATION_IDENTITY, CUDNN_ACTIVATION_RELU,
                                    CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_ACTIVATION_SIGMOID,
                                    CUDNN_ACTIVATION_TANH};
   for (int i = 0; i < 5; i++) {
-    run_fused(modes[i], false, 1.0f, 1.0f);
-    run_fused(modes[i], true, 0.5f, 2.0f);
+    run_fused(modes[i], false, 1.0f, 1.0f, 2);
+    run_fused(modes[i], true, 0.5f, 2.0f, 2);
   }
-  run_fused(CUDNN_ACTIVATION_RELU, false, 1.0f, 0.0f);
+  run_fused(CUDNN_ACTIVATION_RELU, false, 1.0f, 0.0f, 2);
+  /* Without groups, which Winograd takes (OPC_WINOGRAD=always). */
+  run_fused(CUDNN_ACTIVATION_RELU, true, 0.5f, 2.0f, 1);
+  run_fused(CUDNN_ACTIVATION_SIGMOID, false, 1.0f, 1.0f, 1);
   for (int variant = 0; variant <= 6; variant++)
     run_folded(variant);
   backward_cases();
