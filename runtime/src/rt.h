@@ -130,7 +130,6 @@ struct CUevent_st {
 };
 
 enum { REFUSE_NONE, REFUSE_OTHER, REFUSE_ALL };
-enum { WINOGRAD_AUTO, WINOGRAD_NEVER, WINOGRAD_ALWAYS };
 
 typedef struct Runtime {
   pthread_mutex_t lock;
@@ -144,7 +143,6 @@ typedef struct Runtime {
   bool check;       /* OPC_CHECK=1 */
   bool pageable_error; /* OPC_RT_PAGEABLE=error */
   int refuse_fused;    /* OPC_RT_REFUSE_FUSED: REFUSE_NONE, _OTHER or _ALL */
-  int winograd;        /* OPC_WINOGRAD: WINOGRAD_AUTO, _NEVER or _ALWAYS */
   bool raced;       /* a race was reported: every call fails from now on */
   int async_error;  /* a cudaError_t from a failed operation, sticky */
   int nagents;

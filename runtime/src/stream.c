@@ -53,13 +53,6 @@ static void read_env(void) {
     rt.refuse_fused = REFUSE_ALL;
   else if (v)
     env_ignored("OPC_RT_REFUSE_FUSED", v, "'other' or 'all'");
-  v = getenv("OPC_WINOGRAD");
-  if (v && strcmp(v, "never") == 0)
-    rt.winograd = WINOGRAD_NEVER;
-  else if (v && strcmp(v, "always") == 0)
-    rt.winograd = WINOGRAD_ALWAYS;
-  else if (v && *v && strcmp(v, "auto") != 0)
-    env_ignored("OPC_WINOGRAD", v, "'auto', 'never' or 'always'");
 }
 
 static void init_runtime(void) {
