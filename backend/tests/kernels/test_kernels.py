@@ -417,6 +417,10 @@ def test_resize():
                           extrap=3.5))
         cases.append(dict(mode=mode, coord="tf_crop_and_resize", sizes=(1, 2, 1, 4), roi=roi,
                           extrap=-1.0))
+    # Only the last axis resized, and only the one before it.
+    for mode in ["linear", "cubic", "nearest"]:
+        cases.append(dict(mode=mode, coord="half_pixel", scales=(1, 1, 1, 2.5)))
+        cases.append(dict(mode=mode, coord="asymmetric", scales=(1, 1, 1.5, 1)))
     # A resize of the channel axis too: three resized axes.
     cases.append(dict(mode="linear", coord="align_corners", scales=(1, 1.5, 2, 0.6)))
     for c in cases:
