@@ -305,6 +305,21 @@ def test_gather():
                  [data.ravel(), np.array([2, 0, -1], dtype=np.int32)], i=(0, 3, 4),
                  xstrides=[[10, 2, 1]])
     check("opc_gather axis 0", got.reshape(want0.shape), want0)
+    # Along the last axis, one index per element.
+    idx2 = np.array([1, -2, 0, 1, 1], dtype=np.int32)
+    want2 = np.take(data, idx2, axis=2)
+    y = np.zeros(want2.shape, dtype=np.float32)
+    got = launch("opc_gather_b4", y.size, [3, 5, 5], [25, 5, 1], y, [data.ravel(), idx2],
+                 i=(2, 2, 4), xstrides=[[10, 2, 1]])
+    check("opc_gather last axis", got.reshape(want2.shape), want2)
+    # From a column-major input, so that rows are strided.
+    a2 = rng.standard_normal((4, 6)).astype(np.float32)
+    want3 = np.take(a2, np.array([3, 1, 3]), axis=0)
+    y = np.zeros(want3.shape, dtype=np.float32)
+    got = launch("opc_gather_b4", y.size, [3, 6], [6, 1], y,
+                 [a2.T.ravel(), np.array([3, 1, 3], dtype=np.int32)], i=(0, 4, 4),
+                 xstrides=[[1, 4]])
+    check("opc_gather strided rows", got.reshape(want3.shape), want3)
 
 
 def test_pad():
