@@ -120,17 +120,22 @@ static void test_pool(int ns, cudnnPoolingMode_t mode, int win, int pad, int str
 
 /* ---- softmax ---- */
 
-static void test_softmax(cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, bool nhwc_out) {
-  int N = 2, C = 5, H = 3, W = 4, d[4] = {N, C, H, W};
+/* rows: one value per position (H = W = 1), as attention's rows, long
+ * enough to take several chunks, blended into y (alpha 0.5, beta 2). */
+static void test_softmax(cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, bool nhwc_out,
+                         bool rows) {
+  int N = rows ? 3 : 2, C = rows ? 600 : 5, H = rows ? 1 : 3, W = rows ? 1 : 4;
+  int d[4] = {N, C, H, W};
+  float alpha = rows ? 0.5f : 1.0f, beta = rows ? 2.0f : 0.0f;
   long long n = count(4, d);
-  float *x = rnd_array(n), *want = malloc(n * sizeof(float));
+  float *x = rnd_array(n), *y0 = rnd_array(n), *want = malloc(n * sizeof(float));
   for (long long i = 0; i < n; i++)
-    x[i] *= 4;
+    x[i] *= rows ? 12 : 4; /* long rows: a few values still weigh */
   /* The groups: INSTANCE normalises over C*H*W, CHANNEL over C. */
   for (int b = 0; b < N; b++)
     for (int pos = 0; pos < (mode == CUDNN_SOFTMAX_MODE_CHANNEL ? H * W : 1); pos++) {
       int len = mode == CUDNN_SOFTMAX_MODE_CHANNEL ? C : C * H * W;
-      long long at[64];
+      long long at[1200];
       for (int i = 0; i < len; i++)
         at[i] = mode == CUDNN_SOFTMAX_MODE_CHANNEL ? ((long long)b * C + i) * H * W + pos
                                                    : (long long)b * C * H * W + i;
@@ -139,15 +144,15 @@ static void test_softmax(cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, 
         mx = x[at[i]] > mx ? x[at[i]] : mx;
       for (int i = 0; i < len; i++)
         sum += exp(x[at[i]] - mx);
-      for (int i = 0; i < len; i++)
-        want[at[i]] = algo == CUDNN_SOFTMAX_LOG ? (float)(x[at[i]] - mx - log(sum))
-                                                : (float)(exp(x[at[i]] - mx) / sum);
+      for (int i = 0; i < len; i++) {
+        double r = algo == CUDNN_SOFTMAX_LOG ? x[at[i]] - mx - log(sum) : exp(x[at[i]] - mx) / sum;
+        want[at[i]] = (float)(alpha * r + beta * y0[at[i]]);
+      }
     }
   int nhwc[4] = {H * W * C, 1, W * C, C};
   cudnnTensorDescriptor_t xt = tensor(4, d, NULL), yt = tensor(4, d, nhwc_out ? nhwc : NULL);
-  float *dx = upload(x, n), *dy, one = 1, zero = 0;
-  cudaMalloc((void **)&dy, n * 4);
-  expect(cudnnSoftmaxForward(dnn, algo, mode, &one, xt, dx, &zero, yt, dy) == 0, "softmax");
+  float *dx = upload(x, n), *dy = upload(y0, n);
+  expect(cudnnSoftmaxForward(dnn, algo, mode, &alpha, xt, dx, &beta, yt, dy) == 0, "softmax");
   float *raw = download(dy, n), *got = malloc(n * sizeof(float));
   for (int b = 0; b < N; b++)
     for (int c = 0; c < C; c++)
@@ -157,10 +162,11 @@ static void test_softmax(cudnnSoftmaxAlgorithm_t algo, cudnnSoftmaxMode_t mode, 
           got[packed] = nhwc_out ? raw[b * nhwc[0] + c + h * nhwc[2] + w * nhwc[3]] : raw[packed];
         }
   char name[64];
-  snprintf(name, sizeof name, "softmax algo %d mode %d nhwc %d", algo, mode, nhwc_out);
+  snprintf(name, sizeof name, "softmax algo %d mode %d nhwc %d rows %d", algo, mode, nhwc_out,
+           rows);
   close_arrays(name, got, want, n, 1e-5f);
   cudaFree(dx), cudaFree(dy);
-  free(x), free(want), free(raw), free(got);
+  free(x), free(y0), free(want), free(raw), free(got);
   cudnnDestroyTensorDescriptor(xt);
   cudnnDestroyTensorDescriptor(yt);
 }
@@ -545,9 +551,11 @@ int main(void) {
       test_pool(ns, pmodes[m], 4, 1, 3, 0); /* windows wider than the stride, clipped at both ends */
     }
   for (int algo = CUDNN_SOFTMAX_FAST; algo <= CUDNN_SOFTMAX_LOG; algo++) {
-    test_softmax(algo, CUDNN_SOFTMAX_MODE_INSTANCE, false);
-    test_softmax(algo, CUDNN_SOFTMAX_MODE_CHANNEL, false);
-    test_softmax(algo, CUDNN_SOFTMAX_MODE_CHANNEL, true);
+    test_softmax(algo, CUDNN_SOFTMAX_MODE_INSTANCE, false, false);
+    test_softmax(algo, CUDNN_SOFTMAX_MODE_CHANNEL, false, false);
+    test_softmax(algo, CUDNN_SOFTMAX_MODE_CHANNEL, true, false);
+    test_softmax(algo, CUDNN_SOFTMAX_MODE_CHANNEL, false, true);
+    test_softmax(algo, CUDNN_SOFTMAX_MODE_INSTANCE, false, true);
   }
   int bshapes[5][4] = {{2, 3, 4, 5}, {1, 3, 1, 1}, {2, 1, 4, 1}, {1, 1, 1, 1}, {1, 3, 4, 5}};
   for (int op = CUDNN_OP_TENSOR_ADD; op <= CUDNN_OP_TENSOR_MAX; op++)
