@@ -181,8 +181,27 @@ static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
       memmove(p[1], p[0], n * elem);
       break;
     }
-    for (long long i = 0; i < n; i++)
-      memcpy(p[1] + i * s[1] * elem, p[0] + i * s[0] * elem, elem);
+    /* Typed loops for the common sizes: a memcpy call per element costs
+     * more than the element. */
+    if (elem == 4) {
+      const uint32_t *a = (const uint32_t *)p[0];
+      uint32_t *c = (uint32_t *)p[1];
+      for (long long i = 0; i < n; i++)
+        c[i * s[1]] = a[i * s[0]];
+    } else if (elem == 2) {
+      const uint16_t *a = (const uint16_t *)p[0];
+      uint16_t *c = (uint16_t *)p[1];
+      for (long long i = 0; i < n; i++)
+        c[i * s[1]] = a[i * s[0]];
+    } else if (elem == 8) {
+      const uint64_t *a = (const uint64_t *)p[0];
+      uint64_t *c = (uint64_t *)p[1];
+      for (long long i = 0; i < n; i++)
+        c[i * s[1]] = a[i * s[0]];
+    } else {
+      for (long long i = 0; i < n; i++)
+        memcpy(p[1] + i * s[1] * elem, p[0] + i * s[0] * elem, elem);
+    }
     break;
   }
   case EW_AFFINE: {
