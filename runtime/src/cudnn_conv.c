@@ -393,7 +393,7 @@ static void position_offsets(const Geom *g, const long long *s, long long p0, in
  * y = alpha v + beta y. Split into simple loops the compiler vectorises,
  * with a general path for scattered outputs.
  */
-static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
+OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
                      const long long *yoff, const float *z, const long long *zoff,
                      bool contiguous) {
   float alpha = c->alpha, alpha2 = c->alpha2, beta = c->beta;
@@ -570,7 +570,7 @@ static size_t dw_out_floats(const Geom *g) {
 }
 
 /* Copies channel xc into buf: zero padding, rows split by stride phase. */
-static void dw_fill(const Geom *g, const float *xc, float *buf) {
+OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf) {
   DwPlane p = dw_plane(g);
   int sw = g->stride[2], pad = g->pad[2], IW = g->in[2];
   long long ws = g->xs[4];
@@ -607,7 +607,8 @@ static void dw_fill(const Geom *g, const float *xc, float *buf) {
 }
 
 /* acc[j] = sum over the 9 taps t of w[t] * src[t][j]: the 3x3 case. */
-static void dw_row9(float *restrict acc, int n, const float *const *src, const float *w) {
+OPC_VECTOR_CLONES static void dw_row9(float *restrict acc, int n, const float *const *src,
+                                      const float *w) {
   const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4];
   const float *s5 = src[5], *s6 = src[6], *s7 = src[7], *s8 = src[8];
   float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7],
@@ -618,8 +619,8 @@ static void dw_row9(float *restrict acc, int n, const float *const *src, const f
 }
 
 /* The same for any number of taps, three at a time. */
-static void dw_row(float *restrict acc, int n, const float *const *src, const float *w,
-                   int taps) {
+OPC_VECTOR_CLONES static void dw_row(float *restrict acc, int n, const float *const *src,
+                                     const float *w, int taps) {
   if (taps == 9) {
     dw_row9(acc, n, src, w);
     return;
