@@ -600,8 +600,16 @@ OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf
       for (int ph = 0; ph < sw; ph++) {
         int q = lo + ((ph - lo % sw) + sw) % sw; /* the first column of this phase */
         float *dst = buf + ph * p.len + q / sw;
-        for (; q < hi; q += sw)
-          *dst++ = src[(q - pad) * ws];
+        const float *from = src + (q - pad) * ws;
+        int count = q < hi ? (hi - q + sw - 1) / sw : 0;
+        /* Stride 2 in a packed row is the common case: a loop of constant
+         * stride, which the compiler vectorises. */
+        if (sw == 2 && ws == 1)
+          for (int k = 0; k < count; k++)
+            dst[k] = from[2 * k];
+        else
+          for (int k = 0; k < count; k++)
+            dst[k] = from[(long long)k * sw * ws];
       }
     }
 }
