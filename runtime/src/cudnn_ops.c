@@ -101,7 +101,8 @@ static bool op_tensor_row(cudnnOpTensorOp_t op, const float *a, const float *b, 
   }
 }
 
-static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
+OPC_VECTOR_CLONES static void ew_row(void *ctx, char *const *p, const long long *s,
+                                     long long n) {
   const EwOp *e = ctx;
   float alpha = e->alpha, alpha2 = e->alpha2, beta = e->beta;
   switch (e->kind) {
@@ -207,6 +208,13 @@ static void ew_row(void *ctx, char *const *p, const long long *s, long long n) {
   case EW_AFFINE: {
     const float *x = (const float *)p[0], *sc = (const float *)p[1], *sh = (const float *)p[2];
     float *y = (float *)p[3];
+    if (s[0] == 1 && s[3] == 1 && s[1] == 0 && s[2] == 0 && beta == 0) {
+      /* A packed row of one channel (NCHW): one scale and shift. */
+      float a = sc[0], b = sh[0];
+      for (long long i = 0; i < n; i++)
+        y[i] = alpha * (a * x[i] + b);
+      break;
+    }
     for (long long i = 0; i < n; i++) {
       float v = alpha * (sc[i * s[1]] * x[i * s[0]] + sh[i * s[2]]);
       y[i * s[3]] = beta != 0 ? v + beta * y[i * s[3]] : v;
