@@ -153,11 +153,76 @@ OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, 
   }
 }
 
+/* Whether pool_plane takes p: a 2-D max pool of stride 1 over rows
+ * contiguous in x and y. */
+static bool pool_by_plane(const PoolOp *p) {
+  return pool_is_max(p) && p->in[0] == 1 && p->win[0] == 1 && p->stride[1] == 1 &&
+         p->stride[2] == 1 && p->xs[4] == 1 && p->ys[4] == 1;
+}
+
+/* The max of a and v, where a NaN wins, as pool_row folds. */
+static inline float max_nan(float a, float v) {
+  return v > a || v != v ? v : a;
+}
+
+/*
+ * A 2-D max pool of stride 1 over one plane, whole: the plane is copied
+ * with -FLT_MAX around it, folded across the window's width in one long
+ * loop over the whole padded plane (the last columns of each row mix with
+ * the next and are never read), then down the window's height the same
+ * way. A few compares per output in loops as long as the plane, where
+ * pool_row's loops are as short as an output row (7 to 28 in the late
+ * layers). The same result as pool_row: -FLT_MAX is where its maxima
+ * start, and a NaN wins.
+ */
+OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float *y,
+                                         float *padded, float *across) {
+  int IH = p->in[1], IW = p->in[2], ph = p->pad[1], pw = p->pad[2];
+  int PH = IH + 2 * ph, PW = IW + 2 * pw, KH = p->win[1], KW = p->win[2];
+  int OH = p->out[1], OW = p->out[2];
+  for (int r = 0; r < PH; r++) {
+    float *row = padded + (long long)r * PW;
+    int ih = r - ph;
+    if (ih < 0 || ih >= IH) {
+      for (int q = 0; q < PW; q++)
+        row[q] = -FLT_MAX;
+      continue;
+    }
+    for (int q = 0; q < pw; q++)
+      row[q] = row[pw + IW + q] = -FLT_MAX;
+    memcpy(row + pw, x + ih * p->xs[3], IW * sizeof(float));
+  }
+  long long n = (long long)PH * PW - (KW - 1);
+  for (long long i = 0; i < n; i++)
+    across[i] = padded[i];
+  for (int kw = 1; kw < KW; kw++)
+    for (long long i = 0; i < n; i++)
+      across[i] = max_nan(across[i], padded[i + kw]);
+  /* Down the height, into `padded` (no longer needed), at the padded width. */
+  float *down = padded;
+  long long m = (long long)(OH - 1) * PW + OW;
+  for (long long i = 0; i < m; i++)
+    down[i] = max_nan(-FLT_MAX, across[i]);
+  for (int kh = 1; kh < KH; kh++)
+    for (long long i = 0; i < m; i++)
+      down[i] = max_nan(down[i], across[i + (long long)kh * PW]);
+  for (int oh = 0; oh < OH; oh++) {
+    const float *from = down + (long long)oh * PW;
+    float *to = y + oh * p->ys[3];
+    for (int ow = 0; ow < OW; ow++)
+      blend(&p->xy, to + ow, from[ow]);
+  }
+}
+
 static void pool_part(void *ctx, int part, int nparts) {
   const PoolOp *p = ctx;
   long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
   float *acc = scratch(0, (size_t)p->out[2] * sizeof(float));
-  if (!acc) {
+  size_t plane_bytes = (size_t)(p->in[1] + 2 * p->pad[1]) * (p->in[2] + 2 * p->pad[2]) * sizeof(float);
+  bool by_plane = pool_by_plane(p);
+  float *padded = by_plane ? scratch(1, plane_bytes) : NULL;
+  float *across = by_plane ? scratch(2, plane_bytes) : NULL;
+  if (!acc || (by_plane && (!padded || !across))) {
     rt_fail_async(p->xy.op.api);
     return;
   }
@@ -165,6 +230,10 @@ static void pool_part(void *ctx, int part, int nparts) {
     long long n = plane / p->channels, c = plane % p->channels;
     const float *x = p->xy.x + n * p->xs[0] + c * p->xs[1];
     float *y = p->xy.y + n * p->ys[0] + c * p->ys[1];
+    if (by_plane) {
+      pool_plane(p, x, y, padded, across);
+      continue;
+    }
     for (int od = 0; od < p->out[0]; od++)
       for (int oh = 0; oh < p->out[1]; oh++)
         pool_row(p, x, od, oh, acc, y + od * p->ys[2] + oh * p->ys[3]);
