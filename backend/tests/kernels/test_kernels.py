@@ -499,6 +499,11 @@ def test_pool():
         ((1, 1, 5, 6), {"kernel_shape": [3, 3], "pads": [1, 0, 1, 2]}),
         ((1, 2, 4, 5, 6), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2],
                            "pads": [0, 1, 1, 1, 1, 0]}),
+        # Enough channels that the CPU's parts take whole planes at once,
+        # and parts that start inside a plane.
+        ((1, 6, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ((1, 6, 10, 7), {"kernel_shape": [3, 2], "pads": [1, 1, 1, 0]}),
+        ((1, 4, 5, 5), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
     ]
     for shape, attrs in configs:
         x = rng.standard_normal(shape).astype(np.float32)
