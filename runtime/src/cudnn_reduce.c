@@ -78,6 +78,11 @@ static void clip_window(int start, int win, int n, int *lo, int *hi) {
   *hi = start + win < n ? start + win : n;
 }
 
+/* The max of a and v, where a NaN wins: how max pooling folds. */
+static inline float max_nan(float a, float v) {
+  return v > a || v != v ? v : a;
+}
+
 /* acc[ow] = max or sum of acc[ow] and row[(ow * sw + off) * ws] for ow in
  * [lo, hi). Inlined with constant strides for the common cases, where the
  * compiler vectorises it. Max pooling lets a NaN win. */
@@ -86,10 +91,8 @@ static inline __attribute__((always_inline)) void fold_range(const float *restri
                                                              int hi, int sw, int off, long long ws,
                                                              bool is_max) {
   if (is_max) {
-    for (int ow = lo; ow < hi; ow++) {
-      float v = row[(long long)(ow * sw + off) * ws], a = acc[ow];
-      acc[ow] = v > a || v != v ? v : a;
-    }
+    for (int ow = lo; ow < hi; ow++)
+      acc[ow] = max_nan(acc[ow], row[(long long)(ow * sw + off) * ws]);
   } else {
     for (int ow = lo; ow < hi; ow++)
       acc[ow] += row[(long long)(ow * sw + off) * ws];
@@ -158,11 +161,6 @@ OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, 
 static bool pool_by_plane(const PoolOp *p) {
   return pool_is_max(p) && p->in[0] == 1 && p->win[0] == 1 && p->stride[1] == 1 &&
          p->stride[2] == 1 && p->xs[4] == 1 && p->ys[4] == 1;
-}
-
-/* The max of a and v, where a NaN wins, as pool_row folds. */
-static inline float max_nan(float a, float v) {
-  return v > a || v != v ? v : a;
 }
 
 /*
@@ -400,9 +398,9 @@ static void softmax_group(const SoftmaxOp *o, const float *x, float *y, long lon
   }
 }
 
-/* softmax_group over `count` contiguous values: the same arithmetic, with
- * no index division per value and the exponentials in loops that
- * vectorise (expf by libmvec). */
+/* softmax_group over `count` contiguous values: the same steps, with no
+ * index division per value and the exponentials in loops that vectorise
+ * (expf by libmvec, whose last bit may differ from the scalar expf's). */
 OPC_VECTOR_CLONES static void softmax_row(const SoftmaxOp *o, const float *x, float *y,
                                           long long count) {
   float mx = -INFINITY;
