@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import shutil
 import tempfile
 
 import numpy as np
@@ -178,6 +179,7 @@ def check(opc, work, t):
         problem = compare(np.load(path), t.expected(k))
         if problem:
             return "FAIL", "output %d: %s" % (k, problem)
+    os.remove(exe)  # a failing test's program stays to be looked at
     return "PASS", ""
 
 
@@ -189,6 +191,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
+    owned = not args.work
     work = args.work or tempfile.mkdtemp(prefix="fold_nn_")
     tests = [node_test(args.data, name, kind) for name, kind in node_tests(args.data, args.only)]
     tests += list(generated_tests(work, args.only))
@@ -213,6 +216,10 @@ def main():
             if args.only in n and n not in {t.name for t in tests}:
                 print("stale rejection entry: %s" % n)
                 failures += 1
+    if owned and not failures:
+        shutil.rmtree(work)
+    elif owned:
+        print("the failing tests' files are in %s" % work)
     return 1 if failures else 0
 
 

@@ -121,6 +121,7 @@ class Case:
             if not np.all(err <= 0):
                 return fail(name, "output %d differs by up to %g" % (k, float(np.max(np.abs(got - want)))))
         ok(name)
+        os.remove(exe)  # a failing case's program stays to be looked at
 
 
 # ---------------------------------------------------------------- ops

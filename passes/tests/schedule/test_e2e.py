@@ -100,6 +100,8 @@ def main():
             tag, sch["streams"], sch["events"], ",".join(merged) or "-", err,
             "ok" if ok else "FAIL"))
         failures += not ok
+        if ok:  # a failing run's program stays to be looked at
+            os.remove(exe)
     if not merged_somewhere:
         print("FAIL: no scheduler run merged any sibling convolutions")
         failures += 1

@@ -205,6 +205,8 @@ def run_case(opc, work, m, expect):
         status = "ok" if err <= 1e-4 * scale + 1e-6 else "MISMATCH"
         print("%s output %d: max abs error %.3g (%s)" % (name, k, err, status))
         ok &= status == "ok"
+    if ok:  # a failing case's program stays to be looked at
+        os.remove(exe)
     return ok
 
 
