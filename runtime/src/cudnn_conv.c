@@ -569,6 +569,30 @@ static size_t dw_out_floats(const Geom *g) {
   return (size_t)out_positions(g) + (size_t)g->out[1] * p.len;
 }
 
+/*
+ * Stride 2 over a packed row, the common case: padded columns [lo, hi),
+ * at from[lo..hi), go to the even phase (even[q / 2]) or the odd one
+ * (odd[q / 2]). Whole pairs are one deinterleaving loop, which the
+ * compiler vectorises with shuffles: restrict spares it the overlap checks
+ * that otherwise sent it down the scalar path.
+ */
+static inline void dw_split2(float *restrict even, float *restrict odd,
+                             const float *restrict from, int lo, int hi) {
+  int q = lo;
+  if (q < hi && q % 2) {
+    odd[q / 2] = from[q];
+    q++;
+  }
+  int pairs = (hi - q) / 2, half = q / 2;
+  for (int k = 0; k < pairs; k++) {
+    even[half + k] = from[q + 2 * k];
+    odd[half + k] = from[q + 2 * k + 1];
+  }
+  q += 2 * pairs;
+  if (q < hi)
+    even[q / 2] = from[q];
+}
+
 /* Copies channel xc into buf: zero padding, rows split by stride phase. */
 OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf) {
   DwPlane p = dw_plane(g);
@@ -597,19 +621,17 @@ OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf
         continue;
       }
       memset(buf, 0, row_floats * sizeof(float));
+      if (sw == 2 && ws == 1) {
+        dw_split2(buf, buf + p.len, src - pad, lo, hi);
+        continue;
+      }
       for (int ph = 0; ph < sw; ph++) {
         int q = lo + ((ph - lo % sw) + sw) % sw; /* the first column of this phase */
         float *dst = buf + ph * p.len + q / sw;
         const float *from = src + (q - pad) * ws;
         int count = q < hi ? (hi - q + sw - 1) / sw : 0;
-        /* Stride 2 in a packed row is the common case: a loop of constant
-         * stride, which the compiler vectorises. */
-        if (sw == 2 && ws == 1)
-          for (int k = 0; k < count; k++)
-            dst[k] = from[2 * k];
-        else
-          for (int k = 0; k < count; k++)
-            dst[k] = from[(long long)k * sw * ws];
+        for (int k = 0; k < count; k++)
+          dst[k] = from[(long long)k * sw * ws];
       }
     }
 }
@@ -696,33 +718,36 @@ static void dw_channel(const Geom *g, const float *buf, const float *w, float *o
   }
   DwPlane p = dw_plane(g);
   int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2], sw = g->stride[2];
-  size_t row_floats = (size_t)sw * p.len;
+  size_t row_floats = (size_t)sw * p.len, row_step = (size_t)g->stride[1] * row_floats;
   const float *src[DW_MAX_TAPS];
   float wt[DW_MAX_TAPS];
-  for (int od = 0; od < g->out[0]; od++)
-    for (int oh = 0; oh < g->out[1]; oh++, out += g->out[2]) {
-      int taps = 0;
-      for (int kd = 0; kd < KD; kd++) {
-        int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
-        if (id < 0 || id >= g->in[0])
-          continue; /* padding in depth adds nothing */
-        for (int kh = 0; kh < KH; kh++) {
-          int r = oh * g->stride[1] + kh * g->dil[1];
-          const float *row = buf + ((size_t)id * p.rows + r) * row_floats;
-          for (int kw = 0; kw < KW; kw++) {
-            int q = kw * g->dil[2];
-            src[taps] = row + (q % sw) * p.len + q / sw;
-            int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
-            int fw = g->flip ? KW - 1 - kw : kw;
-            wt[taps++] = w[(fd * KH + fh) * KW + fw];
-          }
+  for (int od = 0; od < g->out[0]; od++) {
+    /* The taps of output row 0; each next row reads stride[1] rows on. */
+    int taps = 0;
+    for (int kd = 0; kd < KD; kd++) {
+      int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+      if (id < 0 || id >= g->in[0])
+        continue; /* padding in depth adds nothing */
+      for (int kh = 0; kh < KH; kh++) {
+        const float *row = buf + ((size_t)id * p.rows + kh * g->dil[1]) * row_floats;
+        for (int kw = 0; kw < KW; kw++) {
+          int q = kw * g->dil[2];
+          src[taps] = row + (q % sw) * p.len + q / sw;
+          int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
+          int fw = g->flip ? KW - 1 - kw : kw;
+          wt[taps++] = w[(fd * KH + fh) * KW + fw];
         }
       }
+    }
+    for (int oh = 0; oh < g->out[1]; oh++, out += g->out[2]) {
       if (taps == 0)
         memset(out, 0, g->out[2] * sizeof(float));
       else
         dw_row(out, g->out[2], src, wt, taps);
+      for (int t = 0; t < taps && oh + 1 < g->out[1]; t++)
+        src[t] += row_step;
     }
+  }
 }
 /*
  * A part of a depthwise convolution: a range of output channels of all
@@ -786,7 +811,8 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
   long long stride;
   Act act;
   bool is_bias = !c->bias && !c->z && ew_is_channel_bias(next, c->y, &c->yt, &bias, &stride);
-  bool is_act = !is_bias && ew_is_activation_in_place(next, c->y, &c->yt, &act);
+  bool is_act = !is_bias && (ew_is_activation_in_place(next, c->y, &c->yt, &act) ||
+                             kernel_is_activation_in_place(next, c->y, &c->yt, &act));
   if (!is_bias && !is_act)
     return false;
   ConvOp *f = plan;
@@ -1015,8 +1041,8 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
   if (zt->type != CUDNN_DATA_FLOAT || bt->type != CUDNN_DATA_FLOAT)
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
-  Act act = {activationDesc->mode, (float)activationDesc->coef,
-             (float)activationDesc->swish_beta};
+  Act act = {.mode = activationDesc->mode, .coef = (float)activationDesc->coef,
+             .swish_beta = (float)activationDesc->swish_beta};
   Algo a = {algo, workSpace, workSpaceSizeInBytes};
   return conv_forward(handle, "cudnnConvolutionBiasActivationForward", a,
                       *(const float *)alpha1, &xDesc->t, x, wDesc, w, convDesc, 0,

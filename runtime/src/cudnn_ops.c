@@ -32,9 +32,9 @@ typedef struct EwOp {
   float alpha, alpha2, beta;
 } EwOp;
 
-void act_row(const Act *act, const float *x, float *y, long long n, float alpha,
-                    float beta) {
-  switch (act->mode) {
+OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long long n,
+                               float alpha, float beta) {
+  switch ((int)act->mode) {
   case CUDNN_ACTIVATION_RELU:
     for (long long i = 0; i < n; i++)
       y[i] = alpha * (x[i] > 0 ? x[i] : 0) + (beta != 0 ? beta * y[i] : 0);
@@ -61,6 +61,13 @@ void act_row(const Act *act, const float *x, float *y, long long n, float alpha,
       y[i] = alpha * (x[i] / (1.0f + expf(-b * x[i]))) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
+  case ACT_HARD_SWISH:
+    for (long long i = 0; i < n; i++) {
+      float r = x[i] / 6.0f + 0.5f;
+      r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+      y[i] = alpha * (x[i] * r) + (beta != 0 ? beta * y[i] : 0);
+    }
+    return;
   default:
     for (long long i = 0; i < n; i++) {
       float v = alpha * act_apply(act, x[i]);
@@ -295,8 +302,8 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
   EwOp *e = ew_new(EW_ACTIVATION, yt, "cudnnActivationForward");
   if (!e)
     return CUDNN_STATUS_ALLOC_FAILED;
-  e->act = (Act){activationDesc->mode, (float)activationDesc->coef,
-                 (float)activationDesc->swish_beta};
+  e->act = (Act){.mode = activationDesc->mode, .coef = (float)activationDesc->coef,
+                 .swish_beta = (float)activationDesc->swish_beta};
   e->alpha = *(const float *)alpha;
   e->beta = *(const float *)beta;
   walk_add(&e->walk, x, xt->strides);

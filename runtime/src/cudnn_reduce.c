@@ -156,25 +156,41 @@ OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, 
   }
 }
 
-/* Whether pool_plane takes p: a 2-D max pool of stride 1 over rows
- * contiguous in x and y. */
+/* Whether pool_plane takes p: a 2-D pool of stride 1 over rows contiguous
+ * in x and y. */
 static bool pool_by_plane(const PoolOp *p) {
-  return pool_is_max(p) && p->in[0] == 1 && p->win[0] == 1 && p->stride[1] == 1 &&
-         p->stride[2] == 1 && p->xs[4] == 1 && p->ys[4] == 1;
+  return p->in[0] == 1 && p->win[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+         p->xs[4] == 1 && p->ys[4] == 1;
+}
+
+/* acc[i] = max or sum of acc[i] and src[i] for i in [0, n): a max lets a
+ * NaN win. */
+static inline __attribute__((always_inline)) void fold_into(float *restrict acc,
+                                                            const float *restrict src,
+                                                            long long n, bool is_max) {
+  if (is_max)
+    for (long long i = 0; i < n; i++)
+      acc[i] = max_nan(acc[i], src[i]);
+  else
+    for (long long i = 0; i < n; i++)
+      acc[i] += src[i];
 }
 
 /*
- * A 2-D max pool of stride 1 over one plane, whole: the plane is copied
- * with -FLT_MAX around it, folded across the window's width in one long
- * loop over the whole padded plane (the last columns of each row mix with
- * the next and are never read), then down the window's height the same
- * way. A few compares per output in loops as long as the plane, where
- * pool_row's loops are as short as an output row (7 to 28 in the late
- * layers). The same result as pool_row: -FLT_MAX is where its maxima
- * start, and a NaN wins.
+ * A 2-D pool of stride 1 over one plane, whole: the plane is copied with
+ * -FLT_MAX (max) or 0 (average) around it, folded across the window's
+ * width in one long loop over the whole padded plane (the last columns of
+ * each row mix with the next and are never read), then down the window's
+ * height the same way. A few operations per output in loops as long as
+ * the plane, where pool_row's loops are as short as an output row (7 to 28
+ * in the late layers). The same values as pool_row's: -FLT_MAX is where
+ * its maxima start, a NaN wins, and an average divides by the same count;
+ * only the order of the additions differs.
  */
 OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float *y,
                                          float *padded, float *across) {
+  bool is_max = pool_is_max(p);
+  float edge = is_max ? -FLT_MAX : 0.0f;
   int IH = p->in[1], IW = p->in[2], ph = p->pad[1], pw = p->pad[2];
   int PH = IH + 2 * ph, PW = IW + 2 * pw, KH = p->win[1], KW = p->win[2];
   int OH = p->out[1], OW = p->out[2];
@@ -183,32 +199,48 @@ OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float 
     int ih = r - ph;
     if (ih < 0 || ih >= IH) {
       for (int q = 0; q < PW; q++)
-        row[q] = -FLT_MAX;
+        row[q] = edge;
       continue;
     }
     for (int q = 0; q < pw; q++)
-      row[q] = row[pw + IW + q] = -FLT_MAX;
+      row[q] = row[pw + IW + q] = edge;
     memcpy(row + pw, x + ih * p->xs[3], IW * sizeof(float));
   }
   long long n = (long long)PH * PW - (KW - 1);
-  for (long long i = 0; i < n; i++)
-    across[i] = padded[i];
+  memcpy(across, padded, n * sizeof(float));
   for (int kw = 1; kw < KW; kw++)
-    for (long long i = 0; i < n; i++)
-      across[i] = max_nan(across[i], padded[i + kw]);
+    fold_into(across, padded + kw, n, is_max);
   /* Down the height, into `padded` (no longer needed), at the padded width. */
   float *down = padded;
   long long m = (long long)(OH - 1) * PW + OW;
-  for (long long i = 0; i < m; i++)
-    down[i] = max_nan(-FLT_MAX, across[i]);
-  for (int kh = 1; kh < KH; kh++)
+  if (is_max)
     for (long long i = 0; i < m; i++)
-      down[i] = max_nan(down[i], across[i + (long long)kh * PW]);
+      down[i] = max_nan(-FLT_MAX, across[i]);
+  else
+    memcpy(down, across, m * sizeof(float));
+  for (int kh = 1; kh < KH; kh++)
+    fold_into(down, across + (long long)kh * PW, m, is_max);
+  float whole = (float)(KH * KW);
+  bool include_padding = p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
   for (int oh = 0; oh < OH; oh++) {
     const float *from = down + (long long)oh * PW;
     float *to = y + oh * p->ys[3];
-    for (int ow = 0; ow < OW; ow++)
-      blend(&p->xy, to + ow, from[ow]);
+    int hlo, hhi;
+    clip_window(oh - ph, KH, IH, &hlo, &hhi);
+    int rows = hhi > hlo ? hhi - hlo : 0;
+    for (int ow = 0; ow < OW; ow++) {
+      int lo, hi;
+      clip_window(ow - pw, KW, IW, &lo, &hi);
+      int count = hi > lo ? rows * (hi - lo) : 0;
+      float v;
+      if (count == 0)
+        v = 0.0f;
+      else if (is_max)
+        v = from[ow];
+      else
+        v = from[ow] / (include_padding ? whole : (float)count);
+      blend(&p->xy, to + ow, v);
+    }
   }
 }
 

@@ -127,12 +127,26 @@ cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank)
 /* ---- activations ---- */
 
 typedef struct Act {
-  cudnnActivationMode_t mode;
+  cudnnActivationMode_t mode; /* or one of ActKernelMode */
   float coef, swish_beta;
+  float offset; /* ACT_HARD_SIGMOID's beta */
 } Act;
 
+/*
+ * Activations of opc's own kernels that cuDNN has no mode for, which a
+ * convolution may still run in its epilogue when the emitted program
+ * launches them in place right after it (kernel_is_activation_in_place).
+ * They lie outside cuDNN's enum, and cudnnSetActivationDescriptor refuses
+ * them, so no caller can ask for one.
+ */
+typedef enum ActKernelMode {
+  ACT_HARD_SWISH = 64, /* x * max(0, min(1, x / 6 + 1/2)) */
+  ACT_HARD_SIGMOID,    /* max(0, min(1, coef x + offset)) */
+  ACT_LEAKY_RELU,      /* x < 0 ? coef x : x */
+} ActKernelMode;
+
 static inline float act_apply(const Act *a, float v) {
-  switch (a->mode) {
+  switch ((int)a->mode) {
   case CUDNN_ACTIVATION_SIGMOID: return 1.0f / (1.0f + expf(-v));
   case CUDNN_ACTIVATION_RELU: return v > 0 ? v : 0;
   case CUDNN_ACTIVATION_TANH: return tanhf(v);
@@ -140,6 +154,15 @@ static inline float act_apply(const Act *a, float v) {
   case CUDNN_ACTIVATION_ELU: return v > 0 ? v : a->coef * expm1f(v);
   case CUDNN_ACTIVATION_SWISH: return v / (1.0f + expf(-a->swish_beta * v));
   case CUDNN_ACTIVATION_IDENTITY: return v;
+  case ACT_HARD_SWISH: {
+    float r = v / 6.0f + 0.5f;
+    return v * (r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r));
+  }
+  case ACT_HARD_SIGMOID: {
+    float r = a->coef * v + a->offset;
+    return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+  }
+  case ACT_LEAKY_RELU: return v < 0.0f ? a->coef * v : v;
   }
   return v;
 }
@@ -158,6 +181,9 @@ bool ew_is_channel_bias(const Op *op, const void *y, const Tensor *yt, const flo
 /* Whether op is cudnnActivationForward(alpha 1, beta 0) in place on exactly
  * (y, yt); gives the activation. */
 bool ew_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act);
+/* The same for a launch of one of opc's activation kernels (module.c):
+ * in place over exactly (y, yt), which must be packed. */
+bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act);
 
 /* ---- the walker: parallel loops over strided tensors ---- */
 

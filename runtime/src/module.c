@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnn.h"
 #include "image.h"
 #include "ktable.h"
 #include "rt.h"
@@ -209,4 +210,54 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   if (k->a.y_extent > 0)
     op_span(&k->op, k->a.y, (size_t)k->a.y_extent, true);
   return cu_result(rt_submit(hStream, &k->op));
+}
+
+/* The Act doing the same arithmetic as the activation kernel k, if it is one. */
+static bool kernel_activation(const KernelOp *k, Act *act) {
+  static const struct {
+    const char *kernel;
+    int mode;
+  } table[] = {
+      {"opc_sigmoid", CUDNN_ACTIVATION_SIGMOID},  {"opc_tanh", CUDNN_ACTIVATION_TANH},
+      {"opc_silu", CUDNN_ACTIVATION_SWISH},       {"opc_hard_swish", ACT_HARD_SWISH},
+      {"opc_hard_sigmoid", ACT_HARD_SIGMOID},     {"opc_leaky_relu", ACT_LEAKY_RELU},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (strcmp(k->f->name, table[i].kernel) == 0) {
+      /* opc_silu is v / (1 + expf(-v)): swish with beta 1, to the bit. */
+      *act = (Act){.mode = (cudnnActivationMode_t)table[i].mode, .coef = k->a.f[0],
+                   .offset = k->a.f[1], .swish_beta = 1.0f};
+      return true;
+    }
+  return false;
+}
+
+/* Whether strides run row-major over dims with no gaps. */
+static bool packed_walk(int rank, const long long *dims, const long long *strides) {
+  long long step = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    if (dims[i] != 1 && strides[i] != step)
+      return false;
+    step *= dims[i];
+  }
+  return true;
+}
+
+bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act) {
+  if (op->run != run_kernel || yt->type != CUDNN_DATA_FLOAT ||
+      !packed_walk(yt->rank, yt->dims, yt->strides))
+    return false;
+  const KernelOp *k = (const KernelOp *)op;
+  const struct opc_kargs *a = &k->a;
+  long long count = 1, want = 1;
+  for (int i = 0; i < a->rank; i++)
+    count *= a->dims[i];
+  for (int i = 0; i < yt->rank; i++)
+    want *= yt->dims[i];
+  /* Both walks packed over as many values from the same address: the same
+   * values in the same order. */
+  if (a->x[0] != y || a->y != y || a->n != count || count != want || a->rank > 8 ||
+      !packed_walk(a->rank, a->dims, a->xstride[0]) || !packed_walk(a->rank, a->dims, a->ystride))
+    return false;
+  return kernel_activation(k, act);
 }

@@ -1,14 +1,17 @@
 /*
  * test_conv.c - cuDNN convolutions of the CPU runtime against direct loops:
  * forward over padding, stride, dilation, groups, 1-D/2-D/3-D, both modes
- * and strided layouts; the fused bias/residual/activation form; and
- * backward data against a direct transposed convolution.
+ * and strided layouts; the fused bias/residual/activation form; the bias
+ * and activation (cuDNN's or an opc kernel's) issued after a convolution;
+ * and backward data against a direct transposed convolution.
  */
 #include <string.h>
 
+#include <cuda.h>
 #include <cudnn.h>
 #include <cuda_runtime.h>
 
+#include "../kernels/opc_kargs.h"
 #include "testutil.h"
 
 typedef struct Case {
@@ -342,7 +345,7 @@ static void depthwise_cases(void) {
             t.n = 1 + (pad + mult) % 2;
             t.c = t.groups = 5 + stride;
             t.k = t.c * mult;
-            t.in[1] = 11 + pad, t.in[2] = 13 + 2 * stride;
+            t.in[1] = 11 + pad, t.in[2] = 13 + 2 * stride + (pad + dil) % 2;
             t.ks[1] = t.ks[2] = ks;
             t.pad[1] = t.pad[2] = pad;
             t.stride[1] = t.stride[2] = stride;
@@ -666,6 +669,185 @@ static void run_folded(int variant) {
   free(x), free(w), free(b), free(y0), free(want), free(want2), free(got);
 }
 
+/* ---- opc's activation kernels launched after a convolution ---- */
+
+/* What each kernel computes, written out here, with its f[0] and f[1]. */
+typedef struct KernelAct {
+  const char *kernel;
+  float f0, f1;
+} KernelAct;
+
+static float kernel_act_ref(const KernelAct *k, float v) {
+  if (strcmp(k->kernel, "opc_silu") == 0)
+    return v / (1 + expf(-v));
+  if (strcmp(k->kernel, "opc_hard_swish") == 0)
+    return v * fminf(1, fmaxf(0, v / 6 + 0.5f));
+  if (strcmp(k->kernel, "opc_hard_sigmoid") == 0)
+    return fminf(1, fmaxf(0, k->f0 * v + k->f1));
+  if (strcmp(k->kernel, "opc_leaky_relu") == 0)
+    return v < 0 ? k->f0 * v : v;
+  if (strcmp(k->kernel, "opc_sigmoid") == 0)
+    return 1 / (1 + expf(-v));
+  return tanhf(v); /* opc_tanh */
+}
+
+/* A launch of k over `count` packed values from x into y, as rank 1 (the
+ * emitter's collapsed form) or as the given dims. */
+static CUresult launch_act(CUfunction f, const KernelAct *k, const float *x, float *y,
+                           long long count, int rank, const int *dims, cudaStream_t s) {
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = x;
+  a.y = y;
+  a.n = count;
+  a.rank = rank;
+  long long step = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    a.dims[i] = rank == 1 ? count : dims[i];
+    a.xstride[0][i] = a.ystride[i] = step;
+    step *= a.dims[i];
+  }
+  a.x_extent[0] = a.y_extent = count * (long long)sizeof(float);
+  a.f[0] = k->f0;
+  a.f[1] = k->f1;
+  void *params[] = {&a};
+  return cuLaunchKernel(f, (unsigned)((count + 255) / 256), 1, 1, 256, 1, 1, 0, s, params, NULL);
+}
+
+/*
+ * Convolution, bias, then one of opc's activation kernels, as the emitted
+ * programs issue an activation cuDNN cannot fuse. Variants: 0 in place
+ * over all of y as one row, 3 the same as y's four dims (both folded into
+ * the convolution's epilogue); 1 out of place, 2 over only the first half
+ * of y (not folded). Direct and replayed from a graph, where all three are
+ * queued together: the result must be the same.
+ */
+static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
+  Case t = base_case(2);
+  t.n = 1, t.c = 8, t.k = 8, t.groups = groups, t.in[1] = 11, t.in[2] = 13;
+  t.ks[1] = t.ks[2] = 3, t.pad[1] = t.pad[2] = 1;
+  int o[3];
+  out_dims(&t, o);
+  int xd[4] = {1, t.c, 11, 13}, yd[4] = {1, t.k, o[1], o[2]}, wd[4] = {t.k, t.c / groups, 3, 3};
+  long long xn = (long long)t.c * 11 * 13, yn = (long long)t.k * o[1] * o[2];
+  long long wn = (long long)t.k * (t.c / groups) * 9, plane = (long long)o[1] * o[2];
+  long long count = variant == 2 ? yn / 2 : yn;
+  float *x = rnd_array(xn), *w = rnd_array(wn), *b = rnd_array(t.k);
+  float *want = malloc(yn * 4), *want2 = malloc(yn * 4), *got = malloc(yn * 4);
+  for (long long i = 0; i < xn; i++)
+    x[i] *= 3; /* so that y spans the kernels' bends */
+  ref_conv(&t, x, w, want);
+  for (long long i = 0; i < yn; i++) {
+    float v = want[i] + b[i / plane];
+    want[i] = v;
+    want2[i] = kernel_act_ref(k, v);
+  }
+  if (variant != 1)
+    memcpy(want, want2, count * 4);
+
+  float *dx, *dw, *db, *dy, *dy2;
+  cudaMalloc((void **)&dx, xn * 4);
+  cudaMalloc((void **)&dw, wn * 4);
+  cudaMalloc((void **)&db, t.k * 4);
+  cudaMalloc((void **)&dy, yn * 4);
+  cudaMalloc((void **)&dy2, yn * 4);
+  cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, w, wn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b, t.k * 4, cudaMemcpyHostToDevice);
+  cudnnTensorDescriptor_t xdesc, ydesc, bdesc;
+  cudnnFilterDescriptor_t wdesc;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnCreateTensorDescriptor(&xdesc);
+  cudnnCreateTensorDescriptor(&ydesc);
+  cudnnCreateTensorDescriptor(&bdesc);
+  cudnnCreateFilterDescriptor(&wdesc);
+  cudnnCreateConvolutionDescriptor(&conv);
+  cudnnSetTensor4dDescriptor(xdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
+  cudnnSetTensor4dDescriptor(ydesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
+  cudnnSetTensor4dDescriptor(bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, t.k, 1, 1);
+  cudnnSetFilter4dDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
+  set_conv(conv, &t);
+
+  CUmodule mod;
+  CUfunction f;
+  cuInit(0);
+  expect(cuModuleLoadData(&mod, ".version 8.0\n.target sm_90\n.address_size 64\n") ==
+             CUDA_SUCCESS,
+         "kernel folded: module");
+  expect(cuModuleGetFunction(&f, mod, k->kernel) == CUDA_SUCCESS, "kernel folded: function");
+  cudaStream_t s;
+  cudnnHandle_t h;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudnnCreate(&h);
+  cudnnSetStream(h, s);
+  size_t ws_size = 0;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  cudnnGetConvolutionForwardWorkspaceSize(h, xdesc, wdesc, conv, ydesc, algo, &ws_size);
+  void *ws;
+  cudaMalloc(&ws, ws_size);
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  for (int round = 0; round < 3; round++) {
+    cudaMemset(dy2, 0, yn * 4);
+    cudaDeviceSynchronize();
+    if (round <= 1) {
+      if (round == 1)
+        expect(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess,
+               "kernel folded: capture");
+      float one = 1, zero = 0;
+      expect(cudnnConvolutionForward(h, &one, xdesc, dx, wdesc, dw, conv, algo, ws, ws_size, &zero,
+                                     ydesc, dy) == CUDNN_STATUS_SUCCESS,
+             "kernel folded: convolution");
+      expect(cudnnAddTensor(h, &one, bdesc, db, &one, ydesc, dy) == CUDNN_STATUS_SUCCESS,
+             "kernel folded: bias");
+      expect(launch_act(f, k, dy, variant == 1 ? dy2 : dy, count, variant == 3 ? 4 : 1, yd, s) ==
+                 CUDA_SUCCESS,
+             "kernel folded: launch");
+      if (round == 1) {
+        expect(cudaStreamEndCapture(s, &graph) == cudaSuccess, "kernel folded: end capture");
+        expect(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "kernel folded: instantiate");
+      }
+    }
+    if (round >= 1)
+      expect(cudaGraphLaunch(exec, s) == cudaSuccess, "kernel folded: launch graph");
+    expect(cudaStreamSynchronize(s) == cudaSuccess, "kernel folded: synchronize");
+    char name[96];
+    snprintf(name, sizeof name, "%s folded, variant %d, groups %d, round %d", k->kernel, variant,
+             groups, round);
+    cudaMemcpy(got, dy, yn * 4, cudaMemcpyDeviceToHost);
+    close_arrays(name, got, want, yn, 1e-4f);
+    if (variant == 1) {
+      cudaMemcpy(got, dy2, yn * 4, cudaMemcpyDeviceToHost);
+      close_arrays(name, got, want2, yn, 1e-4f);
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudnnDestroy(h);
+  cudaStreamDestroy(s);
+  cuModuleUnload(mod);
+  cudaFree(ws);
+  cudnnDestroyTensorDescriptor(xdesc);
+  cudnnDestroyTensorDescriptor(ydesc);
+  cudnnDestroyTensorDescriptor(bdesc);
+  cudnnDestroyFilterDescriptor(wdesc);
+  cudnnDestroyConvolutionDescriptor(conv);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy), cudaFree(dy2);
+  free(x), free(w), free(b), free(want), free(want2), free(got);
+}
+
+static void kernel_folded_cases(void) {
+  const KernelAct kernels[] = {{"opc_silu", 0, 0},           {"opc_hard_swish", 0, 0},
+                               {"opc_hard_sigmoid", 0.2f, 0.5f}, {"opc_leaky_relu", 0.1f, 0},
+                               {"opc_sigmoid", 0, 0},        {"opc_tanh", 0, 0}};
+  for (int i = 0; i < 6; i++)
+    for (int variant = 0; variant <= 3; variant++)
+      run_kernel_folded(&kernels[i], variant, 1);
+  /* A depthwise convolution has its own epilogue call. */
+  run_kernel_folded(&kernels[0], 0, 8);
+  run_kernel_folded(&kernels[1], 0, 8);
+}
+
 /* ---- backward data ---- */
 
 /* Direct transposed convolution: every dy value spreads through the filter. */
@@ -834,6 +1016,7 @@ int main(void) {
   run_fused(CUDNN_ACTIVATION_SIGMOID, false, 1.0f, 1.0f, 1);
   for (int variant = 0; variant <= 6; variant++)
     run_folded(variant);
+  kernel_folded_cases();
   backward_cases();
   /* Mismatched shapes are refused, not computed. */
   {

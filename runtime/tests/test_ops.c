@@ -557,6 +557,7 @@ int main(void) {
       test_pool(ns, pmodes[m], 3, 1, 2, 0);
       test_pool(ns, pmodes[m], 2, 0, 2, 0);
       test_pool(ns, pmodes[m], 3, 2, 1, 0.5f);
+      test_pool(ns, pmodes[m], 3, 1, 1, 0); /* NASNet's cells' pools, by whole planes */
       test_pool(ns, pmodes[m], 4, 1, 3, 0); /* windows wider than the stride, clipped at both ends */
     }
   for (int algo = CUDNN_SOFTMAX_FAST; algo <= CUDNN_SOFTMAX_LOG; algo++) {
