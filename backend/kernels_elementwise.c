@@ -135,6 +135,7 @@ static const UnaryKernel unary_kernels[] = {
     {OP_THRESHOLDED_RELU, "opc_thresholded_relu", 1, {"alpha"}},
     {OP_SHRINK, "opc_shrink", 2, {"lambd", "bias"}},
     {OP_MISH, "opc_mish", 0, {0}},
+    {OP_SWISH, "opc_swish", 1, {"alpha"}},
 };
 
 static const UnaryKernel *unary_kernel(OpKind op) {

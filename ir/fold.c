@@ -481,6 +481,7 @@ static float shrink_float(const Params *p, float x) {
 }
 
 static float mish_float(const Params *p, float x) { return x * tanhf(log1pf(expf(x))); }
+static float swish_float(const Params *p, float x) { return x / (1 + expf(-p->act.alpha * x)); }
 
 static float gelu_float(const Params *p, float x) {
   if (p->act.tanh)
@@ -531,6 +532,7 @@ bool fold_erf(Graph *g, Node *n) { return map_unary(n, erf_float, NULL); }
 bool fold_thresholded_relu(Graph *g, Node *n) { return map_unary(n, thresholded_relu_float, NULL); }
 bool fold_shrink(Graph *g, Node *n) { return map_unary(n, shrink_float, NULL); }
 bool fold_mish(Graph *g, Node *n) { return map_unary(n, mish_float, NULL); }
+bool fold_swish(Graph *g, Node *n) { return map_unary(n, swish_float, NULL); }
 bool fold_gelu(Graph *g, Node *n) { return map_unary(n, gelu_float, NULL); }
 bool fold_exp(Graph *g, Node *n) { return map_unary(n, exp_float, NULL); }
 bool fold_log(Graph *g, Node *n) { return map_unary(n, log_float, NULL); }

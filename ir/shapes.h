@@ -34,6 +34,7 @@ bool fold_erf(Graph *g, Node *n);
 bool fold_thresholded_relu(Graph *g, Node *n);
 bool fold_shrink(Graph *g, Node *n);
 bool fold_mish(Graph *g, Node *n);
+bool fold_swish(Graph *g, Node *n);
 bool fold_gelu(Graph *g, Node *n);
 bool fold_exp(Graph *g, Node *n);
 bool fold_log(Graph *g, Node *n);

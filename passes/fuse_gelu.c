@@ -19,9 +19,8 @@
 
 /* Whether t is a float32 constant holding the one value `want`. */
 static bool is_scalar(const Tensor *t, double want) {
-  if (!t || t->dtype != DT_FLOAT || !t->f32 || tensor_numel(t) != 1)
-    return false;
-  return fabs(t->f32[0] - want) <= 1e-6 * fabs(want);
+  float v;
+  return scalar_constant(t, &v) && fabs(v - want) <= 1e-6 * fabs(want);
 }
 
 /* For a binary node n with one operand the constant `want`, the other. */

@@ -50,6 +50,7 @@ bool pass_fold_batchnorm(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_gelu(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_gated(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx);

@@ -22,6 +22,7 @@ static const Pass pipeline[] = {
     {"fuse-bias", true, true, pass_fuse_bias},
     {"fuse-pad", true, true, pass_fuse_pad},
     {"fuse-gelu", true, true, pass_fuse_gelu},
+    {"fuse-gated", true, true, pass_fuse_gated},
     {"fuse-activation", true, true, pass_fuse_activation},
     {"fuse-residual", true, true, pass_fuse_residual},
     {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */

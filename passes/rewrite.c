@@ -12,6 +12,13 @@ Node *sole_consumer(const Tensor *t) {
   return u->dead ? NULL : u;
 }
 
+bool scalar_constant(const Tensor *t, float *value) {
+  if (!t || t->dtype != DT_FLOAT || !t->f32 || tensor_numel(t) != 1)
+    return false;
+  *value = t->f32[0];
+  return true;
+}
+
 static bool is_binary_add(const Node *n) {
   return !n->dead && n->op == OP_ADD && n->nin == 2 && n->in[0] && n->in[1];
 }
@@ -248,6 +255,10 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
   }
   if (n->op == OP_HARD_SWISH) {
     *act = ACT_HARD_SWISH;
+    return true;
+  }
+  if (n->op == OP_SWISH && n->p.act.alpha == 1.0f) {
+    *act = ACT_SILU;
     return true;
   }
   if (n->op == OP_CLIP) {

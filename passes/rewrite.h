@@ -49,6 +49,9 @@ void replace_reads(Graph *g, Tensor *from, Tensor *to);
  */
 bool bypass_node(Graph *g, Node *n, Tensor *in, Tensor *out);
 
+/* Whether t is a float32 constant holding one value; gives the value. */
+bool scalar_constant(const Tensor *t, float *value);
+
 /* A fresh f32 constant with the shape of `like`, named after it. */
 Tensor *new_const_like(Graph *g, const Tensor *like, const char *suffix);
 /* A fresh f32 constant of shape [n], filled with `fill`. */
@@ -65,7 +68,8 @@ void begin_rewrite(Graph *g);
 bool finish_rewrite(Graph *g);
 
 /* Reads an activation node (Relu, Clip with constant bounds, Sigmoid, Tanh,
-   LeakyRelu) on float32 into act/alpha/beta; false for anything else. */
+   LeakyRelu, HardSigmoid, HardSwish, Swish of alpha 1) on float32 into
+   act/alpha/beta; false for anything else. */
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta);
 
 #endif

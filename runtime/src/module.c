@@ -221,12 +221,15 @@ static bool kernel_activation(const KernelOp *k, Act *act) {
       {"opc_sigmoid", CUDNN_ACTIVATION_SIGMOID},  {"opc_tanh", CUDNN_ACTIVATION_TANH},
       {"opc_silu", CUDNN_ACTIVATION_SWISH},       {"opc_hard_swish", ACT_HARD_SWISH},
       {"opc_hard_sigmoid", ACT_HARD_SIGMOID},     {"opc_leaky_relu", ACT_LEAKY_RELU},
+      {"opc_swish", CUDNN_ACTIVATION_SWISH},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(k->f->name, table[i].kernel) == 0) {
-      /* opc_silu is v / (1 + expf(-v)): swish with beta 1, to the bit. */
+      /* opc_silu is v / (1 + expf(-v)), opc_swish v / (1 + expf(-f[0] v)):
+       * cuDNN's swish with beta 1 or f[0], to the bit. */
+      bool swish = strcmp(k->f->name, "opc_swish") == 0;
       *act = (Act){.mode = (cudnnActivationMode_t)table[i].mode, .coef = k->a.f[0],
-                   .offset = k->a.f[1], .swish_beta = 1.0f};
+                   .offset = k->a.f[1], .swish_beta = swish ? k->a.f[0] : 1.0f};
       return true;
     }
   return false;

@@ -50,7 +50,7 @@ def model(name, nodes, inputs, outputs, inits=(), opset=13):
     graph = helper.make_graph(nodes, name, [value_info(n, s) for n, s in inputs],
                               [value_info(n, s) for n, s in outputs], list(inits))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
+    m.ir_version = 8 if opset <= 18 else 10  # opset 24 came with IR version 10
     onnx.checker.check_model(m)
     return m
 
@@ -200,6 +200,9 @@ def misc_models():
         helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Tanh", ["a"], ["b"]),
         helper.make_node("Elu", ["x"], ["d"], alpha=0.5), helper.make_node("Sigmoid", ["d"], ["y"])],
         [("x", [2, 3, 4])], [("b", [2, 3, 4]), ("y", [2, 3, 4])])
+    yield "swish_24", model("g", [
+        helper.make_node("Swish", ["x"], ["a"]), helper.make_node("Swish", ["x"], ["y"], alpha=1.7)],
+        [("x", [2, 3, 4])], [("a", [2, 3, 4]), ("y", [2, 3, 4])], opset=24)
     yield "arith_broadcast", model("g", [
         helper.make_node("Add", ["x", "bias"], ["a"]), helper.make_node("Sub", ["bias", "a"], ["s"]),
         helper.make_node("Mul", ["s", "x"], ["m"]), helper.make_node("Max", ["m", "x", "r"], ["y"])],

@@ -152,6 +152,7 @@ def test_unary():
         ("opc_tanh", x, np.tanh(d), ()),
         ("opc_hard_sigmoid", x, np.clip(0.3 * d + 0.4, 0, 1), (0.3, 0.4)),
         ("opc_hard_swish", x, d * np.clip(d / 6 + 0.5, 0, 1), ()),
+        ("opc_swish", x, d * sig(1.7 * d), (1.7,)),
         ("opc_softplus", x * 30, np.log1p(np.exp((x * 30).astype(np.float64))), ()),
         ("opc_softsign", x, d / (1 + np.abs(d)), ()),
         ("opc_clip", x, np.clip(d, -1.25, 2.5), (-1.25, 2.5)),

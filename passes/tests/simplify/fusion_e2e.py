@@ -150,6 +150,26 @@ def conv_transpose_bn():
         {"BatchNormalization": 0}
 
 
+def gated():
+    """x * gate(x) on a value no Conv produces (an Add): SiLU, a scaled Swish,
+    HardSwish and Mish each become one node of their own."""
+    nodes = [helper.make_node("Add", ["x", "k"], ["a"], name="add"),
+             helper.make_node("Sigmoid", ["a"], ["s"], name="sig"),
+             helper.make_node("Mul", ["a", "s"], ["silu"], name="mul"),
+             helper.make_node("Mul", ["silu", "alpha"], ["sa"], name="scale"),
+             helper.make_node("Sigmoid", ["sa"], ["t"], name="sig2"),
+             helper.make_node("Mul", ["t", "silu"], ["swish"], name="mul2"),
+             helper.make_node("HardSigmoid", ["swish"], ["h"], name="hsig", alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["swish", "h"], ["hswish"], name="mul3"),
+             helper.make_node("Softplus", ["hswish"], ["p"], name="softplus"),
+             helper.make_node("Tanh", ["p"], ["th"], name="tanh"),
+             helper.make_node("Mul", ["hswish", "th"], ["out"], name="mul4")]
+    inits = [const("k", [1, 3, 1, 1], -2, 2),
+             numpy_helper.from_array(np.array(1.702, np.float32), "alpha")]
+    return model("gated", nodes, inits, [value("x", [1, 3, 6, 6])], [value("out", [1, 3, 6, 6])]), \
+        {"Sigmoid": 0, "HardSigmoid": 0, "Softplus": 0, "Tanh": 0, "Mul": 0}
+
+
 def stats(opc, path):
     r = subprocess.run([opc, path, "--stats"], capture_output=True, text=True)
     table = {}
@@ -218,7 +238,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     cases = [conv_bn_relu(), bias_clip(), pad_into("Conv"), pad_into("AveragePool"),
              pad_into("MaxPool"), residual(), concat(1), concat(2), split_slice(), gemm_bn(),
-             conv_transpose_bn()]
+             conv_transpose_bn(), gated()]
     failed = [m.graph.name for m, expect in cases if not run_case(opc, work, m, expect)]
     # An unknown --dump-after name is an error, not an empty dump.
     path = os.path.join(work, cases[0][0].graph.name + ".onnx")
