@@ -38,6 +38,7 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
       [ACT_RELU] = "opc_relu_f32", [ACT_CLIP] = "opc_clip", [ACT_SIGMOID] = "opc_sigmoid",
       [ACT_TANH] = "opc_tanh", [ACT_LEAKY_RELU] = "opc_leaky_relu", [ACT_SILU] = "opc_silu",
       [ACT_HARD_SIGMOID] = "opc_hard_sigmoid", [ACT_HARD_SWISH] = "opc_hard_swish",
+      [ACT_MISH] = "opc_mish",
   };
   if (act == ACT_NONE)
     return;

@@ -56,7 +56,7 @@ static void grow_workspace(Emitter *e, const Node *n, const char *bytes_expr) {
 bool act_supported(const Node *n) {
   switch (n->act) {
   case ACT_NONE: case ACT_RELU: case ACT_SIGMOID: case ACT_TANH: case ACT_CLIP:
-  case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH:
+  case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH: case ACT_MISH:
     return true;
   }
   return false;
@@ -93,6 +93,7 @@ void act_setup(Emitter *e, const Node *n, ActPlan *p) {
       p->act = activation_desc(e, n, "CUDNN_ACTIVATION_CLIPPED_RELU", n->act_beta);
     break;
   case ACT_NONE: case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH:
+  case ACT_MISH:
     break;
   }
 }

@@ -99,6 +99,7 @@ static const char *act_key(Activation a) {
   case ACT_SILU: return "silu";
   case ACT_HARD_SIGMOID: return "hardsigmoid";
   case ACT_HARD_SWISH: return "hardswish";
+  case ACT_MISH: return "mish";
   case ACT_NONE: break;
   }
   return NULL;

@@ -191,6 +191,7 @@ static const char *act_name(Activation a) {
   case ACT_SILU: return "silu";
   case ACT_HARD_SIGMOID: return "hard_sigmoid";
   case ACT_HARD_SWISH: return "hard_swish";
+  case ACT_MISH: return "mish";
   default: return NULL;
   }
 }

@@ -96,6 +96,7 @@ static double activate(const Node *n, double v) {
     double r = v / 6 + 0.5;
     return v * (r < 0 ? 0 : r > 1 ? 1 : r);
   }
+  case ACT_MISH: return v * tanh(log1p(exp(v)));
   default: return v;
   }
 }

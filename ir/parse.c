@@ -563,7 +563,8 @@ static bool activation(Parser *ps, Node *n) {
               {"leaky_relu", ACT_LEAKY_RELU},
               {"silu", ACT_SILU},
               {"hard_sigmoid", ACT_HARD_SIGMOID},
-              {"hard_swish", ACT_HARD_SWISH}};
+              {"hard_swish", ACT_HARD_SWISH},
+              {"mish", ACT_MISH}};
   const char *name = ident(ps);
   if (!name)
     return false;

@@ -257,6 +257,10 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     *act = ACT_HARD_SWISH;
     return true;
   }
+  if (n->op == OP_MISH) {
+    *act = ACT_MISH;
+    return true;
+  }
   if (n->op == OP_SWISH && n->p.act.alpha == 1.0f) {
     *act = ACT_SILU;
     return true;

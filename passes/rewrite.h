@@ -68,7 +68,7 @@ void begin_rewrite(Graph *g);
 bool finish_rewrite(Graph *g);
 
 /* Reads an activation node (Relu, Clip with constant bounds, Sigmoid, Tanh,
-   LeakyRelu, HardSigmoid, HardSwish, Swish of alpha 1) on float32 into
+   LeakyRelu, HardSigmoid, HardSwish, Mish, Swish of alpha 1) on float32 into
    act/alpha/beta; false for anything else. */
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta);
 

@@ -61,11 +61,21 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
       y[i] = alpha * (x[i] / (1.0f + expf(-b * x[i]))) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
-  case ACT_HARD_SWISH:
+  case KERNEL_ACT_HARD_SWISH:
     for (long long i = 0; i < n; i++) {
       float r = x[i] / 6.0f + 0.5f;
       r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
       y[i] = alpha * (x[i] * r) + (beta != 0 ? beta * y[i] : 0);
+    }
+    return;
+  case KERNEL_ACT_MISH:
+    /* The softplus is computed for every value, so that the loop has no
+     * branch around the calls and vectorises; above 20 it is x, as in
+     * opc_mish (where expf overflows, log1pf gives inf, also replaced). */
+    for (long long i = 0; i < n; i++) {
+      float sp = log1pf(expf(x[i]));
+      sp = x[i] > 20.0f ? x[i] : sp;
+      y[i] = alpha * (x[i] * tanhf(sp)) + (beta != 0 ? beta * y[i] : 0);
     }
     return;
   default:

@@ -129,7 +129,7 @@ cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank)
 typedef struct Act {
   cudnnActivationMode_t mode; /* or one of ActKernelMode */
   float coef, swish_beta;
-  float offset; /* ACT_HARD_SIGMOID's beta */
+  float offset; /* KERNEL_ACT_HARD_SIGMOID's beta */
 } Act;
 
 /*
@@ -140,9 +140,10 @@ typedef struct Act {
  * them, so no caller can ask for one.
  */
 typedef enum ActKernelMode {
-  ACT_HARD_SWISH = 64, /* x * max(0, min(1, x / 6 + 1/2)) */
-  ACT_HARD_SIGMOID,    /* max(0, min(1, coef x + offset)) */
-  ACT_LEAKY_RELU,      /* x < 0 ? coef x : x */
+  KERNEL_ACT_HARD_SWISH = 64, /* x * max(0, min(1, x / 6 + 1/2)) */
+  KERNEL_ACT_HARD_SIGMOID,    /* max(0, min(1, coef x + offset)) */
+  KERNEL_ACT_LEAKY_RELU,      /* x < 0 ? coef x : x */
+  KERNEL_ACT_MISH,            /* x * tanh(softplus(x)); softplus is x above 20 */
 } ActKernelMode;
 
 static inline float act_apply(const Act *a, float v) {
@@ -154,15 +155,16 @@ static inline float act_apply(const Act *a, float v) {
   case CUDNN_ACTIVATION_ELU: return v > 0 ? v : a->coef * expm1f(v);
   case CUDNN_ACTIVATION_SWISH: return v / (1.0f + expf(-a->swish_beta * v));
   case CUDNN_ACTIVATION_IDENTITY: return v;
-  case ACT_HARD_SWISH: {
+  case KERNEL_ACT_HARD_SWISH: {
     float r = v / 6.0f + 0.5f;
     return v * (r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r));
   }
-  case ACT_HARD_SIGMOID: {
+  case KERNEL_ACT_HARD_SIGMOID: {
     float r = a->coef * v + a->offset;
     return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
   }
-  case ACT_LEAKY_RELU: return v < 0.0f ? a->coef * v : v;
+  case KERNEL_ACT_LEAKY_RELU: return v < 0.0f ? a->coef * v : v;
+  case KERNEL_ACT_MISH: return v * tanhf(v > 20.0f ? v : log1pf(expf(v)));
   }
   return v;
 }

@@ -218,10 +218,14 @@ static bool kernel_activation(const KernelOp *k, Act *act) {
     const char *kernel;
     int mode;
   } table[] = {
-      {"opc_sigmoid", CUDNN_ACTIVATION_SIGMOID},  {"opc_tanh", CUDNN_ACTIVATION_TANH},
-      {"opc_silu", CUDNN_ACTIVATION_SWISH},       {"opc_hard_swish", ACT_HARD_SWISH},
-      {"opc_hard_sigmoid", ACT_HARD_SIGMOID},     {"opc_leaky_relu", ACT_LEAKY_RELU},
+      {"opc_sigmoid", CUDNN_ACTIVATION_SIGMOID},
+      {"opc_tanh", CUDNN_ACTIVATION_TANH},
+      {"opc_silu", CUDNN_ACTIVATION_SWISH},
       {"opc_swish", CUDNN_ACTIVATION_SWISH},
+      {"opc_hard_swish", KERNEL_ACT_HARD_SWISH},
+      {"opc_hard_sigmoid", KERNEL_ACT_HARD_SIGMOID},
+      {"opc_leaky_relu", KERNEL_ACT_LEAKY_RELU},
+      {"opc_mish", KERNEL_ACT_MISH},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(k->f->name, table[i].kernel) == 0) {

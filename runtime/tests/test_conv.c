@@ -682,6 +682,8 @@ static float kernel_act_ref(const KernelAct *k, float v) {
     return v / (1 + expf(-v));
   if (strcmp(k->kernel, "opc_swish") == 0)
     return v / (1 + expf(-k->f0 * v));
+  if (strcmp(k->kernel, "opc_mish") == 0)
+    return v * tanhf(log1pf(expf(v)));
   if (strcmp(k->kernel, "opc_hard_swish") == 0)
     return v * fminf(1, fmaxf(0, v / 6 + 0.5f));
   if (strcmp(k->kernel, "opc_hard_sigmoid") == 0)
@@ -842,9 +844,9 @@ static void kernel_folded_cases(void) {
   const KernelAct kernels[] = {
       {"opc_silu", 0, 0},       {"opc_hard_swish", 0, 0}, {"opc_hard_sigmoid", 0.2f, 0.5f},
       {"opc_leaky_relu", 0.1f, 0}, {"opc_sigmoid", 0, 0},   {"opc_tanh", 0, 0},
-      {"opc_swish", 1.7f, 0},
+      {"opc_swish", 1.7f, 0},   {"opc_mish", 0, 0},
   };
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < 8; i++)
     for (int variant = 0; variant <= 3; variant++)
       run_kernel_folded(&kernels[i], variant, 1);
   /* A depthwise convolution has its own epilogue call. */

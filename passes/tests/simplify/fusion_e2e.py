@@ -170,6 +170,18 @@ def gated():
         {"Sigmoid": 0, "HardSigmoid": 0, "Softplus": 0, "Tanh": 0, "Mul": 0}
 
 
+def conv_mish():
+    """Mish of a Conv's output, as exporters before opset 18 write it: the
+    Conv's activation, run by opc_mish (on the CPU, in its epilogue)."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Softplus", ["y"], ["p"], name="softplus"),
+             helper.make_node("Tanh", ["p"], ["t"], name="tanh"),
+             helper.make_node("Mul", ["t", "y"], ["out"], name="mul")]
+    inits = [const("w", [6, 3, 3, 3], -2, 2), const("b", [6])]
+    return model("conv_mish", nodes, inits, [value("x", [1, 3, 5, 5])], [value("out", [1, 6, 5, 5])]), \
+        {"Softplus": 0, "Tanh": 0, "Mul": 0, "Mish": 0}
+
+
 def stats(opc, path):
     r = subprocess.run([opc, path, "--stats"], capture_output=True, text=True)
     table = {}
@@ -238,7 +250,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     cases = [conv_bn_relu(), bias_clip(), pad_into("Conv"), pad_into("AveragePool"),
              pad_into("MaxPool"), residual(), concat(1), concat(2), split_slice(), gemm_bn(),
-             conv_transpose_bn(), gated()]
+             conv_transpose_bn(), gated(), conv_mish()]
     failed = [m.graph.name for m, expect in cases if not run_case(opc, work, m, expect)]
     # An unknown --dump-after name is an error, not an empty dump.
     path = os.path.join(work, cases[0][0].graph.name + ".onnx")
