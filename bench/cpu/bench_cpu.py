@@ -216,37 +216,21 @@ def bench_model(name, a, work, env):
     except Exception:
         r["input"] = "?"
 
-    # --- opc
+    # --- opc, and the baseline opc right after it on the same model
     if not a.skip_opc:
-        net = os.path.join(mdir, "net")
-        if os.path.exists(net):
-            os.remove(net)
-        cmd = [a.opc, model, "-o", net, "--target", "cpu"] + shlex.split(a.opc_flags)
-        t0 = time.time()
-        ok, so, se, note = run_cmd(cmd, a.timeout, env=env)
-        r["opc_compile_s"] = round(time.time() - t0, 2)
-        if not ok:
-            r["status"].append("opc compile failed (%s): %s" % (note, tail(se or so)))
-        elif not os.access(net, os.X_OK):
-            r["status"].append("opc produced no executable")
-        else:
-            cmd = [net, "--bench", str(a.runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
-            ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=mdir)
-            lat = parse_latency(so) or parse_latency(se)
-            device = re.search(r"^device: (.*)$", so, re.M)
-            if device:
-                r["device"] = device.group(1)
-            if not ok:
-                r["status"].append("net failed (%s): %s" % (note, tail(se or so)))
-            elif not lat or "p50" not in lat:
-                r["status"].append("net printed no 'latency_ms ... p50=' line: %s" % tail(so))
-            else:
-                r["opc"] = lat
-                share = profile_shares(net, a, env, mdir)
-                if share:
-                    r["op_share"] = share
+        r["opc"], device = time_opc(a.opc, "opc", model, mdir, a, env, r["status"])
+        if device:
+            r["device"] = device
+        if r["opc"]:
+            share = profile_shares(os.path.join(mdir, "net"), a, env, mdir)
+            if share:
+                r["op_share"] = share
     else:
         r["status"].append("opc skipped")
+    if a.baseline:
+        r["baseline"], _ = time_opc(a.baseline, "baseline", model, mdir, a, env, r["status"])
+        if r["opc"] and r["baseline"]:
+            r["ratio_baseline_p50"] = r["opc"]["p50"] / r["baseline"]["p50"]
 
     # --- onnxruntime
     try:
@@ -260,6 +244,36 @@ def bench_model(name, a, work, env):
     if not r["status"]:
         r["status"].append("ok")
     return r
+
+
+def time_opc(opc, tag, model, mdir, a, env, status):
+    """Compiles the model with `opc` into mdir/net (the baseline's into
+    mdir/baseline/net) and times it: (latency dict or None, device line or
+    None); problems go to status, prefixed by tag."""
+    d = mdir if tag == "opc" else os.path.join(mdir, tag)
+    os.makedirs(d, exist_ok=True)
+    net = os.path.join(d, "net")
+    if os.path.exists(net):
+        os.remove(net)
+    cmd = [opc, model, "-o", net, "--target", "cpu"] + shlex.split(a.opc_flags)
+    ok, so, se, note = run_cmd(cmd, a.timeout, env=env)
+    if not ok:
+        status.append("%s compile failed (%s): %s" % (tag, note, tail(se or so)))
+        return None, None
+    if not os.access(net, os.X_OK):
+        status.append("%s produced no executable" % tag)
+        return None, None
+    cmd = [net, "--bench", str(a.runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
+    ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=d)
+    lat = parse_latency(so) or parse_latency(se)
+    device = re.search(r"^device: (.*)$", so, re.M)
+    if not ok:
+        status.append("%s net failed (%s): %s" % (tag, note, tail(se or so)))
+        return None, None
+    if not lat or "p50" not in lat:
+        status.append("%s net printed no 'latency_ms ... p50=' line: %s" % (tag, tail(so)))
+        return None, None
+    return lat, device.group(1) if device else None
 
 
 def profile_shares(net, a, env, cwd):
@@ -312,20 +326,31 @@ def write_report(path, results, a, info):
     lines.append("")
     lines.append("Latencies in milliseconds; ratio < 1 means opc is faster.")
     lines.append("")
-    lines.append("| model | input | opc p50 | opc p90 | ORT p50 | ORT p90 | opc/ORT p50 | opc/ORT p90 | status |")
-    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    base_head = " baseline p50 | opc/baseline p50 |" if a.baseline else ""
+    base_rule = "---:|---:|" if a.baseline else ""
+    lines.append("| model | input | opc p50 | opc p90 | ORT p50 | ORT p90 | opc/ORT p50 | opc/ORT p90 |%s status |"
+                 % base_head)
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|%s---|" % base_rule)
     for r in results:
-        o, t = r.get("opc") or {}, r.get("ort") or {}
+        o, t, b = r.get("opc") or {}, r.get("ort") or {}, r.get("baseline") or {}
         st = "; ".join(r["status"]).replace("|", "\\|")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        base = (" %s | %s |" % (fmt(b.get("p50")), fmt(r.get("ratio_baseline_p50"), 2))
+                if a.baseline else "")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |%s %s |" % (
             r["model"], r.get("input", "?"), fmt(o.get("p50")), fmt(o.get("p90")),
             fmt(t.get("p50")), fmt(t.get("p90")),
-            fmt(r.get("ratio_p50"), 2), fmt(r.get("ratio_p90"), 2), st))
+            fmt(r.get("ratio_p50"), 2), fmt(r.get("ratio_p90"), 2), base, st))
     ratios = [r["ratio_p50"] for r in results if r.get("ratio_p50")]
     if ratios:
         g = float(np.exp(np.mean(np.log(ratios))))
         lines.append("")
         lines.append("Geometric mean opc/ORT (p50) over %d model(s): **%.2f**" % (len(ratios), g))
+    base_ratios = [r["ratio_baseline_p50"] for r in results if r.get("ratio_baseline_p50")]
+    if base_ratios:
+        g = float(np.exp(np.mean(np.log(base_ratios))))
+        lines.append("")
+        lines.append("Geometric mean opc/baseline (p50) over %d model(s): **%.2f** (baseline: `%s`, "
+                     "timed right after opc on each model)" % (len(base_ratios), g, a.baseline))
     shared = [r for r in results if r.get("op_share")]
     if shared:
         lines.append("")
@@ -352,6 +377,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--opc", required=True, help="path to the opc binary")
+    ap.add_argument("--baseline", default=None,
+                    help="another opc binary (an earlier build) timed on each model too")
     ap.add_argument("--models", default="", help="comma-separated (default: all zoo models)")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
@@ -389,6 +416,8 @@ def main(argv=None):
         info["ort_version"] = "not installed"
     a.opc = os.path.abspath(a.opc) if os.sep in a.opc else a.opc
     info["opc_version"] = None if a.skip_opc else opc_version(a.opc)
+    if a.baseline:
+        a.baseline = os.path.abspath(a.baseline)
 
     models = [m for m in a.models.split(",") if m] or list_models()
     known = set(list_models())
