@@ -124,22 +124,18 @@ static inline __attribute__((always_inline)) void pool_fold_row(const PoolOp *p,
   }
 }
 
-/* One output row (od, oh) of one plane. */
-OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, int oh,
-                                       float *acc, float *y) {
+/*
+ * Writes one output row from its windows' values acc[0..OW): the max, or
+ * the sum over the window's size or over its count of input values, whose
+ * `rows` input rows (depth times height) the caller counted; 0 for a
+ * window wholly in the padding. Blended into the row at y.
+ */
+static inline __attribute__((always_inline)) void pool_write_row(const PoolOp *p,
+                                                                 const float *acc, int rows,
+                                                                 float *y) {
   bool is_max = pool_is_max(p);
-  int OW = p->out[2];
-  int dlo, dhi, hlo, hhi;
-  clip_window(od * p->stride[0] - p->pad[0], p->win[0], p->in[0], &dlo, &dhi);
-  clip_window(oh * p->stride[1] - p->pad[1], p->win[1], p->in[1], &hlo, &hhi);
-  for (int ow = 0; ow < OW; ow++)
-    acc[ow] = is_max ? -FLT_MAX : 0.0f;
-  for (int d = dlo; d < dhi; d++)
-    for (int h = hlo; h < hhi; h++)
-      pool_fold_row(p, x + d * p->xs[2] + h * p->xs[3], acc, is_max);
-  int rows = dhi > dlo && hhi > hlo ? (dhi - dlo) * (hhi - hlo) : 0;
   float whole = (float)(p->win[0] * p->win[1] * p->win[2]);
-  for (int ow = 0; ow < OW; ow++) {
+  for (int ow = 0; ow < p->out[2]; ow++) {
     int lo, hi;
     clip_window(ow * p->stride[2] - p->pad[2], p->win[2], p->in[2], &lo, &hi);
     int count = hi > lo ? rows * (hi - lo) : 0;
@@ -154,6 +150,21 @@ OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, 
       v = acc[ow] / (float)count;
     blend(&p->xy, y + ow * p->ys[4], v);
   }
+}
+
+/* One output row (od, oh) of one plane. */
+OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, int oh,
+                                       float *acc, float *y) {
+  bool is_max = pool_is_max(p);
+  int dlo, dhi, hlo, hhi;
+  clip_window(od * p->stride[0] - p->pad[0], p->win[0], p->in[0], &dlo, &dhi);
+  clip_window(oh * p->stride[1] - p->pad[1], p->win[1], p->in[1], &hlo, &hhi);
+  for (int ow = 0; ow < p->out[2]; ow++)
+    acc[ow] = is_max ? -FLT_MAX : 0.0f;
+  for (int d = dlo; d < dhi; d++)
+    for (int h = hlo; h < hhi; h++)
+      pool_fold_row(p, x + d * p->xs[2] + h * p->xs[3], acc, is_max);
+  pool_write_row(p, acc, dhi > dlo && hhi > hlo ? (dhi - dlo) * (hhi - hlo) : 0, y);
 }
 
 /* Whether pool_plane takes p: a 2-D pool of stride 1 over rows contiguous
@@ -220,27 +231,10 @@ OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float 
     memcpy(down, across, m * sizeof(float));
   for (int kh = 1; kh < KH; kh++)
     fold_into(down, across + (long long)kh * PW, m, is_max);
-  float whole = (float)(KH * KW);
-  bool include_padding = p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
   for (int oh = 0; oh < OH; oh++) {
-    const float *from = down + (long long)oh * PW;
-    float *to = y + oh * p->ys[3];
     int hlo, hhi;
     clip_window(oh - ph, KH, IH, &hlo, &hhi);
-    int rows = hhi > hlo ? hhi - hlo : 0;
-    for (int ow = 0; ow < OW; ow++) {
-      int lo, hi;
-      clip_window(ow - pw, KW, IW, &lo, &hi);
-      int count = hi > lo ? rows * (hi - lo) : 0;
-      float v;
-      if (count == 0)
-        v = 0.0f;
-      else if (is_max)
-        v = from[ow];
-      else
-        v = from[ow] / (include_padding ? whole : (float)count);
-      blend(&p->xy, to + ow, v);
-    }
+    pool_write_row(p, down + (long long)oh * PW, hhi > hlo ? hhi - hlo : 0, y + oh * p->ys[3]);
   }
 }
 

@@ -439,6 +439,37 @@ static float act_ref(cudnnActivationMode_t m, float v, float coef) {
   }
 }
 
+/* The descriptors of a 2-D convolution over packed NCHW tensors: x, y,
+ * the per-channel bias b and the filter w set from their dims, the
+ * convolution descriptor only created (each caller sets its own). */
+typedef struct ConvDescs {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+} ConvDescs;
+
+static ConvDescs conv_descs(const int *xd, const int *yd, const int *bd, const int *wd) {
+  ConvDescs d;
+  cudnnCreateTensorDescriptor(&d.x);
+  cudnnCreateTensorDescriptor(&d.y);
+  cudnnCreateTensorDescriptor(&d.b);
+  cudnnCreateFilterDescriptor(&d.w);
+  cudnnCreateConvolutionDescriptor(&d.conv);
+  cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
+  cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
+  cudnnSetTensor4dDescriptor(d.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, bd[0], bd[1], bd[2], bd[3]);
+  cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
+  return d;
+}
+
+static void destroy_conv_descs(ConvDescs *d) {
+  cudnnDestroyTensorDescriptor(d->x);
+  cudnnDestroyTensorDescriptor(d->y);
+  cudnnDestroyTensorDescriptor(d->b);
+  cudnnDestroyFilterDescriptor(d->w);
+  cudnnDestroyConvolutionDescriptor(d->conv);
+}
+
 static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, float alpha2,
                       int groups) {
   Case t = base_case(2);
@@ -468,34 +499,24 @@ static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, f
   cudaMemcpy(db, b, 8 * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dy, z, yn * 4, cudaMemcpyHostToDevice); /* y starts equal to z for in-place */
 
-  cudnnTensorDescriptor_t xdesc, ydesc, bdesc;
-  cudnnFilterDescriptor_t wdesc;
-  cudnnConvolutionDescriptor_t conv;
+  ConvDescs d = conv_descs(xd, yd, bd, wd);
   cudnnActivationDescriptor_t act;
-  cudnnCreateTensorDescriptor(&xdesc);
-  cudnnCreateTensorDescriptor(&ydesc);
-  cudnnCreateTensorDescriptor(&bdesc);
-  cudnnCreateFilterDescriptor(&wdesc);
-  cudnnCreateConvolutionDescriptor(&conv);
   cudnnCreateActivationDescriptor(&act);
-  cudnnSetTensor4dDescriptor(xdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
-  cudnnSetTensor4dDescriptor(ydesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
-  cudnnSetTensor4dDescriptor(bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, bd[0], bd[1], bd[2], bd[3]);
-  cudnnSetFilter4dDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
-  cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
-  cudnnSetConvolutionGroupCount(conv, groups);
+  cudnnSetConvolution2dDescriptor(d.conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                  CUDNN_DATA_FLOAT);
+  cudnnSetConvolutionGroupCount(d.conv, groups);
   cudnnSetActivationDescriptor(act, mode, CUDNN_NOT_PROPAGATE_NAN, 2.5);
   const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   size_t ws = 0;
   void *dws = NULL;
-  expect(cudnnGetConvolutionForwardWorkspaceSize(dnn, xdesc, wdesc, conv, ydesc, algo, &ws) ==
+  expect(cudnnGetConvolutionForwardWorkspaceSize(dnn, d.x, d.w, d.conv, d.y, algo, &ws) ==
                  CUDNN_STATUS_SUCCESS &&
              ws > 0,
          "fused: workspace size");
   cudaMalloc(&dws, ws);
   cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
-      dnn, &alpha1, xdesc, dx, wdesc, dw, conv, algo, dws, ws, &alpha2, ydesc,
-      in_place ? dy : dz, bdesc, db, act, ydesc, dy);
+      dnn, &alpha1, d.x, dx, d.w, dw, d.conv, algo, dws, ws, &alpha2, d.y, in_place ? dy : dz,
+      d.b, db, act, d.y, dy);
   char name[96];
   snprintf(name, sizeof name, "fused act %d in_place %d alpha %g,%g", mode, in_place, alpha1, alpha2);
   /* cuDNN fuses only ReLU and (with this algorithm) the identity. */
@@ -507,11 +528,7 @@ static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, f
     fail("%s: %s, expected CUDNN_STATUS_NOT_SUPPORTED", name, cudnnGetErrorString(st));
   }
   cudaFree(dws);
-  cudnnDestroyTensorDescriptor(xdesc);
-  cudnnDestroyTensorDescriptor(ydesc);
-  cudnnDestroyTensorDescriptor(bdesc);
-  cudnnDestroyFilterDescriptor(wdesc);
-  cudnnDestroyConvolutionDescriptor(conv);
+  destroy_conv_descs(&d);
   cudnnDestroyActivationDescriptor(act);
   cudaFree(dx), cudaFree(dw), cudaFree(dz), cudaFree(db), cudaFree(dy);
   free(x), free(w), free(z), free(b), free(want), free(got);
@@ -520,9 +537,7 @@ static void run_fused(cudnnActivationMode_t mode, bool in_place, float alpha1, f
 /* ---- bias and activation folded into a convolution at run time ---- */
 
 typedef struct Folded {
-  cudnnTensorDescriptor_t x, y, b;
-  cudnnFilterDescriptor_t w;
-  cudnnConvolutionDescriptor_t conv;
+  ConvDescs d;
   cudnnActivationDescriptor_t act;
   cudaEvent_t mark;
   float *dx, *dw, *db, *dy, *dy2;
@@ -536,9 +551,9 @@ typedef struct Folded {
  * them; each variant breaks one condition of the folding. */
 static void enqueue_folded(const Folded *f, cudnnHandle_t h, cudaStream_t s) {
   float one = 1, zero = 0;
-  expect(cudnnConvolutionForward(h, &one, f->x, f->dx, f->w, f->dw, f->conv,
+  expect(cudnnConvolutionForward(h, &one, f->d.x, f->dx, f->d.w, f->dw, f->d.conv,
                                  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, f->ws,
-                                 f->ws_size, &f->conv_beta, f->y, f->dy) == CUDNN_STATUS_SUCCESS,
+                                 f->ws_size, &f->conv_beta, f->d.y, f->dy) == CUDNN_STATUS_SUCCESS,
          "folded: convolution");
   if (f->variant == 4)
     cudaEventRecord(f->mark, s);
@@ -546,11 +561,11 @@ static void enqueue_folded(const Folded *f, cudnnHandle_t h, cudaStream_t s) {
   float *act_out = f->variant == 2 ? f->dy2 : f->dy;
   for (int step = 0; step < 2; step++) {
     if ((step == 0) != act_first)
-      expect(cudnnAddTensor(h, &f->add_alpha, f->b, f->db, &one, f->y, f->dy) ==
+      expect(cudnnAddTensor(h, &f->add_alpha, f->d.b, f->db, &one, f->d.y, f->dy) ==
                  CUDNN_STATUS_SUCCESS,
              "folded: bias");
     else
-      expect(cudnnActivationForward(h, f->act, &one, f->y, f->dy, &zero, f->y, act_out) ==
+      expect(cudnnActivationForward(h, f->act, &one, f->d.y, f->dy, &zero, f->d.y, act_out) ==
                  CUDNN_STATUS_SUCCESS,
              "folded: activation");
   }
@@ -600,18 +615,11 @@ static void run_folded(int variant) {
   cudaMemcpy(f.dx, x, xn * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(f.dw, w, wn * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(f.db, b, t.k * 4, cudaMemcpyHostToDevice);
-  cudnnCreateTensorDescriptor(&f.x);
-  cudnnCreateTensorDescriptor(&f.y);
-  cudnnCreateTensorDescriptor(&f.b);
-  cudnnCreateFilterDescriptor(&f.w);
-  cudnnCreateConvolutionDescriptor(&f.conv);
+  int bd[4] = {1, t.k, 1, 1};
+  f.d = conv_descs(xd, yd, bd, wd);
   cudnnCreateActivationDescriptor(&f.act);
   cudaEventCreate(&f.mark);
-  cudnnSetTensor4dDescriptor(f.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
-  cudnnSetTensor4dDescriptor(f.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
-  cudnnSetTensor4dDescriptor(f.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, t.k, 1, 1);
-  cudnnSetFilter4dDescriptor(f.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
-  set_conv(f.conv, &t);
+  set_conv(f.d.conv, &t);
   cudnnSetActivationDescriptor(f.act, CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_NOT_PROPAGATE_NAN, top);
 
   cudaStream_t s;
@@ -619,7 +627,7 @@ static void run_folded(int variant) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudnnCreate(&h);
   cudnnSetStream(h, s);
-  cudnnGetConvolutionForwardWorkspaceSize(h, f.x, f.w, f.conv, f.y,
+  cudnnGetConvolutionForwardWorkspaceSize(h, f.d.x, f.d.w, f.d.conv, f.d.y,
                                           CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                                           &f.ws_size);
   cudaMalloc(&f.ws, f.ws_size);
@@ -659,11 +667,7 @@ static void run_folded(int variant) {
   cudaStreamDestroy(s);
   cudaFree(f.ws);
   cudaEventDestroy(f.mark);
-  cudnnDestroyTensorDescriptor(f.x);
-  cudnnDestroyTensorDescriptor(f.y);
-  cudnnDestroyTensorDescriptor(f.b);
-  cudnnDestroyFilterDescriptor(f.w);
-  cudnnDestroyConvolutionDescriptor(f.conv);
+  destroy_conv_descs(&f.d);
   cudnnDestroyActivationDescriptor(f.act);
   cudaFree(f.dx), cudaFree(f.dw), cudaFree(f.db), cudaFree(f.dy), cudaFree(f.dy2);
   free(x), free(w), free(b), free(y0), free(want), free(want2), free(got);
@@ -758,19 +762,9 @@ static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
   cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dw, w, wn * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(db, b, t.k * 4, cudaMemcpyHostToDevice);
-  cudnnTensorDescriptor_t xdesc, ydesc, bdesc;
-  cudnnFilterDescriptor_t wdesc;
-  cudnnConvolutionDescriptor_t conv;
-  cudnnCreateTensorDescriptor(&xdesc);
-  cudnnCreateTensorDescriptor(&ydesc);
-  cudnnCreateTensorDescriptor(&bdesc);
-  cudnnCreateFilterDescriptor(&wdesc);
-  cudnnCreateConvolutionDescriptor(&conv);
-  cudnnSetTensor4dDescriptor(xdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, xd[0], xd[1], xd[2], xd[3]);
-  cudnnSetTensor4dDescriptor(ydesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]);
-  cudnnSetTensor4dDescriptor(bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, t.k, 1, 1);
-  cudnnSetFilter4dDescriptor(wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, wd[0], wd[1], wd[2], wd[3]);
-  set_conv(conv, &t);
+  int bd[4] = {1, t.k, 1, 1};
+  ConvDescs d = conv_descs(xd, yd, bd, wd);
+  set_conv(d.conv, &t);
 
   CUmodule mod;
   CUfunction f;
@@ -786,7 +780,7 @@ static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
   cudnnSetStream(h, s);
   size_t ws_size = 0;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-  cudnnGetConvolutionForwardWorkspaceSize(h, xdesc, wdesc, conv, ydesc, algo, &ws_size);
+  cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, &ws_size);
   void *ws;
   cudaMalloc(&ws, ws_size);
   cudaGraph_t graph = NULL;
@@ -799,10 +793,10 @@ static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
         expect(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess,
                "kernel folded: capture");
       float one = 1, zero = 0;
-      expect(cudnnConvolutionForward(h, &one, xdesc, dx, wdesc, dw, conv, algo, ws, ws_size, &zero,
-                                     ydesc, dy) == CUDNN_STATUS_SUCCESS,
+      expect(cudnnConvolutionForward(h, &one, d.x, dx, d.w, dw, d.conv, algo, ws, ws_size, &zero,
+                                     d.y, dy) == CUDNN_STATUS_SUCCESS,
              "kernel folded: convolution");
-      expect(cudnnAddTensor(h, &one, bdesc, db, &one, ydesc, dy) == CUDNN_STATUS_SUCCESS,
+      expect(cudnnAddTensor(h, &one, d.b, db, &one, d.y, dy) == CUDNN_STATUS_SUCCESS,
              "kernel folded: bias");
       expect(launch_act(f, k, dy, variant == 1 ? dy2 : dy, count, variant == 3 ? 4 : 1, yd, s) ==
                  CUDA_SUCCESS,
@@ -831,11 +825,7 @@ static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
   cudaStreamDestroy(s);
   cuModuleUnload(mod);
   cudaFree(ws);
-  cudnnDestroyTensorDescriptor(xdesc);
-  cudnnDestroyTensorDescriptor(ydesc);
-  cudnnDestroyTensorDescriptor(bdesc);
-  cudnnDestroyFilterDescriptor(wdesc);
-  cudnnDestroyConvolutionDescriptor(conv);
+  destroy_conv_descs(&d);
   cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy), cudaFree(dy2);
   free(x), free(w), free(b), free(want), free(want2), free(got);
 }
