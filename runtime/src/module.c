@@ -256,6 +256,8 @@ bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt
     return false;
   const KernelOp *k = (const KernelOp *)op;
   const struct opc_kargs *a = &k->a;
+  if (a->rank < 0 || a->rank > 8) /* the arguments' arrays hold 8 dims */
+    return false;
   long long count = 1, want = 1;
   for (int i = 0; i < a->rank; i++)
     count *= a->dims[i];
@@ -263,7 +265,7 @@ bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt
     want *= yt->dims[i];
   /* Both walks packed over as many values from the same address: the same
    * values in the same order. */
-  if (a->x[0] != y || a->y != y || a->n != count || count != want || a->rank > 8 ||
+  if (a->x[0] != y || a->y != y || a->n != count || count != want ||
       !packed_walk(a->rank, a->dims, a->xstride[0]) || !packed_walk(a->rank, a->dims, a->ystride))
     return false;
   return kernel_activation(k, act);
