@@ -290,6 +290,7 @@ typedef struct ConvOp {
   bool direct;           /* 1x1, stride 1, no padding, contiguous input */
   bool shared_col;       /* channel blocks share one unfolded input (see run_conv) */
   bool packed_out;       /* y (and z) are packed within each channel */
+  bool tiles;            /* padded planes and register tiles, no im2col (run_tiles) */
   Tensor yt;             /* y's descriptor, to recognise ops on y that can be folded in */
 } ConvOp;
 
@@ -530,6 +531,218 @@ static void conv_part(void *ctx, int part, int nparts) {
     const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
     float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
     epilogue(c, out + (long long)(kk - m0) * cols, cols, bias, y, yoff, z, zoff, contiguous);
+  }
+}
+
+/* ---- tiles: spatial filters without im2col ---- */
+
+/*
+ * im2col writes every input value out once per filter tap, 9 times for a
+ * 3x3 filter, and the GEMM then reads it all back. Here the input is
+ * instead copied once into zero-padded planes, split by stride phase as
+ * the depthwise planes are (element (u, v) of a padded channel goes to
+ * phase (u % sh, v % sw) at (u / sh, v / sw)), so that each tap of each
+ * input channel is one fixed offset into them. Output (oh, ow) is computed
+ * at oh * wq + ow: the wq - Wout extra positions per output row are
+ * computed and dropped, which keeps every tap a plain run. The products
+ * are register tiles (conv_tile.c) that read the filters in cuDNN's own
+ * layout. 2-D (and 1-D) convolutions with a filter wider than 1x1 only:
+ * a 1x1 filter needs no unfolding, and there the GEMM library's packed
+ * kernels are faster.
+ */
+typedef struct Planes {
+  int sh, sw;        /* the stride: phases per dim */
+  int hq, wq;        /* rows and row length of each phase plane */
+  long long plane;   /* floats per phase plane */
+  long long channel; /* floats per input channel, all its phases */
+} Planes;
+
+static Planes planes_of(const Geom *g) {
+  Planes p;
+  p.sh = g->stride[1];
+  p.sw = g->stride[2];
+  p.hq = g->out[1] + (g->ksize[1] - 1) * g->dil[1] / p.sh;
+  p.wq = g->out[2] + (g->ksize[2] - 1) * g->dil[2] / p.sw;
+  p.plane = (long long)p.hq * p.wq;
+  p.channel = p.plane * p.sh * p.sw;
+  return p;
+}
+
+static bool tiles_fit(const Geom *g) {
+  return g->in[0] == 1 && g->ksize[0] == 1 && patch_size(g) > 1 && tile_available();
+}
+
+typedef struct TileRun {
+  const ConvOp *c;
+  Planes p;
+  float *planes;       /* every input channel of image n */
+  const float **rows;  /* per filter row of group 0: its tap's start in planes */
+  int cols;            /* positions per tile, TILE_COLS or fewer */
+  int n, pparts, mparts;
+} TileRun;
+
+/* Row i of phase b of a plane: x's row xrow (NULL in the padding) at
+ * columns j * sw + b - pad, zero outside it. */
+static void plane_row(const Geom *g, const Planes *p, const float *xrow, int b, float *dst) {
+  int pad = g->pad[2], w = g->in[2];
+  if (!xrow) {
+    memset(dst, 0, p->wq * sizeof(float));
+    return;
+  }
+  if (p->sw == 1 && g->xs[4] == 1) {
+    int j0 = pad < p->wq ? pad : p->wq;
+    int j1 = pad + w < p->wq ? pad + w : p->wq;
+    memset(dst, 0, j0 * sizeof(float));
+    if (j1 > j0)
+      memcpy(dst + j0, xrow, (j1 - j0) * sizeof(float));
+    memset(dst + j1, 0, (p->wq - j1) * sizeof(float));
+    return;
+  }
+  for (int j = 0; j < p->wq; j++) {
+    int v = j * p->sw + b - pad;
+    dst[j] = v >= 0 && v < w ? xrow[v * g->xs[4]] : 0.0f;
+  }
+}
+
+/* Copies a slice of image n's input channels into their planes. */
+static void planes_part(void *ctx, int part, int nparts) {
+  const TileRun *t = ctx;
+  const Geom *g = &t->c->g;
+  const Planes *p = &t->p;
+  int c0 = g->c * part / nparts, c1 = g->c * (part + 1) / nparts;
+  for (int ch = c0; ch < c1; ch++) {
+    const float *xc = t->c->x + t->n * g->xs[0] + ch * g->xs[1];
+    for (int a = 0; a < p->sh; a++)
+      for (int b = 0; b < p->sw; b++) {
+        float *dst = t->planes + ch * p->channel + (a * p->sw + b) * p->plane;
+        for (int i = 0; i < p->hq; i++) {
+          int u = i * p->sh + a - g->pad[1];
+          const float *xrow = u >= 0 && u < g->in[1] ? xc + u * g->xs[3] : NULL;
+          plane_row(g, p, xrow, b, dst + (long long)i * p->wq);
+        }
+      }
+  }
+}
+
+/* Where each filter row (input channel, kh, kw) of group 0 reads. */
+static void tap_rows(const TileRun *t) {
+  const Geom *g = &t->c->g;
+  const Planes *p = &t->p;
+  int KH = g->ksize[1], KW = g->ksize[2];
+  for (int ci = 0; ci < g->c / g->groups; ci++)
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        int dh = (g->flip ? KH - 1 - kh : kh) * g->dil[1];
+        int dw = (g->flip ? KW - 1 - kw : kw) * g->dil[2];
+        long long phase = (long long)(dh % p->sh) * p->sw + dw % p->sw;
+        t->rows[((long long)ci * KH + kh) * KW + kw] =
+            t->planes + ci * p->channel + phase * p->plane + (long long)(dh / p->sh) * p->wq +
+            dw / p->sw;
+      }
+}
+
+/* Writes a tile's rows through the epilogue, output row by output row,
+ * leaving out the extra positions. */
+static void write_tile(const TileRun *t, int ch0, int mrows, long long q0, int ncols,
+                       float *tile) {
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  int wq = t->p.wq, ow = g->out[2];
+  for (int m = 0; m < mrows; m++) {
+    int ch = ch0 + m;
+    float *y = c->y + t->n * g->ys[0] + ch * g->ys[1];
+    const float *z = c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
+    float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+    for (long long h = q0 / wq; h * wq < q0 + ncols; h++) {
+      long long a = h * wq > q0 ? h * wq : q0;
+      long long e = h * wq + ow < q0 + ncols ? h * wq + ow : q0 + ncols;
+      if (e <= a)
+        continue;
+      long long pos = h * ow + (a - h * wq);
+      epilogue(c, tile + m * TILE_COLS + (a - q0), (int)(e - a), bias, y, &pos, z, &pos, true);
+    }
+  }
+}
+
+/* One part: its range of position blocks and of channel blocks, in every
+ * group; channel blocks inner, so that a block's tap rows stay in cache. */
+static void tile_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const TileRun *t = ctx;
+  const Geom *g = &t->c->g;
+  int cg = g->c / g->groups, kg = g->k / g->groups, R = cg * patch_size(g);
+  long long P = (long long)g->out[1] * t->p.wq;
+  long long np = (P + t->cols - 1) / t->cols;
+  int nm = (kg + TILE_ROWS - 1) / TILE_ROWS;
+  int pi = part % t->pparts, mi = part / t->pparts;
+  long long pb0 = np * pi / t->pparts, pb1 = np * (pi + 1) / t->pparts;
+  int mb0 = nm * mi / t->mparts, mb1 = nm * (mi + 1) / t->mparts;
+  float tile[TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
+  for (int grp = 0; grp < g->groups; grp++)
+    for (long long pb = pb0; pb < pb1; pb++) {
+      long long q0 = pb * t->cols;
+      int ncols = P - q0 < t->cols ? (int)(P - q0) : t->cols;
+      for (int mb = mb0; mb < mb1; mb++) {
+        int m0 = mb * TILE_ROWS;
+        int mrows = kg - m0 < TILE_ROWS ? kg - m0 : TILE_ROWS;
+        const float *w[TILE_ROWS];
+        for (int m = 0; m < TILE_ROWS; m++)
+          w[m] = t->c->w + ((long long)grp * kg + m0 + (m < mrows ? m : mrows - 1)) * R;
+        tile_multiply(w, R, t->rows, grp * cg * t->p.channel + q0, ncols, tile);
+        write_tile(t, grp * kg + m0, mrows, q0, ncols, tile);
+      }
+    }
+}
+
+/* Positions per tile: as many as fit, but evened out over the tiles in
+ * whole vectors, so that 63 positions make two tiles of 32, not 48 and 15. */
+static int tile_cols(long long P) {
+  long long tiles = (P + TILE_COLS - 1) / TILE_COLS;
+  long long cols = (P + tiles - 1) / tiles;
+  cols = (cols + 15) / 16 * 16;
+  return (int)(cols < TILE_COLS ? cols : TILE_COLS);
+}
+
+/* Parts along the positions where they are many, else along the channels. */
+static void tile_parts(const Geom *g, const Planes *p, int cols, int *pparts, int *mparts) {
+  long long P = (long long)g->out[1] * p->wq;
+  long long np = (P + cols - 1) / cols;
+  long long nm = (g->k / g->groups + TILE_ROWS - 1) / TILE_ROWS;
+  long long fmas = (long long)g->k * (g->c / g->groups) * patch_size(g) * P;
+  long long want = pool_parts(fmas, 1 << 18);
+  if (np >= 4 * want) {
+    *pparts = (int)want;
+    *mparts = 1;
+    return;
+  }
+  *mparts = (int)(nm < want ? nm : want);
+  long long more = (want + *mparts - 1) / *mparts;
+  *pparts = (int)(np < more ? np : more);
+}
+
+static void run_tiles(ConvOp *c) {
+  const Geom *g = &c->g;
+  TileRun t = {.c = c, .p = planes_of(g)};
+  long long R = (long long)(g->c / g->groups) * patch_size(g);
+  /* A row of slack: the dropped positions of the last rows read past the
+   * last plane. */
+  size_t floats = (size_t)g->c * t.p.channel + t.p.wq;
+  size_t plane_bytes = round256(floats * sizeof(float));
+  char *buf = scratch(0, plane_bytes + R * sizeof(float *));
+  if (!buf) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  t.planes = (float *)buf;
+  t.rows = (const float **)(buf + plane_bytes);
+  memset(t.planes + floats - t.p.wq, 0, t.p.wq * sizeof(float));
+  tap_rows(&t);
+  t.cols = tile_cols((long long)g->out[1] * t.p.wq);
+  tile_parts(g, &t.p, t.cols, &t.pparts, &t.mparts);
+  int slices = 2 * pool_threads() < g->c ? 2 * pool_threads() : g->c;
+  for (t.n = 0; t.n < g->n; t.n++) {
+    pool_run(planes_part, &t, slices);
+    pool_run(tile_part, &t, t.pparts * t.mparts);
   }
 }
 
@@ -833,6 +1046,10 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
 
 static void run_conv(Op *op) {
   ConvOp *c = (ConvOp *)op;
+  if (c->tiles) {
+    run_tiles(c);
+    return;
+  }
   if (c->depthwise) {
     long long units = (long long)c->g.n * c->g.k;
     int parts = pool_parts(units * out_positions(&c->g) * patch_size(&c->g), 1 << 15);
@@ -966,7 +1183,8 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
               g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
               g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);
   c->packed_out = packed_positions(&g, g.ys) && (!c->z || packed_positions(&g, c->zs));
-  c->shared_col = !c->direct && !c->depthwise && c->mblocks > 1 &&
+  c->tiles = !c->depthwise && c->packed_out && tiles_fit(&g);
+  c->shared_col = !c->tiles && !c->direct && !c->depthwise && c->mblocks > 1 &&
                   column_bytes_whole(&g) <= SHARED_COLUMN_MAX;
   if (c->shared_col)
     c->blocks = 1;

@@ -187,6 +187,19 @@ bool ew_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Ac
  * in place over exactly (y, yt), which must be packed. */
 bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act);
 
+/* ---- the convolutions' register tile (conv_tile.c) ---- */
+
+#define TILE_ROWS 8  /* output channels per tile */
+#define TILE_COLS 48 /* output positions per tile, at most */
+
+/* Whether this CPU runs tiles: AVX-512, and OPC_KERNEL_ISA allows it. */
+bool tile_available(void);
+/* out[m * TILE_COLS + j] = sum over r < R of w[m][r] * rows[r][p0 + j],
+ * for m < TILE_ROWS and j < ncols (1 to TILE_COLS); rows[r][p0 + j] is
+ * read only for j < ncols. */
+void tile_multiply(const float *const *w, int R, const float *const *rows, long long p0,
+                   int ncols, float *out);
+
 /* ---- the walker: parallel loops over strided tensors ---- */
 
 #define WALK_OPS 4
