@@ -750,36 +750,43 @@ static void run_tiles(ConvOp *c) {
 
 /*
  * A group with one input channel gains nothing from a GEMM: each output is
- * a short sum. The channel is first copied into a zero-padded plane whose
- * rows are split by stride phase (element q of a padded row goes to phase
- * q % stride, index q / stride), so that every filter tap reads a plain
- * contiguous run for a whole output row, with no bounds checks. The rows
- * then are straight multiply-add loops the compiler vectorises.
+ * a short sum. The channel is first copied into zero-padded planes split by
+ * stride phase, as the tiles' planes are (padded element (r, q) goes to
+ * phase (r % sh, q % sw) at row r / sh, column q / sw), so that every
+ * filter tap reads one plain contiguous run over the whole output plane,
+ * with no bounds checks: output (oh, ow) is computed at oh * len + ow, and
+ * the len - OW extra columns of each row are dropped. The runs are straight
+ * multiply-add loops the compiler vectorises, long even for small planes
+ * and strided convolutions.
  */
 typedef struct DwPlane {
   int rows;  /* padded rows per depth slice */
   int width; /* padded row length actually read */
-  int len;   /* elements per phase of a row */
+  int hq;    /* rows per phase plane */
+  int len;   /* elements per row of a phase plane */
+  long long slice; /* floats per depth slice, all its phases */
 } DwPlane;
 
 static DwPlane dw_plane(const Geom *g) {
   DwPlane p;
-  p.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
-  p.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
-  p.len = (p.width + g->stride[2] - 1) / g->stride[2];
+  int sh = g->stride[1], sw = g->stride[2];
+  p.rows = (g->out[1] - 1) * sh + (g->ksize[1] - 1) * g->dil[1] + 1;
+  p.width = (g->out[2] - 1) * sw + (g->ksize[2] - 1) * g->dil[2] + 1;
+  p.hq = (p.rows + sh - 1) / sh;
+  p.len = (p.width + sw - 1) / sw;
+  p.slice = (long long)sh * sw * p.hq * p.len;
   return p;
 }
 
 static size_t dw_plane_floats(const Geom *g) {
-  DwPlane p = dw_plane(g);
-  return (size_t)g->in[0] * p.rows * g->stride[2] * p.len;
+  return (size_t)g->in[0] * dw_plane(g).slice;
 }
 
-/* Room for one output channel: its packed plane, plus the slack of the
- * stride-1 path, which computes a depth slice at the padded width. */
+/* Room for one output channel: its plane at the padded width, which is
+ * then packed. */
 static size_t dw_out_floats(const Geom *g) {
   DwPlane p = dw_plane(g);
-  return (size_t)out_positions(g) + (size_t)g->out[1] * p.len;
+  return (size_t)g->out[0] * g->out[1] * p.len;
 }
 
 /*
@@ -806,47 +813,63 @@ static inline void dw_split2(float *restrict even, float *restrict odd,
     even[q / 2] = from[q];
 }
 
-/* Copies channel xc into buf: zero padding, rows split by stride phase. */
-OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf) {
-  DwPlane p = dw_plane(g);
+/* Padded row src (NULL in the padding) into its row of each column phase,
+ * phase b's at dst + b * phase_floats. */
+static inline __attribute__((always_inline)) void dw_fill_row(const Geom *g, const DwPlane *p,
+                                                            const float *src, float *dst,
+                        long long phase_floats) {
   int sw = g->stride[2], pad = g->pad[2], IW = g->in[2];
   long long ws = g->xs[4];
   /* Padded columns [lo, hi) hold input columns; the rest are zero. */
-  int lo = pad < p.width ? pad : p.width;
-  int hi = pad + IW < p.width ? pad + IW : p.width;
-  size_t row_floats = (size_t)sw * p.len;
-  for (int id = 0; id < g->in[0]; id++)
-    for (int r = 0; r < p.rows; r++, buf += row_floats) {
-      int ih = r - g->pad[1];
-      if (ih < 0 || ih >= g->in[1]) {
-        memset(buf, 0, row_floats * sizeof(float));
-        continue;
-      }
-      const float *src = xc + id * g->xs[2] + ih * g->xs[3];
-      if (sw == 1) {
-        memset(buf, 0, lo * sizeof(float));
-        if (ws == 1)
-          memcpy(buf + lo, src, (hi - lo) * sizeof(float));
-        else
-          for (int q = lo; q < hi; q++)
-            buf[q] = src[(q - pad) * ws];
-        memset(buf + hi, 0, (p.len - hi) * sizeof(float));
-        continue;
-      }
-      memset(buf, 0, row_floats * sizeof(float));
-      if (sw == 2 && ws == 1) {
-        dw_split2(buf, buf + p.len, src - pad, lo, hi);
-        continue;
-      }
-      for (int ph = 0; ph < sw; ph++) {
-        int q = lo + ((ph - lo % sw) + sw) % sw; /* the first column of this phase */
-        float *dst = buf + ph * p.len + q / sw;
-        const float *from = src + (q - pad) * ws;
-        int count = q < hi ? (hi - q + sw - 1) / sw : 0;
-        for (int k = 0; k < count; k++)
-          dst[k] = from[(long long)k * sw * ws];
+  int lo = pad < p->width ? pad : p->width;
+  int hi = pad + IW < p->width ? pad + IW : p->width;
+  for (int b = 0; b < sw; b++)
+    if (!src || sw > 1)
+      memset(dst + b * phase_floats, 0, p->len * sizeof(float));
+  if (!src)
+    return;
+  if (sw == 1) {
+    memset(dst, 0, lo * sizeof(float));
+    if (ws == 1)
+      memcpy(dst + lo, src, (hi - lo) * sizeof(float));
+    else
+      for (int q = lo; q < hi; q++)
+        dst[q] = src[(q - pad) * ws];
+    memset(dst + hi, 0, (p->len - hi) * sizeof(float));
+    return;
+  }
+  if (sw == 2 && ws == 1) {
+    dw_split2(dst, dst + phase_floats, src - pad, lo, hi);
+    return;
+  }
+  for (int b = 0; b < sw; b++) {
+    int q = lo + ((b - lo % sw) + sw) % sw; /* the first column of this phase */
+    float *to = dst + b * phase_floats + q / sw;
+    const float *from = src + (q - pad) * ws;
+    int count = q < hi ? (hi - q + sw - 1) / sw : 0;
+    for (int k = 0; k < count; k++)
+      to[k] = from[(long long)k * sw * ws];
+  }
+}
+
+/* Copies channel xc into buf: zero padding, split by stride phase. Rows
+ * of a phase past the padded rows are read only for dropped columns; they
+ * are zeroed all the same. */
+OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf) {
+  DwPlane p = dw_plane(g);
+  int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
+  long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];
+  for (int id = 0; id < g->in[0]; id++, buf += p.slice) {
+    const float *slice = xc + id * g->xs[2];
+    for (int a = 0; a < sh; a++) {
+      float *dst = buf + (long long)a * sw * phase_floats;
+      for (int i = 0, r = a; i < p.hq; i++, r += sh, dst += p.len) {
+        int ih = r - pad;
+        bool inside = r < p.rows && ih >= 0 && ih < IH;
+        dw_fill_row(g, &p, inside ? slice + ih * hs : NULL, dst, phase_floats);
       }
     }
+  }
 }
 
 /* acc[j] = sum over the 9 taps t of w[t] * src[t][j]: the 3x3 case. */
@@ -886,16 +909,14 @@ OPC_VECTOR_CLONES static void dw_row(float *restrict acc, int n, const float *co
 
 #define DW_MAX_TAPS 512
 
-/*
- * Stride 1: an output row and the next one read padded rows one apart, so
- * each depth slice is one long loop over the padded width, whose last
- * (kernel reach - 1) columns per row are discarded, and the rows then
- * packed. Long loops beat per-row set-up on small planes.
- */
-static void dw_channel_flat(const Geom *g, const float *buf, const float *w, float *out) {
+/* One output channel's plane from the padded input buf, into out (packed;
+ * room for dw_out_floats): one long run per tap and depth slice, its rows
+ * then packed. */
+static void dw_channel(const Geom *g, const float *buf, const float *w, float *out) {
   DwPlane p = dw_plane(g);
   int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
-  int OH = g->out[1], OW = g->out[2];
+  int OH = g->out[1], OW = g->out[2], sh = g->stride[1], sw = g->stride[2];
+  long long phase_floats = (long long)p.hq * p.len;
   const float *src[DW_MAX_TAPS];
   float wt[DW_MAX_TAPS];
   for (int od = 0; od < g->out[0]; od++, out += (long long)OH * OW) {
@@ -906,7 +927,9 @@ static void dw_channel_flat(const Geom *g, const float *buf, const float *w, flo
         continue; /* padding in depth adds nothing */
       for (int kh = 0; kh < KH; kh++)
         for (int kw = 0; kw < KW; kw++) {
-          src[taps] = buf + ((size_t)id * p.rows + kh * g->dil[1]) * p.len + kw * g->dil[2];
+          int dh = kh * g->dil[1], dw = kw * g->dil[2];
+          src[taps] = buf + id * p.slice + ((long long)(dh % sh) * sw + dw % sw) * phase_floats +
+                      (long long)(dh / sh) * p.len + dw / sw;
           int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
           int fw = g->flip ? KW - 1 - kw : kw;
           wt[taps++] = w[(fd * KH + fh) * KW + fw];
@@ -922,46 +945,6 @@ static void dw_channel_flat(const Geom *g, const float *buf, const float *w, flo
   }
 }
 
-/* One output channel's plane from the padded input buf, into out (packed;
- * room for dw_out_floats). */
-static void dw_channel(const Geom *g, const float *buf, const float *w, float *out) {
-  if (g->stride[1] == 1 && g->stride[2] == 1) {
-    dw_channel_flat(g, buf, w, out);
-    return;
-  }
-  DwPlane p = dw_plane(g);
-  int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2], sw = g->stride[2];
-  size_t row_floats = (size_t)sw * p.len, row_step = (size_t)g->stride[1] * row_floats;
-  const float *src[DW_MAX_TAPS];
-  float wt[DW_MAX_TAPS];
-  for (int od = 0; od < g->out[0]; od++) {
-    /* The taps of output row 0; each next row reads stride[1] rows on. */
-    int taps = 0;
-    for (int kd = 0; kd < KD; kd++) {
-      int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
-      if (id < 0 || id >= g->in[0])
-        continue; /* padding in depth adds nothing */
-      for (int kh = 0; kh < KH; kh++) {
-        const float *row = buf + ((size_t)id * p.rows + kh * g->dil[1]) * row_floats;
-        for (int kw = 0; kw < KW; kw++) {
-          int q = kw * g->dil[2];
-          src[taps] = row + (q % sw) * p.len + q / sw;
-          int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
-          int fw = g->flip ? KW - 1 - kw : kw;
-          wt[taps++] = w[(fd * KH + fh) * KW + fw];
-        }
-      }
-    }
-    for (int oh = 0; oh < g->out[1]; oh++, out += g->out[2]) {
-      if (taps == 0)
-        memset(out, 0, g->out[2] * sizeof(float));
-      else
-        dw_row(out, g->out[2], src, wt, taps);
-      for (int t = 0; t < taps && oh + 1 < g->out[1]; t++)
-        src[t] += row_step;
-    }
-  }
-}
 /*
  * A part of a depthwise convolution: a range of output channels of all
  * images, each computed as a whole plane and written through the epilogue.
