@@ -389,10 +389,41 @@ static void position_offsets(const Geom *g, const long long *s, long long p0, in
 }
 
 /*
+ * y = act(alpha v + bias + alpha2 z) over a packed row in one pass, for
+ * the activations that are a clamp; `mode` and whether z is NULL are
+ * constants where it is inlined, so each combination is its own
+ * vectorised loop.
+ */
+static inline __attribute__((always_inline)) void
+clamp_row(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+          float alpha2, int mode, float top) {
+  for (int j = 0; j < cols; j++) {
+    float r = alpha * v[j] + bias;
+    if (z)
+      r += alpha2 * z[j];
+    if (mode == CUDNN_ACTIVATION_RELU)
+      r = r > 0 ? r : 0;
+    else if (mode == CUDNN_ACTIVATION_CLIPPED_RELU)
+      r = r > 0 ? (r < top ? r : top) : 0;
+    y[j] = r;
+  }
+}
+
+static inline __attribute__((always_inline)) void
+clamp_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+           float alpha2, int mode, float top) {
+  if (z)
+    clamp_row(y, v, z, cols, alpha, bias, alpha2, mode, top);
+  else
+    clamp_row(y, v, NULL, cols, alpha, bias, alpha2, mode, top);
+}
+
+/*
  * Writes one channel's block of results v (in place in the scratch row):
  * y = act(alpha v + bias + alpha2 z) for the fused form, else
  * y = alpha v + beta y. Split into simple loops the compiler vectorises,
- * with a general path for scattered outputs.
+ * one pass where the activation is a clamp, with a general path for
+ * scattered outputs.
  */
 OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
                      const long long *yoff, const float *z, const long long *zoff,
@@ -412,31 +443,30 @@ OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, floa
     return;
   }
   y += yoff[0];
+  if (z)
+    z += zoff[0];
+  int mode = c->fused ? (int)c->act.mode : beta == 0 ? CUDNN_ACTIVATION_IDENTITY : -1;
+  switch (mode) {
+  case CUDNN_ACTIVATION_IDENTITY:
+    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0);
+    return;
+  case CUDNN_ACTIVATION_RELU:
+    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_RELU, 0);
+    return;
+  case CUDNN_ACTIVATION_CLIPPED_RELU:
+    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_CLIPPED_RELU, c->act.coef);
+    return;
+  }
   for (int j = 0; j < cols; j++)
     v[j] = alpha * v[j] + bias;
-  if (z) {
-    z += zoff[0];
+  if (z)
     for (int j = 0; j < cols; j++)
       v[j] += alpha2 * z[j];
-  }
-  if (!c->fused) {
-    if (beta != 0)
-      for (int j = 0; j < cols; j++)
-        y[j] = v[j] + beta * y[j];
-    else
-      memcpy(y, v, cols * sizeof(float));
-  } else if (c->act.mode == CUDNN_ACTIVATION_RELU) {
-    for (int j = 0; j < cols; j++)
-      y[j] = v[j] > 0 ? v[j] : 0;
-  } else if (c->act.mode == CUDNN_ACTIVATION_CLIPPED_RELU) {
-    float top = c->act.coef;
-    for (int j = 0; j < cols; j++)
-      y[j] = v[j] > 0 ? (v[j] < top ? v[j] : top) : 0;
-  } else if (c->act.mode == CUDNN_ACTIVATION_IDENTITY) {
-    memcpy(y, v, cols * sizeof(float));
-  } else {
+  if (c->fused)
     act_row(&c->act, v, y, cols, 1.0f, 0.0f);
-  }
+  else
+    for (int j = 0; j < cols; j++)
+      y[j] = v[j] + beta * y[j];
 }
 
 /* One run of a convolution: the op, and when its channel blocks share an
