@@ -26,11 +26,59 @@
 
 #define TILE_TARGET __attribute__((target("avx512f,fma")))
 
+/* The lanes of a vector that hold positions: the first n of 16. */
+static inline __mmask16 lanes(int n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* The part of a vector of positions that lands in one output row: its
+ * lanes, and y's index for lane 0 there. */
+typedef struct Segment {
+  long long at;
+  __mmask16 k;
+} Segment;
+
+/* Splits the `valid` positions from plane position qa on by output row:
+ * row h holds positions [h wq, h wq + ow) at y index q - h (wq - ow). */
+static inline int segments(long long qa, int valid, int wq, int ow, Segment *seg) {
+  int n = 0;
+  for (long long h = qa / wq; h * wq < qa + valid; h++) {
+    long long s = h * wq > qa ? h * wq : qa;
+    long long e = h * wq + ow < qa + valid ? h * wq + ow : qa + valid;
+    if (e <= s)
+      continue;
+    seg[n].at = qa - h * (wq - ow);
+    seg[n++].k = (__mmask16)(lanes((int)(e - qa)) & ~lanes((int)(s - qa)));
+  }
+  return n;
+}
+
+/* y = clamp(alpha acc + bias + alpha2 z) for one channel's vector. */
+TILE_TARGET static inline __attribute__((always_inline)) void
+store_vector(__m512 acc, int m, const Segment *seg, int nseg, const TileStore *st) {
+  __m512 r = _mm512_fmadd_ps(acc, _mm512_set1_ps(st->alpha), _mm512_set1_ps(st->bias[m]));
+  for (int i = 0; i < nseg; i++) {
+    __m512 v = r;
+    if (st->z[m])
+      v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(seg[i].k, st->z[m] + seg[i].at),
+                          _mm512_set1_ps(st->alpha2), v);
+    /* max and min give their second operand for NaN: a NaN becomes 0, as
+     * `v > 0 ? v : 0` makes it. */
+    if (st->mode == CUDNN_ACTIVATION_RELU)
+      v = _mm512_max_ps(v, _mm512_setzero_ps());
+    else if (st->mode == CUDNN_ACTIVATION_CLIPPED_RELU)
+      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(st->top));
+    _mm512_mask_storeu_ps(st->y[m] + seg[i].at, seg[i].k, v);
+  }
+}
+
 /* V vectors of 16 positions; the loops unroll fully so that GCC keeps the
- * accumulators in registers. */
+ * accumulators in registers. The results go to out, or with st straight
+ * to y through the clamp epilogue. */
 TILE_TARGET static inline __attribute__((always_inline)) void
 tile_body(const int V, const float *const *w, int R, const float *const *rows, long long p0,
-          __mmask16 k0, __mmask16 k1, __mmask16 k2, float *out) {
+          int ncols, float *out, const TileStore *st, long long q0) {
+  __mmask16 k0 = lanes(ncols), k1 = lanes(ncols - 16), k2 = lanes(ncols - 32);
   __m512 acc[TILE_ROWS][3];
 #pragma GCC unroll 8
   for (int m = 0; m < TILE_ROWS; m++)
@@ -55,27 +103,35 @@ tile_body(const int V, const float *const *w, int R, const float *const *rows, l
         acc[m][2] = _mm512_fmadd_ps(sv, b2, acc[m][2]);
     }
   }
+  if (!st) {
 #pragma GCC unroll 8
-  for (int m = 0; m < TILE_ROWS; m++)
+    for (int m = 0; m < TILE_ROWS; m++)
 #pragma GCC unroll 3
-    for (int v = 0; v < V; v++)
-      _mm512_storeu_ps(out + m * TILE_COLS + 16 * v, acc[m][v]);
-}
-
-/* The lanes of a vector that hold positions: the first n of 16. */
-static __mmask16 lanes(int n) {
-  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+      for (int v = 0; v < V; v++)
+        _mm512_storeu_ps(out + m * TILE_COLS + 16 * v, acc[m][v]);
+    return;
+  }
+  Segment seg[17];
+#pragma GCC unroll 3
+  for (int v = 0; v < V; v++) {
+    int nseg = segments(q0 + 16 * v, ncols - 16 * v < 16 ? ncols - 16 * v : 16, st->wq, st->ow,
+                        seg);
+#pragma GCC unroll 8
+    for (int m = 0; m < TILE_ROWS; m++)
+      if (st->y[m])
+        store_vector(acc[m][v], m, seg, nseg, st);
+  }
 }
 
 TILE_TARGET static void tile_avx512(const float *const *w, int R, const float *const *rows,
-                                    long long p0, int ncols, float *out) {
-  __mmask16 k0 = lanes(ncols), k1 = lanes(ncols - 16), k2 = lanes(ncols - 32);
+                                    long long p0, int ncols, float *out, const TileStore *st,
+                                    long long q0) {
   if (ncols > 32)
-    tile_body(3, w, R, rows, p0, k0, k1, k2, out);
+    tile_body(3, w, R, rows, p0, ncols, out, st, q0);
   else if (ncols > 16)
-    tile_body(2, w, R, rows, p0, k0, k1, k2, out);
+    tile_body(2, w, R, rows, p0, ncols, out, st, q0);
   else
-    tile_body(1, w, R, rows, p0, k0, k1, k2, out);
+    tile_body(1, w, R, rows, p0, ncols, out, st, q0);
 }
 
 static bool tiles_chosen;
@@ -93,7 +149,12 @@ bool tile_available(void) {
 
 void tile_multiply(const float *const *w, int R, const float *const *rows, long long p0,
                    int ncols, float *out) {
-  tile_avx512(w, R, rows, p0, ncols, out);
+  tile_avx512(w, R, rows, p0, ncols, out, NULL, 0);
+}
+
+void tile_multiply_store(const float *const *w, int R, const float *const *rows, long long p0,
+                         long long q0, int ncols, const TileStore *st) {
+  tile_avx512(w, R, rows, p0, ncols, NULL, st, q0);
 }
 
 #else
@@ -105,6 +166,11 @@ bool tile_available(void) {
 void tile_multiply(const float *const *w, int R, const float *const *rows, long long p0,
                    int ncols, float *out) {
   (void)w, (void)R, (void)rows, (void)p0, (void)ncols, (void)out;
+}
+
+void tile_multiply_store(const float *const *w, int R, const float *const *rows, long long p0,
+                         long long q0, int ncols, const TileStore *st) {
+  (void)w, (void)R, (void)rows, (void)p0, (void)q0, (void)ncols, (void)st;
 }
 
 #endif

@@ -694,6 +694,31 @@ static void write_tile(const TileRun *t, int ch0, int mrows, long long q0, int n
   }
 }
 
+/* Whether the epilogue is a clamp the tile applies itself as it stores
+ * (see TileStore); if so fills st for channels ch0 to ch0 + mrows - 1. */
+static bool clamp_store(const TileRun *t, int ch0, int mrows, TileStore *st) {
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  int mode = c->fused ? (int)c->act.mode : c->beta == 0 ? CUDNN_ACTIVATION_IDENTITY : -1;
+  if (mode != CUDNN_ACTIVATION_IDENTITY && mode != CUDNN_ACTIVATION_RELU &&
+      mode != CUDNN_ACTIVATION_CLIPPED_RELU)
+    return false;
+  st->mode = mode;
+  st->alpha = c->alpha;
+  st->alpha2 = c->alpha2;
+  st->top = c->act.coef;
+  st->wq = t->p.wq;
+  st->ow = g->out[2];
+  for (int m = 0; m < TILE_ROWS; m++) {
+    int ch = ch0 + m;
+    bool live = m < mrows;
+    st->y[m] = live ? c->y + t->n * g->ys[0] + ch * g->ys[1] : NULL;
+    st->z[m] = live && c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
+    st->bias[m] = live && c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+  }
+  return true;
+}
+
 /* One part: its range of position blocks and of channel blocks, in every
  * group; channel blocks inner, so that a block's tap rows stay in cache. */
 static void tile_part(void *ctx, int part, int nparts) {
@@ -708,6 +733,7 @@ static void tile_part(void *ctx, int part, int nparts) {
   long long pb0 = np * pi / t->pparts, pb1 = np * (pi + 1) / t->pparts;
   int mb0 = nm * mi / t->mparts, mb1 = nm * (mi + 1) / t->mparts;
   float tile[TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
+  TileStore st;
   for (int grp = 0; grp < g->groups; grp++)
     for (long long pb = pb0; pb < pb1; pb++) {
       long long q0 = pb * t->cols;
@@ -718,8 +744,13 @@ static void tile_part(void *ctx, int part, int nparts) {
         const float *w[TILE_ROWS];
         for (int m = 0; m < TILE_ROWS; m++)
           w[m] = t->c->w + ((long long)grp * kg + m0 + (m < mrows ? m : mrows - 1)) * R;
-        tile_multiply(w, R, t->rows, grp * cg * t->p.channel + q0, ncols, tile);
-        write_tile(t, grp * kg + m0, mrows, q0, ncols, tile);
+        long long p0 = grp * cg * t->p.channel + q0;
+        if (clamp_store(t, grp * kg + m0, mrows, &st)) {
+          tile_multiply_store(w, R, t->rows, p0, q0, ncols, &st);
+        } else {
+          tile_multiply(w, R, t->rows, p0, ncols, tile);
+          write_tile(t, grp * kg + m0, mrows, q0, ncols, tile);
+        }
       }
     }
 }
