@@ -2,7 +2,9 @@
  * cudnn_conv.c - convolution forward (plain and fused with bias, residual
  * and activation) and backward data (for ConvTranspose).
  *
- * Forward is im2col + GEMM, one part per (image, group, block of output
+ * Forward with a spatial filter, on a CPU with AVX-512 and a packed y, runs
+ * as register tiles over a padded copy of the input ("tiles"). Otherwise
+ * it is im2col + GEMM, one part per (image, group, block of output
  * channels, block of output positions): the part unfolds its block of input
  * patches into scratch, multiplies by its filters, then writes the block of
  * y through the epilogue (alpha, beta, z, bias, activation) with y's own
