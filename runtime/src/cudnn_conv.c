@@ -600,8 +600,12 @@ static Planes planes_of(const Geom *g) {
   return p;
 }
 
+/* One depth slice in and out, and a filter one deep: a 3-D convolution
+ * padded in depth has output slices, or taps, that the planes do not
+ * hold. */
 static bool tiles_fit(const Geom *g) {
-  return g->in[0] == 1 && g->ksize[0] == 1 && patch_size(g) > 1 && tile_available();
+  return g->in[0] == 1 && g->out[0] == 1 && g->ksize[0] == 1 && patch_size(g) > 1 &&
+         tile_available();
 }
 
 typedef struct TileRun {

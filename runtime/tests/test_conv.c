@@ -316,6 +316,15 @@ static void forward_cases(void) {
   t.in[1] = 13, t.in[2] = 17, t.ks[1] = 2, t.ks[2] = 5, t.pad[1] = 1, t.pad[2] = 2;
   t.stride[1] = 3, t.stride[2] = 2, t.dil[1] = 2, t.c = 6, t.k = 9, t.groups = 3, t.layout = 1;
   run_forward(&t);
+  /* One depth slice padded in depth: three output slices from one input
+   * slice, two of them all padding (the tiles take 2-D work only). */
+  Case slab = base_case(3);
+  slab.in[1] = 6, slab.in[2] = 5, slab.ks[1] = slab.ks[2] = 3;
+  slab.pad[0] = slab.pad[1] = slab.pad[2] = 1;
+  run_forward(&slab);
+  /* ... and a filter three deep over it: one output slice. */
+  slab.ks[0] = 3;
+  run_forward(&slab);
   /* Big enough to be split into many blocks across threads. */
   Case big = base_case(2);
   big.n = 1, big.c = 16, big.k = 24, big.in[1] = 40, big.in[2] = 36;
