@@ -420,6 +420,16 @@ clamp_rows(float *y, const float *v, const float *z, int cols, float alpha, floa
     clamp_row(y, v, NULL, cols, alpha, bias, alpha2, mode, top);
 }
 
+/* The clamp the epilogue is (CUDNN_ACTIVATION_IDENTITY, RELU or
+ * CLIPPED_RELU), or -1 when it is something else: another activation, or
+ * a plain convolution that adds beta y. */
+static int clamp_mode(const ConvOp *c) {
+  int mode = c->fused ? (int)c->act.mode : c->beta == 0 ? CUDNN_ACTIVATION_IDENTITY : -1;
+  bool clamp = mode == CUDNN_ACTIVATION_IDENTITY || mode == CUDNN_ACTIVATION_RELU ||
+               mode == CUDNN_ACTIVATION_CLIPPED_RELU;
+  return clamp ? mode : -1;
+}
+
 /*
  * Writes one channel's block of results v (in place in the scratch row):
  * y = act(alpha v + bias + alpha2 z) for the fused form, else
@@ -447,8 +457,7 @@ OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, floa
   y += yoff[0];
   if (z)
     z += zoff[0];
-  int mode = c->fused ? (int)c->act.mode : beta == 0 ? CUDNN_ACTIVATION_IDENTITY : -1;
-  switch (mode) {
+  switch (clamp_mode(c)) {
   case CUDNN_ACTIVATION_IDENTITY:
     clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0);
     return;
@@ -566,259 +575,12 @@ static void conv_part(void *ctx, int part, int nparts) {
   }
 }
 
-/* ---- tiles: spatial filters without im2col ---- */
-
-/*
- * im2col writes every input value out once per filter tap, 9 times for a
- * 3x3 filter, and the GEMM then reads it all back. Here the input is
- * instead copied once into zero-padded planes, split by stride phase as
- * the depthwise planes are (element (u, v) of a padded channel goes to
- * phase (u % sh, v % sw) at (u / sh, v / sw)), so that each tap of each
- * input channel is one fixed offset into them. Output (oh, ow) is computed
- * at oh * wq + ow: the wq - Wout extra positions per output row are
- * computed and dropped, which keeps every tap a plain run. The products
- * are register tiles (conv_tile.c) that read the filters in cuDNN's own
- * layout. 2-D (and 1-D) convolutions with a filter wider than 1x1 only:
- * a 1x1 filter needs no unfolding, and there the GEMM library's packed
- * kernels are faster.
- */
-typedef struct Planes {
-  int sh, sw;        /* the stride: phases per dim */
-  int hq, wq;        /* rows and row length of each phase plane */
-  long long plane;   /* floats per phase plane */
-  long long channel; /* floats per input channel, all its phases */
-} Planes;
-
-static Planes planes_of(const Geom *g) {
-  Planes p;
-  p.sh = g->stride[1];
-  p.sw = g->stride[2];
-  p.hq = g->out[1] + (g->ksize[1] - 1) * g->dil[1] / p.sh;
-  p.wq = g->out[2] + (g->ksize[2] - 1) * g->dil[2] / p.sw;
-  p.plane = (long long)p.hq * p.wq;
-  p.channel = p.plane * p.sh * p.sw;
-  return p;
-}
-
-/* One depth slice in and out, and a filter one deep: a 3-D convolution
- * padded in depth has output slices, or taps, that the planes do not
- * hold. */
-static bool tiles_fit(const Geom *g) {
-  return g->in[0] == 1 && g->out[0] == 1 && g->ksize[0] == 1 && patch_size(g) > 1 &&
-         tile_available();
-}
-
-typedef struct TileRun {
-  const ConvOp *c;
-  Planes p;
-  float *planes;       /* every input channel of image n */
-  const float **rows;  /* per filter row of group 0: its tap's start in planes */
-  int cols;            /* positions per tile, TILE_COLS or fewer */
-  int n, pparts, mparts;
-} TileRun;
-
-/* Row i of phase b of a plane: x's row xrow (NULL in the padding) at
- * columns j * sw + b - pad, zero outside it. */
-static void plane_row(const Geom *g, const Planes *p, const float *xrow, int b, float *dst) {
-  int pad = g->pad[2], w = g->in[2];
-  if (!xrow) {
-    memset(dst, 0, p->wq * sizeof(float));
-    return;
-  }
-  if (p->sw == 1 && g->xs[4] == 1) {
-    int j0 = pad < p->wq ? pad : p->wq;
-    int j1 = pad + w < p->wq ? pad + w : p->wq;
-    memset(dst, 0, j0 * sizeof(float));
-    if (j1 > j0)
-      memcpy(dst + j0, xrow, (j1 - j0) * sizeof(float));
-    memset(dst + j1, 0, (p->wq - j1) * sizeof(float));
-    return;
-  }
-  for (int j = 0; j < p->wq; j++) {
-    int v = j * p->sw + b - pad;
-    dst[j] = v >= 0 && v < w ? xrow[v * g->xs[4]] : 0.0f;
-  }
-}
-
-/* Copies a slice of image n's input channels into their planes. */
-static void planes_part(void *ctx, int part, int nparts) {
-  const TileRun *t = ctx;
-  const Geom *g = &t->c->g;
-  const Planes *p = &t->p;
-  int c0 = g->c * part / nparts, c1 = g->c * (part + 1) / nparts;
-  for (int ch = c0; ch < c1; ch++) {
-    const float *xc = t->c->x + t->n * g->xs[0] + ch * g->xs[1];
-    for (int a = 0; a < p->sh; a++)
-      for (int b = 0; b < p->sw; b++) {
-        float *dst = t->planes + ch * p->channel + (a * p->sw + b) * p->plane;
-        for (int i = 0; i < p->hq; i++) {
-          int u = i * p->sh + a - g->pad[1];
-          const float *xrow = u >= 0 && u < g->in[1] ? xc + u * g->xs[3] : NULL;
-          plane_row(g, p, xrow, b, dst + (long long)i * p->wq);
-        }
-      }
-  }
-}
-
-/* Where each filter row (input channel, kh, kw) of group 0 reads. */
-static void tap_rows(const TileRun *t) {
-  const Geom *g = &t->c->g;
-  const Planes *p = &t->p;
-  int KH = g->ksize[1], KW = g->ksize[2];
-  for (int ci = 0; ci < g->c / g->groups; ci++)
-    for (int kh = 0; kh < KH; kh++)
-      for (int kw = 0; kw < KW; kw++) {
-        int dh = (g->flip ? KH - 1 - kh : kh) * g->dil[1];
-        int dw = (g->flip ? KW - 1 - kw : kw) * g->dil[2];
-        long long phase = (long long)(dh % p->sh) * p->sw + dw % p->sw;
-        t->rows[((long long)ci * KH + kh) * KW + kw] =
-            t->planes + ci * p->channel + phase * p->plane + (long long)(dh / p->sh) * p->wq +
-            dw / p->sw;
-      }
-}
-
-/* Writes a tile's rows through the epilogue, output row by output row,
- * leaving out the extra positions. */
-static void write_tile(const TileRun *t, int ch0, int mrows, long long q0, int ncols,
-                       float *tile) {
-  const ConvOp *c = t->c;
-  const Geom *g = &c->g;
-  int wq = t->p.wq, ow = g->out[2];
-  for (int m = 0; m < mrows; m++) {
-    int ch = ch0 + m;
-    float *y = c->y + t->n * g->ys[0] + ch * g->ys[1];
-    const float *z = c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
-    float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
-    for (long long h = q0 / wq; h * wq < q0 + ncols; h++) {
-      long long a = h * wq > q0 ? h * wq : q0;
-      long long e = h * wq + ow < q0 + ncols ? h * wq + ow : q0 + ncols;
-      if (e <= a)
-        continue;
-      long long pos = h * ow + (a - h * wq);
-      epilogue(c, tile + m * TILE_COLS + (a - q0), (int)(e - a), bias, y, &pos, z, &pos, true);
-    }
-  }
-}
-
-/* Whether the epilogue is a clamp the tile applies itself as it stores
- * (see TileStore); if so fills st for channels ch0 to ch0 + mrows - 1. */
-static bool clamp_store(const TileRun *t, int ch0, int mrows, TileStore *st) {
-  const ConvOp *c = t->c;
-  const Geom *g = &c->g;
-  int mode = c->fused ? (int)c->act.mode : c->beta == 0 ? CUDNN_ACTIVATION_IDENTITY : -1;
-  if (mode != CUDNN_ACTIVATION_IDENTITY && mode != CUDNN_ACTIVATION_RELU &&
-      mode != CUDNN_ACTIVATION_CLIPPED_RELU)
-    return false;
-  st->mode = mode;
-  st->alpha = c->alpha;
-  st->alpha2 = c->alpha2;
-  st->top = c->act.coef;
-  st->wq = t->p.wq;
-  st->ow = g->out[2];
-  for (int m = 0; m < TILE_ROWS; m++) {
-    int ch = ch0 + m;
-    bool live = m < mrows;
-    st->y[m] = live ? c->y + t->n * g->ys[0] + ch * g->ys[1] : NULL;
-    st->z[m] = live && c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
-    st->bias[m] = live && c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
-  }
-  return true;
-}
-
-/* One part: its range of position blocks and of channel blocks, in every
- * group; channel blocks inner, so that a block's tap rows stay in cache. */
-static void tile_part(void *ctx, int part, int nparts) {
-  (void)nparts;
-  const TileRun *t = ctx;
-  const Geom *g = &t->c->g;
-  int cg = g->c / g->groups, kg = g->k / g->groups, R = cg * patch_size(g);
-  long long P = (long long)g->out[1] * t->p.wq;
-  long long np = (P + t->cols - 1) / t->cols;
-  int nm = (kg + TILE_ROWS - 1) / TILE_ROWS;
-  int pi = part % t->pparts, mi = part / t->pparts;
-  long long pb0 = np * pi / t->pparts, pb1 = np * (pi + 1) / t->pparts;
-  int mb0 = nm * mi / t->mparts, mb1 = nm * (mi + 1) / t->mparts;
-  float tile[TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
-  TileStore st;
-  for (int grp = 0; grp < g->groups; grp++)
-    for (long long pb = pb0; pb < pb1; pb++) {
-      long long q0 = pb * t->cols;
-      int ncols = P - q0 < t->cols ? (int)(P - q0) : t->cols;
-      for (int mb = mb0; mb < mb1; mb++) {
-        int m0 = mb * TILE_ROWS;
-        int mrows = kg - m0 < TILE_ROWS ? kg - m0 : TILE_ROWS;
-        const float *w[TILE_ROWS];
-        for (int m = 0; m < TILE_ROWS; m++)
-          w[m] = t->c->w + ((long long)grp * kg + m0 + (m < mrows ? m : mrows - 1)) * R;
-        long long p0 = grp * cg * t->p.channel + q0;
-        if (clamp_store(t, grp * kg + m0, mrows, &st)) {
-          tile_multiply_store(w, R, t->rows, p0, q0, ncols, &st);
-        } else {
-          tile_multiply(w, R, t->rows, p0, ncols, tile);
-          write_tile(t, grp * kg + m0, mrows, q0, ncols, tile);
-        }
-      }
-    }
-}
-
-/* Positions per tile: as many as fit, but evened out over the tiles in
- * whole vectors, so that 63 positions make two tiles of 32, not 48 and 15. */
-static int tile_cols(long long P) {
-  long long tiles = (P + TILE_COLS - 1) / TILE_COLS;
-  long long cols = (P + tiles - 1) / tiles;
-  cols = (cols + 15) / 16 * 16;
-  return (int)(cols < TILE_COLS ? cols : TILE_COLS);
-}
-
-/* Parts along the positions where they are many, else along the channels. */
-static void tile_parts(const Geom *g, const Planes *p, int cols, int *pparts, int *mparts) {
-  long long P = (long long)g->out[1] * p->wq;
-  long long np = (P + cols - 1) / cols;
-  long long nm = (g->k / g->groups + TILE_ROWS - 1) / TILE_ROWS;
-  long long fmas = (long long)g->k * (g->c / g->groups) * patch_size(g) * P;
-  long long want = pool_parts(fmas, 1 << 18);
-  if (np >= 4 * want) {
-    *pparts = (int)want;
-    *mparts = 1;
-    return;
-  }
-  *mparts = (int)(nm < want ? nm : want);
-  long long more = (want + *mparts - 1) / *mparts;
-  *pparts = (int)(np < more ? np : more);
-}
-
-static void run_tiles(ConvOp *c) {
-  const Geom *g = &c->g;
-  TileRun t = {.c = c, .p = planes_of(g)};
-  long long R = (long long)(g->c / g->groups) * patch_size(g);
-  /* A row of slack: the dropped positions of the last rows read past the
-   * last plane. */
-  size_t floats = (size_t)g->c * t.p.channel + t.p.wq;
-  size_t plane_bytes = round256(floats * sizeof(float));
-  char *buf = scratch(0, plane_bytes + R * sizeof(float *));
-  if (!buf) {
-    rt_fail_async(c->op.api);
-    return;
-  }
-  t.planes = (float *)buf;
-  t.rows = (const float **)(buf + plane_bytes);
-  memset(t.planes + floats - t.p.wq, 0, t.p.wq * sizeof(float));
-  tap_rows(&t);
-  t.cols = tile_cols((long long)g->out[1] * t.p.wq);
-  tile_parts(g, &t.p, t.cols, &t.pparts, &t.mparts);
-  int slices = 2 * pool_threads() < g->c ? 2 * pool_threads() : g->c;
-  for (t.n = 0; t.n < g->n; t.n++) {
-    pool_run(planes_part, &t, slices);
-    pool_run(tile_part, &t, t.pparts * t.mparts);
-  }
-}
-
 /* ---- depthwise: one input channel per group ---- */
 
 /*
  * A group with one input channel gains nothing from a GEMM: each output is
  * a short sum. The channel is first copied into zero-padded planes split by
- * stride phase, as the tiles' planes are (padded element (r, q) goes to
+ * stride phase, which the tiles use too (padded element (r, q) goes to
  * phase (r % sh, q % sw) at row r / sh, column q / sw), so that every
  * filter tap reads one plain contiguous run over the whole output plane,
  * with no bounds checks: output (oh, ow) is computed at oh * len + ow, and
@@ -826,16 +588,16 @@ static void run_tiles(ConvOp *c) {
  * multiply-add loops the compiler vectorises, long even for small planes
  * and strided convolutions.
  */
-typedef struct DwPlane {
+typedef struct Planes {
   int rows;  /* padded rows per depth slice */
   int width; /* padded row length actually read */
   int hq;    /* rows per phase plane */
   int len;   /* elements per row of a phase plane */
   long long slice; /* floats per depth slice, all its phases */
-} DwPlane;
+} Planes;
 
-static DwPlane dw_plane(const Geom *g) {
-  DwPlane p;
+static Planes planes_of(const Geom *g) {
+  Planes p;
   int sh = g->stride[1], sw = g->stride[2];
   p.rows = (g->out[1] - 1) * sh + (g->ksize[1] - 1) * g->dil[1] + 1;
   p.width = (g->out[2] - 1) * sw + (g->ksize[2] - 1) * g->dil[2] + 1;
@@ -846,13 +608,13 @@ static DwPlane dw_plane(const Geom *g) {
 }
 
 static size_t dw_plane_floats(const Geom *g) {
-  return (size_t)g->in[0] * dw_plane(g).slice;
+  return (size_t)g->in[0] * planes_of(g).slice;
 }
 
 /* Room for one output channel: its plane at the padded width, which is
  * then packed. */
 static size_t dw_out_floats(const Geom *g) {
-  DwPlane p = dw_plane(g);
+  Planes p = planes_of(g);
   return (size_t)g->out[0] * g->out[1] * p.len;
 }
 
@@ -882,7 +644,7 @@ static inline void dw_split2(float *restrict even, float *restrict odd,
 
 /* Padded row src (NULL in the padding) into its row of each column phase,
  * phase b's at dst + b * phase_floats. */
-static inline __attribute__((always_inline)) void dw_fill_row(const Geom *g, const DwPlane *p,
+static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, const Planes *p,
                                                             const float *src, float *dst,
                         long long phase_floats) {
   int sw = g->stride[2], pad = g->pad[2], IW = g->in[2];
@@ -922,8 +684,8 @@ static inline __attribute__((always_inline)) void dw_fill_row(const Geom *g, con
 /* Copies channel xc into buf: zero padding, split by stride phase. Rows
  * of a phase past the padded rows are read only for dropped columns; they
  * are zeroed all the same. */
-OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf) {
-  DwPlane p = dw_plane(g);
+OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float *buf) {
+  Planes p = planes_of(g);
   int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
   long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];
   for (int id = 0; id < g->in[0]; id++, buf += p.slice) {
@@ -933,7 +695,7 @@ OPC_VECTOR_CLONES static void dw_fill(const Geom *g, const float *xc, float *buf
       for (int i = 0, r = a; i < p.hq; i++, r += sh, dst += p.len) {
         int ih = r - pad;
         bool inside = r < p.rows && ih >= 0 && ih < IH;
-        dw_fill_row(g, &p, inside ? slice + ih * hs : NULL, dst, phase_floats);
+        fill_plane_row(g, &p, inside ? slice + ih * hs : NULL, dst, phase_floats);
       }
     }
   }
@@ -980,7 +742,7 @@ OPC_VECTOR_CLONES static void dw_row(float *restrict acc, int n, const float *co
  * room for dw_out_floats): one long run per tap and depth slice, its rows
  * then packed. */
 static void dw_channel(const Geom *g, const float *buf, const float *w, float *out) {
-  DwPlane p = dw_plane(g);
+  Planes p = planes_of(g);
   int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
   int OH = g->out[1], OW = g->out[2], sh = g->stride[1], sw = g->stride[2];
   long long phase_floats = (long long)p.hq * p.len;
@@ -1047,7 +809,7 @@ static void dw_part(void *ctx, int part, int nparts) {
     int n = (int)(u / g->k), ch = (int)(u % g->k), grp = ch / kg;
     long long plane = (long long)n * g->groups + grp;
     if (plane != filled) {
-      dw_fill(g, c->x + n * g->xs[0] + grp * g->xs[1], buf);
+      fill_planes(g, c->x + n * g->xs[0] + grp * g->xs[1], buf);
       filled = plane;
     }
     dw_channel(g, buf, c->w + (long long)ch * patch_size(g), out);
@@ -1055,6 +817,205 @@ static void dw_part(void *ctx, int part, int nparts) {
     const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
     float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
     epilogue(c, out, (int)P, bias, y, yoff, z, zoff, contiguous);
+  }
+}
+
+/* ---- tiles: spatial filters without im2col ---- */
+
+/*
+ * im2col writes every input value out once per filter tap, 9 times for a
+ * 3x3 filter, and the GEMM then reads it all back. Here each input
+ * channel is instead copied once into the depthwise convolutions'
+ * zero-padded planes split by stride phase (fill_planes), so that each tap
+ * of each input channel is one fixed offset into them. Output (oh, ow) is
+ * computed at oh * len + ow: the len - Wout extra positions per output row
+ * are computed and dropped, which keeps every tap a plain run. The products
+ * are register tiles (conv_tile.c) that read the filters in cuDNN's own
+ * layout. 2-D (and 1-D) convolutions with a filter wider than 1x1 only:
+ * a 1x1 filter needs no unfolding, and there the GEMM library's packed
+ * kernels are faster.
+ */
+
+/* One depth slice in and out, and a filter one deep: a 3-D convolution
+ * padded in depth has output slices, or taps, that the planes do not
+ * hold. */
+static bool tiles_fit(const Geom *g) {
+  return g->in[0] == 1 && g->out[0] == 1 && g->ksize[0] == 1 && patch_size(g) > 1 &&
+         tile_available();
+}
+
+typedef struct TileRun {
+  const ConvOp *c;
+  Planes p;
+  float *planes;       /* every input channel of image n */
+  const float **rows;  /* per filter row of group 0: its tap's start in planes */
+  int cols;            /* positions per tile, TILE_COLS or fewer */
+  int n, pparts, mparts;
+} TileRun;
+
+/* Copies a slice of image n's input channels into their planes. */
+static void planes_part(void *ctx, int part, int nparts) {
+  const TileRun *t = ctx;
+  const Geom *g = &t->c->g;
+  int c0 = g->c * part / nparts, c1 = g->c * (part + 1) / nparts;
+  for (int ch = c0; ch < c1; ch++)
+    fill_planes(g, t->c->x + t->n * g->xs[0] + ch * g->xs[1], t->planes + ch * t->p.slice);
+}
+
+/* Where each filter row (input channel, kh, kw) of group 0 reads. */
+static void tap_rows(const TileRun *t) {
+  const Geom *g = &t->c->g;
+  const Planes *p = &t->p;
+  int KH = g->ksize[1], KW = g->ksize[2];
+  for (int ci = 0; ci < g->c / g->groups; ci++)
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        int dh = (g->flip ? KH - 1 - kh : kh) * g->dil[1];
+        int dw = (g->flip ? KW - 1 - kw : kw) * g->dil[2];
+        long long phase = (long long)(dh % g->stride[1]) * g->stride[2] + dw % g->stride[2];
+        t->rows[((long long)ci * KH + kh) * KW + kw] =
+            t->planes + ci * p->slice + phase * p->hq * p->len + (long long)(dh / g->stride[1]) * p->len +
+            dw / g->stride[2];
+      }
+}
+
+/* Writes a tile's rows through the epilogue, output row by output row,
+ * leaving out the extra positions. */
+static void write_tile(const TileRun *t, int ch0, int mrows, long long q0, int ncols,
+                       float *tile) {
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  int wq = t->p.len, ow = g->out[2];
+  for (int m = 0; m < mrows; m++) {
+    int ch = ch0 + m;
+    float *y = c->y + t->n * g->ys[0] + ch * g->ys[1];
+    const float *z = c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
+    float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+    for (long long h = q0 / wq; h * wq < q0 + ncols; h++) {
+      long long a = h * wq > q0 ? h * wq : q0;
+      long long e = h * wq + ow < q0 + ncols ? h * wq + ow : q0 + ncols;
+      if (e <= a)
+        continue;
+      long long pos = h * ow + (a - h * wq);
+      epilogue(c, tile + m * TILE_COLS + (a - q0), (int)(e - a), bias, y, &pos, z, &pos, true);
+    }
+  }
+}
+
+/* Where a tile whose epilogue is a clamp stores (see TileStore): the
+ * scalars, once per part. */
+static void clamp_store_init(const TileRun *t, int mode, TileStore *st) {
+  const ConvOp *c = t->c;
+  st->mode = mode;
+  st->alpha = c->alpha;
+  st->alpha2 = c->alpha2;
+  st->top = c->act.coef;
+  st->wq = t->p.len;
+  st->ow = c->g.out[2];
+}
+
+/* ... and the planes of channels ch0 to ch0 + mrows - 1. */
+static void clamp_store_channels(const TileRun *t, int ch0, int mrows, TileStore *st) {
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  for (int m = 0; m < TILE_ROWS; m++) {
+    int ch = ch0 + m;
+    bool live = m < mrows;
+    st->y[m] = live ? c->y + t->n * g->ys[0] + ch * g->ys[1] : NULL;
+    st->z[m] = live && c->z ? c->z + t->n * c->zs[0] + ch * c->zs[1] : NULL;
+    st->bias[m] = live && c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
+  }
+}
+
+/* One part: its range of position blocks and of channel blocks, in every
+ * group; channel blocks inner, so that a block's tap rows stay in cache. */
+static void tile_part(void *ctx, int part, int nparts) {
+  (void)nparts;
+  const TileRun *t = ctx;
+  const Geom *g = &t->c->g;
+  int cg = g->c / g->groups, kg = g->k / g->groups, R = cg * patch_size(g);
+  long long P = (long long)g->out[1] * t->p.len;
+  long long np = (P + t->cols - 1) / t->cols;
+  int nm = (kg + TILE_ROWS - 1) / TILE_ROWS;
+  int pi = part % t->pparts, mi = part / t->pparts;
+  long long pb0 = np * pi / t->pparts, pb1 = np * (pi + 1) / t->pparts;
+  int mb0 = nm * mi / t->mparts, mb1 = nm * (mi + 1) / t->mparts;
+  float tile[TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
+  int mode = clamp_mode(t->c);
+  TileStore st;
+  if (mode >= 0)
+    clamp_store_init(t, mode, &st);
+  for (int grp = 0; grp < g->groups; grp++)
+    for (long long pb = pb0; pb < pb1; pb++) {
+      long long q0 = pb * t->cols;
+      int ncols = P - q0 < t->cols ? (int)(P - q0) : t->cols;
+      for (int mb = mb0; mb < mb1; mb++) {
+        int m0 = mb * TILE_ROWS;
+        int mrows = kg - m0 < TILE_ROWS ? kg - m0 : TILE_ROWS;
+        const float *w[TILE_ROWS];
+        for (int m = 0; m < TILE_ROWS; m++)
+          w[m] = t->c->w + ((long long)grp * kg + m0 + (m < mrows ? m : mrows - 1)) * R;
+        long long p0 = grp * cg * t->p.slice + q0;
+        if (mode >= 0) {
+          clamp_store_channels(t, grp * kg + m0, mrows, &st);
+          tile_multiply_store(w, R, t->rows, p0, q0, ncols, &st);
+        } else {
+          tile_multiply(w, R, t->rows, p0, ncols, tile);
+          write_tile(t, grp * kg + m0, mrows, q0, ncols, tile);
+        }
+      }
+    }
+}
+
+/* Positions per tile: as many as fit, but evened out over the tiles in
+ * whole vectors, so that 63 positions make two tiles of 32, not 48 and 15. */
+static int tile_cols(long long P) {
+  long long tiles = (P + TILE_COLS - 1) / TILE_COLS;
+  long long cols = (P + tiles - 1) / tiles;
+  cols = (cols + 15) / 16 * 16;
+  return (int)(cols < TILE_COLS ? cols : TILE_COLS);
+}
+
+/* Parts along the positions where they are many, else along the channels. */
+static void tile_parts(const Geom *g, const Planes *p, int cols, int *pparts, int *mparts) {
+  long long P = (long long)g->out[1] * p->len;
+  long long np = (P + cols - 1) / cols;
+  long long nm = (g->k / g->groups + TILE_ROWS - 1) / TILE_ROWS;
+  long long fmas = (long long)g->k * (g->c / g->groups) * patch_size(g) * P;
+  long long want = pool_parts(fmas, 1 << 18);
+  if (np >= 4 * want) {
+    *pparts = (int)want;
+    *mparts = 1;
+    return;
+  }
+  *mparts = (int)(nm < want ? nm : want);
+  long long more = (want + *mparts - 1) / *mparts;
+  *pparts = (int)(np < more ? np : more);
+}
+
+static void run_tiles(ConvOp *c) {
+  const Geom *g = &c->g;
+  TileRun t = {.c = c, .p = planes_of(g)};
+  long long R = (long long)(g->c / g->groups) * patch_size(g);
+  /* A row of slack: the dropped positions of the last rows read past the
+   * last plane. */
+  size_t floats = (size_t)g->c * t.p.slice + t.p.len;
+  size_t plane_bytes = round256(floats * sizeof(float));
+  char *buf = scratch(0, plane_bytes + R * sizeof(float *));
+  if (!buf) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  t.planes = (float *)buf;
+  t.rows = (const float **)(buf + plane_bytes);
+  memset(t.planes + floats - t.p.len, 0, t.p.len * sizeof(float));
+  tap_rows(&t);
+  t.cols = tile_cols((long long)g->out[1] * t.p.len);
+  tile_parts(g, &t.p, t.cols, &t.pparts, &t.mparts);
+  int slices = 2 * pool_threads() < g->c ? 2 * pool_threads() : g->c;
+  for (t.n = 0; t.n < g->n; t.n++) {
+    pool_run(planes_part, &t, slices);
+    pool_run(tile_part, &t, t.pparts * t.mparts);
   }
 }
 
