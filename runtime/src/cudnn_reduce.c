@@ -390,6 +390,23 @@ static bool channels_start(Channels *ch, int slot, const char *api) {
   return true;
 }
 
+/* The sum of n contiguous values in double, in eight independent partial
+ * sums, so that the loop vectorises without reordering any one sum; inlined
+ * to take the instruction set of the caller's clone. */
+static inline __attribute__((always_inline)) double sum_row(const float *x, long long n) {
+  double part[8] = {0};
+  long long i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++)
+      part[k] += x[i + k];
+  double sum = 0;
+  for (; i < n; i++)
+    sum += x[i];
+  for (int k = 0; k < 8; k++)
+    sum += part[k];
+  return sum;
+}
+
 /* ---- softmax ---- */
 
 /* INSTANCE normalises each image over C x S, CHANNEL each (image, position) over C. */
@@ -425,33 +442,50 @@ static void softmax_group(const SoftmaxOp *o, const float *x, float *y, long lon
 }
 
 /* softmax_group over `count` contiguous values: the same steps, with no
- * index division per value and the exponentials in loops that vectorise
- * (expf by libmvec, whose last bit may differ from the scalar expf's). */
+ * index division per value, and each step a loop that vectorises: the
+ * exponentials by libmvec (whose last bit may differ from the scalar
+ * expf's), the maximum and the sum in independent lanes (one running total
+ * would be a chain the compiler may not reorder). Rows are often short
+ * (attention over 16 or 49 keys); one of up to 256 values keeps its
+ * exponentials for the second pass instead of computing them again. */
 OPC_VECTOR_CLONES static void softmax_row(const SoftmaxOp *o, const float *x, float *y,
                                           long long count) {
+  float lane[16];
+  for (int k = 0; k < 16; k++)
+    lane[k] = -INFINITY;
+  long long i = 0;
+  for (; i + 16 <= count; i += 16)
+    for (int k = 0; k < 16; k++)
+      lane[k] = x[i + k] > lane[k] ? x[i + k] : lane[k];
+  for (; i < count; i++)
+    lane[0] = x[i] > lane[0] ? x[i] : lane[0];
   float mx = -INFINITY;
-  for (long long i = 0; i < count; i++)
-    mx = x[i] > mx ? x[i] : mx;
+  for (int k = 0; k < 16; k++)
+    mx = lane[k] > mx ? lane[k] : mx;
   if (o->algo == CUDNN_SOFTMAX_FAST)
-    mx = 0;
+    mx = 0; /* cuDNN's fast mode skips the max; exp may overflow, as there */
   float e[256];
   double sum = 0;
   for (long long i0 = 0; i0 < count; i0 += 256) {
     int n = count - i0 < 256 ? (int)(count - i0) : 256;
     for (int k = 0; k < n; k++)
       e[k] = expf(x[i0 + k] - mx);
-    for (int k = 0; k < n; k++)
-      sum += e[k];
+    sum += sum_row(e, n);
   }
-  float logsum = (float)log(sum), alpha = o->xy.alpha, beta = o->xy.beta;
+  float logsum = (float)log(sum), scale = (float)(1.0 / sum);
+  float alpha = o->xy.alpha, beta = o->xy.beta;
   for (long long i0 = 0; i0 < count; i0 += 256) {
     int n = count - i0 < 256 ? (int)(count - i0) : 256;
-    if (o->algo == CUDNN_SOFTMAX_LOG)
+    if (o->algo == CUDNN_SOFTMAX_LOG) {
       for (int k = 0; k < n; k++)
         e[k] = (x[i0 + k] - mx) - logsum;
-    else
+    } else {
+      if (count > 256)
+        for (int k = 0; k < n; k++)
+          e[k] = expf(x[i0 + k] - mx);
       for (int k = 0; k < n; k++)
-        e[k] = expf((x[i0 + k] - mx) - logsum);
+        e[k] *= scale;
+    }
     float *yr = y + i0;
     if (beta != 0)
       for (int k = 0; k < n; k++)
@@ -543,21 +577,6 @@ typedef struct ReduceOp {
   unsigned *indices;
 } ReduceOp;
 
-/* The sum of n contiguous values in double, in eight independent partial
- * sums, so that the loop vectorises without reordering any one sum. */
-static double sum_row(const float *x, long long n) {
-  double part[8] = {0};
-  long long i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++)
-      part[k] += x[i + k];
-  double sum = 0;
-  for (; i < n; i++)
-    sum += x[i];
-  for (int k = 0; k < 8; k++)
-    sum += part[k];
-  return sum;
-}
 
 static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
   long long idx[MAX_DIMS] = {0};

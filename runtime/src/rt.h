@@ -143,6 +143,7 @@ typedef struct Runtime {
   bool check;       /* OPC_CHECK=1 */
   bool pageable_error; /* OPC_RT_PAGEABLE=error */
   int refuse_fused;    /* OPC_RT_REFUSE_FUSED: REFUSE_NONE, _OTHER or _ALL */
+  bool concurrent_graphs; /* OPC_GRAPH_BRANCHES=concurrent */
   bool raced;       /* a race was reported: every call fails from now on */
   int async_error;  /* a cudaError_t from a failed operation, sticky */
   int nagents;

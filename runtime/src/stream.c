@@ -53,6 +53,11 @@ static void read_env(void) {
     rt.refuse_fused = REFUSE_ALL;
   else if (v)
     env_ignored("OPC_RT_REFUSE_FUSED", v, "'other' or 'all'");
+  v = env_switch("OPC_GRAPH_BRANCHES");
+  if (v && strcmp(v, "concurrent") == 0)
+    rt.concurrent_graphs = true;
+  else if (v && strcmp(v, "serial") != 0)
+    env_ignored("OPC_GRAPH_BRANCHES", v, "'concurrent' or 'serial'");
 }
 
 static void init_runtime(void) {
