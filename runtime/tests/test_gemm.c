@@ -83,6 +83,8 @@ int main(void) {
     }
   one_case(false, false, 4, 4, 0, 1, 1.0f, 2.0f, 1); /* k = 0: C = beta * C */
   one_case(true, false, 16, 24, 8, 0, 1.0f, 0.0f, 9);
+  one_case(false, false, 16, 16, 16, 0, 1.0f, 0.0f, 32); /* attention heads: computed in cublas.c */
+  one_case(false, true, 64, 4, 32, 2, 0.5f, 1.0f, 2);      /* the largest small product */
   /* Bad arguments are refused. */
   float one = 1, buf[64];
   expect(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, buf, 2, buf, 4, &one, buf, 4) ==
