@@ -464,7 +464,7 @@ static float hard_sigmoid_float(const Params *p, float x) {
 }
 
 static float hard_swish_float(const Params *p, float x) {
-  return x * fmaxf(0, fminf(1, x / 6 + 0.5f));
+  return x * fmaxf(0, fminf(1, x * (1.0f / 6.0f) + 0.5f));
 }
 
 static float softplus_float(const Params *p, float x) { return log1pf(expf(x)); }

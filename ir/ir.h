@@ -197,7 +197,7 @@ typedef enum Activation {
   ACT_LEAKY_RELU, /* alpha = slope */
   ACT_SILU,       /* x * sigmoid(x): swish with beta 1 */
   ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
-  ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1/2)) */
+  ACT_HARD_SWISH,   /* x * max(0, min(1, x * (1/6) + 1/2)) */
   ACT_MISH,         /* x * tanh(softplus(x)) */
 } Activation;
 

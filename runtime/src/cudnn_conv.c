@@ -420,6 +420,57 @@ clamp_rows(float *y, const float *v, const float *z, int cols, float alpha, floa
     clamp_row(y, v, NULL, cols, alpha, bias, alpha2, mode, top);
 }
 
+/* The same with the activations of mobile networks after the sum, which
+ * would otherwise be a second pass (act_row) over the block. The formulas
+ * are act_row's. */
+static inline __attribute__((always_inline)) void
+act_rows_one_pass(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+                  float alpha2, int mode, float swish_beta) {
+  for (int j = 0; j < cols; j++) {
+    float r = alpha * v[j] + bias;
+    if (z)
+      r += alpha2 * z[j];
+    if (mode == KERNEL_ACT_HARD_SWISH) {
+      float t = r * (1.0f / 6.0f) + 0.5f;
+      r = r * (t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t));
+    } else if (mode == CUDNN_ACTIVATION_SWISH) {
+      r = r / (1.0f + expf(-swish_beta * r));
+    } else {
+      r = 1.0f / (1.0f + expf(-r));
+    }
+    y[j] = r;
+  }
+}
+
+/* act_rows_one_pass's modes, each its own loop. */
+static inline __attribute__((always_inline)) bool
+act_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+         float alpha2, const Act *act) {
+  switch ((int)act->mode) {
+  case KERNEL_ACT_HARD_SWISH:
+    if (z)
+      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
+    else
+      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
+    return true;
+  case CUDNN_ACTIVATION_SWISH:
+    if (z)
+      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
+                        act->swish_beta);
+    else
+      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
+                        act->swish_beta);
+    return true;
+  case CUDNN_ACTIVATION_SIGMOID:
+    if (z)
+      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
+    else
+      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
+    return true;
+  }
+  return false;
+}
+
 /* The clamp the epilogue is (CUDNN_ACTIVATION_IDENTITY, RELU or
  * CLIPPED_RELU), or -1 when it is something else: another activation, or
  * a plain convolution that adds beta y. */
@@ -468,6 +519,8 @@ OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, floa
     clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_CLIPPED_RELU, c->act.coef);
     return;
   }
+  if (c->fused && act_rows(y, v, z, cols, alpha, bias, alpha2, &c->act))
+    return;
   for (int j = 0; j < cols; j++)
     v[j] = alpha * v[j] + bias;
   if (z)
@@ -643,28 +696,32 @@ static inline void dw_split2(float *restrict even, float *restrict odd,
 }
 
 /* Padded row src (NULL in the padding) into its row of each column phase,
- * phase b's at dst + b * phase_floats. */
+ * phase b's at dst + b * phase_floats. `zeroed`: the padding is zero
+ * already, so only the input's columns are written. */
 static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, const Planes *p,
                                                             const float *src, float *dst,
-                        long long phase_floats) {
+                        long long phase_floats, bool zeroed) {
   int sw = g->stride[2], pad = g->pad[2], IW = g->in[2];
   long long ws = g->xs[4];
   /* Padded columns [lo, hi) hold input columns; the rest are zero. */
   int lo = pad < p->width ? pad : p->width;
   int hi = pad + IW < p->width ? pad + IW : p->width;
-  for (int b = 0; b < sw; b++)
-    if (!src || sw > 1)
-      memset(dst + b * phase_floats, 0, p->len * sizeof(float));
+  if (!zeroed)
+    for (int b = 0; b < sw; b++)
+      if (!src || sw > 1)
+        memset(dst + b * phase_floats, 0, p->len * sizeof(float));
   if (!src)
     return;
   if (sw == 1) {
-    memset(dst, 0, lo * sizeof(float));
+    if (!zeroed)
+      memset(dst, 0, lo * sizeof(float));
     if (ws == 1)
       memcpy(dst + lo, src, (hi - lo) * sizeof(float));
     else
       for (int q = lo; q < hi; q++)
         dst[q] = src[(q - pad) * ws];
-    memset(dst + hi, 0, (p->len - hi) * sizeof(float));
+    if (!zeroed)
+      memset(dst + hi, 0, (p->len - hi) * sizeof(float));
     return;
   }
   if (sw == 2 && ws == 1) {
@@ -683,8 +740,12 @@ static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, 
 
 /* Copies channel xc into buf: zero padding, split by stride phase. Rows
  * of a phase past the padded rows are read only for dropped columns; they
- * are zeroed all the same. */
-OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float *buf) {
+ * are zeroed all the same. Every channel has its input at the same places
+ * and zeros at the others, so a buffer that held a channel already
+ * (`zeroed`) needs only the input written again: for small planes the
+ * padding is most of the work. */
+OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float *buf,
+                                          bool zeroed) {
   Planes p = planes_of(g);
   int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
   long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];
@@ -695,7 +756,8 @@ OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float 
       for (int i = 0, r = a; i < p.hq; i++, r += sh, dst += p.len) {
         int ih = r - pad;
         bool inside = r < p.rows && ih >= 0 && ih < IH;
-        fill_plane_row(g, &p, inside ? slice + ih * hs : NULL, dst, phase_floats);
+        if (inside || !zeroed)
+          fill_plane_row(g, &p, inside ? slice + ih * hs : NULL, dst, phase_floats, zeroed);
       }
     }
   }
@@ -809,7 +871,7 @@ static void dw_part(void *ctx, int part, int nparts) {
     int n = (int)(u / g->k), ch = (int)(u % g->k), grp = ch / kg;
     long long plane = (long long)n * g->groups + grp;
     if (plane != filled) {
-      fill_planes(g, c->x + n * g->xs[0] + grp * g->xs[1], buf);
+      fill_planes(g, c->x + n * g->xs[0] + grp * g->xs[1], buf, filled >= 0);
       filled = plane;
     }
     dw_channel(g, buf, c->w + (long long)ch * patch_size(g), out);
@@ -859,7 +921,8 @@ static void planes_part(void *ctx, int part, int nparts) {
   const Geom *g = &t->c->g;
   int c0 = g->c * part / nparts, c1 = g->c * (part + 1) / nparts;
   for (int ch = c0; ch < c1; ch++)
-    fill_planes(g, t->c->x + t->n * g->xs[0] + ch * g->xs[1], t->planes + ch * t->p.slice);
+    fill_planes(g, t->c->x + t->n * g->xs[0] + ch * g->xs[1], t->planes + ch * t->p.slice,
+                false);
 }
 
 /* Where each filter row (input channel, kh, kw) of group 0 reads. */

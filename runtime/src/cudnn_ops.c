@@ -63,7 +63,7 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
   }
   case KERNEL_ACT_HARD_SWISH:
     for (long long i = 0; i < n; i++) {
-      float r = x[i] / 6.0f + 0.5f;
+      float r = x[i] * (1.0f / 6.0f) + 0.5f;
       r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
       y[i] = alpha * (x[i] * r) + (beta != 0 ? beta * y[i] : 0);
     }

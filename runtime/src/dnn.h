@@ -140,7 +140,7 @@ typedef struct Act {
  * them, so no caller can ask for one.
  */
 typedef enum ActKernelMode {
-  KERNEL_ACT_HARD_SWISH = 64, /* x * max(0, min(1, x / 6 + 1/2)) */
+  KERNEL_ACT_HARD_SWISH = 64, /* x * max(0, min(1, x * (1/6) + 1/2)), as ONNX */
   KERNEL_ACT_HARD_SIGMOID,    /* max(0, min(1, coef x + offset)) */
   KERNEL_ACT_LEAKY_RELU,      /* x < 0 ? coef x : x */
   KERNEL_ACT_MISH,            /* x * tanh(softplus(x)); softplus is x above 20 */
@@ -156,7 +156,7 @@ static inline float act_apply(const Act *a, float v) {
   case CUDNN_ACTIVATION_SWISH: return v / (1.0f + expf(-a->swish_beta * v));
   case CUDNN_ACTIVATION_IDENTITY: return v;
   case KERNEL_ACT_HARD_SWISH: {
-    float r = v / 6.0f + 0.5f;
+    float r = v * (1.0f / 6.0f) + 0.5f;
     return v * (r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r));
   }
   case KERNEL_ACT_HARD_SIGMOID: {
