@@ -578,7 +578,9 @@ typedef struct ReduceOp {
 } ReduceOp;
 
 
-static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
+/* Inlined into reduce_part's clones, so that sum_row takes their vectors. */
+static inline __attribute__((always_inline)) float reduce_one(const ReduceOp *r, const float *a,
+                                                              unsigned *index) {
   long long idx[MAX_DIMS] = {0};
   double acc;
   switch (r->kind) {
@@ -629,7 +631,7 @@ static float reduce_one(const ReduceOp *r, const float *a, unsigned *index) {
   return (float)acc;
 }
 
-static void reduce_part(void *ctx, int part, int nparts) {
+OPC_VECTOR_CLONES static void reduce_part(void *ctx, int part, int nparts) {
   const ReduceOp *r = ctx;
   long long lo = r->outputs * part / nparts, hi = r->outputs * (part + 1) / nparts;
   long long idx[MAX_DIMS];
@@ -755,6 +757,19 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
       r->reduced *= at->dims[i];
     }
   }
+  /* Reduced dims contiguous in A are one longer row (a plane of 7 x 7 is
+   * one row of 49, not 7 of 7); flattened indices count the same. */
+  int rows = 0;
+  for (int i = 0; i < r->rrank; i++) {
+    if (rows > 0 && r->ras[rows - 1] == r->ras[i] * r->rdims[i]) {
+      r->rdims[rows - 1] *= r->rdims[i];
+      r->ras[rows - 1] = r->ras[i];
+    } else {
+      r->rdims[rows] = r->rdims[i];
+      r->ras[rows++] = r->ras[i];
+    }
+  }
+  r->rrank = rows;
   if (r->rrank == 0) { /* nothing to reduce: a single element per output */
     r->rdims[0] = 1;
     r->ras[0] = 0;

@@ -573,9 +573,12 @@ int main(void) {
       test_op_tensor(op, bshapes[s], s % 2 ? 1.0f : 0.0f);
   test_op_tensor(CUDNN_OP_TENSOR_SQRT, bshapes[0], 0.5f);
   test_add_scale_set();
-  int cshapes[4][4] = {{2, 1, 4, 1}, {1, 1, 1, 1}, {2, 3, 1, 5}, {2, 3, 4, 5}};
+  /* {2, 3, 1, 1}: a global pool, whose two reduced dims are one row; {2, 1, 1, 5}: two
+   * reduced dims that are one strided run. */
+  int cshapes[6][4] = {{2, 1, 4, 1}, {1, 1, 1, 1}, {2, 3, 1, 5}, {2, 3, 4, 5}, {2, 3, 1, 1},
+                       {2, 1, 1, 5}};
   for (int op = CUDNN_REDUCE_TENSOR_ADD; op <= CUDNN_REDUCE_TENSOR_NORM2; op++)
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 6; s++)
       test_reduce(op, cshapes[s], op == CUDNN_REDUCE_TENSOR_MAX || op == CUDNN_REDUCE_TENSOR_MIN);
   test_lrn(5, 1e-4f * 500, 0.75f, 2.0f);
   test_lrn(4, 0.3f, 0.5f, 1.0f);
