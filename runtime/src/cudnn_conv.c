@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "vector_math.h"
 
 typedef struct Geom {
   int ns; /* spatial dims as given */
