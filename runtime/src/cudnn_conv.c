@@ -393,83 +393,42 @@ static void position_offsets(const Geom *g, const long long *s, long long p0, in
 
 /*
  * y = act(alpha v + bias + alpha2 z) over a packed row in one pass, for
- * the activations that are a clamp; `mode` and whether z is NULL are
- * constants where it is inlined, so each combination is its own
- * vectorised loop.
+ * the clamps (identity, ReLU, clipped ReLU below coef) and the activations
+ * of mobile networks (HardSwish, Swish of beta coef, Sigmoid; act_row's
+ * formulas), which would otherwise be a second pass over the block.
+ * `mode` and whether z is NULL are constants where it is inlined, so each
+ * combination is its own vectorised loop.
  */
 static inline __attribute__((always_inline)) void
-clamp_row(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-          float alpha2, int mode, float top) {
+epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+             float alpha2, int mode, float coef) {
   for (int j = 0; j < cols; j++) {
     float r = alpha * v[j] + bias;
     if (z)
       r += alpha2 * z[j];
-    if (mode == CUDNN_ACTIVATION_RELU)
+    if (mode == CUDNN_ACTIVATION_RELU) {
       r = r > 0 ? r : 0;
-    else if (mode == CUDNN_ACTIVATION_CLIPPED_RELU)
-      r = r > 0 ? (r < top ? r : top) : 0;
-    y[j] = r;
-  }
-}
-
-static inline __attribute__((always_inline)) void
-clamp_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-           float alpha2, int mode, float top) {
-  if (z)
-    clamp_row(y, v, z, cols, alpha, bias, alpha2, mode, top);
-  else
-    clamp_row(y, v, NULL, cols, alpha, bias, alpha2, mode, top);
-}
-
-/* The same with the activations of mobile networks after the sum, which
- * would otherwise be a second pass (act_row) over the block. The formulas
- * are act_row's. */
-static inline __attribute__((always_inline)) void
-act_rows_one_pass(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-                  float alpha2, int mode, float swish_beta) {
-  for (int j = 0; j < cols; j++) {
-    float r = alpha * v[j] + bias;
-    if (z)
-      r += alpha2 * z[j];
-    if (mode == KERNEL_ACT_HARD_SWISH) {
+    } else if (mode == CUDNN_ACTIVATION_CLIPPED_RELU) {
+      r = r > 0 ? (r < coef ? r : coef) : 0;
+    } else if (mode == KERNEL_ACT_HARD_SWISH) {
       float t = r * (1.0f / 6.0f) + 0.5f;
       r = r * (t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t));
     } else if (mode == CUDNN_ACTIVATION_SWISH) {
-      r = r / (1.0f + expf(-swish_beta * r));
-    } else {
+      r = r / (1.0f + expf(-coef * r));
+    } else if (mode == CUDNN_ACTIVATION_SIGMOID) {
       r = 1.0f / (1.0f + expf(-r));
     }
     y[j] = r;
   }
 }
 
-/* act_rows_one_pass's modes, each its own loop. */
-static inline __attribute__((always_inline)) bool
-act_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-         float alpha2, const Act *act) {
-  switch ((int)act->mode) {
-  case KERNEL_ACT_HARD_SWISH:
-    if (z)
-      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
-    else
-      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
-    return true;
-  case CUDNN_ACTIVATION_SWISH:
-    if (z)
-      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
-                        act->swish_beta);
-    else
-      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
-                        act->swish_beta);
-    return true;
-  case CUDNN_ACTIVATION_SIGMOID:
-    if (z)
-      act_rows_one_pass(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
-    else
-      act_rows_one_pass(y, v, NULL, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
-    return true;
-  }
-  return false;
+static inline __attribute__((always_inline)) void
+epilogue_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
+              float alpha2, int mode, float coef) {
+  if (z)
+    epilogue_row(y, v, z, cols, alpha, bias, alpha2, mode, coef);
+  else
+    epilogue_row(y, v, NULL, cols, alpha, bias, alpha2, mode, coef);
 }
 
 /* The clamp the epilogue is (CUDNN_ACTIVATION_IDENTITY, RELU or
@@ -486,8 +445,8 @@ static int clamp_mode(const ConvOp *c) {
  * Writes one channel's block of results v (in place in the scratch row):
  * y = act(alpha v + bias + alpha2 z) for the fused form, else
  * y = alpha v + beta y. Split into simple loops the compiler vectorises,
- * one pass where the activation is a clamp, with a general path for
- * scattered outputs.
+ * one pass for the activations epilogue_row knows, with a general path
+ * for the others and for scattered outputs.
  */
 OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, float bias, float *y,
                      const long long *yoff, const float *z, const long long *zoff,
@@ -509,19 +468,31 @@ OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, floa
   y += yoff[0];
   if (z)
     z += zoff[0];
-  switch (clamp_mode(c)) {
+  int mode = clamp_mode(c);
+  if (mode < 0 && c->fused)
+    mode = (int)c->act.mode;
+  switch (mode) {
   case CUDNN_ACTIVATION_IDENTITY:
-    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0);
     return;
   case CUDNN_ACTIVATION_RELU:
-    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_RELU, 0);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_RELU, 0);
     return;
   case CUDNN_ACTIVATION_CLIPPED_RELU:
-    clamp_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_CLIPPED_RELU, c->act.coef);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_CLIPPED_RELU,
+                  c->act.coef);
+    return;
+  case KERNEL_ACT_HARD_SWISH:
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
+    return;
+  case CUDNN_ACTIVATION_SWISH:
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
+                  c->act.swish_beta);
+    return;
+  case CUDNN_ACTIVATION_SIGMOID:
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
     return;
   }
-  if (c->fused && act_rows(y, v, z, cols, alpha, bias, alpha2, &c->act))
-    return;
   for (int j = 0; j < cols; j++)
     v[j] = alpha * v[j] + bias;
   if (z)
