@@ -199,11 +199,10 @@ typedef struct GemmOp {
  * block of 16 rows and 4 columns of C is summed in four vector registers,
  * one broadcast element of op(B) per column and step: four independent
  * chains, so the additions overlap. GCC's vector type compiles to whatever
- * each clone's instruction set has.
+ * each clone's instruction set has. Past these sizes oneDNN's sgemm was as
+ * fast or faster on this project's AMD EPYC VM (per call, alternating,
+ * 2026-11-27): at 32 x 32 x 32, or with k = 64, for instance.
  */
-/* Past these sizes oneDNN's sgemm was as fast or faster on this project's
- * AMD EPYC VM (measured per call, alternating, 2026-11-27): at 32 x 32 x 32
- * or with k = 64 for instance. */
 enum { SMALL_M = 64, SMALL_K = 32, SMALL_A = SMALL_M * SMALL_K, SMALL_MACS = 1 << 13 };
 
 typedef float Vec16 __attribute__((vector_size(64)));
