@@ -57,12 +57,17 @@ static const char help_text[] =
     "\n"
     "Optimisation and scheduling:\n"
     "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
-    "  --schedule S           lios (default), ios, greedy or sequential\n"
+    "  --schedule S           lios (default), ios, greedy, sequential, or hios (--gpus)\n"
     "  --streams N            use at most N CUDA streams\n"
     "  --prune R,S            IOS pruning: at most R operators per group, S groups per stage\n"
     "  --lios-priority P      rank (default) or paper\n"
     "  --device NAME|FILE     device the cost model describes (default h100)\n"
     "  --cost-db FILE         measured operator latencies for the cost model\n"
+    "  --gpus N               place the operators on N GPUs (HIOS; the schedule hios);\n"
+    "                         reports only: a multi-GPU net.c is not emitted yet\n"
+    "  --placement P          with --gpus: lp (HIOS-LP, default), round-robin or contiguous\n"
+    "  --hios-window W        with --gpus: group at most W operators on one GPU (default 3)\n"
+    "  --link-gbps X          bandwidth between two GPUs, GB/s (default: the device file's)\n"
     "  --no-merge             do not merge operators\n"
     "\n"
     "Serving several requests and models (more than one model, or --instances):\n"
@@ -437,6 +442,7 @@ static bool check_triton_options(Config *c) {
 
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
+static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
 
 /* One option; false after reporting a usage error. */
@@ -484,7 +490,19 @@ static bool parse_option(Args *a, Config *c) {
     if (!v || !parse_int("--streams", v, 1, 64, &n))
       return false;
     p->streams = (int)n;
-  } else if (takes(a, "--prune", &v))
+  } else if (takes(a, "--gpus", &v)) {
+    if (!v || !parse_int("--gpus", v, 1, 16, &n))
+      return false;
+    p->gpus = (int)n;
+  } else if (takes(a, "--hios-window", &v)) {
+    if (!v || !parse_int("--hios-window", v, 1, 16, &n))
+      return false;
+    p->window = (int)n;
+  } else if (takes(a, "--placement", &v))
+    return v && one_of("--placement", v, placements) && set(&p->placement, v);
+  else if (takes(a, "--link-gbps", &v))
+    return v && parse_positive("--link-gbps", v, &p->link_gbps);
+  else if (takes(a, "--prune", &v))
     return v && parse_prune(c, v);
   else if (takes(a, "--lios-priority", &v))
     return v && one_of("--lios-priority", v, priorities) && set(&p->lios_priority, v);
@@ -582,6 +600,16 @@ static bool parse_args(int argc, char **argv, Config *c) {
   /* Without -o, only inspection makes sense. */
   const PassOptions *p = &c->passes;
   bool inspects = p->dump_after || p->stats || p->report || p->emit_schedule || p->emit_dot;
+  if (p->gpus > 1 && p->scheduler && strcmp(p->scheduler, "hios") != 0) {
+    opc_error("--gpus %d: the %s scheduler places on one GPU; use --schedule hios", p->gpus,
+              p->scheduler);
+    return false;
+  }
+  if (p->gpus > 1 && (c->out || serving(c))) {
+    opc_error("--gpus %d: a multi-GPU program cannot be emitted yet, nor served; "
+              "--report, --emit-schedule and --emit-dot show the placement", p->gpus);
+    return false;
+  }
   if (!c->out && !c->dump_ir && !inspects) {
     opc_error("no output given (-o OUT)");
     return false;
@@ -666,12 +694,12 @@ static bool write_outputs(Graph *g, Config *c, const char *out) {
 
 /* What the pipeline made: --emit-schedule, --emit-dot, --report, --stats. */
 static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p) {
-  if (p->emit_schedule && !schedule_write_json(g, p->emit_schedule))
+  if (p->emit_schedule && !schedule_write_json(g, ctx, p->emit_schedule))
     return false;
   if (p->emit_dot && !schedule_write_dot(g, ctx, p->emit_dot))
     return false;
   if (p->report)
-    schedule_print_report(g, stdout);
+    schedule_print_report(g, ctx, stdout);
   if (p->stats)
     pipeline_print_stats(g, ctx);
   return true;

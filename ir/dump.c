@@ -226,6 +226,8 @@ static void put_extras(FILE *f, const Node *n, int issue) {
     fprintf(f, " .group=%d", n->group);
   if (n->stream)
     fprintf(f, " .stream=%d", n->stream);
+  if (n->device)
+    fprintf(f, " .gpu=%d", n->device);
   if (issue >= 0)
     fprintf(f, " .issue=%d", issue);
   if (n->record_event != -1)

@@ -382,6 +382,7 @@ struct Node {
   int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
   int nstage_waits;
   double cost_us;   /* predicted latency of this node alone */
+  int device;       /* GPU of the node (--gpus N; HIOS), 0 otherwise */
 
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
@@ -437,6 +438,7 @@ typedef struct Schedule {
   const char *scheduler; /* "sequential", "greedy", "ios", "lios"; NULL before scheduling */
   int nstreams;
   int nevents;
+  int ndevices; /* GPUs the units are placed on (Node.device); 1 but for HIOS */
   Stage *stages;
   int nstages;
   Node **order; /* every live non-view node, in the order the host issues them */
@@ -453,6 +455,8 @@ typedef struct Schedule {
   /* predicted makespan of the issued program (no barriers between stages),
      from the scheduler's event simulation; 0 when not computed */
   double simulated_us;
+  /* HIOS: the placement's latency before grouping within each GPU */
+  double mapped_us;
 } Schedule;
 
 /* ------------------------------------------------------ serving programs */

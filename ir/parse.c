@@ -622,6 +622,8 @@ static bool extra(Parser *ps, Node *n) {
     return small_int(ps, &n->group);
   if (strcmp(key, "stream") == 0)
     return small_int(ps, &n->stream);
+  if (strcmp(key, "gpu") == 0)
+    return small_int(ps, &n->device);
   if (strcmp(key, "instance") == 0)
     return small_int(ps, &n->instance);
   if (strcmp(key, "event") == 0)
@@ -836,6 +838,7 @@ static bool rebuild_schedule(Parser *ps) {
   s->order = arena_alloc(g->arena, sizeof(Node *) * (size_t)ps->nissued);
   s->norder = ps->nissued;
   s->nstreams = 1;
+  s->ndevices = 1;
   s->nevents = 0;
   for (int i = 0; i < ps->nissued; i++) {
     Node *n = ps->issued[i];
@@ -847,6 +850,8 @@ static bool rebuild_schedule(Parser *ps) {
     s->order[ps->issue_at[i]] = n;
     if (n->stream + 1 > s->nstreams)
       s->nstreams = n->stream + 1;
+    if (n->device + 1 > s->ndevices)
+      s->ndevices = n->device + 1;
     if (n->record_event + 1 > s->nevents)
       s->nevents = n->record_event + 1;
     for (int w = 0; w < n->nwaits; w++)

@@ -174,6 +174,10 @@ bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm) {
   Device dev;
   if (!device_load(opt->device, &dev))
     return false;
+  if (opt->link_gbps > 0) {
+    dev.link_gbps = opt->link_gbps;
+    snprintf(dev.link, sizeof dev.link, "--link-gbps");
+  }
   cost_model_init(cm, &dev);
   cm->tf32 = opt->tf32;
   if (opt->cost_db && !(cm->db = cost_db_load(g->arena, opt->cost_db)))

@@ -28,6 +28,9 @@ static const Device calibration_defaults = {
     .memory_efficiency = 0.8,
     .threads_per_sm = 2048,
     .interference = 0.2,
+    .link = "nvlink4",
+    .link_gbps = 450,
+    .link_latency_us = 2.0,
 };
 
 static bool get_number(json_t *root, const char *key, bool required, double *out,
@@ -68,6 +71,13 @@ bool device_parse(const char *text, const char *where, Device *dev) {
   }
   if (ok)
     snprintf(dev->name, sizeof dev->name, "%s", json_string_value(name));
+  json_t *link = ok ? json_object_get(root, "link") : NULL;
+  if (link && !json_is_string(link)) {
+    opc_error("%s: \"link\" must be a string", where);
+    ok = false;
+  } else if (link) {
+    snprintf(dev->link, sizeof dev->link, "%s", json_string_value(link));
+  }
   double sm = 0;
   struct {
     const char *key;
@@ -92,6 +102,8 @@ bool device_parse(const char *text, const char *where, Device *dev) {
       {"memory_efficiency", &dev->memory_efficiency, false},
       {"threads_per_sm", &dev->threads_per_sm, false},
       {"interference", &dev->interference, false},
+      {"link_gbps", &dev->link_gbps, false},
+      {"link_latency_us", &dev->link_latency_us, false},
   };
   for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++)
     ok = get_number(root, fields[i].key, fields[i].required, fields[i].field, where);
@@ -102,8 +114,8 @@ bool device_parse(const char *text, const char *where, Device *dev) {
   if (dev->sm_count < 1 || dev->peak_fp32_tflops <= 0 || dev->mem_bandwidth_gbs <= 0 ||
       dev->tile_m < 1 || dev->tile_n < 1 || dev->blocks_per_sm <= 0 ||
       dev->gemm_efficiency <= 0 || dev->memory_efficiency <= 0 || dev->threads_per_sm <= 0 ||
-      dev->interference > 1) {
-    opc_error("%s: device figures out of range (sm_count, peaks, bandwidth and "
+      dev->interference > 1 || dev->link_gbps <= 0) {
+    opc_error("%s: device figures out of range (sm_count, peaks, bandwidths and "
               "efficiencies must be positive, interference at most 1)", where);
     return false;
   }

@@ -23,6 +23,10 @@ typedef struct PassOptions {
   const char *emit_schedule; /* --emit-schedule FILE.json */
   const char *emit_dot;      /* --emit-dot FILE.dot */
   bool tf32;                 /* --precision tf32: convolutions and GEMMs on tensor cores */
+  int gpus;                  /* --gpus N: place the units on N GPUs (HIOS); 0: one */
+  const char *placement;     /* --placement lp|round-robin|contiguous (HIOS) */
+  int window;                /* --hios-window W: most units grouped on one GPU */
+  double link_gbps;          /* --link-gbps: overrides the device file's link; 0: keep */
 } PassOptions;
 
 /* What the passes of one compile share (pass.h): cost model, unit graph. */
@@ -81,8 +85,8 @@ const char *const *scheduler_names(void);
 
 /* The reports of a schedule the pipeline made, written by the driver
    (schedule_report.c): --emit-schedule, --emit-dot, --report. */
-bool schedule_write_json(Graph *g, const char *path);
+bool schedule_write_json(Graph *g, PassContext *ctx, const char *path);
 bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path);
-void schedule_print_report(Graph *g, FILE *f);
+void schedule_print_report(Graph *g, PassContext *ctx, FILE *f);
 
 #endif

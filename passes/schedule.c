@@ -74,6 +74,11 @@ void sched_options_from(const PassOptions *opt, SchedOptions *o) {
   o->prune_s = opt->prune_s == 0 ? 8 : opt->prune_s;
   o->lios_priority = opt->lios_priority ? opt->lios_priority : "rank";
   o->progress = isatty(2);
+  o->gpus = opt->gpus > 0 ? opt->gpus : 1;
+  if (o->gpus > 1 && !opt->scheduler)
+    o->scheduler = "hios";
+  o->placement = opt->placement ? opt->placement : "lp";
+  o->window = opt->window > 0 ? opt->window : 3;
 }
 
 /*
@@ -83,6 +88,7 @@ void sched_options_from(const PassOptions *opt, SchedOptions *o) {
  */
 static const SchedulerDef schedulers[] = {
     {"lios", sched_lios, true},
+    {"hios", sched_hios, true},
     {"ios", sched_ios, false},
     {"greedy", sched_greedy, false},
     {"sequential", sched_sequential, false},
@@ -126,8 +132,11 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
     n->waits = NULL;
     n->nwaits = 0;
     n->cost_us = 0;
+    n->device = 0;
   }
   s->scheduler = def->name;
+  s->ndevices = 1;
+  s->mapped_us = p->mapped_us;
   s->nstages = p->nstages;
   s->stages = arena_alloc(a, sizeof(Stage) * ((size_t)p->nstages + 1));
   s->order = arena_alloc(a, sizeof(Node *) * ((size_t)d->n + 1));
@@ -159,6 +168,8 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
     n->cost_us = d->cost[u];
     if (p->stream) /* the scheduler's streams are its groups */
       n->group = p->stream[u];
+    if (p->device)
+      n->device = p->device[u];
   }
   double seq = 0;
   for (int u = 0; u < d->n; u++)
@@ -283,10 +294,13 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
     return false;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   store_plan(g, d, &plan, def);
+  if (plan.device)
+    g->sched.ndevices = o->gpus;
   store_listing(g);
   assign_streams(g, d, def, o->streams);
-  /* LIOS's own makespan ignores contention; predict it like the program runs. */
-  if (plan.stream) {
+  /* LIOS's own makespan ignores contention; predict it like the program runs.
+     The simulation models one GPU: HIOS keeps its own prediction. */
+  if (plan.stream && !plan.device) {
     g->sched.predicted_us = simulate_schedule(d, cm);
     g->sched.stages[0].predicted_us = g->sched.predicted_us;
   }
@@ -307,6 +321,11 @@ bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   sched_options_from(opt, &o);
   if (!scheduler_find(o.scheduler)) {
     opc_error("unknown scheduler '%s' (expected %s)", o.scheduler, expected_schedulers());
+    return false;
+  }
+  if (o.gpus > 1 && strcmp(o.scheduler, "hios") != 0) {
+    opc_error("--gpus %d: the %s scheduler places on one GPU; use --schedule hios", o.gpus,
+              o.scheduler);
     return false;
   }
   if (!valid_priority(o.lios_priority)) {

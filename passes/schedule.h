@@ -39,6 +39,11 @@ typedef struct Device {
   /* stage contention: a group running beside the longest one adds this
      fraction of its time even when it fills little of the machine */
   double interference;
+
+  /* the link between two such GPUs (HIOS, --gpus N): one direction */
+  char link[32];           /* "nvlink4", "pcie5", ... */
+  double link_gbps;        /* bandwidth of one peer copy, GB/s */
+  double link_latency_us;  /* fixed cost of one peer copy */
 } Device;
 
 /* Loads NAME (looked up among the installed device files) or a FILE path;
@@ -135,6 +140,9 @@ typedef struct SchedOptions {
   int max_block;         /* IOS: units per DP block (<= 64); 0: default */
   long budget;           /* IOS: transitions per block before it is split; 0: default */
   bool progress;         /* progress lines on stderr */
+  int gpus;              /* HIOS: GPUs to place on (1: one) */
+  const char *placement; /* HIOS: "lp" (the paper's), "round-robin", "contiguous" */
+  int window;            /* HIOS: most units grouped on one GPU */
 } SchedOptions;
 
 /*
@@ -150,7 +158,9 @@ typedef struct StagePlan {
   int *ngroups;     /* per stage */
   double *stage_us;
   int *order;       /* optional: global issue order (LIOS) */
-  int *stream;      /* optional: stream per unit index (LIOS) */
+  int *stream;      /* optional: stream per unit index (LIOS, HIOS) */
+  int *device;      /* optional: GPU per unit index (HIOS) */
+  double mapped_us; /* HIOS: latency after placement, before grouping */
   double predicted_us;
   long states, transitions;
 } StagePlan;
@@ -173,6 +183,36 @@ bool sched_sequential(const SchedDeps *d, const CostModel *cm, const SchedOption
 bool sched_greedy(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 bool sched_ios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
 bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+bool sched_hios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p);
+
+/*
+ * HIOS over several GPUs (sched_hios.c). xfer[v][k] is the time to move
+ * what pred[v][k] writes to v's GPU when they are on different GPUs.
+ */
+typedef struct MultiGpuPlan {
+  int ndev;
+  int *device;       /* per unit */
+  int *item;         /* per unit: the first unit of its group (itself when alone) */
+  double *start;     /* per unit, predicted */
+  int *order;        /* units by predicted start */
+  double mapped_us;  /* latency of the placement, one unit at a time per GPU */
+  double latency_us; /* after grouping units within each GPU */
+  int npaths;        /* paths Alg. 1 placed (0 for the naive splits) */
+} MultiGpuPlan;
+
+/* Bytes unit v reads of what its k-th producer writes. */
+int64_t hios_edge_bytes(const SchedDeps *d, int v, int k);
+/* One transfer of `bytes` between two GPUs: the link plus an event. */
+double hios_transfer_us(const CostModel *cm, int64_t bytes);
+/* hios_transfer_us of every edge of d, in g's arena. */
+double **hios_transfer_costs(const SchedDeps *d, const CostModel *cm);
+/* placement "lp" (Alg. 1), "round-robin" or "contiguous", then Alg. 2 with
+   groups of at most `window` units (1: none). */
+void hios_plan(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
+               const char *placement, int window, MultiGpuPlan *out);
+/* The latency of a given placement and grouping (device[u] < 0: left out). */
+double hios_evaluate(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
+                     const int *device, const int *item);
 
 /* Runs the named scheduler and writes g->sched and every unit's fields,
    streams included; d is g's unit graph with cm's costs. */

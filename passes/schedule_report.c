@@ -10,6 +10,44 @@
 
 #include "pass.h"
 
+/*
+ * The transfers of a schedule on several GPUs: every dependency between
+ * units on different GPUs moves the bytes the consumer reads. Calls
+ * `each` once per transfer (may be NULL) and returns how many there are.
+ */
+typedef struct Transfer {
+  const Node *from, *to;
+  int64_t bytes;
+  double us;
+} Transfer;
+
+static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
+  if (g->sched.ndevices <= 1)
+    return 0;
+  SchedDeps *d = pass_deps(ctx);
+  const CostModel *cm = pass_cost_model(ctx);
+  int count = 0;
+  for (int v = 0; v < d->n; v++)
+    for (int k = 0; k < d->npred[v]; k++) {
+      const Node *from = d->unit[d->pred[v][k]], *to = d->unit[v];
+      if (from->device == to->device)
+        continue;
+      if (out) {
+        int64_t bytes = hios_edge_bytes(d, v, k);
+        out[count] = (Transfer){from, to, bytes, hios_transfer_us(cm, bytes)};
+      }
+      count++;
+    }
+  return count;
+}
+
+static Transfer *all_transfers(Graph *g, PassContext *ctx, int *n) {
+  *n = transfers_of(g, ctx, NULL);
+  Transfer *t = calloc((size_t)*n + 1, sizeof(Transfer));
+  transfers_of(g, ctx, t);
+  return t;
+}
+
 /* The group ids of a stage are dense from 0; the stream of group k. */
 static int group_stream(const Stage *st, int group) {
   for (int i = 0; i < st->nnodes; i++)
@@ -23,6 +61,7 @@ static json_t *unit_json(const Node *n) {
   json_object_set_new(u, "name", json_string(n->name));
   json_object_set_new(u, "op", json_string(op_name(n->op)));
   json_object_set_new(u, "cost_us", json_real(n->cost_us));
+  json_object_set_new(u, "device", json_integer(n->device));
   int len = unit_cost_key(n, NULL, 0);
   char *key = malloc((size_t)len + 1);
   if (key) {
@@ -60,7 +99,25 @@ static json_t *stage_json(const Stage *st, int index) {
   return s;
 }
 
-bool schedule_write_json(Graph *g, const char *path) {
+static json_t *transfers_json(Graph *g, PassContext *ctx) {
+  int n;
+  Transfer *t = all_transfers(g, ctx, &n);
+  json_t *list = json_array();
+  for (int i = 0; i < n; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "from", json_string(t[i].from->name));
+    json_object_set_new(x, "from_device", json_integer(t[i].from->device));
+    json_object_set_new(x, "to", json_string(t[i].to->name));
+    json_object_set_new(x, "to_device", json_integer(t[i].to->device));
+    json_object_set_new(x, "bytes", json_integer(t[i].bytes));
+    json_object_set_new(x, "predicted_us", json_real(t[i].us));
+    json_array_append_new(list, x);
+  }
+  free(t);
+  return list;
+}
+
+bool schedule_write_json(Graph *g, PassContext *ctx, const char *path) {
   const Schedule *sc = &g->sched;
   json_t *root = json_object();
   json_object_set_new(root, "model", json_string(g->path));
@@ -71,6 +128,11 @@ bool schedule_write_json(Graph *g, const char *path) {
   json_object_set_new(root, "units", json_integer(sc->norder));
   json_object_set_new(root, "streams", json_integer(sc->nstreams));
   json_object_set_new(root, "events", json_integer(sc->nevents));
+  json_object_set_new(root, "devices", json_integer(sc->ndevices));
+  if (sc->ndevices > 1) {
+    json_object_set_new(root, "placed_latency_us", json_real(sc->mapped_us));
+    json_object_set_new(root, "transfers", transfers_json(g, ctx));
+  }
   json_t *search = json_object();
   json_object_set_new(search, "states", json_integer(sc->states));
   json_object_set_new(search, "transitions", json_integer(sc->transitions));
@@ -100,6 +162,13 @@ static const char *stream_colour(int s) {
   return palette[s % (int)(sizeof palette / sizeof palette[0])];
 }
 
+static int pred_index(const SchedDeps *d, int v, int u) {
+  for (int k = 0; k < d->npred[v]; k++)
+    if (d->pred[v][k] == u)
+      return k;
+  return 0;
+}
+
 /* A dot identifier: the node id, so that names need no quoting rules. */
 bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
   FILE *f = fopen(path, "w");
@@ -119,8 +188,12 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
       fprintf(f, "    n%d [label=\"", n->id);
       for (const char *c = n->name; *c; c++)
         fprintf(f, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
-      fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), n->cost_us,
-              n->stream, stream_colour(n->stream));
+      if (sc->ndevices > 1)
+        fprintf(f, "\\n%s  %.1f us  gpu%d s%d\", fillcolor=\"%s\"];\n", op_name(n->op),
+                n->cost_us, n->device, n->stream, stream_colour(n->device));
+      else
+        fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), n->cost_us,
+                n->stream, stream_colour(n->stream));
     }
     fprintf(f, "  }\n");
   }
@@ -128,8 +201,12 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
   for (int u = 0; u < d->n; u++)
     for (int k = 0; k < d->nsucc[u]; k++) {
       const Node *a = d->unit[u], *b = d->unit[d->succ[u][k]];
-      fprintf(f, "  n%d -> n%d%s;\n", a->id, b->id,
-              a->stream != b->stream ? " [style=dashed]" : "");
+      if (a->device != b->device)
+        fprintf(f, "  n%d -> n%d [style=bold, color=\"#d62728\", label=\"%.1f KB\"];\n", a->id,
+                b->id, (double)hios_edge_bytes(d, d->succ[u][k], pred_index(d, d->succ[u][k], u)) / 1024);
+      else
+        fprintf(f, "  n%d -> n%d%s;\n", a->id, b->id,
+                a->stream != b->stream ? " [style=dashed]" : "");
     }
   fprintf(f, "}\n");
   bool ok = fclose(f) == 0;
@@ -138,7 +215,40 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
   return ok;
 }
 
-void schedule_print_report(Graph *g, FILE *f) {
+/* Per GPU: its units and their work; then the transfers between GPUs. */
+static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
+  const Schedule *sc = &g->sched;
+  fprintf(f, "%6s %6s %12s\n", "gpu", "units", "busy_us");
+  for (int dev = 0; dev < sc->ndevices; dev++) {
+    int units = 0;
+    double busy = 0;
+    for (int k = 0; k < sc->norder; k++)
+      if (sc->order[k]->device == dev) {
+        units++;
+        busy += sc->order[k]->cost_us;
+      }
+    fprintf(f, "%6d %6d %12.2f\n", dev, units, busy);
+  }
+  int n;
+  Transfer *t = all_transfers(g, ctx, &n);
+  int64_t bytes = 0;
+  double us = 0;
+  for (int i = 0; i < n; i++) {
+    bytes += t[i].bytes;
+    us += t[i].us;
+  }
+  const CostModel *cm = pass_cost_model(ctx);
+  fprintf(f, "transfers: %d, %.1f KB, %.2f us predicted in all (%s, %.1f GB/s, %.1f us each)\n",
+          n, (double)bytes / 1024, us, cm->dev.link, cm->dev.link_gbps, cm->dev.link_latency_us);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "  gpu%d -> gpu%d %10.1f KB %8.2f us  %s -> %s\n", t[i].from->device,
+            t[i].to->device, (double)t[i].bytes / 1024, t[i].us, t[i].from->name, t[i].to->name);
+  free(t);
+  fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
+          sc->ndevices, sc->mapped_us, sc->predicted_us);
+}
+
+void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
   const Schedule *sc = &g->sched;
   fprintf(f, "schedule: %s, %d units, %d stages, %d streams, %d events\n",
           sc->scheduler ? sc->scheduler : "none", sc->norder, sc->nstages, sc->nstreams,
@@ -157,6 +267,8 @@ void schedule_print_report(Graph *g, FILE *f) {
     fprintf(f, "%6d %7d %6d %12.2f %12.2f  %s\n", i, st->ngroups, st->nnodes,
             st->predicted_us, serial, longest ? longest->name : "-");
   }
+  if (sc->ndevices > 1)
+    print_devices(g, ctx, f);
   double speedup = sc->predicted_us > 0 ? sc->sequential_us / sc->predicted_us : 1;
   fprintf(f, "predicted %.2f us, sequential %.2f us, speedup %.2fx\n", sc->predicted_us,
           sc->sequential_us, speedup);

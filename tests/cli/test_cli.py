@@ -136,6 +136,9 @@ def usage_group(tmp):
                        "triton", "--instances", "m=2")
     expect_usage_error("--prefix with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
                        "--prefix", "mine")
+    expect_usage_error("--gpus 2 cannot emit a program yet", "m.onnx", "-o", "x.c", "--gpus", "2")
+    expect_usage_error("--gpus 2 with a one-GPU scheduler", "m.onnx", "--report", "--gpus", "2",
+                       "--schedule", "ios")
     expect_usage_error("--arrivals with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
                        "--arrivals", "m=10")
     for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
@@ -146,7 +149,9 @@ def usage_group(tmp):
                 ["--dump-after", "no_such_pass"], ["--const-input", "shape"],
                 ["--const-input", "=s.npy"], ["--const-input", "shape="],
                 ["--max-memory", "0"], ["--max-memory", "16GB"], ["--max-memory", "-1"],
-                ["--max-memory", "G"], ["--max-memory", "99999999999T"]]:
+                ["--max-memory", "G"], ["--max-memory", "99999999999T"], ["--gpus", "0"],
+                ["--gpus", "17"], ["--placement", "random"], ["--hios-window", "0"],
+                ["--link-gbps", "0"], ["--link-gbps", "fast"]]:
         expect_usage_error("bad value " + " ".join(bad), "m.onnx", "-o", "x.c", *bad)
 
     p = run("--help")
@@ -157,7 +162,8 @@ def usage_group(tmp):
                    "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
                    "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
                    "--const-input", "--list-operators", "--max-memory", "--emit",
-                   "--model-name", "--instances"]:
+                   "--model-name", "--instances", "--gpus", "--placement", "--hios-window",
+                   "--link-gbps"]:
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
@@ -340,9 +346,25 @@ def compile_group(tmp):
     check("--prefix renames the API", p.returncode == 0 and os.path.exists(header) and
           "mynet_create" in open(header).read(), p)
 
+    multi_gpu_report(tmp, model)
     serving_program(tmp, model)
     shared_library(tmp, model, os.path.join(exe_dir, "net"))
     triton_repository(tmp, model)
+
+
+def multi_gpu_report(tmp, model):
+    """--gpus N: the placement in --report and --emit-schedule, transfers included."""
+    js = os.path.join(tmp, "gpus.json")
+    p = run(model, "--gpus", "2", "--report", "--emit-schedule", js, "--link-gbps", "25")
+    check("--gpus 2 --report", p.returncode == 0 and "schedule: hios" in p.stdout and
+          "transfers:" in p.stdout and "25.0 GB/s" in p.stdout and "placed on 2 GPUs" in p.stdout, p)
+    if p.returncode == 0:
+        import json
+        with open(js) as f:
+            s = json.load(f)
+        units = [u for st in s["stages"] for g in st["groups"] for u in g["units"]]
+        check("--gpus 2: every unit has a GPU", s["devices"] >= 1 and
+              all(0 <= u["device"] < 2 for u in units) and "transfers" in s, p)
 
 
 # Loads libraries by ctypes in a child process, so that a crash in one is a
