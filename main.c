@@ -63,8 +63,8 @@ static const char help_text[] =
     "  --lios-priority P      rank (default) or paper\n"
     "  --device NAME|FILE     device the cost model describes (default h100)\n"
     "  --cost-db FILE         measured operator latencies for the cost model\n"
-    "  --gpus N               place the operators on N GPUs (HIOS; the schedule hios);\n"
-    "                         reports only: a multi-GPU net.c is not emitted yet\n"
+    "  --gpus N               place the operators on up to N GPUs (HIOS; the schedule\n"
+    "                         hios), with peer copies between them\n"
     "  --placement P          with --gpus: lp (HIOS-LP, default), round-robin or contiguous\n"
     "  --hios-window W        with --gpus: group at most W operators on one GPU (default 3)\n"
     "  --link-gbps X          bandwidth between two GPUs, GB/s (default: the device file's)\n"
@@ -605,9 +605,9 @@ static bool parse_args(int argc, char **argv, Config *c) {
               p->scheduler);
     return false;
   }
-  if (p->gpus > 1 && (c->out || serving(c))) {
-    opc_error("--gpus %d: a multi-GPU program cannot be emitted yet, nor served; "
-              "--report, --emit-schedule and --emit-dot show the placement", p->gpus);
+  if (p->gpus > 1 && serving(c)) {
+    opc_error("--gpus %d: a program serving several requests or models runs on one GPU",
+              p->gpus);
     return false;
   }
   if (!c->out && !c->dump_ir && !inspects) {

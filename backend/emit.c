@@ -347,11 +347,12 @@ static bool check_storage_type(Emitter *e, const Tensor *t) {
 /* Binds a typed pointer `name` into the arena at the tensor's offset. */
 static void bind_arena(Emitter *e, const char *name, const Tensor *t) {
   FILE *bind = e->st->sec[SEC_BIND];
+  const char *arena = device_arena(e, tensor_device(t));
   if (t->dtype == DT_FLOAT)
-    fprintf(bind, "  c->%s = c->arena + %lld;\n", name, (long long)(t->offset / 4));
+    fprintf(bind, "  c->%s = %s + %lld;\n", name, arena, (long long)(t->offset / 4));
   else
-    fprintf(bind, "  c->%s = (%s *)((unsigned char *)c->arena + %lld);\n", name,
-            dtype_c_type(t->dtype), (long long)t->offset);
+    fprintf(bind, "  c->%s = (%s *)((unsigned char *)%s + %lld);\n", name,
+            dtype_c_type(t->dtype), arena, (long long)t->offset);
 }
 
 static const char **tensor_slot(Emitter *e, const Tensor *t) {
@@ -470,7 +471,7 @@ const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const v
   int64_t padded = (count * (int64_t)dtype_size(dtype) + 63) / 64 * 64;
   w->offset = e->g->serve ? st->model_weight_bytes[w->model] : st->weight_bytes;
   st->weight_bytes += padded;
-  const char *base = "c->weights";
+  const char *base = device_weights(e);
   if (e->g->serve) {
     st->model_weight_bytes[w->model] += padded;
     st->model_nweights[w->model]++;
@@ -628,6 +629,8 @@ static bool computes_in_float32(const Node *n) {
 }
 
 const OpEmitter *node_emitter(Emitter *e, const Node *n) {
+  if (node_is_transfer(n))
+    return transfer_op_emitter();
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
   bool typed_ok = computes_in_float32(n) || own == copy_op_emitter(n->op);

@@ -364,6 +364,7 @@ uint64_t weights_hash(const unsigned char *p, size_t n, uint64_t h);
 const OpEmitter *cudnn_op_emitter(OpKind op); /* ops_cudnn.c */
 const OpEmitter *blas_op_emitter(OpKind op);  /* ops_blas.c */
 const OpEmitter *copy_op_emitter(OpKind op);  /* ops_copy.c */
+const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */
 const char *offset_ptr(Emitter *e, const char *base, int64_t offset);
 
@@ -419,6 +420,16 @@ const char *absolute_path(Emitter *e, const char *path); /* from the working dir
 void put_template(FILE *f, const char *prefix, const char *const *lines);
 void emit_nodes(Emitter *e);            /* nodes.c: every node into the sections */
 void emit_struct(Emitter *e);           /* frame.c: the context struct */
+/* devices.c: a program on several GPUs (--gpus N) */
+bool emit_multi_gpu(const Emitter *e);
+int stream_device(const Emitter *e, int s);
+void emit_device_tables(Emitter *e);   /* stream_device[], event_device[], node_device[] */
+void emit_set_device(Emitter *e, const char *device);
+void emit_device_fields(Emitter *e);
+void emit_device_memory(Emitter *e);   /* in create(): the other GPUs' arenas and weights */
+void emit_device_teardown(Emitter *e);
+const char *device_arena(Emitter *e, int device);  /* "c->arena", "c->gpu_arena[1]" */
+const char *device_weights(Emitter *e);            /* of the node being printed */
 void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
 void emit_weights_loader(Emitter *e);   /* weights.c */
 

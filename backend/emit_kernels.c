@@ -259,12 +259,31 @@ void emit_kernel_fields(Emitter *e) {
   emit(e, "CUmodule module;");
   for (int i = 0; i < e->nkernels; i++)
     emit(e, "CUfunction %s;", e->kernels[i]);
-  emit_close(e, "} kernel; /* opc's own kernels, compiled in create() */");
+  if (emit_multi_gpu(e))
+    emit_close(e, "} kernel[%d]; /* opc's own kernels, compiled in create(), per GPU */",
+               e->g->sched.ndevices);
+  else
+    emit_close(e, "} kernel; /* opc's own kernels, compiled in create() */");
 }
 
 void emit_kernel_setup(Emitter *e) {
   if (e->nkernels == 0)
     return;
+  if (emit_multi_gpu(e)) {
+    emit(e, "/* opc's own kernels: a module per GPU, since a module belongs to the");
+    emit(e, "   context it was loaded in. */");
+    emit_open(e, "for (int d = 0; d < GPU_COUNT; d++) {");
+    emit_set_device(e, "d");
+    emit(e, "if (load_kernels(&c->kernel[d].module, c->error, sizeof c->error) != 0)");
+    emit(e, "  %s;", emit_fail(e));
+    for (int i = 0; i < e->nkernels; i++)
+      emit_call(e, LIB_DRIVER, NULL,
+                "cuModuleGetFunction(&c->kernel[d].%s, c->kernel[d].module, \"%s\")",
+                e->kernels[i], e->kernels[i]);
+    emit_close(e, "}");
+    emit_set_device(e, "0");
+    return;
+  }
   emit(e, "/* opc's own kernels: compiled for this GPU, then looked up by name. */");
   emit(e, "if (load_kernels(&c->kernel.module, c->error, sizeof c->error) != 0)");
   emit(e, "  %s;", emit_fail(e));
@@ -277,6 +296,12 @@ void emit_kernel_setup(Emitter *e) {
 void emit_kernel_teardown(Emitter *e) {
   if (e->nkernels == 0)
     return;
+  if (emit_multi_gpu(e)) {
+    emit(e, "for (int d = 0; d < GPU_COUNT; d++)");
+    emit(e, "  if (c->kernel[d].module)");
+    emit(e, "    cuModuleUnload(c->kernel[d].module);");
+    return;
+  }
   emit(e, "if (c->kernel.module)");
   emit(e, "  cuModuleUnload(c->kernel.module);");
 }
@@ -295,8 +320,9 @@ void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char 
                     BLOCK_THREADS, MAX_BLOCKS);
   }
   emit(e, "void *params[] = {&a};");
-  emit_call(e, LIB_DRIVER, n, "cuLaunchKernel(c->kernel.%s, %s, 1, 1, %d, 1, 1, 0, %s, params, NULL)",
-            name, grid, BLOCK_THREADS, node_stream(e, n));
+  const char *kernel = emit_multi_gpu(e) ? emit_str(e, "c->kernel[%d]", n->device) : "c->kernel";
+  emit_call(e, LIB_DRIVER, n, "cuLaunchKernel(%s.%s, %s, 1, 1, %d, 1, 1, 0, %s, params, NULL)",
+            kernel, name, grid, BLOCK_THREADS, node_stream(e, n));
 }
 
 /* ---------------------------------------------------------- the table */

@@ -88,6 +88,7 @@ void emit_struct(Emitter *e) {
   else if (st->nweights)
     emit(e, "float *weights; /* every constant, from %s */", base_name(e, e->opt->weights_path));
   emit(e, "float *arena; /* every activation: %lld bytes */", (long long)e->g->arena_bytes);
+  emit_device_fields(e);
   if (e->g->serve) {
     emit(e, "void *io[IO_COUNT]; /* every copy's inputs, then outputs (io_info) */");
     emit(e, "unsigned char active[INSTANCE_COUNT]; /* the copies enqueue() issues */");
@@ -137,6 +138,8 @@ void emit_create(Emitter *e) {
   emit(e, "  return -1;");
   emit(e, "for (int s = 0; s < %d; s++) {", ns);
   e->indent++;
+  if (emit_multi_gpu(e))
+    emit_set_device(e, "stream_device[s]");
   emit_call(e, LIB_CUDA, NULL, "cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking)");
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->join[s], cudaEventDisableTiming)");
   if (st->uses_cudnn) {
@@ -156,10 +159,20 @@ void emit_create(Emitter *e) {
   e->indent--;
   emit(e, "}");
   if (ne > 0) {
-    emit(e, "for (int k = 0; k < %d; k++)", ne);
-    e->indent++;
-    emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->event[k], cudaEventDisableTiming)");
-    e->indent--;
+    if (emit_multi_gpu(e)) {
+      emit_open(e, "for (int k = 0; k < %d; k++) {", ne);
+      emit_set_device(e, "event_device[k]");
+      emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->event[k], cudaEventDisableTiming)");
+      emit_close(e, "}");
+      emit_set_device(e, "0");
+    } else {
+      emit(e, "for (int k = 0; k < %d; k++)", ne);
+      e->indent++;
+      emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->event[k], cudaEventDisableTiming)");
+      e->indent--;
+    }
+  } else if (emit_multi_gpu(e)) {
+    emit_set_device(e, "0");
   }
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming)");
   if (!e->g->serve)
@@ -180,6 +193,7 @@ void emit_create(Emitter *e) {
     emit(e, "(void)weights_path; /* this model has no constants */");
   }
   emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->arena, %lld)", (long long)e->g->arena_bytes);
+  emit_device_memory(e);
   emit_blank(e);
   emit(e, "/* Buffers: activations in the arena, constants in the weights. */");
   fputs(st->text[SEC_BIND], e->f);
@@ -194,7 +208,12 @@ void emit_create(Emitter *e) {
   if (st->uses_workspace) {
     emit(e, "for (int s = 0; s < %d; s++)", ns);
     emit(e, "  if (c->workspace_bytes[s] > 0 &&");
-    emit(e, "      !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\"))");
+    if (emit_multi_gpu(e)) {
+      emit(e, "      (!cuda_ok(c, cudaSetDevice(stream_device[s]), \"cudaSetDevice\") ||");
+      emit(e, "       !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\")))");
+    } else {
+      emit(e, "      !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\"))");
+    }
     emit(e, "    goto fail;");
   }
   if (e->nkernels > 0) {
@@ -207,6 +226,8 @@ void emit_create(Emitter *e) {
     fputs(st->text[SEC_PREPARE], e->f);
     emit(e, "c->node = NULL;");
   }
+  if (emit_multi_gpu(e))
+    emit_set_device(e, "0");
   if (e->g->serve) {
     emit_serve_create(e);
   } else if (e->opt->cuda_graph) {
@@ -279,6 +300,9 @@ void emit_run(Emitter *e) {
     emit(e, "(void)inputs;");
   if (out_size == 0)
     emit(e, "(void)outputs;");
+  e->fail = "return -1";
+  if (emit_multi_gpu(e))
+    emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(0)");
   if (in_size + out_size > 0)
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
@@ -305,6 +329,11 @@ void emit_run(Emitter *e) {
     emit(e, "(void)inputs;");
   if (out_size == 0)
     emit(e, "(void)outputs;");
+  e->fail = "return -1";
+  if (emit_multi_gpu(e)) {
+    emit(e, "/* `stream` is on GPU 0, with the inputs and outputs. */");
+    emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(0)");
+  }
   emit_copies(e, true, true, "stream");
   if (e->opt->cuda_graph) {
     emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, stream), \"cudaGraphLaunch\"))");
@@ -351,6 +380,7 @@ void emit_destroy(Emitter *e) {
     emit_kernel_teardown(e);
   fputs(st->text[SEC_TEARDOWN], e->f);
   emit(e, "cudaFree(c->arena);");
+  emit_device_teardown(e);
   if (e->g->serve) {
     emit(e, "for (int m = 0; m < MODEL_COUNT; m++)");
     emit(e, "  cudaFree(c->weights[m]);");
@@ -371,6 +401,8 @@ void emit_destroy(Emitter *e) {
   if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "cudaFreeHost(c->staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
+  if (emit_multi_gpu(e))
+    emit(e, "cudaSetDevice(stream_device[s]); /* the handles' own GPU */");
   if (st->uses_workspace)
     emit(e, "cudaFree(c->workspace[s]);");
   if (st->uses_cublas) {

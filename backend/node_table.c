@@ -21,6 +21,15 @@ void emit_trace_run(Emitter *e) {
   emit(e, " */");
   emit(e, "static int trace_run(%s_ctx *c, const char *path)", p);
   emit_open(e, "{");
+  if (emit_multi_gpu(e)) {
+    emit(e, "(void)path; /* one clock is one GPU's: events of two GPUs cannot be compared */");
+    emit(e, "snprintf(c->error, sizeof c->error, \"--trace times one GPU; this program runs on %d\");",
+         e->g->sched.ndevices);
+    emit(e, "return -1;");
+    emit_close(e, "}");
+    emit_blank(e);
+    return;
+  }
   if (e->st->nissued == 0) {
     emit(e, "FILE *f = fopen(path, \"w\");");
     emit(e, "if (!f || fputs(\"{\\\"traceEvents\\\": []}\\n\", f) < 0 || fclose(f) != 0) {");
@@ -236,6 +245,7 @@ void emit_node_table(Emitter *e) {
   const char *p = e->prefix;
   emit(e, "/* The issued nodes, in order: for NVTX ranges, messages and profiles. */");
   emit(e, "enum { NODE_COUNT = %d };", st->nissued);
+  emit_device_tables(e);
   if (st->nissued == 0) {
     emit_blank(e);
     return;
@@ -261,21 +271,28 @@ void emit_node_table(Emitter *e) {
   }
   e->indent--;
   emit(e, "};");
-  emit_stage_waits(e, first_wait);
-  emit_stage_tables(e, issued_by_id(e));
-  emit(e, "/* Each node's work, for net_profile(). */");
-  emit(e, "static int (*const node_run[NODE_COUNT])(%s_ctx *c) = {", p);
-  e->indent++;
-  for (int k = 0; k < st->nissued; k++)
-    emit(e, "run_%s,", node_id(e, st->issued[k]));
-  e->indent--;
-  emit(e, "};");
+  if (!emit_multi_gpu(e)) { /* what net_profile() reads; it times one GPU only */
+    emit_stage_waits(e, first_wait);
+    emit_stage_tables(e, issued_by_id(e));
+    emit(e, "/* Each node's work, for net_profile(). */");
+    emit(e, "static int (*const node_run[NODE_COUNT])(%s_ctx *c) = {", p);
+    e->indent++;
+    for (int k = 0; k < st->nissued; k++)
+      emit(e, "run_%s,", node_id(e, st->issued[k]));
+    e->indent--;
+    emit(e, "};");
+  }
   emit_blank(e);
   emit(e, "/* Node k starts on `stream`: it names messages and an NVTX range, and is");
   emit(e, "   timestamped while tracing. */");
   emit(e, "static int begin_node(%s_ctx *c, int k, cudaStream_t stream)", p);
   emit_open(e, "{");
   emit(e, "c->node = node_info[k].label;");
+  if (emit_multi_gpu(e)) {
+    emit(e, "/* a kernel goes only into a stream of the current GPU */");
+    emit(e, "if (!cuda_ok(c, cudaSetDevice(node_device[k]), \"cudaSetDevice\"))");
+    emit(e, "  return 0;");
+  }
   emit(e, "nvtxRangePushA(node_info[k].name);");
   emit(e, "return !c->trace || cuda_ok(c, cudaEventRecord(c->trace[2 * k], stream), \"cudaEventRecord\");");
   emit_close(e, "}");
@@ -297,6 +314,20 @@ void emit_profile(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
   e->st->lib_used[LIB_CUDA] = true;
+  if (emit_multi_gpu(e)) {
+    emit(e, "/* net_profile(): events time work on one GPU only, and this program spans");
+    emit(e, "   several. */");
+    emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);
+    emit_open(e, "{");
+    emit(e, "(void)path;");
+    emit(e, "(void)repeats;");
+    emit(e, "snprintf(c->error, sizeof c->error, \"profiles time one GPU; this program runs on %d\");",
+         g->sched.ndevices);
+    emit(e, "return -1;");
+    emit_close(e, "}");
+    emit_blank(e);
+    return;
+  }
   if (e->st->nissued == 0) {
     emit(e, "/* net_profile(): this model issues no work; the profile is empty. */");
     emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);

@@ -48,8 +48,12 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
   if (len > 0) {
     const char *fn = emit_str(e, "setup_%s", node_id(e, n));
     FILE *s = e->st->sec[SEC_SETUP];
-    fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s  return 0;\n}\n\n",
-            node_comment(e, n), fn, e->prefix, emit_node_label(e, n), text);
+    const char *device = emit_multi_gpu(e)
+        ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(%d), \"cudaSetDevice\"))\n    return -1;\n",
+                   n->device)
+        : "";
+    fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s%s  return 0;\n}\n\n",
+            node_comment(e, n), fn, e->prefix, emit_node_label(e, n), device, text);
     fprintf(e->st->sec[SEC_CREATE], "  if (%s(c) != 0)\n    goto fail;\n", fn);
   }
   free(text);
@@ -205,6 +209,10 @@ void emit_enqueue(Emitter *e) {
   e->indent--;
   fputs(st->text[SEC_ENQUEUE], e->f);
   emit_blank(e);
+  if (emit_multi_gpu(e)) {
+    emit(e, "/* Back to GPU 0, where `origin` and the caller's copies are. */");
+    emit_set_device(e, "0");
+  }
   emit(e, "for (int s = 0; s < %d; s++)", e->g->sched.nstreams);
   e->indent++;
   emit(e, "if (c->stream[s] != origin &&");

@@ -251,6 +251,20 @@ static void copy_run_node(Emitter *e, Node *n) {
 static const OpEmitter copy_emitter = {
     .setup = copy_setup_node, .run = copy_run_node, .supports = copy_supports};
 
+/* A transfer between GPUs (node_is_transfer): the passes made its input
+   contiguous, so one peer copy moves it. */
+static void transfer_run(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  emit(e, "/* from GPU %d to GPU %d */", tensor_device(x), n->device);
+  emit_call(e, LIB_CUDA, n, "cudaMemcpyPeerAsync(%s, %d, %s, %d, %lld * sizeof(%s), %s)", buf(e, y),
+            n->device, buf(e, x), tensor_device(x), (long long)tensor_numel(y),
+            dtype_c_type(y->dtype), node_stream(e, n));
+}
+
+static const OpEmitter transfer_emitter = {.run = transfer_run};
+
+const OpEmitter *transfer_op_emitter(void) { return &transfer_emitter; }
+
 const OpEmitter *copy_op_emitter(OpKind op) {
   static const bool copies[OP_COUNT] = {
       [OP_IDENTITY] = true, [OP_DROPOUT] = true, [OP_CAST] = true,   [OP_FLATTEN] = true,

@@ -327,6 +327,10 @@ static void emit_fused_conv(Emitter *e, Node *n, ConvPlan *p, const char *xd, co
   e->f = saved;
   e->indent = indent;
   emit_to(e, SEC_PREPARE, "c->node = \"%s\";", emit_node_label(e, n));
+  if (emit_multi_gpu(e)) {
+    emit_to(e, SEC_PREPARE, "if (!cuda_ok(c, cudaSetDevice(%d), \"cudaSetDevice\"))", n->device);
+    emit_to(e, SEC_PREPARE, "  goto fail;");
+  }
   emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s))", fn, p->algo, node_stream(e, n),
           p->form);
   emit_to(e, SEC_PREPARE, "  goto fail;");

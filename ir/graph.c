@@ -355,6 +355,20 @@ char *tensor_type_str(const Tensor *t, char *buf, size_t size) {
 
 Tensor *tensor_storage(Tensor *t) { return t->alias_of ? t->alias_of : t; }
 
+int tensor_device(const Tensor *t) {
+  if (tensor_is_const(t))
+    return -1;
+  const Tensor *s = t->alias_of ? t->alias_of : t;
+  return s->producer ? s->producer->device : 0;
+}
+
+bool node_is_transfer(const Node *n) {
+  if (n->op != OP_IDENTITY || !n->in[0])
+    return false;
+  int from = tensor_device(n->in[0]);
+  return from >= 0 && from != n->device;
+}
+
 /* ---------------------------------------------------------------- nodes */
 
 const Attr *node_attr(const Node *n, const char *name) {

@@ -585,6 +585,11 @@ bool tensor_same_shape(const Tensor *a, const Tensor *b);
 char *tensor_type_str(const Tensor *t, char *buf, size_t size);
 /* The tensor that owns the storage: itself unless a view. */
 Tensor *tensor_storage(Tensor *t);
+/* The GPU holding t (--gpus N): its storage's writer's; 0 for a graph
+   input; -1 for a constant, which each GPU reading it holds. */
+int tensor_device(const Tensor *t);
+/* An Identity reading another GPU's memory: a peer copy between GPUs. */
+bool node_is_transfer(const Node *n);
 
 /* ------------------------------------------------------- node helpers */
 

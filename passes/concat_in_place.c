@@ -171,6 +171,10 @@ static bool slice_in_place(Graph *g, Node *n) {
 }
 
 bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  /* Writers of one storage must share a GPU; on several GPUs, a Concat's
+     producers are what HIOS spreads, so the Concat copies. */
+  if (opt->gpus > 1)
+    return true;
   begin_rewrite(g);
   /* Outer Concats first, so that an inner one finds its output already a
      view and places its inputs directly in the outer storage. */

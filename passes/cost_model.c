@@ -205,6 +205,9 @@ double cost_node_us(const CostModel *cm, const Node *n) {
     return 0;
   if (cm->node_cost)
     return cm->node_cost(n);
+  if (node_is_transfer(n)) /* the link, not the GPU's memory */
+    return hios_transfer_us(cm, tensor_numel(n->out[0]) * (int64_t)dtype_size(n->out[0]->dtype)) -
+           cost_sync_us(cm);
   double measured;
   if (cost_db_lookup(cm->db, n, &measured))
     return measured;
@@ -216,6 +219,8 @@ double cost_occupancy(const CostModel *cm, const Node *n) {
     return 0;
   if (cm->node_occupancy)
     return cm->node_occupancy(n);
+  if (node_is_transfer(n))
+    return 0;
   double occ = 0;
   analytic(cm, n, &occ);
   return occ;

@@ -56,6 +56,7 @@ bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* inter-operator scheduling */
 bool pass_merge_convs(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_sync(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_verify_schedule(Graph *g, const PassOptions *opt, PassContext *ctx);

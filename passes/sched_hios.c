@@ -35,6 +35,7 @@ typedef struct Hios {
   double *prio;        /* longest path to an exit, units and transfers */
   int *by_prio;        /* units by descending priority: a topological order */
   int *rank;           /* position in by_prio */
+  bool *copy;          /* a transfer unit: runs on the copy engine, beside the GPU's work */
   /* scratch of evaluate() */
   int **list, *nlist, *pos;
   bool *done;
@@ -121,7 +122,8 @@ static double evaluate(Hios *h, const int *device, const int *item, double *star
         int *units = &h->list[g][h->pos[g]], k = 1;
         while (h->pos[g] + k < h->nlist[g] && item[units[k]] == item[units[0]])
           k++;
-        double ready = h->free_at[g];
+        bool copy = k == 1 && h->copy[units[0]];
+        double ready = copy ? 0 : h->free_at[g]; /* a copy does not wait for kernels */
         for (int i = 0; i < k; i++) {
           int v = units[i];
           for (int e = 0; e < h->d->npred[v]; e++) {
@@ -144,7 +146,8 @@ static double evaluate(Hios *h, const int *device, const int *item, double *star
           if (start)
             start[units[i]] = ready;
         }
-        h->free_at[g] = end;
+        if (!copy)
+          h->free_at[g] = end;
         if (end > latency)
           latency = end;
         h->pos[g] += k;
@@ -308,12 +311,12 @@ static double group_by_window(Hios *h, const int *device, int *item, int window)
     count[g] = h->nlist[g];
   for (int r = 0; r < n; r++) {
     int v = h->by_prio[r], g = device[v];
-    if (size[item[v]] > 1)
+    if (size[item[v]] > 1 || h->copy[v])
       continue;
     int take = 0;
     for (int p = 1; p < window && at[v] + p < count[g]; p++) {
       int w = list[g][at[v] + p];
-      if (size[item[w]] > 1)
+      if (size[item[w]] > 1 || h->copy[w])
         break;
       bool independent = true;
       for (int i = 0; i < p && independent; i++)
@@ -395,6 +398,9 @@ static void hios_init(Hios *h, const SchedDeps *d, const CostModel *cm, double *
   h->done = calloc((size_t)n + 1, sizeof(bool));
   h->finish = calloc((size_t)n + 1, sizeof(double));
   h->loads = calloc((size_t)n + 1, sizeof(GroupLoad));
+  h->copy = calloc((size_t)n + 1, sizeof(bool));
+  for (int u = 0; u < n; u++)
+    h->copy[u] = node_is_transfer(d->unit[u]);
 }
 
 static void hios_free(Hios *h) {
@@ -410,6 +416,7 @@ static void hios_free(Hios *h) {
   free(h->done);
   free(h->finish);
   free(h->loads);
+  free(h->copy);
   free(h->prio);
   free(h->by_prio);
   free(h->rank);
@@ -425,11 +432,14 @@ double hios_evaluate(const SchedDeps *d, const CostModel *cm, double *const *xfe
 }
 
 /* The placement and grouping on exactly `ndev` GPUs (some may stay idle). */
-static void plan_on(Hios *h, const char *placement, int window, MultiGpuPlan *out) {
+static void plan_on(Hios *h, const char *placement, int window, const int *given,
+                    MultiGpuPlan *out) {
   for (int u = 0; u < h->n; u++)
     out->item[u] = u;
   out->npaths = 0;
-  if (!placement || strcmp(placement, "lp") == 0)
+  if (given)
+    memcpy(out->device, given, sizeof(int) * (size_t)h->n);
+  else if (!placement || strcmp(placement, "lp") == 0)
     out->npaths = place_longest_paths(h, out->device, out->item);
   else
     place_naive(h, out->device, strcmp(placement, "round-robin") == 0);
@@ -448,23 +458,25 @@ static void plan_alloc(Arena *a, int n, MultiGpuPlan *p) {
 /*
  * Alg. 1 commits each path to a GPU before it sees the transfers later
  * paths will need, so on a slow link more GPUs can come out slower than
- * fewer. The plan keeps the best over 1..ndev GPUs: `--gpus N` means at
- * most N, and never predicts worse than one GPU.
+ * fewer. HIOS-LP keeps the best over 1..ndev GPUs: `--gpus N` means at
+ * most N, and never predicts worse than one GPU. The naive splits use all
+ * ndev, as asked.
  */
 void hios_plan(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
-               const char *placement, int window, MultiGpuPlan *out) {
+               const char *placement, int window, const int *given, MultiGpuPlan *out) {
   Arena *a = d->g->arena;
   int n = d->n;
   plan_alloc(a, n, out);
   out->latency_us = INFINITY;
   MultiGpuPlan trial;
   plan_alloc(a, n, &trial);
-  for (int m = 1; m <= ndev; m++) {
+  bool lp = !placement || strcmp(placement, "lp") == 0;
+  for (int m = given || !lp ? ndev : 1; m <= ndev; m++) {
     Hios h;
     hios_init(&h, d, cm, xfer, m);
-    plan_on(&h, placement, window, &trial);
+    plan_on(&h, placement, window, given, &trial);
     hios_free(&h);
-    if (trial.latency_us < out->latency_us - 1e-9 || m == 1) {
+    if (trial.latency_us < out->latency_us - 1e-9 || out->latency_us == INFINITY) {
       MultiGpuPlan keep = *out;
       *out = trial;
       trial = keep;
@@ -490,23 +502,48 @@ void hios_plan(const SchedDeps *d, const CostModel *cm, double *const *xfer, int
 
 /* ------------------------------------------------------ the scheduler */
 
+/*
+ * After place-devices every unit has its GPU and every move between GPUs
+ * is a transfer unit, so an edge costs one event; without it (a unit
+ * graph scheduled directly, as the tests do) HIOS places the units
+ * itself. A group of k units runs on k streams of its GPU, transfers on
+ * one more; streams are numbered GPU by GPU.
+ */
 bool sched_hios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p) {
   int n = d->n, ndev = o->gpus > 0 ? o->gpus : 1;
   int window = o->window > 0 ? o->window : 3;
   if (window > o->streams)
     window = o->streams > 0 ? o->streams : 1;
-  if (window * ndev > 64) /* stream ids stay below 64 */
-    window = 64 / ndev;
+  if ((window + 1) * ndev > 64) /* stream ids stay below 64 */
+    window = 64 / ndev - 1;
+  int lanes = window + 1;
+  bool placed = false;
+  for (int u = 0; u < n; u++)
+    placed |= d->unit[u]->device != 0;
+  int *given = NULL;
+  double **xfer;
+  if (placed) {
+    given = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
+    for (int u = 0; u < n; u++)
+      given[u] = d->unit[u]->device;
+    xfer = arena_alloc(d->g->arena, sizeof(double *) * ((size_t)n + 1));
+    for (int v = 0; v < n; v++) {
+      xfer[v] = arena_alloc(d->g->arena, sizeof(double) * ((size_t)d->npred[v] + 1));
+      for (int k = 0; k < d->npred[v]; k++)
+        xfer[v][k] = cost_sync_us(cm);
+    }
+  } else {
+    xfer = hios_transfer_costs(d, cm);
+  }
   MultiGpuPlan plan;
-  hios_plan(d, cm, hios_transfer_costs(d, cm), ndev, o->placement, window, &plan);
-  /* A group of k units runs on k streams of its GPU; streams are numbered
-     GPU by GPU, so that the sync pass sees a GPU's streams as its own. */
+  hios_plan(d, cm, xfer, ndev, o->placement, window, given, &plan);
   int *stream = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
   int *slot = calloc((size_t)n + 1, sizeof(int));
   int *groups = calloc((size_t)n + 1, sizeof(int));
   for (int k = 0; k < n; k++) {
     int u = plan.order[k];
-    stream[u] = plan.device[u] * window + slot[plan.item[u]]++;
+    int lane = node_is_transfer(d->unit[u]) ? window : slot[plan.item[u]]++;
+    stream[u] = plan.device[u] * lanes + lane;
     groups[k] = stream[u];
   }
   plan_add_stage(p, d, plan.order, groups, n, plan.latency_us);

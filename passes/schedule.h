@@ -206,10 +206,11 @@ int64_t hios_edge_bytes(const SchedDeps *d, int v, int k);
 double hios_transfer_us(const CostModel *cm, int64_t bytes);
 /* hios_transfer_us of every edge of d, in g's arena. */
 double **hios_transfer_costs(const SchedDeps *d, const CostModel *cm);
-/* placement "lp" (Alg. 1), "round-robin" or "contiguous", then Alg. 2 with
-   groups of at most `window` units (1: none). */
+/* placement "lp" (Alg. 1), "round-robin" or "contiguous", or the GPUs
+   `given` per unit, then Alg. 2 with groups of at most `window` units (1:
+   none). Without `given`, the best over 1..ndev GPUs. */
 void hios_plan(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
-               const char *placement, int window, MultiGpuPlan *out);
+               const char *placement, int window, const int *given, MultiGpuPlan *out);
 /* The latency of a given placement and grouping (device[u] < 0: left out). */
 double hios_evaluate(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
                      const int *device, const int *item);
@@ -264,6 +265,9 @@ double sim_now(const SimDevice *s);
 bool sync_graph(Graph *g, const SchedDeps *d);
 /* Every dependency ordered by stream order and events; each unit issued once. */
 bool verify_schedule_deps(Graph *g);
+/* On several GPUs: every read of another GPU's tensor is a transfer's, and
+   each stream's units share a GPU. */
+bool verify_placement(Graph *g);
 /* Buffers sharing arena bytes are used one after another (after planning). */
 bool verify_buffer_reuse(Graph *g);
 

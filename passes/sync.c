@@ -31,6 +31,11 @@ static int compact_streams(Graph *g) {
   for (int s = 0; s < 64; s++)
     remap[s] = -1;
   int used = 0;
+  /* Stream 0 is where the caller's work meets the program's: on several
+     GPUs, it must be GPU 0's, where the inputs and outputs are. */
+  for (int k = 0; k < g->sched.norder && !used; k++)
+    if (g->sched.order[k]->device == 0)
+      remap[g->sched.order[k]->stream] = used++;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
     if (remap[n->stream] < 0)

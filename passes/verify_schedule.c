@@ -350,13 +350,47 @@ bool verify_buffer_reuse(Graph *g) {
   return ok;
 }
 
+/*
+ * On several GPUs: a unit reads only tensors on its own GPU, but for a
+ * transfer, which reads another's; and a stream's units share a GPU, since
+ * a stream belongs to one device. (That each transfer is ordered after its
+ * producer is the dependency check's: a transfer is a unit.)
+ */
+bool verify_placement(Graph *g) {
+  int device_of[64];
+  for (int s = 0; s < 64; s++)
+    device_of[s] = -1;
+  for (int k = 0; k < g->sched.norder; k++) {
+    Node *n = g->sched.order[k];
+    if (n->stream >= 0 && n->stream < 64) {
+      if (device_of[n->stream] >= 0 && device_of[n->stream] != n->device) {
+        ir_error(g, n, "on GPU %d, but its stream %d is GPU %d's", n->device, n->stream,
+                 device_of[n->stream]);
+        return false;
+      }
+      device_of[n->stream] = n->device;
+    }
+    if (node_is_transfer(n))
+      continue;
+    for (int i = 0; i < n->nin; i++) {
+      Tensor *t = n->in[i];
+      if (t && tensor_device(t) >= 0 && tensor_device(t) != n->device) {
+        ir_error(g, n, "on GPU %d, reads '%s' on GPU %d without a transfer", n->device, t->name,
+                 tensor_device(t));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool pass_verify_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   if (!g->sched.order) {
     opc_error("%s: no schedule to verify", g->path);
     return false;
   }
   Replay r;
-  bool ok = replay(g, pass_deps(ctx), &r) && check_dependencies(g, &r);
+  bool ok = replay(g, pass_deps(ctx), &r) && check_dependencies(g, &r) && verify_placement(g);
   if (ok && g->arena_bytes > 0)
     ok = check_reuse(g, &r);
   replay_free(&r);

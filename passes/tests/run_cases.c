@@ -4,7 +4,8 @@
  *
  *   # what the case shows
  *   run fuse-bias                  passes of pipeline.c, run in order
- *                                  (-O0 first: the passes run as at -O0)
+ *                                  (-O0 first: the passes run as at -O0;
+ *                                  --gpus=N, --placement=P as opc's options)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -38,6 +39,8 @@ typedef struct Case {
   char *passes[8];
   int npasses;
   int opt_level;              /* 1 unless the run line says -O0 */
+  int gpus;                   /* --gpus=N on the run line; 0: one GPU */
+  const char *placement;      /* --placement=P on the run line */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   char *error_lines;          /* with error: what the messages must contain */
@@ -85,6 +88,10 @@ static bool parse_case(Case *c) {
     for (char *w = strtok(line + 4, " "); w && c->npasses < 8; w = strtok(NULL, " ")) {
       if (strcmp(w, "-O0") == 0 || strcmp(w, "-O1") == 0)
         c->opt_level = w[2] - '0';
+      else if (strncmp(w, "--gpus=", 7) == 0)
+        c->gpus = atoi(w + 7);
+      else if (strncmp(w, "--placement=", 12) == 0)
+        c->placement = w + 12;
       else
         c->passes[c->npasses++] = w;
     }
@@ -202,7 +209,8 @@ static bool run_case(const char *path, bool updating) {
   Graph *g = ok ? load(c.input, path, true) : NULL;
   ok = g != NULL;
   char *before = ok ? dump(g) : NULL;
-  PassOptions opt = {.opt_level = c.opt_level, .verify_each = true};
+  PassOptions opt = {.opt_level = c.opt_level, .verify_each = true, .gpus = c.gpus,
+                     .placement = c.placement};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   Capture capture;

@@ -15,6 +15,11 @@
  * Accesses ordered before a newer one are dropped: anything ordered after
  * the newer access is ordered after them too, and anything that is not
  * conflicts with the newer access (or was harmless), so no race is lost.
+ *
+ * Work on one device that touches memory another device allocated is
+ * reported too, even where CUDA's peer access would allow it: opc must
+ * move data between devices with explicit copies, which are the only ops
+ * exempt (Op.transfer).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,25 +106,41 @@ void check_stream_created_locked(Stream *s) {
   }
   s->agent = rt.nagents++;
   rt.agent_stream_id[s->agent] = s->id;
+  rt.agent_device[s->agent] = s->device;
   clock_copy(s->clock, rt.host_clock);
 }
 
 void check_enter_locked(Stream *s) {
   clock_join(s->clock, rt.host_clock);
-  if (s == rt.legacy) {
+  if (rt_is_legacy(s)) {
     for (int i = 0; i < rt.nstreams; i++) {
       Stream *o = rt.streams[i];
-      if (o != s && !(o->flags & cudaStreamNonBlocking) && o->clock)
+      if (o != s && o->device == s->device && !(o->flags & cudaStreamNonBlocking) && o->clock)
         clock_join(s->clock, o->clock);
     }
   } else if (!(s->flags & cudaStreamNonBlocking)) {
-    clock_join(s->clock, rt.legacy->clock);
+    clock_join(s->clock, rt.legacy[s->device]->clock);
   }
 }
 
 void check_host_sync_locked(const uint32_t *clock) {
   if (clock)
     clock_join(rt.host_clock, clock);
+}
+
+/* "stream 2", or "stream 2 on device 1" off device 0, for reports. */
+typedef struct StreamName {
+  char text[48];
+} StreamName;
+
+static StreamName stream_name(int agent) {
+  StreamName n;
+  if (rt.agent_device[agent] == 0)
+    snprintf(n.text, sizeof n.text, "stream %d", rt.agent_stream_id[agent]);
+  else
+    snprintf(n.text, sizeof n.text, "stream %d on device %d", rt.agent_stream_id[agent],
+             rt.agent_device[agent]);
+  return n;
 }
 
 /* ---- the shadow segments ---- */
@@ -262,10 +283,10 @@ void check_free_locked(uintptr_t lo, uintptr_t hi, const char *api) {
     check_fail();
     if (shadow.reports++ < MAX_REPORTS)
       fprintf(stderr,
-              "opc-check: race: [%#lx, %#lx) freed by %s while node '%s' on stream %d may "
+              "opc-check: race: [%#lx, %#lx) freed by %s while node '%s' on %s may "
               "still use it (no synchronisation since)\n",
               (unsigned long)lo, (unsigned long)hi, api, a->name ? a->name : "?",
-              rt.agent_stream_id[a->agent]);
+              stream_name(a->agent).text);
     break;
   }
   check_forget_locked(lo, hi);
@@ -278,21 +299,21 @@ static void report(const Access *a, const Acc *prior, bool prior_wrote) {
   if (prior->unsynced) {
     /* Only a synchronisation covering the legacy stream orders it. */
     fprintf(stderr,
-            "opc-check: race: node '%s' (stream %d) %s [%#lx, %#lx) written by %s%s%s%s on "
-            "stream %d without synchronisation: it may still be in flight after it returns\n",
-            a->acc.name ? a->acc.name : "?", rt.agent_stream_id[a->acc.agent],
+            "opc-check: race: node '%s' (%s) %s [%#lx, %#lx) written by %s%s%s%s on "
+            "%s without synchronisation: it may still be in flight after it returns\n",
+            a->acc.name ? a->acc.name : "?", stream_name(a->acc.agent).text,
             a->write ? "writes" : "reads", (unsigned long)a->lo, (unsigned long)a->hi,
             prior->unsynced, prior->range ? " in node '" : "", prior->range ? prior->range : "",
-            prior->range ? "'" : "", rt.agent_stream_id[prior->agent]);
+            prior->range ? "'" : "", stream_name(prior->agent).text);
     return;
   }
   fprintf(stderr,
-          "opc-check: race: node '%s' (stream %d) %s [%#lx, %#lx) %s by node '%s' (stream %d) "
+          "opc-check: race: node '%s' (%s) %s [%#lx, %#lx) %s by node '%s' (%s) "
           "without ordering\n",
-          a->acc.name ? a->acc.name : "?", rt.agent_stream_id[a->acc.agent],
+          a->acc.name ? a->acc.name : "?", stream_name(a->acc.agent).text,
           a->write ? "writes" : "reads", (unsigned long)a->lo, (unsigned long)a->hi,
           prior_wrote ? "written" : "read", prior->name ? prior->name : "?",
-          rt.agent_stream_id[prior->agent]);
+          stream_name(prior->agent).text);
 }
 
 static bool add_read(Seg *s, Acc acc) {
@@ -369,8 +390,33 @@ static bool check_access(const Access *a) {
   return clean;
 }
 
+/* Reports op touching memory of another device than its own, once;
+ * true if it does. */
+static bool crosses_devices(const Stream *s, const Op *op) {
+  if (op->transfer)
+    return false;
+  for (int i = 0; i < op->nspans; i++) {
+    const Span *sp = &op->spans[i];
+    int owner = sp->hi > sp->lo ? mem_device_locked((const void *)sp->lo) : -1;
+    if (owner < 0 || owner == op->device)
+      continue;
+    check_fail();
+    if (shadow.reports++ < MAX_REPORTS)
+      fprintf(stderr,
+              "opc-check: node '%s' (%s) %s [%#lx, %#lx): access to device %d's memory from "
+              "device %d without a transfer (cudaMemcpyPeerAsync)\n",
+              op->name ? op->name : op->api, stream_name(s->agent).text,
+              sp->write ? "writes" : "reads", (unsigned long)sp->lo, (unsigned long)sp->hi, owner,
+              op->device);
+    return true;
+  }
+  return false;
+}
+
 void check_op_locked(Stream *s, Op *op) {
   if (!rt.check || s->agent < 0)
+    return;
+  if (crosses_devices(s, op))
     return;
   uint32_t epoch = ++s->clock[s->agent];
   Access a = {

@@ -17,6 +17,7 @@
 
 struct cublasContext {
   cudaStream_t stream;
+  int device;      /* current when it was created: NULL is its legacy stream */
   cublasMath_t math;
   void *workspace; /* cublasSetWorkspace's, or NULL */
   size_t workspace_size;
@@ -26,7 +27,7 @@ struct cublasContext {
 /* Whether the handle's stream is capturing; if so, invalidates the capture. */
 static bool capturing(cublasHandle_t h) {
   pthread_mutex_lock(&rt.lock);
-  Stream *s = rt_stream(h->stream);
+  Stream *s = rt_stream_on(h->stream, h->device);
   bool yes = s->capture != NULL;
   if (yes)
     capture_invalidate_locked(s->capture);
@@ -89,7 +90,10 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
   if (!blas_ready())
     return CUBLAS_STATUS_NOT_INITIALIZED;
   *handle = calloc(1, sizeof **handle);
-  return *handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+  if (!*handle)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  (*handle)->device = rt_device();
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 /* cuBLAS documents that destroying a handle synchronises the device. */
@@ -106,12 +110,18 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 }
 
 /* Refused on a handle whose stream is capturing, conservatively: setting
- * the stream also resets the workspace to cuBLAS's own pool. */
+ * the stream also resets the workspace to cuBLAS's own pool. A stream of
+ * another device than the handle's is refused with INVALID_VALUE, a strict
+ * choice: cuBLAS documents only that a handle stays bound to the device
+ * current at cublasCreate, and its kernels would be launched into a
+ * stream of another device. */
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
   if (rt_enter())
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (rt_stream_on(streamId, handle->device)->device != handle->device)
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (capturing(handle))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   handle->stream = streamId;
@@ -172,7 +182,7 @@ static cublasStatus_t submit(cublasHandle_t h, Op *op) {
   if (h->workspace_size)
     op_span(op, h->workspace, h->workspace_size, true);
   bool cold;
-  cudaError_t err = rt_submit_for_handle(h->stream, op, &h->warm, 1, &cold);
+  cudaError_t err = rt_submit_for_handle(h->device, h->stream, op, &h->warm, 1, &cold);
   return cold ? CUBLAS_STATUS_NOT_INITIALIZED : status_of(rt_error(err));
 }
 

@@ -25,7 +25,7 @@ cudnnStatus_t dnn_enter(void) {
 
 cudnnStatus_t dnn_submit(cudnnHandle_t h, Op *op, DnnKind kind) {
   bool cold;
-  cudaError_t err = rt_submit_for_handle(h->stream, op, &h->warm, 1u << kind, &cold);
+  cudaError_t err = rt_submit_for_handle(h->device, h->stream, op, &h->warm, 1u << kind, &cold);
   return cold ? CUDNN_STATUS_NOT_INITIALIZED : dnn_status(rt_error(err));
 }
 
@@ -36,7 +36,7 @@ void dnn_warm(cudnnHandle_t h, DnnKind kind) {
 }
 
 bool dnn_capturing_locked(cudnnHandle_t h) {
-  Stream *s = rt_stream(h->stream);
+  Stream *s = rt_stream_on(h->stream, h->device);
   if (!s->capture)
     return false;
   capture_invalidate_locked(s->capture);
@@ -146,7 +146,10 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
   if (!blas_ready())
     return CUDNN_STATUS_NOT_INITIALIZED;
   *handle = calloc(1, sizeof **handle);
-  return *handle ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+  if (!*handle)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  (*handle)->device = rt_device();
+  return CUDNN_STATUS_SUCCESS;
 }
 
 /* cuDNN documents that destroying a handle synchronises the device. */
@@ -163,12 +166,18 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 }
 
 /* Moving a handle off a capturing stream is refused, conservatively:
- * cuDNN may set up per-stream resources on the switch. */
+ * cuDNN may set up per-stream resources on the switch. A stream of another
+ * device than the handle's is refused: cuDNN 7 and 8 return
+ * CUDNN_STATUS_MAPPING_ERROR for a "mismatch between the user stream and
+ * the cuDNN handle context"; cuDNN 9 has no MAPPING_ERROR, and its code for
+ * that mismatch is CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH. */
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
   if (dnn_enter())
     return CUDNN_STATUS_EXECUTION_FAILED;
   if (!handle)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+  if (rt_stream_on(streamId, handle->device)->device != handle->device)
+    return CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH;
   pthread_mutex_lock(&rt.lock);
   bool capturing = dnn_capturing_locked(handle);
   if (!capturing)

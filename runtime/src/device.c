@@ -1,5 +1,11 @@
 /*
- * device.c - the one "device" (the host's cores), versions and error names.
+ * device.c - the emulated devices (each the host's cores), versions and
+ * error names.
+ *
+ * OPC_DEVICE_COUNT devices are emulated (1 to 16, default 8), so that a
+ * program for several GPUs runs, and is checked, on one CPU: they share
+ * the cores and the memory, but streams, events, handles and allocations
+ * belong to one of them (see rt.h), and peer access is tracked per pair.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -21,11 +27,16 @@
 #define DEFAULT_CC_MAJOR 9
 #define DEFAULT_CC_MINOR 0
 #define DEFAULT_DRIVER_VERSION 12080
+#define DEFAULT_DEVICE_COUNT 8
 
 static struct {
   int major, minor; /* compute capability */
   int driver;       /* 1000 * major + 10 * minor */
+  int devices;
 } emulated;
+
+/* CUDA's current device is a property of the host thread. */
+static _Thread_local int current_device;
 
 static void read_driver_version(void) {
   emulated.driver = DEFAULT_DRIVER_VERSION;
@@ -60,9 +71,25 @@ static void read_compute_capability(void) {
   emulated.minor = minor;
 }
 
+static void read_device_count(void) {
+  emulated.devices = DEFAULT_DEVICE_COUNT;
+  const char *env = getenv("OPC_DEVICE_COUNT");
+  if (!env || !*env)
+    return;
+  char *end;
+  long v = strtol(env, &end, 10);
+  if (*end || v < 1 || v > MAX_DEVICES) {
+    fprintf(stderr, "opc runtime: OPC_DEVICE_COUNT=%s is not a device count from 1 to %d; "
+                    "using %d\n", env, MAX_DEVICES, DEFAULT_DEVICE_COUNT);
+    return;
+  }
+  emulated.devices = (int)v;
+}
+
 static void read_environment(void) {
   read_driver_version();
   read_compute_capability();
+  read_device_count();
 }
 
 static void emulate(void) {
@@ -70,11 +97,30 @@ static void emulate(void) {
   pthread_once(&once, read_environment);
 }
 
+int rt_device_count(void) {
+  emulate();
+  return emulated.devices;
+}
+
+int rt_device(void) {
+  return current_device;
+}
+
+static bool valid_device(int device) {
+  return device >= 0 && device < rt_device_count();
+}
+
 cudaError_t cudaSetDevice(int device) {
   cudaError_t err = rt_enter();
   if (err)
     return err;
-  return device == 0 ? cudaSuccess : rt_error(cudaErrorInvalidDevice);
+  if (!valid_device(device))
+    return rt_error(cudaErrorInvalidDevice);
+  /* The device's legacy stream must exist before anything names it. */
+  if ((err = rt_device_ready(device)))
+    return rt_error(err);
+  current_device = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
@@ -83,7 +129,7 @@ cudaError_t cudaGetDevice(int *device) {
     return err;
   if (!device)
     return rt_error(cudaErrorInvalidValue);
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 
@@ -93,12 +139,77 @@ cudaError_t cudaGetDeviceCount(int *count) {
     return err;
   if (!count)
     return rt_error(cudaErrorInvalidValue);
-  *count = 1;
+  *count = rt_device_count();
   return cudaSuccess;
 }
 
+/* Also ends the peer access the current device was given or gave. */
 cudaError_t cudaDeviceReset(void) {
-  return cudaDeviceSynchronize();
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err)
+    return err;
+  int d = current_device;
+  pthread_mutex_lock(&rt.lock);
+  rt.peer[d] = 0;
+  for (int i = 0; i < MAX_DEVICES; i++)
+    rt.peer[i] &= ~(1u << d);
+  pthread_mutex_unlock(&rt.lock);
+  return cudaSuccess;
+}
+
+/* ---- peer access ---- */
+
+/* Every pair of distinct devices can: they share the host's memory. */
+cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!canAccessPeer)
+    return rt_error(cudaErrorInvalidValue);
+  if (!valid_device(device) || !valid_device(peerDevice))
+    return rt_error(cudaErrorInvalidDevice);
+  *canAccessPeer = device != peerDevice;
+  return cudaSuccess;
+}
+
+/*
+ * Tracked so that the error codes are CUDA's, but access is not what makes
+ * work on one device legal on another's memory: the checker reports such
+ * work even with peer access enabled, since opc must emit explicit copies.
+ */
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  int d = current_device;
+  /* cudaDeviceCanAccessPeer says no for the device itself. */
+  if (!valid_device(peerDevice) || peerDevice == d)
+    return rt_error(cudaErrorInvalidDevice);
+  if (flags != 0)
+    return rt_error(cudaErrorInvalidValue);
+  pthread_mutex_lock(&rt.lock);
+  if (rt.peer[d] & (1u << peerDevice))
+    err = cudaErrorPeerAccessAlreadyEnabled;
+  else
+    rt.peer[d] |= 1u << peerDevice;
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  if (!valid_device(peerDevice))
+    return rt_error(cudaErrorInvalidDevice);
+  int d = current_device;
+  pthread_mutex_lock(&rt.lock);
+  if (!(rt.peer[d] & (1u << peerDevice)))
+    err = cudaErrorPeerAccessNotEnabled;
+  else
+    rt.peer[d] &= ~(1u << peerDevice);
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
 }
 
 static size_t total_memory(void) {
@@ -111,7 +222,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     return err;
   if (!prop)
     return rt_error(cudaErrorInvalidValue);
-  if (device != 0)
+  if (!valid_device(device))
     return rt_error(cudaErrorInvalidDevice);
   memset(prop, 0, sizeof *prop);
   snprintf(prop->name, sizeof prop->name, "opc CPU runtime (%d threads; %s kernels; %s)",
@@ -145,10 +256,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     return err;
   if (!value)
     return rt_error(cudaErrorInvalidValue);
-  if (device != 0)
+  if (!valid_device(device))
     return rt_error(cudaErrorInvalidDevice);
   struct cudaDeviceProp p;
-  cudaGetDeviceProperties(&p, 0);
+  cudaGetDeviceProperties(&p, device);
   switch (attr) {
   case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
   case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
@@ -196,8 +307,8 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) 
     return CUDA_ERROR_LAUNCH_FAILED;
   if (!pi)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
   emulate();
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = pool_threads(); break;
@@ -242,6 +353,8 @@ static const ErrorName cuda_errors[] = {
   {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
   {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
   {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
+  {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
+  {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
   {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure (opc-check found a race, or an operation failed)"},
   {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
   {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
@@ -290,6 +403,7 @@ static const struct {
   {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
   {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
   {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+  {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
   {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
   {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
   {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU"},

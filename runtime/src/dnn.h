@@ -90,6 +90,7 @@ typedef enum {
 
 struct cudnnContext {
   cudaStream_t stream;
+  int device;    /* current when it was created: NULL is its legacy stream */
   unsigned warm; /* bit k: kind k has run eagerly; guarded by rt.lock */
 };
 

@@ -19,6 +19,13 @@
  * unless begun relaxed, and in the default global mode any other thread's
  * global capture too. Touching the legacy stream fails while any capture
  * holds a blocking stream, since the legacy stream is ordered with those.
+ *
+ * A capture may span devices: a stream of another device that waits on an
+ * event recorded in the capture joins it, as cudaStreamWaitEvent accepts
+ * an event of another device. cudaGraphInstantiate documents that only
+ * graphs instantiated for device launch must have all their nodes on one
+ * device, so such a graph instantiates and launches from the host; each
+ * op keeps its device (Op.device) in replays.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +128,12 @@ bool rt_capture_forbids(void) {
   return barred;
 }
 
-bool capture_blocks_legacy_locked(bool invalidate) {
+bool capture_blocks_legacy_locked(int device, bool invalidate) {
   bool blocked = false;
   for (Capture *c = live; c; c = c->next) {
     for (int i = 0; i < c->nstreams; i++) {
-      if (!(c->streams[i]->flags & cudaStreamNonBlocking)) {
+      const Stream *s = c->streams[i];
+      if (s->device == device && !(s->flags & cudaStreamNonBlocking)) {
         c->invalid |= invalidate;
         blocked = true;
         break;
@@ -191,7 +199,7 @@ cudaError_t capture_wait_locked(Stream *s, Event *e) {
   }
   if (!s->capture) {
     /* The waiting stream is forked into the capture. */
-    if (s == rt.legacy)
+    if (rt_is_legacy(s))
       return cudaErrorStreamCaptureImplicit;
     if (c->nstreams == MAX_CAP_STREAMS) {
       c->invalid = true;
@@ -255,7 +263,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
   if (mode < cudaStreamCaptureModeGlobal || mode > cudaStreamCaptureModeRelaxed)
     return rt_error(cudaErrorInvalidValue);
   Stream *s = rt_stream(stream);
-  if (s == rt.legacy)
+  if (rt_is_legacy(s))
     return rt_error(cudaErrorStreamCaptureUnsupported);
   Capture *c = calloc(1, sizeof *c);
   if (!c)
@@ -334,7 +342,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
   pthread_mutex_lock(&rt.lock);
   /* The legacy stream encompasses captured blocking streams; asking does
    * not invalidate them. */
-  if (s == rt.legacy && capture_blocks_legacy_locked(false))
+  if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, false))
     err = cudaErrorStreamCaptureImplicit;
   else if (!s->capture)
     *status = cudaStreamCaptureStatusNone;
@@ -495,7 +503,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream) {
   pthread_mutex_lock(&rt.lock);
   if (s->capture)
     err = cudaErrorNotSupported;
-  else if (s == rt.legacy && capture_blocks_legacy_locked(true))
+  else if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true))
     err = cudaErrorStreamCaptureImplicit;
   else
     err = replay_locked(x, s);

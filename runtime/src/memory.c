@@ -13,6 +13,10 @@
  * pageable memory to the device, from device to device, and cudaMemset of
  * device memory may return before the work is done, so the host learns
  * nothing from them; the other copies are fully synchronous.
+ *
+ * Device memory belongs to a device (Alloc.device): the checker reports
+ * work on another device that touches it. Copies may join any two devices
+ * (UVA): cudaMemcpyPeer*, and cudaMemcpy* between two devices' pointers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,7 @@ typedef struct Alloc {
   uintptr_t lo;
   size_t size; /* as requested; a range of 0 bytes still owns its first byte */
   AllocKind kind;
+  int device;  /* OWN_DEVICE: the device it belongs to; else -1 (any) */
 } Alloc;
 
 static struct {
@@ -109,6 +114,11 @@ MemKind mem_kind_locked(const void *p) {
   return a->kind == OWN_DEVICE || a->kind == OWN_MANAGED ? MEM_DEVICE : MEM_PINNED;
 }
 
+int mem_device_locked(const void *p) {
+  Alloc *a = table_holding_locked(p);
+  return a ? a->device : -1;
+}
+
 /* ---- allocation ---- */
 
 /* Fresh memory holds garbage on a GPU. In checking mode it holds quiet
@@ -127,7 +137,9 @@ static cudaError_t unsafe_call(void) {
   return rt_capture_forbids() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
-static cudaError_t alloc(void **out, size_t size, AllocKind kind) {
+/* Managed and pinned memory belong to no device: every device may use it
+ * (managed memory migrates on demand). */
+static cudaError_t alloc(void **out, size_t size, AllocKind kind, int device) {
   if (!out)
     return cudaErrorInvalidValue;
   *out = NULL;
@@ -140,7 +152,7 @@ static cudaError_t alloc(void **out, size_t size, AllocKind kind) {
   if (rt.check)
     fill_nan(p, rounded);
   pthread_mutex_lock(&rt.lock);
-  bool ok = table_add_locked((Alloc){(uintptr_t)p, size, kind});
+  bool ok = table_add_locked((Alloc){(uintptr_t)p, size, kind, kind == OWN_DEVICE ? device : -1});
   pthread_mutex_unlock(&rt.lock);
   if (!ok) {
     free(p);
@@ -157,7 +169,7 @@ static cudaError_t alloc_sync(void **out, size_t size, AllocKind kind) {
     return err;
   if ((err = unsafe_call()))
     return rt_error(err);
-  return rt_error(alloc(out, size, kind));
+  return rt_error(alloc(out, size, kind, rt_device()));
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
@@ -246,7 +258,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
     err = cudaErrorStreamCaptureUnsupported;
   else if (table_overlaps_locked((uintptr_t)ptr, size))
     err = cudaErrorHostMemoryAlreadyRegistered;
-  else if (!table_add_locked((Alloc){(uintptr_t)ptr, size, REGISTERED}))
+  else if (!table_add_locked((Alloc){(uintptr_t)ptr, size, REGISTERED, -1}))
     err = cudaErrorMemoryAllocation;
   pthread_mutex_unlock(&rt.lock);
   return rt_error(err);
@@ -280,7 +292,8 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
   pthread_mutex_unlock(&rt.lock);
   if (capturing)
     return rt_error(cudaErrorNotSupported);
-  return rt_error(alloc(devPtr, size, OWN_DEVICE));
+  /* From the pool of the stream's device. */
+  return rt_error(alloc(devPtr, size, OWN_DEVICE, s->device));
 }
 
 typedef struct FreeOp {
@@ -303,6 +316,7 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
   if (!f)
     return rt_error(cudaErrorMemoryAllocation);
   f->p = devPtr;
+  f->op.transfer = true; /* no kernel: any device's stream may free */
   pthread_mutex_lock(&rt.lock);
   Alloc *a = NULL;
   if (s->capture)
@@ -401,6 +415,8 @@ static CopyOp *copy_op(void *dst, size_t dpitch, const void *src, size_t spitch,
   c->spitch = spitch;
   c->width = width;
   c->height = height;
+  /* Copies run from any device's stream, between any devices' memory. */
+  c->op.transfer = true;
   long long rows = height, sstride = spitch, dstride = dpitch, w = width, one = 1;
   long long dims[2] = {rows, w}, ss[2] = {sstride, one}, ds[2] = {dstride, one};
   op_span_strided(&c->op, src, 2, dims, ss, 1, false);
@@ -474,18 +490,19 @@ typedef enum {
  * sooner than CUDA promises. rt.lock held.
  */
 static cudaError_t run_sync_locked(Op *op, Learn learn) {
+  Stream *legacy = rt_stream(NULL);
   if (capture_forbids_unsafe_locked()) {
     op_unref(op);
     return cudaErrorStreamCaptureUnsupported;
   }
   if (rt.check && learn == LEARN_BEFORE)
-    check_host_sync_locked(rt.legacy->clock);
-  cudaError_t err = rt_submit_locked(rt.legacy, op);
+    check_host_sync_locked(legacy->clock);
+  cudaError_t err = rt_submit_locked(legacy, op);
   if (err)
     return err;
-  rt_wait_fence_locked(rt_last_fence_locked(rt.legacy));
+  rt_wait_fence_locked(rt_last_fence_locked(legacy));
   if (rt.check && learn == LEARN_AFTER)
-    check_host_sync_locked(rt.legacy->clock);
+    check_host_sync_locked(legacy->clock);
   return rt_wait_result();
 }
 
@@ -521,6 +538,79 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
   return copy_sync(dst, count, src, count, count, 1, kind, "cudaMemcpy");
+}
+
+/* ---- copies between devices ---- */
+
+/* Whether [p, p + count) lies in memory that `device` allocated. rt.lock held. */
+static bool owned_by_locked(const void *p, size_t count, int device) {
+  const Alloc *a = table_holding_locked(p);
+  return a && a->device == device && (uintptr_t)p + count <= a->lo + a->size;
+}
+
+/* rt_enter, then the checks of a peer copy's arguments. */
+static cudaError_t peer_enter(void *dst, int dstDevice, const void *src, int srcDevice,
+                              size_t count) {
+  cudaError_t err = rt_enter();
+  if (err)
+    return err;
+  int n = rt_device_count();
+  if (dstDevice < 0 || dstDevice >= n || srcDevice < 0 || srcDevice >= n)
+    return rt_error(cudaErrorInvalidDevice);
+  if (count == 0)
+    return cudaSuccess;
+  if (!dst || !src)
+    return rt_error(cudaErrorInvalidValue);
+  pthread_mutex_lock(&rt.lock);
+  bool ok = owned_by_locked(dst, count, dstDevice) && owned_by_locked(src, count, srcDevice);
+  pthread_mutex_unlock(&rt.lock);
+  return ok ? cudaSuccess : rt_error(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                size_t count, cudaStream_t stream) {
+  cudaError_t err = peer_enter(dst, dstDevice, src, srcDevice, count);
+  if (err || count == 0)
+    return err;
+  CopyOp *c = copy_op(dst, count, src, count, count, 1, "cudaMemcpyPeerAsync");
+  if (!c)
+    return rt_error(cudaErrorMemoryAllocation);
+  return rt_submit(stream, &c->op);
+}
+
+/*
+ * CUDA: asynchronous with respect to the host, but serialised with all
+ * pending and future work of the current device, srcDevice and dstDevice.
+ * It runs on the current device's legacy stream after everything queued
+ * so far on those devices; later work is ordered after it only as after
+ * any legacy-stream work (blocking streams of the current device, or a
+ * synchronisation), which is stricter than CUDA.
+ */
+cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                           size_t count) {
+  cudaError_t err = peer_enter(dst, dstDevice, src, srcDevice, count);
+  if (err || count == 0)
+    return err;
+  CopyOp *c = copy_op(dst, count, src, count, count, 1, "cudaMemcpyPeer");
+  if (!c)
+    return rt_error(cudaErrorMemoryAllocation);
+  c->op.unsynced = "a cudaMemcpyPeer";
+  pthread_mutex_lock(&rt.lock);
+  Stream *legacy = rt_stream(NULL);
+  if (capture_forbids_unsafe_locked()) {
+    op_unref(&c->op);
+    err = cudaErrorStreamCaptureUnsupported;
+  } else if (capture_blocks_legacy_locked(legacy->device, true)) {
+    op_unref(&c->op);
+    err = cudaErrorStreamCaptureImplicit;
+  } else {
+    if (rt.check)
+      check_enter_locked(legacy);
+    rt_order_after_devices_locked(legacy, 1u << rt_device() | 1u << srcDevice | 1u << dstDevice);
+    err = rt_submit_locked(legacy, &c->op);
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return rt_error(err);
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,

@@ -25,6 +25,7 @@ static CUresult cu_result(cudaError_t err) {
   case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
   case cudaErrorStreamCaptureUnsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
+  case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
   default: return CUDA_ERROR_LAUNCH_FAILED;
   }
 }
@@ -38,10 +39,13 @@ CUresult cuInit(unsigned int Flags) {
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  *device = 0;
-  return cu_result(rt_enter());
+  cudaError_t err = rt_enter();
+  if (err)
+    return cu_result(err);
+  if (ordinal < 0 || ordinal >= rt_device_count())
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
 }
 
 /* The newest PTX ISA a driver JIT-compiles: each CUDA release brings one

@@ -44,6 +44,7 @@ void *op_new(size_t size, OpFn *run, const char *api) {
     return NULL;
   op->run = run;
   op->refs = 1;
+  op->device = -1;
   op->api = api;
   op->name = nvtx_current();
   return op;

@@ -7,6 +7,10 @@
  * for Fences (points in other streams' FIFOs). Ops are reference counted
  * because a captured graph keeps them and replays them many times.
  *
+ * Several devices are emulated (device.c): streams, events, handles and
+ * device allocations belong to the device current when they were made,
+ * and the checker reports work on one device touching another's memory.
+ *
  * One global lock (rt.lock) guards every queue, stream, event, graph and the
  * checker's state; one condition variable (rt.cond) is broadcast when a task
  * completes that some sleeping thread waits for (Stream.want_seq), so a host
@@ -57,6 +61,13 @@ struct Op {
    * was done although it looks synchronous (a cudaMemcpy from pageable
    * memory, a cudaMemset): what the checker calls it in reports. */
   const char *unsynced;
+  /* The device the op runs on: its first stream's, kept for replays
+   * (a graph node keeps its device whatever stream the graph is launched
+   * on); -1 until submitted. */
+  int device;
+  /* A copy (or host function): it may be queued on any device's stream
+   * and touch any device's memory, as copies between devices do. */
+  bool transfer;
   Span *spans;      /* filled only in checking mode */
   int nspans, capspans;
 };
@@ -93,9 +104,11 @@ typedef struct Task {
 } Task;
 
 #define MAX_AGENTS 256
+#define MAX_DEVICES 16
 
 struct CUstream_st {
-  int id;          /* 0 for the legacy stream, then creation order */
+  int id;          /* 0 for the legacy streams, then creation order */
+  int device;      /* the device it belongs to */
   unsigned flags;
   int refs;        /* the user's + tasks', graphs' and fences' references */
   bool destroyed;  /* the user called cudaStreamDestroy */
@@ -117,6 +130,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   unsigned flags;
+  int device;        /* the device current when it was created */
   int refs;
   bool destroyed;
   bool recorded;
@@ -134,8 +148,8 @@ enum { REFUSE_NONE, REFUSE_OTHER, REFUSE_ALL };
 typedef struct Runtime {
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  Stream *legacy;
-  Stream **streams; /* every live stream, the legacy one first */
+  Stream *legacy[MAX_DEVICES]; /* made when a thread first sets the device */
+  Stream **streams; /* every live stream */
   int nstreams, capstreams;
   int next_stream_id;
   int ncaptures;    /* captures in progress */
@@ -149,6 +163,8 @@ typedef struct Runtime {
   int nagents;
   uint32_t *host_clock;
   int agent_stream_id[MAX_AGENTS];
+  int agent_device[MAX_AGENTS];
+  unsigned peer[MAX_DEVICES]; /* bit p: the device may access p's memory */
 } Runtime;
 
 extern Runtime rt;
@@ -159,8 +175,22 @@ cudaError_t rt_enter(void);
 bool rt_failed(void);
 /* Sets the calling thread's last error and returns it. */
 cudaError_t rt_error(cudaError_t err);
-/* NULL, cudaStreamLegacy and cudaStreamPerThread all name the legacy stream. */
+/* NULL, cudaStreamLegacy and cudaStreamPerThread all name the legacy
+ * stream of the calling thread's current device. */
 Stream *rt_stream(cudaStream_t s);
+/* The same for a library handle of `device`: its NULL stream is that
+ * device's legacy stream. */
+Stream *rt_stream_on(cudaStream_t s, int device);
+bool rt_is_legacy(const Stream *s);
+/* Makes device's legacy stream if it has none yet (cudaSetDevice). */
+cudaError_t rt_device_ready(int device);
+/* The calling thread's current device (device.c), and how many there are. */
+int rt_device(void);
+int rt_device_count(void);
+/* cudaErrorInvalidResourceHandle when work other than a copy is queued on
+ * a stream of a device that is not the current one, as CUDA refuses a
+ * kernel launched there; else cudaSuccess. */
+cudaError_t rt_launch_device_check(const Stream *s, const Op *op);
 double rt_now_ms(void);
 /* Records that an operation failed while it ran (out of scratch memory):
  * printed once, then returned by every later synchronisation. */
@@ -185,8 +215,8 @@ cudaError_t rt_submit_locked(Stream *s, Op *op);
  * and *cold set (the library returns its NOT_INITIALIZED), a conservative
  * model of cuDNN's and cuBLAS's lazy initialisation. An eager run warms it.
  */
-cudaError_t rt_submit_for_handle(cudaStream_t stream, Op *op, unsigned *warm, unsigned bit,
-                                 bool *cold);
+cudaError_t rt_submit_for_handle(int device, cudaStream_t stream, Op *op, unsigned *warm,
+                                 unsigned bit, bool *cold);
 /* Queues a task that waits for `f` and does nothing else. rt.lock held. */
 void rt_queue_wait_locked(Stream *s, Fence f);
 /* Queues a task that timestamps e; returns its fence. rt.lock held. */
@@ -198,9 +228,12 @@ bool rt_fence_done_locked(Fence f);
 void stream_ref_locked(Stream *s);
 void stream_unref_locked(Stream *s);
 void event_unref_locked(Event *e);
-/* Waits until every stream is idle and, in checking mode, tells the host
- * everything they did; rt.lock held. */
-void rt_sync_all_locked(void);
+/* Waits until every stream of `device` is idle and, in checking mode,
+ * tells the host everything they did; rt.lock held. */
+void rt_sync_device_locked(int device);
+/* Queues on s a wait for everything queued so far on the streams of the
+ * devices in `mask` (bit d: device d), and joins their clocks. rt.lock held. */
+void rt_order_after_devices_locked(Stream *s, unsigned mask);
 /* Only waits: the checker learns nothing. rt.lock held. */
 void rt_wait_all_locked(void);
 /* cudaDeviceSynchronize, for the calls documented to do one (cudnnDestroy,
@@ -229,14 +262,16 @@ bool rt_capture_forbids(void);
 /* Whether using the legacy stream now would join a capture (one holds a
  * blocking stream); if so, and `invalidate`, invalidates it: the caller
  * fails with cudaErrorStreamCaptureImplicit. rt.lock held. */
-bool capture_blocks_legacy_locked(bool invalidate);
+bool capture_blocks_legacy_locked(int device, bool invalidate);
 
 /* ---- checking mode (check.c) ---- */
 
 void check_init(void);
 /* Gives a new stream its agent and clock. rt.lock held. */
 void check_stream_created_locked(Stream *s);
-/* Advances s's clock for op (joining `extra` clocks first) and checks its spans. */
+/* Advances s's clock for op (joining `extra` clocks first) and checks its
+ * spans: for races, and unless op is a transfer, for memory of another
+ * device than op->device. */
 void check_op_locked(Stream *s, Op *op);
 /* Joins the host's knowledge (and the legacy stream's implicit ordering)
  * into s's clock before anything is queued on s. */
@@ -264,6 +299,9 @@ typedef enum {
 
 /* What kind of memory p points into. rt.lock held. */
 MemKind mem_kind_locked(const void *p);
+/* The device whose memory (cudaMalloc, cudaMallocAsync) p points into, or
+ * -1: host, pinned or managed memory, which every device may use. rt.lock held. */
+int mem_device_locked(const void *p);
 
 /* ---- NVTX (nvtx.c) ---- */
 

@@ -5,8 +5,9 @@
  * A task's seq numbers its place in its stream; a Fence (stream, seq) is
  * done once the stream's done_seq reaches seq. Recording an event takes the
  * fence of a record task; waiting on it queues a task that waits for that
- * fence. The legacy stream (id 0) is ordered with every blocking stream, as
- * in CUDA: its tasks wait for their pending work and theirs for its.
+ * fence. Each device has a legacy stream (id 0), ordered with every
+ * blocking stream of its device, as in CUDA: its tasks wait for their
+ * pending work and theirs for its.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@ Runtime rt = {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Thread_local cudaError_t last_error = cudaSuccess;
 
-static Stream *stream_new_locked(unsigned flags);
+static Stream *stream_new_locked(unsigned flags, int device, bool legacy);
 
 /* A switch's value, or NULL when it is unset, empty, "0" or "off". */
 static const char *env_switch(const char *name) {
@@ -64,8 +65,17 @@ static void init_runtime(void) {
   read_env();
   check_init();
   pthread_mutex_lock(&rt.lock);
-  rt.legacy = stream_new_locked(0);
+  rt.legacy[0] = stream_new_locked(0, 0, true);
   pthread_mutex_unlock(&rt.lock);
+}
+
+cudaError_t rt_device_ready(int device) {
+  pthread_mutex_lock(&rt.lock);
+  if (!rt.legacy[device])
+    rt.legacy[device] = stream_new_locked(0, device, true);
+  bool ok = rt.legacy[device] != NULL;
+  pthread_mutex_unlock(&rt.lock);
+  return ok ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 bool rt_failed(void) {
@@ -125,10 +135,31 @@ double rt_now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-Stream *rt_stream(cudaStream_t s) {
+Stream *rt_stream_on(cudaStream_t s, int device) {
   if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread)
-    return rt.legacy;
+    return rt.legacy[device];
   return s;
+}
+
+Stream *rt_stream(cudaStream_t s) {
+  return rt_stream_on(s, rt_device());
+}
+
+bool rt_is_legacy(const Stream *s) {
+  return s == rt.legacy[s->device];
+}
+
+/*
+ * The CUDA Programming Guide ("Stream and Event Behavior", multi-device
+ * system): a kernel launch fails if it is issued to a stream that is not
+ * associated to the current device; a memory copy succeeds. A memset,
+ * cuDNN's and cuBLAS's kernels are refused like kernels (a strict choice
+ * for the memset: CUDA does not document it).
+ */
+cudaError_t rt_launch_device_check(const Stream *s, const Op *op) {
+  if (op->transfer || s->device == rt_device())
+    return cudaSuccess;
+  return cudaErrorInvalidResourceHandle;
 }
 
 /* ---- tasks ---- */
@@ -174,16 +205,17 @@ static void task_add_wait_locked(Task *t, Fence f) {
   t->waits[t->nwaits++] = f;
 }
 
-/* The implicit ordering of the legacy stream with blocking streams. */
+/* The implicit ordering of a device's legacy stream with its blocking
+ * streams. */
 static void add_legacy_waits_locked(Stream *s, Task *t) {
-  if (s == rt.legacy) {
+  if (rt_is_legacy(s)) {
     for (int i = 0; i < rt.nstreams; i++) {
       Stream *o = rt.streams[i];
-      if (o != s && !(o->flags & cudaStreamNonBlocking))
+      if (o != s && o->device == s->device && !(o->flags & cudaStreamNonBlocking))
         task_add_wait_locked(t, rt_last_fence_locked(o));
     }
   } else if (!(s->flags & cudaStreamNonBlocking)) {
-    task_add_wait_locked(t, rt_last_fence_locked(rt.legacy));
+    task_add_wait_locked(t, rt_last_fence_locked(rt.legacy[s->device]));
   }
 }
 
@@ -218,11 +250,13 @@ static void task_free_locked(Task *t) {
 }
 
 cudaError_t rt_submit_locked(Stream *s, Op *op) {
+  if (op->device < 0)
+    op->device = s->device;
   if (s->capture) {
     capture_add_op_locked(s, op);
     return cudaSuccess;
   }
-  if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+  if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true)) {
     op_unref(op);
     return cudaErrorStreamCaptureImplicit;
   }
@@ -247,11 +281,14 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
 cudaError_t rt_submit(cudaStream_t stream, Op *op) {
   pthread_mutex_lock(&rt.lock);
   cudaError_t err;
+  Stream *s = rt_stream(stream);
   if (rt_failed()) {
     op_unref(op);
     err = cudaErrorLaunchFailure;
+  } else if ((err = rt_launch_device_check(s, op))) {
+    op_unref(op);
   } else {
-    err = rt_submit_locked(rt_stream(stream), op);
+    err = rt_submit_locked(s, op);
   }
   pthread_mutex_unlock(&rt.lock);
   return rt_error(err);
@@ -290,21 +327,36 @@ void rt_wait_fence_locked(Fence f) {
   stream_unref_locked(f.stream);
 }
 
-static void wait_all_locked(bool learn) {
+/* Waiting may let other threads add or end streams: the list is walked
+ * by index, and a stream made meanwhile has nothing older to wait for. */
+static void wait_streams_locked(int device, bool learn) {
   for (int i = 0; i < rt.nstreams; i++) {
     Stream *s = rt.streams[i];
+    if (device >= 0 && s->device != device)
+      continue;
     rt_wait_fence_locked(rt_last_fence_locked(s));
     if (rt.check && learn)
       check_host_sync_locked(s->clock);
   }
 }
 
-void rt_sync_all_locked(void) {
-  wait_all_locked(true);
+void rt_sync_device_locked(int device) {
+  wait_streams_locked(device, true);
 }
 
 void rt_wait_all_locked(void) {
-  wait_all_locked(false);
+  wait_streams_locked(-1, false);
+}
+
+void rt_order_after_devices_locked(Stream *s, unsigned mask) {
+  for (int i = 0; i < rt.nstreams; i++) {
+    Stream *o = rt.streams[i];
+    if (o == s || !(mask & (1u << o->device)))
+      continue;
+    rt_queue_wait_locked(s, rt_last_fence_locked(o));
+    if (rt.check && o->clock)
+      clock_join(s->clock, o->clock);
+  }
 }
 
 /* ---- the worker ---- */
@@ -396,7 +448,7 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static Stream *stream_new_locked(unsigned flags) {
+static Stream *stream_new_locked(unsigned flags, int device, bool legacy) {
   Stream *s = calloc(1, sizeof *s);
   if (!s)
     return NULL;
@@ -410,7 +462,9 @@ static Stream *stream_new_locked(unsigned flags) {
     rt.streams = list;
     rt.capstreams = cap;
   }
-  s->id = rt.next_stream_id++;
+  /* Every legacy stream is 0: reports name the device besides. */
+  s->id = legacy ? 0 : ++rt.next_stream_id;
+  s->device = device;
   s->flags = flags;
   s->refs = 1;
   s->next_seq = 1;
@@ -456,7 +510,7 @@ static cudaError_t stream_sync_error_locked(Stream *s) {
     capture_invalidate_locked(s->capture);
     return cudaErrorStreamCaptureUnsupported;
   }
-  if (s == rt.legacy && capture_blocks_legacy_locked(true))
+  if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true))
     return cudaErrorStreamCaptureImplicit;
   return cudaSuccess;
 }
@@ -468,7 +522,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
   if (!pStream || (flags & ~cudaStreamNonBlocking))
     return rt_error(cudaErrorInvalidValue);
   pthread_mutex_lock(&rt.lock);
-  Stream *s = stream_new_locked(flags);
+  Stream *s = stream_new_locked(flags, rt_device(), false);
   pthread_mutex_unlock(&rt.lock);
   if (!s)
     return rt_error(cudaErrorMemoryAllocation);
@@ -501,7 +555,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (err)
     return err;
   Stream *s = rt_stream(stream);
-  if (s == rt.legacy)
+  if (rt_is_legacy(s))
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
   if (s->destroyed) {
@@ -560,7 +614,7 @@ cudaError_t rt_device_sync(void) {
     pthread_mutex_unlock(&rt.lock);
     return rt_error(cudaErrorStreamCaptureUnsupported);
   }
-  rt_sync_all_locked();
+  rt_sync_device_locked(rt_device());
   pthread_mutex_unlock(&rt.lock);
   return rt_error(rt_wait_result());
 }
@@ -593,6 +647,9 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
     return rt_error(cudaErrorMemoryAllocation);
   h->fn = fn;
   h->data = userData;
+  /* It touches no device memory; CUDA does not say it must be queued
+   * from the stream's device. */
+  h->op.transfer = true;
   return rt_submit(stream, &h->op);
 }
 
@@ -608,6 +665,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
   if (!e)
     return rt_error(cudaErrorMemoryAllocation);
   e->flags = flags;
+  e->device = rt_device();
   e->refs = 1;
   if (rt.check && !(e->clock = clock_new())) {
     free(e);
@@ -676,10 +734,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   if (err)
     return err;
   Stream *s = rt_stream(stream);
+  /* The Programming Guide: cudaEventRecord fails if the event and the
+   * stream are associated to different devices. */
+  if (e->device != s->device)
+    return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
   if (s->capture) {
     err = capture_record_locked(s, e);
-  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+  } else if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else {
     if (rt.check) {
@@ -707,7 +769,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
     /* An event from outside the capture cannot order a captured stream. */
     capture_invalidate_locked(s->capture);
     err = cudaErrorStreamCaptureIsolation;
-  } else if (s == rt.legacy && capture_blocks_legacy_locked(true)) {
+  } else if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else if (e->recorded) {
     if (rt.check) {
@@ -756,7 +818,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   if (!start || !end)
     return rt_error(cudaErrorInvalidResourceHandle);
   pthread_mutex_lock(&rt.lock);
-  if ((start->flags | end->flags) & cudaEventDisableTiming)
+  /* The Programming Guide: it fails for events of two devices. */
+  if ((start->flags | end->flags) & cudaEventDisableTiming || start->device != end->device)
     err = cudaErrorInvalidResourceHandle;
   else if (!start->recorded || !end->recorded || start->capture || end->capture)
     err = cudaErrorInvalidResourceHandle;
@@ -770,16 +833,20 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   return query_result(err);
 }
 
-cudaError_t rt_submit_for_handle(cudaStream_t stream, Op *op, unsigned *warm, unsigned bit,
-                                 bool *cold) {
+cudaError_t rt_submit_for_handle(int device, cudaStream_t stream, Op *op, unsigned *warm,
+                                 unsigned bit, bool *cold) {
   cudaError_t err = cudaSuccess;
   *cold = false;
   pthread_mutex_lock(&rt.lock);
-  Stream *s = rt_stream(stream);
+  Stream *s = rt_stream_on(stream, device);
   bool eager = !s->capture;
   if (rt_failed()) {
     op_unref(op);
     err = cudaErrorLaunchFailure;
+  } else if ((err = rt_launch_device_check(s, op))) {
+    /* The handle's kernels would be launched into its device's stream
+     * from another device. */
+    op_unref(op);
   } else if (!eager && !(*warm & bit)) {
     capture_invalidate_locked(s->capture);
     op_unref(op);

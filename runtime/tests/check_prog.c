@@ -27,6 +27,13 @@
  *   destroy-syncs   cudnnDestroy synchronises the device (documented): fine
  *   workspace-race  two streams share one reduction workspace
  *   nan-fill        fresh device memory reads as NaN (exit 0 when it does)
+ *
+ * Two devices (stream 3 and a handle on device 1):
+ *   device-cross    device 1 writes device 0's buffer, peer access enabled
+ *   peer-race       device 1 copies device 0's buffer (cudaMemcpyPeerAsync)
+ *                   while stream 1 on device 0 still writes it
+ *   peer-ordered    the same copy after an event, then device 1 reads its
+ *                   copy: fine
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -238,6 +245,48 @@ static bool reads_nan(void) {
   return nan;
 }
 
+/* Device 1's stream (stream 3), handle and buffer. */
+static cudaStream_t s3;
+static cudnnHandle_t d3;
+static float *buf1, *out1;
+
+static void setup_device1(void) {
+  note(cudaSetDevice(1), "device 1");
+  note(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking), "stream 3");
+  note_dnn(cudnnCreate(&d3), "handle on device 1");
+  note_dnn(cudnnSetStream(d3, s3), "cudnnSetStream");
+  note(cudaMalloc((void **)&buf1, N * 4), "malloc");
+  note(cudaMalloc((void **)&out1, N * 4), "malloc");
+}
+
+static void run_device_mode(const char *mode, cudaEvent_t ev) {
+  setup_device1();
+  if (strcmp(mode, "device-cross") == 0) {
+    /* Peer access makes it legal CUDA, but opc must copy explicitly. */
+    note(cudaDeviceEnablePeerAccess(0, 0), "peer access");
+    float v = 1;
+    nvtxRangePushA("cross");
+    note_dnn(cudnnSetTensor(d3, whole, buf, &v), "cross");
+    nvtxRangePop();
+    return;
+  }
+  note(cudaSetDevice(0), "device 0");
+  produce();
+  if (strcmp(mode, "peer-ordered") == 0)
+    note(cudaEventRecord(ev, s1), "record");
+  note(cudaSetDevice(1), "device 1");
+  if (strcmp(mode, "peer-ordered") == 0)
+    note(cudaStreamWaitEvent(s3, ev, 0), "wait on device 0's event");
+  nvtxRangePushA("peer_copy");
+  note(cudaMemcpyPeerAsync(buf1, 1, buf, 0, N * 4, s3), "peer copy");
+  nvtxRangePop();
+  float one = 1, zero = 0;
+  nvtxRangePushA("device1_consumer");
+  note_dnn(cudnnTransformTensor(d3, &one, whole, buf1, &zero, whole, out1), "device 1 consumer");
+  nvtxRangePop();
+  note(cudaStreamSynchronize(s3), "sync");
+}
+
 /* The modes about synchronous calls and frees; false for an unknown one. */
 static bool run_memory_mode(const char *mode) {
   if (strcmp(mode, "pageable-race") == 0 || strcmp(mode, "pageable-synced") == 0) {
@@ -324,6 +373,10 @@ int main(int argc, char **argv) {
     nvtxRangePushA("right");
     note_dnn(cudnnSetTensor(d2, half, buf + N / 2, &b), "right");
     nvtxRangePop();
+  } else if (strncmp(mode, "device-", 7) == 0 || strncmp(mode, "peer-", 5) == 0) {
+    run_device_mode(mode, ev);
+    note(cudaDeviceSynchronize(), "sync device 1");
+    note(cudaSetDevice(0), "device 0");
   } else if (!run_memory_mode(mode)) {
     fprintf(stderr, "check_prog: unknown mode %s\n", mode);
     return 2;

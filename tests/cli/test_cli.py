@@ -136,7 +136,7 @@ def usage_group(tmp):
                        "triton", "--instances", "m=2")
     expect_usage_error("--prefix with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
                        "--prefix", "mine")
-    expect_usage_error("--gpus 2 cannot emit a program yet", "m.onnx", "-o", "x.c", "--gpus", "2")
+    expect_usage_error("--gpus 2 serving", "a.onnx", "b.onnx", "-o", "x.c", "--gpus", "2")
     expect_usage_error("--gpus 2 with a one-GPU scheduler", "m.onnx", "--report", "--gpus", "2",
                        "--schedule", "ios")
     expect_usage_error("--arrivals with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",

@@ -5,7 +5,7 @@
 Builds the model once (tools/models/build.py), draws a fresh random input from
 a recorded seed and computes ONNX Runtime's outputs once, then for each
 configuration (every scheduler, -O0, direct launches instead of a replayed
-CUDA graph) compiles the model with opc for the CPU runtime, runs it with the
+CUDA graph, HIOS on 2 and 4 emulated GPUs) compiles the model with opc for the CPU runtime, runs it with the
 runtime's race checker on (OPC_CHECK=1) and compares every output: relative
 L2 error below 1e-4 and no NaN. Reproduce a failure with OPC_ZOO_SEED.
 
@@ -32,6 +32,9 @@ CONFIGS = {
     "sequential": ["--schedule", "sequential"],
     "O0": ["-O0"],
     "no-cuda-graph": ["--no-cuda-graph"],
+    "gpus2": ["--gpus", "2"],
+    # every unit in turn on another GPU: a transfer on nearly every edge
+    "gpus4": ["--gpus", "4", "--placement", "round-robin"],
 }
 
 
@@ -70,6 +73,7 @@ CUDA_VARIANTS = {
     "graph-tf32": ["--precision", "tf32"],
     "direct-fp32": ["--no-cuda-graph"],
     "direct-tf32": ["--no-cuda-graph", "--precision", "tf32"],
+    "graph-fp32-gpus2": ["--gpus", "2"],
 }
 
 

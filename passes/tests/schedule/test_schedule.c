@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../schedule.h"
+#include "../../pass.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                                   \
@@ -592,7 +592,7 @@ static void test_hios_fig4(void) {
   CHECK(hios_evaluate(d, &cm, x, 2, dev, item) == 18, "P3 on GPU 1: %g, not 18",
         hios_evaluate(d, &cm, x, 2, dev, item));
   MultiGpuPlan plan;
-  hios_plan(d, &cm, x, 2, "lp", 1, &plan);
+  hios_plan(d, &cm, x, 2, "lp", 1, NULL, &plan);
   CHECK(plan.npaths == 3, "%d paths, not 3", plan.npaths);
   CHECK(plan.mapped_us == 16, "latency %g, not 16", plan.mapped_us);
   for (int v = 0; v < 8; v++) {
@@ -647,7 +647,7 @@ static void test_hios_brute(void) {
     SchedDeps *d = deps_build(g, &cm);
     double **x = edge_xfer(d, by_edge);
     MultiGpuPlan plan;
-    hios_plan(d, &cm, x, ndev, "lp", 1, &plan);
+    hios_plan(d, &cm, x, ndev, "lp", 1, NULL, &plan);
     double best = hios_brute(d, &cm, x, ndev);
     double again = hios_evaluate(d, &cm, x, ndev, plan.device, plan.item);
     CHECK(fabs(again - plan.mapped_us) < 1e-9, "trial %d: plan says %g, evaluation %g", trial,
@@ -659,7 +659,7 @@ static void test_hios_brute(void) {
       worst = plan.mapped_us / best;
     /* grouping never makes it worse */
     MultiGpuPlan grouped;
-    hios_plan(d, &cm, x, ndev, "lp", 3, &grouped);
+    hios_plan(d, &cm, x, ndev, "lp", 3, NULL, &grouped);
     CHECK(grouped.latency_us <= grouped.mapped_us + 1e-9, "trial %d: grouping %g > %g", trial,
           grouped.latency_us, grouped.mapped_us);
     /* the scheduler's program orders every edge */
@@ -678,6 +678,60 @@ static void test_hios_brute(void) {
   CHECK(mean <= 1.10, "HIOS-LP averages %.3f of the optimum", mean);
 }
 
+/*
+ * The whole pipeline on two GPUs, every unit in turn on the other: each
+ * read of the other GPU's tensor is a transfer, ordered and verified; a
+ * reader put back on the other GPU's tensor is caught.
+ */
+static void test_hios_place(void) {
+  for (int trial = 0; trial < 10; trial++) {
+    int n = 4 + (int)(uniform() * 12);
+    Dag dag = random_dag(n, 0.3);
+    double cost[MAXN], occ[MAXN];
+    random_costs(n, cost, occ);
+    Graph *g = dag_graph(&dag, cost, occ);
+    PassOptions opt = {.opt_level = 1, .gpus = 2, .placement = "round-robin", .verify_each = true};
+    PassContext *ctx = pass_context_new(g, &opt);
+    bool ok = run_pipeline(g, &opt, ctx);
+    CHECK(ok, "trial %d: the pipeline failed on two GPUs", trial);
+    if (!ok) {
+      graph_free(g);
+      continue;
+    }
+    CHECK(g->sched.ndevices == 2, "trial %d: %d GPUs", trial, g->sched.ndevices);
+    int transfers = 0, moved = 0;
+    Node *reader = NULL;
+    Tensor *original = NULL;
+    for (int i = 0; i < g->nnodes; i++) {
+      Node *nd = g->nodes[i];
+      if (nd->dead || nd->is_view)
+        continue;
+      if (node_is_transfer(nd)) {
+        transfers++;
+        continue;
+      }
+      for (int k = 0; k < nd->nin; k++)
+        if (nd->in[k] && nd->in[k]->producer && node_is_transfer(nd->in[k]->producer)) {
+          moved++;
+          reader = nd;
+          original = nd->in[k]->producer->in[0];
+          if (tensor_device(original) != nd->device)
+            nd->in[k] = original; /* the corruption, checked below */
+          else
+            reader = NULL;
+          k = nd->nin;
+        }
+      if (reader)
+        break;
+    }
+    CHECK(transfers > 0, "trial %d: round-robin on two GPUs made no transfer", trial);
+    CHECK(!reader || !verify_placement(g), "trial %d: a read of the other GPU went unnoticed",
+          trial);
+    (void)moved;
+    graph_free(g);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   struct {
@@ -686,7 +740,7 @@ int main(int argc, char **argv) {
   } tests[] = {{"ios3", test_ios3},   {"lios10", test_lios10}, {"random", test_random},
                {"brute", test_brute}, {"sync", test_sync},     {"views", test_views},
                {"verify", test_verify}, {"hios-fig4", test_hios_fig4},
-               {"hios-brute", test_hios_brute}};
+               {"hios-brute", test_hios_brute}, {"hios-place", test_hios_place}};
   bool ran = false;
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (strcmp(which, "all") == 0 || strcmp(which, tests[i].name) == 0) {

@@ -1,0 +1,182 @@
+/*
+ * place_devices.c - `--gpus N`: puts every unit on one GPU (HIOS-LP, see
+ * sched_hios.c) and makes every move between GPUs an explicit unit.
+ *
+ * After it, every tensor lives on one GPU (tensor_device): a unit's
+ * output on the unit's GPU, a graph input on GPU 0, a constant on the GPU
+ * of the units reading it (one copy per GPU that reads it, so that the
+ * emitter needs no per-GPU lookups). A unit never reads another GPU's
+ * memory: each such read becomes a transfer, an Identity node on the
+ * reader's GPU (node_is_transfer), which the emitter issues as a peer
+ * copy. The graph's outputs are brought back to GPU 0, where the caller's
+ * copies start. Transfers copy whole contiguous tensors: a strided view is
+ * first made contiguous on its own GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static bool contiguous(const Tensor *t) {
+  int64_t step = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] != 1 && t->strides[d] != step)
+      return false;
+    step *= t->dims[d];
+  }
+  return true;
+}
+
+static const char *suffixed(Graph *g, const char *name, const char *what, int device) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s_%s%d", name, what, device);
+  char *s = arena_alloc(g->arena, strlen(buf) + 1);
+  strcpy(s, buf);
+  return s;
+}
+
+/* An Identity node on `device` copying x into a new tensor. */
+static Tensor *copy_node(Graph *g, Tensor *x, int device, const char *what) {
+  const char *name = suffixed(g, x->name, what, device);
+  Tensor *y = graph_add_tensor(g, name);
+  y->dtype = x->dtype;
+  tensor_set_shape(y, x->rank, x->dims);
+  Node *n = graph_add_node(g, OP_IDENTITY, name, 1, 1);
+  n->in[0] = x;
+  n->out[0] = y;
+  y->producer = n;
+  n->device = device;
+  return y;
+}
+
+/* Remembers the copy of each (tensor, GPU) pair made so far. */
+typedef struct Copies {
+  Tensor **from, **to;
+  int *device;
+  int n, cap;
+} Copies;
+
+static Tensor *find_copy(const Copies *c, const Tensor *t, int device) {
+  for (int i = 0; i < c->n; i++)
+    if (c->from[i] == t && c->device[i] == device)
+      return c->to[i];
+  return NULL;
+}
+
+static void add_copy(Copies *c, Tensor *from, Tensor *to, int device) {
+  if (c->n == c->cap) {
+    c->cap = c->cap ? 2 * c->cap : 16;
+    c->from = realloc(c->from, sizeof(Tensor *) * (size_t)c->cap);
+    c->to = realloc(c->to, sizeof(Tensor *) * (size_t)c->cap);
+    c->device = realloc(c->device, sizeof(int) * (size_t)c->cap);
+  }
+  c->from[c->n] = from;
+  c->to[c->n] = to;
+  c->device[c->n++] = device;
+}
+
+/* The constant t as `device` reads it: itself for the first GPU that
+   does, a clone sharing its data for the others. */
+static Tensor *constant_on(Graph *g, Copies *c, Tensor *t, int device, int *owner) {
+  if (owner[t->id] < 0)
+    owner[t->id] = device;
+  if (owner[t->id] == device)
+    return t;
+  Tensor *k = find_copy(c, t, device);
+  if (k)
+    return k;
+  k = graph_add_tensor(g, suffixed(g, t->name, "gpu", device));
+  k->dtype = t->dtype;
+  tensor_set_shape(k, t->rank, t->dims);
+  k->f32 = t->f32;
+  k->i64 = t->i64;
+  add_copy(c, t, k, device);
+  return k;
+}
+
+/* The value t as a unit on `device` reads it: t, or its transfer. */
+static Tensor *value_on(Graph *g, Copies *c, Tensor *t, int device) {
+  int from = tensor_device(t);
+  if (from == device)
+    return t;
+  Tensor *k = find_copy(c, t, device);
+  if (k)
+    return k;
+  Tensor *src = t;
+  if (!contiguous(t)) { /* a strided view: made contiguous where it lives */
+    src = find_copy(c, t, -1 - from);
+    if (!src) {
+      src = copy_node(g, t, from, "dense");
+      add_copy(c, t, src, -1 - from);
+    }
+  }
+  k = copy_node(g, src, device, "gpu");
+  add_copy(c, t, k, device);
+  return k;
+}
+
+bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  if (opt->gpus <= 1)
+    return true;
+  const CostModel *cm = pass_cost_model(ctx);
+  if (!cm)
+    return false;
+  SchedDeps *d = pass_deps(ctx);
+  SchedOptions o;
+  sched_options_from(opt, &o);
+  MultiGpuPlan plan;
+  hios_plan(d, cm, hios_transfer_costs(d, cm), opt->gpus, o.placement, o.window, NULL, &plan);
+  for (int u = 0; u < d->n; u++)
+    d->unit[u]->device = plan.device[u];
+  /* views live where their storage does */
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->is_view && g->nodes[i]->nin > 0 && g->nodes[i]->in[0])
+      g->nodes[i]->device = tensor_device(g->nodes[i]->in[0]) > 0 ? tensor_device(g->nodes[i]->in[0]) : 0;
+
+  int ntensors = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int j = 0; j < g->nodes[i]->nin; j++)
+      if (g->nodes[i]->in[j] && g->nodes[i]->in[j]->id + 1 > ntensors)
+        ntensors = g->nodes[i]->in[j]->id + 1;
+  int *owner = malloc(sizeof(int) * ((size_t)ntensors + 1));
+  for (int i = 0; i < ntensors; i++)
+    owner[i] = -1;
+  Copies copies = {0};
+  int nnodes = g->nnodes; /* the copies added below read what is already placed */
+  for (int i = 0; i < nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->is_view)
+      continue;
+    for (int j = 0; j < n->nin; j++) {
+      Tensor *t = n->in[j];
+      if (!t)
+        continue;
+      n->in[j] = tensor_is_const(t) ? constant_on(g, &copies, t, n->device, owner)
+                                    : value_on(g, &copies, t, n->device);
+    }
+  }
+  /* outputs come back to GPU 0, under their own names */
+  for (int i = 0; i < g->noutputs; i++) {
+    Tensor *t = g->outputs[i];
+    if (tensor_is_const(t) || tensor_device(t) == 0)
+      continue;
+    const char *name = t->name;
+    t->name = suffixed(g, name, "gpu", tensor_device(t));
+    t->is_output = false;
+    Tensor *k = value_on(g, &copies, t, 0);
+    k->name = name;
+    k->producer->name = suffixed(g, name, "to_gpu", 0);
+    k->is_output = true;
+    g->outputs[i] = k;
+  }
+  free(copies.from);
+  free(copies.to);
+  free(copies.device);
+  free(owner);
+  for (int i = nnodes; i < g->nnodes; i++)
+    if (!node_infer(g, g->nodes[i]))
+      return false;
+  graph_rebuild_uses(g);
+  return graph_toposort(g); /* the copies go before their readers */
+}
