@@ -17,16 +17,7 @@
 #include <string.h>
 
 #include "pass.h"
-
-static bool contiguous(const Tensor *t) {
-  int64_t step = 1;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] != 1 && t->strides[d] != step)
-      return false;
-    step *= t->dims[d];
-  }
-  return true;
-}
+#include "rewrite.h"
 
 static const char *suffixed(Graph *g, const char *name, const char *what, int device) {
   char buf[512];
@@ -104,7 +95,7 @@ static Tensor *value_on(Graph *g, Copies *c, Tensor *t, int device) {
   if (k)
     return k;
   Tensor *src = t;
-  if (!contiguous(t)) { /* a strided view: made contiguous where it lives */
+  if (!has_contiguous_strides(t)) { /* a strided view: made contiguous where it lives */
     src = find_copy(c, t, -1 - from);
     if (!src) {
       src = copy_node(g, t, from, "dense");
@@ -129,10 +120,13 @@ bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
   hios_plan(d, cm, hios_transfer_costs(d, cm), opt->gpus, o.placement, o.window, NULL, &plan);
   for (int u = 0; u < d->n; u++)
     d->unit[u]->device = plan.device[u];
-  /* views live where their storage does */
-  for (int i = 0; i < g->nnodes; i++)
-    if (!g->nodes[i]->dead && g->nodes[i]->is_view && g->nodes[i]->nin > 0 && g->nodes[i]->in[0])
-      g->nodes[i]->device = tensor_device(g->nodes[i]->in[0]) > 0 ? tensor_device(g->nodes[i]->in[0]) : 0;
+  /* a view lives where its storage does (tensor_device); its node, which
+     issues nothing, says so too */
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *v = g->nodes[i];
+    if (!v->dead && v->is_view && v->nout > 0 && v->out[0] && tensor_device(v->out[0]) > 0)
+      v->device = tensor_device(v->out[0]);
+  }
 
   int ntensors = 0;
   for (int i = 0; i < g->nnodes; i++)

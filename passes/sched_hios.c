@@ -34,7 +34,6 @@ typedef struct Hios {
   int n, ndev;
   double *prio;        /* longest path to an exit, units and transfers */
   int *by_prio;        /* units by descending priority: a topological order */
-  int *rank;           /* position in by_prio */
   bool *copy;          /* a transfer unit: runs on the copy engine, beside the GPU's work */
   /* scratch of evaluate() */
   int **list, *nlist, *pos;
@@ -363,7 +362,6 @@ static void hios_init(Hios *h, const SchedDeps *d, const CostModel *cm, double *
   h->sxfer = malloc(sizeof(double *) * ((size_t)n + 1));
   for (int u = 0; u < n; u++)
     h->sxfer[u] = malloc(sizeof(double) * ((size_t)d->nsucc[u] + 1));
-  int *filled = calloc((size_t)n + 1, sizeof(int));
   for (int v = 0; v < n; v++)
     for (int k = 0; k < d->npred[v]; k++) {
       int p = d->pred[v][k];
@@ -371,7 +369,6 @@ static void hios_init(Hios *h, const SchedDeps *d, const CostModel *cm, double *
         if (d->succ[p][j] == v)
           h->sxfer[p][j] = xfer[v][k];
     }
-  free(filled);
   h->prio = malloc(sizeof(double) * ((size_t)n + 1));
   for (int u = n - 1; u >= 0; u--) {
     double longest = 0;
@@ -383,12 +380,9 @@ static void hios_init(Hios *h, const SchedDeps *d, const CostModel *cm, double *
     h->prio[u] = d->cost[u] + longest;
   }
   h->by_prio = malloc(sizeof(int) * ((size_t)n + 1));
-  h->rank = malloc(sizeof(int) * ((size_t)n + 1));
   for (int u = 0; u < n; u++)
     h->by_prio[u] = u;
   qsort_r(h->by_prio, (size_t)n, sizeof(int), by_priority, h->prio);
-  for (int r = 0; r < n; r++)
-    h->rank[h->by_prio[r]] = r;
   h->list = malloc(sizeof(int *) * (size_t)ndev);
   for (int g = 0; g < ndev; g++)
     h->list[g] = malloc(sizeof(int) * ((size_t)n + 1));
@@ -419,7 +413,6 @@ static void hios_free(Hios *h) {
   free(h->copy);
   free(h->prio);
   free(h->by_prio);
-  free(h->rank);
 }
 
 double hios_evaluate(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
