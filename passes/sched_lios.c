@@ -15,6 +15,11 @@
 
 bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, StagePlan *p) {
   int n = d->n, x = o->streams > 0 ? o->streams : 8;
+  /* On several GPUs (placed by place-devices) each GPU has x streams of its
+     own, streams g*x .. g*x+x-1, and a unit goes on one of its GPU's. */
+  int gpus = o->gpus > 1 ? o->gpus : 1;
+  if (x * gpus > 64)
+    x = 64 / gpus;
   if (x > 64)
     x = 64;
   bool paper = o->lios_priority && strcmp(o->lios_priority, "paper") == 0;
@@ -30,7 +35,7 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
   int *ready = calloc((size_t)n + 1, sizeof(int));
   int *stream = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
   double *finish = calloc((size_t)n + 1, sizeof(double));
-  double *free_at = calloc((size_t)x, sizeof(double));
+  double *free_at = calloc((size_t)(x * gpus), sizeof(double));
   int *order = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
   int nready = 0, norder = 0;
   for (int u = 0; u < n; u++)
@@ -45,9 +50,9 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
         best = i;
     int u = ready[best];
     ready[best] = ready[--nready];
-    int pick = 0;
+    int first = d->unit[u]->device * x, pick = first;
     double pick_finish = 0;
-    for (int s = 0; s < x; s++) {
+    for (int s = first; s < first + x; s++) {
       double start = free_at[s];
       for (int k = 0; k < d->npred[u]; k++) {
         int q = d->pred[u][k];
@@ -55,7 +60,7 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
         if (t > start)
           start = t;
       }
-      if (s == 0 || start + d->cost[u] < pick_finish) {
+      if (s == first || start + d->cost[u] < pick_finish) {
         pick = s;
         pick_finish = start + d->cost[u];
       }
@@ -90,6 +95,12 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
   p->stream = stream;
   for (int u = 0; u < n; u++)
     stream[u] = remap[stream[u]];
+  if (gpus > 1) { /* its makespan: the single-GPU simulation does not apply */
+    p->device = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
+    for (int u = 0; u < n; u++)
+      p->device[u] = d->unit[u]->device;
+    p->mapped_us = makespan;
+  }
   free(groups);
   free(units);
   free(prio);

@@ -10,13 +10,17 @@
  * 1 / (1 + sum of the others' shares), a unit's share being what the stage
  * model charges it beside a longer group: interference + (1 -
  * interference) x occupancy. With no interference and no occupancy this is
- * a plain list-schedule makespan. A program's runs follow one another: a
+ * a plain list-schedule makespan. On several GPUs the sum runs over the
+ * units of the unit's own GPU, and a transfer between GPUs, done by copy
+ * engines, neither slows nor is slowed. A program's runs follow one another: a
  * run starts when the previous one has finished and its release time has
  * come, as a launch waits for the one before it on the same stream.
  */
 #include <stdlib.h>
 
 #include "schedule.h"
+
+enum { SIM_GPUS = 16 }; /* --gpus takes at most 16 */
 
 /* A queued run of a program. */
 typedef struct SimRun {
@@ -204,16 +208,33 @@ static int end_run(SimContext *c) {
   return id;
 }
 
+/* What unit u of p takes from the others on its GPU while it runs. */
+static double share_of(const SimProgram *p, int u, double k) {
+  return p->copy && p->copy[u] ? 0 : k + (1 - k) * p->occupancy[u];
+}
+
+static int gpu_of(const SimProgram *p, int u) {
+  int g = p->device ? p->device[u] : 0;
+  return g >= 0 && g < SIM_GPUS ? g : 0;
+}
+
+/* The rate of unit u of p: 1 alone, slower beside others on its GPU. */
+static double rate_of(const SimProgram *p, int u, double k, const double *total) {
+  if (p->copy && p->copy[u])
+    return 1.0;
+  return 1.0 / (1.0 + total[gpu_of(p, u)] - share_of(p, u, k));
+}
+
 int sim_advance(SimDevice *s, double until, double *when) {
   double sync = cost_sync_us(s->cm), k = s->cm->dev.interference;
   for (;;) {
     double next_start = start_ready(s, sync);
-    double total_share = 0;
+    double total[SIM_GPUS] = {0}; /* per GPU: the running units' shares */
     int nrun = 0;
     for (int l = 0; l < s->nlanes; l++)
       if (s->running_unit[l] >= 0) {
         const SimProgram *p = s->ctx[s->running_ctx[l]].p;
-        total_share += k + (1 - k) * p->occupancy[s->running_unit[l]];
+        total[gpu_of(p, s->running_unit[l])] += share_of(p, s->running_unit[l], k);
         nrun++;
       }
     if (!nrun && next_start >= 1e300 && until >= 1e300)
@@ -223,8 +244,7 @@ int sim_advance(SimDevice *s, double until, double *when) {
       if (s->running_unit[l] >= 0) {
         const SimContext *c = &s->ctx[s->running_ctx[l]];
         int u = s->running_unit[l];
-        double share = k + (1 - k) * c->p->occupancy[u];
-        double rate = 1.0 / (1.0 + total_share - share);
+        double rate = rate_of(c->p, u, k, total);
         if (c->left[u] / rate < step)
           step = c->left[u] / rate;
       }
@@ -237,8 +257,7 @@ int sim_advance(SimDevice *s, double until, double *when) {
       if (s->running_unit[l] >= 0) {
         SimContext *c = &s->ctx[s->running_ctx[l]];
         int u = s->running_unit[l];
-        double share = k + (1 - k) * c->p->occupancy[u];
-        double rate = 1.0 / (1.0 + total_share - share);
+        double rate = rate_of(c->p, u, k, total);
         c->left[u] -= step * rate;
         if (c->left[u] <= 1e-9) {
           c->finish[u] = s->now + step;
@@ -270,6 +289,8 @@ void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p) {
   int *instance = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
   double *cost = arena_alloc(a, sizeof(double) * ((size_t)d->n + 1));
   double *occupancy = arena_alloc(a, sizeof(double) * ((size_t)d->n + 1));
+  int *device = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
+  unsigned char *copy = arena_alloc(a, (size_t)d->n + 1);
   int **pred = arena_alloc(a, sizeof(int *) * ((size_t)d->n + 1));
   int *npred = arena_alloc(a, sizeof(int) * ((size_t)d->n + 1));
   for (int u = 0; u < d->n; u++)
@@ -283,6 +304,8 @@ void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p) {
     instance[p->nunits] = d->unit[u]->instance;
     cost[p->nunits] = d->cost[u];
     occupancy[p->nunits] = d->occ[u];
+    device[p->nunits] = d->unit[u]->device;
+    copy[p->nunits] = node_is_transfer(d->unit[u]);
     p->nunits++;
   }
   for (int u = 0; u < d->n; u++) {
@@ -299,6 +322,8 @@ void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p) {
   p->instance = instance;
   p->cost = cost;
   p->occupancy = occupancy;
+  p->device = device;
+  p->copy = copy;
   p->pred = pred;
   p->npred = npred;
 }

@@ -299,8 +299,8 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
   store_listing(g);
   assign_streams(g, d, def, o->streams);
   /* LIOS's own makespan ignores contention; predict it like the program runs.
-     The simulation models one GPU: HIOS keeps its own prediction. */
-  if (plan.stream && !plan.device) {
+     HIOS keeps its own prediction, its evaluation of the groups. */
+  if (plan.stream && strcmp(def->name, "hios") != 0) {
     g->sched.predicted_us = simulate_schedule(d, cm);
     g->sched.stages[0].predicted_us = g->sched.predicted_us;
   }
@@ -323,8 +323,8 @@ bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
     opc_error("unknown scheduler '%s' (expected %s)", o.scheduler, expected_schedulers());
     return false;
   }
-  if (o.gpus > 1 && strcmp(o.scheduler, "hios") != 0) {
-    opc_error("--gpus %d: the %s scheduler places on one GPU; use --schedule hios", o.gpus,
+  if (o.gpus > 1 && strcmp(o.scheduler, "hios") != 0 && strcmp(o.scheduler, "lios") != 0) {
+    opc_error("--gpus %d: the %s scheduler plans one GPU; use --schedule hios or lios", o.gpus,
               o.scheduler);
     return false;
   }

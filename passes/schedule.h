@@ -241,6 +241,8 @@ typedef struct SimProgram {
   const double *cost;         /* microseconds alone */
   const double *occupancy;    /* fraction of the device it fills */
   const int *instance;        /* per unit: Node.instance */
+  const int *device;          /* per unit: its GPU; units slow only those of their GPU */
+  const unsigned char *copy;  /* per unit: a transfer, on a copy engine: slows nothing */
 } SimProgram;
 
 /* The issued program of a scheduled graph (d: its unit graph with costs). */

@@ -244,8 +244,12 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
     fprintf(f, "  gpu%d -> gpu%d %10.1f KB %8.2f us  %s -> %s\n", t[i].from->device,
             t[i].to->device, (double)t[i].bytes / 1024, t[i].us, t[i].from->name, t[i].to->name);
   free(t);
-  fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
-          sc->ndevices, sc->mapped_us, sc->predicted_us);
+  if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
+    fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
+            sc->ndevices, sc->mapped_us, sc->predicted_us);
+  else
+    fprintf(f, "placed on %d GPUs by HIOS-LP; %s within each GPU\n", sc->ndevices,
+            sc->scheduler ? sc->scheduler : "none");
 }
 
 void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {

@@ -161,9 +161,7 @@ bool pass_sync(Graph *g, const PassOptions *opt, PassContext *ctx) {
   const CostModel *cm = pass_cost_model(ctx);
   if (!cm || !sync_graph(g, pass_deps(ctx)))
     return false;
-  /* What the program, without stage barriers, is predicted to take; the
-     simulation models one GPU. */
-  if (g->sched.ndevices <= 1)
-    g->sched.simulated_us = simulate_schedule(pass_deps(ctx), cm);
+  /* What the program, without stage barriers, is predicted to take. */
+  g->sched.simulated_us = simulate_schedule(pass_deps(ctx), cm);
   return true;
 }

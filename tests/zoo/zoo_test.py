@@ -33,8 +33,9 @@ CONFIGS = {
     "O0": ["-O0"],
     "no-cuda-graph": ["--no-cuda-graph"],
     "gpus2": ["--gpus", "2"],
-    # every unit in turn on another GPU: a transfer on nearly every edge
-    "gpus4": ["--gpus", "4", "--placement", "round-robin"],
+    # every unit in turn on another GPU: a transfer on nearly every edge;
+    # LIOS's streams within each GPU
+    "gpus4": ["--gpus", "4", "--placement", "round-robin", "--schedule", "lios"],
 }
 
 

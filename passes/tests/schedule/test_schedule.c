@@ -679,7 +679,8 @@ static void test_hios_brute(void) {
 }
 
 /*
- * The whole pipeline on two GPUs, every unit in turn on the other: each
+ * The whole pipeline on two GPUs, every unit in turn on the other, under
+ * hios and under lios: each
  * read of the other GPU's tensor is a transfer, ordered and verified; a
  * reader put back on the other GPU's tensor is caught.
  */
@@ -690,7 +691,9 @@ static void test_hios_place(void) {
     double cost[MAXN], occ[MAXN];
     random_costs(n, cost, occ);
     Graph *g = dag_graph(&dag, cost, occ);
-    PassOptions opt = {.opt_level = 1, .gpus = 2, .placement = "round-robin", .verify_each = true};
+    /* hios, or lios within each GPU */
+    PassOptions opt = {.opt_level = 1, .gpus = 2, .placement = "round-robin", .verify_each = true,
+                       .scheduler = trial % 2 ? "lios" : NULL};
     PassContext *ctx = pass_context_new(g, &opt);
     bool ok = run_pipeline(g, &opt, ctx);
     CHECK(ok, "trial %d: the pipeline failed on two GPUs", trial);
