@@ -65,6 +65,19 @@ void emit_set_device(Emitter *e, const char *device) {
   emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(%s)", device);
 }
 
+/* At the start of create(): the machine has the GPUs the program needs. */
+void emit_device_count_check(Emitter *e) {
+  if (!emit_multi_gpu(e))
+    return;
+  emit(e, "int gpus = 0;");
+  emit_call(e, LIB_CUDA, NULL, "cudaGetDeviceCount(&gpus)");
+  emit_open(e, "if (gpus < GPU_COUNT) {");
+  emit(e, "snprintf(c->error, sizeof c->error, \"this program runs on %%d GPUs; the machine has %%d\",");
+  emit(e, "         GPU_COUNT, gpus);");
+  emit(e, "%s;", emit_fail(e));
+  emit_close(e, "}");
+}
+
 void emit_device_fields(Emitter *e) {
   if (!emit_multi_gpu(e))
     return;

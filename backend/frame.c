@@ -136,6 +136,7 @@ void emit_create(Emitter *e) {
   emit(e, "*ctx = c;");
   emit(e, "if (!c)");
   emit(e, "  return -1;");
+  emit_device_count_check(e);
   emit(e, "for (int s = 0; s < %d; s++) {", ns);
   e->indent++;
   if (emit_multi_gpu(e))

@@ -365,6 +365,20 @@ def multi_gpu_report(tmp, model):
         units = [u for st in s["stages"] for g in st["groups"] for u in g["units"]]
         check("--gpus 2: every unit has a GPU", s["devices"] >= 1 and
               all(0 <= u["device"] < 2 for u in units) and "transfers" in s, p)
+    exe = os.path.join(tmp, "gpus2")
+    p = run(model, "--gpus", "2", "-o", exe, "--target", "cpu")
+    check("--gpus 2 builds for the CPU runtime", p.returncode == 0, p)
+    if p.returncode == 0:
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OPC_DEVICE_COUNT="1"))
+        check("a 2-GPU program on a 1-GPU machine says so",
+              r.returncode != 0 and "runs on 2 GPUs; the machine has 1" in r.stderr, r)
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OPC_DEVICE_COUNT="2", OPC_CHECK="1"))
+        check("a 2-GPU program runs on 2 emulated GPUs", r.returncode == 0, r)
+        for f in [exe, exe + ".c", exe + ".h", exe + ".weights"]:
+            if os.path.exists(f):
+                os.remove(f)
 
 
 # Loads libraries by ctypes in a child process, so that a crash in one is a
