@@ -297,8 +297,9 @@ void emit_kernel_teardown(Emitter *e) {
   if (e->nkernels == 0)
     return;
   if (emit_multi_gpu(e)) {
+    emit(e, "/* cuModuleUnload unloads from the current context: the module's GPU's */");
     emit(e, "for (int d = 0; d < GPU_COUNT; d++)");
-    emit(e, "  if (c->kernel[d].module)");
+    emit(e, "  if (c->kernel[d].module && cudaSetDevice(d) == cudaSuccess)");
     emit(e, "    cuModuleUnload(c->kernel[d].module);");
     return;
   }

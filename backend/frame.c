@@ -420,6 +420,8 @@ void emit_destroy(Emitter *e) {
   emit(e, "if (c->stream[s])");
   emit(e, "  cudaStreamDestroy(c->stream[s]);");
   emit_close(e, "}");
+  if (emit_multi_gpu(e))
+    emit(e, "cudaSetDevice(0); /* as every call of a program on several GPUs leaves it */");
   emit(e, "free(c);");
   emit_close(e, "}");
   emit_blank(e);
