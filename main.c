@@ -57,7 +57,8 @@ static const char help_text[] =
     "\n"
     "Optimisation and scheduling:\n"
     "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
-    "  --schedule S           lios (default), ios, greedy, sequential, or hios (--gpus)\n"
+    "  --schedule S           lios (default), ios, greedy, sequential; with --gpus, hios\n"
+    "                         (default) or lios within each GPU\n"
     "  --streams N            use at most N CUDA streams\n"
     "  --prune R,S            IOS pruning: at most R operators per group, S groups per stage\n"
     "  --lios-priority P      rank (default) or paper\n"
@@ -600,8 +601,9 @@ static bool parse_args(int argc, char **argv, Config *c) {
   /* Without -o, only inspection makes sense. */
   const PassOptions *p = &c->passes;
   bool inspects = p->dump_after || p->stats || p->report || p->emit_schedule || p->emit_dot;
-  if (p->gpus > 1 && p->scheduler && strcmp(p->scheduler, "hios") != 0) {
-    opc_error("--gpus %d: the %s scheduler places on one GPU; use --schedule hios", p->gpus,
+  if (p->gpus > 1 && p->scheduler && strcmp(p->scheduler, "hios") != 0 &&
+      strcmp(p->scheduler, "lios") != 0) {
+    opc_error("--gpus %d: the %s scheduler plans one GPU; use --schedule hios or lios", p->gpus,
               p->scheduler);
     return false;
   }
