@@ -69,6 +69,12 @@ static const char help_text[] =
     "  --placement P          with --gpus: lp (HIOS-LP, default), round-robin or contiguous\n"
     "  --hios-window W        with --gpus: group at most W operators on one GPU (default 3)\n"
     "  --link-gbps X          bandwidth between two GPUs, GB/s (default: the device file's)\n"
+    "  --devices gpu,cpu      run each operator on the GPU or on the host CPU (HOPE), with\n"
+    "                         copies between them; the CPU's operators are opc's CPU kernels\n"
+    "  --partition P          with --devices gpu,cpu: ilp (HOPE's ILP, GLPK; default),\n"
+    "                         heuristic (HOPE's greedy search), alternate, gpu or cpu\n"
+    "  --cpu-cost-db FILE     measured latencies of the CPU program (its net --profile)\n"
+    "  --cpu-device NAME|FILE the host CPU's model (default cpu)\n"
     "  --no-merge             do not merge operators\n"
     "\n"
     "Serving several requests and models (more than one model, or --instances):\n"
@@ -445,6 +451,21 @@ static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
+static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
+
+/* --devices: the GPU alone, or the GPU and the host CPU (in either order). */
+static bool parse_devices(PassOptions *p, const char *v) {
+  if (strcmp(v, "gpu") == 0) {
+    p->cpu = false;
+    return true;
+  }
+  if (strcmp(v, "gpu,cpu") == 0 || strcmp(v, "cpu,gpu") == 0) {
+    p->cpu = true;
+    return true;
+  }
+  opc_error("--devices '%s': expected gpu or gpu,cpu", v);
+  return false;
+}
 
 /* One option; false after reporting a usage error. */
 static bool parse_option(Args *a, Config *c) {
@@ -503,6 +524,14 @@ static bool parse_option(Args *a, Config *c) {
     return v && one_of("--placement", v, placements) && set(&p->placement, v);
   else if (takes(a, "--link-gbps", &v))
     return v && parse_positive("--link-gbps", v, &p->link_gbps);
+  else if (takes(a, "--devices", &v))
+    return v && parse_devices(p, v);
+  else if (takes(a, "--partition", &v))
+    return v && one_of("--partition", v, partitions) && set(&p->partition, v);
+  else if (takes(a, "--cpu-cost-db", &v))
+    return set(&p->cpu_cost_db, v);
+  else if (takes(a, "--cpu-device", &v))
+    return set(&p->cpu_device, v);
   else if (takes(a, "--prune", &v))
     return v && parse_prune(c, v);
   else if (takes(a, "--lios-priority", &v))
@@ -605,6 +634,24 @@ static bool parse_args(int argc, char **argv, Config *c) {
       strcmp(p->scheduler, "lios") != 0) {
     opc_error("--gpus %d: the %s scheduler plans one GPU; use --schedule hios or lios", p->gpus,
               p->scheduler);
+    return false;
+  }
+  if (p->cpu && p->gpus > 1) {
+    opc_error("--devices gpu,cpu takes one GPU; --gpus %d places on several", p->gpus);
+    return false;
+  }
+  if (p->cpu && p->scheduler && strcmp(p->scheduler, "lios") != 0) {
+    opc_error("--devices gpu,cpu: the %s scheduler plans one device; use --schedule lios",
+              p->scheduler);
+    return false;
+  }
+  if (p->cpu && serving(c)) {
+    opc_error("--devices gpu,cpu: a program serving several requests or models runs on the GPU");
+    return false;
+  }
+  if (!p->cpu && (p->partition || p->cpu_cost_db || p->cpu_device)) {
+    opc_error("%s needs --devices gpu,cpu",
+              p->partition ? "--partition" : p->cpu_cost_db ? "--cpu-cost-db" : "--cpu-device");
     return false;
   }
   if (p->gpus > 1 && serving(c)) {

@@ -65,9 +65,13 @@ static const char *exe_dir(void) {
   return dir;
 }
 
+/* The CPU runtime's headers and library, and its prefixed build (a
+   --devices gpu,cpu program's CPU units call it beside real CUDA). */
 typedef struct RuntimePaths {
   char include[PATH_MAX];
   char lib[PATH_MAX];
+  char cpu_include[PATH_MAX]; /* where opc_cpu.h is */
+  char cpu_lib[PATH_MAX];     /* libopcrt_cpu.a */
 } RuntimePaths;
 
 /* The CPU runtime next to this opc: build tree first, then the install tree
@@ -79,34 +83,45 @@ static const RuntimePaths *runtime_paths(void) {
   const char *dir = exe_dir();
   snprintf(p.lib, sizeof p.lib, "%.3000s/runtime/libopcrt.a", dir);
   snprintf(p.include, sizeof p.include, "%.3000s/runtime/include", OPC_SOURCE_DIR);
+  snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/runtime/libopcrt_cpu.a", dir);
+  snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/runtime", dir);
   if (file_exists(p.lib))
     return &p;
   snprintf(p.lib, sizeof p.lib, "%.3000s/../%.500s/libopcrt.a", dir, OPC_LIBDIR);
   snprintf(p.include, sizeof p.include, "%.3000s/../%.500s/opc/runtime", dir, OPC_INCLUDEDIR);
+  snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/../%.500s/libopcrt_cpu.a", dir, OPC_LIBDIR);
+  snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/../%.500s/opc", dir, OPC_INCLUDEDIR);
   if (file_exists(p.lib))
     return &p;
   snprintf(p.lib, sizeof p.lib, "%.3000s/%.500s/libopcrt.a", OPC_PREFIX, OPC_LIBDIR);
   snprintf(p.include, sizeof p.include, "%.3000s/%.500s/opc/runtime", OPC_PREFIX, OPC_INCLUDEDIR);
+  snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/%.500s/libopcrt_cpu.a", OPC_PREFIX, OPC_LIBDIR);
+  snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/%.500s/opc", OPC_PREFIX, OPC_INCLUDEDIR);
   return &p;
 }
 
+/* Both targets also see the prefixed CPU runtime: a program without CPU
+   units includes nothing of it and links no member of it. */
 const char *target_cflags(Target t) {
-  static char flags[2 * PATH_MAX];
+  static char flags[3 * PATH_MAX];
+  const RuntimePaths *p = runtime_paths();
   if (t == TARGET_CUDA)
-    snprintf(flags, sizeof flags, "-I%s/include", OPC_CUDA_DIR);
+    snprintf(flags, sizeof flags, "-I%s/include -I%.4000s", OPC_CUDA_DIR, p->cpu_include);
   else
-    snprintf(flags, sizeof flags, "-I%.4000s", runtime_paths()->include);
+    snprintf(flags, sizeof flags, "-I%.4000s -I%.4000s", p->include, p->cpu_include);
   return flags;
 }
 
 const char *target_libs(Target t) {
-  static char libs[3 * PATH_MAX];
+  static char libs[4 * PATH_MAX];
+  const RuntimePaths *p = runtime_paths();
   if (t == TARGET_CUDA)
     snprintf(libs, sizeof libs,
-             "-L%s/lib64 -L%s/lib64/stubs -lcudnn -lcublas -lcudart -lcuda -lnvrtc -lm",
-             OPC_CUDA_DIR, OPC_CUDA_DIR);
+             "%.4000s -L%s/lib64 -L%s/lib64/stubs -lcudnn -lcublas -lcudart -lcuda -lnvrtc "
+             "-ldl -lpthread -lmvec -lm",
+             p->cpu_lib, OPC_CUDA_DIR, OPC_CUDA_DIR);
   else
-    snprintf(libs, sizeof libs, "%.4000s -ldl -lpthread -lmvec -lm%s%s", runtime_paths()->lib,
+    snprintf(libs, sizeof libs, "%.4000s %.4000s -ldl -lpthread -lmvec -lm%s%s", p->lib, p->cpu_lib,
              *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
   return libs;
 }

@@ -14,7 +14,7 @@
  */
 #include "emit.h"
 
-bool emit_multi_gpu(const Emitter *e) { return e->g->sched.ndevices > 1; }
+bool emit_multi_gpu(const Emitter *e) { return gpu_count(e->g) > 1; }
 
 int stream_device(const Emitter *e, int s) {
   for (int k = 0; k < e->g->sched.norder; k++)
@@ -136,10 +136,14 @@ void emit_device_teardown(Emitter *e) {
 }
 
 const char *device_arena(Emitter *e, int device) {
+  if (device > 0 && device == e->g->sched.host_device)
+    return "c->cpu_arena";
   return device > 0 && emit_multi_gpu(e) ? emit_str(e, "c->gpu_arena[%d]", device) : "c->arena";
 }
 
 const char *device_weights(Emitter *e) {
   int d = e->node ? e->node->device : 0;
+  if (d > 0 && d == e->g->sched.host_device)
+    return "c->cpu_weights";
   return d > 0 && emit_multi_gpu(e) ? emit_str(e, "c->gpu_weights[%d]", d) : "c->weights";
 }

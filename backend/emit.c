@@ -78,6 +78,14 @@ static void vemit(Emitter *e, FILE *f, int indent, const char *fmt, va_list ap) 
     e->failed = true;
     return;
   }
+  if (e->cpu_code) { /* the host CPU's code calls the CPU runtime's copy */
+    char *cpu = cpu_line(text);
+    free(text);
+    if (!(text = cpu)) {
+      e->failed = true;
+      return;
+    }
+  }
   /* Several lines at once keep their own relative layout. */
   char *line = text;
   for (;;) {
@@ -91,6 +99,8 @@ static void vemit(Emitter *e, FILE *f, int indent, const char *fmt, va_list ap) 
   }
   free(text);
 }
+
+Uses *used(Emitter *e) { return e->cpu_code ? &e->st->cpu : &e->st->gpu; }
 
 void emit(Emitter *e, const char *fmt, ...) {
   va_list ap;
@@ -166,11 +176,11 @@ const char *emit_float(Emitter *e, float v) {
 
 const char *emit_scalar(Emitter *e, float v) {
   if (v == 1.0f) {
-    e->st->uses_one = true;
+    e->st->gpu.one = true; /* plain floats: the CPU's code shares them */
     return "&one";
   }
   if (v == 0.0f && !signbit(v)) {
-    e->st->uses_zero = true;
+    e->st->gpu.zero = true;
     return "&zero";
   }
   return emit_str(e, "&(const float){%s}", emit_float(e, v));
@@ -514,7 +524,7 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   /* The message names the function; c->node, set where the node's code
      starts, names the node. */
   (void)n;
-  e->st->lib_used[lib] = true;
+  used(e)->lib[lib] = true;
   emit(e, "if (!%s(c, %s, \"%.*s\"))", lib_check_helper[lib], call, (int)strcspn(call, "( "), call);
   e->indent++;
   emit(e, "%s;", emit_fail(e));
@@ -528,29 +538,30 @@ const char *emit_node_label(Emitter *e, const Node *n) {
 
 /* ------------------------------------------------- streams and handles */
 
+/* In the host CPU's code, its own stream, handles and workspace. */
 const char *node_stream(Emitter *e, const Node *n) {
-  return emit_str(e, "c->stream[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", n->stream);
 }
 
 const char *node_cudnn(Emitter *e, const Node *n) {
-  e->st->uses_cudnn = true;
-  return emit_str(e, "c->cudnn[%d]", n->stream);
+  used(e)->cudnn = true;
+  return e->cpu_code ? "c->cpu_cudnn" : emit_str(e, "c->cudnn[%d]", n->stream);
 }
 
 const char *node_cublas(Emitter *e, const Node *n) {
-  e->st->uses_cublas = true;
-  return emit_str(e, "c->cublas[%d]", n->stream);
+  used(e)->cublas = true;
+  return e->cpu_code ? "c->cpu_cublas" : emit_str(e, "c->cublas[%d]", n->stream);
 }
 
 /* Workspace of the node's stream, sized in create() by the setup code. */
 const char *node_workspace(Emitter *e, const Node *n) {
-  e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace[%d]", n->stream);
+  used(e)->workspace = true;
+  return e->cpu_code ? "c->cpu_workspace" : emit_str(e, "c->workspace[%d]", n->stream);
 }
 
 const char *node_workspace_bytes(Emitter *e, const Node *n) {
-  e->st->uses_workspace = true;
-  return emit_str(e, "c->workspace_bytes[%d]", n->stream);
+  used(e)->workspace = true;
+  return e->cpu_code ? "c->cpu_workspace_bytes" : emit_str(e, "c->workspace_bytes[%d]", n->stream);
 }
 
 /* -------------------------------------------------------- descriptors */
@@ -586,8 +597,8 @@ const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int ra
     snprintf(dl + strlen(dl), sizeof dl - strlen(dl), "%s%lld", i ? ", " : "", (long long)d[i]);
     snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%lld", i ? ", " : "", (long long)s[i]);
   }
-  e->st->uses_make_tensor = true;
-  e->st->lib_used[LIB_CUDNN] = true;
+  used(e)->make_tensor = true;
+  used(e)->lib[LIB_CUDNN] = true;
   emit(e, "if (!make_tensor(c, &c->%s, %d, (const int[]){%s}, (const int[]){%s}))", field,
        out_rank, dl, sl);
   e->indent++;

@@ -33,6 +33,9 @@ typedef struct Emitter {
      and enqueue(). Print it through emit_fail(). */
   const char *fail;
   const Node *node; /* the node whose code is being printed, or NULL */
+  /* Printing code the host CPU runs (HOPE): every CUDA, cuDNN and cuBLAS
+     name gets the prefix of the CPU runtime's own build (cpu_prefix_line). */
+  bool cpu_code;
 } Emitter;
 
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -296,6 +299,15 @@ typedef struct NameSet {
   int cap, count;
 } NameSet;
 
+typedef struct Uses {
+  bool lib[LIB_COUNT];
+  bool cudnn, cublas, workspace, kernels;
+  bool one, zero, make_tensor;
+  bool pick_conv_algo, pick_deconv_algo;
+  bool conv_forms; /* a convolution chooses its fused form in create() */
+  bool failure;    /* the CPU's set-up code reports through cpu_failure() */
+} Uses;
+
 typedef struct EmitState {
   FILE *sec[SEC_COUNT];
   char *text[SEC_COUNT];
@@ -311,12 +323,9 @@ typedef struct EmitState {
   int *model_nweights;
   int64_t *model_weight_bytes;
 
-  /* What the assembled file must define because something used it. */
-  bool lib_used[LIB_COUNT];
-  bool uses_cudnn, uses_cublas, uses_workspace;
-  bool uses_one, uses_zero, uses_make_tensor;
-  bool uses_pick_conv_algo, uses_pick_deconv_algo;
-  bool uses_conv_forms; /* a convolution chooses its fused form in create() */
+  /* What the assembled file must define because something used it: the
+     GPU's code, and the host CPU's (HOPE), which has copies of its own. */
+  Uses gpu, cpu;
   const Node *fields_node; /* whose comment heads the last fields printed */
   Node **issued;           /* the nodes enqueue() issues, in order */
   int nissued, capissued;
@@ -331,6 +340,9 @@ typedef struct EmitState {
   /* What a node's setup code decided, for its run code: per node id. */
   void **node_data;
 } EmitState;
+
+/* What the code being printed uses: the GPU's, or in CPU code the CPU's. */
+Uses *used(Emitter *e);
 
 void emit_reserve_names(Emitter *e);
 /* Before the first context field of e->node: a comment naming the node. */
@@ -432,6 +444,19 @@ void emit_device_teardown(Emitter *e);
 const char *device_arena(Emitter *e, int device);  /* "c->arena", "c->gpu_arena[1]" */
 const char *device_weights(Emitter *e);            /* of the node being printed */
 void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
+/* cpu_units.c: the host CPU's part of a --devices gpu,cpu program (HOPE) */
+bool emit_has_cpu(const Emitter *e);
+bool node_is_cpu_code(const Emitter *e, const Node *n); /* a CPU unit, not a copy */
+char *cpu_prefix_line(const char *line); /* prefix_api.c: CUDA names get "cpu_" (malloc'd) */
+char *cpu_line(const char *line);        /* and net.c's helpers that take their types */
+void emit_cpu_fields(Emitter *e);
+void emit_cpu_memory(Emitter *e);     /* in create(): stream, handles, arena, weights */
+void emit_cpu_workspace(Emitter *e);  /* in create(): after the setups */
+void emit_cpu_teardown(Emitter *e);
+const char *emit_cpu_host_function(Emitter *e, const Node *n, const char *run);
+const char *emit_cpu_setup_fail(Emitter *e); /* the set-up code's failure statement */
+void emit_cpu_check(Emitter *e, const char *fail); /* after a synchronisation */
+void emit_cpu_helpers(Emitter *e);
 void emit_weights_loader(Emitter *e);   /* weights.c */
 
 /*

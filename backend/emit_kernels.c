@@ -33,6 +33,7 @@ static const KernelBlock *find_block(const char *name) {
 }
 
 void kernel_request(Emitter *e, const char *name) {
+  used(e)->kernels = true;
   for (int i = 0; i < e->nkernels; i++)
     if (strcmp(e->kernels[i], name) == 0)
       return;
@@ -249,11 +250,33 @@ void emit_kernel_source(Emitter *e) {
   }
   emit(e, "    \"\";");
   emit_blank(e);
-  emit_load_function(e);
+  if (e->st->gpu.kernels)
+    emit_load_function(e);
+  if (e->st->cpu.kernels) { /* the host CPU's copy: the CPU runtime's NVRTC and module */
+    emit_blank(e);
+    e->cpu_code = true;
+    emit_load_function(e);
+    e->cpu_code = false;
+  }
+}
+
+/* The host CPU's module: every kernel, under the CPU runtime's names. */
+static void emit_cpu_kernel_fields(Emitter *e) {
+  e->cpu_code = true;
+  emit_open(e, "struct {");
+  emit(e, "CUmodule module;");
+  for (int i = 0; i < e->nkernels; i++)
+    emit(e, "CUfunction %s;", e->kernels[i]);
+  emit_close(e, "} cpu_kernel; /* opc's own kernels, for the host CPU */");
+  e->cpu_code = false;
 }
 
 void emit_kernel_fields(Emitter *e) {
   if (e->nkernels == 0)
+    return;
+  if (e->st->cpu.kernels)
+    emit_cpu_kernel_fields(e);
+  if (!e->st->gpu.kernels)
     return;
   emit_open(e, "struct {");
   emit(e, "CUmodule module;");
@@ -268,6 +291,19 @@ void emit_kernel_fields(Emitter *e) {
 
 void emit_kernel_setup(Emitter *e) {
   if (e->nkernels == 0)
+    return;
+  if (e->st->cpu.kernels) {
+    e->cpu_code = true;
+    emit(e, "/* opc's own kernels for the host CPU: the CPU runtime's build of them. */");
+    emit(e, "if (load_kernels(&c->cpu_kernel.module, c->error, sizeof c->error) != 0)");
+    emit(e, "  %s;", emit_fail(e));
+    for (int i = 0; i < e->nkernels; i++)
+      emit_call(e, LIB_DRIVER, NULL,
+                "cuModuleGetFunction(&c->cpu_kernel.%s, c->cpu_kernel.module, \"%s\")",
+                e->kernels[i], e->kernels[i]);
+    e->cpu_code = false;
+  }
+  if (!e->st->gpu.kernels)
     return;
   if (emit_multi_gpu(e)) {
     emit(e, "/* opc's own kernels: a module per GPU, since a module belongs to the");
@@ -296,6 +332,14 @@ void emit_kernel_setup(Emitter *e) {
 void emit_kernel_teardown(Emitter *e) {
   if (e->nkernels == 0)
     return;
+  if (e->st->cpu.kernels) {
+    e->cpu_code = true;
+    emit(e, "if (c->cpu_kernel.module)");
+    emit(e, "  cuModuleUnload(c->cpu_kernel.module);");
+    e->cpu_code = false;
+  }
+  if (!e->st->gpu.kernels)
+    return;
   if (emit_multi_gpu(e)) {
     emit(e, "/* cuModuleUnload unloads from the current context: the module's GPU's */");
     emit(e, "for (int d = 0; d < GPU_COUNT; d++)");
@@ -321,7 +365,9 @@ void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char 
                     BLOCK_THREADS, MAX_BLOCKS);
   }
   emit(e, "void *params[] = {&a};");
-  const char *kernel = emit_multi_gpu(e) ? emit_str(e, "c->kernel[%d]", n->device) : "c->kernel";
+  const char *kernel = e->cpu_code          ? "c->cpu_kernel"
+                       : emit_multi_gpu(e) ? emit_str(e, "c->kernel[%d]", n->device)
+                                           : "c->kernel";
   emit_call(e, LIB_DRIVER, n, "cuLaunchKernel(%s.%s, %s, 1, 1, %d, 1, 1, 0, %s, params, NULL)",
             kernel, name, grid, BLOCK_THREADS, node_stream(e, n));
 }

@@ -73,13 +73,13 @@ void emit_struct(Emitter *e) {
   if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "%s *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
          staging_type(e->g), e->prefix);
-  if (st->uses_cudnn)
+  if (used(e)->cudnn)
     emit(e, "cudnnHandle_t cudnn[%d];", ns);
-  if (st->uses_cublas) {
+  if (used(e)->cublas) {
     emit(e, "cublasHandle_t cublas[%d];", ns);
     emit(e, "void *cublas_workspace[%d];", ns);
   }
-  if (st->uses_workspace) {
+  if (used(e)->workspace) {
     emit(e, "void *workspace[%d];", ns);
     emit(e, "size_t workspace_bytes[%d];", ns);
   }
@@ -89,6 +89,7 @@ void emit_struct(Emitter *e) {
     emit(e, "float *weights; /* every constant, from %s */", base_name(e, e->opt->weights_path));
   emit(e, "float *arena; /* every activation: %lld bytes */", (long long)e->g->arena_bytes);
   emit_device_fields(e);
+  emit_cpu_fields(e);
   if (e->g->serve) {
     emit(e, "void *io[IO_COUNT]; /* every copy's inputs, then outputs (io_info) */");
     emit(e, "unsigned char active[INSTANCE_COUNT]; /* the copies enqueue() issues */");
@@ -143,11 +144,11 @@ void emit_create(Emitter *e) {
     emit_set_device(e, "stream_device[s]");
   emit_call(e, LIB_CUDA, NULL, "cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking)");
   emit_call(e, LIB_CUDA, NULL, "cudaEventCreateWithFlags(&c->join[s], cudaEventDisableTiming)");
-  if (st->uses_cudnn) {
+  if (used(e)->cudnn) {
     emit_call(e, LIB_CUDNN, NULL, "cudnnCreate(&c->cudnn[s])");
     emit_call(e, LIB_CUDNN, NULL, "cudnnSetStream(c->cudnn[s], c->stream[s])");
   }
-  if (st->uses_cublas) {
+  if (used(e)->cublas) {
     emit_call(e, LIB_CUBLAS, NULL, "cublasCreate(&c->cublas[s])");
     emit_call(e, LIB_CUBLAS, NULL, "cublasSetStream(c->cublas[s], c->stream[s])");
     emit_call(e, LIB_CUBLAS, NULL, "cublasSetMathMode(c->cublas[s], %s)",
@@ -195,6 +196,7 @@ void emit_create(Emitter *e) {
   }
   emit_call(e, LIB_CUDA, NULL, "cudaMalloc((void **)&c->arena, %lld)", (long long)e->g->arena_bytes);
   emit_device_memory(e);
+  emit_cpu_memory(e);
   emit_blank(e);
   emit(e, "/* Buffers: activations in the arena, constants in the weights. */");
   fputs(st->text[SEC_BIND], e->f);
@@ -206,7 +208,7 @@ void emit_create(Emitter *e) {
     fputs(st->text[SEC_CREATE], e->f);
     emit(e, "c->node = NULL;");
   }
-  if (st->uses_workspace) {
+  if (used(e)->workspace) {
     emit(e, "for (int s = 0; s < %d; s++)", ns);
     emit(e, "  if (c->workspace_bytes[s] > 0 &&");
     if (emit_multi_gpu(e)) {
@@ -217,6 +219,7 @@ void emit_create(Emitter *e) {
     }
     emit(e, "    goto fail;");
   }
+  emit_cpu_workspace(e);
   if (e->nkernels > 0) {
     emit_blank(e);
     emit_kernel_setup(e);
@@ -235,10 +238,19 @@ void emit_create(Emitter *e) {
     emit_blank(e);
     emit(e, "/* One eager run first: cuDNN and cuBLAS initialise lazily on first use, which");
     emit(e, "   a capture does not allow, and a library error then names its node. */");
-    emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
-    emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ||");
-    emit(e, "    capture(c) != 0)");
-    emit(e, "  goto fail;");
+    if (emit_has_cpu(e)) {
+      emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
+      emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
+      emit(e, "  goto fail;");
+      emit_cpu_check(e, "goto fail");
+      emit(e, "if (capture(c) != 0)");
+      emit(e, "  goto fail;");
+    } else {
+      emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
+      emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ||");
+      emit(e, "    capture(c) != 0)");
+      emit(e, "  goto fail;");
+    }
   }
   emit(e, "return 0;");
   e->indent--;
@@ -269,7 +281,7 @@ static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
                                      copy_size(e, t), kind, stream)
                           : emit_str(e, "cudaMemcpyAsync(%s, %s, %s, %s, %s)", host, buf(e, t),
                                      copy_size(e, t), kind, stream);
-    e->st->lib_used[LIB_CUDA] = true;
+    used(e)->lib[LIB_CUDA] = true;
     emit(e, "if (!cuda_ok(c, %s, \"%s\"))", call, where);
     emit(e, "  return -1;");
   }
@@ -318,6 +330,7 @@ void emit_run(Emitter *e) {
   emit_copies(e, false, false, "c->stream[0]");
   emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
   emit(e, "  return -1;");
+  emit_cpu_check(e, "return -1");
   emit_staging(e, false);
   emit(e, "return 0;");
   emit_close(e, "}");
@@ -382,6 +395,7 @@ void emit_destroy(Emitter *e) {
   fputs(st->text[SEC_TEARDOWN], e->f);
   emit(e, "cudaFree(c->arena);");
   emit_device_teardown(e);
+  emit_cpu_teardown(e);
   if (e->g->serve) {
     emit(e, "for (int m = 0; m < MODEL_COUNT; m++)");
     emit(e, "  cudaFree(c->weights[m]);");
@@ -404,14 +418,14 @@ void emit_destroy(Emitter *e) {
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (emit_multi_gpu(e))
     emit(e, "cudaSetDevice(stream_device[s]); /* the handles' own GPU */");
-  if (st->uses_workspace)
+  if (used(e)->workspace)
     emit(e, "cudaFree(c->workspace[s]);");
-  if (st->uses_cublas) {
+  if (used(e)->cublas) {
     emit(e, "if (c->cublas[s])");
     emit(e, "  cublasDestroy(c->cublas[s]);");
     emit(e, "cudaFree(c->cublas_workspace[s]);");
   }
-  if (st->uses_cudnn) {
+  if (used(e)->cudnn) {
     emit(e, "if (c->cudnn[s])");
     emit(e, "  cudnnDestroy(c->cudnn[s]);");
   }

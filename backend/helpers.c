@@ -87,8 +87,7 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
  * A convolution with fused bias and relu runs as one cuDNN call only where
  * cuDNN accepts it: create() tries the forms in order (choose_form).
  */
-static void emit_form_helpers(Emitter *e) {
-  const char *p = e->prefix;
+static void emit_form_names(Emitter *e) {
   emit(e, "/* How a convolution with fused bias and relu runs, chosen in create(). */");
   emit(e, "enum { FORM_FUSED, FORM_FUSED_PRECOMP, FORM_SEPARATE };");
   emit(e, "static const char *const form_name[] = {");
@@ -97,6 +96,10 @@ static void emit_form_helpers(Emitter *e) {
   emit(e, "  \"separate convolution, bias and activation\",");
   emit(e, "};");
   emit_blank(e);
+}
+
+static void emit_form_helpers(Emitter *e) {
+  const char *p = e->prefix;
   emit(e, "/* Raises *workspace to what the fused call's fallback algorithm needs, where");
   emit(e, "   cuDNN offers it for this problem. */");
   emit(e, "static int precomp_workspace(%s_ctx *c, cudnnHandle_t h, cudnnTensorDescriptor_t x,", p);
@@ -141,18 +144,35 @@ static void emit_form_helpers(Emitter *e) {
 }
 
 void emit_check_helpers(Emitter *e) {
-  emit(e, "/* Keeps \"node 'NAME' (Op): CALL: MESSAGE\" for %s_error(). */", e->prefix);
+  /* The CPU's code keeps its messages apart: it runs in host functions,
+     while the host thread may be issuing and reporting (cpu_units.c). */
+  const char *error = e->cpu_code ? "cpu_error" : "error";
+  const char *node = e->cpu_code ? "cpu_node" : "node";
+  if (e->cpu_code)
+    emit(e, "/* Keeps a CPU unit's \"node 'NAME' (Op): CALL: MESSAGE\" for run(). */");
+  else
+    emit(e, "/* Keeps \"node 'NAME' (Op): CALL: MESSAGE\" for %s_error(). */", e->prefix);
   emit(e, "static void report(%s_ctx *c, const char *call, const char *message)", e->prefix);
   emit_open(e, "{");
-  emit(e, "if (c->node)");
-  emit(e, "  snprintf(c->error, sizeof c->error, \"%%s: %%s: %%s\", c->node, call, message);");
+  emit(e, "if (c->%s)", node);
+  emit(e, "  snprintf(c->%s, sizeof c->%s, \"%%s: %%s: %%s\", c->%s, call, message);", error, error,
+       node);
   emit(e, "else");
-  emit(e, "  snprintf(c->error, sizeof c->error, \"%%s: %%s\", call, message);");
+  emit(e, "  snprintf(c->%s, sizeof c->%s, \"%%s: %%s\", call, message);", error, error);
   emit_close(e, "}");
   emit_blank(e);
+  if (e->cpu_code && used(e)->failure) {
+    emit(e, "/* A CPU unit's set-up failed in create(): its message is the program's. */");
+    emit(e, "static int cpu_failure(%s_ctx *c)", e->prefix);
+    emit_open(e, "{");
+    emit(e, "snprintf(c->error, sizeof c->error, \"%%s\", c->cpu_error);");
+    emit(e, "return -1;");
+    emit_close(e, "}");
+    emit_blank(e);
+  }
   emit(e, "/* Each library's checking helper: reports a failure and returns 0. */");
   for (int lib = 0; lib < LIB_COUNT; lib++) {
-    if (!e->st->lib_used[lib])
+    if (!used(e)->lib[lib])
       continue;
     emit(e, "static int %s(%s_ctx *c, %s status, const char *call)", lib_check_helper[lib], e->prefix,
          lib_status_type[lib]);
@@ -168,7 +188,7 @@ void emit_check_helpers(Emitter *e) {
     emit_close(e, "}");
     emit_blank(e);
   }
-  if (e->st->uses_make_tensor) {
+  if (used(e)->make_tensor) {
     emit(e, "/* A float tensor descriptor with explicit dims and strides (4 to 8 dims). */");
     emit(e, "static int make_tensor(%s_ctx *c, cudnnTensorDescriptor_t *desc, int rank, const int *dims,",
          e->prefix);
@@ -180,21 +200,23 @@ void emit_check_helpers(Emitter *e) {
     emit_close(e, "}");
     emit_blank(e);
   }
-  if (e->st->uses_cublas) {
+  if (used(e)->cublas) {
     emit(e, "/* cuBLAS's workspace per stream (its recommendation for Hopper). */");
     emit(e, "static const size_t cublas_workspace_bytes = (size_t)32 << 20;");
     emit_blank(e);
   }
-  if (e->st->uses_pick_conv_algo || e->st->uses_pick_deconv_algo) {
+  if (used(e)->pick_conv_algo || used(e)->pick_deconv_algo) {
     emit(e, "/* The most workspace a convolution may ask for. */");
     emit(e, "static const size_t workspace_limit = (size_t)256 << 20;");
     emit_blank(e);
   }
-  if (e->st->uses_conv_forms)
+  if (!e->cpu_code && (e->st->gpu.conv_forms || e->st->cpu.conv_forms))
+    emit_form_names(e);
+  if (used(e)->conv_forms)
     emit_form_helpers(e);
-  if (e->st->uses_pick_conv_algo)
+  if (used(e)->pick_conv_algo)
     emit_pick_algo(e, "conv", "Forward", "Fwd", "x, w, conv, y", "cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w");
-  if (e->st->uses_pick_deconv_algo)
+  if (used(e)->pick_deconv_algo)
     emit_pick_algo(e, "deconv", "BackwardData", "BwdData", "w, x, conv, y",
                    "cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t x");
 }

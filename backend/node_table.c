@@ -313,7 +313,7 @@ void emit_node_table(Emitter *e) {
 void emit_profile(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
-  e->st->lib_used[LIB_CUDA] = true;
+  used(e)->lib[LIB_CUDA] = true;
   if (emit_multi_gpu(e)) {
     emit(e, "/* net_profile(): events time work on one GPU only, and this program spans");
     emit(e, "   several. */");

@@ -42,7 +42,7 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
   }
   e->f = f;
   e->indent = 1;
-  e->fail = "return -1";
+  e->fail = e->cpu_code ? emit_cpu_setup_fail(e) : "return -1";
   op->setup(e, n);
   fclose(f);
   if (len > 0) {
@@ -51,7 +51,7 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
     const char *device = emit_multi_gpu(e)
         ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(%d), \"cudaSetDevice\"))\n    return -1;\n",
                    n->device)
-        : "";
+        : e->cpu_code ? "  c->cpu_node = c->node;\n" : "";
     fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s%s  return 0;\n}\n\n",
             node_comment(e, n), fn, e->prefix, emit_node_label(e, n), device, text);
     fprintf(e->st->sec[SEC_CREATE], "  if (%s(c) != 0)\n    goto fail;\n", fn);
@@ -141,6 +141,8 @@ static void emit_node(Emitter *e, Node *n) {
     e->failed = true;
     return;
   }
+  bool cpu = node_is_cpu_code(e, n);
+  e->cpu_code = cpu;
   if (op->fields) {
     emit_fields_header(e);
     e->f = st->sec[SEC_FIELDS];
@@ -150,6 +152,8 @@ static void emit_node(Emitter *e, Node *n) {
   emit_node_setup(e, op, n);
 
   const char *run = emit_node_run(e, op, n);
+  e->cpu_code = false;
+  const char *host_fn = cpu ? emit_cpu_host_function(e, n, run) : NULL;
   e->f = st->sec[SEC_ENQUEUE];
   e->indent = 1;
   e->fail = "goto fail";
@@ -166,6 +170,14 @@ static void emit_node(Emitter *e, Node *n) {
     emit(e, "  %s;", emit_fail(e));
     emit_close(e, "}");
     emit_waits_and_record(e, n, false);
+  } else if (host_fn) {
+    emit(e, "if (!begin_node(c, %d, %s) ||", k, node_stream(e, n));
+    emit(e, "    !cuda_ok(c, cudaLaunchHostFunc(%s, %s, c), \"cudaLaunchHostFunc\"))",
+         node_stream(e, n), host_fn);
+    emit(e, "  %s;", emit_fail(e));
+    emit_waits_and_record(e, n, false);
+    emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
+    emit(e, "  %s;", emit_fail(e));
   } else {
     emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0)", k, node_stream(e, n), run);
     emit(e, "  %s;", emit_fail(e));
@@ -177,7 +189,9 @@ static void emit_node(Emitter *e, Node *n) {
   if (op->teardown) {
     e->f = st->sec[SEC_TEARDOWN];
     e->indent = 1;
+    e->cpu_code = cpu;
     op->teardown(e, n);
+    e->cpu_code = false;
   }
   e->node = NULL;
 }

@@ -251,10 +251,20 @@ static void copy_run_node(Emitter *e, Node *n) {
 static const OpEmitter copy_emitter = {
     .setup = copy_setup_node, .run = copy_run_node, .supports = copy_supports};
 
-/* A transfer between GPUs (node_is_transfer): the passes made its input
-   contiguous, so one peer copy moves it. */
+/* A transfer between devices (node_is_transfer): the passes made its input
+   contiguous, so one copy moves it: between GPUs a peer copy, between the
+   GPU and the host CPU one to or from the CPU's pinned arena. */
 static void transfer_run(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
+  int host = e->g->sched.host_device;
+  if (host > 0 && (n->device == host || tensor_device(x) == host)) {
+    bool to_cpu = n->device == host;
+    emit(e, "/* from the %s to the %s */", to_cpu ? "GPU" : "CPU", to_cpu ? "CPU" : "GPU");
+    emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), %s, %s)", buf(e, y),
+              buf(e, x), (long long)tensor_numel(y), dtype_c_type(y->dtype),
+              to_cpu ? "cudaMemcpyDeviceToHost" : "cudaMemcpyHostToDevice", node_stream(e, n));
+    return;
+  }
   emit(e, "/* from GPU %d to GPU %d */", tensor_device(x), n->device);
   emit_call(e, LIB_CUDA, n, "cudaMemcpyPeerAsync(%s, %d, %s, %d, %lld * sizeof(%s), %s)", buf(e, y),
             n->device, buf(e, x), tensor_device(x), (long long)tensor_numel(y),

@@ -280,14 +280,14 @@ static void conv_setup(Emitter *e, Node *n) {
   const char *algo = emit_unique(e, emit_str(e, "%s_algo", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "cudnnConvolutionFwdAlgo_t %s;", algo);
   p->algo = emit_str(e, "c->%s", algo);
-  e->st->uses_pick_conv_algo = true;
-  e->st->uses_workspace = true;
+  used(e)->pick_conv_algo = true;
+  used(e)->workspace = true;
   const char *x = p->use_scratch ? p->sd : p->xd;
   emit(e, "if (!pick_conv_algo(c, %s, %s, %s, %s, %s, &%s, &%s))", node_cudnn(e, n), x, p->wd,
        p->cd, p->yd, p->algo, node_workspace_bytes(e, n));
   emit(e, "  return -1;");
   if (p->fused) {
-    e->st->uses_conv_forms = true;
+    used(e)->conv_forms = true;
     const char *form = emit_unique(e, emit_str(e, "%s_form", node_id(e, n)));
     emit_to(e, SEC_FIELDS, "int %s; /* FORM_FUSED, FORM_FUSED_PRECOMP or FORM_SEPARATE */", form);
     p->form = emit_str(e, "c->%s", form);
@@ -327,13 +327,15 @@ static void emit_fused_conv(Emitter *e, Node *n, ConvPlan *p, const char *xd, co
   e->f = saved;
   e->indent = indent;
   emit_to(e, SEC_PREPARE, "c->node = \"%s\";", emit_node_label(e, n));
+  if (e->cpu_code)
+    emit_to(e, SEC_PREPARE, "c->cpu_node = c->node;");
   if (emit_multi_gpu(e)) {
     emit_to(e, SEC_PREPARE, "if (!cuda_ok(c, cudaSetDevice(%d), \"cudaSetDevice\"))", n->device);
     emit_to(e, SEC_PREPARE, "  goto fail;");
   }
   emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s))", fn, p->algo, node_stream(e, n),
           p->form);
-  emit_to(e, SEC_PREPARE, "  goto fail;");
+  emit_to(e, SEC_PREPARE, "  %s;", e->cpu_code ? emit_cpu_setup_fail(e) : "goto fail");
 }
 
 static void conv_run(Emitter *e, Node *n) {
@@ -391,8 +393,8 @@ static void deconv_setup(Emitter *e, Node *n) {
   const char *algo = emit_unique(e, emit_str(e, "%s_algo", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "cudnnConvolutionBwdDataAlgo_t %s;", algo);
   p->algo = emit_str(e, "c->%s", algo);
-  e->st->uses_pick_deconv_algo = true;
-  e->st->uses_workspace = true;
+  used(e)->pick_deconv_algo = true;
+  used(e)->workspace = true;
   emit(e, "if (!pick_deconv_algo(c, %s, %s, %s, %s, %s, &%s, &%s))", node_cudnn(e, n), p->wd,
        p->xd, p->cd, p->use_scratch ? p->sd : p->yd, p->algo, node_workspace_bytes(e, n));
   emit(e, "  return -1;");

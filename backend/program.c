@@ -200,6 +200,10 @@ static void emit_includes(Emitter *e) {
   emit(e, "#include <cublas_v2.h>");
   emit(e, "#include <nvrtc.h>");
   emit(e, "#include <nvtx3/nvToolsExt.h>");
+  if (emit_has_cpu(e)) {
+    emit(e, "/* The host CPU's units: opc's CPU runtime, its names prefixed with cpu_ */");
+    emit(e, "#include <opc_cpu.h>");
+  }
   emit_blank(e);
   emit(e, "#include \"%s\"", base_name(e, e->opt->h_path));
 }
@@ -235,11 +239,11 @@ static void emit_c_file(Emitter *e, FILE *f) {
     emit_serve_tables(e);
   emit_struct(e);
   emit_blank(e);
-  if (st->uses_one || st->uses_zero) {
+  if (e->st->gpu.one || e->st->gpu.zero) {
     emit(e, "/* Scaling factors of cuDNN and cuBLAS calls: host memory, read at the call. */");
-    if (st->uses_one)
+    if (e->st->gpu.one)
       emit(e, "static const float one = 1.0f;");
-    if (st->uses_zero)
+    if (e->st->gpu.zero)
       emit(e, "static const float zero = 0.0f;");
     emit_blank(e);
   }
@@ -280,6 +284,7 @@ static void emit_c_file(Emitter *e, FILE *f) {
   fclose(r);
   e->f = f;
   emit_check_helpers(e);
+  emit_cpu_helpers(e);
   fwrite(rest, 1, restlen, f);
   free(rest);
 }

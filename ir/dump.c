@@ -198,7 +198,7 @@ static const char *act_name(Activation a) {
 
 /* The IR's own fields, as ".key=value" after the node name; `issue` is
    the node's place in g->sched.order, -1 when the host does not issue it. */
-static void put_extras(FILE *f, const Node *n, int issue) {
+static void put_extras(FILE *f, const Graph *g, const Node *n, int issue) {
   if (act_name(n->act))
     fprintf(f, " .act=%s", act_name(n->act));
   if (n->act_alpha != 0) {
@@ -226,7 +226,9 @@ static void put_extras(FILE *f, const Node *n, int issue) {
     fprintf(f, " .group=%d", n->group);
   if (n->stream)
     fprintf(f, " .stream=%d", n->stream);
-  if (n->device)
+  if (node_on_cpu(g, n))
+    fprintf(f, " .cpu");
+  else if (n->device)
     fprintf(f, " .gpu=%d", n->device);
   if (issue >= 0)
     fprintf(f, " .issue=%d", issue);
@@ -280,7 +282,7 @@ static void put_node(FILE *f, const Graph *g, const Node *n, int issue) {
   }
   fputs(" name=", f);
   put_string(f, n->name);
-  put_extras(f, n, issue);
+  put_extras(f, g, n, issue);
   fputc('\n', f);
 }
 

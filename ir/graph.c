@@ -369,6 +369,15 @@ bool node_is_transfer(const Node *n) {
   return from >= 0 && from != n->device;
 }
 
+bool node_on_cpu(const Graph *g, const Node *n) {
+  return g->sched.host_device > 0 && n->device == g->sched.host_device;
+}
+
+int gpu_count(const Graph *g) {
+  int n = g->sched.ndevices > 0 ? g->sched.ndevices : 1;
+  return g->sched.host_device > 0 ? n - 1 : n;
+}
+
 /* ---------------------------------------------------------------- nodes */
 
 const Attr *node_attr(const Node *n, const char *name) {

@@ -382,7 +382,8 @@ struct Node {
   int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
   int nstage_waits;
   double cost_us;   /* predicted latency of this node alone */
-  int device;       /* GPU of the node (--gpus N; HIOS), 0 otherwise */
+  int device;       /* GPU of the node (--gpus N; HIOS), or Schedule.host_device (the
+                       host CPU: --devices gpu,cpu; HOPE); 0 otherwise */
 
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
@@ -438,7 +439,9 @@ typedef struct Schedule {
   const char *scheduler; /* "sequential", "greedy", "ios", "lios"; NULL before scheduling */
   int nstreams;
   int nevents;
-  int ndevices; /* GPUs the units are placed on (Node.device); 1 but for HIOS */
+  int ndevices; /* devices the units are placed on (Node.device); 1 but for HIOS and HOPE */
+  int host_device; /* the host CPU's device number (HOPE: --devices gpu,cpu); 0: none,
+                      device 0 being always a GPU */
   Stage *stages;
   int nstages;
   Node **order; /* every live non-view node, in the order the host issues them */
@@ -588,8 +591,13 @@ Tensor *tensor_storage(Tensor *t);
 /* The GPU holding t (--gpus N): its storage's writer's; 0 for a graph
    input; -1 for a constant, which each GPU reading it holds. */
 int tensor_device(const Tensor *t);
-/* An Identity reading another GPU's memory: a peer copy between GPUs. */
+/* An Identity reading another device's memory: a peer copy between GPUs,
+   or a copy between the GPU and the host CPU. */
 bool node_is_transfer(const Node *n);
+/* Whether the node runs on the host CPU (HOPE), beside the GPU. */
+bool node_on_cpu(const Graph *g, const Node *n);
+/* The GPUs the program runs on: its devices but the host CPU. */
+int gpu_count(const Graph *g);
 
 /* ------------------------------------------------------- node helpers */
 

@@ -600,6 +600,11 @@ static bool extra(Parser *ps, Node *n) {
     n->is_view = true;
     return true;
   }
+  if (strcmp(key, "cpu") == 0) { /* HOPE's host CPU: the device after GPU 0 */
+    n->device = 1;
+    ps->g->sched.host_device = 1;
+    return true;
+  }
   if (!expect(ps, '='))
     return false;
   double v;

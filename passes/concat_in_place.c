@@ -171,9 +171,9 @@ static bool slice_in_place(Graph *g, Node *n) {
 }
 
 bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  /* Writers of one storage must share a GPU; on several GPUs, a Concat's
-     producers are what HIOS spreads, so the Concat copies. */
-  if (opt->gpus > 1)
+  /* Writers of one storage must share a device; on several, a Concat's
+     producers are what HIOS and HOPE spread, so the Concat copies. */
+  if (opt->gpus > 1 || opt->cpu)
     return true;
   begin_rewrite(g);
   /* Outer Concats first, so that an inner one finds its output already a

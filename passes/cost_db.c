@@ -174,6 +174,11 @@ bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm) {
   Device dev;
   if (!device_load(opt->device, &dev))
     return false;
+  if (dev.is_cpu) {
+    opc_error("--device %s: a CPU's file; the GPU's goes here (the CPU's: --cpu-device)",
+              dev.name);
+    return false;
+  }
   if (opt->link_gbps > 0) {
     dev.link_gbps = opt->link_gbps;
     snprintf(dev.link, sizeof dev.link, "--link-gbps");
@@ -182,5 +187,17 @@ bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm) {
   cm->tf32 = opt->tf32;
   if (opt->cost_db && !(cm->db = cost_db_load(g->arena, opt->cost_db)))
     return false;
+  if (opt->cpu) {
+    if (!device_load(opt->cpu_device ? opt->cpu_device : "cpu", &cm->cpu))
+      return false;
+    if (!cm->cpu.is_cpu) {
+      opc_error("--cpu-device %s: a GPU's file; the host CPU's needs \"kind\": \"cpu\"",
+                cm->cpu.name);
+      return false;
+    }
+    cm->host_device = 1;
+    if (opt->cpu_cost_db && !(cm->cpu_db = cost_db_load(g->arena, opt->cpu_cost_db)))
+      return false;
+  }
   return true;
 }

@@ -200,18 +200,83 @@ static double analytic(const CostModel *cm, const Node *n, double *occ) {
   return memory_us(cm, n, occ);
 }
 
-double cost_node_us(const CostModel *cm, const Node *n) {
+/* Floating-point operations of the node's arithmetic, for the CPU model. */
+static double node_flops(const Node *n) {
+  bool operands = n->nin >= 2 && n->in[0] && n->in[1] && n->out[0];
+  switch (op_info(n->op)->cost) {
+  case COST_CONV: /* each output: C_in/group x kernel taps */
+    if (operands) {
+      const Tensor *x = n->in[0], *w = n->in[1];
+      double g = n->win.group > 0 ? (double)n->win.group : 1;
+      double cin = x->rank > 1 ? (double)x->dims[1] : 1;
+      return 2 * numel(n->out[0]) * spatial(w, 2) * cin / g;
+    }
+    break;
+  case COST_CONV_TRANSPOSE: /* each input: C_out/group x kernel taps */
+    if (operands) {
+      const Tensor *w = n->in[1];
+      return 2 * numel(n->in[0]) * (w->rank > 1 ? (double)w->dims[1] : 1) * spatial(w, 2);
+    }
+    break;
+  case COST_GEMM: {
+    const Tensor *a = n->in[0], *y = n->out[0];
+    if (a && y && a->rank >= 1)
+      return 2 * numel(y) * (double)a->dims[a->rank - 1];
+    break;
+  }
+  case COST_WINDOW: {
+    double window = 1;
+    for (int i = 0; i < n->win.nspatial; i++)
+      window *= (double)n->win.kernel[i];
+    return numel(n->out[0]) * window;
+  }
+  case COST_REDUCE:
+    return numel(n->in[0]);
+  case COST_MEMORY:
+    break;
+  }
+  return n->nout && n->out[0] ? numel(n->out[0]) : 0;
+}
+
+/* The host CPU: a fixed cost, then its arithmetic and its memory traffic. */
+static double cpu_node_us(const CostModel *cm, const Node *n) {
+  const Device *c = &cm->cpu;
+  double measured;
+  if (cost_db_lookup(cm->cpu_db, n, &measured))
+    return measured;
+  return c->cpu_op_us + node_flops(n) / (c->cpu_gflops * 1e3) +
+         node_bytes(n) / (c->mem_bandwidth_gbs * 1e3);
+}
+
+double cost_host_transfer_us(const CostModel *cm, int64_t bytes) {
+  return cm->dev.host_link_latency_us + (double)bytes / (cm->dev.host_link_gbps * 1e3);
+}
+
+static int64_t output_bytes(const Node *n) {
+  return tensor_numel(n->out[0]) * (int64_t)dtype_size(n->out[0]->dtype);
+}
+
+double cost_node_on(const CostModel *cm, const Node *n, bool cpu) {
   if (n->is_view || n->dead)
     return 0;
   if (cm->node_cost)
     return cm->node_cost(n);
-  if (node_is_transfer(n)) /* the link, not the GPU's memory */
-    return hios_transfer_us(cm, tensor_numel(n->out[0]) * (int64_t)dtype_size(n->out[0]->dtype)) -
-           cost_sync_us(cm);
+  if (node_is_transfer(n)) { /* the link, not the processors' memory */
+    bool host = cm->host_device > 0 && (n->device == cm->host_device ||
+                                        tensor_device(n->in[0]) == cm->host_device);
+    return host ? cost_host_transfer_us(cm, output_bytes(n))
+                : hios_transfer_us(cm, output_bytes(n)) - cost_sync_us(cm);
+  }
+  if (cpu)
+    return cpu_node_us(cm, n);
   double measured;
   if (cost_db_lookup(cm->db, n, &measured))
     return measured;
   return analytic(cm, n, NULL);
+}
+
+double cost_node_us(const CostModel *cm, const Node *n) {
+  return cost_node_on(cm, n, cm->host_device > 0 && n->device == cm->host_device);
 }
 
 double cost_occupancy(const CostModel *cm, const Node *n) {
@@ -221,6 +286,8 @@ double cost_occupancy(const CostModel *cm, const Node *n) {
     return cm->node_occupancy(n);
   if (node_is_transfer(n))
     return 0;
+  if (cm->host_device > 0 && n->device == cm->host_device)
+    return 1; /* each of its operators spreads over every core */
   double occ = 0;
   analytic(cm, n, &occ);
   return occ;

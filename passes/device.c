@@ -31,7 +31,12 @@ static const Device calibration_defaults = {
     .link = "nvlink4",
     .link_gbps = 450,
     .link_latency_us = 2.0,
+    /* PCIe 5.0 x16 as pinned copies sustain it; the latency includes the
+       host function that hands a CPU unit its turn */
+    .host_link_gbps = 25,
+    .host_link_latency_us = 10,
 };
+
 
 static bool get_number(json_t *root, const char *key, bool required, double *out,
                        const char *where) {
@@ -53,6 +58,20 @@ static bool get_number(json_t *root, const char *key, bool required, double *out
   return true;
 }
 
+/* A host CPU ("kind": "cpu"): its rates for the CPU cost model (HOPE). */
+static bool cpu_parse(json_t *root, const char *where, Device *dev) {
+  *dev = (Device){.is_cpu = true};
+  snprintf(dev->name, sizeof dev->name, "%s", json_string_value(json_object_get(root, "name")));
+  bool ok = get_number(root, "gflops", true, &dev->cpu_gflops, where) &&
+            get_number(root, "mem_bandwidth_gbs", true, &dev->mem_bandwidth_gbs, where) &&
+            get_number(root, "op_us", true, &dev->cpu_op_us, where);
+  if (ok && (dev->cpu_gflops <= 0 || dev->mem_bandwidth_gbs <= 0)) {
+    opc_error("%s: a CPU's gflops and mem_bandwidth_gbs must be positive", where);
+    ok = false;
+  }
+  return ok;
+}
+
 bool device_parse(const char *text, const char *where, Device *dev) {
   json_error_t err;
   json_t *root = json_loads(text, 0, &err);
@@ -71,6 +90,16 @@ bool device_parse(const char *text, const char *where, Device *dev) {
   }
   if (ok)
     snprintf(dev->name, sizeof dev->name, "%s", json_string_value(name));
+  json_t *kind = ok ? json_object_get(root, "kind") : NULL;
+  if (kind && !(json_is_string(kind) && (strcmp(json_string_value(kind), "cpu") == 0 ||
+                                         strcmp(json_string_value(kind), "gpu") == 0))) {
+    opc_error("%s: \"kind\" must be \"gpu\" or \"cpu\"", where);
+    ok = false;
+  } else if (kind && strcmp(json_string_value(kind), "cpu") == 0) {
+    ok = cpu_parse(root, where, dev);
+    json_decref(root);
+    return ok;
+  }
   json_t *link = ok ? json_object_get(root, "link") : NULL;
   if (link && !json_is_string(link)) {
     opc_error("%s: \"link\" must be a string", where);
@@ -104,6 +133,8 @@ bool device_parse(const char *text, const char *where, Device *dev) {
       {"interference", &dev->interference, false},
       {"link_gbps", &dev->link_gbps, false},
       {"link_latency_us", &dev->link_latency_us, false},
+      {"host_link_gbps", &dev->host_link_gbps, false},
+      {"host_link_latency_us", &dev->host_link_latency_us, false},
   };
   for (size_t i = 0; ok && i < sizeof fields / sizeof fields[0]; i++)
     ok = get_number(root, fields[i].key, fields[i].required, fields[i].field, where);
@@ -114,7 +145,7 @@ bool device_parse(const char *text, const char *where, Device *dev) {
   if (dev->sm_count < 1 || dev->peak_fp32_tflops <= 0 || dev->mem_bandwidth_gbs <= 0 ||
       dev->tile_m < 1 || dev->tile_n < 1 || dev->blocks_per_sm <= 0 ||
       dev->gemm_efficiency <= 0 || dev->memory_efficiency <= 0 || dev->threads_per_sm <= 0 ||
-      dev->interference > 1 || dev->link_gbps <= 0) {
+      dev->interference > 1 || dev->link_gbps <= 0 || dev->host_link_gbps <= 0) {
     opc_error("%s: device figures out of range (sm_count, peaks, bandwidths and "
               "efficiencies must be positive, interference at most 1)", where);
     return false;

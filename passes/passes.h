@@ -27,6 +27,10 @@ typedef struct PassOptions {
   const char *placement;     /* --placement lp|round-robin|contiguous (HIOS) */
   int window;                /* --hios-window W: most units grouped on one GPU */
   double link_gbps;          /* --link-gbps: overrides the device file's link; 0: keep */
+  bool cpu;                  /* --devices gpu,cpu: units also on the host CPU (HOPE) */
+  const char *partition;     /* --partition ilp|heuristic|alternate|gpu|cpu (HOPE) */
+  const char *cpu_cost_db;   /* --cpu-cost-db FILE: the CPU program's measured latencies */
+  const char *cpu_device;    /* --cpu-device NAME|FILE: the CPU's model; NULL: "cpu" */
 } PassOptions;
 
 /* What the passes of one compile share (pass.h): cost model, unit graph. */

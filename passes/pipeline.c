@@ -28,7 +28,7 @@ static const Pass pipeline[] = {
     {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */
     {"concat-in-place", true, true, pass_concat_in_place},
     {"merge-convs", true, true, pass_merge_convs},
-    {"place-devices", false, true, pass_place_devices}, /* --gpus N */
+    {"place-devices", false, true, pass_place_devices}, /* --gpus N, --devices gpu,cpu */
     {"schedule", false, false, pass_schedule},
     {"sync", false, false, pass_sync},
     {"plan-memory", false, false, pass_plan_memory},

@@ -1,6 +1,9 @@
 /*
  * place_devices.c - `--gpus N`: puts every unit on one GPU (HIOS-LP, see
  * sched_hios.c) and makes every move between GPUs an explicit unit.
+ * `--devices gpu,cpu` does the same with the GPU and the host CPU (HOPE's
+ * partition, see sched_hope.c): the CPU is device 1 (Schedule.host_device)
+ * and a move between them is a copy through pinned host memory.
  *
  * After it, every tensor lives on one GPU (tensor_device): a unit's
  * output on the unit's GPU, a graph input on GPU 0, a constant on the GPU
@@ -19,9 +22,16 @@
 #include "pass.h"
 #include "rewrite.h"
 
+/* "x_gpu1", "x_dense0", or on the host CPU "x_cpu", "x_dense_cpu". */
 static const char *suffixed(Graph *g, const char *name, const char *what, int device) {
   char buf[512];
-  snprintf(buf, sizeof buf, "%s_%s%d", name, what, device);
+  bool cpu = g->sched.host_device > 0 && device == g->sched.host_device;
+  if (cpu && strcmp(what, "gpu") == 0)
+    snprintf(buf, sizeof buf, "%s_cpu", name);
+  else if (cpu)
+    snprintf(buf, sizeof buf, "%s_%s_cpu", name, what);
+  else
+    snprintf(buf, sizeof buf, "%s_%s%d", name, what, device);
   char *s = arena_alloc(g->arena, strlen(buf) + 1);
   strcpy(s, buf);
   return s;
@@ -107,19 +117,49 @@ static Tensor *value_on(Graph *g, Copies *c, Tensor *t, int device) {
   return k;
 }
 
+/* HOPE's partition between the GPU (device 0) and the host CPU (device 1). */
+static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d) {
+  HopeCosts c;
+  for (int p = 0; p < HOPE_PROCESSORS; p++) {
+    c.run[p] = arena_alloc(g->arena, sizeof(double) * ((size_t)d->n + 1));
+    for (int u = 0; u < d->n; u++)
+      c.run[p][u] = cost_node_on(cm, d->unit[u], p == HOPE_CPU);
+  }
+  double **xfer = arena_alloc(g->arena, sizeof(double *) * ((size_t)d->n + 1));
+  for (int v = 0; v < d->n; v++) {
+    xfer[v] = arena_alloc(g->arena, sizeof(double) * ((size_t)d->npred[v] + 1));
+    for (int k = 0; k < d->npred[v]; k++)
+      xfer[v][k] = cost_host_transfer_us(cm, hios_edge_bytes(d, v, k));
+  }
+  c.xfer = xfer;
+  HopePlan plan;
+  if (!hope_plan(d, &c, opt->partition ? opt->partition : "ilp", 0, g->arena, &plan))
+    return false;
+  g->sched.ndevices = 2;
+  g->sched.host_device = 1;
+  for (int u = 0; u < d->n; u++)
+    d->unit[u]->device = plan.device[u] == HOPE_CPU ? 1 : 0;
+  return true;
+}
+
 bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  if (opt->gpus <= 1)
+  if (opt->gpus <= 1 && !opt->cpu)
     return true;
   const CostModel *cm = pass_cost_model(ctx);
   if (!cm)
     return false;
   SchedDeps *d = pass_deps(ctx);
-  SchedOptions o;
-  sched_options_from(opt, &o);
-  MultiGpuPlan plan;
-  hios_plan(d, cm, hios_transfer_costs(d, cm), opt->gpus, o.placement, o.window, NULL, &plan);
-  for (int u = 0; u < d->n; u++)
-    d->unit[u]->device = plan.device[u];
+  if (opt->cpu) {
+    if (!place_on_cpu(g, opt, cm, d))
+      return false;
+  } else {
+    SchedOptions o;
+    sched_options_from(opt, &o);
+    MultiGpuPlan plan;
+    hios_plan(d, cm, hios_transfer_costs(d, cm), opt->gpus, o.placement, o.window, NULL, &plan);
+    for (int u = 0; u < d->n; u++)
+      d->unit[u]->device = plan.device[u];
+  }
   /* a view lives where its storage does (tensor_device); its node, which
      issues nothing, says so too */
   for (int i = 0; i < g->nnodes; i++) {

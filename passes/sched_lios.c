@@ -51,8 +51,10 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
     int u = ready[best];
     ready[best] = ready[--nready];
     int first = d->unit[u]->device * x, pick = first;
+    /* the host CPU runs one unit at a time, each over all its cores */
+    int here = o->host_device > 0 && d->unit[u]->device == o->host_device ? 1 : x;
     double pick_finish = 0;
-    for (int s = first; s < first + x; s++) {
+    for (int s = first; s < first + here; s++) {
       double start = free_at[s];
       for (int k = 0; k < d->npred[u]; k++) {
         int q = d->pred[u][k];

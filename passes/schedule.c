@@ -79,6 +79,13 @@ void sched_options_from(const PassOptions *opt, SchedOptions *o) {
     o->scheduler = "hios";
   o->placement = opt->placement ? opt->placement : "lp";
   o->window = opt->window > 0 ? opt->window : 3;
+  o->host_device = 0;
+  if (opt->cpu) { /* the GPU and the host CPU: two devices, LIOS on each */
+    o->gpus = 2;
+    o->host_device = 1;
+    if (!opt->scheduler)
+      o->scheduler = "lios";
+  }
 }
 
 /*
@@ -136,6 +143,7 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
   }
   s->scheduler = def->name;
   s->ndevices = 1;
+  s->host_device = 0;
   s->mapped_us = p->mapped_us;
   s->nstages = p->nstages;
   s->stages = arena_alloc(a, sizeof(Stage) * ((size_t)p->nstages + 1));
@@ -294,8 +302,10 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
     return false;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   store_plan(g, d, &plan, def);
-  if (plan.device)
+  if (plan.device) {
     g->sched.ndevices = o->gpus;
+    g->sched.host_device = o->host_device;
+  }
   store_listing(g);
   assign_streams(g, d, def, o->streams);
   /* LIOS's own makespan ignores contention; predict it like the program runs.

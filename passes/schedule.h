@@ -44,6 +44,15 @@ typedef struct Device {
   char link[32];           /* "nvlink4", "pcie5", ... */
   double link_gbps;        /* bandwidth of one peer copy, GB/s */
   double link_latency_us;  /* fixed cost of one peer copy */
+  /* the GPU's link to the host (HOPE, --devices gpu,cpu): one pinned copy */
+  double host_link_gbps;
+  double host_link_latency_us; /* with the host function that hands over */
+
+  /* A host CPU's file ("kind": "cpu") fills only these, mem_bandwidth_gbs
+     and name. */
+  bool is_cpu;
+  double cpu_gflops; /* float32 GFLOP/s convolutions and GEMMs sustain, all cores */
+  double cpu_op_us;  /* fixed cost of one operator: waking the threads, its set-up */
 } Device;
 
 /* Loads NAME (looked up among the installed device files) or a FILE path;
@@ -65,6 +74,11 @@ typedef struct CostModel {
   double (*node_occupancy)(const Node *n);
   /* --cost-db: a unit whose key is here costs what was measured; NULL: none. */
   const CostDb *db;
+  /* HOPE (--devices gpu,cpu): units on device host_device (> 0) run on the
+     host CPU `cpu`, measured in cpu_db where it has them. */
+  int host_device;
+  Device cpu;
+  const CostDb *cpu_db;
 } CostModel;
 
 void cost_model_init(CostModel *cm, const Device *dev);
@@ -91,8 +105,12 @@ typedef struct ConvShape {
 } ConvShape;
 
 double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy);
-/* Predicted latency of one node alone; views cost 0. */
+/* Predicted latency of one node alone, on its device; views cost 0. */
 double cost_node_us(const CostModel *cm, const Node *n);
+/* The same on the GPU (cpu false) or the host CPU, wherever it is placed. */
+double cost_node_on(const CostModel *cm, const Node *n, bool cpu);
+/* One copy of `bytes` between the GPU and the host, pinned. */
+double cost_host_transfer_us(const CostModel *cm, int64_t bytes);
 /* Fraction of the GPU the node's work can fill, in [0, 1]. */
 double cost_occupancy(const CostModel *cm, const Node *n);
 
@@ -143,6 +161,7 @@ typedef struct SchedOptions {
   int gpus;              /* HIOS: GPUs to place on (1: one) */
   const char *placement; /* HIOS: "lp" (the paper's), "round-robin", "contiguous" */
   int window;            /* HIOS: most units grouped on one GPU */
+  int host_device;       /* HOPE: the host CPU's device (one stream there); 0: none */
 } SchedOptions;
 
 /*
@@ -214,6 +233,40 @@ void hios_plan(const SchedDeps *d, const CostModel *cm, double *const *xfer, int
 /* The latency of a given placement and grouping (device[u] < 0: left out). */
 double hios_evaluate(const SchedDeps *d, const CostModel *cm, double *const *xfer, int ndev,
                      const int *device, const int *item);
+
+/*
+ * HOPE: the GPU and the host CPU together (sched_hope.c). Each processor
+ * runs one unit at a time; a unit whose producer ran on the other processor
+ * first receives that producer's output, which costs the receiver xfer
+ * (the paper's Eq. 1: the transfer belongs to the receiving unit).
+ */
+enum { HOPE_GPU = 0, HOPE_CPU = 1, HOPE_PROCESSORS = 2 };
+
+typedef struct HopeCosts {
+  double *run[HOPE_PROCESSORS]; /* per unit: time on that processor; INFINITY: cannot */
+  double *const *xfer;          /* xfer[v][k]: moving what pred[v][k] writes across */
+} HopeCosts;
+
+typedef struct HopePlan {
+  int *device;       /* per unit: HOPE_GPU or HOPE_CPU */
+  double *start;     /* per unit, predicted */
+  int *order;        /* units by predicted start: the order on each processor */
+  double latency_us; /* predicted end of the last unit */
+  int subgraphs;     /* "ilp": subgraphs solved (HOPE's Alg. 1 partition) */
+  int optimal;       /* "ilp": subgraphs GLPK proved optimal */
+} HopePlan;
+
+/* method: "ilp" (Sec. 2, GLPK, over subgraphs of at most subgraph_units),
+   "heuristic" (Sec. 3, greedy top-K with node merging), "alternate" (units
+   in topological order, GPU, CPU, GPU...), "gpu" or "cpu" (all on one).
+   Reports an error (GLPK failure) and returns false. */
+bool hope_plan(const SchedDeps *d, const HopeCosts *c, const char *method, int subgraph_units,
+               Arena *a, HopePlan *out);
+/* The latency of a given placement: each processor takes its units in
+   `order` (NULL: d's topological order), each as early as it can. start may
+   be NULL. */
+double hope_evaluate(const SchedDeps *d, const HopeCosts *c, const int *device, const int *order,
+                     double *start);
 
 /* Runs the named scheduler and writes g->sched and every unit's fields,
    streams included; d is g's unit graph with cm's costs. */

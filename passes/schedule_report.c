@@ -21,6 +21,17 @@ typedef struct Transfer {
   double us;
 } Transfer;
 
+/* "gpu1", or "cpu" for HOPE's host CPU. */
+static const char *device_label(const Graph *g, int device) {
+  static char buf[4][16];
+  static int next;
+  if (g->sched.host_device > 0 && device == g->sched.host_device)
+    return "cpu";
+  char *b = buf[next++ % 4];
+  snprintf(b, sizeof buf[0], "gpu%d", device);
+  return b;
+}
+
 static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
   if (g->sched.ndevices <= 1)
     return 0;
@@ -34,7 +45,9 @@ static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
         continue;
       if (out) {
         int64_t bytes = hios_edge_bytes(d, v, k);
-        out[count] = (Transfer){from, to, bytes, hios_transfer_us(cm, bytes)};
+        double us = g->sched.host_device > 0 ? cost_host_transfer_us(cm, bytes)
+                                             : hios_transfer_us(cm, bytes);
+        out[count] = (Transfer){from, to, bytes, us};
       }
       count++;
     }
@@ -106,9 +119,9 @@ static json_t *transfers_json(Graph *g, PassContext *ctx) {
   for (int i = 0; i < n; i++) {
     json_t *x = json_object();
     json_object_set_new(x, "from", json_string(t[i].from->name));
-    json_object_set_new(x, "from_device", json_integer(t[i].from->device));
+    json_object_set_new(x, "from_device", json_string(device_label(g, t[i].from->device)));
     json_object_set_new(x, "to", json_string(t[i].to->name));
-    json_object_set_new(x, "to_device", json_integer(t[i].to->device));
+    json_object_set_new(x, "to_device", json_string(device_label(g, t[i].to->device)));
     json_object_set_new(x, "bytes", json_integer(t[i].bytes));
     json_object_set_new(x, "predicted_us", json_real(t[i].us));
     json_array_append_new(list, x);
@@ -189,8 +202,8 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
       for (const char *c = n->name; *c; c++)
         fprintf(f, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
       if (sc->ndevices > 1)
-        fprintf(f, "\\n%s  %.1f us  gpu%d s%d\", fillcolor=\"%s\"];\n", op_name(n->op),
-                n->cost_us, n->device, n->stream, stream_colour(n->device));
+        fprintf(f, "\\n%s  %.1f us  %s s%d\", fillcolor=\"%s\"];\n", op_name(n->op),
+                n->cost_us, device_label(g, n->device), n->stream, stream_colour(n->device));
       else
         fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), n->cost_us,
                 n->stream, stream_colour(n->stream));
@@ -218,7 +231,7 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
 /* Per GPU: its units and their work; then the transfers between GPUs. */
 static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
   const Schedule *sc = &g->sched;
-  fprintf(f, "%6s %6s %12s\n", "gpu", "units", "busy_us");
+  fprintf(f, "%6s %6s %12s\n", "device", "units", "busy_us");
   for (int dev = 0; dev < sc->ndevices; dev++) {
     int units = 0;
     double busy = 0;
@@ -227,7 +240,7 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
         units++;
         busy += sc->order[k]->cost_us;
       }
-    fprintf(f, "%6d %6d %12.2f\n", dev, units, busy);
+    fprintf(f, "%6s %6d %12.2f\n", device_label(g, dev), units, busy);
   }
   int n;
   Transfer *t = all_transfers(g, ctx, &n);
@@ -238,13 +251,22 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
     us += t[i].us;
   }
   const CostModel *cm = pass_cost_model(ctx);
+  bool host = sc->host_device > 0;
   fprintf(f, "transfers: %d, %.1f KB, %.2f us predicted in all (%s, %.1f GB/s, %.1f us each)\n",
-          n, (double)bytes / 1024, us, cm->dev.link, cm->dev.link_gbps, cm->dev.link_latency_us);
+          n, (double)bytes / 1024, us, host ? "host link" : cm->dev.link,
+          host ? cm->dev.host_link_gbps : cm->dev.link_gbps,
+          host ? cm->dev.host_link_latency_us : cm->dev.link_latency_us);
   for (int i = 0; i < n; i++)
-    fprintf(f, "  gpu%d -> gpu%d %10.1f KB %8.2f us  %s -> %s\n", t[i].from->device,
-            t[i].to->device, (double)t[i].bytes / 1024, t[i].us, t[i].from->name, t[i].to->name);
+    fprintf(f, "  %4s -> %-4s %10.1f KB %8.2f us  %s -> %s\n", device_label(g, t[i].from->device),
+            device_label(g, t[i].to->device), (double)t[i].bytes / 1024, t[i].us,
+            t[i].from->name, t[i].to->name);
   free(t);
-  if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
+  if (host)
+    fprintf(f, "placed on the GPU and the host CPU (%s) by HOPE's %s partition; %s on the GPU, "
+               "one unit at a time on the CPU\n",
+            cm->cpu.name, ctx->opt->partition ? ctx->opt->partition : "ilp",
+            sc->scheduler ? sc->scheduler : "none");
+  else if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
     fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
             sc->ndevices, sc->mapped_us, sc->predicted_us);
   else

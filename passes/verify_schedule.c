@@ -364,7 +364,7 @@ bool verify_placement(Graph *g) {
     Node *n = g->sched.order[k];
     if (n->stream >= 0 && n->stream < 64) {
       if (device_of[n->stream] >= 0 && device_of[n->stream] != n->device) {
-        ir_error(g, n, "on GPU %d, but its stream %d is GPU %d's", n->device, n->stream,
+        ir_error(g, n, "on device %d, but its stream %d is device %d's", n->device, n->stream,
                  device_of[n->stream]);
         return false;
       }
@@ -375,8 +375,8 @@ bool verify_placement(Graph *g) {
     for (int i = 0; i < n->nin; i++) {
       Tensor *t = n->in[i];
       if (t && tensor_device(t) >= 0 && tensor_device(t) != n->device) {
-        ir_error(g, n, "on GPU %d, reads '%s' on GPU %d without a transfer", n->device, t->name,
-                 tensor_device(t));
+        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", n->device,
+                 t->name, tensor_device(t));
         return false;
       }
     }

@@ -5,7 +5,7 @@ set -eu
 
 # clang, libclang-rt-dev (libFuzzer) and time: the fuzz targets (tools/fuzz.sh).
 debs="meson ninja-build pkg-config gcc libprotobuf-c-dev protobuf-c-compiler
-libjansson-dev libonnx-dev libonnx-testdata libopenblas-dev libdnnl2 python3
+libjansson-dev libglpk-dev libonnx-dev libonnx-testdata libopenblas-dev libdnnl2 python3
 clang libclang-rt-dev time"
 missing=""
 for p in $debs; do

@@ -36,6 +36,11 @@ CONFIGS = {
     # every unit in turn on another GPU: a transfer on nearly every edge;
     # LIOS's streams within each GPU
     "gpus4": ["--gpus", "4", "--placement", "round-robin", "--schedule", "lios"],
+    # the GPU and the host CPU (HOPE): every other unit on the CPU, a copy on
+    # nearly every edge; then the ILP's own partition
+    "hope-alternate": ["--devices", "gpu,cpu", "--partition", "alternate"],
+    "hope-ilp": ["--devices", "gpu,cpu", "--partition", "ilp",
+                 "--cpu-device", str(HERE / "cpu_as_fast.json")],
 }
 
 
@@ -75,6 +80,7 @@ CUDA_VARIANTS = {
     "direct-fp32": ["--no-cuda-graph"],
     "direct-tf32": ["--no-cuda-graph", "--precision", "tf32"],
     "graph-fp32-gpus2": ["--gpus", "2"],
+    "graph-fp32-hope": ["--devices", "gpu,cpu", "--partition", "alternate"],
 }
 
 

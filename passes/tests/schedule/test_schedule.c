@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../pass.h"
 
@@ -735,6 +736,301 @@ static void test_hios_place(void) {
   }
 }
 
+/* ------------------------------------------------------------- HOPE */
+
+/* Per-vertex costs (vertex v is unit unit_of(d, v)) into per-unit arrays. */
+static HopeCosts hope_costs(const SchedDeps *d, const double *gpu, const double *cpu,
+                            double (*by_edge)[MAXN]) {
+  HopeCosts c;
+  c.run[HOPE_GPU] = arena_alloc(d->g->arena, sizeof(double) * ((size_t)d->n + 1));
+  c.run[HOPE_CPU] = arena_alloc(d->g->arena, sizeof(double) * ((size_t)d->n + 1));
+  for (int u = 0; u < d->n; u++) {
+    int v = atoi(d->unit[u]->name + 1) - 1;
+    c.run[HOPE_GPU][u] = gpu[v];
+    c.run[HOPE_CPU][u] = cpu[v];
+  }
+  c.xfer = edge_xfer(d, by_edge);
+  return c;
+}
+
+/* GPU times 1..40; the CPU's much slower, much faster or comparable. */
+static void hope_random_costs(int n, double *gpu, double *cpu) {
+  for (int v = 0; v < n; v++) {
+    gpu[v] = 1 + floor(uniform() * 40);
+    double kind = uniform();
+    if (kind < 0.3)
+      cpu[v] = gpu[v] * (3 + floor(uniform() * 6));
+    else if (kind < 0.6)
+      cpu[v] = 1 + floor(gpu[v] / (3 + uniform() * 5));
+    else
+      cpu[v] = 1 + floor(gpu[v] * (0.5 + uniform() * 1.5));
+  }
+}
+
+static void hope_random_xfer(int n, double (*by_edge)[MAXN]) {
+  double scale = 0.1 + uniform() * 1.1;
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++)
+      by_edge[a][b] = floor(uniform() * 20 * scale);
+}
+
+/* A plan is a placement honouring INFINITY and a topological order whose
+   evaluation is the plan's latency and start times. */
+static void check_hope_plan(const SchedDeps *d, const HopeCosts *c, const HopePlan *plan,
+                            const char *what) {
+  int n = d->n, at[MAXN * 4];
+  for (int u = 0; u < n; u++)
+    at[u] = -1;
+  for (int i = 0; i < n; i++) {
+    CHECK(plan->order[i] >= 0 && plan->order[i] < n && at[plan->order[i]] < 0,
+          "%s: order is not a permutation", what);
+    at[plan->order[i]] = i;
+  }
+  for (int u = 0; u < n; u++) {
+    CHECK(plan->device[u] == HOPE_GPU || plan->device[u] == HOPE_CPU, "%s: unit %d on %d", what,
+          u, plan->device[u]);
+    for (int k = 0; k < d->npred[u]; k++)
+      CHECK(at[d->pred[u][k]] < at[u], "%s: unit %d ordered before its producer", what, u);
+  }
+  double start[MAXN * 4];
+  double again = hope_evaluate(d, c, plan->device, plan->order, start);
+  CHECK(again == plan->latency_us, "%s: plan says %g, evaluation %g", what, plan->latency_us,
+        again);
+  for (int u = 0; u < n; u++)
+    CHECK(start[u] == plan->start[u], "%s: unit %d starts at %g, evaluation %g", what, u,
+          plan->start[u], start[u]);
+}
+
+/* Brute force: every topological order (recursively) times every placement. */
+static const SchedDeps *hb_d;
+static const HopeCosts *hb_c;
+static int hb_order[MAXN];
+static double hb_best;
+static long hb_evaluations;
+
+static void hope_brute_orders(int depth, unsigned placed) {
+  int n = hb_d->n;
+  if (depth == n) {
+    int dev[MAXN];
+    for (unsigned mask = 0; mask < 1u << n; mask++) {
+      for (int u = 0; u < n; u++)
+        dev[u] = (mask >> u) & 1;
+      double t = hope_evaluate(hb_d, hb_c, dev, hb_order, NULL);
+      hb_evaluations++;
+      if (t < hb_best)
+        hb_best = t;
+    }
+    return;
+  }
+  for (int v = 0; v < n; v++) {
+    bool ready = !(placed >> v & 1);
+    for (int k = 0; k < hb_d->npred[v] && ready; k++)
+      ready = placed >> hb_d->pred[v][k] & 1;
+    if (!ready)
+      continue;
+    hb_order[depth] = v;
+    hope_brute_orders(depth + 1, placed | 1u << v);
+  }
+}
+
+static double hope_brute(const SchedDeps *d, const HopeCosts *c) {
+  hb_d = d;
+  hb_c = c;
+  hb_best = INFINITY;
+  hope_brute_orders(0, 0);
+  return hb_best;
+}
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Random small DAGs: HOPE's ILP (one subgraph) against the best of every
+ * placement and every topological order under hope_evaluate; the greedy
+ * heuristic never below it.
+ */
+static void test_hope_brute(void) {
+  double ratio_sum = 0, worst = 1, ilp_s = 0, brute_s = 0;
+  int trials = 60, optimal = 0;
+  hb_evaluations = 0;
+  for (int trial = 0; trial < trials; trial++) {
+    int n = 3 + trial % 6; /* 3..8 */
+    Dag dag = random_dag(n, 0.2 + uniform() * 0.4);
+    double gpu[MAXN], cpu[MAXN];
+    static double by_edge[MAXN][MAXN];
+    hope_random_costs(n, gpu, cpu);
+    hope_random_xfer(n, by_edge);
+    Graph *g = dag_graph(&dag, gpu, NULL);
+    SchedDeps *d = deps_build(g, NULL);
+    HopeCosts c = hope_costs(d, gpu, cpu, by_edge);
+    double t0 = seconds_now();
+    double best = hope_brute(d, &c);
+    double t1 = seconds_now();
+    HopePlan ilp, heur;
+    bool ok = hope_plan(d, &c, "ilp", n, g->arena, &ilp);
+    double t2 = seconds_now();
+    brute_s += t1 - t0;
+    ilp_s += t2 - t1;
+    CHECK(ok, "trial %d: the ilp failed", trial);
+    if (!ok) {
+      graph_free(g);
+      continue;
+    }
+    CHECK(ilp.subgraphs == 1, "trial %d: %d subgraphs", trial, ilp.subgraphs);
+    optimal += ilp.optimal;
+    CHECK(ilp.optimal == 1, "trial %d: GLPK did not prove optimality", trial);
+    check_hope_plan(d, &c, &ilp, "ilp");
+    CHECK(fabs(ilp.latency_us - best) <= 1e-6 * best, "trial %d (%d units): ilp %g, brute force %g",
+          trial, n, ilp.latency_us, best);
+    CHECK(hope_plan(d, &c, "heuristic", 0, g->arena, &heur), "trial %d: heuristic failed", trial);
+    check_hope_plan(d, &c, &heur, "heuristic");
+    CHECK(heur.latency_us >= best - 1e-9, "trial %d: heuristic %g below the optimum %g", trial,
+          heur.latency_us, best);
+    double r = heur.latency_us / best;
+    ratio_sum += r;
+    if (r > worst)
+      worst = r;
+    graph_free(g);
+  }
+  printf("HOPE ilp: %d/%d proved optimal, equal to brute force; %.3f s ilp, %.3f s brute force "
+         "(%ld evaluations)\n",
+         optimal, trials, ilp_s, brute_s, hb_evaluations);
+  printf("HOPE heuristic over the optimum: mean %.3f, worst %.3f (%d DAGs)\n",
+         ratio_sum / trials, worst, trials);
+}
+
+/* The plan of one method on d, checked; its latency. */
+static double hope_run(const SchedDeps *d, const HopeCosts *c, const char *method, int parts,
+                       HopePlan *plan) {
+  bool ok = hope_plan(d, c, method, parts, d->g->arena, plan);
+  CHECK(ok, "method %s failed", method);
+  if (!ok)
+    return NAN;
+  check_hope_plan(d, c, plan, method);
+  return plan->latency_us;
+}
+
+static Dag dag_of_edges(int n, const int (*edges)[2], int nedges) {
+  Dag dag = {.n = n};
+  for (int e = 0; e < nedges; e++)
+    dag.edge[edges[e][0]][edges[e][1]] = true;
+  return dag;
+}
+
+static void test_hope_methods(void) {
+  static double by_edge[MAXN][MAXN];
+  HopePlan plan;
+  /* two chains v1-v3 and v4-v6: the second much faster on the CPU */
+  static const int chains[4][2] = {{0, 1}, {1, 2}, {3, 4}, {4, 5}};
+  Dag dag = dag_of_edges(6, chains, 4);
+  double gpu[MAXN] = {10, 10, 10, 10, 10, 10}, cpu[MAXN] = {100, 100, 100, 5, 5, 5};
+  for (int a = 0; a < MAXN; a++)
+    for (int b = 0; b < MAXN; b++)
+      by_edge[a][b] = 1;
+  Graph *g = dag_graph(&dag, gpu, NULL);
+  SchedDeps *d = deps_build(g, NULL);
+  HopeCosts c = hope_costs(d, gpu, cpu, by_edge);
+  const char *searches[] = {"ilp", "heuristic"};
+  for (int m = 0; m < 2; m++) {
+    double t = hope_run(d, &c, searches[m], 0, &plan);
+    CHECK(t == 30, "chains, %s: latency %g, not 30", searches[m], t);
+    for (int v = 0; v < 6; v++)
+      CHECK(plan.device[unit_of(d, v)] == (v < 3 ? HOPE_GPU : HOPE_CPU), "chains, %s: v%d on %d",
+            searches[m], v + 1, plan.device[unit_of(d, v)]);
+  }
+  CHECK(hope_run(d, &c, "gpu", 0, &plan) == 60, "chains all on the GPU: %g", plan.latency_us);
+  CHECK(hope_run(d, &c, "cpu", 0, &plan) == 315, "chains all on the CPU: %g", plan.latency_us);
+  /* "alternate": GPU, CPU, GPU... in d's topological order */
+  double t = hope_run(d, &c, "alternate", 0, &plan);
+  int alt[MAXN];
+  for (int u = 0; u < d->n; u++) {
+    alt[u] = u % 2;
+    CHECK(plan.device[u] == u % 2, "alternate: unit %d on %d", u, plan.device[u]);
+  }
+  CHECK(t == hope_evaluate(d, &c, alt, NULL, NULL), "alternate: %g", t);
+  /* an unknown method */
+  int errors = ir_error_count();
+  fprintf(stderr, "(an error about method 'magic' is expected)\n");
+  CHECK(!hope_plan(d, &c, "magic", 0, g->arena, &plan), "method 'magic' accepted");
+  CHECK(ir_error_count() == errors + 1, "method 'magic': no error reported");
+  graph_free(g);
+
+  /* fork-join v1 -> v2..v5 -> v6: the CPU helps with cheap transfers only */
+  static const int fork[8][2] = {{0, 1}, {0, 2}, {0, 3}, {0, 4},
+                                 {1, 5}, {2, 5}, {3, 5}, {4, 5}};
+  dag = dag_of_edges(6, fork, 8);
+  double fgpu[MAXN] = {10, 10, 10, 10, 10, 10}, fcpu[MAXN] = {12, 12, 12, 12, 12, 12};
+  g = dag_graph(&dag, fgpu, NULL);
+  d = deps_build(g, NULL);
+  c = hope_costs(d, fgpu, fcpu, by_edge); /* transfers 1 */
+  double cheap = hope_run(d, &c, "ilp", 0, &plan), best = hope_brute(d, &c);
+  CHECK(cheap < 60 && cheap == best, "fork-join, cheap transfers: ilp %g, optimum %g", cheap,
+        best);
+  for (int a = 0; a < MAXN; a++)
+    for (int b = 0; b < MAXN; b++)
+      by_edge[a][b] = 1e4;
+  c = hope_costs(d, fgpu, fcpu, by_edge);
+  CHECK(hope_run(d, &c, "ilp", 0, &plan) == 60, "fork-join, huge transfers: %g",
+        plan.latency_us);
+  for (int u = 0; u < d->n; u++)
+    CHECK(plan.device[u] == HOPE_GPU, "fork-join, huge transfers: unit %d on the CPU", u);
+  CHECK(hope_run(d, &c, "heuristic", 0, &plan) == 60, "fork-join heuristic, huge transfers: %g",
+        plan.latency_us);
+
+  /* INFINITY: v2 only on the CPU, v3 only on the GPU, even against the costs */
+  for (int a = 0; a < MAXN; a++)
+    for (int b = 0; b < MAXN; b++)
+      by_edge[a][b] = 1;
+  fgpu[1] = INFINITY;
+  fcpu[1] = 100;
+  fcpu[2] = INFINITY;
+  fgpu[2] = 100;
+  c = hope_costs(d, fgpu, fcpu, by_edge);
+  for (int m = 0; m < 2; m++) {
+    double lat = hope_run(d, &c, searches[m], 0, &plan);
+    CHECK(isfinite(lat), "INFINITY, %s: latency %g", searches[m], lat);
+    CHECK(plan.device[unit_of(d, 1)] == HOPE_CPU && plan.device[unit_of(d, 2)] == HOPE_GPU,
+          "INFINITY, %s: v2 on %d, v3 on %d", searches[m], plan.device[unit_of(d, 1)],
+          plan.device[unit_of(d, 2)]);
+  }
+  CHECK(hope_run(d, &c, "gpu", 0, &plan) == INFINITY, "all on the GPU with v2 CPU-only: %g",
+        plan.latency_us);
+  fcpu[1] = INFINITY; /* v2 runs nowhere */
+  c = hope_costs(d, fgpu, fcpu, by_edge);
+  errors = ir_error_count();
+  fprintf(stderr, "(an error about unit 'v2' is expected)\n");
+  CHECK(!hope_plan(d, &c, "ilp", 0, g->arena, &plan), "a unit that runs nowhere accepted");
+  CHECK(ir_error_count() == errors + 1, "a unit that runs nowhere: no error reported");
+  graph_free(g);
+
+  /* ~60 units: the ILP over Alg. 1's subgraphs of at most 12 */
+  int n = 60;
+  dag = random_dag(n, 0.06);
+  double rgpu[MAXN], rcpu[MAXN];
+  hope_random_costs(n, rgpu, rcpu);
+  hope_random_xfer(n, by_edge);
+  g = dag_graph(&dag, rgpu, NULL);
+  d = deps_build(g, NULL);
+  c = hope_costs(d, rgpu, rcpu, by_edge);
+  double t0 = seconds_now();
+  double ilp = hope_run(d, &c, "ilp", 12, &plan);
+  double t1 = seconds_now();
+  int subgraphs = plan.subgraphs, optimal = plan.optimal;
+  double heur = hope_run(d, &c, "heuristic", 0, &plan);
+  double t2 = seconds_now();
+  double on_gpu = hope_run(d, &c, "gpu", 0, &plan), on_cpu = hope_run(d, &c, "cpu", 0, &plan);
+  double single = on_gpu < on_cpu ? on_gpu : on_cpu;
+  CHECK(subgraphs >= (n + 11) / 12, "%d units in %d subgraphs of at most 12", n, subgraphs);
+  CHECK(ilp <= single + 1e-9, "%d units: ilp %g above one processor alone %g", n, ilp, single);
+  printf("HOPE on %d units: ilp %.1f (%d subgraphs, %d proved optimal, %.2f s), heuristic %.1f "
+         "(%.4f s), all GPU %.1f, all CPU %.1f\n",
+         n, ilp, subgraphs, optimal, t1 - t0, heur, t2 - t1, on_gpu, on_cpu);
+  graph_free(g);
+}
+
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   struct {
@@ -743,7 +1039,8 @@ int main(int argc, char **argv) {
   } tests[] = {{"ios3", test_ios3},   {"lios10", test_lios10}, {"random", test_random},
                {"brute", test_brute}, {"sync", test_sync},     {"views", test_views},
                {"verify", test_verify}, {"hios-fig4", test_hios_fig4},
-               {"hios-brute", test_hios_brute}, {"hios-place", test_hios_place}};
+               {"hios-brute", test_hios_brute}, {"hios-place", test_hios_place},
+               {"hope-brute", test_hope_brute}, {"hope-methods", test_hope_methods}};
   bool ran = false;
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (strcmp(which, "all") == 0 || strcmp(which, tests[i].name) == 0) {
