@@ -117,6 +117,37 @@ static Tensor *value_on(Graph *g, Copies *c, Tensor *t, int device) {
   return k;
 }
 
+/*
+ * LIOS's makespan of a partition: the GPU's units on its streams, the
+ * CPU's on one lane, each unit also paying the copies it receives (as in
+ * HOPE's model). HOPE's model runs one unit at a time on the GPU too, so
+ * its best partition may offload units that the GPU's streams would have
+ * overlapped for free; this is the check against that.
+ */
+static double lios_makespan(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d,
+                            const HopeCosts *c, const int *device) {
+  double *saved = malloc(sizeof(double) * ((size_t)d->n + 1));
+  for (int u = 0; u < d->n; u++) {
+    saved[u] = d->cost[u];
+    d->unit[u]->device = device[u];
+    d->cost[u] = c->run[device[u]][u];
+    for (int k = 0; k < d->npred[u]; k++)
+      if (device[d->pred[u][k]] != device[u])
+        d->cost[u] += c->xfer[u][k];
+  }
+  SchedOptions o;
+  sched_options_from(opt, &o);
+  StagePlan p;
+  plan_init(&p, g->arena, d->n);
+  sched_lios(d, cm, &o, &p);
+  for (int u = 0; u < d->n; u++) {
+    d->cost[u] = saved[u];
+    d->unit[u]->device = 0;
+  }
+  free(saved);
+  return p.mapped_us;
+}
+
 /* HOPE's partition between the GPU (device 0) and the host CPU (device 1). */
 static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d) {
   HopeCosts c;
@@ -132,13 +163,26 @@ static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, 
       xfer[v][k] = cost_host_transfer_us(cm, hios_edge_bytes(d, v, k));
   }
   c.xfer = xfer;
+  const char *method = opt->partition ? opt->partition : "ilp";
   HopePlan plan;
-  if (!hope_plan(d, &c, opt->partition ? opt->partition : "ilp", 0, g->arena, &plan))
+  if (!hope_plan(d, &c, method, 0, g->arena, &plan))
     return false;
-  g->sched.ndevices = 2;
-  g->sched.host_device = 1;
+  int *gpu = calloc((size_t)d->n + 1, sizeof(int));
+  Schedule *s = &g->sched;
+  s->hope_model_us = plan.latency_us;
+  s->hope_partition_us = lios_makespan(g, opt, cm, d, &c, plan.device);
+  s->hope_gpu_us = lios_makespan(g, opt, cm, d, &c, gpu);
+  /* a chosen partition (not a forced one) stays only where it pays */
+  bool chosen = strcmp(method, "ilp") == 0 || strcmp(method, "heuristic") == 0;
+  bool offloads = false;
   for (int u = 0; u < d->n; u++)
-    d->unit[u]->device = plan.device[u] == HOPE_CPU ? 1 : 0;
+    offloads |= plan.device[u] == HOPE_CPU;
+  s->hope_kept_gpu = chosen && offloads && s->hope_gpu_us <= s->hope_partition_us;
+  s->ndevices = 2;
+  s->host_device = 1;
+  for (int u = 0; u < d->n; u++)
+    d->unit[u]->device = !s->hope_kept_gpu && plan.device[u] == HOPE_CPU ? 1 : 0;
+  free(gpu);
   return true;
 }
 

@@ -14,9 +14,11 @@
  * solved by GLPK, over subgraphs of at most `subgraph_units` units cut by
  * the upward-rank partition (Alg. 1) and solved one after another in
  * topological order. "heuristic" is Sec. 3: short units merged into their
- * producer's super-op, then the greedy top-K search (Alg. 2). Whatever the
- * method, the plan's latency and start times are hope_evaluate's of the
- * returned placement and order, so the numbers always agree.
+ * producer's super-op, then the greedy top-K search (Alg. 2). Both keep
+ * all-GPU or all-CPU instead when that is strictly faster (the searches
+ * are myopic; see keep_single_if_faster). Whatever the method, the plan's
+ * latency and start times are hope_evaluate's of the returned placement
+ * and order, so the numbers always agree.
  */
 #include <glpk.h>
 #include <math.h>
@@ -49,14 +51,14 @@ typedef struct Hope {
   const HopeCosts *c;
   int n;
   Arena *scratch;
-  int *device;  /* per unit, -1 until placed */
+  int *device; /* per unit, -1 until placed */
   double *start, *end;
   double free_at[HOPE_PROCESSORS];
   int *order, norder;
   /* scratch, reset after each use */
-  int *slot;   /* a unit's place in the part or subgraph at hand, else -1 */
-  int *pos;    /* order_by_key's */
-  double *key; /* GLPK's start times */
+  int *slot;             /* a unit's place in the part or subgraph at hand, else -1 */
+  int *pos;              /* order_by_key's */
+  double *key, *key_end; /* start and end times to order by */
 } Hope;
 
 static double xfer(const HopeCosts *c, int v, int k) { return c->xfer ? c->xfer[v][k] : 0; }
@@ -100,17 +102,32 @@ static void hope_init(Hope *h, const SchedDeps *d, const HopeCosts *c) {
   h->slot = arena_alloc(h->scratch, sizeof(int) * n);
   h->pos = arena_alloc(h->scratch, sizeof(int) * n);
   h->key = arena_alloc(h->scratch, sizeof(double) * n);
+  h->key_end = arena_alloc(h->scratch, sizeof(double) * n);
   for (int v = 0; v < d->n; v++)
     h->device[v] = h->slot[v] = h->pos[v] = -1;
 }
 
 /*
- * units[0..m) (a topological order, closed under producers together with
- * what is already placed) reordered by key, smallest first, ties by unit
- * index, but never before a producer: a key that a solver's tolerance
- * leaves slightly out of order cannot break the topological order.
+ * a before b: the earlier start, then the earlier end (on one processor an
+ * equal start means that a unit of no length went first), then the lower
+ * index. Values within tol count as equal.
  */
-static void order_by_key(const Hope *h, int *units, int m, const double *key) {
+static bool key_before(const double *start, const double *end, double tol, int a, int b) {
+  if (fabs(start[a] - start[b]) > tol)
+    return start[a] < start[b];
+  if (fabs(end[a] - end[b]) > tol)
+    return end[a] < end[b];
+  return a < b;
+}
+
+/*
+ * units[0..m) (a topological order, closed under producers together with
+ * what is already placed) reordered by key_before, but never before a
+ * producer: times that a solver's tolerance leaves slightly out of order
+ * cannot break the topological order.
+ */
+static void order_by_key(const Hope *h, int *units, int m, const double *start, const double *end,
+                         double tol) {
   const SchedDeps *d = h->d;
   int *waiting = arena_alloc(h->scratch, sizeof(int) * ((size_t)m + 1));
   int *slot = h->pos, *out = arena_alloc(h->scratch, sizeof(int) * ((size_t)m + 1));
@@ -122,8 +139,7 @@ static void order_by_key(const Hope *h, int *units, int m, const double *key) {
   for (int r = 0; r < m; r++) {
     int best = -1;
     for (int i = 0; i < m; i++)
-      if (waiting[i] == 0 && (best < 0 || key[units[i]] < key[units[best]] ||
-                              (key[units[i]] == key[units[best]] && units[i] < units[best])))
+      if (waiting[i] == 0 && (best < 0 || key_before(start, end, tol, units[i], units[best])))
         best = i;
     int v = units[best];
     out[r] = v;
@@ -201,8 +217,8 @@ double hope_evaluate(const SchedDeps *d, const HopeCosts *c, const int *device, 
 /* ----------------------------------------------------- Alg. 1: partition */
 
 typedef struct Parts {
-  int *units;     /* every unit once, part after part */
-  int *first;     /* part i is units[first[i] .. first[i + 1]) */
+  int *units; /* every unit once, part after part */
+  int *first; /* part i is units[first[i] .. first[i + 1]) */
   int nparts, nunits;
 } Parts;
 
@@ -607,6 +623,7 @@ static bool solve_part(Hope *h, int *units, int m, bool *optimal) {
   bool solved = status == GLP_OPT || status == GLP_FEAS;
   for (int i = 0; i < m && solved; i++) {
     h->key[units[i]] = glp_mip_col_val(lp, col_st(&q, i));
+    h->key_end[units[i]] = h->key[units[i]] + glp_mip_col_val(lp, col_t(&q, i));
     chosen[i] = glp_mip_col_val(lp, col_b(i, HOPE_CPU)) > 0.5 ? HOPE_CPU : HOPE_GPU;
   }
   glp_delete_prob(lp);
@@ -624,7 +641,7 @@ static bool solve_part(Hope *h, int *units, int m, bool *optimal) {
   }
   *optimal = status == GLP_OPT;
   int *sorted = arena_dup(h->scratch, units, sizeof(int) * (size_t)m);
-  order_by_key(h, sorted, m, h->key);
+  order_by_key(h, sorted, m, h->key, h->key_end, 1e-7 * (1 + ub)); /* GLPK's tolerance */
   for (int i = 0; i < m; i++) { /* chosen[] is by place in `units` */
     int v = sorted[i], at = 0;
     while (units[at] != v)
@@ -693,9 +710,9 @@ static int *merge_short_units(Hope *h) {
 typedef struct Greedy {
   Hope *h;
   int *leader;
-  int *first, *next;  /* super-op members in topological order, linked */
-  double *ready;      /* per leader: its producers' latest end */
-  int *waiting;       /* per leader: producers not placed yet */
+  int *next;     /* the next member of a super-op, topological order; -1: the last */
+  double *ready; /* per leader: its producers' latest end */
+  int *waiting;  /* per leader: producers not placed yet */
 } Greedy;
 
 /* A super-op's time on p: the leader with its transfers, then the members. */
@@ -768,7 +785,6 @@ static void plan_heuristic(Hope *h) {
   const SchedDeps *d = h->d;
   int n = h->n;
   Greedy g = {.h = h, .leader = merge_short_units(h)};
-  g.first = arena_alloc(h->scratch, sizeof(int) * ((size_t)n + 1));
   g.next = arena_alloc(h->scratch, sizeof(int) * ((size_t)n + 1));
   g.ready = arena_alloc(h->scratch, sizeof(double) * ((size_t)n + 1));
   g.waiting = arena_alloc(h->scratch, sizeof(int) * ((size_t)n + 1));
@@ -814,8 +830,35 @@ static void finish_plan(Hope *h, Arena *a, HopePlan *out) {
   out->start = arena_alloc(a, sizeof(double) * sz);
   out->order = arena_dup(a, h->order, sizeof(int) * sz);
   hope_evaluate(h->d, h->c, out->device, out->order, out->start);
-  order_by_key(h, out->order, n, out->start);
+  for (int v = 0; v < n; v++)
+    h->key_end[v] = out->start[v] + duration(h->d, h->c, out->device, v, out->device[v]);
+  order_by_key(h, out->order, n, out->start, h->key_end, 0);
   out->latency_us = hope_evaluate(h->d, h->c, out->device, out->order, out->start);
+}
+
+/*
+ * Both searches are myopic: a subgraph's ILP minimises its own end, and
+ * the greedy search the end of K units, neither counting what their
+ * placement costs the units after them in transfers. On dense graphs
+ * (every unit reading from many earlier ones) that can make a mixed
+ * placement worse than one processor alone, so the searches keep a single
+ * processor's plan when it is strictly faster.
+ */
+static void keep_single_if_faster(Hope *h) {
+  int n = h->n;
+  double best = hope_evaluate(h->d, h->c, h->device, h->order, NULL);
+  int *all = arena_alloc(h->scratch, sizeof(int) * ((size_t)n + 1));
+  for (int p = 0; p < HOPE_PROCESSORS; p++) {
+    for (int v = 0; v < n; v++)
+      all[v] = p;
+    double t = hope_evaluate(h->d, h->c, all, NULL, NULL);
+    if (t < best) {
+      best = t;
+      memcpy(h->device, all, sizeof(int) * (size_t)n);
+      for (int v = 0; v < n; v++)
+        h->order[v] = v;
+    }
+  }
 }
 
 bool hope_plan(const SchedDeps *d, const HopeCosts *c, const char *method, int subgraph_units,
@@ -845,6 +888,8 @@ bool hope_plan(const SchedDeps *d, const HopeCosts *c, const char *method, int s
   else
     for (int v = 0; v < d->n; v++)
       place(&h, v, which == 2 ? v % 2 : which == 3 ? HOPE_GPU : HOPE_CPU);
+  if (ok && searches)
+    keep_single_if_faster(&h);
   if (ok)
     finish_plan(&h, a, out);
   arena_free(h.scratch);

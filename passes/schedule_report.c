@@ -16,7 +16,9 @@
  * `each` once per transfer (may be NULL) and returns how many there are.
  */
 typedef struct Transfer {
-  const Node *from, *to;
+  const char *from; /* the unit writing what moves, or the graph input */
+  int from_device;
+  const Node *to;   /* the transfer unit */
   int64_t bytes;
   double us;
 } Transfer;
@@ -32,25 +34,27 @@ static const char *device_label(const Graph *g, int device) {
   return b;
 }
 
+/* The transfer units, in issue order. */
 static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
   if (g->sched.ndevices <= 1)
     return 0;
-  SchedDeps *d = pass_deps(ctx);
   const CostModel *cm = pass_cost_model(ctx);
   int count = 0;
-  for (int v = 0; v < d->n; v++)
-    for (int k = 0; k < d->npred[v]; k++) {
-      const Node *from = d->unit[d->pred[v][k]], *to = d->unit[v];
-      if (from->device == to->device)
-        continue;
-      if (out) {
-        int64_t bytes = hios_edge_bytes(d, v, k);
-        double us = g->sched.host_device > 0 ? cost_host_transfer_us(cm, bytes)
-                                             : hios_transfer_us(cm, bytes);
-        out[count] = (Transfer){from, to, bytes, us};
-      }
-      count++;
+  for (int k = 0; k < g->sched.norder; k++) {
+    const Node *n = g->sched.order[k];
+    if (!node_is_transfer(n))
+      continue;
+    if (out) {
+      const Tensor *x = n->in[0];
+      int64_t bytes = tensor_numel(n->out[0]) * (int64_t)dtype_size(n->out[0]->dtype);
+      double us = g->sched.host_device > 0 ? cost_host_transfer_us(cm, bytes)
+                                           : hios_transfer_us(cm, bytes);
+      const Tensor *s = x->alias_of ? x->alias_of : x;
+      out[count] = (Transfer){s->producer ? s->producer->name : x->name, tensor_device(x), n, bytes,
+                              us};
     }
+    count++;
+  }
   return count;
 }
 
@@ -118,8 +122,8 @@ static json_t *transfers_json(Graph *g, PassContext *ctx) {
   json_t *list = json_array();
   for (int i = 0; i < n; i++) {
     json_t *x = json_object();
-    json_object_set_new(x, "from", json_string(t[i].from->name));
-    json_object_set_new(x, "from_device", json_string(device_label(g, t[i].from->device)));
+    json_object_set_new(x, "from", json_string(t[i].from));
+    json_object_set_new(x, "from_device", json_string(device_label(g, t[i].from_device)));
     json_object_set_new(x, "to", json_string(t[i].to->name));
     json_object_set_new(x, "to_device", json_string(device_label(g, t[i].to->device)));
     json_object_set_new(x, "bytes", json_integer(t[i].bytes));
@@ -145,6 +149,16 @@ bool schedule_write_json(Graph *g, PassContext *ctx, const char *path) {
   if (sc->ndevices > 1) {
     json_object_set_new(root, "placed_latency_us", json_real(sc->mapped_us));
     json_object_set_new(root, "transfers", transfers_json(g, ctx));
+  }
+  if (sc->host_device > 0) {
+    json_t *hope = json_object();
+    json_object_set_new(hope, "partition", json_string(ctx->opt->partition ? ctx->opt->partition
+                                                                             : "ilp"));
+    json_object_set_new(hope, "model_latency_us", json_real(sc->hope_model_us));
+    json_object_set_new(hope, "partition_latency_us", json_real(sc->hope_partition_us));
+    json_object_set_new(hope, "gpu_alone_latency_us", json_real(sc->hope_gpu_us));
+    json_object_set_new(hope, "kept_gpu", json_boolean(sc->hope_kept_gpu));
+    json_object_set_new(root, "hope", hope);
   }
   json_t *search = json_object();
   json_object_set_new(search, "states", json_integer(sc->states));
@@ -257,16 +271,21 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
           host ? cm->dev.host_link_gbps : cm->dev.link_gbps,
           host ? cm->dev.host_link_latency_us : cm->dev.link_latency_us);
   for (int i = 0; i < n; i++)
-    fprintf(f, "  %4s -> %-4s %10.1f KB %8.2f us  %s -> %s\n", device_label(g, t[i].from->device),
-            device_label(g, t[i].to->device), (double)t[i].bytes / 1024, t[i].us,
-            t[i].from->name, t[i].to->name);
+    fprintf(f, "  %4s -> %-4s %10.1f KB %8.2f us  %s -> %s\n", device_label(g, t[i].from_device),
+            device_label(g, t[i].to->device), (double)t[i].bytes / 1024, t[i].us, t[i].from,
+            t[i].to->name);
   free(t);
-  if (host)
-    fprintf(f, "placed on the GPU and the host CPU (%s) by HOPE's %s partition; %s on the GPU, "
-               "one unit at a time on the CPU\n",
-            cm->cpu.name, ctx->opt->partition ? ctx->opt->partition : "ilp",
-            sc->scheduler ? sc->scheduler : "none");
-  else if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
+  if (host) {
+    const char *method = ctx->opt->partition ? ctx->opt->partition : "ilp";
+    fprintf(f, "HOPE's %s partition: %.2f us in its model (one unit at a time per processor); "
+               "LIOS predicts %.2f us, the GPU alone %.2f us\n",
+            method, sc->hope_model_us, sc->hope_partition_us, sc->hope_gpu_us);
+    if (sc->hope_kept_gpu)
+      fprintf(f, "kept everything on the GPU: the partition does not beat it\n");
+    fprintf(f, "placed on the GPU and the host CPU (%s); %s on the GPU, one unit at a time on "
+               "the CPU\n",
+            cm->cpu.name, sc->scheduler ? sc->scheduler : "none");
+  } else if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
     fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
             sc->ndevices, sc->mapped_us, sc->predicted_us);
   else

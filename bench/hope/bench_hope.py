@@ -68,7 +68,10 @@ def predict(opc, model, partition, work, extra):
     s = json.load(open(out))
     units = [u for st in s["stages"] for grp in st["groups"] for u in grp["units"]]
     on_cpu = sum(1 for u in units if u.get("device") == 1)
+    hope = s["hope"]
     return {"latency_us": s["predicted_latency_us"], "cpu_units": on_cpu, "units": len(units),
+            "model_us": hope["model_latency_us"], "partition_us": hope["partition_latency_us"],
+            "gpu_alone_us": hope["gpu_alone_latency_us"], "kept_gpu": hope["kept_gpu"],
             "transfers": len(s.get("transfers", [])), "seconds": seconds}
 
 
@@ -92,14 +95,17 @@ def main():
                 settings.append(("measured here", ["--cpu-cost-db", cpu_profile(args.opc, model,
                                                                                  work)]))
             for label, extra in settings:
-                row = {"model": name, "cpu": label}
+                row = {"model": name, "cpu_costs": label}
                 for p in PARTITIONS:
                     row[p] = predict(args.opc, model, p, work, extra)
                 rows.append(row)
-                print("%-16s %-14s gpu %9.1f  cpu %10.1f  ilp %9.1f (%d on cpu)  heuristic %9.1f"
+                print("%-16s %-14s gpu %9.1f  cpu %10.1f  ilp %9.1f (model %9.1f, %d on cpu%s)"
+                      "  heuristic %9.1f (model %9.1f)"
                       % (name, label, row["gpu"]["latency_us"], row["cpu"]["latency_us"],
-                         row["ilp"]["latency_us"], row["ilp"]["cpu_units"],
-                         row["heuristic"]["latency_us"]), flush=True)
+                         row["ilp"]["latency_us"], row["ilp"]["model_us"], row["ilp"]["cpu_units"],
+                         ", kept the GPU" if row["ilp"]["kept_gpu"] else "",
+                         row["heuristic"]["latency_us"], row["heuristic"]["model_us"]),
+                      flush=True)
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump({"machine": platform.processor() or platform.machine(),
                    "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
@@ -111,16 +117,25 @@ def main():
                 "with a profile of the model's CPU program measured on this machine "
                 "(`--cpu-cost-db`).\n\n"
                 % (platform.node(), os.cpu_count(), datetime.date.today().isoformat()))
-        f.write("| model | CPU costs | GPU only (us) | CPU only (us) | ILP (us) | ILP units on CPU "
-                "| heuristic (us) | heuristic / ILP | ILP time (s) |\n")
-        f.write("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+        f.write("Columns: the program's predicted latency (LIOS on the GPU's streams, the "
+                "simulation with contention) for everything on the GPU, everything on the CPU, "
+                "and what `--partition ilp` chose; the ILP's own latency in HOPE's model (one "
+                "unit at a time per processor) and LIOS's prediction of that partition (without "
+                "contention) against the GPU alone: where the partition does not beat the GPU "
+                "alone, opc keeps the GPU alone ('kept GPU'); the heuristic in HOPE's model "
+                "against the ILP in it.\n\n")
+        f.write("| model | CPU costs | GPU only | CPU only | chosen (ILP) | units on CPU "
+                "| ILP, HOPE model | ILP, LIOS | GPU alone, LIOS | heuristic / ILP (HOPE model) "
+                "| ILP time (s) |\n")
+        f.write("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
         for r in rows:
-            f.write("| %s | %s | %.1f | %.1f | %.1f | %d of %d | %.1f | %.3f | %.2f |\n"
-                    % (r["model"], r["cpu"], r["gpu"]["latency_us"], r["cpu"]["latency_us"],
-                       r["ilp"]["latency_us"], r["ilp"]["cpu_units"], r["ilp"]["units"],
-                       r["heuristic"]["latency_us"],
-                       r["heuristic"]["latency_us"] / r["ilp"]["latency_us"],
-                       r["ilp"]["seconds"]))
+            i = r["ilp"]
+            f.write("| %s | %s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.3f | %.2f |\n"
+                    % (r["model"], r["cpu_costs"], r["gpu"]["latency_us"], r["cpu"]["latency_us"],
+                       i["latency_us"],
+                       "kept GPU" if i["kept_gpu"] else "%d of %d" % (i["cpu_units"], i["units"]),
+                       i["model_us"], i["partition_us"], i["gpu_alone_us"],
+                       r["heuristic"]["model_us"] / i["model_us"], i["seconds"]))
     print("wrote", args.out)
 
 

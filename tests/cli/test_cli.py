@@ -139,6 +139,16 @@ def usage_group(tmp):
     expect_usage_error("--gpus 2 serving", "a.onnx", "b.onnx", "-o", "x.c", "--gpus", "2")
     expect_usage_error("--gpus 2 with a one-GPU scheduler", "m.onnx", "--report", "--gpus", "2",
                        "--schedule", "ios")
+    expect_usage_error("--devices gpu,cpu with --gpus 2", "m.onnx", "--report", "--devices",
+                       "gpu,cpu", "--gpus", "2")
+    expect_usage_error("--devices gpu,cpu with IOS", "m.onnx", "--report", "--devices", "gpu,cpu",
+                       "--schedule", "ios")
+    expect_usage_error("--devices gpu,cpu serving", "a.onnx", "b.onnx", "-o", "x.c", "--devices",
+                       "gpu,cpu")
+    expect_usage_error("--partition without --devices gpu,cpu", "m.onnx", "--report",
+                       "--partition", "ilp")
+    expect_usage_error("--cpu-cost-db without --devices gpu,cpu", "m.onnx", "--report",
+                       "--cpu-cost-db", "p.json")
     expect_usage_error("--arrivals with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
                        "--arrivals", "m=10")
     for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
@@ -151,7 +161,8 @@ def usage_group(tmp):
                 ["--max-memory", "0"], ["--max-memory", "16GB"], ["--max-memory", "-1"],
                 ["--max-memory", "G"], ["--max-memory", "99999999999T"], ["--gpus", "0"],
                 ["--gpus", "17"], ["--placement", "random"], ["--hios-window", "0"],
-                ["--link-gbps", "0"], ["--link-gbps", "fast"]]:
+                ["--link-gbps", "0"], ["--link-gbps", "fast"], ["--devices", "tpu"],
+                ["--devices", "gpu,gpu"], ["--devices", "gpu,cpu", "--partition", "random"]]:
         expect_usage_error("bad value " + " ".join(bad), "m.onnx", "-o", "x.c", *bad)
 
     p = run("--help")
@@ -163,7 +174,7 @@ def usage_group(tmp):
                    "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
                    "--const-input", "--list-operators", "--max-memory", "--emit",
                    "--model-name", "--instances", "--gpus", "--placement", "--hios-window",
-                   "--link-gbps"]:
+                   "--link-gbps", "--devices", "--partition", "--cpu-cost-db", "--cpu-device"]:
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
@@ -347,6 +358,7 @@ def compile_group(tmp):
           "mynet_create" in open(header).read(), p)
 
     multi_gpu_report(tmp, model)
+    hope_program(tmp, model)
     serving_program(tmp, model)
     shared_library(tmp, model, os.path.join(exe_dir, "net"))
     triton_repository(tmp, model)
@@ -376,6 +388,42 @@ def multi_gpu_report(tmp, model):
         r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, OPC_DEVICE_COUNT="2", OPC_CHECK="1"))
         check("a 2-GPU program runs on 2 emulated GPUs", r.returncode == 0, r)
+        for f in [exe, exe + ".c", exe + ".h", exe + ".weights"]:
+            if os.path.exists(f):
+                os.remove(f)
+
+
+def hope_program(tmp, model):
+    """--devices gpu,cpu: the partition in --report and --emit-schedule; a program whose
+    operator runs on the CPU, beside the emulated GPU, under the checker."""
+    import json
+    js = os.path.join(tmp, "hope.json")
+    p = run(model, "--devices", "gpu,cpu", "--partition", "cpu", "--report", "--emit-schedule", js)
+    check("--devices gpu,cpu --report", p.returncode == 0 and "host link" in p.stdout and
+          "HOPE's cpu partition" in p.stdout and "gpu0 -> cpu" in p.stdout, p)
+    if p.returncode == 0:
+        with open(js) as f:
+            s = json.load(f)
+        units = [u for st in s["stages"] for g in st["groups"] for u in g["units"]]
+        check("--partition cpu: the operator on the CPU, copies to and from it",
+              s["hope"]["partition"] == "cpu" and any(u["device"] == 1 and u["op"] != "Identity"
+                                                      for u in units) and
+              len(s["transfers"]) >= 2, p)
+    p = run(model, "--devices", "gpu,cpu", "--report")
+    check("--devices gpu,cpu: the ILP keeps a lone convolution on the H100",
+          p.returncode == 0 and "HOPE's ilp partition" in p.stdout, p)
+    expect_model_error("--cpu-device with a GPU's file", model, "--report", "--devices", "gpu,cpu",
+                       "--cpu-device", "h100", text="a GPU's file")
+    exe = os.path.join(tmp, "hope")
+    p = run(model, "--devices", "gpu,cpu", "--partition", "cpu", "-o", exe, "--target", "cpu")
+    check("--devices gpu,cpu builds for the CPU runtime", p.returncode == 0, p)
+    if p.returncode == 0:
+        src = open(exe + ".c").read()
+        check("the CPU's operator calls the prefixed runtime in a host function",
+              "cpu_cudnnConvolution" in src and "cudaLaunchHostFunc" in src, p)
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OPC_CHECK="1"))
+        check("a GPU-and-CPU program runs under the checker", r.returncode == 0, r)
         for f in [exe, exe + ".c", exe + ".h", exe + ".weights"]:
             if os.path.exists(f):
                 os.remove(f)

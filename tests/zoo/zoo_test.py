@@ -13,6 +13,7 @@ Finally the same model's net.c, in both graph modes and both precisions,
 must compile and link with -Wall -Werror against the real CUDA toolkit,
 cuDNN and cuBLAS (there is no GPU here to run it).
 """
+import json
 import os
 import random
 import subprocess
@@ -106,6 +107,31 @@ def cuda_builds(opc, model, work, label):
     return failures
 
 
+# HOPE's heuristic against its ILP (the paper's model, one unit at a time per
+# processor), on the made-up CPU that makes the ILP split: the factor the
+# README states.
+HOPE_HEURISTIC_FACTOR = 1.5
+
+
+def check_hope_heuristic(opc, model, work, label):
+    """The greedy partition's latency within HOPE_HEURISTIC_FACTOR of the ILP's."""
+    latency = {}
+    for partition in ("ilp", "heuristic"):
+        out = work / f"hope-{partition}.json"
+        r = run([opc, str(model), "--devices", "gpu,cpu", "--partition", partition,
+                 "--cpu-device", str(HERE / "cpu_as_fast.json"), "--emit-schedule", str(out)])
+        if r.returncode:
+            print(f"FAIL {label} hope-heuristic: --partition {partition}: {r.stderr.strip()}")
+            return 1
+        latency[partition] = json.loads(out.read_text())["hope"]["model_latency_us"]
+        out.unlink()
+    ratio = latency["heuristic"] / latency["ilp"]
+    verdict = "PASS" if ratio <= HOPE_HEURISTIC_FACTOR else "FAIL"
+    print(f"{verdict} {label} hope-heuristic: {latency['heuristic']:.1f} us against the ILP's "
+          f"{latency['ilp']:.1f} us, ratio {ratio:.3f} (at most {HOPE_HEURISTIC_FACTOR})")
+    return 0 if verdict == "PASS" else 1
+
+
 def check_folded(opc, model, label):
     """The operator types the model's metadata "opc.must_fold" names (a
     subgraph built from constants and shapes alone) must all be gone after
@@ -150,6 +176,8 @@ def main():
     refs = read_pairs(ref_dir / "outputs.txt")
 
     failures = check_folded(opc, model, f"{name} b{batch}")
+    if "hope-ilp" in configs:
+        failures += check_hope_heuristic(opc, model, work, f"{name} b{batch}")
     for config in configs:
         exe = work / f"net-{config}"
         r = run([opc, str(model), "-o", str(exe), "--target", "cpu", "--verify-each"]

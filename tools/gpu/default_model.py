@@ -9,8 +9,9 @@ usage: default_model.py --opc OPC [--model squeezenet1_1] [--configs a,b,...]
                         [--target cuda|cpu] [--json FILE]
 
 Configurations: ios, lios, greedy, sequential (strict fp32, CUDA graph
-replay), lios-no-graph (kernels issued on every run) and lios-tf32 (TF32
-allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas).
+replay), lios-no-graph (kernels issued on every run), lios-tf32 (TF32
+allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas)
+and hope-alternate (every other operator on the host CPU, --devices gpu,cpu).
 --target cpu runs the same steps on opc's CPU runtime, to test this script
 on a machine without a GPU. Exits non-zero when any configuration fails.
 """
@@ -34,6 +35,9 @@ CONFIGS = {
     "sequential": ["--schedule", "sequential"],
     "lios-no-graph": ["--schedule", "lios", "--no-cuda-graph"],
     "lios-tf32": ["--schedule", "lios", "--precision", "tf32"],
+    # every other operator on the host CPU (HOPE): opc's CPU kernels in host
+    # functions of the GPU's streams, beside real cuDNN and cuBLAS
+    "hope-alternate": ["--schedule", "lios", "--devices", "gpu,cpu", "--partition", "alternate"],
 }
 STRICT_TOL = 1e-4
 TF32_TOL = 1e-2

@@ -3,6 +3,7 @@
  * under a synthetic cost model injected through the cost-model interface.
  *
  *   test_schedule ios3 | lios10 | random | brute | sync | views | verify
+ *                 | hios-fig4 | hios-brute | hios-place | hope-brute | hope-methods
  *
  * Expected values come from the papers' worked examples (IOS Fig. 5, LIOS
  * Table III) or from independent code in this file (brute-force search over
@@ -1025,6 +1026,10 @@ static void test_hope_methods(void) {
   double single = on_gpu < on_cpu ? on_gpu : on_cpu;
   CHECK(subgraphs >= (n + 11) / 12, "%d units in %d subgraphs of at most 12", n, subgraphs);
   CHECK(ilp <= single + 1e-9, "%d units: ilp %g above one processor alone %g", n, ilp, single);
+  /* and the subgraphs' own plan, not the single-processor fallback */
+  CHECK(ilp < single - 1e-9 && optimal == subgraphs,
+        "%d units: ilp %g, one processor %g, %d of %d subgraphs optimal", n, ilp, single, optimal,
+        subgraphs);
   printf("HOPE on %d units: ilp %.1f (%d subgraphs, %d proved optimal, %.2f s), heuristic %.1f "
          "(%.4f s), all GPU %.1f, all CPU %.1f\n",
          n, ilp, subgraphs, optimal, t1 - t0, heur, t2 - t1, on_gpu, on_cpu);
