@@ -191,8 +191,8 @@ void emit_cpu_teardown(Emitter *e) {
 const char *emit_cpu_host_function(Emitter *e, const Node *n, const char *run) {
   const char *fn = emit_str(e, "host_%s", run);
   fprintf(e->st->sec[SEC_SETUP],
-          "/* %s, in a host function of its GPU stream: after a failure the rest of the\n"
-          "   run's CPU units do nothing, and run() reports it. */\n"
+          "/* %s (%s) on the host CPU, in a host function of its GPU stream: after a\n"
+          "   failure the run's other CPU units do nothing, and run() reports it. */\n"
           "static void %s(void *arg)\n{\n"
           "  %s_ctx *c = arg;\n"
           "  if (c->cpu_failed)\n    return;\n"
@@ -200,7 +200,7 @@ const char *emit_cpu_host_function(Emitter *e, const Node *n, const char *run) {
           "  if (%s(c) != 0 ||\n"
           "      !cpu_cuda_ok(c, cpu_cudaStreamSynchronize(c->cpu_stream), \"cudaStreamSynchronize\"))\n"
           "    c->cpu_failed = 1;\n}\n\n",
-          emit_node_label(e, n), fn, e->prefix, emit_node_label(e, n), run);
+          comment_text(e, n->name), op_name(n->op), fn, e->prefix, emit_node_label(e, n), run);
   e->st->cpu.lib[LIB_CUDA] = true;
   return fn;
 }

@@ -271,7 +271,7 @@ void emit_node_table(Emitter *e) {
   }
   e->indent--;
   emit(e, "};");
-  if (!emit_multi_gpu(e)) { /* what net_profile() reads; it times one GPU only */
+  if (!emit_multi_gpu(e) && !emit_has_cpu(e)) { /* what net_profile() reads: one GPU's */
     emit_stage_waits(e, first_wait);
     emit_stage_tables(e, issued_by_id(e));
     emit(e, "/* Each node's work, for net_profile(). */");
@@ -322,7 +322,21 @@ void emit_profile(Emitter *e) {
     emit(e, "(void)path;");
     emit(e, "(void)repeats;");
     emit(e, "snprintf(c->error, sizeof c->error, \"profiles time one GPU; this program runs on %d\");",
-         g->sched.ndevices);
+         gpu_count(g));
+    emit(e, "return -1;");
+    emit_close(e, "}");
+    emit_blank(e);
+    return;
+  }
+  if (emit_has_cpu(e)) {
+    emit(e, "/* net_profile(): it times each node alone on its GPU stream with events, and");
+    emit(e, "   this program runs some on the host CPU, in host functions. */");
+    emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);
+    emit_open(e, "{");
+    emit(e, "(void)path;");
+    emit(e, "(void)repeats;");
+    emit(e, "snprintf(c->error, sizeof c->error, \"profiles time the GPU's nodes; this program runs \"");
+    emit(e, "         \"some on the CPU: profile its --target cpu build for the CPU's costs\");");
     emit(e, "return -1;");
     emit_close(e, "}");
     emit_blank(e);
