@@ -289,18 +289,23 @@ void emit_kernel_fields(Emitter *e) {
     emit_close(e, "} kernel; /* opc's own kernels, compiled in create() */");
 }
 
+/* Compiles and loads the kernels into `module` (a context field such as
+   "c->kernel") and looks up each one used. */
+static void emit_module_load(Emitter *e, const char *module) {
+  emit(e, "if (load_kernels(&%s.module, c->error, sizeof c->error) != 0)", module);
+  emit(e, "  %s;", emit_fail(e));
+  for (int i = 0; i < e->nkernels; i++)
+    emit_call(e, LIB_DRIVER, NULL, "cuModuleGetFunction(&%s.%s, %s.module, \"%s\")", module,
+              e->kernels[i], module, e->kernels[i]);
+}
+
 void emit_kernel_setup(Emitter *e) {
   if (e->nkernels == 0)
     return;
   if (e->st->cpu.kernels) {
     e->cpu_code = true;
     emit(e, "/* opc's own kernels for the host CPU: the CPU runtime's build of them. */");
-    emit(e, "if (load_kernels(&c->cpu_kernel.module, c->error, sizeof c->error) != 0)");
-    emit(e, "  %s;", emit_fail(e));
-    for (int i = 0; i < e->nkernels; i++)
-      emit_call(e, LIB_DRIVER, NULL,
-                "cuModuleGetFunction(&c->cpu_kernel.%s, c->cpu_kernel.module, \"%s\")",
-                e->kernels[i], e->kernels[i]);
+    emit_module_load(e, "c->cpu_kernel");
     e->cpu_code = false;
   }
   if (!e->st->gpu.kernels)
@@ -310,23 +315,13 @@ void emit_kernel_setup(Emitter *e) {
     emit(e, "   context it was loaded in. */");
     emit_open(e, "for (int d = 0; d < GPU_COUNT; d++) {");
     emit_set_device(e, "d");
-    emit(e, "if (load_kernels(&c->kernel[d].module, c->error, sizeof c->error) != 0)");
-    emit(e, "  %s;", emit_fail(e));
-    for (int i = 0; i < e->nkernels; i++)
-      emit_call(e, LIB_DRIVER, NULL,
-                "cuModuleGetFunction(&c->kernel[d].%s, c->kernel[d].module, \"%s\")",
-                e->kernels[i], e->kernels[i]);
+    emit_module_load(e, "c->kernel[d]");
     emit_close(e, "}");
     emit_set_device(e, "0");
     return;
   }
   emit(e, "/* opc's own kernels: compiled for this GPU, then looked up by name. */");
-  emit(e, "if (load_kernels(&c->kernel.module, c->error, sizeof c->error) != 0)");
-  emit(e, "  %s;", emit_fail(e));
-  for (int i = 0; i < e->nkernels; i++)
-    emit_call(e, LIB_DRIVER, NULL,
-              "cuModuleGetFunction(&c->kernel.%s, c->kernel.module, \"%s\")", e->kernels[i],
-              e->kernels[i]);
+  emit_module_load(e, "c->kernel");
 }
 
 void emit_kernel_teardown(Emitter *e) {

@@ -348,6 +348,9 @@ void emit_run(Emitter *e) {
     emit(e, "/* `stream` is on GPU 0, with the inputs and outputs. */");
     emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(0)");
   }
+  if (emit_has_cpu(e))
+    emit(e, "/* A CPU node of an earlier run, on the caller's stream, may have failed. */");
+  emit_cpu_check(e, "return -1");
   emit_copies(e, true, true, "stream");
   if (e->opt->cuda_graph) {
     emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, stream), \"cudaGraphLaunch\"))");

@@ -309,37 +309,35 @@ void emit_node_table(Emitter *e) {
   emit_blank(e);
 }
 
+/* A net_profile() that only says why this program cannot be profiled. */
+static void emit_refused_profile(Emitter *e, const char *why, const char *message) {
+  const char *p = e->prefix;
+  emit(e, "/* net_profile(): %s. */", why);
+  emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);
+  emit_open(e, "{");
+  emit(e, "(void)path;");
+  emit(e, "(void)repeats;");
+  emit(e, "snprintf(c->error, sizeof c->error, \"%s\");", emit_c_string(e, message));
+  emit(e, "return -1;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
 /* net_profile(): the schedule's facts, then the fixed code of profile_template.c. */
 void emit_profile(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
   used(e)->lib[LIB_CUDA] = true;
   if (emit_multi_gpu(e)) {
-    emit(e, "/* net_profile(): events time work on one GPU only, and this program spans");
-    emit(e, "   several. */");
-    emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);
-    emit_open(e, "{");
-    emit(e, "(void)path;");
-    emit(e, "(void)repeats;");
-    emit(e, "snprintf(c->error, sizeof c->error, \"profiles time one GPU; this program runs on %d\");",
-         gpu_count(g));
-    emit(e, "return -1;");
-    emit_close(e, "}");
-    emit_blank(e);
+    emit_refused_profile(e, "events time work on one GPU only, and this program spans several",
+                         emit_str(e, "profiles time one GPU; this program runs on %d", gpu_count(g)));
     return;
   }
   if (emit_has_cpu(e)) {
-    emit(e, "/* net_profile(): it times each node alone on its GPU stream with events, and");
-    emit(e, "   this program runs some on the host CPU, in host functions. */");
-    emit(e, "int %s_profile(%s_ctx *c, const char *path, int repeats)", p, p);
-    emit_open(e, "{");
-    emit(e, "(void)path;");
-    emit(e, "(void)repeats;");
-    emit(e, "snprintf(c->error, sizeof c->error, \"profiles time the GPU's nodes; this program runs \"");
-    emit(e, "         \"some on the CPU: profile its --target cpu build for the CPU's costs\");");
-    emit(e, "return -1;");
-    emit_close(e, "}");
-    emit_blank(e);
+    emit_refused_profile(e, "it times each node alone on its GPU stream with events, and this "
+                            "program runs some on the host CPU, in host functions",
+                         "profiles time the GPU's nodes; this program runs some on the CPU: "
+                         "profile its --target cpu build for the CPU's costs");
     return;
   }
   if (e->st->nissued == 0) {
