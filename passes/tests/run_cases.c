@@ -5,7 +5,8 @@
  *   # what the case shows
  *   run fuse-bias                  passes of pipeline.c, run in order
  *                                  (-O0 first: the passes run as at -O0;
- *                                  --gpus=N, --placement=P as opc's options)
+ *                                  --gpus=N, --placement=P, --devices=gpu,cpu,
+ *                                  --partition=P as opc's options)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -41,6 +42,8 @@ typedef struct Case {
   int opt_level;              /* 1 unless the run line says -O0 */
   int gpus;                   /* --gpus=N on the run line; 0: one GPU */
   const char *placement;      /* --placement=P on the run line */
+  bool cpu;                   /* --devices=gpu,cpu on the run line (HOPE) */
+  const char *partition;      /* --partition=P on the run line */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   char *error_lines;          /* with error: what the messages must contain */
@@ -92,6 +95,10 @@ static bool parse_case(Case *c) {
         c->gpus = atoi(w + 7);
       else if (strncmp(w, "--placement=", 12) == 0)
         c->placement = w + 12;
+      else if (strcmp(w, "--devices=gpu,cpu") == 0)
+        c->cpu = true;
+      else if (strncmp(w, "--partition=", 12) == 0)
+        c->partition = w + 12;
       else
         c->passes[c->npasses++] = w;
     }
@@ -210,7 +217,7 @@ static bool run_case(const char *path, bool updating) {
   ok = g != NULL;
   char *before = ok ? dump(g) : NULL;
   PassOptions opt = {.opt_level = c.opt_level, .verify_each = true, .gpus = c.gpus,
-                     .placement = c.placement};
+                     .placement = c.placement, .cpu = c.cpu, .partition = c.partition};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   Capture capture;
