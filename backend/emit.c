@@ -299,6 +299,14 @@ static const char *unique_in(Emitter *e, NameSet *set, const char *base) {
   if (p == s)
     *p++ = 't';
   *p = 0;
+  /* The CPU's code gives every CUDA-like name, and the names of net.c's
+     helpers, a prefix (cpu_line): no name of ours may look like one. */
+  char *cpu = emit_has_cpu(e) ? cpu_line(s) : NULL;
+  if (cpu && strcmp(cpu, s) != 0) {
+    memmove(s + 2, s, strlen(s) + 1);
+    memcpy(s, "t_", 2);
+  }
+  free(cpu);
   if (name_taken(set, s)) {
     size_t n = strlen(s);
     for (int k = 2;; k++) {

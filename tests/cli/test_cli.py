@@ -78,6 +78,20 @@ def conv_model(path, batch=1):
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def api_named_model(path):
+    """Nodes and tensors named like CUDA's API and net.c's helpers, whose
+    names the CPU's code of a --devices gpu,cpu program prefixes."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "cudnn_w")
+    nodes = [helper.make_node("Conv", ["x", "cudnn_w"], ["cuda_y"], name="report", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["cuda_y"], ["make_tensor"], name="cuLaunch"),
+             helper.make_node("Sigmoid", ["make_tensor"], ["y"], name="load_kernels")]
+    graph = helper.make_graph(
+        nodes, "api", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], [w])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def symbolic_model(path):
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
     graph = helper.make_graph(
@@ -427,6 +441,14 @@ def hope_program(tmp, model):
         for f in [exe, exe + ".c", exe + ".h", exe + ".weights"]:
             if os.path.exists(f):
                 os.remove(f)
+    named = os.path.join(tmp, "api_named.onnx")
+    api_named_model(named)
+    for partition in ["cpu", "alternate"]:
+        p = run(named, "--devices", "gpu,cpu", "--partition", partition, "-o", exe, "--target", "cpu")
+        check(f"names like CUDA's on the CPU ({partition}) build", p.returncode == 0, p)
+        if p.returncode == 0:
+            r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+            check(f"names like CUDA's on the CPU ({partition}) run", r.returncode == 0, r)
 
 
 # Loads libraries by ctypes in a child process, so that a crash in one is a
