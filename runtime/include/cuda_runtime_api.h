@@ -42,6 +42,7 @@ enum cudaError {
   cudaErrorPeerAccessNotEnabled = 705,
   cudaErrorHostMemoryNotRegistered = 713,
   cudaErrorLaunchFailure = 719,
+  cudaErrorNotPermitted = 800,
   cudaErrorNotSupported = 801,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,

@@ -356,6 +356,7 @@ static const ErrorName cuda_errors[] = {
   {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
   {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
   {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure (opc-check found a race, or an operation failed)"},
+  {cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted"},
   {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
   {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
   {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},

@@ -24,6 +24,9 @@ Runtime rt = {
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Thread_local cudaError_t last_error = cudaSuccess;
+/* Set while a host function (cudaLaunchHostFunc) runs on this thread: CUDA
+   forbids it any CUDA call, and answers one with cudaErrorNotPermitted. */
+static _Thread_local bool in_host_fn;
 
 static Stream *stream_new_locked(unsigned flags, int device, bool legacy);
 
@@ -84,6 +87,8 @@ bool rt_failed(void) {
 
 cudaError_t rt_enter(void) {
   pthread_once(&init_once, init_runtime);
+  if (in_host_fn)
+    return rt_error(cudaErrorNotPermitted);
   if (rt_failed())
     return rt_error(cudaErrorLaunchFailure);
   return cudaSuccess;
@@ -279,6 +284,10 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
 }
 
 cudaError_t rt_submit(cudaStream_t stream, Op *op) {
+  if (in_host_fn) {
+    op_unref(op);
+    return rt_error(cudaErrorNotPermitted);
+  }
   pthread_mutex_lock(&rt.lock);
   cudaError_t err;
   Stream *s = rt_stream(stream);
@@ -633,7 +642,9 @@ typedef struct HostFnOp {
 
 static void run_host_fn(Op *op) {
   HostFnOp *h = (HostFnOp *)op;
+  in_host_fn = true;
   h->fn(h->data);
+  in_host_fn = false;
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {

@@ -195,6 +195,34 @@ static void test_capture_sync(void) {
   cudaEventDestroy(e);
 }
 
+/* What a host function tried, for test_host_function. */
+typedef struct HostFnCalls {
+  cudaError_t malloc_err, memset_err, stream_err;
+  void *buf;
+} HostFnCalls;
+
+static void host_fn_calls_cuda(void *arg) {
+  HostFnCalls *t = arg;
+  void *p = NULL;
+  t->malloc_err = cudaMalloc(&p, 256);
+  t->memset_err = cudaMemsetAsync(t->buf, 0, 256, cs);
+  cudaStream_t s = NULL;
+  t->stream_err = cudaStreamCreate(&s);
+}
+
+/* A host function may make no CUDA call (CUDA's programming guide): each
+ * one fails with cudaErrorNotPermitted; after it, calls work again. */
+static void test_host_function(void) {
+  HostFnCalls t = {0};
+  expect_err(cudaMalloc(&t.buf, 256), cudaSuccess, "malloc");
+  expect_err(cudaLaunchHostFunc(cs, host_fn_calls_cuda, &t), cudaSuccess, "host function");
+  expect_err(cudaStreamSynchronize(cs), cudaSuccess, "sync after the host function");
+  expect_err(t.malloc_err, cudaErrorNotPermitted, "cudaMalloc in a host function");
+  expect_err(t.memset_err, cudaErrorNotPermitted, "cudaMemsetAsync in a host function");
+  expect_err(t.stream_err, cudaErrorNotPermitted, "cudaStreamCreate in a host function");
+  expect_err(cudaFree(t.buf), cudaSuccess, "free after the host function");
+}
+
 /* The legacy stream is ordered with blocking streams: it cannot be used
  * while one of them is captured, and can while only non-blocking ones are. */
 static void test_capture_legacy(void) {
@@ -787,6 +815,7 @@ int main(int argc, char **argv) {
     test_other_workspaces(h);
     test_pinned();
     test_pageable(false);
+    test_host_function();
   } else {
     fail("unknown mode %s", mode);
   }
