@@ -148,6 +148,27 @@ static double lios_makespan(Graph *g, const PassOptions *opt, const CostModel *c
   return p.mapped_us;
 }
 
+static int64_t bytes_of(const Tensor *t) {
+  return tensor_numel(t) * (int64_t)dtype_size(t->dtype);
+}
+
+/* The graph's inputs and outputs stay on GPU 0, where the caller's copies
+   are: a unit on the CPU also receives the inputs it reads and sends back
+   the outputs it writes, which HOPE's edges between units do not count. */
+static double boundary_copies_us(const CostModel *cm, const Node *n) {
+  double us = 0;
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *t = n->in[i];
+    const Tensor *s = t && t->alias_of ? t->alias_of : t;
+    if (s && s->is_input)
+      us += cost_host_transfer_us(cm, bytes_of(t));
+  }
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] && n->out[i]->is_output)
+      us += cost_host_transfer_us(cm, bytes_of(n->out[i]));
+  return us;
+}
+
 /* HOPE's partition between the GPU (device 0) and the host CPU (device 1). */
 static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d) {
   HopeCosts c;
@@ -156,6 +177,8 @@ static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, 
     for (int u = 0; u < d->n; u++)
       c.run[p][u] = cost_node_on(cm, d->unit[u], p == HOPE_CPU);
   }
+  for (int u = 0; u < d->n; u++)
+    c.run[HOPE_CPU][u] += boundary_copies_us(cm, d->unit[u]);
   double **xfer = arena_alloc(g->arena, sizeof(double *) * ((size_t)d->n + 1));
   for (int v = 0; v < d->n; v++) {
     xfer[v] = arena_alloc(g->arena, sizeof(double) * ((size_t)d->npred[v] + 1));

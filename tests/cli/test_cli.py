@@ -423,9 +423,13 @@ def hope_program(tmp, model):
               s["hope"]["partition"] == "cpu" and any(u["device"] == 1 and u["op"] != "Identity"
                                                       for u in units) and
               len(s["transfers"]) >= 2, p)
-    p = run(model, "--devices", "gpu,cpu", "--report")
-    check("--devices gpu,cpu: the ILP keeps a lone convolution on the H100",
-          p.returncode == 0 and "HOPE's ilp partition" in p.stdout, p)
+    p = run(model, "--devices", "gpu,cpu", "--report", "--emit-schedule", js)
+    ok = p.returncode == 0 and "HOPE's ilp partition" in p.stdout
+    if ok:
+        with open(js) as f:
+            s = json.load(f)
+        ok = all(u["device"] == 0 for st in s["stages"] for g in st["groups"] for u in g["units"])
+    check("--devices gpu,cpu: the ILP keeps a lone convolution on the H100", ok, p)
     expect_model_error("--cpu-device with a GPU's file", model, "--report", "--devices", "gpu,cpu",
                        "--cpu-device", "h100", text="a GPU's file")
     exe = os.path.join(tmp, "hope")
