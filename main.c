@@ -42,7 +42,10 @@ static const char help_text[] =
     "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
     "  --embed-weights        link the weights into the program instead of reading a file\n"
     "  --no-cuda-graph        issue the kernels on every run instead of replaying a CUDA graph\n"
-    "  --precision fp32|tf32  allow TF32 tensor cores in convolutions and GEMMs (default fp32)\n"
+    "  --precision fp32|tf32|fp16|bf16\n"
+    "                        fp32 (default): strict float32; tf32: TF32 tensor cores in\n"
+    "                        convolutions and GEMMs; fp16, bf16: those, pooling and the\n"
+    "                        data between them stored in 16 bits, computing in float32\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
     "\n"
@@ -448,7 +451,7 @@ static bool check_triton_options(Config *c) {
 }
 
 static const char *const priorities[] = {"paper", "rank", NULL};
-static const char *const precisions[] = {"fp32", "tf32", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
 static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
@@ -555,7 +558,9 @@ static bool parse_option(Args *a, Config *c) {
   } else if (takes(a, "--precision", &v)) {
     if (!v || !one_of("--precision", v, precisions))
       return false;
-    c->emit.tf32 = strcmp(v, "tf32") == 0;
+    /* 16-bit data runs on tensor cores, and so may what stays float32 */
+    c->passes.half = strcmp(v, "fp16") == 0 ? DT_FLOAT16 : strcmp(v, "bf16") == 0 ? DT_BFLOAT16 : 0;
+    c->emit.tf32 = strcmp(v, "tf32") == 0 || c->passes.half;
     c->passes.tf32 = c->emit.tf32; /* the cost model's convolutions and GEMMs */
   } else if (takes(a, "--target", &v))
     return v && parse_target("--target", v, &c->target);

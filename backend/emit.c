@@ -338,7 +338,7 @@ const char *dtype_c_type(DType t) {
   switch (t) {
   case DT_FLOAT: return "float";
   case DT_DOUBLE: return "double";
-  case DT_FLOAT16: return "uint16_t";
+  case DT_FLOAT16: case DT_BFLOAT16: return "uint16_t";
   case DT_INT64: return "int64_t";
   case DT_INT32: return "int32_t";
   case DT_INT8: return "int8_t";
@@ -607,8 +607,8 @@ const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int ra
   }
   used(e)->make_tensor = true;
   used(e)->lib[LIB_CUDNN] = true;
-  emit(e, "if (!make_tensor(c, &c->%s, %d, (const int[]){%s}, (const int[]){%s}))", field,
-       out_rank, dl, sl);
+  emit(e, "if (!make_tensor(c, &c->%s, %s, %d, (const int[]){%s}, (const int[]){%s}))", field,
+       dnn_data_type(n), out_rank, dl, sl);
   e->indent++;
   emit(e, "%s;", emit_fail(e));
   e->indent--;
@@ -635,14 +635,15 @@ const char *emit_desc(Emitter *e, const Node *n, const char *kind, const char *w
 
 /* ------------------------------------------------------------ dispatch */
 
-/* Whether every tensor the node computes on is float32, as cuDNN and
-   cuBLAS need. */
-static bool computes_in_float32(const Node *n) {
+/* Whether every tensor the node computes on has type t: cuDNN and cuBLAS
+   take float32, and float16 or bfloat16 (with float32 arithmetic) where the
+   emitter says so, but never a mix. */
+static bool computes_in(const Node *n, DType t) {
   for (int k = 0; k < n->nout; k++)
-    if (n->out[k] && n->out[k]->dtype != DT_FLOAT)
+    if (n->out[k] && n->out[k]->dtype != t)
       return false;
   for (int k = 0; k < n->nin; k++)
-    if (n->in[k] && !(op_info(n->op)->param_inputs & (1u << k)) && n->in[k]->dtype != DT_FLOAT)
+    if (n->in[k] && !(op_info(n->op)->param_inputs & (1u << k)) && n->in[k]->dtype != t)
       return false;
   return true;
 }
@@ -652,9 +653,12 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
     return transfer_op_emitter();
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
-  bool typed_ok = computes_in_float32(n) || own == copy_op_emitter(n->op);
+  bool half = own && own->half && node_in_half(n) && computes_in(n, node_data_type(n));
+  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == copy_op_emitter(n->op);
   if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
+  if (half) /* opc's kernels compute such a node in float32 only */
+    return NULL;
   const OpEmitter *kern = kernel_op_emitter(n->op);
   if (kern && (!kern->supports || kern->supports(e, n)))
     return kern;

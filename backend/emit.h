@@ -82,6 +82,9 @@ typedef struct OpEmitter {
   /* NULL, or false when this emitter cannot print this particular node
      (the core then falls back to kernel_op_emitter()). Any hook may be NULL. */
   bool (*supports)(Emitter *e, const Node *n);
+  /* Whether it also prints the node with float16 or bfloat16 tensors
+     (--precision fp16|bf16): cuDNN's and cuBLAS's 16-bit forms. */
+  bool half;
 } OpEmitter;
 
 /* The emitter for a kind, or NULL when the backend has none. */
@@ -242,6 +245,12 @@ typedef struct Launch {
 void set_element_type(Launch *L, DType type);
 /* The type of the elements a node moves or computes: its outputs'. */
 DType node_data_type(const Node *n);
+/* Whether the node computes on 16-bit floats (float16 or bfloat16). */
+bool node_in_half(const Node *n);
+/* cuDNN's name of the node's element type: CUDNN_DATA_FLOAT, _HALF, _BFLOAT16. */
+const char *dnn_data_type(const Node *n);
+/* cuBLAS's (cudaDataType_t): CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF. */
+const char *blas_data_type(const Node *n);
 /* kernels_launch.c: f[start..start+count) or i[...] as one labelled group. */
 void group_f(Launch *L, int start, int count, const char *label);
 void group_i(Launch *L, int start, int count, const char *label);
@@ -419,6 +428,8 @@ typedef struct ActPlan {
   const char *act; /* activation descriptor, or NULL */
 } ActPlan;
 bool act_supported(const Node *n);
+/* Whether cuDNN applies it (the ones above), as 16-bit data needs. */
+bool half_activation(const Node *n);
 void act_setup(Emitter *e, const Node *n, ActPlan *p);
 void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y);
 

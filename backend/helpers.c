@@ -189,13 +189,13 @@ void emit_check_helpers(Emitter *e) {
     emit_blank(e);
   }
   if (used(e)->make_tensor) {
-    emit(e, "/* A float tensor descriptor with explicit dims and strides (4 to 8 dims). */");
-    emit(e, "static int make_tensor(%s_ctx *c, cudnnTensorDescriptor_t *desc, int rank, const int *dims,",
+    emit(e, "/* A tensor descriptor with explicit dims and strides (4 to 8 dims). */");
+    emit(e, "static int make_tensor(%s_ctx *c, cudnnTensorDescriptor_t *desc, cudnnDataType_t type,",
          e->prefix);
-    emit(e, "                       const int *strides)");
+    emit(e, "                       int rank, const int *dims, const int *strides)");
     emit_open(e, "{");
     emit(e, "return cudnn_ok(c, cudnnCreateTensorDescriptor(desc), \"cudnnCreateTensorDescriptor\") &&");
-    emit(e, "       cudnn_ok(c, cudnnSetTensorNdDescriptor(*desc, CUDNN_DATA_FLOAT, rank, dims, strides),");
+    emit(e, "       cudnn_ok(c, cudnnSetTensorNdDescriptor(*desc, type, rank, dims, strides),");
     emit(e, "                \"cudnnSetTensorNdDescriptor\");");
     emit_close(e, "}");
     emit_blank(e);

@@ -171,6 +171,23 @@ DType node_data_type(const Node *n) {
   return DT_FLOAT;
 }
 
+bool node_in_half(const Node *n) {
+  DType t = node_data_type(n);
+  return t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
+
+const char *dnn_data_type(const Node *n) {
+  DType t = node_data_type(n);
+  return t == DT_FLOAT16    ? "CUDNN_DATA_HALF"
+         : t == DT_BFLOAT16 ? "CUDNN_DATA_BFLOAT16"
+                            : "CUDNN_DATA_FLOAT";
+}
+
+const char *blas_data_type(const Node *n) {
+  DType t = node_data_type(n);
+  return t == DT_FLOAT16 ? "CUDA_R_16F" : t == DT_BFLOAT16 ? "CUDA_R_16BF" : "CUDA_R_32F";
+}
+
 /* Sets the output of a launch: y over L->dims with the given strides. */
 void set_output(Launch *L, const char *y, const int64_t *ystride) {
   int64_t low;

@@ -136,6 +136,14 @@ static void emit_node(Emitter *e, Node *n) {
     e->failed = true;
     return;
   }
+  if (!op && node_in_half(n)) {
+    ir_error(e->g, n, "%s runs on %s only in its cuDNN or cuBLAS form, which cannot express "
+             "this node; opc's kernels compute it in float32 (a compiler bug: "
+             "lower-precision should have left it in float32)",
+             op_info(n->op)->name, dtype_name(node_data_type(n)));
+    e->failed = true;
+    return;
+  }
   if (!op) {
     ir_error(e->g, n, "no code generator for this operator");
     e->failed = true;

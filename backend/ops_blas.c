@@ -94,6 +94,8 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
     p->copy_c = plan_copy(2, y->dims, y->strides, p->c->strides);
     if (p->copy_c.kind == COPY_IMPOSSIBLE)
       return false;
+    if (p->copy_c.kind == COPY_CUDNN && node_in_half(n)) /* a float32 transform */
+      p->copy_c.kind = COPY_KERNEL;
   } else if (p->c) {
     int64_t dims[2] = {1, 1};
     for (int i = 0; i < p->c->rank; i++)
@@ -101,7 +103,57 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
     if (p->c->rank > 2 || (dims[0] != 1 && dims[0] != p->m) || (dims[1] != 1 && dims[1] != p->n))
       return false;
   }
-  return act_supported(n);
+  /* 16-bit data takes cuDNN's activations only (opc's kernels are float32). */
+  return act_supported(n) && (!node_in_half(n) || half_activation(n));
+}
+
+/*
+ * One column-major product C = alpha op(A) op(B) + beta C, or a strided
+ * batch of them, in cuBLAS's terms. float32 data calls cublasSgemm; 16-bit
+ * data calls cublasGemmEx with float32 accumulation (CUBLAS_COMPUTE_32F,
+ * whose alpha and beta are floats), where cuBLAS picks tensor-core kernels.
+ */
+typedef struct Product {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  const char *a, *b, *c;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c, batch; /* batch 1: one product */
+} Product;
+
+static const char *transpose_name(bool t) { return t ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; }
+
+static void emit_product(Emitter *e, const Node *n, const Product *g) {
+  const char *h = node_cublas(e, n), *alpha = emit_scalar(e, g->alpha), *beta = emit_scalar(e, g->beta);
+  const char *ops = emit_str(e, "%s, %s, %s, %lld, %lld, %lld", h, transpose_name(g->ta), transpose_name(g->tb),
+                             (long long)g->m, (long long)g->n, (long long)g->k);
+  if (!node_in_half(n) && g->batch == 1) {
+    emit_call(e, LIB_CUBLAS, n, "cublasSgemm(%s, %s, %s, %lld, %s, %lld, %s, %s, %lld)", ops, alpha,
+              g->a, (long long)g->lda, g->b, (long long)g->ldb, beta, g->c, (long long)g->ldc);
+    return;
+  }
+  if (!node_in_half(n)) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasSgemmStridedBatched(%s, %s, %s, %lld, %lld, %s, %lld, %lld, %s, %s, %lld, %lld, %lld)",
+              ops, alpha, g->a, (long long)g->lda, (long long)g->stride_a, g->b, (long long)g->ldb,
+              (long long)g->stride_b, beta, g->c, (long long)g->ldc, (long long)g->stride_c,
+              (long long)g->batch);
+    return;
+  }
+  const char *type = blas_data_type(n);
+  if (g->batch == 1) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasGemmEx(%s, %s, %s, %s, %lld, %s, %s, %lld, %s, %s, %s, %lld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)",
+              ops, alpha, g->a, type, (long long)g->lda, g->b, type, (long long)g->ldb, beta, g->c,
+              type, (long long)g->ldc);
+    return;
+  }
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasGemmStridedBatchedEx(%s, %s, %s, %s, %lld, %lld, %s, %s, %lld, %lld, %s, %s, %s, %lld, %lld, %lld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)",
+            ops, alpha, g->a, type, (long long)g->lda, (long long)g->stride_a, g->b, type,
+            (long long)g->ldb, (long long)g->stride_b, beta, g->c, type, (long long)g->ldc,
+            (long long)g->stride_c, (long long)g->batch);
 }
 
 static bool gemm_supports(Emitter *e, const Node *n) {
@@ -137,16 +189,15 @@ static void gemm_run(Emitter *e, Node *n) {
       copy_run(e, n, &p->copy_c, y, buf(e, p->c));
     beta = p->beta;
   }
-  emit_call(e, LIB_CUBLAS, n,
-            "cublasSgemm(%s, %s, %s, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld)",
-            node_cublas(e, n), p->tb ? "CUBLAS_OP_T" : "CUBLAS_OP_N",
-            p->ta ? "CUBLAS_OP_T" : "CUBLAS_OP_N", (long long)p->n, (long long)p->m,
-            (long long)p->k, emit_scalar(e, p->alpha), buf(e, n->in[1]), (long long)p->b.ld,
-            buf(e, n->in[0]), (long long)p->a.ld, emit_scalar(e, beta), y, (long long)p->y.ld);
+  Product g = {.ta = p->tb, .tb = p->ta, .m = p->n, .n = p->m, .k = p->k, .alpha = p->alpha,
+               .beta = beta, .a = buf(e, n->in[1]), .lda = p->b.ld, .b = buf(e, n->in[0]),
+               .ldb = p->a.ld, .c = y, .ldc = p->y.ld, .batch = 1};
+  emit_product(e, n, &g);
   act_run(e, n, &p->act, p->yd, y);
 }
 
-static const OpEmitter gemm_emitter = {.setup = gemm_setup, .run = gemm_run, .supports = gemm_supports};
+static const OpEmitter gemm_emitter = {
+    .setup = gemm_setup, .run = gemm_run, .supports = gemm_supports, .half = true};
 
 /* ------------------------------------------------------------- MatMul */
 
@@ -186,28 +237,24 @@ static bool matmul_supports(Emitter *e, const Node *n) {
 static void matmul_run(Emitter *e, Node *n) {
   Matrix a, b, y;
   plan_matmul(n, &a, &b, &y);
-  const char *h = node_cublas(e, n);
   const char *pa = buf(e, n->in[0]), *pb = buf(e, n->in[1]), *py = buf(e, n->out[0]);
   /* A batch of A against one B is a single taller product. */
   bool fold = y.batch > 1 && b.batch == 1 && a.batch == y.batch && a.batch_stride == a.rows * a.ld &&
               y.batch_stride == y.rows * y.ld && a.ld == a.cols && y.ld == y.cols;
+  Product g = {.m = y.cols, .n = y.rows, .k = a.cols, .alpha = 1, .beta = 0, .a = pb,
+               .lda = b.ld, .b = pa, .ldb = a.ld, .c = py, .ldc = y.ld, .batch = 1};
   if (y.batch == 1 || fold) {
-    emit_call(e, LIB_CUBLAS, n,
-              "cublasSgemm(%s, CUBLAS_OP_N, CUBLAS_OP_N, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld)",
-              h, (long long)y.cols, (long long)(y.rows * y.batch), (long long)a.cols,
-              emit_scalar(e, 1), pb, (long long)b.ld, pa, (long long)a.ld, emit_scalar(e, 0), py,
-              (long long)y.ld);
-    return;
+    g.n = y.rows * y.batch;
+  } else {
+    g.stride_a = b.batch > 1 ? b.batch_stride : 0;
+    g.stride_b = a.batch > 1 ? a.batch_stride : 0;
+    g.stride_c = y.batch_stride;
+    g.batch = y.batch;
   }
-  emit_call(e, LIB_CUBLAS, n,
-            "cublasSgemmStridedBatched(%s, CUBLAS_OP_N, CUBLAS_OP_N, %lld, %lld, %lld, %s, %s, %lld, %lld, %s, %lld, %lld, %s, %s, %lld, %lld, %lld)",
-            h, (long long)y.cols, (long long)y.rows, (long long)a.cols, emit_scalar(e, 1), pb,
-            (long long)b.ld, (long long)(b.batch > 1 ? b.batch_stride : 0), pa, (long long)a.ld,
-            (long long)(a.batch > 1 ? a.batch_stride : 0), emit_scalar(e, 0), py, (long long)y.ld,
-            (long long)y.batch_stride, (long long)y.batch);
+  emit_product(e, n, &g);
 }
 
-static const OpEmitter matmul_emitter = {.run = matmul_run, .supports = matmul_supports};
+static const OpEmitter matmul_emitter = {.run = matmul_run, .supports = matmul_supports, .half = true};
 
 const OpEmitter *blas_op_emitter(OpKind op) {
   return op == OP_GEMM ? &gemm_emitter : op == OP_MATMUL ? &matmul_emitter : NULL;

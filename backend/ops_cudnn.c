@@ -9,8 +9,10 @@
 
 #include "emit.h"
 
-static const char *math_type(Emitter *e) {
-  return e->opt->tf32 ? "CUDNN_TENSOR_OP_MATH" : "CUDNN_FMA_MATH";
+/* Tensor cores under --precision tf32, and for 16-bit data, which they
+   take with float32 accumulation. */
+static const char *math_type(Emitter *e, const Node *n) {
+  return e->opt->tf32 || node_in_half(n) ? "CUDNN_TENSOR_OP_MATH" : "CUDNN_FMA_MATH";
 }
 
 static const char *desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t) {
@@ -60,6 +62,13 @@ bool act_supported(const Node *n) {
     return true;
   }
   return false;
+}
+
+/* Whether cuDNN applies the node's fused activation itself (act_setup),
+   as it must for 16-bit data: opc's activation kernels are float32. */
+bool half_activation(const Node *n) {
+  return n->act == ACT_NONE || n->act == ACT_RELU || n->act == ACT_SIGMOID ||
+         n->act == ACT_TANH || (n->act == ACT_CLIP && n->act_alpha == 0 && isfinite(n->act_beta));
 }
 
 static const char *op_tensor_desc(Emitter *e, const Node *n, const char *what, const char *op) {
@@ -211,6 +220,9 @@ static bool conv_supports(Emitter *e, const Node *n) {
   ConvPlan p;
   if (!plan_conv(n, &p) || !act_supported(n))
     return false;
+  /* The padded copy and the activations opc's kernels apply are float32. */
+  if (node_in_half(n) && (p.use_scratch || !half_activation(n)))
+    return false;
   /* A fused residual or activation is only printed for Conv. */
   if (n->op == OP_CONV_TRANSPOSE && (n->act != ACT_NONE || node_input(n, 3)))
     return false;
@@ -241,8 +253,8 @@ static void conv_descriptors(Emitter *e, Node *n, ConvPlan *p) {
                              sstrides, 4, false);
   }
   p->wd = emit_desc(e, n, "Filter", "w");
-  emit_call(e, LIB_CUDNN, n, "cudnnSetFilterNdDescriptor(%s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, %d, (const int[]){%s})",
-            p->wd, rank, int_list(e, rank, p->w));
+  emit_call(e, LIB_CUDNN, n, "cudnnSetFilterNdDescriptor(%s, %s, CUDNN_TENSOR_NCHW, %d, (const int[]){%s})",
+            p->wd, dnn_data_type(n), rank, int_list(e, rank, p->w));
   p->cd = emit_desc(e, n, "Convolution", "conv");
   emit_call(e, LIB_CUDNN, n,
             "cudnnSetConvolutionNdDescriptor(%s, %d, (const int[]){%s}, (const int[]){%s}, (const int[]){%s}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
@@ -251,7 +263,7 @@ static void conv_descriptors(Emitter *e, Node *n, ConvPlan *p) {
   if (n->win.group > 1)
     emit_call(e, LIB_CUDNN, n, "cudnnSetConvolutionGroupCount(%s, %lld)", p->cd,
               (long long)n->win.group);
-  emit_call(e, LIB_CUDNN, n, "cudnnSetConvolutionMathType(%s, %s)", p->cd, math_type(e));
+  emit_call(e, LIB_CUDNN, n, "cudnnSetConvolutionMathType(%s, %s)", p->cd, math_type(e, n));
 }
 
 static void conv_setup(Emitter *e, Node *n) {
@@ -270,9 +282,10 @@ static void conv_setup(Emitter *e, Node *n) {
      for this problem; create() tries it (choose_form) and records the form. */
   p->fused = n->act == ACT_RELU;
   if (p->fused) {
-    if (!b) {
+    if (!b) { /* cuDNN's bias has the data's type; zeros are zero bits in each */
       float *zeros = arena_alloc(e->g->arena, sizeof(float) * (size_t)p->y[1]);
-      p->bias = weights_add(e, emit_str(e, "%s_zero_bias", node_id(e, n)), zeros, p->y[1]);
+      p->bias = weights_add_typed(e, emit_str(e, "%s_zero_bias", node_id(e, n)),
+                                  node_data_type(n), zeros, p->y[1]);
       p->bias_is_zero = true;
     }
   }
@@ -378,7 +391,8 @@ static void conv_run(Emitter *e, Node *n) {
   act_run(e, n, &p->act, p->yd, y);
 }
 
-static const OpEmitter conv_emitter = {.setup = conv_setup, .run = conv_run, .supports = conv_supports};
+static const OpEmitter conv_emitter = {
+    .setup = conv_setup, .run = conv_run, .supports = conv_supports, .half = true};
 
 /* ConvTranspose is the gradient of a convolution with respect to its input. */
 static void deconv_setup(Emitter *e, Node *n) {
@@ -487,7 +501,8 @@ static void pool_run(Emitter *e, Node *n) {
             buf(e, n->out[0]));
 }
 
-static const OpEmitter pool_emitter = {.setup = pool_setup, .run = pool_run, .supports = pool_supports};
+static const OpEmitter pool_emitter = {
+    .setup = pool_setup, .run = pool_run, .supports = pool_supports, .half = true};
 
 /* --------------------------------------------------------- reductions */
 

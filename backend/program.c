@@ -75,14 +75,14 @@ static bool check_graph(Emitter *e) {
   Graph *g = e->g;
   bool ok = true;
   for (int i = 0; i < g->ninputs; i++)
-    if (!dtype_at_run_time(g->inputs[i]->dtype)) {
+    if (!dtype_at_interface(g->inputs[i]->dtype)) {
       ir_error(g, NULL, "input '%s' is %s, a type opc programs do not take", g->inputs[i]->name,
                dtype_onnx_name(g->inputs[i]->dtype));
       ok = false;
     }
   for (int i = 0; i < g->noutputs; i++) {
     Tensor *t = g->outputs[i];
-    if (!dtype_at_run_time(t->dtype)) {
+    if (!dtype_at_interface(t->dtype)) {
       ir_error(g, NULL, "output '%s' is %s, a type opc programs do not return", t->name,
                dtype_onnx_name(t->dtype));
       ok = false;

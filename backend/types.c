@@ -9,9 +9,10 @@
  * that carry them in real models take them: data movement (any type, by
  * element size), Cast, integer and float64 arithmetic, comparisons (numbers
  * in, bools out), logic and bitwise operators, Where, indexing (GatherND,
- * the scatters, ArgMax, ArgMin, TopK) and reductions. cuDNN and cuBLAS
- * operators stay float32. float16 is a storage type: moved and cast, and
- * tested by IsNaN and IsInf, only.
+ * the scatters, ArgMax, ArgMin, TopK) and reductions. float16 is a storage
+ * type here: moved and cast, and tested by IsNaN and IsInf, only; bfloat16
+ * is moved and cast only. Both also run in the cuDNN and cuBLAS operators
+ * that --precision fp16|bf16 gives them (node_emitter, emit.c).
  */
 #include <string.h>
 
@@ -27,7 +28,9 @@ enum {
   I8 = 1u << DT_INT8,
   U8 = 1u << DT_UINT8,
   BOOL = 1u << DT_BOOL,
+  BF16 = 1u << DT_BFLOAT16,
   ANY = F32 | F64 | F16 | I64 | I32 | I8 | U8 | BOOL,
+  MOVED = ANY | BF16, /* what the kernels that copy by element size take */
   NUMERIC = F32 | F64 | I64 | I32 | I8 | U8,
   SIGNED = F32 | F64 | I64 | I32 | I8,
   WIDE = F32 | F64 | I64 | I32, /* what sums (CumSum) come in */
@@ -40,12 +43,12 @@ enum {
    index_types below). A kind not listed computes in float32 only. */
 static const unsigned runtime_types[OP_COUNT] = {
     /* data movement: any type, by element size */
-    [OP_IDENTITY] = ANY, [OP_RESHAPE] = ANY, [OP_FLATTEN] = ANY, [OP_SQUEEZE] = ANY,
-    [OP_UNSQUEEZE] = ANY, [OP_TRANSPOSE] = ANY, [OP_CONCAT] = ANY, [OP_SPLIT] = ANY,
-    [OP_SLICE] = ANY, [OP_EXPAND] = ANY, [OP_TILE] = ANY, [OP_GATHER] = ANY,
-    [OP_GATHER_ELEMENTS] = ANY, [OP_PAD] = ANY, [OP_TRILU] = ANY,
+    [OP_IDENTITY] = MOVED, [OP_RESHAPE] = MOVED, [OP_FLATTEN] = MOVED, [OP_SQUEEZE] = MOVED,
+    [OP_UNSQUEEZE] = MOVED, [OP_TRANSPOSE] = MOVED, [OP_CONCAT] = MOVED, [OP_SPLIT] = MOVED,
+    [OP_SLICE] = MOVED, [OP_EXPAND] = MOVED, [OP_TILE] = MOVED, [OP_GATHER] = MOVED,
+    [OP_GATHER_ELEMENTS] = MOVED, [OP_PAD] = ANY, [OP_TRILU] = MOVED,
     /* conversion between any two types */
-    [OP_CAST] = ANY,
+    [OP_CAST] = MOVED,
     /* arithmetic */
     [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
     [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
@@ -69,6 +72,10 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_REDUCE_MEAN] = F32 | F64, [OP_REDUCE_SUM_SQUARE] = F32 | F64, [OP_REDUCE_PROD] = F32 | F64,
     [OP_REDUCE_LOG_SUM_EXP] = F32 | F64, [OP_REDUCE_L1] = F32 | F64, [OP_REDUCE_L2] = F32 | F64,
     [OP_REDUCE_LOG_SUM] = F32 | F64,
+    /* cuDNN's and cuBLAS's 16-bit forms (--precision fp16|bf16), where the
+       emitter can print the node that way (OpEmitter.half) */
+    [OP_CONV] = F32 | F16 | BF16, [OP_GEMM] = F32 | F16 | BF16, [OP_MATMUL] = F32 | F16 | BF16,
+    [OP_MAX_POOL] = F32 | F16 | BF16, [OP_AVERAGE_POOL] = F32 | F16 | BF16,
 };
 
 /* Kinds with an index input read at run time (their labels, for the

@@ -50,6 +50,16 @@ static uint16_t half_bits(float f) {
   return sign | (uint16_t)((mant | 0x800000) >> (-1 - exp)); /* subnormal */
 }
 
+/* The bits of a bfloat16 holding `f`, already rounded to one by the IR:
+   its top half, but a NaN whose payload sits in the low half stays NaN. */
+static uint16_t bfloat16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if (f != f)
+    return (uint16_t)((x >> 16) | 0x40);
+  return (uint16_t)(x >> 16);
+}
+
 /* Element i of a constant in its stored type, little-endian at p. */
 static void put_element(unsigned char *p, const Weight *w, int64_t i) {
   const float *f = w->data;
@@ -69,6 +79,7 @@ static void put_element(unsigned char *p, const Weight *w, int64_t i) {
     break;
   }
   case DT_FLOAT16: put_le(p, half_bits(f[i]), 2); break;
+  case DT_BFLOAT16: put_le(p, bfloat16_bits(f[i]), 2); break;
   case DT_BOOL: put_le(p, n[i] != 0, 1); break;
   default: put_le(p, (uint64_t)n[i], (int)dtype_size(w->dtype)); break;
   }

@@ -1467,6 +1467,10 @@ bool fold_unique(Graph *g, Node *n) {
   return true;
 }
 
+float dtype_round(DType t, float f) {
+  return t == DT_FLOAT16 ? round_to_half(f) : t == DT_BFLOAT16 ? round_to_bfloat16(f) : f;
+}
+
 /* -------------------------------------------------------------- driver */
 
 /* The evaluators compute in int64 and float; each result then keeps what

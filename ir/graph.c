@@ -279,12 +279,17 @@ DType dtype_from_name(const char *s) {
 }
 
 /* The types a value may have at run time: those with a C storage type in
-   net.c. Others (strings, u16/u32/u64, i16, bf16) exist only as constants
-   folded at compile time. */
+   net.c. Others (strings, u16/u32/u64, i16) exist only as constants folded
+   at compile time. */
 bool dtype_at_run_time(DType t) {
-  return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_INT64 || t == DT_INT32 ||
-         t == DT_INT8 || t == DT_UINT8 || t == DT_BOOL;
+  return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16 ||
+         t == DT_INT64 || t == DT_INT32 || t == DT_INT8 || t == DT_UINT8 || t == DT_BOOL;
 }
+
+/* The types a graph input or output may have: bfloat16 lives only inside
+   a program (--precision bf16), since callers have no common type for it
+   (numpy has none). */
+bool dtype_at_interface(DType t) { return dtype_at_run_time(t) && t != DT_BFLOAT16; }
 
 /* ONNX's name of a type, as net.h states it: "float32", "int64", ... */
 const char *dtype_onnx_name(DType t) {

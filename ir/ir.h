@@ -90,7 +90,11 @@ const char *dtype_name(DType t);     /* "f32", "i64", ... */
 DType dtype_from_name(const char *s); /* inverse; DT_UNDEFINED if unknown */
 bool dtype_is_float(DType t);         /* float, double, half, bfloat16 */
 bool dtype_is_integer(DType t);       /* every int, uint and bool */
-bool dtype_at_run_time(DType t);      /* f32 f64 f16 i64 i32 i8 u8 bool */
+bool dtype_at_run_time(DType t);      /* f32 f64 f16 bf16 i64 i32 i8 u8 bool */
+bool dtype_at_interface(DType t);     /* the same but bf16: graph inputs and outputs */
+/* f rounded to the nearest value of floating type t (ties to even): what a
+   cast to t and back gives; f itself for float32 and float64. */
+float dtype_round(DType t, float f);
 const char *dtype_onnx_name(DType t); /* "float32", "int64", ... */
 
 typedef struct Node Node;

@@ -6,7 +6,8 @@
  *   run fuse-bias                  passes of pipeline.c, run in order
  *                                  (-O0 first: the passes run as at -O0;
  *                                  --gpus=N, --placement=P, --devices=gpu,cpu,
- *                                  --partition=P as opc's options)
+ *                                  --partition=P, --precision=fp16|bf16
+ *                                  as opc's options)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -44,6 +45,7 @@ typedef struct Case {
   const char *placement;      /* --placement=P on the run line */
   bool cpu;                   /* --devices=gpu,cpu on the run line (HOPE) */
   const char *partition;      /* --partition=P on the run line */
+  DType half;                 /* --precision=fp16|bf16 on the run line */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   char *error_lines;          /* with error: what the messages must contain */
@@ -99,6 +101,8 @@ static bool parse_case(Case *c) {
         c->cpu = true;
       else if (strncmp(w, "--partition=", 12) == 0)
         c->partition = w + 12;
+      else if (strcmp(w, "--precision=fp16") == 0 || strcmp(w, "--precision=bf16") == 0)
+        c->half = w[12] == 'f' ? DT_FLOAT16 : DT_BFLOAT16;
       else
         c->passes[c->npasses++] = w;
     }
@@ -217,7 +221,8 @@ static bool run_case(const char *path, bool updating) {
   ok = g != NULL;
   char *before = ok ? dump(g) : NULL;
   PassOptions opt = {.opt_level = c.opt_level, .verify_each = true, .gpus = c.gpus,
-                     .placement = c.placement, .cpu = c.cpu, .partition = c.partition};
+                     .placement = c.placement, .cpu = c.cpu, .partition = c.partition,
+                     .half = c.half, .tf32 = c.half != 0};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   Capture capture;
