@@ -37,24 +37,32 @@ void cost_model_init(CostModel *cm, const Device *dev) {
 
 static double slots(const Device *d) { return d->sm_count * d->blocks_per_sm; }
 
-/* Time one tile needs per reduction element (us). */
-static double tile_step_us(const CostModel *cm) {
+/* Time one tile needs per reduction element (us), for float32 data or
+   16-bit data (half). */
+static double tile_step_us(const CostModel *cm, bool half) {
   const Device *d = &cm->dev;
   double sm_flops_per_us = d->peak_fp32_tflops * 1e6 / d->sm_count;
   double step = 2.0 * d->tile_m * d->tile_n * d->blocks_per_sm /
                 (d->gemm_efficiency * sm_flops_per_us);
   /* TF32 tensor cores: the data-sheet gain over FP32, but no more than the
-     2.5x measured on H100 batch-1 convolutions (they stay latency-bound). */
-  if (cm->tf32 && d->peak_tf32_tflops > d->peak_fp32_tflops) {
-    double gain = d->peak_tf32_tflops / d->peak_fp32_tflops;
-    step /= gain < 2.5 ? gain : 2.5;
+     2.5x measured on H100 batch-1 convolutions (they stay latency-bound).
+     FP16 and BF16 ones: their data-sheet gain, capped at twice that, an
+     assumption until a lent GPU measures it. */
+  double peak = half && d->peak_fp16_tflops > 0 ? d->peak_fp16_tflops
+                : cm->tf32                      ? d->peak_tf32_tflops
+                                                : d->peak_fp32_tflops;
+  double cap = half ? 5.0 : 2.5;
+  if ((half || cm->tf32) && peak > d->peak_fp32_tflops) {
+    double gain = peak / d->peak_fp32_tflops;
+    step /= gain < cap ? gain : cap;
   }
   return step;
 }
 
-/* An M x N output, K-long reduction, `count` independent products. */
+/* An M x N output, K-long reduction, `count` independent products, on
+   float32 or 16-bit (half) data. */
 static double gemm_us(const CostModel *cm, double m, double n, double k, double count,
-                      double bytes, double *occupancy) {
+                      double bytes, bool half, double *occupancy) {
   const Device *d = &cm->dev;
   double tiles = ceil(m / d->tile_m) * ceil(n / d->tile_n) * count;
   double waves = tiles / slots(d);
@@ -62,7 +70,7 @@ static double gemm_us(const CostModel *cm, double m, double n, double k, double 
     *occupancy = waves < 1 ? waves : 1;
   if (waves < 1)
     waves = 1;
-  return d->conv_fixed_us + tile_step_us(cm) * k * waves +
+  return d->conv_fixed_us + tile_step_us(cm, half) * k * waves +
          bytes / (d->operand_bandwidth_gbs * 1e3);
 }
 
@@ -73,7 +81,8 @@ double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy) 
   double cout_g = (double)s->out_channels / (double)g;
   double crs = cin_g * (double)s->kernel_volume;
   double out_elems = (double)s->batch * (double)s->out_channels * (double)s->out_pixels;
-  double bytes = 4.0 * ((double)s->in_elems + out_elems + (double)s->out_channels * crs);
+  double elem = s->elem_bytes > 0 ? (double)s->elem_bytes : 4.0;
+  double bytes = elem * ((double)s->in_elems + out_elems + (double)s->out_channels * crs);
   if (g > 1 && cin_g <= 1 && cout_g <= 4) {
     /* Depthwise: cuDNN's direct kernel, a power law in the multiply-adds. */
     double mfma = out_elems * crs / 1e6;
@@ -84,7 +93,7 @@ double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy) 
            bytes / (d->operand_bandwidth_gbs * 1e3);
   }
   return gemm_us(cm, (double)s->batch * (double)s->out_pixels, cout_g, crs, (double)g, bytes,
-                 occupancy);
+                 elem < 4, occupancy);
 }
 
 static double numel(const Tensor *t) { return t ? (double)tensor_numel(t) : 0; }
@@ -118,6 +127,12 @@ static void conv_shape(const Node *n, ConvShape *s) {
   s->out_pixels = (int64_t)spatial(y, 2);
   s->kernel_volume = (int64_t)spatial(w, 2);
   s->in_elems = tensor_numel(x);
+  s->elem_bytes = (int64_t)dtype_size(y->dtype);
+}
+
+static bool in_16_bits(const Node *n) {
+  DType t = n->nout && n->out[0] ? n->out[0]->dtype : DT_FLOAT;
+  return t == DT_FLOAT16 || t == DT_BFLOAT16;
 }
 
 static double conv_node_us(const CostModel *cm, const Node *n, double *occ) {
@@ -125,7 +140,8 @@ static double conv_node_us(const CostModel *cm, const Node *n, double *occ) {
   conv_shape(n, &s);
   double t = cost_conv_us(cm, &s, occ);
   if (node_input(n, 3)) /* residual: one more read of the output's size */
-    t += numel(n->in[3]) * 4.0 / (cm->dev.operand_bandwidth_gbs * 1e3);
+    t += numel(n->in[3]) * (double)dtype_size(n->in[3]->dtype) /
+         (cm->dev.operand_bandwidth_gbs * 1e3);
   return t;
 }
 
@@ -136,7 +152,8 @@ static double conv_transpose_us(const CostModel *cm, const Node *n, double *occ)
   double m = (x->rank > 0 ? (double)x->dims[0] : 1) * spatial(x, 2);
   double cin = x->rank > 1 ? (double)x->dims[1] : 1;
   double cols = (w->rank > 1 ? (double)w->dims[1] : 1) * spatial(w, 2);
-  return gemm_us(cm, m, cols, cin / g, g, node_bytes(n), occ) + cm->dev.kernel_launch_us;
+  return gemm_us(cm, m, cols, cin / g, g, node_bytes(n), in_16_bits(n), occ) +
+         cm->dev.kernel_launch_us;
 }
 
 /* Gemm and MatMul: batch of M x N products with a K-long reduction. */
@@ -150,7 +167,7 @@ static double matmul_us(const CostModel *cm, const Node *n, double *occ) {
   double cols = (double)y->dims[y->rank - 1];
   double rows = y->rank >= 2 ? (double)y->dims[y->rank - 2] : 1;
   double batch = numel(y) / (rows * cols > 0 ? rows * cols : 1);
-  return gemm_us(cm, rows, cols, k, batch, node_bytes(n), occ);
+  return gemm_us(cm, rows, cols, k, batch, node_bytes(n), in_16_bits(n), occ);
 }
 
 /* Memory-bound kernels: launch, traffic, and the arithmetic of windows. */

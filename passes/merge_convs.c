@@ -35,7 +35,8 @@ static bool candidate(const Node *n) {
     return false;
   int ns = n->win.nspatial;
   if (ns < 1 || ns > 3 || n->win.group != 1 || w->rank != ns + 2 || y->rank != ns + 2 ||
-      x->rank != ns + 2 || y->dtype != DT_FLOAT)
+      x->rank != ns + 2 || (y->dtype != DT_FLOAT && y->dtype != DT_FLOAT16 &&
+                            y->dtype != DT_BFLOAT16))
     return false;
   return true;
 }
@@ -145,9 +146,11 @@ static int choose_subset(const CostModel *cm, Node **set, int n, int streams) {
   return 0;
 }
 
-static Tensor *new_tensor(Graph *g, const char *name, int rank, const int64_t *dims) {
+/* Siblings read one input, so they share its type (lower-precision made
+   all three tensors of a 16-bit convolution 16-bit). */
+static Tensor *new_tensor(Graph *g, const char *name, DType type, int rank, const int64_t *dims) {
   Tensor *t = graph_add_tensor(g, name);
-  t->dtype = DT_FLOAT;
+  t->dtype = type;
   tensor_set_shape(t, rank, dims);
   return t;
 }
@@ -171,10 +174,11 @@ static void build_weights(Graph *g, Node **set, int n, const Window *w, Node *me
     wd[2 + d] = w->kernel[d];
     kvol *= w->kernel[d];
   }
-  Tensor *wt = new_tensor(g, arena_printf(g->arena, "%s_w", merged->name), ns + 2, wd);
+  DType type = set[0]->out[0]->dtype;
+  Tensor *wt = new_tensor(g, arena_printf(g->arena, "%s_w", merged->name), type, ns + 2, wd);
   wt->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)(cout * cin * kvol));
   int64_t bd[1] = {cout};
-  Tensor *bt = new_tensor(g, arena_printf(g->arena, "%s_b", merged->name), 1, bd);
+  Tensor *bt = new_tensor(g, arena_printf(g->arena, "%s_b", merged->name), type, 1, bd);
   bt->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)cout);
   int64_t base = 0;
   for (int i = 0; i < n; i++) {
@@ -224,7 +228,7 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   dims[1] = 0;
   for (int i = 0; i < n; i++)
     dims[1] += out_channels(set[i]);
-  Tensor *y = new_tensor(g, arena_printf(g->arena, "%s_out", merged->name), rank, dims);
+  Tensor *y = new_tensor(g, arena_printf(g->arena, "%s_out", merged->name), y0->dtype, rank, dims);
   merged->out[0] = y;
 
   int ns = w->nspatial;

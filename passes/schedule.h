@@ -102,6 +102,7 @@ typedef struct ConvShape {
   int64_t out_pixels;     /* per image: product of output spatial dims */
   int64_t kernel_volume;  /* product of kernel spatial dims */
   int64_t in_elems;       /* elements of the input tensor (all images) */
+  int64_t elem_bytes;     /* 2 for 16-bit data (--precision fp16|bf16); 0 or 4: float32 */
 } ConvShape;
 
 double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy);

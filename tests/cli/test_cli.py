@@ -203,7 +203,7 @@ def usage_group(tmp):
                         "operators.md")
     with open(docs, encoding="utf-8") as f:
         documented = f.read()
-    check("--list-operators lists Conv", p.returncode == 0 and "| Conv | run time | f32 |" in p.stdout, p)
+    check("--list-operators lists Conv", p.returncode == 0 and "| Conv | run time | f32 f16 bf16 |" in p.stdout, p)
     check("docs/operators.md is what --list-operators prints (regenerate it: see its header)",
           p.stdout != "" and documented.endswith(p.stdout), p)
     check("usage errors create nothing", listing(tmp) == [])
