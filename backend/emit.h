@@ -428,8 +428,6 @@ typedef struct ActPlan {
   const char *act; /* activation descriptor, or NULL */
 } ActPlan;
 bool act_supported(const Node *n);
-/* Whether cuDNN applies it (the ones above), as 16-bit data needs. */
-bool half_activation(const Node *n);
 void act_setup(Emitter *e, const Node *n, ActPlan *p);
 void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y);
 

@@ -43,6 +43,11 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
   if (act == ACT_NONE)
     return;
   Launch L = {.kernel = kernel[act]};
+  if (y->dtype == DT_FLOAT16 || y->dtype == DT_BFLOAT16) { /* the 16-bit instance */
+    const char *base = act == ACT_RELU ? "opc_relu" : kernel[act];
+    L.kernel = typed_kernel(e, base, y->dtype);
+    set_element_type(&L, y->dtype);
+  }
   L.rank = y->rank;
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
   int64_t s[IR_MAX_RANK];
@@ -172,14 +177,15 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
 }
 
 /* The instance of a kernel written once over the element types: the one
-   for the node's type (the kernels of other kinds are float32 only). */
+   for the node's type. The kernels of other kinds are float32 only, but
+   for the activations that also have float16 and bfloat16 instances. */
 static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
   static const OpKind typed[] = {OP_ABS, OP_NEG, OP_ADD, OP_SUB,    OP_MUL,  OP_DIV,
                                  OP_MOD, OP_MAX, OP_MIN, OP_CUMSUM, OP_RELU, OP_SIGN};
   for (size_t k = 0; k < sizeof typed / sizeof typed[0]; k++)
     if (typed[k] == n->op)
       return typed_kernel(e, kernel, node_data_type(n));
-  return kernel;
+  return node_in_half(n) ? typed_kernel(e, kernel, node_data_type(n)) : kernel;
 }
 
 /* An elementwise launch of the node's kernel, typed by its output. */
@@ -266,7 +272,7 @@ static void run_mod(Emitter *e, Node *n) {
 
 static void run_gelu(Emitter *e, Node *n) {
   bool approx = n->p.act.tanh;
-  Launch L = elementwise(e, n, approx ? "opc_gelu_tanh" : "opc_gelu", n->in, 1);
+  Launch L = typed_elementwise(e, n, approx ? "opc_gelu_tanh" : "opc_gelu", n->in, 1);
   collapse(&L);
   emit_launch(e, n, &L);
 }

@@ -103,8 +103,7 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
     if (p->c->rank > 2 || (dims[0] != 1 && dims[0] != p->m) || (dims[1] != 1 && dims[1] != p->n))
       return false;
   }
-  /* 16-bit data takes cuDNN's activations only (opc's kernels are float32). */
-  return act_supported(n) && (!node_in_half(n) || half_activation(n));
+  return act_supported(n);
 }
 
 /*

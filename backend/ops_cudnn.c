@@ -64,13 +64,6 @@ bool act_supported(const Node *n) {
   return false;
 }
 
-/* Whether cuDNN applies the node's fused activation itself (act_setup),
-   as it must for 16-bit data: opc's activation kernels are float32. */
-bool half_activation(const Node *n) {
-  return n->act == ACT_NONE || n->act == ACT_RELU || n->act == ACT_SIGMOID ||
-         n->act == ACT_TANH || (n->act == ACT_CLIP && n->act_alpha == 0 && isfinite(n->act_beta));
-}
-
 static const char *op_tensor_desc(Emitter *e, const Node *n, const char *what, const char *op) {
   const char *d = emit_desc(e, n, "OpTensor", what);
   emit_call(e, LIB_CUDNN, n, "cudnnSetOpTensorDescriptor(%s, %s, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN)",
@@ -220,8 +213,8 @@ static bool conv_supports(Emitter *e, const Node *n) {
   ConvPlan p;
   if (!plan_conv(n, &p) || !act_supported(n))
     return false;
-  /* The padded copy and the activations opc's kernels apply are float32. */
-  if (node_in_half(n) && (p.use_scratch || !half_activation(n)))
+  /* The padded copy is float32 (cudnnTransformTensor into it). */
+  if (node_in_half(n) && p.use_scratch)
     return false;
   /* A fused residual or activation is only printed for Conv. */
   if (n->op == OP_CONV_TRANSPOSE && (n->act != ACT_NONE || node_input(n, 3)))

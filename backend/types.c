@@ -31,6 +31,7 @@ enum {
   BF16 = 1u << DT_BFLOAT16,
   ANY = F32 | F64 | F16 | I64 | I32 | I8 | U8 | BOOL,
   MOVED = ANY | BF16, /* what the kernels that copy by element size take */
+  HALVES = F32 | F16 | BF16, /* float32, and the 16-bit types computing in float */
   NUMERIC = F32 | F64 | I64 | I32 | I8 | U8,
   SIGNED = F32 | F64 | I64 | I32 | I8,
   WIDE = F32 | F64 | I64 | I32, /* what sums (CumSum) come in */
@@ -50,9 +51,10 @@ static const unsigned runtime_types[OP_COUNT] = {
     /* conversion between any two types */
     [OP_CAST] = MOVED,
     /* arithmetic */
-    [OP_ADD] = NUMERIC, [OP_SUB] = NUMERIC, [OP_MUL] = NUMERIC, [OP_DIV] = NUMERIC,
-    [OP_MOD] = NUMERIC, [OP_MAX] = NUMERIC, [OP_MIN] = NUMERIC, [OP_ABS] = NUMERIC,
-    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE, [OP_RELU] = SIGNED, [OP_SIGN] = NUMERIC,
+    [OP_ADD] = NUMERIC | F16 | BF16, [OP_SUB] = NUMERIC | F16 | BF16,
+    [OP_MUL] = NUMERIC | F16 | BF16, [OP_DIV] = NUMERIC | F16 | BF16, [OP_MOD] = NUMERIC,
+    [OP_MAX] = NUMERIC | F16 | BF16, [OP_MIN] = NUMERIC | F16 | BF16, [OP_ABS] = NUMERIC,
+    [OP_NEG] = SIGNED, [OP_CUMSUM] = WIDE, [OP_RELU] = SIGNED | F16 | BF16, [OP_SIGN] = NUMERIC,
     /* comparison (numbers in, a bool out), logic and bits, Where (by size) */
     [OP_EQUAL] = NUMERIC | BOOL, [OP_GREATER] = NUMERIC | BOOL, [OP_LESS] = NUMERIC | BOOL,
     [OP_GREATER_OR_EQUAL] = NUMERIC | BOOL, [OP_LESS_OR_EQUAL] = NUMERIC | BOOL,
@@ -74,8 +76,12 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_REDUCE_LOG_SUM] = F32 | F64,
     /* cuDNN's and cuBLAS's 16-bit forms (--precision fp16|bf16), where the
        emitter can print the node that way (OpEmitter.half) */
-    [OP_CONV] = F32 | F16 | BF16, [OP_GEMM] = F32 | F16 | BF16, [OP_MATMUL] = F32 | F16 | BF16,
-    [OP_MAX_POOL] = F32 | F16 | BF16, [OP_AVERAGE_POOL] = F32 | F16 | BF16,
+    [OP_CONV] = HALVES, [OP_GEMM] = HALVES, [OP_MATMUL] = HALVES,
+    [OP_MAX_POOL] = HALVES, [OP_AVERAGE_POOL] = HALVES,
+    /* activations with 16-bit instances of their kernels */
+    [OP_LEAKY_RELU] = HALVES, [OP_ELU] = HALVES, [OP_SIGMOID] = HALVES, [OP_TANH] = HALVES,
+    [OP_HARD_SIGMOID] = HALVES, [OP_HARD_SWISH] = HALVES, [OP_SWISH] = HALVES,
+    [OP_MISH] = HALVES, [OP_CLIP] = HALVES, [OP_GELU] = HALVES,
 };
 
 /* Kinds with an index input read at run time (their labels, for the

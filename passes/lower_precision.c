@@ -6,12 +6,15 @@
  * A node runs in 16 bits when the libraries take it that way (half_kind):
  * convolutions, Gemm, MatMul and pooling, which read and write 16-bit
  * tensors and accumulate in float32. Nodes that only move data (Concat,
- * Reshape, Transpose, Slice, ...) follow their inputs: 16-bit in, 16-bit
- * out. All others are the ones unsafe in 16 bits or without 16-bit code
- * (Softmax, reductions, normalisations, exp and log, opc's elementwise
- * kernels): they read a float32 copy made by a Cast, and what they write
- * is cast back where a 16-bit node reads it. Graph inputs and outputs keep
- * float32, converted at the edges, so the API does not change.
+ * Reshape, Transpose, Slice, ...) and the activations and arithmetic opc's
+ * kernels have 16-bit instances of (which compute in float32 between a
+ * 16-bit load and store) follow their inputs: 16-bit in, 16-bit out. All
+ * others are the ones unsafe in 16 bits (Softmax, reductions and global
+ * pools, normalisations, exp and log, whose sums, squares and exponentials
+ * overflow float16's range of 65504 or lose its 11 bits of precision) or
+ * without 16-bit code: they read a float32 copy made by a Cast, and what
+ * they write is cast back where a 16-bit node reads it. Graph inputs and
+ * outputs keep float32, converted at the edges, so the API does not change.
  *
  * Constants read by 16-bit nodes get 16-bit copies (their values rounded
  * to nearest even, as the weights file stores them); a constant also read
@@ -43,12 +46,6 @@ static bool symmetric_window(const Window *w) {
     if (w->pad_begin[i] != w->pad_end[i] || w->pad_begin[i] < 0)
       return false;
   return true;
-}
-
-/* The activations cuDNN applies after a convolution or a Gemm itself. */
-static bool library_activation(const Node *n) {
-  return n->act == ACT_NONE || n->act == ACT_RELU || n->act == ACT_SIGMOID ||
-         n->act == ACT_TANH || (n->act == ACT_CLIP && n->act_alpha == 0 && n->act_beta < 1e30f);
 }
 
 /* Pooling cuDNN takes: symmetric padding smaller than the window, no
@@ -89,22 +86,25 @@ static bool library_matmul(const Node *n) {
 /* Whether the libraries run this node on 16-bit data. */
 static bool half_kind(const Node *n) {
   switch (n->op) {
-  case OP_CONV:
-    return symmetric_window(&n->win) && n->in[0]->rank == n->win.nspatial + 2 &&
-           library_activation(n);
-  case OP_GEMM: return library_activation(n);
+  case OP_CONV: return symmetric_window(&n->win) && n->in[0]->rank == n->win.nspatial + 2;
+  case OP_GEMM: return true;
   case OP_MATMUL: return library_matmul(n);
   case OP_MAX_POOL: case OP_AVERAGE_POOL: return library_pool(n);
   default: return false;
   }
 }
 
-/* Kinds that move elements without computing on them. */
-static bool moves_data(OpKind op) {
+/* Kinds that run in 16 bits when their input does: those that move
+   elements without computing on them, and the elementwise ones opc's
+   kernels compute in float32 between 16-bit loads and stores. */
+static bool follows_input(OpKind op) {
   switch (op) {
   case OP_IDENTITY: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
   case OP_TRANSPOSE: case OP_CONCAT: case OP_SPLIT: case OP_SLICE: case OP_EXPAND:
   case OP_TILE: case OP_GATHER:
+  case OP_RELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SIGMOID: case OP_TANH:
+  case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
+  case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
     return true;
   default:
     return false;
@@ -193,7 +193,7 @@ static Tensor *single_version(Graph *g, Versions *v, Tensor *x) {
    16-bit values it meets. */
 static void lower_node(Graph *g, Versions *v, Node *n, DType half) {
   bool in_half = only_single_floats(v, n, half) &&
-                 (half_kind(n) || (moves_data(n->op) && reads_half(v, n, half)));
+                 (half_kind(n) || (follows_input(n->op) && reads_half(v, n, half)));
   for (int k = 0; k < n->nin; k++) {
     if (!data_input(v, n, k, half))
       continue;

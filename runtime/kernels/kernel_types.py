@@ -11,12 +11,23 @@ expand() replaces each such block by one ordinary OPC_KERNEL per type,
 named with the type's suffix (opc_add_i64, ...), so NVRTC, the C compiler
 and the tables see plain kernels. Data movement only needs the element's
 size: b1, b2, b4 and b8 stand for any type of 1, 2, 4 or 8 bytes.
+
+float16 (f16) and bfloat16 (bf16) are storage types: T is their bits (an
+unsigned short) and arithmetic happens in float. So a kernel that takes
+them computes in T_C (float for them, T itself for the others), reads an
+element with T_LOAD(x) and stores a result with T_STORE(v), which convert
+for the 16-bit types and are plain parentheses for the others. The word
+`float` in the type list instantiates float32 under the kernel's own name
+(opc_sigmoid, beside opc_sigmoid_f16), for kernels that were float32 only.
 """
 import re
 
 # suffix: (C type, is an integer type)
 TYPES = {
+    "float": ("float", 0),
     "f32": ("float", 0),
+    "f16": ("unsigned short", 0),
+    "bf16": ("unsigned short", 0),
     "f64": ("double", 0),
     "i64": ("long long", 1),
     "i32": ("int", 1),
@@ -32,6 +43,12 @@ TYPES = {
 # sum loses nothing along a row; long long for integers.
 ACCUMULATOR = {0: "double", 1: "long long"}
 
+# The 16-bit types: what T_C, T_LOAD( and T_STORE( become.
+SIXTEEN_BITS = {
+    "f16": ("float", "opc_half_to_float(", "opc_float_to_half("),
+    "bf16": ("float", "opc_bfloat16_to_float(", "opc_float_to_bfloat16("),
+}
+
 HEAD = re.compile(r"^OPC_KERNEL_T\(\s*(\w+)\s*,\s*([\w ]+)\)\s*$")
 
 
@@ -43,12 +60,16 @@ def instantiate(lines, comment, name, suffixes):
         if suffix not in TYPES:
             raise SystemExit(f"kernel_types: {name}: unknown type {suffix}")
         ctype, is_int = TYPES[suffix]
+        compute, load, store = SIXTEEN_BITS.get(suffix, (ctype, "(", "("))
         if k:
             out += [""] + comment
-        out.append(f"OPC_KERNEL({name}_{suffix})")
+        out.append(f"OPC_KERNEL({name})" if suffix == "float" else f"OPC_KERNEL({name}_{suffix})")
         for line in lines[1:]:
             line = re.sub(r"\bT_IS_INT\b", str(is_int), line)
             line = re.sub(r"\bT_ACC\b", ACCUMULATOR[is_int], line)
+            line = re.sub(r"\bT_LOAD\(", load, line)
+            line = re.sub(r"\bT_STORE\(", store, line)
+            line = re.sub(r"\bT_C\b", compute, line)
             out.append(re.sub(r"\bT\b", ctype, line))
     return out
 
