@@ -3,7 +3,7 @@
 
   . tools/gpu/env.sh        # first, on the GPU machine (libraries, CC, paths)
   bench_gpu.py [--opc OPC] [--models a,b] [--schedulers ios,lios,...]
-               [--precisions fp32,tf32] [--systems eager,cuda-graph,compile]
+               [--precisions fp32,tf32,fp16,bf16] [--systems eager,cuda-graph,compile]
                [--runs 300] [--warmup 50] [--deadline 540] [--tag NAME] [-o FILE.md]
   bench_gpu.py --dry-run --opc OPC [--zoo-model squeezenet1_1] [-o FILE.md]
   bench_gpu.py --merge A.json B.json ... -o FILE.md
@@ -20,10 +20,13 @@ keeps PyTorch's defaults). For each model:
      parallel, before anything is timed), and each program runs on the same
      input with `--bench RUNS --warmup WARMUP`;
   2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
-     torch.compile(mode="reduce-overhead"), in strict float32 and in TF32,
-     timed with CUDA events around each of RUNS runs after WARMUP warm-ups;
+     torch.compile(mode="reduce-overhead"), in strict float32, in TF32 and
+     in float16 and bfloat16 (the model and input converted with .to(dtype),
+     the same weights), timed with CUDA events around each of RUNS runs
+     after WARMUP warm-ups;
   3. every output is compared with PyTorch's eager strict-float32 output:
-     opc in strict float32 must be within relative L2 1e-4.
+     opc must be within relative L2 1e-4 in strict float32, 1e-2 in fp16 and
+     3e-2 in bf16 (ACCURACY).
 Both sides time the same thing: the input copied from pageable host memory,
 the network, and the output copied back, one run at a time. Percentiles are
 nearest-rank, as the program's --bench computes them.
@@ -37,8 +40,8 @@ several device calls (--models subsets, --tag) are joined with --merge.
 --dry-run needs no GPU, torch or CUDA driver: on a zoo model
 (tools/models/build.py) it compiles with opc under every scheduler and
 precision for --target cuda (compile and link against the CUDA toolkit only;
-skipped when there is none), builds the fp32 ones for --target cpu (the CPU
-runtime has no TF32), checks their outputs against ONNX Runtime (relative
+skipped when there is none), builds the fp32, fp16 and bf16 ones for --target cpu (the CPU
+runtime has no TF32; it has the 16-bit types), checks their outputs against ONNX Runtime (relative
 L2 < 1e-4, after a 2-run --bench) and prints the table with
 the GPU columns marked "not run (dry run)". Exit status: 1 when opc failed to
 compile a model or an opc strict-float32 output was wrong, else 0.
@@ -76,11 +79,14 @@ MODELS = {
     "nasnetalarge": ("timm", 331),
 }
 SCHEDULERS = ["ios", "lios", "greedy", "sequential"]
-PRECISIONS = ["fp32", "tf32"]
+PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
 TORCH_SYSTEMS = ["eager", "cuda-graph", "compile"]
 TORCH_LABEL = {"eager": "PyTorch eager", "cuda-graph": "PyTorch CUDA graph",
                "compile": "torch.compile reduce-overhead"}
 STRICT_TOL = 1e-4
+# The relative L2 error each opc precision must keep against PyTorch's (or
+# ONNX Runtime's) strict float32; TF32 is not bounded (cuDNN decides it).
+ACCURACY = {"fp32": STRICT_TOL, "fp16": 1e-2, "bf16": 3e-2}
 DRY = "not run (dry run)"
 
 
@@ -362,9 +368,9 @@ def compile_all(jobs_list, a, clock):
 
 # ---------------------------------------------------------------- dry run
 def cpu_checked(precision, precisions):
-    """The dry run checks the CPU build of one precision only: the CPU
+    """The dry run checks the CPU builds of fp32, fp16 and bf16: the CPU
     runtime has no TF32, so a tf32 build computes what the fp32 one does."""
-    return precision == "fp32" or "fp32" not in precisions
+    return precision != "tf32" or "fp32" not in precisions
 
 
 def dry_run(a, res):
@@ -431,7 +437,7 @@ def dry_run(a, res):
                     worst, wrong = 0.0, []
                     for name, ref in refs:
                         e, why = rel_l2(np.load(ref), got[name])
-                        if why or e >= STRICT_TOL:
+                        if why or e >= ACCURACY.get(p, STRICT_TOL):
                             wrong.append("%s: %s" % (name, why or "rel. L2 %.2e" % e))
                         worst = max(worst, e if e is not None else float("inf"))
                     fields["rel_l2"] = worst
@@ -592,6 +598,11 @@ def torch_system(torch, system, prep, precision, a):
     """Times one PyTorch system; returns (stats, output array, extra fields)."""
     model = prep["model"]
     x_host = torch.from_numpy(prep["x"])  # pageable, as the opc program's input
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    if half is not None:  # the same weights, converted; float32 in and out as opc's API
+        import copy
+        model = copy.deepcopy(model).to(half)
+        x_host = x_host.to(half)
     x_dev = x_host.cuda()
     with torch.no_grad():
         y = model(x_dev)
@@ -716,9 +727,9 @@ def gpu_run(a, res):
                 e, why = rel_l2(prep["ref"], got[prep["outputs"][0]])
                 row = res.add(name, p, label, compile_s=secs, rel_l2=e,
                               **{k: lat[k] for k in ("p50", "p90", "mean", "min") if k in lat})
-                if why or (p == "fp32" and e >= STRICT_TOL):
+                if why or (p in ACCURACY and e >= ACCURACY[p]):
                     row["status"] = "FAIL"
-                    row["note"] = why or "relative L2 %.2e >= %g" % (e, STRICT_TOL)
+                    row["note"] = why or "relative L2 %.2e >= %g" % (e, ACCURACY[p])
                     ok = False
                 print("bench_gpu: %s %s %s p50=%s rel_l2=%s %s" % (
                     name, p, label, fmt_ms(row.get("p50")), e, row["status"]), flush=True)

@@ -10,8 +10,9 @@ usage: default_model.py --opc OPC [--model squeezenet1_1] [--configs a,b,...]
 
 Configurations: ios, lios, greedy, sequential (strict fp32, CUDA graph
 replay), lios-no-graph (kernels issued on every run), lios-tf32 (TF32
-allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas)
-and hope-alternate (every other operator on the host CPU, --devices gpu,cpu).
+allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas),
+lios-fp16 and lios-bf16 (16-bit storage, held to 1e-2 and 3e-2) and
+hope-alternate (every other operator on the host CPU, --devices gpu,cpu).
 --target cpu runs the same steps on opc's CPU runtime, to test this script
 on a machine without a GPU. Exits non-zero when any configuration fails.
 """
@@ -35,12 +36,15 @@ CONFIGS = {
     "sequential": ["--schedule", "sequential"],
     "lios-no-graph": ["--schedule", "lios", "--no-cuda-graph"],
     "lios-tf32": ["--schedule", "lios", "--precision", "tf32"],
+    "lios-fp16": ["--schedule", "lios", "--precision", "fp16"],
+    "lios-bf16": ["--schedule", "lios", "--precision", "bf16"],
     # every other operator on the host CPU (HOPE): opc's CPU kernels in host
     # functions of the GPU's streams, beside real cuDNN and cuBLAS
     "hope-alternate": ["--schedule", "lios", "--devices", "gpu,cpu", "--partition", "alternate"],
 }
 STRICT_TOL = 1e-4
 TF32_TOL = 1e-2
+HALF_TOL = {"fp16": 1e-2, "bf16": 3e-2}
 
 
 def load(name, path):
@@ -104,7 +108,8 @@ def check_config(name, flags, model, inputs, refs, args):
                                            last_line(out))
         return r
     r["latency_ms"] = parse_latency(out)
-    tol = TF32_TOL if "tf32" in flags else STRICT_TOL
+    precision = flags[flags.index("--precision") + 1] if "--precision" in flags else "fp32"
+    tol = HALF_TOL.get(precision, TF32_TOL if precision == "tf32" else STRICT_TOL)
     worst, problems = 0.0, []
     for (n, ref), got in zip(refs, outs):
         ok, message = zoo_compare.compare(np.load(ref), np.load(got), tol)
