@@ -561,6 +561,7 @@ static bool parse_option(Args *a, Config *c) {
     /* 16-bit data runs on tensor cores, and so may what stays float32 */
     c->passes.half = strcmp(v, "fp16") == 0 ? DT_FLOAT16 : strcmp(v, "bf16") == 0 ? DT_BFLOAT16 : 0;
     c->emit.tf32 = strcmp(v, "tf32") == 0 || c->passes.half;
+    c->emit.precision = v;
     c->passes.tf32 = c->emit.tf32; /* the cost model's convolutions and GEMMs */
   } else if (takes(a, "--target", &v))
     return v && parse_target("--target", v, &c->target);

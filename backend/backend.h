@@ -11,7 +11,8 @@ typedef struct EmitOptions {
   const char *prefix;       /* symbol prefix; "net" by default */
   bool embed_weights;       /* link the weights in with .incbin */
   bool cuda_graph;          /* capture once, replay on every run (default) */
-  bool tf32;                /* --precision tf32 */
+  bool tf32;                /* --precision tf32, fp16 or bf16: tensor cores allowed */
+  const char *precision;    /* --precision's name, for the profile; NULL: "fp32" or "tf32" */
   /* A serving program (Graph.serve): each model's weights file, and how
      many requests each model's queue holds. */
   const char *const *model_weights_paths;

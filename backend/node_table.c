@@ -360,12 +360,13 @@ void emit_profile(Emitter *e) {
   emit_schedule_event(e);
   emit_open(e, "static const struct {");
   emit(e, "const char *model, *scheduler;");
+  emit(e, "const char *precision;");
   emit(e, "int tf32;");
   emit(e, "double predicted_us;");
-  emit_close(e, "} schedule_info = {\"%s\", \"%s\", %d, %.4f};",
-              emit_c_string(e, g->path ? g->path : ""),
-              g->sched.scheduler, e->opt->tf32 ? 1 : 0,
-              g->sched.predicted_us);
+  const char *precision = e->opt->precision ? e->opt->precision : e->opt->tf32 ? "tf32" : "fp32";
+  emit_close(e, "} schedule_info = {\"%s\", \"%s\", \"%s\", %d, %.4f};",
+              emit_c_string(e, g->path ? g->path : ""), g->sched.scheduler, precision,
+              e->opt->tf32 ? 1 : 0, g->sched.predicted_us);
   emit_blank(e);
   put_template(e->f, p, profile_template);
   emit_blank(e);

@@ -166,7 +166,8 @@ static void write_profile(const net_ctx *c, FILE *f, const double *unit_us, cons
     fprintf(f, "  \"cublas\": %lld,\n", cublas);
   else
     fputs("  \"cublas\": null,\n", f);
-  fprintf(f, "  \"tf32\": %s,\n  \"scheduler\": ", schedule_info.tf32 ? "true" : "false");
+  fprintf(f, "  \"precision\": \"%s\",\n  \"tf32\": %s,\n  \"scheduler\": ", schedule_info.precision,
+          schedule_info.tf32 ? "true" : "false");
   put_json_string(f, schedule_info.scheduler);
   fprintf(f, ",\n  \"repeats\": %d,\n  \"launches\": %d,\n", repeats, launches);
   double total = 0;

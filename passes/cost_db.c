@@ -29,7 +29,7 @@ typedef struct Entry {
 
 struct CostDb {
   const char *path;
-  int tf32;     /* the profiled program's precision: 1 tf32, 0 fp32, -1 not said */
+  const char *precision; /* the profiled program's: "fp32", "tf32", "fp16", "bf16"; NULL: not said */
   Entry *slots; /* open addressing: key NULL = empty */
   int cap, count;
 };
@@ -116,6 +116,7 @@ CostDb *cost_db_load(Arena *a, const char *path) {
     goto done;
   }
   json_t *measured_tf32 = json_object_get(root, "tf32");
+  json_t *measured_precision = json_object_get(root, "precision");
   size_t n = json_array_size(units);
   Entry *e = calloc(n + 1, sizeof *e);
   if (!e) {
@@ -128,7 +129,11 @@ CostDb *cost_db_load(Arena *a, const char *path) {
   if (ok) {
     db = arena_alloc(a, sizeof *db);
     db->path = arena_strdup(a, path);
-    db->tf32 = json_is_boolean(measured_tf32) ? json_is_true(measured_tf32) : -1;
+    /* Profiles before --precision fp16|bf16 said only whether TF32 was on. */
+    if (json_is_string(measured_precision))
+      db->precision = arena_strdup(a, json_string_value(measured_precision));
+    else if (json_is_boolean(measured_tf32))
+      db->precision = json_is_true(measured_tf32) ? "tf32" : "fp32";
     db->cap = 16;
     while ((size_t)db->cap < 2 * n + 2)
       db->cap *= 2;
@@ -163,11 +168,12 @@ bool cost_db_lookup(const CostDb *db, const Node *n, double *us) {
 
 int cost_db_size(const CostDb *db) { return db ? db->count : 0; }
 
-void cost_db_check_precision(const CostDb *db, bool tf32) {
-  /* Tensor-core timings mislead a strict-FP32 compile, and the reverse. */
-  if (db && db->tf32 >= 0 && db->tf32 != tf32)
+void cost_db_check_precision(const CostDb *db, const char *precision) {
+  /* Tensor-core timings mislead a strict-FP32 compile, 16-bit ones a
+     float32 one, and the reverse. */
+  if (db && db->precision && strcmp(db->precision, precision) != 0)
     ir_warning(NULL, NULL, "%s: measured with --precision %s, compiling with %s", db->path,
-               db->tf32 ? "tf32" : "fp32", tf32 ? "tf32" : "fp32");
+               db->precision, precision);
 }
 
 bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm) {

@@ -34,6 +34,9 @@ typedef struct PassOptions {
   const char *cpu_device;    /* --cpu-device NAME|FILE: the CPU's model; NULL: "cpu" */
 } PassOptions;
 
+/* --precision as its name: "fp32", "tf32", "fp16" or "bf16". */
+const char *pass_precision_name(const PassOptions *opt);
+
 /* What the passes of one compile share (pass.h): cost model, unit graph. */
 typedef struct PassContext PassContext;
 

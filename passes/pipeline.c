@@ -68,6 +68,10 @@ bool pipeline_check_dump_after(const char *option, const char *name) {
   return false;
 }
 
+const char *pass_precision_name(const PassOptions *opt) {
+  return opt->half == DT_FLOAT16 ? "fp16" : opt->half == DT_BFLOAT16 ? "bf16" : opt->tf32 ? "tf32" : "fp32";
+}
+
 /* -------------------------------------------------------------- context */
 
 PassContext *pass_context_new(Graph *g, const PassOptions *opt) {

@@ -345,6 +345,6 @@ bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   const CostModel *cm = pass_cost_model(ctx);
   if (!cm)
     return false;
-  cost_db_check_precision(cm->db, cm->tf32);
+  cost_db_check_precision(cm->db, pass_precision_name(ctx->opt));
   return schedule_with(g, pass_deps(ctx), cm, &o);
 }

@@ -91,7 +91,7 @@ bool cost_model_from_options(Graph *g, const PassOptions *opt, CostModel *cm);
    after reporting an error. Several times for one key: their median. */
 CostDb *cost_db_load(Arena *a, const char *path);
 /* Warns when the profiled program's precision is not this compile's. */
-void cost_db_check_precision(const CostDb *db, bool tf32);
+void cost_db_check_precision(const CostDb *db, const char *precision);
 /* The measured time of n's key, when the file has it. */
 bool cost_db_lookup(const CostDb *db, const Node *n, double *us);
 int cost_db_size(const CostDb *db);
