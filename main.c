@@ -46,6 +46,9 @@ static const char help_text[] =
     "                        fp32 (default): strict float32; tf32: TF32 tensor cores in\n"
     "                        convolutions and GEMMs; fp16, bf16: those, pooling and the\n"
     "                        data between them stored in 16 bits, computing in float32\n"
+    "  --io-precision fp32|fp16\n"
+    "                        the type of float inputs and outputs at the API: float32\n"
+    "                        (default), or float16 with --precision fp16 (no casts)\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
     "\n"
@@ -452,6 +455,7 @@ static bool check_triton_options(Config *c) {
 
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
+static const char *const io_precisions[] = {"fp32", "fp16", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
 static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
@@ -555,6 +559,10 @@ static bool parse_option(Args *a, Config *c) {
       return false;
     }
     c->emit.prefix = v;
+  } else if (takes(a, "--io-precision", &v)) {
+    if (!v || !one_of("--io-precision", v, io_precisions))
+      return false;
+    c->passes.io_half = strcmp(v, "fp16") == 0;
   } else if (takes(a, "--precision", &v)) {
     if (!v || !one_of("--precision", v, precisions))
       return false;
@@ -653,6 +661,10 @@ static bool parse_args(int argc, char **argv, Config *c) {
   }
   if (p->cpu && serving(c)) {
     opc_error("--devices gpu,cpu: a program serving several requests or models runs on the GPU");
+    return false;
+  }
+  if (p->io_half && p->half != DT_FLOAT16) {
+    opc_error("--io-precision fp16 needs --precision fp16: the program's data is float16 then");
     return false;
   }
   if (!p->cpu && (p->partition || p->cpu_cost_db || p->cpu_device)) {

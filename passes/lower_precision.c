@@ -14,7 +14,9 @@
  * overflow float16's range of 65504 or lose its 11 bits of precision) or
  * without 16-bit code: they read a float32 copy made by a Cast, and what
  * they write is cast back where a 16-bit node reads it. Graph inputs and
- * outputs keep float32, converted at the edges, so the API does not change.
+ * outputs keep float32, converted at the edges, so the API does not change;
+ * with --io-precision fp16 they are float16 themselves, and casts to float32
+ * come only where a float32 node reads one.
  *
  * Constants read by 16-bit nodes get 16-bit copies (their values rounded
  * to nearest even, as the weights file stores them); a constant also read
@@ -214,10 +216,33 @@ static void lower_node(Graph *g, Versions *v, Node *n, DType half) {
   }
 }
 
-/* A graph output made 16-bit goes back to float32 under its own name. */
-static void restore_output(Graph *g, Versions *v, int i, DType half) {
+/* --io-precision fp16: a float32 graph input is float16 from the start. */
+static void lower_input(Versions *v, Tensor *t) {
+  if (t->dtype == DT_FLOAT && t->id < v->count) {
+    t->dtype = DT_FLOAT16;
+    v->lowered[t->id] = true;
+  }
+}
+
+/* A float32 graph output: float16 too with --io-precision fp16 (a cast of
+   it when a float32 node wrote it), else back to float32 under its own
+   name if it was made 16-bit. */
+static void restore_output(Graph *g, Versions *v, int i, DType half, bool io_half) {
   Tensor *t = g->outputs[i];
-  if (!is_lowered(v, t, half) || tensor_is_const(t))
+  if (tensor_is_const(t))
+    return;
+  if (io_half && t->dtype == DT_FLOAT) {
+    const char *name = t->name;
+    Tensor *k = half_version(g, v, t, half);
+    t->name = arena_printf(g->arena, "%s_f32", name);
+    t->is_output = false;
+    k->name = name;
+    k->producer->name = arena_printf(g->arena, "%s_to_f16", name);
+    k->is_output = true;
+    g->outputs[i] = k;
+    return;
+  }
+  if (io_half || !is_lowered(v, t, half))
     return;
   const char *name = t->name;
   Tensor *k = single_version(g, v, t);
@@ -241,11 +266,13 @@ bool pass_lower_precision(Graph *g, const PassOptions *opt, PassContext *ctx) {
   v.single = calloc((size_t)v.count + 1, sizeof(Tensor *));
   v.lowered = calloc((size_t)v.count + 1, sizeof(bool));
   int nnodes = g->nnodes;
+  for (int i = 0; opt->io_half && i < g->ninputs; i++)
+    lower_input(&v, g->inputs[i]);
   for (int i = 0; i < nnodes; i++)
     if (!g->nodes[i]->dead)
       lower_node(g, &v, g->nodes[i], half);
   for (int i = 0; i < g->noutputs; i++)
-    restore_output(g, &v, i, half);
+    restore_output(g, &v, i, half, opt->io_half);
   free(v.half);
   free(v.single);
   free(v.lowered);

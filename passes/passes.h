@@ -24,6 +24,7 @@ typedef struct PassOptions {
   const char *emit_dot;      /* --emit-dot FILE.dot */
   bool tf32;                 /* --precision tf32: convolutions and GEMMs on tensor cores */
   DType half;                /* --precision fp16|bf16: DT_FLOAT16 or DT_BFLOAT16; else 0 */
+  bool io_half;              /* --io-precision fp16: float16 graph inputs and outputs */
   int gpus;                  /* --gpus N: place the units on N GPUs (HIOS); 0: one */
   const char *placement;     /* --placement lp|round-robin|contiguous (HIOS) */
   int window;                /* --hios-window W: most units grouped on one GPU */
