@@ -44,8 +44,8 @@ API_RE = re.compile(
     r'|(?:dim3|_nvrtcProgram)(?![A-Za-z0-9_]))')
 
 # The headers, each after those it includes.
-HEADERS = ['cuda.h', 'cuda_runtime_api.h', 'cuda_runtime.h', 'cudnn.h', 'cublas_v2.h',
-           'nvrtc.h', 'nvtx3/nvToolsExt.h']
+HEADERS = ['cuda.h', 'cuda_runtime_api.h', 'library_types.h', 'cuda_runtime.h', 'cudnn.h',
+           'cublas_v2.h', 'nvrtc.h', 'nvtx3/nvToolsExt.h']
 
 LOCAL_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 SYSTEM_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+<[^>]+>\s*$')

@@ -3,5 +3,6 @@
 #define OPC_CUDA_RUNTIME_H
 
 #include "cuda_runtime_api.h"
+#include "library_types.h"
 
 #endif

@@ -1,15 +1,19 @@
 /*
  * cudnn.h - opc's CPU implementation of the cuDNN 9 legacy API subset.
  *
- * Only float data is computed. Descriptors are plain values copied into
- * each enqueued operation, so a descriptor may be changed or destroyed as
- * soon as the call returns, as with cuDNN.
+ * Float data is computed, and HALF and BFLOAT16 data stored in 16 bits
+ * and computed in float by the convolutions, pooling, activations,
+ * cudnnAddTensor and cudnnOpTensor (runtime/README.md, "Half precision").
+ * Descriptors are plain values copied into each enqueued operation, so a
+ * descriptor may be changed or destroyed as soon as the call returns, as
+ * with cuDNN.
  */
 #ifndef OPC_CUDNN_H
 #define OPC_CUDNN_H
 
 #include <stddef.h>
 #include "cuda_runtime_api.h"
+#include "library_types.h"
 
 #define CUDNN_MAJOR 9
 #define CUDNN_MINOR 19

@@ -1,5 +1,6 @@
 /*
- * cublas.c - SGEMM with cuBLAS's column-major conventions, on OpenBLAS.
+ * cublas.c - SGEMM with cuBLAS's column-major conventions, on oneDNN or
+ * OpenBLAS; cublasGemmEx on 16-bit matrices through float copies (half.c).
  *
  * A call is split into blocks of columns (or rows, when C is tall) that the
  * thread pool computes with single-threaded library calls (blas.c); batches
@@ -310,42 +311,62 @@ static void run_gemm(Op *op) {
     pool_run(gemm_part, g, g->batch * g->splits);
 }
 
-/* Records a column-major matrix of `rows` x `cols` with leading dim ld. */
-static void span_matrix(Op *op, const float *p, int rows, int cols, int ld, long long stride,
-                        int batch, bool write) {
+/* Records a column-major matrix of `rows` x `cols` with leading dim ld,
+ * of elements of `elem` bytes. */
+static void span_matrix(Op *op, const void *p, int rows, int cols, int ld, long long stride,
+                        int batch, size_t elem, bool write) {
   long long dims[3] = {batch, cols, rows}, strides[3] = {stride, ld, 1};
-  op_span_strided(op, p, 3, dims, strides, sizeof(float), write);
+  op_span_strided(op, p, 3, dims, strides, elem, write);
 }
 
-static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
-                           cublasOperation_t transb, int m, int n, int k, const float *alpha,
-                           const float *A, int lda, long long sa, const float *B, int ldb,
-                           long long sb, const float *beta, float *C, int ldc, long long sc,
-                           int batch, const char *api) {
-  if (rt_enter())
-    return CUBLAS_STATUS_EXECUTION_FAILED;
-  if (!handle)
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
-  if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T && transa != CUBLAS_OP_C) ||
-      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T && transb != CUBLAS_OP_C))
+/* One call's arguments, as cuBLAS names them; lda and the rest in elements. */
+typedef struct Gemm {
+  cublasOperation_t transa, transb;
+  int m, n, k;
+  const void *alpha, *beta;
+  const void *A, *B;
+  void *C;
+  int lda, ldb, ldc;
+  long long sa, sb, sc;
+  int batch;
+  size_t elem_a, elem_c; /* bytes per element of A and B, and of C */
+} Gemm;
+
+/* Checks the arguments every GEMM shares, as cuBLAS does: INVALID_VALUE
+ * for a bad operation, size, leading dimension or a NULL scalar or matrix.
+ * *empty when there is nothing to compute. */
+static cublasStatus_t gemm_check(const Gemm *c, bool *empty) {
+  *empty = false;
+  bool ta = c->transa != CUBLAS_OP_N, tb = c->transb != CUBLAS_OP_N;
+  if ((c->transa != CUBLAS_OP_N && c->transa != CUBLAS_OP_T && c->transa != CUBLAS_OP_C) ||
+      (c->transb != CUBLAS_OP_N && c->transb != CUBLAS_OP_T && c->transb != CUBLAS_OP_C))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || !alpha || !beta)
+  if (c->m < 0 || c->n < 0 || c->k < 0 || c->batch < 0 || !c->alpha || !c->beta)
     return CUBLAS_STATUS_INVALID_VALUE;
-  int arows = ta ? k : m, brows = tb ? n : k;
-  if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
+  int arows = ta ? c->k : c->m, brows = tb ? c->n : c->k;
+  if (c->lda < (arows > 1 ? arows : 1) || c->ldb < (brows > 1 ? brows : 1) ||
+      c->ldc < (c->m > 1 ? c->m : 1))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (m == 0 || n == 0 || batch == 0)
+  if (c->m == 0 || c->n == 0 || c->batch == 0) {
+    *empty = true;
     return CUBLAS_STATUS_SUCCESS;
-  if (!C || (k > 0 && (!A || !B)))
+  }
+  if (!c->C || (c->k > 0 && (!c->A || !c->B)))
     return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The float op of a checked call, with its own scalars: how it is split
+ * among the pool's threads. Its spans are the caller's to record. */
+static GemmOp *gemm_op(const char *api, const Gemm *c, float alpha, float beta) {
   GemmOp *g = op_new(sizeof *g, run_gemm, api);
   if (!g)
-    return CUBLAS_STATUS_ALLOC_FAILED;
+    return NULL;
+  int m = c->m, n = c->n, k = c->k, batch = c->batch;
   *g = (GemmOp){
-    .op = g->op, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = *alpha, .beta = *beta,
-    .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc, .sa = sa, .sb = sb, .sc = sc,
-    .batch = batch,
+    .op = g->op, .ta = c->transa != CUBLAS_OP_N, .tb = c->transb != CUBLAS_OP_N, .m = m, .n = n,
+    .k = k, .alpha = alpha, .beta = beta, .A = c->A, .B = c->B, .C = c->C, .lda = c->lda,
+    .ldb = c->ldb, .ldc = c->ldc, .sa = c->sa, .sb = c->sb, .sc = c->sc, .batch = batch,
   };
   /* Blocks of at least 64 columns (or rows) and about 2^20 multiply-adds. */
   long long flops = (long long)m * n * (k ? k : 1);
@@ -361,14 +382,52 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
     int parts = pool_parts(flops * batch, 1 << 17);
     g->small_parts = parts < batch ? parts : batch;
   }
-  if (k > 0) {
-    span_matrix(&g->op, A, arows, ta ? m : k, lda, sa, batch, false);
-    span_matrix(&g->op, B, brows, tb ? k : n, ldb, sb, batch, false);
+  return g;
+}
+
+/* What the call reads and writes, for the checking mode: A and B unless k
+ * is 0, C (read too when beta blends it in). */
+static void gemm_spans(Op *op, const Gemm *c, bool beta_nonzero) {
+  bool ta = c->transa != CUBLAS_OP_N, tb = c->transb != CUBLAS_OP_N;
+  if (c->k > 0) {
+    span_matrix(op, c->A, ta ? c->k : c->m, ta ? c->m : c->k, c->lda, c->sa, c->batch, c->elem_a,
+                false);
+    span_matrix(op, c->B, tb ? c->n : c->k, tb ? c->k : c->n, c->ldb, c->sb, c->batch, c->elem_a,
+                false);
   }
-  if (g->beta != 0)
-    span_matrix(&g->op, C, m, n, ldc, sc, batch, false);
-  span_matrix(&g->op, C, m, n, ldc, sc, batch, true);
+  if (beta_nonzero)
+    span_matrix(op, c->C, c->m, c->n, c->ldc, c->sc, c->batch, c->elem_c, false);
+  span_matrix(op, c->C, c->m, c->n, c->ldc, c->sc, c->batch, c->elem_c, true);
+}
+
+/* A checked call on float matrices, scalars read already. */
+static cublasStatus_t gemm_float(cublasHandle_t handle, const Gemm *c, float alpha, float beta,
+                                 const char *api) {
+  GemmOp *g = gemm_op(api, c, alpha, beta);
+  if (!g)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  gemm_spans(&g->op, c, beta != 0);
   return submit(handle, &g->op);
+}
+
+static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                           const float *A, int lda, long long sa, const float *B, int ldb,
+                           long long sb, const float *beta, float *C, int ldc, long long sc,
+                           int batch, const char *api) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  Gemm c = {.transa = transa, .transb = transb, .m = m, .n = n, .k = k, .alpha = alpha,
+            .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc, .sa = sa,
+            .sb = sb, .sc = sc, .batch = batch, .elem_a = sizeof(float),
+            .elem_c = sizeof(float)};
+  bool empty;
+  cublasStatus_t st = gemm_check(&c, &empty);
+  if (st || empty)
+    return st;
+  return gemm_float(handle, &c, *alpha, *beta, api);
 }
 
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
@@ -387,4 +446,200 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int ldc, long long int strideC, int batchCount) {
   return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,
               ldc, strideC, batchCount, "cublasSgemmStridedBatched");
+}
+
+/* ---- cublasGemmEx: 16-bit matrices ---- */
+
+/*
+ * cuBLAS's table of cublasGemmEx's types (compute type; the type alpha and
+ * beta point to; Atype = Btype; Ctype), the rows with real matrices:
+ *
+ *   COMPUTE_16F, _16F_PEDANTIC          16F  R_16F                R_16F
+ *   COMPUTE_32F, _32F_PEDANTIC          32F  R_16BF, R_16F, R_32F  the same
+ *                                            R_16BF, R_16F, R_8I   R_32F
+ *   COMPUTE_32F_FAST_16F, _FAST_16BF,   32F  R_32F                R_32F
+ *   _FAST_TF32 (and, since CUDA 12.9,
+ *   _EMULATED_16BFX9)
+ *   COMPUTE_64F, _64F_PEDANTIC          64F  R_64F                R_64F
+ *   COMPUTE_32I, _32I_PEDANTIC          32I  R_8I                 R_32I
+ *
+ * (the FAST types allow float inputs to be rounded to 16 bits or TF32:
+ * they take float matrices only). Every other combination of valid types
+ * is CUBLAS_STATUS_NOT_SUPPORTED; a value that is not a type, compute type
+ * or algorithm of the enums at all is CUBLAS_STATUS_INVALID_VALUE. The
+ * runtime computes the float and 16-bit rows, in float; R_8I, R_64F and
+ * R_32I matrices are refused with NOT_SUPPORTED too, as opc emits none.
+ */
+static bool is_data_type(cudaDataType t) {
+  return (int)t >= 0 && (int)t <= 33; /* CUDA 13's cudaDataType_t: 0 to 33 */
+}
+
+static bool is_compute_type(cublasComputeType_t t) {
+  return (t >= CUBLAS_COMPUTE_16F && t <= CUBLAS_COMPUTE_16F_PEDANTIC) ||
+         (t >= CUBLAS_COMPUTE_32F && t <= CUBLAS_COMPUTE_32F_FAST_16BF) ||
+         (t >= CUBLAS_COMPUTE_32F_FAST_TF32 && t <= CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT);
+}
+
+/* cublasGemmAlgo_t: DEFAULT (-1), ALGO0 to ALGO23, DEFAULT_TENSOR_OP (99),
+ * ALGO0_TENSOR_OP to ALGO15_TENSOR_OP (100 to 115), AUTOTUNE (999). The
+ * numbered algorithms select nothing on recent GPUs; all run the same
+ * code here. AUTOTUNE (a benchmark cached in the handle) is refused with
+ * NOT_SUPPORTED, a conservative choice. */
+static cublasStatus_t algo_status(cublasGemmAlgo_t algo) {
+  int a = (int)algo;
+  if ((a >= -1 && a <= 23) || (a >= 99 && a <= 115))
+    return CUBLAS_STATUS_SUCCESS;
+  return a == 999 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+static bool is_16bit(cudaDataType t) {
+  return t == CUDA_R_16F || t == CUDA_R_16BF;
+}
+
+/* Whether the types are a row of the table above that the runtime
+ * computes; *half_scalars when alpha and beta point to __half. */
+static bool ex_types_computed(cudaDataType at, cudaDataType bt, cudaDataType ct,
+                              cublasComputeType_t compute, bool *half_scalars) {
+  *half_scalars = false;
+  if (at != bt)
+    return false;
+  switch (compute) {
+  case CUBLAS_COMPUTE_16F:
+  case CUBLAS_COMPUTE_16F_PEDANTIC:
+    *half_scalars = true;
+    return at == CUDA_R_16F && ct == CUDA_R_16F;
+  case CUBLAS_COMPUTE_32F:
+  case CUBLAS_COMPUTE_32F_PEDANTIC:
+    return (at == CUDA_R_32F || is_16bit(at)) && (ct == at || ct == CUDA_R_32F);
+  case CUBLAS_COMPUTE_32F_FAST_16F:
+  case CUBLAS_COMPUTE_32F_FAST_16BF:
+  case CUBLAS_COMPUTE_32F_FAST_TF32:
+  case CUBLAS_COMPUTE_32F_EMULATED_16BFX9:
+    return at == CUDA_R_32F && ct == CUDA_R_32F;
+  default:
+    return false;
+  }
+}
+
+static Store store_of(cudaDataType t) {
+  return t == CUDA_R_16F ? STORE_F16 : t == CUDA_R_16BF ? STORE_BF16 : STORE_F32;
+}
+
+/* A column-major matrix of `rows` x `cols`, batch stride s, as a HalfArg:
+ * the copy is packed, and one matrix when s is 0 (shared by the batch). */
+static HalfArg matrix_arg(const void *p, cudaDataType t, int rows, int cols, int ld, long long s,
+                          int batch, bool read, bool write) {
+  HalfArg a = {.dev = (void *)p, .store = store_of(t), .read = read, .write = write, .rank = 3};
+  a.dims[0] = s ? batch : 1;
+  a.dims[1] = cols;
+  a.dims[2] = rows;
+  a.strides[0] = s;
+  a.strides[1] = ld;
+  a.strides[2] = 1;
+  return a;
+}
+
+/* Points a run's copy of the float op at the args' buffers: A and B unless
+ * k is 0, then C. */
+static void gemm_bind(Op *inner, void *const *ptrs) {
+  GemmOp *g = (GemmOp *)inner;
+  int i = 0;
+  if (g->k > 0) {
+    g->A = ptrs[i++];
+    g->B = ptrs[i++];
+  }
+  g->C = ptrs[i];
+}
+
+/*
+ * A checked call with 16-bit A and B: the float op over packed float
+ * copies of A and B (leading dimension their rows, batch stride one
+ * matrix, or 0 when the batch shares one), and of C when it is 16-bit too
+ * (a float C is used where it is), inside a half_op_new op.
+ */
+static cublasStatus_t gemm_half(cublasHandle_t handle, const Gemm *c, cudaDataType ab,
+                                cudaDataType ct, float alpha, float beta, const char *api) {
+  bool ta = c->transa != CUBLAS_OP_N, tb = c->transb != CUBLAS_OP_N;
+  int arows = ta ? c->k : c->m, acols = ta ? c->m : c->k;
+  int brows = tb ? c->n : c->k, bcols = tb ? c->k : c->n;
+  Gemm f = *c;
+  f.lda = arows > 1 ? arows : 1;
+  f.ldb = brows > 1 ? brows : 1;
+  f.sa = c->sa ? (long long)arows * acols : 0;
+  f.sb = c->sb ? (long long)brows * bcols : 0;
+  if (ct != CUDA_R_32F) {
+    f.ldc = c->m;
+    f.sc = c->sc ? (long long)c->m * c->n : 0;
+  }
+  GemmOp *g = gemm_op(api, &f, alpha, beta);
+  if (!g)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  HalfArg args[3];
+  int n = 0;
+  if (c->k > 0) {
+    args[n++] = matrix_arg(c->A, ab, arows, acols, c->lda, c->sa, c->batch, true, false);
+    args[n++] = matrix_arg(c->B, ab, brows, bcols, c->ldb, c->sb, c->batch, true, false);
+  }
+  args[n++] = matrix_arg(c->C, ct, c->m, c->n, c->ldc, c->sc, c->batch, beta != 0, true);
+  Op *op = half_op_new(&g->op, sizeof *g, gemm_bind, args, n);
+  if (!op)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  gemm_spans(op, c, beta != 0);
+  return submit(handle, op);
+}
+
+static size_t elem_size(cudaDataType t) {
+  return is_16bit(t) ? 2 : sizeof(float);
+}
+
+static cublasStatus_t gemm_ex(cublasHandle_t handle, const Gemm *call, cudaDataType at,
+                              cudaDataType bt, cudaDataType ct, cublasComputeType_t compute,
+                              cublasGemmAlgo_t algo, const char *api) {
+  if (rt_enter())
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!is_data_type(at) || !is_data_type(bt) || !is_data_type(ct) || !is_compute_type(compute))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  cublasStatus_t st = algo_status(algo);
+  if (st)
+    return st;
+  bool half_scalars;
+  if (!ex_types_computed(at, bt, ct, compute, &half_scalars))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  Gemm c = *call;
+  c.elem_a = elem_size(at);
+  c.elem_c = elem_size(ct);
+  bool empty;
+  if ((st = gemm_check(&c, &empty)) || empty)
+    return st;
+  float alpha = half_scalars ? f16_to_float(*(const uint16_t *)c.alpha) : *(const float *)c.alpha;
+  float beta = half_scalars ? f16_to_float(*(const uint16_t *)c.beta) : *(const float *)c.beta;
+  if (at == CUDA_R_32F)
+    return gemm_float(handle, &c, alpha, beta, api);
+  return gemm_half(handle, &c, at, ct, alpha, beta, api);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+  Gemm c = {.transa = transa, .transb = transb, .m = m, .n = n, .k = k, .alpha = alpha,
+            .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1};
+  return gemm_ex(handle, &c, Atype, Btype, Ctype, computeType, algo, "cublasGemmEx");
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType Atype, int lda, long long int strideA,
+    const void *B, cudaDataType Btype, int ldb, long long int strideB, const void *beta, void *C,
+    cudaDataType Ctype, int ldc, long long int strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  Gemm c = {.transa = transa, .transb = transb, .m = m, .n = n, .k = k, .alpha = alpha,
+            .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
+            .sa = strideA, .sb = strideB, .sc = strideC, .batch = batchCount};
+  return gemm_ex(handle, &c, Atype, Btype, Ctype, computeType, algo,
+                 "cublasGemmStridedBatchedEx");
 }

@@ -26,6 +26,9 @@
  * the heuristics list several, each with its math type and workspace, and
  * a call must name one the list has, in a math type it has, with at least
  * its workspace. All of them run the same exact float32 code.
+ *
+ * HALF and BFLOAT16 tensors have the same engines and workspaces: the call
+ * runs the float op over float copies of its operands (conv_half, half.c).
  */
 #include <string.h>
 
@@ -64,6 +67,32 @@ static int out_dim(int in, int pad, int k, int dil, int stride) {
 }
 
 /*
+ * The data types of cuDNN's "supported configurations" of
+ * cudnnConvolutionForward (x and w, the descriptor's compute type, y)
+ * among those this runtime computes:
+ *
+ *   FLOAT_CONFIG            FLOAT     FLOAT  FLOAT
+ *   PSEUDO_HALF_CONFIG      HALF      FLOAT  HALF
+ *   TRUE_HALF_CONFIG        HALF      HALF   HALF
+ *   PSEUDO_BFLOAT16_CONFIG  BFLOAT16  FLOAT  BFLOAT16
+ *
+ * There is no true bfloat16 configuration. x, w and y always share their
+ * type in these; every 16-bit one computes in float here (more exact than
+ * TRUE_HALF's half arithmetic, which is allowed to be less). Anything else
+ * is refused, as cuDNN refuses a combination outside its table:
+ * NOT_SUPPORTED_DATA_TYPE.
+ */
+static cudnnStatus_t conv_types(const Tensor *x, cudnnFilterDescriptor_t w,
+                                cudnnConvolutionDescriptor_t conv, const Tensor *y) {
+  cudnnDataType_t t = x->type;
+  if (w->type != t || (y && y->type != t) || !dnn_float_type(t))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  bool ok = conv->compute == CUDNN_DATA_FLOAT ||
+            (conv->compute == CUDNN_DATA_HALF && t == CUDNN_DATA_HALF);
+  return ok ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+}
+
+/*
  * Checks that x (input), w and conv fit together and fills g; y is the
  * output tensor to compare with, or NULL to skip that check.
  */
@@ -74,8 +103,9 @@ static cudnnStatus_t make_geom(Geom *g, const Tensor *x, cudnnFilterDescriptor_t
   int ns = conv->nspatial;
   if (x->rank != ns + 2 || w->rank != ns + 2)
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (x->type != CUDNN_DATA_FLOAT || (y && y->type != CUDNN_DATA_FLOAT))
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  cudnnStatus_t st = conv_types(x, w, conv, y);
+  if (st)
+    return st;
   memset(g, 0, sizeof *g);
   g->ns = ns;
   g->n = (int)x->dims[0];
@@ -1169,11 +1199,11 @@ static bool packed_positions(const Geom *g, const long long *s) {
          (g->out[0] == 1 || s[2] == (long long)g->out[1] * g->out[2]);
 }
 
-static void span_filter(Op *op, const float *w, cudnnFilterDescriptor_t wd) {
+static void span_filter(Op *op, const void *w, cudnnFilterDescriptor_t wd) {
   long long n = 1;
   for (int i = 0; i < wd->rank; i++)
     n *= wd->dims[i];
-  op_span(op, w, n * sizeof(float), false);
+  op_span(op, w, n * dnn_type_size(wd->type), false);
 }
 
 /* The algorithm a call names, and the workspace it gives. */
@@ -1183,27 +1213,16 @@ typedef struct Algo {
   size_t ws_size;
 } Algo;
 
-static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo algo,
-                                  float alpha, const Tensor *x, const void *xp,
-                                  cudnnFilterDescriptor_t wd, const void *wp,
-                                  cudnnConvolutionDescriptor_t conv, float beta, float alpha2,
-                                  const Tensor *z, const void *zp, const Tensor *bias,
-                                  const void *bp, const Act *act, const Tensor *y, void *yp) {
-  Geom g;
-  cudnnStatus_t st = make_geom(&g, x, wd, conv, y);
-  if (st)
-    return st;
-  Engine engines[MAX_ENGINES];
-  int n = fwd_engines(&g, engines);
-  if ((st = engine_status(engines, n, algo.algo, conv->math)))
-    return st;
-  size_t need = fwd_workspace(&g, algo.algo);
-  if ((st = dnn_workspace_ok(algo.ws, algo.ws_size, need)))
-    return st;
+/* The float op of a convolution that passed its checks: g its geometry,
+ * with x's and y's strides. Its spans are the caller's to record. */
+static ConvOp *conv_op(const char *api, const Geom *g, float alpha, const void *xp,
+                       const void *wp, float beta, float alpha2, const Tensor *z, const void *zp,
+                       const Tensor *bias, const void *bp, const Act *act, const Tensor *y,
+                       void *yp) {
   ConvOp *c = op_new(sizeof *c, run_conv, api);
   if (!c)
-    return CUDNN_STATUS_ALLOC_FAILED;
-  c->g = g;
+    return NULL;
+  c->g = *g;
   c->x = xp;
   c->w = wp;
   c->y = yp;
@@ -1223,27 +1242,120 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
   }
   c->op.absorb = conv_absorb;
   c->yt = *y;
-  choose_blocks(&g, &c->blocks, &c->mblocks);
-  c->depthwise = g.c == g.groups && patch_size(&g) <= DW_MAX_TAPS;
-  c->direct = patch_size(&g) == 1 && g.pad[0] + g.pad[1] + g.pad[2] == 0 &&
-              g.stride[0] * g.stride[1] * g.stride[2] == 1 && g.xs[4] == 1 &&
-              g.xs[3] == g.in[2] && (g.in[0] == 1 || g.xs[2] == (long long)g.in[1] * g.in[2]);
-  c->packed_out = packed_positions(&g, g.ys) && (!c->z || packed_positions(&g, c->zs));
-  c->tiles = !c->depthwise && c->packed_out && tiles_fit(&g);
+  choose_blocks(g, &c->blocks, &c->mblocks);
+  c->depthwise = g->c == g->groups && patch_size(g) <= DW_MAX_TAPS;
+  c->direct = patch_size(g) == 1 && g->pad[0] + g->pad[1] + g->pad[2] == 0 &&
+              g->stride[0] * g->stride[1] * g->stride[2] == 1 && g->xs[4] == 1 &&
+              g->xs[3] == g->in[2] && (g->in[0] == 1 || g->xs[2] == (long long)g->in[1] * g->in[2]);
+  c->packed_out = packed_positions(g, g->ys) && (!c->z || packed_positions(g, c->zs));
+  c->tiles = !c->depthwise && c->packed_out && tiles_fit(g);
   c->shared_col = !c->tiles && !c->direct && !c->depthwise && c->mblocks > 1 &&
-                  column_bytes_whole(&g) <= SHARED_COLUMN_MAX;
+                  column_bytes_whole(g) <= SHARED_COLUMN_MAX;
   if (c->shared_col)
     c->blocks = 1;
-  span_tensor(&c->op, xp, x, false);
-  span_filter(&c->op, wp, wd);
+  return c;
+}
+
+/* Points a run's copy of a 16-bit convolution's float op at its operands'
+ * float copies, in conv_half's order. */
+static void conv_bind(Op *inner, void *const *ptrs) {
+  ConvOp *c = (ConvOp *)inner;
+  int i = 0;
+  c->x = ptrs[i++];
+  c->w = ptrs[i++];
   if (c->z)
-    span_tensor(&c->op, zp, z, false);
+    c->z = ptrs[i++];
   if (c->bias)
-    span_tensor(&c->op, bp, bias, false);
+    c->bias = ptrs[i++];
+  c->y = ptrs[i];
+}
+
+/*
+ * A convolution of 16-bit tensors (checked already): the float op over
+ * packed float copies of x, w, z, bias and y (y read only when beta
+ * blends it in), inside a half_op_new op, which is returned; *inner is
+ * the float op, which it owns. The float op's pointers are placeholders
+ * until conv_bind. It must not fold a bias or an activation queued after
+ * it into its epilogue: those read and write the 16-bit y, which its
+ * float copy is not (only the returned op is queued, and it has no absorb
+ * function).
+ */
+static Op *conv_half(const char *api, float alpha, const Tensor *x, const void *xp,
+                     cudnnFilterDescriptor_t wd, const void *wp,
+                     cudnnConvolutionDescriptor_t conv, float beta, float alpha2,
+                     const Tensor *z, const void *zp, const Tensor *bias, const void *bp,
+                     const Act *act, const Tensor *y, void *yp, ConvOp **inner) {
+  Tensor xf = dnn_float_view(x), yf = dnn_float_view(y), zf, bf;
+  struct cudnnFilterStruct wf = *wd;
+  struct cudnnConvolutionStruct cf = *conv;
+  wf.type = CUDNN_DATA_FLOAT;
+  cf.compute = CUDNN_DATA_FLOAT;
+  Geom g;
+  if (make_geom(&g, &xf, &wf, &cf, &yf))
+    return NULL; /* cannot happen: the same shapes passed */
+  if (z)
+    zf = dnn_float_view(z);
+  if (bias)
+    bf = dnn_float_view(bias);
+  ConvOp *c = conv_op(api, &g, alpha, xp, wp, beta, alpha2, z ? &zf : NULL, zp,
+                      bias ? &bf : NULL, bp, act, &yf, yp);
+  if (!c)
+    return NULL;
+  c->op.absorb = NULL;
+  HalfArg args[5];
+  int n = 0;
+  args[n++] = dnn_half_arg(xp, x, true, false);
+  Tensor wt = {.type = wd->type, .rank = wd->rank};
+  memcpy(wt.dims, wd->dims, sizeof wt.dims);
+  packed_strides(wt.rank, wt.dims, wt.strides);
+  args[n++] = dnn_half_arg(wp, &wt, true, false);
+  if (c->z)
+    args[n++] = dnn_half_arg(zp, z, true, false);
+  if (c->bias)
+    args[n++] = dnn_half_arg(bp, bias, true, false);
+  args[n++] = dnn_half_arg(yp, y, !c->fused && beta != 0, true);
+  *inner = c;
+  return half_op_new(&c->op, sizeof *c, conv_bind, args, n);
+}
+
+static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo algo,
+                                  float alpha, const Tensor *x, const void *xp,
+                                  cudnnFilterDescriptor_t wd, const void *wp,
+                                  cudnnConvolutionDescriptor_t conv, float beta, float alpha2,
+                                  const Tensor *z, const void *zp, const Tensor *bias,
+                                  const void *bp, const Act *act, const Tensor *y, void *yp) {
+  Geom g;
+  cudnnStatus_t st = make_geom(&g, x, wd, conv, y);
+  if (st)
+    return st;
+  Engine engines[MAX_ENGINES];
+  int n = fwd_engines(&g, engines);
+  if ((st = engine_status(engines, n, algo.algo, conv->math)))
+    return st;
+  size_t need = fwd_workspace(&g, algo.algo);
+  if ((st = dnn_workspace_ok(algo.ws, algo.ws_size, need)))
+    return st;
+  ConvOp *c = NULL;
+  Op *op;
+  if (x->type == CUDNN_DATA_FLOAT) {
+    c = conv_op(api, &g, alpha, xp, wp, beta, alpha2, z, zp, bias, bp, act, y, yp);
+    op = c ? &c->op : NULL;
+  } else {
+    op = conv_half(api, alpha, x, xp, wd, wp, conv, beta, alpha2, z, zp, bias, bp, act, y, yp,
+                   &c);
+  }
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, xp, x, false);
+  span_filter(op, wp, wd);
+  if (c->z)
+    span_tensor(op, zp, z, false);
+  if (c->bias)
+    span_tensor(op, bp, bias, false);
   /* The fused form has no beta: y is only written. */
-  span_output(&c->op, yp, y, c->fused ? 0 : beta);
-  span_workspace(&c->op, algo.ws, need);
-  return dnn_submit(handle, &c->op, act ? DNN_CONV_BIAS_ACT : DNN_CONV_FWD);
+  span_output(op, yp, y, c->fused ? 0 : beta);
+  span_workspace(op, algo.ws, need);
+  return dnn_submit(handle, op, act ? DNN_CONV_BIAS_ACT : DNN_CONV_FWD);
 }
 
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
@@ -1303,7 +1415,12 @@ cudnnStatus_t cudnnConvolutionBiasActivationForward(
   /* The bias is one value per output channel: 1 x K x 1 ... */
   if (bt->rank != yt->rank || bt->dims[1] != yt->dims[1] || tensor_count(bt) != yt->dims[1])
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (zt->type != CUDNN_DATA_FLOAT || bt->type != CUDNN_DATA_FLOAT)
+  /* cuDNN's table of types for this call: z and the bias have y's type
+   * (FLOAT, HALF or BFLOAT16; a float bias is for the INT8 configurations
+   * only), and the convolution computes in FLOAT, in DOUBLE for DOUBLE
+   * data: there is no row with HALF compute, so TRUE_HALF_CONFIG is
+   * refused here although cudnnConvolutionForward takes it. */
+  if (zt->type != yt->type || bt->type != yt->type || convDesc->compute != CUDNN_DATA_FLOAT)
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   Act act = {.mode = activationDesc->mode, .coef = (float)activationDesc->coef,
              .swish_beta = (float)activationDesc->swish_beta};
@@ -1424,6 +1541,13 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
                    perfResults, true);
 }
 
+/* Backward data computes float tensors only: cuDNN takes 16-bit ones too,
+ * but opc emits none (its ConvTranspose stays float), so the runtime
+ * refuses them rather than compute them untested. */
+static cudnnStatus_t bwd_types(const Tensor *dx) {
+  return dx->type == CUDNN_DATA_FLOAT ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+}
+
 /* The workspace of algo for a problem, which must have an engine for it
  * in the descriptor's math type. x and y are the convolution's input and
  * output, whichever way the algorithm runs. */
@@ -1442,6 +1566,8 @@ static cudnnStatus_t workspace_size(cudnnHandle_t handle, const cudnnTensorDescr
   Geom g;
   cudnnStatus_t st = make_geom(&g, &x->t, w, conv, &y->t);
   if (st)
+    return st;
+  if (!forward && (st = bwd_types(&x->t)))
     return st;
   Engine engines[MAX_ENGINES];
   int n = forward ? fwd_engines(&g, engines) : bwd_engines(&g, engines);
@@ -1583,7 +1709,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
     return CUDNN_STATUS_BAD_PARAM;
   Geom g;
   cudnnStatus_t st = make_geom(&g, &dxDesc->t, wDesc, convDesc, &dyDesc->t);
-  if (st)
+  if (st || (st = bwd_types(&dxDesc->t)))
     return st;
   Engine engines[MAX_ENGINES];
   int n = bwd_engines(&g, engines);
@@ -1635,7 +1761,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
     return CUDNN_STATUS_BAD_PARAM;
   Geom g;
   cudnnStatus_t st = make_geom(&g, &gradDesc->t, filterDesc, convDesc, &diffDesc->t);
-  if (st)
+  if (st || (st = bwd_types(&gradDesc->t)))
     return st;
   Engine engines[MAX_ENGINES];
   Perf list[MAX_ENGINES + CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];

@@ -104,6 +104,37 @@ cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank)
   return CUDNN_STATUS_SUCCESS;
 }
 
+bool dnn_float_type(cudnnDataType_t type) {
+  return type == CUDNN_DATA_FLOAT || type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
+}
+
+cudnnStatus_t check_pair_type(const Tensor *xt, const Tensor *yt) {
+  if (xt->type != yt->type)
+    return CUDNN_STATUS_BAD_PARAM;
+  return dnn_float_type(xt->type) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+}
+
+Tensor dnn_float_view(const Tensor *t) {
+  Tensor f = *t;
+  if (t->type != CUDNN_DATA_FLOAT) {
+    f.type = CUDNN_DATA_FLOAT;
+    packed_strides(t->rank, t->dims, f.strides);
+  }
+  return f;
+}
+
+HalfArg dnn_half_arg(const void *p, const Tensor *t, bool read, bool write) {
+  HalfArg a = {.dev = (void *)p, .read = read, .write = write, .rank = t->rank};
+  a.store = t->type == CUDNN_DATA_HALF       ? STORE_F16
+            : t->type == CUDNN_DATA_BFLOAT16 ? STORE_BF16
+                                             : STORE_F32;
+  for (int i = 0; i < t->rank; i++) {
+    a.dims[i] = t->dims[i];
+    a.strides[i] = t->strides[i];
+  }
+  return a;
+}
+
 size_t cudnnGetVersion(void) {
   return CUDNN_VERSION;
 }
@@ -376,7 +407,7 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (format != CUDNN_TENSOR_NCHW)
     return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
-  if (type != CUDNN_DATA_FLOAT)
+  if (!dnn_float_type(type))
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   if (nbDims < 3 || nbDims > 5)
     return CUDNN_STATUS_NOT_SUPPORTED;
@@ -408,13 +439,17 @@ cudnnStatus_t cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t d, in
     return CUDNN_STATUS_NOT_SUPPORTED;
   if (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION)
     return CUDNN_STATUS_BAD_PARAM;
-  if (computeType != CUDNN_DATA_FLOAT)
+  /* FLOAT for every data type the runtime computes; HALF for HALF data
+   * too (cuDNN's TRUE_HALF_CONFIG). Whether it fits the tensors' type is
+   * checked by the calls that get both (make_geom in cudnn_conv.c). */
+  if (computeType != CUDNN_DATA_FLOAT && computeType != CUDNN_DATA_HALF)
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   for (int i = 0; i < arrayLength; i++)
     if (padA[i] < 0 || filterStrideA[i] <= 0 || dilationA[i] <= 0)
       return CUDNN_STATUS_BAD_PARAM;
   d->nspatial = arrayLength;
   d->mode = mode;
+  d->compute = computeType;
   for (int i = 0; i < arrayLength; i++) {
     d->pad[i] = padA[i];
     d->stride[i] = filterStrideA[i];

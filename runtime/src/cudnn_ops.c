@@ -294,6 +294,25 @@ static bool is_float(const Tensor *t) {
   return t->type == CUDNN_DATA_FLOAT;
 }
 
+/* Points a run's copy of a 16-bit op's float walk at its operands' float
+ * copies: the args are the walk's operands, in order. */
+static void ew_bind(Op *inner, void *const *ptrs) {
+  EwOp *e = (EwOp *)inner;
+  for (int k = 0; k < e->walk.nops; k++)
+    e->walk.base[k] = ptrs[k];
+}
+
+/* The op to queue for e, an element-wise op over the float views
+ * (dnn_float_view) of the `nargs` tensors of args: e itself when they are
+ * all float, else a half_op_new op that runs it over float copies. NULL
+ * when out of memory (e is then freed). */
+static Op *ew_queued(EwOp *e, const HalfArg *args, int nargs) {
+  for (int i = 0; i < nargs; i++)
+    if (args[i].store != STORE_F32)
+      return half_op_new(&e->op, sizeof *e, ew_bind, args, nargs);
+  return &e->op;
+}
+
 cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
                                      cudnnActivationDescriptor_t activationDesc,
                                      const void *alpha, const cudnnTensorDescriptor_t xDesc,
@@ -306,21 +325,45 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
   if (!activationDesc->set)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
   const Tensor *xt = &xDesc->t, *yt = &yDesc->t;
-  cudnnStatus_t st = check_same_float(xt, yt, 1);
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt))
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  /* cuDNN: BAD_PARAM when x's data type differs from y's. */
+  cudnnStatus_t st = check_pair_type(xt, yt);
   if (st)
     return st;
-  EwOp *e = ew_new(EW_ACTIVATION, yt, "cudnnActivationForward");
+  Tensor xf = dnn_float_view(xt), yf = dnn_float_view(yt);
+  EwOp *e = ew_new(EW_ACTIVATION, &yf, "cudnnActivationForward");
   if (!e)
     return CUDNN_STATUS_ALLOC_FAILED;
   e->act = (Act){.mode = activationDesc->mode, .coef = (float)activationDesc->coef,
                  .swish_beta = (float)activationDesc->swish_beta};
+  float b = *(const float *)beta;
   e->alpha = *(const float *)alpha;
-  e->beta = *(const float *)beta;
-  walk_add(&e->walk, x, xt->strides);
-  walk_add(&e->walk, y, yt->strides);
-  span_tensor(&e->op, x, xt, false);
-  span_output(&e->op, y, yt, e->beta);
-  return dnn_submit(handle, &e->op, DNN_ACTIVATION);
+  e->beta = b;
+  walk_add(&e->walk, x, xf.strides);
+  walk_add(&e->walk, y, yf.strides);
+  HalfArg args[2] = {dnn_half_arg(x, xt, true, false), dnn_half_arg(y, yt, b != 0, true)};
+  Op *op = ew_queued(e, args, 2);
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, x, xt, false);
+  span_output(op, y, yt, b);
+  return dnn_submit(handle, op, DNN_ACTIVATION);
+}
+
+/*
+ * The data types cudnnOpTensor takes (cuDNN's table, with the descriptor's
+ * compute type FLOAT; DOUBLE and INT8 rows aside, which are not computed
+ * here): A and B of one type, and C of that type or FLOAT, or A and B
+ * FLOAT and C HALF or BFLOAT16. So HALF inputs never give BFLOAT16, nor
+ * the reverse.
+ */
+static bool op_tensor_types(cudnnDataType_t a, cudnnDataType_t b, cudnnDataType_t c) {
+  if (a != b || !dnn_float_type(a) || !dnn_float_type(c))
+    return false;
+  return c == a || c == CUDNN_DATA_FLOAT || a == CUDNN_DATA_FLOAT;
 }
 
 cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc,
@@ -338,27 +381,36 @@ cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_
   const Tensor *at = &aDesc->t, *ct = &cDesc->t, *bt = unary ? at : &bDesc->t;
   if (!opTensorDesc->set || !at->rank || !bt->rank || !ct->rank)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!is_float(at) || !is_float(bt) || !is_float(ct))
+  if (!op_tensor_types(at->type, bt->type, ct->type))
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  Tensor af = dnn_float_view(at), bf = dnn_float_view(bt), cf = dnn_float_view(ct);
   long long as[MAX_DIMS], bs[MAX_DIMS];
-  if (!broadcast_strides(at, ct->rank, ct->dims, as) ||
-      !broadcast_strides(bt, ct->rank, ct->dims, bs))
+  if (!broadcast_strides(&af, ct->rank, ct->dims, as) ||
+      !broadcast_strides(&bf, ct->rank, ct->dims, bs))
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  EwOp *e = ew_new(EW_OP_TENSOR, ct, "cudnnOpTensor");
+  EwOp *e = ew_new(EW_OP_TENSOR, &cf, "cudnnOpTensor");
   if (!e)
     return CUDNN_STATUS_ALLOC_FAILED;
+  float b = *(const float *)beta;
   e->optensor = opTensorDesc->op;
   e->alpha = *(const float *)alpha1;
   e->alpha2 = *(const float *)alpha2;
-  e->beta = *(const float *)beta;
+  e->beta = b;
   walk_add(&e->walk, A, as);
   walk_add(&e->walk, unary ? A : B, unary ? as : bs);
-  walk_add(&e->walk, C, ct->strides);
-  span_tensor(&e->op, A, at, false);
+  walk_add(&e->walk, C, cf.strides);
+  /* A unary op reads A as its B as well: two copies of A, simply. */
+  HalfArg args[3] = {dnn_half_arg(A, at, true, false),
+                     dnn_half_arg(unary ? A : B, bt, true, false),
+                     dnn_half_arg(C, ct, b != 0, true)};
+  Op *op = ew_queued(e, args, 3);
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, A, at, false);
   if (!unary)
-    span_tensor(&e->op, B, bt, false);
-  span_output(&e->op, C, ct, e->beta);
-  return dnn_submit(handle, &e->op, DNN_OP_TENSOR);
+    span_tensor(op, B, bt, false);
+  span_output(op, C, ct, b);
+  return dnn_submit(handle, op, DNN_OP_TENSOR);
 }
 
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
@@ -371,21 +423,29 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
   const Tensor *at = &aDesc->t, *ct = &cDesc->t;
   if (!at->rank || !ct->rank)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  if (!is_float(at) || !is_float(ct))
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  /* cuDNN: BAD_PARAM when the two descriptors' data types differ. */
+  cudnnStatus_t st = check_pair_type(at, ct);
+  if (st)
+    return st;
+  Tensor af = dnn_float_view(at), cf = dnn_float_view(ct);
   long long as[MAX_DIMS];
-  if (!broadcast_strides(at, ct->rank, ct->dims, as))
+  if (!broadcast_strides(&af, ct->rank, ct->dims, as))
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  EwOp *e = ew_new(EW_ADD, ct, "cudnnAddTensor");
+  EwOp *e = ew_new(EW_ADD, &cf, "cudnnAddTensor");
   if (!e)
     return CUDNN_STATUS_ALLOC_FAILED;
+  float b = *(const float *)beta;
   e->alpha = *(const float *)alpha;
-  e->beta = *(const float *)beta;
+  e->beta = b;
   walk_add(&e->walk, A, as);
-  walk_add(&e->walk, C, ct->strides);
-  span_tensor(&e->op, A, at, false);
-  span_output(&e->op, C, ct, e->beta);
-  return dnn_submit(handle, &e->op, DNN_OP_TENSOR);
+  walk_add(&e->walk, C, cf.strides);
+  HalfArg args[2] = {dnn_half_arg(A, at, true, false), dnn_half_arg(C, ct, b != 0, true)};
+  Op *op = ew_queued(e, args, 2);
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, A, at, false);
+  span_output(op, C, ct, b);
+  return dnn_submit(handle, op, DNN_OP_TENSOR);
 }
 
 static cudnnStatus_t fill(cudnnHandle_t handle, const cudnnTensorDescriptor_t yDesc, void *y,

@@ -31,13 +31,18 @@ typedef struct XyOp {
   float alpha, beta;
 } XyOp;
 
-/* Points the op at x and y and records what it reads and writes. */
-static void xy_init(XyOp *o, const void *alpha, const void *x, const Tensor *xt,
-                    const void *beta, void *y, const Tensor *yt) {
+/* Points the op at x and y. */
+static void xy_set(XyOp *o, const void *alpha, const void *x, const void *beta, void *y) {
   o->x = x;
   o->y = y;
   o->alpha = *(const float *)alpha;
   o->beta = *(const float *)beta;
+}
+
+/* ... and records what it reads and writes. */
+static void xy_init(XyOp *o, const void *alpha, const void *x, const Tensor *xt,
+                    const void *beta, void *y, const Tensor *yt) {
+  xy_set(o, alpha, x, beta, y);
   span_tensor(&o->op, x, xt, false);
   span_output(&o->op, y, yt, o->beta);
 }
@@ -270,6 +275,23 @@ static void run_pool(Op *op) {
   run_items(pool_part, p, p->planes, (long long)p->planes * per_plane, 1 << 15);
 }
 
+static void pool_bind(Op *inner, void *const *ptrs) {
+  PoolOp *p = (PoolOp *)inner;
+  p->xy.x = ptrs[0];
+  p->xy.y = ptrs[1];
+}
+
+/* The op to queue for p, built over the float views of xt and yt: p itself
+ * for float tensors, else a half_op_new op running it over float copies.
+ * NULL when out of memory (p is then freed). */
+static Op *pool_queued(PoolOp *p, const Tensor *xt, const Tensor *yt) {
+  if (xt->type == CUDNN_DATA_FLOAT)
+    return &p->xy.op;
+  HalfArg args[2] = {dnn_half_arg(p->xy.x, xt, true, false),
+                     dnn_half_arg(p->xy.y, yt, p->xy.beta != 0, true)};
+  return half_op_new(&p->xy.op, sizeof *p, pool_bind, args, 2);
+}
+
 /* Copies n spatial values (the last n of rank) into 3 slots, padding in front. */
 static void spatial_ll(long long *to, const long long *from, int n, long long fill) {
   for (int i = 0; i < 3; i++)
@@ -291,8 +313,12 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   if (xt->rank != ns + 2 || yt->rank != ns + 2 || xt->dims[0] != yt->dims[0] ||
       xt->dims[1] != yt->dims[1])
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (xt->type != CUDNN_DATA_FLOAT || yt->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  /* cuDNN: BAD_PARAM when x's data type differs from y's. */
+  cudnnStatus_t st = check_pair_type(xt, yt);
+  if (st)
+    return st;
+  /* 16-bit tensors: the op runs over packed float copies (pool_queued). */
+  Tensor xf = dnn_float_view(xt), yf = dnn_float_view(yt);
   PoolOp *p = op_new(sizeof *p, run_pool, "cudnnPoolingForward");
   if (!p)
     return CUDNN_STATUS_ALLOC_FAILED;
@@ -302,12 +328,12 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   long long in[3], out[3], xs[3], ys[3];
   spatial_ll(in, xt->dims + 2, ns, 1);
   spatial_ll(out, yt->dims + 2, ns, 1);
-  spatial_ll(xs, xt->strides + 2, ns, 0);
-  spatial_ll(ys, yt->strides + 2, ns, 0);
-  p->xs[0] = xt->strides[0];
-  p->xs[1] = xt->strides[1];
-  p->ys[0] = yt->strides[0];
-  p->ys[1] = yt->strides[1];
+  spatial_ll(xs, xf.strides + 2, ns, 0);
+  spatial_ll(ys, yf.strides + 2, ns, 0);
+  p->xs[0] = xf.strides[0];
+  p->xs[1] = xf.strides[1];
+  p->ys[0] = yf.strides[0];
+  p->ys[1] = yf.strides[1];
   for (int i = 0; i < 3; i++) {
     int j = i - (3 - ns);
     p->win[i] = j < 0 ? 1 : poolingDesc->window[j];
@@ -323,8 +349,14 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
       return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
     }
   }
-  xy_init(&p->xy, alpha, x, xt, beta, y, yt);
-  return dnn_submit(handle, &p->xy.op, DNN_POOLING);
+  xy_set(&p->xy, alpha, x, beta, y);
+  float b = p->xy.beta;
+  Op *op = pool_queued(p, xt, yt);
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, x, xt, false);
+  span_output(op, y, yt, b);
+  return dnn_submit(handle, op, DNN_POOLING);
 }
 
 /* ---- ops along the channels: softmax and LRN ---- */

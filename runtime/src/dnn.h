@@ -34,6 +34,7 @@ struct cudnnConvolutionStruct {
   int nspatial; /* 0 until set */
   int pad[3], stride[3], dilation[3];
   cudnnConvolutionMode_t mode;
+  cudnnDataType_t compute; /* FLOAT, or HALF for HALF data (computed in float all the same) */
   int groups;
   cudnnMathType_t math;
 };
@@ -124,6 +125,23 @@ bool same_dims(const Tensor *a, const Tensor *b);
  * and of type float, in cuDNN's order: NOT_FINALIZED, SHAPE_MISMATCH,
  * NOT_SUPPORTED_DATA_TYPE. */
 cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank);
+
+/* ---- 16-bit tensors (see half.c) ---- */
+
+_Static_assert(MAX_DIMS <= HALF_MAX_DIMS, "a tensor's dims must fit a HalfArg");
+
+/* FLOAT, HALF or BFLOAT16: the types the convolutions, pooling, activations
+ * and op tensors compute (HALF and BFLOAT16 through float copies). */
+bool dnn_float_type(cudnnDataType_t type);
+/* An input x and an output y that must have one type, as cuDNN's
+ * activations and pooling want: BAD_PARAM when they differ,
+ * NOT_SUPPORTED_DATA_TYPE when it is none of dnn_float_type's. */
+cudnnStatus_t check_pair_type(const Tensor *xt, const Tensor *yt);
+/* The layout the float op sees for t: t itself when it is float, else its
+ * float copy's (packed, type FLOAT). */
+Tensor dnn_float_view(const Tensor *t);
+/* The HalfArg of tensor (p, t); STORE_F32 when t is float. */
+HalfArg dnn_half_arg(const void *p, const Tensor *t, bool read, bool write);
 
 /* ---- activations ---- */
 

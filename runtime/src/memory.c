@@ -122,9 +122,11 @@ int mem_device_locked(const void *p) {
 /* ---- allocation ---- */
 
 /* Fresh memory holds garbage on a GPU. In checking mode it holds quiet
- * NaNs, so that reading what was never written shows in the results. */
+ * NaNs, so that reading what was never written shows in the results:
+ * 0x7fc07fc0 is one as a float, and each of its halves one as an FP16 or
+ * a BF16 value, so 16-bit data read too soon is all NaN as well. */
 static void fill_nan(void *p, size_t size) {
-  const uint32_t nan = 0x7fc00000u;
+  const uint32_t nan = 0x7fc07fc0u;
   unsigned char *b = p;
   size_t words = size / 4;
   for (size_t i = 0; i < words; i++)

@@ -330,6 +330,56 @@ void *scratch(int slot, size_t bytes);
 #define OPC_VECTOR_CLONES
 #endif
 
+/* ---- 16-bit floating-point storage (half.c) ---- */
+
+/*
+ * FP16 (IEEE binary16) and BF16 (the top half of a float32) are storage
+ * formats only: an operation on them converts its operands to float
+ * (exactly), runs the float implementation, and rounds its results back to
+ * nearest, ties to even. FP16 overflows to infinity; NaN stays NaN in both.
+ */
+float f16_to_float(uint16_t h);
+uint16_t float_to_f16(float f);
+float bf16_to_float(uint16_t h);
+uint16_t float_to_bf16(float f);
+
+/* How an operand of a 16-bit operation is stored. */
+typedef enum {
+  STORE_F32,  /* float: the inner op uses it where it is, no copy */
+  STORE_F16,
+  STORE_BF16,
+} Store;
+
+#define HALF_MAX_ARGS 6
+#define HALF_MAX_DIMS 8
+
+/* One operand: where it lies, and whether the operation reads or writes it. */
+typedef struct HalfArg {
+  void *dev;
+  Store store;
+  bool read, write;
+  int rank;
+  long long dims[HALF_MAX_DIMS];
+  long long strides[HALF_MAX_DIMS]; /* in elements; 0 repeats (only for reads) */
+} HalfArg;
+
+/* Points a copy of the inner op at its operands: ptrs[i] is argument i's
+ * float copy, packed in its dims (or the operand itself for STORE_F32). */
+typedef void HalfBindFn(Op *inner, void *const *ptrs);
+
+/*
+ * An op that runs `inner`, a float op of `inner_size` bytes (at most
+ * OP_PLAN_BYTES) built over packed float copies of the args, on each run:
+ * it allocates the copies (host memory of its own), fills those it reads,
+ * runs a copy of inner bound to them, rounds those it writes back into
+ * their own elements only, and frees the copies. Takes over the caller's
+ * reference to inner (also on failure, NULL). Its spans are the caller's
+ * to record, over the 16-bit operands.
+ */
+Op *half_op_new(Op *inner, size_t inner_size, HalfBindFn *bind, const HalfArg *args, int nargs);
+/* Row-major packed strides of dims; returns the element count. */
+long long packed_strides(int rank, const long long *dims, long long *strides);
+
 /* ---- the GEMM library, oneDNN or OpenBLAS, loaded on first use (blas.c) ---- */
 
 /* Loads it once; false (and a message on stderr) when it cannot. */

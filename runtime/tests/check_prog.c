@@ -239,7 +239,7 @@ static bool reads_nan(void) {
   note(cudaMemcpy(host, fresh, N * 4, cudaMemcpyDeviceToHost), "copy");
   bool nan = true;
   for (int i = 0; i < N; i++)
-    nan &= host[i] == 0x7fc00000u;
+    nan &= host[i] == 0x7fc07fc0u;
   free(host);
   note(cudaFree(fresh), "free");
   return nan;
