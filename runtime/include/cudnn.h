@@ -3,7 +3,8 @@
  *
  * Float data is computed, and HALF and BFLOAT16 data stored in 16 bits
  * and computed in float by the convolutions, pooling, activations,
- * cudnnAddTensor and cudnnOpTensor (runtime/README.md, "Half precision").
+ * cudnnAddTensor, cudnnOpTensor and cudnnReduceTensor (runtime/README.md,
+ * "Half precision").
  * Descriptors are plain values copied into each enqueued operation, so a
  * descriptor may be changed or destroyed as soon as the call returns, as
  * with cuDNN.

@@ -683,6 +683,41 @@ static void run_reduce(Op *op) {
   run_items(reduce_part, r, r->outputs, r->outputs * r->reduced, 1 << 15);
 }
 
+static void reduce_bind(Op *inner, void *const *ptrs) {
+  ReduceOp *r = (ReduceOp *)inner;
+  r->xy.x = ptrs[0];
+  r->xy.y = ptrs[1];
+}
+
+/* The op to queue for r, built over the float views of at and ct: r itself
+ * for float tensors, else a half_op_new op running it over float copies
+ * (never with indices: reduce_types). NULL when out of memory (r is then
+ * freed). */
+static Op *reduce_queued(ReduceOp *r, const Tensor *at, const Tensor *ct) {
+  if (at->type == CUDNN_DATA_FLOAT)
+    return &r->xy.op;
+  HalfArg args[2] = {dnn_half_arg(r->xy.x, at, true, false),
+                     dnn_half_arg(r->xy.y, ct, r->xy.beta != 0, true)};
+  return half_op_new(&r->xy.op, sizeof *r, reduce_bind, args, 2);
+}
+
+/*
+ * The data types cudnnReduceTensor takes: A and C both FLOAT, both HALF or
+ * both BFLOAT16, the 16-bit ones computed in float (the descriptor's
+ * compute type, which cudnnSetReduceTensorDescriptor only sets to FLOAT).
+ * Flattened indices only for FLOAT data. Anything else is
+ * NOT_SUPPORTED_DATA_TYPE: HALF with BFLOAT16, FLOAT with either, other
+ * types.
+ */
+static cudnnStatus_t reduce_types(const Tensor *a, const Tensor *c,
+                                  cudnnReduceTensorDescriptor_t d) {
+  if (a->type != c->type || !dnn_float_type(a->type))
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  if (a->type != CUDNN_DATA_FLOAT && d->indices != CUDNN_REDUCE_TENSOR_NO_INDICES)
+    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 static bool reduces_to(const Tensor *a, const Tensor *c) {
   if (a->rank != c->rank)
     return false;
@@ -700,8 +735,9 @@ static bool reduce_indexed(cudnnReduceTensorDescriptor_t d) {
 
 /*
  * The workspace a GPU reduction needs: one partial result per output and
- * block of 1024 reduced elements, as a two-pass reduction keeps. None when
- * nothing is reduced. The CPU does not use it, but a caller that gives
+ * block of 1024 reduced elements, as a two-pass reduction keeps: float
+ * partials for 16-bit data too, which computes in float. None when nothing
+ * is reduced. The CPU does not use it, but a caller that gives
  * less is refused, as cuDNN would.
  */
 static size_t reduce_workspace(const Tensor *a, const Tensor *c) {
@@ -762,8 +798,11 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
   if (!reduces_to(at, ct))
     return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
-  if (at->type != CUDNN_DATA_FLOAT || ct->type != CUDNN_DATA_FLOAT)
-    return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  cudnnStatus_t st = reduce_types(at, ct, reduceTensorDesc);
+  if (st)
+    return st;
+  /* 16-bit tensors: the op runs over packed float copies (reduce_queued). */
+  Tensor af = dnn_float_view(at), cf = dnn_float_view(ct);
   bool want = reduce_indexed(reduceTensorDesc);
   size_t need = want ? tensor_count(ct) * sizeof(unsigned) : 0;
   if (want && (!indices || indicesSizeInBytes < need))
@@ -780,12 +819,12 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
   for (int i = 0; i < at->rank; i++) {
     if (ct->dims[i] == at->dims[i] && at->dims[i] != 1) {
       r->kdims[r->krank] = at->dims[i];
-      r->kas[r->krank] = at->strides[i];
-      r->kcs[r->krank++] = ct->strides[i];
+      r->kas[r->krank] = af.strides[i];
+      r->kcs[r->krank++] = cf.strides[i];
       r->outputs *= at->dims[i];
     } else if (at->dims[i] != 1) {
       r->rdims[r->rrank] = at->dims[i];
-      r->ras[r->rrank++] = at->strides[i];
+      r->ras[r->rrank++] = af.strides[i];
       r->reduced *= at->dims[i];
     }
   }
@@ -808,11 +847,17 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
     r->rrank = 1;
   }
   r->indices = want ? indices : NULL;
-  xy_init(&r->xy, alpha, A, at, beta, C, ct);
+  xy_set(&r->xy, alpha, A, beta, C);
+  float b = r->xy.beta;
+  Op *op = reduce_queued(r, at, ct);
+  if (!op)
+    return CUDNN_STATUS_ALLOC_FAILED;
+  span_tensor(op, A, at, false);
+  span_output(op, C, ct, b);
   if (want)
-    op_span(&r->xy.op, indices, need, true);
-  span_workspace(&r->xy.op, workspace, ws_need);
-  return dnn_submit(handle, &r->xy.op, DNN_REDUCTION);
+    op_span(op, indices, need, true);
+  span_workspace(op, workspace, ws_need);
+  return dnn_submit(handle, op, DNN_REDUCTION);
 }
 
 /* ---- LRN across channels ---- */

@@ -130,8 +130,9 @@ cudnnStatus_t check_same_float(const Tensor *xt, const Tensor *yt, int min_rank)
 
 _Static_assert(MAX_DIMS <= HALF_MAX_DIMS, "a tensor's dims must fit a HalfArg");
 
-/* FLOAT, HALF or BFLOAT16: the types the convolutions, pooling, activations
- * and op tensors compute (HALF and BFLOAT16 through float copies). */
+/* FLOAT, HALF or BFLOAT16: the types the convolutions, pooling, activations,
+ * op tensors and reductions compute (HALF and BFLOAT16 through float
+ * copies). */
 bool dnn_float_type(cudnnDataType_t type);
 /* An input x and an output y that must have one type, as cuDNN's
  * activations and pooling want: BAD_PARAM when they differ,

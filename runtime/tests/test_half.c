@@ -3,10 +3,10 @@
  * the rounding of results (ties to even, subnormals, overflow, NaN) and
  * the decoding of every 16-bit pattern; convolutions (grouped, depthwise,
  * into a strided view of a wider tensor, fused with bias, residual and
- * ReLU), cudnnAddTensor, activations, pooling, cudnnOpTensor, cublasGemmEx
- * and cublasGemmStridedBatchedEx, each against direct loops in double on
- * the same 16-bit inputs; and the type combinations cuDNN and cuBLAS
- * refuse.
+ * ReLU), cudnnAddTensor, activations, pooling, cudnnOpTensor,
+ * cudnnReduceTensor (mean, max, min; strided, blended), cublasGemmEx and
+ * cublasGemmStridedBatchedEx, each against direct loops in double on the
+ * same 16-bit inputs; and the type combinations cuDNN and cuBLAS refuse.
  *
  * The expected values never come from the runtime: this file has its own
  * rounding (frexp, ldexp and nearbyint in double), encoding and decoding.
@@ -601,6 +601,157 @@ static void op_tensor_case(Fmt f, cudnnOpTensorOp_t opkind, bool float_out) {
   cudaFree(da), cudaFree(db), cudaFree(dc);
 }
 
+/* ---- reductions ---- */
+
+typedef struct ReduceCase {
+  const char *label;
+  cudnnReduceTensorOp_t op;
+  int a[4];          /* A's dims, NCHW */
+  bool keep[4];      /* the dims C keeps; the others it reduces to 1 */
+  int step, pad;     /* A a view: elements `step` apart along W, rows `pad` longer */
+  int extra;         /* C channels [0, c) of a tensor of c + extra channels */
+  float alpha, beta;
+} ReduceCase;
+
+/* cudnnReduceTensor with float compute, against loops in double on the
+ * same 16-bit inputs. The gaps of a strided A hold values that would show
+ * if read (NaN for a mean, 1000 for a max, -1000 for a min); C's channels
+ * past its own must come back bit for bit. */
+static void reduce_case(const ReduceCase *t, Fmt f) {
+  cudnnDataType_t type = dnn_type(f);
+  const int *a = t->a;
+  int cd[4];
+  for (int i = 0; i < 4; i++)
+    cd[i] = t->keep[i] ? a[i] : 1;
+  long long as[4], cs[4];
+  as[3] = t->step;
+  as[2] = (long long)a[3] * t->step + t->pad;
+  as[1] = a[2] * as[2];
+  as[0] = a[1] * as[1];
+  int cw = cd[1] + t->extra;
+  cs[3] = 1;
+  cs[2] = cd[3];
+  cs[1] = (long long)cd[2] * cd[3];
+  cs[0] = cw * cs[1];
+  long long an = a[0] * as[0], cn = cd[0] * cs[0];
+  long long count = (long long)a[0] * a[1] * a[2] * a[3];
+  long long outs = (long long)cd[0] * cd[1] * cd[2] * cd[3];
+
+  double *x, *c0;
+  uint16_t *hx = rnd_fmt(count, f, 4, &x), *hc = rnd_fmt(cn, f, 1, &c0);
+  double gap = t->op == CUDNN_REDUCE_TENSOR_MAX ? 1000 : t->op == CUDNN_REDUCE_TENSOR_MIN ? -1000
+                                                                                           : NAN;
+  uint16_t *ha = malloc(an * 2);
+  for (long long i = 0; i < an; i++)
+    ha[i] = encode(round_to(gap, f), f);
+  /* The reduction in double, into per-output accumulators. */
+  double *sum = calloc(outs, sizeof *sum), *lo = malloc(outs * sizeof *lo);
+  double *hi = malloc(outs * sizeof *hi);
+  for (long long o = 0; o < outs; o++)
+    lo[o] = INFINITY, hi[o] = -INFINITY;
+  long long i = 0;
+  for (int n = 0; n < a[0]; n++)
+    for (int c = 0; c < a[1]; c++)
+      for (int h = 0; h < a[2]; h++)
+        for (int w = 0; w < a[3]; w++, i++) {
+          ha[n * as[0] + c * as[1] + h * as[2] + w * as[3]] = hx[i];
+          int k[4] = {n, c, h, w};
+          long long o = 0;
+          for (int d = 0; d < 4; d++)
+            o = o * cd[d] + (t->keep[d] ? k[d] : 0);
+          sum[o] += x[i];
+          lo[o] = x[i] < lo[o] ? x[i] : lo[o];
+          hi[o] = x[i] > hi[o] ? x[i] : hi[o];
+        }
+  double *want = malloc(outs * sizeof *want);
+  long long *at = malloc(outs * sizeof *at); /* each output's place in C's buffer */
+  long long o = 0;
+  for (int n = 0; n < cd[0]; n++)
+    for (int c = 0; c < cd[1]; c++)
+      for (int h = 0; h < cd[2]; h++)
+        for (int w = 0; w < cd[3]; w++, o++) {
+          at[o] = n * cs[0] + c * cs[1] + h * cs[2] + w * cs[3];
+          double v = t->op == CUDNN_REDUCE_TENSOR_MAX   ? hi[o]
+                     : t->op == CUDNN_REDUCE_TENSOR_MIN ? lo[o]
+                                                        : sum[o] * outs / count;
+          want[o] = t->alpha * v + (t->beta != 0 ? t->beta * c0[at[o]] : 0);
+        }
+
+  cudnnTensorDescriptor_t ad, cdd, af, cf;
+  cudnnCreateTensorDescriptor(&ad);
+  cudnnCreateTensorDescriptor(&cdd);
+  cudnnCreateTensorDescriptor(&af);
+  cudnnCreateTensorDescriptor(&cf);
+  expect(cudnnSetTensor4dDescriptorEx(ad, type, a[0], a[1], a[2], a[3], (int)as[0], (int)as[1],
+                                      (int)as[2], (int)as[3]) == 0,
+         "16-bit A");
+  expect(cudnnSetTensor4dDescriptorEx(cdd, type, cd[0], cd[1], cd[2], cd[3], (int)cs[0],
+                                      (int)cs[1], (int)cs[2], (int)cs[3]) == 0,
+         "16-bit C");
+  cudnnSetTensor4dDescriptorEx(af, CUDNN_DATA_FLOAT, a[0], a[1], a[2], a[3], (int)as[0],
+                               (int)as[1], (int)as[2], (int)as[3]);
+  cudnnSetTensor4dDescriptorEx(cf, CUDNN_DATA_FLOAT, cd[0], cd[1], cd[2], cd[3], (int)cs[0],
+                               (int)cs[1], (int)cs[2], (int)cs[3]);
+  cudnnReduceTensorDescriptor_t rd;
+  cudnnCreateReduceTensorDescriptor(&rd);
+  expect(cudnnSetReduceTensorDescriptor(rd, t->op, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN,
+                                        CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES) == 0,
+         "reduce descriptor");
+  /* The size queries take 16-bit descriptors, and size as for float. */
+  size_t ws = 1, wsf = 2, isize = 1;
+  expect(cudnnGetReductionWorkspaceSize(dnn, rd, ad, cdd, &ws) == 0, "16-bit workspace size");
+  expect(cudnnGetReductionWorkspaceSize(dnn, rd, af, cf, &wsf) == 0 && ws == wsf && ws > 0,
+         "16-bit workspace size is float's");
+  expect(cudnnGetReductionIndicesSize(dnn, rd, ad, cdd, &isize) == 0 && isize == 0,
+         "16-bit indices size");
+  void *da = upload(ha, an * 2), *dc = upload(hc, cn * 2), *dws = NULL;
+  cudaMalloc(&dws, ws);
+  char name[128];
+  snprintf(name, sizeof name, "cudnnReduceTensor %s", t->label);
+  cudnnStatus_t st = cudnnReduceTensor(dnn, rd, NULL, 0, dws, ws, &t->alpha, ad, da, &t->beta,
+                                       cdd, dc);
+  if (st != CUDNN_STATUS_SUCCESS)
+    fail("%s (%s): %s", name, format(f).name, cudnnGetErrorString(st));
+  uint16_t *got = malloc(cn * 2), *own = malloc(outs * 2);
+  download(got, dc, cn * 2);
+  for (o = 0; o < outs; o++)
+    own[o] = got[at[o]];
+  close_fmt(name, own, want, outs, f);
+  for (long long j = 0; j < cn; j++)
+    if (j / cs[1] % cw >= cd[1] && got[j] != hc[j]) {
+      fail("%s (%s): element %lld past C's channels changed", name, format(f).name, j);
+      break;
+    }
+  cudnnDestroyReduceTensorDescriptor(rd);
+  cudnnDestroyTensorDescriptor(ad);
+  cudnnDestroyTensorDescriptor(cdd);
+  cudnnDestroyTensorDescriptor(af);
+  cudnnDestroyTensorDescriptor(cf);
+  free(x), free(c0), free(hx), free(hc), free(ha), free(sum), free(lo), free(hi), free(want);
+  free(at), free(got), free(own);
+  cudaFree(da), cudaFree(dc), cudaFree(dws);
+}
+
+static void test_reductions(Fmt f) {
+  const cudnnReduceTensorOp_t AVG = CUDNN_REDUCE_TENSOR_AVG, MAX = CUDNN_REDUCE_TENSOR_MAX,
+                              MIN = CUDNN_REDUCE_TENSOR_MIN;
+  const ReduceCase cases[] = {
+    {"GlobalAveragePool", AVG, {2, 5, 7, 7}, {1, 1, 0, 0}, 1, 0, 0, 1, 0},
+    {"GlobalAveragePool 32x32", AVG, {2, 16, 32, 32}, {1, 1, 0, 0}, 1, 0, 0, 1, 0},
+    {"ReduceMean last axis", AVG, {2, 3, 4, 9}, {1, 1, 1, 0}, 1, 0, 0, 1, 0},
+    {"ReduceMean everything", AVG, {3, 4, 5, 6}, {0, 0, 0, 0}, 1, 0, 0, 1, 0},
+    {"GlobalMaxPool", MAX, {2, 4, 6, 5}, {1, 1, 0, 0}, 1, 0, 0, 1, 0},
+    {"ReduceMax last axis", MAX, {2, 3, 5, 8}, {1, 1, 1, 0}, 1, 0, 0, 1, 0},
+    {"ReduceMin channels", MIN, {2, 6, 3, 4}, {1, 0, 1, 1}, 1, 0, 0, 1, 0},
+    {"mean of a strided A into a view, beta", AVG, {2, 5, 6, 7}, {1, 1, 0, 0}, 2, 3, 2, 0.5f,
+     -0.75f},
+    {"max of a strided A, beta", MAX, {2, 3, 5, 8}, {1, 1, 1, 0}, 3, 1, 1, 1, 0.5f},
+    {"min of a strided A over a plane, beta", MIN, {3, 4, 4, 5}, {1, 1, 0, 0}, 2, 5, 0, 2, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    reduce_case(&cases[i], f);
+}
+
 /* ---- cuBLAS ---- */
 
 typedef struct GemmCase {
@@ -865,6 +1016,95 @@ static void test_dnn_refusals(void) {
   cudaFree(ws);
 }
 
+/* cudnnReduceTensor: A and C of one 16-bit type with FLOAT compute, no
+ * indices; the size queries take any of them. */
+static void test_reduce_refusals(void) {
+  const cudnnStatus_t OK = CUDNN_STATUS_SUCCESS, TYPE = CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  void *buf = NULL, *ws = NULL, *idx = NULL;
+  cudaMalloc(&buf, 1 << 16);
+  cudaMemset(buf, 0, 1 << 16);
+  cudaMalloc(&ws, 1 << 20);
+  cudaMalloc(&idx, 1 << 10);
+  float one = 1, zero = 0;
+  cudnnTensorDescriptor_t ah = tensor(CUDNN_DATA_HALF, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t ch = tensor(CUDNN_DATA_HALF, 2, 4, 1, 1);
+  cudnnTensorDescriptor_t ab = tensor(CUDNN_DATA_BFLOAT16, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t cb = tensor(CUDNN_DATA_BFLOAT16, 2, 4, 1, 1);
+  cudnnTensorDescriptor_t af = tensor(CUDNN_DATA_FLOAT, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t cf = tensor(CUDNN_DATA_FLOAT, 2, 4, 1, 1);
+  cudnnReduceTensorDescriptor_t avg, max_idx, half_comp;
+  cudnnCreateReduceTensorDescriptor(&avg);
+  cudnnCreateReduceTensorDescriptor(&max_idx);
+  cudnnCreateReduceTensorDescriptor(&half_comp);
+  expect_dnn(cudnnSetReduceTensorDescriptor(avg, CUDNN_REDUCE_TENSOR_AVG, CUDNN_DATA_FLOAT,
+                                            CUDNN_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                            CUDNN_32BIT_INDICES),
+             OK, "AVG with FLOAT compute");
+  expect_dnn(cudnnSetReduceTensorDescriptor(max_idx, CUDNN_REDUCE_TENSOR_MAX, CUDNN_DATA_FLOAT,
+                                            CUDNN_PROPAGATE_NAN,
+                                            CUDNN_REDUCE_TENSOR_FLATTENED_INDICES,
+                                            CUDNN_32BIT_INDICES),
+             OK, "MAX with indices");
+  /* No 16-bit compute type, whatever the data. */
+  expect_dnn(cudnnSetReduceTensorDescriptor(half_comp, CUDNN_REDUCE_TENSOR_AVG, CUDNN_DATA_HALF,
+                                            CUDNN_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                            CUDNN_32BIT_INDICES),
+             TYPE, "reduction with HALF compute");
+  expect_dnn(cudnnSetReduceTensorDescriptor(half_comp, CUDNN_REDUCE_TENSOR_MAX,
+                                            CUDNN_DATA_BFLOAT16, CUDNN_PROPAGATE_NAN,
+                                            CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES),
+             TYPE, "reduction with BFLOAT16 compute");
+  size_t size = 1, fsize = 2;
+  expect_dnn(cudnnGetReductionWorkspaceSize(dnn, avg, ah, ch, &size), OK,
+             "half reduction workspace size");
+  expect_dnn(cudnnGetReductionWorkspaceSize(dnn, avg, af, cf, &fsize), OK,
+             "float reduction workspace size");
+  expect(size == fsize, "a half reduction's workspace is a float one's");
+  expect_dnn(cudnnGetReductionWorkspaceSize(dnn, avg, ab, cb, &size), OK,
+             "bfloat16 reduction workspace size");
+  expect(size == fsize, "a bfloat16 reduction's workspace is a float one's");
+  expect_dnn(cudnnGetReductionIndicesSize(dnn, avg, ab, cb, &size), OK,
+             "bfloat16 reduction indices size");
+  expect(size == 0, "no indices without FLATTENED_INDICES");
+  expect_dnn(cudnnGetReductionIndicesSize(dnn, max_idx, ah, ch, &size), OK,
+             "half reduction indices size");
+  expect(size == 8 * sizeof(unsigned), "indices size of 16-bit descriptors");
+  size_t n = 1 << 20;
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ah, buf, &zero, ch, buf), OK,
+             "half AVG");
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ab, buf, &zero, cb, buf), OK,
+             "bfloat16 AVG");
+  expect_dnn(cudnnReduceTensor(dnn, max_idx, idx, 1 << 10, ws, n, &one, af, buf, &zero, cf, buf),
+             OK, "float MAX with indices");
+  /* A and C of one type. */
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ah, buf, &zero, cb, buf), TYPE,
+             "half A, bfloat16 C");
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ab, buf, &zero, ch, buf), TYPE,
+             "bfloat16 A, half C");
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ah, buf, &zero, cf, buf), TYPE,
+             "half A, float C");
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, af, buf, &zero, cb, buf), TYPE,
+             "float A, bfloat16 C");
+  /* Indices with float data only. */
+  expect_dnn(cudnnReduceTensor(dnn, max_idx, idx, 1 << 10, ws, n, &one, ah, buf, &zero, ch, buf),
+             TYPE, "half MAX with indices");
+  expect_dnn(cudnnReduceTensor(dnn, max_idx, idx, 1 << 10, ws, n, &one, ab, buf, &zero, cb, buf),
+             TYPE, "bfloat16 MAX with indices");
+  /* Shapes and workspaces first checked as for float. */
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, n, &one, ch, buf, &zero, ah, buf),
+             CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "half C larger than A");
+  expect_dnn(cudnnReduceTensor(dnn, avg, NULL, 0, ws, 0, &one, ah, buf, &zero, ch, buf),
+             CUDNN_STATUS_BAD_PARAM, "half reduction without its workspace");
+  cudaDeviceSynchronize();
+  cudnnDestroyReduceTensorDescriptor(avg);
+  cudnnDestroyReduceTensorDescriptor(max_idx);
+  cudnnDestroyReduceTensorDescriptor(half_comp);
+  cudnnTensorDescriptor_t all[] = {ah, ch, ab, cb, af, cf};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    cudnnDestroyTensorDescriptor(all[i]);
+  cudaFree(buf), cudaFree(ws), cudaFree(idx);
+}
+
 /* cublasGemmEx of 4 x 4 matrices in buf with these types. */
 static cublasStatus_t gemm_ex(void *buf, cudaDataType at, cudaDataType bt, cudaDataType ct,
                               cublasComputeType_t compute, cublasGemmAlgo_t algo,
@@ -937,9 +1177,11 @@ int main(void) {
     op_tensor_case(f, CUDNN_OP_TENSOR_ADD, false);
     op_tensor_case(f, CUDNN_OP_TENSOR_MAX, false);
     op_tensor_case(f, CUDNN_OP_TENSOR_ADD, true);
+    test_reductions(f);
     test_gemms(f);
   }
   test_dnn_refusals();
+  test_reduce_refusals();
   test_blas_refusals();
   cublasDestroy(blas);
   cudnnDestroy(dnn);
