@@ -576,9 +576,9 @@ static void reduce_run(Emitter *e, Node *n) {
   ReducePlan *p = node_data(e, n, sizeof(ReducePlan));
   if (p->identity) {
     emit_call(e, LIB_CUDA, n,
-              "cudaMemcpyAsync(%s, %s, %lld * sizeof(float), cudaMemcpyDeviceToDevice, %s)",
+              "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), cudaMemcpyDeviceToDevice, %s)",
               buf(e, n->out[0]), buf(e, n->in[0]), (long long)tensor_numel(n->out[0]),
-              node_stream(e, n));
+              dtype_c_type(node_data_type(n)), node_stream(e, n));
     return;
   }
   emit_call(e, LIB_CUDNN, n, "cudnnReduceTensor(%s, %s, NULL, 0, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -587,8 +587,9 @@ static void reduce_run(Emitter *e, Node *n) {
             buf(e, n->out[0]));
 }
 
+/* 16-bit data reduces with float32 compute (the descriptor's compute type). */
 static const OpEmitter reduce_emitter = {
-    .setup = reduce_setup, .run = reduce_run, .supports = reduce_supports};
+    .setup = reduce_setup, .run = reduce_run, .supports = reduce_supports, .half = true};
 
 /* ----------------------------------------------------------- softmax */
 

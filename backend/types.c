@@ -70,14 +70,15 @@ static const unsigned runtime_types[OP_COUNT] = {
     [OP_SCATTER] = ANY, [OP_ARG_MAX] = NUMERIC, [OP_ARG_MIN] = NUMERIC, [OP_TOP_K] = NUMERIC,
     /* reductions: sums, largest and smallest on numbers, the rest (a mean,
        logs, roots) on floating types */
-    [OP_REDUCE_SUM] = NUMERIC, [OP_REDUCE_MAX] = NUMERIC, [OP_REDUCE_MIN] = NUMERIC,
-    [OP_REDUCE_MEAN] = F32 | F64, [OP_REDUCE_SUM_SQUARE] = F32 | F64, [OP_REDUCE_PROD] = F32 | F64,
+    [OP_REDUCE_SUM] = NUMERIC, [OP_REDUCE_MAX] = NUMERIC | F16 | BF16,
+    [OP_REDUCE_MIN] = NUMERIC | F16 | BF16, [OP_REDUCE_MEAN] = F32 | F64 | F16 | BF16, [OP_REDUCE_SUM_SQUARE] = F32 | F64, [OP_REDUCE_PROD] = F32 | F64,
     [OP_REDUCE_LOG_SUM_EXP] = F32 | F64, [OP_REDUCE_L1] = F32 | F64, [OP_REDUCE_L2] = F32 | F64,
     [OP_REDUCE_LOG_SUM] = F32 | F64,
     /* cuDNN's and cuBLAS's 16-bit forms (--precision fp16|bf16), where the
        emitter can print the node that way (OpEmitter.half) */
     [OP_CONV] = HALVES, [OP_GEMM] = HALVES, [OP_MATMUL] = HALVES,
-    [OP_MAX_POOL] = HALVES, [OP_AVERAGE_POOL] = HALVES,
+    [OP_MAX_POOL] = HALVES, [OP_AVERAGE_POOL] = HALVES, [OP_GLOBAL_AVERAGE_POOL] = HALVES,
+    [OP_GLOBAL_MAX_POOL] = HALVES, /* and the 16-bit reductions above: cuDNN's */
     /* activations with 16-bit instances of their kernels */
     [OP_LEAKY_RELU] = HALVES, [OP_ELU] = HALVES, [OP_SIGMOID] = HALVES, [OP_TANH] = HALVES,
     [OP_HARD_SIGMOID] = HALVES, [OP_HARD_SWISH] = HALVES, [OP_SWISH] = HALVES,

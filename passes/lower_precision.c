@@ -8,12 +8,15 @@
  * tensors and accumulate in float32. Nodes that only move data (Concat,
  * Reshape, Transpose, Slice, ...) and the activations and arithmetic opc's
  * kernels have 16-bit instances of (which compute in float32 between a
- * 16-bit load and store) follow their inputs: 16-bit in, 16-bit out. All
- * others are the ones unsafe in 16 bits (Softmax, reductions and global
- * pools, normalisations, exp and log, whose sums, squares and exponentials
- * overflow float16's range of 65504 or lose its 11 bits of precision) or
- * without 16-bit code: they read a float32 copy made by a Cast, and what
- * they write is cast back where a 16-bit node reads it. Graph inputs and
+ * 16-bit load and store), and the means, maxima and minima cuDNN reduces
+ * with float32 compute (global pools, ReduceMean, ReduceMax, ReduceMin:
+ * their results lie within their inputs' range) follow their inputs:
+ * 16-bit in, 16-bit out. All others are the ones unsafe in 16 bits
+ * (Softmax, sums and the other reductions, normalisations, exp and log,
+ * whose sums, squares and exponentials overflow float16's range of 65504
+ * or lose its 11 bits of precision) or without 16-bit code: they read a
+ * float32 copy made by a Cast, and what they write is cast back where a
+ * 16-bit node reads it. Graph inputs and
  * outputs keep float32, converted at the edges, so the API does not change;
  * with --io-precision fp16 they are float16 themselves, and casts to float32
  * come only where a float32 node reads one.
@@ -107,6 +110,8 @@ static bool follows_input(OpKind op) {
   case OP_RELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SIGMOID: case OP_TANH:
   case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
   case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
+  case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: case OP_REDUCE_MEAN: case OP_REDUCE_MAX:
+  case OP_REDUCE_MIN:
     return true;
   default:
     return false;

@@ -478,7 +478,7 @@ static void test_errors(void) {
   CHECK(fails_once("graph \"t\"\ninput %x: f32[2]\n%y = Add(%x)\noutput %y\n"));
   /* run-time data of a type net.c has no storage for */
   CHECK(fails_once("graph \"t\"\ninput %x: u16[2]\n%y = Relu(%x)\noutput %y\n"));
-  CHECK(fails_once("graph \"t\"\ninput %x: bf16[2]\n%y = Add(%x, %x)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\"\ninput %x: i16[2]\n%y = Add(%x, %x)\noutput %y\n"));
   CHECK(fails_once("graph \"t\"\ninput %x: f32[2]\n%y = Cast(%x) {to=4}\noutput %y\n"));
   /* inconsistent shapes */
   CHECK(fails_once("graph \"t\"\ninput %a: f32[2,3]\ninput %b: f32[4]\n"

@@ -167,7 +167,7 @@ def usage_group(tmp):
                        "--arrivals", "m=10")
     for bad in [["--batch", "0"], ["--batch", "x"], ["--streams", "0"], ["--prune", "3"],
                 ["--prune", "a,b"], ["--schedule", "fastest"], ["--lios-priority", "best"],
-                ["--precision", "fp16"], ["--target", "tpu"], ["--prefix", "9net"],
+                ["--precision", "fp8"], ["--target", "tpu"], ["--prefix", "9net"],
                 ["--prefix", "my-net"], ["--input-shape", "x"], ["--input-shape", "x=1xq"],
                 ["--input-shape", "=1x2"], ["-O3"], ["--cflags", "gpu"],
                 ["--dump-after", "no_such_pass"], ["--const-input", "shape"],

@@ -143,7 +143,7 @@ def case_packed_descriptors(case):
         return fail("packed_descriptors", "opc failed: " + p.stderr.strip())
     with open(os.path.join(d, "net.c")) as f:
         text = f.read()
-    calls = re.findall(r"make_tensor\(c, &c->(\w+), (\d+), \(const int\[\]\)\{([^}]*)\},\s*"
+    calls = re.findall(r"make_tensor\(c, &c->(\w+), CUDNN_DATA_\w+, (\d+), \(const int\[\]\)\{([^}]*)\},\s*"
                        r"\(const int\[\]\)\{([^}]*)\}\)", text)
     if len(calls) < 4:
         return fail("packed_descriptors", "found only %d descriptors" % len(calls))
