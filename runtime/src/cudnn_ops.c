@@ -552,6 +552,17 @@ static void run_bn(Op *op) {
   walk_run(&w, ew_row, &bn->ew);
 }
 
+_Static_assert(sizeof(BnOp) <= OP_PLAN_BYTES, "a 16-bit batch norm runs a copy of its BnOp");
+
+/* Points a run's copy of a 16-bit batch norm at the float copies of x and
+ * y (the args), the walk's operands 0 and 3; the parameters are float and
+ * used where they are. */
+static void bn_bind(Op *inner, void *const *ptrs) {
+  BnOp *bn = (BnOp *)inner;
+  bn->ew.walk.base[0] = ptrs[0];
+  bn->ew.walk.base[3] = ptrs[1];
+}
+
 cudnnStatus_t cudnnBatchNormalizationForwardInference(
     cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
     const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnTensorDescriptor_t yDesc,
@@ -565,7 +576,17 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
   const Tensor *xt = &xDesc->t, *yt = &yDesc->t, *pt = &bnDesc->t;
   if (!pt->rank)
     return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-  cudnnStatus_t st = check_same_float(xt, yt, 3);
+  if (!xt->rank || !yt->rank)
+    return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+  if (!same_dims(xt, yt) || xt->rank < 3)
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  /* x and y: both FLOAT, both HALF or both BFLOAT16; BAD_PARAM when their
+   * types differ (cuDNN: "data types mismatch for xDesc, yDesc"). The
+   * parameters are FLOAT for all three, as cudnnDeriveBNTensorDescriptor
+   * derives them for HALF (and BFLOAT16) data; 16-bit parameters are
+   * NOT_SUPPORTED_DATA_TYPE. 16-bit x and y run the float op over packed
+   * float copies (half_op_new). */
+  cudnnStatus_t st = check_pair_type(xt, yt);
   if (st)
     return st;
   if (!is_float(pt))
@@ -596,6 +617,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
   e->kind = EW_AFFINE;
   e->alpha = *(const float *)alpha;
   e->beta = *(const float *)beta;
+  Tensor xf = dnn_float_view(xt), yf = dnn_float_view(yt);
   walk_init(&e->walk, xt->rank, xt->dims, sizeof(float));
   /* The folded arrays are packed in the parameters' shape, broadcast over x. */
   long long packed[MAX_DIMS], stride = 1;
@@ -603,15 +625,23 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
     packed[i] = pt->dims[i] == 1 ? 0 : stride;
     stride *= pt->dims[i];
   }
-  walk_add(&e->walk, x, xt->strides);
+  walk_add(&e->walk, x, xf.strides);
   walk_add(&e->walk, NULL, packed);
   walk_add(&e->walk, NULL, packed);
-  walk_add(&e->walk, y, yt->strides);
-  span_tensor(&e->op, x, xt, false);
-  span_tensor(&e->op, bnScale, pt, false);
-  span_tensor(&e->op, bnBias, pt, false);
-  span_tensor(&e->op, estimatedMean, pt, false);
-  span_tensor(&e->op, estimatedVariance, pt, false);
-  span_output(&e->op, y, yt, e->beta);
-  return dnn_submit(handle, &e->op, DNN_BATCH_NORM);
+  walk_add(&e->walk, y, yf.strides);
+  float b = e->beta;
+  Op *op = &e->op;
+  if (xt->type != CUDNN_DATA_FLOAT) {
+    HalfArg args[2] = {dnn_half_arg(x, xt, true, false), dnn_half_arg(y, yt, b != 0, true)};
+    op = half_op_new(&e->op, sizeof *bn, bn_bind, args, 2);
+    if (!op)
+      return CUDNN_STATUS_ALLOC_FAILED;
+  }
+  span_tensor(op, x, xt, false);
+  span_tensor(op, bnScale, pt, false);
+  span_tensor(op, bnBias, pt, false);
+  span_tensor(op, estimatedMean, pt, false);
+  span_tensor(op, estimatedVariance, pt, false);
+  span_output(op, y, yt, b);
+  return dnn_submit(handle, op, DNN_BATCH_NORM);
 }

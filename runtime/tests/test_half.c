@@ -4,7 +4,9 @@
  * the decoding of every 16-bit pattern; convolutions (grouped, depthwise,
  * into a strided view of a wider tensor, fused with bias, residual and
  * ReLU), cudnnAddTensor, activations, pooling, cudnnOpTensor,
- * cudnnReduceTensor (mean, max, min; strided, blended), cublasGemmEx and
+ * cudnnReduceTensor (mean, max, min; strided, blended),
+ * cudnnBatchNormalizationForwardInference (FLOAT parameters; spatial and
+ * per activation, 4-d and 5-d, strided, blended), cublasGemmEx and
  * cublasGemmStridedBatchedEx, each against direct loops in double on the
  * same 16-bit inputs; and the type combinations cuDNN and cuBLAS refuse.
  *
@@ -752,6 +754,127 @@ static void test_reductions(Fmt f) {
     reduce_case(&cases[i], f);
 }
 
+/* ---- batch normalisation (inference) ---- */
+
+typedef struct BnCase {
+  const char *label;
+  cudnnBatchNormMode_t mode;
+  int rank;
+  int d[5];          /* x's and y's dims */
+  int xstep, xpad;   /* x a view: elements `xstep` apart along the last dim, rows `xpad` longer */
+  int yextra;        /* y channels [0, c) of a tensor of c + yextra channels */
+  float alpha, beta;
+} BnCase;
+
+/* Packed strides of dims, with the last dim `step` apart and each row
+ * `pad` longer, and dim 1 widened to `c1`; returns the elements spanned. */
+static long long view_strides(int rank, const int *d, int step, int pad, int c1, int *s) {
+  long long st = (long long)d[rank - 1] * step + pad;
+  s[rank - 1] = step;
+  for (int i = rank - 2; i >= 0; i--) {
+    s[i] = (int)st;
+    st *= i == 1 ? c1 : d[i];
+  }
+  return st;
+}
+
+/* cudnnBatchNormalizationForwardInference on 16-bit x and y with FLOAT
+ * parameters, against y = alpha (g (x - m) / sqrt(v + eps) + b) + beta y0
+ * in double on the same 16-bit x and y0. The gaps of a strided x hold NaN,
+ * which would show if read; y's channels past its own must come back bit
+ * for bit. */
+static void bn_case(const BnCase *t, Fmt f) {
+  cudnnDataType_t type = dnn_type(f);
+  int r = t->rank, c = t->d[1], pd[5], xs[5], ys[5], ps[5];
+  bool spatial = t->mode != CUDNN_BATCHNORM_PER_ACTIVATION;
+  long long count = 1, pn = 1;
+  for (int i = 0; i < r; i++) {
+    pd[i] = i == 1 ? c : i == 0 || spatial ? 1 : t->d[i];
+    count *= t->d[i];
+    pn *= pd[i];
+  }
+  long long xn = view_strides(r, t->d, t->xstep, t->xpad, c, xs);
+  long long yn = view_strides(r, t->d, 1, 0, c + t->yextra, ys);
+  view_strides(r, pd, 1, 0, c, ps);
+  double *xv, *y0;
+  uint16_t *hx = rnd_fmt(count, f, 4, &xv), *hy = rnd_fmt(yn, f, 2, &y0);
+  uint16_t *hxa = malloc(xn * 2);
+  for (long long i = 0; i < xn; i++)
+    hxa[i] = format(f).nan;
+  float *g = malloc(pn * 4), *b = malloc(pn * 4), *m = malloc(pn * 4), *v = malloc(pn * 4);
+  for (long long i = 0; i < pn; i++) {
+    g[i] = 2 * rnd(), b[i] = rnd(), m[i] = rnd();
+    v[i] = fabsf(rnd()) + 0.1f;
+  }
+  double eps = 1e-3;
+  double *want = malloc(count * sizeof *want);
+  long long *at = malloc(count * sizeof *at); /* each element's place in y's buffer */
+  int idx[5] = {0};
+  for (long long i = 0; i < count; i++) {
+    long long xo = 0, yo = 0, po = 0;
+    for (int k = 0; k < r; k++) {
+      xo += (long long)idx[k] * xs[k];
+      yo += (long long)idx[k] * ys[k];
+      po += (long long)(pd[k] == 1 ? 0 : idx[k]) * ps[k];
+    }
+    hxa[xo] = hx[i];
+    at[i] = yo;
+    double bn = g[po] * (xv[i] - m[po]) / sqrt((double)v[po] + eps) + b[po];
+    want[i] = t->alpha * bn + (t->beta != 0 ? t->beta * y0[yo] : 0);
+    for (int k = r - 1; k >= 0 && ++idx[k] == t->d[k]; k--)
+      idx[k] = 0;
+  }
+  cudnnTensorDescriptor_t xd, yd, pdd;
+  cudnnCreateTensorDescriptor(&xd);
+  cudnnCreateTensorDescriptor(&yd);
+  cudnnCreateTensorDescriptor(&pdd);
+  expect(cudnnSetTensorNdDescriptor(xd, type, r, t->d, xs) == 0, "16-bit bn x");
+  expect(cudnnSetTensorNdDescriptor(yd, type, r, t->d, ys) == 0, "16-bit bn y");
+  /* The parameters' descriptor as cuDNN derives it for 16-bit data: FLOAT. */
+  expect(cudnnSetTensorNdDescriptor(pdd, CUDNN_DATA_FLOAT, r, pd, ps) == 0, "bn params");
+  void *dx = upload(hxa, xn * 2), *dy = upload(hy, yn * 2);
+  void *dg = upload(g, pn * 4), *db = upload(b, pn * 4), *dm = upload(m, pn * 4);
+  void *dv = upload(v, pn * 4);
+  char name[160];
+  snprintf(name, sizeof name, "cudnnBatchNormalizationForwardInference %s", t->label);
+  cudnnStatus_t st = cudnnBatchNormalizationForwardInference(
+      dnn, t->mode, &t->alpha, &t->beta, xd, dx, yd, dy, pdd, dg, db, dm, dv, eps);
+  if (st != CUDNN_STATUS_SUCCESS)
+    fail("%s (%s): %s", name, format(f).name, cudnnGetErrorString(st));
+  uint16_t *got = malloc(yn * 2), *own = malloc(count * 2);
+  download(got, dy, yn * 2);
+  for (long long i = 0; i < count; i++)
+    own[i] = got[at[i]];
+  close_fmt(name, own, want, count, f);
+  for (long long j = 0; j < yn; j++)
+    if (j / ys[1] % (c + t->yextra) >= c && got[j] != hy[j]) {
+      fail("%s (%s): element %lld past y's channels changed", name, format(f).name, j);
+      break;
+    }
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyTensorDescriptor(pdd);
+  free(xv), free(y0), free(hx), free(hy), free(hxa), free(g), free(b), free(m), free(v);
+  free(want), free(at), free(got), free(own);
+  cudaFree(dx), cudaFree(dy), cudaFree(dg), cudaFree(db), cudaFree(dm), cudaFree(dv);
+}
+
+static void test_batch_norms(Fmt f) {
+  const cudnnBatchNormMode_t SP = CUDNN_BATCHNORM_SPATIAL, PA = CUDNN_BATCHNORM_PER_ACTIVATION;
+  const BnCase cases[] = {
+    {"spatial 4d", SP, 4, {2, 5, 6, 7}, 1, 0, 0, 1, 0},
+    {"spatial 5d", SP, 5, {2, 3, 4, 5, 6}, 1, 0, 0, 1, 0},
+    {"spatial persistent 4d", CUDNN_BATCHNORM_SPATIAL_PERSISTENT, 4, {3, 4, 5, 5}, 1, 0, 0, 1, 0},
+    {"per activation 4d", PA, 4, {3, 4, 3, 5}, 1, 0, 0, 1, 0},
+    {"spatial 4d, alpha, beta", SP, 4, {2, 6, 5, 4}, 1, 0, 0, 0.5f, -0.75f},
+    {"spatial 4d, strided x into a view of y, beta", SP, 4, {2, 5, 4, 6}, 2, 3, 2, 1.5f, 0.5f},
+    {"spatial 5d, strided x into a view of y, beta", SP, 5, {2, 3, 3, 4, 5}, 3, 1, 1, 1, 1},
+    {"per activation 5d, strided x, beta", PA, 5, {2, 3, 2, 3, 4}, 2, 2, 0, 1, -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    bn_case(&cases[i], f);
+}
+
 /* ---- cuBLAS ---- */
 
 typedef struct GemmCase {
@@ -1106,6 +1229,62 @@ static void test_reduce_refusals(void) {
 }
 
 /* cublasGemmEx of 4 x 4 matrices in buf with these types. */
+/* cudnnBatchNormalizationForwardInference: x and y of one type, FLOAT,
+ * HALF or BFLOAT16, with FLOAT parameters. */
+static void test_bn_refusals(void) {
+  const cudnnStatus_t OK = CUDNN_STATUS_SUCCESS, TYPE = CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                      BAD = CUDNN_STATUS_BAD_PARAM;
+  void *buf = NULL;
+  cudaMalloc(&buf, 1 << 16);
+  cudaMemset(buf, 0, 1 << 16);
+  float one = 1, zero = 0;
+  cudnnTensorDescriptor_t th = tensor(CUDNN_DATA_HALF, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t tb = tensor(CUDNN_DATA_BFLOAT16, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t tf = tensor(CUDNN_DATA_FLOAT, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t t8 = tensor(CUDNN_DATA_INT8, 2, 4, 5, 5);
+  cudnnTensorDescriptor_t ph = tensor(CUDNN_DATA_HALF, 1, 4, 1, 1);
+  cudnnTensorDescriptor_t pb = tensor(CUDNN_DATA_BFLOAT16, 1, 4, 1, 1);
+  cudnnTensorDescriptor_t pf = tensor(CUDNN_DATA_FLOAT, 1, 4, 1, 1);
+  /* Zeroed operands: only the statuses matter here. */
+  struct {
+    cudnnTensorDescriptor_t x, y, p;
+    cudnnStatus_t want;
+    const char *what;
+  } cases[] = {
+    {th, th, pf, OK, "bn HALF data, FLOAT parameters"},
+    {tb, tb, pf, OK, "bn BFLOAT16 data, FLOAT parameters"},
+    {tf, tf, pf, OK, "bn FLOAT data, FLOAT parameters"},
+    {th, th, ph, TYPE, "bn HALF data, HALF parameters"},
+    {tb, tb, pb, TYPE, "bn BFLOAT16 data, BFLOAT16 parameters"},
+    {th, th, pb, TYPE, "bn HALF data, BFLOAT16 parameters"},
+    {tb, tb, ph, TYPE, "bn BFLOAT16 data, HALF parameters"},
+    {tf, tf, ph, TYPE, "bn FLOAT data, HALF parameters"},
+    {tf, tf, pb, TYPE, "bn FLOAT data, BFLOAT16 parameters"},
+    {th, tb, pf, BAD, "bn HALF x, BFLOAT16 y"},
+    {tb, th, pf, BAD, "bn BFLOAT16 x, HALF y"},
+    {th, tf, pf, BAD, "bn HALF x, FLOAT y"},
+    {tf, th, pf, BAD, "bn FLOAT x, HALF y"},
+    {tf, tb, pf, BAD, "bn FLOAT x, BFLOAT16 y"},
+    {t8, t8, pf, TYPE, "bn INT8 data"},
+  };
+  char *p = buf;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_dnn(cudnnBatchNormalizationForwardInference(dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+                                                       cases[i].x, p, cases[i].y, p + 16384,
+                                                       cases[i].p, p + 32768, p + 32768,
+                                                       p + 32768, p + 32768, 1e-5),
+               cases[i].want, cases[i].what);
+  cudaDeviceSynchronize();
+  cudnnDestroyTensorDescriptor(th);
+  cudnnDestroyTensorDescriptor(tb);
+  cudnnDestroyTensorDescriptor(tf);
+  cudnnDestroyTensorDescriptor(t8);
+  cudnnDestroyTensorDescriptor(ph);
+  cudnnDestroyTensorDescriptor(pb);
+  cudnnDestroyTensorDescriptor(pf);
+  cudaFree(buf);
+}
+
 static cublasStatus_t gemm_ex(void *buf, cudaDataType at, cudaDataType bt, cudaDataType ct,
                               cublasComputeType_t compute, cublasGemmAlgo_t algo,
                               const float *alpha, int lda) {
@@ -1178,10 +1357,12 @@ int main(void) {
     op_tensor_case(f, CUDNN_OP_TENSOR_MAX, false);
     op_tensor_case(f, CUDNN_OP_TENSOR_ADD, true);
     test_reductions(f);
+    test_batch_norms(f);
     test_gemms(f);
   }
   test_dnn_refusals();
   test_reduce_refusals();
+  test_bn_refusals();
   test_blas_refusals();
   cublasDestroy(blas);
   cudnnDestroy(dnn);
