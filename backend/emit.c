@@ -577,6 +577,13 @@ const char *node_workspace_bytes(Emitter *e, const Node *n) {
 const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int rank,
                              const int64_t *dims, const int64_t *strides, int min_rank,
                              bool pad_front) {
+  return emit_tensor_desc_as(e, n, what, dnn_data_type(n), rank, dims, strides, min_rank,
+                             pad_front);
+}
+
+const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, const char *type,
+                                int rank, const int64_t *dims, const int64_t *strides,
+                                int min_rank, bool pad_front) {
   int out_rank = rank > min_rank ? rank : min_rank;
   if (out_rank < 4)
     out_rank = 4;
@@ -608,7 +615,7 @@ const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int ra
   used(e)->make_tensor = true;
   used(e)->lib[LIB_CUDNN] = true;
   emit(e, "if (!make_tensor(c, &c->%s, %s, %d, (const int[]){%s}, (const int[]){%s}))", field,
-       dnn_data_type(n), out_rank, dl, sl);
+       type, out_rank, dl, sl);
   e->indent++;
   emit(e, "%s;", emit_fail(e));
   e->indent--;
@@ -642,9 +649,13 @@ static bool computes_in(const Node *n, DType t) {
   for (int k = 0; k < n->nout; k++)
     if (n->out[k] && n->out[k]->dtype != t)
       return false;
-  for (int k = 0; k < n->nin; k++)
-    if (n->in[k] && !(op_info(n->op)->param_inputs & (1u << k)) && n->in[k]->dtype != t)
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    if (!x || (op_info(n->op)->param_inputs & (1u << k)))
+      continue;
+    if (x->dtype != (op_input_stays_float(n->op, k) ? DT_FLOAT : t))
       return false;
+  }
   return true;
 }
 

@@ -165,11 +165,15 @@ const char *weights_add_typed(Emitter *e, const char *name, DType dtype, const v
  * `<node>_<what>`, prints its creation in the current (setup) code, and its
  * destruction in destroy(). Returns the C expression of the field.
  * Dims are padded to `min_rank` (at least 4) with 1s at the end, or at the
- * front when `pad_front` (numpy broadcasting alignment).
+ * front when `pad_front` (numpy broadcasting alignment). The element type
+ * is the node's data's (dnn_data_type); emit_tensor_desc_as names another.
  */
 const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int rank,
                              const int64_t *dims, const int64_t *strides, int min_rank,
                              bool pad_front);
+const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, const char *type,
+                                int rank, const int64_t *dims, const int64_t *strides,
+                                int min_rank, bool pad_front);
 /* Same, for a Tensor's own dims and strides. */
 const char *emit_tensor_desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t,
                                 int min_rank, bool pad_front);

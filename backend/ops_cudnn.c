@@ -710,7 +710,10 @@ static void bn_setup(Emitter *e, Node *n) {
   bn_shape(n, shape, &rank);
   contiguous_strides(rank, shape, strides);
   p->xd = emit_tensor_desc(e, n, "x", rank, shape, strides, 4, false);
-  p->od = channel_desc(e, n, "params", shape[1], rank);
+  /* The scale, bias, mean and variance are float32 whatever x's type. */
+  int64_t params[5] = {1, shape[1], 1, 1, 1}, pstrides[5];
+  contiguous_strides(rank, params, pstrides);
+  p->od = emit_tensor_desc_as(e, n, "params", "CUDNN_DATA_FLOAT", rank, params, pstrides, 4, false);
 }
 
 static void bn_run(Emitter *e, Node *n) {
@@ -722,7 +725,8 @@ static void bn_run(Emitter *e, Node *n) {
             buf(e, n->in[4]), double_literal(e, n->p.norm.epsilon));
 }
 
-static const OpEmitter bn_emitter = {.setup = bn_setup, .run = bn_run, .supports = bn_supports};
+static const OpEmitter bn_emitter = {
+    .setup = bn_setup, .run = bn_run, .supports = bn_supports, .half = true};
 
 /* -------------------------------------------------------- activations */
 

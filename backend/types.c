@@ -82,7 +82,11 @@ static const unsigned runtime_types[OP_COUNT] = {
     /* activations with 16-bit instances of their kernels */
     [OP_LEAKY_RELU] = HALVES, [OP_ELU] = HALVES, [OP_SIGMOID] = HALVES, [OP_TANH] = HALVES,
     [OP_HARD_SIGMOID] = HALVES, [OP_HARD_SWISH] = HALVES, [OP_SWISH] = HALVES,
-    [OP_MISH] = HALVES, [OP_CLIP] = HALVES, [OP_GELU] = HALVES,
+    [OP_MISH] = HALVES, [OP_CLIP] = HALVES, [OP_GELU] = HALVES, [OP_SUM] = HALVES,
+    [OP_MEAN] = HALVES,
+    /* cuDNN's batch normalisation: 16-bit data, float32 parameters
+       (op_input_stays_float) */
+    [OP_BATCH_NORM] = HALVES,
 };
 
 /* Kinds with an index input read at run time (their labels, for the

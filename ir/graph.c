@@ -312,6 +312,8 @@ const char *dtype_onnx_name(DType t) {
   }
 }
 
+bool op_input_stays_float(OpKind op, int k) { return op == OP_BATCH_NORM && k >= 1; }
+
 bool dtype_is_float(DType t) {
   return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16;
 }

@@ -619,6 +619,10 @@ int node_attr_ints(const Node *n, const char *name, const int64_t **out);
 Attr *node_set_attr(Graph *g, Node *n, const char *name, AttrKind kind);
 /* The same attributes with equal values, in any order (common subexpressions). */
 bool node_same_attrs(const Node *a, const Node *b);
+/* Whether input k of a node of this kind stays float32 when its data is
+   16-bit: BatchNormalization's scale, bias, mean and variance, which cuDNN
+   takes in float32 beside float16 or bfloat16 data. */
+bool op_input_stays_float(OpKind op, int k);
 /* Input `i`, or NULL when absent or beyond nin. */
 Tensor *node_input(const Node *n, int i);
 

@@ -110,6 +110,7 @@ static bool follows_input(OpKind op) {
   case OP_RELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SIGMOID: case OP_TANH:
   case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
   case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
+  case OP_SUM: case OP_MEAN: case OP_BATCH_NORM:
   case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: case OP_REDUCE_MEAN: case OP_REDUCE_MAX:
   case OP_REDUCE_MIN:
     return true;
@@ -118,11 +119,12 @@ static bool follows_input(OpKind op) {
   }
 }
 
-/* Input k is a value the node computes on (not a shape, axes or
-   indices): a float32 one, or one this pass made 16-bit. */
+/* Input k is a value the node computes on in its data's type (not a
+   shape, axes or indices, nor a parameter kept in float32): a float32 one,
+   or one this pass made 16-bit. */
 static bool data_input(const Versions *v, const Node *n, int k, DType half) {
   const Tensor *t = n->in[k];
-  return t && !(op_info(n->op)->param_inputs & (1u << k)) &&
+  return t && !(op_info(n->op)->param_inputs & (1u << k)) && !op_input_stays_float(n->op, k) &&
          (t->dtype == DT_FLOAT || is_lowered(v, t, half));
 }
 
