@@ -598,7 +598,7 @@ def torch_system(torch, system, prep, precision, a):
     """Times one PyTorch system; returns (stats, output array, extra fields)."""
     model = prep["model"]
     x_host = torch.from_numpy(prep["x"])  # pageable, as the opc program's input
-    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    half = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}.get(precision, ""), None)
     if half is not None:  # the same weights, converted; float32 in and out as opc's API
         import copy
         model = copy.deepcopy(model).to(half)

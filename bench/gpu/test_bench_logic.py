@@ -4,8 +4,9 @@ stand-in torch of bench/gpu/fake (numpy and ONNX Runtime on zoo networks)
 and opc's programs built for the CPU runtime, and checks what it reports:
 
   1. squeezenet1_1, one scheduler: exit 0; a row for opc and for each of
-     PyTorch's three systems in both precisions, all ok, with times; opc's
-     strict-fp32 error below 1e-4; the fastest opc row starred;
+     PyTorch's three systems in each of the four precisions, all ok, with
+     times; opc's strict-fp32 error below 1e-4, its fp16 and bf16 errors
+     below 1e-2 and 3e-2; the fastest opc row starred;
   2. an opc that compiles the wrong network: exit 1 and a FAIL row;
   3. --merge of the two runs: one table with both models.
 
@@ -47,7 +48,7 @@ def main():
     code, out, data, good_md = bench(opc, work, "good", "squeezenet1_1")
     expect(code == 0, "a correct run exits 0 (got %d)" % code)
     systems = {(r["precision"], r["system"]): r for r in data["rows"]}
-    for p in ("fp32", "tf32"):
+    for p in ("fp32", "tf32", "fp16", "bf16"):
         for s in ("opc ios", "PyTorch eager", "PyTorch CUDA graph", "torch.compile reduce-overhead"):
             r = systems.get((p, s))
             expect(r is not None and r["status"] == "ok" and r.get("p50", 0) > 0
@@ -56,6 +57,10 @@ def main():
     r = systems.get(("fp32", "opc ios"), {})
     expect(r.get("rel_l2") is not None and r["rel_l2"] < 1e-4,
            "opc fp32 within 1e-4 of the reference (%s)" % r.get("rel_l2"))
+    for p, bound in (("fp16", 1e-2), ("bf16", 3e-2)):
+        r = systems.get((p, "opc ios"), {})
+        expect(r.get("rel_l2") is not None and 0 < r["rel_l2"] < bound,
+               "opc %s within %g of the reference, and not exact (%s)" % (p, bound, r.get("rel_l2")))
     with open(good_md) as f:
         text = f.read()
     expect("opc ios ★" in text, "the fastest opc row is starred")

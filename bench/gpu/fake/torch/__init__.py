@@ -12,6 +12,17 @@ import numpy as np
 __version__ = "0.0-fake"
 version = types.SimpleNamespace(cuda="fake")
 float32 = np.float32
+float16 = np.float16
+bfloat16 = "bfloat16"  # numpy has no bfloat16: held as float32, rounded to its 8-bit mantissa
+
+
+def _as_type(array, dtype):
+    """The array in dtype: float16 for real, bfloat16 as rounded float32."""
+    if dtype is bfloat16:
+        bits = np.asarray(array, dtype=np.float32).view(np.uint32)
+        bits = (bits + 0x7fff + ((bits >> 16) & 1)) & np.uint32(0xffff0000)
+        return bits.view(np.float32)
+    return np.asarray(array).astype(dtype)
 
 
 class Tensor:
@@ -43,7 +54,9 @@ class Tensor:
         self.array[...] = other.array
         return self
 
-    def to(self, device):
+    def to(self, device_or_dtype):
+        if device_or_dtype in (float16, bfloat16, float32):
+            return Tensor(_as_type(self.array, device_or_dtype))
         return self
 
 
@@ -104,6 +117,30 @@ class _Module:
 
     def __call__(self, x):
         return self.forward(x)
+
+    def to(self, dtype):
+        return _Cast(self, dtype)
+
+
+class _Cast(_Module):
+    """A module converted with .to(dtype): its input and output rounded to
+    dtype, the network itself run in float32 (ONNX Runtime)."""
+
+    def __init__(self, inner, dtype):
+        self.inner, self.dtype = inner, dtype
+
+    def forward(self, x):
+        # Captured as one step of its own: a replay converts the new input.
+        capturing = _capturing[:]
+        del _capturing[:]
+        try:
+            y = self.inner(Tensor(_as_type(x.array, float32)))
+        finally:
+            _capturing[:] = capturing
+        out = Tensor(_as_type(y.array, self.dtype))
+        if _capturing:
+            _capturing[-1].steps.append((self, x, out))
+        return out
 
 
 class _BatchNorm(_Module):
