@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Arena *a = arena_new();
   CostDb *db = cost_db_load(a, fuzz_write_file("profile.json", data, size));
   if (db) {
-    cost_db_check_precision(db, true);
+    cost_db_check_precision(db, "tf32");
     (void)cost_db_size(db);
   }
   arena_free(a);
