@@ -54,6 +54,24 @@ static void blend(const XyOp *o, float *y, float v) {
   *y = o->beta != 0 ? v + o->beta * *y : v;
 }
 
+static void xy_bind(Op *inner, void *const *ptrs) {
+  XyOp *o = (XyOp *)inner;
+  o->x = ptrs[0];
+  o->y = ptrs[1];
+}
+
+/* The op to queue for o, the first member of an op of `size` bytes built
+ * over the float views of xt and yt: o's own op for float tensors, else a
+ * half_op_new op running it over float copies of x (and of y when beta
+ * reads it). NULL when out of memory (the op is then freed). */
+static Op *xy_queued(XyOp *o, size_t size, const Tensor *xt, const Tensor *yt) {
+  if (xt->type == CUDNN_DATA_FLOAT)
+    return &o->op;
+  HalfArg args[2] = {dnn_half_arg(o->x, xt, true, false),
+                     dnn_half_arg(o->y, yt, o->beta != 0, true)};
+  return half_op_new(&o->op, size, xy_bind, args, 2);
+}
+
 /* Runs fn over `items` independent items, `work` units in all: in parts of
  * at least `grain` units, at most one part per item. */
 static void run_items(PartFn *fn, void *ctx, long long items, long long work, long long grain) {
@@ -275,23 +293,6 @@ static void run_pool(Op *op) {
   run_items(pool_part, p, p->planes, (long long)p->planes * per_plane, 1 << 15);
 }
 
-static void pool_bind(Op *inner, void *const *ptrs) {
-  PoolOp *p = (PoolOp *)inner;
-  p->xy.x = ptrs[0];
-  p->xy.y = ptrs[1];
-}
-
-/* The op to queue for p, built over the float views of xt and yt: p itself
- * for float tensors, else a half_op_new op running it over float copies.
- * NULL when out of memory (p is then freed). */
-static Op *pool_queued(PoolOp *p, const Tensor *xt, const Tensor *yt) {
-  if (xt->type == CUDNN_DATA_FLOAT)
-    return &p->xy.op;
-  HalfArg args[2] = {dnn_half_arg(p->xy.x, xt, true, false),
-                     dnn_half_arg(p->xy.y, yt, p->xy.beta != 0, true)};
-  return half_op_new(&p->xy.op, sizeof *p, pool_bind, args, 2);
-}
-
 /* Copies n spatial values (the last n of rank) into 3 slots, padding in front. */
 static void spatial_ll(long long *to, const long long *from, int n, long long fill) {
   for (int i = 0; i < 3; i++)
@@ -317,7 +318,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   cudnnStatus_t st = check_pair_type(xt, yt);
   if (st)
     return st;
-  /* 16-bit tensors: the op runs over packed float copies (pool_queued). */
+  /* 16-bit tensors: the op runs over packed float copies (xy_queued). */
   Tensor xf = dnn_float_view(xt), yf = dnn_float_view(yt);
   PoolOp *p = op_new(sizeof *p, run_pool, "cudnnPoolingForward");
   if (!p)
@@ -351,7 +352,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
   }
   xy_set(&p->xy, alpha, x, beta, y);
   float b = p->xy.beta;
-  Op *op = pool_queued(p, xt, yt);
+  Op *op = xy_queued(&p->xy, sizeof *p, xt, yt);
   if (!op)
     return CUDNN_STATUS_ALLOC_FAILED;
   span_tensor(op, x, xt, false);
@@ -683,24 +684,6 @@ static void run_reduce(Op *op) {
   run_items(reduce_part, r, r->outputs, r->outputs * r->reduced, 1 << 15);
 }
 
-static void reduce_bind(Op *inner, void *const *ptrs) {
-  ReduceOp *r = (ReduceOp *)inner;
-  r->xy.x = ptrs[0];
-  r->xy.y = ptrs[1];
-}
-
-/* The op to queue for r, built over the float views of at and ct: r itself
- * for float tensors, else a half_op_new op running it over float copies
- * (never with indices: reduce_types). NULL when out of memory (r is then
- * freed). */
-static Op *reduce_queued(ReduceOp *r, const Tensor *at, const Tensor *ct) {
-  if (at->type == CUDNN_DATA_FLOAT)
-    return &r->xy.op;
-  HalfArg args[2] = {dnn_half_arg(r->xy.x, at, true, false),
-                     dnn_half_arg(r->xy.y, ct, r->xy.beta != 0, true)};
-  return half_op_new(&r->xy.op, sizeof *r, reduce_bind, args, 2);
-}
-
 /*
  * The data types cudnnReduceTensor takes: A and C both FLOAT, both HALF or
  * both BFLOAT16, the 16-bit ones computed in float (the descriptor's
@@ -801,7 +784,7 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
   cudnnStatus_t st = reduce_types(at, ct, reduceTensorDesc);
   if (st)
     return st;
-  /* 16-bit tensors: the op runs over packed float copies (reduce_queued). */
+  /* 16-bit tensors: the op runs over packed float copies (xy_queued). */
   Tensor af = dnn_float_view(at), cf = dnn_float_view(ct);
   bool want = reduce_indexed(reduceTensorDesc);
   size_t need = want ? tensor_count(ct) * sizeof(unsigned) : 0;
@@ -849,7 +832,7 @@ cudnnStatus_t cudnnReduceTensor(cudnnHandle_t handle,
   r->indices = want ? indices : NULL;
   xy_set(&r->xy, alpha, A, beta, C);
   float b = r->xy.beta;
-  Op *op = reduce_queued(r, at, ct);
+  Op *op = xy_queued(&r->xy, sizeof *r, at, ct); /* never with indices: reduce_types */
   if (!op)
     return CUDNN_STATUS_ALLOC_FAILED;
   span_tensor(op, A, at, false);
