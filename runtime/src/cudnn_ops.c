@@ -356,14 +356,14 @@ cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
 /*
  * The data types cudnnOpTensor takes (cuDNN's table, with the descriptor's
  * compute type FLOAT; DOUBLE and INT8 rows aside, which are not computed
- * here): A and B of one type, and C of that type or FLOAT, or A and B
- * FLOAT and C HALF or BFLOAT16. So HALF inputs never give BFLOAT16, nor
- * the reverse.
+ * here): A, B and C of one type, or A and B FLOAT and C HALF or BFLOAT16.
+ * The table has no row from 16-bit inputs to a FLOAT C (only INT8 inputs
+ * widen), so that is refused, as are HALF into BFLOAT16 and the reverse.
  */
 static bool op_tensor_types(cudnnDataType_t a, cudnnDataType_t b, cudnnDataType_t c) {
   if (a != b || !dnn_float_type(a) || !dnn_float_type(c))
     return false;
-  return c == a || c == CUDNN_DATA_FLOAT || a == CUDNN_DATA_FLOAT;
+  return c == a || a == CUDNN_DATA_FLOAT;
 }
 
 cudnnStatus_t cudnnOpTensor(cudnnHandle_t handle, const cudnnOpTensorDescriptor_t opTensorDesc,

@@ -199,19 +199,21 @@ static void convert_by_op_tensor(cudnnDataType_t at, const void *a, size_t aelem
   cudnnDestroyOpTensorDescriptor(op);
 }
 
-/* Every 16-bit pattern decodes to its value exactly. */
+/* Every 16-bit pattern decodes to its value exactly: multiplied by 1 in
+ * float and stored again in its own type (cuDNN has no 16-bit to FLOAT
+ * op tensor), it comes back with the same bits, a NaN as a NaN. Encoding
+ * is checked on its own (test_encode), so a wrong value here shows. */
 static void test_decode_all(Fmt f) {
   int n = 65536;
-  uint16_t *bits = malloc(n * sizeof *bits);
-  float *got = malloc(n * sizeof *got);
+  uint16_t *bits = malloc(n * sizeof *bits), *got = malloc(n * sizeof *got);
   for (int i = 0; i < n; i++)
     bits[i] = (uint16_t)i;
-  convert_by_op_tensor(dnn_type(f), bits, 2, CUDNN_DATA_FLOAT, got, 4, n);
+  convert_by_op_tensor(dnn_type(f), bits, 2, dnn_type(f), got, 2, n);
   for (int i = 0; i < n; i++) {
-    double want = decode(bits[i], f);
-    bool ok = isnan(want) ? isnan(got[i]) : got[i] == want && !signbit(got[i]) == !signbit(want);
+    bool nan = isnan(decode(bits[i], f));
+    bool ok = nan ? isnan(decode(got[i], f)) : got[i] == bits[i];
     if (!ok) {
-      fail("decode %s 0x%04x: %.9g, expected %.9g", format(f).name, bits[i], got[i], want);
+      fail("decode %s 0x%04x: came back as 0x%04x", format(f).name, bits[i], got[i]);
       break;
     }
   }
@@ -555,21 +557,17 @@ static void pool_case(Fmt f, cudnnPoolingMode_t mode, int win, int pad, int stri
   cudaFree(dx), cudaFree(dy);
 }
 
-/* C = op(alpha1 A, alpha2 B) + beta C, B a per-channel tensor; C of the
- * inputs' type, or float. */
-static void op_tensor_case(Fmt f, cudnnOpTensorOp_t opkind, bool float_out) {
+/* C = op(alpha1 A, alpha2 B) + beta C, B a per-channel tensor, all of one
+ * 16-bit type. */
+static void op_tensor_case(Fmt f, cudnnOpTensorOp_t opkind) {
   cudnnDataType_t type = dnn_type(f);
   int n = 2, c = 6, hw = 5;
   long long an = (long long)n * c * hw * hw;
   double *a, *b, *c0;
   uint16_t *ha = rnd_fmt(an, f, 2, &a), *hb = rnd_fmt(c, f, 2, &b), *hc = rnd_fmt(an, f, 1, &c0);
-  float *fc = malloc(an * sizeof *fc);
-  for (long long i = 0; i < an; i++)
-    fc[i] = (float)c0[i];
-  void *da = upload(ha, an * 2), *db = upload(hb, c * 2);
-  void *dc = float_out ? upload(fc, an * 4) : upload(hc, an * 2);
+  void *da = upload(ha, an * 2), *db = upload(hb, c * 2), *dc = upload(hc, an * 2);
   cudnnTensorDescriptor_t ad = tensor(type, n, c, hw, hw), bd = tensor(type, 1, c, 1, 1);
-  cudnnTensorDescriptor_t cd = tensor(float_out ? CUDNN_DATA_FLOAT : type, n, c, hw, hw);
+  cudnnTensorDescriptor_t cd = tensor(type, n, c, hw, hw);
   cudnnOpTensorDescriptor_t od;
   cudnnCreateOpTensorDescriptor(&od);
   cudnnSetOpTensorDescriptor(od, opkind, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN);
@@ -582,24 +580,15 @@ static void op_tensor_case(Fmt f, cudnnOpTensorOp_t opkind, bool float_out) {
     want[i] = (opkind == CUDNN_OP_TENSOR_ADD ? u + v : u > v ? u : v) + 0.25 * c0[i];
   }
   const char *name = opkind == CUDNN_OP_TENSOR_ADD ? "cudnnOpTensor add" : "cudnnOpTensor max";
-  if (float_out) {
-    float *got = malloc(an * sizeof *got), *wantf = malloc(an * sizeof *wantf);
-    download(got, dc, an * 4);
-    for (long long i = 0; i < an; i++)
-      wantf[i] = (float)want[i];
-    close_arrays(name, got, wantf, an, 1e-6f);
-    free(got), free(wantf);
-  } else {
-    uint16_t *got = malloc(an * 2);
-    download(got, dc, an * 2);
-    close_fmt(name, got, want, an, f);
-    free(got);
-  }
+  uint16_t *got = malloc(an * 2);
+  download(got, dc, an * 2);
+  close_fmt(name, got, want, an, f);
+  free(got);
   cudnnDestroyOpTensorDescriptor(od);
   cudnnDestroyTensorDescriptor(ad);
   cudnnDestroyTensorDescriptor(bd);
   cudnnDestroyTensorDescriptor(cd);
-  free(a), free(b), free(c0), free(ha), free(hb), free(hc), free(fc), free(want);
+  free(a), free(b), free(c0), free(ha), free(hb), free(hc), free(want);
   cudaFree(da), cudaFree(db), cudaFree(dc);
 }
 
@@ -1115,6 +1104,8 @@ static void test_dnn_refusals(void) {
              "op tensor from bfloat16 into half");
   expect_dnn(cudnnOpTensor(dnn, add, &one, yf, buf, &one, yh, buf, &zero, yh, buf), TYPE,
              "op tensor on float and half");
+  expect_dnn(cudnnOpTensor(dnn, add, &one, xh, buf, &one, yh, buf, &zero, yf, buf), TYPE,
+             "op tensor from half into float");
   expect_dnn(cudnnOpTensor(dnn, add, &one, yf, buf, &one, yf, buf, &zero, yb, buf),
              CUDNN_STATUS_SUCCESS, "op tensor from float into bfloat16");
   /* Not computed for 16-bit data by this runtime. */
@@ -1353,9 +1344,8 @@ int main(void) {
     pool_case(f, CUDNN_POOLING_MAX, 3, 1, 2);
     pool_case(f, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, 3, 1, 1);
     pool_case(f, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, 2, 1, 2);
-    op_tensor_case(f, CUDNN_OP_TENSOR_ADD, false);
-    op_tensor_case(f, CUDNN_OP_TENSOR_MAX, false);
-    op_tensor_case(f, CUDNN_OP_TENSOR_ADD, true);
+    op_tensor_case(f, CUDNN_OP_TENSOR_ADD);
+    op_tensor_case(f, CUDNN_OP_TENSOR_MAX);
     test_reductions(f);
     test_batch_norms(f);
     test_gemms(f);
