@@ -49,6 +49,10 @@ static const char help_text[] =
     "  --io-precision fp32|fp16\n"
     "                        the type of float inputs and outputs at the API: float32\n"
     "                        (default), or float16 with --precision fp16 (no casts)\n"
+    "  --layout auto|nchw|nhwc\n"
+    "                        storage order of 4-D data around 16-bit convolutions: auto\n"
+    "                        (default) and nhwc store it channels-last, as cuDNN's fastest\n"
+    "                        tensor-core kernels want it; nchw keeps ONNX's order\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
     "\n"
@@ -456,6 +460,7 @@ static bool check_triton_options(Config *c) {
 static const char *const priorities[] = {"paper", "rank", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const io_precisions[] = {"fp32", "fp16", NULL};
+static const char *const layouts[] = {"auto", "nchw", "nhwc", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
 static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
@@ -559,6 +564,10 @@ static bool parse_option(Args *a, Config *c) {
       return false;
     }
     c->emit.prefix = v;
+  } else if (takes(a, "--layout", &v)) {
+    if (!v || !one_of("--layout", v, layouts))
+      return false;
+    c->passes.layout = strcmp(v, "nchw") == 0 ? LAYOUT_NCHW : strcmp(v, "nhwc") == 0 ? LAYOUT_NHWC : LAYOUT_AUTO;
   } else if (takes(a, "--io-precision", &v)) {
     if (!v || !one_of("--io-precision", v, io_precisions))
       return false;
@@ -661,6 +670,11 @@ static bool parse_args(int argc, char **argv, Config *c) {
   }
   if (p->cpu && serving(c)) {
     opc_error("--devices gpu,cpu: a program serving several requests or models runs on the GPU");
+    return false;
+  }
+  if (p->layout == LAYOUT_NHWC && !p->half) {
+    opc_error("--layout nhwc needs --precision fp16 or bf16: it orders the data of 16-bit "
+              "convolutions");
     return false;
   }
   if (p->io_half && p->half != DT_FLOAT16) {

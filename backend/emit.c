@@ -408,6 +408,28 @@ void emit_name_tensors(Emitter *e) {
   }
 }
 
+/* A constant's values in its storage order: the IR keeps them in ONNX's
+   order, while a channels-last filter (choose-layout) is stored K, R, S, C. */
+static const void *in_storage_order(Emitter *e, const Tensor *t, const void *data) {
+  if (buffer_is_contiguous(t))
+    return data;
+  size_t size = dtype_is_float(t->dtype) ? sizeof(float) : sizeof(int64_t);
+  int64_t count = tensor_numel(t);
+  unsigned char *to = arena_alloc(e->g->arena, size * (size_t)count);
+  int64_t at[IR_MAX_RANK] = {0}, offset = 0;
+  for (int64_t i = 0; i < count; i++) {
+    memcpy(to + (size_t)offset * size, (const unsigned char *)data + (size_t)i * size, size);
+    for (int d = t->rank - 1; d >= 0; d--) { /* the next index in ONNX's order */
+      offset += t->strides[d];
+      if (++at[d] < t->dims[d])
+        break;
+      offset -= at[d] * t->strides[d];
+      at[d] = 0;
+    }
+  }
+  return to;
+}
+
 const char *buf(Emitter *e, const Tensor *t) {
   const char **slot = tensor_slot(e, t);
   if (slot && *slot)
@@ -421,7 +443,7 @@ const char *buf(Emitter *e, const Tensor *t) {
       e->failed = true;
       return "NULL";
     }
-    expr = weights_add_typed(e, t->name, t->dtype, data, tensor_numel(t));
+    expr = weights_add_typed(e, t->name, t->dtype, in_storage_order(e, t, data), tensor_numel(t));
   } else {
     /* Which types an operator may compute in is checked per node
        (check_node_types); here every type has its own C pointer type. */

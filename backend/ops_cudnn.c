@@ -131,10 +131,17 @@ typedef struct ConvPlan {
   bool use_scratch;
   bool fused;              /* cudnnConvolutionBiasActivationForward, where cuDNN accepts it */
   bool bias_is_zero;       /* the bias exists only for the fused call */
+  bool channels_last;      /* NHWC filter (choose-layout), with NHWC x and y */
   const char *xd, *wd, *yd, *bd, *zd, *cd, *sd, *vd, *algo, *scratch_ptr, *bias;
   const char *form;        /* the context field of the form create() chose */
   ActPlan act;
 } ConvPlan;
+
+/* Channels innermost (NHWC, or a channel slice of it), as an NHWC filter
+   wants its data. */
+static bool channels_inner(const Tensor *t) {
+  return t->rank >= 3 && (t->dims[1] == 1 || t->strides[1] == 1);
+}
 
 /* Spreads a tensor's dims and strides into cuDNN's layout (H = 1 for 1-D). */
 static void conv_layout(const Tensor *t, int nspatial, int64_t *dims, int64_t *strides) {
@@ -168,6 +175,9 @@ static bool plan_conv(const Node *n, ConvPlan *p) {
   conv_layout(w, ns, p->w, ws);
   conv_layout(y, ns, p->y, p->ys);
   bool transpose = n->op == OP_CONV_TRANSPOSE;
+  /* A 1x1 or one-channel filter is the same in both orders: the data says. */
+  p->channels_last = !buffer_is_contiguous(w) || (!buffer_is_contiguous(x) && channels_inner(x)) ||
+                     (!buffer_is_contiguous(y) && channels_inner(y));
   for (int i = 0; i < p->nsp; i++) {
     int k = ns == 1 ? i - 1 : i; /* the model's spatial index; -1 for the added H */
     p->stride[i] = k < 0 ? 1 : win->stride[k];
@@ -216,6 +226,12 @@ static bool conv_supports(Emitter *e, const Node *n) {
   /* The padded copy is float32 (cudnnTransformTensor into it). */
   if (node_in_half(n) && p.use_scratch)
     return false;
+  /* An NHWC filter is 2-D, stored K, R, S, C, for NHWC data. */
+  if (p.channels_last && (n->op != OP_CONV || p.use_scratch || n->win.nspatial != 2 ||
+                          !tensor_is_channels_last(n->in[1]) || !channels_inner(n->in[0]) ||
+                          !channels_inner(n->out[0]) ||
+                          (node_input(n, 3) && !channels_inner(n->in[3]))))
+    return false;
   /* A fused residual or activation is only printed for Conv. */
   if (n->op == OP_CONV_TRANSPOSE && (n->act != ACT_NONE || node_input(n, 3)))
     return false;
@@ -246,8 +262,9 @@ static void conv_descriptors(Emitter *e, Node *n, ConvPlan *p) {
                              sstrides, 4, false);
   }
   p->wd = emit_desc(e, n, "Filter", "w");
-  emit_call(e, LIB_CUDNN, n, "cudnnSetFilterNdDescriptor(%s, %s, CUDNN_TENSOR_NCHW, %d, (const int[]){%s})",
-            p->wd, dnn_data_type(n), rank, int_list(e, rank, p->w));
+  emit_call(e, LIB_CUDNN, n, "cudnnSetFilterNdDescriptor(%s, %s, %s, %d, (const int[]){%s})",
+            p->wd, dnn_data_type(n), p->channels_last ? "CUDNN_TENSOR_NHWC" : "CUDNN_TENSOR_NCHW",
+            rank, int_list(e, rank, p->w));
   p->cd = emit_desc(e, n, "Convolution", "conv");
   emit_call(e, LIB_CUDNN, n,
             "cudnnSetConvolutionNdDescriptor(%s, %d, (const int[]){%s}, (const int[]){%s}, (const int[]){%s}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
@@ -668,14 +685,23 @@ static const OpEmitter lrn_emitter = {.setup = lrn_setup, .run = lrn_run, .suppo
 
 /* ------------------------------------------------------ batch norm */
 
-/* BatchNormalization on (N, C, ...) seen as 4-D (N, C, rest, 1) or 5-D. */
-static bool bn_shape(const Node *n, int64_t *shape, int *rank) {
-  const Tensor *x = n->in[0];
-  if (x->rank < 2 || !buffer_is_contiguous(x) || !buffer_is_contiguous(n->out[0]))
+/* BatchNormalization on (N, C, ...) seen as 4-D (N, C, rest, 1) or 5-D,
+   contiguous, or a 4-D x and y both channels-last (choose-layout). */
+static bool bn_shape(const Node *n, int64_t *shape, int64_t *strides, int *rank) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  if (x->rank == 4 && tensor_is_channels_last(x) && tensor_is_channels_last(y) &&
+      !buffer_is_contiguous(x)) {
+    memcpy(shape, x->dims, sizeof(int64_t) * 4);
+    memcpy(strides, x->strides, sizeof(int64_t) * 4);
+    *rank = 4;
+    return true;
+  }
+  if (x->rank < 2 || !buffer_is_contiguous(x) || !buffer_is_contiguous(y))
     return false;
   if (x->rank == 5) {
     memcpy(shape, x->dims, sizeof(int64_t) * 5);
     *rank = 5;
+    contiguous_strides(*rank, shape, strides);
     return true;
   }
   shape[0] = x->dims[0];
@@ -690,25 +716,25 @@ static bool bn_shape(const Node *n, int64_t *shape, int *rank) {
       shape[2] *= x->dims[i];
   }
   *rank = 4;
+  contiguous_strides(*rank, shape, strides);
   return true;
 }
 
 static bool bn_supports(Emitter *e, const Node *n) {
   (void)e;
-  int64_t shape[5];
+  int64_t shape[5], strides[5];
   int rank;
   for (int i = 1; i < n->nout; i++)
     if (n->out[i] && (n->out[i]->nusers || n->out[i]->is_output))
       return false; /* training outputs */
-  return n->nin == 5 && bn_shape(n, shape, &rank);
+  return n->nin == 5 && bn_shape(n, shape, strides, &rank);
 }
 
 static void bn_setup(Emitter *e, Node *n) {
   DescPair *p = node_data(e, n, sizeof(DescPair));
   int64_t shape[5], strides[5];
   int rank;
-  bn_shape(n, shape, &rank);
-  contiguous_strides(rank, shape, strides);
+  bn_shape(n, shape, strides, &rank);
   p->xd = emit_tensor_desc(e, n, "x", rank, shape, strides, 4, false);
   /* The scale, bias, mean and variance are float32 whatever x's type. */
   int64_t params[5] = {1, shape[1], 1, 1, 1}, pstrides[5];

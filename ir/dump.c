@@ -98,13 +98,19 @@ static bool contiguous(const Tensor *t) {
   return true;
 }
 
-/* "f32[1,64,8,8]", and for a view "@%base+OFFSET" with ":[strides]" when
+/* "f32[1,64,8,8]", ":[strides]" after it for storage in another order
+   (channels-last), and for a view "@%base+OFFSET" with ":[strides]" when
    the view is not contiguous. */
 static void put_type(FILE *f, const Tensor *t) {
   fprintf(f, "%s", dtype_name(t->dtype));
   put_ints(f, t->dims, t->rank);
-  if (!t->alias_of)
+  if (!t->alias_of) {
+    if (!contiguous(t)) {
+      fputc(':', f);
+      put_ints(f, t->strides, t->rank);
+    }
     return;
+  }
   fputs(" @", f);
   put_ref(f, t->alias_of);
   fprintf(f, "+%lld", (long long)t->alias_offset);

@@ -342,6 +342,46 @@ void tensor_set_shape(Tensor *t, int rank, const int64_t *dims) {
   }
 }
 
+void tensor_set_channels_last(Tensor *t) {
+  if (t->rank < 3)
+    return;
+  int64_t stride = 1;
+  t->strides[1] = stride;
+  stride *= t->dims[1] > 0 ? t->dims[1] : 1;
+  for (int i = t->rank - 1; i >= 2; i--) {
+    t->strides[i] = stride;
+    stride *= t->dims[i] > 0 ? t->dims[i] : 1;
+  }
+  t->strides[0] = stride;
+}
+
+bool tensor_is_channels_last(const Tensor *t) {
+  if (t->rank < 3)
+    return false;
+  Tensor last = *t;
+  tensor_set_channels_last(&last);
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] != 1 && t->strides[i] != last.strides[i])
+      return false;
+  return true;
+}
+
+bool tensor_has_dense_strides(const Tensor *t) {
+  bool used[IR_MAX_RANK] = {false};
+  int64_t expect = 1;
+  for (int placed = 0; placed < t->rank; placed++) {
+    int pick = -1; /* the unplaced dim whose stride is the next expected one */
+    for (int i = 0; i < t->rank && pick < 0; i++)
+      if (!used[i] && (t->strides[i] == expect || t->dims[i] <= 1))
+        pick = i;
+    if (pick < 0)
+      return false;
+    used[pick] = true;
+    expect *= t->dims[pick] > 0 ? t->dims[pick] : 1;
+  }
+  return true;
+}
+
 bool tensor_same_shape(const Tensor *a, const Tensor *b) {
   if (a->rank != b->rank)
     return false;

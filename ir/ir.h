@@ -583,6 +583,14 @@ int64_t tensor_numel(const Tensor *t);
 size_t dtype_size(DType t);
 bool tensor_is_const(const Tensor *t);
 void tensor_set_shape(Tensor *t, int rank, const int64_t *dims); /* contiguous strides */
+/* Channels-last storage of an N, C, spatial... tensor (NHWC for rank 4):
+   C varies fastest, then the spatial dims, then N. The dims stay in ONNX's
+   order; only the strides change. */
+void tensor_set_channels_last(Tensor *t);
+bool tensor_is_channels_last(const Tensor *t);
+/* Whether the strides visit every element once in some order of the dims
+   (the storage a non-view owns: contiguous, or channels-last). */
+bool tensor_has_dense_strides(const Tensor *t);
 /* The most a shape's nonzero dims may multiply to, so that byte strides
    fit in int64 (the element limit above is far lower for non-empty
    tensors). */

@@ -263,7 +263,20 @@ static int int_list(Parser *ps, int64_t *out, int max) {
   return expect(ps, ']') ? n : -1;
 }
 
-/* "f32[1,3,224,224]" into t, and a view suffix "@%base+OFF[:[strides]]". */
+/* ":[strides]" after a type: one per dim of t. */
+static bool strides(Parser *ps, Tensor *t) {
+  int64_t s[IR_MAX_RANK];
+  int n = int_list(ps, s, IR_MAX_RANK);
+  if (n < 0)
+    return false;
+  if (n != t->rank)
+    return fail(ps, "%d strides for rank %d", n, t->rank);
+  memcpy(t->strides, s, sizeof(int64_t) * (size_t)n);
+  return true;
+}
+
+/* "f32[1,3,224,224]" into t, with ":[strides]" for storage in another
+   order, or a view suffix "@%base+OFF[:[strides]]". */
 static bool type(Parser *ps, Tensor *t) {
   skip_space(ps);
   const char *start = ps->p;
@@ -289,22 +302,18 @@ static bool type(Parser *ps, Tensor *t) {
     return fail(ps, "dimensions multiply to more than 2^59");
   t->dtype = dt;
   tensor_set_shape(t, rank, dims);
+  if (accept(ps, ':')) { /* storage of its own, in another order */
+    if (!strides(ps, t))
+      return false;
+    return tensor_has_dense_strides(t) || fail(ps, "strides that are not an order of the dims");
+  }
   if (!accept(ps, '@'))
     return true;
   Tensor *base = ref(ps);
   if (!base || !expect(ps, '+') || !integer(ps, &t->alias_offset))
     return false;
   t->alias_of = base;
-  if (accept(ps, ':')) {
-    int64_t strides[IR_MAX_RANK];
-    int n = int_list(ps, strides, IR_MAX_RANK);
-    if (n < 0)
-      return false;
-    if (n != rank)
-      return fail(ps, "%d strides for rank %d", n, rank);
-    memcpy(t->strides, strides, sizeof(int64_t) * (size_t)n);
-  }
-  return true;
+  return !accept(ps, ':') || strides(ps, t);
 }
 
 /* After a runtime value's type: its storage's byte offset in the arena,

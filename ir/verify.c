@@ -242,6 +242,11 @@ bool graph_verify(Graph *g) {
     const Tensor *t = g->tensors[i];
     if (t->alias_of && !check_view(g, t))
       ok = false;
+    if (!t->alias_of && !tensor_has_dense_strides(t)) {
+      ir_error(g, NULL, "tensor '%s' owns its storage but its strides skip or repeat elements",
+               t->name);
+      ok = false;
+    }
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];

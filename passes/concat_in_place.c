@@ -8,6 +8,10 @@
  * issues nothing. Not for inputs that are graph inputs, outputs or
  * constants, appear twice, feed anything else, or are views already.
  *
+ * Where the slices interleave (channels-last data, or a batch of several),
+ * every producer must be a cuDNN call the race checker can follow
+ * (exact_writer).
+ *
  * Split and Slice along the outermost non-unit axis with step 1 cut a
  * contiguous block out of a contiguous input: their outputs become views
  * of it at the block's offset.
@@ -32,14 +36,40 @@ static bool writes_into_slice(const Tensor *x, const Node *concat) {
   return outputs == 1;
 }
 
+/* Whether the slices along axis interleave in c's storage: some dim stored
+   outside the axis (a batch of several, or the spatial dims of a
+   channels-last tensor) has extent above 1. */
+static bool slices_interleave(const Tensor *c, int axis) {
+  for (int d = 0; d < c->rank; d++)
+    if (d != axis && c->dims[d] > 1 && c->strides[d] > c->strides[axis])
+      return true;
+  return false;
+}
+
+/* A producer whose writes the CPU runtime's race checker sees element by
+   element: a cuDNN call with no activation kernel after it (the tensor
+   descriptor gives every stride). opc's kernels declare one address range
+   per output (opc_kargs.h), so two of them filling interleaved slices
+   would be reported as racing although they touch different elements. */
+static bool exact_writer(const Node *p) {
+  bool library = p->op == OP_CONV || p->op == OP_MAX_POOL || p->op == OP_AVERAGE_POOL ||
+                 p->op == OP_BATCH_NORM;
+  return library && (p->act == ACT_NONE || p->act == ACT_RELU);
+}
+
 static bool concat_in_place(Node *concat) {
   Tensor *c = concat->out[0];
   int axis = concat->p.axis.axis;
   if (axis < 0 || axis >= c->rank)
     return false;
-  for (int i = 0; i < concat->nin; i++)
-    if (!writes_into_slice(concat->in[i], concat) || concat->in[i]->dtype != c->dtype)
+  bool interleave = slices_interleave(c, axis);
+  for (int i = 0; i < concat->nin; i++) {
+    Tensor *x = concat->in[i];
+    if (!writes_into_slice(x, concat) || x->dtype != c->dtype)
       return false;
+    if (interleave && !exact_writer(x->producer))
+      return false;
+  }
   /* If c is itself a slice of an outer in-place Concat, the inputs go
      straight into the outer storage. */
   Tensor *base = tensor_storage(c);

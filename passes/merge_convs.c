@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "pass.h"
+#include "rewrite.h"
 #include "schedule.h"
 
 enum { MAX_SIBLINGS = 32 };
@@ -176,6 +177,8 @@ static void build_weights(Graph *g, Node **set, int n, const Window *w, Node *me
   }
   DType type = set[0]->out[0]->dtype;
   Tensor *wt = new_tensor(g, arena_printf(g->arena, "%s_w", merged->name), type, ns + 2, wd);
+  if (!has_contiguous_strides(set[0]->in[1]))
+    tensor_set_channels_last(wt); /* choose-layout's order, as the siblings' */
   wt->f32 = arena_alloc(g->arena, sizeof(float) * (size_t)(cout * cin * kvol));
   int64_t bd[1] = {cout};
   Tensor *bt = new_tensor(g, arena_printf(g->arena, "%s_b", merged->name), type, 1, bd);
@@ -229,6 +232,8 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   for (int i = 0; i < n; i++)
     dims[1] += out_channels(set[i]);
   Tensor *y = new_tensor(g, arena_printf(g->arena, "%s_out", merged->name), y0->dtype, rank, dims);
+  if (!has_contiguous_strides(y0))
+    tensor_set_channels_last(y);
   merged->out[0] = y;
 
   int ns = w->nspatial;
@@ -278,9 +283,6 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   } else {
     set_ints(g, split, "split", sizes, n);
   }
-  int64_t inner = 1;
-  for (int d = 2; d < rank; d++)
-    inner *= dims[d];
   int64_t offset = 0;
   for (int i = 0; i < n; i++) {
     Tensor *yi = set[i]->out[0];
@@ -288,7 +290,7 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
     yi->alias_offset = offset;
     memcpy(yi->strides, y->strides, sizeof(int64_t) * (size_t)rank);
     split->out[i] = yi;
-    offset += out_channels(set[i]) * inner;
+    offset += out_channels(set[i]) * y->strides[1];
     set[i]->dead = true;
   }
 }

@@ -54,6 +54,7 @@ bool pass_fuse_gated(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_lower_precision(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* inter-operator scheduling */
 bool pass_merge_convs(Graph *g, const PassOptions *opt, PassContext *ctx);

@@ -4,6 +4,13 @@
 
 #include "../ir/ir.h"
 
+/* --layout: the storage order of 4-D activations around 16-bit convolutions. */
+typedef enum TensorLayout {
+  LAYOUT_AUTO, /* channels-last under --precision fp16|bf16, else NCHW */
+  LAYOUT_NCHW, /* ONNX's order everywhere */
+  LAYOUT_NHWC, /* channels-last around 16-bit convolutions */
+} TensorLayout;
+
 typedef struct PassOptions {
   int opt_level;          /* 0: only the passes code generation needs; 1: all (default) */
   const char *dump_after; /* name of a pass, or "all"; NULL for none */
@@ -25,6 +32,7 @@ typedef struct PassOptions {
   bool tf32;                 /* --precision tf32: convolutions and GEMMs on tensor cores */
   DType half;                /* --precision fp16|bf16: DT_FLOAT16 or DT_BFLOAT16; else 0 */
   bool io_half;              /* --io-precision fp16: float16 graph inputs and outputs */
+  TensorLayout layout;       /* --layout auto|nchw|nhwc */
   int gpus;                  /* --gpus N: place the units on N GPUs (HIOS); 0: one */
   const char *placement;     /* --placement lp|round-robin|contiguous (HIOS) */
   int window;                /* --hios-window W: most units grouped on one GPU */

@@ -27,6 +27,7 @@ static const Pass pipeline[] = {
     {"fuse-residual", true, true, pass_fuse_residual},
     {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */
     {"lower-precision", false, true, pass_lower_precision}, /* --precision fp16|bf16 */
+    {"choose-layout", false, true, pass_choose_layout},     /* NHWC around 16-bit convolutions */
     {"concat-in-place", true, true, pass_concat_in_place},
     {"merge-convs", true, true, pass_merge_convs},
     {"place-devices", false, true, pass_place_devices}, /* --gpus N, --devices gpu,cpu */

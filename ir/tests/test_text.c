@@ -228,6 +228,37 @@ static void test_errors(void) {
   CHECK(strncmp(m, "opc: error: bad.ir:3: ", 22) == 0);
   m = parse_error("input %x: f32[2]\n%y = Relu(%x) .issue=0\n%z = Relu(%y) .issue=2\n");
   CHECK(strstr(m, "issue positions") != NULL);
+  /* Storage strides of its own must visit each element once. */
+  m = parse_error("input %x: f16[1,2,3,4]:[24,1,8,3]\n");
+  CHECK(strncmp(m, "opc: error: bad.ir:1: ", 22) == 0 && strstr(m, "order of the dims"));
+  m = parse_error("input %x: f16[1,2,3,4]:[24,1,8]\n");
+  CHECK(strstr(m, "3 strides for rank 4") != NULL);
+}
+
+/* A channels-last tensor: strides after the type, kept through a round
+   trip; the helpers agree with them. */
+static void test_channels_last(void) {
+  const char *text = "graph \"main\" opset 0 path \"test\"\n"
+                     "input %x: f16[1,8,4,4]:[128,1,32,8]\n"
+                     "%y: f16[1,8,4,4]:[128,1,32,8] = Relu(%x) name=\"r\"\n"
+                     "%z: f16[1,8,4,4] = Identity(%y) name=\"to_nchw\"\n"
+                     "output %z\n";
+  Graph *g = parse(text);
+  CHECK(g != NULL);
+  if (!g)
+    return;
+  char *dumped = dump_to_string(g);
+  CHECK(strcmp(dumped, text) == 0);
+  if (strcmp(dumped, text) != 0)
+    fprintf(stderr, "--- dumped:\n%s--- expected:\n%s", dumped, text);
+  Tensor *x = graph_find_tensor(g, "x"), *z = graph_find_tensor(g, "z");
+  CHECK(tensor_is_channels_last(x) && tensor_has_dense_strides(x) && !tensor_is_channels_last(z));
+  Tensor t = *z;
+  tensor_set_channels_last(&t);
+  CHECK(t.strides[0] == 128 && t.strides[1] == 1 && t.strides[2] == 32 && t.strides[3] == 8);
+  CHECK(graph_verify(g));
+  free(dumped);
+  graph_free(g);
 }
 
 int main(void) {
@@ -236,5 +267,6 @@ int main(void) {
   test_planned();
   test_fills();
   test_errors();
+  test_channels_last();
   return finish("test_text");
 }

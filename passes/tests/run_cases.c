@@ -7,7 +7,8 @@
  *                                  (-O0 first: the passes run as at -O0;
  *                                  --gpus=N, --placement=P, --devices=gpu,cpu,
  *                                  --partition=P, --precision=fp16|bf16,
- *                                  --io-precision=fp16 as opc's options)
+ *                                  --io-precision=fp16, --layout=nchw|nhwc
+ *                                  as opc's options)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -47,6 +48,7 @@ typedef struct Case {
   const char *partition;      /* --partition=P on the run line */
   DType half;                 /* --precision=fp16|bf16 on the run line */
   bool io_half;               /* --io-precision=fp16 on the run line */
+  TensorLayout layout;        /* --layout=nchw|nhwc on the run line */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   char *error_lines;          /* with error: what the messages must contain */
@@ -106,6 +108,8 @@ static bool parse_case(Case *c) {
         c->half = w[12] == 'f' ? DT_FLOAT16 : DT_BFLOAT16;
       else if (strcmp(w, "--io-precision=fp16") == 0)
         c->io_half = true;
+      else if (strcmp(w, "--layout=nchw") == 0 || strcmp(w, "--layout=nhwc") == 0)
+        c->layout = w[10] == 'c' ? LAYOUT_NCHW : LAYOUT_NHWC;
       else
         c->passes[c->npasses++] = w;
     }
@@ -225,7 +229,8 @@ static bool run_case(const char *path, bool updating) {
   char *before = ok ? dump(g) : NULL;
   PassOptions opt = {.opt_level = c.opt_level, .verify_each = true, .gpus = c.gpus,
                      .placement = c.placement, .cpu = c.cpu, .partition = c.partition,
-                     .half = c.half, .tf32 = c.half != 0, .io_half = c.io_half};
+                     .half = c.half, .tf32 = c.half != 0, .io_half = c.io_half,
+                     .layout = c.layout};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   Capture capture;

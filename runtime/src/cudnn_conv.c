@@ -92,6 +92,10 @@ static cudnnStatus_t conv_types(const Tensor *x, cudnnFilterDescriptor_t w,
   return ok ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
 }
 
+static bool channels_inner(const Tensor *t) {
+  return t->dims[1] == 1 || t->strides[1] == 1;
+}
+
 /*
  * Checks that x (input), w and conv fit together and fills g; y is the
  * output tensor to compare with, or NULL to skip that check.
@@ -106,6 +110,12 @@ static cudnnStatus_t make_geom(Geom *g, const Tensor *x, cudnnFilterDescriptor_t
   cudnnStatus_t st = conv_types(x, w, conv, y);
   if (st)
     return st;
+  /* An NHWC filter goes with data whose channels are innermost, as cuDNN's
+     NHWC kernels read it; this runtime computes it for 16-bit data only
+     (over float copies), which is all opc emits. */
+  if (w->format == CUDNN_TENSOR_NHWC &&
+      (x->type == CUDNN_DATA_FLOAT || !channels_inner(x) || (y && !channels_inner(y))))
+    return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
   memset(g, 0, sizeof *g);
   g->ns = ns;
   g->n = (int)x->dims[0];
@@ -1289,6 +1299,7 @@ static Op *conv_half(const char *api, float alpha, const Tensor *x, const void *
   struct cudnnFilterStruct wf = *wd;
   struct cudnnConvolutionStruct cf = *conv;
   wf.type = CUDNN_DATA_FLOAT;
+  wf.format = CUDNN_TENSOR_NCHW; /* the float copy is packed K, C, R, S */
   cf.compute = CUDNN_DATA_FLOAT;
   Geom g;
   if (make_geom(&g, &xf, &wf, &cf, &yf))
@@ -1308,6 +1319,8 @@ static Op *conv_half(const char *api, float alpha, const Tensor *x, const void *
   Tensor wt = {.type = wd->type, .rank = wd->rank};
   memcpy(wt.dims, wd->dims, sizeof wt.dims);
   packed_strides(wt.rank, wt.dims, wt.strides);
+  if (wd->format == CUDNN_TENSOR_NHWC) /* K, R, S, C */
+    channels_last_strides(wt.rank, wt.dims, wt.strides);
   args[n++] = dnn_half_arg(wp, &wt, true, false);
   if (c->z)
     args[n++] = dnn_half_arg(zp, z, true, false);

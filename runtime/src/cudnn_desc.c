@@ -405,17 +405,20 @@ cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
                                          const int filterDimA[]) {
   if (!d || !filterDimA)
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  if (format != CUDNN_TENSOR_NCHW)
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
     return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
   if (!dnn_float_type(type))
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   if (nbDims < 3 || nbDims > 5)
     return CUDNN_STATUS_NOT_SUPPORTED;
+  if (format == CUDNN_TENSOR_NHWC && nbDims != 4) /* this runtime's NHWC filters are 2-D */
+    return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
   for (int i = 0; i < nbDims; i++)
     if (filterDimA[i] <= 0)
       return CUDNN_STATUS_BAD_PARAM;
   d->type = type;
   d->rank = nbDims;
+  d->format = format;
   for (int i = 0; i < nbDims; i++)
     d->dims[i] = filterDimA[i];
   return CUDNN_STATUS_SUCCESS;

@@ -26,8 +26,9 @@ struct cudnnTensorStruct {
 
 struct cudnnFilterStruct {
   cudnnDataType_t type;
-  int rank; /* 0 until set; K, C, then spatial dims, packed */
+  int rank; /* 0 until set; K, C, then spatial dims */
   long long dims[MAX_DIMS];
+  cudnnTensorFormat_t format; /* NCHW: packed in that order; NHWC: K, spatial dims, C */
 };
 
 struct cudnnConvolutionStruct {

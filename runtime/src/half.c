@@ -113,6 +113,17 @@ long long packed_strides(int rank, const long long *dims, long long *strides) {
   return n;
 }
 
+long long channels_last_strides(int rank, const long long *dims, long long *strides) {
+  long long n = dims[1];
+  strides[1] = 1;
+  for (int i = rank - 1; i >= 2; i--) {
+    strides[i] = n;
+    n *= dims[i];
+  }
+  strides[0] = n;
+  return n * dims[0];
+}
+
 static long long arg_count(const HalfArg *a) {
   long long n = 1;
   for (int i = 0; i < a->rank; i++)

@@ -379,6 +379,8 @@ typedef void HalfBindFn(Op *inner, void *const *ptrs);
 Op *half_op_new(Op *inner, size_t inner_size, HalfBindFn *bind, const HalfArg *args, int nargs);
 /* Row-major packed strides of dims; returns the element count. */
 long long packed_strides(int rank, const long long *dims, long long *strides);
+/* The same with dim 1 innermost (NHWC for rank 4); rank at least 2. */
+long long channels_last_strides(int rank, const long long *dims, long long *strides);
 
 /* ---- the GEMM library, oneDNN or OpenBLAS, loaded on first use (blas.c) ---- */
 

@@ -271,7 +271,23 @@ typedef struct ConvCase {
   bool fused;        /* cudnnConvolutionBiasActivationForward with ReLU */
   bool z_is_y;       /* fused: the residual is y itself */
   float alpha2;      /* fused: the residual's scale */
+  bool nhwc;         /* x and y channels-last, the filter NHWC (K, R, S, C) */
 } ConvCase;
+
+/* NCHW 16-bit elements (n, c, h, w) reordered to NHWC, or back. */
+static uint16_t *reorder(const uint16_t *from, int n, int c, int h, int w, bool to_nhwc) {
+  uint16_t *to = malloc((size_t)n * c * h * w * 2);
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < c; b++)
+      for (int p = 0; p < h * w; p++) {
+        long long nchw = ((long long)a * c + b) * h * w + p, nhwc = ((long long)a * h * w + p) * c + b;
+        if (to_nhwc)
+          to[nhwc] = from[nchw];
+        else
+          to[nchw] = from[nhwc];
+      }
+  return to;
+}
 
 static int conv_out(const ConvCase *t) {
   return (t->hw + 2 * t->pad - t->ks) / t->stride + 1;
@@ -307,18 +323,33 @@ static void conv_case(const ConvCase *t, Fmt f, const char *label) {
   double *x, *w, *y0, *bias;
   uint16_t *hx = rnd_fmt(xn, f, 1, &x), *hw = rnd_fmt(wn, f, 1, &w);
   uint16_t *hy = rnd_fmt(yn, f, 2, &y0), *hb = rnd_fmt(t->k, f, 1, &bias);
+  if (t->nhwc) { /* the same values, stored channels-last */
+    uint16_t *rx = reorder(hx, t->n, t->c, t->hw, t->hw, true);
+    uint16_t *rw = reorder(hw, t->k, t->c / t->groups, t->ks, t->ks, true);
+    uint16_t *ry = reorder(hy, t->n, kw, o, o, true);
+    free(hx), free(hw), free(hy);
+    hx = rx, hw = rw, hy = ry;
+  }
   void *dx = upload(hx, xn * 2), *dw = upload(hw, wn * 2), *dy = upload(hy, yn * 2);
   void *db = upload(hb, t->k * 2);
 
-  cudnnTensorDescriptor_t xd = tensor(type, t->n, t->c, t->hw, t->hw), yd, bd;
+  cudnnTensorDescriptor_t xd, yd, bd;
+  cudnnCreateTensorDescriptor(&xd);
+  expect(cudnnSetTensor4dDescriptor(xd, t->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type,
+                                    t->n, t->c, t->hw, t->hw) == 0,
+         "x");
   cudnnCreateTensorDescriptor(&yd);
-  expect(cudnnSetTensor4dDescriptorEx(yd, type, t->n, t->k, o, o, kw * o * o, o * o, o, 1) == 0,
-         "y view");
+  if (t->nhwc)
+    expect(cudnnSetTensor4dDescriptorEx(yd, type, t->n, t->k, o, o, kw * o * o, 1, o * kw, kw) == 0,
+           "y view");
+  else
+    expect(cudnnSetTensor4dDescriptorEx(yd, type, t->n, t->k, o, o, kw * o * o, o * o, o, 1) == 0,
+           "y view");
   bd = tensor(type, 1, t->k, 1, 1);
   cudnnFilterDescriptor_t wd;
   cudnnCreateFilterDescriptor(&wd);
-  expect(cudnnSetFilter4dDescriptor(wd, type, CUDNN_TENSOR_NCHW, t->k, t->c / t->groups, t->ks,
-                                    t->ks) == 0,
+  expect(cudnnSetFilter4dDescriptor(wd, type, t->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                    t->k, t->c / t->groups, t->ks, t->ks) == 0,
          "16-bit filter");
   cudnnConvolutionDescriptor_t cd;
   cudnnCreateConvolutionDescriptor(&cd);
@@ -386,6 +417,11 @@ static void conv_case(const ConvCase *t, Fmt f, const char *label) {
     if (st != CUDNN_STATUS_SUCCESS)
       fail("%s: algo %d: %s", name, perf[i].algo, cudnnGetErrorString(st));
     download(got, dy, yn * 2);
+    if (t->nhwc) {
+      uint16_t *back = reorder(got, t->n, kw, o, o, false);
+      memcpy(got, back, yn * 2);
+      free(back);
+    }
     if (!close_fmt(name, got, want, yn, f))
       fprintf(stderr, "  algo %d math %d\n", perf[i].algo, perf[i].mathType);
     cudaFree(dws);
@@ -428,6 +464,12 @@ static void test_convolutions(Fmt f) {
   fused.alpha2 = 0.5f;
   fused.extra = 2;
   conv_case(&fused, f, "conv+bias+residual+relu");
+  ConvCase nhwc = fused; /* choose-layout's form: NHWC filter, y a channel slice */
+  nhwc.nhwc = true;
+  conv_case(&nhwc, f, "NHWC conv+bias+residual+relu");
+  ConvCase nhwc_depthwise = depthwise;
+  nhwc_depthwise.nhwc = true;
+  conv_case(&nhwc_depthwise, f, "NHWC depthwise conv");
   if (f == F16) {
     ConvCase true_half = plain;
     true_half.true_half = true;
@@ -983,6 +1025,56 @@ static void expect_blas(cublasStatus_t got, cublasStatus_t want, const char *wha
     fail("%s: %s, expected %s", what, cublasGetStatusName(got), cublasGetStatusName(want));
 }
 
+/* An NHWC filter goes with 16-bit data whose channels are innermost; a
+   float one, NCHW data, or a filter that is not 4-D is refused. */
+static void test_nhwc_refusals(void) {
+  const cudnnStatus_t LAYOUT = CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
+  void *buf = NULL, *ws = NULL;
+  cudaMalloc(&buf, 1 << 16);
+  cudaMemset(buf, 0, 1 << 16);
+  cudaMalloc(&ws, 1 << 20);
+  float one = 1, zero = 0;
+  cudnnTensorDescriptor_t nchw = tensor(CUDNN_DATA_HALF, 1, 4, 5, 5), nhwc, f32;
+  cudnnCreateTensorDescriptor(&nhwc);
+  cudnnSetTensor4dDescriptor(nhwc, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, 4, 5, 5);
+  cudnnCreateTensorDescriptor(&f32);
+  cudnnSetTensor4dDescriptor(f32, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, 4, 5, 5);
+  cudnnFilterDescriptor_t wh, wf, w5;
+  cudnnCreateFilterDescriptor(&wh);
+  cudnnCreateFilterDescriptor(&wf);
+  cudnnCreateFilterDescriptor(&w5);
+  cudnnSetFilter4dDescriptor(wh, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, 4, 4, 3, 3);
+  cudnnSetFilter4dDescriptor(wf, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 4, 4, 3, 3);
+  expect_dnn(cudnnSetFilterNdDescriptor(w5, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, 5,
+                                        (const int[]){4, 4, 3, 3, 3}),
+             LAYOUT, "5-D NHWC filter");
+  cudnnConvolutionDescriptor_t cd;
+  cudnnCreateConvolutionDescriptor(&cd);
+  cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  expect_dnn(cudnnConvolutionForward(dnn, &one, nhwc, buf, wh, buf, cd, algo, ws, 1 << 20, &zero,
+                                     nhwc, buf),
+             CUDNN_STATUS_SUCCESS, "NHWC filter, NHWC data");
+  expect_dnn(cudnnConvolutionForward(dnn, &one, nchw, buf, wh, buf, cd, algo, ws, 1 << 20, &zero,
+                                     nhwc, buf),
+             LAYOUT, "NHWC filter, NCHW x");
+  expect_dnn(cudnnConvolutionForward(dnn, &one, nhwc, buf, wh, buf, cd, algo, ws, 1 << 20, &zero,
+                                     nchw, buf),
+             LAYOUT, "NHWC filter, NCHW y");
+  expect_dnn(cudnnConvolutionForward(dnn, &one, f32, buf, wf, buf, cd, algo, ws, 1 << 20, &zero,
+                                     f32, buf),
+             LAYOUT, "NHWC filter, float data");
+  cudaDeviceSynchronize();
+  cudnnDestroyTensorDescriptor(nchw);
+  cudnnDestroyTensorDescriptor(nhwc);
+  cudnnDestroyTensorDescriptor(f32);
+  cudnnDestroyFilterDescriptor(wh);
+  cudnnDestroyFilterDescriptor(wf);
+  cudnnDestroyFilterDescriptor(w5);
+  cudnnDestroyConvolutionDescriptor(cd);
+  cudaFree(buf), cudaFree(ws);
+}
+
 static void test_dnn_refusals(void) {
   const cudnnStatus_t TYPE = CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, BAD = CUDNN_STATUS_BAD_PARAM;
   void *buf = NULL, *ws = NULL;
@@ -1351,6 +1443,7 @@ int main(void) {
     test_gemms(f);
   }
   test_dnn_refusals();
+  test_nhwc_refusals();
   test_reduce_refusals();
   test_bn_refusals();
   test_blas_refusals();

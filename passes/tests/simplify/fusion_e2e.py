@@ -112,8 +112,11 @@ def concat(batch):
              helper.make_node("Concat", ["e", "ab"], ["cat"], name="outer", axis=1),
              helper.make_node("Relu", ["cat"], ["out"], name="relu")]
     inits = [const("w1", [2, 3, 1, 1]), const("w2", [5, 3, 3, 3])]
+    # At batch 2 the slices interleave and a Relu kernel fills one of the outer
+    # Concat's, so that Concat copies (concat_in_place.c): one view fewer.
+    views = 2 if batch == 1 else 1
     return model("concat_b%d" % batch, nodes, inits, [value("x", [batch, 3, 4, 4])],
-                 [value("out", [batch, 10, 4, 4])]), {"views": 2}
+                 [value("out", [batch, 10, 4, 4])]), {"views": views}
 
 
 def split_slice():
