@@ -10,7 +10,7 @@
  *
  * Where the slices interleave (channels-last data, or a batch of several),
  * every producer must be a cuDNN call the race checker can follow
- * (exact_writer).
+ * (exact_writer), in at most CHECKED_RUNS runs.
  *
  * Split and Slice along the outermost non-unit axis with step 1 cut a
  * contiguous block out of a contiguous input: their outputs become views
@@ -36,21 +36,26 @@ static bool writes_into_slice(const Tensor *x, const Node *concat) {
   return outputs == 1;
 }
 
-/* Whether the slices along axis interleave in c's storage: some dim stored
-   outside the axis (a batch of several, or the spatial dims of a
-   channels-last tensor) has extent above 1. */
-static bool slices_interleave(const Tensor *c, int axis) {
+/* How many separate runs one slice along axis takes in c's storage: the
+   product of the dims stored outside the axis (a batch of several, the
+   spatial dims of a channels-last tensor); 1 when slices are blocks. */
+static int64_t slice_runs(const Tensor *c, int axis) {
+  int64_t runs = 1;
   for (int d = 0; d < c->rank; d++)
-    if (d != axis && c->dims[d] > 1 && c->strides[d] > c->strides[axis])
-      return true;
-  return false;
+    if (d != axis && c->strides[d] > c->strides[axis])
+      runs *= c->dims[d];
+  return runs;
 }
 
-/* A producer whose writes the CPU runtime's race checker sees element by
-   element: a cuDNN call with no activation kernel after it (the tensor
-   descriptor gives every stride). opc's kernels declare one address range
-   per output (opc_kargs.h), so two of them filling interleaved slices
-   would be reported as racing although they touch different elements. */
+/* The most runs per operand the CPU runtime's race checker follows one by
+   one (MAX_RUNS in runtime/src/op.c); it sees more as one address range. */
+enum { CHECKED_RUNS = 4096 };
+
+/* A producer whose writes the race checker sees element by element: a
+   cuDNN call with no activation kernel after it (the tensor descriptor
+   gives every stride). opc's kernels declare one address range per output
+   (opc_kargs.h), so two of them filling interleaved slices would be
+   reported as racing although they touch different elements. */
 static bool exact_writer(const Node *p) {
   bool library = p->op == OP_CONV || p->op == OP_MAX_POOL || p->op == OP_AVERAGE_POOL ||
                  p->op == OP_BATCH_NORM;
@@ -62,12 +67,14 @@ static bool concat_in_place(Node *concat) {
   int axis = concat->p.axis.axis;
   if (axis < 0 || axis >= c->rank)
     return false;
-  bool interleave = slices_interleave(c, axis);
+  int64_t runs = slice_runs(c, axis);
+  if (runs > CHECKED_RUNS)
+    return false;
   for (int i = 0; i < concat->nin; i++) {
     Tensor *x = concat->in[i];
     if (!writes_into_slice(x, concat) || x->dtype != c->dtype)
       return false;
-    if (interleave && !exact_writer(x->producer))
+    if (runs > 1 && !exact_writer(x->producer))
       return false;
   }
   /* If c is itself a slice of an outer in-place Concat, the inputs go

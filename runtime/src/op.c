@@ -10,7 +10,7 @@
 
 /* Past this many contiguous runs a strided access is checked as one range
  * from its lowest to its highest byte: safe, only less precise. */
-#define MAX_RUNS 4096
+#define MAX_RUNS 4096 /* CHECKED_RUNS in passes/concat_in_place.c relies on it */
 
 /*
  * OPC_RT_FAIL=API[:N] makes the N-th operation (default the first) that the
