@@ -22,7 +22,7 @@ keeps PyTorch's defaults). For each model:
   2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
      torch.compile(mode="reduce-overhead"), in strict float32, in TF32 and
      in float16 and bfloat16 (the model and input converted with .to(dtype),
-     the same weights), timed with CUDA events around each of RUNS runs
+     the same weights, channels-last for CNNs), timed with CUDA events around each of RUNS runs
      after WARMUP warm-ups;
   3. every output is compared with PyTorch's eager strict-float32 output:
      opc must be within relative L2 1e-4 in strict float32, 1e-2 in fp16 and
@@ -604,6 +604,11 @@ def torch_system(torch, system, prep, precision, a):
         model = copy.deepcopy(model).to(half)
         x_host = x_host.to(half)
     x_dev = x_host.cuda()
+    if half is not None and x_dev.dim() == 4:
+        # Channels-last, as PyTorch's tensor-core convolutions want it (and
+        # as opc stores 16-bit convolutions' data: choose-layout).
+        model = model.to(memory_format=torch.channels_last)
+        x_dev = x_dev.contiguous(memory_format=torch.channels_last)
     with torch.no_grad():
         y = model(x_dev)
     y_host = torch.empty(y.shape, dtype=y.dtype)

@@ -14,6 +14,7 @@ version = types.SimpleNamespace(cuda="fake")
 float32 = np.float32
 float16 = np.float16
 bfloat16 = "bfloat16"  # numpy has no bfloat16: held as float32, rounded to its 8-bit mantissa
+channels_last = "channels_last"  # a storage order: the values, all that flows here, are the same
 
 
 def _as_type(array, dtype):
@@ -54,9 +55,15 @@ class Tensor:
         self.array[...] = other.array
         return self
 
-    def to(self, device_or_dtype):
+    def to(self, device_or_dtype=None, memory_format=None):
         if device_or_dtype in (float16, bfloat16, float32):
             return Tensor(_as_type(self.array, device_or_dtype))
+        return self
+
+    def dim(self):
+        return self.array.ndim
+
+    def contiguous(self, memory_format=None):
         return self
 
 
@@ -118,8 +125,8 @@ class _Module:
     def __call__(self, x):
         return self.forward(x)
 
-    def to(self, dtype):
-        return _Cast(self, dtype)
+    def to(self, dtype=None, memory_format=None):
+        return _Cast(self, dtype) if dtype is not None else self
 
 
 class _Cast(_Module):
