@@ -672,6 +672,11 @@ static bool parse_args(int argc, char **argv, Config *c) {
     opc_error("--devices gpu,cpu: a program serving several requests or models runs on the GPU");
     return false;
   }
+  if (p->layout == LAYOUT_NHWC && (p->gpus > 1 || p->cpu)) {
+    opc_error("--layout nhwc: a program on several devices keeps ONNX's order (--gpus, "
+              "--devices)");
+    return false;
+  }
   if (p->layout == LAYOUT_NHWC && !p->half) {
     opc_error("--layout nhwc needs --precision fp16 or bf16: it orders the data of 16-bit "
               "convolutions");

@@ -23,7 +23,8 @@
  * Where a same-layout operator meets a tensor that must keep ONNX's order,
  * an Identity between a channels-last copy and the tensor changes the
  * layout: these are the only copies the pass adds. Tensors with C = 1 or
- * H = W = 1 are the same in both orders and are left alone.
+ * H = W = 1 are the same in both orders and are left alone. Programs on
+ * several devices keep ONNX's order (place-devices' transfers make it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +286,9 @@ static void rewrite(Layouts *l) {
 
 bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
   (void)ctx;
-  if (!is_half(opt->half) || opt->layout == LAYOUT_NCHW)
+  /* Transfers between devices (--gpus N, --devices gpu,cpu) copy whole
+     buffers into ONNX's order, so programs on several keep that order. */
+  if (!is_half(opt->half) || opt->layout == LAYOUT_NCHW || opt->gpus > 1 || opt->cpu)
     return true;
   Layouts l = {.g = g, .count = g->ntensors};
   for (int i = 0; i < g->ntensors; i++)
