@@ -309,6 +309,26 @@ static bool must_fold(Graph *g, Node *n) {
   return true;
 }
 
+/* node_infer, keeping the storage order an output was declared with in
+   .ir text (channels-last strides) when its dims come out the same. */
+static bool infer_keeping_order(Graph *g, Node *n) {
+  enum { MAX_KEPT = 8 };
+  Tensor kept[MAX_KEPT];
+  int nkept = n->nout < MAX_KEPT ? n->nout : MAX_KEPT;
+  for (int i = 0; i < nkept; i++)
+    if (n->out[i])
+      kept[i] = *n->out[i];
+  if (!node_infer(g, n))
+    return false;
+  for (int i = 0; i < nkept; i++) {
+    Tensor *t = n->out[i];
+    if (t && !t->alias_of && kept[i].rank == t->rank && tensor_same_shape(&kept[i], t) &&
+        tensor_has_dense_strides(&kept[i]))
+      memcpy(t->strides, kept[i].strides, sizeof t->strides);
+  }
+  return true;
+}
+
 bool graph_infer_shapes(Graph *g) {
   if (!graph_toposort(g))
     return false;
@@ -322,7 +342,7 @@ bool graph_infer_shapes(Graph *g) {
     for (int j = 0; j < n->nin; j++)
       if (n->in[j] && bad[n->in[j]->id])
         skip = true;
-    bool done = !skip && node_infer(g, n);
+    bool done = !skip && infer_keeping_order(g, n);
     /* Shape and Size always fold: they read only shapes, which are static.
        Other kinds fold when all their inputs are known. */
     if (done && (op_info(n->op)->eval == FROM_SHAPES || all_inputs_const(n))) {
