@@ -1341,6 +1341,8 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
   cudnnStatus_t st = make_geom(&g, x, wd, conv, y);
   if (st)
     return st;
+  if (wd->format == CUDNN_TENSOR_NHWC && z && !channels_inner(z)) /* z as y */
+    return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
   Engine engines[MAX_ENGINES];
   int n = fwd_engines(&g, engines);
   if ((st = engine_status(engines, n, algo.algo, conv->math)))

@@ -1064,7 +1064,18 @@ static void test_nhwc_refusals(void) {
   expect_dnn(cudnnConvolutionForward(dnn, &one, f32, buf, wf, buf, cd, algo, ws, 1 << 20, &zero,
                                      f32, buf),
              LAYOUT, "NHWC filter, float data");
+  cudnnTensorDescriptor_t bias = tensor(CUDNN_DATA_HALF, 1, 4, 1, 1);
+  cudnnActivationDescriptor_t relu;
+  cudnnCreateActivationDescriptor(&relu);
+  cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0);
+  cudnnConvolutionFwdAlgo_t precomp = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  expect_dnn(cudnnConvolutionBiasActivationForward(dnn, &one, nhwc, buf, wh, buf, cd, precomp, ws,
+                                                   1 << 20, &one, nchw, buf, bias, buf, relu,
+                                                   nhwc, buf),
+             LAYOUT, "NHWC filter, NCHW residual");
   cudaDeviceSynchronize();
+  cudnnDestroyTensorDescriptor(bias);
+  cudnnDestroyActivationDescriptor(relu);
   cudnnDestroyTensorDescriptor(nchw);
   cudnnDestroyTensorDescriptor(nhwc);
   cudnnDestroyTensorDescriptor(f32);
