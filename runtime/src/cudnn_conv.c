@@ -454,9 +454,9 @@ epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, fl
       float t = r * (1.0f / 6.0f) + 0.5f;
       r = r * (t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t));
     } else if (mode == CUDNN_ACTIVATION_SWISH) {
-      r = r / (1.0f + expf(-coef * r));
+      r = swish_of(r, coef);
     } else if (mode == CUDNN_ACTIVATION_SIGMOID) {
-      r = 1.0f / (1.0f + expf(-r));
+      r = sigmoid_of(r);
     }
     y[j] = r;
   }
@@ -647,11 +647,10 @@ static void conv_part(void *ctx, int part, int nparts) {
  * a short sum. The channel is first copied into zero-padded planes split by
  * stride phase, which the tiles use too (padded element (r, q) goes to
  * phase (r % sh, q % sw) at row r / sh, column q / sw), so that every
- * filter tap reads one plain contiguous run over the whole output plane,
- * with no bounds checks: output (oh, ow) is computed at oh * len + ow, and
- * the len - OW extra columns of each row are dropped. The runs are straight
- * multiply-add loops the compiler vectorises, long even for small planes
- * and strided convolutions.
+ * filter tap reads plain contiguous rows with no bounds checks: output
+ * (oh, ow) reads tap t at src[t][oh * len + ow], whatever the stride. A few
+ * output rows at a time are summed over all the taps in vector registers,
+ * and stored packed.
  */
 typedef struct Planes {
   int rows;  /* padded rows per depth slice */
@@ -672,15 +671,16 @@ static Planes planes_of(const Geom *g) {
   return p;
 }
 
+/* What dw_rows reads and writes past the end of a plane and of a channel. */
+#define DW_SLACK 16
+
 static size_t dw_plane_floats(const Geom *g) {
-  return (size_t)g->in[0] * planes_of(g).slice;
+  return (size_t)g->in[0] * planes_of(g).slice + DW_SLACK;
 }
 
-/* Room for one output channel: its plane at the padded width, which is
- * then packed. */
+/* Room for one output channel. */
 static size_t dw_out_floats(const Geom *g) {
-  Planes p = planes_of(g);
-  return (size_t)g->out[0] * g->out[1] * p.len;
+  return (size_t)g->out[0] * g->out[1] * g->out[2] + DW_SLACK;
 }
 
 /*
@@ -705,6 +705,22 @@ static inline void dw_split2(float *restrict even, float *restrict odd,
   q += 2 * pairs;
   if (q < hi)
     even[q / 2] = from[q];
+}
+
+/* Eight floats as one value, loaded from and stored to any float's place. */
+typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* dst[0..n) = src[0..n), inline: the rows of small planes are too short
+ * for a call to memcpy to pay. */
+static inline __attribute__((always_inline)) void copy_row(float *restrict dst,
+                                                           const float *restrict src, int n) {
+  int q = 0;
+  for (; q + 8 <= n; q += 8)
+    *(Vec8 *)(dst + q) = *(const Vec8 *)(src + q);
+#pragma GCC unroll 7
+  for (int k = 0; k < 7; k++)
+    if (q + k < n)
+      dst[q + k] = src[q + k];
 }
 
 /* Padded row src (NULL in the padding) into its row of each column phase,
@@ -756,11 +772,22 @@ static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, 
  * and zeros at the others, so a buffer that held a channel already
  * (`zeroed`) needs only the input written again: for small planes the
  * padding is most of the work. */
-OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float *buf,
+/* Short rows are copied inline: GCC would turn the loop back into calls
+ * to memcpy, which cost more than the copy. */
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) OPC_VECTOR_CLONES static void
+fill_planes(const Geom *g, const float *xc, float *buf,
                                           bool zeroed) {
   Planes p = planes_of(g);
   int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
   long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];
+  if (zeroed && sh == 1 && sw == 1 && g->xs[4] == 1 && g->in[0] == 1) {
+    int lo = g->pad[2] < p.width ? g->pad[2] : p.width;
+    int hi = g->pad[2] + g->in[2] < p.width ? g->pad[2] + g->in[2] : p.width;
+    for (int ih = 0; ih < IH && ih + pad < p.rows; ih++)
+      if (ih + pad >= 0)
+        copy_row(buf + (long long)(ih + pad) * p.len + lo, xc + ih * hs, hi - lo);
+    return;
+  }
   for (int id = 0; id < g->in[0]; id++, buf += p.slice) {
     const float *slice = xc + id * g->xs[2];
     for (int a = 0; a < sh; a++) {
@@ -775,76 +802,122 @@ OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc, float 
   }
 }
 
-/* acc[j] = sum over the 9 taps t of w[t] * src[t][j]: the 3x3 case. */
-OPC_VECTOR_CLONES static void dw_row9(float *restrict acc, int n, const float *const *src,
-                                      const float *w) {
-  const float *s0 = src[0], *s1 = src[1], *s2 = src[2], *s3 = src[3], *s4 = src[4];
-  const float *s5 = src[5], *s6 = src[6], *s7 = src[7], *s8 = src[8];
-  float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7],
-        w8 = w[8];
-  for (int j = 0; j < n; j++)
-    acc[j] = w0 * s0[j] + w1 * s1[j] + w2 * s2[j] + w3 * s3[j] + w4 * s4[j] + w5 * s5[j] +
-             w6 * s6[j] + w7 * s7[j] + w8 * s8[j];
-}
-
-/* The same for any number of taps, three at a time. */
-OPC_VECTOR_CLONES static void dw_row(float *restrict acc, int n, const float *const *src,
-                                     const float *w, int taps) {
-  if (taps == 9) {
-    dw_row9(acc, n, src, w);
-    return;
-  }
-  memset(acc, 0, n * sizeof(float));
-  int t = 0;
-  for (; t + 3 <= taps; t += 3) {
-    const float *a = src[t], *b = src[t + 1], *c = src[t + 2];
-    float wa = w[t], wb = w[t + 1], wc = w[t + 2];
-    for (int j = 0; j < n; j++)
-      acc[j] += wa * a[j] + wb * b[j] + wc * c[j];
-  }
-  for (; t < taps; t++) {
-    const float *a = src[t];
-    float wa = w[t];
-    for (int j = 0; j < n; j++)
-      acc[j] += wa * a[j];
-  }
-}
-
 #define DW_MAX_TAPS 512
 
-/* One output channel's plane from the padded input buf, into out (packed;
- * room for dw_out_floats): one long run per tap and depth slice, its rows
- * then packed. */
-static void dw_channel(const Geom *g, const float *buf, const float *w, float *out) {
+/*
+ * Output rows r0 .. r0 + R - 1, columns j0 .. j0 + 8 C - 1, of a channel:
+ * out[r OW + j] = sum over taps t of w[t] buf[tap_at[t] + r len + j]. R and C are
+ * constants where inlined, so the R C vectors stay in registers over all
+ * the taps. On a row narrower than 8 C, the lanes past its end read on
+ * into the next row, or into the slack after the planes, and are stored
+ * over the start of the next output row, which is written after them, or
+ * into out's slack.
+ */
+static inline __attribute__((always_inline)) void
+dw_rows(const float *buf, const long long *tap_at, const float *w, int taps, int len, int OW,
+        int r0, int j0, const int R, const int C, float *out) {
+  Vec8 a[4][2] = {{{0}}};
+  const float *base = buf + (long long)r0 * len + j0;
+  for (int t = 0; t < taps; t++) {
+    const float *s = base + tap_at[t];
+    float wt = w[t];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+      for (int v = 0; v < C; v++)
+        a[r][v] += wt * *(const Vec8 *)(s + r * len + 8 * v);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < C; v++)
+      *(Vec8 *)(out + (long long)(r0 + r) * OW + j0 + 8 * v) = a[r][v];
+}
+
+/* Every row of a channel, in blocks of 8 C columns and of four rows; the
+ * last block of each ends at the plane's edge, computing some outputs
+ * twice rather than leaving one vector alone in a long chain of sums. */
+static inline __attribute__((always_inline)) void
+dw_plane_rows(const float *buf, const long long *tap_at, const float *w, int taps, int len,
+              int OH, int OW, const int C, float *out) {
+  for (int j0 = 0; j0 < OW; j0 += 8 * C) {
+    int j = OW > 8 * C && j0 + 8 * C > OW ? OW - 8 * C : j0;
+    if (OH < 4) {
+      for (int r = 0; r < OH; r++)
+        dw_rows(buf, tap_at, w, taps, len, OW, r, j, 1, C, out);
+      continue;
+    }
+    for (int r0 = 0; r0 < OH; r0 += 4)
+      dw_rows(buf, tap_at, w, taps, len, OW, r0 + 4 > OH ? OH - 4 : r0, j, 4, C, out);
+  }
+}
+
+OPC_VECTOR_CLONES static void dw_plane(const float *buf, const long long *tap_at,
+                                       const float *w, int taps, int len, int OH, int OW,
+                                       float *out) {
+  if (OW <= 8)
+    dw_plane_rows(buf, tap_at, w, taps, len, OH, OW, 1, out);
+  else
+    dw_plane_rows(buf, tap_at, w, taps, len, OH, OW, 2, out);
+}
+
+/* The taps of output depth slice od that meet the input: where each reads
+ * in the planes, and its weight's index in a channel's filter. Every
+ * channel has the same. */
+typedef struct DwTaps {
+  int n;
+  bool in_order; /* filter[i] is i: the filter's own order */
+  long long at[DW_MAX_TAPS];
+  int filter[DW_MAX_TAPS];
+} DwTaps;
+
+static void dw_taps(const Geom *g, int od, DwTaps *t) {
   Planes p = planes_of(g);
   int KD = g->ksize[0], KH = g->ksize[1], KW = g->ksize[2];
-  int OH = g->out[1], OW = g->out[2], sh = g->stride[1], sw = g->stride[2];
+  int sh = g->stride[1], sw = g->stride[2];
   long long phase_floats = (long long)p.hq * p.len;
-  const float *src[DW_MAX_TAPS];
+  t->n = 0;
+  for (int kd = 0; kd < KD; kd++) {
+    int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+    if (id < 0 || id >= g->in[0])
+      continue; /* padding in depth adds nothing */
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        int dh = kh * g->dil[1], dw = kw * g->dil[2];
+        t->at[t->n] = id * p.slice + ((long long)(dh % sh) * sw + dw % sw) * phase_floats +
+                      (long long)(dh / sh) * p.len + dw / sw;
+        int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
+        int fw = g->flip ? KW - 1 - kw : kw;
+        t->filter[t->n++] = (fd * KH + fh) * KW + fw;
+      }
+  }
+  t->in_order = true;
+  for (int i = 0; i < t->n; i++)
+    t->in_order = t->in_order && t->filter[i] == i;
+}
+
+/* One output channel's plane from the padded input buf, into out (packed;
+ * room for dw_out_floats), depth slice by depth slice. `flat`: the taps of
+ * a convolution with one output slice, found once for all channels. */
+static void dw_channel(const Geom *g, const float *buf, const float *w, const DwTaps *flat,
+                       float *out) {
+  int OH = g->out[1], OW = g->out[2], len = planes_of(g).len;
   float wt[DW_MAX_TAPS];
   for (int od = 0; od < g->out[0]; od++, out += (long long)OH * OW) {
-    int taps = 0;
-    for (int kd = 0; kd < KD; kd++) {
-      int id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
-      if (id < 0 || id >= g->in[0])
-        continue; /* padding in depth adds nothing */
-      for (int kh = 0; kh < KH; kh++)
-        for (int kw = 0; kw < KW; kw++) {
-          int dh = kh * g->dil[1], dw = kw * g->dil[2];
-          src[taps] = buf + id * p.slice + ((long long)(dh % sh) * sw + dw % sw) * phase_floats +
-                      (long long)(dh / sh) * p.len + dw / sw;
-          int fd = g->flip ? KD - 1 - kd : kd, fh = g->flip ? KH - 1 - kh : kh;
-          int fw = g->flip ? KW - 1 - kw : kw;
-          wt[taps++] = w[(fd * KH + fh) * KW + fw];
-        }
+    DwTaps own;
+    const DwTaps *t = flat;
+    if (!t) {
+      dw_taps(g, od, &own);
+      t = &own;
     }
-    int n = (OH - 1) * p.len + OW;
-    if (taps == 0)
-      memset(out, 0, n * sizeof(float));
-    else
-      dw_row(out, n, src, wt, taps);
-    for (int oh = 1; oh < OH; oh++)
-      memmove(out + (long long)oh * OW, out + (long long)oh * p.len, OW * sizeof(float));
+    if (t->n == 0) {
+      memset(out, 0, (size_t)OH * OW * sizeof(float));
+      continue;
+    }
+    if (!t->in_order)
+      for (int i = 0; i < t->n; i++)
+        wt[i] = w[t->filter[i]];
+    dw_plane(buf, t->at, t->in_order ? w : wt, t->n, len, OH, OW, out);
   }
 }
 
@@ -870,6 +943,7 @@ static void dw_part(void *ctx, int part, int nparts) {
     rt_fail_async(c->op.api);
     return;
   }
+  memset(buf + dw_plane_floats(g) - DW_SLACK, 0, DW_SLACK * sizeof(float));
   bool contiguous = c->packed_out;
   if (contiguous) {
     yoff[0] = zoff[0] = 0;
@@ -878,6 +952,9 @@ static void dw_part(void *ctx, int part, int nparts) {
     if (c->z)
       position_offsets(g, c->zs, 0, (int)P, zoff);
   }
+  DwTaps flat;
+  if (g->out[0] == 1)
+    dw_taps(g, 0, &flat);
   long long filled = -1; /* the (image, group) whose plane is in buf */
   for (long long u = u0; u < u1; u++) {
     int n = (int)(u / g->k), ch = (int)(u % g->k), grp = ch / kg;
@@ -886,7 +963,7 @@ static void dw_part(void *ctx, int part, int nparts) {
       fill_planes(g, c->x + n * g->xs[0] + grp * g->xs[1], buf, filled >= 0);
       filled = plane;
     }
-    dw_channel(g, buf, c->w + (long long)ch * patch_size(g), out);
+    dw_channel(g, buf, c->w + (long long)ch * patch_size(g), g->out[0] == 1 ? &flat : NULL, out);
     float *y = c->y + n * g->ys[0] + ch * g->ys[1];
     const float *z = c->z ? c->z + n * c->zs[0] + ch * c->zs[1] : NULL;
     float bias = c->bias ? c->bias[ch * c->bias_stride] : 0.0f;
@@ -1097,7 +1174,8 @@ static void run_tiles(ConvOp *c) {
 /*
  * Folds a per-channel bias addition onto y, then an in-place activation of
  * y, into the epilogue (AbsorbFn): y = act(alpha v + bias) in one pass,
- * with the same arithmetic as the separate ops. Only a plain write of y
+ * with the same formulas as the separate ops (the sigmoids' e^x aside:
+ * see kernel_activation). Only a plain write of y
  * (beta 0) and an epilogue without an activation yet qualify.
  */
 static bool conv_absorb(const Op *cur, const Op *next, void *plan) {

@@ -49,7 +49,7 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
   }
   case CUDNN_ACTIVATION_SIGMOID:
     for (long long i = 0; i < n; i++)
-      y[i] = alpha * (1.0f / (1.0f + expf(-x[i]))) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * sigmoid_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
     return;
   case CUDNN_ACTIVATION_TANH:
     for (long long i = 0; i < n; i++)
@@ -58,7 +58,7 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
   case CUDNN_ACTIVATION_SWISH: {
     float b = act->swish_beta;
     for (long long i = 0; i < n; i++)
-      y[i] = alpha * (x[i] / (1.0f + expf(-b * x[i]))) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * swish_of(x[i], b) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
   case KERNEL_ACT_HARD_SWISH:

@@ -167,14 +167,56 @@ typedef enum ActKernelMode {
   KERNEL_ACT_MISH,            /* x * tanh(softplus(x)); softplus is x above 20 */
 } ActKernelMode;
 
+/*
+ * e^x as straight-line arithmetic, within 1.2 ulp of the exact value
+ * wherever that is a normal float: x = n ln 2 + r, with n rounded to the
+ * nearest integer, e^r a degree-7 Taylor polynomial on |r| <= ln 2 / 2,
+ * and 2^n applied as two powers of two, so that overflow gives inf and
+ * underflow 0 or a subnormal; NaN stays NaN. A loop that calls it (the
+ * sigmoids of the conv epilogues) vectorises into a dozen instructions,
+ * where libmvec's expf is a call with every live vector register spilled
+ * around it.
+ */
+static inline float exp_inline(float x) {
+  x = x < -104.0f ? -104.0f : x;
+  x = x > 89.0f ? 89.0f : x;
+  /* Adding and taking away 1.5 2^23 rounds to an integer. */
+  float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f; /* ln 2 in two parts: n times the first is exact */
+  r = r + n * 2.12194440e-4f;
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int e = (int)(n == n ? n : 0.0f), e1 = e >> 1, e2 = e - e1;
+  union {
+    int bits;
+    float f;
+  } s1 = {.bits = (e1 + 127) << 23}, s2 = {.bits = (e2 + 127) << 23};
+  return p * s1.f * s2.f;
+}
+
+static inline float sigmoid_of(float v) {
+  return 1.0f / (1.0f + exp_inline(-v));
+}
+
+/* x sigmoid(beta x), cuDNN's swish. */
+static inline float swish_of(float v, float beta) {
+  return v / (1.0f + exp_inline(-beta * v));
+}
+
 static inline float act_apply(const Act *a, float v) {
   switch ((int)a->mode) {
-  case CUDNN_ACTIVATION_SIGMOID: return 1.0f / (1.0f + expf(-v));
+  case CUDNN_ACTIVATION_SIGMOID: return sigmoid_of(v);
   case CUDNN_ACTIVATION_RELU: return v > 0 ? v : 0;
   case CUDNN_ACTIVATION_TANH: return tanhf(v);
   case CUDNN_ACTIVATION_CLIPPED_RELU: return v > 0 ? (v < a->coef ? v : a->coef) : 0;
   case CUDNN_ACTIVATION_ELU: return v > 0 ? v : a->coef * expm1f(v);
-  case CUDNN_ACTIVATION_SWISH: return v / (1.0f + expf(-a->swish_beta * v));
+  case CUDNN_ACTIVATION_SWISH: return swish_of(v, a->swish_beta);
   case CUDNN_ACTIVATION_IDENTITY: return v;
   case KERNEL_ACT_HARD_SWISH: {
     float r = v * (1.0f / 6.0f) + 0.5f;
@@ -191,7 +233,7 @@ static inline float act_apply(const Act *a, float v) {
 }
 
 /* y = alpha * act(x) + beta * y over n contiguous values: one loop per
- * mode, so that they vectorise (with libmvec's expf and tanhf). */
+ * mode, so that they vectorise (with exp_inline, and libmvec's tanhf). */
 void act_row(const Act *act, const float *x, float *y, long long n, float alpha, float beta);
 
 /* ---- element-wise ops a convolution can fold into its epilogue ---- */

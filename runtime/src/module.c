@@ -234,7 +234,9 @@ static bool kernel_activation(const KernelOp *k, Act *act) {
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(k->f->name, table[i].kernel) == 0) {
       /* opc_silu is v / (1 + expf(-v)), opc_swish v / (1 + expf(-f[0] v)):
-       * cuDNN's swish with beta 1 or f[0], to the bit. */
+       * cuDNN's swish with beta 1 or f[0]. The runtime's sigmoids take e^x
+       * from exp_inline, which may differ from the kernels' expf in the
+       * last bit, as cuDNN's fused forms may from opc's kernels on a GPU. */
       bool swish = strcmp(k->f->name, "opc_swish") == 0;
       *act = (Act){.mode = (cudnnActivationMode_t)table[i].mode, .coef = k->a.f[0],
                    .offset = k->a.f[1], .swish_beta = swish ? k->a.f[0] : 1.0f};
