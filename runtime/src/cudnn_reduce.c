@@ -147,32 +147,59 @@ static inline __attribute__((always_inline)) void pool_fold_row(const PoolOp *p,
   }
 }
 
+/* The output of a window of `count` input values (0: wholly in the
+ * padding) whose values folded to v. */
+static inline __attribute__((always_inline)) float pool_value(const PoolOp *p, float v,
+                                                              int count, float whole) {
+  if (count == 0)
+    return 0.0f;
+  if (pool_is_max(p))
+    return v;
+  if (p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
+    return v / whole;
+  return v / (float)count;
+}
+
 /*
- * Writes one output row from its windows' values acc[0..OW): the max, or
- * the sum over the window's size or over its count of input values, whose
- * `rows` input rows (depth times height) the caller counted; 0 for a
- * window wholly in the padding. Blended into the row at y.
+ * Writes one output row from its windows' values acc[0..OW) (overwritten):
+ * the max, or the sum over the window's size or over its count of input
+ * values, whose `rows` input rows (depth times height) the caller counted;
+ * 0 for a window wholly in the padding. Blended into the row at y. The
+ * windows whose width lies wholly inside the input, all but a few at the
+ * edges, share one count, so their loops vectorise.
  */
-static inline __attribute__((always_inline)) void pool_write_row(const PoolOp *p,
-                                                                 const float *acc, int rows,
-                                                                 float *y) {
-  bool is_max = pool_is_max(p);
-  float whole = (float)(p->win[0] * p->win[1] * p->win[2]);
-  for (int ow = 0; ow < p->out[2]; ow++) {
-    int lo, hi;
-    clip_window(ow * p->stride[2] - p->pad[2], p->win[2], p->in[2], &lo, &hi);
-    int count = hi > lo ? rows * (hi - lo) : 0;
-    float v;
-    if (count == 0)
-      v = 0.0f;
-    else if (is_max)
-      v = acc[ow];
-    else if (p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING)
-      v = acc[ow] / whole;
-    else
-      v = acc[ow] / (float)count;
-    blend(&p->xy, y + ow * p->ys[4], v);
+static inline __attribute__((always_inline)) void pool_write_row(const PoolOp *p, float *acc,
+                                                                 int rows, float *y) {
+  int OW = p->out[2], IW = p->in[2], sw = p->stride[2], pw = p->pad[2], win = p->win[2];
+  float whole = (float)(p->win[0] * p->win[1] * win);
+  /* Outputs [a, b): ow sw - pw >= 0 and ow sw - pw + win <= IW. */
+  int a = (pw + sw - 1) / sw;
+  int b = IW - win + pw < 0 ? 0 : (IW - win + pw) / sw + 1;
+  a = a < OW ? a : OW;
+  b = b < a ? a : b < OW ? b : OW;
+  for (int edge = 0; edge < 2; edge++)
+    for (int ow = edge ? b : 0; ow < (edge ? OW : a); ow++) {
+      int lo, hi;
+      clip_window(ow * sw - pw, win, IW, &lo, &hi);
+      acc[ow] = pool_value(p, acc[ow], hi > lo ? rows * (hi - lo) : 0, whole);
+    }
+  int inside = rows * win;
+  if (inside == 0) {
+    for (int ow = a; ow < b; ow++)
+      acc[ow] = 0.0f;
+  } else if (!pool_is_max(p)) {
+    float d = p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING ? whole : (float)inside;
+    for (int ow = a; ow < b; ow++)
+      acc[ow] /= d;
   }
+  if (p->ys[4] == 1 && p->xy.beta == 0) {
+    float alpha = p->xy.alpha;
+    for (int ow = 0; ow < OW; ow++)
+      y[ow] = alpha * acc[ow];
+    return;
+  }
+  for (int ow = 0; ow < OW; ow++)
+    blend(&p->xy, y + ow * p->ys[4], acc[ow]);
 }
 
 /* One output row (od, oh) of one plane. */
@@ -190,11 +217,9 @@ OPC_VECTOR_CLONES static void pool_row(const PoolOp *p, const float *x, int od, 
   pool_write_row(p, acc, dhi > dlo && hhi > hlo ? (dhi - dlo) * (hhi - hlo) : 0, y);
 }
 
-/* Whether pool_plane takes p: a 2-D pool of stride 1 over rows contiguous
- * in x and y. */
+/* Whether pool_plane takes p: a 2-D pool over rows contiguous in x and y. */
 static bool pool_by_plane(const PoolOp *p) {
-  return p->in[0] == 1 && p->win[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
-         p->xs[4] == 1 && p->ys[4] == 1;
+  return p->in[0] == 1 && p->win[0] == 1 && p->xs[4] == 1 && p->ys[4] == 1;
 }
 
 /* acc[i] = max or sum of acc[i] and src[i] for i in [0, n): a max lets a
@@ -211,23 +236,26 @@ static inline __attribute__((always_inline)) void fold_into(float *restrict acc,
 }
 
 /*
- * A 2-D pool of stride 1 over one plane, whole: the plane is copied with
- * -FLT_MAX (max) or 0 (average) around it, folded across the window's
- * width in one long loop over the whole padded plane (the last columns of
- * each row mix with the next and are never read), then down the window's
- * height the same way. A few operations per output in loops as long as
- * the plane, where pool_row's loops are as short as an output row (7 to 28
- * in the late layers). The same values as pool_row's: -FLT_MAX is where
- * its maxima start, a NaN wins, and an average divides by the same count;
- * only the order of the additions differs.
+ * A 2-D pool over one plane, whole: the plane is copied with -FLT_MAX (max)
+ * or 0 (average) around it, folded across the window's width in one long
+ * loop over the whole padded plane (the last columns of each row mix with
+ * the next and are never read), then down the window's height the same
+ * way, at the padded width; with a stride, each output row's windows are
+ * then taken from every stride-th column. A few operations per output in
+ * loops as long as the plane, where pool_row's loops are as short as an
+ * output row (7 to 55 in the usual networks). The same values as
+ * pool_row's: -FLT_MAX is where its maxima start, a NaN wins, and an
+ * average divides by the same count; only the order of the additions
+ * differs. `padded` and `across` hold a padded plane each, `acc` an
+ * output row.
  */
 OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float *y,
-                                         float *padded, float *across) {
+                                         float *padded, float *across, float *acc) {
   bool is_max = pool_is_max(p);
   float edge = is_max ? -FLT_MAX : 0.0f;
   int IH = p->in[1], IW = p->in[2], ph = p->pad[1], pw = p->pad[2];
   int PH = IH + 2 * ph, PW = IW + 2 * pw, KH = p->win[1], KW = p->win[2];
-  int OH = p->out[1], OW = p->out[2];
+  int OH = p->out[1], OW = p->out[2], sh = p->stride[1], sw = p->stride[2];
   for (int r = 0; r < PH; r++) {
     float *row = padded + (long long)r * PW;
     int ih = r - ph;
@@ -244,20 +272,28 @@ OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float 
   memcpy(across, padded, n * sizeof(float));
   for (int kw = 1; kw < KW; kw++)
     fold_into(across, padded + kw, n, is_max);
-  /* Down the height, into `padded` (no longer needed), at the padded width. */
+  /* Down the height, into `padded` (no longer needed), at the padded width:
+   * every output row at once without a stride, else row by row. */
   float *down = padded;
-  long long m = (long long)(OH - 1) * PW + OW;
-  if (is_max)
-    for (long long i = 0; i < m; i++)
-      down[i] = max_nan(-FLT_MAX, across[i]);
-  else
-    memcpy(down, across, m * sizeof(float));
-  for (int kh = 1; kh < KH; kh++)
-    fold_into(down, across + (long long)kh * PW, m, is_max);
+  long long width = (long long)(OW - 1) * sw + 1;
+  long long m = sh == 1 ? (long long)(OH - 1) * PW + width : width;
   for (int oh = 0; oh < OH; oh++) {
+    const float *top = across + (long long)oh * sh * PW;
+    float *to = sh == 1 ? down + (long long)oh * PW : down;
+    if (sh > 1 || oh == 0) {
+      if (is_max)
+        for (long long i = 0; i < m; i++)
+          to[i] = max_nan(-FLT_MAX, top[i]);
+      else
+        memcpy(to, top, m * sizeof(float));
+      for (int kh = 1; kh < KH; kh++)
+        fold_into(to, top + (long long)kh * PW, m, is_max);
+    }
+    for (int ow = 0; ow < OW; ow++)
+      acc[ow] = to[(long long)ow * sw];
     int hlo, hhi;
-    clip_window(oh - ph, KH, IH, &hlo, &hhi);
-    pool_write_row(p, down + (long long)oh * PW, hhi > hlo ? hhi - hlo : 0, y + oh * p->ys[3]);
+    clip_window(oh * sh - ph, KH, IH, &hlo, &hhi);
+    pool_write_row(p, acc, hhi > hlo ? hhi - hlo : 0, y + oh * p->ys[3]);
   }
 }
 
@@ -278,7 +314,7 @@ static void pool_part(void *ctx, int part, int nparts) {
     const float *x = p->xy.x + n * p->xs[0] + c * p->xs[1];
     float *y = p->xy.y + n * p->ys[0] + c * p->ys[1];
     if (by_plane) {
-      pool_plane(p, x, y, padded, across);
+      pool_plane(p, x, y, padded, across, acc);
       continue;
     }
     for (int od = 0; od < p->out[0]; od++)
