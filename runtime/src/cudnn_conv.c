@@ -710,8 +710,7 @@ static inline void dw_split2(float *restrict even, float *restrict odd,
 /* Eight floats as one value, loaded from and stored to any float's place. */
 typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
 
-/* dst[0..n) = src[0..n), inline: the rows of small planes are too short
- * for a call to memcpy to pay. */
+/* dst[0..n) = src[0..n), inline. */
 static inline __attribute__((always_inline)) void copy_row(float *restrict dst,
                                                            const float *restrict src, int n) {
   int q = 0;
@@ -771,12 +770,11 @@ static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, 
  * are zeroed all the same. Every channel has its input at the same places
  * and zeros at the others, so a buffer that held a channel already
  * (`zeroed`) needs only the input written again: for small planes the
- * padding is most of the work. */
-/* Short rows are copied inline: GCC would turn the loop back into calls
- * to memcpy, which cost more than the copy. */
+ * padding is most of the work. The rows of a plain stride-1 copy are short
+ * there, and copied inline (copy_row): GCC would turn its loop back into
+ * one call to memcpy per row, which costs more than the copy. */
 __attribute__((optimize("no-tree-loop-distribute-patterns"))) OPC_VECTOR_CLONES static void
-fill_planes(const Geom *g, const float *xc, float *buf,
-                                          bool zeroed) {
+fill_planes(const Geom *g, const float *xc, float *buf, bool zeroed) {
   Planes p = planes_of(g);
   int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
   long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];
@@ -806,9 +804,9 @@ fill_planes(const Geom *g, const float *xc, float *buf,
 
 /*
  * Output rows r0 .. r0 + R - 1, columns j0 .. j0 + 8 C - 1, of a channel:
- * out[r OW + j] = sum over taps t of w[t] buf[tap_at[t] + r len + j]. R and C are
- * constants where inlined, so the R C vectors stay in registers over all
- * the taps. On a row narrower than 8 C, the lanes past its end read on
+ * out[r OW + j] = sum over taps t of w[t] buf[tap_at[t] + r len + j]. R
+ * and C are constants where inlined, so the R C vectors stay in registers
+ * over all the taps. On a row narrower than 8 C, the lanes past its end read on
  * into the next row, or into the slack after the planes, and are stored
  * over the start of the next output row, which is written after them, or
  * into out's slack.
