@@ -771,10 +771,9 @@ static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, 
  * and zeros at the others, so a buffer that held a channel already
  * (`zeroed`) needs only the input written again: for small planes the
  * padding is most of the work. The rows of a plain stride-1 copy are short
- * there, and copied inline (copy_row): GCC would turn its loop back into
- * one call to memcpy per row, which costs more than the copy. */
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) OPC_VECTOR_CLONES static void
-fill_planes(const Geom *g, const float *xc, float *buf, bool zeroed) {
+ * there, and copied inline (copy_row, OPC_INLINE_COPIES). */
+OPC_INLINE_COPIES OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const float *xc,
+                                                            float *buf, bool zeroed) {
   Planes p = planes_of(g);
   int sh = g->stride[1], sw = g->stride[2], IH = g->in[1], pad = g->pad[1];
   long long phase_floats = (long long)p.hq * p.len, hs = g->xs[3];

@@ -330,6 +330,14 @@ void *scratch(int slot, size_t bytes);
 #define OPC_VECTOR_CLONES
 #endif
 
+/* A function whose copy loops must stay loops: GCC turns one into a call
+ * to memcpy, which costs more than the copy when rows are short. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define OPC_INLINE_COPIES __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define OPC_INLINE_COPIES
+#endif
+
 /* ---- 16-bit floating-point storage (half.c) ---- */
 
 /*
