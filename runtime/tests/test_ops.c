@@ -516,6 +516,51 @@ static void test_activation(cudnnActivationMode_t mode, float alpha, float beta)
   cudnnDestroyActivationDescriptor(ad);
 }
 
+/*
+ * The sigmoids over the whole float range: where e^x overflows and
+ * underflows, infinities, NaN, and a sweep in between, to 4 ulp of cuDNN's
+ * formulas evaluated in float around a correctly rounded e^x.
+ */
+static void test_sigmoid_range(cudnnActivationMode_t mode) {
+  static const float edges[] = {-200.0f, -104.5f, -90.0f, -88.72f, -87.0f, -50.0f, -20.0f,
+                                -1e-3f, -1e-30f, 0.0f, 1e-30f, 1e-3f, 20.0f, 50.0f, 87.0f,
+                                88.72f, 90.0f, 104.5f, 200.0f};
+  int ne = (int)(sizeof edges / sizeof edges[0]);
+  int d[4] = {1, 1, 1, ne + 3 + 1001};
+  long long n = d[3];
+  float *x = malloc(n * 4);
+  for (int i = 0; i < ne; i++)
+    x[i] = edges[i];
+  x[ne] = INFINITY, x[ne + 1] = -INFINITY, x[ne + 2] = NAN;
+  for (int i = 0; i <= 1000; i++)
+    x[ne + 3 + i] = -110.0f + 0.22f * (float)i;
+  cudnnActivationDescriptor_t ad;
+  cudnnCreateActivationDescriptor(&ad);
+  cudnnSetActivationDescriptor(ad, mode, CUDNN_PROPAGATE_NAN, 0);
+  cudnnTensorDescriptor_t t = tensor(4, d, NULL);
+  float *dx = upload(x, n), *dy = upload(x, n), one = 1, zero = 0;
+  expect(cudnnActivationForward(dnn, ad, &one, t, dx, &zero, t, dy) == 0, "sigmoid range");
+  float *got = download(dy, n);
+  int bad = 0;
+  for (long long i = 0; i < n; i++) {
+    /* The float formula with e^-x correctly rounded: e^-x overflows to
+     * inf, and the result to 0, where the float formula's does. */
+    float e = (float)exp(-(double)x[i]);
+    float w = mode == CUDNN_ACTIVATION_SWISH ? x[i] / (1.0f + e) : 1.0f / (1.0f + e);
+    bool ok = isnan(w) ? isnan(got[i])
+                       : fabsf(got[i] - w) <= 4 * 1.2e-7f * fabsf(w) + 1e-44f || got[i] == w;
+    if (!ok && bad++ < 3)
+      printf("  mode %d x %g: got %.9g, want %.9g\n", mode, x[i], got[i], w);
+  }
+  char name[64];
+  snprintf(name, sizeof name, "activation %d over the float range", mode);
+  expect(bad == 0, name);
+  cudaFree(dx), cudaFree(dy);
+  free(x), free(got);
+  cudnnDestroyTensorDescriptor(t);
+  cudnnDestroyActivationDescriptor(ad);
+}
+
 /* ---- batch normalisation ---- */
 
 static void test_batchnorm(cudnnBatchNormMode_t mode) {
@@ -589,6 +634,8 @@ int main(void) {
     test_activation(m, 1, 0);
     test_activation(m, 0.5f, 2.0f);
   }
+  test_sigmoid_range(CUDNN_ACTIVATION_SIGMOID);
+  test_sigmoid_range(CUDNN_ACTIVATION_SWISH);
   test_batchnorm(CUDNN_BATCHNORM_SPATIAL);
   test_batchnorm(CUDNN_BATCHNORM_PER_ACTIVATION);
   cudaDeviceSynchronize();
