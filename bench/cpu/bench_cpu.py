@@ -222,9 +222,9 @@ def bench_model(name, a, work, env):
         if device:
             r["device"] = device
         if r["opc"]:
-            share = profile_shares(os.path.join(mdir, "net"), a, env, mdir)
-            if share:
-                r["op_share"] = share
+            kinds = opc_kind_times(os.path.join(mdir, "net"), a, env, mdir)
+            if kinds:
+                r["opc_kind_us"] = kinds
     else:
         r["status"].append("opc skipped")
     if a.baseline:
@@ -237,6 +237,11 @@ def bench_model(name, a, work, env):
         r["ort"] = time_ort(model, a.runs, a.warmup, a.threads, a.ort_opt)
     except Exception as e:  # report, do not abort the whole run
         r["status"].append("onnxruntime failed: %s" % tail(str(e)))
+    if r["ort"]:
+        try:
+            r["ort_kind_us"] = ort_kind_times(model, a.threads, a.ort_opt, mdir)
+        except Exception as e:
+            r["status"].append("onnxruntime profile failed: %s" % tail(str(e)))
     if r["opc"] and r["ort"]:
         r["ratio_p50"] = r["opc"]["p50"] / r["ort"]["p50"]
         if "p90" in r["opc"]:
@@ -276,24 +281,121 @@ def time_opc(opc, tag, model, mdir, a, env, status):
     return lat, device.group(1) if device else None
 
 
-def profile_shares(net, a, env, cwd):
-    """Each operator kind's share of the time of all units, from one
-    `net --profile` (every unit timed alone), largest first; None if the
-    profile fails."""
+def conv_kind(x_shape, w_shape):
+    """Names a convolution's kind from its input and weight shapes, so
+    that opc's and ONNX Runtime's profiles compare like with like:
+    depthwise (one input channel per group, as many groups as channels),
+    pointwise (1x1) or the rest."""
+    if len(x_shape) < 3 or len(w_shape) < 3:
+        return "Conv"
+    if w_shape[1] == 1 and x_shape[1] > 1 and w_shape[0] >= x_shape[1]:
+        return "Conv depthwise"
+    if all(k == 1 for k in w_shape[2:]):
+        return "Conv 1x1"
+    return "Conv %s" % "x".join(str(k) for k in w_shape[2:])
+
+
+# ONNX Runtime's fused and layout nodes, named as the opc kinds they stand for.
+ORT_KIND = {"FusedConv": "Conv", "QuickGelu": "Swish (QuickGelu)", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
+            "ReorderInput": "layout (NCHWc)", "ReorderOutput": "layout (NCHWc)"}
+
+
+def opc_unit_kind(unit):
+    """A profiled unit's kind: its operator, convolutions split by conv_kind
+    using the shapes in the unit's key (`Conv|f32[1,3,224,224],f32[32,3,3,3],...`)."""
+    if unit["op"] != "Conv":
+        return unit["op"]
+    shapes = re.findall(r"\[([0-9,]+)\]", unit.get("key", "").split("->")[0])
+    if len(shapes) < 2:
+        return "Conv"
+    return conv_kind(*[[int(d) for d in s.split(",")] for s in shapes[:2]])
+
+
+def opc_kind_times(net, a, env, cwd, traces=5):
+    """Microseconds per operator kind, summed over the units of the
+    quickest of `traces` runs under `net --trace` (units in sequence, as
+    they run, with the caches as the previous unit left them), largest
+    first; None if tracing fails. One `net --profile` gives each unit's
+    key, whose shapes split the convolutions by kind."""
     prof = os.path.join(cwd, "profile.json")
-    ok, so, se, note = run_cmd([net, "--profile", prof], a.timeout, env=env, cwd=cwd)
+    ok, so, se, note = run_cmd([net, "--profile", prof, "--repeats", "1"], a.timeout,
+                               env=env, cwd=cwd)
     if not ok:
         return None
+    trace = os.path.join(cwd, "trace.json")
+    best = None
     try:
         with open(prof) as f:
-            units = json.load(f)["units"]
+            units = {u["name"]: u for u in json.load(f)["units"]}
+        for _ in range(traces):
+            ok, so, se, note = run_cmd([net, "--trace", trace], a.timeout, env=env, cwd=cwd)
+            if not ok:
+                return None
+            with open(trace) as f:
+                events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+            span = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
+            if best is None or span < best[0]:
+                best = (span, events)
     except (OSError, ValueError, KeyError):
         return None
-    by_op = {}
-    for u in units:
-        by_op[u["op"]] = by_op.get(u["op"], 0.0) + u["us"]
-    total = sum(by_op.values()) or 1.0
-    return sorted(((op, us / total) for op, us in by_op.items()), key=lambda kv: -kv[1])
+    by_kind = {}
+    for e in best[1]:
+        u = units.get(e["name"], {"op": e.get("cat", "?")})
+        k = opc_unit_kind(u)
+        by_kind[k] = by_kind.get(k, 0.0) + e["dur"]
+    return sorted(by_kind.items(), key=lambda kv: -kv[1])
+
+
+def ort_node_kind(args):
+    op = ORT_KIND.get(args.get("op_name"), args.get("op_name", "?"))
+    if op != "Conv":
+        return op
+    shapes = [list(t.values())[0] for t in args.get("input_type_shape", [])]
+    return conv_kind(shapes[0], shapes[1]) if len(shapes) >= 2 else op
+
+
+def ort_kind_times(model_path, threads, opt, cwd, runs=20, warmup=5):
+    """Microseconds per operator kind from ONNX Runtime's own profiler, in
+    a session of its own (profiling would disturb the timed one): each
+    node's median over `runs` runs, summed by kind, largest first."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt]
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(cwd, "ort_profile")
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    feeds = random_feeds(sess, 0)
+    for _ in range(warmup + runs):
+        sess.run(None, feeds)
+    with open(sess.end_profiling()) as f:
+        events = json.load(f)
+    per_node = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            per_node.setdefault(e["name"], (ort_node_kind(e["args"]), []))[1].append(e["dur"])
+    by_kind = {}
+    for kind, durs in per_node.values():
+        by_kind[kind] = by_kind.get(kind, 0.0) + float(np.median(durs[-runs:]))
+    return sorted(by_kind.items(), key=lambda kv: -kv[1])
+
+
+def kind_comparison(opc_kinds, ort_kinds):
+    """(opc total, ORT total, "kind opc/ORT, ...") for the kinds above 5%
+    of either total, the largest excess of opc's first."""
+    opc, ort = dict(opc_kinds), dict(ort_kinds)
+    to, tr = sum(opc.values()), sum(ort.values())
+    big = [k for k in set(opc) | set(ort)
+           if opc.get(k, 0.0) >= 0.05 * to or ort.get(k, 0.0) >= 0.05 * tr]
+    big.sort(key=lambda k: -(opc.get(k, 0.0) - ort.get(k, 0.0)))
+    cells = ["%s %.0f / %.0f" % (k, opc.get(k, 0.0), ort.get(k, 0.0)) for k in big]
+    return "%.0f" % to, "%.0f" % tr, ", ".join(cells)
 
 
 def write_report(path, results, a, info):
@@ -351,17 +453,21 @@ def write_report(path, results, a, info):
         lines.append("")
         lines.append("Geometric mean opc/baseline (p50) over %d model(s): **%.2f** (baseline: `%s`, "
                      "timed right after opc on each model)" % (len(base_ratios), g, a.baseline))
-    shared = [r for r in results if r.get("op_share")]
-    if shared:
+    profiled = [r for r in results if r.get("opc_kind_us") or r.get("ort_kind_us")]
+    if profiled:
         lines.append("")
-        lines.append("Where opc's time goes: each operator kind's share of the summed unit "
-                     "times of one `net --profile` (every unit timed alone), kinds above 5%.")
+        lines.append("Where the time goes, per operator kind: opc's microseconds summed over "
+                     "the units of the quickest of 5 runs under `net --trace` against ONNX "
+                     "Runtime's from its own profiler (each node's median of 20 runs), kinds "
+                     "above 5% of either engine's total, largest gap (opc - ORT) first. "
+                     "Convolutions are split into depthwise, 1x1 and the rest; ORT's fused "
+                     "nodes count as the operator they start with, its NCHWc reorders as layout.")
         lines.append("")
-        lines.append("| model | share of time per operator kind |")
-        lines.append("|---|---|")
-        for r in shared:
-            kinds = ["%s %.0f%%" % (op, 100 * f) for op, f in r["op_share"] if f >= 0.05]
-            lines.append("| %s | %s |" % (r["model"], ", ".join(kinds)))
+        lines.append("| model | opc total µs | ORT total µs | kind: opc µs / ORT µs |")
+        lines.append("|---|---:|---:|---|")
+        for r in profiled:
+            lines.append("| %s | %s | %s | %s |" % ((r["model"],) + kind_comparison(
+                r.get("opc_kind_us") or [], r.get("ort_kind_us") or [])))
     lines.append("")
     lines.append("Command: `%s`" % " ".join(shlex.quote(x) for x in sys.argv))
     lines.append("")

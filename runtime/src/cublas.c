@@ -368,11 +368,14 @@ static GemmOp *gemm_op(const char *api, const Gemm *c, float alpha, float beta) 
     .k = k, .alpha = alpha, .beta = beta, .A = c->A, .B = c->B, .C = c->C, .lda = c->lda,
     .ldb = c->ldb, .ldc = c->ldc, .sa = c->sa, .sb = c->sb, .sc = c->sc, .batch = batch,
   };
-  /* Blocks of at least 64 columns (or rows) and about 2^20 multiply-adds. */
+  /* Blocks of at least 64 columns (or rows) and about 2^20 multiply-adds;
+   * a matrix-vector product (a classifier at batch 1), which streams its
+   * matrix from memory once and is bound by bandwidth that one thread
+   * does not fill, from 2^16. */
   long long flops = (long long)m * n * (k ? k : 1);
   g->split_rows = m > n;
   int edge = g->split_rows ? m : n;
-  int splits = pool_parts(flops, 1 << 20);
+  int splits = pool_parts(flops, m < 8 || n < 8 ? 1 << 16 : 1 << 20);
   if (splits > edge / 64)
     splits = edge / 64;
   if (batch >= pool_threads() || splits < 1)
