@@ -51,9 +51,10 @@ static float *download(const float *d, long long n) {
 
 /* ---- pooling ---- */
 
-static void test_pool(int ns, cudnnPoolingMode_t mode, int win, int pad, int stride, float beta) {
+static void test_pool_sized(int ns, cudnnPoolingMode_t mode, int win, int pad, int stride,
+                            float beta, int height, int width) {
   int in[3] = {1, 1, 1}, o[3] = {1, 1, 1}, w3[3] = {1, 1, 1}, p3[3] = {0, 0, 0}, s3[3] = {1, 1, 1};
-  int sizes[3] = {5, 7, 8};
+  int sizes[3] = {5, height, width};
   for (int i = 3 - ns; i < 3; i++) {
     in[i] = sizes[i];
     w3[i] = win;
@@ -111,8 +112,8 @@ static void test_pool(int ns, cudnnPoolingMode_t mode, int win, int pad, int str
   expect(st == CUDNN_STATUS_SUCCESS, "cudnnPoolingForward");
   float *got = download(dy, yn);
   char name[96];
-  snprintf(name, sizeof name, "pool %dD mode %d win %d pad %d stride %d beta %g", ns, mode, win,
-           pad, stride, beta);
+  snprintf(name, sizeof name, "pool %dD %dx%d mode %d win %d pad %d stride %d beta %g", ns, height,
+           width, mode, win, pad, stride, beta);
   for (long long i = 0; i < yn; i++)
     if (want[i] != want[i]) {
       if (got[i] == got[i])
@@ -125,6 +126,10 @@ static void test_pool(int ns, cudnnPoolingMode_t mode, int win, int pad, int str
   cudnnDestroyTensorDescriptor(xt);
   cudnnDestroyTensorDescriptor(yt);
   cudnnDestroyPoolingDescriptor(pd);
+}
+
+static void test_pool(int ns, cudnnPoolingMode_t mode, int win, int pad, int stride, float beta) {
+  test_pool_sized(ns, mode, win, pad, stride, beta, 7, 8);
 }
 
 /* ---- softmax ---- */
@@ -604,6 +609,10 @@ int main(void) {
       test_pool(ns, pmodes[m], 3, 2, 1, 0.5f);
       test_pool(ns, pmodes[m], 3, 1, 1, 0); /* NASNet's cells' pools, by whole planes */
       test_pool(ns, pmodes[m], 4, 1, 3, 0); /* windows wider than the stride, clipped at both ends */
+      /* Rows long enough for whole vectors and their tails, odd and even. */
+      test_pool_sized(ns, pmodes[m], 3, 0, 2, 0, 37, 111);
+      test_pool_sized(ns, pmodes[m], 3, 1, 2, 0, 36, 70);
+      test_pool_sized(ns, pmodes[m], 5, 2, 1, 0, 19, 53);
     }
   for (int algo = CUDNN_SOFTMAX_FAST; algo <= CUDNN_SOFTMAX_LOG; algo++) {
     test_softmax(algo, CUDNN_SOFTMAX_MODE_INSTANCE, false, false);
