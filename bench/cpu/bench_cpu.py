@@ -7,12 +7,18 @@
 For every zoo model (tools/models/build.py) at batch 1:
   1. build the model into the work directory,
   2. compile:  opc model.onnx -o net --target cpu [--opc-flags ...]
-  3. run:      ./net --bench N --warmup W [--net-flags ...]
+  3. in each of R rounds (--rounds), in turn:
+       ./net --bench N/R --warmup W [--net-flags ...]
      which prints   latency_ms mean=... p50=... p90=... p99=... min=...
-     (the thread count is passed as OMP_NUM_THREADS / OPC_THREADS),
-  4. time onnxruntime in-process (CPUExecutionProvider, intra_op_num_threads=T,
-     inter_op_num_threads=1, sequential execution, full graph optimisation)
-     over the same number of runs after the same warm-up,
+     (the thread count is passed as OMP_NUM_THREADS / OPC_THREADS), the
+     baseline's net likewise, and onnxruntime in-process (CPUExecutionProvider,
+     intra_op_num_threads=T, inter_op_num_threads=1, sequential execution,
+     full graph optimisation) over N/R runs after W warm-up runs; each
+     statistic is the median over the rounds and each ratio the median of
+     the rounds' ratios, so that a burst of load on a shared machine moves
+     one round only,
+  4. time each operator kind in sequence: opc's units under `net --trace`,
+     ONNX Runtime's nodes under its own profiler,
 and write a markdown table (plus a .json with the raw numbers).
 A failing step is reported in the table; the script goes on with the next
 model.  Exit status 0 unless the script itself is misused.
@@ -159,7 +165,7 @@ def random_feeds(sess, seed):
     return feeds
 
 
-def time_ort(model_path, runs, warmup, threads, opt, seed=0):
+def ort_session(model_path, threads, opt, profile_prefix=None):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -170,18 +176,49 @@ def time_ort(model_path, runs, warmup, threads, opt, seed=0):
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt]
-    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    feeds = random_feeds(sess, seed)
-    for _ in range(warmup):
-        sess.run(None, feeds)
-    t = np.empty(runs)
-    for i in range(runs):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        t[i] = (time.perf_counter() - t0) * 1e3
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+
+
+def summary(t):
+    t = np.asarray(t)
     return {"mean": float(t.mean()), "p50": float(np.percentile(t, 50)),
             "p90": float(np.percentile(t, 90)), "p99": float(np.percentile(t, 99)),
             "min": float(t.min())}
+
+
+class OrtTimer:
+    """One ONNX Runtime session, timed a round at a time."""
+
+    def __init__(self, model_path, threads, opt, seed=0):
+        self.sess = ort_session(model_path, threads, opt)
+        self.feeds = random_feeds(self.sess, seed)
+
+    def round(self, runs, warmup):
+        for _ in range(warmup):
+            self.sess.run(None, self.feeds)
+        t = np.empty(runs)
+        for i in range(runs):
+            t0 = time.perf_counter()
+            self.sess.run(None, self.feeds)
+            t[i] = (time.perf_counter() - t0) * 1e3
+        return summary(t)
+
+
+def combine(rounds):
+    """One latency dict from several rounds' dicts: each statistic's median
+    over the rounds, so that a burst of load on the machine during one
+    round moves it little."""
+    return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
+
+
+def paired_ratio(num, den):
+    """The median over rounds of num's p50 over den's p50 in the same
+    round: the two engines ran seconds apart, so the machine's drift
+    between rounds cancels."""
+    return float(np.median([a["p50"] / b["p50"] for a, b in zip(num, den)]))
 
 
 def list_models():
@@ -216,45 +253,65 @@ def bench_model(name, a, work, env):
     except Exception:
         r["input"] = "?"
 
-    # --- opc, and the baseline opc right after it on the same model
+    # --- compile opc (and the baseline), open ONNX Runtime's session
+    nets = {}
     if not a.skip_opc:
-        r["opc"], device = time_opc(a.opc, "opc", model, mdir, a, env, r["status"])
-        if device:
-            r["device"] = device
-        if r["opc"]:
-            kinds = opc_kind_times(os.path.join(mdir, "net"), a, env, mdir)
-            if kinds:
-                r["opc_kind_us"] = kinds
+        nets["opc"] = compile_opc(a.opc, "opc", model, mdir, a, env, r["status"])
     else:
         r["status"].append("opc skipped")
     if a.baseline:
-        r["baseline"], _ = time_opc(a.baseline, "baseline", model, mdir, a, env, r["status"])
-        if r["opc"] and r["baseline"]:
-            r["ratio_baseline_p50"] = r["opc"]["p50"] / r["baseline"]["p50"]
-
-    # --- onnxruntime
+        nets["baseline"] = compile_opc(a.baseline, "baseline", model, mdir, a, env, r["status"])
+    nets = {k: v for k, v in nets.items() if v}
+    timers = {}
     try:
-        r["ort"] = time_ort(model, a.runs, a.warmup, a.threads, a.ort_opt)
+        timers["ort"] = OrtTimer(model, a.threads, a.ort_opt)
     except Exception as e:  # report, do not abort the whole run
         r["status"].append("onnxruntime failed: %s" % tail(str(e)))
-    if r["ort"]:
+
+    # --- the engines in turn, round after round
+    rounds = {k: [] for k in list(nets) + list(timers)}
+    per_round = max(1, a.runs // a.rounds)
+    for _ in range(a.rounds):
+        for tag, net in list(nets.items()):
+            lat, device = run_net(net, tag, per_round, a, env, r["status"])
+            if lat is None:
+                del nets[tag]
+                continue
+            rounds[tag].append(lat)
+            if device and tag == "opc":
+                r["device"] = device
+        for tag, timer in list(timers.items()):
+            try:
+                rounds[tag].append(timer.round(per_round, a.warmup))
+            except Exception as e:
+                r["status"].append("onnxruntime failed: %s" % tail(str(e)))
+                del timers[tag]
+    full = {k: v for k, v in rounds.items() if len(v) == a.rounds}
+    for tag in full:
+        r[tag] = combine(full[tag])
+    if "opc" in full:
+        kinds = opc_kind_times(os.path.join(mdir, "net"), a, env, mdir)
+        if kinds:
+            r["opc_kind_us"] = kinds
+    if "opc" in full and "baseline" in full:
+        r["ratio_baseline_p50"] = paired_ratio(full["opc"], full["baseline"])
+    if "ort" in full:
         try:
             r["ort_kind_us"] = ort_kind_times(model, a.threads, a.ort_opt, mdir)
         except Exception as e:
             r["status"].append("onnxruntime profile failed: %s" % tail(str(e)))
-    if r["opc"] and r["ort"]:
-        r["ratio_p50"] = r["opc"]["p50"] / r["ort"]["p50"]
-        if "p90" in r["opc"]:
-            r["ratio_p90"] = r["opc"]["p90"] / r["ort"]["p90"]
+    if "opc" in full and "ort" in full:
+        r["ratio_p50"] = paired_ratio(full["opc"], full["ort"])
+        r["ratio_p90"] = r["opc"]["p90"] / r["ort"]["p90"]
     if not r["status"]:
         r["status"].append("ok")
     return r
 
 
-def time_opc(opc, tag, model, mdir, a, env, status):
+def compile_opc(opc, tag, model, mdir, a, env, status):
     """Compiles the model with `opc` into mdir/net (the baseline's into
-    mdir/baseline/net) and times it: (latency dict or None, device line or
-    None); problems go to status, prefixed by tag."""
+    mdir/baseline/net): the executable's path, or None after noting the
+    problem in status, prefixed by tag."""
     d = mdir if tag == "opc" else os.path.join(mdir, tag)
     os.makedirs(d, exist_ok=True)
     net = os.path.join(d, "net")
@@ -264,12 +321,18 @@ def time_opc(opc, tag, model, mdir, a, env, status):
     ok, so, se, note = run_cmd(cmd, a.timeout, env=env)
     if not ok:
         status.append("%s compile failed (%s): %s" % (tag, note, tail(se or so)))
-        return None, None
+        return None
     if not os.access(net, os.X_OK):
         status.append("%s produced no executable" % tag)
-        return None, None
-    cmd = [net, "--bench", str(a.runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
-    ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=d)
+        return None
+    return net
+
+
+def run_net(net, tag, runs, a, env, status):
+    """One round of `net --bench`: (latency dict or None, device line or
+    None); problems go to status, prefixed by tag."""
+    cmd = [net, "--bench", str(runs), "--warmup", str(a.warmup)] + shlex.split(a.net_flags)
+    ok, so, se, note = run_cmd(cmd, a.timeout, env=env, cwd=os.path.dirname(net))
     lat = parse_latency(so) or parse_latency(se)
     device = re.search(r"^device: (.*)$", so, re.M)
     if not ok:
@@ -358,19 +421,7 @@ def ort_kind_times(model_path, threads, opt, cwd, runs=20, warmup=5):
     """Microseconds per operator kind from ONNX Runtime's own profiler, in
     a session of its own (profiling would disturb the timed one): each
     node's median over `runs` runs, summed by kind, largest first."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[opt]
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(cwd, "ort_profile")
-    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model_path, threads, opt, os.path.join(cwd, "ort_profile"))
     feeds = random_feeds(sess, 0)
     for _ in range(warmup + runs):
         sess.run(None, feeds)
@@ -423,10 +474,14 @@ def write_report(path, results, a, info):
     if a.blas:
         lines.append("| opc's GEMM | forced: OPC_BLAS=%s |" % a.blas)
     lines.append("| repo | %s |" % (info["git"] or "?"))
-    lines.append("| batch | %d, %d timed runs after %d warm-up runs (both engines) |"
-                 % (a.batch, a.runs, a.warmup))
+    lines.append("| batch | %d; %d rounds in which the engines take turns, each %d timed runs "
+                 "after %d warm-up runs |" % (a.batch, a.rounds, max(1, a.runs // a.rounds),
+                                              a.warmup))
     lines.append("")
-    lines.append("Latencies in milliseconds; ratio < 1 means opc is faster.")
+    lines.append("Latencies in milliseconds, each the median over the rounds of the round's "
+                 "statistic; opc/ORT p50 (and opc/baseline) is the median of the rounds' "
+                 "ratios, which cancels the machine's drift between rounds; ratio < 1 means "
+                 "opc is faster.")
     lines.append("")
     base_head = " baseline p50 | opc/baseline p50 |" if a.baseline else ""
     base_rule = "---:|---:|" if a.baseline else ""
@@ -487,7 +542,12 @@ def main(argv=None):
                     help="another opc binary (an earlier build) timed on each model too")
     ap.add_argument("--models", default="", help="comma-separated (default: all zoo models)")
     ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10,
+                    help="untimed runs before each round of each engine")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="the timed runs are split into this many rounds, the engines taking "
+                    "turns; each statistic is the median over the rounds, each ratio the "
+                    "median of the rounds' ratios")
     ap.add_argument("--threads", type=int, default=0,
                     help="intra-op threads for both engines (default: CPUs available)")
     ap.add_argument("--batch", type=int, default=1)
