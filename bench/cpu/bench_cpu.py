@@ -348,10 +348,14 @@ def conv_kind(x_shape, w_shape):
     """Names a convolution's kind from its input and weight shapes, so
     that opc's and ONNX Runtime's profiles compare like with like:
     depthwise (one input channel per group, as many groups as channels),
-    pointwise (1x1) or the rest."""
+    pointwise (1x1) or the rest by kernel size."""
     if len(x_shape) < 3 or len(w_shape) < 3:
         return "Conv"
     if w_shape[1] == 1 and x_shape[1] > 1 and w_shape[0] >= x_shape[1]:
+        # ONNX Runtime writes a BatchNormalization of its own as a 1x1
+        # depthwise convolution: a scale and shift per channel.
+        if all(k == 1 for k in w_shape[2:]):
+            return "BatchNormalization"
         return "Conv depthwise"
     if all(k == 1 for k in w_shape[2:]):
         return "Conv 1x1"
@@ -391,7 +395,9 @@ def opc_kind_times(net, a, env, cwd, traces=5):
         with open(prof) as f:
             units = {u["name"]: u for u in json.load(f)["units"]}
         for _ in range(traces):
-            ok, so, se, note = run_cmd([net, "--trace", trace], a.timeout, env=env, cwd=cwd)
+            # A few untimed runs first: the trace is of the run after them.
+            ok, so, se, note = run_cmd([net, "--bench", "3", "--warmup", "1", "--trace", trace],
+                                       a.timeout, env=env, cwd=cwd)
             if not ok:
                 return None
             with open(trace) as f:
@@ -437,16 +443,22 @@ def ort_kind_times(model_path, threads, opt, cwd, runs=20, warmup=5):
     return sorted(by_kind.items(), key=lambda kv: -kv[1])
 
 
-def kind_comparison(opc_kinds, ort_kinds):
-    """(opc total, ORT total, "kind opc/ORT, ...") for the kinds above 5%
-    of either total, the largest excess of opc's first."""
-    opc, ort = dict(opc_kinds), dict(ort_kinds)
-    to, tr = sum(opc.values()), sum(ort.values())
+def kind_comparison(opc_kinds, ort_kinds, opc_ms, ort_ms):
+    """(opc total, ORT total, "kind opc/ORT, ...") in microseconds: each
+    engine's per-kind shares of its profile applied to its measured p50
+    (opc's trace issues every node eagerly, with an event either side, and
+    ONNX Runtime's profiler adds its own cost, so neither profile's sum is
+    the latency), for the kinds above 5% of either, the largest excess of
+    opc's first."""
+    def scaled(kinds, ms):
+        total = sum(us for _, us in kinds) or 1.0
+        return {k: us / total * ms * 1e3 for k, us in kinds}
+    opc, ort = scaled(opc_kinds, opc_ms), scaled(ort_kinds, ort_ms)
     big = [k for k in set(opc) | set(ort)
-           if opc.get(k, 0.0) >= 0.05 * to or ort.get(k, 0.0) >= 0.05 * tr]
+           if opc.get(k, 0.0) >= 0.05e3 * opc_ms or ort.get(k, 0.0) >= 0.05e3 * ort_ms]
     big.sort(key=lambda k: -(opc.get(k, 0.0) - ort.get(k, 0.0)))
     cells = ["%s %.0f / %.0f" % (k, opc.get(k, 0.0), ort.get(k, 0.0)) for k in big]
-    return "%.0f" % to, "%.0f" % tr, ", ".join(cells)
+    return "%.0f" % (opc_ms * 1e3), "%.0f" % (ort_ms * 1e3), ", ".join(cells)
 
 
 def write_report(path, results, a, info):
@@ -508,21 +520,25 @@ def write_report(path, results, a, info):
         lines.append("")
         lines.append("Geometric mean opc/baseline (p50) over %d model(s): **%.2f** (baseline: `%s`, "
                      "timed right after opc on each model)" % (len(base_ratios), g, a.baseline))
-    profiled = [r for r in results if r.get("opc_kind_us") or r.get("ort_kind_us")]
+    profiled = [r for r in results if r.get("opc_kind_us") and r.get("ort_kind_us")
+                and r.get("opc") and r.get("ort")]
     if profiled:
         lines.append("")
-        lines.append("Where the time goes, per operator kind: opc's microseconds summed over "
-                     "the units of the quickest of 5 runs under `net --trace` against ONNX "
-                     "Runtime's from its own profiler (each node's median of 20 runs), kinds "
-                     "above 5% of either engine's total, largest gap (opc - ORT) first. "
-                     "Convolutions are split into depthwise, 1x1 and the rest; ORT's fused "
-                     "nodes count as the operator they start with, its NCHWc reorders as layout.")
+        lines.append("Where the time goes, per operator kind, in microseconds: each engine's "
+                     "p50 above shared out by its own profile of one run in sequence (opc: its "
+                     "units under `net --trace` after 4 runs, the quickest of 5 such traces; "
+                     "ONNX Runtime: its profiler, each node's median of 20 runs). Kinds above "
+                     "5% of either engine's time, the largest excess of opc's first. "
+                     "Convolutions are split into depthwise, 1x1 and the rest by their weights' "
+                     "shapes; opc's convolutions include the activations fused into them, and "
+                     "ONNX Runtime's fused nodes count as the operator they start with, its "
+                     "NCHWc reorders as layout.")
         lines.append("")
-        lines.append("| model | opc total µs | ORT total µs | kind: opc µs / ORT µs |")
+        lines.append("| model | opc µs | ORT µs | kind: opc µs / ORT µs |")
         lines.append("|---|---:|---:|---|")
         for r in profiled:
             lines.append("| %s | %s | %s | %s |" % ((r["model"],) + kind_comparison(
-                r.get("opc_kind_us") or [], r.get("ort_kind_us") or [])))
+                r["opc_kind_us"], r["ort_kind_us"], r["opc"]["p50"], r["ort"]["p50"])))
     lines.append("")
     lines.append("Command: `%s`" % " ".join(shlex.quote(x) for x in sys.argv))
     lines.append("")
