@@ -475,9 +475,9 @@ def write_report(path, results, a, info):
     lines.append("| date | %s |" % info["datetime"])
     lines.append("| ONNX Runtime | %s (CPUExecutionProvider, graph opt `%s`, intra-op threads %d, inter-op 1, sequential) |"
                  % (info["ort_version"], a.ort_opt, a.threads))
-    lines.append("| opc | `%s`%s, `--target cpu %s`, run `--bench %d --warmup %d %s`, OMP_NUM_THREADS=OPC_THREADS=%d |"
+    lines.append("| opc | `%s`%s, `--target cpu %s`, run `--bench %d --warmup %d %s` per round, OMP_NUM_THREADS=OPC_THREADS=%d |"
                  % (a.opc, (" (%s)" % info["opc_version"]) if info["opc_version"] else "",
-                    a.opc_flags, a.runs, a.warmup, a.net_flags, a.threads))
+                    a.opc_flags, max(1, a.runs // a.rounds), a.warmup, a.net_flags, a.threads))
     lines.append("| instruction sets | %s |" % (" ".join(info["cpu"]["isa"]) or "none of AVX's"))
     devices = sorted({r["device"] for r in results if r.get("device")})
     lines.append("| opc's device (`net --bench`) | %s |" % ("; ".join(devices) or "?"))
