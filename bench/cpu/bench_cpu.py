@@ -214,11 +214,11 @@ def combine(rounds):
     return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0]}
 
 
-def paired_ratio(num, den):
-    """The median over rounds of num's p50 over den's p50 in the same
+def paired_ratio(num, den, stat="p50"):
+    """The median over rounds of num's statistic over den's in the same
     round: the two engines ran seconds apart, so the machine's drift
     between rounds cancels."""
-    return float(np.median([a["p50"] / b["p50"] for a, b in zip(num, den)]))
+    return float(np.median([a[stat] / b[stat] for a, b in zip(num, den)]))
 
 
 def list_models():
@@ -302,7 +302,7 @@ def bench_model(name, a, work, env):
             r["status"].append("onnxruntime profile failed: %s" % tail(str(e)))
     if "opc" in full and "ort" in full:
         r["ratio_p50"] = paired_ratio(full["opc"], full["ort"])
-        r["ratio_p90"] = r["opc"]["p90"] / r["ort"]["p90"]
+        r["ratio_p90"] = paired_ratio(full["opc"], full["ort"], "p90")
     if not r["status"]:
         r["status"].append("ok")
     return r
@@ -363,7 +363,8 @@ def conv_kind(x_shape, w_shape):
 
 
 # ONNX Runtime's fused and layout nodes, named as the opc kinds they stand for.
-ORT_KIND = {"FusedConv": "Conv", "QuickGelu": "Swish (QuickGelu)", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
+ORT_KIND = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul",
+            "QuickGelu": "Swish (QuickGelu)",
             "ReorderInput": "layout (NCHWc)", "ReorderOutput": "layout (NCHWc)"}
 
 
@@ -491,8 +492,8 @@ def write_report(path, results, a, info):
                                               a.warmup))
     lines.append("")
     lines.append("Latencies in milliseconds, each the median over the rounds of the round's "
-                 "statistic; opc/ORT p50 (and opc/baseline) is the median of the rounds' "
-                 "ratios, which cancels the machine's drift between rounds; ratio < 1 means "
+                 "statistic; opc/ORT p50 and p90 (and opc/baseline) are the medians of the "
+                 "rounds' ratios, which cancels the machine's drift between rounds; ratio < 1 means "
                  "opc is faster.")
     lines.append("")
     base_head = " baseline p50 | opc/baseline p50 |" if a.baseline else ""
