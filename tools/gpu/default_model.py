@@ -11,8 +11,10 @@ usage: default_model.py --opc OPC [--model squeezenet1_1] [--configs a,b,...]
 Configurations: ios, lios, greedy, sequential (strict fp32, CUDA graph
 replay), lios-no-graph (kernels issued on every run), lios-tf32 (TF32
 allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas),
-lios-fp16 and lios-bf16 (16-bit storage, held to 1e-2 and 3e-2) and
-hope-alternate (every other operator on the host CPU, --devices gpu,cpu).
+lios-fp16 and lios-bf16 (16-bit storage, held to 1e-2 and 3e-2),
+hope-alternate (every other operator on the host CPU, --devices gpu,cpu),
+hope-ilp (HOPE's ILP partition) and hios (--gpus 1: HIOS's sliding window
+on the one GPU).
 --target cpu runs the same steps on opc's CPU runtime, to test this script
 on a machine without a GPU. Exits non-zero when any configuration fails.
 """
@@ -41,6 +43,10 @@ CONFIGS = {
     # every other operator on the host CPU (HOPE): opc's CPU kernels in host
     # functions of the GPU's streams, beside real cuDNN and cuBLAS
     "hope-alternate": ["--schedule", "lios", "--devices", "gpu,cpu", "--partition", "alternate"],
+    # HOPE's own partition (GLPK's ILP over the cost models)
+    "hope-ilp": ["--schedule", "lios", "--devices", "gpu,cpu", "--partition", "ilp"],
+    # HIOS on the one GPU the lent machines have: its sliding-window grouping
+    "hios": ["--gpus", "1"],
 }
 STRICT_TOL = 1e-4
 TF32_TOL = 1e-2

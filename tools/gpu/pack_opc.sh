@@ -5,11 +5,11 @@
 #
 # usage: tools/gpu/pack_opc.sh [BUILD_DIR]     (default: build)
 #
-# opc links libprotobuf-c.so.1 and libjansson.so.4 dynamically. The GPU
-# machine has no protobuf-c at all, and carrying jansson too keeps the
-# binary independent of what that image happens to hold. The scripts there
-# put .gpu-carry/bin on LD_LIBRARY_PATH (tools/gpu/env.sh). Only
-# `--target cuda` works with the carried opc: the CPU runtime is not carried.
+# opc links protobuf-c, jansson and GLPK dynamically. The GPU machine has
+# no protobuf-c or GLPK at all, and carrying the rest too keeps the binary
+# independent of what that image happens to hold. The scripts there put
+# .gpu-carry/bin on LD_LIBRARY_PATH (tools/gpu/env.sh). The prefixed CPU
+# runtime goes to .gpu-carry/bin/runtime: `--target cuda` links it.
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,20 +32,27 @@ fi
 mkdir -p "$dest"
 cp "$opc" "$dest/opc"
 
-for lib in libprotobuf-c.so.1 libjansson.so.4; do
+# Every shared library opc links except the C library's own: protobuf-c,
+# jansson, GLPK (the HOPE ILP) and what GLPK needs.
+for lib in $(ldd "$opc" | awk '/=>/ {print $1}'); do
+  case $lib in
+    libc.so.*|libm.so.*|libz.so.*|ld-linux*) continue ;;
+  esac
   path=$(ldd "$opc" | awk -v l="$lib" '$1 == l {print $3}')
-  if [ -z "$path" ]; then
-    echo "pack_opc: opc does not link $lib (linked statically?); not carried"
-    continue
-  fi
   # -L: carry the file, not the symbolic link.
   cp -L "$path" "$dest/$lib"
 done
-for lib in $(ldd "$opc" | awk '/=>/ {print $1}'); do
-  case $lib in
-    libprotobuf-c.so.1|libjansson.so.4|libc.so.6|libm.so.6) ;;
-    *) echo "pack_opc: warning: opc also links $lib, which is not carried" >&2 ;;
-  esac
+
+# `--target cuda` links the prefixed CPU runtime (a --devices gpu,cpu
+# program's CPU units; nothing of it otherwise), which opc looks for in
+# runtime/ beside itself, as in the build tree.
+mkdir -p "$dest/runtime"
+for f in libopcrt.a libopcrt_cpu.a opc_cpu.h; do
+  if [ ! -f "$build/runtime/$f" ]; then
+    echo "pack_opc: no $build/runtime/$f; run 'ninja -C $build' first" >&2
+    exit 1
+  fi
+  cp "$build/runtime/$f" "$dest/runtime/$f"
 done
 
 {
@@ -58,7 +65,7 @@ done
 cat "$dest/opc.info"
 ls -l "$dest"
 # The carried binary must run with only .gpu-carry/bin on the library path
-# for the two libraries it brings.
+# for the libraries it brings.
 if ! LD_LIBRARY_PATH="$dest" "$dest/opc" --version >/dev/null; then
   echo "pack_opc: error: the packed opc does not run" >&2
   exit 1

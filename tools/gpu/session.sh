@@ -1,0 +1,79 @@
+#!/bin/bash
+# session.sh - the whole of one device call, run on the lent GPU machine from
+# the repository root with .gpu-carry carried (tools/gpu/pack_opc.sh first):
+#
+#   1. the GPU check (gpu_check.sh --skip-build): the ONNX node tests with
+#      --target cuda and the default model under every configuration,
+#   2. more zoo models under the configurations the newer parts add: HIOS on
+#      the one GPU (--gpus 1), HOPE's ILP partition and the forced
+#      alternating one (--devices gpu,cpu), fp16 and bf16, each checked
+#      against ONNX Runtime and timed (default_model.py),
+#   3. a program for two GPUs, which must refuse to start on one,
+#   4. the half-precision benchmark against PyTorch (bench_gpu.py: fp32,
+#      fp16 and bf16; eager, CUDA graph and torch.compile).
+#
+# usage: tools/gpu/session.sh check [--budget SECONDS]   steps 1-3 (default 330)
+#        tools/gpu/session.sh bench [--budget SECONDS]   step 4 (default 300)
+# Two device calls, made back to back while the machine is warm, so that the
+# second can be spent on what the first shows instead. Each step starts only
+# while the budget lasts; every result goes to $OUT (at most 8 files a call:
+# the device tool brings back no more).
+set -u -o pipefail
+
+part=${1:-}
+budget=330
+[ "$part" = bench ] && budget=300
+[ "${2:-}" = "--budget" ] && budget=$3
+out=${OUT:-/tmp/opc-gpu/out}
+mkdir -p "$out" /tmp/opc-gpu
+left() { echo $((budget - SECONDS)); }
+
+if [ "$part" = bench ]; then
+  . tools/gpu/env.sh
+  python3 bench/gpu/bench_gpu.py --opc "$(pwd)/.gpu-carry/bin/opc" \
+    --models squeezenet1_1,googlenet,inception_v3,resnet50,mobilenet_v2,densenet121 \
+    --schedulers lios --precisions fp32,fp16,bf16 --systems eager,cuda-graph,compile \
+    --runs 200 --warmup 30 --deadline $((budget - 60)) --compile-reserve 40 --tag half
+  echo "session: finished in $SECONDS s"
+  exit
+fi
+if [ "$part" != check ]; then
+  echo "usage: $0 check|bench [--budget SECONDS]" >&2
+  exit 1
+fi
+
+bash tools/gpu/gpu_check.sh --skip-build --budget $((budget * 64 / 100)) --runs 300
+
+. tools/gpu/env.sh
+opc="$(pwd)/.gpu-carry/bin/opc"
+log="$out/models.txt"
+{
+  echo "== libraries the CPU units load =="
+  ldconfig -p | grep -E "libopenblas|libdnnl|libgomp" || echo "(none of OpenBLAS, oneDNN, libgomp)"
+  nproc
+  for m in googlenet inception_v3 efficientnet_b0; do
+    if [ "$(left)" -lt 40 ]; then
+      echo "== $m: not run (budget) =="
+      continue
+    fi
+    echo "== $m ($SECONDS s) =="
+    python3 tools/gpu/default_model.py --opc "$opc" --model "$m" \
+      --configs lios,sequential,hios,hope-ilp,hope-alternate,lios-fp16,lios-bf16 \
+      --runs 100 --warmup 20 --work "/tmp/opc-gpu/model-$m" --json "/tmp/opc-gpu/model-$m.json"
+  done
+  python3 - "$out/models.json" /tmp/opc-gpu/model-*.json <<'PY'
+import json, sys
+json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)
+PY
+
+  echo "== a program for two GPUs on this one-GPU machine ($SECONDS s) =="
+  two=/tmp/opc-gpu/two
+  mkdir -p "$two"
+  python3 tools/models/build.py squeezenet1_1 -o "$two/m.onnx" --batch 1 --seed 0 &&
+    "$opc" "$two/m.onnx" -o "$two/net" --target cuda --gpus 2 && {
+      "$two/net" --bench 3 --warmup 1
+      echo "exit status $? (expected: not 0, with a message naming the GPU count)"
+    }
+} 2>&1 | tee "$log"
+
+echo "session: finished in $SECONDS s"
