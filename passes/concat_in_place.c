@@ -8,9 +8,10 @@
  * issues nothing. Not for inputs that are graph inputs, outputs or
  * constants, appear twice, feed anything else, or are views already.
  *
- * Where the slices interleave (channels-last data, or a batch of several),
- * every producer must be a cuDNN call the race checker can follow
- * (exact_writer), in at most CHECKED_RUNS runs.
+ * Where the slices interleave (a batch of several, or a concat along an
+ * inner axis), every producer must be a cuDNN call the race checker can
+ * follow (exact_writer), in at most CHECKED_RUNS runs. Not along the
+ * channels of channels-last data: cuDNN convolves no such slice.
  *
  * Split and Slice along the outermost non-unit axis with step 1 cut a
  * contiguous block out of a contiguous input: their outputs become views
@@ -69,6 +70,11 @@ static bool concat_in_place(Node *concat) {
     return false;
   int64_t runs = slice_runs(c, axis);
   if (runs > CHECKED_RUNS)
+    return false;
+  /* A channel slice of channels-last storage has its pixels apart: cuDNN
+     lists no convolution algorithm for such a tensor (seen on an H200 with
+     cuDNN 9.19, for inputs and outputs alike), so that Concat stays a copy. */
+  if (runs > 1 && axis == 1 && tensor_is_channels_last(c))
     return false;
   for (int i = 0; i < concat->nin; i++) {
     Tensor *x = concat->in[i];

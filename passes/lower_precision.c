@@ -8,10 +8,11 @@
  * tensors and accumulate in float32. Nodes that only move data (Concat,
  * Reshape, Transpose, Slice, ...) and the activations and arithmetic opc's
  * kernels have 16-bit instances of (which compute in float32 between a
- * 16-bit load and store), and the means, maxima and minima cuDNN reduces
- * with float32 compute (global pools, ReduceMean, ReduceMax, ReduceMin:
- * their results lie within their inputs' range) follow their inputs:
- * 16-bit in, 16-bit out. All others are the ones unsafe in 16 bits
+ * 16-bit load and store), and, in float16, the means, maxima and minima
+ * cuDNN reduces with float32 compute (global pools, ReduceMean, ReduceMax,
+ * ReduceMin: their results lie within their inputs' range) follow their
+ * inputs: 16-bit in, 16-bit out. cuDNN reduces no bfloat16 data, so in
+ * bfloat16 those read a float32 copy. All others are the ones unsafe in 16 bits
  * (Softmax, sums and the other reductions, normalisations, exp and log,
  * whose sums, squares and exponentials overflow float16's range of 65504
  * or lose its 11 bits of precision) or without 16-bit code: they read a
@@ -100,9 +101,11 @@ static bool half_kind(const Node *n) {
 }
 
 /* Kinds that run in 16 bits when their input does: those that move
-   elements without computing on them, and the elementwise ones opc's
-   kernels compute in float32 between 16-bit loads and stores. */
-static bool follows_input(OpKind op) {
+   elements without computing on them, the elementwise ones opc's kernels
+   compute in float32 between 16-bit loads and stores, and cuDNN's means,
+   maxima and minima of float16 (cudnnReduceTensor refuses bfloat16 data:
+   CUDNN_STATUS_NOT_SUPPORTED on an H200 with cuDNN 9.19). */
+static bool follows_input(OpKind op, DType half) {
   switch (op) {
   case OP_IDENTITY: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
   case OP_TRANSPOSE: case OP_CONCAT: case OP_SPLIT: case OP_SLICE: case OP_EXPAND:
@@ -111,9 +114,10 @@ static bool follows_input(OpKind op) {
   case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
   case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
   case OP_SUM: case OP_MEAN: case OP_BATCH_NORM:
+    return true;
   case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: case OP_REDUCE_MEAN: case OP_REDUCE_MAX:
   case OP_REDUCE_MIN:
-    return true;
+    return half == DT_FLOAT16;
   default:
     return false;
   }
@@ -202,7 +206,7 @@ static Tensor *single_version(Graph *g, Versions *v, Tensor *x) {
    16-bit values it meets. */
 static void lower_node(Graph *g, Versions *v, Node *n, DType half) {
   bool in_half = only_single_floats(v, n, half) &&
-                 (half_kind(n) || (follows_input(n->op) && reads_half(v, n, half)));
+                 (half_kind(n) || (follows_input(n->op, half) && reads_half(v, n, half)));
   for (int k = 0; k < n->nin; k++) {
     if (!data_input(v, n, k, half))
       continue;

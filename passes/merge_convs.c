@@ -30,6 +30,11 @@ static bool candidate(const Node *n) {
   const Tensor *x = n->in[0], *w = n->in[1], *y = n->out[0];
   if (!x || !w || !y || !w->f32 || y->alias_of || y->is_output || y->is_input)
     return false;
+  /* A channel slice of a channels-last output has its pixels apart, and
+     cuDNN lists no convolution algorithm for a reader of one (seen on an
+     H200 with cuDNN 9.19): only outputs in ONNX's order merge. */
+  if (!has_contiguous_strides(y))
+    return false;
   if (node_input(n, 2) && !n->in[2]->f32)
     return false;
   if (node_input(n, 3))
@@ -232,8 +237,6 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   for (int i = 0; i < n; i++)
     dims[1] += out_channels(set[i]);
   Tensor *y = new_tensor(g, arena_printf(g->arena, "%s_out", merged->name), y0->dtype, rank, dims);
-  if (!has_contiguous_strides(y0))
-    tensor_set_channels_last(y);
   merged->out[0] = y;
 
   int ns = w->nspatial;

@@ -40,6 +40,7 @@ typedef struct Geom {
   int n, c, k, groups;
   int in[3], out[3], ksize[3], pad[3], stride[3], dil[3];
   bool flip;           /* CUDNN_CONVOLUTION: the filter is mirrored */
+  bool gapped_nhwc;    /* NHWC filter, and x, y or z with room between pixels */
   long long xs[5], ys[5]; /* strides of x and y: n, c, d, h, w */
 } Geom;
 
@@ -96,6 +97,21 @@ static bool channels_inner(const Tensor *t) {
   return t->dims[1] == 1 || t->strides[1] == 1;
 }
 
+/* Channels-last with nothing between the elements: channels, then the
+   spatial dims innermost first, then the images, each stride the product
+   of the extents inside it (an extent of 1 may have any stride). */
+static bool packed_channels_last(const Tensor *t) {
+  long long inside = t->dims[1];
+  if (t->dims[1] != 1 && t->strides[1] != 1)
+    return false;
+  for (int i = t->rank - 1; i >= 2; i--) {
+    if (t->dims[i] != 1 && t->strides[i] != inside)
+      return false;
+    inside *= t->dims[i];
+  }
+  return t->dims[0] == 1 || t->strides[0] == inside;
+}
+
 /*
  * Checks that x (input), w and conv fit together and fills g; y is the
  * output tensor to compare with, or NULL to skip that check.
@@ -117,6 +133,8 @@ static cudnnStatus_t make_geom(Geom *g, const Tensor *x, cudnnFilterDescriptor_t
       (x->type == CUDNN_DATA_FLOAT || !channels_inner(x) || (y && !channels_inner(y))))
     return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
   memset(g, 0, sizeof *g);
+  g->gapped_nhwc = w->format == CUDNN_TENSOR_NHWC &&
+                   (!packed_channels_last(x) || (y && !packed_channels_last(y)));
   g->ns = ns;
   g->n = (int)x->dims[0];
   g->c = (int)x->dims[1];
@@ -190,6 +208,10 @@ static int fwd_engines(const Geom *g, Engine *e) {
   const cudnnMathType_t T = CUDNN_TENSOR_OP_MATH, F = CUDNN_FMA_MATH;
   const cudnnDeterminism_t D = CUDNN_DETERMINISTIC;
   int n = 0;
+  /* A channel slice of channels-last data (pixels apart): cuDNN 9.19 on an
+     H200 listed every algorithm NOT_SUPPORTED, for inputs and outputs. */
+  if (g->gapped_nhwc)
+    return 0;
   if (winograd_fits(g))
     e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, T, D};
   e[n++] = (Engine){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, T, D};
@@ -1418,6 +1440,8 @@ static cudnnStatus_t conv_forward(cudnnHandle_t handle, const char *api, Algo al
     return st;
   if (wd->format == CUDNN_TENSOR_NHWC && z && !channels_inner(z)) /* z as y */
     return CUDNN_STATUS_NOT_SUPPORTED_LAYOUT;
+  if (wd->format == CUDNN_TENSOR_NHWC && z && !packed_channels_last(z))
+    g.gapped_nhwc = true;
   Engine engines[MAX_ENGINES];
   int n = fwd_engines(&g, engines);
   if ((st = engine_status(engines, n, algo.algo, conv->math)))

@@ -584,8 +584,9 @@ cudnnStatus_t cudnnSetReduceTensorDescriptor(cudnnReduceTensorDescriptor_t d,
     return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (op < CUDNN_REDUCE_TENSOR_ADD || op > CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS)
     return CUDNN_STATUS_BAD_PARAM;
-  /* FLOAT only, for 16-bit data too: cudnnReduceTensor computes HALF and
-   * BFLOAT16 tensors in float, and no 16-bit compute type is taken. */
+  /* FLOAT only, for 16-bit data too: cudnnReduceTensor computes HALF
+   * tensors in float (and refuses BFLOAT16 ones), and no 16-bit compute
+   * type is taken. */
   if (compType != CUDNN_DATA_FLOAT)
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   if (indices != CUDNN_REDUCE_TENSOR_NO_INDICES && indices != CUDNN_REDUCE_TENSOR_FLATTENED_INDICES)

@@ -721,12 +721,12 @@ static void run_reduce(Op *op) {
 }
 
 /*
- * The data types cudnnReduceTensor takes: A and C both FLOAT, both HALF or
- * both BFLOAT16, the 16-bit ones computed in float (the descriptor's
- * compute type, which cudnnSetReduceTensorDescriptor only sets to FLOAT).
- * Flattened indices only for FLOAT data. Anything else is
- * NOT_SUPPORTED_DATA_TYPE: HALF with BFLOAT16, FLOAT with either, other
- * types.
+ * The data types cudnnReduceTensor takes: A and C both FLOAT or both HALF,
+ * HALF computed in float (the descriptor's compute type, which
+ * cudnnSetReduceTensorDescriptor only sets to FLOAT). Flattened indices
+ * only for FLOAT data. Anything else is NOT_SUPPORTED_DATA_TYPE (HALF with
+ * BFLOAT16, FLOAT with either, other types), except BFLOAT16 with
+ * BFLOAT16, which cuDNN refuses as plain NOT_SUPPORTED.
  */
 static cudnnStatus_t reduce_types(const Tensor *a, const Tensor *c,
                                   cudnnReduceTensorDescriptor_t d) {
@@ -734,6 +734,9 @@ static cudnnStatus_t reduce_types(const Tensor *a, const Tensor *c,
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
   if (a->type != CUDNN_DATA_FLOAT && d->indices != CUDNN_REDUCE_TENSOR_NO_INDICES)
     return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  /* What cuDNN 9.19 answered on an H200 for bfloat16 data. */
+  if (a->type == CUDNN_DATA_BFLOAT16)
+    return CUDNN_STATUS_NOT_SUPPORTED;
   return CUDNN_STATUS_SUCCESS;
 }
 

@@ -9,8 +9,9 @@
 #      alternating one (--devices gpu,cpu), fp16 and bf16, each checked
 #      against ONNX Runtime and timed (default_model.py),
 #   3. a program for two GPUs, which must refuse to start on one,
-#   4. the half-precision benchmark against PyTorch (bench_gpu.py: fp32,
-#      fp16 and bf16; eager, CUDA graph and torch.compile).
+#   4. the 16-bit programs of four zoo models against ONNX Runtime, then the
+#      half-precision benchmark against PyTorch (bench_gpu.py: fp32, fp16
+#      and bf16; eager, CUDA graph and torch.compile).
 #
 # usage: tools/gpu/session.sh check [--budget SECONDS]   steps 1-3 (default 330)
 #        tools/gpu/session.sh bench [--budget SECONDS]   step 4 (default 300)
@@ -30,10 +31,17 @@ left() { echo $((budget - SECONDS)); }
 
 if [ "$part" = bench ]; then
   . tools/gpu/env.sh
-  python3 bench/gpu/bench_gpu.py --opc "$(pwd)/.gpu-carry/bin/opc" \
+  opc="$(pwd)/.gpu-carry/bin/opc"
+  # First the 16-bit programs on the zoo's models, checked against ONNX
+  # Runtime: quick, and what the benchmark's opc rows rest on.
+  for m in squeezenet1_1 googlenet inception_v3 efficientnet_b0; do
+    python3 tools/gpu/default_model.py --opc "$opc" --model "$m" --configs lios,lios-fp16,lios-bf16 \
+      --runs 100 --warmup 20 --work "/tmp/opc-gpu/half-$m"
+  done 2>&1 | tee "$out/half-models.txt"
+  python3 bench/gpu/bench_gpu.py --opc "$opc" \
     --models squeezenet1_1,googlenet,inception_v3,resnet50,mobilenet_v2,densenet121 \
     --schedulers lios --precisions fp32,fp16,bf16 --systems eager,cuda-graph,compile \
-    --runs 200 --warmup 30 --deadline $((budget - 60)) --compile-reserve 40 --tag half
+    --runs 200 --warmup 30 --deadline $((budget - SECONDS - 60)) --compile-reserve 40 --tag half
   echo "session: finished in $SECONDS s"
   exit
 fi
