@@ -109,14 +109,19 @@ def main():
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump({"machine": platform.processor() or platform.machine(),
                    "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+    # The host link as the cost model reads it: the device file, else opc's defaults.
+    with open(os.path.join(ROOT, "passes", "devices", "h100.json")) as f:
+        gpu = json.load(f)
+    link = (gpu.get("host_link_gbps", 25), gpu.get("host_link_latency_us", 10))
     with open(args.out, "w") as f:
         f.write("# HOPE: predicted latency per partition, GPU (H100 model) and host CPU\n\n")
         f.write("Made by `bench/hope/bench_hope.py` on %s (%d CPUs), %s. Predictions of opc's "
                 "cost model, batch 1; nothing ran on a GPU. GPU: passes/devices/h100.json; "
-                "host link 25 GB/s + 10 us per copy. CPU: passes/devices/cpu.json, or that file "
+                "host link %g GB/s + %g us per copy. CPU: passes/devices/cpu.json, or that file "
                 "with a profile of the model's CPU program measured on this machine "
                 "(`--cpu-cost-db`).\n\n"
-                % (platform.node(), os.cpu_count(), datetime.date.today().isoformat()))
+                % (platform.node(), os.cpu_count(), datetime.date.today().isoformat(), link[0],
+                   link[1]))
         f.write("Columns: the program's predicted latency (LIOS on the GPU's streams, the "
                 "simulation with contention) for everything on the GPU, everything on the CPU, "
                 "and what `--partition ilp` chose; the ILP's own latency in HOPE's model (one "
