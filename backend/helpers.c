@@ -77,8 +77,9 @@ static void emit_pick_algo(Emitter *e, const char *name, const char *dir, const 
   emit(e, "  *workspace = bytes;");
   emit(e, "return 1;");
   emit_close(e, "}");
-  emit(e, "report(c, \"pick_%s_algo\", \"cuDNN lists no algorithm that is supported%s and fits in the workspace limit\");",
-       name, e->opt->tf32 ? "" : " in strict float32");
+  emit(e, "report(c, \"pick_%s_algo\",", name);
+  emit(e, "       \"cuDNN lists no algorithm that is supported%s and fits in the workspace limit\");",
+       e->opt->tf32 ? "" : " in strict float32");
   emit(e, "return 0;");
   emit_close(e, "}");
   emit_blank(e);

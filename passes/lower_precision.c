@@ -12,8 +12,8 @@
  * cuDNN reduces with float32 compute (global pools, ReduceMean, ReduceMax,
  * ReduceMin: their results lie within their inputs' range) follow their
  * inputs: 16-bit in, 16-bit out. cuDNN reduces no bfloat16 data, so in
- * bfloat16 those read a float32 copy. All others are the ones unsafe in 16 bits
- * (Softmax, sums and the other reductions, normalisations, exp and log,
+ * bfloat16 those read a float32 copy. All others are the ones unsafe in
+ * 16 bits (Softmax, sums and the other reductions, normalisations, exp and log,
  * whose sums, squares and exponentials overflow float16's range of 65504
  * or lose its 11 bits of precision) or without 16-bit code: they read a
  * float32 copy made by a Cast, and what they write is cast back where a
