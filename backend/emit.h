@@ -449,9 +449,10 @@ void emit_struct(Emitter *e);           /* frame.c: the context struct */
 bool emit_multi_gpu(const Emitter *e);
 int stream_device(const Emitter *e, int s);
 void emit_device_tables(Emitter *e);   /* stream_device[], event_device[], node_device[] */
-void emit_set_device(Emitter *e, const char *device);
+const char *gpu_device(Emitter *e, const char *gpu); /* "c->gpu[gpu]": its CUDA device */
+void emit_set_device(Emitter *e, const char *gpu);
 void emit_device_fields(Emitter *e);
-void emit_device_count_check(Emitter *e); /* in create(): enough GPUs */
+void emit_device_count_check(Emitter *e); /* in create(): each GPU's device (map_gpus) */
 void emit_device_memory(Emitter *e);   /* in create(): the other GPUs' arenas and weights */
 void emit_device_teardown(Emitter *e);
 const char *device_arena(Emitter *e, int device);  /* "c->arena", "c->gpu_arena[1]" */

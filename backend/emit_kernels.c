@@ -338,7 +338,7 @@ void emit_kernel_teardown(Emitter *e) {
   if (emit_multi_gpu(e)) {
     emit(e, "/* cuModuleUnload unloads from the current context: the module's GPU's */");
     emit(e, "for (int d = 0; d < GPU_COUNT; d++)");
-    emit(e, "  if (c->kernel[d].module && cudaSetDevice(d) == cudaSuccess)");
+    emit(e, "  if (c->kernel[d].module && cudaSetDevice(c->gpu[d]) == cudaSuccess)");
     emit(e, "    cuModuleUnload(c->kernel[d].module);");
     return;
   }

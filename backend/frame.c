@@ -212,7 +212,7 @@ void emit_create(Emitter *e) {
     emit(e, "for (int s = 0; s < %d; s++)", ns);
     emit(e, "  if (c->workspace_bytes[s] > 0 &&");
     if (emit_multi_gpu(e)) {
-      emit(e, "      (!cuda_ok(c, cudaSetDevice(stream_device[s]), \"cudaSetDevice\") ||");
+      emit(e, "      (!cuda_ok(c, cudaSetDevice(c->gpu[stream_device[s]]), \"cudaSetDevice\") ||");
       emit(e, "       !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\")))");
     } else {
       emit(e, "      !cuda_ok(c, cudaMalloc(&c->workspace[s], c->workspace_bytes[s]), \"cudaMalloc\"))");
@@ -315,7 +315,7 @@ void emit_run(Emitter *e) {
     emit(e, "(void)outputs;");
   e->fail = "return -1";
   if (emit_multi_gpu(e))
-    emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(0)");
+    emit_set_device(e, "0");
   if (in_size + out_size > 0)
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
@@ -346,7 +346,7 @@ void emit_run(Emitter *e) {
   e->fail = "return -1";
   if (emit_multi_gpu(e)) {
     emit(e, "/* `stream` is on GPU 0, with the inputs and outputs. */");
-    emit_call(e, LIB_CUDA, NULL, "cudaSetDevice(0)");
+    emit_set_device(e, "0");
   }
   if (emit_has_cpu(e))
     emit(e, "/* A CPU node of an earlier run, on the caller's stream, may have failed. */");
@@ -420,7 +420,7 @@ void emit_destroy(Emitter *e) {
     emit(e, "cudaFreeHost(c->staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (emit_multi_gpu(e))
-    emit(e, "cudaSetDevice(stream_device[s]); /* the handles' own GPU */");
+    emit(e, "cudaSetDevice(c->gpu[stream_device[s]]); /* the handles' own GPU */");
   if (used(e)->workspace)
     emit(e, "cudaFree(c->workspace[s]);");
   if (used(e)->cublas) {
@@ -438,7 +438,7 @@ void emit_destroy(Emitter *e) {
   emit(e, "  cudaStreamDestroy(c->stream[s]);");
   emit_close(e, "}");
   if (emit_multi_gpu(e))
-    emit(e, "cudaSetDevice(0); /* as every call of a program on several GPUs leaves it */");
+    emit(e, "cudaSetDevice(c->gpu[0]); /* as every call of a program on several GPUs leaves it */");
   emit(e, "free(c);");
   emit_close(e, "}");
   emit_blank(e);

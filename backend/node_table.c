@@ -290,7 +290,7 @@ void emit_node_table(Emitter *e) {
   emit(e, "c->node = node_info[k].label;");
   if (emit_multi_gpu(e)) {
     emit(e, "/* a kernel goes only into a stream of the current GPU */");
-    emit(e, "if (!cuda_ok(c, cudaSetDevice(node_device[k]), \"cudaSetDevice\"))");
+    emit(e, "if (!cuda_ok(c, cudaSetDevice(c->gpu[node_device[k]]), \"cudaSetDevice\"))");
     emit(e, "  return 0;");
   }
   emit(e, "nvtxRangePushA(node_info[k].name);");

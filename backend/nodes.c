@@ -49,7 +49,7 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
     const char *fn = emit_str(e, "setup_%s", node_id(e, n));
     FILE *s = e->st->sec[SEC_SETUP];
     const char *device = emit_multi_gpu(e)
-        ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(%d), \"cudaSetDevice\"))\n    return -1;\n",
+        ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\"))\n    return -1;\n",
                    n->device)
         : e->cpu_code ? "  c->cpu_node = c->node;\n" : "";
     fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s%s  return 0;\n}\n\n",

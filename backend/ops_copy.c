@@ -266,8 +266,8 @@ static void transfer_run(Emitter *e, Node *n) {
     return;
   }
   emit(e, "/* from GPU %d to GPU %d */", tensor_device(x), n->device);
-  emit_call(e, LIB_CUDA, n, "cudaMemcpyPeerAsync(%s, %d, %s, %d, %lld * sizeof(%s), %s)", buf(e, y),
-            n->device, buf(e, x), tensor_device(x), (long long)tensor_numel(y),
+  emit_call(e, LIB_CUDA, n, "cudaMemcpyPeerAsync(%s, c->gpu[%d], %s, c->gpu[%d], %lld * sizeof(%s), %s)",
+            buf(e, y), n->device, buf(e, x), tensor_device(x), (long long)tensor_numel(y),
             dtype_c_type(y->dtype), node_stream(e, n));
 }
 

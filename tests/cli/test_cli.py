@@ -398,7 +398,17 @@ def multi_gpu_report(tmp, model):
         r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, OPC_DEVICE_COUNT="1"))
         check("a 2-GPU program on a 1-GPU machine says so",
-              r.returncode != 0 and "runs on 2 GPUs; the machine has 1" in r.stderr, r)
+              r.returncode != 0 and "runs on 2 GPUs; the machine has 1" in r.stderr and
+              "OPC_GPU_MAP" in r.stderr, r)
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OPC_DEVICE_COUNT="1", OPC_GPU_MAP="0,0",
+                                    OPC_CHECK="1"))
+        check("OPC_GPU_MAP=0,0 runs a 2-GPU program on one", r.returncode == 0, r)
+        for bad, says in [("0", "expected 2 CUDA device numbers"), ("0,1", "device 1; the machine has 1"),
+                          ("0,x", "expected 2")]:
+            r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, OPC_DEVICE_COUNT="1", OPC_GPU_MAP=bad))
+            check(f"OPC_GPU_MAP={bad} is refused", r.returncode != 0 and says in r.stderr, r)
         r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, OPC_DEVICE_COUNT="2", OPC_CHECK="1"))
         check("a 2-GPU program runs on 2 emulated GPUs", r.returncode == 0, r)

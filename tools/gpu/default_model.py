@@ -13,8 +13,9 @@ replay), lios-no-graph (kernels issued on every run), lios-tf32 (TF32
 allowed: held to 1e-2 only, since TF32 rounds inputs to 10-bit mantissas),
 lios-fp16 and lios-bf16 (16-bit storage, held to 1e-2 and 3e-2),
 hope-alternate (every other operator on the host CPU, --devices gpu,cpu),
-hope-ilp (HOPE's ILP partition) and hios (--gpus 1: HIOS's sliding window
-on the one GPU).
+hope-ilp (HOPE's ILP partition), hios (--gpus 1: HIOS's sliding window
+on the one GPU), and hios-2-on-1 and hios-4-on-1 (programs for 2 and 4 GPUs,
+HIOS's placement and its transfers, all on the one GPU with OPC_GPU_MAP).
 --target cpu runs the same steps on opc's CPU runtime, to test this script
 on a machine without a GPU. Exits non-zero when any configuration fails.
 """
@@ -47,6 +48,14 @@ CONFIGS = {
     "hope-ilp": ["--schedule", "lios", "--devices", "gpu,cpu", "--partition", "ilp"],
     # HIOS on the one GPU the lent machines have: its sliding-window grouping
     "hios": ["--gpus", "1"],
+    # programs for several GPUs, run on the one there is: each of their GPUs
+    # keeps its streams, handles, arena and weights, and a transfer is a copy
+    "hios-2-on-1": ["--gpus", "2"],
+    "hios-4-on-1": ["--gpus", "4"],
+}
+CONFIG_ENV = {
+    "hios-2-on-1": {"OPC_GPU_MAP": "0,0"},
+    "hios-4-on-1": {"OPC_GPU_MAP": "0,0,0,0"},
 }
 STRICT_TOL = 1e-4
 TF32_TOL = 1e-2
@@ -108,7 +117,7 @@ def check_config(name, flags, model, inputs, refs, args):
     # One program run: a checked run, then the timed runs; the outputs written
     # are those of the last timed run, so replays are checked too.
     cmd += ["--bench", str(args.runs), "--warmup", str(args.warmup)]
-    code, out = run(cmd)
+    code, out = run(cmd, env=dict(os.environ, **CONFIG_ENV.get(name, {})))
     if code != 0:
         r["message"] = "program %s: %s" % ("timed out" if code is None else "exited %d" % code,
                                            last_line(out))

@@ -5,10 +5,12 @@
 #   1. the GPU check (gpu_check.sh --skip-build): the ONNX node tests with
 #      --target cuda and the default model under every configuration,
 #   2. more zoo models under the configurations the newer parts add: HIOS on
-#      the one GPU (--gpus 1), HOPE's ILP partition and the forced
+#      the one GPU (--gpus 1), programs for 2 and 4 GPUs with all their GPUs
+#      on the one (OPC_GPU_MAP), HOPE's ILP partition and the forced
 #      alternating one (--devices gpu,cpu), fp16 and bf16, each checked
 #      against ONNX Runtime and timed (default_model.py),
-#   3. a program for two GPUs, which must refuse to start on one,
+#   3. a program for two GPUs, which must refuse to start on one unless
+#      OPC_GPU_MAP says where its GPUs run,
 #   4. the 16-bit programs of four zoo models against ONNX Runtime, then the
 #      half-precision benchmark against PyTorch (bench_gpu.py: fp32, fp16
 #      and bf16; eager, CUDA graph and torch.compile).
@@ -66,7 +68,7 @@ log="$out/models.txt"
     fi
     echo "== $m ($SECONDS s) =="
     python3 tools/gpu/default_model.py --opc "$opc" --model "$m" \
-      --configs lios,sequential,hios,hope-ilp,hope-alternate,lios-fp16,lios-bf16 \
+      --configs lios,sequential,hios,hios-2-on-1,hios-4-on-1,hope-ilp,hope-alternate,lios-fp16,lios-bf16 \
       --runs 100 --warmup 20 --work "/tmp/opc-gpu/model-$m" --json "/tmp/opc-gpu/model-$m.json"
   done
   python3 - "$out/models.json" /tmp/opc-gpu/model-*.json <<'PY'
@@ -81,6 +83,8 @@ PY
     "$opc" "$two/m.onnx" -o "$two/net" --target cuda --gpus 2 && {
       "$two/net" --bench 3 --warmup 1
       echo "exit status $? (expected: not 0, with a message naming the GPU count)"
+      OPC_GPU_MAP=0,0 "$two/net" --bench 3 --warmup 1
+      echo "exit status $? with OPC_GPU_MAP=0,0 (expected: 0)"
     }
 } 2>&1 | tee "$log"
 
