@@ -297,12 +297,35 @@ OPC_VECTOR_CLONES static void pool_plane(const PoolOp *p, const float *x, float 
   }
 }
 
+/* Whether p only samples x: 1x1 windows inside the input, every mode's
+ * output the sampled value (a max of one, a sum of one over one). */
+static bool pool_samples(const PoolOp *p) {
+  for (int i = 0; i < 3; i++)
+    if (p->win[i] != 1 || p->pad[i] != 0)
+      return false;
+  return true;
+}
+
+/* A plane of a pool that only samples x (pool_samples): every stride-th
+ * value of every stride-th row. */
+static void sample_plane(const PoolOp *p, const float *x, float *y, float *acc) {
+  for (int od = 0; od < p->out[0]; od++)
+    for (int oh = 0; oh < p->out[1]; oh++) {
+      const float *row = x + (long long)od * p->stride[0] * p->xs[2] +
+                         (long long)oh * p->stride[1] * p->xs[3];
+      long long step = p->stride[2] * p->xs[4];
+      for (int ow = 0; ow < p->out[2]; ow++)
+        acc[ow] = row[ow * step];
+      pool_write_row(p, acc, 1, y + od * p->ys[2] + oh * p->ys[3]);
+    }
+}
+
 static void pool_part(void *ctx, int part, int nparts) {
   const PoolOp *p = ctx;
   long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
   float *acc = scratch(0, (size_t)p->out[2] * sizeof(float));
   size_t plane_bytes = (size_t)(p->in[1] + 2 * p->pad[1]) * (p->in[2] + 2 * p->pad[2]) * sizeof(float);
-  bool by_plane = pool_by_plane(p);
+  bool samples = pool_samples(p), by_plane = !samples && pool_by_plane(p);
   float *padded = by_plane ? scratch(1, plane_bytes) : NULL;
   float *across = by_plane ? scratch(2, plane_bytes) : NULL;
   if (!acc || (by_plane && (!padded || !across))) {
@@ -313,6 +336,10 @@ static void pool_part(void *ctx, int part, int nparts) {
     long long n = plane / p->channels, c = plane % p->channels;
     const float *x = p->xy.x + n * p->xs[0] + c * p->xs[1];
     float *y = p->xy.y + n * p->ys[0] + c * p->ys[1];
+    if (samples) {
+      sample_plane(p, x, y, acc);
+      continue;
+    }
     if (by_plane) {
       pool_plane(p, x, y, padded, across, acc);
       continue;

@@ -609,6 +609,9 @@ int main(void) {
       test_pool(ns, pmodes[m], 3, 2, 1, 0.5f);
       test_pool(ns, pmodes[m], 3, 1, 1, 0); /* NASNet's cells' pools, by whole planes */
       test_pool(ns, pmodes[m], 4, 1, 3, 0); /* windows wider than the stride, clipped at both ends */
+      /* 1x1 windows, which only sample x (NASNet's stride-2 paths), with and without beta */
+      test_pool(ns, pmodes[m], 1, 0, 2, 0);
+      test_pool(ns, pmodes[m], 1, 0, 3, 0.5f);
       /* Rows long enough for whole vectors and their tails, odd and even. */
       test_pool_sized(ns, pmodes[m], 3, 0, 2, 0, 37, 111);
       test_pool_sized(ns, pmodes[m], 3, 1, 2, 0, 36, 70);
