@@ -459,12 +459,25 @@ static void position_offsets(const Geom *g, const long long *s, long long p0, in
  * of mobile networks (HardSwish, Swish of beta coef, Sigmoid; act_row's
  * formulas), which would otherwise be a second pass over the block.
  * `mode` and whether z is NULL are constants where it is inlined, so each
- * combination is its own vectorised loop.
+ * combination is its own vectorised loop; the sigmoids' are written in
+ * vectors (F16, in dnn.h).
  */
 static inline __attribute__((always_inline)) void
 epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, float bias,
              float alpha2, int mode, float coef) {
-  for (int j = 0; j < cols; j++) {
+  int j = 0;
+  if (mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID)
+    for (; j + 16 <= cols; j += 16) {
+      F16 r = alpha * *(const F16 *)(v + j) + bias;
+      if (z)
+        r += alpha2 * *(const F16 *)(z + j);
+      if (mode == CUDNN_ACTIVATION_SWISH)
+        r = swish16(r, coef);
+      else
+        r = sigmoid16(r);
+      *(F16 *)(y + j) = r;
+    }
+  for (; j < cols; j++) {
     float r = alpha * v[j] + bias;
     if (z)
       r += alpha2 * z[j];
@@ -835,22 +848,39 @@ OPC_INLINE_COPIES OPC_VECTOR_CLONES static void fill_planes(const Geom *g, const
 static inline __attribute__((always_inline)) void
 dw_rows(const float *buf, const long long *tap_at, const float *w, int taps, int len, int OW,
         int r0, int j0, const int R, const int C, float *out) {
-  Vec8 a[4][2] = {{{0}}};
+  Vec8 a[8][2] = {{{0}}};
   const float *base = buf + (long long)r0 * len + j0;
   for (int t = 0; t < taps; t++) {
     const float *s = base + tap_at[t];
     float wt = w[t];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
       for (int v = 0; v < C; v++)
         a[r][v] += wt * *(const Vec8 *)(s + r * len + 8 * v);
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
     for (int v = 0; v < C; v++)
       *(Vec8 *)(out + (long long)(r0 + r) * OW + j0 + 8 * v) = a[r][v];
+}
+
+/* A plane of at most 8 x 8 outputs in one block of its OH rows: one
+ * accumulator per row, so that the sums' chains are as many as the rows
+ * (blocks of four rows would leave the FMA units waiting on two chains of
+ * four, and compute the overlap twice). */
+static inline __attribute__((always_inline)) void
+dw_small_plane(const float *buf, const long long *tap_at, const float *w, int taps, int len,
+               int OH, int OW, float *out) {
+  switch (OH) {
+  case 8: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 8, 1, out); return;
+  case 7: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 7, 1, out); return;
+  case 6: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 6, 1, out); return;
+  case 5: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 5, 1, out); return;
+  }
+  for (int r = 0; r < OH; r++)
+    dw_rows(buf, tap_at, w, taps, len, OW, r, 0, 1, 1, out);
 }
 
 /* Every row of a channel, in blocks of 8 C columns and of four rows; the
@@ -874,7 +904,9 @@ dw_plane_rows(const float *buf, const long long *tap_at, const float *w, int tap
 OPC_VECTOR_CLONES static void dw_plane(const float *buf, const long long *tap_at,
                                        const float *w, int taps, int len, int OH, int OW,
                                        float *out) {
-  if (OW <= 8)
+  if (OW <= 8 && OH <= 8)
+    dw_small_plane(buf, tap_at, w, taps, len, OH, OW, out);
+  else if (OW <= 8)
     dw_plane_rows(buf, tap_at, w, taps, len, OH, OW, 1, out);
   else
     dw_plane_rows(buf, tap_at, w, taps, len, OH, OW, 2, out);

@@ -47,17 +47,32 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
     }
     return;
   }
-  case CUDNN_ACTIVATION_SIGMOID:
-    for (long long i = 0; i < n; i++)
+  case CUDNN_ACTIVATION_SIGMOID: {
+    long long i = 0;
+    for (; i + 16 <= n; i += 16) {
+      F16 r = alpha * sigmoid16(*(const F16 *)(x + i));
+      if (beta != 0)
+        r += beta * *(const F16 *)(y + i);
+      *(F16 *)(y + i) = r;
+    }
+    for (; i < n; i++)
       y[i] = alpha * sigmoid_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
     return;
+  }
   case CUDNN_ACTIVATION_TANH:
     for (long long i = 0; i < n; i++)
       y[i] = alpha * tanhf(x[i]) + (beta != 0 ? beta * y[i] : 0);
     return;
   case CUDNN_ACTIVATION_SWISH: {
     float b = act->swish_beta;
-    for (long long i = 0; i < n; i++)
+    long long i = 0;
+    for (; i + 16 <= n; i += 16) {
+      F16 r = alpha * swish16(*(const F16 *)(x + i), b);
+      if (beta != 0)
+        r += beta * *(const F16 *)(y + i);
+      *(F16 *)(y + i) = r;
+    }
+    for (; i < n; i++)
       y[i] = alpha * swish_of(x[i], b) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
