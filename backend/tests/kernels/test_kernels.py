@@ -505,6 +505,12 @@ def test_pool():
         ((1, 6, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
         ((1, 6, 10, 7), {"kernel_shape": [3, 2], "pads": [1, 1, 1, 0]}),
         ((1, 4, 5, 5), {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+        # Strided planes 64 columns wide or more, which max pooling folds
+        # an output row at a time, split by column phase: stride 2 over an
+        # odd width, and stride 3 with padding.
+        ((1, 3, 21, 71), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ((1, 2, 12, 100), {"kernel_shape": [3, 4], "strides": [2, 3], "pads": [1, 1, 1, 2],
+                           "ceil_mode": 1}),
     ]
     for shape, attrs in configs:
         x = rng.standard_normal(shape).astype(np.float32)
