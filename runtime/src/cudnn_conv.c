@@ -718,30 +718,6 @@ static size_t dw_out_floats(const Geom *g) {
   return (size_t)g->out[0] * g->out[1] * g->out[2] + DW_SLACK;
 }
 
-/*
- * Stride 2 over a packed row, the common case: padded columns [lo, hi),
- * at from[lo..hi), go to the even phase (even[q / 2]) or the odd one
- * (odd[q / 2]). Whole pairs are one deinterleaving loop, which the
- * compiler vectorises with shuffles: restrict spares it the overlap checks
- * that otherwise sent it down the scalar path.
- */
-static inline void dw_split2(float *restrict even, float *restrict odd,
-                             const float *restrict from, int lo, int hi) {
-  int q = lo;
-  if (q < hi && q % 2) {
-    odd[q / 2] = from[q];
-    q++;
-  }
-  int pairs = (hi - q) / 2, half = q / 2;
-  for (int k = 0; k < pairs; k++) {
-    even[half + k] = from[q + 2 * k];
-    odd[half + k] = from[q + 2 * k + 1];
-  }
-  q += 2 * pairs;
-  if (q < hi)
-    even[q / 2] = from[q];
-}
-
 /* Eight floats as one value, loaded from and stored to any float's place. */
 typedef float Vec8 __attribute__((vector_size(32), aligned(4), may_alias));
 
@@ -787,7 +763,7 @@ static inline __attribute__((always_inline)) void fill_plane_row(const Geom *g, 
     return;
   }
   if (sw == 2 && ws == 1) {
-    dw_split2(dst, dst + phase_floats, src - pad, lo, hi);
+    split_phases2(dst, dst + phase_floats, src - pad, lo, hi);
     return;
   }
   for (int b = 0; b < sw; b++) {
@@ -878,6 +854,7 @@ dw_small_plane(const float *buf, const long long *tap_at, const float *w, int ta
   case 7: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 7, 1, out); return;
   case 6: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 6, 1, out); return;
   case 5: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 5, 1, out); return;
+  case 4: dw_rows(buf, tap_at, w, taps, len, OW, 0, 0, 4, 1, out); return;
   }
   for (int r = 0; r < OH; r++)
     dw_rows(buf, tap_at, w, taps, len, OW, r, 0, 1, 1, out);

@@ -254,12 +254,7 @@ static inline __attribute__((always_inline)) void fold_across(const float *restr
   if (sw == 1) {
     phases = (float *)row;
   } else if (sw == 2) {
-    for (int i = 0; i < n / 2; i++) {
-      phases[i] = row[2 * i];
-      phases[len + i] = row[2 * i + 1];
-    }
-    if (n % 2)
-      phases[n / 2] = row[n - 1];
+    split_phases2(phases, phases + len, row, 0, n);
   } else {
     for (int q = 0; q < n; q++)
       phases[(long long)(q % sw) * len + q / sw] = row[q];
