@@ -134,6 +134,207 @@ TILE_TARGET static void tile_avx512(const float *const *w, int R, const float *c
     tile_body(1, w, R, rows, p0, ncols, out, st, q0);
 }
 
+/* ---- chan: output channels along the vectors ---- */
+
+/* In place: t[j] lane i becomes t[i] lane j. */
+TILE_TARGET static inline __attribute__((always_inline)) void transpose16(__m512 t[16]) {
+  __m512 u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    u[2 * i] = _mm512_unpacklo_ps(t[2 * i], t[2 * i + 1]);
+    u[2 * i + 1] = _mm512_unpackhi_ps(t[2 * i], t[2 * i + 1]);
+  }
+  /* t[4i + j], 128-bit lane L: rows 4i to 4i + 3 at column 4L + j. */
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    t[4 * i] = _mm512_shuffle_ps(u[4 * i], u[4 * i + 2], 0x44);
+    t[4 * i + 1] = _mm512_shuffle_ps(u[4 * i], u[4 * i + 2], 0xee);
+    t[4 * i + 2] = _mm512_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0x44);
+    t[4 * i + 3] = _mm512_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0xee);
+  }
+  /* Then a 4x4 transpose of 128-bit lanes among t[j], t[4 + j], t[8 + j]
+   * and t[12 + j]. */
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    __m512 s0 = _mm512_shuffle_f32x4(t[j], t[4 + j], 0x44);
+    __m512 s1 = _mm512_shuffle_f32x4(t[j], t[4 + j], 0xee);
+    __m512 s2 = _mm512_shuffle_f32x4(t[8 + j], t[12 + j], 0x44);
+    __m512 s3 = _mm512_shuffle_f32x4(t[8 + j], t[12 + j], 0xee);
+    u[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+    u[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
+    u[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+    u[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    t[i] = u[i];
+}
+
+TILE_TARGET void chan_pack(const float *w, long long ldw, int kvalid, int nv, int R,
+                           float *panel) {
+  for (int v = 0; v < nv; v++)
+    for (int r0 = 0; r0 < R; r0 += 16) {
+      int n = R - r0 < 16 ? R - r0 : 16;
+      __mmask16 k = lanes(n);
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++)
+        t[i] = 16 * v + i < kvalid ? _mm512_maskz_loadu_ps(k, w + (16LL * v + i) * ldw + r0)
+                                   : _mm512_setzero_ps();
+      transpose16(t);
+      for (int i = 0; i < n; i++)
+        _mm512_storeu_ps(panel + (long long)(r0 + i) * 16 * nv + 16 * v, t[i]);
+    }
+}
+
+/* The epilogue on one channel's NP positions (the lanes of k). */
+TILE_TARGET static inline __attribute__((always_inline)) __m512
+chan_activate(__m512 r, const ChanStore *st) {
+  switch (st->mode) {
+  case CUDNN_ACTIVATION_RELU:
+    return _mm512_max_ps(r, _mm512_setzero_ps());
+  case CUDNN_ACTIVATION_CLIPPED_RELU:
+    return _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), _mm512_set1_ps(st->coef));
+  case KERNEL_ACT_HARD_SWISH: {
+    __m512 t = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
+    return _mm512_mul_ps(r, t);
+  }
+  case CUDNN_ACTIVATION_SWISH:
+    return (__m512)swish16((F16)r, st->coef);
+  case CUDNN_ACTIVATION_SIGMOID:
+    return (__m512)sigmoid16((F16)r);
+  }
+  return r;
+}
+
+/* Channels ch0 to ch0 + 15 at NP positions (acc[j]: position j's 16
+ * channels) through st's epilogue to y[ch][at + j]. */
+TILE_TARGET static inline __attribute__((always_inline)) void
+chan_store(const __m512 *acc, const int NP, int ch0, long long at, const ChanStore *st) {
+  __mmask16 k = lanes(NP);
+  __m512 alpha = _mm512_set1_ps(st->alpha), alpha2 = _mm512_set1_ps(st->alpha2);
+  __m512 bias = _mm512_loadu_ps(st->bias + ch0);
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++)
+    t[j] = j < NP ? _mm512_fmadd_ps(acc[j], alpha, bias) : _mm512_setzero_ps();
+  transpose16(t);
+  int m1 = st->kvalid - ch0 < 16 ? st->kvalid - ch0 : 16;
+  for (int m = 0; m < m1; m++) {
+    long long ch = ch0 + m;
+    __m512 r = t[m];
+    if (st->z)
+      r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, st->z + ch * st->zs + at), alpha2, r);
+    _mm512_mask_storeu_ps(st->y + ch * st->ys + at, k, chan_activate(r, st));
+  }
+}
+
+/* NV vectors of 16 channels by NP positions; the loops unroll fully so
+ * that GCC keeps the accumulators in registers. */
+TILE_TARGET static inline __attribute__((always_inline)) void
+chan_body(const int NV, const int NP, const float *panel, int R, const float *const *rows,
+          long long q, long long at, const ChanStore *st) {
+  __m512 acc[2][CHAN_COLS];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++)
+#pragma GCC unroll 12
+    for (int j = 0; j < NP; j++)
+      acc[v][j] = _mm512_setzero_ps();
+  for (int r = 0; r < R; r++) {
+    const float *b = rows[r] + q;
+    __m512 w0 = _mm512_loadu_ps(panel + (long long)r * 16 * NV);
+    __m512 w1 = NV > 1 ? _mm512_loadu_ps(panel + (long long)r * 16 * NV + 16) : w0;
+#pragma GCC unroll 12
+    for (int j = 0; j < NP; j++) {
+      __m512 s = _mm512_set1_ps(b[j]);
+      acc[0][j] = _mm512_fmadd_ps(w0, s, acc[0][j]);
+      if (NV > 1)
+        acc[1][j] = _mm512_fmadd_ps(w1, s, acc[1][j]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++)
+    chan_store(acc[v], NP, 16 * v, at, st);
+}
+
+#define CHAN_CASE(NP)                                                                         \
+  case NP:                                                                                    \
+    if (nv > 1)                                                                               \
+      chan_body(2, NP, panel, R, rows, q, at, st);                                            \
+    else                                                                                      \
+      chan_body(1, NP, panel, R, rows, q, at, st);                                            \
+    return;
+
+TILE_TARGET void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
+                                     long long q, long long at, int np, const ChanStore *st) {
+  switch (np) {
+    CHAN_CASE(1) CHAN_CASE(2) CHAN_CASE(3) CHAN_CASE(4) CHAN_CASE(5) CHAN_CASE(6)
+    CHAN_CASE(7) CHAN_CASE(8) CHAN_CASE(9) CHAN_CASE(10) CHAN_CASE(11) CHAN_CASE(12)
+  }
+}
+
+/* ---- chan for depthwise filters ---- */
+
+/* Input rows [h0, h1) of the 16 channels from d->x on into d->buf's
+ * channel-interleaved padded plane (16 floats per position). */
+TILE_TARGET void chan_dw_fill(const ChanDw *d, int kvalid, int h0, int h1) {
+  for (int h = h0; h < h1; h++) {
+    int row = h + d->pad_h;
+    if (row < 0 || row >= d->rows)
+      continue;
+    for (int w0 = 0; w0 < d->in_w; w0 += 16) {
+      int n = d->in_w - w0 < 16 ? d->in_w - w0 : 16;
+      __mmask16 k = lanes(n);
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++)
+        t[i] = i < kvalid ? _mm512_maskz_loadu_ps(k, d->x + i * d->xs_c + (long long)h * d->xs_h + w0)
+                          : _mm512_setzero_ps();
+      transpose16(t);
+      for (int j = 0; j < n; j++) {
+        int col = w0 + j + d->pad_w;
+        if (col < d->width)
+          _mm512_store_ps(d->buf + ((long long)row * d->width + col) * 16, t[j]);
+      }
+    }
+  }
+}
+
+/* NP positions of output row oh from ow0 on, stride SW across. */
+TILE_TARGET static inline __attribute__((always_inline)) void
+chan_dw_body(const int NP, const int SW, const ChanDw *d, int oh, int ow0, const ChanStore *st) {
+  __m512 acc[CHAN_DW_COLS];
+#pragma GCC unroll 14
+  for (int j = 0; j < NP; j++)
+    acc[j] = _mm512_setzero_ps();
+  const float *base = d->buf + ((long long)oh * d->stride_h * d->width + (long long)ow0 * SW) * 16;
+  for (int t = 0; t < d->taps; t++) {
+    __m512 w = _mm512_load_ps(d->wv + 16 * t);
+    const float *b = base + d->tap_at[t];
+#pragma GCC unroll 14
+    for (int j = 0; j < NP; j++)
+      acc[j] = _mm512_fmadd_ps(_mm512_load_ps(b + 16 * SW * j), w, acc[j]);
+  }
+  chan_store(acc, NP, 0, (long long)oh * d->out_w + ow0, st);
+}
+
+#define CHAN_DW_CASE(NP)                                                                      \
+  case NP:                                                                                    \
+    if (d->stride_w == 1)                                                                     \
+      chan_dw_body(NP, 1, d, oh, ow0, st);                                                    \
+    else                                                                                      \
+      chan_dw_body(NP, 2, d, oh, ow0, st);                                                    \
+    return;
+
+TILE_TARGET void chan_dw_store(const ChanDw *d, int oh, int ow0, int np, const ChanStore *st) {
+  switch (np) {
+    CHAN_DW_CASE(1) CHAN_DW_CASE(2) CHAN_DW_CASE(3) CHAN_DW_CASE(4) CHAN_DW_CASE(5)
+    CHAN_DW_CASE(6) CHAN_DW_CASE(7) CHAN_DW_CASE(8) CHAN_DW_CASE(9) CHAN_DW_CASE(10)
+    CHAN_DW_CASE(11) CHAN_DW_CASE(12) CHAN_DW_CASE(13) CHAN_DW_CASE(14)
+  }
+}
+
 static bool tiles_chosen;
 
 static void choose_tiles(void) {
@@ -171,6 +372,23 @@ void tile_multiply(const float *const *w, int R, const float *const *rows, long 
 void tile_multiply_store(const float *const *w, int R, const float *const *rows, long long p0,
                          long long q0, int ncols, const TileStore *st) {
   (void)w, (void)R, (void)rows, (void)p0, (void)q0, (void)ncols, (void)st;
+}
+
+void chan_pack(const float *w, long long ldw, int kvalid, int nv, int R, float *panel) {
+  (void)w, (void)ldw, (void)kvalid, (void)nv, (void)R, (void)panel;
+}
+
+void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
+                         long long q, long long at, int np, const ChanStore *st) {
+  (void)panel, (void)nv, (void)R, (void)rows, (void)q, (void)at, (void)np, (void)st;
+}
+
+void chan_dw_fill(const ChanDw *d, int kvalid, int h0, int h1) {
+  (void)d, (void)kvalid, (void)h0, (void)h1;
+}
+
+void chan_dw_store(const ChanDw *d, int oh, int ow0, int np, const ChanStore *st) {
+  (void)d, (void)oh, (void)ow0, (void)np, (void)st;
 }
 
 #endif

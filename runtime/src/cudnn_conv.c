@@ -30,6 +30,7 @@
  * HALF and BFLOAT16 tensors have the same engines and workspaces: the call
  * runs the float op over float copies of its operands (conv_half, half.c).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "dnn.h"
@@ -356,6 +357,8 @@ typedef struct ConvOp {
   bool shared_col;       /* channel blocks share one unfolded input (see run_conv) */
   bool packed_out;       /* y (and z) are packed within each channel */
   bool tiles;            /* padded planes and register tiles, no im2col (run_tiles) */
+  bool chan;             /* channels along the vectors (run_chan) */
+  bool chan_dw;          /* the same for a depthwise filter (run_chan_dw) */
   Tensor yt;             /* y's descriptor, to recognise ops on y that can be folded in */
 } ConvOp;
 
@@ -1199,6 +1202,261 @@ static void run_tiles(ConvOp *c) {
   }
 }
 
+/* ---- chan: output channels along the vectors ---- */
+
+/*
+ * The tiles' vectors hold positions, which suits long rows; on the small
+ * planes of a network's late layers the padded rows and the part-filled
+ * vectors waste a quarter of the work or more. There the channels go along
+ * the vectors (chan_multiply_store): each tile is up to CHAN_COLS positions
+ * of one output row, and a row is split into tiles of even length. The
+ * inputs are the tiles' padded planes, or for a plain 1x1 filter the
+ * input's own channel planes.
+ */
+
+/* The epilogue a chan tile applies, or -1 when it cannot (see ChanStore). */
+static int chan_mode(const ConvOp *c) {
+  int mode = clamp_mode(c);
+  if (mode < 0 && c->fused)
+    mode = (int)c->act.mode;
+  bool known = mode == CUDNN_ACTIVATION_IDENTITY || mode == CUDNN_ACTIVATION_RELU ||
+               mode == CUDNN_ACTIVATION_CLIPPED_RELU || mode == KERNEL_ACT_HARD_SWISH ||
+               mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID;
+  return known ? mode : -1;
+}
+
+/* Rows at most this long, twice as long for spatial filters (whose tiles
+ * waste padded columns besides): longer ones fill the tiles' vectors well
+ * and the GEMM's. */
+#define CHAN_MAX_WIDTH 16
+
+static bool chan_fit(const ConvOp *c) {
+  const Geom *g = &c->g;
+  if (g->in[0] != 1 || g->out[0] != 1 || g->ksize[0] != 1 || !tile_available() ||
+      c->depthwise || !c->packed_out || chan_mode(c) < 0)
+    return false;
+  if (patch_size(g) == 1 && !c->direct && g->stride[1] * g->stride[2] == 1)
+    return false; /* a strided input view: the planes would copy it all */
+  const char *want = getenv("OPC_CONV");
+  if (want && strcmp(want, "chan") == 0)
+    return true;
+  if (want && (strcmp(want, "gemm") == 0 || strcmp(want, "tiles") == 0))
+    return false;
+  /* Short filter rows leave too little work per tile to pay for packing
+   * the filters and transposing the results. */
+  int R = g->c / g->groups * patch_size(g);
+  int widest = patch_size(g) > 1 ? 2 * CHAN_MAX_WIDTH : CHAN_MAX_WIDTH;
+  return R >= 128 && g->out[2] <= widest;
+}
+
+typedef struct ChanRun {
+  const ConvOp *c;
+  const float **rows; /* per filter row of group 0: where it reads, for image n */
+  long long group_at; /* floats from one group's reads to the next's */
+  int len;            /* floats from one output row's reads to the next's */
+  int seg, segs;      /* positions per tile (the last of a row may have fewer), tiles per row */
+  int blocks;         /* blocks of 32 output channels per group */
+  long long units;    /* (group, block, tile) triples */
+  int n;
+} ChanRun;
+
+static void chan_store_init(const ConvOp *c, ChanStore *st) {
+  st->alpha = c->alpha;
+  st->alpha2 = c->alpha2;
+  st->mode = chan_mode(c);
+  st->coef = st->mode == CUDNN_ACTIVATION_SWISH ? c->act.swish_beta : c->act.coef;
+}
+
+/* ... and where channels k to k + kvalid - 1 of image n go. */
+static void chan_store_channels(const ConvOp *c, int n, int k, int kvalid, ChanStore *st) {
+  const Geom *g = &c->g;
+  st->y = c->y + n * g->ys[0] + k * g->ys[1];
+  st->ys = g->ys[1];
+  st->z = c->z ? c->z + n * c->zs[0] + k * c->zs[1] : NULL;
+  st->zs = c->zs[1];
+  st->kvalid = kvalid;
+  for (int m = 0; m < 32; m++)
+    st->bias[m] = m < kvalid && c->bias ? c->bias[(k + m) * c->bias_stride] : 0.0f;
+}
+
+/* One part: a run of (group, block, tile) units, blocks outer, so that each
+ * block's filters are packed once per part. */
+static void chan_part(void *ctx, int part, int nparts) {
+  const ChanRun *t = ctx;
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  int kg = g->k / g->groups, R = g->c / g->groups * patch_size(g), OW = g->out[2];
+  long long tiles = (long long)g->out[1] * t->segs;
+  long long u = t->units * part / nparts, u1 = t->units * (part + 1) / nparts;
+  float *panel = scratch(1, (size_t)R * 32 * sizeof(float));
+  if (!panel) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  ChanStore st;
+  chan_store_init(c, &st);
+  while (u < u1) {
+    int grp = (int)(u / tiles / t->blocks), blk = (int)(u / tiles % t->blocks);
+    long long ta = u % tiles, tb = tiles - ta < u1 - u ? tiles : ta + (u1 - u);
+    int k0 = blk * 32, kvalid = kg - k0 < 32 ? kg - k0 : 32, nv = kvalid > 16 ? 2 : 1;
+    chan_pack(c->w + ((long long)grp * kg + k0) * R, R, kvalid, nv, R, panel);
+    chan_store_channels(c, t->n, grp * kg + k0, kvalid, &st);
+    for (long long tile = ta; tile < tb; tile++) {
+      int oh = (int)(tile / t->segs), ow0 = (int)(tile % t->segs) * t->seg;
+      int np = OW - ow0 < t->seg ? OW - ow0 : t->seg;
+      chan_multiply_store(panel, nv, R, t->rows, grp * t->group_at + (long long)oh * t->len + ow0,
+                          (long long)oh * OW + ow0, np, &st);
+    }
+    u += tb - ta;
+  }
+}
+
+static void run_chan(ConvOp *c) {
+  const Geom *g = &c->g;
+  int cg = g->c / g->groups, R = cg * patch_size(g);
+  ChanRun t = {.c = c};
+  int OW = g->out[2];
+  t.segs = (OW + CHAN_COLS - 1) / CHAN_COLS;
+  t.seg = (OW + t.segs - 1) / t.segs;
+  t.segs = (OW + t.seg - 1) / t.seg;
+  t.blocks = (g->k / g->groups + 31) / 32;
+  t.units = (long long)g->groups * t.blocks * g->out[1] * t.segs;
+  long long fmas = (long long)g->k * R * out_positions(g);
+  int parts = pool_parts(fmas, 1 << 18);
+  if (parts > pool_threads())
+    parts = pool_threads(); /* more parts would pack the same filters again */
+  if (parts > t.units)
+    parts = (int)t.units;
+  TileRun planes = {.c = c, .p = planes_of(g)};
+  size_t floats = c->direct ? 0 : (size_t)g->c * planes.p.slice + planes.p.len;
+  size_t plane_bytes = round256(floats * sizeof(float));
+  char *buf = scratch(0, plane_bytes + R * sizeof(float *));
+  if (!buf) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  t.rows = (const float **)(buf + plane_bytes);
+  if (c->direct) {
+    t.len = g->in[2];
+    t.group_at = (long long)cg * g->xs[1];
+  } else {
+    planes.planes = (float *)buf;
+    planes.rows = t.rows;
+    memset(planes.planes + floats - planes.p.len, 0, planes.p.len * sizeof(float));
+    tap_rows(&planes);
+    t.len = planes.p.len;
+    t.group_at = (long long)cg * planes.p.slice;
+  }
+  int slices = 2 * pool_threads() < g->c ? 2 * pool_threads() : g->c;
+  for (t.n = 0; t.n < g->n; t.n++) {
+    if (c->direct)
+      for (int r = 0; r < R; r++)
+        t.rows[r] = c->x + t.n * g->xs[0] + r * g->xs[1];
+    else {
+      planes.n = t.n;
+      pool_run(planes_part, &planes, slices);
+    }
+    pool_run(chan_part, &t, parts);
+  }
+}
+
+/* ---- chan for depthwise filters ---- */
+
+/*
+ * A depthwise channel is little work for the position vectors of dw_rows:
+ * a 7x7 output fills 7 of 8 lanes, and filling its padded plane costs as
+ * much as the sums. Instead 16 channels go along the vectors (chan_dw_store): their input is transposed into one padded plane
+ * of 16-float positions, each tap of each output is one aligned load, and
+ * the results are transposed back through the epilogue.
+ */
+#define CHAN_DW_MAX_BYTES (4 << 20)
+
+static bool chan_dw_fit(const ConvOp *c) {
+  const Geom *g = &c->g;
+  if (g->in[0] != 1 || g->out[0] != 1 || g->ksize[0] != 1 || !tile_available() ||
+      !c->depthwise || g->k != g->c || !c->packed_out || chan_mode(c) < 0 || g->xs[4] != 1 ||
+      g->stride[2] > 2)
+    return false;
+  const char *want = getenv("OPC_CONV");
+  if (want && strcmp(want, "chan") == 0)
+    return true;
+  if (want && (strcmp(want, "gemm") == 0 || strcmp(want, "tiles") == 0))
+    return false;
+  /* Faster at every size measured (7x7 to 112x112), but the interleaved
+   * plane of a large image would no longer stay in cache. */
+  long long rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
+  long long width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
+  return rows * width * 16 * sizeof(float) <= CHAN_DW_MAX_BYTES;
+}
+
+typedef struct ChanDwRun {
+  const ConvOp *c;
+  Planes p;
+  long long tap_at[DW_MAX_TAPS];
+  int blocks;       /* blocks of 16 channels */
+  int seg, segs;    /* as ChanRun's */
+} ChanDwRun;
+
+/* One part: a range of (image, block) pairs. */
+static void chan_dw_part(void *ctx, int part, int nparts) {
+  const ChanDwRun *t = ctx;
+  const ConvOp *c = t->c;
+  const Geom *g = &c->g;
+  int taps = patch_size(g);
+  long long units = (long long)g->n * t->blocks;
+  long long u0 = units * part / nparts, u1 = units * (part + 1) / nparts;
+  size_t plane_bytes = (size_t)t->p.rows * t->p.width * 16 * sizeof(float);
+  float *buf = scratch(0, plane_bytes);
+  float *wv = scratch(1, (size_t)taps * 16 * sizeof(float));
+  if (!buf || !wv) {
+    rt_fail_async(c->op.api);
+    return;
+  }
+  memset(buf, 0, plane_bytes);
+  ChanDw d = {.xs_c = g->xs[1], .xs_h = g->xs[3], .in_w = g->in[2], .pad_h = g->pad[1],
+              .pad_w = g->pad[2], .rows = t->p.rows, .width = t->p.width, .buf = buf, .wv = wv,
+              .tap_at = t->tap_at, .taps = taps, .stride_h = g->stride[1],
+              .stride_w = g->stride[2], .out_w = g->out[2]};
+  ChanStore st;
+  chan_store_init(c, &st);
+  for (long long u = u0; u < u1; u++) {
+    int n = (int)(u / t->blocks), c0 = (int)(u % t->blocks) * 16;
+    int kvalid = g->c - c0 < 16 ? g->c - c0 : 16;
+    d.x = c->x + n * g->xs[0] + c0 * g->xs[1];
+    chan_dw_fill(&d, kvalid, 0, g->in[1]);
+    for (int tap = 0; tap < taps; tap++)
+      for (int i = 0; i < 16; i++)
+        wv[16 * tap + i] = i < kvalid ? c->w[(long long)(c0 + i) * taps + tap] : 0.0f;
+    chan_store_channels(c, n, c0, kvalid, &st);
+    for (int oh = 0; oh < g->out[1]; oh++)
+      for (int ow0 = 0; ow0 < g->out[2]; ow0 += t->seg) {
+        int np = g->out[2] - ow0 < t->seg ? g->out[2] - ow0 : t->seg;
+        chan_dw_store(&d, oh, ow0, np, &st);
+      }
+  }
+}
+
+static void run_chan_dw(ConvOp *c) {
+  const Geom *g = &c->g;
+  ChanDwRun t = {.c = c, .p = planes_of(g), .blocks = (g->c + 15) / 16};
+  /* planes_of's rows and width are those the taps reach, for any stride. */
+  t.p.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
+  t.p.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
+  int KH = g->ksize[1], KW = g->ksize[2];
+  for (int kh = 0; kh < KH; kh++)
+    for (int kw = 0; kw < KW; kw++) {
+      int dh = (g->flip ? KH - 1 - kh : kh) * g->dil[1];
+      int dw = (g->flip ? KW - 1 - kw : kw) * g->dil[2];
+      t.tap_at[kh * KW + kw] = ((long long)dh * t.p.width + dw) * 16;
+    }
+  int OW = g->out[2];
+  int segs = (OW + CHAN_DW_COLS - 1) / CHAN_DW_COLS;
+  t.seg = (OW + segs - 1) / segs;
+  long long units = (long long)g->n * t.blocks;
+  int parts = pool_parts(units * 16 * out_positions(g) * patch_size(g), 1 << 15);
+  pool_run(chan_dw_part, &t, parts < units ? parts : (int)units);
+}
+
 /*
  * Folds a per-channel bias addition onto y, then an in-place activation of
  * y, into the epilogue (AbsorbFn): y = act(alpha v + bias) in one pass,
@@ -1238,8 +1496,16 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
 
 static void run_conv(Op *op) {
   ConvOp *c = (ConvOp *)op;
+  if (c->chan && chan_mode(c) >= 0) { /* an absorbed activation may be one it lacks */
+    run_chan(c);
+    return;
+  }
   if (c->tiles) {
     run_tiles(c);
+    return;
+  }
+  if (c->chan_dw && chan_mode(c) >= 0) {
+    run_chan_dw(c);
     return;
   }
   if (c->depthwise) {
@@ -1365,6 +1631,8 @@ static ConvOp *conv_op(const char *api, const Geom *g, float alpha, const void *
               g->xs[3] == g->in[2] && (g->in[0] == 1 || g->xs[2] == (long long)g->in[1] * g->in[2]);
   c->packed_out = packed_positions(g, g->ys) && (!c->z || packed_positions(g, c->zs));
   c->tiles = !c->depthwise && c->packed_out && tiles_fit(g);
+  c->chan = chan_fit(c);
+  c->chan_dw = chan_dw_fit(c);
   c->shared_col = !c->tiles && !c->direct && !c->depthwise && c->mblocks > 1 &&
                   column_bytes_whole(g) <= SHARED_COLUMN_MAX;
   if (c->shared_col)

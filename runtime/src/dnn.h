@@ -360,6 +360,69 @@ typedef struct TileStore {
 void tile_multiply_store(const float *const *w, int R, const float *const *rows, long long p0,
                          long long q0, int ncols, const TileStore *st);
 
+/* ---- chan: output channels along the vectors (conv_tile.c) ---- */
+
+/*
+ * Where the tiles pay for the extra positions of their padded rows (a
+ * third more on a 7x7 plane) and for vectors of positions that a short
+ * plane does not fill, the output channels go along the vectors instead:
+ * 16 or 32 channels by up to CHAN_COLS positions of one output row, each
+ * input value broadcast. The filters are first packed for each block of
+ * channels into a panel of R rows of 16 nv floats (chan_pack), reused by
+ * every tile of the plane; the results are transposed in registers to
+ * reach y's channel planes.
+ */
+#define CHAN_COLS 12
+
+/* Where a chan tile's results go: y = act(alpha v + bias + alpha2 z), act
+ * IDENTITY, RELU, CLIPPED_RELU (at coef), KERNEL_ACT_HARD_SWISH, SWISH
+ * (beta coef) or SIGMOID. y, z: channel k0's plane of the image. */
+typedef struct ChanStore {
+  float *y;
+  const float *z; /* NULL without a residual */
+  long long ys, zs; /* between channels */
+  float bias[32];   /* channels k0 to k0 + 31 */
+  float alpha, alpha2, coef;
+  int mode;
+  int kvalid;       /* channels from k0 on that exist */
+} ChanStore;
+
+/* panel[r][16 v + i] = w[(16 v + i) ldw + r] for i < kvalid - 16 v, else 0;
+ * v < nv (1 or 2), r < R. */
+void chan_pack(const float *w, long long ldw, int kvalid, int nv, int R, float *panel);
+/* For positions j < np (1 to CHAN_COLS): sum over r < R of
+ * panel[r][c] * rows[r][q + j], through st's epilogue to y[c][at + j]. */
+void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
+                         long long q, long long at, int np, const ChanStore *st);
+
+/*
+ * A depthwise filter on 16 channels along the vectors: their input is
+ * transposed into one zero-padded plane of 16-float positions (buf), so
+ * that every tap of every output is one aligned vector, whatever the
+ * stride; an output tile is up to CHAN_DW_COLS positions of one row.
+ */
+#define CHAN_DW_COLS 14
+
+typedef struct ChanDw {
+  const float *x;          /* the first channel's input plane */
+  long long xs_c, xs_h;    /* between channels and rows; columns are packed */
+  int in_w;
+  int pad_h, pad_w;        /* input (h, w) is at buf's row h + pad_h, column w + pad_w */
+  int rows, width;         /* buf's rows and columns: those the taps reach */
+  float *buf;              /* rows * width * 16 floats, 64-byte aligned, padding zeroed */
+  const float *wv;         /* taps * 16: tap t's weight for each channel, 64-byte aligned */
+  const long long *tap_at; /* tap t's offset into buf, in floats */
+  int taps;
+  int stride_h, stride_w;  /* stride_w 1 or 2 */
+  int out_w;
+} ChanDw;
+
+/* Input rows [h0, h1) of channels 0 to kvalid - 1 (the rest zero) into buf. */
+void chan_dw_fill(const ChanDw *d, int kvalid, int h0, int h1);
+/* Output row oh, positions ow0 to ow0 + np - 1 (np 1 to CHAN_DW_COLS),
+ * of the 16 channels through st's epilogue (st: channel 0 of the 16). */
+void chan_dw_store(const ChanDw *d, int oh, int ow0, int np, const ChanStore *st);
+
 /* ---- the walker: parallel loops over strided tensors ---- */
 
 #define WALK_OPS 4

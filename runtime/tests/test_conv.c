@@ -436,6 +436,27 @@ static void three_by_three_cases(void) {
     }
 }
 
+/*
+ * The small planes where the output channels go along the vectors (chan
+ * in cudnn_conv.c): channel counts that leave part-filled blocks of 32 and
+ * of 16, filter rows not a multiple of 16, rows split into two tiles,
+ * strides, and 1x1 filters read in place and strided.
+ */
+static void chan_cases(void) {
+  int shapes[][6] = {/* c, k, h, w, filter, stride */
+                     {33, 40, 14, 14, 3, 2}, {17, 50, 9, 15, 3, 1}, {144, 72, 7, 7, 1, 1},
+                     {130, 24, 13, 13, 1, 2}, {6, 97, 16, 16, 5, 1}, {64, 16, 8, 8, 3, 1}};
+  for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+    Case t = base_case(2);
+    t.n = 1 + i % 2, t.c = shapes[i][0], t.k = shapes[i][1];
+    t.in[1] = shapes[i][2], t.in[2] = shapes[i][3];
+    t.ks[1] = t.ks[2] = shapes[i][4], t.pad[1] = t.pad[2] = shapes[i][4] / 2;
+    t.stride[1] = t.stride[2] = shapes[i][5];
+    t.flip = i % 2 == 1;
+    run_forward(&t);
+  }
+}
+
 /* ---- fused bias, residual and activation ---- */
 
 static float act_ref(cudnnActivationMode_t m, float v, float coef) {
@@ -1008,6 +1029,7 @@ int main(void) {
   depthwise_cases();
   channel_split_cases();
   three_by_three_cases();
+  chan_cases();
   cudnnActivationMode_t modes[] = {CUDNN_ACTIVATION_IDENTITY, CUDNN_ACTIVATION_RELU,
                                    CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_ACTIVATION_SIGMOID,
                                    CUDNN_ACTIVATION_TANH};
