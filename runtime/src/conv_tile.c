@@ -53,7 +53,30 @@ static inline int segments(long long qa, int valid, int wq, int ow, Segment *seg
   return n;
 }
 
-/* y = clamp(alpha acc + bias + alpha2 z) for one channel's vector. */
+/* The activation of the tiles' epilogues (see TileStore). max and min give
+ * their second operand for NaN: a NaN becomes 0, as `v > 0 ? v : 0` makes
+ * it. */
+TILE_TARGET static inline __attribute__((always_inline)) __m512
+vector_activate(__m512 r, int mode, float coef) {
+  switch (mode) {
+  case CUDNN_ACTIVATION_RELU:
+    return _mm512_max_ps(r, _mm512_setzero_ps());
+  case CUDNN_ACTIVATION_CLIPPED_RELU:
+    return _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), _mm512_set1_ps(coef));
+  case KERNEL_ACT_HARD_SWISH: {
+    __m512 t = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
+    return _mm512_mul_ps(r, t);
+  }
+  case CUDNN_ACTIVATION_SWISH:
+    return (__m512)swish16((F16)r, coef);
+  case CUDNN_ACTIVATION_SIGMOID:
+    return (__m512)sigmoid16((F16)r);
+  }
+  return r;
+}
+
+/* y = act(alpha acc + bias + alpha2 z) for one channel's vector. */
 TILE_TARGET static inline __attribute__((always_inline)) void
 store_vector(__m512 acc, int m, const Segment *seg, int nseg, const TileStore *st) {
   __m512 r = _mm512_fmadd_ps(acc, _mm512_set1_ps(st->alpha), _mm512_set1_ps(st->bias[m]));
@@ -62,13 +85,7 @@ store_vector(__m512 acc, int m, const Segment *seg, int nseg, const TileStore *s
     if (st->z[m])
       v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(seg[i].k, st->z[m] + seg[i].at),
                           _mm512_set1_ps(st->alpha2), v);
-    /* max and min give their second operand for NaN: a NaN becomes 0, as
-     * `v > 0 ? v : 0` makes it. */
-    if (st->mode == CUDNN_ACTIVATION_RELU)
-      v = _mm512_max_ps(v, _mm512_setzero_ps());
-    else if (st->mode == CUDNN_ACTIVATION_CLIPPED_RELU)
-      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(st->top));
-    _mm512_mask_storeu_ps(st->y[m] + seg[i].at, seg[i].k, v);
+    _mm512_mask_storeu_ps(st->y[m] + seg[i].at, seg[i].k, vector_activate(v, st->mode, st->coef));
   }
 }
 
@@ -187,27 +204,6 @@ TILE_TARGET void chan_pack(const float *w, long long ldw, int kvalid, int nv, in
     }
 }
 
-/* The epilogue on one channel's NP positions (the lanes of k). */
-TILE_TARGET static inline __attribute__((always_inline)) __m512
-chan_activate(__m512 r, const ChanStore *st) {
-  switch (st->mode) {
-  case CUDNN_ACTIVATION_RELU:
-    return _mm512_max_ps(r, _mm512_setzero_ps());
-  case CUDNN_ACTIVATION_CLIPPED_RELU:
-    return _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()), _mm512_set1_ps(st->coef));
-  case KERNEL_ACT_HARD_SWISH: {
-    __m512 t = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
-    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
-    return _mm512_mul_ps(r, t);
-  }
-  case CUDNN_ACTIVATION_SWISH:
-    return (__m512)swish16((F16)r, st->coef);
-  case CUDNN_ACTIVATION_SIGMOID:
-    return (__m512)sigmoid16((F16)r);
-  }
-  return r;
-}
-
 /* Channels ch0 to ch0 + 15 at NP positions (acc[j]: position j's 16
  * channels) through st's epilogue to y[ch][at + j]. */
 TILE_TARGET static inline __attribute__((always_inline)) void
@@ -226,7 +222,7 @@ chan_store(const __m512 *acc, const int NP, int ch0, long long at, const ChanSto
     __m512 r = t[m];
     if (st->z)
       r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, st->z + ch * st->zs + at), alpha2, r);
-    _mm512_mask_storeu_ps(st->y + ch * st->ys + at, k, chan_activate(r, st));
+    _mm512_mask_storeu_ps(st->y + ch * st->ys + at, k, vector_activate(r, st->mode, st->coef));
   }
 }
 

@@ -519,6 +519,19 @@ static int clamp_mode(const ConvOp *c) {
   return clamp ? mode : -1;
 }
 
+/* The epilogue the register tiles apply as they store (the clamps, hard
+ * swish, swish and sigmoid: see TileStore and ChanStore), or -1 when it is
+ * another activation or a plain convolution that adds beta y. */
+static int store_mode(const ConvOp *c) {
+  int mode = clamp_mode(c);
+  if (mode < 0 && c->fused)
+    mode = (int)c->act.mode;
+  bool known = mode == CUDNN_ACTIVATION_IDENTITY || mode == CUDNN_ACTIVATION_RELU ||
+               mode == CUDNN_ACTIVATION_CLIPPED_RELU || mode == KERNEL_ACT_HARD_SWISH ||
+               mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID;
+  return known ? mode : -1;
+}
+
 /*
  * Writes one channel's block of results v (in place in the scratch row):
  * y = act(alpha v + bias + alpha2 z) for the fused form, else
@@ -1085,20 +1098,20 @@ static void write_tile(const TileRun *t, int ch0, int mrows, long long q0, int n
   }
 }
 
-/* Where a tile whose epilogue is a clamp stores (see TileStore): the
+/* Where a tile that applies its epilogue itself stores (see TileStore): the
  * scalars, once per part. */
-static void clamp_store_init(const TileRun *t, int mode, TileStore *st) {
+static void tile_store_init(const TileRun *t, int mode, TileStore *st) {
   const ConvOp *c = t->c;
   st->mode = mode;
   st->alpha = c->alpha;
   st->alpha2 = c->alpha2;
-  st->top = c->act.coef;
+  st->coef = mode == CUDNN_ACTIVATION_SWISH ? c->act.swish_beta : c->act.coef;
   st->wq = t->p.len;
   st->ow = c->g.out[2];
 }
 
 /* ... and the planes of channels ch0 to ch0 + mrows - 1. */
-static void clamp_store_channels(const TileRun *t, int ch0, int mrows, TileStore *st) {
+static void tile_store_channels(const TileRun *t, int ch0, int mrows, TileStore *st) {
   const ConvOp *c = t->c;
   const Geom *g = &c->g;
   for (int m = 0; m < TILE_ROWS; m++) {
@@ -1124,10 +1137,10 @@ static void tile_part(void *ctx, int part, int nparts) {
   long long pb0 = np * pi / t->pparts, pb1 = np * (pi + 1) / t->pparts;
   int mb0 = nm * mi / t->mparts, mb1 = nm * (mi + 1) / t->mparts;
   float tile[TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
-  int mode = clamp_mode(t->c);
+  int mode = store_mode(t->c);
   TileStore st;
   if (mode >= 0)
-    clamp_store_init(t, mode, &st);
+    tile_store_init(t, mode, &st);
   for (int grp = 0; grp < g->groups; grp++)
     for (long long pb = pb0; pb < pb1; pb++) {
       long long q0 = pb * t->cols;
@@ -1140,7 +1153,7 @@ static void tile_part(void *ctx, int part, int nparts) {
           w[m] = t->c->w + ((long long)grp * kg + m0 + (m < mrows ? m : mrows - 1)) * R;
         long long p0 = grp * cg * t->p.slice + q0;
         if (mode >= 0) {
-          clamp_store_channels(t, grp * kg + m0, mrows, &st);
+          tile_store_channels(t, grp * kg + m0, mrows, &st);
           tile_multiply_store(w, R, t->rows, p0, q0, ncols, &st);
         } else {
           tile_multiply(w, R, t->rows, p0, ncols, tile);
@@ -1214,17 +1227,6 @@ static void run_tiles(ConvOp *c) {
  * input's own channel planes.
  */
 
-/* The epilogue a chan tile applies, or -1 when it cannot (see ChanStore). */
-static int chan_mode(const ConvOp *c) {
-  int mode = clamp_mode(c);
-  if (mode < 0 && c->fused)
-    mode = (int)c->act.mode;
-  bool known = mode == CUDNN_ACTIVATION_IDENTITY || mode == CUDNN_ACTIVATION_RELU ||
-               mode == CUDNN_ACTIVATION_CLIPPED_RELU || mode == KERNEL_ACT_HARD_SWISH ||
-               mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID;
-  return known ? mode : -1;
-}
-
 /* Rows at most this long, twice as long for spatial filters (whose tiles
  * waste padded columns besides): longer ones fill the tiles' vectors well
  * and the GEMM's. */
@@ -1233,7 +1235,7 @@ static int chan_mode(const ConvOp *c) {
 static bool chan_fit(const ConvOp *c) {
   const Geom *g = &c->g;
   if (g->in[0] != 1 || g->out[0] != 1 || g->ksize[0] != 1 || !tile_available() ||
-      c->depthwise || !c->packed_out || chan_mode(c) < 0)
+      c->depthwise || !c->packed_out || store_mode(c) < 0)
     return false;
   if (patch_size(g) == 1 && !c->direct && g->stride[1] * g->stride[2] == 1)
     return false; /* a strided input view: the planes would copy it all */
@@ -1263,7 +1265,7 @@ typedef struct ChanRun {
 static void chan_store_init(const ConvOp *c, ChanStore *st) {
   st->alpha = c->alpha;
   st->alpha2 = c->alpha2;
-  st->mode = chan_mode(c);
+  st->mode = store_mode(c);
   st->coef = st->mode == CUDNN_ACTIVATION_SWISH ? c->act.swish_beta : c->act.coef;
 }
 
@@ -1374,7 +1376,7 @@ static void run_chan(ConvOp *c) {
 static bool chan_dw_fit(const ConvOp *c) {
   const Geom *g = &c->g;
   if (g->in[0] != 1 || g->out[0] != 1 || g->ksize[0] != 1 || !tile_available() ||
-      !c->depthwise || g->k != g->c || !c->packed_out || chan_mode(c) < 0 || g->xs[4] != 1 ||
+      !c->depthwise || g->k != g->c || !c->packed_out || store_mode(c) < 0 || g->xs[4] != 1 ||
       g->stride[2] > 2)
     return false;
   const char *want = getenv("OPC_CONV");
@@ -1496,7 +1498,7 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
 
 static void run_conv(Op *op) {
   ConvOp *c = (ConvOp *)op;
-  if (c->chan && chan_mode(c) >= 0) { /* an absorbed activation may be one it lacks */
+  if (c->chan && store_mode(c) >= 0) { /* an absorbed activation may be one it lacks */
     run_chan(c);
     return;
   }
@@ -1504,7 +1506,7 @@ static void run_conv(Op *op) {
     run_tiles(c);
     return;
   }
-  if (c->chan_dw && chan_mode(c) >= 0) {
+  if (c->chan_dw && store_mode(c) >= 0) {
     run_chan_dw(c);
     return;
   }

@@ -342,15 +342,16 @@ bool tile_available(void);
 void tile_multiply(const float *const *w, int R, const float *const *rows, long long p0,
                    int ncols, float *out);
 
-/* Where a tile's results go when the convolution's epilogue is a clamp:
- * y = act(alpha v + bias + alpha2 z), act IDENTITY, RELU or CLIPPED_RELU
- * (at top), each channel's plane packed, position q of the tile's plane
+/* Where a tile's results go when the convolution's epilogue is one the
+ * tiles apply themselves: y = act(alpha v + bias + alpha2 z), act IDENTITY,
+ * RELU, CLIPPED_RELU (at coef), KERNEL_ACT_HARD_SWISH, SWISH (beta coef) or
+ * SIGMOID, each channel's plane packed, position q of the tile's plane
  * (rows of wq) being output (q / wq, q % wq) and dropped when q % wq >= ow. */
 typedef struct TileStore {
   float *y[TILE_ROWS];       /* NULL for channels past the last */
   const float *z[TILE_ROWS]; /* NULL without a residual */
   float bias[TILE_ROWS];
-  float alpha, alpha2, top;
+  float alpha, alpha2, coef;
   int mode;
   int wq, ow;
 } TileStore;
