@@ -1262,7 +1262,7 @@ typedef struct ChanRun {
   int n;
 } ChanRun;
 
-static void chan_store_init(const ConvOp *c, ChanStore *st) {
+static void store_init(const ConvOp *c, ChanStore *st) {
   st->alpha = c->alpha;
   st->alpha2 = c->alpha2;
   st->mode = store_mode(c);
@@ -1270,7 +1270,7 @@ static void chan_store_init(const ConvOp *c, ChanStore *st) {
 }
 
 /* ... and where channels k to k + kvalid - 1 of image n go. */
-static void chan_store_channels(const ConvOp *c, int n, int k, int kvalid, ChanStore *st) {
+static void store_channels(const ConvOp *c, int n, int k, int kvalid, ChanStore *st) {
   const Geom *g = &c->g;
   st->y = c->y + n * g->ys[0] + k * g->ys[1];
   st->ys = g->ys[1];
@@ -1296,13 +1296,13 @@ static void chan_part(void *ctx, int part, int nparts) {
     return;
   }
   ChanStore st;
-  chan_store_init(c, &st);
+  store_init(c, &st);
   while (u < u1) {
     int grp = (int)(u / tiles / t->blocks), blk = (int)(u / tiles % t->blocks);
     long long ta = u % tiles, tb = tiles - ta < u1 - u ? tiles : ta + (u1 - u);
     int k0 = blk * 32, kvalid = kg - k0 < 32 ? kg - k0 : 32, nv = kvalid > 16 ? 2 : 1;
     chan_pack(c->w + ((long long)grp * kg + k0) * R, R, kvalid, nv, R, panel);
-    chan_store_channels(c, t->n, grp * kg + k0, kvalid, &st);
+    store_channels(c, t->n, grp * kg + k0, kvalid, &st);
     for (long long tile = ta; tile < tb; tile++) {
       int oh = (int)(tile / t->segs), ow0 = (int)(tile % t->segs) * t->seg;
       int np = OW - ow0 < t->seg ? OW - ow0 : t->seg;
@@ -1393,46 +1393,71 @@ static bool chan_dw_fit(const ConvOp *c) {
 
 typedef struct ChanDwRun {
   const ConvOp *c;
-  Planes p;
+  int rows, width;  /* the padded plane's rows and columns that the taps reach */
   long long tap_at[DW_MAX_TAPS];
   int blocks;       /* blocks of 16 channels */
-  int seg, segs;    /* as ChanRun's */
+  int bands;        /* bands of output rows per block: more parts than blocks */
+  int seg;          /* positions per tile (the last of a row may have fewer) */
 } ChanDwRun;
 
-/* One part: a range of (image, block) pairs. */
+/* Writes the plane's rows [r0, r1) for channels 0 to kvalid - 1 of d->x:
+ * the input where it lies, zeros around it. */
+static void chan_dw_rows(const ChanDw *d, const Geom *g, int kvalid, int r0, int r1) {
+  size_t row_bytes = (size_t)d->width * 16 * sizeof(float);
+  int lo = d->pad_w < d->width ? d->pad_w : d->width;
+  int hi = d->pad_w + d->in_w < d->width ? d->pad_w + d->in_w : d->width;
+  for (int r = r0; r < r1; r++) {
+    float *row = d->buf + (long long)r * d->width * 16;
+    int h = r - d->pad_h;
+    if (h < 0 || h >= g->in[1]) {
+      memset(row, 0, row_bytes);
+      continue;
+    }
+    memset(row, 0, (size_t)lo * 16 * sizeof(float));
+    memset(row + (long long)hi * 16, 0, (size_t)(d->width - hi) * 16 * sizeof(float));
+  }
+  int h0 = r0 - d->pad_h > 0 ? r0 - d->pad_h : 0;
+  int h1 = r1 - d->pad_h < g->in[1] ? r1 - d->pad_h : g->in[1];
+  if (h0 < h1)
+    chan_dw_fill(d, kvalid, h0, h1);
+}
+
+/* One part: a range of (image, block, band) triples. Each fills the plane
+ * rows its band of output rows reads, in a plane of its own. */
 static void chan_dw_part(void *ctx, int part, int nparts) {
   const ChanDwRun *t = ctx;
   const ConvOp *c = t->c;
   const Geom *g = &c->g;
-  int taps = patch_size(g);
-  long long units = (long long)g->n * t->blocks;
+  int taps = patch_size(g), OH = g->out[1], OW = g->out[2];
+  long long units = (long long)g->n * t->blocks * t->bands;
   long long u0 = units * part / nparts, u1 = units * (part + 1) / nparts;
-  size_t plane_bytes = (size_t)t->p.rows * t->p.width * 16 * sizeof(float);
-  float *buf = scratch(0, plane_bytes);
+  float *buf = scratch(0, (size_t)t->rows * t->width * 16 * sizeof(float));
   float *wv = scratch(1, (size_t)taps * 16 * sizeof(float));
   if (!buf || !wv) {
     rt_fail_async(c->op.api);
     return;
   }
-  memset(buf, 0, plane_bytes);
   ChanDw d = {.xs_c = g->xs[1], .xs_h = g->xs[3], .in_w = g->in[2], .pad_h = g->pad[1],
-              .pad_w = g->pad[2], .rows = t->p.rows, .width = t->p.width, .buf = buf, .wv = wv,
+              .pad_w = g->pad[2], .rows = t->rows, .width = t->width, .buf = buf, .wv = wv,
               .tap_at = t->tap_at, .taps = taps, .stride_h = g->stride[1],
-              .stride_w = g->stride[2], .out_w = g->out[2]};
+              .stride_w = g->stride[2], .out_w = OW};
   ChanStore st;
-  chan_store_init(c, &st);
+  store_init(c, &st);
+  int reach = (g->ksize[1] - 1) * g->dil[1] + 1; /* plane rows one output row reads */
   for (long long u = u0; u < u1; u++) {
-    int n = (int)(u / t->blocks), c0 = (int)(u % t->blocks) * 16;
+    int band = (int)(u % t->bands), blk = (int)(u / t->bands % t->blocks);
+    int n = (int)(u / t->bands / t->blocks), c0 = blk * 16;
+    int oh0 = OH * band / t->bands, oh1 = OH * (band + 1) / t->bands;
     int kvalid = g->c - c0 < 16 ? g->c - c0 : 16;
     d.x = c->x + n * g->xs[0] + c0 * g->xs[1];
-    chan_dw_fill(&d, kvalid, 0, g->in[1]);
+    chan_dw_rows(&d, g, kvalid, oh0 * g->stride[1], (oh1 - 1) * g->stride[1] + reach);
     for (int tap = 0; tap < taps; tap++)
       for (int i = 0; i < 16; i++)
         wv[16 * tap + i] = i < kvalid ? c->w[(long long)(c0 + i) * taps + tap] : 0.0f;
-    chan_store_channels(c, n, c0, kvalid, &st);
-    for (int oh = 0; oh < g->out[1]; oh++)
-      for (int ow0 = 0; ow0 < g->out[2]; ow0 += t->seg) {
-        int np = g->out[2] - ow0 < t->seg ? g->out[2] - ow0 : t->seg;
+    store_channels(c, n, c0, kvalid, &st);
+    for (int oh = oh0; oh < oh1; oh++)
+      for (int ow0 = 0; ow0 < OW; ow0 += t->seg) {
+        int np = OW - ow0 < t->seg ? OW - ow0 : t->seg;
         chan_dw_store(&d, oh, ow0, np, &st);
       }
   }
@@ -1440,22 +1465,29 @@ static void chan_dw_part(void *ctx, int part, int nparts) {
 
 static void run_chan_dw(ConvOp *c) {
   const Geom *g = &c->g;
-  ChanDwRun t = {.c = c, .p = planes_of(g), .blocks = (g->c + 15) / 16};
-  /* planes_of's rows and width are those the taps reach, for any stride. */
-  t.p.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
-  t.p.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
+  ChanDwRun t = {.c = c, .blocks = (g->c + 15) / 16};
+  t.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
+  t.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
   int KH = g->ksize[1], KW = g->ksize[2];
   for (int kh = 0; kh < KH; kh++)
     for (int kw = 0; kw < KW; kw++) {
       int dh = (g->flip ? KH - 1 - kh : kh) * g->dil[1];
       int dw = (g->flip ? KW - 1 - kw : kw) * g->dil[2];
-      t.tap_at[kh * KW + kw] = ((long long)dh * t.p.width + dw) * 16;
+      t.tap_at[kh * KW + kw] = ((long long)dh * t.width + dw) * 16;
     }
   int OW = g->out[2];
   int segs = (OW + CHAN_DW_COLS - 1) / CHAN_DW_COLS;
   t.seg = (OW + segs - 1) / segs;
-  long long units = (long long)g->n * t.blocks;
-  int parts = pool_parts(units * 16 * out_positions(g) * patch_size(g), 1 << 15);
+  long long blocks = (long long)g->n * t.blocks;
+  int parts = pool_parts(blocks * 16 * out_positions(g) * patch_size(g), 1 << 15);
+  /* Too few blocks to share out evenly: bands of rows too, each refilling
+   * the few plane rows it shares with its neighbours. */
+  t.bands = 1;
+  if (blocks < 4LL * pool_threads() && parts > blocks) {
+    long long want = (parts + blocks - 1) / blocks;
+    t.bands = (int)(want < g->out[1] ? want : g->out[1]);
+  }
+  long long units = blocks * t.bands;
   pool_run(chan_dw_part, &t, parts < units ? parts : (int)units);
 }
 

@@ -386,6 +386,13 @@ static void depthwise_cases(void) {
   t.n = 1, t.c = 1, t.k = 32, t.in[1] = 30, t.in[2] = 31, t.ks[1] = t.ks[2] = 3;
   t.pad[1] = t.pad[2] = 1, t.layout = 2;
   run_forward(&t);
+  /* One block of 16 channels over many rows, split across threads by bands
+   * of rows (chan_dw), 5x5 with stride 2 and padding that the last band
+   * reads. */
+  t = base_case(2);
+  t.n = 1, t.c = t.groups = 16, t.k = 16, t.in[1] = 61, t.in[2] = 33;
+  t.ks[1] = t.ks[2] = 5, t.pad[1] = t.pad[2] = 2, t.stride[1] = t.stride[2] = 2;
+  run_forward(&t);
   /* A big depthwise layer, split across threads by channel ranges. */
   t = base_case(2);
   t.n = 1, t.c = t.groups = 96, t.k = 96, t.in[1] = t.in[2] = 56, t.ks[1] = t.ks[2] = 3;
