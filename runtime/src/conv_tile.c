@@ -229,26 +229,27 @@ chan_store(const __m512 *acc, const int NP, int ch0, long long at, const ChanSto
 /* NV vectors of 16 channels by NP positions; the loops unroll fully so
  * that GCC keeps the accumulators in registers. */
 TILE_TARGET static inline __attribute__((always_inline)) void
-chan_body(const int NV, const int NP, const float *panel, int R, const float *const *rows,
-          long long q, long long at, const ChanStore *st) {
+chan_body(const int NV, const int NP, const float *panel, const ChanRows *rs,
+          const float *const *rows, long long q, long long at, const ChanStore *st) {
   __m512 acc[2][CHAN_COLS];
 #pragma GCC unroll 2
   for (int v = 0; v < NV; v++)
 #pragma GCC unroll 12
     for (int j = 0; j < NP; j++)
       acc[v][j] = _mm512_setzero_ps();
-  for (int r = 0; r < R; r++) {
-    const float *b = rows[r] + q;
-    __m512 w0 = _mm512_loadu_ps(panel + (long long)r * 16 * NV);
-    __m512 w1 = NV > 1 ? _mm512_loadu_ps(panel + (long long)r * 16 * NV + 16) : w0;
+  for (int i = 0; i < rs->runs; i++)
+    for (int r = rs->first + i * rs->stride, r1 = r + rs->len; r < r1; r++) {
+      const float *b = rows[r] + q;
+      __m512 w0 = _mm512_loadu_ps(panel + (long long)r * 16 * NV);
+      __m512 w1 = NV > 1 ? _mm512_loadu_ps(panel + (long long)r * 16 * NV + 16) : w0;
 #pragma GCC unroll 12
-    for (int j = 0; j < NP; j++) {
-      __m512 s = _mm512_set1_ps(b[j]);
-      acc[0][j] = _mm512_fmadd_ps(w0, s, acc[0][j]);
-      if (NV > 1)
-        acc[1][j] = _mm512_fmadd_ps(w1, s, acc[1][j]);
+      for (int j = 0; j < NP; j++) {
+        __m512 s = _mm512_set1_ps(b[j]);
+        acc[0][j] = _mm512_fmadd_ps(w0, s, acc[0][j]);
+        if (NV > 1)
+          acc[1][j] = _mm512_fmadd_ps(w1, s, acc[1][j]);
+      }
     }
-  }
 #pragma GCC unroll 2
   for (int v = 0; v < NV; v++)
     chan_store(acc[v], NP, 16 * v, at, st);
@@ -257,13 +258,14 @@ chan_body(const int NV, const int NP, const float *panel, int R, const float *co
 #define CHAN_CASE(NP)                                                                         \
   case NP:                                                                                    \
     if (nv > 1)                                                                               \
-      chan_body(2, NP, panel, R, rows, q, at, st);                                            \
+      chan_body(2, NP, panel, rs, rows, q, at, st);                                           \
     else                                                                                      \
-      chan_body(1, NP, panel, R, rows, q, at, st);                                            \
+      chan_body(1, NP, panel, rs, rows, q, at, st);                                           \
     return;
 
-TILE_TARGET void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
-                                     long long q, long long at, int np, const ChanStore *st) {
+TILE_TARGET void chan_multiply_store(const float *panel, int nv, const ChanRows *rs,
+                                     const float *const *rows, long long q, long long at, int np,
+                                     const ChanStore *st) {
   switch (np) {
     CHAN_CASE(1) CHAN_CASE(2) CHAN_CASE(3) CHAN_CASE(4) CHAN_CASE(5) CHAN_CASE(6)
     CHAN_CASE(7) CHAN_CASE(8) CHAN_CASE(9) CHAN_CASE(10) CHAN_CASE(11) CHAN_CASE(12)
@@ -374,9 +376,10 @@ void chan_pack(const float *w, long long ldw, int kvalid, int nv, int R, float *
   (void)w, (void)ldw, (void)kvalid, (void)nv, (void)R, (void)panel;
 }
 
-void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
-                         long long q, long long at, int np, const ChanStore *st) {
-  (void)panel, (void)nv, (void)R, (void)rows, (void)q, (void)at, (void)np, (void)st;
+void chan_multiply_store(const float *panel, int nv, const ChanRows *rs,
+                         const float *const *rows, long long q, long long at, int np,
+                         const ChanStore *st) {
+  (void)panel, (void)nv, (void)rs, (void)rows, (void)q, (void)at, (void)np, (void)st;
 }
 
 void chan_dw_fill(const ChanDw *d, int kvalid, int h0, int h1) {

@@ -1281,6 +1281,28 @@ static void store_channels(const ConvOp *c, int n, int k, int kvalid, ChanStore 
     st->bias[m] = m < kvalid && c->bias ? c->bias[(k + m) * c->bias_stride] : 0.0f;
 }
 
+/* The filter rows output row oh needs: those of the filter rows kh whose
+ * input row is not padding. Filter rows run (input channel, kh, kw), so
+ * they are one run of kw's per input channel. Large dilations on small
+ * planes (atrous convolutions) leave out most of them. */
+static void live_rows(const ConvOp *c, int oh, ChanRows *rs) {
+  const Geom *g = &c->g;
+  int KH = g->ksize[1], KW = g->ksize[2], cg = g->c / g->groups;
+  int kh0 = KH, kh1 = 0;
+  for (int kh = 0; kh < KH; kh++) {
+    int h = oh * g->stride[1] + (g->flip ? KH - 1 - kh : kh) * g->dil[1] - g->pad[1];
+    if (h >= 0 && h < g->in[1]) {
+      kh0 = kh < kh0 ? kh : kh0;
+      kh1 = kh + 1;
+    }
+  }
+  if (kh1 <= kh0)
+    kh0 = kh1 = 0;
+  *rs = (ChanRows){.runs = cg, .len = (kh1 - kh0) * KW, .stride = KH * KW, .first = kh0 * KW};
+  if (kh0 == 0 && kh1 == KH) /* every row: one run */
+    *rs = (ChanRows){.runs = 1, .len = cg * KH * KW, .stride = 0, .first = 0};
+}
+
 /* One part: a run of (group, block, tile) units, blocks outer, so that each
  * block's filters are packed once per part. */
 static void chan_part(void *ctx, int part, int nparts) {
@@ -1306,7 +1328,9 @@ static void chan_part(void *ctx, int part, int nparts) {
     for (long long tile = ta; tile < tb; tile++) {
       int oh = (int)(tile / t->segs), ow0 = (int)(tile % t->segs) * t->seg;
       int np = OW - ow0 < t->seg ? OW - ow0 : t->seg;
-      chan_multiply_store(panel, nv, R, t->rows, grp * t->group_at + (long long)oh * t->len + ow0,
+      ChanRows rs;
+      live_rows(c, oh, &rs);
+      chan_multiply_store(panel, nv, &rs, t->rows, grp * t->group_at + (long long)oh * t->len + ow0,
                           (long long)oh * OW + ow0, np, &st);
     }
     u += tb - ta;

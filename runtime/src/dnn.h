@@ -391,10 +391,18 @@ typedef struct ChanStore {
 /* panel[r][16 v + i] = w[(16 v + i) ldw + r] for i < kvalid - 16 v, else 0;
  * v < nv (1 or 2), r < R. */
 void chan_pack(const float *w, long long ldw, int kvalid, int nv, int R, float *panel);
-/* For positions j < np (1 to CHAN_COLS): sum over r < R of
+/* The filter rows a tile sums: first + i stride + j for i < runs, j < len
+ * (all R of them as one run, or those of the filter rows that do not read
+ * only padding for the tile's output row). */
+typedef struct ChanRows {
+  int runs, len, stride, first;
+} ChanRows;
+
+/* For positions j < np (1 to CHAN_COLS): the sum over rs's rows r of
  * panel[r][c] * rows[r][q + j], through st's epilogue to y[c][at + j]. */
-void chan_multiply_store(const float *panel, int nv, int R, const float *const *rows,
-                         long long q, long long at, int np, const ChanStore *st);
+void chan_multiply_store(const float *panel, int nv, const ChanRows *rs,
+                         const float *const *rows, long long q, long long at, int np,
+                         const ChanStore *st);
 
 /*
  * A depthwise filter on 16 channels along the vectors: their input is
