@@ -385,6 +385,9 @@ void emit_destroy(Emitter *e) {
   emit(e, "for (int s = 0; s < %d; s++)", ns);
   emit(e, "  if (c->stream[s])");
   emit(e, "    cudaStreamSynchronize(c->stream[s]);");
+  emit(e, "/* cudnnDestroy and cublasDestroy synchronise the whole device: not while");
+  emit(e, "   another context captures (see opc_capture_lock). */");
+  emit(e, "pthread_mutex_lock(&opc_capture_lock);");
   if (e->opt->cuda_graph && e->g->serve) {
     emit(e, "for (int k = 0; k < COMBO_COUNT; k++)");
     emit(e, "  if (c->graph[k])");
@@ -439,6 +442,7 @@ void emit_destroy(Emitter *e) {
   emit_close(e, "}");
   if (emit_multi_gpu(e))
     emit(e, "cudaSetDevice(c->gpu[0]); /* as every call of a program on several GPUs leaves it */");
+  emit(e, "pthread_mutex_unlock(&opc_capture_lock);");
   emit(e, "free(c);");
   emit_close(e, "}");
   emit_blank(e);

@@ -272,12 +272,18 @@ void emit_capture_into(Emitter *e, const char *what, const char *params, const c
   e->fail = "return -1";
   if (prelude[0])
     emit(e, "%s", prelude);
-  emit_call(e, LIB_CUDA, NULL,
-            "cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal)");
+  used(e)->lib[LIB_CUDA] = true;
+  emit(e, "pthread_mutex_lock(&opc_capture_lock);");
+  emit(e, "status = cudaStreamBeginCapture(c->stream[0], cudaStreamCaptureModeThreadLocal);");
+  emit(e, "if (!cuda_ok(c, status, \"cudaStreamBeginCapture\")) {");
+  emit(e, "  pthread_mutex_unlock(&opc_capture_lock);");
+  emit(e, "  return -1;");
+  emit(e, "}");
   emit(e, "ok = enqueue(c, c->stream[0]) == 0;");
   emit(e, "/* End the capture even after a failure, so that the stream is usable, but");
   emit(e, "   keep the node's own message: the capture fails because of it. */");
   emit(e, "status = cudaStreamEndCapture(c->stream[0], &graph);");
+  emit(e, "pthread_mutex_unlock(&opc_capture_lock);");
   emit(e, "if (ok)");
   emit(e, "  ok = cuda_ok(c, status, \"cudaStreamEndCapture\");");
   emit(e, "if (ok)");

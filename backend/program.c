@@ -183,10 +183,9 @@ static void emit_file_comment(Emitter *e, const char *what) {
 static void emit_includes(Emitter *e) {
   emit(e, "#include <errno.h>");
   emit(e, "#include <math.h>");
-  if (e->g->serve) {
-    emit(e, "#include <pthread.h>");
+  emit(e, "#include <pthread.h>");
+  if (e->g->serve)
     emit(e, "#include <stdarg.h>");
-  }
   emit(e, "#include <stdint.h>");
   emit(e, "#include <stdio.h>");
   emit(e, "#include <stdlib.h>");
@@ -206,6 +205,12 @@ static void emit_includes(Emitter *e) {
   }
   emit_blank(e);
   emit(e, "#include \"%s\"", base_name(e, e->opt->h_path));
+  emit_blank(e);
+  emit(e, "/* One lock for every opc model in the process (each file's weak definition");
+  emit(e, "   is merged into one by the linker): a capture must not overlap another");
+  emit(e, "   context's cudnnDestroy or cublasDestroy, whose device-wide");
+  emit(e, "   synchronisation would invalidate it. */");
+  emit(e, "pthread_mutex_t opc_capture_lock __attribute__((weak)) = PTHREAD_MUTEX_INITIALIZER;");
 }
 
 /* The ready-made main of one model, after what it reads. */
