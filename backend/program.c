@@ -206,11 +206,13 @@ static void emit_includes(Emitter *e) {
   emit_blank(e);
   emit(e, "#include \"%s\"", base_name(e, e->opt->h_path));
   emit_blank(e);
-  emit(e, "/* One lock for every opc model in the process (each file's weak definition");
-  emit(e, "   is merged into one by the linker): a capture must not overlap another");
+  emit(e, "/* One lock for every opc model linked into one program or library (each");
+  emit(e, "   file's weak definition is merged into one by the linker; hidden, so that a");
+  emit(e, "   library exports its API only): a capture must not overlap another");
   emit(e, "   context's cudnnDestroy or cublasDestroy, whose device-wide");
   emit(e, "   synchronisation would invalidate it. */");
-  emit(e, "pthread_mutex_t opc_capture_lock __attribute__((weak)) = PTHREAD_MUTEX_INITIALIZER;");
+  emit(e, "pthread_mutex_t opc_capture_lock __attribute__((weak, visibility(\"hidden\"))) =");
+  emit(e, "    PTHREAD_MUTEX_INITIALIZER;");
 }
 
 /* The ready-made main of one model, after what it reads. */
