@@ -1410,9 +1410,8 @@ static bool chan_dw_fit(const ConvOp *c) {
     return false;
   /* Faster at every size measured (7x7 to 112x112), but the interleaved
    * plane of a large image would no longer stay in cache. */
-  long long rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
-  long long width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
-  return rows * width * 16 * sizeof(float) <= CHAN_DW_MAX_BYTES;
+  Planes p = planes_of(g);
+  return (long long)p.rows * p.width * 16 * sizeof(float) <= CHAN_DW_MAX_BYTES;
 }
 
 typedef struct ChanDwRun {
@@ -1489,9 +1488,8 @@ static void chan_dw_part(void *ctx, int part, int nparts) {
 
 static void run_chan_dw(ConvOp *c) {
   const Geom *g = &c->g;
-  ChanDwRun t = {.c = c, .blocks = (g->c + 15) / 16};
-  t.rows = (g->out[1] - 1) * g->stride[1] + (g->ksize[1] - 1) * g->dil[1] + 1;
-  t.width = (g->out[2] - 1) * g->stride[2] + (g->ksize[2] - 1) * g->dil[2] + 1;
+  Planes p = planes_of(g); /* its rows and width are those the taps reach */
+  ChanDwRun t = {.c = c, .blocks = (g->c + 15) / 16, .rows = p.rows, .width = p.width};
   int KH = g->ksize[1], KW = g->ksize[2];
   for (int kh = 0; kh < KH; kh++)
     for (int kw = 0; kw < KW; kw++) {
