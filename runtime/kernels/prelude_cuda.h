@@ -20,6 +20,8 @@
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;           \
        i < (count); i += (long long)blockDim.x * gridDim.x)
-/* Only for code under OPC_CONSECUTIVE: an empty range. */
+/* Only for code under OPC_CONSECUTIVE: CPU planes (prelude_cpu.h), and an
+   empty range. */
+#define OPC_POOL_PLANE_VECTORS(a, n, c, average) 0
 #define OPC_PART_BEGIN(count) 0LL
 #define OPC_PART_END(count) 0LL

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "pool_vec.h"
 #include "vector_math.h"
 
 /* Row-major coordinates of `index` in dims[0..rank). */
@@ -411,9 +412,42 @@ static void sample_plane(const PoolOp *p, const float *x, float *y, float *acc) 
     }
 }
 
+/* p's planes for pool_plane_vectors (x and y set per plane). */
+static PoolPlane plane_of(const PoolOp *p) {
+  return (PoolPlane){
+      .xrow = p->xs[3], .yrow = p->ys[3],
+      .in_h = p->in[1], .in_w = p->in[2], .out_h = p->out[1], .out_w = p->out[2],
+      .win_h = p->win[1], .win_w = p->win[2], .stride_h = p->stride[1], .stride_w = p->stride[2],
+      .pad_h = p->pad[1], .pad_w = p->pad[2],
+      .fold = pool_is_max(p) ? PLANE_MAX
+              : p->mode == CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING ? PLANE_AVERAGE_WHOLE
+                                                                       : PLANE_AVERAGE_INSIDE,
+      .lowest = -FLT_MAX, .alpha = p->xy.alpha, .beta = p->xy.beta};
+}
+
+static void vectors_part(const PoolOp *p, long long lo, long long hi) {
+  PoolPlane pp = plane_of(p);
+  float *across = scratch(0, (size_t)pool_across_floats(&pp) * sizeof(float));
+  if (!across) {
+    rt_fail_async(p->xy.op.api);
+    return;
+  }
+  for (long long plane = lo; plane < hi; plane++) {
+    long long n = plane / p->channels, c = plane % p->channels;
+    pp.x = p->xy.x + n * p->xs[0] + c * p->xs[1];
+    pp.y = p->xy.y + n * p->ys[0] + c * p->ys[1];
+    pool_plane_vectors(&pp, across);
+  }
+}
+
 static void pool_part(void *ctx, int part, int nparts) {
   const PoolOp *p = ctx;
   long long lo = (long long)p->planes * part / nparts, hi = (long long)p->planes * (part + 1) / nparts;
+  PoolPlane shape = plane_of(p);
+  if (!pool_samples(p) && pool_by_plane(p) && pool_vectors_fit(&shape)) {
+    vectors_part(p, lo, hi);
+    return;
+  }
   float *acc = scratch(0, (size_t)p->out[2] * sizeof(float));
   bool samples = pool_samples(p), by_plane = !samples && pool_by_plane(p);
   bool whole = by_plane && p->stride[1] == 1 && p->stride[2] == 1;

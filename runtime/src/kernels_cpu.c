@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "opc_kargs.h"
+#define OPC_KERNELS_IN_RUNTIME
 #include "prelude_cpu.h"
 #include "ktable.h"
+#include "pool_vec.h"
 
 /* Typed kernels are written once for every element type: a NaN test
    (v != v) or a sign test is constant for some of those types. */
@@ -25,6 +27,27 @@
 #include "opc_kernels_expanded.inc" /* opc_kernels.inc, typed kernels instantiated */
 
 #ifndef OPC_ISA_BUILD
+/* The pooling kernels' planes (opc_max_pool_plane, opc_average_pool_plane)
+ * through pool_vec.c: the kernels' arguments as a PoolPlane, their
+ * -INFINITY for a maximum with no input, alpha 1 and beta 0. */
+int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, int average) {
+  float across[12800] __attribute__((aligned(64)));
+  PoolPlane pp = {
+      .x = (const float *)a->x[0] + n * a->xstride[0][0] + c * a->xstride[0][1],
+      .y = (float *)a->y + n * a->ystride[0] + c * a->ystride[1],
+      .xrow = a->xstride[0][2], .yrow = a->ystride[2],
+      .in_h = (int)a->i[12], .in_w = (int)a->i[13], .out_h = (int)a->dims[2],
+      .out_w = (int)a->dims[3], .win_h = (int)a->i[0], .win_w = (int)a->i[1],
+      .stride_h = (int)a->i[3], .stride_w = (int)a->i[4], .pad_h = (int)a->i[9],
+      .pad_w = (int)a->i[10],
+      .fold = !average ? PLANE_MAX : a->i[15] ? PLANE_AVERAGE_WHOLE : PLANE_AVERAGE_INSIDE,
+      .lowest = -INFINITY, .alpha = 1, .beta = 0};
+  if (!pool_vectors_fit(&pp) || pool_across_floats(&pp) > 12800)
+    return 0;
+  pool_plane_vectors(&pp, across);
+  return 1;
+}
+
 const struct CUfunc_st *kernel_find(const char *name, size_t len) {
   for (int i = 0; i < opc_kernel_count; i++) {
     const char *k = opc_kernel_table[i].name;

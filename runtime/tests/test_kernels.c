@@ -1,9 +1,12 @@
 /*
  * test_kernels.c - the custom-kernel path: NVRTC "compilation" (which
  * checks kernel names against the built-in table), module look-ups, and a
- * launch of opc_copy_b4 doing a transpose split across the thread pool.
+ * launch of opc_copy_b4 doing a transpose split across the thread pool,
+ * and launches of the 2-D pooling kernels, whose planes run along vectors
+ * on AVX-512 (pool_vec.c) and folded whole elsewhere.
  * test_modules.c checks the versions and images the loads depend on.
  */
+#include <math.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -106,8 +109,119 @@ static void test_launch(void) {
   free(x), free(want), free(got);
 }
 
+/* One output of opc_max_pool or opc_average_pool, as the kernels define
+ * it: windows reaching past the input see fewer values, a NaN wins a
+ * maximum, and a window with no input value gives -INFINITY (maximum) or a
+ * NaN (average). */
+static float pool_reference(const float *x, int IH, int IW, int KH, int KW, int SH, int SW,
+                            int PH, int PW, int include_pad, bool is_max, int oh, int ow) {
+  float m = -INFINITY, sum = 0;
+  int count = 0;
+  bool nan = false;
+  for (int kh = 0; kh < KH; kh++)
+    for (int kw = 0; kw < KW; kw++) {
+      int h = oh * SH - PH + kh, w = ow * SW - PW + kw;
+      if (h < 0 || h >= IH || w < 0 || w >= IW)
+        continue;
+      float v = x[h * IW + w];
+      nan |= v != v;
+      m = v > m ? v : m;
+      sum += v;
+      count++;
+    }
+  if (is_max)
+    return nan ? NAN : m;
+  if (include_pad)
+    count = KH * KW;
+  return count ? sum / count : NAN;
+}
+
+/* A 2-D pool of C planes of IH x IW into OH x OW, launched as net.c
+ * launches it: dims (N, C, OH, OW, 1), the window along the first two
+ * spatial dims. OH and OW may exceed the floor formula (ceil_mode), and
+ * then some windows hold no input value. */
+static void test_pool_kernel(CUmodule mod, bool is_max, int include_pad, int C, int IH, int IW,
+                             int OH, int OW, int K, int S, int P) {
+  long long xn = (long long)C * IH * IW, yn = (long long)C * OH * OW;
+  float *x = rnd_array(xn), *want = malloc(yn * 4), *got = malloc(yn * 4);
+  x[xn / 3] = NAN;
+  x[xn / 2] = INFINITY;
+  x[xn / 2 + 1] = -INFINITY;
+  for (int c = 0; c < C; c++)
+    for (int oh = 0; oh < OH; oh++)
+      for (int ow = 0; ow < OW; ow++)
+        want[((long long)c * OH + oh) * OW + ow] =
+            pool_reference(x + (long long)c * IH * IW, IH, IW, K, K, S, S, P, P, include_pad,
+                           is_max, oh, ow);
+  float *dx, *dy;
+  cudaMalloc((void **)&dx, xn * 4);
+  cudaMalloc((void **)&dy, yn * 4);
+  cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, is_max ? "opc_max_pool" : "opc_average_pool") ==
+             CUDA_SUCCESS,
+         "pooling kernel");
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx;
+  a.y = dy;
+  a.n = yn;
+  a.rank = 5;
+  long long dims[5] = {1, C, OH, OW, 1}, xs[5] = {xn, IH * IW, IW, 1, 1};
+  long long ys[5] = {yn, OH * OW, OW, 1, 1};
+  memcpy(a.dims, dims, sizeof dims);
+  memcpy(a.xstride[0], xs, sizeof xs);
+  memcpy(a.ystride, ys, sizeof ys);
+  long long args[16] = {K, K, 1, S, S, 1, 1, 1, 1, P, P, 0, IH, IW, 1, include_pad};
+  memcpy(a.i, args, sizeof args);
+  a.x_extent[0] = xn * 4;
+  a.y_extent = yn * 4;
+  void *params[] = {&a};
+  expect(cuLaunchKernel(f, (unsigned)((yn + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                        NULL) == CUDA_SUCCESS,
+         "pooling launch");
+  cudaMemcpy(got, dy, yn * 4, cudaMemcpyDeviceToHost);
+  char name[128];
+  snprintf(name, sizeof name, "%s pool %d planes %dx%d -> %dx%d window %d stride %d pad %d",
+           is_max ? "max" : include_pad ? "average (padding counted)" : "average", C, IH, IW,
+           OH, OW, K, S, P);
+  for (long long i = 0; i < yn; i++)
+    if (want[i] != want[i] || isinf(want[i])) {
+      if (memcmp(&got[i], &want[i], 4) != 0 && !(got[i] != got[i] && want[i] != want[i]))
+        fail("%s: element %lld is %g, expected %g", name, i, got[i], want[i]);
+      want[i] = got[i] = 0;
+    }
+  close_arrays(name, got, want, yn, 1e-5f);
+  cudaFree(dx);
+  cudaFree(dy);
+  free(x), free(want), free(got);
+}
+
+static void test_pools(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the pools");
+  for (int m = 0; m < 3; m++) {
+    bool is_max = m == 0;
+    int include_pad = m == 2;
+    test_pool_kernel(mod, is_max, include_pad, 5, 28, 28, 28, 28, 3, 1, 1);
+    test_pool_kernel(mod, is_max, include_pad, 3, 35, 37, 35, 37, 3, 1, 1);
+    test_pool_kernel(mod, is_max, include_pad, 4, 7, 7, 7, 7, 3, 1, 1);
+    /* ceil_mode: the last window reaches past the input. */
+    test_pool_kernel(mod, is_max, include_pad, 3, 56, 56, 28, 28, 3, 2, 0);
+    test_pool_kernel(mod, is_max, include_pad, 2, 13, 13, 6, 6, 3, 2, 0);
+    test_pool_kernel(mod, is_max, include_pad, 2, 40, 71, 20, 36, 2, 2, 0);
+    /* Outputs wider than one vector, odd widths, stride 2 with padding. */
+    test_pool_kernel(mod, is_max, include_pad, 2, 35, 73, 18, 37, 3, 2, 1);
+    test_pool_kernel(mod, is_max, include_pad, 2, 9, 9, 9, 9, 5, 1, 2);
+    if (!include_pad) /* windows wholly past the input */
+      test_pool_kernel(mod, is_max, include_pad, 2, 6, 6, 5, 5, 2, 2, 0);
+  }
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the pools' module");
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
+  test_pools();
   return finish("test_kernels");
 }
