@@ -103,6 +103,7 @@ static void test_launch(void) {
   cudaStreamSynchronize(s);
   cudaMemcpy(got, dy, n * 4, cudaMemcpyDeviceToHost);
   close_arrays("opc_copy_b4 transpose", got, want, n, 0);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload");
   cudaStreamDestroy(s);
   cudaFree(dx);
   cudaFree(dy);
