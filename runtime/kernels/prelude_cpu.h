@@ -70,14 +70,16 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
   static inline __attribute__((always_inline)) void OPC_PASTE(name, _body)(                \
       const struct opc_kargs a, int opc_part, int opc_nparts)
 /* A 2-D pool's plane (image n, channel c) along AVX-512 vectors, by the
- * runtime (kernels_cpu.c); 0 where that does not take it, and always
- * where the kernels are built without the runtime (the kernel tests'
- * runner). */
+ * runtime (kernels_cpu.c), in the kernel's buffer of `floats`; 0 where
+ * that does not take it, and always where the kernels are built without
+ * the runtime (the kernel tests' runner). */
 #ifdef OPC_KERNELS_IN_RUNTIME
-int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, int average);
-#define OPC_POOL_PLANE_VECTORS(a, n, c, average) opc_pool_plane_vectors(a, n, c, average)
+int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, int average,
+                           float *buf, long long floats);
+#define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) \
+  opc_pool_plane_vectors(a, n, c, average, buf, floats)
 #else
-#define OPC_POOL_PLANE_VECTORS(a, n, c, average) 0
+#define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #endif
 /* A part's iterations are consecutive, so a kernel may carry coordinates
  * from one iteration to the next instead of dividing them out again. */

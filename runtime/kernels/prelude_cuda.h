@@ -22,6 +22,6 @@
        i < (count); i += (long long)blockDim.x * gridDim.x)
 /* Only for code under OPC_CONSECUTIVE: CPU planes (prelude_cpu.h), and an
    empty range. */
-#define OPC_POOL_PLANE_VECTORS(a, n, c, average) 0
+#define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #define OPC_PART_BEGIN(count) 0LL
 #define OPC_PART_END(count) 0LL

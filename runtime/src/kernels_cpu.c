@@ -29,9 +29,10 @@
 #ifndef OPC_ISA_BUILD
 /* The pooling kernels' planes (opc_max_pool_plane, opc_average_pool_plane)
  * through pool_vec.c: the kernels' arguments as a PoolPlane, their
- * -INFINITY for a maximum with no input, alpha 1 and beta 0. */
-int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, int average) {
-  float across[12800] __attribute__((aligned(64)));
+ * -INFINITY for a maximum with no input, alpha 1 and beta 0; the kernel's
+ * buffer of `floats` holds the rows folded across. */
+int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, int average,
+                           float *buf, long long floats) {
   PoolPlane pp = {
       .x = (const float *)a->x[0] + n * a->xstride[0][0] + c * a->xstride[0][1],
       .y = (float *)a->y + n * a->ystride[0] + c * a->ystride[1],
@@ -42,9 +43,9 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
       .pad_w = (int)a->i[10],
       .fold = !average ? PLANE_MAX : a->i[15] ? PLANE_AVERAGE_WHOLE : PLANE_AVERAGE_INSIDE,
       .lowest = -INFINITY, .alpha = 1, .beta = 0};
-  if (!pool_vectors_fit(&pp) || pool_across_floats(&pp) > 12800)
+  if (!pool_vectors_fit(&pp) || pool_across_floats(&pp) > floats)
     return 0;
-  pool_plane_vectors(&pp, across);
+  pool_plane_vectors(&pp, buf);
   return 1;
 }
 

@@ -11,9 +11,10 @@
  * or planes through memory several times, which costs most on the small
  * planes of a network's last stages (7x7 to 35x35).
  *
- * The values are those of the scalar paths: maxima start at -FLT_MAX and
- * a NaN wins; averages divide the same sums (summed in another order) by
- * the same counts.
+ * The values are those of the paths they replace: maxima start where
+ * the caller says (cuDNN's -FLT_MAX, the kernels' -INFINITY) and a NaN
+ * wins; averages divide the same sums (summed in another order) by the
+ * same counts.
  */
 #include "pool_vec.h"
 
@@ -114,7 +115,7 @@ POOL_TARGET INLINE void fold_across(const PoolPlane *pp, float *across, const bo
         }
         acc = fold(acc, v, is_max, nans);
       }
-      _mm512_store_ps(to, acc);
+      _mm512_storeu_ps(to, acc);
     }
   }
 }
@@ -154,7 +155,7 @@ POOL_TARGET INLINE void fold_down(const PoolPlane *pp, const float *across, cons
       const float *from = across + (long long)h0 * across_row(pp) + ow0;
       __m512 acc = edge;
       for (int h = h0; h < h1; h++, from += across_row(pp))
-        acc = fold(acc, _mm512_load_ps(from), is_max, nans);
+        acc = fold(acc, _mm512_loadu_ps(from), is_max, nans);
       if (pp->fold == PLANE_AVERAGE_WHOLE)
         acc = _mm512_div_ps(acc, whole);
       else if (pp->fold == PLANE_AVERAGE_INSIDE)

@@ -38,7 +38,7 @@ typedef struct PoolPlane {
 bool pool_vectors_fit(const PoolPlane *pp);
 /* The floats of `across` that pool_plane_vectors needs for pp. */
 long long pool_across_floats(const PoolPlane *pp);
-/* `across`: pool_across_floats(pp) floats, 64-byte aligned. */
+/* `across`: pool_across_floats(pp) floats. */
 void pool_plane_vectors(const PoolPlane *pp, float *across);
 
 #endif
