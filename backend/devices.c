@@ -137,7 +137,7 @@ void emit_device_fields(Emitter *e) {
 
 /*
  * After GPU 0's arena and weights: those of the other GPUs, and peer
- * access where the GPUs have it. cudaMemcpyPeerAsync works either way;
+ * access where the GPUs have it. A copy between devices works either way;
  * without peer access the driver stages the copy through host memory.
  */
 void emit_device_memory(Emitter *e) {

@@ -265,10 +265,12 @@ static void transfer_run(Emitter *e, Node *n) {
               to_cpu ? "cudaMemcpyDeviceToHost" : "cudaMemcpyHostToDevice", node_stream(e, n));
     return;
   }
+  /* Not cudaMemcpyPeerAsync: CUDA refuses it in a stream capture. Under
+     unified addressing a device-to-device copy may join two devices. */
   emit(e, "/* from GPU %d to GPU %d */", tensor_device(x), n->device);
-  emit_call(e, LIB_CUDA, n, "cudaMemcpyPeerAsync(%s, c->gpu[%d], %s, c->gpu[%d], %lld * sizeof(%s), %s)",
-            buf(e, y), n->device, buf(e, x), tensor_device(x), (long long)tensor_numel(y),
-            dtype_c_type(y->dtype), node_stream(e, n));
+  emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), cudaMemcpyDeviceToDevice, %s)",
+            buf(e, y), buf(e, x), (long long)tensor_numel(y), dtype_c_type(y->dtype),
+            node_stream(e, n));
 }
 
 static const OpEmitter transfer_emitter = {.run = transfer_run};

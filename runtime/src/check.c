@@ -404,7 +404,7 @@ static bool crosses_devices(const Stream *s, const Op *op) {
     if (shadow.reports++ < MAX_REPORTS)
       fprintf(stderr,
               "opc-check: node '%s' (%s) %s [%#lx, %#lx): access to device %d's memory from "
-              "device %d without a transfer (cudaMemcpyPeerAsync)\n",
+              "device %d without a transfer (a copy between devices)\n",
               op->name ? op->name : op->api, stream_name(s->agent).text,
               sp->write ? "writes" : "reads", (unsigned long)sp->lo, (unsigned long)sp->hi, owner,
               op->device);

@@ -569,11 +569,27 @@ static cudaError_t peer_enter(void *dst, int dstDevice, const void *src, int src
   return ok ? cudaSuccess : rt_error(cudaErrorInvalidValue);
 }
 
+/*
+ * CUDA refuses a peer copy on a capturing stream and invalidates the
+ * capture: cudaErrorStreamCaptureUnsupported from CUDA 13's driver on an
+ * H200 (2026-12-04), with both devices the same. A cudaMemcpyAsync between
+ * two devices' pointers is what a graph can hold.
+ */
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
                                 size_t count, cudaStream_t stream) {
   cudaError_t err = peer_enter(dst, dstDevice, src, srcDevice, count);
-  if (err || count == 0)
+  if (err)
     return err;
+  pthread_mutex_lock(&rt.lock);
+  Stream *s = rt_stream(stream);
+  bool capturing = s->capture != NULL;
+  if (capturing)
+    capture_invalidate_locked(s->capture);
+  pthread_mutex_unlock(&rt.lock);
+  if (capturing)
+    return rt_error(cudaErrorStreamCaptureUnsupported);
+  if (count == 0)
+    return cudaSuccess;
   CopyOp *c = copy_op(dst, count, src, count, count, 1, "cudaMemcpyPeerAsync");
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);

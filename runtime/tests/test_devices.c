@@ -224,6 +224,7 @@ typedef struct Pipe {
   cudnnHandle_t h0, h1;
   cudaEvent_t done0, done1;
   float *x0, *x1, *pinned;
+  enum cudaMemcpyKind kind; /* of the copy on device 1's stream */
 } Pipe;
 
 /* Device 0 doubles x0; the copy to device 1 waits for it; device 1
@@ -244,8 +245,8 @@ static void pipeline(Pipe *p, bool copy_on_source) {
   } else {
     cudaSetDevice(1);
     cudaStreamWaitEvent(p->s1, p->done0, 0);
-    expect_err(cudaMemcpyAsync(p->x1, p->x0, N * 4, cudaMemcpyDefault, p->s1), cudaSuccess,
-               "cudaMemcpyDefault between two devices");
+    expect_err(cudaMemcpyAsync(p->x1, p->x0, N * 4, p->kind, p->s1), cudaSuccess,
+               "cudaMemcpyAsync between two devices");
   }
   expect(cudnnScaleTensor(p->h1, vec, p->x1, &three) == CUDNN_STATUS_SUCCESS, "scale on device 1");
   expect_err(cudaMemcpyAsync(p->pinned, p->x1, N * 4, cudaMemcpyDeviceToHost, p->s1), cudaSuccess,
@@ -286,6 +287,7 @@ static void test_pipeline(void) {
   cudaMalloc((void **)&p.x1, N * 4);
   /* Peer access changes nothing here; a program may enable it. */
   cudaDeviceEnablePeerAccess(0, 0);
+  p.kind = cudaMemcpyDefault;
 
   for (int copy_on_source = 0; copy_on_source < 2; copy_on_source++) {
     reload(&p, x);
@@ -295,8 +297,10 @@ static void test_pipeline(void) {
   }
 
   /* The same as one graph captured from device 0's stream: device 1's
-   * stream joins it through the event, and rejoins through done1. */
+   * stream joins it through the event, and rejoins through done1. The
+   * copy is the one opc emits for a transfer. */
   reload(&p, x);
+  p.kind = cudaMemcpyDeviceToDevice;
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   expect_err(cudaStreamBeginCapture(p.s0, cudaStreamCaptureModeGlobal), cudaSuccess, "capture");
@@ -312,6 +316,14 @@ static void test_pipeline(void) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+
+  /* CUDA refuses a peer copy in a capture (CUDA 13 on an H200), and the
+   * capture is lost. */
+  expect_err(cudaStreamBeginCapture(p.s0, cudaStreamCaptureModeGlobal), cudaSuccess, "capture");
+  expect_err(cudaMemcpyPeerAsync(p.x1, 1, p.x0, 0, N * 4, p.s0), cudaErrorStreamCaptureUnsupported,
+             "cudaMemcpyPeerAsync in a capture");
+  expect_err(cudaStreamEndCapture(p.s0, &graph), cudaErrorStreamCaptureInvalidated,
+             "the capture after a peer copy");
 
   cudaSetDevice(1);
   cudaDeviceSynchronize();

@@ -60,11 +60,11 @@ if [ "$part" = zoo ]; then
   opc="$(pwd)/.gpu-carry/bin/opc"
   models=${ZOO_MODELS:-squeezenet1_0 squeezenet1_1 nasnet_a randwire resnet50 mobilenet_v2 densenet121 mobilenet_v3 shufflenet_v2 deeplabv3 torch_export_cnn swin bert_tiny}
   deadline=$(($(date +%s) + budget - 45))
-  export opc deadline ZOO_TARGET
+  export opc deadline ZOO_TARGET ZOO_CONFIGS
   printf '%s\n' $models | xargs -P 4 -I{} sh -c '
     if [ "$(date +%s)" -ge "$deadline" ]; then echo "== {}: not run (budget) =="; exit 0; fi
     python3 tools/gpu/default_model.py --opc "$opc" --model {} --target "${ZOO_TARGET:-cuda}" \
-      --configs lios,hios-2-on-1,hios-4-on-1,lios-fp16,lios-bf16 --runs 20 --warmup 5 \
+      --configs "${ZOO_CONFIGS:-lios,hios-2-on-1,hios-4-on-1,lios-fp16,lios-bf16}" --runs 20 --warmup 5 \
       --work /tmp/opc-gpu/zoo-{} --json /tmp/opc-gpu/zoo-{}.json > /tmp/opc-gpu/zoo-{}.txt 2>&1
     cat /tmp/opc-gpu/zoo-{}.txt' 2>&1 | tee "$out/zoo.txt"
   python3 - "$out/zoo.json" /tmp/opc-gpu/zoo-*.json <<'PY'
