@@ -16,7 +16,9 @@ For every zoo model (tools/models/build.py) at batch 1:
      full graph optimisation) over N/R runs after W warm-up runs; each
      statistic is the median over the rounds and each ratio the median of
      the rounds' ratios, so that a burst of load on a shared machine moves
-     one round only,
+     one round only; each turn starts after a pause (--pause), because
+     ONNX Runtime's pool threads spin on after its runs and would share the
+     cores with the next engine's round,
   4. time each operator kind in sequence: opc's units under `net --trace`,
      ONNX Runtime's nodes under its own profiler,
 and write a markdown table (plus a .json with the raw numbers).
@@ -273,6 +275,7 @@ def bench_model(name, a, work, env):
     per_round = max(1, a.runs // a.rounds)
     for _ in range(a.rounds):
         for tag, net in list(nets.items()):
+            time.sleep(a.pause)
             lat, device = run_net(net, tag, per_round, a, env, r["status"])
             if lat is None:
                 del nets[tag]
@@ -281,6 +284,7 @@ def bench_model(name, a, work, env):
             if device and tag == "opc":
                 r["device"] = device
         for tag, timer in list(timers.items()):
+            time.sleep(a.pause)
             try:
                 rounds[tag].append(timer.round(per_round, a.warmup))
             except Exception as e:
@@ -488,8 +492,8 @@ def write_report(path, results, a, info):
         lines.append("| opc's GEMM | forced: OPC_BLAS=%s |" % a.blas)
     lines.append("| repo | %s |" % (info["git"] or "?"))
     lines.append("| batch | %d; %d rounds in which the engines take turns, each %d timed runs "
-                 "after %d warm-up runs |" % (a.batch, a.rounds, max(1, a.runs // a.rounds),
-                                              a.warmup))
+                 "after %d warm-up runs, each turn after %g s of quiet |"
+                 % (a.batch, a.rounds, max(1, a.runs // a.rounds), a.warmup, a.pause))
     lines.append("")
     lines.append("Latencies in milliseconds, each the median over the rounds of the round's "
                  "statistic; opc/ORT p50 and p90 (and opc/baseline) are the medians of the "
@@ -561,6 +565,10 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed runs before each round of each engine")
+    ap.add_argument("--pause", type=float, default=0.2,
+                    help="seconds of quiet before each engine's turn: ONNX Runtime's pool "
+                    "threads spin on after its runs (session.intra_op.allow_spinning), and "
+                    "a round started at once shares the cores with them (default 0.2)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="the timed runs are split into this many rounds, the engines taking "
                     "turns; each statistic is the median over the rounds, each ratio the "
