@@ -33,6 +33,13 @@ budget=330
 out=${OUT:-/tmp/opc-gpu/out}
 mkdir -p "$out" /tmp/opc-gpu
 left() { echo $((budget - SECONDS)); }
+# merge_json OUT FILE...: one JSON list of the files' objects.
+merge_json() {
+  python3 - "$@" <<'PY'
+import json, sys
+json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)
+PY
+}
 
 if [ "$part" = bench ]; then
   . tools/gpu/env.sh
@@ -67,10 +74,7 @@ if [ "$part" = zoo ]; then
       --configs "${ZOO_CONFIGS:-lios,hios-2-on-1,hios-4-on-1,lios-fp16,lios-bf16}" --runs 20 --warmup 5 \
       --work /tmp/opc-gpu/zoo-{} --json /tmp/opc-gpu/zoo-{}.json > /tmp/opc-gpu/zoo-{}.txt 2>&1
     cat /tmp/opc-gpu/zoo-{}.txt' 2>&1 | tee "$out/zoo.txt"
-  python3 - "$out/zoo.json" /tmp/opc-gpu/zoo-*.json <<'PY'
-import json, sys
-json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)
-PY
+  merge_json "$out/zoo.json" /tmp/opc-gpu/zoo-*.json
   echo "session: zoo finished in $SECONDS s"
   exit
 fi
@@ -98,10 +102,7 @@ log="$out/models.txt"
       --configs lios,sequential,hios,hios-2-on-1,hios-4-on-1,hope-ilp,hope-alternate,lios-fp16,lios-bf16 \
       --runs 100 --warmup 20 --work "/tmp/opc-gpu/model-$m" --json "/tmp/opc-gpu/model-$m.json"
   done
-  python3 - "$out/models.json" /tmp/opc-gpu/model-*.json <<'PY'
-import json, sys
-json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)
-PY
+  merge_json "$out/models.json" /tmp/opc-gpu/model-*.json
 
   echo "== a program for two GPUs on this one-GPU machine ($SECONDS s) =="
   two=/tmp/opc-gpu/two
