@@ -303,6 +303,15 @@ static void emit_staging(Emitter *e, bool in) {
   }
 }
 
+/* One run of the work on `stream`: the captured graph, or the calls. */
+static void emit_run_work(Emitter *e, const char *stream) {
+  if (e->opt->cuda_graph)
+    emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, %s), \"cudaGraphLaunch\"))", stream);
+  else
+    emit(e, "if (enqueue(c, %s) != 0)", stream);
+  emit(e, "  return -1;");
+}
+
 void emit_run(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
@@ -320,13 +329,7 @@ void emit_run(Emitter *e) {
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
   emit_copies(e, true, false, "c->stream[0]");
-  if (e->opt->cuda_graph) {
-    emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, c->stream[0]), \"cudaGraphLaunch\"))");
-    emit(e, "  return -1;");
-  } else {
-    emit(e, "if (enqueue(c, c->stream[0]) != 0)");
-    emit(e, "  return -1;");
-  }
+  emit_run_work(e, "c->stream[0]");
   emit_copies(e, false, false, "c->stream[0]");
   emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
   emit(e, "  return -1;");
@@ -352,13 +355,7 @@ void emit_run(Emitter *e) {
     emit(e, "/* A CPU node of an earlier run, on the caller's stream, may have failed. */");
   emit_cpu_check(e, "return -1");
   emit_copies(e, true, true, "stream");
-  if (e->opt->cuda_graph) {
-    emit(e, "if (!cuda_ok(c, cudaGraphLaunch(c->graph, stream), \"cudaGraphLaunch\"))");
-    emit(e, "  return -1;");
-  } else {
-    emit(e, "if (enqueue(c, stream) != 0)");
-    emit(e, "  return -1;");
-  }
+  emit_run_work(e, "stream");
   emit_copies(e, false, true, "stream");
   emit(e, "/* destroy() waits for this before it frees what the work uses. */");
   emit(e, "return cuda_ok(c, cudaEventRecord(c->done, stream), \"cudaEventRecord\") ? 0 : -1;");

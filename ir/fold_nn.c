@@ -622,18 +622,8 @@ bool fold_matmul(Graph *g, Node *n) {
   const Tensor *a = n->in[0], *b = n->in[1];
   Tensor *y = n->out[0];
   int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
-  int ar = a->rank, br = b->rank;
-  memcpy(ad, a->dims, sizeof a->dims);
-  memcpy(bd, b->dims, sizeof b->dims);
-  if (ar == 1) {
-    ad[1] = ad[0];
-    ad[0] = 1;
-    ar = 2;
-  }
-  if (br == 1) {
-    bd[1] = 1;
-    br = 2;
-  }
+  int ar, br;
+  matmul_operands(a, b, ad, &ar, bd, &br);
   int64_t m = ad[ar - 2], k = ad[ar - 1], nn = bd[br - 1];
   int64_t bdims[IR_MAX_RANK + 2], as[IR_MAX_RANK], bs[IR_MAX_RANK];
   int brank;

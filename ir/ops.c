@@ -1129,26 +1129,32 @@ static bool infer_gemm(Graph *g, Node *n) {
   return set_out(g, n, 0, a->dtype, 2, dims);
 }
 
+void matmul_operands(const Tensor *a, const Tensor *b, int64_t *ad, int *ar, int64_t *bd,
+                     int *br) {
+  *ar = a->rank;
+  *br = b->rank;
+  memcpy(ad, a->dims, sizeof a->dims);
+  memcpy(bd, b->dims, sizeof b->dims);
+  if (*ar == 1) {
+    ad[1] = ad[0];
+    ad[0] = 1;
+    *ar = 2;
+  }
+  if (*br == 1) {
+    bd[1] = 1;
+    *br = 2;
+  }
+}
+
 static bool infer_matmul(Graph *g, Node *n) {
   Tensor *a = in(n, 0), *b = in(n, 1);
   if (a->rank < 1 || b->rank < 1) {
     ir_error(g, n, "MatMul operands must have rank 1 or more");
     return false;
   }
-  /* 1-D operands become a row (A) or a column (B), removed again after. */
   int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
-  int ar = a->rank, br = b->rank;
-  memcpy(ad, a->dims, sizeof a->dims);
-  memcpy(bd, b->dims, sizeof b->dims);
-  if (ar == 1) {
-    ad[1] = ad[0];
-    ad[0] = 1;
-    ar = 2;
-  }
-  if (br == 1) {
-    bd[1] = 1;
-    br = 2;
-  }
+  int ar, br;
+  matmul_operands(a, b, ad, &ar, bd, &br);
   int64_t m = ad[ar - 2], k = ad[ar - 1], kb = bd[br - 2], nn = bd[br - 1];
   if (k != kb) {
     char x[128], y[128];

@@ -141,4 +141,10 @@ bool fold_sce_loss(Graph *g, Node *n);
 void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);
 int64_t ravel(int rank, const int64_t *dims, const int64_t *coord);
 
+/* MatMul's operands as numpy promotes them (ops.c): a 1-D A becomes a row
+   and a 1-D B a column, into ad/bd (IR_MAX_RANK + 1 dims each); the dims
+   added leave the result again. */
+void matmul_operands(const Tensor *a, const Tensor *b, int64_t *ad, int *ar, int64_t *bd,
+                     int *br);
+
 #endif
