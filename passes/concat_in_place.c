@@ -1,12 +1,19 @@
 /*
  * concat_in_place.c - copies that need not happen.
  *
- * Concat: when every input is written by a node of its own and read by the
- * Concat alone, each producer can write straight into its slice of the
- * Concat's output. The inputs become views of that output (strided when
- * the concat axis is not the outermost non-unit one) and the Concat
- * issues nothing. Not for inputs that are graph inputs, outputs or
- * constants, appear twice, feed anything else, or are views already.
+ * Concat: when every input is written by a node of its own, each producer
+ * can write straight into its slice of the Concat's output. The inputs
+ * become views of that output (strided when the concat axis is not the
+ * outermost non-unit one) and the Concat issues nothing. Not for inputs
+ * that are graph inputs, outputs or constants, appear twice, or are views
+ * already.
+ *
+ * Where each slice is one contiguous block, the inputs may have other
+ * readers too (they read the block), and a Concat of the first k inputs
+ * of this one (DenseNet's chain: cat(x0, y1), cat(x0, y1, y2), ...)
+ * becomes a view of the leading blocks, so that nothing is copied at all.
+ * Where slices interleave, each input must feed this Concat alone: the
+ * readers would get strided views.
  *
  * Where the slices interleave (a batch of several, or a concat along an
  * inner axis), every producer must be a cuDNN call the race checker can
@@ -22,12 +29,41 @@
 #include "pass.h"
 #include "rewrite.h"
 
-/* Can `x` be produced directly inside the concat's output? */
-static bool writes_into_slice(const Tensor *x, const Node *concat) {
-  if (!x || x->is_input || x->is_output || tensor_is_const(x) || x->alias_of)
+/* A runtime value with storage of its own, which a view may replace. */
+static bool own_storage(const Tensor *x) {
+  return x && !x->is_input && !x->is_output && !tensor_is_const(x) && !x->alias_of;
+}
+
+/* Is `c` a Concat of the first inputs of `concat` (and not `concat`
+   itself), along the same axis, whose output can become a view? */
+static bool prefix_concat(const Node *c, const Node *concat) {
+  if (c == concat || c->dead || c->is_view || c->op != OP_CONCAT || c->nout != 1 ||
+      c->nin > concat->nin || c->p.axis.axis != concat->p.axis.axis)
     return false;
-  if (x->nusers != 1 || x->users[0] != concat)
-    return false; /* also catches the same tensor twice in one Concat */
+  for (int i = 0; i < c->nin; i++)
+    if (c->in[i] != concat->in[i])
+      return false;
+  return own_storage(c->out[0]) && c->out[0]->dtype == concat->out[0]->dtype;
+}
+
+/* May `x`'s other readers keep reading it once it is a block of the
+   concat's output? Any Concat among them must be a prefix_concat. */
+static bool readers_allowed(const Tensor *x, const Node *concat, bool blocks) {
+  int in_concat = 0;
+  for (int u = 0; u < x->nusers; u++) {
+    const Node *r = x->users[u];
+    if (r == concat)
+      in_concat++;
+    else if (!blocks || (r->op == OP_CONCAT && !prefix_concat(r, concat)))
+      return false;
+  }
+  return in_concat == 1; /* the same tensor twice in one Concat has two slices */
+}
+
+/* Can `x` be produced directly inside the concat's output? */
+static bool writes_into_slice(const Tensor *x, const Node *concat, bool blocks) {
+  if (!own_storage(x) || !readers_allowed(x, concat, blocks))
+    return false;
   const Node *p = x->producer;
   if (!p || p->dead || p->is_view)
     return false;
@@ -63,7 +99,22 @@ static bool exact_writer(const Node *p) {
   return library && (p->act == ACT_NONE || p->act == ACT_RELU);
 }
 
-static bool concat_in_place(Node *concat) {
+/* Makes t a view of base at `offset` with `strides`. The views already
+   made of t (a Reshape of it) now point at base: t is one block there
+   whenever it had readers besides the Concat, so their offsets add. */
+static void view_block(Graph *g, Tensor *t, Tensor *base, int64_t offset,
+                       const int64_t *strides) {
+  make_view(t, base, offset, strides);
+  for (int k = 0; k < g->ntensors; k++) {
+    Tensor *v = g->tensors[k];
+    if (v->alias_of == t) {
+      v->alias_of = base;
+      v->alias_offset += offset;
+    }
+  }
+}
+
+static bool concat_in_place(Graph *g, Node *concat) {
   Tensor *c = concat->out[0];
   int axis = concat->p.axis.axis;
   if (axis < 0 || axis >= c->rank)
@@ -78,7 +129,7 @@ static bool concat_in_place(Node *concat) {
     return false;
   for (int i = 0; i < concat->nin; i++) {
     Tensor *x = concat->in[i];
-    if (!writes_into_slice(x, concat) || x->dtype != c->dtype)
+    if (!writes_into_slice(x, concat, runs == 1) || x->dtype != c->dtype)
       return false;
     if (runs > 1 && !exact_writer(x->producer))
       return false;
@@ -86,13 +137,23 @@ static bool concat_in_place(Node *concat) {
   /* If c is itself a slice of an outer in-place Concat, the inputs go
      straight into the outer storage. */
   Tensor *base = tensor_storage(c);
-  int64_t offset = c->alias_of ? c->alias_offset : 0;
+  int64_t start = c->alias_of ? c->alias_offset : 0, offset = start;
   for (int i = 0; i < concat->nin; i++) {
     Tensor *x = concat->in[i];
-    make_view(x, base, offset, c->strides);
+    view_block(g, x, base, offset, c->strides);
     offset += x->dims[axis] * c->strides[axis];
   }
   concat->is_view = true;
+  /* The prefix Concats among the first input's readers (every prefix
+     Concat reads it) become the leading blocks. */
+  Tensor *first = concat->in[0];
+  for (int u = 0; u < first->nusers; u++) {
+    Node *r = first->users[u];
+    if (r->op == OP_CONCAT && !r->is_view && prefix_concat(r, concat)) {
+      view_block(g, r->out[0], base, start, c->strides);
+      r->is_view = true;
+    }
+  }
   return true;
 }
 
@@ -224,7 +285,7 @@ bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx) {
   for (int i = g->nnodes - 1; i >= 0; i--) {
     Node *n = g->nodes[i];
     if (!n->dead && !n->is_view && n->op == OP_CONCAT && n->nout == 1 && n->out[0])
-      concat_in_place(n);
+      concat_in_place(g, n);
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
