@@ -150,9 +150,16 @@ bool build_executable(const char *c_path, const char *exe_path, Target t, bool s
     return false;
   }
 
+  /* CFLAGS follow opc's -O2, as in make: CFLAGS=-O0 builds a program fast
+     for a test. */
+  const char *cflags_env = getenv("CFLAGS");
+  char user_flags[1024];
+  snprintf(user_flags, sizeof user_flags, "%s", cflags_env ? cflags_env : "");
+
   char *argv[64];
   int argc = split_words(cc, argv, 0, 64);
   argv[argc++] = "-O2";
+  argc = split_words(user_flags, argv, argc, 48);
   if (shared) {
     argv[argc++] = "-fPIC";
     argv[argc++] = "-shared";

@@ -24,6 +24,16 @@ if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   echo "setup: installing Python packages: onnx onnxruntime numpy"
   python3 -m pip install -q onnx onnxruntime numpy
 fi
+# The zoo's inputs: scikit-image's bundled photographs (tools/models/photos.py,
+# cut and resized once into a cache) and lines of text rendered with Pillow
+# (which scikit-image brings) for the trained PP-OCR models of the
+# rapidocr-onnxruntime wheel (tools/models/ppocr.py: pinned, checked).
+if ! python3 -c "import skimage, PIL" 2>/dev/null; then
+  echo "setup: installing Python packages: scikit-image"
+  python3 -m pip install -q scikit-image
+fi
+python3 tools/models/photos.py --check 2>/dev/null || python3 tools/models/photos.py --write
+python3 tools/models/ppocr.py --check 2>/dev/null || python3 tools/models/ppocr.py --fetch
 
 # Triton Inference Server for the triton suite (tests/triton):
 # - nvidia-pytriton's wheel carries a tritonserver binary with its Python

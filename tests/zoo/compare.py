@@ -1,13 +1,27 @@
 #!/usr/bin/env python3
-"""Compare a produced tensor with a reference tensor.
+"""The zoo's one check of an output against ONNX Runtime's.
 
-  compare.py REF.npy GOT.npy [--tol 1e-4] [--name LABEL]
+  compare.py REF.npy GOT.npy [--precision fp32|tf32|fp16|bf16]
+             [--baseline MEAN.npy] [--name LABEL]
 
-Prints one line with the relative L2 error ||got - ref|| / ||ref|| and the
-maximum absolute difference.  Exit status: 0 if shapes and dtypes match and
-GOT has no NaN/Inf and rel L2 < tol (floating types) or equals REF (integer
-and bool types); 1 otherwise (also if a file cannot be read); 2 for usage
-errors.
+A floating output must pass two bounds of its precision (PRECISIONS):
+
+  relative L2      ||got - ref|| / ||ref||
+  signal-relative  ||got - ref|| / ||ref - baseline||, where baseline is the
+                   mean of the reference over other inputs: the error
+                   against the part of the output that the input decides.
+
+A model whose output hardly depends on its input would pass the first bound
+with almost any answer; the second bound is what makes the check tell a
+right answer from a wrong one, and the input sensitivity
+||ref - baseline|| / ||ref|| (at least MIN_SENSITIVITY) says whether it can.
+
+Exact: shapes, element types, integer and bool values; NaN and Inf only
+where the reference has them, at the same places (infinities of the same
+sign). A NaN in the reference is a test error, never a pass.
+
+Exit status: 0 if the output passes, 1 if it does not (or a file cannot be
+read), 2 for usage errors.
 """
 
 import argparse
@@ -15,39 +29,90 @@ import sys
 
 import numpy as np
 
+# precision -> (relative L2 bound, signal-relative bound). In 16 bits the
+# signal-relative bound is the one that binds: issue 17's relative L2 bounds
+# (1e-2, 3e-2) were measured on outputs that hardly depended on their input,
+# where the constant part dilutes any error. On the calibrated zoo, storage
+# rounding alone (every weight and activation rounded, all else exact, in
+# ONNX Runtime) gives Inception-V3 a relative L2 of 0.047 in fp16 and 0.22
+# in bf16 (docs/testing.md).
+PRECISIONS = {
+    "fp32": (1e-4, 1e-3),
+    "tf32": (1e-2, 1e-3),
+    "fp16": (0.1, 0.1),
+    "bf16": (0.3, 0.3),
+}
+# The input-dependent part of an output over the whole output, below which
+# the signal-relative bound would be too loose to mean anything.
+MIN_SENSITIVITY = 0.2
 
-def compare(ref, got, tol):
-    """Return (ok, message)."""
-    if ref.shape != got.shape:
-        return False, "shape mismatch: ref %s got %s" % (ref.shape, got.shape)
+
+class ReferenceError(Exception):
+    """The reference itself is unusable (a NaN): a test error."""
+
+
+def norm(a):
+    return float(np.linalg.norm(np.asarray(a, np.float64).ravel()))
+
+
+def sensitivity(ref, baseline):
+    """||ref - baseline|| / ||ref|| over the finite elements."""
+    r = np.asarray(ref, np.float64)
+    b = np.asarray(baseline, np.float64)
+    finite = np.isfinite(r) & np.isfinite(b)
+    whole = norm(r[finite])
+    return norm((r - b)[finite]) / whole if whole > 0 else 0.0
+
+
+def check(ref, got, precision="fp32", baseline=None):
+    """(ok, message, figures): figures has rel_l2 and signal_rel (None where
+    not applicable). Raises ReferenceError for a NaN in the reference."""
+    figures = {"rel_l2": None, "signal_rel": None}
+    if got.shape != ref.shape:
+        return False, "shape %s, expected %s" % (got.shape, ref.shape), figures
     if got.dtype != ref.dtype:
-        return False, "dtype mismatch: ref %s got %s" % (ref.dtype, got.dtype)
-    if ref.dtype.kind in "biu":  # integers and bools: exact
+        return False, "element type %s, expected %s" % (got.dtype, ref.dtype), figures
+    if ref.dtype.kind in "biu":
         wrong = ref != got
-        if not wrong.any():
-            return True, "exact shape=%s dtype=%s" % (ref.shape, ref.dtype)
-        idx = int(np.argmax(wrong.ravel()))
-        return False, "%d of %d values differ (first at flat index %d: ref %s got %s)" % (
-            int(wrong.sum()), ref.size, idx, ref.ravel()[idx], got.ravel()[idx])
-    r = ref.astype(np.float64, copy=False)
-    g = got.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(r)):
-        return False, "reference contains NaN/Inf"
-    bad = ~np.isfinite(g)
-    if bad.any():
-        return False, "got contains %d NaN/Inf of %d values (first at flat index %d)" % (
-            int(bad.sum()), g.size, int(np.argmax(bad.ravel())))
-    if r.size == 0:
-        return True, "rel_l2=0 max_abs=0 (empty) shape=%s" % (ref.shape,)
-    diff = g - r
-    nd = float(np.linalg.norm(diff.ravel()))
-    nr = float(np.linalg.norm(r.ravel()))
-    rel = nd / nr if nr > 0 else nd
-    idx = int(np.argmax(np.abs(diff).ravel()))
-    mx = float(np.abs(diff).ravel()[idx])
-    msg = "rel_l2=%.3e max_abs=%.3e (at flat index %d: ref %.6g got %.6g) shape=%s tol=%.1e" % (
-        rel, mx, idx, float(r.ravel()[idx]), float(g.ravel()[idx]), ref.shape, tol)
-    return rel < tol, msg
+        if wrong.any():
+            k = int(np.argmax(wrong.ravel()))
+            return False, "%d of %d values differ (first at flat index %d: got %s, expected %s)" % (
+                int(wrong.sum()), ref.size, k, got.ravel()[k], ref.ravel()[k]), figures
+        figures["rel_l2"] = 0.0
+        return True, "exact", figures
+    r = ref.astype(np.float64)
+    g = got.astype(np.float64)
+    if np.isnan(r).any():
+        raise ReferenceError("the reference has %d NaN of %d values" % (int(np.isnan(r).sum()),
+                                                                      r.size))
+    inf = np.isinf(r)
+    misplaced = (~np.isfinite(g) & ~inf) | (inf & (g != r))
+    if misplaced.any():
+        k = int(np.argmax(misplaced.ravel()))
+        return False, "%d NaN or Inf where the reference has none or another (first at flat " \
+            "index %d: got %r, expected %r)" % (int(misplaced.sum()), k, float(g.ravel()[k]),
+                                                float(r.ravel()[k])), figures
+    finite = ~inf
+    diff = norm((g - r)[finite])
+    whole = norm(r[finite])
+    rel = diff / whole if whole > 0 else diff
+    figures["rel_l2"] = rel
+    rel_bound, signal_bound = PRECISIONS[precision]
+    text = "relative L2 %.2e" % rel
+    problems = []
+    if rel >= rel_bound:
+        problems.append("relative L2 %.3g >= %g" % (rel, rel_bound))
+    if baseline is not None:
+        b = np.asarray(baseline, np.float64)
+        signal = norm((r - b)[finite & np.isfinite(b)])
+        signal_rel = diff / signal if signal > 0 else float("inf")
+        figures["signal_rel"] = signal_rel
+        text += ", signal-relative %.2e" % signal_rel
+        if signal_rel > signal_bound:
+            problems.append("signal-relative error %.3g > %g" % (signal_rel, signal_bound))
+    if problems:
+        return False, "; ".join(problems), figures
+    return True, text, figures
 
 
 def main(argv=None):
@@ -55,18 +120,25 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ref")
     ap.add_argument("got")
-    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--precision", default="fp32", choices=sorted(PRECISIONS))
+    ap.add_argument("--baseline", default=None,
+                    help="the mean of the reference over other inputs (.npy)")
     ap.add_argument("--name", default=None, help="label printed with the result")
     a = ap.parse_args(argv)
     label = (a.name + ": ") if a.name else ""
     try:
         ref = np.load(a.ref, allow_pickle=False)
         got = np.load(a.got, allow_pickle=False)
-    except Exception as e:  # missing/corrupt file is a failure, not a crash
+        baseline = np.load(a.baseline, allow_pickle=False) if a.baseline else None
+    except Exception as e:  # a missing or corrupt file is a failure, not a crash
         print("FAIL %scannot load: %s" % (label, e))
         return 1
-    ok, msg = compare(ref, got, a.tol)
-    print("%s %s%s" % ("PASS" if ok else "FAIL", label, msg))
+    try:
+        ok, message, _ = check(ref, got, a.precision, baseline)
+    except ReferenceError as e:
+        print("ERROR %s%s" % (label, e))
+        return 1
+    print("%s %s%s" % ("PASS" if ok else "FAIL", label, message))
     return 0 if ok else 1
 
 

@@ -1,30 +1,43 @@
 #!/usr/bin/env python3
-"""Make reference inputs/outputs for an ONNX model with onnxruntime (CPU).
+"""ONNX Runtime's outputs for a model, on the test input and on others.
 
-  reference.py MODEL.onnx --seed S --outdir DIR [--opt disable|basic|extended|all]
-                          [--threads T]
+  reference.py MODEL.onnx --seed S --outdir DIR [--others N]
+               [--input-shape NAME=DIMS ...] [--input-kind NAME=KIND ...]
+               [--opt disable|basic|extended|all] [--threads T]
 
-Writes, in DIR:
-  input_<k>.npy   one per graph input in graph-input order (k = 0, 1, ...), C
-                  order, of the input's element type, all drawn from one numpy
-                  default_rng(S) (see make_input for the convention):
-                    float32             standard normal
-                    float16, double     standard normal, cast
-                    int8..int64, uint8..uint64, bool
-                                        token ids, uniform integers in [LO, HI)
-                                        (default [0, 100)), or with
-                                        metadata_props "opc.input_kind.NAME" =
-                                        "mask" an attention mask: per row
-                                        (last axis, length L) a random number in
-                                        [1, L-1] of ones, then zeros (padding)
-                  The model's metadata_props set the range of an integer input:
-                  "opc.input_range.NAME" = "LO,HI" (HI exclusive).
-  inputs.txt      one "NAME=PATH" line per graph input (PATH absolute)
-  ref_<k>.npy     onnxruntime's value of graph output k
-  outputs.txt     one "NAME=PATH" line per graph output (PATH absolute)
-  meta.json       seed, model, onnxruntime version, shapes
+Draw 0 is the test input; draws 1..N (default 4) are other inputs, whose
+outputs say how much of the output the input decides. Writes, in DIR:
 
-The NAME=PATH files split at the first '='.
+  input_<k>.npy, ref_<k>.npy   draw 0's graph input k and output k
+  inputs.txt, outputs.txt      one "NAME=PATH" line per input / output
+                               (PATH absolute; split at the first '=')
+  other<d>/...                 the same for draw d
+  baseline_<k>.npy             the mean of output k over draws 1..N
+                               (floating outputs)
+  meta.json                    seed, model, onnxruntime version, shapes, and
+                               each floating output's input sensitivity,
+                               ||ref - baseline|| / ||ref||
+
+A NaN in any reference output is an error (exit 1): a check against it
+could not fail.
+
+Inputs, by the model's metadata_props "opc.input_kind.NAME" (or
+--input-kind, for a model used as shipped) and type (make_input); a
+dynamic shape is given with --input-shape NAME=1x3x48x320:
+  image             photographs (tools/models/photos.py), resized to the
+                    input's height and width and normalised as torchvision
+                    does; draw d of a batch of B takes photographs
+                    (S + d*B + j) mod count, j < B
+  text              lines of text rendered black on white
+                    (tools/models/ppocr.py), normalised as PP-OCR does;
+                    draw d of seed S starts with ppocr.TEXTS[(S + d) mod count]
+  mask              integer or bool padding mask: per row (last axis,
+                    length L) a random count in [1, L-1] of leading ones,
+                    then zeros
+  float, no kind    standard normal
+  integer or bool   token ids, uniform in [LO, HI) with "opc.input_range.NAME"
+                    = "LO,HI" (default [0, 100), bool [0, 2))
+Random draws come from numpy's default_rng([S, d]), inputs in graph order.
 """
 
 import argparse
@@ -33,6 +46,14 @@ import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "models"))
+import photos  # noqa: E402
+import ppocr  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import sensitivity  # noqa: E402
 
 # onnxruntime's NodeArg.type -> numpy dtype
 _DTYPES = {
@@ -45,32 +66,33 @@ _DTYPES = {
 }
 
 DEFAULT_INT_RANGE = (0, 100)
+DEFAULT_OTHERS = 4
 
 
-def make_input(rng, name, type_str, shape, props):
-    """One graph input, drawn from `rng`.
-
-    type_str is onnxruntime's input type ("tensor(float)", ...), shape a tuple
-    of ints, props the model's metadata_props (dict).  float32 is
-    rng.standard_normal(size=shape, dtype=float32), exactly as before integer
-    inputs were supported, so float models draw the same numbers.  Integer and
-    bool inputs are token ids in [LO, HI), LO,HI from metadata_props
-    "opc.input_range.NAME" (default 0,100; bool 0,2), or, with metadata_props
-    "opc.input_kind.NAME" = "mask", a padding mask: every row (last axis, length
-    L) starts with a random number in [1, L-1] (1 if L == 1) of ones, the rest
-    zeros, so each row has at least one 1 and, if L > 1, at least one 0."""
+def make_input(rng, name, type_str, shape, props, seed=0, draw=0):
+    """One graph input of draw `draw` (see the module's docstring); `rng`
+    gives the random draws, `seed` and `draw` choose photographs."""
     if type_str not in _DTYPES:
         raise ValueError("input %r has type %s; supported: %s"
                          % (name, type_str, ", ".join(sorted(_DTYPES))))
     dtype = _DTYPES[type_str]
     shape = tuple(shape)
-    if dtype == np.float32:
-        x = rng.standard_normal(size=shape, dtype=np.float32)
-        return np.ascontiguousarray(x, dtype=np.float32)
-    if dtype in (np.float16, np.float64):
-        x = rng.standard_normal(size=shape, dtype=np.float64)
-        return np.ascontiguousarray(x.astype(dtype))
-    kind = props.get("opc.input_kind." + name, "ids")
+    kind = props.get("opc.input_kind." + name, "ids" if dtype not in (
+        np.float32, np.float16, np.float64) else "normal")
+    if kind == "image":
+        if dtype != np.float32 or len(shape) != 4 or shape[1] not in (1, 3):
+            raise ValueError("image input %r must be float32 (N, 1 or 3, H, W), is %s %r"
+                             % (name, type_str, shape))
+        n = shape[0]
+        return photos.image_batch([(seed + draw * n + j) % photos.count() for j in range(n)],
+                                  shape)
+    if kind == "text":
+        rows = max(1, shape[2] // ppocr.LINE_HEIGHT) if len(shape) == 4 else 1
+        return ppocr.text_image(ppocr.draw_texts(seed, draw, rows), shape)
+    if kind == "normal":
+        if dtype == np.float32:
+            return rng.standard_normal(size=shape, dtype=np.float32)
+        return np.ascontiguousarray(rng.standard_normal(size=shape).astype(dtype))
     if kind == "mask":
         if len(shape) < 1 or shape[-1] < 1:
             raise ValueError("mask input %r needs a non-empty last axis, has %r"
@@ -83,7 +105,7 @@ def make_input(rng, name, type_str, shape, props):
         x = np.arange(length, dtype=np.int64) < ones[..., None]
         return np.ascontiguousarray(x.astype(dtype))
     if kind != "ids":
-        raise ValueError("input %r: unknown opc.input_kind %r (ids or mask)"
+        raise ValueError("input %r: unknown opc.input_kind %r (image, text, mask or ids)"
                          % (name, kind))
     spec = props.get("opc.input_range." + name)
     if spec is not None:
@@ -99,18 +121,59 @@ def make_input(rng, name, type_str, shape, props):
     return np.ascontiguousarray(x.astype(dtype))
 
 
+def draw_inputs(sess, props, seed, draw, shapes=None):
+    """{name: array} for every graph input of the session, draw `draw`;
+    `shapes` gives the shapes of inputs whose shape is dynamic."""
+    rng = np.random.default_rng([seed, draw])
+    feeds = {}
+    for inp in sess.get_inputs():
+        shape = []
+        for d in (shapes or {}).get(inp.name, inp.shape):
+            if not isinstance(d, int) or d < 0:
+                raise ValueError("input %r has a non-static shape %r" % (inp.name, inp.shape))
+            shape.append(d)
+        feeds[inp.name] = make_input(rng, inp.name, inp.type, shape, props, seed, draw)
+    return feeds
+
+
+def write_draw(outdir, sess, feeds, outs):
+    """input_<k>.npy, ref_<k>.npy, inputs.txt and outputs.txt in outdir."""
+    os.makedirs(outdir, exist_ok=True)
+    in_lines, out_lines = [], []
+    for k, inp in enumerate(sess.get_inputs()):
+        path = os.path.join(outdir, "input_%d.npy" % k)
+        np.save(path, feeds[inp.name])
+        in_lines.append("%s=%s" % (inp.name, path))
+    for k, (o, v) in enumerate(zip(sess.get_outputs(), outs)):
+        path = os.path.join(outdir, "ref_%d.npy" % k)
+        np.save(path, np.ascontiguousarray(v))
+        out_lines.append("%s=%s" % (o.name, path))
+    with open(os.path.join(outdir, "inputs.txt"), "w") as f:
+        f.write("".join(l + "\n" for l in in_lines))
+    with open(os.path.join(outdir, "outputs.txt"), "w") as f:
+        f.write("".join(l + "\n" for l in out_lines))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--outdir", required=True)
+    ap.add_argument("--others", type=int, default=DEFAULT_OTHERS,
+                    help="other inputs, for the input sensitivity (default %d)" % DEFAULT_OTHERS)
+    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
+                    help="the shape of an input whose shape is dynamic, like x=1x3x48x320")
+    ap.add_argument("--input-kind", action="append", default=[], metavar="NAME=KIND",
+                    help="what an input takes (image, text, mask, ids), over the metadata's")
     ap.add_argument("--opt", default="disable",
                     choices=["disable", "basic", "extended", "all"],
                     help="onnxruntime graph optimisation level (default: disable)")
     ap.add_argument("--threads", type=int, default=0,
                     help="intra-op threads (0 = onnxruntime default)")
     a = ap.parse_args(argv)
+    if a.others < 1:
+        ap.error("--others must be at least 1")
 
     import onnxruntime as ort
 
@@ -120,62 +183,57 @@ def main(argv=None):
               "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[a.opt]
+    so.log_severity_level = 3
     if a.threads:
         so.intra_op_num_threads = a.threads
     sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
-
-    outdir = os.path.abspath(a.outdir)
-    os.makedirs(outdir, exist_ok=True)
-    rng = np.random.default_rng(a.seed)
-    feeds = {}
-    in_lines = []
-    meta = {"model": os.path.abspath(a.model), "seed": a.seed,
-            "onnxruntime": ort.__version__, "opt": a.opt,
-            "inputs": [], "outputs": []}
     props = dict(sess.get_modelmeta().custom_metadata_map)
-    for k, inp in enumerate(sess.get_inputs()):
-        if inp.type not in _DTYPES:
-            sys.exit("reference.py: input %r has type %s; supported: %s"
-                     % (inp.name, inp.type, ", ".join(sorted(_DTYPES))))
-        shape = []
-        for d in inp.shape:
-            if not isinstance(d, int) or d < 0:
-                sys.exit("reference.py: input %r has a non-static shape %r"
-                         % (inp.name, inp.shape))
-            shape.append(d)
+    shapes = {}
+    for spec in a.input_shape:
+        name, _, dims = spec.partition("=")
+        shapes[name] = [int(d) for d in dims.split("x")]
+    for spec in a.input_kind:
+        name, _, kind = spec.partition("=")
+        props["opc.input_kind." + name] = kind
+    outdir = os.path.abspath(a.outdir)
+
+    draws = []
+    for d in range(a.others + 1):
         try:
-            x = make_input(rng, inp.name, inp.type, shape, props)
+            feeds = draw_inputs(sess, props, a.seed, d, shapes)
         except ValueError as err:
             sys.exit("reference.py: %s" % err)
-        path = os.path.join(outdir, "input_%d.npy" % k)
-        np.save(path, x)
-        feeds[inp.name] = x
-        in_lines.append("%s=%s" % (inp.name, path))
-        meta["inputs"].append({"name": inp.name, "shape": shape,
-                               "dtype": str(x.dtype), "path": path})
+        outs = [np.ascontiguousarray(v) for v in sess.run(None, feeds)]
+        for o, v in zip(sess.get_outputs(), outs):
+            if v.dtype.kind == "f" and np.isnan(v).any():
+                sys.exit("reference.py: ONNX Runtime's output %r for draw %d has %d NaN: a "
+                         "reference a check cannot fail against" % (o.name, d,
+                                                                     int(np.isnan(v).sum())))
+        write_draw(outdir if d == 0 else os.path.join(outdir, "other%d" % d), sess, feeds, outs)
+        draws.append((feeds, outs))
 
-    outs = sess.run(None, feeds)
-    out_lines = []
+    meta = {"model": os.path.abspath(a.model), "seed": a.seed, "others": a.others,
+            "onnxruntime": ort.__version__, "opt": a.opt, "inputs": [], "outputs": []}
+    feeds, outs = draws[0]
+    for k, inp in enumerate(sess.get_inputs()):
+        meta["inputs"].append({"name": inp.name, "shape": list(feeds[inp.name].shape),
+                               "dtype": str(feeds[inp.name].dtype),
+                               "path": os.path.join(outdir, "input_%d.npy" % k)})
     for k, (o, v) in enumerate(zip(sess.get_outputs(), outs)):
-        v = np.ascontiguousarray(v)
-        path = os.path.join(outdir, "ref_%d.npy" % k)
-        np.save(path, v)
-        out_lines.append("%s=%s" % (o.name, path))
-        meta["outputs"].append({"name": o.name, "shape": list(v.shape),
-                                "dtype": str(v.dtype), "path": path})
-        if not np.all(np.isfinite(v)):
-            print("reference.py: warning: output %r has non-finite values" % o.name,
-                  file=sys.stderr)
-
-    with open(os.path.join(outdir, "inputs.txt"), "w") as f:
-        f.write("".join(l + "\n" for l in in_lines))
-    with open(os.path.join(outdir, "outputs.txt"), "w") as f:
-        f.write("".join(l + "\n" for l in out_lines))
+        entry = {"name": o.name, "shape": list(v.shape), "dtype": str(v.dtype),
+                 "path": os.path.join(outdir, "ref_%d.npy" % k)}
+        if v.dtype.kind == "f":
+            baseline = np.mean([other[1][k].astype(np.float64) for other in draws[1:]], axis=0)
+            path = os.path.join(outdir, "baseline_%d.npy" % k)
+            np.save(path, baseline)
+            entry["baseline"] = path
+            entry["sensitivity"] = sensitivity(v, baseline)
+        meta["outputs"].append(entry)
     with open(os.path.join(outdir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
-    print("reference: %s seed=%d inputs=%d outputs=%d (onnxruntime %s, opt=%s) -> %s"
-          % (os.path.basename(a.model), a.seed, len(in_lines), len(out_lines),
-             ort.__version__, a.opt, outdir))
+    print("reference: %s seed=%d, %d inputs, %d outputs, %d other draws (onnxruntime %s, "
+          "opt=%s) -> %s" % (os.path.basename(a.model), a.seed, len(feeds), len(outs), a.others,
+                             ort.__version__, a.opt, outdir))
     return 0
 
 

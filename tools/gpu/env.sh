@@ -94,6 +94,10 @@ export CC
 OPC_TESTDATA="$OPC_GPU_PREFIX/usr/share/libonnx-testdata/data"
 OPC_ONNX_PROTO="$OPC_GPU_PREFIX/usr/include/onnx/onnx.proto"
 export OPC_TESTDATA OPC_ONNX_PROTO
+# The zoo's photographs and PP-OCR's models, carried (pack_opc.sh).
+OPC_PHOTOS="$PWD/.gpu-carry/data/photos.npz"
+OPC_PPOCR="$PWD/.gpu-carry/data/ppocr"
+export OPC_PHOTOS OPC_PPOCR
 # Python output must not wait in buffers: the device tool returns what was
 # printed when a command is stopped at its limit.
 export PYTHONUNBUFFERED=1

@@ -57,6 +57,15 @@ done
 # Without their debugging sections the archives are a fifth of the size.
 command -v strip >/dev/null 2>&1 && strip -g "$dest"/runtime/*.a
 
+# The zoo's inputs: the photographs (tools/models/photos.py's cache) and
+# PP-OCR's models; the GPU machine has neither scikit-image nor a network.
+python3 "$root/tools/models/photos.py" --check 2>/dev/null || python3 "$root/tools/models/photos.py" --write
+python3 "$root/tools/models/ppocr.py" --check 2>/dev/null || python3 "$root/tools/models/ppocr.py" --fetch
+mkdir -p "$root/.gpu-carry/data/ppocr"
+cp "${OPC_PHOTOS:-$HOME/.cache/opc/photos-v1.npz}" "$root/.gpu-carry/data/photos.npz"
+cp "$(python3 -c "import sys; sys.path.insert(0, '$root/tools/models'); import ppocr; print(ppocr.cache_dir())")"/*.onnx \
+  "$root/.gpu-carry/data/ppocr/"
+
 {
   echo "opc: $("$opc" --version)"
   echo "built from: $build"

@@ -6,8 +6,14 @@
   build.py --stats NAME [--batch N] [--seed S]
   build.py --check [NAME ...]     # build, run onnxruntime, check outputs
 
-Weights are random (seeded); the output is bit-for-bit identical for a given
-(NAME, batch, seed).  Only numpy and onnx are needed (onnxruntime for --check).
+Weights are random (seeded), then calibrated on photographs (calibrate.py,
+photos.py): every BatchNormalization gets the statistics of its input on
+them, and every biased convolution no BatchNormalization follows is centred
+and scaled, so that outputs depend on their input as a trained network's
+do. For a given (NAME, batch, seed) the output is identical on one machine;
+the statistics are rounded to 4 digits so that other CPUs rarely change a
+byte. Needs numpy, onnx and onnxruntime, and the photographs (scikit-image,
+or a copy of photos.py's cache in OPC_PHOTOS).
 """
 
 import argparse
@@ -21,6 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
+import calibrate as calibration  # noqa: E402
+import photos  # noqa: E402
 import zoo_cnn  # noqa: E402
 import zoo_mobile  # noqa: E402
 import zoo_nas  # noqa: E402
@@ -53,8 +61,33 @@ def build_net(name, batch=1, seed=0):
     return MODELS[name](batch=batch, seed=seed)
 
 
-def build_model(name, batch=1, seed=0):
-    return build_net(name, batch, seed).to_model(check=True)
+def image_inputs(model):
+    """[(name, shape)] of the graph inputs that take photographs: those the
+    model's metadata marks "opc.input_kind.NAME" = "image" (netbuilder marks
+    every float32 input of an image's shape)."""
+    props = {p.key: p.value for p in model.metadata_props}
+    return [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim])
+            for i in model.graph.input if props.get("opc.input_kind." + i.name) == "image"]
+
+
+def build_model(name, batch=1, seed=0, calibrate=True):
+    """The model, its layers calibrated on photographs (calibrate.py) unless
+    calibrate is False."""
+    model = build_net(name, batch, seed).to_model(check=True)
+    # The text models' LayerNormalizations keep their own scale.
+    if not calibrate or not image_inputs(model) or not calibration.calibration_layers(model):
+        return model
+    # The same network at the calibration photographs' batch: the same
+    # weights, under the same names.
+    wide = build_net(name, photos.CALIBRATION, seed).to_model(check=False)
+    feeds = {}
+    images = dict(image_inputs(wide))
+    for i in wide.graph.input:
+        if i.name not in images:
+            raise SystemExit("build.py: %s: input %r is not an image; calibrate.py knows "
+                             "only image inputs" % (name, i.name))
+        feeds[i.name] = photos.image_batch(list(range(photos.CALIBRATION)), images[i.name])
+    return calibration.apply(model, calibration.statistics(wide, feeds))
 
 
 def serialize(model):
@@ -158,8 +191,8 @@ def print_stats(name, model, extra=None):
 
 # ------------------------------------------------------------------ check
 def _reference():
-    """tests/zoo/reference.py, whose make_input() is the zoo's one input
-    convention (float32 standard normal; integer ids and masks as the
+    """tests/zoo/reference.py, whose draw_inputs() is the zoo's one input
+    convention (photographs for image inputs; integer ids and masks as the
     model's metadata_props say)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -174,11 +207,8 @@ def check_numerics(name, model, seed=0):
     import onnxruntime as ort
     so = ort.SessionOptions()
     sess = ort.InferenceSession(serialize(model), so, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(seed)
     props = dict(sess.get_modelmeta().custom_metadata_map)
-    feeds = {}
-    for i in sess.get_inputs():
-        feeds[i.name] = _reference().make_input(rng, i.name, i.type, i.shape, props)
+    feeds = _reference().draw_inputs(sess, props, seed, 0)
     outs = sess.run(None, feeds)
     ok = True
     for o, v in zip(sess.get_outputs(), outs):

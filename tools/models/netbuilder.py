@@ -520,7 +520,14 @@ class Net:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                   producer_name="opc-zoo", producer_version="1",
                                   ir_version=IR_VERSION)
-        metadata = getattr(self, "metadata", None)
+        metadata = dict(getattr(self, "metadata", None) or {})
+        # Every zoo input of an image's shape takes photographs
+        # (tests/zoo/reference.py reads this).
+        for i in self.inputs:
+            dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
+            if (i.type.tensor_type.elem_type == TensorProto.FLOAT and len(dims) == 4
+                    and dims[1] in (1, 3)):
+                metadata.setdefault("opc.input_kind." + i.name, "image")
         if metadata:
             helper.set_model_props(model, dict(sorted(metadata.items())))
         if check:
