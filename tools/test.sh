@@ -5,26 +5,45 @@
 # "N passed, N failed".
 set -eu
 cd "$(dirname "$0")/.."
+# Each phase's wall time goes to build/test-phases.txt, for the table at the
+# end (tools/test_durations.py).
+phases=$(mktemp)
+last=$(date +%s)
+phase() {
+  now=$(date +%s)
+  echo "$1 $((now - last))" >> "$phases"
+  last=$now
+}
 sh tools/setup.sh
+phase "setup"
 jobs=$(nproc)
 
 [ -f build/build.ninja ] || { rm -rf build && meson setup build; }
 ninja -C build
+phase "build"
 status=0
 meson test -C build --num-processes "$jobs" --print-errorlogs || status=1
+phase "tests"
 
 # The sanitizer build runs the compiler's own tests (not the emitted-program
 # suites, which exercise gcc and the runtime far more than opc itself).
 [ -f build-asan/build.ninja ] || { rm -rf build-asan &&
   meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false; }
 ninja -C build-asan
+phase "sanitizer build"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --num-processes "$jobs" --print-errorlogs \
   --suite ir --suite frontend --suite cli --suite passes --suite schedule --suite testdata || status=1
+phase "sanitizer tests"
 
 # The fuzz targets, 20 s each, two at a time, after replaying every input
 # that once crashed one (tools/fuzz.sh; its own clang build, build-fuzz).
 sh tools/fuzz.sh || status=1
+phase "fuzz build and run"
+cp "$phases" build/test-phases.txt
+rm -f "$phases"
+python3 tools/test_durations.py --phases build/test-phases.txt build/meson-logs/testlog.json \
+  build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json > build/test-durations.md || true
 
 python3 tools/test_summary.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
   build-fuzz/meson-logs/testlog.json
