@@ -35,7 +35,8 @@ static const char help_text[] =
     "  --emit triton          OUT is a Triton model repository: for each model, OUT/NAME/\n"
     "                         config.pbtxt and OUT/NAME/1/ with the program as libnet.so and\n"
     "                         the Python backend's model.py that runs it\n"
-    "  --model-name NAME      with --emit triton: the model's name (default: its file's stem)\n"
+    "  --model-name NAME      with --emit triton: the model's name (default: made from its\n"
+    "                         file name, as for NAME=MODEL.onnx)\n"
     "  --instances K          with --emit triton: instances of each model (default 1)\n"
     "  --target cuda|cpu      what the executable links against (default cuda); cpu uses\n"
     "                         opc's own CPU implementation of the CUDA API\n"
@@ -88,8 +89,13 @@ static const char help_text[] =
     "  --no-merge             do not merge operators\n"
     "\n"
     "Serving several requests and models (more than one model, or --instances):\n"
-    "  NAME=MODEL.onnx        name a model (default: its file's stem); the program's API\n"
-    "                         and its weights file (OUT.NAME.weights) use the name\n"
+    "  NAME=MODEL.onnx        name a model (letters, digits, '_' and '-'); the program's\n"
+    "                         API and its weights file (OUT.NAME.weights) use the name.\n"
+    "                         By default it is made from the file name less .onnx: each\n"
+    "                         run of other characters than ASCII letters, digits and '_'\n"
+    "                         becomes one '_' (none at either end), '_' goes before a\n"
+    "                         leading digit, and an empty name is 'model'\n"
+    "                         (squeezenet1.1-7.onnx: squeezenet1_1_7)\n"
     "  --instances NAME=K,... requests of each model in flight at once (default 1 each);\n"
     "                         every copy is scheduled together with all the others\n"
     "  --queue-capacity N     requests each model's queue holds (default 256)\n"
@@ -118,10 +124,11 @@ static const char help_text[] =
     "\n"
     "Exit status: 0 success, 1 usage error, 2 the model cannot be compiled.\n";
 
-/* One model of the command line: NAME=FILE, or FILE named by its stem. */
+/* One model of the command line: NAME=FILE, or FILE named after its stem. */
 typedef struct ModelArg {
   const char *name;
   const char *path;
+  bool named;    /* NAME=FILE; otherwise the name is made from the file name */
   int instances; /* --instances; 0 until given */
 } ModelArg;
 
@@ -310,7 +317,9 @@ static bool is_c_identifier(const char *s) {
   return true;
 }
 
-/* A model's name names it in the program's API and its weights file. */
+/* A name given with NAME=FILE or --model-name: it names the model in the
+   serving program's API, its weights file OUT.NAME.weights and its Triton
+   directory and config.pbtxt, all of which take '-' too. */
 static bool is_model_name(const char *s) {
   if (!*s)
     return false;
@@ -321,7 +330,56 @@ static bool is_model_name(const char *s) {
   return true;
 }
 
-/* FILE (named by its stem, without ".onnx") or NAME=FILE. */
+static bool is_name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_';
+}
+
+/*
+ * The name a model takes from its file's stem (the file name less ".onnx"),
+ * whatever the file is called: every run of characters other than ASCII
+ * letters, digits and '_' becomes one '_' (dropped at either end), a name
+ * that would start with a digit gets a leading '_', and one left empty is
+ * "model". "squeezenet1.1-7" is squeezenet1_1_7, "2 nets" _2_nets. It is
+ * always a C identifier and a Triton model name.
+ */
+static char *name_from_stem(const char *stem, size_t len) {
+  char *name = malloc(len + sizeof "model" + 1);
+  size_t n = 0;
+  bool gap = false;
+  for (size_t i = 0; i < len; i++) {
+    if (!is_name_char(stem[i])) {
+      gap = true;
+      continue;
+    }
+    if (gap && n > 0)
+      name[n++] = '_';
+    if (n == 0 && stem[i] >= '0' && stem[i] <= '9')
+      name[n++] = '_';
+    name[n++] = stem[i];
+    gap = false;
+  }
+  name[n] = '\0';
+  if (n == 0)
+    strcpy(name, "model");
+  return name;
+}
+
+/* "a, b and c": the models' names, for messages that ask for one. */
+static const char *model_names(const Config *c) {
+  static char list[1024];
+  size_t len = 0;
+  list[0] = '\0';
+  for (int i = 0; i < c->nmodels && len < sizeof list; i++)
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                            i == 0 ? "" : i + 1 == c->nmodels ? " and " : ", ", c->models[i].name);
+  return list;
+}
+
+/*
+ * FILE (named after its stem) or NAME=FILE. An argument that is a file is
+ * always FILE, so that a file name may hold '=' too.
+ */
 static bool add_model(Config *c, const char *arg) {
   if (c->nmodels == MAX_MODELS) {
     opc_error("more than %d models given", MAX_MODELS);
@@ -330,27 +388,31 @@ static bool add_model(Config *c, const char *arg) {
   ModelArg *m = &c->models[c->nmodels];
   const char *eq = strchr(arg, '=');
   const char *slash = strrchr(arg, '/');
-  if (eq && (!slash || eq < slash)) {
+  m->named = eq && (!slash || eq < slash) && access(arg, F_OK) != 0;
+  if (m->named) {
     m->name = strndup(arg, (size_t)(eq - arg));
     m->path = eq + 1;
+    if (!is_model_name(m->name)) {
+      opc_error("'%s': a model's name must be letters, digits, '_' and '-' (given in %s)",
+                m->name, arg);
+      free((char *)m->name);
+      return false;
+    }
   } else {
     const char *stem = slash ? slash + 1 : arg;
     size_t len = strlen(stem);
-    if (len > 5 && strcmp(stem + len - 5, ".onnx") == 0)
+    if (len >= 5 && strcmp(stem + len - 5, ".onnx") == 0)
       len -= 5;
-    m->name = strndup(stem, len);
+    m->name = name_from_stem(stem, len);
     m->path = arg;
-  }
-  if (!is_model_name(m->name)) {
-    opc_error("'%s': a model's name must be letters, digits, '_' and '-' (give one with "
-              "NAME=%s)", m->name, m->path);
-    free((char *)m->name);
-    return false;
   }
   for (int i = 0; i < c->nmodels; i++)
     if (strcmp(c->models[i].name, m->name) == 0) {
-      opc_error("two models are named '%s' (%s and %s); name them with NAME=FILE", m->name,
-                c->models[i].path, m->path);
+      bool derived = !c->models[i].named || !m->named;
+      opc_error("two models are named '%s' (%s and %s%s); name them with NAME=FILE, like "
+                "%s_2=%s", m->name, c->models[i].path, m->path,
+                derived ? "; a name made from a file name keeps its letters, digits and '_'" : "",
+                m->name, m->path);
       free((char *)m->name);
       return false;
     }
@@ -377,7 +439,8 @@ static bool parse_instances(Config *c) {
           m = &c->models[i];
     }
     if (!eq || !m) {
-      opc_error("--instances: expected NAME=K with NAME one of the models, got '%s'", item);
+      opc_error("--instances: expected NAME=K with NAME one of the models, got '%s' (the "
+                "models: %s)", item, model_names(c));
       ok = false;
     } else {
       ok = parse_int("--instances", eq + 1, 1, MAX_INSTANCES, &k);
@@ -410,7 +473,8 @@ static bool parse_arrivals(Config *c) {
       end += 2;
     if (m < 0 || !end || *end || !(rate >= 0 && rate <= 1e7)) {
       opc_error("--arrivals: expected NAME=RATE (requests per second, like a=300/s) with NAME one "
-                "of the models, got '%s%s%s'", item, eq ? "=" : "", eq ? eq + 1 : "");
+                "of the models, got '%s%s%s' (the models: %s)", item, eq ? "=" : "",
+                eq ? eq + 1 : "", model_names(c));
       ok = false;
     } else {
       c->rate[m] = rate;

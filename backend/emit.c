@@ -281,10 +281,8 @@ void emit_reserve_names(Emitter *e) {
 /* `base` as a C identifier not yet in `set`, then added to it. */
 static const char *unique_in(Emitter *e, NameSet *set, const char *base) {
   size_t len = strlen(base);
-  char *s = arena_alloc(e->g->arena, len + 32);
-  char *p = s;
-  if (len == 0 || (base[0] >= '0' && base[0] <= '9'))
-    *p++ = 't';
+  char *room = arena_alloc(e->g->arena, len + 32);
+  char *s = room + 1, *p = s; /* room[0]: for a 't' in front */
   for (const char *q = base; *q; q++) {
     unsigned char ch = (unsigned char)*q;
     bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
@@ -296,9 +294,11 @@ static const char *unique_in(Emitter *e, NameSet *set, const char *base) {
   }
   while (p > s + 1 && p[-1] == '_')
     p--;
-  if (p == s)
-    *p++ = 't';
   *p = 0;
+  /* Nothing left, or a digit first once leading separators are gone
+     ("_1x", a tensor of the serving model "_1x"): a 't' makes it a name. */
+  if (p == s || (s[0] >= '0' && s[0] <= '9'))
+    *--s = 't';
   /* The CPU's code gives every CUDA-like name, and the names of net.c's
      helpers, a prefix (cpu_line): no name of ours may look like one. */
   char *cpu = emit_has_cpu(e) ? cpu_line(s) : NULL;

@@ -483,7 +483,7 @@ typedef struct Schedule {
  * outputs are listed copy after copy, each copy's in its model's order.
  */
 typedef struct ServedModel {
-  const char *name; /* names the model in the program's API: the file's stem */
+  const char *name; /* names the model in the program's API (main.c's add_model) */
   const char *path; /* the model file, for messages */
   int ninstances;
   int first_instance; /* its copies are first_instance .. first_instance + ninstances - 1 */

@@ -11,9 +11,13 @@ Usage: test_cli.py OPC GROUP
   limits   models over a limit of ir/ir.h (tensor size, names, node count,
            --max-memory): exit 2, a message naming node, operator, limit
            and value, and no output
+  names    model files of any name (dots, spaces, leading digits, non-ASCII
+           letters, '='): executables, libraries, Triton models and serving
+           programs, the names made from the file names, and their collisions
 """
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -815,11 +819,188 @@ def limits_group(tmp):
     check("a program within --max-memory compiles", p.returncode == 0 and
           listing(out) == ["net.c", "net.h", "net.weights"], p)
 
+# ------------------------------------------------------------ names
+
+# File names the ONNX Model Zoo and users give, with the name opc makes from
+# each where it needs one: runs of other characters than ASCII letters,
+# digits and '_' become one '_' (none at either end), '_' goes before a
+# leading digit, and nothing left is "model".
+ODD_NAMES = {
+    "squeezenet1.1-7.onnx": "squeezenet1_1_7",
+    "my model.onnx": "my_model",
+    "2nets.onnx": "_2nets",
+    "123.onnx": "_123",
+    "modèle.onnx": "mod_le",
+    "模型.onnx": "model",
+    ".onnx": "model",
+    "a=b.onnx": "a_b",
+    " (v2) .onnx": "v2",
+}
+
+
+def conv_reference(model, x):
+    import onnxruntime as ort  # the oracle, needed by this group only
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def close_to(got, want):
+    return (got.shape == want.shape and not np.isnan(want).any() and
+            np.allclose(got, want, rtol=1e-5, atol=1e-5))
+
+
+def run_program(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=120)
+
+
+def names_group(tmp):
+    models = os.path.join(tmp, "models")
+    os.mkdir(models)
+    conv = os.path.join(models, "conv.onnx")
+    conv_model(conv)
+    x = np.random.default_rng(7).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    x_npy = os.path.join(tmp, "x.npy")
+    np.save(x_npy, x)
+    want = conv_reference(conv, x)
+    paths = {}
+    for file_name in ODD_NAMES:
+        paths[file_name] = os.path.join(models, file_name)
+        shutil.copy(conv, paths[file_name])
+
+    # One model needs no name: every output kind, whatever the file is called.
+    for k, (file_name, path) in enumerate(paths.items()):
+        p = run(path, "--dump-ir")
+        check(f"{file_name!r}: --dump-ir", p.returncode == 0 and "input %x: f32[1,3,8,8]" in p.stdout, p)
+        d = os.path.join(tmp, f"single{k}")
+        os.mkdir(d)
+        p = run(path, "-o", os.path.join(d, "net.c"))
+        check(f"{file_name!r}: -o net.c", p.returncode == 0 and
+              listing(d) == ["net.c", "net.h", "net.weights"], p)
+        exe = os.path.join(d, "net")
+        p = run(path, "-o", exe, "--target", "cpu")
+        check(f"{file_name!r}: -o net builds", p.returncode == 0 and os.access(exe, os.X_OK), p)
+        if p.returncode != 0:
+            continue
+        y_npy = os.path.join(d, "y.npy")
+        r = run_program([exe, "--input", "x=" + x_npy, "--output", "y=" + y_npy])
+        check(f"{file_name!r}: the executable computes the model",
+              r.returncode == 0 and close_to(np.load(y_npy), want), r)
+
+    # A shared library of such a file, loaded and run.
+    odd = paths["squeezenet1.1-7.onnx"]
+    d = os.path.join(tmp, "shared lib")
+    os.mkdir(d)
+    lib = os.path.join(d, "libsq.so")
+    p = run(odd, "-o", lib, "--target", "cpu")
+    check("a library of squeezenet1.1-7.onnx builds", p.returncode == 0 and
+          listing(d) == ["libsq.c", "libsq.h", "libsq.so", "libsq.weights"], p)
+    if p.returncode == 0:
+        y_npy = os.path.join(d, "y.npy")
+        c = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, f"{lib}={x_npy}={y_npy}"],
+                           capture_output=True, text=True, timeout=120, env=sanitizer_env(lib))
+        check("the library computes the model", c.returncode == 0 and
+              close_to(np.load(y_npy), want), c)
+
+    # Each file's name where one is needed: a one-model serving program
+    # (--instances NAME=1) accepts that name and writes OUT.NAME.weights.
+    for k, (file_name, name) in enumerate(ODD_NAMES.items()):
+        d = os.path.join(tmp, f"named{k}")
+        os.mkdir(d)
+        p = run(paths[file_name], "--instances", f"{name}=1", "-o", os.path.join(d, "s.c"))
+        check(f"{file_name!r} is named {name}", p.returncode == 0 and
+              listing(d) == sorted([f"s.{name}.weights", "s.c", "s.h"]), p)
+
+    # Triton: the made name is the directory's and config.pbtxt's; an
+    # explicit name may hold '-'.
+    repo = os.path.join(tmp, "repo")
+    p = run(odd, paths["模型.onnx"], "conv-1=" + conv, "-o", repo, "--emit", "triton",
+            "--target", "cpu")
+    check("--emit triton of odd file names", p.returncode == 0 and
+          listing(repo) == ["conv-1", "model", "squeezenet1_1_7"], p)
+    for name in ["conv-1", "model", "squeezenet1_1_7"] if p.returncode == 0 else []:
+        check(f"Triton model {name}: config and library",
+              f'name: "{name}"\n' in open(os.path.join(repo, name, "config.pbtxt")).read() and
+              "libnet.so" in listing(os.path.join(repo, name, "1")))
+
+    # A serving program of two such files, and one named with '-': each
+    # model answers its own requests.
+    relu = os.path.join(models, "1 relu.v2.onnx")
+    relu_model(relu)
+    r = np.array([-1.5, 2.25], np.float32)
+    r_npy = os.path.join(tmp, "r.npy")
+    np.save(r_npy, r)
+    d = os.path.join(tmp, "serve")
+    os.mkdir(d)
+    serve = os.path.join(d, "serve")
+    p = run(relu, paths["modèle.onnx"], "my-conv=" + conv, "--instances", "_1_relu_v2=2",
+            "-o", serve, "--target", "cpu")
+    check("a serving program of odd file names builds", p.returncode == 0 and
+          listing(d) == sorted(["serve", "serve._1_relu_v2.weights", "serve.c", "serve.h",
+                                "serve.mod_le.weights", "serve.my-conv.weights"]), p)
+    if p.returncode == 0:
+        out = os.path.join(tmp, "serve-out")
+        os.mkdir(out)
+        e = run_program([serve, "--input", "_1_relu_v2:x=" + r_npy, "--input", "mod_le:x=" + x_npy,
+                         "--input", "my-conv:x=" + x_npy, "--output-dir", out])
+        ok = e.returncode == 0
+        check("the serving program runs", ok, e)
+        if ok:
+            check("its _1_relu_v2 computes relu",
+                  np.array_equal(np.load(os.path.join(out, "_1_relu_v2-0-output-0.npy")),
+                                 np.maximum(r, 0)))
+            for name in ["mod_le", "my-conv"]:
+                check(f"its {name} computes the conv",
+                      close_to(np.load(os.path.join(out, f"{name}-0-output-0.npy")), want))
+    p = run(paths["2nets.onnx"], paths["123.onnx"], "--arrivals", "_2nets=100,_123=50",
+            "-o", os.path.join(tmp, "plan.c"))
+    check("--arrivals takes the made names", p.returncode == 0, p)
+    p = run(paths["2nets.onnx"], paths["123.onnx"], "--instances", "2nets=2",
+            "-o", os.path.join(tmp, "plan.c"))
+    check("--instances with a file's stem lists the models' names", p.returncode == 1 and
+          "(the models: _2nets and _123)" in p.stderr, p)
+
+    # The same for a tensor: "_1y" is no C name once its '_' is dropped.
+    d = os.path.join(tmp, "tensor")
+    os.mkdir(d)
+    underscored = os.path.join(models, "underscored.onnx")
+    relu_model(underscored, node_name="_2n", tensor_name="_1y")
+    exe = os.path.join(d, "net")
+    p = run(underscored, "-o", exe, "--target", "cpu")
+    check("a tensor named _1y builds", p.returncode == 0, p)
+    if p.returncode == 0:
+        y_npy = os.path.join(d, "z.npy")
+        e = run_program([exe, "--input", "x=" + r_npy, "--output", "z=" + y_npy])
+        check("... and computes relu", e.returncode == 0 and
+              np.array_equal(np.load(y_npy), np.maximum(r, 0)), e)
+
+    # Two files of one made name: an error that says how to name them.
+    clash = os.path.join(tmp, "clash")
+    os.mkdir(clash)
+    other = os.path.join(models, "squeezenet1_1-7.onnx")
+    shutil.copy(conv, other)
+    p = run(odd, other, "-o", os.path.join(clash, "s.c"))
+    check("two files of one made name are refused", p.returncode == 1 and
+          p.stderr.startswith("opc: error: two models are named 'squeezenet1_1_7' (") and
+          "name them with NAME=FILE" in p.stderr and listing(clash) == [], p)
+    p = run(paths["模型.onnx"], paths[".onnx"], "--emit", "triton", "-o", os.path.join(clash, "repo"))
+    check("... for Triton too", p.returncode == 1 and "two models are named 'model'" in p.stderr and
+          listing(clash) == [], p)
+    p = run(odd, "sq2=" + other, "-o", os.path.join(clash, "s.c"))
+    check("NAME=FILE tells them apart", p.returncode == 0 and
+          listing(clash) == sorted(["s.c", "s.h", "s.sq2.weights", "s.squeezenet1_1_7.weights"]), p)
+    # A name given is checked as before.
+    p = run("bad.name=" + conv, "-o", os.path.join(tmp, "bad.c"))
+    check("a given name with a dot is refused", p.returncode == 1 and
+          "a model's name must be letters, digits, '_' and '-'" in p.stderr, p)
+    p = run(conv, "--emit", "triton", "--model-name", "a b", "-o", os.path.join(tmp, "bad"))
+    check("--model-name with a space is refused", p.returncode == 1 and
+          "--model-name: 'a b' must be" in p.stderr, p)
+
 
 def main():
     with tempfile.TemporaryDirectory(prefix="opc-cli-") as tmp:
         {"usage": usage_group, "models": models_group, "compile": compile_group,
-         "limits": limits_group}[GROUP](tmp)
+         "limits": limits_group, "names": names_group}[GROUP](tmp)
     print(f"cli {GROUP}: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 
