@@ -710,8 +710,19 @@ static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t coun
   }
 }
 
-/* After inference: every output must have a type, and should match what
-   the model declares for it. */
+/* An ONNX element type as a message names it: "int8", or its number when
+   opc does not know it (float8 kinds, or a damaged value). */
+static const char *elem_type_str(Graph *g, int32_t elem_type) {
+  if (elem_type == 0)
+    return "UNDEFINED (0)";
+  const char *name = dtype_onnx_name((DType)elem_type);
+  return strcmp(name, "undefined") != 0 ? name
+                                        : arena_printf(g->arena, "data type %d", (int)elem_type);
+}
+
+/* After inference: every output must have a type, the one the model
+   declares for it (ONNX Runtime refuses a model where they differ, and a
+   caller would read the output as the declared type). */
 static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
   bool ok = true;
   for (int i = 0; i < im->g->noutputs; i++) {
@@ -729,9 +740,12 @@ static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
       continue;
     }
     const Onnx__TypeProto__Tensor *tt = tensor_type(gp->output[i]);
-    if (tt && tt->has_elem_type && tt->elem_type != (int32_t)t->dtype)
-      ir_warning(im->g, NULL, "graph output '%s' is declared %s but computes %s", t->name,
-                 dtype_name((DType)tt->elem_type), dtype_name(t->dtype));
+    if (tt && tt->has_elem_type && tt->elem_type != (int32_t)t->dtype) {
+      ir_error(im->g, t->producer, "graph output '%s' is declared %s, but %s makes %s",
+               t->name, elem_type_str(im->g, tt->elem_type),
+               t->producer ? op_name(t->producer->op) : "the model", dtype_onnx_name(t->dtype));
+      ok = false;
+    }
   }
   return ok;
 }

@@ -345,6 +345,18 @@ def errors():
     expect("error", "missing_output.onnx", "-",
            "graph output 'nothing' is not produced by any node")
 
+    # A graph output's declared type is the type callers read; ONNX Runtime
+    # refuses a model whose output computes another (here a flipped bit).
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    y_i8 = [helper.make_tensor_value_info("y", TensorProto.INT8, [2])]
+    save(model(nodes, x, y_i8), "output_type.onnx")
+    expect("error", "output_type.onnx", "-",
+           "node 'r' (Relu): graph output 'y' is declared int8, but Relu makes float32")
+    y_none = [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, [2])]
+    save(model(nodes, x, y_none), "output_type_undefined.onnx")
+    expect("error", "output_type_undefined.onnx", "-",
+           "graph output 'y' is declared UNDEFINED (0), but Relu makes float32")
+
     nodes = [helper.make_node("Constant", [], ["y"], name="k", value_string="s")]
     save(model(nodes, [], y), "string_constant.onnx")
     expect("error", "string_constant.onnx", "-",
