@@ -410,6 +410,30 @@ static void test_reduce_norm(void) {
   graph_free(g);
 }
 
+/* Yes-or-no attributes are 0 or 1. A flipped bit made keepdims 3, which
+   opc took as 1 and ONNX Runtime as 0 (a different output shape); every
+   such flag now refuses other values. */
+static void test_flags(void) {
+  CHECK(fails_with("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                   "%y = ReduceMax(%x) {axes=[1], keepdims=3} name=\"r\"\noutput %y\n",
+                   "node 'r' (ReduceMax): attribute 'keepdims' is 3; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                   "%y = ArgMax(%x) {keepdims=-1}\noutput %y\n",
+                   "attribute 'keepdims' is -1; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 11\ninput %x: f32[2,3]\nconst %k: i64[1] = [2]\n"
+                   "%y, %i = TopK(%x, %k) {largest=2}\noutput %y\n",
+                   "attribute 'largest' is 2; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,5]\n"
+                   "%y = MaxPool(%x) {kernel_shape=[2], ceil_mode=2}\noutput %y\n",
+                   "attribute 'ceil_mode' is 2; it must be 0 or 1"));
+  /* 0 and 1 still mean what they say: [2,3] reduced over axis 1 */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                      "%k = ReduceMax(%x) {axes=[1], keepdims=1}\n"
+                      "%d = ReduceMax(%x) {axes=[1], keepdims=0}\noutput %k\noutput %d\n");
+  CHECK(g && has_type(g, "k", "f32[2,1]") && has_type(g, "d", "f32[2]"));
+  graph_free(g);
+}
+
 /* PyTorch's x.view(x.size(0), -1): Shape -> Gather -> Unsqueeze -> Concat
    -> Reshape, which must fold while shapes are inferred. */
 static void test_shape_chain(void) {
@@ -582,6 +606,7 @@ int main(void) {
   test_split_squeeze();
   test_pad_misc();
   test_reduce_norm();
+  test_flags();
   test_shape_chain();
   test_generators();
   test_errors();
