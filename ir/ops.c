@@ -816,6 +816,20 @@ static bool infer_conv_transpose(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
+/* A pad as wide as the kernel makes a window of padding only, whose max or
+   average is undefined (opc gave -inf or NaN, ONNX Runtime refuses the
+   model): pads must be smaller than the kernel. */
+static bool pool_pads_fit(Graph *g, Node *n, const Window *w) {
+  for (int i = 0; i < w->nspatial; i++)
+    if (w->pad_begin[i] >= w->kernel[i] || w->pad_end[i] >= w->kernel[i]) {
+      ir_error(g, n, "pads %lld and %lld of spatial axis %d must be smaller than its "
+               "kernel_shape %lld: a window would cover padding only",
+               (long long)w->pad_begin[i], (long long)w->pad_end[i], i, (long long)w->kernel[i]);
+      return false;
+    }
+  return true;
+}
+
 static bool infer_pool(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (n->op == OP_MAX_POOL && n->nout > 1 && n->out[1]) {
@@ -824,7 +838,7 @@ static bool infer_pool(Graph *g, Node *n) {
   }
   Window w;
   AutoPad ap;
-  if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap))
+  if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap) || !pool_pads_fit(g, n, &w))
     return false;
   if (!flag_attr(g, n, "ceil_mode", false, &w.ceil_mode) ||
       !flag_attr(g, n, "count_include_pad", false, &w.count_include_pad))

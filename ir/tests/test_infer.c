@@ -133,6 +133,28 @@ static void test_pool(void) {
   CHECK(fails_once("graph \"t\"\ninput %x: f32[1,1,4,4]\n%y = MaxPool(%x)\noutput %y\n"));
 }
 
+/* A pad as wide as the kernel leaves a window over padding only (a flipped
+   bit in pads): refused. One narrower than the kernel is fine, and a
+   convolution's pads may be as wide as it likes (zeros). */
+static void test_pool_pads(void) {
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,4]\n"
+                   "%y = MaxPool(%x) {kernel_shape=[2], pads=[2,0]} name=\"p\"\noutput %y\n",
+                   "node 'p' (MaxPool): pads 2 and 0 of spatial axis 0 must be smaller than "
+                   "its kernel_shape 2"));
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
+                   "%y = AveragePool(%x) {kernel_shape=[3,3], pads=[0,1,0,3]}\noutput %y\n",
+                   "pads 1 and 3 of spatial axis 1 must be smaller than its kernel_shape 3"));
+  /* (4 + 1 + 1 - 2) / 1 + 1 = 5 */
+  Graph *g = inferred("graph \"t\" opset 12\ninput %x: f32[1,1,4]\n"
+                      "const %w: f32[1,1,2] = ones\n"
+                      "%p = MaxPool(%x) {kernel_shape=[2], pads=[1,1]}\n"
+                      "%c = Conv(%x, %w) {pads=[3,3]}\noutput %p\noutput %c\n");
+  CHECK(g && has_type(g, "p", "f32[1,1,5]"));
+  /* (4 + 6 - 2) / 1 + 1 = 9 */
+  CHECK(g && has_type(g, "c", "f32[1,1,9]"));
+  graph_free(g);
+}
+
 static void test_conv_transpose(void) {
   /* out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pads.
      H: 3*2 + 1 + 3 = 10, W: 2*2 + 1 + 3 = 8; channels = W[1]*group = 2. */
@@ -597,6 +619,7 @@ int main(void) {
   test_conv_same_padding();
   test_conv_explicit();
   test_pool();
+  test_pool_pads();
   test_conv_transpose();
   test_reshape();
   test_gather();
