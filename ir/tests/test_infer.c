@@ -456,6 +456,22 @@ static void test_flags(void) {
   graph_free(g);
 }
 
+/* A node whose outputs are all empty has nothing to compute: they become
+   empty constants (a batch of 0 once reached cuDNN, which refuses it).
+   A node with one non-empty output still runs. */
+static void test_empty_outputs(void) {
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[0,3,4,4]\n"
+                      "const %w: f32[2,3,3,3] = random\ninput %a: f32[2,0]\n"
+                      "input %b: f32[0,5]\n"
+                      "%c = Conv(%x, %w)\n%r = Relu(%c)\n%m = MatMul(%a, %b)\n"
+                      "output %r\noutput %m\n");
+  CHECK(g && has_type(g, "c", "f32[0,2,2,2]") && tensor_is_const(graph_find_tensor(g, "c")));
+  CHECK(g && has_type(g, "r", "f32[0,2,2,2]") && tensor_is_const(graph_find_tensor(g, "r")));
+  /* [2,0] x [0,5] is a [2,5] of zeros: work for a kernel, not empty */
+  CHECK(g && has_type(g, "m", "f32[2,5]") && !tensor_is_const(graph_find_tensor(g, "m")));
+  graph_free(g);
+}
+
 /* PyTorch's x.view(x.size(0), -1): Shape -> Gather -> Unsqueeze -> Concat
    -> Reshape, which must fold while shapes are inferred. */
 static void test_shape_chain(void) {
@@ -630,6 +646,7 @@ int main(void) {
   test_pad_misc();
   test_reduce_norm();
   test_flags();
+  test_empty_outputs();
   test_shape_chain();
   test_generators();
   test_errors();
