@@ -461,6 +461,49 @@ static Onnx__AttributeProto__AttributeType attr_type(const Onnx__AttributeProto 
   return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
 }
 
+/* ONNX's name of an attribute type, as messages say it. */
+static const char *attr_type_name(Onnx__AttributeProto__AttributeType t) {
+  static const char *const names[] = {
+      "UNDEFINED", "FLOAT", "INT",     "STRING",  "TENSOR",         "GRAPH",      "FLOATS", "INTS",
+      "STRINGS",   "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "an unknown type";
+}
+
+/*
+ * The type of a value field that is set and disagrees with the attribute's
+ * type (its declared one, or the first field set when none is declared);
+ * UNDEFINED when every field agrees. ONNX's checker and ONNX Runtime refuse
+ * such an attribute; opc would read the declared field, empty, and use a
+ * default instead (a flipped bit turned Conv's dilations from INTS to
+ * STRING).
+ */
+static Onnx__AttributeProto__AttributeType attr_stray_field(const Onnx__AttributeProto *a,
+                                                            Onnx__AttributeProto__AttributeType t) {
+  const struct {
+    bool set;
+    Onnx__AttributeProto__AttributeType type;
+  } fields[] = {
+      {a->has_f, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT},
+      {a->has_i, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT},
+      {a->has_s, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING},
+      {a->t != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR},
+      {a->g != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH},
+      {a->sparse_tensor != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR},
+      {a->tp != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO},
+      {a->n_floats > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS},
+      {a->n_ints > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS},
+      {a->n_strings > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS},
+      {a->n_tensors > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS},
+      {a->n_graphs > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS},
+      {a->n_sparse_tensors > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS},
+      {a->n_type_protos > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (fields[i].set && fields[i].type != t)
+      return fields[i].type;
+  return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
+}
+
 static const char *binary_str(Arena *a, ProtobufCBinaryData b) {
   char *s = arena_alloc(a, b.len + 1);
   if (b.len)
@@ -481,7 +524,18 @@ static Tensor *attr_tensor(Importer *im, const Node *n, const char *attr,
 static bool convert_attr(Importer *im, const Node *n, const Onnx__AttributeProto *a, Attr *out) {
   Arena *arena = im->g->arena;
   out->name = arena_strdup(arena, proto_str(a->name));
-  switch (attr_type(a)) {
+  Onnx__AttributeProto__AttributeType type = attr_type(a);
+  Onnx__AttributeProto__AttributeType stray = attr_stray_field(a, type);
+  if (stray != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+      ir_error(im->g, n, "attribute '%s' is declared %s but holds a value of type %s", out->name,
+               attr_type_name(type), attr_type_name(stray));
+    else
+      ir_error(im->g, n, "attribute '%s' holds values of two types, %s and %s", out->name,
+               attr_type_name(type), attr_type_name(stray));
+    return false;
+  }
+  switch (type) {
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
     out->kind = ATTR_FLOAT;
     out->f = a->f;

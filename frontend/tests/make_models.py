@@ -357,6 +357,22 @@ def errors():
     expect("error", "output_type_undefined.onnx", "-",
            "graph output 'y' is declared UNDEFINED (0), but Relu makes float32")
 
+    # An attribute's declared type names the field that holds its value:
+    # a flipped bit made Conv's dilations (INTS) a STRING, which opc read as
+    # absent. ONNX's checker and ONNX Runtime refuse both of these.
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.5)
+    node.attribute[0].type = onnx.AttributeProto.STRING
+    save(model([node], x, y), "attr_type_mismatch.onnx")
+    expect("error", "attr_type_mismatch.onnx", "-",
+           "node 'lr' (LeakyRelu): attribute 'alpha' is declared STRING but holds a value of "
+           "type FLOAT")
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.5)
+    node.attribute[0].ClearField("type")
+    node.attribute[0].ints.append(2)
+    save(model([node], x, y), "attr_two_fields.onnx")
+    expect("error", "attr_two_fields.onnx", "-",
+           "attribute 'alpha' holds values of two types, FLOAT and INTS")
+
     nodes = [helper.make_node("Constant", [], ["y"], name="k", value_string="s")]
     save(model(nodes, [], y), "string_constant.onnx")
     expect("error", "string_constant.onnx", "-",
