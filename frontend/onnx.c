@@ -740,13 +740,19 @@ static bool static_shape(const Onnx__ValueInfoProto *vi, int *rank, int64_t *dim
 
 /*
  * Where the model declares a static shape (value_info, graph outputs) it
- * must agree with inference. A disagreement is only a warning, since a
- * stale declaration does not change the computation, but it is worth
- * seeing. Replaced input shapes change everything downstream: no check.
+ * must agree with inference. For an intermediate value a disagreement is
+ * only a warning, since a stale declaration does not change the
+ * computation. For a graph output it is an error (`fatal`): the declared
+ * shape is what a caller of the model allocates, and ONNX's checker refuses
+ * such a model (a flipped bit in an output's dimension). Replaced input
+ * shapes change everything downstream: no check; after --batch, only a
+ * warning. False after reporting an error.
  */
-static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count) {
+static bool check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count, bool fatal) {
   if (im->opt->nshapes > 0 || im->opt->nconsts > 0)
-    return;
+    return true;
+  fatal &= im->opt->batch == 0;
+  bool ok = true;
   for (size_t i = 0; i < count; i++) {
     int rank;
     int64_t dims[IR_MAX_RANK];
@@ -755,13 +761,20 @@ static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t coun
       continue;
     Tensor declared = {.dtype = t->dtype};
     tensor_set_shape(&declared, rank, dims);
-    if (!tensor_same_shape(t, &declared)) {
-      char want[128], got[128];
-      ir_warning(im->g, NULL, "'%s' is declared %s but inferred %s", t->name,
-                 tensor_type_str(&declared, want, sizeof want),
-                 tensor_type_str(t, got, sizeof got));
+    if (tensor_same_shape(t, &declared))
+      continue;
+    char want[128], got[128];
+    tensor_type_str(&declared, want, sizeof want);
+    tensor_type_str(t, got, sizeof got);
+    if (fatal) {
+      ir_error(im->g, t->producer, "graph output '%s' is declared %s but inferred %s", t->name,
+               want, got);
+      ok = false;
+    } else {
+      ir_warning(im->g, NULL, "'%s' is declared %s but inferred %s", t->name, want, got);
     }
   }
+  return ok;
 }
 
 /* An ONNX element type as a message names it: "int8", or its number when
@@ -843,9 +856,8 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
     return false;
   if (!graph_toposort(g) || !graph_infer_shapes(g) || !check_outputs(im, gp))
     return false;
-  check_declared(im, gp->value_info, gp->n_value_info);
-  check_declared(im, gp->output, gp->n_output);
-  return true;
+  check_declared(im, gp->value_info, gp->n_value_info, false);
+  return check_declared(im, gp->output, gp->n_output, true);
 }
 
 Graph *onnx_import(const char *path, const ImportOptions *opt) {

@@ -357,6 +357,14 @@ def errors():
     expect("error", "output_type_undefined.onnx", "-",
            "graph output 'y' is declared UNDEFINED (0), but Relu makes float32")
 
+    # So is its declared shape, where it is static (a flipped bit made a
+    # dimension 3); after --batch, which may change it, only a warning.
+    y_3 = [f32_input("y", [3])]
+    save(model(nodes, x, y_3), "output_shape.onnx")
+    expect("error", "output_shape.onnx", "-",
+           "node 'r' (Relu): graph output 'y' is declared f32[3] but inferred f32[2]")
+    expect("ok", "output_shape.onnx", "batch=1")
+
     # An attribute's declared type names the field that holds its value:
     # a flipped bit made Conv's dilations (INTS) a STRING, which opc read as
     # absent. ONNX's checker and ONNX Runtime refuse both of these.
