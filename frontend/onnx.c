@@ -461,6 +461,49 @@ static Onnx__AttributeProto__AttributeType attr_type(const Onnx__AttributeProto 
   return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
 }
 
+/* ONNX's name of an attribute type, as messages say it. */
+static const char *attr_type_name(Onnx__AttributeProto__AttributeType t) {
+  static const char *const names[] = {
+      "UNDEFINED", "FLOAT", "INT",     "STRING",  "TENSOR",         "GRAPH",      "FLOATS", "INTS",
+      "STRINGS",   "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "an unknown type";
+}
+
+/*
+ * The type of a value field that is set and disagrees with the attribute's
+ * type (its declared one, or the first field set when none is declared);
+ * UNDEFINED when every field agrees. ONNX's checker and ONNX Runtime refuse
+ * such an attribute; opc would read the declared field, empty, and use a
+ * default instead (a flipped bit turned Conv's dilations from INTS to
+ * STRING).
+ */
+static Onnx__AttributeProto__AttributeType attr_stray_field(const Onnx__AttributeProto *a,
+                                                            Onnx__AttributeProto__AttributeType t) {
+  const struct {
+    bool set;
+    Onnx__AttributeProto__AttributeType type;
+  } fields[] = {
+      {a->has_f, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT},
+      {a->has_i, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT},
+      {a->has_s, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING},
+      {a->t != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR},
+      {a->g != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH},
+      {a->sparse_tensor != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR},
+      {a->tp != NULL, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO},
+      {a->n_floats > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS},
+      {a->n_ints > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS},
+      {a->n_strings > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS},
+      {a->n_tensors > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS},
+      {a->n_graphs > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS},
+      {a->n_sparse_tensors > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS},
+      {a->n_type_protos > 0, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (fields[i].set && fields[i].type != t)
+      return fields[i].type;
+  return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
+}
+
 static const char *binary_str(Arena *a, ProtobufCBinaryData b) {
   char *s = arena_alloc(a, b.len + 1);
   if (b.len)
@@ -481,7 +524,18 @@ static Tensor *attr_tensor(Importer *im, const Node *n, const char *attr,
 static bool convert_attr(Importer *im, const Node *n, const Onnx__AttributeProto *a, Attr *out) {
   Arena *arena = im->g->arena;
   out->name = arena_strdup(arena, proto_str(a->name));
-  switch (attr_type(a)) {
+  Onnx__AttributeProto__AttributeType type = attr_type(a);
+  Onnx__AttributeProto__AttributeType stray = attr_stray_field(a, type);
+  if (stray != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+      ir_error(im->g, n, "attribute '%s' is declared %s but holds a value of type %s", out->name,
+               attr_type_name(type), attr_type_name(stray));
+    else
+      ir_error(im->g, n, "attribute '%s' holds values of two types, %s and %s", out->name,
+               attr_type_name(type), attr_type_name(stray));
+    return false;
+  }
+  switch (type) {
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
     out->kind = ATTR_FLOAT;
     out->f = a->f;
@@ -686,13 +740,19 @@ static bool static_shape(const Onnx__ValueInfoProto *vi, int *rank, int64_t *dim
 
 /*
  * Where the model declares a static shape (value_info, graph outputs) it
- * must agree with inference. A disagreement is only a warning, since a
- * stale declaration does not change the computation, but it is worth
- * seeing. Replaced input shapes change everything downstream: no check.
+ * must agree with inference. For an intermediate value a disagreement is
+ * only a warning, since a stale declaration does not change the
+ * computation. For a graph output it is an error (`fatal`): the declared
+ * shape is what a caller of the model allocates, and ONNX's checker refuses
+ * such a model (a flipped bit in an output's dimension). Replaced input
+ * shapes change everything downstream: no check; after --batch, only a
+ * warning. False after reporting an error.
  */
-static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count) {
+static bool check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count, bool fatal) {
   if (im->opt->nshapes > 0 || im->opt->nconsts > 0)
-    return;
+    return true;
+  fatal &= im->opt->batch == 0;
+  bool ok = true;
   for (size_t i = 0; i < count; i++) {
     int rank;
     int64_t dims[IR_MAX_RANK];
@@ -701,17 +761,35 @@ static void check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t coun
       continue;
     Tensor declared = {.dtype = t->dtype};
     tensor_set_shape(&declared, rank, dims);
-    if (!tensor_same_shape(t, &declared)) {
-      char want[128], got[128];
-      ir_warning(im->g, NULL, "'%s' is declared %s but inferred %s", t->name,
-                 tensor_type_str(&declared, want, sizeof want),
-                 tensor_type_str(t, got, sizeof got));
+    if (tensor_same_shape(t, &declared))
+      continue;
+    char want[128], got[128];
+    tensor_type_str(&declared, want, sizeof want);
+    tensor_type_str(t, got, sizeof got);
+    if (fatal) {
+      ir_error(im->g, t->producer, "graph output '%s' is declared %s but inferred %s", t->name,
+               want, got);
+      ok = false;
+    } else {
+      ir_warning(im->g, NULL, "'%s' is declared %s but inferred %s", t->name, want, got);
     }
   }
+  return ok;
 }
 
-/* After inference: every output must have a type, and should match what
-   the model declares for it. */
+/* An ONNX element type as a message names it: "int8", or its number when
+   opc does not know it (float8 kinds, or a damaged value). */
+static const char *elem_type_str(Graph *g, int32_t elem_type) {
+  if (elem_type == 0)
+    return "UNDEFINED (0)";
+  const char *name = dtype_onnx_name((DType)elem_type);
+  return strcmp(name, "undefined") != 0 ? name
+                                        : arena_printf(g->arena, "data type %d", (int)elem_type);
+}
+
+/* After inference: every output must have a type, the one the model
+   declares for it (ONNX Runtime refuses a model where they differ, and a
+   caller would read the output as the declared type). */
 static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
   bool ok = true;
   for (int i = 0; i < im->g->noutputs; i++) {
@@ -729,9 +807,12 @@ static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
       continue;
     }
     const Onnx__TypeProto__Tensor *tt = tensor_type(gp->output[i]);
-    if (tt && tt->has_elem_type && tt->elem_type != (int32_t)t->dtype)
-      ir_warning(im->g, NULL, "graph output '%s' is declared %s but computes %s", t->name,
-                 dtype_name((DType)tt->elem_type), dtype_name(t->dtype));
+    if (tt && tt->has_elem_type && tt->elem_type != (int32_t)t->dtype) {
+      ir_error(im->g, t->producer, "graph output '%s' is declared %s, but %s makes %s",
+               t->name, elem_type_str(im->g, tt->elem_type),
+               t->producer ? op_name(t->producer->op) : "the model", dtype_onnx_name(t->dtype));
+      ok = false;
+    }
   }
   return ok;
 }
@@ -775,9 +856,8 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
     return false;
   if (!graph_toposort(g) || !graph_infer_shapes(g) || !check_outputs(im, gp))
     return false;
-  check_declared(im, gp->value_info, gp->n_value_info);
-  check_declared(im, gp->output, gp->n_output);
-  return true;
+  check_declared(im, gp->value_info, gp->n_value_info, false);
+  return check_declared(im, gp->output, gp->n_output, true);
 }
 
 Graph *onnx_import(const char *path, const ImportOptions *opt) {

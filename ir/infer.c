@@ -329,6 +329,27 @@ static bool infer_keeping_order(Graph *g, Node *n) {
   return true;
 }
 
+/*
+ * A node whose every output is empty (a zero dimension) has nothing to
+ * compute, whatever its inputs: its outputs become empty constants and the
+ * node folds away, so that no kernel sees an empty tensor (cuDNN refuses a
+ * zero dimension: a batch of 0 made the program fail at run time).
+ */
+static void fold_if_empty(Graph *g, Node *n) {
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] && (tensor_numel(n->out[i]) != 0 || n->out[i]->alias_of))
+      return;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (!t || tensor_is_const(t))
+      continue;
+    if (dtype_is_float(t->dtype))
+      t->f32 = arena_alloc(g->arena, sizeof(float));
+    else
+      t->i64 = arena_alloc(g->arena, sizeof(int64_t));
+  }
+}
+
 bool graph_infer_shapes(Graph *g) {
   if (!graph_toposort(g))
     return false;
@@ -350,6 +371,8 @@ bool graph_infer_shapes(Graph *g) {
       bool folded = node_fold(g, n); /* false alone just means "not evaluable" */
       done = ir_error_count() == before && (folded || !must_fold(g, n));
     }
+    if (done)
+      fold_if_empty(g, n);
     if (!done) {
       ok = false;
       for (int j = 0; j < n->nout; j++)

@@ -77,6 +77,22 @@ static bool resolve_axis(Graph *g, Node *n, int64_t axis, int rank, int *out) {
   return true;
 }
 
+/*
+ * A yes-or-no attribute (keepdims, ceil_mode, ...): 0 or 1, or absent for
+ * `dflt`. Other values are refused: implementations read them apart (ONNX
+ * Runtime takes keepdims=3, largest=2 or ceil_mode=2 as 0, transA=2 as 1,
+ * and refuses CumSum's exclusive=2), so any reading would be a guess.
+ */
+static bool flag_attr(Graph *g, Node *n, const char *name, bool dflt, bool *out) {
+  int64_t v = node_attr_int(n, name, dflt);
+  if (v != 0 && v != 1) {
+    ir_error(g, n, "attribute '%s' is %lld; it must be 0 or 1", name, (long long)v);
+    return false;
+  }
+  *out = v == 1;
+  return true;
+}
+
 static bool need_rank(Graph *g, Node *n, const Tensor *t, int lo, int hi) {
   if (t->rank < lo || t->rank > hi) {
     if (lo == hi)
@@ -393,8 +409,9 @@ static bool infer_bit_shift(Graph *g, Node *n) {
 /* IsNaN, IsInf. */
 static bool infer_is_class(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  n->p.is_inf.negative = node_attr_int(n, "detect_negative", 1) != 0;
-  n->p.is_inf.positive = node_attr_int(n, "detect_positive", 1) != 0;
+  if (!flag_attr(g, n, "detect_negative", true, &n->p.is_inf.negative) ||
+      !flag_attr(g, n, "detect_positive", true, &n->p.is_inf.positive))
+    return false;
   return set_out(g, n, 0, DT_BOOL, x->rank, x->dims);
 }
 
@@ -439,7 +456,8 @@ static bool infer_batch_norm(Graph *g, Node *n) {
     return false;
   int64_t c = x->dims[1];
   n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
-  n->p.norm.training = node_attr_int(n, "training_mode", 0) != 0;
+  if (!flag_attr(g, n, "training_mode", false, &n->p.norm.training))
+    return false;
   n->p.norm.momentum = node_attr_float(n, "momentum", 0.9f);
   for (int i = 1; i < 5; i++)
     if (!need_channels(g, n, in(n, i), c))
@@ -798,6 +816,20 @@ static bool infer_conv_transpose(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
+/* A pad as wide as the kernel makes a window of padding only, whose max or
+   average is undefined (opc gave -inf or NaN, ONNX Runtime refuses the
+   model): pads must be smaller than the kernel. */
+static bool pool_pads_fit(Graph *g, Node *n, const Window *w) {
+  for (int i = 0; i < w->nspatial; i++)
+    if (w->pad_begin[i] >= w->kernel[i] || w->pad_end[i] >= w->kernel[i]) {
+      ir_error(g, n, "pads %lld and %lld of spatial axis %d must be smaller than its "
+               "kernel_shape %lld: a window would cover padding only",
+               (long long)w->pad_begin[i], (long long)w->pad_end[i], i, (long long)w->kernel[i]);
+      return false;
+    }
+  return true;
+}
+
 static bool infer_pool(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (n->op == OP_MAX_POOL && n->nout > 1 && n->out[1]) {
@@ -806,10 +838,11 @@ static bool infer_pool(Graph *g, Node *n) {
   }
   Window w;
   AutoPad ap;
-  if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap))
+  if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap) || !pool_pads_fit(g, n, &w))
     return false;
-  w.ceil_mode = node_attr_int(n, "ceil_mode", 0) != 0;
-  w.count_include_pad = node_attr_int(n, "count_include_pad", 0) != 0;
+  if (!flag_attr(g, n, "ceil_mode", false, &w.ceil_mode) ||
+      !flag_attr(g, n, "count_include_pad", false, &w.count_include_pad))
+    return false;
   n->p.lp.p = (int)node_attr_int(n, "p", 2); /* LpPool */
   int64_t dims[IR_MAX_RANK] = {x->dims[0], x->dims[1]};
   for (int i = 0; i < w.nspatial; i++)
@@ -1106,7 +1139,9 @@ static bool infer_gemm(Graph *g, Node *n) {
   Tensor *a = in(n, 0), *b = in(n, 1), *c = in(n, 2);
   if (!need_rank(g, n, a, 2, 2) || !need_rank(g, n, b, 2, 2))
     return false;
-  bool ta = node_attr_int(n, "transA", 0), tb = node_attr_int(n, "transB", 0);
+  bool ta, tb;
+  if (!flag_attr(g, n, "transA", false, &ta) || !flag_attr(g, n, "transB", false, &tb))
+    return false;
   n->p.gemm.trans_a = ta;
   n->p.gemm.trans_b = tb;
   n->p.gemm.alpha = node_attr_float(n, "alpha", 1.0f);
@@ -1206,7 +1241,9 @@ static bool infer_reshape(Graph *g, Node *n) {
     ir_error(g, n, "target rank %d is beyond opc's limit of %d", count, IR_MAX_RANK);
     return false;
   }
-  bool allowzero = node_attr_int(n, "allowzero", 0) != 0;
+  bool allowzero;
+  if (!flag_attr(g, n, "allowzero", false, &allowzero))
+    return false;
   int64_t dims[IR_MAX_RANK], known = 1;
   int infer_at = -1;
   for (int i = 0; i < count; i++) {
@@ -1497,8 +1534,9 @@ static bool infer_depth_space(Graph *g, Node *n) {
 }
 
 /* Resize's and Upsample's modes; names opc does not know become -1, for the
-   emitter to report (shape inference does not need them). */
-static void resize_params(Node *n) {
+   emitter to report (shape inference does not need them). False after
+   reporting a flag that is neither 0 nor 1. */
+static bool resize_params(Graph *g, Node *n) {
   static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear"}; /* ResizeMode */
   static const char *const coords[] = {
       "half_pixel",           "pytorch_half_pixel", "align_corners",        "asymmetric",
@@ -1514,8 +1552,9 @@ static void resize_params(Node *n) {
       name_index(nearest, 4, node_attr_string(n, "nearest_mode", "round_prefer_floor"));
   int policy = name_index(policies, 3, node_attr_string(n, "keep_aspect_ratio_policy", "stretch"));
   n->p.resize.policy = policy < 0 ? ASPECT_STRETCH : (AspectPolicy)policy;
-  n->p.resize.antialias = node_attr_int(n, "antialias", 0) != 0;
-  n->p.resize.exclude_outside = node_attr_int(n, "exclude_outside", 0) != 0;
+  if (!flag_attr(g, n, "antialias", false, &n->p.resize.antialias) ||
+      !flag_attr(g, n, "exclude_outside", false, &n->p.resize.exclude_outside))
+    return false;
   n->p.resize.cubic_a = node_attr_float(n, "cubic_coeff_a", -0.75f);
   n->p.resize.extrapolation = node_attr_float(n, "extrapolation_value", 0.0f);
   const Attr *a = node_attr(n, "scales");
@@ -1525,6 +1564,7 @@ static void resize_params(Node *n) {
   n->p.resize.naxes = rank;
   for (int i = 0; i < rank; i++)
     n->p.resize.axes[i] = i;
+  return true;
 }
 
 /* Output size from a scale, as ONNX Runtime computes it: float product,
@@ -1541,7 +1581,8 @@ static bool scaled(Graph *g, Node *n, int64_t size, float scale, int64_t *out) {
 
 static bool infer_resize(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  resize_params(n);
+  if (!resize_params(g, n))
+    return false;
   /* Opset 10 had (X, scales); 11 added roi before scales and sizes after. */
   bool v10 = g->opset > 0 && g->opset < 11;
   Tensor *scales_t = in(n, v10 ? 1 : 2), *sizes_t = v10 ? NULL : in(n, 3);
@@ -1613,7 +1654,8 @@ static bool infer_resize(Graph *g, Node *n) {
 
 static bool infer_upsample(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  resize_params(n);
+  if (!resize_params(g, n))
+    return false;
   const float *scales;
   int ns;
   if (in(n, 1)) { /* opset 9 */
@@ -1646,8 +1688,7 @@ static bool trilu_k(Graph *g, Node *n, int64_t *k) {
 
 static bool infer_trilu(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  n->p.trilu.upper = node_attr_int(n, "upper", 1) != 0;
-  return need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
+  return flag_attr(g, n, "upper", true, &n->p.trilu.upper) && need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
          same_as(g, n, 0, x);
 }
 
@@ -1811,9 +1852,11 @@ static bool infer_arg(Graph *g, Node *n) {
   if (!need_rank(g, n, x, 1, IR_MAX_RANK) ||
       !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &n->p.arg.axis))
     return false;
-  bool keep = node_attr_int(n, "keepdims", 1) != 0;
+  bool keep;
+  if (!flag_attr(g, n, "keepdims", true, &keep) ||
+      !flag_attr(g, n, "select_last_index", false, &n->p.arg.select_last))
+    return false;
   n->p.arg.keepdims = keep;
-  n->p.arg.select_last = node_attr_int(n, "select_last_index", 0) != 0;
   int64_t dims[IR_MAX_RANK];
   int rank = 0;
   for (int i = 0; i < x->rank; i++) {
@@ -1839,8 +1882,9 @@ static bool infer_topk(Graph *g, Node *n) {
     return false;
   }
   n->p.topk.k = k;
-  n->p.topk.largest = node_attr_int(n, "largest", 1) != 0;
-  n->p.topk.sorted = node_attr_int(n, "sorted", 1) != 0;
+  if (!flag_attr(g, n, "largest", true, &n->p.topk.largest) ||
+      !flag_attr(g, n, "sorted", true, &n->p.topk.sorted))
+    return false;
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, x->dims, sizeof dims);
   dims[axis] = k;
@@ -1862,7 +1906,8 @@ static bool infer_unique(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (!need_const(g, n, x))
     return false;
-  n->p.unique.sorted = node_attr_int(n, "sorted", 1) != 0;
+  if (!flag_attr(g, n, "sorted", true, &n->p.unique.sorted))
+    return false;
   n->p.unique.has_axis = node_attr(n, "axis") != NULL;
   n->p.unique.axis = 0;
   if (n->p.unique.has_axis &&
@@ -1908,7 +1953,10 @@ static bool reduce_plan(Graph *g, Node *n, bool *reduced, bool *noop) {
   /* Axes became an input in opset 13 (ReduceSum) and 18 (the others). */
   if (!ints_input_or_attr(g, n, "axes", &axes, &count))
     return false;
-  *noop = count <= 0 && node_attr_int(n, "noop_with_empty_axes", 0) != 0;
+  bool noop_flag;
+  if (!flag_attr(g, n, "noop_with_empty_axes", false, &noop_flag))
+    return false;
+  *noop = count <= 0 && noop_flag;
   return mark_axes(g, n, axes, count, x->rank, count <= 0 && !*noop, reduced);
 }
 
@@ -1917,7 +1965,9 @@ static bool infer_reduce(Graph *g, Node *n) {
   bool *reduced = n->p.reduce.reduced;
   if (!reduce_plan(g, n, reduced, &n->p.reduce.noop))
     return false;
-  bool keep = node_attr_int(n, "keepdims", 1) != 0;
+  bool keep;
+  if (!flag_attr(g, n, "keepdims", true, &keep))
+    return false;
   n->p.reduce.keepdims = keep;
   int64_t dims[IR_MAX_RANK];
   int rank = 0;
@@ -1942,8 +1992,9 @@ static bool infer_cumsum(Graph *g, Node *n) {
     ir_error(g, n, "input must have rank 1 or more");
     return false;
   }
-  n->p.axis.exclusive = node_attr_int(n, "exclusive", 0) != 0;
-  n->p.axis.reverse = node_attr_int(n, "reverse", 0) != 0;
+  if (!flag_attr(g, n, "exclusive", false, &n->p.axis.exclusive) ||
+      !flag_attr(g, n, "reverse", false, &n->p.axis.reverse))
+    return false;
   if (!cumsum_axis(g, n, &axis))
     return false;
   n->p.axis.axis = axis;

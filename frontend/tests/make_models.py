@@ -345,6 +345,42 @@ def errors():
     expect("error", "missing_output.onnx", "-",
            "graph output 'nothing' is not produced by any node")
 
+    # A graph output's declared type is the type callers read; ONNX Runtime
+    # refuses a model whose output computes another (here a flipped bit).
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    y_i8 = [helper.make_tensor_value_info("y", TensorProto.INT8, [2])]
+    save(model(nodes, x, y_i8), "output_type.onnx")
+    expect("error", "output_type.onnx", "-",
+           "node 'r' (Relu): graph output 'y' is declared int8, but Relu makes float32")
+    y_none = [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, [2])]
+    save(model(nodes, x, y_none), "output_type_undefined.onnx")
+    expect("error", "output_type_undefined.onnx", "-",
+           "graph output 'y' is declared UNDEFINED (0), but Relu makes float32")
+
+    # So is its declared shape, where it is static (a flipped bit made a
+    # dimension 3); after --batch, which may change it, only a warning.
+    y_3 = [f32_input("y", [3])]
+    save(model(nodes, x, y_3), "output_shape.onnx")
+    expect("error", "output_shape.onnx", "-",
+           "node 'r' (Relu): graph output 'y' is declared f32[3] but inferred f32[2]")
+    expect("ok", "output_shape.onnx", "batch=1")
+
+    # An attribute's declared type names the field that holds its value:
+    # a flipped bit made Conv's dilations (INTS) a STRING, which opc read as
+    # absent. ONNX's checker and ONNX Runtime refuse both of these.
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.5)
+    node.attribute[0].type = onnx.AttributeProto.STRING
+    save(model([node], x, y), "attr_type_mismatch.onnx")
+    expect("error", "attr_type_mismatch.onnx", "-",
+           "node 'lr' (LeakyRelu): attribute 'alpha' is declared STRING but holds a value of "
+           "type FLOAT")
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.5)
+    node.attribute[0].ClearField("type")
+    node.attribute[0].ints.append(2)
+    save(model([node], x, y), "attr_two_fields.onnx")
+    expect("error", "attr_two_fields.onnx", "-",
+           "attribute 'alpha' holds values of two types, FLOAT and INTS")
+
     nodes = [helper.make_node("Constant", [], ["y"], name="k", value_string="s")]
     save(model(nodes, [], y), "string_constant.onnx")
     expect("error", "string_constant.onnx", "-",

@@ -133,6 +133,28 @@ static void test_pool(void) {
   CHECK(fails_once("graph \"t\"\ninput %x: f32[1,1,4,4]\n%y = MaxPool(%x)\noutput %y\n"));
 }
 
+/* A pad as wide as the kernel leaves a window over padding only (a flipped
+   bit in pads): refused. One narrower than the kernel is fine, and a
+   convolution's pads may be as wide as it likes (zeros). */
+static void test_pool_pads(void) {
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,4]\n"
+                   "%y = MaxPool(%x) {kernel_shape=[2], pads=[2,0]} name=\"p\"\noutput %y\n",
+                   "node 'p' (MaxPool): pads 2 and 0 of spatial axis 0 must be smaller than "
+                   "its kernel_shape 2"));
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
+                   "%y = AveragePool(%x) {kernel_shape=[3,3], pads=[0,1,0,3]}\noutput %y\n",
+                   "pads 1 and 3 of spatial axis 1 must be smaller than its kernel_shape 3"));
+  /* (4 + 1 + 1 - 2) / 1 + 1 = 5 */
+  Graph *g = inferred("graph \"t\" opset 12\ninput %x: f32[1,1,4]\n"
+                      "const %w: f32[1,1,2] = ones\n"
+                      "%p = MaxPool(%x) {kernel_shape=[2], pads=[1,1]}\n"
+                      "%c = Conv(%x, %w) {pads=[3,3]}\noutput %p\noutput %c\n");
+  CHECK(g && has_type(g, "p", "f32[1,1,5]"));
+  /* (4 + 6 - 2) / 1 + 1 = 9 */
+  CHECK(g && has_type(g, "c", "f32[1,1,9]"));
+  graph_free(g);
+}
+
 static void test_conv_transpose(void) {
   /* out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pads.
      H: 3*2 + 1 + 3 = 10, W: 2*2 + 1 + 3 = 8; channels = W[1]*group = 2. */
@@ -410,6 +432,46 @@ static void test_reduce_norm(void) {
   graph_free(g);
 }
 
+/* Yes-or-no attributes are 0 or 1. A flipped bit made keepdims 3, which
+   opc took as 1 and ONNX Runtime as 0 (a different output shape); every
+   such flag now refuses other values. */
+static void test_flags(void) {
+  CHECK(fails_with("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                   "%y = ReduceMax(%x) {axes=[1], keepdims=3} name=\"r\"\noutput %y\n",
+                   "node 'r' (ReduceMax): attribute 'keepdims' is 3; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                   "%y = ArgMax(%x) {keepdims=-1}\noutput %y\n",
+                   "attribute 'keepdims' is -1; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 11\ninput %x: f32[2,3]\nconst %k: i64[1] = [2]\n"
+                   "%y, %i = TopK(%x, %k) {largest=2}\noutput %y\n",
+                   "attribute 'largest' is 2; it must be 0 or 1"));
+  CHECK(fails_with("graph \"t\" opset 12\ninput %x: f32[1,1,5]\n"
+                   "%y = MaxPool(%x) {kernel_shape=[2], ceil_mode=2}\noutput %y\n",
+                   "attribute 'ceil_mode' is 2; it must be 0 or 1"));
+  /* 0 and 1 still mean what they say: [2,3] reduced over axis 1 */
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[2,3]\n"
+                      "%k = ReduceMax(%x) {axes=[1], keepdims=1}\n"
+                      "%d = ReduceMax(%x) {axes=[1], keepdims=0}\noutput %k\noutput %d\n");
+  CHECK(g && has_type(g, "k", "f32[2,1]") && has_type(g, "d", "f32[2]"));
+  graph_free(g);
+}
+
+/* A node whose outputs are all empty has nothing to compute: they become
+   empty constants (a batch of 0 once reached cuDNN, which refuses it).
+   A node with one non-empty output still runs. */
+static void test_empty_outputs(void) {
+  Graph *g = inferred("graph \"t\" opset 13\ninput %x: f32[0,3,4,4]\n"
+                      "const %w: f32[2,3,3,3] = random\ninput %a: f32[2,0]\n"
+                      "input %b: f32[0,5]\n"
+                      "%c = Conv(%x, %w)\n%r = Relu(%c)\n%m = MatMul(%a, %b)\n"
+                      "output %r\noutput %m\n");
+  CHECK(g && has_type(g, "c", "f32[0,2,2,2]") && tensor_is_const(graph_find_tensor(g, "c")));
+  CHECK(g && has_type(g, "r", "f32[0,2,2,2]") && tensor_is_const(graph_find_tensor(g, "r")));
+  /* [2,0] x [0,5] is a [2,5] of zeros: work for a kernel, not empty */
+  CHECK(g && has_type(g, "m", "f32[2,5]") && !tensor_is_const(graph_find_tensor(g, "m")));
+  graph_free(g);
+}
+
 /* PyTorch's x.view(x.size(0), -1): Shape -> Gather -> Unsqueeze -> Concat
    -> Reshape, which must fold while shapes are inferred. */
 static void test_shape_chain(void) {
@@ -573,6 +635,7 @@ int main(void) {
   test_conv_same_padding();
   test_conv_explicit();
   test_pool();
+  test_pool_pads();
   test_conv_transpose();
   test_reshape();
   test_gather();
@@ -582,6 +645,8 @@ int main(void) {
   test_split_squeeze();
   test_pad_misc();
   test_reduce_norm();
+  test_flags();
+  test_empty_outputs();
   test_shape_chain();
   test_generators();
   test_errors();

@@ -369,6 +369,7 @@ def compile_group(tmp):
     check("failed build leaves nothing", listing(failed) == [], p)
 
     const_input_program(tmp)
+    empty_batch_program(tmp)
 
     p = run(model, "-o", os.path.join(src, "pre.c"), "--prefix", "mynet")
     header = os.path.join(src, "pre.h")
@@ -646,6 +647,32 @@ def const_input_program(tmp):
     r = subprocess.run([exe, "--input", "x=" + x_pb, "--input", "shape=" + shape_pb],
                        capture_output=True, text=True, timeout=60)
     check("the program refuses the bound input", r.returncode != 0, r)
+
+
+def empty_batch_program(tmp):
+    """A batch of 0 (a flipped bit in a declared dimension): every node's
+    output is empty, so nothing runs; the program once failed in cuDNN's
+    tensor descriptor (which refuses a zero dimension)."""
+    model = os.path.join(tmp, "conv0.onnx")
+    conv_model(model, batch=0)
+    d = os.path.join(tmp, "empty")
+    os.mkdir(d)
+    exe = os.path.join(d, "net")
+    p = run(model, "-o", exe, "--target", "cpu")
+    check("a batch-0 program builds", p.returncode == 0, p)
+    if p.returncode != 0:
+        return
+    x_npy, y_npy = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
+    np.save(x_npy, np.zeros((0, 3, 8, 8), np.float32))
+    r = subprocess.run([exe, "--input", "x=" + x_npy, "--output", "y=" + y_npy],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, OPC_CHECK="1"))
+    ok = r.returncode == 0 and os.path.exists(y_npy)
+    check("a batch-0 program runs", ok, r)
+    if ok:
+        y = np.load(y_npy)
+        check("a batch-0 program returns an empty [0,4,8,8]", y.shape == (0, 4, 8, 8) and
+              y.dtype == np.float32)
 
 
 # ------------------------------------------------------------ limits

@@ -8,7 +8,7 @@ of numpy arrays, in the model's input and output order.
 """
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(19)
@@ -34,9 +34,10 @@ def model(op, inputs, attrs=None, opset=18, outputs=1, cast=None):
     if cast:
         nodes.append(helper.make_node("Cast", ["r0"], ["y0"],
                                       to=helper.np_dtype_to_tensor_dtype(np.dtype(cast))))
+    # Outputs without a declared type: opc refuses one declared UNDEFINED,
+    # as ONNX Runtime does.
     graph = helper.make_graph(nodes, op.lower(), vis,
-                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
-                               for o in outs])
+                              [helper.make_empty_tensor_value_info(o) for o in outs])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
