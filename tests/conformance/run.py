@@ -7,14 +7,29 @@ runtime's kernels for three instruction sets (OPC_KERNEL_ISA): the widest
 the CPU has, AVX2 and plain x86-64.
 
 usage: run.py --opc BUILD/opc [--data DIR] [--work DIR] [--jobs N]
-              [--only SUBSTRING] [--no-cuda-check] [--ops ir/ops.def]
-              [--reasons FILE]
+              [--only SUBSTRING] [--passing FILE] [--write-passing FILE]
+              [--no-cuda-check] [--ops ir/ops.def] [--reasons FILE]
 
 One line per test: PASS, FAIL (wrong output, crash, or a rejected float32
 model whose operators opc supports) or REJECTED (opc declined it: unsupported
-types or operators). Every passing net.c is also compiled and linked against
-the real CUDA toolkit with -Wall -Werror. Exits non-zero on any FAIL or CUDA
-build failure.
+types or operators). An output passes only with the expected shape and
+element type; integers and booleans must be equal, floats within 1e-4 abs +
+1e-4 rel, NaN and infinities exactly where expected. Every passing net.c is
+also compiled and linked against the real CUDA toolkit (OPC_CUDA, default
+/usr/local/cuda) with -Wall -Wextra -Werror; without the toolkit the run
+stops with an error (--no-cuda-check skips that check, for runs by hand).
+The CUDA-graph program and the CUDA build are compiled at -O2, the other
+two modes' programs at -O0 (see build_program).
+
+The run is held to the list of passing tests (--passing, default
+passing.txt beside this script: "TEST PASS" or "TEST PASS-BOUND" a line):
+a listed test that is rejected, fails, or passes only bound where the list
+says PASS fails the run, and so does a listed test missing from the data.
+Tests passing beyond the list are named in the last line; --write-passing
+FILE writes the run's own list (a whole run only). With --only, only the
+tests run are held to the list. Exits non-zero on any FAIL (a CUDA build
+failure included), any test no longer passing as listed, or a listed test
+not in the data.
 
 opc compiles static shapes, and takes float32 run-time inputs only. Many
 tests feed a shape-deciding tensor (Reshape's shape, Resize's scales, Slice's
@@ -33,18 +48,25 @@ ScatterND", "run-time input of type i64", ...): for a PASS (bound) the error
 of the unbound compile, for a REJECTED the error that remains after binding.
 The categories are tallied, most frequent first, before the figures, and
 every test's status, category and message go to FILE (default
-WORK/reasons.txt, tab-separated).
+WORK/reasons.txt, tab-separated). A line before the figures gives the
+CPU seconds (user + sys) of each step: opc and the C compiler, the
+programs, the CUDA build and this script.
 """
 import argparse
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+import time
 
 import numpy as np
 import onnx
@@ -136,35 +158,86 @@ def should_compile(model, ops):
 
 
 def compare(got, expected):
-    """None if they agree within tolerance, else a description."""
+    """None when `got` is `expected`, else what differs. The shape and the
+    element type must be the expected ones (no reshaping, no conversion);
+    integers and booleans must be equal; floats agree within TOLERANCE
+    (abs and rel), computed in float64, which holds float16, float32 and
+    float64 values exactly. NaN and infinities must be where the expected
+    output has them and nowhere else, infinities with the same sign."""
     if got.shape != expected.shape:
-        if got.size == expected.size:
-            got = got.reshape(expected.shape)
-        else:
-            return "shape %s, expected %s" % (got.shape, expected.shape)
-    expected = expected.astype(np.float32)
-    nan_got, nan_exp = np.isnan(got), np.isnan(expected)
-    if (nan_got != nan_exp).any():
-        return "NaN at different positions"
-    ok = ~nan_exp
-    diff = np.abs(got[ok].astype(np.float64) - expected[ok])
-    limit = TOLERANCE + TOLERANCE * np.abs(expected[ok].astype(np.float64))
-    # Infinities of the same sign compare equal; inf - inf is NaN.
-    same_inf = np.isinf(expected[ok]) & (got[ok] == expected[ok])
-    bad = ~((diff <= limit) | same_inf)
+        return "shape %s, expected %s" % (got.shape, expected.shape)
+    if got.dtype != expected.dtype:
+        return "element type %s, expected %s" % (got.dtype, expected.dtype)
+    got, expected = got.ravel(), expected.ravel()
+    if not np.issubdtype(expected.dtype, np.floating):
+        bad = got != expected
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return "%d of %d elements differ, the first at flat index %d (got %r, expected %r)" % (
+                int(bad.sum()), got.size, i, got[i].item(), expected[i].item())
+        return None
+    got, expected = got.astype(np.float64), expected.astype(np.float64)
+    finite = np.isfinite(expected)
+    # NaN and infinities exactly where expected: NaN for NaN, an infinity of
+    # the same sign for an infinity, and a finite value elsewhere.
+    special_ok = np.where(np.isnan(expected), np.isnan(got), got == expected)
+    bad_special = np.where(finite, ~np.isfinite(got), ~special_ok)
+    if bad_special.any():
+        i = int(np.flatnonzero(bad_special)[0])
+        return "NaN or infinity differs in %d of %d values, the first at flat index %d (got %r, expected %r)" % (
+            int(bad_special.sum()), got.size, i, got[i].item(), expected[i].item())
+    # Every finite expected value has a finite one here: within tolerance?
+    with np.errstate(over="ignore"):  # an overflow to inf fails below anyway
+        diff = np.abs(np.where(finite, got, 0.0) - np.where(finite, expected, 0.0))
+    limit = TOLERANCE + TOLERANCE * np.abs(np.where(finite, expected, 0.0))
+    bad = ~(diff <= limit)
     if bad.any():
         i = int(np.argmax(np.where(bad, diff, -1)))
-        return "max error %.3g at flat index %d (got %r, expected %r)" % (
-            diff[i], i, float(got[ok][i]), float(expected[ok][i]))
+        return "%d of %d values out of tolerance; max error %.3g at flat index %d (got %r, expected %r)" % (
+            int(bad.sum()), got.size, diff[i], i, got[i].item(), expected[i].item())
     return None
 
 
-def run(cmd, timeout, cwd=None, env=None):
-    try:
-        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
-        return p.returncode, p.stdout + p.stderr
-    except subprocess.TimeoutExpired:
+# CPU seconds (user + sys) of the processes the runner started, by step,
+# each with those of the processes it waited for (opc's C compiler). Wall
+# time says little on a shared machine; these say where the work goes.
+CPU_SECONDS = collections.Counter()
+CPU_SECONDS_LOCK = threading.Lock()
+
+
+def run(cmd, timeout, cwd=None, env=None, step="other"):
+    """Runs cmd, its stdout and stderr together; returns (exit status, or
+    None when it ran past `timeout` seconds and was killed, and the
+    output). Its CPU seconds go to CPU_SECONDS[step]."""
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        lock = threading.Lock()
+        state = {"reaped": False, "timed_out": False}
+
+        def kill():
+            # Only a process not yet reaped: its pid cannot be another's.
+            with lock:
+                if not state["reaped"]:
+                    state["timed_out"] = True
+                    os.kill(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        # Wait for the exit without reaping; wait4 then reaps it and gives
+        # its resource usage, which subprocess's own wait would discard.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        with lock:
+            state["reaped"] = True
+            _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        with CPU_SECONDS_LOCK:
+            CPU_SECONDS[step] += usage.ru_utime + usage.ru_stime
+        log.seek(0)
+        text = log.read().decode("utf-8", "replace")
+    if state["timed_out"]:
         return None, "timed out after %ds" % timeout
+    return proc.returncode, text
 
 
 def first_error(text):
@@ -284,7 +357,7 @@ def inputs_to_bind(text, inputs):
     return names or None
 
 
-def opc_compile(args, model_path, exe, bound, flags=()):
+def opc_compile(args, model_path, exe, bound, flags=(), step="opc and cc -O2"):
     """Runs opc with `bound` ({input name: .pb path}) as --const-input, for
     args.target (cpu unless the caller's args say otherwise, as
     tools/gpu/conformance_cuda.py's do)."""
@@ -296,7 +369,40 @@ def opc_compile(args, model_path, exe, bound, flags=()):
     cmd += list(flags)
     for iname, path in bound.items():
         cmd += ["--const-input", "%s=%s" % (iname, path)]
-    return run(cmd, 300, env=env)
+    return run(cmd, 300, env=env, step=step)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_build_flags(opc):
+    """The compiler and linker words opc builds CPU programs with (its
+    --cflags cpu and --libs cpu)."""
+    words = []
+    for what in ("--cflags", "--libs"):
+        code, out = run([opc, what, "cpu"], 60, step="opc emit")
+        if code != 0:
+            sys.exit("run.py: %s %s cpu failed: %s" % (opc, what, first_error(out)))
+        words.append(out.split())
+    return tuple(words)
+
+
+def build_program(args, model_path, program, bound, flags):
+    """Compiles the model into the executable `program`. With no flags (the
+    CUDA-graph mode) opc builds it, at -O2, as it builds any program. The
+    other modes' CPU programs are built here at -O0 from the net.c opc
+    emits: the same compiler words, warnings and -Werror, but a quarter of
+    the compile time; their kernels are the runtime's, optimised anyway.
+    The -O2 build, with the warnings that need optimisation, is the
+    CUDA-graph program's and the CUDA check's."""
+    if not flags or getattr(args, "target", "cpu") != "cpu":
+        return opc_compile(args, model_path, program, bound, flags)
+    code, out = opc_compile(args, model_path, program + ".c", bound, flags, step="opc emit")
+    if code != 0:
+        return code, out
+    cflags, libs = cpu_build_flags(args.opc)
+    cmd = (os.environ.get("CC", "cc").split() + ["-O0", "-Wall", "-Wextra", "-Werror"] + list(cflags)
+           + [program + ".c", "-o", program] + list(libs))
+    code, text = run(cmd, 300, step="cc -O0")
+    return code, out + text
 
 
 def compile_binding(args, model_path, exe, inputs, set0):
@@ -331,7 +437,7 @@ def cuda_build(work, exe_name):
            os.path.join(work, exe_name + ".c"), "-o", os.path.join(work, exe_name + "_cuda"),
            "-L" + CUDA + "/lib64", "-L" + CUDA + "/lib64/stubs",
            "-lcudnn", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"]
-    code, out = run(cmd, 120)
+    code, out = run(cmd, 120, step="CUDA build -O2")
     return code == 0, out
 
 
@@ -347,7 +453,7 @@ def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, 
         if any(not os.path.exists(p) or not same_bytes(p, bound[n]) for n, p in own.items()):
             # Other values for a bound input: other shapes, another program.
             program = os.path.join(work, ds)
-            code, out = opc_compile(args, model_path, program, own, flags)
+            code, out = build_program(args, model_path, program, own, flags)
             if code != 0:
                 return ("rejected a data set's own bound inputs",
                         "%s: recompiling with its own bound inputs: %s" % (ds, first_error(out)))
@@ -365,7 +471,7 @@ def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, 
         if isa:
             env["OPC_KERNEL_ISA"] = isa
         with slot:
-            code, text = run(cmd, 120, env=env)
+            code, text = run(cmd, 120, env=env, step="program runs")
         if code != 0:
             category = ("the program timed out" if code is None else
                         "the program crashed" if code < 0 else "the program exited with an error")
@@ -381,7 +487,8 @@ def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, 
             problem = compare(np.load(path), numpy_helper.to_array(tensor))
             if problem:
                 kind = ("shape" if problem.startswith("shape") else
-                        "NaNs" if problem.startswith("NaN") else "values")
+                        "type" if problem.startswith("element type") else
+                        "NaN or infinity" if problem.startswith("NaN") else "values")
                 return ("wrong output " + kind,
                         "%s output %d (%s): %s" % (ds, k, outputs[k], problem))
     return None
@@ -448,7 +555,7 @@ def check_test(test_dir, args, ops):
                              ("O0", ("-O0",), "x86-64")):
         program = exe + ("_" + mode if flags else "")
         if flags:
-            code, out = opc_compile(args, model_path, program, bound, flags)
+            code, out = build_program(args, model_path, program, bound, flags)
             if code != 0:
                 return fail("rejected with " + " ".join(flags),
                             "with %s: %s" % (" ".join(flags), first_error(out)))
@@ -521,31 +628,104 @@ def print_tally(title, counter):
                                       subsequent_indent="    ")))
 
 
+def listed_status(r):
+    """The status a passing list records: PASS-BOUND for a bound pass."""
+    return "PASS-BOUND" if r.status == "PASS" and r.bound else r.status
+
+
+def read_passing(path):
+    """{test: PASS or PASS-BOUND} from the passing list: a line per test,
+    its name and status; # starts a comment."""
+    listed = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            words = line.split("#")[0].split()
+            if not words:
+                continue
+            if len(words) != 2 or words[1] not in ("PASS", "PASS-BOUND") or words[0] in listed:
+                sys.exit("run.py: %s:%d: want 'TEST PASS' or 'TEST PASS-BOUND', each test once; got %r"
+                         % (path, number, line.strip()))
+            listed[words[0]] = words[1]
+    return listed
+
+
+def write_passing(path, results):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("# The ONNX node tests that pass (tests/conformance/run.py holds every run to\n"
+                "# this list): PASS with every input given at run time, PASS-BOUND with some\n"
+                "# bound at compile time. Written by run.py --write-passing.\n")
+        for r in sorted(results, key=lambda r: r.name):
+            if r.status == "PASS":
+                f.write("%s %s\n" % (r.name, listed_status(r)))
+
+
+def compare_with_list(results, listed):
+    """The tests that no longer pass as listed, as (name, why), and those
+    that pass beyond the list, as "name (status)"."""
+    regressions, gains = [], []
+    for r in sorted(results, key=lambda r: r.name):
+        was, now = listed.get(r.name), listed_status(r)
+        if was == now:
+            continue
+        if was is None:
+            if r.status == "PASS":
+                gains.append("%s (%s)" % (r.name, now))
+        elif was == "PASS-BOUND" and now == "PASS":
+            gains.append("%s (PASS, listed PASS-BOUND)" % r.name)
+        else:
+            why = "listed %s, now %s" % (was, now)
+            if now == "PASS-BOUND":
+                why += " (bound: %s)" % ", ".join(sorted(r.bound))
+            regressions.append((r.name, why + (": " + r.message if r.message else "")))
+    return regressions, gains
+
+
+def print_cpu_seconds(wall):
+    """Where the run's CPU time went, by step (see CPU_SECONDS)."""
+    steps = dict(CPU_SECONDS)
+    steps["this script"] = time.process_time()
+    text = ", ".join("%s %.1f" % kv for kv in sorted(steps.items(), key=lambda kv: -kv[1]))
+    print("\n".join(textwrap.wrap(
+        "%s; %.1f in all, in %.0f s of wall time" % (text, sum(steps.values()), wall), 100,
+        initial_indent="conformance: CPU seconds (user+sys) by step: ", subsequent_indent="    ")))
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
     ap.add_argument("--opc", required=True)
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data/node")
     ap.add_argument("--work", default=None)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--only", default=None, help="run the tests whose name contains this")
     ap.add_argument("--ops", default=os.path.join(here, "..", "..", "ir", "ops.def"))
-    ap.add_argument("--no-cuda-check", dest="cuda_check", action="store_false")
+    ap.add_argument("--passing", default=os.path.join(here, "passing.txt"),
+                    help="the list of passing tests the run is held to")
+    ap.add_argument("--write-passing", default=None, metavar="FILE",
+                    help="write this run's passing tests to FILE (a whole run only)")
+    ap.add_argument("--no-cuda-check", dest="cuda_check", action="store_false",
+                    help="by hand only: skip building each passing net.c against CUDA")
     ap.add_argument("--keep", action="store_true", help="keep the work folders of passing tests")
     ap.add_argument("--reasons", default=None,
                     help="where to write every test's status and reason (default WORK/reasons.txt)")
     args = ap.parse_args()
+    if args.write_passing and args.only:
+        ap.error("--write-passing needs the whole set; drop --only")
+    wall_start = time.monotonic()
     args.opc = os.path.abspath(args.opc)
     if args.work is None:
         args.work = os.path.join(os.path.dirname(args.opc), "conformance-work")
     if args.reasons is None:
         args.reasons = os.path.join(args.work, "reasons.txt")
     if args.cuda_check and not os.path.exists(os.path.join(CUDA, "include", "cudnn.h")):
-        print("conformance: no CUDA toolkit at %s; skipping the CUDA build check" % CUDA)
-        args.cuda_check = False
+        sys.exit("conformance: no CUDA toolkit at %s (no include/cudnn.h); every passing net.c "
+                 "must build against it. Set OPC_CUDA to the toolkit, or pass --no-cuda-check "
+                 "to run without that check by hand." % CUDA)
+    listed = read_passing(args.passing)
     ops = supported_ops(args.ops)
     tests = sorted(os.path.join(args.data, d) for d in os.listdir(args.data)
                    if os.path.exists(os.path.join(args.data, d, "model.onnx")))
+    missing = sorted(set(listed) - {os.path.basename(t) for t in tests})
     if args.only:
         tests = [t for t in tests if args.only in os.path.basename(t)]
     os.makedirs(args.work, exist_ok=True)
@@ -568,16 +748,35 @@ def main():
                   flush=True)
     write_reasons(args.reasons, results)
     print_reasons(results, args.reasons)
+    if args.write_passing:
+        write_passing(args.write_passing, results)
+    print_cpu_seconds(time.monotonic() - wall_start)
     if args.cuda_check:
         print("conformance: %d of %d passing programs failed to build against CUDA" % (
             cuda_failed, counts["PASS"] + cuda_failed))
+    else:
+        print("conformance: --no-cuda-check: no net.c was built against CUDA")
     # The figures: unbound is how onnx2c's figure is counted; bound allows
     # --const-input, and includes every unbound pass.
     print("conformance: of %d node tests, %d pass unbound (no input bound at compile time), "
           "%d pass bound (%d of them with inputs bound); %d failed, %d rejected" % (
               len(tests), counts["PASS"] - passed_bound, counts["PASS"], passed_bound,
               counts["FAIL"], counts["REJECTED"]))
-    return 1 if counts["FAIL"] else 0
+    # Held to the list: what passed must still pass as it did. With --only,
+    # only the tests run are.
+    regressions, gains = compare_with_list(results, listed)
+    for name in missing:
+        print("conformance: %s is in %s but not in %s" % (name, args.passing, args.data))
+    if regressions:
+        print("conformance: %d tests no longer pass as %s lists them:" % (len(regressions), args.passing))
+        for name, why in regressions:
+            print("  %s: %s" % (name, why))
+    if args.write_passing:
+        print("conformance: wrote %d passing tests to %s" % (counts["PASS"], args.write_passing))
+    if gains:
+        print("conformance: %d tests pass beyond %s; add them (run.py --write-passing %s): %s" % (
+            len(gains), args.passing, args.passing, ", ".join(gains)))
+    return 1 if counts["FAIL"] or regressions or missing else 0
 
 
 if __name__ == "__main__":
