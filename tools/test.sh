@@ -26,14 +26,17 @@ meson test -C build --num-processes "$jobs" --print-errorlogs || status=1
 phase "tests"
 
 # The sanitizer build runs the compiler's own tests (not the emitted-program
-# suites, which exercise gcc and the runtime far more than opc itself).
+# suites, which exercise gcc and the runtime far more than opc itself), so it
+# builds only what those tests run, and the runtime's kernels (which
+# programs the cli and testdata tests build link) for plain x86-64 only.
+asan_suites="ir frontend cli passes schedule testdata"
 [ -f build-asan/build.ninja ] || { rm -rf build-asan &&
-  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false; }
-ninja -C build-asan
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dkernel_isas=false; }
+ninja -C build-asan $(python3 tools/test_targets.py build-asan $asan_suites)
 phase "sanitizer build"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --num-processes "$jobs" --print-errorlogs \
-  --suite ir --suite frontend --suite cli --suite passes --suite schedule --suite testdata || status=1
+  meson test -C build-asan --no-rebuild --num-processes "$jobs" --print-errorlogs \
+  $(for s in $asan_suites; do echo --suite $s; done) || status=1
 phase "sanitizer tests"
 
 # The fuzz targets, 20 s each, two at a time, after replaying every input
