@@ -7,7 +7,8 @@
 # Environment:
 #   OPC_ZOO_SEED        input seed (default: $RANDOM; always printed)
 #   OPC_ZOO_MODEL_SEED  weight seed passed to build.py --seed (default 0)
-#   OPC_ZOO_TOL         relative L2 tolerance (default 1e-4)
+#   OPC_ZOO_PRECISION   the bounds of tests/zoo/compare.py to hold the outputs
+#                       to: fp32 (default), tf32, fp16 or bf16
 #   OPC_ZOO_TARGET      value of opc --target (default cpu)
 #   OPC_ZOO_TIMEOUT     seconds allowed for opc and for the run (default 900)
 #   PYTHON              python interpreter (default python3)
@@ -35,7 +36,7 @@ root=$(cd "$here/../.." && pwd)
 py=${PYTHON:-python3}
 seed=${OPC_ZOO_SEED:-$RANDOM}
 mseed=${OPC_ZOO_MODEL_SEED:-0}
-tol=${OPC_ZOO_TOL:-1e-4}
+precision=${OPC_ZOO_PRECISION:-fp32}
 target=${OPC_ZOO_TARGET:-cpu}
 tmo=${OPC_ZOO_TIMEOUT:-900}
 
@@ -112,13 +113,14 @@ for i in "${!names[@]}"; do
         status=1
         continue
     fi
-    "$py" "$here/compare.py" "${refs[$i]}" "${gots[$i]}" --tol "$tol" \
+    "$py" "$here/compare.py" "${refs[$i]}" "${gots[$i]}" --precision "$precision" \
+        --baseline "$work/ref/baseline_$i.npy" \
         --name "${names[$i]}" || status=1
 done
 
 if [ $status -eq 0 ]; then
-    echo "$tag: PASS (${#names[@]} output(s), tol $tol)"
+    echo "$tag: PASS (${#names[@]} output(s), $precision bounds)"
 else
-    fail "output mismatch (tol $tol)"
+    fail "output mismatch ($precision bounds)"
 fi
 exit 0
