@@ -616,7 +616,8 @@ static bool solve_part(Hope *h, int *units, int m, bool *optimal) {
   glp_init_iocp(&parm);
   parm.presolve = GLP_ON;
   parm.msg_lev = GLP_MSG_OFF;
-  parm.tm_lim = (int)(HOPE_ILP_SECONDS * 1000);
+  double limit = h->c->ilp_seconds > 0 ? h->c->ilp_seconds : HOPE_ILP_SECONDS;
+  parm.tm_lim = (int)(limit * 1000);
   int ret = glp_intopt(lp, &parm);
   int status = glp_mip_status(lp);
   int *chosen = arena_alloc(h->scratch, sizeof(int) * ((size_t)m + 1));

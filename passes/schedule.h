@@ -246,6 +246,11 @@ enum { HOPE_GPU = 0, HOPE_CPU = 1, HOPE_PROCESSORS = 2 };
 typedef struct HopeCosts {
   double *run[HOPE_PROCESSORS]; /* per unit: time on that processor; INFINITY: cannot */
   double *const *xfer;          /* xfer[v][k]: moving what pred[v][k] writes across */
+  /* "ilp": GLPK's wall-clock limit per subgraph, past which the best
+     solution found is kept; 0: HOPE_ILP_SECONDS. A test that checks
+     optimality gives it ample time, so that a loaded machine cannot
+     change its result. */
+  double ilp_seconds;
 } HopeCosts;
 
 typedef struct HopePlan {
