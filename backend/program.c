@@ -119,15 +119,15 @@ static bool check_graph(Emitter *e) {
  */
 static bool check_node_schedule(const Graph *g, const Node *n) {
   const Schedule *s = &g->sched;
-  if (n->stream < 0 || n->stream >= s->nstreams || n->stage < 0 || n->stage >= s->nstages ||
-      n->record_event >= s->nevents) {
+  if (node_sched(g, n)->stream < 0 || node_sched(g, n)->stream >= s->nstreams || node_sched(g, n)->stage < 0 || node_sched(g, n)->stage >= s->nstages ||
+      node_sched(g, n)->record_event >= s->nevents) {
     ir_error(g, n, "internal error: stream %d, stage %d or event %d out of range",
-             n->stream, n->stage, n->record_event);
+             node_sched(g, n)->stream, node_sched(g, n)->stage, node_sched(g, n)->record_event);
     return false;
   }
-  for (int w = 0; w < n->nwaits; w++)
-    if (n->waits[w] < 0 || n->waits[w] >= s->nevents) {
-      ir_error(g, n, "internal error: waits for event %d of %d", n->waits[w], s->nevents);
+  for (int w = 0; w < node_sched(g, n)->nwaits; w++)
+    if (node_sched(g, n)->waits[w] < 0 || node_sched(g, n)->waits[w] >= s->nevents) {
+      ir_error(g, n, "internal error: waits for event %d of %d", node_sched(g, n)->waits[w], s->nevents);
       return false;
     }
   return true;

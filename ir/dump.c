@@ -226,32 +226,32 @@ static void put_extras(FILE *f, const Graph *g, const Node *n, int issue) {
     }
     fputc(']', f);
   }
-  if (n->stage)
-    fprintf(f, " .stage=%d", n->stage);
-  if (n->group)
-    fprintf(f, " .group=%d", n->group);
-  if (n->stream)
-    fprintf(f, " .stream=%d", n->stream);
+  if (node_sched(g, n)->stage)
+    fprintf(f, " .stage=%d", node_sched(g, n)->stage);
+  if (node_sched(g, n)->group)
+    fprintf(f, " .group=%d", node_sched(g, n)->group);
+  if (node_sched(g, n)->stream)
+    fprintf(f, " .stream=%d", node_sched(g, n)->stream);
   if (node_on_cpu(g, n))
     fprintf(f, " .cpu");
-  else if (n->device)
-    fprintf(f, " .gpu=%d", n->device);
+  else if (node_sched(g, n)->device)
+    fprintf(f, " .gpu=%d", node_sched(g, n)->device);
   if (issue >= 0)
     fprintf(f, " .issue=%d", issue);
-  if (n->record_event != -1)
-    fprintf(f, " .event=%d", n->record_event);
-  if (n->nwaits) {
+  if (node_sched(g, n)->record_event != -1)
+    fprintf(f, " .event=%d", node_sched(g, n)->record_event);
+  if (node_sched(g, n)->nwaits) {
     fputs(" .waits=[", f);
-    for (int i = 0; i < n->nwaits; i++)
-      fprintf(f, "%s%d", i ? "," : "", n->waits[i]);
+    for (int i = 0; i < node_sched(g, n)->nwaits; i++)
+      fprintf(f, "%s%d", i ? "," : "", node_sched(g, n)->waits[i]);
     fputc(']', f);
   }
   if (n->instance >= 0)
     fprintf(f, " .instance=%d", n->instance);
-  if (n->cost_us != 0) {
+  if (node_sched(g, n)->cost_us != 0) {
     /* 4 significant digits: a prediction, and expected dumps stay stable */
     char buf[32];
-    snprintf(buf, sizeof buf, "%.4g", n->cost_us);
+    snprintf(buf, sizeof buf, "%.4g", node_sched(g, n)->cost_us);
     fprintf(f, " .cost=%s%s", buf, strpbrk(buf, ".ein") ? "" : ".0");
   }
 }

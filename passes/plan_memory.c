@@ -36,6 +36,7 @@ typedef struct Buffer {
 
 /* Happens-before between issued nodes, from the streams and events. */
 typedef struct Clocks {
+  const Graph *g; /* whose schedule it replays */
   int nstreams;
   int *pos;   /* per node id: position on its stream, from 1; 0 if not issued */
   int *issue; /* per node id: issue index, -1 if not issued */
@@ -52,20 +53,21 @@ static bool compute_clocks(Graph *g, Clocks *c) {
   int nstreams = 1, nevents = 0;
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
-    if (n->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
+    if (node_sched(g, n)->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
       return false;
-    if (n->stream + 1 > nstreams)
-      nstreams = n->stream + 1;
-    if (n->record_event + 1 > nevents)
-      nevents = n->record_event + 1;
-    for (int w = 0; w < n->nwaits; w++) {
-      if (n->waits[w] < 0)
+    if (node_sched(g, n)->stream + 1 > nstreams)
+      nstreams = node_sched(g, n)->stream + 1;
+    if (node_sched(g, n)->record_event + 1 > nevents)
+      nevents = node_sched(g, n)->record_event + 1;
+    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
+      if (node_sched(g, n)->waits[w] < 0)
         return false;
-      if (n->waits[w] + 1 > nevents)
-        nevents = n->waits[w] + 1;
+      if (node_sched(g, n)->waits[w] + 1 > nevents)
+        nevents = node_sched(g, n)->waits[w] + 1;
     }
   }
   int nn = g->nnodes;
+  c->g = g;
   c->nstreams = nstreams;
   c->pos = calloc((size_t)nn + 1, sizeof(int));
   c->issue = malloc(sizeof(int) * ((size_t)nn + 1));
@@ -77,21 +79,21 @@ static bool compute_clocks(Graph *g, Clocks *c) {
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
     int *cur = &c->vc[n->id * nstreams];
-    int *sv = &stream_vc[n->stream * nstreams];
+    int *sv = &stream_vc[node_sched(g, n)->stream * nstreams];
     memcpy(cur, sv, sizeof(int) * (size_t)nstreams);
     /* A wait sees the event's most recent record issued before it. */
-    for (int w = 0; w < n->nwaits; w++) {
-      int *ev = &event_vc[n->waits[w] * nstreams];
+    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
+      int *ev = &event_vc[node_sched(g, n)->waits[w] * nstreams];
       for (int k = 0; k < nstreams; k++)
         if (ev[k] > cur[k])
           cur[k] = ev[k];
     }
-    cur[n->stream]++;
-    c->pos[n->id] = cur[n->stream];
+    cur[node_sched(g, n)->stream]++;
+    c->pos[n->id] = cur[node_sched(g, n)->stream];
     c->issue[n->id] = i;
     memcpy(sv, cur, sizeof(int) * (size_t)nstreams);
-    if (n->record_event >= 0)
-      memcpy(&event_vc[n->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
+    if (node_sched(g, n)->record_event >= 0)
+      memcpy(&event_vc[node_sched(g, n)->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
   }
   free(stream_vc);
   free(event_vc);
@@ -111,13 +113,14 @@ static void free_clocks(Clocks *c) {
  */
 static int seen_of(const Clocks *c, const Node *n, int s) {
   int v = c->vc[n->id * c->nstreams + s];
-  return s == n->stream ? v - 1 : v;
+  return s == node_sched(c->g, n)->stream ? v - 1 : v;
 }
 
 static void note_access(const Clocks *c, Buffer *b, const Node *n) {
   int p = c->pos[n->id];
-  if (p > b->last_access[n->stream])
-    b->last_access[n->stream] = p;
+  int s = node_sched(c->g, n)->stream;
+  if (p > b->last_access[s])
+    b->last_access[s] = p;
 }
 
 static void note_writer(const Clocks *c, Buffer *b, const Node *n) {

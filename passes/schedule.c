@@ -132,14 +132,14 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
   Arena *a = g->arena;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    n->stage = -1;
-    n->group = 0;
-    n->stream = 0;
-    n->record_event = -1;
-    n->waits = NULL;
-    n->nwaits = 0;
-    n->cost_us = 0;
-    n->device = 0;
+    node_sched(g, n)->stage = -1;
+    node_sched(g, n)->group = 0;
+    node_sched(g, n)->stream = 0;
+    node_sched(g, n)->record_event = -1;
+    node_sched(g, n)->waits = NULL;
+    node_sched(g, n)->nwaits = 0;
+    node_sched(g, n)->cost_us = 0;
+    node_sched(g, n)->device = 0;
   }
   s->scheduler = def->name;
   s->ndevices = 1;
@@ -163,8 +163,8 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
     for (int k = lo; k < hi; k++) {
       Node *n = d->unit[p->units[k]];
       stage->nodes[k - lo] = n;
-      n->stage = st;
-      n->group = p->group[k];
+      node_sched(g, n)->stage = st;
+      node_sched(g, n)->group = p->group[k];
     }
   }
   if (p->order) /* LIOS's issue order replaces the stage's group-by-group order */
@@ -173,11 +173,11 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
         memcpy(s->stages[st].nodes, s->order, sizeof(Node *) * (size_t)d->n);
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
-    n->cost_us = d->cost[u];
+    node_sched(g, n)->cost_us = d->cost[u];
     if (p->stream) /* the scheduler's streams are its groups */
-      n->group = p->stream[u];
+      node_sched(g, n)->group = p->stream[u];
     if (p->device)
-      n->device = p->device[u];
+      node_sched(g, n)->device = p->device[u];
   }
   double seq = 0;
   for (int u = 0; u < d->n; u++)
@@ -195,7 +195,7 @@ static int pick_stream(const SchedDeps *d, const int *stream_of, Node *const *no
                        int group, const bool *taken, const double *load, int nstreams) {
   int votes[64] = {0};
   for (int i = 0; i < n; i++) {
-    if (nodes[i]->group != group)
+    if (node_sched(d->g, nodes[i])->group != group)
       continue;
     int u = d->index_of[nodes[i]->id];
     for (int k = 0; k < d->npred[u]; k++) {
@@ -232,7 +232,7 @@ static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of
   int *gorder = malloc(sizeof(int) * ((size_t)ng + 1));
   int *gstream = malloc(sizeof(int) * ((size_t)ng + 1));
   for (int i = 0; i < stage->nnodes; i++)
-    gload[stage->nodes[i]->group] += stage->nodes[i]->cost_us;
+    gload[node_sched(d->g, stage->nodes[i])->group] += node_sched(d->g, stage->nodes[i])->cost_us;
   for (int k = 0; k < ng; k++)
     gorder[k] = k;
   qsort_r(gorder, (size_t)ng, sizeof(int), by_load_desc, gload);
@@ -247,8 +247,8 @@ static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of
   }
   for (int i = 0; i < stage->nnodes; i++) {
     Node *n = stage->nodes[i];
-    n->stream = gstream[n->group];
-    stream_of[d->index_of[n->id]] = n->stream;
+    node_sched(d->g, n)->stream = gstream[node_sched(d->g, n)->group];
+    stream_of[d->index_of[n->id]] = node_sched(d->g, n)->stream;
   }
   free(gload);
   free(gorder);
@@ -271,7 +271,7 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
     max_streams = 64;
   if (def->chooses_streams) {
     for (int u = 0; u < d->n; u++)
-      d->unit[u]->stream = d->unit[u]->group;
+      node_sched(g, d->unit[u])->stream = node_sched(g, d->unit[u])->group;
   } else {
     int *stream_of = malloc(sizeof(int) * ((size_t)d->n + 1));
     for (int u = 0; u < d->n; u++)
@@ -282,8 +282,8 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
   }
   g->sched.nstreams = 1;
   for (int u = 0; u < d->n; u++)
-    if (d->unit[u]->stream + 1 > g->sched.nstreams)
-      g->sched.nstreams = d->unit[u]->stream + 1;
+    if (node_sched(g, d->unit[u])->stream + 1 > g->sched.nstreams)
+      g->sched.nstreams = node_sched(g, d->unit[u])->stream + 1;
 }
 
 /* -------------------------------------------------------------- the pass */

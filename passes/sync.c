@@ -34,30 +34,30 @@ static int compact_streams(Graph *g) {
   /* Stream 0 is where the caller's work meets the program's: on several
      GPUs, it must be GPU 0's, where the inputs and outputs are. */
   for (int k = 0; k < g->sched.norder && !used; k++)
-    if (g->sched.order[k]->device == 0)
-      remap[g->sched.order[k]->stream] = used++;
+    if (node_sched(g, g->sched.order[k])->device == 0)
+      remap[node_sched(g, g->sched.order[k])->stream] = used++;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (remap[n->stream] < 0)
-      remap[n->stream] = used++;
-    n->stream = remap[n->stream];
+    if (remap[node_sched(g, n)->stream] < 0)
+      remap[node_sched(g, n)->stream] = used++;
+    node_sched(g, n)->stream = remap[node_sched(g, n)->stream];
   }
   return used ? used : 1;
 }
 
 static void add_wait(Graph *g, Node *n, int event) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
-  if (n->nwaits)
-    memcpy(w, n->waits, sizeof(int) * (size_t)n->nwaits);
-  w[n->nwaits++] = event;
-  n->waits = w;
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)node_sched(g, n)->nwaits + 1));
+  if (node_sched(g, n)->nwaits)
+    memcpy(w, node_sched(g, n)->waits, sizeof(int) * (size_t)node_sched(g, n)->nwaits);
+  w[node_sched(g, n)->nwaits++] = event;
+  node_sched(g, n)->waits = w;
 }
 
 /* The minimal waits of unit u on stream s; updates the clocks. */
 static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *events) {
   int ns = c->nstreams;
   Node *n = d->unit[u];
-  int s = n->stream;
+  int s = node_sched(g, n)->stream;
   int *clock = &c->now[s * ns];
   /* the latest unknown predecessor on each other stream */
   int latest[64];
@@ -65,7 +65,7 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     latest[t] = -1;
   for (int k = 0; k < d->npred[u]; k++) {
     int p = d->pred[u][k];
-    int t = d->unit[p]->stream;
+    int t = node_sched(g, d->unit[p])->stream;
     if (t == s || clock[t] >= c->pos[p])
       continue;
     if (latest[t] < 0 || c->pos[p] > c->pos[latest[t]])
@@ -86,9 +86,9 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     if (p < 0)
       continue;
     Node *pn = d->unit[p];
-    if (pn->record_event < 0)
-      pn->record_event = (*events)++;
-    add_wait(g, n, pn->record_event);
+    if (node_sched(g, pn)->record_event < 0)
+      node_sched(g, pn)->record_event = (*events)++;
+    add_wait(g, n, node_sched(g, pn)->record_event);
     for (int k = 0; k < ns; k++)
       if (c->snapshot[p * ns + k] > clock[k])
         clock[k] = c->snapshot[p * ns + k];
@@ -107,18 +107,18 @@ static void find_stage_waits(Graph *g, int nevents) {
   Node **recorder = calloc((size_t)nevents + 1, sizeof(Node *));
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (n->record_event >= 0)
-      recorder[n->record_event] = n;
+    if (node_sched(g, n)->record_event >= 0)
+      recorder[node_sched(g, n)->record_event] = n;
   }
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    for (int w = 0; w < n->nwaits; w++) {
-      const Node *r = recorder[n->waits[w]];
-      if (!r || r->stage != n->stage)
+    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
+      const Node *r = recorder[node_sched(g, n)->waits[w]];
+      if (!r || node_sched(g, r)->stage != node_sched(g, n)->stage)
         continue;
-      if (!n->stage_waits)
-        n->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)n->nwaits);
-      n->stage_waits[n->nstage_waits++] = n->waits[w];
+      if (!node_sched(g, n)->stage_waits)
+        node_sched(g, n)->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)node_sched(g, n)->nwaits);
+      node_sched(g, n)->stage_waits[node_sched(g, n)->nstage_waits++] = node_sched(g, n)->waits[w];
     }
   }
   free(recorder);
@@ -129,11 +129,11 @@ bool sync_graph(Graph *g, const SchedDeps *d) {
   if (!sch->order)
     return true;
   for (int i = 0; i < g->nnodes; i++) {
-    g->nodes[i]->record_event = -1;
-    g->nodes[i]->waits = NULL;
-    g->nodes[i]->nwaits = 0;
-    g->nodes[i]->stage_waits = NULL;
-    g->nodes[i]->nstage_waits = 0;
+    node_sched(g, g->nodes[i])->record_event = -1;
+    node_sched(g, g->nodes[i])->waits = NULL;
+    node_sched(g, g->nodes[i])->nwaits = 0;
+    node_sched(g, g->nodes[i])->stage_waits = NULL;
+    node_sched(g, g->nodes[i])->nstage_waits = 0;
   }
   int ns = compact_streams(g);
   Clocks c = {.nstreams = ns};

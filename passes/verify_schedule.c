@@ -54,15 +54,15 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
       ok = false;
       break;
     }
-    if (n->stream < 0 || n->stream >= ns) {
-      ir_error(g, n, "schedule puts this node on stream %d of %d", n->stream, ns);
+    if (node_sched(g, n)->stream < 0 || node_sched(g, n)->stream >= ns) {
+      ir_error(g, n, "schedule puts this node on stream %d of %d", node_sched(g, n)->stream, ns);
       ok = false;
       break;
     }
     r->order_pos[u] = k;
-    int *c = &clock[n->stream * ns];
-    for (int w = 0; w < n->nwaits; w++) {
-      int ev = n->waits[w];
+    int *c = &clock[node_sched(g, n)->stream * ns];
+    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
+      int ev = node_sched(g, n)->waits[w];
       if (ev < 0 || ev >= nev || !recorded[ev]) {
         ir_error(g, n, "schedule waits on event %d before it is recorded", ev);
         ok = false;
@@ -73,10 +73,10 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
           c[t] = event_snapshot[ev * ns + t];
     }
     memcpy(&r->seen[u * ns], c, sizeof(int) * (size_t)ns);
-    r->stream_pos[u] = ++count[n->stream];
-    c[n->stream] = r->stream_pos[u];
-    if (n->record_event >= 0) {
-      int ev = n->record_event;
+    r->stream_pos[u] = ++count[node_sched(g, n)->stream];
+    c[node_sched(g, n)->stream] = r->stream_pos[u];
+    if (node_sched(g, n)->record_event >= 0) {
+      int ev = node_sched(g, n)->record_event;
       if (ev >= nev || recorded[ev]) {
         ir_error(g, n, "schedule records event %d twice or beyond the %d events", ev, nev);
         ok = false;
@@ -108,8 +108,8 @@ static void replay_free(Replay *r) {
 static bool happens_before(const Replay *r, int a, int b) {
   if (r->order_pos[a] >= r->order_pos[b])
     return false;
-  int sa = r->d->unit[a]->stream;
-  if (sa == r->d->unit[b]->stream)
+  int sa = node_sched(r->d->g, r->d->unit[a])->stream;
+  if (sa == node_sched(r->d->g, r->d->unit[b])->stream)
     return true;
   return r->seen[b * r->ns + sa] >= r->stream_pos[a];
 }
@@ -362,21 +362,21 @@ bool verify_placement(Graph *g) {
     device_of[s] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (n->stream >= 0 && n->stream < 64) {
-      if (device_of[n->stream] >= 0 && device_of[n->stream] != n->device) {
-        ir_error(g, n, "on device %d, but its stream %d is device %d's", n->device, n->stream,
-                 device_of[n->stream]);
+    if (node_sched(g, n)->stream >= 0 && node_sched(g, n)->stream < 64) {
+      if (device_of[node_sched(g, n)->stream] >= 0 && device_of[node_sched(g, n)->stream] != node_sched(g, n)->device) {
+        ir_error(g, n, "on device %d, but its stream %d is device %d's", node_sched(g, n)->device, node_sched(g, n)->stream,
+                 device_of[node_sched(g, n)->stream]);
         return false;
       }
-      device_of[n->stream] = n->device;
+      device_of[node_sched(g, n)->stream] = node_sched(g, n)->device;
     }
-    if (node_is_transfer(n))
+    if (node_is_transfer(g, n))
       continue;
     for (int i = 0; i < n->nin; i++) {
       Tensor *t = n->in[i];
-      if (t && tensor_device(t) >= 0 && tensor_device(t) != n->device) {
-        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", n->device,
-                 t->name, tensor_device(t));
+      if (t && tensor_device(g, t) >= 0 && tensor_device(g, t) != node_sched(g, n)->device) {
+        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", node_sched(g, n)->device,
+                 t->name, tensor_device(g, t));
         return false;
       }
     }

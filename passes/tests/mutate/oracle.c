@@ -211,13 +211,13 @@ static void compute_before(Oracle *o) {
   int nstreams = 1, nevents = 1;
   for (int k = 0; k < o->n; k++) {
     Node *n = s->order[k];
-    if (n->stream + 1 > nstreams)
-      nstreams = n->stream + 1;
-    if (n->record_event + 1 > nevents)
-      nevents = n->record_event + 1;
-    for (int w = 0; w < n->nwaits; w++)
-      if (n->waits[w] + 1 > nevents)
-        nevents = n->waits[w] + 1;
+    if (node_sched(o->g, n)->stream + 1 > nstreams)
+      nstreams = node_sched(o->g, n)->stream + 1;
+    if (node_sched(o->g, n)->record_event + 1 > nevents)
+      nevents = node_sched(o->g, n)->record_event + 1;
+    for (int w = 0; w < node_sched(o->g, n)->nwaits; w++)
+      if (node_sched(o->g, n)->waits[w] + 1 > nevents)
+        nevents = node_sched(o->g, n)->waits[w] + 1;
   }
   int *last_on_stream = malloc(sizeof(int) * (size_t)nstreams);
   int *last_record = malloc(sizeof(int) * (size_t)nevents);
@@ -227,15 +227,15 @@ static void compute_before(Oracle *o) {
     last_record[i] = -1;
   for (int k = 0; k < o->n; k++) {
     Node *n = s->order[k];
-    for (int w = 0; w < n->nwaits; w++)
-      if (n->waits[w] >= 0 && last_record[n->waits[w]] >= 0)
-        join_before(o, k, last_record[n->waits[w]]);
-    if (n->stream >= 0 && last_on_stream[n->stream] >= 0)
-      join_before(o, k, last_on_stream[n->stream]);
-    if (n->stream >= 0)
-      last_on_stream[n->stream] = k;
-    if (n->record_event >= 0)
-      last_record[n->record_event] = k;
+    for (int w = 0; w < node_sched(o->g, n)->nwaits; w++)
+      if (node_sched(o->g, n)->waits[w] >= 0 && last_record[node_sched(o->g, n)->waits[w]] >= 0)
+        join_before(o, k, last_record[node_sched(o->g, n)->waits[w]]);
+    if (node_sched(o->g, n)->stream >= 0 && last_on_stream[node_sched(o->g, n)->stream] >= 0)
+      join_before(o, k, last_on_stream[node_sched(o->g, n)->stream]);
+    if (node_sched(o->g, n)->stream >= 0)
+      last_on_stream[node_sched(o->g, n)->stream] = k;
+    if (node_sched(o->g, n)->record_event >= 0)
+      last_record[node_sched(o->g, n)->record_event] = k;
   }
   free(last_on_stream);
   free(last_record);
