@@ -52,7 +52,9 @@ static void emit_table(Emitter *e, const char *comment, const char *name, int co
   emit(e, "%s};", line);
 }
 
-static int issued_device(const Emitter *e, int k) { return node_sched(e->g, e->st->issued[k])->device; }
+static int issued_device(const Emitter *e, int k) {
+  return node_sched(e->g, e->st->issued[k])->device;
+}
 
 /* In create(), before anything is put on a GPU: c->gpu[], from the
    environment, checked against the machine's device count. */

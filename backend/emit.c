@@ -568,30 +568,33 @@ const char *emit_node_label(Emitter *e, const Node *n) {
 
 /* ------------------------------------------------- streams and handles */
 
+static int stream_of(const Emitter *e, const Node *n) { return node_sched(e->g, n)->stream; }
+
 /* In the host CPU's code, its own stream, handles and workspace. */
 const char *node_stream(Emitter *e, const Node *n) {
-  return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", node_sched(e->g, n)->stream);
+  return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", stream_of(e, n));
 }
 
 const char *node_cudnn(Emitter *e, const Node *n) {
   used(e)->cudnn = true;
-  return e->cpu_code ? "c->cpu_cudnn" : emit_str(e, "c->cudnn[%d]", node_sched(e->g, n)->stream);
+  return e->cpu_code ? "c->cpu_cudnn" : emit_str(e, "c->cudnn[%d]", stream_of(e, n));
 }
 
 const char *node_cublas(Emitter *e, const Node *n) {
   used(e)->cublas = true;
-  return e->cpu_code ? "c->cpu_cublas" : emit_str(e, "c->cublas[%d]", node_sched(e->g, n)->stream);
+  return e->cpu_code ? "c->cpu_cublas" : emit_str(e, "c->cublas[%d]", stream_of(e, n));
 }
 
 /* Workspace of the node's stream, sized in create() by the setup code. */
 const char *node_workspace(Emitter *e, const Node *n) {
   used(e)->workspace = true;
-  return e->cpu_code ? "c->cpu_workspace" : emit_str(e, "c->workspace[%d]", node_sched(e->g, n)->stream);
+  return e->cpu_code ? "c->cpu_workspace" : emit_str(e, "c->workspace[%d]", stream_of(e, n));
 }
 
 const char *node_workspace_bytes(Emitter *e, const Node *n) {
   used(e)->workspace = true;
-  return e->cpu_code ? "c->cpu_workspace_bytes" : emit_str(e, "c->workspace_bytes[%d]", node_sched(e->g, n)->stream);
+  return e->cpu_code ? "c->cpu_workspace_bytes"
+                     : emit_str(e, "c->workspace_bytes[%d]", stream_of(e, n));
 }
 
 /* -------------------------------------------------------- descriptors */

@@ -263,11 +263,12 @@ void emit_node_table(Emitter *e) {
   int first_wait = 0;
   for (int k = 0; k < st->nissued; k++) {
     const Node *n = st->issued[k];
+    NodeSchedule *ns = node_sched(e->g, n);
     emit(e, "{\"%s\", \"%s\", \"%s\", %d, %d, %d, %d, %d, %.4f,", emit_c_string(e, n->name),
-         op_name(n->op), emit_node_label(e, n), node_sched(e->g, n)->stream, node_sched(e->g, n)->stage, node_sched(e->g, n)->record_event, first_wait,
-         node_sched(e->g, n)->nstage_waits, node_sched(e->g, n)->cost_us);
+         op_name(n->op), emit_node_label(e, n), ns->stream, ns->stage, ns->record_event, first_wait,
+         ns->nstage_waits, ns->cost_us);
     emit(e, " \"%s\"},", unit_key(e, n));
-    first_wait += node_sched(e->g, n)->nstage_waits;
+    first_wait += ns->nstage_waits;
   }
   e->indent--;
   emit(e, "};");

@@ -21,12 +21,13 @@ static bool issues_nothing(const Node *n) { return n->is_view || n->op == OP_CON
 /* ------------------------------------------------------ node printing */
 
 static void emit_waits_and_record(Emitter *e, const Node *n, bool waits) {
+  NodeSchedule *ns = node_sched(e->g, n);
   const char *stream = node_stream(e, n);
   if (waits) {
-    for (int i = 0; i < node_sched(e->g, n)->nwaits; i++)
-      emit_call(e, LIB_CUDA, n, "cudaStreamWaitEvent(%s, c->event[%d], 0)", stream, node_sched(e->g, n)->waits[i]);
-  } else if (node_sched(e->g, n)->record_event >= 0) {
-    emit_call(e, LIB_CUDA, n, "cudaEventRecord(c->event[%d], %s)", node_sched(e->g, n)->record_event, stream);
+    for (int i = 0; i < ns->nwaits; i++)
+      emit_call(e, LIB_CUDA, n, "cudaStreamWaitEvent(%s, c->event[%d], 0)", stream, ns->waits[i]);
+  } else if (ns->record_event >= 0) {
+    emit_call(e, LIB_CUDA, n, "cudaEventRecord(c->event[%d], %s)", ns->record_event, stream);
   }
 }
 

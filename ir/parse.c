@@ -857,21 +857,22 @@ static bool rebuild_schedule(Parser *ps) {
   s->nevents = 0;
   for (int i = 0; i < ps->nissued; i++) {
     Node *n = ps->issued[i];
+    NodeSchedule *ns = node_sched(g, n);
     if (ps->issue_at[i] >= ps->nissued) {
       opc_error("%s: issue positions must run from 0 to %d; node '%s' is at %d", ps->path,
                 ps->nissued - 1, n->name, ps->issue_at[i]);
       return false;
     }
     s->order[ps->issue_at[i]] = n;
-    if (node_sched(g, n)->stream + 1 > s->nstreams)
-      s->nstreams = node_sched(g, n)->stream + 1;
-    if (node_sched(g, n)->device + 1 > s->ndevices)
-      s->ndevices = node_sched(g, n)->device + 1;
-    if (node_sched(g, n)->record_event + 1 > s->nevents)
-      s->nevents = node_sched(g, n)->record_event + 1;
-    for (int w = 0; w < node_sched(g, n)->nwaits; w++)
-      if (node_sched(g, n)->waits[w] + 1 > s->nevents)
-        s->nevents = node_sched(g, n)->waits[w] + 1;
+    if (ns->stream + 1 > s->nstreams)
+      s->nstreams = ns->stream + 1;
+    if (ns->device + 1 > s->ndevices)
+      s->ndevices = ns->device + 1;
+    if (ns->record_event + 1 > s->nevents)
+      s->nevents = ns->record_event + 1;
+    for (int w = 0; w < ns->nwaits; w++)
+      if (ns->waits[w] + 1 > s->nevents)
+        s->nevents = ns->waits[w] + 1;
   }
   return true;
 }

@@ -53,17 +53,18 @@ static bool compute_clocks(Graph *g, Clocks *c) {
   int nstreams = 1, nevents = 0;
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
-    if (node_sched(g, n)->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
       return false;
-    if (node_sched(g, n)->stream + 1 > nstreams)
-      nstreams = node_sched(g, n)->stream + 1;
-    if (node_sched(g, n)->record_event + 1 > nevents)
-      nevents = node_sched(g, n)->record_event + 1;
-    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
-      if (node_sched(g, n)->waits[w] < 0)
+    if (ns->stream + 1 > nstreams)
+      nstreams = ns->stream + 1;
+    if (ns->record_event + 1 > nevents)
+      nevents = ns->record_event + 1;
+    for (int w = 0; w < ns->nwaits; w++) {
+      if (ns->waits[w] < 0)
         return false;
-      if (node_sched(g, n)->waits[w] + 1 > nevents)
-        nevents = node_sched(g, n)->waits[w] + 1;
+      if (ns->waits[w] + 1 > nevents)
+        nevents = ns->waits[w] + 1;
     }
   }
   int nn = g->nnodes;
@@ -78,22 +79,23 @@ static bool compute_clocks(Graph *g, Clocks *c) {
     c->issue[i] = -1;
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
+    NodeSchedule *ns = node_sched(g, n);
     int *cur = &c->vc[n->id * nstreams];
-    int *sv = &stream_vc[node_sched(g, n)->stream * nstreams];
+    int *sv = &stream_vc[ns->stream * nstreams];
     memcpy(cur, sv, sizeof(int) * (size_t)nstreams);
     /* A wait sees the event's most recent record issued before it. */
-    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
-      int *ev = &event_vc[node_sched(g, n)->waits[w] * nstreams];
+    for (int w = 0; w < ns->nwaits; w++) {
+      int *ev = &event_vc[ns->waits[w] * nstreams];
       for (int k = 0; k < nstreams; k++)
         if (ev[k] > cur[k])
           cur[k] = ev[k];
     }
-    cur[node_sched(g, n)->stream]++;
-    c->pos[n->id] = cur[node_sched(g, n)->stream];
+    cur[ns->stream]++;
+    c->pos[n->id] = cur[ns->stream];
     c->issue[n->id] = i;
     memcpy(sv, cur, sizeof(int) * (size_t)nstreams);
-    if (node_sched(g, n)->record_event >= 0)
-      memcpy(&event_vc[node_sched(g, n)->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
+    if (ns->record_event >= 0)
+      memcpy(&event_vc[ns->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
   }
   free(stream_vc);
   free(event_vc);

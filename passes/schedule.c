@@ -132,14 +132,15 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
   Arena *a = g->arena;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    node_sched(g, n)->stage = -1;
-    node_sched(g, n)->group = 0;
-    node_sched(g, n)->stream = 0;
-    node_sched(g, n)->record_event = -1;
-    node_sched(g, n)->waits = NULL;
-    node_sched(g, n)->nwaits = 0;
-    node_sched(g, n)->cost_us = 0;
-    node_sched(g, n)->device = 0;
+    NodeSchedule *ns = node_sched(g, n);
+    ns->stage = -1;
+    ns->group = 0;
+    ns->stream = 0;
+    ns->record_event = -1;
+    ns->waits = NULL;
+    ns->nwaits = 0;
+    ns->cost_us = 0;
+    ns->device = 0;
   }
   s->scheduler = def->name;
   s->ndevices = 1;
@@ -162,9 +163,10 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
     stage->nodes = arena_alloc(a, sizeof(Node *) * ((size_t)(hi - lo) + 1));
     for (int k = lo; k < hi; k++) {
       Node *n = d->unit[p->units[k]];
+      NodeSchedule *ns = node_sched(g, n);
       stage->nodes[k - lo] = n;
-      node_sched(g, n)->stage = st;
-      node_sched(g, n)->group = p->group[k];
+      ns->stage = st;
+      ns->group = p->group[k];
     }
   }
   if (p->order) /* LIOS's issue order replaces the stage's group-by-group order */
@@ -173,11 +175,12 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
         memcpy(s->stages[st].nodes, s->order, sizeof(Node *) * (size_t)d->n);
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
-    node_sched(g, n)->cost_us = d->cost[u];
+    NodeSchedule *ns = node_sched(g, n);
+    ns->cost_us = d->cost[u];
     if (p->stream) /* the scheduler's streams are its groups */
-      node_sched(g, n)->group = p->stream[u];
+      ns->group = p->stream[u];
     if (p->device)
-      node_sched(g, n)->device = p->device[u];
+      ns->device = p->device[u];
   }
   double seq = 0;
   for (int u = 0; u < d->n; u++)
@@ -247,8 +250,9 @@ static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of
   }
   for (int i = 0; i < stage->nnodes; i++) {
     Node *n = stage->nodes[i];
-    node_sched(d->g, n)->stream = gstream[node_sched(d->g, n)->group];
-    stream_of[d->index_of[n->id]] = node_sched(d->g, n)->stream;
+    NodeSchedule *ns = node_sched(d->g, n);
+    ns->stream = gstream[ns->group];
+    stream_of[d->index_of[n->id]] = ns->stream;
   }
   free(gload);
   free(gorder);

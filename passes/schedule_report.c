@@ -50,8 +50,8 @@ static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
       double us = g->sched.host_device > 0 ? cost_host_transfer_us(cm, bytes)
                                            : hios_transfer_us(cm, bytes);
       const Tensor *s = x->alias_of ? x->alias_of : x;
-      out[count] = (Transfer){s->producer ? s->producer->name : x->name, tensor_device(g, x), n, bytes,
-                              us};
+      out[count] =
+          (Transfer){s->producer ? s->producer->name : x->name, tensor_device(g, x), n, bytes, us};
     }
     count++;
   }
@@ -74,11 +74,12 @@ static int group_stream(const Graph *g, const Stage *st, int group) {
 }
 
 static json_t *unit_json(const Graph *g, const Node *n) {
+  NodeSchedule *ns = node_sched(g, n);
   json_t *u = json_object();
   json_object_set_new(u, "name", json_string(n->name));
   json_object_set_new(u, "op", json_string(op_name(n->op)));
-  json_object_set_new(u, "cost_us", json_real(node_sched(g, n)->cost_us));
-  json_object_set_new(u, "device", json_integer(node_sched(g, n)->device));
+  json_object_set_new(u, "cost_us", json_real(ns->cost_us));
+  json_object_set_new(u, "device", json_integer(ns->device));
   int len = unit_cost_key(n, NULL, 0);
   char *key = malloc((size_t)len + 1);
   if (key) {
@@ -86,12 +87,12 @@ static json_t *unit_json(const Graph *g, const Node *n) {
     json_object_set_new(u, "key", json_string(key));
     free(key);
   }
-  if (node_sched(g, n)->record_event >= 0)
-    json_object_set_new(u, "records_event", json_integer(node_sched(g, n)->record_event));
-  if (node_sched(g, n)->nwaits) {
+  if (ns->record_event >= 0)
+    json_object_set_new(u, "records_event", json_integer(ns->record_event));
+  if (ns->nwaits) {
     json_t *w = json_array();
-    for (int i = 0; i < node_sched(g, n)->nwaits; i++)
-      json_array_append_new(w, json_integer(node_sched(g, n)->waits[i]));
+    for (int i = 0; i < ns->nwaits; i++)
+      json_array_append_new(w, json_integer(ns->waits[i]));
     json_object_set_new(u, "waits", w);
   }
   return u;
@@ -125,7 +126,8 @@ static json_t *transfers_json(Graph *g, PassContext *ctx) {
     json_object_set_new(x, "from", json_string(t[i].from));
     json_object_set_new(x, "from_device", json_string(device_label(g, t[i].from_device)));
     json_object_set_new(x, "to", json_string(t[i].to->name));
-    json_object_set_new(x, "to_device", json_string(device_label(g, node_sched(g, t[i].to)->device)));
+    json_object_set_new(x, "to_device",
+                        json_string(device_label(g, node_sched(g, t[i].to)->device)));
     json_object_set_new(x, "bytes", json_integer(t[i].bytes));
     json_object_set_new(x, "predicted_us", json_real(t[i].us));
     json_array_append_new(list, x);
@@ -212,15 +214,16 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
                "    style=rounded; color=\"#999999\";\n", i, i, st->predicted_us);
     for (int k = 0; k < st->nnodes; k++) {
       const Node *n = st->nodes[k];
+      NodeSchedule *ns = node_sched(g, n);
       fprintf(f, "    n%d [label=\"", n->id);
       for (const char *c = n->name; *c; c++)
         fprintf(f, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
       if (sc->ndevices > 1)
         fprintf(f, "\\n%s  %.1f us  %s s%d\", fillcolor=\"%s\"];\n", op_name(n->op),
-                node_sched(g, n)->cost_us, device_label(g, node_sched(g, n)->device), node_sched(g, n)->stream, stream_colour(node_sched(g, n)->device));
+                ns->cost_us, device_label(g, ns->device), ns->stream, stream_colour(ns->device));
       else
-        fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), node_sched(g, n)->cost_us,
-                node_sched(g, n)->stream, stream_colour(node_sched(g, n)->stream));
+        fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), ns->cost_us,
+                ns->stream, stream_colour(ns->stream));
     }
     fprintf(f, "  }\n");
   }
@@ -272,8 +275,8 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
           host ? cm->dev.host_link_latency_us : cm->dev.link_latency_us);
   for (int i = 0; i < n; i++)
     fprintf(f, "  %4s -> %-4s %10.1f KB %8.2f us  %s -> %s\n", device_label(g, t[i].from_device),
-            device_label(g, node_sched(g, t[i].to)->device), (double)t[i].bytes / 1024, t[i].us, t[i].from,
-            t[i].to->name);
+            device_label(g, node_sched(g, t[i].to)->device), (double)t[i].bytes / 1024, t[i].us,
+            t[i].from, t[i].to->name);
   free(t);
   if (host) {
     const char *method = ctx->opt->partition ? ctx->opt->partition : "ilp";

@@ -38,19 +38,21 @@ static int compact_streams(Graph *g) {
       remap[node_sched(g, g->sched.order[k])->stream] = used++;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (remap[node_sched(g, n)->stream] < 0)
-      remap[node_sched(g, n)->stream] = used++;
-    node_sched(g, n)->stream = remap[node_sched(g, n)->stream];
+    NodeSchedule *ns = node_sched(g, n);
+    if (remap[ns->stream] < 0)
+      remap[ns->stream] = used++;
+    ns->stream = remap[ns->stream];
   }
   return used ? used : 1;
 }
 
 static void add_wait(Graph *g, Node *n, int event) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)node_sched(g, n)->nwaits + 1));
-  if (node_sched(g, n)->nwaits)
-    memcpy(w, node_sched(g, n)->waits, sizeof(int) * (size_t)node_sched(g, n)->nwaits);
-  w[node_sched(g, n)->nwaits++] = event;
-  node_sched(g, n)->waits = w;
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
+  if (ns->nwaits)
+    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
+  w[ns->nwaits++] = event;
+  ns->waits = w;
 }
 
 /* The minimal waits of unit u on stream s; updates the clocks. */
@@ -86,9 +88,10 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     if (p < 0)
       continue;
     Node *pn = d->unit[p];
-    if (node_sched(g, pn)->record_event < 0)
-      node_sched(g, pn)->record_event = (*events)++;
-    add_wait(g, n, node_sched(g, pn)->record_event);
+    NodeSchedule *at = node_sched(g, pn);
+    if (at->record_event < 0)
+      at->record_event = (*events)++;
+    add_wait(g, n, at->record_event);
     for (int k = 0; k < ns; k++)
       if (c->snapshot[p * ns + k] > clock[k])
         clock[k] = c->snapshot[p * ns + k];
@@ -107,18 +110,20 @@ static void find_stage_waits(Graph *g, int nevents) {
   Node **recorder = calloc((size_t)nevents + 1, sizeof(Node *));
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (node_sched(g, n)->record_event >= 0)
-      recorder[node_sched(g, n)->record_event] = n;
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->record_event >= 0)
+      recorder[ns->record_event] = n;
   }
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
-      const Node *r = recorder[node_sched(g, n)->waits[w]];
-      if (!r || node_sched(g, r)->stage != node_sched(g, n)->stage)
+    NodeSchedule *ns = node_sched(g, n);
+    for (int w = 0; w < ns->nwaits; w++) {
+      const Node *r = recorder[ns->waits[w]];
+      if (!r || node_sched(g, r)->stage != ns->stage)
         continue;
-      if (!node_sched(g, n)->stage_waits)
-        node_sched(g, n)->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)node_sched(g, n)->nwaits);
-      node_sched(g, n)->stage_waits[node_sched(g, n)->nstage_waits++] = node_sched(g, n)->waits[w];
+      if (!ns->stage_waits)
+        ns->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)ns->nwaits);
+      ns->stage_waits[ns->nstage_waits++] = ns->waits[w];
     }
   }
   free(recorder);

@@ -43,6 +43,7 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
   bool ok = true;
   for (int k = 0; k < s->norder && ok; k++) {
     Node *n = s->order[k];
+    NodeSchedule *at = node_sched(g, n);
     int u = n->id >= 0 ? d->index_of[n->id] : -1;
     if (u < 0) {
       ir_error(g, n, "schedule issues a node that is dead or a view");
@@ -54,15 +55,15 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
       ok = false;
       break;
     }
-    if (node_sched(g, n)->stream < 0 || node_sched(g, n)->stream >= ns) {
-      ir_error(g, n, "schedule puts this node on stream %d of %d", node_sched(g, n)->stream, ns);
+    if (at->stream < 0 || at->stream >= ns) {
+      ir_error(g, n, "schedule puts this node on stream %d of %d", at->stream, ns);
       ok = false;
       break;
     }
     r->order_pos[u] = k;
-    int *c = &clock[node_sched(g, n)->stream * ns];
-    for (int w = 0; w < node_sched(g, n)->nwaits; w++) {
-      int ev = node_sched(g, n)->waits[w];
+    int *c = &clock[at->stream * ns];
+    for (int w = 0; w < at->nwaits; w++) {
+      int ev = at->waits[w];
       if (ev < 0 || ev >= nev || !recorded[ev]) {
         ir_error(g, n, "schedule waits on event %d before it is recorded", ev);
         ok = false;
@@ -73,10 +74,10 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
           c[t] = event_snapshot[ev * ns + t];
     }
     memcpy(&r->seen[u * ns], c, sizeof(int) * (size_t)ns);
-    r->stream_pos[u] = ++count[node_sched(g, n)->stream];
-    c[node_sched(g, n)->stream] = r->stream_pos[u];
-    if (node_sched(g, n)->record_event >= 0) {
-      int ev = node_sched(g, n)->record_event;
+    r->stream_pos[u] = ++count[at->stream];
+    c[at->stream] = r->stream_pos[u];
+    if (at->record_event >= 0) {
+      int ev = at->record_event;
       if (ev >= nev || recorded[ev]) {
         ir_error(g, n, "schedule records event %d twice or beyond the %d events", ev, nev);
         ok = false;
@@ -362,20 +363,21 @@ bool verify_placement(Graph *g) {
     device_of[s] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (node_sched(g, n)->stream >= 0 && node_sched(g, n)->stream < 64) {
-      if (device_of[node_sched(g, n)->stream] >= 0 && device_of[node_sched(g, n)->stream] != node_sched(g, n)->device) {
-        ir_error(g, n, "on device %d, but its stream %d is device %d's", node_sched(g, n)->device, node_sched(g, n)->stream,
-                 device_of[node_sched(g, n)->stream]);
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->stream >= 0 && ns->stream < 64) {
+      if (device_of[ns->stream] >= 0 && device_of[ns->stream] != ns->device) {
+        ir_error(g, n, "on device %d, but its stream %d is device %d's", ns->device, ns->stream,
+                 device_of[ns->stream]);
         return false;
       }
-      device_of[node_sched(g, n)->stream] = node_sched(g, n)->device;
+      device_of[ns->stream] = ns->device;
     }
     if (node_is_transfer(g, n))
       continue;
     for (int i = 0; i < n->nin; i++) {
       Tensor *t = n->in[i];
-      if (t && tensor_device(g, t) >= 0 && tensor_device(g, t) != node_sched(g, n)->device) {
-        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", node_sched(g, n)->device,
+      if (t && tensor_device(g, t) >= 0 && tensor_device(g, t) != ns->device) {
+        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", ns->device,
                  t->name, tensor_device(g, t));
         return false;
       }

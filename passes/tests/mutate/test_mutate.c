@@ -186,21 +186,23 @@ static void restore_state(Run *r) {
 
 /* n's waits without those equal to `event` (or without index `skip`). */
 static void remove_waits(Graph *g, Node *n, int event, int skip) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)node_sched(g, n)->nwaits + 1));
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
   int k = 0;
-  for (int i = 0; i < node_sched(g, n)->nwaits; i++)
-    if (i != skip && node_sched(g, n)->waits[i] != event)
-      w[k++] = node_sched(g, n)->waits[i];
-  node_sched(g, n)->waits = w;
-  node_sched(g, n)->nwaits = k;
+  for (int i = 0; i < ns->nwaits; i++)
+    if (i != skip && ns->waits[i] != event)
+      w[k++] = ns->waits[i];
+  ns->waits = w;
+  ns->nwaits = k;
 }
 
 static void add_wait(Graph *g, Node *n, int event) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)node_sched(g, n)->nwaits + 1));
-  if (node_sched(g, n)->nwaits)
-    memcpy(w, node_sched(g, n)->waits, sizeof(int) * (size_t)node_sched(g, n)->nwaits);
-  w[node_sched(g, n)->nwaits++] = event;
-  node_sched(g, n)->waits = w;
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
+  if (ns->nwaits)
+    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
+  w[ns->nwaits++] = event;
+  ns->waits = w;
 }
 
 static Node *recorder_of(Graph *g, int event) {
@@ -401,19 +403,20 @@ static void mutate_sync(Run *r) {
       recorded_at[node_sched(r->g, s->order[k])->record_event] = k;
   for (int k = 0; k < s->norder; k++) {
     Node *n = s->order[k];
+    NodeSchedule *ns = node_sched(r->g, n);
     int before = previous_on_stream(r->g, k);
-    for (int w = 0; w < node_sched(r->g, n)->nwaits; w++) {
+    for (int w = 0; w < ns->nwaits; w++) {
       push(&waits, &nw, (Mutation){.kind = DROP_WAIT, .unit = k, .arg = w});
-      if (before > recorded_at[node_sched(r->g, n)->waits[w]])
+      if (before > recorded_at[ns->waits[w]])
         push(&hoists, &nh, (Mutation){.kind = HOIST_WAIT, .unit = k, .arg = w, .to = before});
     }
-    if (node_sched(r->g, n)->record_event >= 0) {
-      push(&events, &ne, (Mutation){.kind = DROP_EVENT, .unit = -1, .arg = node_sched(r->g, n)->record_event});
-      push(&dangling, &nd, (Mutation){.kind = DANGLING_WAIT, .unit = -1, .arg = node_sched(r->g, n)->record_event});
+    if (ns->record_event >= 0) {
+      push(&events, &ne, (Mutation){.kind = DROP_EVENT, .unit = -1, .arg = ns->record_event});
+      push(&dangling, &nd, (Mutation){.kind = DANGLING_WAIT, .unit = -1, .arg = ns->record_event});
     }
     /* every other stream, and one new stream */
     for (int t = 0; t <= s->nstreams; t++)
-      if (t != node_sched(r->g, n)->stream)
+      if (t != ns->stream)
         push(&moves, &nm, (Mutation){.kind = MOVE_STREAM, .unit = k, .arg = t});
   }
   try_sample(r, waits, nw);

@@ -144,7 +144,8 @@ static void test_lookup(Graph *g) {
             cost_node_us(&analytic, g, strided) > 0,
         "unmatched: %g, analytic %g", cost_node_us(&measured, g, strided),
         cost_node_us(&analytic, g, strided));
-  CHECK(cost_occupancy(&measured, g, a) == cost_occupancy(&analytic, g, a), "occupancy stays analytic");
+  CHECK(cost_occupancy(&measured, g, a) == cost_occupancy(&analytic, g, a),
+        "occupancy stays analytic");
   /* The stage model sees the measured times: two 20 us convs in one group. */
   Node *pair[2] = {a, conv(g, "a2", 4, 1)};
   int same_group[2] = {0, 0};

@@ -134,15 +134,16 @@ static bool program_orders_dag(Graph *g, const Dag *dag) {
     recorder[e] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *nd = g->sched.order[k];
+    NodeSchedule *ns = node_sched(g, nd);
     int v = vertex_of[nd->id];
-    if (last_on[node_sched(g, nd)->stream] >= 0)
-      hb[last_on[node_sched(g, nd)->stream]][v] = true;
-    for (int w = 0; w < node_sched(g, nd)->nwaits; w++)
-      if (recorder[node_sched(g, nd)->waits[w]] >= 0)
-        hb[recorder[node_sched(g, nd)->waits[w]]][v] = true;
-    last_on[node_sched(g, nd)->stream] = v;
-    if (node_sched(g, nd)->record_event >= 0)
-      recorder[node_sched(g, nd)->record_event] = v;
+    if (last_on[ns->stream] >= 0)
+      hb[last_on[ns->stream]][v] = true;
+    for (int w = 0; w < ns->nwaits; w++)
+      if (recorder[ns->waits[w]] >= 0)
+        hb[recorder[ns->waits[w]]][v] = true;
+    last_on[ns->stream] = v;
+    if (ns->record_event >= 0)
+      recorder[ns->record_event] = v;
   }
   for (int k = 0; k < n; k++) /* transitive closure */
     for (int i = 0; i < n; i++)
@@ -169,12 +170,13 @@ static void test_ios3(void) {
   CHECK(schedule_graph(g, &cm, &o), "ios failed");
   CHECK(sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "ios schedule invalid");
   Node *a = find_node(g, "v1"), *b = find_node(g, "v2"), *c = find_node(g, "v3");
+  NodeSchedule *sa = node_sched(g, a), *sb = node_sched(g, b), *sc = node_sched(g, c);
   /* Optimum by hand: c beside a (2 + 0.2*2 + 0.1), then b (1): 3.5. */
   CHECK(fabs(g->sched.predicted_us - 3.5) < 1e-9, "predicted %g, expected 3.5",
         g->sched.predicted_us);
-  CHECK((node_sched(g, c)->stage == node_sched(g, a)->stage || node_sched(g, c)->stage == node_sched(g, b)->stage), "c alone in stage %d", node_sched(g, c)->stage);
-  CHECK(node_sched(g, a)->stage <= node_sched(g, b)->stage && g->sched.nstages <= 2, "%d stages", g->sched.nstages);
-  CHECK(node_sched(g, c)->stream != node_sched(g, a)->stream || node_sched(g, c)->stage != node_sched(g, a)->stage, "c not concurrent");
+  CHECK((sc->stage == sa->stage || sc->stage == sb->stage), "c alone in stage %d", sc->stage);
+  CHECK(sa->stage <= sb->stage && g->sched.nstages <= 2, "%d stages", g->sched.nstages);
+  CHECK(sc->stream != sa->stream || sc->stage != sa->stage, "c not concurrent");
   CHECK(g->sched.sequential_us == 5, "sequential %g", g->sched.sequential_us);
   graph_free(g);
 
@@ -212,7 +214,8 @@ static void test_lios10(void) {
     CHECK(strcmp(g->sched.order[k]->name, table3[k]) == 0, "step %d picks %s, paper %s", k + 1,
           g->sched.order[k]->name, table3[k]);
   /* Table III's streams: v1 v5 v8 v9 v10 on p1, v2 v6 on p2, v3 v4 v7 on p3. */
-  int p1 = node_sched(g, find_node(g, "v1"))->stream, p2 = node_sched(g, find_node(g, "v2"))->stream,
+  int p1 = node_sched(g, find_node(g, "v1"))->stream,
+      p2 = node_sched(g, find_node(g, "v2"))->stream,
       p3 = node_sched(g, find_node(g, "v3"))->stream;
   CHECK(p1 != p2 && p2 != p3 && p1 != p3, "three streams");
   const char *on_p1[] = {"v5", "v8", "v9", "v10"}, *on_p3[] = {"v4", "v7"};
@@ -396,15 +399,16 @@ static void test_sync(void) {
       CHECK(program_orders_dag(g, &dag), "trial %d %s: unordered dependency", trial, scheds[k]);
       for (int i = 0; i < g->nnodes; i++) {
         Node *nd = g->nodes[i];
-        for (int w = 0; w < node_sched(g, nd)->nwaits; w++) {
-          int saved = node_sched(g, nd)->waits[w];
-          node_sched(g, nd)->waits[w] = node_sched(g, nd)->waits[node_sched(g, nd)->nwaits - 1];
-          node_sched(g, nd)->nwaits--;
+        NodeSchedule *ns = node_sched(g, nd);
+        for (int w = 0; w < ns->nwaits; w++) {
+          int saved = ns->waits[w];
+          ns->waits[w] = ns->waits[ns->nwaits - 1];
+          ns->nwaits--;
           CHECK(!program_orders_dag(g, &dag), "trial %d %s: wait of %s on event %d is redundant",
                 trial, scheds[k], nd->name, saved);
-          node_sched(g, nd)->nwaits++;
-          node_sched(g, nd)->waits[node_sched(g, nd)->nwaits - 1] = node_sched(g, nd)->waits[w];
-          node_sched(g, nd)->waits[w] = saved;
+          ns->nwaits++;
+          ns->waits[ns->nwaits - 1] = ns->waits[w];
+          ns->waits[w] = saved;
           waits++;
         }
       }
@@ -421,8 +425,8 @@ static void test_sync(void) {
   Graph *g = dag_graph(&dag, cost, NULL);
   SchedOptions o = options("ios", 4);
   CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)), "diamond");
-  Node *last = find_node(g, "v4");
-  CHECK(node_sched(g, last)->nwaits == 1, "diamond join has %d waits, expected 1", node_sched(g, last)->nwaits);
+  NodeSchedule *last = node_sched(g, find_node(g, "v4"));
+  CHECK(last->nwaits == 1, "diamond join has %d waits, expected 1", last->nwaits);
   CHECK(g->sched.nstreams == 2 && g->sched.nevents == 2, "%d streams, %d events",
         g->sched.nstreams, g->sched.nevents);
   graph_free(g);
