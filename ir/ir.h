@@ -470,13 +470,6 @@ typedef struct Schedule {
   /* predicted makespan of the issued program (no barriers between stages),
      from the scheduler's event simulation; 0 when not computed */
   double simulated_us;
-  /* HIOS: the placement's latency before grouping within each GPU */
-  double mapped_us;
-  /* HOPE: the partition's latency in the paper's model (one unit at a time
-     per processor), and LIOS's prediction of it and of the GPU alone; the
-     pass keeps the faster of the last two (hope_kept_gpu: the GPU alone) */
-  double hope_model_us, hope_partition_us, hope_gpu_us;
-  bool hope_kept_gpu;
 } Schedule;
 
 /* ------------------------------------------------------ serving programs */

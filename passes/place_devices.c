@@ -170,7 +170,8 @@ static double boundary_copies_us(const CostModel *cm, const Node *n) {
 }
 
 /* HOPE's partition between the GPU (device 0) and the host CPU (device 1). */
-static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d) {
+static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d,
+                         HopeReport *report) {
   HopeCosts c;
   for (int p = 0; p < HOPE_PROCESSORS; p++) {
     c.run[p] = arena_alloc(g->arena, sizeof(double) * ((size_t)d->n + 1));
@@ -192,19 +193,19 @@ static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, 
     return false;
   int *gpu = calloc((size_t)d->n + 1, sizeof(int));
   Schedule *s = &g->sched;
-  s->hope_model_us = plan.latency_us;
-  s->hope_partition_us = lios_makespan(g, opt, cm, d, &c, plan.device);
-  s->hope_gpu_us = lios_makespan(g, opt, cm, d, &c, gpu);
+  report->model_us = plan.latency_us;
+  report->partition_us = lios_makespan(g, opt, cm, d, &c, plan.device);
+  report->gpu_us = lios_makespan(g, opt, cm, d, &c, gpu);
   /* a chosen partition (not a forced one) stays only where it pays */
   bool chosen = strcmp(method, "ilp") == 0 || strcmp(method, "heuristic") == 0;
   bool offloads = false;
   for (int u = 0; u < d->n; u++)
     offloads |= plan.device[u] == HOPE_CPU;
-  s->hope_kept_gpu = chosen && offloads && s->hope_gpu_us <= s->hope_partition_us;
+  report->kept_gpu = chosen && offloads && report->gpu_us <= report->partition_us;
   s->ndevices = 2;
   s->host_device = 1;
   for (int u = 0; u < d->n; u++)
-    node_sched(g, d->unit[u])->device = !s->hope_kept_gpu && plan.device[u] == HOPE_CPU ? 1 : 0;
+    node_sched(g, d->unit[u])->device = !report->kept_gpu && plan.device[u] == HOPE_CPU ? 1 : 0;
   free(gpu);
   return true;
 }
@@ -217,7 +218,7 @@ bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
     return false;
   SchedDeps *d = pass_deps(ctx);
   if (opt->cpu) {
-    if (!place_on_cpu(g, opt, cm, d))
+    if (!place_on_cpu(g, opt, cm, d, &ctx->hope))
       return false;
   } else {
     SchedOptions o;

@@ -145,7 +145,6 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
   s->scheduler = def->name;
   s->ndevices = 1;
   s->host_device = 0;
-  s->mapped_us = p->mapped_us;
   s->nstages = p->nstages;
   s->stages = arena_alloc(a, sizeof(Stage) * ((size_t)p->nstages + 1));
   s->order = arena_alloc(a, sizeof(Node *) * ((size_t)d->n + 1));
@@ -292,7 +291,8 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
 
 /* -------------------------------------------------------------- the pass */
 
-bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o) {
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o,
+                   HiosReport *hios) {
   const SchedulerDef *def = scheduler_find(o->scheduler);
   if (!def) {
     opc_error("unknown scheduler '%s' (expected %s)", o->scheduler, expected_schedulers());
@@ -306,6 +306,8 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
     return false;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   store_plan(g, d, &plan, def);
+  if (hios)
+    hios->mapped_us = plan.mapped_us;
   if (plan.device) {
     g->sched.ndevices = o->gpus;
     g->sched.host_device = o->host_device;
@@ -323,7 +325,7 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
 }
 
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o) {
-  return schedule_with(g, deps_build(g, cm), cm, o);
+  return schedule_with(g, deps_build(g, cm), cm, o, NULL);
 }
 
 static bool valid_priority(const char *p) {
@@ -350,5 +352,5 @@ bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   if (!cm)
     return false;
   cost_db_check_precision(cm->db, pass_precision_name(ctx->opt));
-  return schedule_with(g, pass_deps(ctx), cm, &o);
+  return schedule_with(g, pass_deps(ctx), cm, &o, &ctx->hios);
 }

@@ -269,9 +269,26 @@ bool hope_plan(const SchedDeps *d, const HopeCosts *c, const char *method, int s
 double hope_evaluate(const SchedDeps *d, const HopeCosts *c, const int *device, const int *order,
                      double *start);
 
+/* HOPE's statistics, for the schedule report: the partition's latency in
+   the paper's model (one unit at a time per processor), and LIOS's
+   prediction of it and of the GPU alone; place-devices keeps the faster of
+   the last two (kept_gpu: the GPU alone). */
+typedef struct HopeReport {
+  double model_us, partition_us, gpu_us;
+  bool kept_gpu;
+} HopeReport;
+
+/* HIOS's statistics, for the schedule report. */
+typedef struct HiosReport {
+  double mapped_us; /* the placement's latency, one unit at a time per GPU, before
+                       grouping (HIOS; LIOS on several GPUs: its makespan) */
+} HiosReport;
+
 /* Runs the named scheduler and writes g->sched and every unit's fields,
-   streams included; d is g's unit graph with cm's costs. */
-bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o);
+   streams included; d is g's unit graph with cm's costs. Fills *hios
+   unless NULL. */
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o,
+                   HiosReport *hios);
 /* The same, building the unit graph. */
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o);
 /* g->sched.listing from g->sched.order: the issue order with the views and

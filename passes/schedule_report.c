@@ -149,17 +149,17 @@ bool schedule_write_json(Graph *g, PassContext *ctx, const char *path) {
   json_object_set_new(root, "events", json_integer(sc->nevents));
   json_object_set_new(root, "devices", json_integer(sc->ndevices));
   if (sc->ndevices > 1) {
-    json_object_set_new(root, "placed_latency_us", json_real(sc->mapped_us));
+    json_object_set_new(root, "placed_latency_us", json_real(ctx->hios.mapped_us));
     json_object_set_new(root, "transfers", transfers_json(g, ctx));
   }
   if (sc->host_device > 0) {
     json_t *hope = json_object();
     json_object_set_new(hope, "partition", json_string(ctx->opt->partition ? ctx->opt->partition
                                                                              : "ilp"));
-    json_object_set_new(hope, "model_latency_us", json_real(sc->hope_model_us));
-    json_object_set_new(hope, "partition_latency_us", json_real(sc->hope_partition_us));
-    json_object_set_new(hope, "gpu_alone_latency_us", json_real(sc->hope_gpu_us));
-    json_object_set_new(hope, "kept_gpu", json_boolean(sc->hope_kept_gpu));
+    json_object_set_new(hope, "model_latency_us", json_real(ctx->hope.model_us));
+    json_object_set_new(hope, "partition_latency_us", json_real(ctx->hope.partition_us));
+    json_object_set_new(hope, "gpu_alone_latency_us", json_real(ctx->hope.gpu_us));
+    json_object_set_new(hope, "kept_gpu", json_boolean(ctx->hope.kept_gpu));
     json_object_set_new(root, "hope", hope);
   }
   json_t *search = json_object();
@@ -282,15 +282,15 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
     const char *method = ctx->opt->partition ? ctx->opt->partition : "ilp";
     fprintf(f, "HOPE's %s partition: %.2f us in its model (one unit at a time per processor); "
                "LIOS predicts %.2f us, the GPU alone %.2f us\n",
-            method, sc->hope_model_us, sc->hope_partition_us, sc->hope_gpu_us);
-    if (sc->hope_kept_gpu)
+            method, ctx->hope.model_us, ctx->hope.partition_us, ctx->hope.gpu_us);
+    if (ctx->hope.kept_gpu)
       fprintf(f, "kept everything on the GPU: the partition does not beat it\n");
     fprintf(f, "placed on the GPU and the host CPU (%s); %s on the GPU, one unit at a time on "
                "the CPU\n",
             cm->cpu.name, sc->scheduler ? sc->scheduler : "none");
   } else if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
     fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
-            sc->ndevices, sc->mapped_us, sc->predicted_us);
+            sc->ndevices, ctx->hios.mapped_us, sc->predicted_us);
   else
     fprintf(f, "placed on %d GPUs by HIOS-LP; %s within each GPU\n", sc->ndevices,
             sc->scheduler ? sc->scheduler : "none");
