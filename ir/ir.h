@@ -451,7 +451,7 @@ typedef struct Schedule {
   const char *scheduler; /* "sequential", "greedy", "ios", "lios"; NULL before scheduling */
   int nstreams;
   int nevents;
-  int ndevices; /* devices the units are placed on (Node.device); 1 but for HIOS and HOPE */
+  int ndevices; /* devices the units are placed on (NodeSchedule.device); 1 but for HIOS and HOPE */
   int host_device; /* the host CPU's device number (HOPE: --devices gpu,cpu); 0: none,
                       device 0 being always a GPU */
   Stage *stages;

@@ -126,7 +126,7 @@ static const char *expected_schedulers(void) {
   return buf;
 }
 
-/* Copies the plan into g->sched and the nodes' schedule fields. */
+/* Copies the plan into g->sched, the nodes' entries included. */
 static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const SchedulerDef *def) {
   Schedule *s = &g->sched;
   Arena *a = g->arena;

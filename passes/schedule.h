@@ -284,7 +284,7 @@ typedef struct HiosReport {
                        grouping (HIOS; LIOS on several GPUs: its makespan) */
 } HiosReport;
 
-/* Runs the named scheduler and writes g->sched and every unit's fields,
+/* Runs the named scheduler and writes g->sched and every unit's entry,
    streams included; d is g's unit graph with cm's costs. Fills *hios
    unless NULL. */
 bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o,
