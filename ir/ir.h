@@ -614,7 +614,8 @@ int tensor_device(const Graph *g, const Tensor *t);
 /* An Identity reading another device's memory: a peer copy between GPUs,
    or a copy between the GPU and the host CPU. */
 bool node_is_transfer(const Graph *g, const Node *n);
-/* The node's entry in the schedule's table (Schedule.node). */
+/* The node's entry in the schedule's table (Schedule.node); the pointer
+   holds until a node is added or the nodes are renumbered. */
 NodeSchedule *node_sched(const Graph *g, const Node *n);
 /* Whether the node runs on the host CPU (HOPE), beside the GPU. */
 bool node_on_cpu(const Graph *g, const Node *n);
