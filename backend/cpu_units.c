@@ -32,7 +32,7 @@
 bool emit_has_cpu(const Emitter *e) { return e->g->sched.host_device > 0; }
 
 bool node_is_cpu_code(const Emitter *e, const Node *n) {
-  return node_on_cpu(e->g, n) && !node_is_transfer(n);
+  return node_on_cpu(e->g, n) && !node_is_transfer(e->g, n);
 }
 
 /* net.c's helpers that take the libraries' types: the CPU's code calls

@@ -23,15 +23,15 @@ bool emit_multi_gpu(const Emitter *e) { return gpu_count(e->g) > 1; }
 
 int stream_device(const Emitter *e, int s) {
   for (int k = 0; k < e->g->sched.norder; k++)
-    if (e->g->sched.order[k]->stream == s)
-      return e->g->sched.order[k]->device;
+    if (node_sched(e->g, e->g->sched.order[k])->stream == s)
+      return node_sched(e->g, e->g->sched.order[k])->device;
   return 0;
 }
 
 static int event_device(const Emitter *e, int event) {
   for (int k = 0; k < e->g->sched.norder; k++)
-    if (e->g->sched.order[k]->record_event == event)
-      return e->g->sched.order[k]->device;
+    if (node_sched(e->g, e->g->sched.order[k])->record_event == event)
+      return node_sched(e->g, e->g->sched.order[k])->device;
   return 0;
 }
 
@@ -52,7 +52,9 @@ static void emit_table(Emitter *e, const char *comment, const char *name, int co
   emit(e, "%s};", line);
 }
 
-static int issued_device(const Emitter *e, int k) { return e->st->issued[k]->device; }
+static int issued_device(const Emitter *e, int k) {
+  return node_sched(e->g, e->st->issued[k])->device;
+}
 
 /* In create(), before anything is put on a GPU: c->gpu[], from the
    environment, checked against the machine's device count. */
@@ -191,7 +193,7 @@ const char *device_arena(Emitter *e, int device) {
 }
 
 const char *device_weights(Emitter *e) {
-  int d = e->node ? e->node->device : 0;
+  int d = e->node ? node_sched(e->g, e->node)->device : 0;
   if (d > 0 && d == e->g->sched.host_device)
     return "c->cpu_weights";
   return d > 0 && emit_multi_gpu(e) ? emit_str(e, "c->gpu_weights[%d]", d) : "c->weights";

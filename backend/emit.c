@@ -365,7 +365,7 @@ static bool check_storage_type(Emitter *e, const Tensor *t) {
 /* Binds a typed pointer `name` into the arena at the tensor's offset. */
 static void bind_arena(Emitter *e, const char *name, const Tensor *t) {
   FILE *bind = e->st->sec[SEC_BIND];
-  const char *arena = device_arena(e, tensor_device(t));
+  const char *arena = device_arena(e, tensor_device(e->g, t));
   if (t->dtype == DT_FLOAT)
     fprintf(bind, "  c->%s = %s + %lld;\n", name, arena, (long long)(t->offset / 4));
   else
@@ -568,30 +568,33 @@ const char *emit_node_label(Emitter *e, const Node *n) {
 
 /* ------------------------------------------------- streams and handles */
 
+static int stream_of(const Emitter *e, const Node *n) { return node_sched(e->g, n)->stream; }
+
 /* In the host CPU's code, its own stream, handles and workspace. */
 const char *node_stream(Emitter *e, const Node *n) {
-  return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", stream_of(e, n));
 }
 
 const char *node_cudnn(Emitter *e, const Node *n) {
   used(e)->cudnn = true;
-  return e->cpu_code ? "c->cpu_cudnn" : emit_str(e, "c->cudnn[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_cudnn" : emit_str(e, "c->cudnn[%d]", stream_of(e, n));
 }
 
 const char *node_cublas(Emitter *e, const Node *n) {
   used(e)->cublas = true;
-  return e->cpu_code ? "c->cpu_cublas" : emit_str(e, "c->cublas[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_cublas" : emit_str(e, "c->cublas[%d]", stream_of(e, n));
 }
 
 /* Workspace of the node's stream, sized in create() by the setup code. */
 const char *node_workspace(Emitter *e, const Node *n) {
   used(e)->workspace = true;
-  return e->cpu_code ? "c->cpu_workspace" : emit_str(e, "c->workspace[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_workspace" : emit_str(e, "c->workspace[%d]", stream_of(e, n));
 }
 
 const char *node_workspace_bytes(Emitter *e, const Node *n) {
   used(e)->workspace = true;
-  return e->cpu_code ? "c->cpu_workspace_bytes" : emit_str(e, "c->workspace_bytes[%d]", n->stream);
+  return e->cpu_code ? "c->cpu_workspace_bytes"
+                     : emit_str(e, "c->workspace_bytes[%d]", stream_of(e, n));
 }
 
 /* -------------------------------------------------------- descriptors */
@@ -682,7 +685,7 @@ static bool computes_in(const Node *n, DType t) {
 }
 
 const OpEmitter *node_emitter(Emitter *e, const Node *n) {
-  if (node_is_transfer(n))
+  if (node_is_transfer(e->g, n))
     return transfer_op_emitter();
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */

@@ -360,8 +360,9 @@ void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char 
                     BLOCK_THREADS, MAX_BLOCKS);
   }
   emit(e, "void *params[] = {&a};");
+  int device = node_sched(e->g, n)->device;
   const char *kernel = e->cpu_code          ? "c->cpu_kernel"
-                       : emit_multi_gpu(e) ? emit_str(e, "c->kernel[%d]", n->device)
+                       : emit_multi_gpu(e) ? emit_str(e, "c->kernel[%d]", device)
                                            : "c->kernel";
   emit_call(e, LIB_DRIVER, n, "cuLaunchKernel(%s.%s, %s, 1, 1, %d, 1, 1, 0, %s, params, NULL)",
             kernel, name, grid, BLOCK_THREADS, node_stream(e, n));

@@ -141,8 +141,8 @@ static void emit_stage_waits(Emitter *e, int total) {
   int *waits = arena_alloc(e->g->arena, sizeof(int) * ((size_t)total + 1));
   int count = 0;
   for (int k = 0; k < st->nissued; k++)
-    for (int w = 0; w < st->issued[k]->nstage_waits; w++)
-      waits[count++] = st->issued[k]->stage_waits[w];
+    for (int w = 0; w < node_sched(e->g, st->issued[k])->nstage_waits; w++)
+      waits[count++] = node_sched(e->g, st->issued[k])->stage_waits[w];
   emit(e, "/* What each node's issue waits on inside its stage. */");
   emit(e, "static const int stage_wait[%d] = {", total > 0 ? total : 1);
   emit_int_rows(e, waits, total > 0 ? total : 1);
@@ -263,11 +263,12 @@ void emit_node_table(Emitter *e) {
   int first_wait = 0;
   for (int k = 0; k < st->nissued; k++) {
     const Node *n = st->issued[k];
+    NodeSchedule *ns = node_sched(e->g, n);
     emit(e, "{\"%s\", \"%s\", \"%s\", %d, %d, %d, %d, %d, %.4f,", emit_c_string(e, n->name),
-         op_name(n->op), emit_node_label(e, n), n->stream, n->stage, n->record_event, first_wait,
-         n->nstage_waits, n->cost_us);
+         op_name(n->op), emit_node_label(e, n), ns->stream, ns->stage, ns->record_event, first_wait,
+         ns->nstage_waits, ns->cost_us);
     emit(e, " \"%s\"},", unit_key(e, n));
-    first_wait += n->nstage_waits;
+    first_wait += ns->nstage_waits;
   }
   e->indent--;
   emit(e, "};");

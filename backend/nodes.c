@@ -21,12 +21,13 @@ static bool issues_nothing(const Node *n) { return n->is_view || n->op == OP_CON
 /* ------------------------------------------------------ node printing */
 
 static void emit_waits_and_record(Emitter *e, const Node *n, bool waits) {
+  NodeSchedule *ns = node_sched(e->g, n);
   const char *stream = node_stream(e, n);
   if (waits) {
-    for (int i = 0; i < n->nwaits; i++)
-      emit_call(e, LIB_CUDA, n, "cudaStreamWaitEvent(%s, c->event[%d], 0)", stream, n->waits[i]);
-  } else if (n->record_event >= 0) {
-    emit_call(e, LIB_CUDA, n, "cudaEventRecord(c->event[%d], %s)", n->record_event, stream);
+    for (int i = 0; i < ns->nwaits; i++)
+      emit_call(e, LIB_CUDA, n, "cudaStreamWaitEvent(%s, c->event[%d], 0)", stream, ns->waits[i]);
+  } else if (ns->record_event >= 0) {
+    emit_call(e, LIB_CUDA, n, "cudaEventRecord(c->event[%d], %s)", ns->record_event, stream);
   }
 }
 
@@ -50,7 +51,7 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
     FILE *s = e->st->sec[SEC_SETUP];
     const char *device = emit_multi_gpu(e)
         ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\"))\n    return -1;\n",
-                   n->device)
+                   node_sched(e->g, n)->device)
         : e->cpu_code ? "  c->cpu_node = c->node;\n" : "";
     fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s%s  return 0;\n}\n\n",
             node_comment(e, n), fn, e->prefix, emit_node_label(e, n), device, text);
@@ -115,7 +116,7 @@ static void emit_node(Emitter *e, Node *n) {
     e->indent = 1;
     e->fail = "goto fail";
     const char *what = n->is_view ? "a view, no work" : "a constant, in the weights";
-    if (n->nwaits || n->record_event >= 0) {
+    if (node_sched(e->g, n)->nwaits || node_sched(e->g, n)->record_event >= 0) {
       emit(e, "/* %s: %s */", comment, what);
       emit(e, "c->node = \"%s\";", emit_node_label(e, n));
       emit_waits_and_record(e, n, true);

@@ -255,10 +255,11 @@ static const OpEmitter copy_emitter = {
    contiguous, so one copy moves it: between GPUs a peer copy, between the
    GPU and the host CPU one to or from the CPU's pinned arena. */
 static void transfer_run(Emitter *e, Node *n) {
+  NodeSchedule *ns = node_sched(e->g, n);
   Tensor *x = n->in[0], *y = n->out[0];
   int host = e->g->sched.host_device;
-  if (host > 0 && (n->device == host || tensor_device(x) == host)) {
-    bool to_cpu = n->device == host;
+  if (host > 0 && (ns->device == host || tensor_device(e->g, x) == host)) {
+    bool to_cpu = ns->device == host;
     emit(e, "/* from the %s to the %s */", to_cpu ? "GPU" : "CPU", to_cpu ? "CPU" : "GPU");
     emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), %s, %s)", buf(e, y),
               buf(e, x), (long long)tensor_numel(y), dtype_c_type(y->dtype),
@@ -267,7 +268,7 @@ static void transfer_run(Emitter *e, Node *n) {
   }
   /* Not cudaMemcpyPeerAsync: CUDA refuses it in a stream capture. Under
      unified addressing a device-to-device copy may join two devices. */
-  emit(e, "/* from GPU %d to GPU %d */", tensor_device(x), n->device);
+  emit(e, "/* from GPU %d to GPU %d */", tensor_device(e->g, x), ns->device);
   emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld * sizeof(%s), cudaMemcpyDeviceToDevice, %s)",
             buf(e, y), buf(e, x), (long long)tensor_numel(y), dtype_c_type(y->dtype),
             node_stream(e, n));

@@ -354,7 +354,7 @@ static void emit_fused_conv(Emitter *e, Node *n, ConvPlan *p, const char *xd, co
     emit_to(e, SEC_PREPARE, "c->cpu_node = c->node;");
   if (emit_multi_gpu(e)) {
     emit_to(e, SEC_PREPARE, "if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\"))",
-            n->device);
+            node_sched(e->g, n)->device);
     emit_to(e, SEC_PREPARE, "  goto fail;");
   }
   emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s))", fn, p->algo, node_stream(e, n),

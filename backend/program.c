@@ -118,16 +118,17 @@ static bool check_graph(Emitter *e) {
  * or an index out of range is a compiler bug, reported once here.
  */
 static bool check_node_schedule(const Graph *g, const Node *n) {
+  NodeSchedule *ns = node_sched(g, n);
   const Schedule *s = &g->sched;
-  if (n->stream < 0 || n->stream >= s->nstreams || n->stage < 0 || n->stage >= s->nstages ||
-      n->record_event >= s->nevents) {
+  if (ns->stream < 0 || ns->stream >= s->nstreams || ns->stage < 0 || ns->stage >= s->nstages ||
+      ns->record_event >= s->nevents) {
     ir_error(g, n, "internal error: stream %d, stage %d or event %d out of range",
-             n->stream, n->stage, n->record_event);
+             ns->stream, ns->stage, ns->record_event);
     return false;
   }
-  for (int w = 0; w < n->nwaits; w++)
-    if (n->waits[w] < 0 || n->waits[w] >= s->nevents) {
-      ir_error(g, n, "internal error: waits for event %d of %d", n->waits[w], s->nevents);
+  for (int w = 0; w < ns->nwaits; w++)
+    if (ns->waits[w] < 0 || ns->waits[w] >= s->nevents) {
+      ir_error(g, n, "internal error: waits for event %d of %d", ns->waits[w], s->nevents);
       return false;
     }
   return true;

@@ -205,6 +205,7 @@ static const char *act_name(Activation a) {
 /* The IR's own fields, as ".key=value" after the node name; `issue` is
    the node's place in g->sched.order, -1 when the host does not issue it. */
 static void put_extras(FILE *f, const Graph *g, const Node *n, int issue) {
+  NodeSchedule *ns = node_sched(g, n);
   if (act_name(n->act))
     fprintf(f, " .act=%s", act_name(n->act));
   if (n->act_alpha != 0) {
@@ -226,32 +227,32 @@ static void put_extras(FILE *f, const Graph *g, const Node *n, int issue) {
     }
     fputc(']', f);
   }
-  if (n->stage)
-    fprintf(f, " .stage=%d", n->stage);
-  if (n->group)
-    fprintf(f, " .group=%d", n->group);
-  if (n->stream)
-    fprintf(f, " .stream=%d", n->stream);
+  if (ns->stage)
+    fprintf(f, " .stage=%d", ns->stage);
+  if (ns->group)
+    fprintf(f, " .group=%d", ns->group);
+  if (ns->stream)
+    fprintf(f, " .stream=%d", ns->stream);
   if (node_on_cpu(g, n))
     fprintf(f, " .cpu");
-  else if (n->device)
-    fprintf(f, " .gpu=%d", n->device);
+  else if (ns->device)
+    fprintf(f, " .gpu=%d", ns->device);
   if (issue >= 0)
     fprintf(f, " .issue=%d", issue);
-  if (n->record_event != -1)
-    fprintf(f, " .event=%d", n->record_event);
-  if (n->nwaits) {
+  if (ns->record_event != -1)
+    fprintf(f, " .event=%d", ns->record_event);
+  if (ns->nwaits) {
     fputs(" .waits=[", f);
-    for (int i = 0; i < n->nwaits; i++)
-      fprintf(f, "%s%d", i ? "," : "", n->waits[i]);
+    for (int i = 0; i < ns->nwaits; i++)
+      fprintf(f, "%s%d", i ? "," : "", ns->waits[i]);
     fputc(']', f);
   }
   if (n->instance >= 0)
     fprintf(f, " .instance=%d", n->instance);
-  if (n->cost_us != 0) {
+  if (ns->cost_us != 0) {
     /* 4 significant digits: a prediction, and expected dumps stay stable */
     char buf[32];
-    snprintf(buf, sizeof buf, "%.4g", n->cost_us);
+    snprintf(buf, sizeof buf, "%.4g", ns->cost_us);
     fprintf(f, " .cost=%s%s", buf, strpbrk(buf, ".ein") ? "" : ".0");
   }
 }

@@ -106,8 +106,43 @@ Tensor *graph_add_tensor(Graph *g, const char *name) {
   return t;
 }
 
+/* Makes room for node `id` in the schedule's table; a new entry is
+   unscheduled: no event recorded, everything else 0. */
+static void sched_table_reserve(Graph *g, int id) {
+  Schedule *s = &g->sched;
+  if (id < s->cap_node)
+    return;
+  int cap = s->cap_node ? s->cap_node * 2 : 64;
+  while (cap <= id)
+    cap *= 2;
+  NodeSchedule *t = arena_alloc(g->arena, sizeof *t * (size_t)cap);
+  if (s->cap_node)
+    memcpy(t, s->node, sizeof *t * (size_t)s->cap_node);
+  for (int i = s->cap_node; i < cap; i++)
+    t[i] = (NodeSchedule){.record_event = -1};
+  s->node = t;
+  s->cap_node = cap;
+}
+
+NodeSchedule *node_sched(const Graph *g, const Node *n) { return &g->sched.node[n->id]; }
+
+/* Numbers the nodes in their order in g->nodes, moving each one's
+   schedule entry along with it. */
+void graph_renumber_nodes(Graph *g) {
+  Schedule *s = &g->sched;
+  NodeSchedule *t = arena_alloc(g->arena, sizeof *t * (size_t)s->cap_node);
+  for (int i = 0; i < s->cap_node; i++)
+    t[i] = (NodeSchedule){.record_event = -1};
+  for (int i = 0; i < g->nnodes; i++) {
+    t[i] = s->node[g->nodes[i]->id];
+    g->nodes[i]->id = i;
+  }
+  s->node = t;
+}
+
 Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout) {
   g->nodes = grow(g->arena, g->nodes, g->nnodes, &g->cap_nodes);
+  sched_table_reserve(g, g->nnodes);
   Node *n = arena_alloc(g->arena, sizeof *n);
   n->id = g->nnodes;
   n->op = op;
@@ -117,7 +152,6 @@ Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout) {
   n->nout = nout;
   n->in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nin + 1));
   n->out = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nout + 1));
-  n->record_event = -1;
   n->instance = -1;
   g->nodes[g->nnodes++] = n;
   return n;
@@ -178,8 +212,7 @@ bool graph_toposort(Graph *g) {
   int n = g->nnodes;
   int *pending = calloc((size_t)n + 1, sizeof(int));
   Node **order = arena_alloc(g->arena, sizeof(Node *) * (size_t)(n + 1));
-  for (int i = 0; i < n; i++)
-    g->nodes[i]->id = i;
+  graph_renumber_nodes(g);
   for (int i = 0; i < n; i++) {
     Node *nd = g->nodes[i];
     for (int j = 0; j < nd->nin; j++)
@@ -226,8 +259,7 @@ bool graph_toposort(Graph *g) {
   free(done);
   g->nodes = order;
   g->cap_nodes = n + 1;
-  for (int i = 0; i < n; i++)
-    g->nodes[i]->id = i;
+  graph_renumber_nodes(g);
   return true;
 }
 
@@ -237,8 +269,7 @@ void graph_compact(Graph *g) {
     if (!g->nodes[i]->dead)
       g->nodes[k++] = g->nodes[i];
   g->nnodes = k;
-  for (int i = 0; i < g->nnodes; i++)
-    g->nodes[i]->id = i;
+  graph_renumber_nodes(g);
   graph_rebuild_uses(g);
 }
 
@@ -402,22 +433,22 @@ char *tensor_type_str(const Tensor *t, char *buf, size_t size) {
 
 Tensor *tensor_storage(Tensor *t) { return t->alias_of ? t->alias_of : t; }
 
-int tensor_device(const Tensor *t) {
+int tensor_device(const Graph *g, const Tensor *t) {
   if (tensor_is_const(t))
     return -1;
   const Tensor *s = t->alias_of ? t->alias_of : t;
-  return s->producer ? s->producer->device : 0;
+  return s->producer ? node_sched(g, s->producer)->device : 0;
 }
 
-bool node_is_transfer(const Node *n) {
+bool node_is_transfer(const Graph *g, const Node *n) {
   if (n->op != OP_IDENTITY || !n->in[0])
     return false;
-  int from = tensor_device(n->in[0]);
-  return from >= 0 && from != n->device;
+  int from = tensor_device(g, n->in[0]);
+  return from >= 0 && from != node_sched(g, n)->device;
 }
 
 bool node_on_cpu(const Graph *g, const Node *n) {
-  return g->sched.host_device > 0 && n->device == g->sched.host_device;
+  return g->sched.host_device > 0 && node_sched(g, n)->device == g->sched.host_device;
 }
 
 int gpu_count(const Graph *g) {

@@ -376,19 +376,6 @@ struct Node {
   bool is_view;
   bool dead; /* marked for removal by graph_compact() */
 
-  /* Schedule, filled by the scheduling passes. */
-  int stage;
-  int group;
-  int stream;
-  int record_event; /* event recorded on `stream` after this node, or -1 */
-  int *waits;       /* events waited on before this node */
-  int nwaits;
-  int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
-  int nstage_waits;
-  double cost_us;   /* predicted latency of this node alone */
-  int device;       /* GPU of the node (--gpus N; HIOS), or Schedule.host_device (the
-                       host CPU: --devices gpu,cpu; HOPE); 0 otherwise */
-
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
   int instance;
@@ -438,12 +425,33 @@ typedef struct Stage {
   double predicted_us;
 } Stage;
 
+/* One node's place in the schedule: the schedule's table, indexed by
+   Node.id (node_sched()). place-devices fills `device`, the scheduling
+   passes the rest. */
+typedef struct NodeSchedule {
+  int stage;
+  int group;
+  int stream;
+  int record_event; /* event recorded on `stream` after this node, or -1 */
+  int *waits;       /* events waited on before this node */
+  int nwaits;
+  int *stage_waits; /* of those, the events recorded inside its own stage (profiles) */
+  int nstage_waits;
+  double cost_us;   /* predicted latency of this node alone */
+  int device;       /* GPU of the node (--gpus N; HIOS), or Schedule.host_device (the
+                       host CPU: --devices gpu,cpu; HOPE); 0 otherwise */
+} NodeSchedule;
+
 /* Schedules are data: passes compute them, the emitter prints them. */
 typedef struct Schedule {
+  /* per node, indexed by Node.id: grows with graph_add_node and follows
+     the nodes when they are renumbered */
+  NodeSchedule *node;
+  int cap_node;
   const char *scheduler; /* "sequential", "greedy", "ios", "lios"; NULL before scheduling */
   int nstreams;
   int nevents;
-  int ndevices; /* devices the units are placed on (Node.device); 1 but for HIOS and HOPE */
+  int ndevices; /* devices the units are placed on (NodeSchedule.device); 1 but for HIOS and HOPE */
   int host_device; /* the host CPU's device number (HOPE: --devices gpu,cpu); 0: none,
                       device 0 being always a GPU */
   Stage *stages;
@@ -462,13 +470,6 @@ typedef struct Schedule {
   /* predicted makespan of the issued program (no barriers between stages),
      from the scheduler's event simulation; 0 when not computed */
   double simulated_us;
-  /* HIOS: the placement's latency before grouping within each GPU */
-  double mapped_us;
-  /* HOPE: the partition's latency in the paper's model (one unit at a time
-     per processor), and LIOS's prediction of it and of the GPU alone; the
-     pass keeps the faster of the last two (hope_kept_gpu: the GPU alone) */
-  double hope_model_us, hope_partition_us, hope_gpu_us;
-  bool hope_kept_gpu;
 } Schedule;
 
 /* ------------------------------------------------------ serving programs */
@@ -541,6 +542,8 @@ void graph_rebuild_uses(Graph *g);
 bool graph_toposort(Graph *g);
 /* Drops nodes marked dead and tensors nothing refers to, then rebuilds uses. */
 void graph_compact(Graph *g);
+/* Sets each node's id to its place in g->nodes; its schedule entry follows. */
+void graph_renumber_nodes(Graph *g);
 
 /*
  * The graph of a serving program: instances[m] copies of models[m], named
@@ -607,10 +610,13 @@ char *tensor_type_str(const Tensor *t, char *buf, size_t size);
 Tensor *tensor_storage(Tensor *t);
 /* The GPU holding t (--gpus N): its storage's writer's; 0 for a graph
    input; -1 for a constant, which each GPU reading it holds. */
-int tensor_device(const Tensor *t);
+int tensor_device(const Graph *g, const Tensor *t);
 /* An Identity reading another device's memory: a peer copy between GPUs,
    or a copy between the GPU and the host CPU. */
-bool node_is_transfer(const Node *n);
+bool node_is_transfer(const Graph *g, const Node *n);
+/* The node's entry in the schedule's table (Schedule.node); the pointer
+   holds until a node is added or the nodes are renumbered. */
+NodeSchedule *node_sched(const Graph *g, const Node *n);
 /* Whether the node runs on the host CPU (HOPE), beside the GPU. */
 bool node_on_cpu(const Graph *g, const Node *n);
 /* The GPUs the program runs on: its devices but the host CPU. */

@@ -602,6 +602,7 @@ static bool float_value(Parser *ps, double *out) {
 
 /* One ".key[=value]" after the node name. */
 static bool extra(Parser *ps, Node *n) {
+  NodeSchedule *ns = node_sched(ps->g, n);
   const char *key = ident(ps);
   if (!key)
     return false;
@@ -610,7 +611,7 @@ static bool extra(Parser *ps, Node *n) {
     return true;
   }
   if (strcmp(key, "cpu") == 0) { /* HOPE's host CPU: the device after GPU 0 */
-    n->device = 1;
+    ns->device = 1;
     ps->g->sched.host_device = 1;
     return true;
   }
@@ -627,21 +628,21 @@ static bool extra(Parser *ps, Node *n) {
     else if (key[0] == 'b')
       n->act_beta = (float)v;
     else
-      n->cost_us = v;
+      ns->cost_us = v;
     return true;
   }
   if (strcmp(key, "stage") == 0)
-    return small_int(ps, &n->stage);
+    return small_int(ps, &ns->stage);
   if (strcmp(key, "group") == 0)
-    return small_int(ps, &n->group);
+    return small_int(ps, &ns->group);
   if (strcmp(key, "stream") == 0)
-    return small_int(ps, &n->stream);
+    return small_int(ps, &ns->stream);
   if (strcmp(key, "gpu") == 0)
-    return small_int(ps, &n->device);
+    return small_int(ps, &ns->device);
   if (strcmp(key, "instance") == 0)
     return small_int(ps, &n->instance);
   if (strcmp(key, "event") == 0)
-    return small_int(ps, &n->record_event);
+    return small_int(ps, &ns->record_event);
   if (strcmp(key, "issue") == 0) {
     int at = -1;
     if (!small_int(ps, &at))
@@ -662,10 +663,10 @@ static bool extra(Parser *ps, Node *n) {
     int count = int_list(ps, w, 256);
     if (count < 0)
       return false;
-    n->waits = arena_alloc(ps->g->arena, sizeof(int) * (size_t)(count + 1));
+    ns->waits = arena_alloc(ps->g->arena, sizeof(int) * (size_t)(count + 1));
     for (int i = 0; i < count; i++)
-      n->waits[i] = (int)w[i];
-    n->nwaits = count;
+      ns->waits[i] = (int)w[i];
+    ns->nwaits = count;
     return true;
   }
   if (strcmp(key, "fused") == 0) {
@@ -856,21 +857,22 @@ static bool rebuild_schedule(Parser *ps) {
   s->nevents = 0;
   for (int i = 0; i < ps->nissued; i++) {
     Node *n = ps->issued[i];
+    NodeSchedule *ns = node_sched(g, n);
     if (ps->issue_at[i] >= ps->nissued) {
       opc_error("%s: issue positions must run from 0 to %d; node '%s' is at %d", ps->path,
                 ps->nissued - 1, n->name, ps->issue_at[i]);
       return false;
     }
     s->order[ps->issue_at[i]] = n;
-    if (n->stream + 1 > s->nstreams)
-      s->nstreams = n->stream + 1;
-    if (n->device + 1 > s->ndevices)
-      s->ndevices = n->device + 1;
-    if (n->record_event + 1 > s->nevents)
-      s->nevents = n->record_event + 1;
-    for (int w = 0; w < n->nwaits; w++)
-      if (n->waits[w] + 1 > s->nevents)
-        s->nevents = n->waits[w] + 1;
+    if (ns->stream + 1 > s->nstreams)
+      s->nstreams = ns->stream + 1;
+    if (ns->device + 1 > s->ndevices)
+      s->ndevices = ns->device + 1;
+    if (ns->record_event + 1 > s->nevents)
+      s->nevents = ns->record_event + 1;
+    for (int w = 0; w < ns->nwaits; w++)
+      if (ns->waits[w] + 1 > s->nevents)
+        s->nevents = ns->waits[w] + 1;
   }
   return true;
 }

@@ -273,14 +273,14 @@ static int64_t output_bytes(const Node *n) {
   return tensor_numel(n->out[0]) * (int64_t)dtype_size(n->out[0]->dtype);
 }
 
-double cost_node_on(const CostModel *cm, const Node *n, bool cpu) {
+double cost_node_on(const CostModel *cm, const Graph *g, const Node *n, bool cpu) {
   if (n->is_view || n->dead)
     return 0;
   if (cm->node_cost)
     return cm->node_cost(n);
-  if (node_is_transfer(n)) { /* the link, not the processors' memory */
-    bool host = cm->host_device > 0 && (n->device == cm->host_device ||
-                                        tensor_device(n->in[0]) == cm->host_device);
+  if (node_is_transfer(g, n)) { /* the link, not the processors' memory */
+    bool host = cm->host_device > 0 && (node_sched(g, n)->device == cm->host_device ||
+                                        tensor_device(g, n->in[0]) == cm->host_device);
     return host ? cost_host_transfer_us(cm, output_bytes(n))
                 : hios_transfer_us(cm, output_bytes(n)) - cost_sync_us(cm);
   }
@@ -292,18 +292,18 @@ double cost_node_on(const CostModel *cm, const Node *n, bool cpu) {
   return analytic(cm, n, NULL);
 }
 
-double cost_node_us(const CostModel *cm, const Node *n) {
-  return cost_node_on(cm, n, cm->host_device > 0 && n->device == cm->host_device);
+double cost_node_us(const CostModel *cm, const Graph *g, const Node *n) {
+  return cost_node_on(cm, g, n, cm->host_device > 0 && node_sched(g, n)->device == cm->host_device);
 }
 
-double cost_occupancy(const CostModel *cm, const Node *n) {
+double cost_occupancy(const CostModel *cm, const Graph *g, const Node *n) {
   if (n->is_view || n->dead)
     return 0;
   if (cm->node_occupancy)
     return cm->node_occupancy(n);
-  if (node_is_transfer(n))
+  if (node_is_transfer(g, n))
     return 0;
-  if (cm->host_device > 0 && n->device == cm->host_device)
+  if (cm->host_device > 0 && node_sched(g, n)->device == cm->host_device)
     return 1; /* each of its operators spreads over every core */
   double occ = 0;
   analytic(cm, n, &occ);
@@ -363,8 +363,8 @@ double cost_stage_loads(const CostModel *cm, GroupLoad *g, int ngroups, int max_
   return t + (ngroups - 1) * cost_sync_us(cm);
 }
 
-double cost_stage_us(const CostModel *cm, Node *const *nodes, int n, const int *group_of,
-                     int max_streams) {
+double cost_stage_us(const CostModel *cm, const Graph *graph, Node *const *nodes, int n,
+                     const int *group_of, int max_streams) {
   int ngroups = 0;
   for (int i = 0; i < n; i++)
     if (group_of[i] + 1 > ngroups)
@@ -374,7 +374,7 @@ double cost_stage_us(const CostModel *cm, Node *const *nodes, int n, const int *
     return 0;
   for (int i = 0; i < n; i++) {
     GroupLoad u;
-    cost_unit_load(cm, cost_node_us(cm, nodes[i]), cost_occupancy(cm, nodes[i]), &u);
+    cost_unit_load(cm, cost_node_us(cm, graph, nodes[i]), cost_occupancy(cm, graph, nodes[i]), &u);
     GroupLoad *dst = &g[group_of[i]];
     dst->alone += u.alone;
     dst->overlap += u.overlap;

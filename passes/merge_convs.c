@@ -109,7 +109,7 @@ static ConvShape merged_shape(Node **set, int n, const Window *w) {
 }
 
 /* Predicted gain of merging: concurrent stage minus merged conv (> 0: merge). */
-static double merge_gain(const CostModel *cm, Node **set, int n, int streams) {
+static double merge_gain(const CostModel *cm, const Graph *g, Node **set, int n, int streams) {
   Window w;
   if (n < 2 || !merged_window(set, n, &w))
     return -1;
@@ -118,7 +118,7 @@ static double merge_gain(const CostModel *cm, Node **set, int n, int streams) {
   int groups[MAX_SIBLINGS];
   for (int i = 0; i < n; i++)
     groups[i] = i;
-  return cost_stage_us(cm, set, n, groups, streams) - merged;
+  return cost_stage_us(cm, g, set, n, groups, streams) - merged;
 }
 
 /*
@@ -126,9 +126,9 @@ static double merge_gain(const CostModel *cm, Node **set, int n, int streams) {
  * whose removal helps most while the merge does not pay (a 1x1 padded to
  * 5x5 costs 25 times its work), stop at two.
  */
-static int choose_subset(const CostModel *cm, Node **set, int n, int streams) {
+static int choose_subset(const CostModel *cm, const Graph *g, Node **set, int n, int streams) {
   while (n >= 2) {
-    if (merge_gain(cm, set, n, streams) > 0)
+    if (merge_gain(cm, g, set, n, streams) > 0)
       return n;
     int drop = -1;
     double best = -1e300;
@@ -136,7 +136,7 @@ static int choose_subset(const CostModel *cm, Node **set, int n, int streams) {
       Node *tmp = set[i];
       set[i] = set[n - 1];
       set[n - 1] = tmp;
-      double gain = merge_gain(cm, set, n - 1, streams);
+      double gain = merge_gain(cm, g, set, n - 1, streams);
       set[n - 1] = set[i];
       set[i] = tmp;
       if (gain > best) {
@@ -322,7 +322,7 @@ static int merge_siblings(Graph *g, const CostModel *cm, Node **readers, int nre
       }
       n = keep == n ? 0 : keep;
     }
-    n = choose_subset(cm, set, n, streams);
+    n = choose_subset(cm, g, set, n, streams);
     for (int j = i; j < nreaders; j++)
       for (int k = 0; k < n; k++)
         if (readers[j] == set[k])

@@ -27,6 +27,8 @@ struct PassContext {
   CostModel cost;
   SchedDeps *deps; /* with costs; NULL until asked for */
   Counts before;   /* --stats: the nodes before the first pass */
+  HopeReport hope; /* place-devices' (--devices gpu,cpu), for the schedule report */
+  HiosReport hios; /* the schedule pass's, for the schedule report */
 };
 
 /* The cost model; NULL after reporting a bad device or cost file. */

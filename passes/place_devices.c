@@ -47,7 +47,7 @@ static Tensor *copy_node(Graph *g, Tensor *x, int device, const char *what) {
   n->in[0] = x;
   n->out[0] = y;
   y->producer = n;
-  n->device = device;
+  node_sched(g, n)->device = device;
   return y;
 }
 
@@ -98,7 +98,7 @@ static Tensor *constant_on(Graph *g, Copies *c, Tensor *t, int device, int *owne
 
 /* The value t as a unit on `device` reads it: t, or its transfer. */
 static Tensor *value_on(Graph *g, Copies *c, Tensor *t, int device) {
-  int from = tensor_device(t);
+  int from = tensor_device(g, t);
   if (from == device)
     return t;
   Tensor *k = find_copy(c, t, device);
@@ -129,7 +129,7 @@ static double lios_makespan(Graph *g, const PassOptions *opt, const CostModel *c
   double *saved = malloc(sizeof(double) * ((size_t)d->n + 1));
   for (int u = 0; u < d->n; u++) {
     saved[u] = d->cost[u];
-    d->unit[u]->device = device[u];
+    node_sched(g, d->unit[u])->device = device[u];
     d->cost[u] = c->run[device[u]][u];
     for (int k = 0; k < d->npred[u]; k++)
       if (device[d->pred[u][k]] != device[u])
@@ -142,7 +142,7 @@ static double lios_makespan(Graph *g, const PassOptions *opt, const CostModel *c
   sched_lios(d, cm, &o, &p);
   for (int u = 0; u < d->n; u++) {
     d->cost[u] = saved[u];
-    d->unit[u]->device = 0;
+    node_sched(g, d->unit[u])->device = 0;
   }
   free(saved);
   return p.mapped_us;
@@ -170,12 +170,13 @@ static double boundary_copies_us(const CostModel *cm, const Node *n) {
 }
 
 /* HOPE's partition between the GPU (device 0) and the host CPU (device 1). */
-static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d) {
+static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, SchedDeps *d,
+                         HopeReport *report) {
   HopeCosts c;
   for (int p = 0; p < HOPE_PROCESSORS; p++) {
     c.run[p] = arena_alloc(g->arena, sizeof(double) * ((size_t)d->n + 1));
     for (int u = 0; u < d->n; u++)
-      c.run[p][u] = cost_node_on(cm, d->unit[u], p == HOPE_CPU);
+      c.run[p][u] = cost_node_on(cm, d->g, d->unit[u], p == HOPE_CPU);
   }
   for (int u = 0; u < d->n; u++)
     c.run[HOPE_CPU][u] += boundary_copies_us(cm, d->unit[u]);
@@ -192,19 +193,19 @@ static bool place_on_cpu(Graph *g, const PassOptions *opt, const CostModel *cm, 
     return false;
   int *gpu = calloc((size_t)d->n + 1, sizeof(int));
   Schedule *s = &g->sched;
-  s->hope_model_us = plan.latency_us;
-  s->hope_partition_us = lios_makespan(g, opt, cm, d, &c, plan.device);
-  s->hope_gpu_us = lios_makespan(g, opt, cm, d, &c, gpu);
+  report->model_us = plan.latency_us;
+  report->partition_us = lios_makespan(g, opt, cm, d, &c, plan.device);
+  report->gpu_us = lios_makespan(g, opt, cm, d, &c, gpu);
   /* a chosen partition (not a forced one) stays only where it pays */
   bool chosen = strcmp(method, "ilp") == 0 || strcmp(method, "heuristic") == 0;
   bool offloads = false;
   for (int u = 0; u < d->n; u++)
     offloads |= plan.device[u] == HOPE_CPU;
-  s->hope_kept_gpu = chosen && offloads && s->hope_gpu_us <= s->hope_partition_us;
+  report->kept_gpu = chosen && offloads && report->gpu_us <= report->partition_us;
   s->ndevices = 2;
   s->host_device = 1;
   for (int u = 0; u < d->n; u++)
-    d->unit[u]->device = !s->hope_kept_gpu && plan.device[u] == HOPE_CPU ? 1 : 0;
+    node_sched(g, d->unit[u])->device = !report->kept_gpu && plan.device[u] == HOPE_CPU ? 1 : 0;
   free(gpu);
   return true;
 }
@@ -217,7 +218,7 @@ bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
     return false;
   SchedDeps *d = pass_deps(ctx);
   if (opt->cpu) {
-    if (!place_on_cpu(g, opt, cm, d))
+    if (!place_on_cpu(g, opt, cm, d, &ctx->hope))
       return false;
   } else {
     SchedOptions o;
@@ -225,14 +226,14 @@ bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
     MultiGpuPlan plan;
     hios_plan(d, cm, hios_transfer_costs(d, cm), opt->gpus, o.placement, o.window, NULL, &plan);
     for (int u = 0; u < d->n; u++)
-      d->unit[u]->device = plan.device[u];
+      node_sched(g, d->unit[u])->device = plan.device[u];
   }
   /* a view lives where its storage does (tensor_device); its node, which
      issues nothing, says so too */
   for (int i = 0; i < g->nnodes; i++) {
     Node *v = g->nodes[i];
-    if (!v->dead && v->is_view && v->nout > 0 && v->out[0] && tensor_device(v->out[0]) > 0)
-      v->device = tensor_device(v->out[0]);
+    if (!v->dead && v->is_view && v->nout > 0 && v->out[0] && tensor_device(g, v->out[0]) > 0)
+      node_sched(g, v)->device = tensor_device(g, v->out[0]);
   }
 
   int ntensors = 0;
@@ -253,17 +254,17 @@ bool pass_place_devices(Graph *g, const PassOptions *opt, PassContext *ctx) {
       Tensor *t = n->in[j];
       if (!t)
         continue;
-      n->in[j] = tensor_is_const(t) ? constant_on(g, &copies, t, n->device, owner)
-                                    : value_on(g, &copies, t, n->device);
+      n->in[j] = tensor_is_const(t) ? constant_on(g, &copies, t, node_sched(g, n)->device, owner)
+                                    : value_on(g, &copies, t, node_sched(g, n)->device);
     }
   }
   /* outputs come back to GPU 0, under their own names */
   for (int i = 0; i < g->noutputs; i++) {
     Tensor *t = g->outputs[i];
-    if (tensor_is_const(t) || tensor_device(t) == 0)
+    if (tensor_is_const(t) || tensor_device(g, t) == 0)
       continue;
     const char *name = t->name;
-    t->name = suffixed(g, name, "gpu", tensor_device(t));
+    t->name = suffixed(g, name, "gpu", tensor_device(g, t));
     t->is_output = false;
     Tensor *k = value_on(g, &copies, t, 0);
     k->name = name;

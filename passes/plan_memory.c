@@ -36,6 +36,7 @@ typedef struct Buffer {
 
 /* Happens-before between issued nodes, from the streams and events. */
 typedef struct Clocks {
+  const Graph *g; /* whose schedule it replays */
   int nstreams;
   int *pos;   /* per node id: position on its stream, from 1; 0 if not issued */
   int *issue; /* per node id: issue index, -1 if not issued */
@@ -52,20 +53,22 @@ static bool compute_clocks(Graph *g, Clocks *c) {
   int nstreams = 1, nevents = 0;
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
-    if (n->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->stream < 0 || n->id < 0 || n->id >= g->nnodes || g->nodes[n->id] != n)
       return false;
-    if (n->stream + 1 > nstreams)
-      nstreams = n->stream + 1;
-    if (n->record_event + 1 > nevents)
-      nevents = n->record_event + 1;
-    for (int w = 0; w < n->nwaits; w++) {
-      if (n->waits[w] < 0)
+    if (ns->stream + 1 > nstreams)
+      nstreams = ns->stream + 1;
+    if (ns->record_event + 1 > nevents)
+      nevents = ns->record_event + 1;
+    for (int w = 0; w < ns->nwaits; w++) {
+      if (ns->waits[w] < 0)
         return false;
-      if (n->waits[w] + 1 > nevents)
-        nevents = n->waits[w] + 1;
+      if (ns->waits[w] + 1 > nevents)
+        nevents = ns->waits[w] + 1;
     }
   }
   int nn = g->nnodes;
+  c->g = g;
   c->nstreams = nstreams;
   c->pos = calloc((size_t)nn + 1, sizeof(int));
   c->issue = malloc(sizeof(int) * ((size_t)nn + 1));
@@ -76,22 +79,23 @@ static bool compute_clocks(Graph *g, Clocks *c) {
     c->issue[i] = -1;
   for (int i = 0; i < s->norder; i++) {
     Node *n = s->order[i];
+    NodeSchedule *ns = node_sched(g, n);
     int *cur = &c->vc[n->id * nstreams];
-    int *sv = &stream_vc[n->stream * nstreams];
+    int *sv = &stream_vc[ns->stream * nstreams];
     memcpy(cur, sv, sizeof(int) * (size_t)nstreams);
     /* A wait sees the event's most recent record issued before it. */
-    for (int w = 0; w < n->nwaits; w++) {
-      int *ev = &event_vc[n->waits[w] * nstreams];
+    for (int w = 0; w < ns->nwaits; w++) {
+      int *ev = &event_vc[ns->waits[w] * nstreams];
       for (int k = 0; k < nstreams; k++)
         if (ev[k] > cur[k])
           cur[k] = ev[k];
     }
-    cur[n->stream]++;
-    c->pos[n->id] = cur[n->stream];
+    cur[ns->stream]++;
+    c->pos[n->id] = cur[ns->stream];
     c->issue[n->id] = i;
     memcpy(sv, cur, sizeof(int) * (size_t)nstreams);
-    if (n->record_event >= 0)
-      memcpy(&event_vc[n->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
+    if (ns->record_event >= 0)
+      memcpy(&event_vc[ns->record_event * nstreams], cur, sizeof(int) * (size_t)nstreams);
   }
   free(stream_vc);
   free(event_vc);
@@ -111,13 +115,14 @@ static void free_clocks(Clocks *c) {
  */
 static int seen_of(const Clocks *c, const Node *n, int s) {
   int v = c->vc[n->id * c->nstreams + s];
-  return s == n->stream ? v - 1 : v;
+  return s == node_sched(c->g, n)->stream ? v - 1 : v;
 }
 
 static void note_access(const Clocks *c, Buffer *b, const Node *n) {
   int p = c->pos[n->id];
-  if (p > b->last_access[n->stream])
-    b->last_access[n->stream] = p;
+  int s = node_sched(c->g, n)->stream;
+  if (p > b->last_access[s])
+    b->last_access[s] = p;
 }
 
 static void note_writer(const Clocks *c, Buffer *b, const Node *n) {

@@ -179,8 +179,7 @@ void make_view(Tensor *t, Tensor *base, int64_t offset, const int64_t *strides) 
 }
 
 void begin_rewrite(Graph *g) {
-  for (int i = 0; i < g->nnodes; i++)
-    g->nodes[i]->id = i;
+  graph_renumber_nodes(g);
   for (int i = 0; i < g->ntensors; i++)
     g->tensors[i]->id = i;
   graph_rebuild_uses(g);

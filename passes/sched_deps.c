@@ -216,8 +216,8 @@ SchedDeps *deps_build(Graph *g, const CostModel *cm) {
   d->occ = arena_alloc(a, sizeof(double) * ((size_t)ncand + 1));
   if (cm)
     for (int u = 0; u < ncand; u++) {
-      d->cost[u] = cost_node_us(cm, d->unit[u]);
-      d->occ[u] = cost_occupancy(cm, d->unit[u]);
+      d->cost[u] = cost_node_us(cm, d->g, d->unit[u]);
+      d->occ[u] = cost_occupancy(cm, d->g, d->unit[u]);
     }
   return d;
 }

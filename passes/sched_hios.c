@@ -394,7 +394,7 @@ static void hios_init(Hios *h, const SchedDeps *d, const CostModel *cm, double *
   h->loads = calloc((size_t)n + 1, sizeof(GroupLoad));
   h->copy = calloc((size_t)n + 1, sizeof(bool));
   for (int u = 0; u < n; u++)
-    h->copy[u] = node_is_transfer(d->unit[u]);
+    h->copy[u] = node_is_transfer(d->g, d->unit[u]);
 }
 
 static void hios_free(Hios *h) {
@@ -512,13 +512,13 @@ bool sched_hios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
   int lanes = window + 1;
   bool placed = false;
   for (int u = 0; u < n; u++)
-    placed |= d->unit[u]->device != 0;
+    placed |= node_sched(d->g, d->unit[u])->device != 0;
   int *given = NULL;
   double **xfer;
   if (placed) {
     given = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
     for (int u = 0; u < n; u++)
-      given[u] = d->unit[u]->device;
+      given[u] = node_sched(d->g, d->unit[u])->device;
     xfer = arena_alloc(d->g->arena, sizeof(double *) * ((size_t)n + 1));
     for (int v = 0; v < n; v++) {
       xfer[v] = arena_alloc(d->g->arena, sizeof(double) * ((size_t)d->npred[v] + 1));
@@ -535,7 +535,7 @@ bool sched_hios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
   int *groups = calloc((size_t)n + 1, sizeof(int));
   for (int k = 0; k < n; k++) {
     int u = plan.order[k];
-    int lane = node_is_transfer(d->unit[u]) ? window : slot[plan.item[u]]++;
+    int lane = node_is_transfer(d->g, d->unit[u]) ? window : slot[plan.item[u]]++;
     stream[u] = plan.device[u] * lanes + lane;
     groups[k] = stream[u];
   }

@@ -50,9 +50,9 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
         best = i;
     int u = ready[best];
     ready[best] = ready[--nready];
-    int first = d->unit[u]->device * x, pick = first;
+    int first = node_sched(d->g, d->unit[u])->device * x, pick = first;
     /* the host CPU runs one unit at a time, each over all its cores */
-    int here = o->host_device > 0 && d->unit[u]->device == o->host_device ? 1 : x;
+    int here = o->host_device > 0 && node_sched(d->g, d->unit[u])->device == o->host_device ? 1 : x;
     double pick_finish = 0;
     for (int s = first; s < first + here; s++) {
       double start = free_at[s];
@@ -100,7 +100,7 @@ bool sched_lios(const SchedDeps *d, const CostModel *cm, const SchedOptions *o, 
   if (gpus > 1) { /* its makespan: the single-GPU simulation does not apply */
     p->device = arena_alloc(d->g->arena, sizeof(int) * ((size_t)n + 1));
     for (int u = 0; u < n; u++)
-      p->device[u] = d->unit[u]->device;
+      p->device[u] = node_sched(d->g, d->unit[u])->device;
     p->mapped_us = makespan;
   }
   free(groups);

@@ -297,15 +297,16 @@ void sim_program_of(const SchedDeps *d, Arena *a, SimProgram *p) {
     position[u] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     int u = d->index_of[g->sched.order[k]->id];
-    if (u < 0 || d->unit[u]->stream < 0 || d->unit[u]->stream >= p->nstreams)
+    NodeSchedule *ns = u < 0 ? NULL : node_sched(g, d->unit[u]);
+    if (!ns || ns->stream < 0 || ns->stream >= p->nstreams)
       continue;
     position[u] = p->nunits;
-    stream[p->nunits] = d->unit[u]->stream;
+    stream[p->nunits] = ns->stream;
     instance[p->nunits] = d->unit[u]->instance;
     cost[p->nunits] = d->cost[u];
     occupancy[p->nunits] = d->occ[u];
-    device[p->nunits] = d->unit[u]->device;
-    copy[p->nunits] = node_is_transfer(d->unit[u]);
+    device[p->nunits] = ns->device;
+    copy[p->nunits] = node_is_transfer(g, d->unit[u]);
     p->nunits++;
   }
   for (int u = 0; u < d->n; u++) {

@@ -126,25 +126,25 @@ static const char *expected_schedulers(void) {
   return buf;
 }
 
-/* Copies the plan into g->sched and the nodes' schedule fields. */
+/* Copies the plan into g->sched, the nodes' entries included. */
 static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const SchedulerDef *def) {
   Schedule *s = &g->sched;
   Arena *a = g->arena;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    n->stage = -1;
-    n->group = 0;
-    n->stream = 0;
-    n->record_event = -1;
-    n->waits = NULL;
-    n->nwaits = 0;
-    n->cost_us = 0;
-    n->device = 0;
+    NodeSchedule *ns = node_sched(g, n);
+    ns->stage = -1;
+    ns->group = 0;
+    ns->stream = 0;
+    ns->record_event = -1;
+    ns->waits = NULL;
+    ns->nwaits = 0;
+    ns->cost_us = 0;
+    ns->device = 0;
   }
   s->scheduler = def->name;
   s->ndevices = 1;
   s->host_device = 0;
-  s->mapped_us = p->mapped_us;
   s->nstages = p->nstages;
   s->stages = arena_alloc(a, sizeof(Stage) * ((size_t)p->nstages + 1));
   s->order = arena_alloc(a, sizeof(Node *) * ((size_t)d->n + 1));
@@ -162,9 +162,10 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
     stage->nodes = arena_alloc(a, sizeof(Node *) * ((size_t)(hi - lo) + 1));
     for (int k = lo; k < hi; k++) {
       Node *n = d->unit[p->units[k]];
+      NodeSchedule *ns = node_sched(g, n);
       stage->nodes[k - lo] = n;
-      n->stage = st;
-      n->group = p->group[k];
+      ns->stage = st;
+      ns->group = p->group[k];
     }
   }
   if (p->order) /* LIOS's issue order replaces the stage's group-by-group order */
@@ -173,11 +174,12 @@ static void store_plan(Graph *g, const SchedDeps *d, const StagePlan *p, const S
         memcpy(s->stages[st].nodes, s->order, sizeof(Node *) * (size_t)d->n);
   for (int u = 0; u < d->n; u++) {
     Node *n = d->unit[u];
-    n->cost_us = d->cost[u];
+    NodeSchedule *ns = node_sched(g, n);
+    ns->cost_us = d->cost[u];
     if (p->stream) /* the scheduler's streams are its groups */
-      n->group = p->stream[u];
+      ns->group = p->stream[u];
     if (p->device)
-      n->device = p->device[u];
+      ns->device = p->device[u];
   }
   double seq = 0;
   for (int u = 0; u < d->n; u++)
@@ -195,7 +197,7 @@ static int pick_stream(const SchedDeps *d, const int *stream_of, Node *const *no
                        int group, const bool *taken, const double *load, int nstreams) {
   int votes[64] = {0};
   for (int i = 0; i < n; i++) {
-    if (nodes[i]->group != group)
+    if (node_sched(d->g, nodes[i])->group != group)
       continue;
     int u = d->index_of[nodes[i]->id];
     for (int k = 0; k < d->npred[u]; k++) {
@@ -232,7 +234,7 @@ static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of
   int *gorder = malloc(sizeof(int) * ((size_t)ng + 1));
   int *gstream = malloc(sizeof(int) * ((size_t)ng + 1));
   for (int i = 0; i < stage->nnodes; i++)
-    gload[stage->nodes[i]->group] += stage->nodes[i]->cost_us;
+    gload[node_sched(d->g, stage->nodes[i])->group] += node_sched(d->g, stage->nodes[i])->cost_us;
   for (int k = 0; k < ng; k++)
     gorder[k] = k;
   qsort_r(gorder, (size_t)ng, sizeof(int), by_load_desc, gload);
@@ -247,8 +249,9 @@ static void stage_streams(const Stage *stage, const SchedDeps *d, int *stream_of
   }
   for (int i = 0; i < stage->nnodes; i++) {
     Node *n = stage->nodes[i];
-    n->stream = gstream[n->group];
-    stream_of[d->index_of[n->id]] = n->stream;
+    NodeSchedule *ns = node_sched(d->g, n);
+    ns->stream = gstream[ns->group];
+    stream_of[d->index_of[n->id]] = ns->stream;
   }
   free(gload);
   free(gorder);
@@ -271,7 +274,7 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
     max_streams = 64;
   if (def->chooses_streams) {
     for (int u = 0; u < d->n; u++)
-      d->unit[u]->stream = d->unit[u]->group;
+      node_sched(g, d->unit[u])->stream = node_sched(g, d->unit[u])->group;
   } else {
     int *stream_of = malloc(sizeof(int) * ((size_t)d->n + 1));
     for (int u = 0; u < d->n; u++)
@@ -282,13 +285,14 @@ static void assign_streams(Graph *g, const SchedDeps *d, const SchedulerDef *def
   }
   g->sched.nstreams = 1;
   for (int u = 0; u < d->n; u++)
-    if (d->unit[u]->stream + 1 > g->sched.nstreams)
-      g->sched.nstreams = d->unit[u]->stream + 1;
+    if (node_sched(g, d->unit[u])->stream + 1 > g->sched.nstreams)
+      g->sched.nstreams = node_sched(g, d->unit[u])->stream + 1;
 }
 
 /* -------------------------------------------------------------- the pass */
 
-bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o) {
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o,
+                   HiosReport *hios) {
   const SchedulerDef *def = scheduler_find(o->scheduler);
   if (!def) {
     opc_error("unknown scheduler '%s' (expected %s)", o->scheduler, expected_schedulers());
@@ -302,6 +306,8 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
     return false;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   store_plan(g, d, &plan, def);
+  if (hios)
+    hios->mapped_us = plan.mapped_us;
   if (plan.device) {
     g->sched.ndevices = o->gpus;
     g->sched.host_device = o->host_device;
@@ -319,7 +325,7 @@ bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const Sche
 }
 
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o) {
-  return schedule_with(g, deps_build(g, cm), cm, o);
+  return schedule_with(g, deps_build(g, cm), cm, o, NULL);
 }
 
 static bool valid_priority(const char *p) {
@@ -346,5 +352,5 @@ bool pass_schedule(Graph *g, const PassOptions *opt, PassContext *ctx) {
   if (!cm)
     return false;
   cost_db_check_precision(cm->db, pass_precision_name(ctx->opt));
-  return schedule_with(g, pass_deps(ctx), cm, &o);
+  return schedule_with(g, pass_deps(ctx), cm, &o, &ctx->hios);
 }

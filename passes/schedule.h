@@ -107,13 +107,13 @@ typedef struct ConvShape {
 
 double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy);
 /* Predicted latency of one node alone, on its device; views cost 0. */
-double cost_node_us(const CostModel *cm, const Node *n);
+double cost_node_us(const CostModel *cm, const Graph *g, const Node *n);
 /* The same on the GPU (cpu false) or the host CPU, wherever it is placed. */
-double cost_node_on(const CostModel *cm, const Node *n, bool cpu);
+double cost_node_on(const CostModel *cm, const Graph *g, const Node *n, bool cpu);
 /* One copy of `bytes` between the GPU and the host, pinned. */
 double cost_host_transfer_us(const CostModel *cm, int64_t bytes);
 /* Fraction of the GPU the node's work can fill, in [0, 1]. */
-double cost_occupancy(const CostModel *cm, const Node *n);
+double cost_occupancy(const CostModel *cm, const Graph *g, const Node *n);
 
 /* What a group of units run one after another on one stream adds up to. */
 typedef struct GroupLoad {
@@ -129,8 +129,8 @@ void cost_unit_load(const CostModel *cm, double t, double occupancy, GroupLoad *
    then overwritten). */
 double cost_stage_loads(const CostModel *cm, GroupLoad *g, int ngroups, int max_streams);
 /* Same for nodes: group_of[i] is the group of nodes[i] (0..ngroups-1). */
-double cost_stage_us(const CostModel *cm, Node *const *nodes, int n, const int *group_of,
-                     int max_streams);
+double cost_stage_us(const CostModel *cm, const Graph *g, Node *const *nodes, int n,
+                     const int *group_of, int max_streams);
 /* Cost of one cross-stream dependency. */
 double cost_sync_us(const CostModel *cm);
 
@@ -274,9 +274,26 @@ bool hope_plan(const SchedDeps *d, const HopeCosts *c, const char *method, int s
 double hope_evaluate(const SchedDeps *d, const HopeCosts *c, const int *device, const int *order,
                      double *start);
 
-/* Runs the named scheduler and writes g->sched and every unit's fields,
-   streams included; d is g's unit graph with cm's costs. */
-bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o);
+/* HOPE's statistics, for the schedule report: the partition's latency in
+   the paper's model (one unit at a time per processor), and LIOS's
+   prediction of it and of the GPU alone; place-devices keeps the faster of
+   the last two (kept_gpu: the GPU alone). */
+typedef struct HopeReport {
+  double model_us, partition_us, gpu_us;
+  bool kept_gpu;
+} HopeReport;
+
+/* HIOS's statistics, for the schedule report. */
+typedef struct HiosReport {
+  double mapped_us; /* the placement's latency, one unit at a time per GPU, before
+                       grouping (HIOS; LIOS on several GPUs: its makespan) */
+} HiosReport;
+
+/* Runs the named scheduler and writes g->sched and every unit's entry,
+   streams included; d is g's unit graph with cm's costs. Fills *hios
+   unless NULL. */
+bool schedule_with(Graph *g, const SchedDeps *d, const CostModel *cm, const SchedOptions *o,
+                   HiosReport *hios);
 /* The same, building the unit graph. */
 bool schedule_graph(Graph *g, const CostModel *cm, const SchedOptions *o);
 /* g->sched.listing from g->sched.order: the issue order with the views and

@@ -42,7 +42,7 @@ static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
   int count = 0;
   for (int k = 0; k < g->sched.norder; k++) {
     const Node *n = g->sched.order[k];
-    if (!node_is_transfer(n))
+    if (!node_is_transfer(g, n))
       continue;
     if (out) {
       const Tensor *x = n->in[0];
@@ -50,8 +50,8 @@ static int transfers_of(Graph *g, PassContext *ctx, Transfer *out) {
       double us = g->sched.host_device > 0 ? cost_host_transfer_us(cm, bytes)
                                            : hios_transfer_us(cm, bytes);
       const Tensor *s = x->alias_of ? x->alias_of : x;
-      out[count] = (Transfer){s->producer ? s->producer->name : x->name, tensor_device(x), n, bytes,
-                              us};
+      out[count] =
+          (Transfer){s->producer ? s->producer->name : x->name, tensor_device(g, x), n, bytes, us};
     }
     count++;
   }
@@ -66,19 +66,20 @@ static Transfer *all_transfers(Graph *g, PassContext *ctx, int *n) {
 }
 
 /* The group ids of a stage are dense from 0; the stream of group k. */
-static int group_stream(const Stage *st, int group) {
+static int group_stream(const Graph *g, const Stage *st, int group) {
   for (int i = 0; i < st->nnodes; i++)
-    if (st->nodes[i]->group == group)
-      return st->nodes[i]->stream;
+    if (node_sched(g, st->nodes[i])->group == group)
+      return node_sched(g, st->nodes[i])->stream;
   return 0;
 }
 
-static json_t *unit_json(const Node *n) {
+static json_t *unit_json(const Graph *g, const Node *n) {
+  NodeSchedule *ns = node_sched(g, n);
   json_t *u = json_object();
   json_object_set_new(u, "name", json_string(n->name));
   json_object_set_new(u, "op", json_string(op_name(n->op)));
-  json_object_set_new(u, "cost_us", json_real(n->cost_us));
-  json_object_set_new(u, "device", json_integer(n->device));
+  json_object_set_new(u, "cost_us", json_real(ns->cost_us));
+  json_object_set_new(u, "device", json_integer(ns->device));
   int len = unit_cost_key(n, NULL, 0);
   char *key = malloc((size_t)len + 1);
   if (key) {
@@ -86,29 +87,29 @@ static json_t *unit_json(const Node *n) {
     json_object_set_new(u, "key", json_string(key));
     free(key);
   }
-  if (n->record_event >= 0)
-    json_object_set_new(u, "records_event", json_integer(n->record_event));
-  if (n->nwaits) {
+  if (ns->record_event >= 0)
+    json_object_set_new(u, "records_event", json_integer(ns->record_event));
+  if (ns->nwaits) {
     json_t *w = json_array();
-    for (int i = 0; i < n->nwaits; i++)
-      json_array_append_new(w, json_integer(n->waits[i]));
+    for (int i = 0; i < ns->nwaits; i++)
+      json_array_append_new(w, json_integer(ns->waits[i]));
     json_object_set_new(u, "waits", w);
   }
   return u;
 }
 
-static json_t *stage_json(const Stage *st, int index) {
+static json_t *stage_json(const Graph *g, const Stage *st, int index) {
   json_t *s = json_object();
   json_object_set_new(s, "index", json_integer(index));
   json_object_set_new(s, "predicted_us", json_real(st->predicted_us));
   json_t *groups = json_array();
-  for (int g = 0; g < st->ngroups; g++) {
+  for (int k = 0; k < st->ngroups; k++) {
     json_t *grp = json_object();
-    json_object_set_new(grp, "stream", json_integer(group_stream(st, g)));
+    json_object_set_new(grp, "stream", json_integer(group_stream(g, st, k)));
     json_t *units = json_array();
     for (int i = 0; i < st->nnodes; i++)
-      if (st->nodes[i]->group == g)
-        json_array_append_new(units, unit_json(st->nodes[i]));
+      if (node_sched(g, st->nodes[i])->group == k)
+        json_array_append_new(units, unit_json(g, st->nodes[i]));
     json_object_set_new(grp, "units", units);
     json_array_append_new(groups, grp);
   }
@@ -125,7 +126,8 @@ static json_t *transfers_json(Graph *g, PassContext *ctx) {
     json_object_set_new(x, "from", json_string(t[i].from));
     json_object_set_new(x, "from_device", json_string(device_label(g, t[i].from_device)));
     json_object_set_new(x, "to", json_string(t[i].to->name));
-    json_object_set_new(x, "to_device", json_string(device_label(g, t[i].to->device)));
+    json_object_set_new(x, "to_device",
+                        json_string(device_label(g, node_sched(g, t[i].to)->device)));
     json_object_set_new(x, "bytes", json_integer(t[i].bytes));
     json_object_set_new(x, "predicted_us", json_real(t[i].us));
     json_array_append_new(list, x);
@@ -147,17 +149,17 @@ bool schedule_write_json(Graph *g, PassContext *ctx, const char *path) {
   json_object_set_new(root, "events", json_integer(sc->nevents));
   json_object_set_new(root, "devices", json_integer(sc->ndevices));
   if (sc->ndevices > 1) {
-    json_object_set_new(root, "placed_latency_us", json_real(sc->mapped_us));
+    json_object_set_new(root, "placed_latency_us", json_real(ctx->hios.mapped_us));
     json_object_set_new(root, "transfers", transfers_json(g, ctx));
   }
   if (sc->host_device > 0) {
     json_t *hope = json_object();
     json_object_set_new(hope, "partition", json_string(ctx->opt->partition ? ctx->opt->partition
                                                                              : "ilp"));
-    json_object_set_new(hope, "model_latency_us", json_real(sc->hope_model_us));
-    json_object_set_new(hope, "partition_latency_us", json_real(sc->hope_partition_us));
-    json_object_set_new(hope, "gpu_alone_latency_us", json_real(sc->hope_gpu_us));
-    json_object_set_new(hope, "kept_gpu", json_boolean(sc->hope_kept_gpu));
+    json_object_set_new(hope, "model_latency_us", json_real(ctx->hope.model_us));
+    json_object_set_new(hope, "partition_latency_us", json_real(ctx->hope.partition_us));
+    json_object_set_new(hope, "gpu_alone_latency_us", json_real(ctx->hope.gpu_us));
+    json_object_set_new(hope, "kept_gpu", json_boolean(ctx->hope.kept_gpu));
     json_object_set_new(root, "hope", hope);
   }
   json_t *search = json_object();
@@ -167,7 +169,7 @@ bool schedule_write_json(Graph *g, PassContext *ctx, const char *path) {
   json_object_set_new(root, "search", search);
   json_t *stages = json_array();
   for (int i = 0; i < sc->nstages; i++)
-    json_array_append_new(stages, stage_json(&sc->stages[i], i));
+    json_array_append_new(stages, stage_json(g, &sc->stages[i], i));
   json_object_set_new(root, "stages", stages);
   json_t *order = json_array();
   for (int i = 0; i < sc->norder; i++)
@@ -212,15 +214,16 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
                "    style=rounded; color=\"#999999\";\n", i, i, st->predicted_us);
     for (int k = 0; k < st->nnodes; k++) {
       const Node *n = st->nodes[k];
+      NodeSchedule *ns = node_sched(g, n);
       fprintf(f, "    n%d [label=\"", n->id);
       for (const char *c = n->name; *c; c++)
         fprintf(f, (*c == '"' || *c == '\\') ? "\\%c" : "%c", *c);
       if (sc->ndevices > 1)
         fprintf(f, "\\n%s  %.1f us  %s s%d\", fillcolor=\"%s\"];\n", op_name(n->op),
-                n->cost_us, device_label(g, n->device), n->stream, stream_colour(n->device));
+                ns->cost_us, device_label(g, ns->device), ns->stream, stream_colour(ns->device));
       else
-        fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), n->cost_us,
-                n->stream, stream_colour(n->stream));
+        fprintf(f, "\\n%s  %.1f us  s%d\", fillcolor=\"%s\"];\n", op_name(n->op), ns->cost_us,
+                ns->stream, stream_colour(ns->stream));
     }
     fprintf(f, "  }\n");
   }
@@ -228,12 +231,12 @@ bool schedule_write_dot(Graph *g, PassContext *ctx, const char *path) {
   for (int u = 0; u < d->n; u++)
     for (int k = 0; k < d->nsucc[u]; k++) {
       const Node *a = d->unit[u], *b = d->unit[d->succ[u][k]];
-      if (a->device != b->device)
+      if (node_sched(g, a)->device != node_sched(g, b)->device)
         fprintf(f, "  n%d -> n%d [style=bold, color=\"#d62728\", label=\"%.1f KB\"];\n", a->id,
                 b->id, (double)hios_edge_bytes(d, d->succ[u][k], pred_index(d, d->succ[u][k], u)) / 1024);
       else
         fprintf(f, "  n%d -> n%d%s;\n", a->id, b->id,
-                a->stream != b->stream ? " [style=dashed]" : "");
+                node_sched(g, a)->stream != node_sched(g, b)->stream ? " [style=dashed]" : "");
     }
   fprintf(f, "}\n");
   bool ok = fclose(f) == 0;
@@ -250,9 +253,9 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
     int units = 0;
     double busy = 0;
     for (int k = 0; k < sc->norder; k++)
-      if (sc->order[k]->device == dev) {
+      if (node_sched(g, sc->order[k])->device == dev) {
         units++;
-        busy += sc->order[k]->cost_us;
+        busy += node_sched(g, sc->order[k])->cost_us;
       }
     fprintf(f, "%6s %6d %12.2f\n", device_label(g, dev), units, busy);
   }
@@ -272,22 +275,22 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
           host ? cm->dev.host_link_latency_us : cm->dev.link_latency_us);
   for (int i = 0; i < n; i++)
     fprintf(f, "  %4s -> %-4s %10.1f KB %8.2f us  %s -> %s\n", device_label(g, t[i].from_device),
-            device_label(g, t[i].to->device), (double)t[i].bytes / 1024, t[i].us, t[i].from,
-            t[i].to->name);
+            device_label(g, node_sched(g, t[i].to)->device), (double)t[i].bytes / 1024, t[i].us,
+            t[i].from, t[i].to->name);
   free(t);
   if (host) {
     const char *method = ctx->opt->partition ? ctx->opt->partition : "ilp";
     fprintf(f, "HOPE's %s partition: %.2f us in its model (one unit at a time per processor); "
                "LIOS predicts %.2f us, the GPU alone %.2f us\n",
-            method, sc->hope_model_us, sc->hope_partition_us, sc->hope_gpu_us);
-    if (sc->hope_kept_gpu)
+            method, ctx->hope.model_us, ctx->hope.partition_us, ctx->hope.gpu_us);
+    if (ctx->hope.kept_gpu)
       fprintf(f, "kept everything on the GPU: the partition does not beat it\n");
     fprintf(f, "placed on the GPU and the host CPU (%s); %s on the GPU, one unit at a time on "
                "the CPU\n",
             cm->cpu.name, sc->scheduler ? sc->scheduler : "none");
   } else if (sc->scheduler && strcmp(sc->scheduler, "hios") == 0)
     fprintf(f, "placed on %d GPUs: %.2f us, one unit at a time per GPU; grouped: %.2f us\n",
-            sc->ndevices, sc->mapped_us, sc->predicted_us);
+            sc->ndevices, ctx->hios.mapped_us, sc->predicted_us);
   else
     fprintf(f, "placed on %d GPUs by HIOS-LP; %s within each GPU\n", sc->ndevices,
             sc->scheduler ? sc->scheduler : "none");
@@ -305,8 +308,8 @@ void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
     double serial = 0;
     const Node *longest = NULL;
     for (int k = 0; k < st->nnodes; k++) {
-      serial += st->nodes[k]->cost_us;
-      if (!longest || st->nodes[k]->cost_us > longest->cost_us)
+      serial += node_sched(g, st->nodes[k])->cost_us;
+      if (!longest || node_sched(g, st->nodes[k])->cost_us > node_sched(g, longest)->cost_us)
         longest = st->nodes[k];
     }
     fprintf(f, "%6d %7d %6d %12.2f %12.2f  %s\n", i, st->ngroups, st->nnodes,

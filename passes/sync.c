@@ -34,30 +34,32 @@ static int compact_streams(Graph *g) {
   /* Stream 0 is where the caller's work meets the program's: on several
      GPUs, it must be GPU 0's, where the inputs and outputs are. */
   for (int k = 0; k < g->sched.norder && !used; k++)
-    if (g->sched.order[k]->device == 0)
-      remap[g->sched.order[k]->stream] = used++;
+    if (node_sched(g, g->sched.order[k])->device == 0)
+      remap[node_sched(g, g->sched.order[k])->stream] = used++;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (remap[n->stream] < 0)
-      remap[n->stream] = used++;
-    n->stream = remap[n->stream];
+    NodeSchedule *ns = node_sched(g, n);
+    if (remap[ns->stream] < 0)
+      remap[ns->stream] = used++;
+    ns->stream = remap[ns->stream];
   }
   return used ? used : 1;
 }
 
 static void add_wait(Graph *g, Node *n, int event) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
-  if (n->nwaits)
-    memcpy(w, n->waits, sizeof(int) * (size_t)n->nwaits);
-  w[n->nwaits++] = event;
-  n->waits = w;
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
+  if (ns->nwaits)
+    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
+  w[ns->nwaits++] = event;
+  ns->waits = w;
 }
 
 /* The minimal waits of unit u on stream s; updates the clocks. */
 static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *events) {
   int ns = c->nstreams;
   Node *n = d->unit[u];
-  int s = n->stream;
+  int s = node_sched(g, n)->stream;
   int *clock = &c->now[s * ns];
   /* the latest unknown predecessor on each other stream */
   int latest[64];
@@ -65,7 +67,7 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     latest[t] = -1;
   for (int k = 0; k < d->npred[u]; k++) {
     int p = d->pred[u][k];
-    int t = d->unit[p]->stream;
+    int t = node_sched(g, d->unit[p])->stream;
     if (t == s || clock[t] >= c->pos[p])
       continue;
     if (latest[t] < 0 || c->pos[p] > c->pos[latest[t]])
@@ -86,9 +88,10 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     if (p < 0)
       continue;
     Node *pn = d->unit[p];
-    if (pn->record_event < 0)
-      pn->record_event = (*events)++;
-    add_wait(g, n, pn->record_event);
+    NodeSchedule *at = node_sched(g, pn);
+    if (at->record_event < 0)
+      at->record_event = (*events)++;
+    add_wait(g, n, at->record_event);
     for (int k = 0; k < ns; k++)
       if (c->snapshot[p * ns + k] > clock[k])
         clock[k] = c->snapshot[p * ns + k];
@@ -107,18 +110,20 @@ static void find_stage_waits(Graph *g, int nevents) {
   Node **recorder = calloc((size_t)nevents + 1, sizeof(Node *));
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (n->record_event >= 0)
-      recorder[n->record_event] = n;
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->record_event >= 0)
+      recorder[ns->record_event] = n;
   }
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    for (int w = 0; w < n->nwaits; w++) {
-      const Node *r = recorder[n->waits[w]];
-      if (!r || r->stage != n->stage)
+    NodeSchedule *ns = node_sched(g, n);
+    for (int w = 0; w < ns->nwaits; w++) {
+      const Node *r = recorder[ns->waits[w]];
+      if (!r || node_sched(g, r)->stage != ns->stage)
         continue;
-      if (!n->stage_waits)
-        n->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)n->nwaits);
-      n->stage_waits[n->nstage_waits++] = n->waits[w];
+      if (!ns->stage_waits)
+        ns->stage_waits = arena_alloc(g->arena, sizeof(int) * (size_t)ns->nwaits);
+      ns->stage_waits[ns->nstage_waits++] = ns->waits[w];
     }
   }
   free(recorder);
@@ -129,11 +134,11 @@ bool sync_graph(Graph *g, const SchedDeps *d) {
   if (!sch->order)
     return true;
   for (int i = 0; i < g->nnodes; i++) {
-    g->nodes[i]->record_event = -1;
-    g->nodes[i]->waits = NULL;
-    g->nodes[i]->nwaits = 0;
-    g->nodes[i]->stage_waits = NULL;
-    g->nodes[i]->nstage_waits = 0;
+    node_sched(g, g->nodes[i])->record_event = -1;
+    node_sched(g, g->nodes[i])->waits = NULL;
+    node_sched(g, g->nodes[i])->nwaits = 0;
+    node_sched(g, g->nodes[i])->stage_waits = NULL;
+    node_sched(g, g->nodes[i])->nstage_waits = 0;
   }
   int ns = compact_streams(g);
   Clocks c = {.nstreams = ns};

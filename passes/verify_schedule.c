@@ -43,6 +43,7 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
   bool ok = true;
   for (int k = 0; k < s->norder && ok; k++) {
     Node *n = s->order[k];
+    NodeSchedule *at = node_sched(g, n);
     int u = n->id >= 0 ? d->index_of[n->id] : -1;
     if (u < 0) {
       ir_error(g, n, "schedule issues a node that is dead or a view");
@@ -54,15 +55,15 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
       ok = false;
       break;
     }
-    if (n->stream < 0 || n->stream >= ns) {
-      ir_error(g, n, "schedule puts this node on stream %d of %d", n->stream, ns);
+    if (at->stream < 0 || at->stream >= ns) {
+      ir_error(g, n, "schedule puts this node on stream %d of %d", at->stream, ns);
       ok = false;
       break;
     }
     r->order_pos[u] = k;
-    int *c = &clock[n->stream * ns];
-    for (int w = 0; w < n->nwaits; w++) {
-      int ev = n->waits[w];
+    int *c = &clock[at->stream * ns];
+    for (int w = 0; w < at->nwaits; w++) {
+      int ev = at->waits[w];
       if (ev < 0 || ev >= nev || !recorded[ev]) {
         ir_error(g, n, "schedule waits on event %d before it is recorded", ev);
         ok = false;
@@ -73,10 +74,10 @@ static bool replay(Graph *g, SchedDeps *d, Replay *r) {
           c[t] = event_snapshot[ev * ns + t];
     }
     memcpy(&r->seen[u * ns], c, sizeof(int) * (size_t)ns);
-    r->stream_pos[u] = ++count[n->stream];
-    c[n->stream] = r->stream_pos[u];
-    if (n->record_event >= 0) {
-      int ev = n->record_event;
+    r->stream_pos[u] = ++count[at->stream];
+    c[at->stream] = r->stream_pos[u];
+    if (at->record_event >= 0) {
+      int ev = at->record_event;
       if (ev >= nev || recorded[ev]) {
         ir_error(g, n, "schedule records event %d twice or beyond the %d events", ev, nev);
         ok = false;
@@ -108,8 +109,8 @@ static void replay_free(Replay *r) {
 static bool happens_before(const Replay *r, int a, int b) {
   if (r->order_pos[a] >= r->order_pos[b])
     return false;
-  int sa = r->d->unit[a]->stream;
-  if (sa == r->d->unit[b]->stream)
+  int sa = node_sched(r->d->g, r->d->unit[a])->stream;
+  if (sa == node_sched(r->d->g, r->d->unit[b])->stream)
     return true;
   return r->seen[b * r->ns + sa] >= r->stream_pos[a];
 }
@@ -362,21 +363,22 @@ bool verify_placement(Graph *g) {
     device_of[s] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *n = g->sched.order[k];
-    if (n->stream >= 0 && n->stream < 64) {
-      if (device_of[n->stream] >= 0 && device_of[n->stream] != n->device) {
-        ir_error(g, n, "on device %d, but its stream %d is device %d's", n->device, n->stream,
-                 device_of[n->stream]);
+    NodeSchedule *ns = node_sched(g, n);
+    if (ns->stream >= 0 && ns->stream < 64) {
+      if (device_of[ns->stream] >= 0 && device_of[ns->stream] != ns->device) {
+        ir_error(g, n, "on device %d, but its stream %d is device %d's", ns->device, ns->stream,
+                 device_of[ns->stream]);
         return false;
       }
-      device_of[n->stream] = n->device;
+      device_of[ns->stream] = ns->device;
     }
-    if (node_is_transfer(n))
+    if (node_is_transfer(g, n))
       continue;
     for (int i = 0; i < n->nin; i++) {
       Tensor *t = n->in[i];
-      if (t && tensor_device(t) >= 0 && tensor_device(t) != n->device) {
-        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", n->device,
-                 t->name, tensor_device(t));
+      if (t && tensor_device(g, t) >= 0 && tensor_device(g, t) != ns->device) {
+        ir_error(g, n, "on device %d, reads '%s' on device %d without a transfer", ns->device,
+                 t->name, tensor_device(g, t));
         return false;
       }
     }

@@ -71,12 +71,14 @@ static void test_canonical(void) {
   Tensor *sc = graph_find_tensor(g, "scalar");
   CHECK(sc && sc->rank == 0 && sc->f32 && sc->f32[0] == 1e-5f);
   Node *conv = g->nodes[0], *r = g->nodes[3], *q = g->nodes[4];
+  NodeSchedule *conv_at = node_sched(g, conv), *r_at = node_sched(g, r);
   CHECK(conv->op == OP_CONV && conv->nin == 3 && conv->in[2] == NULL && conv->act == ACT_RELU);
-  CHECK(conv->stage == 1 && conv->stream == 1 && conv->record_event == -1);
+  CHECK(conv_at->stage == 1 && conv_at->stream == 1 && conv_at->record_event == -1);
   CHECK(g->nodes[1]->is_view && g->nodes[1]->nout == 2);
   CHECK(r->act == ACT_LEAKY_RELU && r->act_alpha == 0.01f && r->act_beta == 6.0f);
-  CHECK(r->nfused == 2 && strcmp(r->fused[1], "relu1") == 0 && r->group == 2);
-  CHECK(r->record_event == 3 && r->nwaits == 2 && r->waits[1] == 2 && r->cost_us == 12.5);
+  CHECK(r->nfused == 2 && strcmp(r->fused[1], "relu1") == 0 && r_at->group == 2);
+  CHECK(r_at->record_event == 3 && r_at->nwaits == 2 && r_at->waits[1] == 2);
+  CHECK(r_at->cost_us == 12.5);
   CHECK(q->nout == 2 && q->out[1] == NULL && strcmp(q->name, "n\"q") == 0);
   CHECK(node_attr_float(q, "f", 0) == 1e-5f && node_attr_int(q, "n", 0) == -3);
   CHECK(strcmp(node_attr_string(q, "s", ""), "SAME_UPPER") == 0);

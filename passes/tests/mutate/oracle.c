@@ -211,13 +211,14 @@ static void compute_before(Oracle *o) {
   int nstreams = 1, nevents = 1;
   for (int k = 0; k < o->n; k++) {
     Node *n = s->order[k];
-    if (n->stream + 1 > nstreams)
-      nstreams = n->stream + 1;
-    if (n->record_event + 1 > nevents)
-      nevents = n->record_event + 1;
-    for (int w = 0; w < n->nwaits; w++)
-      if (n->waits[w] + 1 > nevents)
-        nevents = n->waits[w] + 1;
+    NodeSchedule *ns = node_sched(o->g, n);
+    if (ns->stream + 1 > nstreams)
+      nstreams = ns->stream + 1;
+    if (ns->record_event + 1 > nevents)
+      nevents = ns->record_event + 1;
+    for (int w = 0; w < ns->nwaits; w++)
+      if (ns->waits[w] + 1 > nevents)
+        nevents = ns->waits[w] + 1;
   }
   int *last_on_stream = malloc(sizeof(int) * (size_t)nstreams);
   int *last_record = malloc(sizeof(int) * (size_t)nevents);
@@ -227,15 +228,16 @@ static void compute_before(Oracle *o) {
     last_record[i] = -1;
   for (int k = 0; k < o->n; k++) {
     Node *n = s->order[k];
-    for (int w = 0; w < n->nwaits; w++)
-      if (n->waits[w] >= 0 && last_record[n->waits[w]] >= 0)
-        join_before(o, k, last_record[n->waits[w]]);
-    if (n->stream >= 0 && last_on_stream[n->stream] >= 0)
-      join_before(o, k, last_on_stream[n->stream]);
-    if (n->stream >= 0)
-      last_on_stream[n->stream] = k;
-    if (n->record_event >= 0)
-      last_record[n->record_event] = k;
+    NodeSchedule *ns = node_sched(o->g, n);
+    for (int w = 0; w < ns->nwaits; w++)
+      if (ns->waits[w] >= 0 && last_record[ns->waits[w]] >= 0)
+        join_before(o, k, last_record[ns->waits[w]]);
+    if (ns->stream >= 0 && last_on_stream[ns->stream] >= 0)
+      join_before(o, k, last_on_stream[ns->stream]);
+    if (ns->stream >= 0)
+      last_on_stream[ns->stream] = k;
+    if (ns->record_event >= 0)
+      last_record[ns->record_event] = k;
   }
   free(last_on_stream);
   free(last_record);

@@ -158,10 +158,10 @@ static void save_state(Run *r) {
   s->waits = malloc(sizeof(int *) * (size_t)g->nnodes);
   s->offset = malloc(sizeof(int64_t) * (size_t)g->ntensors);
   for (int i = 0; i < g->nnodes; i++) {
-    s->stream[i] = g->nodes[i]->stream;
-    s->record_event[i] = g->nodes[i]->record_event;
-    s->nwaits[i] = g->nodes[i]->nwaits;
-    s->waits[i] = g->nodes[i]->waits;
+    s->stream[i] = node_sched(g, g->nodes[i])->stream;
+    s->record_event[i] = node_sched(g, g->nodes[i])->record_event;
+    s->nwaits[i] = node_sched(g, g->nodes[i])->nwaits;
+    s->waits[i] = node_sched(g, g->nodes[i])->waits;
   }
   for (int i = 0; i < g->ntensors; i++)
     s->offset[i] = g->tensors[i]->offset;
@@ -172,10 +172,10 @@ static void restore_state(Run *r) {
   Graph *g = r->g;
   Saved *s = &r->saved;
   for (int i = 0; i < g->nnodes; i++) {
-    g->nodes[i]->stream = s->stream[i];
-    g->nodes[i]->record_event = s->record_event[i];
-    g->nodes[i]->nwaits = s->nwaits[i];
-    g->nodes[i]->waits = s->waits[i];
+    node_sched(g, g->nodes[i])->stream = s->stream[i];
+    node_sched(g, g->nodes[i])->record_event = s->record_event[i];
+    node_sched(g, g->nodes[i])->nwaits = s->nwaits[i];
+    node_sched(g, g->nodes[i])->waits = s->waits[i];
   }
   for (int i = 0; i < g->ntensors; i++)
     g->tensors[i]->offset = s->offset[i];
@@ -186,26 +186,28 @@ static void restore_state(Run *r) {
 
 /* n's waits without those equal to `event` (or without index `skip`). */
 static void remove_waits(Graph *g, Node *n, int event, int skip) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
   int k = 0;
-  for (int i = 0; i < n->nwaits; i++)
-    if (i != skip && n->waits[i] != event)
-      w[k++] = n->waits[i];
-  n->waits = w;
-  n->nwaits = k;
+  for (int i = 0; i < ns->nwaits; i++)
+    if (i != skip && ns->waits[i] != event)
+      w[k++] = ns->waits[i];
+  ns->waits = w;
+  ns->nwaits = k;
 }
 
 static void add_wait(Graph *g, Node *n, int event) {
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)n->nwaits + 1));
-  if (n->nwaits)
-    memcpy(w, n->waits, sizeof(int) * (size_t)n->nwaits);
-  w[n->nwaits++] = event;
-  n->waits = w;
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
+  if (ns->nwaits)
+    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
+  w[ns->nwaits++] = event;
+  ns->waits = w;
 }
 
 static Node *recorder_of(Graph *g, int event) {
   for (int k = 0; k < g->sched.norder; k++)
-    if (g->sched.order[k]->record_event == event)
+    if (node_sched(g, g->sched.order[k])->record_event == event)
       return g->sched.order[k];
   return NULL;
 }
@@ -218,19 +220,19 @@ static void apply(Run *r, const Mutation *m) {
     remove_waits(g, n, -1, m->arg);
     break;
   case HOIST_WAIT:
-    add_wait(g, g->sched.order[m->to], n->waits[m->arg]);
+    add_wait(g, g->sched.order[m->to], node_sched(g, n)->waits[m->arg]);
     remove_waits(g, n, -1, m->arg);
     break;
   case DROP_EVENT:
     for (int k = 0; k < g->sched.norder; k++)
       remove_waits(g, g->sched.order[k], m->arg, -1);
-    recorder_of(g, m->arg)->record_event = -1;
+    node_sched(g, recorder_of(g, m->arg))->record_event = -1;
     break;
   case DANGLING_WAIT:
-    recorder_of(g, m->arg)->record_event = -1;
+    node_sched(g, recorder_of(g, m->arg))->record_event = -1;
     break;
   case MOVE_STREAM:
-    n->stream = m->arg;
+    node_sched(g, n)->stream = m->arg;
     if (m->arg >= g->sched.nstreams)
       g->sched.nstreams = m->arg + 1;
     break;
@@ -256,11 +258,11 @@ static void describe(Run *r, const Mutation *m, char *buf, size_t size) {
   switch (m->kind) {
   case DROP_WAIT:
     snprintf(buf, size, "%s: '%s' no longer waits on event %d", kind_names[m->kind],
-             g->sched.order[m->unit]->name, g->sched.order[m->unit]->waits[m->arg]);
+             g->sched.order[m->unit]->name, node_sched(g, g->sched.order[m->unit])->waits[m->arg]);
     break;
   case HOIST_WAIT:
     snprintf(buf, size, "%s: event %d waited on by '%s' instead of '%s'", kind_names[m->kind],
-             g->sched.order[m->unit]->waits[m->arg], g->sched.order[m->to]->name,
+             node_sched(g, g->sched.order[m->unit])->waits[m->arg], g->sched.order[m->to]->name,
              g->sched.order[m->unit]->name);
     break;
   case DROP_EVENT:
@@ -270,7 +272,7 @@ static void describe(Run *r, const Mutation *m, char *buf, size_t size) {
     break;
   case MOVE_STREAM:
     snprintf(buf, size, "%s: '%s' from stream %d to %d", kind_names[m->kind],
-             g->sched.order[m->unit]->name, g->sched.order[m->unit]->stream, m->arg);
+             g->sched.order[m->unit]->name, node_sched(g, g->sched.order[m->unit])->stream, m->arg);
     break;
   default:
     snprintf(buf, size, "%s: '%s' placed at byte %lld of '%s'", kind_names[m->kind],
@@ -381,9 +383,10 @@ static void push_new(Mutation **arr, int *n, Mutation m) {
 }
 
 /* Issue index of the unit before order[k] on its stream, or -1. */
-static int previous_on_stream(const Schedule *s, int k) {
+static int previous_on_stream(const Graph *g, int k) {
+  const Schedule *s = &g->sched;
   for (int i = k - 1; i >= 0; i--)
-    if (s->order[i]->stream == s->order[k]->stream)
+    if (node_sched(g, s->order[i])->stream == node_sched(g, s->order[k])->stream)
       return i;
   return -1;
 }
@@ -396,23 +399,24 @@ static void mutate_sync(Run *r) {
   for (int e = 0; e < s->nevents; e++)
     recorded_at[e] = s->norder; /* never: no hoist */
   for (int k = 0; k < s->norder; k++)
-    if (s->order[k]->record_event >= 0)
-      recorded_at[s->order[k]->record_event] = k;
+    if (node_sched(r->g, s->order[k])->record_event >= 0)
+      recorded_at[node_sched(r->g, s->order[k])->record_event] = k;
   for (int k = 0; k < s->norder; k++) {
     Node *n = s->order[k];
-    int before = previous_on_stream(s, k);
-    for (int w = 0; w < n->nwaits; w++) {
+    NodeSchedule *ns = node_sched(r->g, n);
+    int before = previous_on_stream(r->g, k);
+    for (int w = 0; w < ns->nwaits; w++) {
       push(&waits, &nw, (Mutation){.kind = DROP_WAIT, .unit = k, .arg = w});
-      if (before > recorded_at[n->waits[w]])
+      if (before > recorded_at[ns->waits[w]])
         push(&hoists, &nh, (Mutation){.kind = HOIST_WAIT, .unit = k, .arg = w, .to = before});
     }
-    if (n->record_event >= 0) {
-      push(&events, &ne, (Mutation){.kind = DROP_EVENT, .unit = -1, .arg = n->record_event});
-      push(&dangling, &nd, (Mutation){.kind = DANGLING_WAIT, .unit = -1, .arg = n->record_event});
+    if (ns->record_event >= 0) {
+      push(&events, &ne, (Mutation){.kind = DROP_EVENT, .unit = -1, .arg = ns->record_event});
+      push(&dangling, &nd, (Mutation){.kind = DANGLING_WAIT, .unit = -1, .arg = ns->record_event});
     }
     /* every other stream, and one new stream */
     for (int t = 0; t <= s->nstreams; t++)
-      if (t != n->stream)
+      if (t != ns->stream)
         push(&moves, &nm, (Mutation){.kind = MOVE_STREAM, .unit = k, .arg = t});
   }
   try_sample(r, waits, nw);

@@ -337,8 +337,8 @@ static bool check_blocks(const CostModel *cm, const char *dir) {
     build_block(&b, model, index);
     double alone = 0;
     for (int k = 0; k < b.n; k++)
-      alone += cost_node_us(cm, b.nodes[k]);
-    double stage = cost_stage_us(cm, b.nodes, b.n, b.group, 8);
+      alone += cost_node_us(cm, b.g, b.nodes[k]);
+    double stage = cost_stage_us(cm, b.g, b.nodes, b.n, b.group, 8);
     double predicted = alone / stage, measured = seq / streams;
     printf("%-13s %5d %10.1f %10.1f %8.2f %8.2f\n", model, index, seq, streams, measured,
            predicted);
@@ -409,10 +409,10 @@ static bool check_merge(const CostModel *cm) {
     for (int k = 0; k < sets[i].n; k++) {
       nodes[k] = fused_conv(g, sets[i].c, sets[i].k[k], sets[i].h, sets[i].kh, sets[i].kw);
       groups[k] = k;
-      seq += cost_node_us(cm, nodes[k]);
+      seq += cost_node_us(cm, g, nodes[k]);
       cout += sets[i].k[k];
     }
-    double streams = cost_stage_us(cm, nodes, sets[i].n, groups, 8);
+    double streams = cost_stage_us(cm, g, nodes, sets[i].n, groups, 8);
     ConvShape ms = {.batch = 1, .in_channels = sets[i].c, .out_channels = cout, .groups = 1,
                     .out_pixels = (int64_t)sets[i].h * sets[i].h,
                     .kernel_volume = (int64_t)sets[i].kh * sets[i].kw,

@@ -137,19 +137,20 @@ static void test_lookup(Graph *g) {
   measured.db = db;
   double us = 0;
   CHECK(cost_db_lookup(db, a, &us) && us == 20, "conv: %g", us);
-  CHECK(cost_node_us(&measured, a) == 20, "conv cost %g", cost_node_us(&measured, a));
-  CHECK(cost_node_us(&measured, gm) == 2.5, "gemm cost %g", cost_node_us(&measured, gm));
+  CHECK(cost_node_us(&measured, g, a) == 20, "conv cost %g", cost_node_us(&measured, g, a));
+  CHECK(cost_node_us(&measured, g, gm) == 2.5, "gemm cost %g", cost_node_us(&measured, g, gm));
   CHECK(!cost_db_lookup(db, strided, &us), "the strided conv is not in the file");
-  CHECK(cost_node_us(&measured, strided) == cost_node_us(&analytic, strided) &&
-            cost_node_us(&analytic, strided) > 0,
-        "unmatched: %g, analytic %g", cost_node_us(&measured, strided),
-        cost_node_us(&analytic, strided));
-  CHECK(cost_occupancy(&measured, a) == cost_occupancy(&analytic, a), "occupancy stays analytic");
+  CHECK(cost_node_us(&measured, g, strided) == cost_node_us(&analytic, g, strided) &&
+            cost_node_us(&analytic, g, strided) > 0,
+        "unmatched: %g, analytic %g", cost_node_us(&measured, g, strided),
+        cost_node_us(&analytic, g, strided));
+  CHECK(cost_occupancy(&measured, g, a) == cost_occupancy(&analytic, g, a),
+        "occupancy stays analytic");
   /* The stage model sees the measured times: two 20 us convs in one group. */
   Node *pair[2] = {a, conv(g, "a2", 4, 1)};
   int same_group[2] = {0, 0};
-  CHECK(cost_stage_us(&measured, pair, 2, same_group, 8) == 40, "stage %g",
-        cost_stage_us(&measured, pair, 2, same_group, 8));
+  CHECK(cost_stage_us(&measured, g, pair, 2, same_group, 8) == 40, "stage %g",
+        cost_stage_us(&measured, g, pair, 2, same_group, 8));
 }
 
 static void expect_rejected(Graph *g, const char *what, const char *text) {

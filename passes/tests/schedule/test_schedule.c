@@ -134,15 +134,16 @@ static bool program_orders_dag(Graph *g, const Dag *dag) {
     recorder[e] = -1;
   for (int k = 0; k < g->sched.norder; k++) {
     Node *nd = g->sched.order[k];
+    NodeSchedule *ns = node_sched(g, nd);
     int v = vertex_of[nd->id];
-    if (last_on[nd->stream] >= 0)
-      hb[last_on[nd->stream]][v] = true;
-    for (int w = 0; w < nd->nwaits; w++)
-      if (recorder[nd->waits[w]] >= 0)
-        hb[recorder[nd->waits[w]]][v] = true;
-    last_on[nd->stream] = v;
-    if (nd->record_event >= 0)
-      recorder[nd->record_event] = v;
+    if (last_on[ns->stream] >= 0)
+      hb[last_on[ns->stream]][v] = true;
+    for (int w = 0; w < ns->nwaits; w++)
+      if (recorder[ns->waits[w]] >= 0)
+        hb[recorder[ns->waits[w]]][v] = true;
+    last_on[ns->stream] = v;
+    if (ns->record_event >= 0)
+      recorder[ns->record_event] = v;
   }
   for (int k = 0; k < n; k++) /* transitive closure */
     for (int i = 0; i < n; i++)
@@ -169,12 +170,13 @@ static void test_ios3(void) {
   CHECK(schedule_graph(g, &cm, &o), "ios failed");
   CHECK(sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "ios schedule invalid");
   Node *a = find_node(g, "v1"), *b = find_node(g, "v2"), *c = find_node(g, "v3");
+  NodeSchedule *sa = node_sched(g, a), *sb = node_sched(g, b), *sc = node_sched(g, c);
   /* Optimum by hand: c beside a (2 + 0.2*2 + 0.1), then b (1): 3.5. */
   CHECK(fabs(g->sched.predicted_us - 3.5) < 1e-9, "predicted %g, expected 3.5",
         g->sched.predicted_us);
-  CHECK((c->stage == a->stage || c->stage == b->stage), "c alone in stage %d", c->stage);
-  CHECK(a->stage <= b->stage && g->sched.nstages <= 2, "%d stages", g->sched.nstages);
-  CHECK(c->stream != a->stream || c->stage != a->stage, "c not concurrent");
+  CHECK((sc->stage == sa->stage || sc->stage == sb->stage), "c alone in stage %d", sc->stage);
+  CHECK(sa->stage <= sb->stage && g->sched.nstages <= 2, "%d stages", g->sched.nstages);
+  CHECK(sc->stream != sa->stream || sc->stage != sa->stage, "c not concurrent");
   CHECK(g->sched.sequential_us == 5, "sequential %g", g->sched.sequential_us);
   graph_free(g);
 
@@ -212,15 +214,16 @@ static void test_lios10(void) {
     CHECK(strcmp(g->sched.order[k]->name, table3[k]) == 0, "step %d picks %s, paper %s", k + 1,
           g->sched.order[k]->name, table3[k]);
   /* Table III's streams: v1 v5 v8 v9 v10 on p1, v2 v6 on p2, v3 v4 v7 on p3. */
-  int p1 = find_node(g, "v1")->stream, p2 = find_node(g, "v2")->stream,
-      p3 = find_node(g, "v3")->stream;
+  int p1 = node_sched(g, find_node(g, "v1"))->stream,
+      p2 = node_sched(g, find_node(g, "v2"))->stream,
+      p3 = node_sched(g, find_node(g, "v3"))->stream;
   CHECK(p1 != p2 && p2 != p3 && p1 != p3, "three streams");
   const char *on_p1[] = {"v5", "v8", "v9", "v10"}, *on_p3[] = {"v4", "v7"};
   for (int i = 0; i < 4; i++)
-    CHECK(find_node(g, on_p1[i])->stream == p1, "%s not on p1", on_p1[i]);
+    CHECK(node_sched(g, find_node(g, on_p1[i]))->stream == p1, "%s not on p1", on_p1[i]);
   for (int i = 0; i < 2; i++)
-    CHECK(find_node(g, on_p3[i])->stream == p3, "%s not on p3", on_p3[i]);
-  CHECK(find_node(g, "v6")->stream == p2, "v6 not on p2");
+    CHECK(node_sched(g, find_node(g, on_p3[i]))->stream == p3, "%s not on p3", on_p3[i]);
+  CHECK(node_sched(g, find_node(g, "v6"))->stream == p2, "v6 not on p2");
   graph_free(g);
 
   /* The upward rank never does worse here, and IOS finds no worse than LIOS. */
@@ -331,7 +334,7 @@ static double brute_stage(unsigned e) {
       nodes[n] = brute_node[v];
       group_of[n++] = root_group[r];
     }
-  return cost_stage_us(brute_cm, nodes, n, group_of, 64);
+  return cost_stage_us(brute_cm, brute_g, nodes, n, group_of, 64);
 }
 
 /* Minimum over every sequence of stages that empties `left`. */
@@ -396,15 +399,16 @@ static void test_sync(void) {
       CHECK(program_orders_dag(g, &dag), "trial %d %s: unordered dependency", trial, scheds[k]);
       for (int i = 0; i < g->nnodes; i++) {
         Node *nd = g->nodes[i];
-        for (int w = 0; w < nd->nwaits; w++) {
-          int saved = nd->waits[w];
-          nd->waits[w] = nd->waits[nd->nwaits - 1];
-          nd->nwaits--;
+        NodeSchedule *ns = node_sched(g, nd);
+        for (int w = 0; w < ns->nwaits; w++) {
+          int saved = ns->waits[w];
+          ns->waits[w] = ns->waits[ns->nwaits - 1];
+          ns->nwaits--;
           CHECK(!program_orders_dag(g, &dag), "trial %d %s: wait of %s on event %d is redundant",
                 trial, scheds[k], nd->name, saved);
-          nd->nwaits++;
-          nd->waits[nd->nwaits - 1] = nd->waits[w];
-          nd->waits[w] = saved;
+          ns->nwaits++;
+          ns->waits[ns->nwaits - 1] = ns->waits[w];
+          ns->waits[w] = saved;
           waits++;
         }
       }
@@ -421,7 +425,7 @@ static void test_sync(void) {
   Graph *g = dag_graph(&dag, cost, NULL);
   SchedOptions o = options("ios", 4);
   CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)), "diamond");
-  Node *last = find_node(g, "v4");
+  NodeSchedule *last = node_sched(g, find_node(g, "v4"));
   CHECK(last->nwaits == 1, "diamond join has %d waits, expected 1", last->nwaits);
   CHECK(g->sched.nstreams == 2 && g->sched.nevents == 2, "%d streams, %d events",
         g->sched.nstreams, g->sched.nevents);
@@ -512,15 +516,15 @@ static void test_verify(void) {
   CHECK(schedule_graph(g, &cm, &o) && sync_graph(g, deps_build(g, NULL)) && verify_schedule_deps(g), "valid");
   Node *waiter = NULL;
   for (int k = 0; k < g->sched.norder && !waiter; k++)
-    if (g->sched.order[k]->nwaits)
+    if (node_sched(g, g->sched.order[k])->nwaits)
       waiter = g->sched.order[k];
   CHECK(waiter != NULL, "no waits at all");
   if (waiter) {
     int errors = ir_error_count();
-    waiter->nwaits--;
+    node_sched(g, waiter)->nwaits--;
     CHECK(!verify_schedule_deps(g), "missing wait not caught");
     CHECK(ir_error_count() > errors, "no error reported");
-    waiter->nwaits++;
+    node_sched(g, waiter)->nwaits++;
   }
   CHECK(verify_schedule_deps(g), "restored schedule");
   Node *tmp = g->sched.order[0];
@@ -711,16 +715,16 @@ static void test_hios_place(void) {
       Node *nd = g->nodes[i];
       if (nd->dead || nd->is_view)
         continue;
-      if (node_is_transfer(nd)) {
+      if (node_is_transfer(g, nd)) {
         transfers++;
         continue;
       }
       for (int k = 0; k < nd->nin; k++)
-        if (nd->in[k] && nd->in[k]->producer && node_is_transfer(nd->in[k]->producer)) {
+        if (nd->in[k] && nd->in[k]->producer && node_is_transfer(g, nd->in[k]->producer)) {
           moved++;
           reader = nd;
           original = nd->in[k]->producer->in[0];
-          if (tensor_device(original) != nd->device)
+          if (tensor_device(g, original) != node_sched(g, nd)->device)
             nd->in[k] = original; /* the corruption, checked below */
           else
             reader = NULL;
