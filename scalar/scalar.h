@@ -8,8 +8,9 @@
  *     below, so that NVRTC (no files to include) and net.c (only the blocks
  *     a program uses) see them as helpers like the kernels' own;
  *   - the CPU runtime's epilogues (runtime/src/dnn.h) include it.
- * It is a leaf: it includes nothing, and the compiler and the runtime may
- * both include it without knowing each other.
+ * It is a leaf: it includes only <math.h> (which the kernels, taking the
+ * formulas alone, never see), and the compiler and the runtime may both
+ * include it without knowing each other.
  *
  * So each formula is plain C that is also CUDA C++: float in, float out,
  * only maths functions that both libm and CUDA have, and the qualifier
@@ -22,6 +23,8 @@
  */
 #ifndef OPC_SCALAR_H
 #define OPC_SCALAR_H
+
+#include <math.h>
 
 #ifndef OPC_SCALAR
 #define OPC_SCALAR static inline
