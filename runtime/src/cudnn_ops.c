@@ -32,6 +32,19 @@ typedef struct EwOp {
   float alpha, alpha2, beta;
 } EwOp;
 
+/* y = alpha act(x) + beta y, act of the given mode: a constant where it is
+ * inlined, so that act_apply's switch goes and the loop vectorises. */
+static inline __attribute__((always_inline)) void act_loop(const Act *act, int mode,
+                                                           const float *x, float *y, long long n,
+                                                           float alpha, float beta) {
+  Act a = *act;
+  a.mode = (cudnnActivationMode_t)mode;
+  for (long long i = 0; i < n; i++) {
+    float v = alpha * act_apply(&a, x[i]);
+    y[i] = beta != 0 ? v + beta * y[i] : v;
+  }
+}
+
 OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long long n,
                                float alpha, float beta) {
   switch ((int)act->mode) {
@@ -74,20 +87,16 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
       y[i] = alpha * opc_swish_of(x[i], b) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
-  case KERNEL_ACT_HARD_SWISH:
-    for (long long i = 0; i < n; i++)
-      y[i] = alpha * opc_hard_swish_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
+  /* opc's own activations, one loop each (scalar.h's list), so that
+   * each formula's loop vectorises. */
+#define KERNEL_ACT_ROW(NAME, name, params)                                \
+  case KERNEL_ACT_##NAME:                                                 \
+    act_loop(act, KERNEL_ACT_##NAME, x, y, n, alpha, beta);               \
     return;
-  case KERNEL_ACT_MISH:
-    /* Its own loop, so that the formula's calls vectorise. */
-    for (long long i = 0; i < n; i++)
-      y[i] = alpha * opc_mish_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
-    return;
+    OPC_ACTIVATIONS(KERNEL_ACT_ROW)
+#undef KERNEL_ACT_ROW
   default:
-    for (long long i = 0; i < n; i++) {
-      float v = alpha * act_apply(act, x[i]);
-      y[i] = beta != 0 ? v + beta * y[i] : v;
-    }
+    act_loop(act, (int)act->mode, x, y, n, alpha, beta);
     return;
   }
 }
