@@ -31,14 +31,14 @@ def is_divider(line):
 
 
 def is_block_start(line):
-    return line.startswith("OPC_DEVICE") or line.startswith("OPC_KERNEL(")
+    return line.startswith(("OPC_DEVICE", "OPC_SCALAR", "OPC_KERNEL("))
 
 
 def block_name(line):
     m = re.match(r"OPC_KERNEL\((\w+)\)", line)
     if m:
         return m.group(1), True
-    m = re.match(r"OPC_DEVICE\b[^(]*?\b(\w+)\s*\(", line)
+    m = re.match(r"OPC_(?:DEVICE|SCALAR)\b[^(]*?\b(\w+)\s*\(", line)
     if not m:
         sys.exit(f"kernel_source_gen: cannot name the helper in: {line}")
     return m.group(1), False

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "scalar.h"
 #include "shapes.h"
 
 /* FOLD_MAX_ELEMENTS (ir.h): larger results stay run-time work. */
@@ -439,54 +440,40 @@ static bool map_unary(Node *n, UnaryFloat *f, UnaryInt *exact) {
   return true;
 }
 
-static float relu_float(const Params *p, float x) { return x > 0 ? x : 0; }
-static float leaky_relu_float(const Params *p, float x) { return x >= 0 ? x : p->act.alpha * x; }
-
-static float elu_float(const Params *p, float x) {
-  return x >= 0 ? x : p->act.alpha * (expf(x) - 1);
-}
+static float relu_float(const Params *p, float x) { return opc_relu_of(x); }
+static float leaky_relu_float(const Params *p, float x) { return opc_leaky_relu_of(x, p->act.alpha); }
+static float elu_float(const Params *p, float x) { return opc_elu_of(x, p->act.alpha); }
 
 static float selu_float(const Params *p, float x) {
-  float alpha = p->act.alpha, gamma = p->act.gamma;
-  return x > 0 ? gamma * x : gamma * alpha * (expf(x) - 1);
+  return opc_selu_of(x, p->act.alpha, p->act.gamma);
 }
 
-static float celu_float(const Params *p, float x) {
-  float alpha = p->act.alpha;
-  return fmaxf(0, x) + fminf(0, alpha * (expf(x / alpha) - 1));
-}
-
-static float sigmoid_float(const Params *p, float x) { return 1 / (1 + expf(-x)); }
-static float tanh_float(const Params *p, float x) { return tanhf(x); }
+static float celu_float(const Params *p, float x) { return opc_celu_of(x, p->act.alpha); }
+static float sigmoid_float(const Params *p, float x) { return opc_sigmoid_of(x); }
+static float tanh_float(const Params *p, float x) { return opc_tanh_of(x); }
 
 static float hard_sigmoid_float(const Params *p, float x) {
-  return fmaxf(0, fminf(1, p->act.alpha * x + p->act.beta));
+  return opc_hard_sigmoid_of(x, p->act.alpha, p->act.beta);
 }
 
-static float hard_swish_float(const Params *p, float x) {
-  return x * fmaxf(0, fminf(1, x * (1.0f / 6.0f) + 0.5f));
-}
-
-static float softplus_float(const Params *p, float x) { return log1pf(expf(x)); }
-static float softsign_float(const Params *p, float x) { return x / (1 + fabsf(x)); }
+static float hard_swish_float(const Params *p, float x) { return opc_hard_swish_of(x); }
+static float softplus_float(const Params *p, float x) { return opc_softplus_of(x); }
+static float softsign_float(const Params *p, float x) { return opc_softsign_of(x); }
 static float erf_float(const Params *p, float x) { return erff(x); }
 
 static float thresholded_relu_float(const Params *p, float x) {
-  return x > p->act.alpha ? x : 0.0f;
+  return opc_thresholded_relu_of(x, p->act.alpha);
 }
 
 static float shrink_float(const Params *p, float x) {
-  float lambd = p->act.lambd, bias = p->act.bias;
-  return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
+  return opc_shrink_of(x, p->act.lambd, p->act.bias);
 }
 
-static float mish_float(const Params *p, float x) { return x * tanhf(log1pf(expf(x))); }
-static float swish_float(const Params *p, float x) { return x / (1 + expf(-p->act.alpha * x)); }
+static float mish_float(const Params *p, float x) { return opc_mish_of(x); }
+static float swish_float(const Params *p, float x) { return opc_swish_of(x, p->act.alpha); }
 
 static float gelu_float(const Params *p, float x) {
-  if (p->act.tanh)
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  return p->act.tanh ? opc_gelu_tanh_of(x) : opc_gelu_of(x);
 }
 
 static float exp_float(const Params *p, float x) { return expf(x); }
@@ -571,7 +558,7 @@ bool fold_clip(Graph *g, Node *n) {
       float v = x->f32[i];
       float l = lo ? getf(lo, 0) : n->p.clip.has_min ? n->p.clip.min : -INFINITY;
       float h = hi ? getf(hi, 0) : n->p.clip.has_max ? n->p.clip.max : INFINITY;
-      y->f32[i] = fminf(fmaxf(v, l), h);
+      y->f32[i] = opc_clip_of(v, l, h);
     }
   }
   return true;

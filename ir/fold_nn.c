@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "scalar.h"
 #include "shapes.h"
 
 /* ------------------------------------------------------------ elements */
@@ -78,25 +79,21 @@ static bool affordable(int64_t count, int64_t each) {
   return each <= 0 || count <= FOLD_MAX_WORK / each;
 }
 
-/* The activation a pass fused into a Conv, Gemm or BatchNormalization;
-   ACT_NONE leaves v alone. */
+/* The activation a pass fused into a Conv, Gemm or BatchNormalization,
+   by the operator's formula (scalar.h), in float as the kernels compute
+   it; ACT_NONE leaves v alone. */
 static double activate(const Node *n, double v) {
+  float x = (float)v, alpha = n->act_alpha, beta = n->act_beta;
   switch (n->act) {
-  case ACT_RELU: return v > 0 ? v : 0;
-  case ACT_CLIP: return v < n->act_alpha ? n->act_alpha : v > n->act_beta ? n->act_beta : v;
-  case ACT_SIGMOID: return 1 / (1 + exp(-v));
-  case ACT_TANH: return tanh(v);
-  case ACT_LEAKY_RELU: return v >= 0 ? v : n->act_alpha * v;
-  case ACT_SILU: return v / (1 + exp(-v));
-  case ACT_HARD_SIGMOID: {
-    double r = n->act_alpha * v + n->act_beta;
-    return r < 0 ? 0 : r > 1 ? 1 : r;
-  }
-  case ACT_HARD_SWISH: {
-    double r = v / 6 + 0.5;
-    return v * (r < 0 ? 0 : r > 1 ? 1 : r);
-  }
-  case ACT_MISH: return v * tanh(log1p(exp(v)));
+  case ACT_RELU: return opc_relu_of(x);
+  case ACT_CLIP: return opc_clip_of(x, alpha, beta);
+  case ACT_SIGMOID: return opc_sigmoid_of(x);
+  case ACT_TANH: return opc_tanh_of(x);
+  case ACT_LEAKY_RELU: return opc_leaky_relu_of(x, alpha);
+  case ACT_SILU: return opc_silu_of(x);
+  case ACT_HARD_SIGMOID: return opc_hard_sigmoid_of(x, alpha, beta);
+  case ACT_HARD_SWISH: return opc_hard_swish_of(x);
+  case ACT_MISH: return opc_mish_of(x);
   default: return v;
   }
 }

@@ -15,7 +15,12 @@
  * The pointers are untyped: a kernel is written once over an element type
  * and instantiated per type (opc_add_i64, opc_copy_b8, ...), and each
  * instance casts them to its own type.
- *   f[], i[]        per-kernel scalar parameters.
+ *   f[], i[]        per-kernel scalar parameters;
+ *   act             the activation an activation kernel applies: its code in
+ *                   scalar/scalar.h's list (OPC_ACT_*, parameters in f[0]
+ *                   and f[1]), 0 for the other kernels. The CPU runtime
+ *                   folds such a launch, in place right after a
+ *                   convolution, into the convolution's epilogue.
  */
 #ifndef OPC_KARGS_H
 #define OPC_KARGS_H
@@ -32,6 +37,7 @@ struct opc_kargs {
   long long y_extent;
   float f[8];
   long long i[16];
+  int act;
 };
 
 #endif

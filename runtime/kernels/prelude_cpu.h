@@ -48,6 +48,10 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
 }
 
 #define OPC_DEVICE static
+/* The formulas of scalar/scalar.h, which kernel_types.py writes in, with
+ * libm's (vectorisable) expf. */
+#define OPC_SCALAR static inline
+#define OPC_SCALAR_EXP expf
 #define OPC_ALWAYS_INLINE inline __attribute__((always_inline))
 /* The kernel function runs the body inlined four times: for dense launches
  * with one input, with two, with a second input broadcast, and for any

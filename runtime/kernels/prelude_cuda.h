@@ -13,6 +13,9 @@
 #endif
 
 #define OPC_DEVICE __device__
+/* The formulas of scalar/scalar.h, written into the kernels' source. */
+#define OPC_SCALAR __device__
+#define OPC_SCALAR_EXP expf
 #define OPC_ALWAYS_INLINE __forceinline__
 #define OPC_KERNEL(name) extern "C" __global__ void name(const struct opc_kargs a)
 /* A thread's iterations are a grid apart, not consecutive (see prelude_cpu.h). */

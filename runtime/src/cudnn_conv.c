@@ -485,16 +485,15 @@ epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, fl
     if (z)
       r += alpha2 * z[j];
     if (mode == CUDNN_ACTIVATION_RELU) {
-      r = r > 0 ? r : 0;
+      r = opc_clipped_relu_of(r, INFINITY);
     } else if (mode == CUDNN_ACTIVATION_CLIPPED_RELU) {
-      r = r > 0 ? (r < coef ? r : coef) : 0;
+      r = opc_clipped_relu_of(r, coef);
     } else if (mode == KERNEL_ACT_HARD_SWISH) {
-      float t = r * (1.0f / 6.0f) + 0.5f;
-      r = r * (t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t));
+      r = opc_hard_swish_of(r);
     } else if (mode == CUDNN_ACTIVATION_SWISH) {
-      r = swish_of(r, coef);
+      r = opc_swish_of(r, coef);
     } else if (mode == CUDNN_ACTIVATION_SIGMOID) {
-      r = sigmoid_of(r);
+      r = opc_sigmoid_of(r);
     }
     y[j] = r;
   }

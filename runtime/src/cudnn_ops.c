@@ -32,19 +32,30 @@ typedef struct EwOp {
   float alpha, alpha2, beta;
 } EwOp;
 
+/* y = alpha act(x) + beta y, act of the given mode: a constant where it is
+ * inlined, so that act_apply's switch goes and the loop vectorises. */
+static inline __attribute__((always_inline)) void act_loop(const Act *act, int mode,
+                                                           const float *x, float *y, long long n,
+                                                           float alpha, float beta) {
+  Act a = *act;
+  a.mode = (cudnnActivationMode_t)mode;
+  for (long long i = 0; i < n; i++) {
+    float v = alpha * act_apply(&a, x[i]);
+    y[i] = beta != 0 ? v + beta * y[i] : v;
+  }
+}
+
 OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long long n,
                                float alpha, float beta) {
   switch ((int)act->mode) {
   case CUDNN_ACTIVATION_RELU:
     for (long long i = 0; i < n; i++)
-      y[i] = alpha * (x[i] > 0 ? x[i] : 0) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * opc_clipped_relu_of(x[i], INFINITY) + (beta != 0 ? beta * y[i] : 0);
     return;
   case CUDNN_ACTIVATION_CLIPPED_RELU: {
     float top = act->coef;
-    for (long long i = 0; i < n; i++) {
-      float v = x[i] > 0 ? (x[i] < top ? x[i] : top) : 0;
-      y[i] = alpha * v + (beta != 0 ? beta * y[i] : 0);
-    }
+    for (long long i = 0; i < n; i++)
+      y[i] = alpha * opc_clipped_relu_of(x[i], top) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
   case CUDNN_ACTIVATION_SIGMOID: {
@@ -56,12 +67,12 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
       *(F16 *)(y + i) = r;
     }
     for (; i < n; i++)
-      y[i] = alpha * sigmoid_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * opc_sigmoid_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
   case CUDNN_ACTIVATION_TANH:
     for (long long i = 0; i < n; i++)
-      y[i] = alpha * tanhf(x[i]) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * opc_tanh_of(x[i]) + (beta != 0 ? beta * y[i] : 0);
     return;
   case CUDNN_ACTIVATION_SWISH: {
     float b = act->swish_beta;
@@ -73,31 +84,19 @@ OPC_VECTOR_CLONES void act_row(const Act *act, const float *x, float *y, long lo
       *(F16 *)(y + i) = r;
     }
     for (; i < n; i++)
-      y[i] = alpha * swish_of(x[i], b) + (beta != 0 ? beta * y[i] : 0);
+      y[i] = alpha * opc_swish_of(x[i], b) + (beta != 0 ? beta * y[i] : 0);
     return;
   }
-  case KERNEL_ACT_HARD_SWISH:
-    for (long long i = 0; i < n; i++) {
-      float r = x[i] * (1.0f / 6.0f) + 0.5f;
-      r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
-      y[i] = alpha * (x[i] * r) + (beta != 0 ? beta * y[i] : 0);
-    }
+  /* opc's own activations, one loop each (scalar.h's list), so that
+   * each formula's loop vectorises. */
+#define KERNEL_ACT_ROW(NAME, name, params)                                \
+  case KERNEL_ACT_##NAME:                                                 \
+    act_loop(act, KERNEL_ACT_##NAME, x, y, n, alpha, beta);               \
     return;
-  case KERNEL_ACT_MISH:
-    /* The softplus is computed for every value, so that the loop has no
-     * branch around the calls and vectorises; above 20 it is x, as in
-     * opc_mish (where expf overflows, log1pf gives inf, also replaced). */
-    for (long long i = 0; i < n; i++) {
-      float sp = log1pf(expf(x[i]));
-      sp = x[i] > 20.0f ? x[i] : sp;
-      y[i] = alpha * (x[i] * tanhf(sp)) + (beta != 0 ? beta * y[i] : 0);
-    }
-    return;
+    OPC_ACTIVATIONS(KERNEL_ACT_ROW)
+#undef KERNEL_ACT_ROW
   default:
-    for (long long i = 0; i < n; i++) {
-      float v = alpha * act_apply(act, x[i]);
-      y[i] = beta != 0 ? v + beta * y[i] : v;
-    }
+    act_loop(act, (int)act->mode, x, y, n, alpha, beta);
     return;
   }
 }

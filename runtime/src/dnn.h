@@ -154,20 +154,6 @@ typedef struct Act {
 } Act;
 
 /*
- * Activations of opc's own kernels that cuDNN has no mode for, which a
- * convolution may still run in its epilogue when the emitted program
- * launches them in place right after it (kernel_is_activation_in_place).
- * They lie outside cuDNN's enum, and cudnnSetActivationDescriptor refuses
- * them, so no caller can ask for one.
- */
-typedef enum ActKernelMode {
-  KERNEL_ACT_HARD_SWISH = 64, /* x * max(0, min(1, x * (1/6) + 1/2)), as ONNX */
-  KERNEL_ACT_HARD_SIGMOID,    /* max(0, min(1, coef x + offset)) */
-  KERNEL_ACT_LEAKY_RELU,      /* x < 0 ? coef x : x */
-  KERNEL_ACT_MISH,            /* x * tanh(softplus(x)); softplus is x above 20 */
-} ActKernelMode;
-
-/*
  * e^x as straight-line arithmetic, within 1.2 ulp of the exact value
  * wherever that is a normal float: x = n ln 2 + r, with n rounded to the
  * nearest integer, e^r a degree-7 Taylor polynomial on |r| <= ln 2 / 2,
@@ -206,6 +192,25 @@ static inline float exp_inline(float x) {
   } s1 = {.bits = (e1 + 127) << 23}, s2 = {.bits = (e2 + 127) << 23};
   return p * s1.f * s2.f;
 }
+
+/* The formulas of the activations, taking e^x from exp_inline. */
+#define OPC_SCALAR_EXP exp_inline
+#include "scalar.h"
+
+/*
+ * Activations of opc's own kernels that cuDNN has no mode for, which a
+ * convolution may still run in its epilogue when the emitted program
+ * launches them in place right after it (kernel_is_activation_in_place):
+ * one per row of scalar.h's list, KERNEL_ACT_BASE past its code, with
+ * coef and offset as its parameters. They lie outside cuDNN's enum, and
+ * cudnnSetActivationDescriptor refuses them, so no caller can ask for one.
+ */
+enum { KERNEL_ACT_BASE = 64 };
+typedef enum ActKernelMode {
+#define KERNEL_ACT_MODE(NAME, name, params) KERNEL_ACT_##NAME = KERNEL_ACT_BASE + OPC_ACT_##NAME,
+  OPC_ACTIVATIONS(KERNEL_ACT_MODE)
+#undef KERNEL_ACT_MODE
+} ActKernelMode;
 
 /*
  * Stride 2 over a packed row, the common case of a split by column phase
@@ -279,36 +284,19 @@ static inline __attribute__((always_inline)) F16 swish16(F16 v, float beta) {
   return v / (1.0f + exp16(-beta * v));
 }
 
-static inline float sigmoid_of(float v) {
-  return 1.0f / (1.0f + exp_inline(-v));
-}
-
-/* x sigmoid(beta x), cuDNN's swish. */
-static inline float swish_of(float v, float beta) {
-  return v / (1.0f + exp_inline(-beta * v));
-}
-
+/* The activation, by scalar.h's formulas (with exp_inline); a code of
+ * scalar.h's list past KERNEL_ACT_BASE for opc's own. */
 static inline float act_apply(const Act *a, float v) {
   switch ((int)a->mode) {
-  case CUDNN_ACTIVATION_SIGMOID: return sigmoid_of(v);
-  case CUDNN_ACTIVATION_RELU: return v > 0 ? v : 0;
-  case CUDNN_ACTIVATION_TANH: return tanhf(v);
-  case CUDNN_ACTIVATION_CLIPPED_RELU: return v > 0 ? (v < a->coef ? v : a->coef) : 0;
-  case CUDNN_ACTIVATION_ELU: return v > 0 ? v : a->coef * expm1f(v);
-  case CUDNN_ACTIVATION_SWISH: return swish_of(v, a->swish_beta);
+  case CUDNN_ACTIVATION_SIGMOID: return opc_sigmoid_of(v);
+  case CUDNN_ACTIVATION_RELU: return opc_clipped_relu_of(v, INFINITY);
+  case CUDNN_ACTIVATION_TANH: return opc_tanh_of(v);
+  case CUDNN_ACTIVATION_CLIPPED_RELU: return opc_clipped_relu_of(v, a->coef);
+  case CUDNN_ACTIVATION_ELU: return opc_elu_of(v, a->coef);
+  case CUDNN_ACTIVATION_SWISH: return opc_swish_of(v, a->swish_beta);
   case CUDNN_ACTIVATION_IDENTITY: return v;
-  case KERNEL_ACT_HARD_SWISH: {
-    float r = v * (1.0f / 6.0f) + 0.5f;
-    return v * (r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r));
   }
-  case KERNEL_ACT_HARD_SIGMOID: {
-    float r = a->coef * v + a->offset;
-    return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
-  }
-  case KERNEL_ACT_LEAKY_RELU: return v < 0.0f ? a->coef * v : v;
-  case KERNEL_ACT_MISH: return v * tanhf(v > 20.0f ? v : log1pf(expf(v)));
-  }
-  return v;
+  return opc_activation_of((int)a->mode - KERNEL_ACT_BASE, v, a->coef, a->offset);
 }
 
 /* y = alpha * act(x) + beta * y over n contiguous values: one loop per

@@ -216,33 +216,28 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   return cu_result(rt_submit(hStream, &k->op));
 }
 
-/* The Act doing the same arithmetic as the activation kernel k, if it is one. */
+/* The Act doing the same arithmetic as the activation kernel k, from the
+ * code its launch states (opc_kargs.h: act) and its parameters f[0] and
+ * f[1], when it reads x[0] alone. Sigmoid, Tanh, SiLU and Swish become
+ * cuDNN's modes, which the epilogues have vector paths for; their e^x
+ * comes from exp_inline there, which may differ from the kernels' expf in
+ * the last bit, as cuDNN's fused forms may from opc's kernels on a GPU. */
 static bool kernel_activation(const KernelOp *k, Act *act) {
-  static const struct {
-    const char *kernel;
-    int mode;
-  } table[] = {
-      {"opc_sigmoid", CUDNN_ACTIVATION_SIGMOID},
-      {"opc_tanh", CUDNN_ACTIVATION_TANH},
-      {"opc_silu", CUDNN_ACTIVATION_SWISH},
-      {"opc_swish", CUDNN_ACTIVATION_SWISH},
-      {"opc_hard_swish", KERNEL_ACT_HARD_SWISH},
-      {"opc_hard_sigmoid", KERNEL_ACT_HARD_SIGMOID},
-      {"opc_leaky_relu", KERNEL_ACT_LEAKY_RELU},
-      {"opc_mish", KERNEL_ACT_MISH},
-  };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (strcmp(k->f->name, table[i].kernel) == 0) {
-      /* opc_silu is v / (1 + expf(-v)), opc_swish v / (1 + expf(-f[0] v)):
-       * cuDNN's swish with beta 1 or f[0]. The runtime's sigmoids take e^x
-       * from exp_inline, which may differ from the kernels' expf in the
-       * last bit, as cuDNN's fused forms may from opc's kernels on a GPU. */
-      bool swish = strcmp(k->f->name, "opc_swish") == 0;
-      *act = (Act){.mode = (cudnnActivationMode_t)table[i].mode, .coef = k->a.f[0],
-                   .offset = k->a.f[1], .swish_beta = swish ? k->a.f[0] : 1.0f};
-      return true;
-    }
-  return false;
+  const struct opc_kargs *a = &k->a;
+  if (a->act <= OPC_ACT_NONE || a->act >= OPC_ACT_COUNT || a->x_extent[1] || a->x_extent[2] ||
+      a->x_extent[3])
+    return false;
+  *act = (Act){.mode = (cudnnActivationMode_t)(KERNEL_ACT_BASE + a->act), .coef = a->f[0],
+               .offset = a->f[1], .swish_beta = 1.0f};
+  if (a->act == OPC_ACT_SIGMOID)
+    act->mode = CUDNN_ACTIVATION_SIGMOID;
+  else if (a->act == OPC_ACT_TANH)
+    act->mode = CUDNN_ACTIVATION_TANH;
+  else if (a->act == OPC_ACT_SILU || a->act == OPC_ACT_SWISH)
+    act->mode = CUDNN_ACTIVATION_SWISH;
+  if (a->act == OPC_ACT_SWISH)
+    act->swish_beta = a->f[0];
+  return true;
 }
 
 /* Whether strides run row-major over dims with no gaps. */

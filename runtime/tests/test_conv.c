@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/opc_kargs.h"
+#include "../../scalar/scalar.h"
 #include "testutil.h"
 
 typedef struct Case {
@@ -712,10 +713,13 @@ static void run_folded(int variant) {
 
 /* ---- opc's activation kernels launched after a convolution ---- */
 
-/* What each kernel computes, written out here, with its f[0] and f[1]. */
+/* What each kernel computes, written out here, with its f[0] and f[1] and
+ * the activation code its launches state (scalar.h), by which the runtime
+ * folds them into the convolution. */
 typedef struct KernelAct {
   const char *kernel;
   float f0, f1;
+  int act;
 } KernelAct;
 
 static float kernel_act_ref(const KernelAct *k, float v) {
@@ -733,6 +737,12 @@ static float kernel_act_ref(const KernelAct *k, float v) {
     return v < 0 ? k->f0 * v : v;
   if (strcmp(k->kernel, "opc_sigmoid") == 0)
     return 1 / (1 + expf(-v));
+  if (strcmp(k->kernel, "opc_elu") == 0)
+    return v < 0 ? k->f0 * (expf(v) - 1) : v;
+  if (strcmp(k->kernel, "opc_relu_f32") == 0)
+    return fmaxf(v, 0);
+  if (strcmp(k->kernel, "opc_clip") == 0)
+    return fminf(fmaxf(v, k->f0), k->f1);
   return tanhf(v); /* opc_tanh */
 }
 
@@ -755,6 +765,7 @@ static CUresult launch_act(CUfunction f, const KernelAct *k, const float *x, flo
   a.x_extent[0] = a.y_extent = count * (long long)sizeof(float);
   a.f[0] = k->f0;
   a.f[1] = k->f1;
+  a.act = k->act;
   void *params[] = {&a};
   return cuLaunchKernel(f, (unsigned)((count + 255) / 256), 1, 1, 256, 1, 1, 0, s, params, NULL);
 }
@@ -869,11 +880,19 @@ static void run_kernel_folded(const KernelAct *k, int variant, int groups) {
 
 static void kernel_folded_cases(void) {
   const KernelAct kernels[] = {
-      {"opc_silu", 0, 0},       {"opc_hard_swish", 0, 0}, {"opc_hard_sigmoid", 0.2f, 0.5f},
-      {"opc_leaky_relu", 0.1f, 0}, {"opc_sigmoid", 0, 0},   {"opc_tanh", 0, 0},
-      {"opc_swish", 1.7f, 0},   {"opc_mish", 0, 0},
+      {"opc_silu", 0, 0, OPC_ACT_SILU},
+      {"opc_hard_swish", 0, 0, OPC_ACT_HARD_SWISH},
+      {"opc_hard_sigmoid", 0.2f, 0.5f, OPC_ACT_HARD_SIGMOID},
+      {"opc_leaky_relu", 0.1f, 0, OPC_ACT_LEAKY_RELU},
+      {"opc_sigmoid", 0, 0, OPC_ACT_SIGMOID},
+      {"opc_tanh", 0, 0, OPC_ACT_TANH},
+      {"opc_swish", 1.7f, 0, OPC_ACT_SWISH},
+      {"opc_mish", 0, 0, OPC_ACT_MISH},
+      {"opc_elu", 0.6f, 0, OPC_ACT_ELU},
+      {"opc_relu_f32", 0, 0, OPC_ACT_RELU},
+      {"opc_clip", -0.5f, 1.5f, OPC_ACT_CLIP},
   };
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < (int)(sizeof kernels / sizeof kernels[0]); i++)
     for (int variant = 0; variant <= 3; variant++)
       run_kernel_folded(&kernels[i], variant, 1);
   /* A depthwise convolution has its own epilogue call. */

@@ -1,0 +1,212 @@
+/*
+ * scalar.h - one scalar formula per elementwise operator, in float.
+ *
+ * The one text of each formula, for its three readers:
+ *   - the compile-time evaluator (ir/fold.c, ir/fold_nn.c) includes it;
+ *   - the kernels (runtime/kernels/opc_kernels.inc) name it with
+ *     `#include "scalar.h"`, which kernel_types.py replaces by the formulas
+ *     below, so that NVRTC (no files to include) and net.c (only the blocks
+ *     a program uses) see them as helpers like the kernels' own;
+ *   - the CPU runtime's epilogues (runtime/src/dnn.h) include it.
+ * It is a leaf: it includes only <math.h> (which the kernels, taking the
+ * formulas alone, never see), and the compiler and the runtime may both
+ * include it without knowing each other.
+ *
+ * So each formula is plain C that is also CUDA C++: float in, float out,
+ * only maths functions that both libm and CUDA have, and the qualifier
+ * OPC_SCALAR, which the includer may set (prelude_cuda.h makes it
+ * __device__). e^x is OPC_SCALAR_EXP: expf unless the includer chooses
+ * another (the runtime's epilogues take exp_inline, which vectorises).
+ *
+ * Hand-vectorised versions (runtime/src/conv_tile.c, dnn.h's sigmoid16)
+ * are tested against these (runtime/tests/test_formulas.c).
+ */
+#ifndef OPC_SCALAR_H
+#define OPC_SCALAR_H
+
+#include <math.h>
+
+#ifndef OPC_SCALAR
+#define OPC_SCALAR static inline
+#endif
+#ifndef OPC_SCALAR_EXP
+#define OPC_SCALAR_EXP expf
+#endif
+
+/*
+ * The activations a program may fold into the operator before them, one
+ * row each: X(NAME, name, params). NAME gives the code OPC_ACT_NAME, name
+ * the formula opc_<name>_of(x, p0 ... p[params-1]) and the float32 kernel
+ * opc_<name> that applies it alone, params the number of float parameters
+ * (the kernel's f[0], f[1]). Adding an activation is a row and a formula.
+ */
+#define OPC_ACTIVATIONS(X)        \
+  X(RELU, relu, 0)                \
+  X(CLIP, clip, 2)                \
+  X(SIGMOID, sigmoid, 0)          \
+  X(TANH, tanh, 0)                \
+  X(ELU, elu, 1)                  \
+  X(LEAKY_RELU, leaky_relu, 1)    \
+  X(SILU, silu, 0)                \
+  X(SWISH, swish, 1)              \
+  X(HARD_SIGMOID, hard_sigmoid, 2) \
+  X(HARD_SWISH, hard_swish, 0)    \
+  X(MISH, mish, 0)
+
+/* The activation codes; 0 is none. */
+enum {
+  OPC_ACT_NONE,
+#define OPC_ACT_CODE(NAME, name, params) OPC_ACT_##NAME,
+  OPC_ACTIVATIONS(OPC_ACT_CODE)
+#undef OPC_ACT_CODE
+  OPC_ACT_COUNT
+};
+
+/* ---------------------------------------------------------- formulas */
+
+/* ONNX's Relu: NaN and -0 pass. */
+OPC_SCALAR float opc_relu_of(float x)
+{
+  return x < 0.0f ? 0.0f : x;
+}
+
+/* cuDNN's clipped ReLU, and its ReLU with an infinite ceiling: NaN and -0
+   become 0. */
+OPC_SCALAR float opc_clipped_relu_of(float x, float ceiling)
+{
+  return x > 0.0f ? (x < ceiling ? x : ceiling) : 0.0f;
+}
+
+/* NaN passes, as in ONNX. */
+OPC_SCALAR float opc_clip_of(float x, float lo, float hi)
+{
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+OPC_SCALAR float opc_leaky_relu_of(float x, float alpha)
+{
+  return x < 0.0f ? alpha * x : x;
+}
+
+OPC_SCALAR float opc_elu_of(float x, float alpha)
+{
+  return x < 0.0f ? alpha * expm1f(x) : x;
+}
+
+OPC_SCALAR float opc_selu_of(float x, float alpha, float gamma)
+{
+  return gamma * (x <= 0.0f ? alpha * expm1f(x) : x);
+}
+
+OPC_SCALAR float opc_celu_of(float x, float alpha)
+{
+  return x < 0.0f ? alpha * expm1f(x / alpha) : x;
+}
+
+OPC_SCALAR float opc_sigmoid_of(float x)
+{
+  return 1.0f / (1.0f + OPC_SCALAR_EXP(-x));
+}
+
+OPC_SCALAR float opc_tanh_of(float x)
+{
+  return tanhf(x);
+}
+
+/* x sigmoid(alpha x), as one division. */
+OPC_SCALAR float opc_swish_of(float x, float alpha)
+{
+  return x / (1.0f + OPC_SCALAR_EXP(-alpha * x));
+}
+
+/* Swish with alpha 1 (-1 * x is exactly -x). */
+OPC_SCALAR float opc_silu_of(float x)
+{
+  return opc_swish_of(x, 1.0f);
+}
+
+/* max(0, min(1, alpha x + beta)); NaN passes. */
+OPC_SCALAR float opc_hard_sigmoid_of(float x, float alpha, float beta)
+{
+  float r = alpha * x + beta;
+  return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+}
+
+/* x max(0, min(1, x alpha + 1/2)), alpha the float nearest 1/6, as ONNX
+   defines it (a product, not a division). */
+OPC_SCALAR float opc_hard_swish_of(float x)
+{
+  float r = x * (1.0f / 6.0f) + 0.5f;
+  r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+  return x * r;
+}
+
+/* x tanh(softplus(x)), softplus being x itself above 20, where it is x to
+   float precision and e^x heads for overflow. Both sides are computed, so
+   that a loop of it has no branch around the calls and vectorises. */
+OPC_SCALAR float opc_mish_of(float x)
+{
+  float softplus = log1pf(OPC_SCALAR_EXP(x));
+  return x * tanhf(x > 20.0f ? x : softplus);
+}
+
+/* log(1 + e^x), written so that large |x| neither overflows nor cancels. */
+OPC_SCALAR float opc_softplus_of(float x)
+{
+  return (x > 0.0f ? x : 0.0f) + log1pf(OPC_SCALAR_EXP(-fabsf(x)));
+}
+
+OPC_SCALAR float opc_softsign_of(float x)
+{
+  return x / (1.0f + fabsf(x));
+}
+
+/* x where x > alpha, else 0. */
+OPC_SCALAR float opc_thresholded_relu_of(float x, float alpha)
+{
+  return x > alpha ? x : 0.0f;
+}
+
+/* Values within [-lambd, lambd] go to 0, the others move towards 0 by bias. */
+OPC_SCALAR float opc_shrink_of(float x, float lambd, float bias)
+{
+  return x < -lambd ? x + bias : (x > lambd ? x - bias : 0.0f);
+}
+
+/* x/2 (1 + erf(x / sqrt(2))). */
+OPC_SCALAR float opc_gelu_of(float x)
+{
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+/* Gelu's tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+OPC_SCALAR float opc_gelu_tanh_of(float x)
+{
+  float t = tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x));
+  return 0.5f * x * (1.0f + t);
+}
+
+/* ------------------------------------- the activations by their codes */
+/* (The kernels take the formulas above, up to this divider: kernel_types.py.) */
+
+/* The activation of code OPC_ACT_*, its parameters p0 and p1 (those it
+   takes); x itself for OPC_ACT_NONE and codes outside the list. */
+OPC_SCALAR float opc_activation_of(int code, float x, float p0, float p1)
+{
+#define OPC_ACT_ARGS0 x
+#define OPC_ACT_ARGS1 x, p0
+#define OPC_ACT_ARGS2 x, p0, p1
+#define OPC_ACT_CASE(NAME, name, params) \
+  case OPC_ACT_##NAME: return opc_##name##_of(OPC_ACT_ARGS##params);
+  switch (code) {
+    OPC_ACTIVATIONS(OPC_ACT_CASE)
+  }
+#undef OPC_ACT_CASE
+#undef OPC_ACT_ARGS0
+#undef OPC_ACT_ARGS1
+#undef OPC_ACT_ARGS2
+  (void)p0, (void)p1;
+  return x;
+}
+
+#endif /* OPC_SCALAR_H */
