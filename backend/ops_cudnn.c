@@ -460,10 +460,8 @@ static bool plan_pool(const Node *n, PoolPlan *p) {
   const Window *win = &n->win;
   const Tensor *x = n->in[0], *y = n->out[0];
   int ns = win->nspatial;
-  if (ns < 1 || ns > 3 || x->rank != ns + 2 || y->rank != ns + 2)
+  if (!pool_fits_library(n))
     return false;
-  if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
-    return false; /* MaxPool's Indices */
   p->nsp = ns == 1 ? 2 : ns;
   conv_layout(x, ns, p->x, p->xs);
   conv_layout(y, ns, p->y, p->ys);
@@ -471,14 +469,7 @@ static bool plan_pool(const Node *n, PoolPlan *p) {
     int k = ns == 1 ? i - 1 : i;
     p->window[i] = k < 0 ? 1 : win->kernel[k];
     p->stride[i] = k < 0 ? 1 : win->stride[k];
-    int64_t pb = k < 0 ? 0 : win->pad_begin[k], pe = k < 0 ? 0 : win->pad_end[k];
-    int64_t dil = k < 0 ? 1 : win->dilation[k] ? win->dilation[k] : 1;
-    if (pb != pe || dil != 1 || pb < 0 || pb >= p->window[i] || p->stride[i] < 1)
-      return false;
-    p->pad[i] = pb;
-    /* cuDNN rounds the output size down; ceil_mode output must agree. */
-    if ((p->x[2 + i] + 2 * pb - p->window[i]) / p->stride[i] + 1 != p->y[2 + i])
-      return false;
+    p->pad[i] = k < 0 ? 0 : win->pad_begin[k];
   }
   return true;
 }

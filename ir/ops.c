@@ -2246,11 +2246,12 @@ static bool infer_loss(Graph *g, Node *n) {
 /* ---------------------------------------------------------------- table */
 
 static const OpInfo op_table[OP_COUNT] = {
-    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, ""},
-#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
-           param_inputs, eval, types)                                             \
-  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
-                 param_inputs, eval, types},
+    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, "",
+                    0, TY_F32, ACT_NONE, NULL},
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
+           param_inputs, eval, types, traits, run_types, act, act_name)                  \
+  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
+                 param_inputs, eval, types, traits, run_types, act, act_name},
 #include "ops.def"
 #undef OP
 };
@@ -2265,3 +2266,12 @@ OpKind op_from_name(const char *name) {
       return (OpKind)i;
   return OP_INVALID;
 }
+
+OpKind act_op(Activation a) {
+  for (int i = 1; a != ACT_NONE && i < OP_COUNT; i++)
+    if (op_table[i].act == a)
+      return (OpKind)i;
+  return OP_INVALID;
+}
+
+const char *act_name(Activation a) { return op_info(act_op(a))->act_name; }
