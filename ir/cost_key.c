@@ -89,7 +89,7 @@ static void put_window(KeyBuf *k, const Node *n) {
     put(k, "|ceil=%d|cip=%d", w->ceil_mode, w->count_include_pad);
 }
 
-/* The fused activation, as "|act=hardswish" or with its parameters
+/* The fused activation, as "|act=relu" or with its parameters
    "|act=clip(0,6)": the IR's name of it without underscores. */
 static void put_act(KeyBuf *k, const Node *n) {
   const char *name = act_name(n->act);

@@ -343,6 +343,29 @@ bool pool_fits_library(const Node *n) {
   return true;
 }
 
+bool conv_runs_half(const Node *n) {
+  return window_is_symmetric(&n->win) && n->in[0]->rank == n->win.nspatial + 2;
+}
+
+bool gemm_runs_half(const Node *n) {
+  (void)n;
+  return true;
+}
+
+bool matmul_runs_half(const Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  if (a->rank < 2 || b->rank < 2)
+    return false;
+  if (b->rank == 2)
+    return true;
+  if (a->rank != b->rank)
+    return false;
+  for (int i = 0; i + 2 < a->rank; i++)
+    if (a->dims[i] != b->dims[i])
+      return false;
+  return true;
+}
+
 bool dtype_is_float(DType t) {
   return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16;
 }

@@ -283,8 +283,8 @@ typedef enum AspectPolicy { ASPECT_STRETCH, ASPECT_NOT_LARGER, ASPECT_NOT_SMALLE
  * arrays hang off the graph's arena.
  */
 typedef union Params {
-  /* LeakyRelu, Elu, Celu, ThresholdedRelu: alpha. Selu: alpha, gamma.
-     HardSigmoid: alpha, beta. Shrink: lambd, bias. Gelu: tanh. */
+  /* The activations' float attributes (ops.def's kernel column names the
+     ones each kind's kernel reads) and Gelu's approximation. */
   struct { float alpha, beta, gamma, lambd, bias; bool tanh; } act;
   /* Clip's bounds before opset 11 (later they are inputs 1 and 2). */
   struct { bool has_min, has_max; float min, max; } clip;
@@ -447,6 +447,13 @@ enum {
      Node.act_alpha, and Node.act_beta. */
   T_ACT_ALPHA = 1u << 5,
   T_ACT_BETA = 1u << 6,
+  /* Its kernel is written once over the element types, each instance
+     named with its type ("opc_add_i64", "opc_relu_f32"). */
+  T_TYPED_KERNEL = 1u << 7,
+  /* Takes an activation fused into its output (Node.act: fuse-activation). */
+  T_FUSES_ACT = 1u << 8,
+  /* Its kernel has one instance per element size ("opc_where_b4"). */
+  T_SIZED_KERNEL = 1u << 9,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -475,11 +482,14 @@ typedef struct OpInfo {
      never), and that activation's name in the IR's text and cost keys. */
   Activation act;
   const char *act_name;
+  /* Whether cuDNN or cuBLAS run this node on 16-bit data (--precision
+     fp16|bf16: lower-precision lowers it); NULL: never. */
+  bool (*half)(const Node *n);
 } OpInfo;
 
 /* The kind whose row names activation a, or OP_INVALID for ACT_NONE. */
 OpKind act_op(Activation a);
-/* Activation a's name in the IR text ("hard_swish"), or NULL for ACT_NONE. */
+/* Activation a's name in the IR text ("relu"), or NULL for ACT_NONE. */
 const char *act_name(Activation a);
 
 const OpInfo *op_info(OpKind op);
@@ -696,6 +706,12 @@ bool window_is_symmetric(const Window *w);
    down (no ceil_mode growth), and no Indices output. Both lower-precision
    (which pools go 16-bit) and the backend (which emitter prints one) ask. */
 bool pool_fits_library(const Node *n);
+/* The other 16-bit library forms of ops.def's half column: a convolution
+   with a symmetric window, any Gemm, and a MatMul cuBLAS does in one call
+   (B one matrix, or A and B batched alike). */
+bool conv_runs_half(const Node *n);
+bool gemm_runs_half(const Node *n);
+bool matmul_runs_half(const Node *n);
 /* Input `i`, or NULL when absent or beyond nin. */
 Tensor *node_input(const Node *n, int i);
 

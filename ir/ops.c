@@ -2247,11 +2247,12 @@ static bool infer_loss(Graph *g, Node *n) {
 
 static const OpInfo op_table[OP_COUNT] = {
     [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, "",
-                    0, TY_F32, ACT_NONE, NULL},
+                    0, TY_F32, ACT_NONE, NULL, NULL},
 #define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
-           param_inputs, eval, types, traits, run_types, act, act_name)                  \
+           param_inputs, eval, types, traits, run_types, act, act_name, half, kernel,     \
+           emitter, library, cudnn) /* the last four are the backend's (backend/emit.c) */ \
   [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
-                 param_inputs, eval, types, traits, run_types, act, act_name},
+                 param_inputs, eval, types, traits, run_types, act, act_name, half},
 #include "ops.def"
 #undef OP
 };

@@ -45,30 +45,11 @@ static bool is_lowered(const Versions *v, const Tensor *t, DType half) {
   return t->id < v->count ? v->lowered[t->id] : t->dtype == half;
 }
 
-/* A MatMul cuBLAS does in one call: B one matrix, or A and B batched alike. */
-static bool library_matmul(const Node *n) {
-  const Tensor *a = n->in[0], *b = n->in[1];
-  if (a->rank < 2 || b->rank < 2)
-    return false;
-  if (b->rank == 2)
-    return true;
-  if (a->rank != b->rank)
-    return false;
-  for (int i = 0; i + 2 < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return false;
-  return true;
-}
-
-/* Whether the libraries run this node on 16-bit data. */
+/* Whether the libraries run this node on 16-bit data (ops.def's half
+   column). */
 static bool half_kind(const Node *n) {
-  switch (n->op) {
-  case OP_CONV: return window_is_symmetric(&n->win) && n->in[0]->rank == n->win.nspatial + 2;
-  case OP_GEMM: return true;
-  case OP_MATMUL: return library_matmul(n);
-  case OP_MAX_POOL: case OP_AVERAGE_POOL: return pool_fits_library(n);
-  default: return false;
-  }
+  const OpInfo *info = op_info(n->op);
+  return info->half && info->half(n);
 }
 
 /* Kinds that run in 16 bits when their input does (ops.def's traits):
