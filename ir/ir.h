@@ -203,6 +203,7 @@ typedef enum Activation {
   ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
   ACT_HARD_SWISH,   /* x * max(0, min(1, x * (1/6) + 1/2)) */
   ACT_MISH,         /* x * tanh(softplus(x)) */
+  ACT_COUNT
 } Activation;
 
 /*
