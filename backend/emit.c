@@ -700,14 +700,15 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
 
 /* ops.def's backend columns, by kind. */
 typedef struct BackendOp {
-  const char *kernel; /* "opc_selu(alpha, gamma)" */
+  const char *kernel; /* "opc_selu", "opc_compare[1 Greater]" */
   const OpEmitter *emitter, *library;
   const char *cudnn;
 } BackendOp;
 
 static const BackendOp backend_ops[OP_COUNT] = {
 #define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs, \
-           eval, types, traits, run_types, act, act_name, half, kernel, emitter, library, cudnn)  \
+           eval, types, traits, run_types, act, act_name, half, attrs, kernel, emitter, library, \
+           cudnn)                                                                          \
   [OP_##kind] = {kernel, emitter, library, cudnn},
 #include "../ir/ops.def"
 #undef OP
@@ -727,7 +728,7 @@ const char *op_kernel(Emitter *e, OpKind op) {
   const char *k = backend_op(op)->kernel;
   if (!k)
     return NULL;
-  return emit_str(e, "%.*s", (int)strcspn(k, "(["), k);
+  return emit_str(e, "%.*s", (int)strcspn(k, "["), k);
 }
 
 bool op_kernel_code(Emitter *e, OpKind op, int *code, const char **label) {
@@ -743,14 +744,14 @@ bool op_kernel_code(Emitter *e, OpKind op, int *code, const char **label) {
 }
 
 int op_kernel_params(Emitter *e, OpKind op, const char *names[2]) {
-  const char *k = backend_op(op)->kernel;
-  const char *p = k ? strchr(k, '(') : NULL;
+  const char *p = op_info(op)->attrs;
   int count = 0;
-  while (p && *p != ')' && count < 2) {
-    p += strspn(p + 1, " ") + 1; /* past '(' or ',' and the spaces */
-    size_t len = strcspn(p, ",)");
+  while (p && *p && count < 2) {
+    p += strspn(p, " ");
+    size_t len = strcspn(p, "=,");
     names[count++] = emit_str(e, "%.*s", (int)len, p);
-    p += len;
+    p += strcspn(p, ",");
+    p += *p == ',';
   }
   return count;
 }

@@ -304,8 +304,9 @@ extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more;                                                   /* kernels_rows.c */
 /* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of
-   the float parameters it takes (its "(alpha, gamma)"), which
-   act_param() reads from the node. NULL, or 0: none. */
+   the float parameters it takes (its row's attrs column, "alpha=1.67...,
+   gamma=1.05..."), which act_param() reads from the node. NULL, or 0:
+   none. */
 const char *op_kernel(Emitter *e, OpKind op);
 int op_kernel_params(Emitter *e, OpKind op, const char *names[2]);
 /* A kernel shared by several kinds takes which one it computes in i[0]:

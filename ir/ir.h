@@ -486,6 +486,9 @@ typedef struct OpInfo {
   /* Whether cuDNN or cuBLAS run this node on 16-bit data (--precision
      fp16|bf16: lower-precision lowers it); NULL: never. */
   bool (*half)(const Node *n);
+  /* Its float attributes with the spec's defaults, "alpha=0.2, beta=0.5"
+     (Node.p.act; the kernel takes them in this order), or NULL. */
+  const char *attrs;
 } OpInfo;
 
 /* The kind whose row names activation a, or OP_INVALID for ACT_NONE. */
