@@ -95,9 +95,9 @@ void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, con
               node_cudnn(e, n), p->act, emit_scalar(e, 1), ydesc, y, emit_scalar(e, 0), ydesc, y);
     return;
   }
-  /* Leaky relu, SiLU (cuDNN's swish mode is not documented for
-     cudnnActivationForward), hard sigmoid, hard swish and clip with a
-     lower bound other than 0: opc's kernel. */
+  /* Activations whose row names no cuDNN mode (SiLU among them: cuDNN's
+     swish mode is not documented for cudnnActivationForward) and clip with
+     a lower bound other than 0: opc's kernel. */
   emit_kernel_activation(e, n, n->out[0]);
 }
 
