@@ -455,6 +455,10 @@ enum {
   T_FUSES_ACT = 1u << 8,
   /* Its kernel has one instance per element size ("opc_where_b4"). */
   T_SIZED_KERNEL = 1u << 9,
+  /* Its library form (a cuDNN call) writes through a tensor descriptor,
+     so the CPU runtime's race checker sees each element it writes
+     (concat-in-place). */
+  T_EXACT_WRITES = 1u << 10,
 };
 
 /* Description of one operator kind: a row of ops.def. */
