@@ -690,7 +690,7 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
   bool half = own && own->half && node_in_half(n) && computes_in(n, node_data_type(n));
-  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == copy_op_emitter(n->op);
+  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op;
   if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
   if (half) /* opc's kernels compute such a node in float32 only */
@@ -701,13 +701,62 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   return NULL;
 }
 
-const OpEmitter *op_emitter(OpKind op) {
-  const OpEmitter *em = cudnn_op_emitter(op);
-  if (!em)
-    em = blas_op_emitter(op);
-  if (!em)
-    em = copy_op_emitter(op);
-  return em;
+/* ops.def's backend columns, by kind. */
+typedef struct BackendOp {
+  const char *kernel; /* "opc_selu", "opc_compare[1 Greater]" */
+  const OpEmitter *emitter, *library;
+  const char *cudnn;
+} BackendOp;
+
+static const BackendOp backend_ops[OP_COUNT] = {
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, param_inputs, \
+           eval, types, traits, run_types, act, act_name, half, attrs, kernel, emitter, library, \
+           cudnn)                                                                          \
+  [OP_##kind] = {kernel, emitter, library, cudnn},
+#include "../ir/ops.def"
+#undef OP
+};
+
+static const BackendOp *backend_op(OpKind op) {
+  return &backend_ops[op > 0 && op < OP_COUNT ? op : 0];
+}
+
+const OpEmitter *op_emitter(OpKind op) { return backend_op(op)->library; }
+
+const OpEmitter *kernel_op_emitter(OpKind op) { return backend_op(op)->emitter; }
+
+const char *op_cudnn(OpKind op) { return backend_op(op)->cudnn; }
+
+const char *op_kernel(Emitter *e, OpKind op) {
+  const char *k = backend_op(op)->kernel;
+  if (!k)
+    return NULL;
+  return emit_str(e, "%.*s", (int)strcspn(k, "["), k);
+}
+
+bool op_kernel_code(Emitter *e, OpKind op, int *code, const char **label) {
+  const char *k = backend_op(op)->kernel;
+  const char *p = k ? strchr(k, '[') : NULL;
+  if (!p)
+    return false;
+  char *end;
+  *code = (int)strtol(p + 1, &end, 10);
+  end += strspn(end, " ");
+  *label = emit_str(e, "%.*s", (int)strcspn(end, "]"), end);
+  return true;
+}
+
+int op_kernel_params(Emitter *e, OpKind op, const char *names[2]) {
+  const char *p = op_info(op)->attrs;
+  int count = 0;
+  while (p && *p && count < 2) {
+    p += strspn(p, " ");
+    size_t len = strcspn(p, "=,");
+    names[count++] = emit_str(e, "%.*s", (int)len, p);
+    p += strcspn(p, ",");
+    p += *p == ',';
+  }
+  return count;
 }
 
 bool buffer_is_contiguous(const Tensor *t) {

@@ -87,7 +87,8 @@ typedef struct OpEmitter {
   bool half;
 } OpEmitter;
 
-/* The emitter for a kind, or NULL when the backend has none. */
+/* The library emitter for a kind (ops.def's library column: cuDNN, cuBLAS
+   or copies), or NULL when the backend has none. */
 const OpEmitter *op_emitter(OpKind op);
 
 /*
@@ -192,7 +193,9 @@ const char *node_cublas(Emitter *e, const Node *n);  /* "c->cublas[1]" */
  * Their portable source is runtime/kernels/opc_kernels.inc; net.c carries the
  * text of the kernels it uses and compiles it with NVRTC in create().
  */
-const OpEmitter *kernel_op_emitter(OpKind op); /* NULL when no kernel implements it */
+/* The emitter of opc's kernels for a kind (ops.def's emitter column), or
+   NULL when no kernel implements it. */
+const OpEmitter *kernel_op_emitter(OpKind op);
 void kernel_request(Emitter *e, const char *name);
 void emit_kernel_source(Emitter *e);   /* struct opc_kargs and the used kernels' source */
 void emit_kernel_fields(Emitter *e);   /* CUmodule and CUfunction fields of the context */
@@ -202,7 +205,8 @@ void emit_kernel_teardown(Emitter *e);
 void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char *count);
 /* Ready-made launches for the core's emitters:
    the node's fused activation (n->act) applied in place on y, for what cuDNN
-   cannot fuse (LeakyRelu, Clip with a lower bound other than 0)
+   cannot fuse (an act whose row names no cuDNN mode, Clip with a lower
+   bound other than 0)
    (kernels_elementwise.c); */
 void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y);
 /* dst = src between any two strided layouts over dims (src strides may be
@@ -287,12 +291,31 @@ void fused_activation(Emitter *e, const Node *n);
 /* y = x in y's layout: Identity, Reshape... and a reduction over nothing
    (kernels_movement.c). */
 void run_reshape_copy(Emitter *e, Node *n);
-/* Each category's operators, or NULL. */
-const OpEmitter *kernel_elementwise_emitter(OpKind op); /* kernels_elementwise.c */
-const OpEmitter *kernel_movement_emitter(OpKind op);    /* kernels_movement.c */
-const OpEmitter *kernel_rows_emitter(OpKind op);        /* kernels_rows.c */
-const OpEmitter *kernel_loss_emitter(OpKind op);        /* kernels_losses.c */
-const OpEmitter *kernel_index_emitter(OpKind op);       /* kernels_index.c */
+/* The emitters of opc's kernels that ops.def's emitter column names. */
+extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_trilu, kernel_mod,
+    kernel_gelu, kernel_logic, kernel_cast_like;                       /* kernels_elementwise.c */
+extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
+    kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,
+    kernel_gather_elements, kernel_pad, kernel_resize;                 /* kernels_movement.c */
+extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
+    kernel_arg, kernel_topk;                                           /* kernels_index.c */
+extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
+extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
+    kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
+    kernel_row_more;                                                   /* kernels_rows.c */
+/* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of
+   the float parameters it takes (its row's attrs column, "alpha=1.67...,
+   gamma=1.05..."), which act_param() reads from the node. NULL, or 0:
+   none. */
+const char *op_kernel(Emitter *e, OpKind op);
+int op_kernel_params(Emitter *e, OpKind op, const char *names[2]);
+/* A kernel shared by several kinds takes which one it computes in i[0]:
+   the column's "opc_compare[1 Greater]" gives 1 and its label "Greater".
+   False when the kind's kernel is its own. */
+bool op_kernel_code(Emitter *e, OpKind op, int *code, const char **label);
+/* ops.def's cudnn column: cuDNN's name of the kind's operation
+   ("CUDNN_OP_TENSOR_ADD"), or NULL. */
+const char *op_cudnn(OpKind op);
 
 /* ------------------------------------------------ the core's own state */
 
@@ -385,10 +408,11 @@ bool write_weights(Emitter *e, const char *path);
 bool write_model_weights(Emitter *e, int model, const char *path);
 uint64_t weights_hash(const unsigned char *p, size_t n, uint64_t h);
 
-/* Emitters of the core, by file. */
-const OpEmitter *cudnn_op_emitter(OpKind op); /* ops_cudnn.c */
-const OpEmitter *blas_op_emitter(OpKind op);  /* ops_blas.c */
-const OpEmitter *copy_op_emitter(OpKind op);  /* ops_copy.c */
+/* The library emitters that ops.def's library column names. */
+extern const OpEmitter cudnn_conv, cudnn_deconv, cudnn_pool, cudnn_reduce, cudnn_softmax,
+    cudnn_lrn, cudnn_batch_norm, cudnn_activation, cudnn_arith;       /* ops_cudnn.c */
+extern const OpEmitter blas_gemm, blas_matmul;                          /* ops_blas.c */
+extern const OpEmitter copy_op; /* ops_copy.c: data movement by copies and views */
 const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */
 const char *offset_ptr(Emitter *e, const char *base, int64_t offset);

@@ -367,18 +367,3 @@ void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char 
   emit_call(e, LIB_DRIVER, n, "cuLaunchKernel(%s.%s, %s, 1, 1, %d, 1, 1, 0, %s, params, NULL)",
             kernel, name, grid, BLOCK_THREADS, node_stream(e, n));
 }
-
-/* ---------------------------------------------------------- the table */
-
-const OpEmitter *kernel_op_emitter(OpKind op) {
-  const OpEmitter *em = kernel_elementwise_emitter(op);
-  if (!em)
-    em = kernel_movement_emitter(op);
-  if (!em)
-    em = kernel_rows_emitter(op);
-  if (!em)
-    em = kernel_loss_emitter(op);
-  if (!em)
-    em = kernel_index_emitter(op);
-  return em;
-}

@@ -300,22 +300,10 @@ static void run_topk(Emitter *e, Node *n) {
   }
 }
 
-/* ---------------------------------------------------------- the table */
+/* ------------------------------------- the emitters ops.def names */
 
-static const OpEmitter gather_nd_emitter = {.run = run_gather_nd};
-static const OpEmitter scatter_nd_emitter = {.run = run_scatter_nd};
-static const OpEmitter scatter_elements_emitter = {.run = run_scatter_elements};
-static const OpEmitter arg_emitter = {.run = run_arg};
-static const OpEmitter topk_emitter = {.run = run_topk};
-
-const OpEmitter *kernel_index_emitter(OpKind op) {
-  static const OpEmitter *const emitters[OP_COUNT] = {
-      [OP_GATHER_ND] = &gather_nd_emitter,
-      [OP_SCATTER_ND] = &scatter_nd_emitter,
-      [OP_SCATTER_ELEMENTS] = &scatter_elements_emitter,
-      [OP_SCATTER] = &scatter_elements_emitter,
-      [OP_ARG_MAX] = &arg_emitter,
-      [OP_ARG_MIN] = &arg_emitter,
-      [OP_TOP_K] = &topk_emitter};
-  return emitters[op];
-}
+const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
+const OpEmitter kernel_scatter_nd = {.run = run_scatter_nd};
+const OpEmitter kernel_scatter_elements = {.run = run_scatter_elements};
+const OpEmitter kernel_arg = {.run = run_arg};
+const OpEmitter kernel_topk = {.run = run_topk};

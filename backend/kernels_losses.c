@@ -170,8 +170,4 @@ static void run_loss(Emitter *e, Node *n) {
   emit_launch(e, n, &T);
 }
 
-static const OpEmitter loss_emitter = {.setup = setup_loss, .run = run_loss};
-
-const OpEmitter *kernel_loss_emitter(OpKind op) {
-  return op == OP_NLL_LOSS || op == OP_SCE_LOSS ? &loss_emitter : NULL;
-}
+const OpEmitter kernel_loss = {.setup = setup_loss, .run = run_loss};

@@ -624,42 +624,17 @@ static void run_resize(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
-/* ---------------------------------------------------------- the table */
+/* ------------------------------------- the emitters ops.def names */
 
-static const OpEmitter reshape_emitter = {.run = run_reshape_copy};
-static const OpEmitter transpose_emitter = {.run = run_transpose};
-static const OpEmitter concat_emitter = {.run = run_concat};
-static const OpEmitter split_emitter = {.run = run_split};
-static const OpEmitter slice_emitter = {.run = run_slice};
-static const OpEmitter expand_emitter = {.run = run_expand};
-static const OpEmitter tile_emitter = {.run = run_tile};
-static const OpEmitter depth_space_emitter = {.run = run_depth_space};
-static const OpEmitter gather_emitter = {.run = run_gather};
-static const OpEmitter gather_elements_emitter = {.run = run_gather_elements};
-static const OpEmitter pad_emitter = {.run = run_pad};
-static const OpEmitter resize_emitter = {.run = run_resize};
-
-const OpEmitter *kernel_movement_emitter(OpKind op) {
-  static const OpEmitter *const emitters[OP_COUNT] = {
-      [OP_IDENTITY] = &reshape_emitter,
-      [OP_DROPOUT] = &reshape_emitter,
-      [OP_CAST] = &reshape_emitter,
-      [OP_FLATTEN] = &reshape_emitter,
-      [OP_RESHAPE] = &reshape_emitter,
-      [OP_SQUEEZE] = &reshape_emitter,
-      [OP_UNSQUEEZE] = &reshape_emitter,
-      [OP_TRANSPOSE] = &transpose_emitter,
-      [OP_CONCAT] = &concat_emitter,
-      [OP_SPLIT] = &split_emitter,
-      [OP_SLICE] = &slice_emitter,
-      [OP_EXPAND] = &expand_emitter,
-      [OP_TILE] = &tile_emitter,
-      [OP_DEPTH_TO_SPACE] = &depth_space_emitter,
-      [OP_SPACE_TO_DEPTH] = &depth_space_emitter,
-      [OP_GATHER] = &gather_emitter,
-      [OP_GATHER_ELEMENTS] = &gather_elements_emitter,
-      [OP_PAD] = &pad_emitter,
-      [OP_RESIZE] = &resize_emitter,
-      [OP_UPSAMPLE] = &resize_emitter};
-  return emitters[op];
-}
+const OpEmitter kernel_reshape = {.run = run_reshape_copy};
+const OpEmitter kernel_transpose = {.run = run_transpose};
+const OpEmitter kernel_concat = {.run = run_concat};
+const OpEmitter kernel_split = {.run = run_split};
+const OpEmitter kernel_slice = {.run = run_slice};
+const OpEmitter kernel_expand = {.run = run_expand};
+const OpEmitter kernel_tile = {.run = run_tile};
+const OpEmitter kernel_depth_space = {.run = run_depth_space};
+const OpEmitter kernel_gather = {.run = run_gather};
+const OpEmitter kernel_gather_elements = {.run = run_gather_elements};
+const OpEmitter kernel_pad = {.run = run_pad};
+const OpEmitter kernel_resize = {.run = run_resize};

@@ -31,10 +31,7 @@ static void run_pool(Emitter *e, Node *n) {
       }
     }
   }
-  const char *kernel = average ? "opc_average_pool" : "opc_max_pool";
-  if (n->op == OP_LP_POOL)
-    kernel = "opc_lp_pool";
-  Launch L = {.kernel = kernel, .rank = 5};
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = 5};
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], x5[5], y5[5];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -92,8 +89,7 @@ static void run_reduce(Emitter *e, Node *n) {
   Launch L = {0};
   bool max = n->op == OP_REDUCE_MAX || n->op == OP_GLOBAL_MAX_POOL;
   bool sum = !max && n->op != OP_REDUCE_MIN;
-  const char *base = max ? "opc_reduce_max" : sum ? "opc_reduce_sum" : "opc_reduce_min";
-  L.kernel = typed_kernel(e, base, y->dtype);
+  L.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype);
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
     return;
   set_element_type(&L, y->dtype);
@@ -120,7 +116,7 @@ static void run_softmax(Emitter *e, Node *n) {
     reduced[d] = coerce ? d >= axis : d == axis;
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
-  Launch L = {.kernel = n->op == OP_SOFTMAX ? "opc_softmax" : "opc_log_softmax"};
+  Launch L = {.kernel = op_kernel(e, n->op)};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   emit_launch(e, n, &L);
@@ -270,18 +266,6 @@ static void run_batch_norm(Emitter *e, Node *n) {
    ReduceLogSumExp and GlobalLpPool: one row kernel each. An empty axes list
    with noop_with_empty_axes reduces nothing: rows of one element, which
    still get squared, logged... as the spec asks. */
-static const char *reduce_more_kernel(OpKind op) {
-  static const char *const kernels[OP_COUNT] = {
-      [OP_REDUCE_SUM_SQUARE] = "opc_reduce_sum_square",
-      [OP_REDUCE_PROD] = "opc_reduce_prod",
-      [OP_REDUCE_LOG_SUM_EXP] = "opc_reduce_log_sum_exp",
-      [OP_REDUCE_L1] = "opc_reduce_l1",
-      [OP_REDUCE_L2] = "opc_reduce_l2",
-      [OP_REDUCE_LOG_SUM] = "opc_reduce_log_sum",
-      [OP_GLOBAL_LP_POOL] = "opc_reduce_lp"};
-  return kernels[op];
-}
-
 static void run_reduce_more(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   bool reduced[IR_MAX_RANK];
@@ -293,7 +277,7 @@ static void run_reduce_more(Emitter *e, Node *n) {
   }
   int64_t yst[IR_MAX_RANK];
   reduced_output_strides(x, y, reduced, yst);
-  Launch L = {.kernel = typed_kernel(e, reduce_more_kernel(n->op), y->dtype)};
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype)};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), yst, false))
     return;
   set_element_type(&L, y->dtype);
@@ -329,15 +313,12 @@ static void run_row_more(Emitter *e, Node *n) {
       reduced[d] = coerce ? d >= axis : d == axis;
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
-  static const char *const kernels[OP_COUNT] = {
-      [OP_HARDMAX] = "opc_hardmax", [OP_CUMSUM] = "opc_cumsum",
-      [OP_LP_NORM] = "opc_lp_norm", [OP_MVN] = "opc_mvn"};
-  Launch L = {.kernel = kernels[n->op]};
+  Launch L = {.kernel = op_kernel(e, n->op)};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   if (n->op == OP_CUMSUM) {
     /* CumSum is written once over the types it sums (opc_cumsum_i64, ...). */
-    L.kernel = typed_kernel(e, "opc_cumsum", y->dtype);
+    L.kernel = typed_kernel(e, L.kernel, y->dtype);
     set_element_type(&L, y->dtype);
     L.i[13] = n->p.axis.exclusive;
     L.i[14] = n->p.axis.reverse;
@@ -352,45 +333,14 @@ static void run_row_more(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
-/* ---------------------------------------------------------- the table */
+/* ------------------------------------- the emitters ops.def names */
 
-static const OpEmitter pool_emitter = {.run = run_pool};
-static const OpEmitter reduce_emitter = {.run = run_reduce};
-static const OpEmitter softmax_emitter = {.run = run_softmax};
-static const OpEmitter layer_norm_emitter = {.run = run_layer_norm};
-static const OpEmitter instance_norm_emitter = {.run = run_instance_norm};
-static const OpEmitter lrn_emitter = {.run = run_lrn};
-static const OpEmitter batch_norm_emitter = {.run = run_batch_norm};
-static const OpEmitter reduce_more_emitter = {.run = run_reduce_more};
-static const OpEmitter row_more_emitter = {.run = run_row_more};
-
-const OpEmitter *kernel_rows_emitter(OpKind op) {
-  static const OpEmitter *const emitters[OP_COUNT] = {
-      [OP_MAX_POOL] = &pool_emitter,
-      [OP_AVERAGE_POOL] = &pool_emitter,
-      [OP_LP_POOL] = &pool_emitter,
-      [OP_GLOBAL_AVERAGE_POOL] = &reduce_emitter,
-      [OP_GLOBAL_MAX_POOL] = &reduce_emitter,
-      [OP_REDUCE_MEAN] = &reduce_emitter,
-      [OP_REDUCE_SUM] = &reduce_emitter,
-      [OP_REDUCE_MAX] = &reduce_emitter,
-      [OP_REDUCE_MIN] = &reduce_emitter,
-      [OP_SOFTMAX] = &softmax_emitter,
-      [OP_LOG_SOFTMAX] = &softmax_emitter,
-      [OP_LAYER_NORM] = &layer_norm_emitter,
-      [OP_INSTANCE_NORM] = &instance_norm_emitter,
-      [OP_LRN] = &lrn_emitter,
-      [OP_BATCH_NORM] = &batch_norm_emitter,
-      [OP_REDUCE_SUM_SQUARE] = &reduce_more_emitter,
-      [OP_REDUCE_PROD] = &reduce_more_emitter,
-      [OP_REDUCE_LOG_SUM_EXP] = &reduce_more_emitter,
-      [OP_REDUCE_L1] = &reduce_more_emitter,
-      [OP_REDUCE_L2] = &reduce_more_emitter,
-      [OP_REDUCE_LOG_SUM] = &reduce_more_emitter,
-      [OP_GLOBAL_LP_POOL] = &reduce_more_emitter,
-      [OP_HARDMAX] = &row_more_emitter,
-      [OP_CUMSUM] = &row_more_emitter,
-      [OP_MVN] = &row_more_emitter,
-      [OP_LP_NORM] = &row_more_emitter};
-  return emitters[op];
-}
+const OpEmitter kernel_pool = {.run = run_pool};
+const OpEmitter kernel_reduce = {.run = run_reduce};
+const OpEmitter kernel_softmax = {.run = run_softmax};
+const OpEmitter kernel_layer_norm = {.run = run_layer_norm};
+const OpEmitter kernel_instance_norm = {.run = run_instance_norm};
+const OpEmitter kernel_lrn = {.run = run_lrn};
+const OpEmitter kernel_batch_norm = {.run = run_batch_norm};
+const OpEmitter kernel_reduce_more = {.run = run_reduce_more};
+const OpEmitter kernel_row_more = {.run = run_row_more};

@@ -195,7 +195,7 @@ static void gemm_run(Emitter *e, Node *n) {
   act_run(e, n, &p->act, p->yd, y);
 }
 
-static const OpEmitter gemm_emitter = {
+const OpEmitter blas_gemm = {
     .setup = gemm_setup, .run = gemm_run, .supports = gemm_supports, .half = true};
 
 /* ------------------------------------------------------------- MatMul */
@@ -253,8 +253,4 @@ static void matmul_run(Emitter *e, Node *n) {
   emit_product(e, n, &g);
 }
 
-static const OpEmitter matmul_emitter = {.run = matmul_run, .supports = matmul_supports, .half = true};
-
-const OpEmitter *blas_op_emitter(OpKind op) {
-  return op == OP_GEMM ? &gemm_emitter : op == OP_MATMUL ? &matmul_emitter : NULL;
-}
+const OpEmitter blas_matmul = {.run = matmul_run, .supports = matmul_supports, .half = true};

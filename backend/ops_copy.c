@@ -248,7 +248,7 @@ static void copy_run_node(Emitter *e, Node *n) {
              offset_ptr(e, buf(e, c->src[i]), c->src_offset[i]));
 }
 
-static const OpEmitter copy_emitter = {
+const OpEmitter copy_op = {
     .setup = copy_setup_node, .run = copy_run_node, .supports = copy_supports};
 
 /* A transfer between devices (node_is_transfer): the passes made its input
@@ -277,11 +277,3 @@ static void transfer_run(Emitter *e, Node *n) {
 static const OpEmitter transfer_emitter = {.run = transfer_run};
 
 const OpEmitter *transfer_op_emitter(void) { return &transfer_emitter; }
-
-const OpEmitter *copy_op_emitter(OpKind op) {
-  static const bool copies[OP_COUNT] = {
-      [OP_IDENTITY] = true, [OP_DROPOUT] = true, [OP_CAST] = true,   [OP_FLATTEN] = true,
-      [OP_RESHAPE] = true,  [OP_SQUEEZE] = true, [OP_UNSQUEEZE] = true, [OP_CONCAT] = true,
-      [OP_SPLIT] = true,    [OP_SLICE] = true,   [OP_TRANSPOSE] = true};
-  return copies[op] ? &copy_emitter : NULL;
-}

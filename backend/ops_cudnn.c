@@ -55,14 +55,9 @@ static void grow_workspace(Emitter *e, const Node *n, const char *bytes_expr) {
 
 /* ------------------------------------------------- fused activations */
 
-bool act_supported(const Node *n) {
-  switch (n->act) {
-  case ACT_NONE: case ACT_RELU: case ACT_SIGMOID: case ACT_TANH: case ACT_CLIP:
-  case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH: case ACT_MISH:
-    return true;
-  }
-  return false;
-}
+/* Every activation a row of ops.def names: cuDNN's own (act_setup) or
+   opc's kernel after the call. */
+bool act_supported(const Node *n) { return n->act == ACT_NONE || act_op(n->act) != OP_INVALID; }
 
 static const char *op_tensor_desc(Emitter *e, const Node *n, const char *what, const char *op) {
   const char *d = emit_desc(e, n, "OpTensor", what);
@@ -78,26 +73,18 @@ static const char *activation_desc(Emitter *e, const Node *n, const char *mode, 
   return d;
 }
 
+/* cuDNN applies the fused activations whose rows name a cuDNN mode (ops.def's
+   cudnn column) itself, but for clipped ReLU only from 0 to a finite bound;
+   opc's kernels apply the others (act_run). */
 void act_setup(Emitter *e, const Node *n, ActPlan *p) {
   memset(p, 0, sizeof *p);
-  switch (n->act) {
-  case ACT_RELU:
-    p->act = activation_desc(e, n, "CUDNN_ACTIVATION_RELU", 0);
-    break;
-  case ACT_SIGMOID:
-    p->act = activation_desc(e, n, "CUDNN_ACTIVATION_SIGMOID", 0);
-    break;
-  case ACT_TANH:
-    p->act = activation_desc(e, n, "CUDNN_ACTIVATION_TANH", 0);
-    break;
-  case ACT_CLIP:
-    if (n->act_alpha == 0 && isfinite(n->act_beta))
-      p->act = activation_desc(e, n, "CUDNN_ACTIVATION_CLIPPED_RELU", n->act_beta);
-    break;
-  case ACT_NONE: case ACT_LEAKY_RELU: case ACT_SILU: case ACT_HARD_SIGMOID: case ACT_HARD_SWISH:
-  case ACT_MISH:
-    break;
-  }
+  const char *mode = n->act == ACT_NONE ? NULL : op_cudnn(act_op(n->act));
+  if (!mode)
+    return;
+  if (n->act != ACT_CLIP)
+    p->act = activation_desc(e, n, mode, 0);
+  else if (n->act_alpha == 0 && isfinite(n->act_beta))
+    p->act = activation_desc(e, n, mode, n->act_beta);
 }
 
 void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y) {
@@ -108,9 +95,9 @@ void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, con
               node_cudnn(e, n), p->act, emit_scalar(e, 1), ydesc, y, emit_scalar(e, 0), ydesc, y);
     return;
   }
-  /* Leaky relu, SiLU (cuDNN's swish mode is not documented for
-     cudnnActivationForward), hard sigmoid, hard swish and clip with a
-     lower bound other than 0: opc's kernel. */
+  /* Activations whose row names no cuDNN mode (SiLU among them: cuDNN's
+     swish mode is not documented for cudnnActivationForward) and clip with
+     a lower bound other than 0: opc's kernel. */
   emit_kernel_activation(e, n, n->out[0]);
 }
 
@@ -402,7 +389,7 @@ static void conv_run(Emitter *e, Node *n) {
   act_run(e, n, &p->act, p->yd, y);
 }
 
-static const OpEmitter conv_emitter = {
+const OpEmitter cudnn_conv = {
     .setup = conv_setup, .run = conv_run, .supports = conv_supports, .half = true};
 
 /* ConvTranspose is the gradient of a convolution with respect to its input. */
@@ -443,7 +430,7 @@ static void deconv_run(Emitter *e, Node *n) {
               p->bd, p->bias, emit_scalar(e, 1), p->yd, y);
 }
 
-static const OpEmitter deconv_emitter = {
+const OpEmitter cudnn_deconv = {
     .setup = deconv_setup, .run = deconv_run, .supports = conv_supports};
 
 /* ------------------------------------------------------------ pooling */
@@ -460,10 +447,8 @@ static bool plan_pool(const Node *n, PoolPlan *p) {
   const Window *win = &n->win;
   const Tensor *x = n->in[0], *y = n->out[0];
   int ns = win->nspatial;
-  if (ns < 1 || ns > 3 || x->rank != ns + 2 || y->rank != ns + 2)
+  if (!pool_fits_library(n))
     return false;
-  if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
-    return false; /* MaxPool's Indices */
   p->nsp = ns == 1 ? 2 : ns;
   conv_layout(x, ns, p->x, p->xs);
   conv_layout(y, ns, p->y, p->ys);
@@ -471,14 +456,7 @@ static bool plan_pool(const Node *n, PoolPlan *p) {
     int k = ns == 1 ? i - 1 : i;
     p->window[i] = k < 0 ? 1 : win->kernel[k];
     p->stride[i] = k < 0 ? 1 : win->stride[k];
-    int64_t pb = k < 0 ? 0 : win->pad_begin[k], pe = k < 0 ? 0 : win->pad_end[k];
-    int64_t dil = k < 0 ? 1 : win->dilation[k] ? win->dilation[k] : 1;
-    if (pb != pe || dil != 1 || pb < 0 || pb >= p->window[i] || p->stride[i] < 1)
-      return false;
-    p->pad[i] = pb;
-    /* cuDNN rounds the output size down; ceil_mode output must agree. */
-    if ((p->x[2 + i] + 2 * pb - p->window[i]) / p->stride[i] + 1 != p->y[2 + i])
-      return false;
+    p->pad[i] = k < 0 ? 0 : win->pad_begin[k];
   }
   return true;
 }
@@ -512,7 +490,7 @@ static void pool_run(Emitter *e, Node *n) {
             buf(e, n->out[0]));
 }
 
-static const OpEmitter pool_emitter = {
+const OpEmitter cudnn_pool = {
     .setup = pool_setup, .run = pool_run, .supports = pool_supports, .half = true};
 
 /* --------------------------------------------------------- reductions */
@@ -523,17 +501,6 @@ typedef struct ReducePlan {
   bool identity; /* noop_with_empty_axes and no axes: a copy */
   const char *xd, *yd, *rd;
 } ReducePlan;
-
-static const char *reduce_op(OpKind op) {
-  static const char *const ops[OP_COUNT] = {
-      [OP_REDUCE_MEAN] = "CUDNN_REDUCE_TENSOR_AVG",
-      [OP_GLOBAL_AVERAGE_POOL] = "CUDNN_REDUCE_TENSOR_AVG",
-      [OP_REDUCE_SUM] = "CUDNN_REDUCE_TENSOR_ADD",
-      [OP_REDUCE_MAX] = "CUDNN_REDUCE_TENSOR_MAX",
-      [OP_GLOBAL_MAX_POOL] = "CUDNN_REDUCE_TENSOR_MAX",
-      [OP_REDUCE_MIN] = "CUDNN_REDUCE_TENSOR_MIN"};
-  return ops[op];
-}
 
 static bool plan_reduce(const Node *n, ReducePlan *p) {
   memset(p, 0, sizeof *p);
@@ -581,7 +548,7 @@ static void reduce_setup(Emitter *e, Node *n) {
   p->rd = emit_desc(e, n, "ReduceTensor", "reduce");
   emit_call(e, LIB_CUDNN, n,
             "cudnnSetReduceTensorDescriptor(%s, %s, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES)",
-            p->rd, reduce_op(n->op));
+            p->rd, op_cudnn(n->op));
   emit_open(e, "{");
   emit(e, "size_t bytes = 0;");
   emit_call(e, LIB_CUDNN, n, "cudnnGetReductionWorkspaceSize(%s, %s, %s, %s, &bytes)",
@@ -606,7 +573,7 @@ static void reduce_run(Emitter *e, Node *n) {
 }
 
 /* 16-bit data reduces with float32 compute (the descriptor's compute type). */
-static const OpEmitter reduce_emitter = {
+const OpEmitter cudnn_reduce = {
     .setup = reduce_setup, .run = reduce_run, .supports = reduce_supports, .half = true};
 
 /* ----------------------------------------------------------- softmax */
@@ -644,11 +611,11 @@ static void softmax_setup(Emitter *e, Node *n) {
 static void softmax_run(Emitter *e, Node *n) {
   const char **d = node_data(e, n, sizeof(char *));
   emit_call(e, LIB_CUDNN, n, "cudnnSoftmaxForward(%s, %s, CUDNN_SOFTMAX_MODE_CHANNEL, %s, %s, %s, %s, %s, %s)",
-            node_cudnn(e, n), n->op == OP_LOG_SOFTMAX ? "CUDNN_SOFTMAX_LOG" : "CUDNN_SOFTMAX_ACCURATE",
+            node_cudnn(e, n), op_cudnn(n->op),
             emit_scalar(e, 1), *d, buf(e, n->in[0]), emit_scalar(e, 0), *d, buf(e, n->out[0]));
 }
 
-static const OpEmitter softmax_emitter = {
+const OpEmitter cudnn_softmax = {
     .setup = softmax_setup, .run = softmax_run, .supports = softmax_supports};
 
 /* ---------------------------------------------------------------- LRN */
@@ -682,7 +649,7 @@ static void lrn_run(Emitter *e, Node *n) {
             p->yd, buf(e, n->out[0]));
 }
 
-static const OpEmitter lrn_emitter = {.setup = lrn_setup, .run = lrn_run, .supports = lrn_supports};
+const OpEmitter cudnn_lrn = {.setup = lrn_setup, .run = lrn_run, .supports = lrn_supports};
 
 /* ------------------------------------------------------ batch norm */
 
@@ -752,7 +719,7 @@ static void bn_run(Emitter *e, Node *n) {
             buf(e, n->in[4]), double_literal(e, n->p.norm.epsilon));
 }
 
-static const OpEmitter bn_emitter = {
+const OpEmitter cudnn_batch_norm = {
     .setup = bn_setup, .run = bn_run, .supports = bn_supports, .half = true};
 
 /* -------------------------------------------------------- activations */
@@ -795,25 +762,14 @@ static void activation_setup(Emitter *e, Node *n) {
                   memcmp(n->in[0]->strides, n->out[0]->strides, sizeof(int64_t) * (size_t)n->in[0]->rank) == 0
               ? p->xd
               : desc_of(e, n, "y", n->out[0]);
-  float lo, hi;
-  switch (n->op) {
-  case OP_RELU:
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_RELU", 0);
-    break;
-  case OP_SIGMOID:
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_SIGMOID", 0);
-    break;
-  case OP_TANH:
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_TANH", 0);
-    break;
-  case OP_ELU:
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_ELU", n->p.act.alpha);
-    break;
-  default:
+  /* The mode is the row's cudnn column; its coefficient Clip's upper
+     bound, or the alpha of a kind with one (Elu). */
+  float lo, hi = 0;
+  if (n->op == OP_CLIP)
     clip_bounds(n, &lo, &hi);
-    p->od = activation_desc(e, n, "CUDNN_ACTIVATION_CLIPPED_RELU", hi);
-    break;
-  }
+  else if (op_info(n->op)->params == PARAMS_ACT)
+    hi = n->p.act.alpha;
+  p->od = activation_desc(e, n, op_cudnn(n->op), hi);
 }
 
 static void activation_run(Emitter *e, Node *n) {
@@ -823,7 +779,7 @@ static void activation_run(Emitter *e, Node *n) {
             p->yd, buf(e, n->out[0]));
 }
 
-static const OpEmitter activation_emitter = {
+const OpEmitter cudnn_activation = {
     .setup = activation_setup, .run = activation_run, .supports = activation_supports};
 
 /* ------------------------------------------------ broadcast arithmetic */
@@ -848,15 +804,6 @@ static bool broadcasts_to(const Tensor *b, const Tensor *y) {
       return false;
   }
   return true;
-}
-
-static const char *arith_op(OpKind op) {
-  static const char *const ops[OP_COUNT] = {
-      [OP_ADD] = "CUDNN_OP_TENSOR_ADD", [OP_SUB] = "CUDNN_OP_TENSOR_ADD",
-      [OP_SUM] = "CUDNN_OP_TENSOR_ADD", [OP_MEAN] = "CUDNN_OP_TENSOR_ADD",
-      [OP_MUL] = "CUDNN_OP_TENSOR_MUL", [OP_MAX] = "CUDNN_OP_TENSOR_MAX",
-      [OP_MIN] = "CUDNN_OP_TENSOR_MIN"};
-  return ops[op];
 }
 
 static bool plan_arith(const Node *n, ArithPlan *p) {
@@ -892,7 +839,7 @@ static void arith_setup(Emitter *e, Node *n) {
     bool same = tensor_same_shape(t, y) && memcmp(t->strides, y->strides, sizeof(int64_t) * (size_t)y->rank) == 0;
     p->desc[i] = same ? p->yd : emit_tensor_desc_of(e, n, emit_str(e, "in%d", i), t, 4, true);
   }
-  p->od = op_tensor_desc(e, n, "op", arith_op(n->op));
+  p->od = op_tensor_desc(e, n, "op", op_cudnn(n->op));
 }
 
 static void arith_run(Emitter *e, Node *n) {
@@ -923,37 +870,4 @@ static void arith_run(Emitter *e, Node *n) {
   }
 }
 
-static const OpEmitter arith_emitter = {.setup = arith_setup, .run = arith_run, .supports = arith_supports};
-
-/* ------------------------------------------------------------- table */
-
-const OpEmitter *cudnn_op_emitter(OpKind op) {
-  static const OpEmitter *const emitters[OP_COUNT] = {
-      [OP_CONV] = &conv_emitter,
-      [OP_CONV_TRANSPOSE] = &deconv_emitter,
-      [OP_MAX_POOL] = &pool_emitter,
-      [OP_AVERAGE_POOL] = &pool_emitter,
-      [OP_GLOBAL_AVERAGE_POOL] = &reduce_emitter,
-      [OP_GLOBAL_MAX_POOL] = &reduce_emitter,
-      [OP_REDUCE_MEAN] = &reduce_emitter,
-      [OP_REDUCE_SUM] = &reduce_emitter,
-      [OP_REDUCE_MAX] = &reduce_emitter,
-      [OP_REDUCE_MIN] = &reduce_emitter,
-      [OP_SOFTMAX] = &softmax_emitter,
-      [OP_LOG_SOFTMAX] = &softmax_emitter,
-      [OP_LRN] = &lrn_emitter,
-      [OP_BATCH_NORM] = &bn_emitter,
-      [OP_RELU] = &activation_emitter,
-      [OP_SIGMOID] = &activation_emitter,
-      [OP_TANH] = &activation_emitter,
-      [OP_ELU] = &activation_emitter,
-      [OP_CLIP] = &activation_emitter,
-      [OP_ADD] = &arith_emitter,
-      [OP_SUB] = &arith_emitter,
-      [OP_MUL] = &arith_emitter,
-      [OP_MAX] = &arith_emitter,
-      [OP_MIN] = &arith_emitter,
-      [OP_SUM] = &arith_emitter,
-      [OP_MEAN] = &arith_emitter};
-  return emitters[op];
-}
+const OpEmitter cudnn_arith = {.setup = arith_setup, .run = arith_run, .supports = arith_supports};

@@ -89,20 +89,23 @@ static void put_window(KeyBuf *k, const Node *n) {
     put(k, "|ceil=%d|cip=%d", w->ceil_mode, w->count_include_pad);
 }
 
-static const char *act_key(Activation a) {
-  switch (a) {
-  case ACT_RELU: return "relu";
-  case ACT_CLIP: return "clip";
-  case ACT_SIGMOID: return "sigmoid";
-  case ACT_TANH: return "tanh";
-  case ACT_LEAKY_RELU: return "leakyrelu";
-  case ACT_SILU: return "silu";
-  case ACT_HARD_SIGMOID: return "hardsigmoid";
-  case ACT_HARD_SWISH: return "hardswish";
-  case ACT_MISH: return "mish";
-  case ACT_NONE: break;
-  }
-  return NULL;
+/* The fused activation, as "|act=relu" or with its parameters
+   "|act=clip(0,6)": the IR's name of it without underscores. */
+static void put_act(KeyBuf *k, const Node *n) {
+  const char *name = act_name(n->act);
+  if (!name)
+    return;
+  put(k, "|act=");
+  for (const char *c = name; *c; c++)
+    if (*c != '_')
+      put(k, "%c", *c);
+  unsigned traits = op_info(act_op(n->act))->traits;
+  if (traits & T_ACT_ALPHA)
+    put(k, "(%.9g", n->act_alpha);
+  if (traits & T_ACT_BETA)
+    put(k, ",%.9g", n->act_beta);
+  if (traits & T_ACT_ALPHA)
+    put(k, ")");
 }
 
 static int by_attr_name(const void *a, const void *b) {
@@ -156,14 +159,7 @@ int unit_cost_key(const Node *n, char *buf, size_t size) {
   }
   if (has_window(n->op))
     put_window(&k, n);
-  if (n->act == ACT_CLIP)
-    put(&k, "|act=clip(%.9g,%.9g)", n->act_alpha, n->act_beta);
-  else if (n->act == ACT_LEAKY_RELU)
-    put(&k, "|act=leakyrelu(%.9g)", n->act_alpha);
-  else if (n->act == ACT_HARD_SIGMOID)
-    put(&k, "|act=hardsigmoid(%.9g,%.9g)", n->act_alpha, n->act_beta);
-  else if (act_key(n->act))
-    put(&k, "|act=%s", act_key(n->act));
+  put_act(&k, n);
   put_attrs(&k, n);
   return k.len;
 }

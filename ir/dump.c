@@ -187,21 +187,6 @@ static void put_attr_value(FILE *f, const Attr *a) {
   }
 }
 
-static const char *act_name(Activation a) {
-  switch (a) {
-  case ACT_RELU: return "relu";
-  case ACT_CLIP: return "clip";
-  case ACT_SIGMOID: return "sigmoid";
-  case ACT_TANH: return "tanh";
-  case ACT_LEAKY_RELU: return "leaky_relu";
-  case ACT_SILU: return "silu";
-  case ACT_HARD_SIGMOID: return "hard_sigmoid";
-  case ACT_HARD_SWISH: return "hard_swish";
-  case ACT_MISH: return "mish";
-  default: return NULL;
-  }
-}
-
 /* The IR's own fields, as ".key=value" after the node name; `issue` is
    the node's place in g->sched.order, -1 when the host does not issue it. */
 static void put_extras(FILE *f, const Graph *g, const Node *n, int issue) {

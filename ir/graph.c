@@ -343,7 +343,59 @@ const char *dtype_onnx_name(DType t) {
   }
 }
 
-bool op_input_stays_float(OpKind op, int k) { return op == OP_BATCH_NORM && k >= 1; }
+bool op_input_stays_float(OpKind op, int k) {
+  return (op_info(op)->traits & T_FLOAT_PARAMS) && k >= 1;
+}
+
+bool window_is_symmetric(const Window *w) {
+  if (w->nspatial < 1 || w->nspatial > 3)
+    return false;
+  for (int i = 0; i < w->nspatial; i++)
+    if (w->pad_begin[i] != w->pad_end[i] || w->pad_begin[i] < 0)
+      return false;
+  return true;
+}
+
+bool pool_fits_library(const Node *n) {
+  const Window *w = &n->win;
+  const Tensor *x = n->in[0], *y = n->out[0];
+  if (!window_is_symmetric(w) || x->rank != w->nspatial + 2 || y->rank != x->rank)
+    return false;
+  if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
+    return false; /* MaxPool's Indices */
+  for (int i = 0; i < w->nspatial; i++) {
+    int64_t k = w->kernel[i], s = w->stride[i], p = w->pad_begin[i];
+    if ((w->dilation[i] && w->dilation[i] != 1) || p >= k || s < 1)
+      return false;
+    /* cuDNN rounds the output size down; ceil_mode output must agree. */
+    if ((x->dims[2 + i] + 2 * p - k) / s + 1 != y->dims[2 + i])
+      return false;
+  }
+  return true;
+}
+
+bool conv_runs_half(const Node *n) {
+  return window_is_symmetric(&n->win) && n->in[0]->rank == n->win.nspatial + 2;
+}
+
+bool gemm_runs_half(const Node *n) {
+  (void)n;
+  return true;
+}
+
+bool matmul_runs_half(const Node *n) {
+  const Tensor *a = n->in[0], *b = n->in[1];
+  if (a->rank < 2 || b->rank < 2)
+    return false;
+  if (b->rank == 2)
+    return true;
+  if (a->rank != b->rank)
+    return false;
+  for (int i = 0; i + 2 < a->rank; i++)
+    if (a->dims[i] != b->dims[i])
+      return false;
+  return true;
+}
 
 bool dtype_is_float(DType t) {
   return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16;

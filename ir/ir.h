@@ -203,6 +203,7 @@ typedef enum Activation {
   ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
   ACT_HARD_SWISH,   /* x * max(0, min(1, x * (1/6) + 1/2)) */
   ACT_MISH,         /* x * tanh(softplus(x)) */
+  ACT_COUNT
 } Activation;
 
 /*
@@ -283,8 +284,8 @@ typedef enum AspectPolicy { ASPECT_STRETCH, ASPECT_NOT_LARGER, ASPECT_NOT_SMALLE
  * arrays hang off the graph's arena.
  */
 typedef union Params {
-  /* LeakyRelu, Elu, Celu, ThresholdedRelu: alpha. Selu: alpha, gamma.
-     HardSigmoid: alpha, beta. Shrink: lambd, bias. Gelu: tanh. */
+  /* The activations' float attributes (ops.def's kernel column names the
+     ones each kind's kernel reads) and Gelu's approximation. */
   struct { float alpha, beta, gamma, lambd, bias; bool tanh; } act;
   /* Clip's bounds before opset 11 (later they are inputs 1 and 2). */
   struct { bool has_min, has_max; float min, max; } clip;
@@ -390,6 +391,63 @@ typedef enum Evaluation {
   FROM_SHAPES,     /* reads only its inputs' shapes: always folds (Shape, Size) */
 } Evaluation;
 
+/* Sets of element types, one bit per DType: the types a kind's run-time
+   code takes (ops.def's run_types column; backend/types.c checks them). */
+enum {
+  TY_F32 = 1u << DT_FLOAT,
+  TY_F64 = 1u << DT_DOUBLE,
+  TY_F16 = 1u << DT_FLOAT16,
+  TY_BF16 = 1u << DT_BFLOAT16,
+  TY_I64 = 1u << DT_INT64,
+  TY_I32 = 1u << DT_INT32,
+  TY_I8 = 1u << DT_INT8,
+  TY_U8 = 1u << DT_UINT8,
+  TY_BOOL = 1u << DT_BOOL,
+  TY_ANY = TY_F32 | TY_F64 | TY_F16 | TY_I64 | TY_I32 | TY_I8 | TY_U8 | TY_BOOL,
+  TY_MOVED = TY_ANY | TY_BF16, /* what the kernels that copy by element size take */
+  TY_HALVES = TY_F32 | TY_F16 | TY_BF16, /* float32, and the 16-bit types computing in float */
+  TY_NUMERIC = TY_F32 | TY_F64 | TY_I64 | TY_I32 | TY_I8 | TY_U8,
+  TY_SIGNED = TY_F32 | TY_F64 | TY_I64 | TY_I32 | TY_I8,
+  TY_WIDE = TY_F32 | TY_F64 | TY_I64 | TY_I32, /* what sums (CumSum) come in */
+  TY_INTEGER = TY_I64 | TY_I32 | TY_I8 | TY_U8,
+  TY_FLOATS = TY_F32 | TY_F64 | TY_F16, /* IsNaN and IsInf read float16's bits too */
+};
+
+/* Traits of a kind (ops.def's traits column), asked by passes and the
+   backend through op_info()->traits. */
+enum {
+  /* Runs in 16 bits when its data input is 16-bit, float16 or bfloat16
+     (--precision): it moves elements, or opc's kernels compute it in
+     float32 between 16-bit loads and stores, or cuDNN takes it so. */
+  T_FOLLOWS_HALF = 1u << 0,
+  /* The same in float16 only: cuDNN's means, maxima and minima
+     (cudnnReduceTensor refuses bfloat16 data). */
+  T_FOLLOWS_F16 = 1u << 1,
+  /* Reads and writes each operand with any strides, so either channel
+     order (choose-layout changes the layout across it at no cost). */
+  T_ANY_LAYOUT = 1u << 2,
+  /* Inputs after the first stay float32 beside 16-bit data (cuDNN's
+     batch normalisation parameters): op_input_stays_float(). */
+  T_FLOAT_PARAMS = 1u << 3,
+  /* Input 1 holds indices (int32 or int64) read at run time. */
+  T_INDICES = 1u << 4,
+  /* Fused into a Conv or Gemm (the act column), the activation takes
+     Node.act_alpha, and Node.act_beta. */
+  T_ACT_ALPHA = 1u << 5,
+  T_ACT_BETA = 1u << 6,
+  /* Its kernel is written once over the element types, each instance
+     named with its type ("opc_add_i64", "opc_relu_f32"). */
+  T_TYPED_KERNEL = 1u << 7,
+  /* Takes an activation fused into its output (Node.act: fuse-activation). */
+  T_FUSES_ACT = 1u << 8,
+  /* Its kernel has one instance per element size ("opc_where_b4"). */
+  T_SIZED_KERNEL = 1u << 9,
+  /* Its library form (a cuDNN call) writes through a tensor descriptor,
+     so the CPU runtime's race checker sees each element it writes
+     (concat-in-place). */
+  T_EXACT_WRITES = 1u << 10,
+};
+
 /* Description of one operator kind: a row of ops.def. */
 typedef struct OpInfo {
   const char *name; /* ONNX op_type */
@@ -410,7 +468,24 @@ typedef struct OpInfo {
      repeats for variadic inputs): a set of dtypes such as "float" or
      "i32|i64", or "=K", the type of input K. ops.def lists the sets. */
   const char *types;
+  unsigned traits;    /* T_* bits */
+  unsigned run_types; /* TY_* set: the element types its run-time code takes */
+  /* The activation it becomes when fused into a Conv or Gemm (ACT_NONE:
+     never), and that activation's name in the IR's text and cost keys. */
+  Activation act;
+  const char *act_name;
+  /* Whether cuDNN or cuBLAS run this node on 16-bit data (--precision
+     fp16|bf16: lower-precision lowers it); NULL: never. */
+  bool (*half)(const Node *n);
+  /* Its float attributes with the spec's defaults, "alpha=0.2, beta=0.5"
+     (Node.p.act; the kernel takes them in this order), or NULL. */
+  const char *attrs;
 } OpInfo;
+
+/* The kind whose row names activation a, or OP_INVALID for ACT_NONE. */
+OpKind act_op(Activation a);
+/* Activation a's name in the IR text ("relu"), or NULL for ACT_NONE. */
+const char *act_name(Activation a);
 
 const OpInfo *op_info(OpKind op);
 OpKind op_from_name(const char *onnx_op_type); /* OP_INVALID if unsupported */
@@ -637,6 +712,20 @@ bool node_same_attrs(const Node *a, const Node *b);
    16-bit: BatchNormalization's scale, bias, mean and variance, which cuDNN
    takes in float32 beside float16 or bfloat16 data. */
 bool op_input_stays_float(OpKind op, int k);
+/* Whether a window has 1 to 3 spatial dims and equal, non-negative
+   padding at both ends (what cuDNN's descriptors express). */
+bool window_is_symmetric(const Window *w);
+/* Whether cuDNN's pooling takes this MaxPool or AveragePool: a symmetric
+   window with padding smaller than it, no dilation, the output size rounded
+   down (no ceil_mode growth), and no Indices output. Both lower-precision
+   (which pools go 16-bit) and the backend (which emitter prints one) ask. */
+bool pool_fits_library(const Node *n);
+/* The other 16-bit library forms of ops.def's half column: a convolution
+   with a symmetric window, any Gemm, and a MatMul cuBLAS does in one call
+   (B one matrix, or A and B batched alike). */
+bool conv_runs_half(const Node *n);
+bool gemm_runs_half(const Node *n);
+bool matmul_runs_half(const Node *n);
 /* Input `i`, or NULL when absent or beyond nin. */
 Tensor *node_input(const Node *n, int i);
 

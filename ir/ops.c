@@ -9,6 +9,7 @@
  * shape function runs: graph_infer_shapes folds shape arithmetic as it goes.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -267,20 +268,27 @@ int64_t broadcast_offset(int64_t index, int rank, const int64_t *dims, const int
 
 /* --------------------------------------------------- elementwise kinds */
 
-/* The attributes of activations, with the spec's defaults. */
+/* The default of float attribute `name` in a row's attrs column
+   ("alpha=0.2, beta=0.5"), or dflt when the row gives none. */
+static float attr_default(const OpInfo *info, const char *name, float dflt) {
+  size_t len = strlen(name);
+  for (const char *p = info->attrs; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0)) {
+    p += strspn(p, " ");
+    if (strncmp(p, name, len) == 0 && p[len] == '=')
+      return strtof(p + len + 1, NULL);
+  }
+  return dflt;
+}
+
+/* The attributes of activations, with the spec's defaults: the row's, and
+   for the attributes it does not name, values that no kernel reads. */
 static void act_params(Node *n) {
-  float alpha = 1.0f; /* Elu, Celu, ThresholdedRelu */
-  if (n->op == OP_LEAKY_RELU)
-    alpha = 0.01f;
-  else if (n->op == OP_SELU)
-    alpha = 1.67326319217681884765625f;
-  else if (n->op == OP_HARD_SIGMOID)
-    alpha = 0.2f;
-  n->p.act.alpha = node_attr_float(n, "alpha", alpha);
-  n->p.act.beta = node_attr_float(n, "beta", 0.5f);
-  n->p.act.gamma = node_attr_float(n, "gamma", 1.05070102214813232421875f);
-  n->p.act.lambd = node_attr_float(n, "lambd", 0.5f);
-  n->p.act.bias = node_attr_float(n, "bias", 0.0f);
+  const OpInfo *info = op_info(n->op);
+  n->p.act.alpha = node_attr_float(n, "alpha", attr_default(info, "alpha", 1.0f));
+  n->p.act.beta = node_attr_float(n, "beta", attr_default(info, "beta", 0.5f));
+  n->p.act.gamma = node_attr_float(n, "gamma", attr_default(info, "gamma", 1.05070102214813232421875f));
+  n->p.act.lambd = node_attr_float(n, "lambd", attr_default(info, "lambd", 0.5f));
+  n->p.act.bias = node_attr_float(n, "bias", attr_default(info, "bias", 0.0f));
   n->p.act.tanh = strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0;
 }
 
@@ -2246,11 +2254,13 @@ static bool infer_loss(Graph *g, Node *n) {
 /* ---------------------------------------------------------------- table */
 
 static const OpInfo op_table[OP_COUNT] = {
-    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, ""},
-#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
-           param_inputs, eval, types)                                             \
-  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost, \
-                 param_inputs, eval, types},
+    [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, "",
+                    0, TY_F32, ACT_NONE, NULL, NULL, NULL},
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
+           param_inputs, eval, types, traits, run_types, act, act_name, half, attrs,      \
+           kernel, emitter, library, cudnn) /* the last four: the backend's (emit.c) */   \
+  [OP_##kind] = {name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
+                 param_inputs, eval, types, traits, run_types, act, act_name, half, attrs},
 #include "ops.def"
 #undef OP
 };
@@ -2265,3 +2275,12 @@ OpKind op_from_name(const char *name) {
       return (OpKind)i;
   return OP_INVALID;
 }
+
+OpKind act_op(Activation a) {
+  for (int i = 1; a != ACT_NONE && i < OP_COUNT; i++)
+    if (op_table[i].act == a)
+      return (OpKind)i;
+  return OP_INVALID;
+}
+
+const char *act_name(Activation a) { return op_info(act_op(a))->act_name; }

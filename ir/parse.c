@@ -561,27 +561,18 @@ static bool attrs(Parser *ps, Node *n) {
 
 /* ---------------------------------------------------------- IR extras */
 
+/* An activation by its name in ops.def's act_name column. */
 static bool activation(Parser *ps, Node *n) {
-  static const struct {
-    const char *name;
-    Activation act;
-  } acts[] = {{"relu", ACT_RELU},
-              {"clip", ACT_CLIP},
-              {"sigmoid", ACT_SIGMOID},
-              {"tanh", ACT_TANH},
-              {"leaky_relu", ACT_LEAKY_RELU},
-              {"silu", ACT_SILU},
-              {"hard_sigmoid", ACT_HARD_SIGMOID},
-              {"hard_swish", ACT_HARD_SWISH},
-              {"mish", ACT_MISH}};
   const char *name = ident(ps);
   if (!name)
     return false;
-  for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-    if (strcmp(acts[i].name, name) == 0) {
-      n->act = acts[i].act;
+  for (int i = 1; i < OP_COUNT; i++) {
+    const OpInfo *info = op_info((OpKind)i);
+    if (info->act_name && strcmp(info->act_name, name) == 0) {
+      n->act = info->act;
       return true;
     }
+  }
   return fail(ps, "unknown activation '%s'", name);
 }
 

@@ -71,19 +71,6 @@ static bool same_layout_op(const Node *n) {
   }
 }
 
-/* Elementwise operators and global pools: each operand in any order. */
-static bool bridge_op(OpKind op) {
-  switch (op) {
-  case OP_CAST: case OP_RELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SIGMOID: case OP_TANH:
-  case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
-  case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
-  case OP_SUM: case OP_MEAN: case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /* The data operands of a same-layout node, by slot: inputs then outputs
    (slot >= nin). The filter, bias and normalisation parameters are not. */
 static Tensor **operand(Node *n, int slot) {
@@ -120,7 +107,7 @@ static void mark_fixed(Layouts *l) {
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead || same_layout_op(n) || bridge_op(n->op))
+    if (n->dead || same_layout_op(n) || (op_info(n->op)->traits & T_ANY_LAYOUT))
       continue;
     for (int k = 0; k < n->nin; k++)
       if (n->in[k])

@@ -94,8 +94,7 @@ enum { CHECKED_RUNS = 4096 };
    (opc_kargs.h), so two of them filling interleaved slices would be
    reported as racing although they touch different elements. */
 static bool exact_writer(const Node *p) {
-  bool library = p->op == OP_CONV || p->op == OP_MAX_POOL || p->op == OP_AVERAGE_POOL ||
-                 p->op == OP_BATCH_NORM;
+  bool library = op_info(p->op)->traits & T_EXACT_WRITES;
   return library && (p->act == ACT_NONE || p->act == ACT_RELU);
 }
 

@@ -1,19 +1,20 @@
 /*
- * fuse_activation.c - an activation (Relu, Clip with constant bounds,
- * Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, and Swish of alpha 1,
- * which is SiLU) applied to the output of a Conv or Gemm runs inside that
- * node (node->act), saving a pass over memory. Only when the producer's
- * output feeds nothing else and is not a graph output. SiLU and HardSwish
- * as exporters write them, x times a gate of x, are single nodes by now
- * (fuse-gated).
+ * fuse_activation.c - an activation (a kind whose ops.def row names an act:
+ * Relu, Clip with constant bounds, Swish of alpha 1, which is SiLU, ...)
+ * applied to the output of a kind that takes one (T_FUSES_ACT: Conv, Gemm)
+ * runs inside that node (node->act), saving a pass over memory. Only when
+ * the producer's output feeds nothing else and is not a graph output.
+ * Gated activations as exporters write them, x times a gate of x, are
+ * single nodes by now (fuse-gated).
  */
 #include "pass.h"
 #include "rewrite.h"
 
-/* The Conv or Gemm whose output x may take a fused activation, or NULL. */
+/* The producer (a Conv or Gemm) whose output x may take a fused
+   activation, or NULL. */
 static Node *fusable_producer(const Tensor *x) {
   Node *p = x->producer;
-  if (!p || p->dead || (p->op != OP_CONV && p->op != OP_GEMM) || p->is_view)
+  if (!p || p->dead || !(op_info(p->op)->traits & T_FUSES_ACT) || p->is_view)
     return NULL;
   return p->act == ACT_NONE && x->producer_slot == 0 ? p : NULL;
 }

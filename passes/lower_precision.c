@@ -45,82 +45,20 @@ static bool is_lowered(const Versions *v, const Tensor *t, DType half) {
   return t->id < v->count ? v->lowered[t->id] : t->dtype == half;
 }
 
-static bool symmetric_window(const Window *w) {
-  if (w->nspatial < 1 || w->nspatial > 3)
-    return false;
-  for (int i = 0; i < w->nspatial; i++)
-    if (w->pad_begin[i] != w->pad_end[i] || w->pad_begin[i] < 0)
-      return false;
-  return true;
-}
-
-/* Pooling cuDNN takes: symmetric padding smaller than the window, no
-   dilation, the output size rounded down (no ceil_mode growth), and no
-   Indices output. */
-static bool library_pool(const Node *n) {
-  const Window *w = &n->win;
-  const Tensor *x = n->in[0], *y = n->out[0];
-  if (!symmetric_window(w) || x->rank != w->nspatial + 2 || y->rank != x->rank)
-    return false;
-  if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
-    return false;
-  for (int i = 0; i < w->nspatial; i++) {
-    int64_t k = w->kernel[i], s = w->stride[i], p = w->pad_begin[i];
-    if ((w->dilation[i] && w->dilation[i] != 1) || p >= k || s < 1)
-      return false;
-    if ((x->dims[2 + i] + 2 * p - k) / s + 1 != y->dims[2 + i])
-      return false;
-  }
-  return true;
-}
-
-/* A MatMul cuBLAS does in one call: B one matrix, or A and B batched alike. */
-static bool library_matmul(const Node *n) {
-  const Tensor *a = n->in[0], *b = n->in[1];
-  if (a->rank < 2 || b->rank < 2)
-    return false;
-  if (b->rank == 2)
-    return true;
-  if (a->rank != b->rank)
-    return false;
-  for (int i = 0; i + 2 < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return false;
-  return true;
-}
-
-/* Whether the libraries run this node on 16-bit data. */
+/* Whether the libraries run this node on 16-bit data (ops.def's half
+   column). */
 static bool half_kind(const Node *n) {
-  switch (n->op) {
-  case OP_CONV: return symmetric_window(&n->win) && n->in[0]->rank == n->win.nspatial + 2;
-  case OP_GEMM: return true;
-  case OP_MATMUL: return library_matmul(n);
-  case OP_MAX_POOL: case OP_AVERAGE_POOL: return library_pool(n);
-  default: return false;
-  }
+  const OpInfo *info = op_info(n->op);
+  return info->half && info->half(n);
 }
 
-/* Kinds that run in 16 bits when their input does: those that move
-   elements without computing on them, the elementwise ones opc's kernels
-   compute in float32 between 16-bit loads and stores, and cuDNN's means,
-   maxima and minima of float16 (cudnnReduceTensor refuses bfloat16 data:
-   CUDNN_STATUS_NOT_SUPPORTED on an H200 with cuDNN 9.19). */
+/* Kinds that run in 16 bits when their input does (ops.def's traits):
+   those that move elements without computing on them, the elementwise
+   ones opc's kernels compute in float32 between 16-bit loads and stores,
+   and cuDNN's means, maxima and minima of float16 only. */
 static bool follows_input(OpKind op, DType half) {
-  switch (op) {
-  case OP_IDENTITY: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_UNSQUEEZE:
-  case OP_TRANSPOSE: case OP_CONCAT: case OP_SPLIT: case OP_SLICE: case OP_EXPAND:
-  case OP_TILE: case OP_GATHER:
-  case OP_RELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SIGMOID: case OP_TANH:
-  case OP_HARD_SIGMOID: case OP_HARD_SWISH: case OP_SWISH: case OP_MISH: case OP_CLIP:
-  case OP_GELU: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
-  case OP_SUM: case OP_MEAN: case OP_BATCH_NORM:
-    return true;
-  case OP_GLOBAL_AVERAGE_POOL: case OP_GLOBAL_MAX_POOL: case OP_REDUCE_MEAN: case OP_REDUCE_MAX:
-  case OP_REDUCE_MIN:
-    return half == DT_FLOAT16;
-  default:
-    return false;
-  }
+  unsigned traits = op_info(op)->traits;
+  return (traits & T_FOLLOWS_HALF) || ((traits & T_FOLLOWS_F16) && half == DT_FLOAT16);
 }
 
 /* Input k is a value the node computes on in its data's type (not a

@@ -229,41 +229,12 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
      activation on another type (an integer Relu) stays a node of its own. */
   if (n->nout < 1 || !n->out[0] || n->out[0]->dtype != DT_FLOAT)
     return false;
-  if (n->op == OP_RELU) {
-    *act = ACT_RELU;
-    return true;
-  }
-  if (n->op == OP_SIGMOID) {
-    *act = ACT_SIGMOID;
-    return true;
-  }
-  if (n->op == OP_TANH) {
-    *act = ACT_TANH;
-    return true;
-  }
-  if (n->op == OP_LEAKY_RELU) {
-    *act = ACT_LEAKY_RELU;
-    *alpha = n->p.act.alpha;
-    return true;
-  }
-  if (n->op == OP_HARD_SIGMOID) {
-    *act = ACT_HARD_SIGMOID;
-    *alpha = n->p.act.alpha;
-    *beta = n->p.act.beta;
-    return true;
-  }
-  if (n->op == OP_HARD_SWISH) {
-    *act = ACT_HARD_SWISH;
-    return true;
-  }
-  if (n->op == OP_MISH) {
-    *act = ACT_MISH;
-    return true;
-  }
-  if (n->op == OP_SWISH && n->p.act.alpha == 1.0f) {
-    *act = ACT_SILU;
-    return true;
-  }
+  const OpInfo *info = op_info(n->op);
+  *act = info->act;
+  if (*act == ACT_NONE)
+    return false; /* not a fusable activation */
+  if (n->op == OP_SWISH) /* SiLU is Swish of alpha 1 */
+    return n->p.act.alpha == 1.0f;
   if (n->op == OP_CLIP) {
     float lo, hi;
     if (!clip_bounds(n, &lo, &hi))
@@ -272,10 +243,13 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
       *act = ACT_RELU;
       return true;
     }
-    *act = ACT_CLIP;
     *alpha = lo;
     *beta = hi;
     return true;
   }
-  return false; /* every other kind: not a fusable activation */
+  if (info->traits & T_ACT_ALPHA)
+    *alpha = n->p.act.alpha;
+  if (info->traits & T_ACT_BETA)
+    *beta = n->p.act.beta;
+  return true;
 }

@@ -67,8 +67,8 @@ void begin_rewrite(Graph *g);
 /* Drops dead nodes and restores topological order after a rewrite. */
 bool finish_rewrite(Graph *g);
 
-/* Reads an activation node (Relu, Clip with constant bounds, Sigmoid, Tanh,
-   LeakyRelu, HardSigmoid, HardSwish, Mish, Swish of alpha 1) on float32 into
+/* Reads an activation node on float32 (a kind whose ops.def row names an
+   act; Clip with constant bounds, Swish of alpha 1 only) into
    act/alpha/beta; false for anything else. */
 bool activation_of(const Node *n, Activation *act, float *alpha, float *beta);
 

@@ -147,7 +147,46 @@ static void test_run_time_dtypes(void) {
   graph_free(g);
 }
 
+/* A row's traits agree with its other columns, so that what a pass decides
+   from one the backend can do from the other: a kind that follows 16-bit
+   input (lower-precision) or runs in the libraries' 16-bit form takes
+   float16 (and bfloat16) at run time, and each fused activation has
+   exactly one row, which names it. */
+static bool row_ok(OpKind op, bool ok, const char *what) {
+  if (!ok)
+    fprintf(stderr, "  ops.def row %s: %s\n", op_name(op), what);
+  return ok;
+}
+
+static void test_row_traits(void) {
+  int rows_of[ACT_COUNT] = {0};
+  for (int i = 1; i < OP_COUNT; i++) {
+    OpKind op = (OpKind)i;
+    const OpInfo *info = op_info(op);
+    unsigned t = info->traits, types = info->run_types;
+    CHECK(row_ok(op, !(t & (T_FOLLOWS_HALF | T_FOLLOWS_F16)) || (types & TY_F16),
+                 "follows 16-bit input but run_types lacks TY_F16"));
+    CHECK(row_ok(op, !(t & T_FOLLOWS_HALF) || (types & TY_BF16),
+                 "follows 16-bit input but run_types lacks TY_BF16"));
+    CHECK(row_ok(op, !info->half || (types & TY_HALVES) == TY_HALVES,
+                 "has a 16-bit library form but run_types lacks TY_HALVES"));
+    CHECK(row_ok(op, (info->act != ACT_NONE) == (info->act_name != NULL),
+                 "act and act_name disagree"));
+    CHECK(row_ok(op, info->act != ACT_NONE || !(t & (T_ACT_ALPHA | T_ACT_BETA)),
+                 "activation parameters without an act"));
+    if (info->act > ACT_NONE && info->act < ACT_COUNT)
+      rows_of[info->act]++;
+  }
+  for (int a = ACT_NONE + 1; a < ACT_COUNT; a++) {
+    if (rows_of[a] != 1)
+      fprintf(stderr, "  activation %d is named by %d rows of ops.def\n", a, rows_of[a]);
+    CHECK(rows_of[a] == 1);
+    CHECK(act_op((Activation)a) != OP_INVALID && act_name((Activation)a) != NULL);
+  }
+}
+
 int main(void) {
+  test_row_traits();
   test_table();
   test_mismatches();
   test_casts();
