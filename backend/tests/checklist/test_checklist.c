@@ -214,8 +214,12 @@ static void check_fused(Emitter *e, OpKind op, const char *scalar_h) {
     lack(op, "OPC_ACTIVATIONS row %s takes %d parameters, its row's T_ACT_ALPHA/T_ACT_BETA %d",
          name, fusable[row].params, params);
   /* The kernel that applies it after a Conv or Gemm cuDNN cannot fuse it
-     into (activation_launch): on the row's float types. */
+     into (activation_launch), on the row's float types; check_kernels has
+     seen it already when it is the row's own kernel. */
   const char *kernel = emit_str(e, "opc_%s", name);
+  const char *own = op_kernel(e, op);
+  if (own && strcmp(own, kernel) == 0)
+    return;
   for (int t = 0; t < 32; t++)
     if ((info->run_types & (1u << t)) && (t == DT_FLOAT || t == DT_FLOAT16 || t == DT_BFLOAT16))
       check_instance(e, op, kernel, (DType)t);
