@@ -183,6 +183,8 @@ static bool seg_insert(int i) {
 }
 
 static void seg_remove(int i, int count) {
+  if (count == 0) /* nothing to move; segs may still be NULL (a batch-0 program) */
+    return;
   for (int k = i; k < i + count; k++)
     seg_clear(&shadow.segs[k]);
   memmove(&shadow.segs[i], &shadow.segs[i + count], (shadow.n - i - count) * sizeof(Seg));
