@@ -126,6 +126,15 @@ static void sched_table_reserve(Graph *g, int id) {
 
 NodeSchedule *node_sched(const Graph *g, const Node *n) { return &g->sched.node[n->id]; }
 
+void node_add_wait(Graph *g, Node *n, int event) {
+  NodeSchedule *ns = node_sched(g, n);
+  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
+  if (ns->nwaits)
+    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
+  w[ns->nwaits++] = event;
+  ns->waits = w;
+}
+
 /* Numbers the nodes in their order in g->nodes, moving each one's
    schedule entry along with it. */
 void graph_renumber_nodes(Graph *g) {

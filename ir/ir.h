@@ -692,6 +692,8 @@ bool node_is_transfer(const Graph *g, const Node *n);
 /* The node's entry in the schedule's table (Schedule.node); the pointer
    holds until a node is added or the nodes are renumbered. */
 NodeSchedule *node_sched(const Graph *g, const Node *n);
+/* Makes n wait for event before it runs (appends to its schedule entry). */
+void node_add_wait(Graph *g, Node *n, int event);
 /* Whether the node runs on the host CPU (HOPE), beside the GPU. */
 bool node_on_cpu(const Graph *g, const Node *n);
 /* The GPUs the program runs on: its devices but the host CPU. */

@@ -46,15 +46,6 @@ static int compact_streams(Graph *g) {
   return used ? used : 1;
 }
 
-static void add_wait(Graph *g, Node *n, int event) {
-  NodeSchedule *ns = node_sched(g, n);
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
-  if (ns->nwaits)
-    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
-  w[ns->nwaits++] = event;
-  ns->waits = w;
-}
-
 /* The minimal waits of unit u on stream s; updates the clocks. */
 static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *events) {
   int ns = c->nstreams;
@@ -91,7 +82,7 @@ static void place_waits(Graph *g, const SchedDeps *d, Clocks *c, int u, int *eve
     NodeSchedule *at = node_sched(g, pn);
     if (at->record_event < 0)
       at->record_event = (*events)++;
-    add_wait(g, n, at->record_event);
+    node_add_wait(g, n, at->record_event);
     for (int k = 0; k < ns; k++)
       if (c->snapshot[p * ns + k] > clock[k])
         clock[k] = c->snapshot[p * ns + k];

@@ -196,15 +196,6 @@ static void remove_waits(Graph *g, Node *n, int event, int skip) {
   ns->nwaits = k;
 }
 
-static void add_wait(Graph *g, Node *n, int event) {
-  NodeSchedule *ns = node_sched(g, n);
-  int *w = arena_alloc(g->arena, sizeof(int) * ((size_t)ns->nwaits + 1));
-  if (ns->nwaits)
-    memcpy(w, ns->waits, sizeof(int) * (size_t)ns->nwaits);
-  w[ns->nwaits++] = event;
-  ns->waits = w;
-}
-
 static Node *recorder_of(Graph *g, int event) {
   for (int k = 0; k < g->sched.norder; k++)
     if (node_sched(g, g->sched.order[k])->record_event == event)
@@ -220,7 +211,7 @@ static void apply(Run *r, const Mutation *m) {
     remove_waits(g, n, -1, m->arg);
     break;
   case HOIST_WAIT:
-    add_wait(g, g->sched.order[m->to], node_sched(g, n)->waits[m->arg]);
+    node_add_wait(g, g->sched.order[m->to], node_sched(g, n)->waits[m->arg]);
     remove_waits(g, n, -1, m->arg);
     break;
   case DROP_EVENT:
