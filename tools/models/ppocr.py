@@ -39,7 +39,7 @@ MODELS = {
 }
 INPUT = "x"
 # The lines the zoo renders; draw d of seed S shows TEXTS[(S + d) % len].
-TEXTS = ["opc compiles ONNX", "Batch 1 latency", "Hello, world 42", "CUDA graphs",
+TEXTS = ["opc compiles ONNX", "Batch size one", "Hello, world 42", "CUDA graphs",
          "streams and events", "Inference at 7 ms", "QUICK BROWN FOX", "tensor cores"]
 LINE_HEIGHT = 48
 
