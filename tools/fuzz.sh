@@ -5,6 +5,8 @@
 #   sh tools/fuzz.sh                 the short run (tools/test.sh, CI): each
 #                                    target replays its regression inputs and
 #                                    fuzzes 20 s, two targets at a time
+#   sh tools/fuzz.sh --build-only    only the build (tools/test.sh builds
+#                                    while its tests run)
 #   sh tools/fuzz.sh --seconds 600 --target onnx
 #                                    a long run, for accumulating CPU time:
 #                                    the target (or every target, one after
@@ -20,14 +22,15 @@ set -eu
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: sh tools/fuzz.sh [--seconds N] [--target onnx|ir|cost_db|const_input|npy|pb]" >&2
+  echo "usage: sh tools/fuzz.sh [--build-only] [--seconds N] [--target onnx|ir|cost_db|const_input|npy|pb]" >&2
   exit 1
 }
 
 all="onnx ir cost_db const_input npy pb"
-targets="" seconds=""
+targets="" seconds="" build_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
+  --build-only) build_only=1; shift ;;
   --seconds) [ $# -ge 2 ] || usage; seconds=$2; shift 2 ;;
   --target) [ $# -ge 2 ] || usage; targets="$targets $2"; shift 2 ;;
   *) usage ;;
@@ -46,6 +49,7 @@ rm -f build-fuzz/meson-logs/testlog.json
 # Only the targets and what they link: the rest of the project is not
 # built with clang here.
 ninja -C build-fuzz $(for t in $all; do echo tests/fuzz/fuzz_$t; done)
+[ -z "$build_only" ] || exit 0
 
 if [ -z "$targets" ] && [ -z "$seconds" ]; then
   # Two at a time: CI has two cores.

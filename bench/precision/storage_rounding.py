@@ -3,15 +3,15 @@
 `opc --precision fp16|bf16`.
 
   storage_rounding.py MODEL.onnx --ref DIR [--precision fp16,bf16]
-                      [--input-shape NAME=DIMS]
 
-Runs the model node by node in ONNX Runtime (each node a one-node model of
-the model's opset), rounding every float32 weight and every float32 value a
-node writes to float16 or bfloat16 (to nearest even) before the next node
-reads it; everything else is computed exactly as in float32. DIR is a
-tests/zoo/reference.py folder: the test input, its reference and the
-baseline (the mean over other inputs). Prints the relative L2 and
-signal-relative errors of tests/zoo/compare.py for each output.
+Runs the model in ONNX Runtime with every float32 weight and every float32
+value a node writes rounded to float16 or bfloat16 (to nearest even)
+before the next node reads it; everything else is computed exactly as in
+float32 (tests/zoo/storage_floor.py, the floor the zoo's 16-bit bounds
+follow). DIR is a tests/zoo/reference.py folder: the test input, its
+reference and the baseline (the mean over other inputs). Prints the
+relative L2 and signal-relative errors of tests/zoo/compare.py for each
+output.
 
 opc computes more of a model in float32 than this (Softmax, reductions,
 normalisations, the accumulations of convolutions and GEMMs) and stores no
@@ -26,21 +26,11 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
 import compare  # noqa: E402
-
-
-def round_to(a, precision):
-    """float32 array rounded to float16 or bfloat16, back in float32."""
-    a = np.asarray(a, np.float32)
-    if precision == "fp16":
-        return a.astype(np.float16).astype(np.float32)
-    bits = a.view(np.uint32).astype(np.uint64)
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return np.where(np.isfinite(a), bits.astype(np.uint32).view(np.float32), a)
+import storage_floor  # noqa: E402
 
 
 def read_pairs(path):
@@ -49,32 +39,12 @@ def read_pairs(path):
 
 def run_rounded(model, feeds, precision):
     """The graph's outputs, every float32 weight and node output rounded."""
-    opsets = list(model.opset_import)
-    values = dict(feeds)
-    for t in model.graph.initializer:
-        a = numpy_helper.to_array(t)
-        values[t.name] = round_to(a, precision) if a.dtype == np.float32 else a
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    for node in model.graph.node:
-        if node.op_type == "Constant":
-            a = numpy_helper.to_array(node.attribute[0].t)
-            values[node.output[0]] = round_to(a, precision) if a.dtype == np.float32 else a
-            continue
-        ins = [n for n in node.input if n]
-        graph = helper.make_graph(
-            [node], "node",
-            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
-                                           values[n].shape) for n in ins],
-            [helper.make_empty_tensor_value_info(n) for n in node.output if n])
-        one = helper.make_model(graph, opset_imports=opsets, ir_version=model.ir_version)
-        sess = ort.InferenceSession(one.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
-        outs = sess.run(None, {n: values[n] for n in ins})
-        for name, v in zip([n for n in node.output if n], outs):
-            values[name] = round_to(v, precision) if v.dtype == np.float32 else v
-    return [values[o.name] for o in model.graph.output]
+    sess = ort.InferenceSession(storage_floor.rounded_model(model, precision).SerializeToString(),
+                                options, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
 
 
 def main():

@@ -14,6 +14,11 @@ outputs say how much of the output the input decides. Writes, in DIR:
   other<d>/...                 the same for draw d
   baseline_<k>.npy             the mean of output k over draws 1..N
                                (floating outputs)
+  floor_<P>_<k>.npy            for draws 0 and 1 (DIR and other1), output k
+                               with every weight and stored value rounded
+                               to P (compare.FLOOR_PRECISIONS: bf16;
+                               storage_floor.py), the floor under opc's
+                               programs in P (floating outputs)
   meta.json                    seed, model, onnxruntime version, shapes, and
                                each floating output's input sensitivity,
                                ||ref - baseline|| / ||ref||
@@ -53,7 +58,8 @@ import photos  # noqa: E402
 import ppocr  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import sensitivity  # noqa: E402
+from compare import FLOOR_PRECISIONS, sensitivity  # noqa: E402
+import storage_floor  # noqa: E402
 
 # onnxruntime's NodeArg.type -> numpy dtype
 _DTYPES = {
@@ -154,6 +160,30 @@ def write_draw(outdir, sess, feeds, outs):
         f.write("".join(l + "\n" for l in out_lines))
 
 
+def floor_sessions(ort, path):
+    """precision -> an ONNX Runtime session of the model as storage_floor
+    rounds it (no graph optimisation, which could drop the casts)."""
+    import onnx
+
+    model = onnx.load(path)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    return {p: ort.InferenceSession(storage_floor.rounded_model(model, p).SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+            for p in FLOOR_PRECISIONS}
+
+
+def write_floors(outdir, floors, feeds, outs):
+    """floor_<P>_<k>.npy: each floating output under each precision's
+    storage rounding."""
+    for p, sess in floors.items():
+        for k, v in enumerate(sess.run(None, feeds)):
+            if outs[k].dtype.kind == "f":
+                np.save(os.path.join(outdir, "floor_%s_%d.npy" % (p, k)),
+                        np.ascontiguousarray(v, dtype=outs[k].dtype))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -197,6 +227,7 @@ def main(argv=None):
         props["opc.input_kind." + name] = kind
     outdir = os.path.abspath(a.outdir)
 
+    floors = floor_sessions(ort, a.model)
     draws = []
     for d in range(a.others + 1):
         try:
@@ -209,7 +240,10 @@ def main(argv=None):
                 sys.exit("reference.py: ONNX Runtime's output %r for draw %d has %d NaN: a "
                          "reference a check cannot fail against" % (o.name, d,
                                                                      int(np.isnan(v).sum())))
-        write_draw(outdir if d == 0 else os.path.join(outdir, "other%d" % d), sess, feeds, outs)
+        folder = outdir if d == 0 else os.path.join(outdir, "other%d" % d)
+        write_draw(folder, sess, feeds, outs)
+        if d < 2:
+            write_floors(folder, floors, feeds, outs)
         draws.append((feeds, outs))
 
     meta = {"model": os.path.abspath(a.model), "seed": a.seed, "others": a.others,

@@ -121,21 +121,26 @@ def check_config(name, flags, model, inputs, refs, args):
     r["latency_ms"] = parse_latency(out)
     precision = flags[flags.index("--precision") + 1] if "--precision" in flags else "fp32"
     worst, signal, problems = 0.0, 0.0, []
+    r["bounds"] = zoo_compare.PRECISIONS[precision]
     for k, ((n, ref), got) in enumerate(zip(refs, outs)):
         baseline = os.path.join(os.path.dirname(ref), "baseline_%d.npy" % k)
+        # bf16's bounds widen to the storage-rounding floor (compare.py)
+        floor = os.path.join(os.path.dirname(ref), "floor_%s_%d.npy" % (precision, k))
         try:
             ok, message, figures = zoo_compare.check(
                 np.load(ref), np.load(got), precision,
-                np.load(baseline) if os.path.exists(baseline) else None)
+                np.load(baseline) if os.path.exists(baseline) else None,
+                np.load(floor) if os.path.exists(floor) else None)
         except zoo_compare.ReferenceError as e:
             ok, message, figures = False, "reference: %s" % e, {}
         worst = max(worst, figures.get("rel_l2") or 0.0)
         signal = max(signal, figures.get("signal_rel") or 0.0)
+        if figures.get("bounds"):
+            r["bounds"] = tuple(max(a, b) for a, b in zip(r["bounds"], figures["bounds"]))
         if not ok:
             problems.append("%s: %s" % (n, message))
     r["rel_l2"] = worst
     r["signal_rel"] = signal
-    r["bounds"] = zoo_compare.PRECISIONS[precision]
     if problems:
         r["message"] = "; ".join(problems)
     elif not r["latency_ms"]:
