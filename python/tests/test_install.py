@@ -3,7 +3,7 @@
 as a user would (pip builds in its own isolated environment, with
 meson-python from PyPI); then, with nothing of the source or build tree
 on the paths, `import opc` compiles a zoo model that must match ONNX
-Runtime, and the `opc` command is the package's compiler.
+Runtime on a photograph, and the `opc` command is the package's compiler.
 
 Usage: test_install.py WORKDIR
 """
@@ -14,8 +14,13 @@ import sys
 import venv
 from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORK = Path(sys.argv[1])
+sys.path.insert(0, str(ROOT / "tests" / "zoo"))
+import reference  # noqa: E402
 
 # Runs inside the virtual environment, from WORKDIR. The oracle comes from
 # the python3 that runs this test (the venv sees its packages through
@@ -26,7 +31,7 @@ import numpy as np, onnxruntime as ort
 import opc
 assert opc.__file__.startswith(sys.prefix), f"opc imported from {opc.__file__}, not {sys.prefix}"
 assert opc.compiler_path().startswith(sys.prefix), opc.compiler_path()
-x = np.random.default_rng(5).standard_normal((1, 3, 224, 224)).astype(np.float32)
+x = np.load("input.npy")
 ref = ort.InferenceSession("squeezenet1_1.onnx", providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
 got = opc.compile("squeezenet1_1.onnx", target="cpu").run({"input": x})["logits"]
 err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
@@ -55,6 +60,10 @@ def main():
     model = WORK / "squeezenet1_1.onnx"
     subprocess.run([sys.executable, str(ROOT / "tools/models/build.py"), "squeezenet1_1",
                     "-o", str(model)], check=True, capture_output=True)
+    # A photograph, as the zoo feeds it (tests/zoo/reference.py)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feeds = reference.draw_inputs(sess, dict(sess.get_modelmeta().custom_metadata_map), 5, 0)
+    np.save(WORK / "input.npy", feeds["input"])
     failures = 0
     p = run([py, "-c", SCRIPT], env=env, cwd=WORK)
     print(p.stdout, end="")

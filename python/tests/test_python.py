@@ -37,6 +37,9 @@ os.environ["OPC_COMPILER"] = OPC
 sys.path.insert(0, str(HERE.parent))
 import opc  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "zoo"))
+import reference  # noqa: E402
+
 TOL = 1e-4
 failures = checks = 0
 
@@ -72,21 +75,16 @@ def zoo_model(name):
     return path
 
 
-def random_feeds(session, seed):
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for i in session.get_inputs():
-        if i.type == "tensor(int64)":
-            # token ids and a mask: small non-negative integers are valid for both
-            feeds[i.name] = rng.integers(0, 2 if "mask" in i.name else 100, i.shape).astype(np.int64)
-        else:
-            feeds[i.name] = rng.standard_normal(i.shape).astype(np.float32)
-    return feeds
+def natural_feeds(session, draw):
+    """The zoo's inputs for the model (tests/zoo/reference.py): photographs
+    for an image input, token ids and a padding mask for a text model."""
+    props = dict(session.get_modelmeta().custom_metadata_map)
+    return reference.draw_inputs(session, props, 1, draw)
 
 
 def matches_ort(model):
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    feeds = random_feeds(ref, 1)
+    feeds = natural_feeds(ref, 0)
     expected = ref.run(None, feeds)
     names = [o.name for o in ref.get_outputs()]
 
@@ -189,8 +187,9 @@ def cuda_target(model, feeds, expected):
 def threads(program):
     """Each thread's input gives its own answer, whatever runs beside it."""
     name = program.inputs[0].name
-    inputs = [np.random.default_rng(10 + k).standard_normal(program.inputs[0].shape)
-              .astype(np.float32) for k in range(4)]
+    session = ort.InferenceSession(str(zoo_model("squeezenet1_1")),
+                                   providers=["CPUExecutionProvider"])
+    inputs = [natural_feeds(session, 1 + k)[name] for k in range(4)]
     serial = [program.run({name: x})["logits"] for x in inputs]
     results = [[] for _ in inputs]
     errors = []
