@@ -38,6 +38,9 @@ import onnxruntime as ort
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "zoo"))
+import reference  # noqa: E402
+
 TOL = 1e-4
 failures = checks = 0
 
@@ -177,14 +180,11 @@ class Server:
 
 
 def feeds_for(model):
+    """The zoo's inputs for the model (tests/zoo/reference.py: photographs,
+    or token ids and a padding mask) and ONNX Runtime's outputs."""
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(7)
-    feeds = {}
-    for i in ref.get_inputs():
-        if i.type == "tensor(int64)":
-            feeds[i.name] = rng.integers(0, 2 if "mask" in i.name else 100, i.shape).astype(np.int64)
-        else:
-            feeds[i.name] = rng.standard_normal(i.shape).astype(np.float32)
+    props = dict(ref.get_modelmeta().custom_metadata_map)
+    feeds = reference.draw_inputs(ref, props, 7, 0)
     names = [o.name for o in ref.get_outputs()]
     return feeds, dict(zip(names, ref.run(None, feeds)))
 
