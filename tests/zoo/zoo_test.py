@@ -120,13 +120,6 @@ CUDA_VARIANTS = {
 # The CUDA build compiled with optimisation, whose flow-based warnings
 # (-Wmaybe-uninitialized and the like) need it; the others at -O0.
 CUDA_OPTIMISED = "graph-fp32"
-# gcc 12's -Wmisleading-indentation takes time superlinear in a file's
-# length (it rereads source lines through a cache that scans): 7.2 of the
-# 10.0 CPU s of NASNet-A's 46,000-line net.c at -O0, 3.5 of 5.7 for
-# RandWire's 35,000. The -O0 builds leave it out; the optimised build keeps
-# it, and the indentation it checks comes from the one emitter all
-# variants print with.
-CUDA_O0_FLAGS = ["-O0", "-Wno-misleading-indentation"]
 
 # HOPE's heuristic against its ILP (the paper's model, one unit at a time per
 # processor), on the made-up CPU that makes the ILP split: the factor the
@@ -284,10 +277,10 @@ def cuda_builds(opc, model, work, label, clock, model_flags):
         clock.add("opc", start)
         if r.returncode == 0:
             cc = os.environ.get("CC", "cc").split()
-            level = ["-O2"] if variant == CUDA_OPTIMISED else CUDA_O0_FLAGS
+            level = "-O2" if variant == CUDA_OPTIMISED else "-O0"
             start = time.time()
-            r = run(cc + level + ["-Wall", "-Wextra", "-Werror", str(src), "-o",
-                                  str(work / f"cuda-{variant}")] + cflags + libs)
+            r = run(cc + [level, "-Wall", "-Wextra", "-Werror", str(src), "-o",
+                          str(work / f"cuda-{variant}")] + cflags + libs)
             clock.add("cc (CUDA)", start)
         if r.returncode:
             print(f"FAIL {label} cuda {variant}: does not build\n{r.stdout}{r.stderr}")
