@@ -260,8 +260,11 @@ typedef struct Access {
   Acc acc;
   const uint32_t *clock;
   bool write;
-  uintptr_t lo, hi;
 } Access;
+
+typedef struct Range {
+  uintptr_t lo, hi;
+} Range;
 
 static bool ordered(const Acc *prior, const uint32_t *clock) {
   return clock[prior->agent] >= prior->epoch;
@@ -294,7 +297,8 @@ void check_free_locked(uintptr_t lo, uintptr_t hi, const char *api) {
   check_forget_locked(lo, hi);
 }
 
-static void report(const Access *a, const Acc *prior, bool prior_wrote) {
+/* A race on the bytes of segment s (those both accesses touch). */
+static void report(const Access *a, const Seg *s, const Acc *prior, bool prior_wrote) {
   check_fail();
   if (shadow.reports++ >= MAX_REPORTS)
     return;
@@ -304,7 +308,7 @@ static void report(const Access *a, const Acc *prior, bool prior_wrote) {
             "opc-check: race: node '%s' (%s) %s [%#lx, %#lx) written by %s%s%s%s on "
             "%s without synchronisation: it may still be in flight after it returns\n",
             a->acc.name ? a->acc.name : "?", stream_name(a->acc.agent).text,
-            a->write ? "writes" : "reads", (unsigned long)a->lo, (unsigned long)a->hi,
+            a->write ? "writes" : "reads", (unsigned long)s->lo, (unsigned long)s->hi,
             prior->unsynced, prior->range ? " in node '" : "", prior->range ? prior->range : "",
             prior->range ? "'" : "", stream_name(prior->agent).text);
     return;
@@ -313,7 +317,7 @@ static void report(const Access *a, const Acc *prior, bool prior_wrote) {
           "opc-check: race: node '%s' (%s) %s [%#lx, %#lx) %s by node '%s' (%s) "
           "without ordering\n",
           a->acc.name ? a->acc.name : "?", stream_name(a->acc.agent).text,
-          a->write ? "writes" : "reads", (unsigned long)a->lo, (unsigned long)a->hi,
+          a->write ? "writes" : "reads", (unsigned long)s->lo, (unsigned long)s->hi,
           prior_wrote ? "written" : "read", prior->name ? prior->name : "?",
           stream_name(prior->agent).text);
 }
@@ -335,13 +339,13 @@ static bool add_read(Seg *s, Acc acc) {
 static bool apply(Seg *s, const Access *a) {
   bool clean = true;
   if (s->has_write && !ordered(&s->write, a->clock)) {
-    report(a, &s->write, true);
+    report(a, s, &s->write, true);
     clean = false;
   }
   if (a->write) {
     for (int i = 0; i < s->nreads && clean; i++) {
       if (!ordered(&s->reads[i], a->clock)) {
-        report(a, &s->reads[i], false);
+        report(a, s, &s->reads[i], false);
         clean = false;
       }
     }
@@ -360,36 +364,138 @@ static bool apply(Seg *s, const Access *a) {
   return clean;
 }
 
-static bool check_access(const Access *a) {
-  if (!seg_split(a->lo) || !seg_split(a->hi)) {
+/* Room for n segments in *buf. */
+static bool reserve(Seg **buf, int *cap, int n) {
+  if (n <= *cap)
+    return true;
+  int want = *cap ? *cap : 256;
+  while (want < n)
+    want *= 2;
+  Seg *grown = realloc(*buf, want * sizeof **buf);
+  if (!grown)
+    return false;
+  *buf = grown;
+  *cap = want;
+  return true;
+}
+
+/* Appends a piece to the window, joined to the one before where their
+   states are the same. */
+static void push_piece(Seg *out, int *m, Seg *piece) {
+  Seg *prev = *m ? &out[*m - 1] : NULL;
+  if (prev && prev->hi == piece->lo && seg_same_state(prev, piece)) {
+    prev->hi = piece->hi;
+    seg_clear(piece);
+    return;
+  }
+  out[(*m)++] = *piece;
+}
+
+/*
+ * Applies one access to sorted, disjoint ranges r[0..k) in one sweep: the
+ * segments from the first range to the last are rebuilt into a window,
+ * split where a range begins or ends, and spliced back once. (An op can
+ * touch thousands of strided ranges; splitting and merging the shadow
+ * array per range moved the whole array each time.)
+ */
+static bool check_ranges(const Access *a, const Range *r, int k) {
+  static Seg *window;
+  static int window_cap;
+  int first = seg_lower_bound(r[0].lo), last = first;
+  while (last < shadow.n && shadow.segs[last].lo < r[k - 1].hi)
+    last++;
+  /* Each range or segment adds at most two pieces. */
+  if (!reserve(&window, &window_cap, 2 * (last - first) + 2 * k + 1)) {
     check_fail();
     return false;
   }
-  int i = seg_lower_bound(a->lo), first = i;
-  uintptr_t cursor = a->lo;
+  int i = first, j = 0, m = 0;
+  uintptr_t pos = r[0].lo;
+  if (first < last && shadow.segs[first].lo < pos)
+    pos = shadow.segs[first].lo;
   bool clean = true;
-  while (cursor < a->hi) {
-    if (i < shadow.n && shadow.segs[i].lo == cursor) {
-      clean &= apply(&shadow.segs[i], a);
-      cursor = shadow.segs[i].hi;
-      i++;
+  while (i < last || j < k) {
+    Seg *s = i < last ? &shadow.segs[i] : NULL;
+    const Range *v = j < k ? &r[j] : NULL;
+    bool in_seg = s && s->lo <= pos, in_range = v && v->lo <= pos;
+    if (!in_seg && !in_range) {
+      pos = s && (!v || s->lo < v->lo) ? s->lo : v->lo;
       continue;
     }
-    uintptr_t end = a->hi;
-    if (i < shadow.n && shadow.segs[i].lo < end)
-      end = shadow.segs[i].lo;
-    if (!seg_insert(i)) {
-      check_fail();
-      return false;
+    uintptr_t end = UINTPTR_MAX;
+    if (s && (in_seg ? s->hi : s->lo) < end)
+      end = in_seg ? s->hi : s->lo;
+    if (v && (in_range ? v->hi : v->lo) < end)
+      end = in_range ? v->hi : v->lo;
+    Seg piece = {.lo = pos, .hi = end};
+    if (in_seg && pos == s->lo && end == s->hi) {
+      piece = *s; /* the whole segment: its reads move to the piece */
+      s->reads = NULL;
+      s->nreads = s->capreads = 0;
+    } else if (in_seg) {
+      piece.has_write = s->has_write;
+      piece.write = s->write;
+      if (!reads_copy(&piece, s))
+        check_fail();
     }
-    shadow.segs[i].lo = cursor;
-    shadow.segs[i].hi = end;
-    clean &= apply(&shadow.segs[i], a);
-    cursor = end;
-    i++;
+    if (in_range)
+      clean &= apply(&piece, a);
+    push_piece(window, &m, &piece);
+    pos = end;
+    if (in_seg && pos >= s->hi)
+      i++;
+    if (in_range && pos >= v->hi)
+      j++;
   }
-  seg_merge_around(first, i);
+  /* Splice the window in place of segments [first, last). */
+  for (int x = first; x < last; x++)
+    seg_clear(&shadow.segs[x]);
+  int n = shadow.n - (last - first) + m;
+  if (!reserve(&shadow.segs, &shadow.cap, n)) {
+    check_fail();
+    return false;
+  }
+  memmove(&shadow.segs[first + m], &shadow.segs[last], (shadow.n - last) * sizeof(Seg));
+  memcpy(&shadow.segs[first], window, m * sizeof(Seg));
+  shadow.n = n;
+  seg_merge_around(first, first + m);
   return clean;
+}
+
+static int range_order(const void *x, const void *y) {
+  const Range *a = x, *b = y;
+  return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The op's non-empty spans of one kind, sorted, those that touch or
+   overlap joined (one access covers them alike); their count, or -1. */
+static int gather_ranges(const Op *op, bool write, Range **out, int *cap) {
+  int k = 0;
+  for (int i = 0; i < op->nspans; i++) {
+    const Span *sp = &op->spans[i];
+    if (sp->write != write || sp->hi <= sp->lo)
+      continue;
+    if (k == *cap) {
+      int want = *cap ? 2 * *cap : 64;
+      Range *grown = realloc(*out, want * sizeof **out);
+      if (!grown)
+        return -1;
+      *out = grown;
+      *cap = want;
+    }
+    (*out)[k++] = (Range){sp->lo, sp->hi};
+  }
+  qsort(*out, k, sizeof **out, range_order);
+  int joined = 0;
+  for (int i = 0; i < k; i++) {
+    if (joined && (*out)[i].lo <= (*out)[joined - 1].hi) {
+      if ((*out)[i].hi > (*out)[joined - 1].hi)
+        (*out)[joined - 1].hi = (*out)[i].hi;
+    } else {
+      (*out)[joined++] = (*out)[i];
+    }
+  }
+  return joined;
 }
 
 /* Reports op touching memory of another device than its own, once;
@@ -426,17 +532,24 @@ void check_op_locked(Stream *s, Op *op) {
             .unsynced = op->unsynced, .range = op->name},
     .clock = s->clock,
   };
+  static Range *ranges;
+  static int ranges_cap;
   /* Reads first: an op that reads and writes the same bytes is no race. */
   for (int pass = 0; pass < 2; pass++) {
-    for (int i = 0; i < op->nspans; i++) {
-      const Span *sp = &op->spans[i];
-      if (sp->write != (pass == 1) || sp->hi <= sp->lo)
+    a.write = pass == 1;
+    int k = gather_ranges(op, a.write, &ranges, &ranges_cap);
+    if (k < 0) {
+      check_fail();
+      return;
+    }
+    /* Ranges far apart in the shadow go in separate sweeps, so that the
+       segments between them are neither copied nor compared. */
+    for (int c0 = 0, c = 1; c <= k; c++) {
+      if (c < k && seg_lower_bound(ranges[c].lo) - seg_lower_bound(ranges[c - 1].hi) <= 8)
         continue;
-      a.write = sp->write;
-      a.lo = sp->lo;
-      a.hi = sp->hi;
-      if (!check_access(&a))
-        return; /* one report per op is enough */
+      if (!check_ranges(&a, ranges + c0, c - c0))
+        return; /* the op's first race is enough */
+      c0 = c;
     }
   }
 }

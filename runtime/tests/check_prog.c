@@ -12,6 +12,10 @@
  *   graph-ok    a correct graph, replayed twice
  *   ignored     a race in a program that ignores every error and returns 0
  *   disjoint    two streams write different halves of one buffer
+ *   strided-disjoint  stream 1 writes the even rows of a buffer, stream 2
+ *                     the odd ones, each one strided call: fine
+ *   strided-race      the same, then stream 2 writes one float inside an
+ *                     even row in the middle
  *
  * Synchronous calls that return early, and frees:
  *   pageable-race   cudaMemcpy from pageable memory, then stream 2 reads
@@ -122,6 +126,32 @@ static void launch_copy(CUfunction f, cudaStream_t s, float *y, const float *x, 
   if (cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS)
     errors++;
   nvtxRangePop();
+}
+
+/* Even and odd 32-float rows of buf on two streams: 64 ranges each, which
+ * interleave in the checker's shadow. */
+static void strided_rows(bool poke) {
+  int dims[3] = {1, N / 64, 32}, strides[3] = {N, 64, 1}, one_dim[3] = {1, 1, 1};
+  cudnnTensorDescriptor_t rows, single;
+  cudnnCreateTensorDescriptor(&rows);
+  cudnnCreateTensorDescriptor(&single);
+  cudnnSetTensorNdDescriptor(rows, CUDNN_DATA_FLOAT, 3, dims, strides);
+  cudnnSetTensorNdDescriptor(single, CUDNN_DATA_FLOAT, 3, one_dim, strides);
+  float a = 1, b = 2;
+  nvtxRangePushA("even");
+  note_dnn(cudnnSetTensor(d1, rows, buf, &a), "even");
+  nvtxRangePop();
+  nvtxRangePushA("odd");
+  note_dnn(cudnnSetTensor(d2, rows, buf + 32, &b), "odd");
+  nvtxRangePop();
+  if (poke) {
+    nvtxRangePushA("poke");
+    note_dnn(cudnnSetTensor(d2, single, buf + 40 * 64 + 5, &b), "poke");
+    nvtxRangePop();
+  }
+  note(cudaDeviceSynchronize(), "sync");
+  cudnnDestroyTensorDescriptor(rows);
+  cudnnDestroyTensorDescriptor(single);
 }
 
 /* Producer on s1, consumer on s2, forked from and joined back to s1. */
@@ -373,6 +403,8 @@ int main(int argc, char **argv) {
     nvtxRangePushA("right");
     note_dnn(cudnnSetTensor(d2, half, buf + N / 2, &b), "right");
     nvtxRangePop();
+  } else if (strncmp(mode, "strided-", 8) == 0) {
+    strided_rows(strcmp(mode, "strided-race") == 0);
   } else if (strncmp(mode, "device-", 7) == 0 || strncmp(mode, "peer-", 5) == 0) {
     run_device_mode(mode, ev);
     note(cudaDeviceSynchronize(), "sync device 1");

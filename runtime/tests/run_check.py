@@ -18,6 +18,8 @@ CASES = {
     'graph-ok': (False, []),
     'ignored': (True, ["node 'consumer'"]),
     'disjoint': (False, []),
+    'strided-disjoint': (False, []),
+    'strided-race': (True, ["node 'poke' (stream 2) writes", "written by node 'even' (stream 1)"]),
     'pageable-race': (True, ["node 'consumer' (stream 2) reads",
                              "written by a pageable cudaMemcpy on stream 0 without synchronisation"]),
     'pageable-synced': (False, []),
