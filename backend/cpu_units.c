@@ -195,11 +195,11 @@ const char *emit_cpu_host_function(Emitter *e, const Node *n, const char *run) {
           "   failure the run's other CPU units do nothing, and run() reports it. */\n"
           "static void %s(void *arg)\n{\n"
           "  %s_ctx *c = arg;\n"
-          "  if (c->cpu_failed)\n    return;\n"
+          "  if (c->cpu_failed) {\n    return;\n  }\n"
           "  c->cpu_node = \"%s\";\n"
           "  if (%s(c) != 0 ||\n"
-          "      !cpu_cuda_ok(c, cpu_cudaStreamSynchronize(c->cpu_stream), \"cudaStreamSynchronize\"))\n"
-          "    c->cpu_failed = 1;\n}\n\n",
+          "      !cpu_cuda_ok(c, cpu_cudaStreamSynchronize(c->cpu_stream), \"cudaStreamSynchronize\")) {\n"
+          "    c->cpu_failed = 1;\n  }\n}\n\n",
           comment_text(e, n->name), op_name(n->op), fn, e->prefix, emit_node_label(e, n), run);
   e->st->cpu.lib[LIB_CUDA] = true;
   return fn;

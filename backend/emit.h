@@ -109,6 +109,8 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The statement to print after setting c->error by hand (e.g. an NVRTC log). */
 const char *emit_fail(Emitter *e);
+/* "if (COND) {", emit_fail(e), "}": COND is the format's text. */
+void emit_fail_if(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "node 'conv1' (Conv)" as the body of a C string literal. */
 const char *emit_node_label(Emitter *e, const Node *n);
 /* Each library's checking helper in net.c: "cuda_ok", "cudnn_ok"... */

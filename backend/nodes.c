@@ -50,12 +50,12 @@ static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
     const char *fn = emit_str(e, "setup_%s", node_id(e, n));
     FILE *s = e->st->sec[SEC_SETUP];
     const char *device = emit_multi_gpu(e)
-        ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\"))\n    return -1;\n",
+        ? emit_str(e, "  if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\")) {\n    return -1;\n  }\n",
                    node_sched(e->g, n)->device)
         : e->cpu_code ? "  c->cpu_node = c->node;\n" : "";
     fprintf(s, "/* %s */\nstatic int %s(%s_ctx *c)\n{\n  c->node = \"%s\";\n%s%s  return 0;\n}\n\n",
             node_comment(e, n), fn, e->prefix, emit_node_label(e, n), device, text);
-    fprintf(e->st->sec[SEC_CREATE], "  if (%s(c) != 0)\n    goto fail;\n", fn);
+    fprintf(e->st->sec[SEC_CREATE], "  if (%s(c) != 0) {\n    goto fail;\n  }\n", fn);
   }
   free(text);
 }
@@ -174,25 +174,22 @@ static void emit_node(Emitter *e, Node *n) {
     /* A copy left out of a round does no work, but its events still order the
        streams as the schedule (and the memory plan) assume. */
     emit_open(e, "if (c->active[%d]) {", n->instance);
-    emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0 || !end_node(c, %d, %s))", k,
-         node_stream(e, n), run, k, node_stream(e, n));
-    emit(e, "  %s;", emit_fail(e));
+    emit_fail_if(e, "!begin_node(c, %d, %s) || %s(c) != 0 || !end_node(c, %d, %s)", k,
+                 node_stream(e, n), run, k, node_stream(e, n));
     emit_close(e, "}");
     emit_waits_and_record(e, n, false);
   } else if (host_fn) {
     emit(e, "if (!begin_node(c, %d, %s) ||", k, node_stream(e, n));
-    emit(e, "    !cuda_ok(c, cudaLaunchHostFunc(%s, %s, c), \"cudaLaunchHostFunc\"))",
+    emit(e, "    !cuda_ok(c, cudaLaunchHostFunc(%s, %s, c), \"cudaLaunchHostFunc\")) {",
          node_stream(e, n), host_fn);
     emit(e, "  %s;", emit_fail(e));
+    emit(e, "}");
     emit_waits_and_record(e, n, false);
-    emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
-    emit(e, "  %s;", emit_fail(e));
+    emit_fail_if(e, "!end_node(c, %d, %s)", k, node_stream(e, n));
   } else {
-    emit(e, "if (!begin_node(c, %d, %s) || %s(c) != 0)", k, node_stream(e, n), run);
-    emit(e, "  %s;", emit_fail(e));
+    emit_fail_if(e, "!begin_node(c, %d, %s) || %s(c) != 0", k, node_stream(e, n), run);
     emit_waits_and_record(e, n, false);
-    emit(e, "if (!end_node(c, %d, %s))", k, node_stream(e, n));
-    emit(e, "  %s;", emit_fail(e));
+    emit_fail_if(e, "!end_node(c, %d, %s)", k, node_stream(e, n));
   }
 
   if (op->teardown) {

@@ -293,18 +293,20 @@ static void conv_setup(Emitter *e, Node *n) {
   used(e)->pick_conv_algo = true;
   used(e)->workspace = true;
   const char *x = p->use_scratch ? p->sd : p->xd;
-  emit(e, "if (!pick_conv_algo(c, %s, %s, %s, %s, %s, &%s, &%s))", node_cudnn(e, n), x, p->wd,
+  emit(e, "if (!pick_conv_algo(c, %s, %s, %s, %s, %s, &%s, &%s)) {", node_cudnn(e, n), x, p->wd,
        p->cd, p->yd, p->algo, node_workspace_bytes(e, n));
   emit(e, "  return -1;");
+  emit(e, "}");
   if (p->fused) {
     used(e)->conv_forms = true;
     const char *form = emit_unique(e, emit_str(e, "%s_form", node_id(e, n)));
     emit_to(e, SEC_FIELDS, "int %s; /* FORM_FUSED, FORM_FUSED_PRECOMP or FORM_SEPARATE */", form);
     p->form = emit_str(e, "c->%s", form);
     emit_record_form(e, n, p->form);
-    emit(e, "if (!precomp_workspace(c, %s, %s, %s, %s, %s, &%s))", node_cudnn(e, n), x, p->wd, p->cd,
-         p->yd, node_workspace_bytes(e, n));
+    emit(e, "if (!precomp_workspace(c, %s, %s, %s, %s, %s, &%s)) {", node_cudnn(e, n), x, p->wd,
+         p->cd, p->yd, node_workspace_bytes(e, n));
     emit(e, "  return -1;");
+    emit(e, "}");
   }
 }
 
@@ -340,13 +342,15 @@ static void emit_fused_conv(Emitter *e, Node *n, ConvPlan *p, const char *xd, co
   if (e->cpu_code)
     emit_to(e, SEC_PREPARE, "c->cpu_node = c->node;");
   if (emit_multi_gpu(e)) {
-    emit_to(e, SEC_PREPARE, "if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\"))",
+    emit_to(e, SEC_PREPARE, "if (!cuda_ok(c, cudaSetDevice(c->gpu[%d]), \"cudaSetDevice\")) {",
             node_sched(e->g, n)->device);
     emit_to(e, SEC_PREPARE, "  goto fail;");
+    emit_to(e, SEC_PREPARE, "}");
   }
-  emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s))", fn, p->algo, node_stream(e, n),
+  emit_to(e, SEC_PREPARE, "if (!choose_form(c, %s, %s, %s, &%s)) {", fn, p->algo, node_stream(e, n),
           p->form);
   emit_to(e, SEC_PREPARE, "  %s;", e->cpu_code ? emit_cpu_setup_fail(e) : "goto fail");
+  emit_to(e, SEC_PREPARE, "}");
 }
 
 static void conv_run(Emitter *e, Node *n) {
@@ -370,12 +374,14 @@ static void conv_run(Emitter *e, Node *n) {
   if (p->fused) {
     emit_fused_conv(e, n, p, xd, x);
     const char *fn = emit_str(e, "fused_%s", node_id(e, n));
-    emit(e, "if (%s == FORM_FUSED)", p->form);
+    emit(e, "if (%s == FORM_FUSED) {", p->form);
     emit(e, "  return cudnn_ok(c, %s(c, %s),", fn, p->algo);
     emit(e, "                  \"cudnnConvolutionBiasActivationForward\") ? 0 : -1;");
-    emit(e, "if (%s == FORM_FUSED_PRECOMP)", p->form);
+    emit(e, "}");
+    emit(e, "if (%s == FORM_FUSED_PRECOMP) {", p->form);
     emit(e, "  return cudnn_ok(c, %s(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM),", fn);
     emit(e, "                  \"cudnnConvolutionBiasActivationForward\") ? 0 : -1;");
+    emit(e, "}");
   }
   emit_call(e, LIB_CUDNN, n, "cudnnConvolutionForward(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             h, emit_scalar(e, 1), xd, x, p->wd, w, p->cd, p->algo, node_workspace(e, n),
