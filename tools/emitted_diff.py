@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whether two opc executables emit the same program for the zoo.
 
-  emitted_diff.py OLD_OPC NEW_OPC [--models DIR] [--only NAME ...]
+  emitted_diff.py OLD_OPC NEW_OPC [--models DIR] [--only NAME ...] [--lines N]
 
 A refactoring of the compiler must not change what it emits, except where
 a commit says so. This compiles every zoo model (tools/models/build.py,
@@ -73,6 +73,8 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--models", default=str(Path.home() / ".cache/opc/emitted-diff"))
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--lines", type=int, default=12,
+                    help="lines of each net.c diff to print (0: all)")
     args = ap.parse_args()
     differ = 0
     compared = 0
@@ -100,7 +102,8 @@ def main():
                         if f == "net.c":
                             d = subprocess.run(["diff", str(pa), str(pb)],
                                                capture_output=True, text=True).stdout
-                            print("  " + "\n  ".join(d.splitlines()[:12]))
+                            lines = d.splitlines()
+                            print("  " + "\n  ".join(lines[:args.lines] if args.lines else lines))
     print(f"{compared} model-and-option compilations, {differ} differences")
     return 1 if differ else 0
 
