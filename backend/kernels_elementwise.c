@@ -36,7 +36,7 @@ static Launch elementwise(Emitter *e, const Node *n, const char *kernel, Tensor 
    the parameters the traits of its row say under its kernel's names. */
 static void activation_launch(Emitter *e, const Node *n, Activation act, float alpha,
                               float beta, const Tensor *y) {
-  if (act == ACT_NONE)
+  if (act == OPC_ACT_NONE)
     return;
   OpKind op = act_op(act);
   const char *kernel = emit_str(e, "opc_%s", act_name(act));
@@ -71,7 +71,7 @@ void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y) {
 
 /* The activation a node of ours carries, if a pass fused one into it. */
 void fused_activation(Emitter *e, const Node *n) {
-  if (n->act != ACT_NONE)
+  if (n->act != OPC_ACT_NONE)
     activation_launch(e, n, n->act, n->act_alpha, n->act_beta, n->out[0]);
 }
 

@@ -166,7 +166,7 @@ static void gemm_setup(Emitter *e, Node *n) {
   plan_gemm(n, p);
   const Tensor *y = n->out[0];
   bool broadcast_c = p->c && !tensor_same_shape(p->c, y);
-  if (broadcast_c || n->act != ACT_NONE)
+  if (broadcast_c || n->act != OPC_ACT_NONE)
     p->yd = emit_tensor_desc_of(e, n, "y", y, 4, true);
   if (broadcast_c)
     p->cd = emit_tensor_desc_of(e, n, "c", p->c, 4, true);

@@ -57,7 +57,7 @@ static void grow_workspace(Emitter *e, const Node *n, const char *bytes_expr) {
 
 /* Every activation a row of ops.def names: cuDNN's own (act_setup) or
    opc's kernel after the call. */
-bool act_supported(const Node *n) { return n->act == ACT_NONE || act_op(n->act) != OP_INVALID; }
+bool act_supported(const Node *n) { return n->act == OPC_ACT_NONE || act_op(n->act) != OP_INVALID; }
 
 static const char *op_tensor_desc(Emitter *e, const Node *n, const char *what, const char *op) {
   const char *d = emit_desc(e, n, "OpTensor", what);
@@ -78,17 +78,17 @@ static const char *activation_desc(Emitter *e, const Node *n, const char *mode, 
    opc's kernels apply the others (act_run). */
 void act_setup(Emitter *e, const Node *n, ActPlan *p) {
   memset(p, 0, sizeof *p);
-  const char *mode = n->act == ACT_NONE ? NULL : op_cudnn(act_op(n->act));
+  const char *mode = n->act == OPC_ACT_NONE ? NULL : op_cudnn(act_op(n->act));
   if (!mode)
     return;
-  if (n->act != ACT_CLIP)
+  if (n->act != OPC_ACT_CLIP)
     p->act = activation_desc(e, n, mode, 0);
   else if (n->act_alpha == 0 && isfinite(n->act_beta))
     p->act = activation_desc(e, n, mode, n->act_beta);
 }
 
 void act_run(Emitter *e, const Node *n, const ActPlan *p, const char *ydesc, const char *y) {
-  if (n->act == ACT_NONE)
+  if (n->act == OPC_ACT_NONE)
     return;
   if (p->act) {
     emit_call(e, LIB_CUDNN, n, "cudnnActivationForward(%s, %s, %s, %s, %s, %s, %s, %s)",
@@ -220,7 +220,7 @@ static bool conv_supports(Emitter *e, const Node *n) {
                           (node_input(n, 3) && !channels_inner(n->in[3]))))
     return false;
   /* A fused residual or activation is only printed for Conv. */
-  if (n->op == OP_CONV_TRANSPOSE && (n->act != ACT_NONE || node_input(n, 3)))
+  if (n->op == OP_CONV_TRANSPOSE && (n->act != OPC_ACT_NONE || node_input(n, 3)))
     return false;
   return true;
 }
@@ -269,7 +269,7 @@ static void conv_setup(Emitter *e, Node *n) {
   conv_descriptors(e, n, p);
   int rank = p->nsp + 2;
   const Tensor *b = node_input(n, 2), *z = node_input(n, 3);
-  if (b || n->act == ACT_RELU) {
+  if (b || n->act == OPC_ACT_RELU) {
     p->bd = channel_desc(e, n, "b", p->y[1], rank);
     p->bias = b ? buf(e, b) : NULL;
   }
@@ -277,7 +277,7 @@ static void conv_setup(Emitter *e, Node *n) {
     p->zd = desc_of(e, n, "z", z);
   /* Conv + bias + residual + relu is one cuDNN call, when cuDNN accepts it
      for this problem; create() tries it (choose_form) and records the form. */
-  p->fused = n->act == ACT_RELU;
+  p->fused = n->act == OPC_ACT_RELU;
   if (p->fused) {
     if (!b) { /* cuDNN's bias has the data's type; zeros are zero bits in each */
       float *zeros = arena_alloc(e->g->arena, sizeof(float) * (size_t)p->y[1]);

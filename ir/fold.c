@@ -441,7 +441,6 @@ static bool map_unary(Node *n, UnaryFloat *f, UnaryInt *exact) {
 }
 
 static float relu_float(const Params *p, float x) { return opc_relu_of(x); }
-static float leaky_relu_float(const Params *p, float x) { return opc_leaky_relu_of(x, p->act.alpha); }
 static float elu_float(const Params *p, float x) { return opc_elu_of(x, p->act.alpha); }
 
 static float selu_float(const Params *p, float x) {
@@ -449,14 +448,7 @@ static float selu_float(const Params *p, float x) {
 }
 
 static float celu_float(const Params *p, float x) { return opc_celu_of(x, p->act.alpha); }
-static float sigmoid_float(const Params *p, float x) { return opc_sigmoid_of(x); }
-static float tanh_float(const Params *p, float x) { return opc_tanh_of(x); }
 
-static float hard_sigmoid_float(const Params *p, float x) {
-  return opc_hard_sigmoid_of(x, p->act.alpha, p->act.beta);
-}
-
-static float hard_swish_float(const Params *p, float x) { return opc_hard_swish_of(x); }
 static float softplus_float(const Params *p, float x) { return opc_softplus_of(x); }
 static float softsign_float(const Params *p, float x) { return opc_softsign_of(x); }
 static float erf_float(const Params *p, float x) { return erff(x); }
@@ -469,7 +461,6 @@ static float shrink_float(const Params *p, float x) {
   return opc_shrink_of(x, p->act.lambd, p->act.bias);
 }
 
-static float mish_float(const Params *p, float x) { return opc_mish_of(x); }
 static float swish_float(const Params *p, float x) { return opc_swish_of(x, p->act.alpha); }
 
 static float gelu_float(const Params *p, float x) {
@@ -504,21 +495,31 @@ static int64_t neg_int(int64_t x) { return -x; }
 static int64_t sign_int(int64_t x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
 static int64_t rounded_int(int64_t x) { return x; } /* Floor, Ceil, Round */
 
+/* An operator that computes one activation of scalar.h's list alone, the
+   code its row names, with its alpha and beta as the parameters. */
+bool fold_activation(Graph *g, Node *n) {
+  Activation code = op_info(n->op)->act;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    float v = opc_activation_of(code, getf(x, i), n->p.act.alpha, n->p.act.beta);
+    if (y->f32)
+      y->f32[i] = v;
+    else
+      y->i64[i] = to_int(v);
+  }
+  return true;
+}
+
 bool fold_relu(Graph *g, Node *n) { return map_unary(n, relu_float, relu_int); }
-bool fold_leaky_relu(Graph *g, Node *n) { return map_unary(n, leaky_relu_float, NULL); }
 bool fold_elu(Graph *g, Node *n) { return map_unary(n, elu_float, NULL); }
 bool fold_selu(Graph *g, Node *n) { return map_unary(n, selu_float, NULL); }
 bool fold_celu(Graph *g, Node *n) { return map_unary(n, celu_float, NULL); }
-bool fold_sigmoid(Graph *g, Node *n) { return map_unary(n, sigmoid_float, NULL); }
-bool fold_tanh(Graph *g, Node *n) { return map_unary(n, tanh_float, NULL); }
-bool fold_hard_sigmoid(Graph *g, Node *n) { return map_unary(n, hard_sigmoid_float, NULL); }
-bool fold_hard_swish(Graph *g, Node *n) { return map_unary(n, hard_swish_float, NULL); }
 bool fold_softplus(Graph *g, Node *n) { return map_unary(n, softplus_float, NULL); }
 bool fold_softsign(Graph *g, Node *n) { return map_unary(n, softsign_float, NULL); }
 bool fold_erf(Graph *g, Node *n) { return map_unary(n, erf_float, NULL); }
 bool fold_thresholded_relu(Graph *g, Node *n) { return map_unary(n, thresholded_relu_float, NULL); }
 bool fold_shrink(Graph *g, Node *n) { return map_unary(n, shrink_float, NULL); }
-bool fold_mish(Graph *g, Node *n) { return map_unary(n, mish_float, NULL); }
 bool fold_swish(Graph *g, Node *n) { return map_unary(n, swish_float, NULL); }
 bool fold_gelu(Graph *g, Node *n) { return map_unary(n, gelu_float, NULL); }
 bool fold_exp(Graph *g, Node *n) { return map_unary(n, exp_float, NULL); }

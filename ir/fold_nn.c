@@ -81,21 +81,11 @@ static bool affordable(int64_t count, int64_t each) {
 
 /* The activation a pass fused into a Conv, Gemm or BatchNormalization,
    by the operator's formula (scalar.h), in float as the kernels compute
-   it; ACT_NONE leaves v alone. */
+   it; OPC_ACT_NONE leaves v alone. */
 static double activate(const Node *n, double v) {
-  float x = (float)v, alpha = n->act_alpha, beta = n->act_beta;
-  switch (n->act) {
-  case ACT_RELU: return opc_relu_of(x);
-  case ACT_CLIP: return opc_clip_of(x, alpha, beta);
-  case ACT_SIGMOID: return opc_sigmoid_of(x);
-  case ACT_TANH: return opc_tanh_of(x);
-  case ACT_LEAKY_RELU: return opc_leaky_relu_of(x, alpha);
-  case ACT_SILU: return opc_silu_of(x);
-  case ACT_HARD_SIGMOID: return opc_hard_sigmoid_of(x, alpha, beta);
-  case ACT_HARD_SWISH: return opc_hard_swish_of(x);
-  case ACT_MISH: return opc_mish_of(x);
-  default: return v;
-  }
+  if (n->act == OPC_ACT_NONE)
+    return v;
+  return opc_activation_of(n->act, (float)v, n->act_alpha, n->act_beta);
 }
 
 /* ------------------------------------------------------------ windows */

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../scalar/scalar.h"
+
 #define IR_MAX_RANK 8
 
 /* --------------------------------------------------------------- limits */
@@ -191,20 +193,10 @@ typedef enum CostClass {
   COST_GEMM,           /* batched GEMM (Gemm, MatMul) */
 } CostClass;
 
-/* Activation fused into a producing Conv or Gemm. */
-typedef enum Activation {
-  ACT_NONE,
-  ACT_RELU,
-  ACT_CLIP,    /* min(max(x, alpha), beta) */
-  ACT_SIGMOID,
-  ACT_TANH,
-  ACT_LEAKY_RELU, /* alpha = slope */
-  ACT_SILU,       /* x * sigmoid(x): swish with beta 1 */
-  ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
-  ACT_HARD_SWISH,   /* x * max(0, min(1, x * (1/6) + 1/2)) */
-  ACT_MISH,         /* x * tanh(softplus(x)) */
-  ACT_COUNT
-} Activation;
+/* Activation fused into a producing Conv or Gemm: a code of scalar.h's
+   list (OPC_ACT_RELU ...; OPC_ACT_NONE for none). The ops.def row of the
+   operator that computes it alone names the same code. */
+typedef int Activation;
 
 /*
  * Window parameters of Conv, ConvTranspose, MaxPool and AveragePool,
@@ -470,7 +462,7 @@ typedef struct OpInfo {
   const char *types;
   unsigned traits;    /* T_* bits */
   unsigned run_types; /* TY_* set: the element types its run-time code takes */
-  /* The activation it becomes when fused into a Conv or Gemm (ACT_NONE:
+  /* The activation it becomes when fused into a Conv or Gemm (OPC_ACT_NONE:
      never), and that activation's name in the IR's text and cost keys. */
   Activation act;
   const char *act_name;
@@ -482,9 +474,9 @@ typedef struct OpInfo {
   const char *attrs;
 } OpInfo;
 
-/* The kind whose row names activation a, or OP_INVALID for ACT_NONE. */
+/* The kind whose row names activation a, or OP_INVALID for OPC_ACT_NONE. */
 OpKind act_op(Activation a);
-/* Activation a's name in the IR text ("relu"), or NULL for ACT_NONE. */
+/* Activation a's name in the IR text ("relu"), or NULL for OPC_ACT_NONE. */
 const char *act_name(Activation a);
 
 const OpInfo *op_info(OpKind op);

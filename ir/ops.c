@@ -2255,7 +2255,7 @@ static bool infer_loss(Graph *g, Node *n) {
 
 static const OpInfo op_table[OP_COUNT] = {
     [OP_INVALID] = {"<invalid>", 0, 0, 0, 0, NULL, NULL, PARAMS_NONE, COST_MEMORY, 0, AT_RUN_TIME, "",
-                    0, TY_F32, ACT_NONE, NULL, NULL, NULL},
+                    0, TY_F32, OPC_ACT_NONE, NULL, NULL, NULL},
 #define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
            param_inputs, eval, types, traits, run_types, act, act_name, half, attrs,      \
            kernel, emitter, library, cudnn) /* the last four: the backend's (emit.c) */   \
@@ -2277,7 +2277,7 @@ OpKind op_from_name(const char *name) {
 }
 
 OpKind act_op(Activation a) {
-  for (int i = 1; a != ACT_NONE && i < OP_COUNT; i++)
+  for (int i = 1; a != OPC_ACT_NONE && i < OP_COUNT; i++)
     if (op_table[i].act == a)
       return (OpKind)i;
   return OP_INVALID;

@@ -95,7 +95,7 @@ enum { CHECKED_RUNS = 4096 };
    reported as racing although they touch different elements. */
 static bool exact_writer(const Node *p) {
   bool library = op_info(p->op)->traits & T_EXACT_WRITES;
-  return library && (p->act == ACT_NONE || p->act == ACT_RELU);
+  return library && (p->act == OPC_ACT_NONE || p->act == OPC_ACT_RELU);
 }
 
 /* Makes t a view of base at `offset` with `strides`. The views already

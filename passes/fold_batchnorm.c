@@ -114,7 +114,7 @@ static bool fold_into_conv_transpose(Graph *g, Node *conv, Node *bn) {
    with beta = 1. Handles C absent, [N] or [1,N]. */
 static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
   Tensor *bm = node_input(gemm, 1), *c = node_input(gemm, 2), *y = gemm->out[0];
-  if (!bm || !bm->f32 || bm->rank != 2 || y->rank != 2 || gemm->act != ACT_NONE)
+  if (!bm || !bm->f32 || bm->rank != 2 || y->rank != 2 || gemm->act != OPC_ACT_NONE)
     return false;
   int64_t n = y->dims[1];
   bool trans_b = gemm->p.gemm.trans_b;
@@ -151,7 +151,7 @@ bool pass_fold_batchnorm(Graph *g, const PassOptions *opt, PassContext *ctx) {
     if (bn->dead || bn->op != OP_BATCH_NORM || !x || !x->producer || sole_consumer(x) != bn)
       continue;
     Node *p = x->producer;
-    if (p->dead || p->is_view || p->act != ACT_NONE || p->nout != 1 || x->producer_slot != 0)
+    if (p->dead || p->is_view || p->act != OPC_ACT_NONE || p->nout != 1 || x->producer_slot != 0)
       continue;
     if (opt->half == DT_BFLOAT16 && op_info(p->op)->half && op_info(p->op)->half(p))
       continue;

@@ -16,7 +16,7 @@ static Node *fusable_producer(const Tensor *x) {
   Node *p = x->producer;
   if (!p || p->dead || !(op_info(p->op)->traits & T_FUSES_ACT) || p->is_view)
     return NULL;
-  return p->act == ACT_NONE && x->producer_slot == 0 ? p : NULL;
+  return p->act == OPC_ACT_NONE && x->producer_slot == 0 ? p : NULL;
 }
 
 bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx) {

@@ -32,7 +32,7 @@ static Node *plain_conv_feeding(const Tensor *y, const Node *add) {
     return NULL;
   if (y->dtype != DT_FLOAT)
     return NULL;
-  if (conv->act != ACT_NONE || node_input(conv, 3))
+  if (conv->act != OPC_ACT_NONE || node_input(conv, 3))
     return NULL;
   return conv;
 }
@@ -231,7 +231,7 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     return false;
   const OpInfo *info = op_info(n->op);
   *act = info->act;
-  if (*act == ACT_NONE)
+  if (*act == OPC_ACT_NONE)
     return false; /* not a fusable activation */
   if (n->op == OP_SWISH) /* SiLU is Swish of alpha 1 */
     return n->p.act.alpha == 1.0f;
@@ -240,7 +240,7 @@ bool activation_of(const Node *n, Activation *act, float *alpha, float *beta) {
     if (!clip_bounds(n, &lo, &hi))
       return false;
     if (lo == 0 && hi >= FLT_MAX) { /* a Relu spelt as Clip */
-      *act = ACT_RELU;
+      *act = OPC_ACT_RELU;
       return true;
     }
     *alpha = lo;

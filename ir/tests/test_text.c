@@ -72,10 +72,10 @@ static void test_canonical(void) {
   CHECK(sc && sc->rank == 0 && sc->f32 && sc->f32[0] == 1e-5f);
   Node *conv = g->nodes[0], *r = g->nodes[3], *q = g->nodes[4];
   NodeSchedule *conv_at = node_sched(g, conv), *r_at = node_sched(g, r);
-  CHECK(conv->op == OP_CONV && conv->nin == 3 && conv->in[2] == NULL && conv->act == ACT_RELU);
+  CHECK(conv->op == OP_CONV && conv->nin == 3 && conv->in[2] == NULL && conv->act == OPC_ACT_RELU);
   CHECK(conv_at->stage == 1 && conv_at->stream == 1 && conv_at->record_event == -1);
   CHECK(g->nodes[1]->is_view && g->nodes[1]->nout == 2);
-  CHECK(r->act == ACT_LEAKY_RELU && r->act_alpha == 0.01f && r->act_beta == 6.0f);
+  CHECK(r->act == OPC_ACT_LEAKY_RELU && r->act_alpha == 0.01f && r->act_beta == 6.0f);
   CHECK(r->nfused == 2 && strcmp(r->fused[1], "relu1") == 0 && r_at->group == 2);
   CHECK(r_at->record_event == 3 && r_at->nwaits == 2 && r_at->waits[1] == 2);
   CHECK(r_at->cost_us == 12.5);

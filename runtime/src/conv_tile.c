@@ -53,6 +53,21 @@ static inline int segments(long long qa, int valid, int wq, int ow, Segment *seg
   return n;
 }
 
+/* Whether the tiles' stores apply activation mode themselves
+   (vector_activate); the epilogue applies the others in a second pass. */
+bool tile_activates(int mode) {
+  switch (mode) {
+  case CUDNN_ACTIVATION_IDENTITY:
+  case CUDNN_ACTIVATION_RELU:
+  case CUDNN_ACTIVATION_CLIPPED_RELU:
+  case KERNEL_ACT_HARD_SWISH:
+  case CUDNN_ACTIVATION_SWISH:
+  case CUDNN_ACTIVATION_SIGMOID:
+    return true;
+  }
+  return false;
+}
+
 /* The activation of the tiles' epilogues (see TileStore). max and min give
  * their second operand for NaN: a NaN becomes 0, as `v > 0 ? v : 0` makes
  * it. */
@@ -359,6 +374,11 @@ void tile_multiply_store(const float *const *w, int R, const float *const *rows,
 #else
 
 bool tile_available(void) {
+  return false;
+}
+
+bool tile_activates(int mode) {
+  (void)mode;
   return false;
 }
 

@@ -458,16 +458,16 @@ static void position_offsets(const Geom *g, const long long *s, long long p0, in
 
 /*
  * y = act(alpha v + bias + alpha2 z) over a packed row in one pass, for
- * the clamps (identity, ReLU, clipped ReLU below coef) and the activations
- * of mobile networks (HardSwish, Swish of beta coef, Sigmoid; act_row's
- * formulas), which would otherwise be a second pass over the block.
- * `mode` and whether z is NULL are constants where it is inlined, so each
- * combination is its own vectorised loop; the sigmoids' are written in
- * vectors (F16, in dnn.h).
+ * the clamps (identity, ReLU, clipped ReLU below coef), cuDNN's Swish (of
+ * beta coef) and Sigmoid, and the activations of scalar.h's list (past
+ * KERNEL_ACT_BASE, parameters coef and offset), which would otherwise be a
+ * second pass over the block. `mode` and whether z is NULL are constants
+ * where it is inlined, so each combination is its own vectorised loop; the
+ * sigmoids' are written in vectors (F16, in dnn.h).
  */
 static inline __attribute__((always_inline)) void
 epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-             float alpha2, int mode, float coef) {
+             float alpha2, int mode, float coef, float offset) {
   int j = 0;
   if (mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID)
     for (; j + 16 <= cols; j += 16) {
@@ -488,12 +488,12 @@ epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, fl
       r = opc_clipped_relu_of(r, INFINITY);
     } else if (mode == CUDNN_ACTIVATION_CLIPPED_RELU) {
       r = opc_clipped_relu_of(r, coef);
-    } else if (mode == KERNEL_ACT_HARD_SWISH) {
-      r = opc_hard_swish_of(r);
     } else if (mode == CUDNN_ACTIVATION_SWISH) {
       r = opc_swish_of(r, coef);
     } else if (mode == CUDNN_ACTIVATION_SIGMOID) {
       r = opc_sigmoid_of(r);
+    } else if (mode >= KERNEL_ACT_BASE) {
+      r = opc_activation_of(mode - KERNEL_ACT_BASE, r, coef, offset);
     }
     y[j] = r;
   }
@@ -501,11 +501,11 @@ epilogue_row(float *y, const float *v, const float *z, int cols, float alpha, fl
 
 static inline __attribute__((always_inline)) void
 epilogue_rows(float *y, const float *v, const float *z, int cols, float alpha, float bias,
-              float alpha2, int mode, float coef) {
+              float alpha2, int mode, float coef, float offset) {
   if (z)
-    epilogue_row(y, v, z, cols, alpha, bias, alpha2, mode, coef);
+    epilogue_row(y, v, z, cols, alpha, bias, alpha2, mode, coef, offset);
   else
-    epilogue_row(y, v, NULL, cols, alpha, bias, alpha2, mode, coef);
+    epilogue_row(y, v, NULL, cols, alpha, bias, alpha2, mode, coef, offset);
 }
 
 /* The clamp the epilogue is (CUDNN_ACTIVATION_IDENTITY, RELU or
@@ -518,17 +518,14 @@ static int clamp_mode(const ConvOp *c) {
   return clamp ? mode : -1;
 }
 
-/* The epilogue the register tiles apply as they store (the clamps, hard
- * swish, swish and sigmoid: see TileStore and ChanStore), or -1 when it is
- * another activation or a plain convolution that adds beta y. */
+/* The epilogue the register tiles apply as they store (tile_activates:
+ * see TileStore and ChanStore), or -1 when it is another activation or a
+ * plain convolution that adds beta y. */
 static int store_mode(const ConvOp *c) {
   int mode = clamp_mode(c);
   if (mode < 0 && c->fused)
     mode = (int)c->act.mode;
-  bool known = mode == CUDNN_ACTIVATION_IDENTITY || mode == CUDNN_ACTIVATION_RELU ||
-               mode == CUDNN_ACTIVATION_CLIPPED_RELU || mode == KERNEL_ACT_HARD_SWISH ||
-               mode == CUDNN_ACTIVATION_SWISH || mode == CUDNN_ACTIVATION_SIGMOID;
-  return known ? mode : -1;
+  return mode >= 0 && tile_activates(mode) ? mode : -1;
 }
 
 /*
@@ -563,25 +560,30 @@ OPC_VECTOR_CLONES static void epilogue(const ConvOp *c, float *v, int cols, floa
     mode = (int)c->act.mode;
   switch (mode) {
   case CUDNN_ACTIVATION_IDENTITY:
-    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_IDENTITY, 0, 0);
     return;
   case CUDNN_ACTIVATION_RELU:
-    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_RELU, 0);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_RELU, 0, 0);
     return;
   case CUDNN_ACTIVATION_CLIPPED_RELU:
     epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_CLIPPED_RELU,
-                  c->act.coef);
-    return;
-  case KERNEL_ACT_HARD_SWISH:
-    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, KERNEL_ACT_HARD_SWISH, 0);
+                  c->act.coef, 0);
     return;
   case CUDNN_ACTIVATION_SWISH:
     epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SWISH,
-                  c->act.swish_beta);
+                  c->act.swish_beta, 0);
     return;
   case CUDNN_ACTIVATION_SIGMOID:
-    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0);
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, CUDNN_ACTIVATION_SIGMOID, 0, 0);
     return;
+    /* Each activation of scalar.h's list: a loop of its own. */
+#define KERNEL_ACT_EPILOGUE(NAME, name, params)                                              \
+  case KERNEL_ACT_##NAME:                                                                    \
+    epilogue_rows(y, v, z, cols, alpha, bias, alpha2, KERNEL_ACT_##NAME, c->act.coef,       \
+                  c->act.offset);                                                            \
+    return;
+    OPC_ACTIVATIONS(KERNEL_ACT_EPILOGUE)
+#undef KERNEL_ACT_EPILOGUE
   }
   for (int j = 0; j < cols; j++)
     v[j] = alpha * v[j] + bias;

@@ -324,6 +324,9 @@ bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt
 
 /* Whether this CPU runs tiles: AVX-512, and OPC_KERNEL_ISA allows it. */
 bool tile_available(void);
+/* Whether the tiles' stores (TileStore, ChanStore) apply activation mode
+ * (a cuDNN mode, or KERNEL_ACT_BASE past a code of scalar.h's list). */
+bool tile_activates(int mode);
 /* out[m * TILE_COLS + j] = sum over r < R of w[m][r] * rows[r][p0 + j],
  * for m < TILE_ROWS and j < ncols (1 to TILE_COLS); rows[r][p0 + j] is
  * read only for j < ncols. */
@@ -331,9 +334,9 @@ void tile_multiply(const float *const *w, int R, const float *const *rows, long 
                    int ncols, float *out);
 
 /* Where a tile's results go when the convolution's epilogue is one the
- * tiles apply themselves: y = act(alpha v + bias + alpha2 z), act IDENTITY,
- * RELU, CLIPPED_RELU (at coef), KERNEL_ACT_HARD_SWISH, SWISH (beta coef) or
- * SIGMOID, each channel's plane packed, position q of the tile's plane
+ * tiles apply themselves: y = act(alpha v + bias + alpha2 z), act one that
+ * tile_activates() (coef: the clipped ReLU's ceiling, Swish's beta), each
+ * channel's plane packed, position q of the tile's plane
  * (rows of wq) being output (q / wq, q % wq) and dropped when q % wq >= ow. */
 typedef struct TileStore {
   float *y[TILE_ROWS];       /* NULL for channels past the last */
@@ -364,8 +367,7 @@ void tile_multiply_store(const float *const *w, int R, const float *const *rows,
 #define CHAN_COLS 12
 
 /* Where a chan tile's results go: y = act(alpha v + bias + alpha2 z), act
- * IDENTITY, RELU, CLIPPED_RELU (at coef), KERNEL_ACT_HARD_SWISH, SWISH
- * (beta coef) or SIGMOID. y, z: channel k0's plane of the image. */
+ * one that tile_activates(). y, z: channel k0's plane of the image. */
 typedef struct ChanStore {
   float *y;
   const float *z; /* NULL without a residual */

@@ -194,7 +194,7 @@ static bool calls_formula(const char *kernel) {
 
 static void check_fused(Emitter *e, OpKind op, const char *scalar_h) {
   const OpInfo *info = op_info(op);
-  if (info->act == ACT_NONE)
+  if (info->act == OPC_ACT_NONE)
     return;
   const char *name = info->act_name;
   if (!name) {

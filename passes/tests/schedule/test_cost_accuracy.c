@@ -371,7 +371,7 @@ static Node *fused_conv(Graph *g, int c, int k, int h, int kh, int kw) {
   n->out[0] = t4(g, k, h, h);
   n->win = (Window){.nspatial = 2, .kernel = {kh, kw}, .stride = {1, 1}, .dilation = {1, 1},
                     .pad_begin = {kh / 2, kw / 2}, .pad_end = {kh / 2, kw / 2}, .group = 1};
-  n->act = ACT_RELU;
+  n->act = OPC_ACT_RELU;
   return n;
 }
 

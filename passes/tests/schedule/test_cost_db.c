@@ -45,7 +45,7 @@ static Node *conv(Graph *g, const char *name, int64_t cout, int64_t stride) {
   n->out[0] = tensor(g, 4, yd);
   n->win = (Window){.nspatial = 2, .kernel = {3, 3}, .stride = {stride, stride},
                     .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .group = 1};
-  n->act = ACT_RELU;
+  n->act = OPC_ACT_RELU;
   return n;
 }
 
@@ -82,10 +82,10 @@ static void test_keys(Graph *g) {
   CHECK(strcmp(key(a), key(strided)) != 0, "stride ignored");
   CHECK(strcmp(key(a), key(wider)) != 0, "channels ignored");
   Node *plain = conv(g, "plain", 4, 1);
-  plain->act = ACT_NONE;
+  plain->act = OPC_ACT_NONE;
   CHECK(strcmp(key(a), key(plain)) != 0, "activation ignored");
   Node *clip = conv(g, "clip", 4, 1);
-  clip->act = ACT_CLIP;
+  clip->act = OPC_ACT_CLIP;
   clip->act_alpha = 0;
   clip->act_beta = 6;
   CHECK(strstr(key(clip), "|act=clip(0,6)") != NULL, "clip: %s", key(clip));

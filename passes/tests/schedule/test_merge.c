@@ -75,7 +75,7 @@ static Node *conv(Graph *g, Tensor *x, const char *name, int64_t cout, int kh, i
   n->out[0] = tensor4(g, arena_printf(g->arena, "%s_y", name), 1, cout, oh, ow);
   n->win = (Window){.nspatial = 2, .kernel = {kh, kw}, .stride = {1, 1}, .dilation = {1, 1},
                     .pad_begin = {pt, pl}, .pad_end = {pb, pr}, .group = 1};
-  n->act = ACT_RELU;
+  n->act = OPC_ACT_RELU;
   return n;
 }
 

@@ -100,9 +100,9 @@ static void test_full(int opt_level) {
     /* bn1 and relu1 fold into conv1; add and relu2 into conv2. */
     CHECK(g->nnodes == 2 && count_op(g, OP_CONV) == 2);
     Node *conv2 = find_node(g, "conv2");
-    CHECK(conv2 && conv2->act == ACT_RELU && node_input(conv2, 3) == g->inputs[0]);
+    CHECK(conv2 && conv2->act == OPC_ACT_RELU && node_input(conv2, 3) == g->inputs[0]);
     CHECK(conv2 && conv2->out[0] == g->outputs[0]);
-    CHECK(find_node(g, "conv1")->act == ACT_RELU);
+    CHECK(find_node(g, "conv1")->act == OPC_ACT_RELU);
   } else {
     CHECK(g->nnodes == 6 && count_op(g, OP_BATCH_NORM) == 1);
   }
