@@ -15,6 +15,8 @@
  * Accesses ordered before a newer one are dropped: anything ordered after
  * the newer access is ordered after them too, and anything that is not
  * conflicts with the newer access (or was harmless), so no race is lost.
+ * An op's ranges of one kind are applied in one sweep over the segments
+ * they span, spliced back once: a strided copy touches thousands of ranges.
  *
  * Work on one device that touches memory another device allocated is
  * reported too, even where CUDA's peer access would allow it: opc must
