@@ -541,16 +541,24 @@ const char *emit_fail(Emitter *e) {
   return e->fail ? e->fail : "return -1";
 }
 
+/* The formatted text, malloc'ed; NULL (and the emitter failed) when out of
+   memory. */
+static char *vformat(Emitter *e, const char *fmt, va_list ap) {
+  char *text = NULL;
+  if (vasprintf(&text, fmt, ap) < 0) {
+    e->failed = true;
+    return NULL;
+  }
+  return text;
+}
+
 void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  char *call = NULL;
-  int len = vasprintf(&call, fmt, ap);
+  char *call = vformat(e, fmt, ap);
   va_end(ap);
-  if (len < 0) {
-    e->failed = true;
+  if (!call)
     return;
-  }
   /* The message names the function; c->node, set where the node's code
      starts, names the node. */
   (void)n;
@@ -566,13 +574,10 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
 void emit_fail_if(Emitter *e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  char *cond = NULL;
-  int len = vasprintf(&cond, fmt, ap);
+  char *cond = vformat(e, fmt, ap);
   va_end(ap);
-  if (len < 0) {
-    e->failed = true;
+  if (!cond)
     return;
-  }
   emit_open(e, "if (%s) {", cond);
   emit(e, "%s;", emit_fail(e));
   emit_close(e, "}");
