@@ -24,7 +24,8 @@ static const char help_text[] =
     "usage: opc MODEL.onnx [MODEL.onnx ...] -o OUT [options]\n"
     "       opc [NAME=]MODEL.onnx ... -o OUT [--instances NAME=K,...] [options]\n"
     "       opc MODEL.onnx --dump-ir [--input-shape NAME=DIMS] [--batch N]\n"
-    "       opc --cflags TARGET | --libs TARGET | --list-operators | --help | --version\n"
+    "       opc --cflags TARGET | --libs TARGET | --emit-main FILE.c | --list-operators | --help\n"
+    "       opc --version\n"
     "\n"
     "Output:\n"
     "  -o OUT                 OUT ending in .c: write OUT, the .h and the .weights beside it;\n"
@@ -56,6 +57,11 @@ static const char help_text[] =
     "                        tensor-core kernels want it; nchw keeps ONNX's order\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
+    "  --emit-main FILE.c     write the programs' main alone, the same for every model of one\n"
+    "                         --prefix, and exit: compile it once and link it with each OUT.c\n"
+    "                         built with -DOPC_MAIN_APART (opc does so itself, keeping the\n"
+    "                         compiled main in $OPC_CACHE_DIR, default ~/.cache/opc; set it\n"
+    "                         empty to compile main with each model)\n"
     "\n"
     "Inputs:\n"
     "  --input-shape NAME=DIMS  replace the shape of input NAME, e.g. x=1x3x224x224 (repeatable)\n"
@@ -148,6 +154,7 @@ typedef struct Config {
   const char *out;
   bool help, version, list_operators, dump_ir;
   const char *print_flags; /* "--cflags" or "--libs": print for `target` and exit */
+  const char *main_source; /* --emit-main: write main alone there and exit */
   Target target;
   ImportOptions import;
   InputShape *shapes; /* --input-shape, one slot per argument at most */
@@ -649,6 +656,9 @@ static bool parse_option(Args *a, Config *c) {
   else if (takes(a, "--cflags", &v)) {
     c->print_flags = "--cflags";
     return v && parse_target("--cflags", v, &c->target);
+  } else if (takes(a, "--emit-main", &v)) {
+    c->main_source = v;
+    return v != NULL;
   } else if (takes(a, "--libs", &v)) {
     c->print_flags = "--libs";
     return v && parse_target("--libs", v, &c->target);
@@ -696,7 +706,7 @@ static bool parse_args(int argc, char **argv, Config *c) {
   for (; a.i < argc; a.i++)
     if (!parse_option(&a, c))
       return false;
-  if (c->help || c->version || c->list_operators || c->print_flags)
+  if (c->help || c->version || c->list_operators || c->print_flags || c->main_source)
     return true;
   if (c->nmodels == 0) {
     opc_error("no model given");
@@ -823,7 +833,7 @@ static bool write_outputs(Graph *g, Config *c, const char *out) {
   emit.queue_capacity = (int)c->queue_capacity;
   bool ok = emit_program(g, &emit);
   if (ok && !source_only) {
-    ok = build_executable(c_path, out, c->target, shared);
+    ok = build_executable(c_path, out, c->target, shared, g->serve ? NULL : c->emit.prefix);
     if (!ok) {
       remove(c_path);
       remove(h_path);
@@ -1139,6 +1149,22 @@ static void print_operators(void) {
   }
 }
 
+/* --emit-main FILE.c */
+static bool emit_main_file(const char *path, const char *prefix) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    opc_error("--emit-main: cannot write %s: %s", path, strerror(errno));
+    return false;
+  }
+  bool ok = write_main_source(f, prefix);
+  if (fclose(f) != 0 || !ok) {
+    opc_error("--emit-main: cannot write %s", path);
+    remove(path);
+    return false;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   Config c = {0};
   int status;
@@ -1158,6 +1184,8 @@ int main(int argc, char **argv) {
     puts(strcmp(c.print_flags, "--cflags") == 0 ? target_cflags(c.target)
                                                 : target_libs(c.target));
     status = EXIT_SUCCESS;
+  } else if (c.main_source) {
+    status = emit_main_file(c.main_source, c.emit.prefix) ? EXIT_SUCCESS : EXIT_COMPILE;
   } else {
     status = compile(&c);
   }

@@ -34,8 +34,14 @@ typedef enum Target { TARGET_CUDA, TARGET_CPU } Target;
 const char *target_cflags(Target t);
 const char *target_libs(Target t);
 /* Compiles and links `c_path` into `exe_path` with the system C compiler:
-   an executable, or with `shared` a shared library without main(). */
-bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared);
+   an executable, or with `shared` a shared library without main(). With
+   `main_prefix` (a program whose main is opc's own, of that symbol prefix)
+   main comes compiled from opc's cache (build.c). */
+bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared,
+                      const char *main_prefix);
+/* The command line's main alone (what net.c holds under OPC_MAIN_APART),
+   the same for every program of symbol prefix `prefix`. */
+bool write_main_source(FILE *f, const char *prefix);
 
 /* A Triton model around a program built as MODEL_DIR/1/libnet.so:
    MODEL_DIR/config.pbtxt and the Python backend's MODEL_DIR/1/model.py. */

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -133,13 +135,185 @@ static int split_words(char *s, char **argv, int argc, int max) {
   return argc;
 }
 
+/* Runs the compiler words `argv` and waits; false, reported, if it failed. */
+static bool run_compiler(char **argv, const char *what) {
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+  if (err != 0) {
+    opc_error("cannot run the C compiler '%s': %s", argv[0], strerror(err));
+    return false;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      opc_error("waiting for the C compiler: %s", strerror(errno));
+      return false;
+    }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    opc_error("the C compiler failed to build %s", what);
+    return false;
+  }
+  return true;
+}
+
+/* ------------------------------------------------ main, compiled apart */
+
+/*
+ * A program's main is the same for every model of one symbol prefix
+ * (write_main_source), and compiling it is most of a small model's build.
+ * So opc compiles it once per compiler, flags and prefix into a cache and
+ * links that object with the model's file built with -DOPC_MAIN_APART, as
+ * ccache would. The object's name is a hash of what decides it: main's text
+ * (which names opc's version), the compiler words and the compiler's own
+ * file. Where there is no cache, main is compiled with the model.
+ */
+
+/* $OPC_CACHE_DIR (set but empty: no cache), else $XDG_CACHE_HOME/opc, else
+   ~/.cache/opc; created if missing. NULL when there is none. */
+static const char *cache_dir(void) {
+  static char dir[PATH_MAX];
+  const char *env = getenv("OPC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (env)
+    snprintf(dir, sizeof dir, "%s", env);
+  else if (xdg && *xdg)
+    snprintf(dir, sizeof dir, "%s/opc", xdg);
+  else if (home && *home)
+    snprintf(dir, sizeof dir, "%s/.cache/opc", home);
+  else
+    return NULL;
+  if (!*dir)
+    return NULL;
+  for (char *q = dir + 1;; q++) { /* mkdir -p */
+    char c = *q;
+    if (c != '/' && c != 0)
+      continue;
+    *q = 0;
+    bool ok = mkdir(dir, 0755) == 0 || errno == EEXIST;
+    *q = c;
+    if (!ok)
+      return NULL;
+    if (!c)
+      break;
+  }
+  return access(dir, W_OK) == 0 ? dir : NULL;
+}
+
+/* Two 64-bit FNV-1a hashes with different starting points. */
+static void hash_bytes(uint64_t h[2], const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++)
+      h[k] = (h[k] ^ p[i]) * 0x100000001b3ull;
+}
+
+/* The compiler's own file, found on PATH as posix_spawnp finds it: its
+   identity, size and time of change stand for its version. */
+static void hash_compiler(uint64_t h[2], const char *name) {
+  char path[PATH_MAX];
+  struct stat st;
+  const char *dirs = strchr(name, '/') ? "" : getenv("PATH");
+  memset(&st, 0, sizeof st);
+  if (!dirs || !*dirs) {
+    stat(name, &st);
+  } else {
+    for (const char *d = dirs; d; d = strchr(d, ':') ? strchr(d, ':') + 1 : NULL) {
+      int len = (int)strcspn(d, ":");
+      snprintf(path, sizeof path, "%.*s/%s", len, d, name);
+      if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0)
+        break;
+      memset(&st, 0, sizeof st);
+    }
+  }
+  long long id[5] = {(long long)st.st_dev, (long long)st.st_ino, (long long)st.st_size,
+                     (long long)st.st_mtim.tv_sec, (long long)st.st_mtim.tv_nsec};
+  hash_bytes(h, id, sizeof id);
+}
+
+/* Writes `len` bytes of `text` to `path`. */
+static bool write_file(const char *path, const char *text, size_t len) {
+  FILE *f = fopen(path, "w");
+  bool ok = f && fwrite(text, 1, len, f) == len;
+  if (f && fclose(f) != 0)
+    ok = false;
+  return ok;
+}
+
+/*
+ * The object of main for the compiler words `cc` (`ncc` of them) and
+ * `prefix`: from the cache, or compiled into it. It is compiled from a file
+ * of this process's own and renamed into place with its source, so that
+ * concurrent opcs never see a partial file. NULL with *failed false when
+ * there is no cache; NULL with *failed true, reported, when main did not
+ * compile.
+ */
+static char *cached_main(char **cc, int ncc, const char *prefix, bool *failed) {
+  *failed = false;
+  const char *dir = cache_dir();
+  if (!dir)
+    return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m)
+    return NULL;
+  bool written = write_main_source(m, prefix);
+  if (fclose(m) != 0 || !written) {
+    free(text);
+    return NULL;
+  }
+  uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+  hash_bytes(h, text, len);
+  for (int i = 0; i < ncc; i++)
+    hash_bytes(h, cc[i], strlen(cc[i]) + 1);
+  hash_compiler(h, cc[0]);
+
+  static char obj[PATH_MAX];
+  char stem[PATH_MAX], src[PATH_MAX], tmp_src[PATH_MAX], tmp_obj[PATH_MAX];
+  snprintf(stem, sizeof stem, "%.4000s/main-%016llx%016llx", dir, (unsigned long long)h[0],
+           (unsigned long long)h[1]);
+  snprintf(obj, sizeof obj, "%.4000s.o", stem);
+  if (file_exists(obj)) {
+    free(text);
+    return obj;
+  }
+  long pid = (long)getpid();
+  snprintf(src, sizeof src, "%.4000s.c", stem);
+  snprintf(tmp_src, sizeof tmp_src, "%.4000s.%ld.c", stem, pid);
+  snprintf(tmp_obj, sizeof tmp_obj, "%.4000s.%ld.o", stem, pid);
+  bool ok = write_file(tmp_src, text, len);
+  free(text);
+  if (!ok) {
+    remove(tmp_src);
+    return NULL;
+  }
+  char *argv[64];
+  int argc = 0;
+  for (int i = 0; i < ncc && argc < 58; i++)
+    argv[argc++] = cc[i];
+  argv[argc++] = "-c";
+  argv[argc++] = tmp_src;
+  argv[argc++] = "-o";
+  argv[argc++] = tmp_obj;
+  argv[argc] = NULL;
+  char what[PATH_MAX + 64];
+  snprintf(what, sizeof what, "the programs' main, compiled apart (opc --emit-main writes it)");
+  *failed = !run_compiler(argv, what);
+  ok = !*failed && rename(tmp_src, src) == 0 && rename(tmp_obj, obj) == 0;
+  remove(tmp_src);
+  remove(tmp_obj);
+  return ok ? obj : NULL;
+}
+
 /*
  * A shared library leaves out main() and exports only the generated API:
  * -Wl,--exclude-libs,ALL keeps the CPU runtime's CUDA look-alikes, linked in
  * statically, out of its dynamic symbols, so that a process may load the
  * library beside the real CUDA libraries, or several models' libraries.
+ * An executable whose main is opc's own (`main_prefix` set) links main
+ * from the cache.
  */
-bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared) {
+bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared,
+                      const char *main_prefix) {
   const char *cc_env = getenv("CC");
   char cc[1024], cflags[2 * PATH_MAX], libs[3 * PATH_MAX];
   snprintf(cc, sizeof cc, "%s", cc_env && *cc_env ? cc_env : "cc");
@@ -160,34 +334,32 @@ bool build_executable(const char *c_path, const char *exe_path, Target t, bool s
   int argc = split_words(cc, argv, 0, 64);
   argv[argc++] = "-O2";
   argc = split_words(user_flags, argv, argc, 48);
+  char *main_obj = NULL;
+  if (!shared && main_prefix) {
+    bool failed;
+    argv[argc] = NULL;
+    main_obj = cached_main(argv, argc, main_prefix, &failed);
+    if (failed)
+      return false;
+  }
   if (shared) {
     argv[argc++] = "-fPIC";
     argv[argc++] = "-shared";
     argv[argc++] = "-DOPC_NO_MAIN";
     argv[argc++] = "-Wl,--exclude-libs,ALL";
+  } else if (main_obj) {
+    argv[argc++] = "-DOPC_MAIN_APART";
   }
-  argc = split_words(cflags, argv, argc, 64);
+  argc = split_words(cflags, argv, argc, 60);
   argv[argc++] = (char *)c_path;
+  if (main_obj)
+    argv[argc++] = main_obj;
   argv[argc++] = "-o";
   argv[argc++] = (char *)exe_path;
   argc = split_words(libs, argv, argc, 64);
   argv[argc] = NULL;
 
-  pid_t pid;
-  int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
-  if (err != 0) {
-    opc_error("cannot run the C compiler '%s': %s", argv[0], strerror(err));
-    return false;
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) {
-      opc_error("waiting for the C compiler: %s", strerror(errno));
-      return false;
-    }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    opc_error("the C compiler failed to build %s from %s", exe_path, c_path);
-    return false;
-  }
-  return true;
+  char what[2 * PATH_MAX];
+  snprintf(what, sizeof what, "%.4000s from %.4000s", exe_path, c_path);
+  return run_compiler(argv, what);
 }

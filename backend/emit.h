@@ -526,6 +526,6 @@ void emit_destroy(Emitter *e);          /* frame.c: destroy() and error() */
 void emit_metadata(Emitter *e, bool inputs); /* frame.c: the inputs' or outputs' info */
 void emit_profile(Emitter *e);          /* node_table.c: net_profile() */
 void emit_trace_run(Emitter *e);        /* node_table.c: main's --trace */
-void emit_describe(Emitter *e);         /* node_table.c: main's --verbose */
+void emit_describe(Emitter *e, bool for_main); /* node_table.c: --verbose */
 
 #endif

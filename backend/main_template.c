@@ -17,6 +17,36 @@
  * Exit status: 0 done, 1 bad arguments or input files, 2 error at run time.
  */
 
+/*
+ * What main calls: the model's API (net.h declares it too, and where both
+ * are seen the compiler checks that they agree) and main's helpers beside
+ * the model. main is the same for every model, so opc compiles it apart
+ * once and links it with the model's file (OPC_MAIN_APART, opc --emit-main).
+ */
+struct net_ctx;
+int net_create(struct net_ctx **ctx, const char *weights_path);
+int net_run(struct net_ctx *ctx, const void *const *inputs, void *const *outputs);
+void net_destroy(struct net_ctx *ctx);
+const char *net_error(const struct net_ctx *ctx);
+int net_profile(struct net_ctx *ctx, const char *path, int repeats);
+int net_num_inputs(void);
+const char *net_input_name(int i);
+const char *net_input_type(int i);
+int net_input_element_size(int i);
+int net_input_rank(int i);
+const long long *net_input_dims(int i);
+int net_num_outputs(void);
+const char *net_output_name(int i);
+const char *net_output_type(int i);
+int net_output_element_size(int i);
+int net_output_rank(int i);
+const long long *net_output_dims(int i);
+extern const char net_main_weights_file[];
+int net_main_bench(struct net_ctx *c, const void *const *inputs, void *const *outputs, int runs,
+                   int warmup);
+int net_main_trace(struct net_ctx *c, const char *path);
+void net_main_describe(const struct net_ctx *c);
+
 #include "main_inputs.c"
 #include "main_common.c"
 
@@ -44,76 +74,18 @@ static int find_io(const char *arg, int output, const char **file)
   return -1;
 }
 
-static int compare_floats(const void *a, const void *b)
-{
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted times. */
-static float percentile(const float *sorted, int n, double p)
-{
-  int k = (int)ceil(p * n) - 1;
-  return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
-
-static int bench(net_ctx *c, const void *const *inputs, void *const *outputs, int runs, int warmup)
-{
-  cudaEvent_t start = NULL, stop = NULL;
-  float *times = calloc((size_t)runs, sizeof(float));
-  int status = -1;
-  cudaError_t err = cudaSuccess;
-  if (!times || (err = cudaEventCreateWithFlags(&start, cudaEventDefault)) != cudaSuccess ||
-      (err = cudaEventCreateWithFlags(&stop, cudaEventDefault)) != cudaSuccess)
-    goto done;
-  for (int i = 0; i < warmup; i++)
-    if (net_run(c, inputs, outputs) != 0)
-      goto done;
-  for (int i = 0; i < runs; i++) {
-    if ((err = cudaEventRecord(start, c->stream[0])) != cudaSuccess || net_run(c, inputs, outputs) != 0 ||
-        (err = cudaEventRecord(stop, c->stream[0])) != cudaSuccess ||
-        (err = cudaEventSynchronize(stop)) != cudaSuccess ||
-        (err = cudaEventElapsedTime(&times[i], start, stop)) != cudaSuccess)
-      goto done;
-  }
-  double sum = 0;
-  for (int i = 0; i < runs; i++)
-    sum += times[i];
-  qsort(times, (size_t)runs, sizeof(float), compare_floats);
-  /* What ran: the GPU, or the CPU runtime's threads and BLAS kernels. */
-  struct cudaDeviceProp prop;
-  int device = 0;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess ||
-      (err = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
-    goto done;
-  printf("device: %s\n", prop.name);
-  printf("latency_ms mean=%.4f p50=%.4f p90=%.4f p99=%.4f min=%.4f runs=%d\n", sum / runs,
-         percentile(times, runs, 0.50), percentile(times, runs, 0.90), percentile(times, runs, 0.99),
-         times[0], runs);
-  status = 0;
-done:
-  if (err != cudaSuccess)
-    snprintf(c->error, sizeof c->error, "benchmark: %s", cudaGetErrorString(err));
-  if (start)
-    cudaEventDestroy(start);
-  if (stop)
-    cudaEventDestroy(stop);
-  free(times);
-  return status;
-}
-
 /* The weights file beside the program, if there is one. */
 static char *weights_beside(const char *argv0)
 {
-  if (!weights_file_name[0])
+  if (!net_main_weights_file[0])
     return NULL;
   const char *slash = strrchr(argv0, '/');
   size_t dir = slash ? (size_t)(slash - argv0 + 1) : 0;
-  char *path = malloc(dir + strlen(weights_file_name) + 1);
+  char *path = malloc(dir + strlen(net_main_weights_file) + 1);
   if (!path)
     return NULL;
   memcpy(path, argv0, dir);
-  strcpy(path + dir, weights_file_name);
+  strcpy(path + dir, net_main_weights_file);
   FILE *f = fopen(path, "rb");
   if (!f) {
     free(path);
@@ -217,16 +189,16 @@ int main(int argc, char **argv)
   }
 
   char *beside = weights ? NULL : weights_beside(argv[0]);
-  net_ctx *c = NULL;
+  struct net_ctx *c = NULL;
   if (net_create(&c, weights ? weights : beside) != 0)
     goto done;
   if (verbose)
-    describe(c);
+    net_main_describe(c);
   if (net_run(c, (const void *const *)in, out) != 0)
     goto done;
-  if (runs > 0 && bench(c, (const void *const *)in, out, runs, warmup) != 0)
+  if (runs > 0 && net_main_bench(c, (const void *const *)in, out, runs, warmup) != 0)
     goto done;
-  if (trace && trace_run(c, trace) != 0)
+  if (trace && net_main_trace(c, trace) != 0)
     goto done;
   if (profile && net_profile(c, profile, repeats) != 0)
     goto done;

@@ -19,7 +19,7 @@ void emit_trace_run(Emitter *e) {
   emit(e, " * timestamped on its stream, written as a Chrome trace (chrome://tracing,");
   emit(e, " * ui.perfetto.dev): one row per stream, microseconds from the start.");
   emit(e, " */");
-  emit(e, "static int trace_run(%s_ctx *c, const char *path)", p);
+  emit(e, "int %s_main_trace(%s_ctx *c, const char *path)", p, p);
   emit_open(e, "{");
   if (emit_multi_gpu(e)) {
     emit(e, "(void)path; /* one clock is one GPU's: events of two GPUs cannot be compared */");
@@ -89,9 +89,12 @@ void emit_trace_run(Emitter *e) {
 }
 
 /* main's --verbose: each issued node's stream, and the form create() chose. */
-void emit_describe(Emitter *e) {
+void emit_describe(Emitter *e, bool for_main) {
   emit(e, "/* --verbose: each node's stream, and the form of calls create() chose for it. */");
-  emit(e, "static void describe(const %s_ctx *c)", e->prefix);
+  if (for_main)
+    emit(e, "void %s_main_describe(const %s_ctx *c)", e->prefix, e->prefix);
+  else
+    emit(e, "static void describe(const %s_ctx *c)", e->prefix);
   emit_open(e, "{");
   if (e->st->nissued == 0) {
     emit(e, "(void)c; /* this model issues no work */");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "emit.h"
+#include "main_bench_template.h"
 #include "main_template.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -216,18 +217,45 @@ static void emit_includes(Emitter *e) {
   emit(e, "    PTHREAD_MUTEX_INITIALIZER;");
 }
 
-/* The ready-made main of one model, after what it reads. */
+/*
+ * The ready-made main of one model: first what it asks of the model, then
+ * main itself, which is the same for every model of one prefix, so that
+ * opc may compile it apart once (main_source) and build the program with
+ * OPC_MAIN_APART.
+ */
 static void emit_main(Emitter *e) {
+  const char *p = e->prefix;
+  emit(e, "/* What main asks of this model; main may be compiled apart (OPC_MAIN_APART). */");
   if (e->st->nweights && !e->opt->embed_weights)
-    emit(e, "static const char weights_file_name[] = \"%s\";",
+    emit(e, "const char %s_main_weights_file[] = \"%s\";", p,
          emit_c_string(e, base_name(e, e->opt->weights_path)));
   else
-    emit(e, "static const char weights_file_name[] = \"\"; /* %s */",
+    emit(e, "const char %s_main_weights_file[] = \"\"; /* %s */", p,
          e->st->nweights ? "linked in" : "no weights");
   emit_blank(e);
   emit_trace_run(e);
-  emit_describe(e);
-  put_template(e->f, e->prefix, main_template);
+  emit_describe(e, true);
+  put_template(e->f, p, main_bench_template);
+  emit_blank(e);
+  emit(e, "#ifndef OPC_MAIN_APART");
+  put_template(e->f, p, main_template);
+  emit(e, "#endif");
+}
+
+/* Headers of main compiled apart: those net.c's prelude gives it. */
+static const char *const main_headers[] = {"errno.h", "math.h", "stdint.h", "stdio.h",
+                                           "stdlib.h", "string.h", NULL};
+
+bool write_main_source(FILE *f, const char *prefix) {
+  fprintf(f, "/*\n * The command line of every program opc emits with the symbol prefix %s:\n"
+             " * what its net.c holds under OPC_MAIN_APART, compiled once and linked with\n"
+             " * the model's file built with -DOPC_MAIN_APART. Written by opc %s.\n */\n",
+          prefix, OPC_VERSION);
+  for (int i = 0; main_headers[i]; i++)
+    fprintf(f, "#include <%s>\n", main_headers[i]);
+  fputc('\n', f);
+  put_template(f, prefix, main_template);
+  return !ferror(f);
 }
 
 static void emit_model_header(Emitter *e);

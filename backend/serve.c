@@ -236,7 +236,7 @@ void emit_serve_main(Emitter *e) {
     emit(e, "  \"%s\",", emit_c_string(e, base_name(e, e->opt->model_weights_paths[m])));
   emit(e, "};");
   emit_blank(e);
-  emit_describe(e);
+  emit_describe(e, false);
   put_template(e->f, e->prefix, serve_main_template);
 }
 

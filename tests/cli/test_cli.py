@@ -11,6 +11,8 @@ Usage: test_cli.py OPC GROUP
   limits   models over a limit of ir/ir.h (tensor size, names, node count,
            --max-memory): exit 2, a message naming node, operator, limit
            and value, and no output
+  cache    the programs' main, compiled once into opc's cache (OPC_CACHE_DIR)
+           and linked with each model; opc --emit-main
   names    model files of any name (dots, spaces, leading digits, non-ASCII
            letters, '='): executables, libraries, Triton models and serving
            programs, the names made from the file names, and their collisions
@@ -1024,10 +1026,75 @@ def names_group(tmp):
           "--model-name: 'a b' must be" in p.stderr, p)
 
 
+def cache_group(tmp):
+    """opc builds a program's main once per compiler words and prefix into
+    its cache and links it with each model's file: the same outputs as main
+    compiled with the model, one object per key, reused, and really linked."""
+    model = os.path.join(tmp, "conv.onnx")
+    conv_model(model)
+    cache = os.path.join(tmp, "cache")
+    x = os.path.join(tmp, "x.npy")
+    np.save(x, np.linspace(-1, 1, 3 * 8 * 8, dtype=np.float32).reshape(1, 3, 8, 8))
+
+    def build(name, *extra, **env):
+        out = os.path.join(tmp, name)
+        p = run(model, "-o", out, "--target", "cpu", *extra,
+                env={**os.environ, "OPC_CACHE_DIR": cache, **env})
+        return out, p
+
+    def objects():
+        return sorted(f for f in os.listdir(cache) if f.endswith(".o")) if os.path.isdir(cache) else []
+
+    def output(exe):
+        y = exe + "_y.npy"
+        p = subprocess.run([exe, "--input", "x=" + x, "--output", "y=" + y], capture_output=True,
+                           text=True, timeout=120)
+        return np.load(y) if p.returncode == 0 else None
+
+    alone, p = build("alone", OPC_CACHE_DIR="")
+    check("OPC_CACHE_DIR empty: main compiled with the model, no cache",
+          p.returncode == 0 and not os.path.exists(cache), p)
+    first, p = build("first")
+    check("the first build puts one main object in the cache", p.returncode == 0 and
+          len(objects()) == 1 and len(os.listdir(cache)) == 2, p)
+    emitted = os.path.join(tmp, "main.c")
+    q = run("--emit-main", emitted)
+    sources = [f for f in os.listdir(cache) if f.endswith(".c")]
+    check("the cached source is what --emit-main writes", q.returncode == 0 and len(sources) == 1 and
+          open(emitted).read() == open(os.path.join(cache, sources[0])).read(), q)
+    a, b = output(alone), output(first)
+    check("main apart computes what main with the model does",
+          a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b))
+    obj = os.path.join(cache, objects()[0]) if objects() else None
+    stamp = os.stat(obj).st_mtime_ns if obj else None
+    second, p = build("second")
+    check("a second program reuses the object", p.returncode == 0 and objects() == [os.path.basename(obj)]
+          and os.stat(obj).st_mtime_ns == stamp and np.array_equal(output(second), b), p)
+    _, p = build("o1", CFLAGS="-O1")
+    check("other compiler flags: an object of their own", p.returncode == 0 and len(objects()) == 2, p)
+    _, p = build("prefixed", "--prefix", "other")
+    check("another prefix: an object of its own", p.returncode == 0 and len(objects()) == 3, p)
+    before = sorted(os.listdir(cache))
+    _, p = build("failed", CC="false", CFLAGS="-O3")
+    check("a compiler that fails on main: exit 2, a message, the cache as it was",
+          p.returncode == 2 and "main" in p.stderr and sorted(os.listdir(cache)) == before, p)
+    with open(obj, "wb") as f:
+        f.write(b"not an object")
+    _, p = build("damaged")
+    check("the cached object is what is linked (a damaged one fails the link)", p.returncode == 2, p)
+    os.remove(obj)
+    again, p = build("again")
+    check("a removed object is compiled again", p.returncode == 0 and os.path.exists(obj) and
+          np.array_equal(output(again), b), p)
+    q = run("--emit-main", os.path.join(tmp, "missing", "main.c"))
+    check("--emit-main to a folder that is not there: exit 2 and why",
+          q.returncode == 2 and "cannot write" in q.stderr, q)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="opc-cli-") as tmp:
         {"usage": usage_group, "models": models_group, "compile": compile_group,
-         "limits": limits_group, "names": names_group}[GROUP](tmp)
+         "limits": limits_group, "names": names_group, "cache": cache_group}[GROUP](tmp)
     print(f"cli {GROUP}: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 

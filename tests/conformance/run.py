@@ -19,7 +19,9 @@ also compiled and linked against the real CUDA toolkit (OPC_CUDA, default
 /usr/local/cuda) with -Wall -Wextra -Werror; without the toolkit the run
 stops with an error (--no-cuda-check skips that check, for runs by hand).
 The CUDA-graph program is compiled at -O2, the CUDA build at -O1, the
-other two modes' programs at -O0 (see build_program and cuda_build).
+other two modes' programs at -O0 (see build_program and cuda_build). main
+is the same in every net.c, so each build links it compiled once
+(compile_mains; opc's own builds take it from opc's cache).
 
 The run is held to the list of passing tests (--passing, default
 passing.txt beside this script: "TEST PASS" or "TEST PASS-BOUND" a line):
@@ -399,8 +401,8 @@ def build_program(args, model_path, program, bound, flags):
     if code != 0:
         return code, out
     cflags, libs = cpu_build_flags(args.opc)
-    cmd = (os.environ.get("CC", "cc").split() + ["-O0", "-Wall", "-Wextra", "-Werror"] + list(cflags)
-           + [program + ".c", "-o", program] + list(libs))
+    cmd = (os.environ.get("CC", "cc").split() + O0_WORDS + list(cflags)
+           + apart(getattr(args, "main_o0", None), program + ".c") + ["-o", program] + list(libs))
     code, text = run(cmd, 300, step="cc -O0")
     return code, out + text
 
@@ -431,16 +433,49 @@ def same_bytes(a, b):
         return fa.read() == fb.read()
 
 
-def cuda_build(work, exe_name):
+O0_WORDS = ["-O0", "-Wall", "-Wextra", "-Werror"]
+CUDA_WORDS = ["-O1", "-Wall", "-Wextra", "-Werror"]
+
+
+def apart(main_object, c_file):
+    """The words that build c_file, with main from main_object when there
+    is one (-DOPC_MAIN_APART), else compiled with the model."""
+    return ["-DOPC_MAIN_APART", c_file, main_object] if main_object else [c_file]
+
+
+def compile_mains(args):
+    """main is the same in every net.c (opc --emit-main writes it alone), so
+    the -O0 programs and the CUDA check build it once, here, with their own
+    words, and link it with each net.c built with -DOPC_MAIN_APART; opc's
+    own builds (the -O2 programs) take theirs from opc's cache. Sets
+    args.main_o0 and args.main_cuda to the objects."""
+    source = os.path.join(args.work, "main.c")
+    code, out = run([args.opc, "--emit-main", source], 60, step="opc emit")
+    if code != 0:
+        sys.exit("run.py: opc --emit-main failed: " + first_error(out))
+    cc = os.environ.get("CC", "cc").split()
+    builds = [("main_o0", O0_WORDS, [], "cc -O0")]
+    if args.cuda_check:
+        builds.append(("main_cuda", CUDA_WORDS, ["-I" + CUDA + "/include"], "CUDA build -O1"))
+    for attr, words, includes, step in builds:
+        obj = os.path.join(args.work, attr + ".o")
+        code, out = run(cc + words + includes + ["-c", source, "-o", obj], 120, step=step)
+        if code != 0:
+            sys.exit("run.py: the programs' main (%s) does not compile: %s" % (source, first_error(out)))
+        setattr(args, attr, obj)
+
+
+def cuda_build(work, exe_name, main_object=None):
     """Compiles and links net.c against the real CUDA toolkit, at -O1: the
     same net.c was built at -O2 with the same warnings against the CPU
     runtime's headers (and ran); -O1 keeps the flow-based warnings
     (-Wmaybe-uninitialized) for the code the CUDA headers bring, at half
     the cost of -O2."""
-    cmd = [os.environ.get("CC", "cc"), "-O1", "-Wall", "-Wextra", "-Werror", "-I" + CUDA + "/include",
-           os.path.join(work, exe_name + ".c"), "-o", os.path.join(work, exe_name + "_cuda"),
+    cmd = (os.environ.get("CC", "cc").split() + CUDA_WORDS + ["-I" + CUDA + "/include"]
+           + apart(main_object, os.path.join(work, exe_name + ".c")) + [
+           "-o", os.path.join(work, exe_name + "_cuda"),
            "-L" + CUDA + "/lib64", "-L" + CUDA + "/lib64/stubs",
-           "-lcudnn", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"]
+           "-lcudnn", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"])
     code, out = run(cmd, 120, step="CUDA build -O1")
     return code == 0, out
 
@@ -569,7 +604,7 @@ def check_test(test_dir, args, ops):
             return fail(problem[0], "%s (%s mode, %s kernels)" % (problem[1], mode, isa or "widest"))
     cuda_ok = None
     if args.cuda_check:
-        cuda_ok, text = cuda_build(work, "net")
+        cuda_ok, text = cuda_build(work, "net", getattr(args, "main_cuda", None))
         if not cuda_ok:
             return fail("net.c does not build against CUDA",
                         "net.c does not build against CUDA: " + first_error(text), False)
@@ -733,6 +768,7 @@ def main():
     if args.only:
         tests = [t for t in tests if args.only in os.path.basename(t)]
     os.makedirs(args.work, exist_ok=True)
+    compile_mains(args)
 
     counts = {"PASS": 0, "FAIL": 0, "REJECTED": 0}
     passed_bound = 0
