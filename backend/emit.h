@@ -249,6 +249,9 @@ typedef struct Launch {
   Group fgroup[8], igroup[16]; /* which of f and i are printed, and what they are */
   int nfgroups, nigroups;
   const char *note; /* printed above the arguments, when they need a word */
+  /* The activation a float32 launch applies (scalar.h's code), stated to
+     the runtime in its arguments; OPC_ACT_NONE for the others. */
+  Activation act;
 } Launch;
 
 /* kernels_launch.c: every operand of L holds elements of `type`. */

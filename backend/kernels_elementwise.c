@@ -54,6 +54,8 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
   set_input(&L, 0, buf(e, y), s);
   collapse(&L);
   L.note = "the fused activation, in place";
+  if (y->dtype == DT_FLOAT)
+    L.act = act;
   unsigned traits = op_info(op)->traits;
   int count = (traits & T_ACT_ALPHA ? 1 : 0) + (traits & T_ACT_BETA ? 1 : 0);
   const char *names[2];
@@ -136,6 +138,8 @@ static Launch typed_elementwise(Emitter *e, const Node *n, const char *kernel, T
 static void run_unary(Emitter *e, Node *n) {
   Launch L = typed_elementwise(e, n, op_kernel(e, n->op), n->in, 1);
   collapse(&L);
+  if (node_data_type(n) == DT_FLOAT)
+    L.act = op_info(n->op)->act;
   if (n->op == OP_CLIP) {
     if (!clip_bounds(e, n, &L))
       return;

@@ -67,28 +67,12 @@ static void emit_groups(Emitter *e, const Launch *L, const char *field, const Gr
   emit_close(e, "},");
 }
 
-/* Each row of scalar.h's list of activations: its code's name, and the
-   float32 kernel that applies it, opc_<name> (or opc_<name>_f32 where the
-   kernel is typed). */
-static const struct {
-  const char *code, *kernel;
-} activations[] = {
-#define ACTIVATION_ROW(NAME, name, params) [OPC_ACT_##NAME] = {"OPC_ACT_" #NAME, "opc_" #name},
+/* The name of each of scalar.h's activation codes. */
+static const char *const activation_codes[] = {
+#define ACTIVATION_ROW(NAME, name, params) [OPC_ACT_##NAME] = "OPC_ACT_" #NAME,
     OPC_ACTIVATIONS(ACTIVATION_ROW)
 #undef ACTIVATION_ROW
 };
-
-/* The code of the activation the kernel applies, or OPC_ACT_NONE. The
-   launch states it in act. */
-static int kernel_activation(const char *kernel) {
-  for (int code = OPC_ACT_NONE + 1; code < OPC_ACT_COUNT; code++) {
-    size_t len = strlen(activations[code].kernel);
-    if (strncmp(kernel, activations[code].kernel, len) == 0 &&
-        (kernel[len] == 0 || strcmp(kernel + len, "_f32") == 0))
-      return code;
-  }
-  return OPC_ACT_NONE;
-}
 
 /* An operand's element size: float32 unless the operator said otherwise. */
 static int64_t element_bytes(int bytes) { return bytes ? bytes : 4; }
@@ -126,9 +110,8 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
   emit(e, ".ystride = {%s},", int_list(e, L->rank, L->ystride));
   emit_groups(e, L, "f", L->fgroup, L->nfgroups);
   emit_groups(e, L, "i", L->igroup, L->nigroups);
-  int act = kernel_activation(L->kernel);
-  if (act != OPC_ACT_NONE)
-    emit(e, ".act = %d, /* %s, in opc's scalar.h */", act, activations[act].code);
+  if (L->act != OPC_ACT_NONE)
+    emit(e, ".act = %d, /* %s, in opc's scalar.h */", L->act, activation_codes[L->act]);
   emit_close(e, "};");
   emit_kernel_launch(e, n, L->kernel, emit_str(e, "%lld", (long long)L->n));
   emit_close(e, "}");
