@@ -438,6 +438,16 @@ enum {
      so the CPU runtime's race checker sees each element it writes
      (concat-in-place). */
   T_EXACT_WRITES = 1u << 10,
+  /* Its first output is its first input's elements, unchanged, in another
+     shape or the same, where its type stays and its other outputs are
+     unused (Reshape, Identity, a Cast to its own type, inference's
+     Dropout): alias-reshape makes it a view of a contiguous input. */
+  T_RESHAPES = 1u << 11,
+  /* A cuDNN call whose 4-D operands share one layout, either channel
+     order, where it is 2-D, one output, along the channels, and any 4-D
+     filter a constant that can be reordered: choose-layout groups its
+     operands. */
+  T_SAME_LAYOUT = 1u << 12,
 };
 
 /* Description of one operator kind: a row of ops.def. */

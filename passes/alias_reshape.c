@@ -10,16 +10,16 @@
 #include "pass.h"
 #include "rewrite.h"
 
+/* A kind that reshapes only (T_RESHAPES) whose other outputs, such as
+   Dropout's mask, are unused. That its type stays (a Cast to its own
+   type) can_alias checks. */
 static bool reshapes_only(const Node *n) {
-  OpKind op = n->op;
-  if (op == OP_RESHAPE || op == OP_FLATTEN || op == OP_SQUEEZE || op == OP_UNSQUEEZE ||
-      op == OP_IDENTITY)
-    return true;
-  if (op == OP_DROPOUT)
-    return n->nout == 1 || !n->out[1] || (!n->out[1]->nusers && !n->out[1]->is_output);
-  if (op == OP_CAST)
-    return n->nin >= 1 && n->in[0] && n->p.cast.to == n->in[0]->dtype;
-  return false; /* every other kind moves or computes data */
+  if (!(op_info(n->op)->traits & T_RESHAPES))
+    return false; /* every other kind moves or computes data */
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] && (n->out[k]->nusers || n->out[k]->is_output))
+      return false;
+  return true;
 }
 
 static bool can_alias(const Node *n) {

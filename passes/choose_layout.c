@@ -9,7 +9,7 @@
  * no shape function or operator sees a difference.
  *
  * Operators fall in three kinds:
- *  - same-layout operators, cuDNN calls whose 4-D operands share one
+ *  - same-layout operators (T_SAME_LAYOUT), cuDNN calls whose 4-D operands share one
  *    layout (16-bit Conv, MaxPool, AveragePool and BatchNormalization, and
  *    a channel Concat): their operands are joined into groups, and a group
  *    holding a convolution's operand goes channels-last;
@@ -53,22 +53,38 @@ static bool layout_operand(const Tensor *t) {
   return t && t->rank == 4 && !order_free(t);
 }
 
+/* Whether input k of a same-layout node is data rather than a filter, bias
+   or normalisation parameter: the first, any of a variadic kind's
+   (Concat), or one of the output's shape (a convolution's fused residual). */
+static bool data_input(const Node *n, int k) {
+  const Tensor *t = n->in[k], *y = n->out[0];
+  if (k == 0 || op_info(n->op)->max_inputs < 0)
+    return true;
+  if (!t || t->rank != y->rank)
+    return false;
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] != y->dims[d])
+      return false;
+  return true;
+}
+
+/* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either
+   order (lower-precision made only such convolutions and pools 16-bit). */
 static bool same_layout_op(const Node *n) {
+  const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
-  if (!y || y->rank != 4 || !is_half(y->dtype))
+  if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4 || !is_half(y->dtype))
     return false;
-  switch (n->op) {
-  case OP_CONV: /* lower-precision made only cuDNN-expressible convolutions 16-bit */
-    return n->win.nspatial == 2 && n->nin >= 2 && n->in[1] && tensor_is_const(n->in[1]);
-  case OP_MAX_POOL: case OP_AVERAGE_POOL: /* and only cuDNN's pooling */
-    return n->win.nspatial == 2 && (n->nout < 2 || !n->out[1]);
-  case OP_BATCH_NORM:
-    return n->in[0]->rank == 4;
-  case OP_CONCAT:
-    return n->p.axis.axis == 1;
-  default:
+  if (info->params == PARAMS_WINDOW && n->win.nspatial != 2)
     return false;
-  }
+  if (info->params == PARAMS_AXIS && n->p.axis.axis != 1)
+    return false; /* a Concat along the channels */
+  if (n->nout > 1 && n->out[1] && info->params == PARAMS_WINDOW)
+    return false; /* MaxPool's Indices are in ONNX's order */
+  for (int k = 1; k < n->nin; k++)
+    if (n->in[k] && n->in[k]->rank == 4 && !data_input(n, k) && !tensor_is_const(n->in[k]))
+      return false; /* a filter computed at run time cannot be reordered */
+  return n->in[0]->rank == 4;
 }
 
 /* The data operands of a same-layout node, by slot: inputs then outputs
@@ -76,8 +92,7 @@ static bool same_layout_op(const Node *n) {
 static Tensor **operand(Node *n, int slot) {
   if (slot >= n->nin)
     return slot - n->nin < n->nout ? &n->out[slot - n->nin] : NULL;
-  bool data = n->op == OP_CONCAT || slot == 0 || (n->op == OP_CONV && slot == 3);
-  return data && n->in[slot] ? &n->in[slot] : NULL;
+  return n->in[slot] && data_input(n, slot) ? &n->in[slot] : NULL;
 }
 
 static int find(Layouts *l, int id) {
