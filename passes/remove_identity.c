@@ -1,7 +1,8 @@
 /*
  * remove_identity.c - drops nodes that pass their input through unchanged:
- * Identity, Dropout at inference (output 0 is the input), and Cast to the
- * type the input already has. A Dropout whose mask output is used stays.
+ * those of a kind that only reshapes (T_RESHAPES: Identity, Dropout at
+ * inference, a Cast, Reshape, ...) whose output has the input's type and
+ * shape. A Dropout whose mask output is used stays.
  *
  * First every CastLike becomes the Cast it stands for: its second input is
  * read only for its type, which inference resolved, so the node stops
@@ -18,17 +19,18 @@ static Tensor *passed_through(const Node *n) {
   Tensor *in = node_input(n, 0);
   if (!in || n->nout < 1 || !n->out[0])
     return NULL;
-  if (n->op == OP_IDENTITY)
-    return in;
-  if (n->op == OP_DROPOUT) {
-    for (int i = 1; i < n->nout; i++)
-      if (output_used(n->out[i]))
-        return NULL; /* the mask is wanted: leave it to the backend */
-    return in;
-  }
-  if (n->op == OP_CAST)
-    return n->p.cast.to == in->dtype ? in : NULL;
-  return NULL; /* every other kind computes something */
+  const Tensor *out = n->out[0];
+  if (!(op_info(n->op)->traits & T_RESHAPES))
+    return NULL; /* every other kind computes something */
+  if (out->dtype != in->dtype || out->rank != in->rank)
+    return NULL;
+  for (int d = 0; d < in->rank; d++)
+    if (out->dims[d] != in->dims[d])
+      return NULL;
+  for (int i = 1; i < n->nout; i++)
+    if (output_used(n->out[i]))
+      return NULL; /* Dropout's mask is wanted: leave it to the backend */
+  return in;
 }
 
 /* CastLike(x, like) as Cast(x) {to = like's type}. */
