@@ -254,6 +254,9 @@ typedef struct Launch {
   Activation act;
 } Launch;
 
+/* kernels_launch.c: the activation of scalar.h's list whose kernel is
+   `kernel` (an elementwise row's kernel column), or OPC_ACT_NONE. */
+Activation kernel_activation(const char *kernel);
 /* kernels_launch.c: every operand of L holds elements of `type`. */
 void set_element_type(Launch *L, DType type);
 /* The type of the elements a node moves or computes: its outputs'. */

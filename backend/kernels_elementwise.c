@@ -138,8 +138,8 @@ static Launch typed_elementwise(Emitter *e, const Node *n, const char *kernel, T
 static void run_unary(Emitter *e, Node *n) {
   Launch L = typed_elementwise(e, n, op_kernel(e, n->op), n->in, 1);
   collapse(&L);
-  if (node_data_type(n) == DT_FLOAT)
-    L.act = op_info(n->op)->act;
+  if (node_data_type(n) == DT_FLOAT) /* Swish's kernel applies Swish, though it fuses as SiLU */
+    L.act = kernel_activation(op_kernel(e, n->op));
   if (n->op == OP_CLIP) {
     if (!clip_bounds(e, n, &L))
       return;

@@ -67,12 +67,22 @@ static void emit_groups(Emitter *e, const Launch *L, const char *field, const Gr
   emit_close(e, "},");
 }
 
-/* The name of each of scalar.h's activation codes. */
-static const char *const activation_codes[] = {
-#define ACTIVATION_ROW(NAME, name, params) [OPC_ACT_##NAME] = "OPC_ACT_" #NAME,
+/* Each of scalar.h's activation codes: its name, and the kernel that
+   kernel_types.py writes for it, "opc_" and its name. */
+static const struct {
+  const char *code, *kernel;
+} activations[] = {
+#define ACTIVATION_ROW(NAME, name, params) [OPC_ACT_##NAME] = {"OPC_ACT_" #NAME, "opc_" #name},
     OPC_ACTIVATIONS(ACTIVATION_ROW)
 #undef ACTIVATION_ROW
 };
+
+Activation kernel_activation(const char *kernel) {
+  for (int code = OPC_ACT_NONE + 1; code < OPC_ACT_COUNT; code++)
+    if (strcmp(kernel, activations[code].kernel) == 0)
+      return code;
+  return OPC_ACT_NONE;
+}
 
 /* An operand's element size: float32 unless the operator said otherwise. */
 static int64_t element_bytes(int bytes) { return bytes ? bytes : 4; }
@@ -111,7 +121,7 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
   emit_groups(e, L, "f", L->fgroup, L->nfgroups);
   emit_groups(e, L, "i", L->igroup, L->nigroups);
   if (L->act != OPC_ACT_NONE)
-    emit(e, ".act = %d, /* %s, in opc's scalar.h */", L->act, activation_codes[L->act]);
+    emit(e, ".act = %d, /* %s, in opc's scalar.h */", L->act, activations[L->act].code);
   emit_close(e, "};");
   emit_kernel_launch(e, n, L->kernel, emit_str(e, "%lld", (long long)L->n));
   emit_close(e, "}");
