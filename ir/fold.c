@@ -114,13 +114,6 @@ int64_t ravel(int rank, const int64_t *dims, const int64_t *coord) {
   return index;
 }
 
-static int64_t prod(const int64_t *dims, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++)
-    p *= dims[i];
-  return p;
-}
-
 /* Integers narrowed to the width of their dtype, as a cast would. */
 static int64_t wrap_int(int64_t v, DType t) {
   switch (t) {
@@ -159,7 +152,7 @@ bool fold_dropout(Graph *g, Node *n) {
 bool fold_concat(Graph *g, Node *n) {
   int axis = n->p.axis.axis;
   Tensor *y = n->out[0];
-  int64_t outer = prod(y->dims, 0, axis), inner = prod(y->dims, axis + 1, y->rank);
+  int64_t outer = dims_product(y->dims, 0, axis), inner = dims_product(y->dims, axis + 1, y->rank);
   int64_t k = 0;
   for (int64_t o = 0; o < outer; o++)
     for (int i = 0; i < n->nin; i++) {
@@ -175,7 +168,7 @@ bool fold_split(Graph *g, Node *n) {
   int axis = n->p.split.axis;
   const int64_t *sizes = n->p.split.sizes;
   const Tensor *x = n->in[0];
-  int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), inner = dims_product(x->dims, axis + 1, x->rank);
   int64_t row = x->dims[axis] * inner, begin = 0;
   for (int i = 0; i < n->nout; i++) {
     Tensor *y = n->out[i];
@@ -192,7 +185,7 @@ bool fold_gather(Graph *g, Node *n) {
   int axis = n->p.axis.axis;
   const Tensor *x = n->in[0], *idx = n->in[1];
   Tensor *y = n->out[0];
-  int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), inner = dims_product(x->dims, axis + 1, x->rank);
   int64_t dim = x->dims[axis], count = tensor_numel(idx), k = 0;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < count; j++) {
@@ -904,9 +897,9 @@ static bool map_rows(Node *n, RowFn *row) {
   const Tensor *x = n->in[0];
   if (!n->out[0]->f32)
     return false;
-  int64_t outer = prod(x->dims, 0, axis);
-  int64_t len = coerce ? prod(x->dims, axis, x->rank) : x->dims[axis];
-  int64_t inner = coerce ? 1 : prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis);
+  int64_t len = coerce ? dims_product(x->dims, axis, x->rank) : x->dims[axis];
+  int64_t inner = coerce ? 1 : dims_product(x->dims, axis + 1, x->rank);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++)
       row(n, o * len * inner + e, len, inner);
@@ -952,8 +945,8 @@ bool fold_cumsum(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   bool exclusive = n->p.axis.exclusive, reverse = n->p.axis.reverse;
-  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
-  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = dims_product(x->dims, axis + 1, x->rank);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++) {
       double sum = 0;
@@ -1150,7 +1143,7 @@ static int64_t tuple_offset(const Tensor *idx, int64_t tuple, int64_t k, const T
     int64_t dim = x->dims[first + j];
     at = at * dim + from_end(idx->i64[tuple * k + j], dim);
   }
-  return at * prod(x->dims, first + (int)k, x->rank);
+  return at * dims_product(x->dims, first + (int)k, x->rank);
 }
 
 bool fold_scatter_nd(Graph *g, Node *n) {
@@ -1158,7 +1151,7 @@ bool fold_scatter_nd(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   copy_data(y, x);
   int64_t k = idx->dims[idx->rank - 1];
-  int64_t tuples = prod(idx->dims, 0, idx->rank - 1), slice = prod(x->dims, (int)k, x->rank);
+  int64_t tuples = dims_product(idx->dims, 0, idx->rank - 1), slice = dims_product(x->dims, (int)k, x->rank);
   for (int64_t t = 0; t < tuples; t++) {
     int64_t at = tuple_offset(idx, t, k, x, 0);
     for (int64_t e = 0; e < slice; e++)
@@ -1188,8 +1181,8 @@ bool fold_gather_nd(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int b = n->p.gather_nd.batch_dims;
   int64_t k = idx->dims[idx->rank - 1];
-  int64_t batches = prod(idx->dims, 0, b), tuples = prod(idx->dims, b, idx->rank - 1);
-  int64_t slice = prod(x->dims, b + (int)k, x->rank), batch_size = prod(x->dims, b, x->rank);
+  int64_t batches = dims_product(idx->dims, 0, b), tuples = dims_product(idx->dims, b, idx->rank - 1);
+  int64_t slice = dims_product(x->dims, b + (int)k, x->rank), batch_size = dims_product(x->dims, b, x->rank);
   for (int64_t bi = 0; bi < batches; bi++)
     for (int64_t t = 0; t < tuples; t++) {
       int64_t tuple = bi * tuples + t;
@@ -1208,7 +1201,7 @@ bool fold_one_hot(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int axis = n->p.one_hot.axis;
   int64_t depth = n->p.one_hot.depth;
-  int64_t inner = prod(idx->dims, axis, idx->rank), outer = prod(idx->dims, 0, axis);
+  int64_t inner = dims_product(idx->dims, axis, idx->rank), outer = dims_product(idx->dims, 0, axis);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t d = 0; d < depth; d++)
       for (int64_t e = 0; e < inner; e++) {
@@ -1260,8 +1253,8 @@ static bool arg_beats(const Node *n, const Tensor *x, int64_t cand, int64_t best
 bool fold_arg(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   int axis = n->p.arg.axis;
-  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
-  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = dims_product(x->dims, axis + 1, x->rank);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++) {
       int64_t base = o * len * inner + e, best = 0;
@@ -1295,8 +1288,8 @@ bool fold_topk(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *values = n->out[0], *indices = n->nout > 1 ? n->out[1] : NULL;
   int axis = n->p.topk.axis;
-  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis], k = n->p.topk.k;
-  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), len = x->dims[axis], k = n->p.topk.k;
+  int64_t inner = dims_product(x->dims, axis + 1, x->rank);
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(len + 1));
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++) {
@@ -1354,7 +1347,7 @@ static Items unique_items(const Node *n) {
   int axis = n->p.unique.axis;
   if (!n->p.unique.has_axis)
     return (Items){x, tensor_numel(x), 1, 1};
-  return (Items){x, x->dims[axis], prod(x->dims, 0, axis), prod(x->dims, axis + 1, x->rank)};
+  return (Items){x, x->dims[axis], dims_product(x->dims, 0, axis), dims_product(x->dims, axis + 1, x->rank)};
 }
 
 /* Element p of item k. */

@@ -67,13 +67,6 @@ static void copy_elem(Tensor *dst, int64_t di, const Tensor *src, int64_t si) {
     dst->i64[di] = src->i64 ? src->i64[si] : double_to_int(src->f32[si]);
 }
 
-static int64_t prod(const int64_t *dims, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++)
-    p *= dims[i];
-  return p;
-}
-
 /* Whether `count` operations of `each` multiply-adds are cheap enough. */
 static bool affordable(int64_t count, int64_t each) {
   return each <= 0 || count <= FOLD_MAX_WORK / each;
@@ -319,7 +312,7 @@ bool fold_pool(Graph *gr, Node *n) {
 bool fold_global_pool(Graph *gr, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
-  int64_t planes = x->dims[0] * x->dims[1], size = prod(x->dims, 2, x->rank);
+  int64_t planes = x->dims[0] * x->dims[1], size = dims_product(x->dims, 2, x->rank);
   for (int64_t pl = 0; pl < planes; pl++) {
     double acc = n->op == OP_GLOBAL_MAX_POOL ? -INFINITY : 0;
     for (int64_t j = 0; j < size; j++) {
@@ -361,7 +354,7 @@ static void moments(const Tensor *x, int64_t base, int64_t count, int64_t step, 
    spatial dims; the running mean and variance (outputs 1 and 2) move
    towards them by 1 - momentum. */
 static void batch_moments(const Tensor *x, int64_t ch, double *mean, double *var) {
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), count = x->dims[0] * inner;
+  int64_t c = x->dims[1], inner = dims_product(x->dims, 2, x->rank), count = x->dims[0] * inner;
   double s = 0, q = 0;
   for (int64_t b = 0; b < x->dims[0]; b++)
     for (int64_t j = 0; j < inner; j++)
@@ -381,7 +374,7 @@ static void batch_moments(const Tensor *x, int64_t ch, double *mean, double *var
 bool fold_batch_norm(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *running_mean = n->nout > 1 ? n->out[1] : NULL, *running_var = n->nout > 2 ? n->out[2] : NULL;
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank);
+  int64_t c = x->dims[1], inner = dims_product(x->dims, 2, x->rank);
   double mom = n->p.norm.momentum;
   for (int64_t ch = 0; ch < c; ch++) {
     double mean = getd(n->in[3], ch), var = getd(n->in[4], ch);
@@ -406,7 +399,7 @@ bool fold_batch_norm(Graph *g, Node *n) {
 /* Per (image, channel): (x - mean) / sqrt(var + epsilon) * scale + bias. */
 bool fold_instance_norm(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
-  int64_t c = x->dims[1], planes = x->dims[0] * c, size = prod(x->dims, 2, x->rank);
+  int64_t c = x->dims[1], planes = x->dims[0] * c, size = dims_product(x->dims, 2, x->rank);
   for (int64_t pl = 0; pl < planes; pl++) {
     double mean, var;
     moments(x, pl * size, size, 1, &mean, &var);
@@ -427,7 +420,7 @@ bool fold_layer_norm(Graph *g, Node *n) {
   Tensor *mean_out = n->nout > 1 ? n->out[1] : NULL, *inv_out = n->nout > 2 ? n->out[2] : NULL;
   int axis = n->p.norm.axis, rrank = x->rank - axis;
   const int64_t *rdims = x->dims + axis;
-  int64_t rows = prod(x->dims, 0, axis), len = prod(x->dims, axis, x->rank);
+  int64_t rows = dims_product(x->dims, 0, axis), len = dims_product(x->dims, axis, x->rank);
   int64_t ss[IR_MAX_RANK], bs[IR_MAX_RANK];
   broadcast_strides(scale->rank, scale->dims, rrank, rdims, ss);
   if (bias)
@@ -455,7 +448,7 @@ bool fold_layer_norm(Graph *g, Node *n) {
    sum over channels c - (size-1)/2 .. c + size/2. */
 bool fold_lrn(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), size = n->p.lrn.size;
+  int64_t c = x->dims[1], inner = dims_product(x->dims, 2, x->rank), size = n->p.lrn.size;
   for (int64_t i = 0; i < tensor_numel(x); i++) {
     int64_t ch = i / inner % c, base = i - ch * inner;
     int64_t lo = ch - (size - 1) / 2, hi = ch + size / 2;
@@ -490,7 +483,7 @@ bool fold_mvn(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   int64_t total = tensor_numel(x), gdims[IR_MAX_RANK];
   group_of(n, x, 0, gdims);
-  int64_t groups = prod(gdims, 0, x->rank);
+  int64_t groups = dims_product(gdims, 0, x->rank);
   double *sum = calloc((size_t)(3 * groups + 1), sizeof(double));
   double *sq = sum + groups, *count = sq + groups;
   for (int64_t i = 0; i < total; i++) {
@@ -517,8 +510,8 @@ bool fold_mvn(Graph *g, Node *n) {
 bool fold_lp_norm(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   int axis = n->p.lp.axis;
-  int64_t outer = prod(x->dims, 0, axis), len = x->dims[axis];
-  int64_t inner = prod(x->dims, axis + 1, x->rank);
+  int64_t outer = dims_product(x->dims, 0, axis), len = x->dims[axis];
+  int64_t inner = dims_product(x->dims, axis + 1, x->rank);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++) {
       int64_t base = o * len * inner + e;
@@ -617,7 +610,7 @@ bool fold_matmul(Graph *g, Node *n) {
   broadcast_shape(ar - 2, ad, br - 2, bd, &brank, bdims);
   broadcast_strides(ar - 2, ad, brank, bdims, as);
   broadcast_strides(br - 2, bd, brank, bdims, bs);
-  int64_t batches = prod(bdims, 0, brank);
+  int64_t batches = dims_product(bdims, 0, brank);
   if (!affordable(batches * m * nn, k))
     return false;
   bool exact = y->i64 != NULL;
@@ -1037,7 +1030,7 @@ bool fold_resize(Graph *g, Node *n) {
    ignored; the mean divides by the total weight of the labels counted. */
 static void nll(const Node *n, const Tensor *x, const double *lp, Tensor *y) {
   const Tensor *labels = n->in[1], *weight = node_input(n, 2);
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), count = tensor_numel(labels);
+  int64_t c = x->dims[1], inner = dims_product(x->dims, 2, x->rank), count = tensor_numel(labels);
   double sum = 0, total = 0;
   for (int64_t i = 0; i < count; i++) {
     int64_t t = labels->i64[i];
@@ -1068,7 +1061,7 @@ bool fold_nll_loss(Graph *g, Node *n) {
 bool fold_sce_loss(Graph *g, Node *n) {
   const Tensor *x = n->in[0];
   Tensor *log_prob = n->nout > 1 ? n->out[1] : NULL;
-  int64_t c = x->dims[1], inner = prod(x->dims, 2, x->rank), outer = x->dims[0];
+  int64_t c = x->dims[1], inner = dims_product(x->dims, 2, x->rank), outer = x->dims[0];
   double *lp = malloc(sizeof(double) * (size_t)(tensor_numel(x) + 1));
   for (int64_t o = 0; o < outer; o++)
     for (int64_t e = 0; e < inner; e++) {

@@ -415,12 +415,14 @@ bool dtype_is_integer(DType t) {
          t == DT_UINT16 || t == DT_UINT32 || t == DT_UINT64 || t == DT_BOOL;
 }
 
-int64_t tensor_numel(const Tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->rank; i++)
-    n *= t->dims[i];
-  return n;
+int64_t dims_product(const int64_t *dims, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++)
+    p *= dims[i];
+  return p;
 }
+
+int64_t tensor_numel(const Tensor *t) { return dims_product(t->dims, 0, t->rank); }
 
 bool tensor_is_const(const Tensor *t) { return t->f32 || t->i64; }
 

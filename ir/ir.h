@@ -660,6 +660,8 @@ bool check_tensor_size(const Graph *g, const Node *n, const char *what, const ch
 bool check_name_length(const Graph *g, const char *what, const char *name);
 
 int64_t tensor_numel(const Tensor *t);
+/* dims[from] * ... * dims[to - 1] (1 when from >= to). */
+int64_t dims_product(const int64_t *dims, int from, int to);
 size_t dtype_size(DType t);
 bool tensor_is_const(const Tensor *t);
 void tensor_set_shape(Tensor *t, int rank, const int64_t *dims); /* contiguous strides */

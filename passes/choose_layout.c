@@ -57,15 +57,9 @@ static bool layout_operand(const Tensor *t) {
    or normalisation parameter: the first, any of a variadic kind's
    (Concat), or one of the output's shape (a convolution's fused residual). */
 static bool data_input(const Node *n, int k) {
-  const Tensor *t = n->in[k], *y = n->out[0];
   if (k == 0 || op_info(n->op)->max_inputs < 0)
     return true;
-  if (!t || t->rank != y->rank)
-    return false;
-  for (int d = 0; d < t->rank; d++)
-    if (t->dims[d] != y->dims[d])
-      return false;
-  return true;
+  return n->in[k] && tensor_same_shape(n->in[k], n->out[0]);
 }
 
 /* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either

@@ -22,11 +22,8 @@ static Tensor *passed_through(const Node *n) {
   const Tensor *out = n->out[0];
   if (!(op_info(n->op)->traits & T_RESHAPES))
     return NULL; /* every other kind computes something */
-  if (out->dtype != in->dtype || out->rank != in->rank)
+  if (out->dtype != in->dtype || !tensor_same_shape(in, out))
     return NULL;
-  for (int d = 0; d < in->rank; d++)
-    if (out->dims[d] != in->dims[d])
-      return NULL;
   for (int i = 1; i < n->nout; i++)
     if (output_used(n->out[i]))
       return NULL; /* Dropout's mask is wanted: leave it to the backend */
