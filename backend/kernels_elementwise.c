@@ -196,7 +196,17 @@ static void run_trilu(Emitter *e, Node *n) {
   set_element_type(&L, n->out[0]->dtype);
   L.i[0] = k;
   L.i[1] = n->p.trilu.upper;
-  group_i(&L, 0, 2, "k, upper");
+  if (n->p.trilu.k_at_run_time) {
+    int64_t none[IR_MAX_RANK] = {0};
+    set_input(&L, 1, buf(e, n->in[1]), none);
+    L.x_extent[1] = 1;
+    L.x_bytes[1] = (int)dtype_size(n->in[1]->dtype);
+    L.i[2] = 1;
+    L.note = "x[1] holds k, read at run time";
+    group_i(&L, 0, 3, "k, upper, k from x[1]");
+  } else {
+    group_i(&L, 0, 2, "k, upper");
+  }
   emit_launch(e, n, &L);
 }
 

@@ -269,7 +269,8 @@ bool fold_expand(Graph *g, Node *n) {
 }
 
 bool fold_trilu(Graph *g, Node *n) {
-  int64_t k = n->p.trilu.k;
+  const Tensor *kt = node_input(n, 1);
+  int64_t k = kt && kt->i64 ? kt->i64[0] : n->p.trilu.k;
   const Tensor *x = n->in[0];
   Tensor *y = n->out[0];
   bool upper = n->p.trilu.upper;

@@ -318,7 +318,7 @@ typedef union Params {
   } resize;
   struct { int64_t blocksize; bool crd; } depth_space;
   struct { DType to; } cast;
-  struct { int64_t k; bool upper; } trilu;
+  struct { int64_t k; bool upper, k_at_run_time; } trilu; /* k: when known at compile time */
   struct { bool fmod; } mod;
   /* LpNormalization (axis, p), LpPool and GlobalLpPool (p). */
   struct { int axis; int p; } lp;

@@ -1689,14 +1689,24 @@ static bool infer_upsample(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
-static bool trilu_k(Graph *g, Node *n, int64_t *k) {
-  *k = 0;
-  return !in(n, 1) || const_scalar_int(g, n, in(n, 1), k);
+/* k, a scalar: known at compile time, or read by the kernel at run time
+   (it decides no shape). */
+static bool trilu_k(Graph *g, Node *n) {
+  Tensor *k = in(n, 1);
+  n->p.trilu.k = 0;
+  n->p.trilu.k_at_run_time = k && !tensor_is_const(k);
+  if (!k || !n->p.trilu.k_at_run_time)
+    return !k || const_scalar_int(g, n, k, &n->p.trilu.k);
+  if (tensor_numel(k) != 1) {
+    ir_error(g, n, "'%s' must hold one value, has %lld", k->name, (long long)tensor_numel(k));
+    return false;
+  }
+  return true;
 }
 
 static bool infer_trilu(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  return flag_attr(g, n, "upper", true, &n->p.trilu.upper) && need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n, &n->p.trilu.k) &&
+  return flag_attr(g, n, "upper", true, &n->p.trilu.upper) && need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n) &&
          same_as(g, n, 0, x);
 }
 

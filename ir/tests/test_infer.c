@@ -554,6 +554,17 @@ static void test_errors(void) {
                    "%y = Softmax(%a) {axis=-3}\noutput %y\n"));
   CHECK(fails_once("graph \"t\" opset 11\ninput %a: f32[2,3]\n"
                    "%y = Transpose(%a) {perm=[0,0]}\noutput %y\n"));
+  /* Trilu's k computed at run time must still be one value (a shape the
+     compiler knows), and such a k is accepted */
+  CHECK(fails_once("graph \"t\" opset 14\ninput %a: f32[3,3]\ninput %k: i64[2]\n"
+                   "%y = Trilu(%a, %k)\noutput %y\n"));
+  Graph *trilu = inferred("graph \"t\" opset 14\ninput %a: f32[3,3]\ninput %k: i64[1]\n"
+                          "%y = Trilu(%a, %k)\noutput %y\n");
+  CHECK(trilu != NULL);
+  if (trilu) {
+    CHECK(trilu->nodes[0]->p.trilu.k_at_run_time);
+    graph_free(trilu);
+  }
   /* an error is reported once: the readers of a failed node stay quiet */
   CHECK(fails_once("graph \"t\"\ninput %a: f32[2,3]\ninput %b: f32[4]\n"
                    "%y = Add(%a, %b)\n%z = Relu(%y)\n%w = Relu(%z)\noutput %w\n"));
