@@ -7,6 +7,10 @@
     session = opc.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])
     logits, = session.run(None, {"x": x})    # ONNX Runtime's call
 
+Without a target (or providers), programs run on the GPU where a CUDA
+driver and a device are present, and on the CPU otherwise
+(default_target()).
+
 `compile` runs the opc compiler with `-o libNAME.so`, so the keyword
 options are the command line's, spelt with underscores: schedule="ios",
 input_shape={"x": (1, 3, 224, 224)}, const_input={"shape": "shape.npy"},
@@ -26,12 +30,13 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import warnings
 import weakref
 
 import numpy as np
 
 __all__ = ["compile", "Program", "TensorInfo", "InferenceSession", "CompileError", "RunError",
-           "compiler_path"]
+           "compiler_path", "default_target"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,6 +90,27 @@ def compiler_path():
                        "or set OPC_COMPILER to the opc executable")
 
 
+def _cuda_missing():
+    """None where the CUDA driver loads and sees a device; else what is
+    missing, in words."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no CUDA driver ({e})"
+    status = driver.cuInit(0)
+    if status != 0:
+        return f"the CUDA driver does not start (cuInit returned {status})"
+    count = ctypes.c_int(0)
+    if driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return "no CUDA device"
+    return None
+
+
+def default_target():
+    """"cuda" where a CUDA driver and a device are present, else "cpu"."""
+    return "cuda" if _cuda_missing() is None else "cpu"
+
+
 def _dims_text(value):
     if isinstance(value, str):
         return value
@@ -119,15 +145,17 @@ def _command_options(options):
     return args
 
 
-def compile(path, target="cuda", *, prefix="net", output_dir=None, **options):
+def compile(path, target=None, *, prefix="net", output_dir=None, **options):
     """Compiles the ONNX model at `path` into a shared library and loads it.
 
-    target: "cuda" (the command line's default) or "cpu" (opc's CPU
-    runtime). output_dir: where libNAME.so, its C source, header and
+    target: "cuda" or "cpu" (opc's CPU runtime); by default
+    default_target(), the GPU where there is one. output_dir: where libNAME.so, its C source, header and
     weights go; by default a temporary directory removed with the Program.
     The other keyword options are the command line's (see the module's
     text). Raises CompileError with opc's message when it refuses.
     """
+    if target is None:
+        target = default_target()
     if target not in ("cuda", "cpu"):
         raise ValueError(f"opc.compile: target must be 'cuda' or 'cpu', not {target!r}")
     model = os.fspath(path)
@@ -145,7 +173,7 @@ def compile(path, target="cuda", *, prefix="net", output_dir=None, **options):
             shutil.rmtree(workdir, ignore_errors=True)
         message = p.stderr.strip() or f"opc exited with status {p.returncode}"
         raise CompileError(message)
-    return Program(lib, prefix=prefix, _owned_dir=workdir if owned else None)
+    return Program(lib, prefix=prefix, _owned_dir=workdir if owned else None, _target=target)
 
 
 class _Api:
@@ -153,7 +181,12 @@ class _Api:
 
     def __init__(self, lib_path, prefix):
         # RTLD_LOCAL (ctypes' default) keeps each model's net_* apart.
-        self.lib = ctypes.CDLL(os.path.abspath(lib_path))
+        try:
+            self.lib = ctypes.CDLL(os.path.abspath(lib_path))
+        except OSError as e:
+            missing = _cuda_missing()
+            hint = f"; {missing}: compile with target='cpu'" if missing else ""
+            raise RunError(f"opc: cannot load {lib_path}: {e}{hint}") from None
         vp, cp, ip = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
         dims = ctypes.POINTER(ctypes.c_longlong)
         for name, restype, argtypes in (
@@ -194,7 +227,7 @@ def _release(api, contexts, owned_dir):
 class Program:
     """A compiled model loaded into this process (see opc.compile)."""
 
-    def __init__(self, lib_path, prefix="net", weights=None, _owned_dir=None):
+    def __init__(self, lib_path, prefix="net", weights=None, _owned_dir=None, _target=None):
         """Loads a library that `opc -o libNAME.so` built. weights: its
         weights file, by default the one beside the library (none when they
         are embedded)."""
@@ -210,6 +243,7 @@ class Program:
         self._all = []    # every context, for release
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _release, self._api, self._all, _owned_dir)
+        self._target = _target
         # The first context is made now, so that a failure shows here.
         self._free.append(self._new_context())
 
@@ -220,7 +254,9 @@ class Program:
             message = self._api.error(ctx).decode(errors="replace") if ctx else "out of memory"
             if ctx:
                 self._api.destroy(ctx)
-            raise RunError(f"opc: creating the program failed: {message}")
+            missing = _cuda_missing() if self._target == "cuda" else None
+            hint = f" ({missing}: compile with target='cpu' to run on the CPU)" if missing else ""
+            raise RunError(f"opc: creating the program failed: {message}{hint}")
         with self._lock:
             self._all.append(ctx)
         return ctx
@@ -295,25 +331,36 @@ class _NodeArg:
 
 class InferenceSession:
     """ONNX Runtime's InferenceSession over a compiled program, so that a
-    script can swap one for the other. providers picks the target:
-    CUDAExecutionProvider is "cuda", CPUExecutionProvider "cpu"; without
-    providers, target= or "cuda". sess_options and provider_options are
-    accepted and ignored; other keyword options go to compile()."""
+    script can swap one for the other. providers picks the target, as
+    ONNX Runtime does: the first of the list that this machine has
+    (CUDAExecutionProvider or TensorrtExecutionProvider: "cuda", where a
+    driver and a device are present; CPUExecutionProvider: "cpu"), with a
+    warning and the CPU where none is. Without providers, target= or
+    default_target(). sess_options and provider_options are accepted and
+    ignored; other keyword options go to compile()."""
 
     def __init__(self, path, sess_options=None, providers=None, provider_options=None,
                  target=None, **options):
         if target is None:
-            target = "cuda"
-            for p in providers or ():
-                name = p[0] if isinstance(p, tuple) else p
-                if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
-                    target = "cuda"
-                    break
-                if name == "CPUExecutionProvider":
-                    target = "cpu"
-                    break
+            target = self._target_of(providers)
         self.target = target
         self.program = compile(path, target=target, **options)
+
+    @staticmethod
+    def _target_of(providers):
+        if not providers:
+            return default_target()
+        names = [p[0] if isinstance(p, tuple) else p for p in providers]
+        for name in names:
+            if name in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
+                missing = _cuda_missing()
+                if missing is None:
+                    return "cuda"
+                warnings.warn(f"opc: {name} is not available here ({missing})")
+            elif name == "CPUExecutionProvider":
+                return "cpu"
+        warnings.warn(f"opc: none of the providers {names} is available; running on the CPU")
+        return "cpu"
 
     def get_inputs(self):
         return [_NodeArg(t) for t in self.program.inputs]

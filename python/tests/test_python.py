@@ -176,12 +176,42 @@ def cuda_target(model, feeds, expected):
     try:
         program = opc.compile(model, target="cuda")
     except opc.RunError as e:
-        check("target='cuda' without a GPU raises RunError naming the CUDA call",
-              "cuda" in str(e), e)
+        check("target='cuda' without a GPU raises RunError naming the CUDA call and what is "
+              "missing", "cuda" in str(e) and opc._cuda_missing() in str(e), e)
         return
     check("target='cuda' matches ONNX Runtime",
           rel_l2(expected[0], program.run(feeds)["logits"]) < TOL)
     program.close()
+
+
+def defaults(model, feeds, expected):
+    """With no target and no providers, the program runs where this machine
+    can: the GPU where a driver and a device are present, else the CPU; and
+    a library that cannot be loaded is an opc error, not a raw OSError."""
+    where = opc.default_target()
+    check("default_target() is the CPU exactly when CUDA is missing",
+          (where == "cpu") == (opc._cuda_missing() is not None), where)
+    program = opc.compile(model)
+    check(f"compile() with no target runs ({where}) and matches ONNX Runtime",
+          rel_l2(expected[0], program.run(feeds)["logits"]) < TOL)
+    program.close()
+    session = opc.InferenceSession(str(model))
+    check("InferenceSession() with no providers says where it runs",
+          session.get_providers() == ["CUDAExecutionProvider" if where == "cuda"
+                                      else "CPUExecutionProvider"], session.get_providers())
+    check("... and matches ONNX Runtime", rel_l2(expected[0], session.run(None, feeds)[0]) < TOL)
+    if where == "cpu":
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fallback = opc.InferenceSession(str(model), providers=["CUDAExecutionProvider"])
+        check("a CUDA provider that is not here falls back to the CPU with a warning",
+              fallback.get_providers() == ["CPUExecutionProvider"] and
+              any("CUDAExecutionProvider" in str(w.message) for w in caught),
+              [str(w.message) for w in caught])
+    check("a library that cannot be loaded raises RunError naming it",
+          raises(lambda: opc.Program(str(WORK / "no-such-library.so")), opc.RunError,
+                 "no-such-library.so"))
 
 
 def threads(program):
@@ -227,6 +257,7 @@ def main():
     bad_calls(bert, bert_feeds)
     refused_model()
     options(zoo_model("squeezenet1_1"), feeds, expected)
+    defaults(zoo_model("squeezenet1_1"), feeds, expected)
     threads(squeezenet)
     cuda_target(zoo_model("squeezenet1_1"), feeds, expected)
     print(f"python: {checks} checks, {failures} failures")
