@@ -122,7 +122,7 @@ static const char help_text[] =
     "  --dump-after PASS      print the IR after PASS, or after every pass with 'all'\n"
     "  --verify-each          verify the IR after every pass\n"
     "  --stats                node counts by kind before and after the passes\n"
-    "  --report               per-stage schedule table\n"
+    "  --report               per-stage schedule table, predicted for --device's GPU\n"
     "  --emit-schedule FILE   write the schedule as JSON\n"
     "  --emit-dot FILE        write the scheduled graph for Graphviz\n"
     "  --list-operators       print the supported operators and their types (Markdown), and exit\n"
@@ -853,13 +853,17 @@ static bool write_outputs(Graph *g, Config *c, const char *out) {
 }
 
 /* What the pipeline made: --emit-schedule, --emit-dot, --report, --stats. */
-static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p) {
+static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p, Target target) {
   if (p->emit_schedule && !schedule_write_json(g, ctx, p->emit_schedule))
     return false;
   if (p->emit_dot && !schedule_write_dot(g, ctx, p->emit_dot))
     return false;
-  if (p->report)
+  if (p->report) {
     schedule_print_report(g, ctx, stdout);
+    if (target == TARGET_CPU)
+      printf("--target cpu: these are GPU predictions from the device file; the CPU program's "
+             "own times come from its --bench and --profile\n");
+  }
   if (p->stats)
     pipeline_print_stats(g, ctx);
   return true;
@@ -884,7 +888,7 @@ static int compile_one(Config *c) {
       graph_dump(g, stdout);
   } else {
     PassContext *ctx = pass_context_new(g, &c->passes);
-    ok = run_pipeline(g, &c->passes, ctx) && write_reports(g, ctx, &c->passes);
+    ok = run_pipeline(g, &c->passes, ctx) && write_reports(g, ctx, &c->passes, c->target);
     if (ok && c->out)
       ok = write_outputs(g, c, c->out);
   }
@@ -982,7 +986,7 @@ static int compile_serving(Config *c) {
     PassOptions joint_opt = c->passes;
     joint_opt.stats = false; /* printed per model above */
     ok = run_pipeline_part(joint, &joint_opt, ctx, PIPELINE_SCHEDULE) &&
-         write_reports(joint, ctx, &joint_opt);
+         write_reports(joint, ctx, &joint_opt, c->target);
     if (ok && c->out)
       ok = write_outputs(joint, c, c->out);
   }
@@ -1061,7 +1065,7 @@ static int compile_triton(Config *c) {
   ok = ok && make_dir(c->out, &made_repo);
   for (int m = 0; m < c->nmodels && ok; m++) {
     PassContext *ctx = pass_context_new(models[m], &c->passes);
-    ok = run_pipeline(models[m], &c->passes, ctx) && write_reports(models[m], ctx, &c->passes) &&
+    ok = run_pipeline(models[m], &c->passes, ctx) && write_reports(models[m], ctx, &c->passes, c->target) &&
          write_triton(models[m], c, m);
   }
   if (!ok && made_repo)

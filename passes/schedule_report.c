@@ -298,9 +298,13 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
 
 void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
   const Schedule *sc = &g->sched;
+  const CostModel *cm = pass_cost_model(ctx);
   fprintf(f, "schedule: %s, %d units, %d stages, %d streams, %d events\n",
           sc->scheduler ? sc->scheduler : "none", sc->norder, sc->nstages, sc->nstreams,
           sc->nevents);
+  if (cm)
+    fprintf(f, "device: %s (--device %s): the times below are predicted for it\n", cm->dev.name,
+            ctx->opt->device ? ctx->opt->device : "h100");
   fprintf(f, "%6s %7s %6s %12s %12s  %s\n", "stage", "groups", "units", "predicted_us",
           "serial_us", "longest unit");
   for (int i = 0; i < sc->nstages; i++) {

@@ -355,6 +355,16 @@ def compile_group(tmp):
     check("-o net.c writes net.c, net.h, net.weights",
           listing(src) == ["net.c", "net.h", "net.weights"], p)
 
+    reports = os.path.join(tmp, "reports")
+    os.mkdir(reports)
+    p = run(model, "--report", "-o", os.path.join(reports, "cpu.c"), "--target", "cpu")
+    check("--report names its device, and for --target cpu says its times are the GPU's",
+          p.returncode == 0 and "device: h100 (--device h100)" in p.stdout and
+          "--target cpu: these are GPU predictions" in p.stdout, p)
+    p = run(model, "--report", "-o", os.path.join(reports, "gpu.c"))
+    check("... and for the GPU target names the device alone",
+          p.returncode == 0 and "device: h100" in p.stdout and "GPU predictions" not in p.stdout, p)
+
     exe_dir = os.path.join(tmp, "exe")
     os.mkdir(exe_dir)
     p = run(model, "-o", os.path.join(exe_dir, "net"), "--target", "cpu")
