@@ -1142,7 +1142,18 @@ static void print_operators(void) {
       [AT_RUN_TIME] = "run time", [AT_COMPILE_TIME] = "compile time", [FROM_SHAPES] = "shapes"};
   printf("%s\n| Operator | Where it runs | Run-time types | ONNX types |\n|---|---|---|---|\n",
          operators_legend);
-  for (int i = 0; i < count; i++) {
+  const ImportedOp *imported = imported_ops;
+  for (int i = 0; i <= count; i++) {
+    /* the importer's own operators in their places: compile time, as
+       every input they read must be known then */
+    for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) < 0);
+         imported++) {
+      printf("| %s | %s |  | ", imported->name, where[AT_COMPILE_TIME]);
+      print_type_words(imported->types);
+      printf(" |\n");
+    }
+    if (i == count)
+      break;
     const OpInfo *info = op_info(kinds[i]);
     printf("| %s | %s | ", info->name, where[info->eval]);
     if (info->eval == AT_RUN_TIME)

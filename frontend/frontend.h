@@ -44,6 +44,15 @@ typedef struct ImportOptions {
  * folds the compile-time shape arithmetic. Returns NULL after reporting
  * every error found (all unsupported operators in one message).
  */
+/* Operators the importer handles itself rather than as IR kinds, with
+   their ONNX type words; the list ends with a NULL name. If: the branch its
+   condition chooses is inlined, so the condition must be known at compile
+   time. */
+typedef struct ImportedOp {
+  const char *name, *types;
+} ImportedOp;
+extern const ImportedOp imported_ops[];
+
 Graph *onnx_import(const char *path, const ImportOptions *opt);
 
 /* Parses "1x3x224x224" (or "1,3,224,224"); false on a malformed string. */

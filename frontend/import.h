@@ -14,6 +14,7 @@ typedef struct Importer {
   const ImportOptions *opt;
   int ninitializers; /* tensors 0..ninitializers-1 are the initializers */
   bool failed;       /* an error has been reported; keep going to find the others */
+  int if_depth;      /* Ifs being inlined, one inside another */
 } Importer;
 
 /* Protobuf-c leaves absent proto2 strings NULL; the importer treats them as "". */

@@ -100,8 +100,17 @@ static const char *qualified_op(Graph *g, const Onnx__NodeProto *np) {
   return arena_printf(g->arena, "%s.%s", np->domain, proto_str(np->op_type));
 }
 
+const ImportedOp imported_ops[] = {{"If", "bool"}, {NULL, NULL}};
+
+/* If is not an IR kind: the importer inlines the branch its condition
+   chooses (import_if). */
+static bool is_if(const Onnx__NodeProto *np) {
+  return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), "If") == 0;
+}
+
 static bool node_supported(const Onnx__NodeProto *np) {
-  return domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID;
+  return is_if(np) ||
+         (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
 
 /*
@@ -673,9 +682,15 @@ static int count_names(char **names, size_t n) {
   return (int)n;
 }
 
+static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name);
+
 static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   Graph *g = im->g;
   const char *name = node_name(g, np, index);
+  if (is_if(np)) {
+    import_if(im, np, name);
+    return;
+  }
   OpKind op = op_from_name(proto_str(np->op_type));
   if (op == OP_CONSTANT) {
     import_constant(im, np, name);
@@ -701,6 +716,116 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   }
   if (!convert_attrs(im, n, np))
     im->failed = true;
+}
+
+/* ------------------------------------------------------------ If */
+
+/* The If's branch attribute `which` ("then_branch", "else_branch"), or NULL. */
+static const Onnx__GraphProto *branch(const Onnx__NodeProto *np, const char *which) {
+  for (size_t i = 0; i < np->n_attribute; i++)
+    if (strcmp(proto_str(np->attribute[i]->name), which) == 0)
+      return np->attribute[i]->g;
+  return NULL;
+}
+
+/* The value of a constant condition: a bool (or number) of one element. */
+static bool condition_value(const Tensor *t) {
+  return t->i64 ? t->i64[0] != 0 : t->f32[0] != 0;
+}
+
+/* The branch's nodes, as if written in place of the If, and an Identity
+   from each of its outputs to the If's. Its nodes read the outer graph's
+   values by name, as ONNX's scoping allows. */
+static void inline_branch(Importer *im, const Onnx__NodeProto *np, const char *name,
+                          const Onnx__GraphProto *gp) {
+  Graph *g = im->g;
+  if (!check_node_count(im, gp) || !check_names(im, gp) || !check_operators(im, gp)) {
+    im->failed = true;
+    return;
+  }
+  import_initializers(im, gp);
+  define_outputs(im, gp);
+  if (im->failed)
+    return;
+  for (size_t i = 0; i < gp->n_node && !im->failed; i++)
+    import_node(im, gp->node[i], i);
+  for (size_t i = 0; i < np->n_output && !im->failed; i++) {
+    const char *out = np->output[i];
+    Tensor *from = graph_find_tensor(g, proto_str(gp->output[i]->name));
+    if (!from || (out && strcmp(from->name, out) == 0)) {
+      ir_error(g, NULL, "node '%s' (If): branch output '%s' is not produced by the branch", name,
+               proto_str(gp->output[i]->name));
+      im->failed = true;
+      return;
+    }
+    Tensor *to = out && *out ? graph_find_tensor(g, out) : NULL;
+    if (!to)
+      continue; /* an output nobody reads */
+    Node *id = graph_add_node(g, OP_IDENTITY, arena_printf(g->arena, "%s/output_%zu", name, i), 1, 1);
+    id->in[0] = from;
+    id->out[0] = to;
+  }
+}
+
+/*
+ * If whose condition is known at compile time (computed from constants
+ * and shapes, as exporters write `if x.dim() == 4`, or bound with
+ * --const-input): the chosen branch is imported in its place, and the
+ * other is never read. A condition computed from run-time data is refused
+ * with what to do.
+ */
+static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name) {
+  enum { MAX_IF_DEPTH = 64 };
+  Graph *g = im->g;
+  if (im->failed)
+    return; /* the condition cannot be evaluated on a graph that did not import */
+  if (im->if_depth >= MAX_IF_DEPTH) {
+    ir_error(g, NULL, "node '%s' (If): Ifs nested more than %d deep", name, MAX_IF_DEPTH);
+    im->failed = true;
+    return;
+  }
+  const Onnx__GraphProto *then_gp = branch(np, "then_branch"), *else_gp = branch(np, "else_branch");
+  if (count_names(np->input, np->n_input) != 1 || !then_gp || !else_gp) {
+    ir_error(g, NULL, "node '%s' (If): expects one input, the condition, and the attributes "
+             "then_branch and else_branch, each a graph", name);
+    im->failed = true;
+    return;
+  }
+  Tensor *cond = graph_find_tensor(g, np->input[0]);
+  if (!cond) {
+    ir_error(g, NULL, "node '%s' (If): input '%s' is not defined by any node, initializer or "
+             "graph input", name, np->input[0]);
+    im->failed = true;
+    return;
+  }
+  int before = ir_error_count();
+  if (!graph_evaluate(g, cond)) {
+    const Tensor *input = graph_input_behind(g, cond);
+    if (ir_error_count() == before && input)
+      ir_error(g, NULL, "node '%s' (If): its condition '%s' is computed at run time, and opc "
+               "compiles If only when the condition is known at compile time; it depends on "
+               "graph input '%s' (bind it with --const-input)", name, cond->name, input->name);
+    else if (ir_error_count() == before)
+      ir_error(g, NULL, "node '%s' (If): its condition '%s' cannot be evaluated at compile time, "
+               "and opc compiles If only when it can", name, cond->name);
+    im->failed = true;
+    return;
+  }
+  if (cond->dtype != DT_BOOL || tensor_numel(cond) != 1) {
+    ir_error(g, NULL, "node '%s' (If): the condition '%s' must be one bool", name, cond->name);
+    im->failed = true;
+    return;
+  }
+  const Onnx__GraphProto *taken = condition_value(cond) ? then_gp : else_gp;
+  if (taken->n_output != np->n_output) {
+    ir_error(g, NULL, "node '%s' (If): the %s branch has %zu outputs, the node %zu", name,
+             taken == then_gp ? "then" : "else", taken->n_output, np->n_output);
+    im->failed = true;
+    return;
+  }
+  im->if_depth++;
+  inline_branch(im, np, name, taken);
+  im->if_depth--;
 }
 
 /* ------------------------------------------------------------ outputs */

@@ -350,6 +350,53 @@ static void fold_if_empty(Graph *g, Node *n) {
   }
 }
 
+/* The nodes t depends on, each after its producers: a depth-first walk
+   with an explicit stack, as a model may be thousands of nodes deep. */
+static int ancestors(Graph *g, Tensor *t, Node **order) {
+  bool *seen = calloc((size_t)g->nnodes + 1, sizeof(bool));
+  Node **stack = malloc(sizeof(Node *) * ((size_t)g->nnodes + 1));
+  int *next = calloc((size_t)g->nnodes + 1, sizeof(int));
+  int depth = 0, count = 0;
+  if (t->producer) {
+    stack[depth++] = t->producer;
+    seen[t->producer->id] = true;
+  }
+  while (depth > 0) {
+    Node *n = stack[depth - 1];
+    if (next[n->id] == n->nin) {
+      order[count++] = n;
+      depth--;
+      continue;
+    }
+    Tensor *in = n->in[next[n->id]++];
+    if (in && in->producer && !seen[in->producer->id]) {
+      seen[in->producer->id] = true;
+      stack[depth++] = in->producer;
+    }
+  }
+  free(seen);
+  free(stack);
+  free(next);
+  return count;
+}
+
+bool graph_evaluate(Graph *g, Tensor *t) {
+  if (tensor_is_const(t))
+    return true;
+  graph_rebuild_uses(g);
+  Node **order = malloc(sizeof(Node *) * ((size_t)g->nnodes + 1));
+  int count = ancestors(g, t, order);
+  bool ok = true;
+  for (int i = 0; i < count && ok; i++) {
+    Node *n = order[i];
+    ok = infer_keeping_order(g, n);
+    if (ok && (op_info(n->op)->eval == FROM_SHAPES || all_inputs_const(n)))
+      node_fold(g, n); /* false alone just means "not evaluable" */
+  }
+  free(order);
+  return ok && tensor_is_const(t);
+}
+
 bool graph_infer_shapes(Graph *g) {
   if (!graph_toposort(g))
     return false;

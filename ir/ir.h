@@ -642,6 +642,11 @@ void graph_dump(Graph *g, FILE *f);
 Graph *graph_parse(const char *text, const char *path);
 /* Runs every node's shape function in order. */
 bool graph_infer_shapes(Graph *g);
+/* Infers and folds the nodes that t depends on, producers first, so that
+   a value needed while the graph is still being imported (an If's
+   condition) is known where it can be; true when t is then a constant.
+   Errors are reported as inference reports them. */
+bool graph_evaluate(Graph *g, Tensor *t);
 
 /* ------------------------------------------------------- tensor helpers */
 

@@ -386,13 +386,14 @@ def errors():
     expect("error", "string_constant.onnx", "-",
            "node 'k' (Constant): attribute 'value_string'")
 
-    # If needs a subgraph, and is outside the operator set anyway.
+    # An If whose branch names as its output the If's own output, which
+    # nothing in the branch computes.
     branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [], y)
     cond = numpy_helper.from_array(np.array(True), "cond")
     nodes = [helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch,
                               else_branch=branch)]
     save(model(nodes, x, y, [cond]), "if.onnx")
-    expect("error", "if.onnx", "-", "unsupported operators: If (node 'if')")
+    expect("error", "if.onnx", "-", "node 'if' (If): branch output 'y' is not produced by the branch")
 
     with open(os.path.join(OUT, "garbage.onnx"), "wb") as f:
         f.write(b"\xff\xff\xff\xff garbage that is not protobuf")
@@ -419,6 +420,89 @@ def npy_bytes(header, data=b""):
     text = header.encode("latin1")
     text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text + data
+
+
+# --------------------------------------------------------------------- If
+
+def branch(name, nodes, out, shape=(2,)):
+    return helper.make_graph(nodes, name, [], [f32_input(out, list(shape))])
+
+
+def if_node(cond, out, then_gp, else_gp, name="if1"):
+    return helper.make_node("If", [cond], [out], name=name, then_branch=then_gp,
+                            else_branch=else_gp)
+
+
+def relu_or_neg(prefix):
+    return (branch("then", [helper.make_node("Relu", ["x"], [prefix + "t"], name=prefix + "relu")],
+                   prefix + "t"),
+            branch("else", [helper.make_node("Neg", ["x"], [prefix + "e"], name=prefix + "neg")],
+                   prefix + "e"))
+
+
+def if_models():
+    """If with a condition known at compile time: the taken branch is
+    imported in its place (its nodes, and an Identity to the If's output);
+    the other is never read, so an operator opc lacks may sit in it."""
+    x = [f32_input("x", [2])]
+    y = [f32_input("y", [2])]
+    size = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+            helper.make_node("Gather", ["s", "zero"], ["d0"], name="gather", axis=0)]
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    for dim, taken in ((2, "relu"), (3, "neg")):
+        then_gp, else_gp = relu_or_neg("")
+        k = numpy_helper.from_array(np.array(dim, np.int64), "k")
+        nodes = size + [helper.make_node("Equal", ["d0", "k"], ["c"], name="eq"),
+                        if_node("c", "y", then_gp, else_gp)]
+        name = f"if_shape_{taken}.onnx"
+        save(model(nodes, x, y, [zero, k], opset=17), name)
+        kind, out = ("Relu", "t") if taken == "relu" else ("Neg", "e")
+        expect("node", name, "-", taken, kind, 1, "x", 1, out)
+        expect("node", name, "-", "if1/output_0", "Identity", 1, out, 1, "y")
+
+    # nested: the taken branch holds an If of its own, decided by a constant
+    inner_then, inner_else = relu_or_neg("in_")
+    inner = helper.make_node("If", ["b"], ["o"], name="inner", then_branch=inner_then,
+                             else_branch=inner_else)
+    outer_then = helper.make_graph(
+        [helper.make_node("Constant", [], ["b"], name="b",
+                          value=numpy_helper.from_array(np.array(False), "b")), inner],
+        "then", [], [f32_input("o", [2])])
+    outer_else = branch("else", [helper.make_node("Foo", ["x"], ["f"], name="foo")], "f")
+    yes = numpy_helper.from_array(np.array(True), "yes")
+    save(model([if_node("yes", "y", outer_then, outer_else, name="outer")], x, y, [yes], opset=17),
+         "if_nested.onnx")
+    expect("node", "if_nested.onnx", "-", "in_neg", "Neg", 1, "x", 1, "in_e")
+    expect("node", "if_nested.onnx", "-", "inner/output_0", "Identity", 1, "in_e", 1, "o")
+    expect("node", "if_nested.onnx", "-", "outer/output_0", "Identity", 1, "o", 1, "y")
+
+    # a condition from a graph input: refused, naming the input to bind;
+    # bound with --const-input, it imports
+    then_gp, else_gp = relu_or_neg("")
+    cond = [helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
+    save(model([helper.make_node("Not", ["cond"], ["c"], name="not"),
+                if_node("c", "y", then_gp, else_gp)], x + cond, y, opset=17), "if_input.onnx")
+    expect("error", "if_input.onnx", "-",
+           "node 'if1' (If): its condition 'c' is computed at run time")
+    expect("error", "if_input.onnx", "-", "depends on graph input 'cond' (bind it with")
+    write_npy("false.npy", np.array(False))
+    expect("node", "if_input.onnx", "const=cond:false.npy", "relu", "Relu", 1, "x", 1, "t")
+
+    # what the taken branch holds is checked as the graph's own nodes are
+    then_gp = branch("then", [helper.make_node("Foo", ["x"], ["t"], name="foo")], "t")
+    _, else_gp = relu_or_neg("")
+    save(model([if_node("yes", "y", then_gp, else_gp)], x, y, [yes], opset=17), "if_foo.onnx")
+    expect("error", "if_foo.onnx", "-", "unsupported operators: Foo (node 'foo')")
+    two = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="relu"),
+                             helper.make_node("Neg", ["x"], ["u"], name="neg")],
+                            "then", [], [f32_input("t", [2]), f32_input("u", [2])])
+    save(model([if_node("yes", "y", two, else_gp)], x, y, [yes], opset=17), "if_outputs.onnx")
+    expect("error", "if_outputs.onnx", "-", "node 'if1' (If): the then branch has 2 outputs, "
+           "the node 1")
+    save(model([helper.make_node("If", ["yes"], ["y"], name="if1", then_branch=two)], x, y, [yes],
+               opset=17), "if_no_else.onnx")
+    expect("error", "if_no_else.onnx", "-", "node 'if1' (If): expects one input, the condition, "
+           "and the attributes then_branch and else_branch")
 
 
 def const_inputs():
@@ -559,6 +643,7 @@ attributes()
 constants()
 shapes()
 errors()
+if_models()
 const_inputs()
 with open(os.path.join(OUT, "expected.txt"), "w") as f:
     f.write("\n".join(lines) + "\n")
