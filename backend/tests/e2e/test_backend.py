@@ -242,8 +242,28 @@ def misc_models():
          const("ax", np.array([1, 2], dtype=np.int64)), const("sp", np.array([2, 1], dtype=np.int64))])
 
 
+def if_models():
+    """If on a condition computed from shapes, as exporters write it: the
+    importer inlines the taken branch, which reads outer values (x, bias)."""
+    def branch(name, nodes, out):
+        return helper.make_graph(nodes, name, [], [value_info(out, [2, 3, 4])])
+    then_gp = branch("then", [helper.make_node("Mul", ["x", "bias"], ["tm"]),
+                              helper.make_node("Tanh", ["tm"], ["t"])], "t")
+    else_gp = branch("else", [helper.make_node("Neg", ["x"], ["e"])], "e")
+    for dim, taken in ((2, "then"), (5, "else")):
+        yield "if_shape_" + taken, model("g", [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+            helper.make_node("Equal", ["d0", "k"], ["c"]),
+            helper.make_node("If", ["c"], ["i"], then_branch=then_gp, else_branch=else_gp),
+            helper.make_node("Sigmoid", ["i"], ["y"])],
+            [("x", [2, 3, 4])], [("y", [2, 3, 4])],
+            [const("zero", np.array(0, dtype=np.int64)), const("k", np.array(dim, dtype=np.int64)),
+             const("bias", RNG.standard_normal(4).astype(np.float32))], opset=17)
+
+
 def group_ops(case):
-    for name, m in list(conv_models()) + list(misc_models()):
+    for name, m in list(conv_models()) + list(misc_models()) + list(if_models()):
         case.check(name, m)
 
 
