@@ -8,13 +8,28 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
+/*
+ * The names a subgraph being imported defines (an If's branch, a Loop's
+ * iteration), innermost first. Each maps to a tensor of its own, named
+ * with the scope's prefix ("if1/t"), so that two subgraphs may use one
+ * name and an outer name is never mistaken for an inner one.
+ */
+typedef struct Scope {
+  const char *prefix;
+  const char **names;
+  struct Tensor **tensors;
+  int n, cap;
+  struct Scope *parent;
+} Scope;
+
 typedef struct Importer {
   Graph *g;
   const char *dir; /* directory of the model file: external data is relative to it */
   const ImportOptions *opt;
   int ninitializers; /* tensors 0..ninitializers-1 are the initializers */
   bool failed;       /* an error has been reported; keep going to find the others */
-  int if_depth;      /* Ifs being inlined, one inside another */
+  int if_depth;      /* subgraphs being inlined, one inside another */
+  Scope *scope;      /* the innermost subgraph's names; NULL in the main graph */
 } Importer;
 
 /* Protobuf-c leaves absent proto2 strings NULL; the importer treats them as "". */

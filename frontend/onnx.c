@@ -203,15 +203,58 @@ static bool check_node_count(Importer *im, const Onnx__GraphProto *gp) {
 
 /* -------------------------------------------------------- definitions */
 
-/* Creates the tensor for a new definition; reports a second definition. */
+/* The tensor `name` refers to where the importer is: the innermost
+   subgraph that defines it, else the main graph; NULL if none does. */
+static Tensor *lookup(Importer *im, const char *name) {
+  for (const Scope *s = im->scope; s; s = s->parent)
+    for (int i = 0; i < s->n; i++)
+      if (strcmp(s->names[i], name) == 0)
+        return s->tensors[i];
+  return graph_find_tensor(im->g, name);
+}
+
+/* A new tensor for `name` defined in the innermost subgraph, named with
+   its prefix and, where that is taken, a number. */
+static Tensor *define_in_scope(Importer *im, const char *name) {
+  Scope *s = im->scope;
+  Graph *g = im->g;
+  const char *ir_name = arena_printf(g->arena, "%s/%s", s->prefix, name);
+  for (int k = 2; graph_find_tensor(g, ir_name); k++)
+    ir_name = arena_printf(g->arena, "%s/%s_%d", s->prefix, name, k);
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 16;
+    s->names = realloc(s->names, sizeof *s->names * (size_t)s->cap);
+    s->tensors = realloc(s->tensors, sizeof *s->tensors * (size_t)s->cap);
+  }
+  s->names[s->n] = arena_strdup(g->arena, name);
+  return s->tensors[s->n++] = graph_add_tensor(g, ir_name);
+}
+
+/* Creates the tensor for a new definition; reports a second definition in
+   the same graph or subgraph. */
 static Tensor *define(Importer *im, const char *name, const char *by) {
-  Tensor *old = graph_find_tensor(im->g, name);
-  if (old) {
+  Scope *s = im->scope;
+  bool twice = false;
+  for (int i = 0; s && i < s->n; i++)
+    twice |= strcmp(s->names[i], name) == 0;
+  if (twice || (!s && graph_find_tensor(im->g, name))) {
     ir_error(im->g, NULL, "tensor '%s' is defined twice (again by %s)", name, by);
     im->failed = true;
     return NULL;
   }
-  return graph_add_tensor(im->g, name);
+  return s ? define_in_scope(im, name) : graph_add_tensor(im->g, name);
+}
+
+static void push_scope(Importer *im, Scope *s, const char *prefix) {
+  *s = (Scope){.prefix = prefix, .parent = im->scope};
+  im->scope = s;
+}
+
+static void pop_scope(Importer *im) {
+  Scope *s = im->scope;
+  im->scope = s->parent;
+  free(s->names);
+  free(s->tensors);
 }
 
 static void import_initializers(Importer *im, const Onnx__GraphProto *gp) {
@@ -623,7 +666,7 @@ static void import_constant(Importer *im, const Onnx__NodeProto *np, const char 
     im->failed = true;
     return;
   }
-  Tensor *t = graph_find_tensor(g, np->output[0]);
+  Tensor *t = lookup(im, np->output[0]);
   if (tmp.nattrs != 1) {
     ir_error(g, &tmp, "expects exactly one value attribute, has %d attributes", tmp.nattrs);
     im->failed = true;
@@ -703,7 +746,7 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
     const char *in = np->input[i];
     if (!*in)
       continue; /* an absent optional input */
-    n->in[i] = graph_find_tensor(g, in);
+    n->in[i] = lookup(im, in);
     if (!n->in[i]) {
       ir_error(g, n, "input '%s' is not defined by any node, initializer or graph input", in);
       im->failed = true;
@@ -712,7 +755,7 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   for (int i = 0; i < nout; i++) {
     const char *out = np->output[i];
     /* An unused optional output in the middle still needs a value to write. */
-    n->out[i] = *out ? graph_find_tensor(g, out) : graph_add_tensor(g, NULL);
+    n->out[i] = *out ? lookup(im, out) : graph_add_tensor(g, NULL);
   }
   if (!convert_attrs(im, n, np))
     im->failed = true;
@@ -733,38 +776,71 @@ static bool condition_value(const Tensor *t) {
   return t->i64 ? t->i64[0] != 0 : t->f32[0] != 0;
 }
 
-/* The branch's nodes, as if written in place of the If, and an Identity
-   from each of its outputs to the If's. Its nodes read the outer graph's
-   values by name, as ONNX's scoping allows. */
+/* `name` in the innermost scope stands for t (a subgraph's input). */
+static void bind_in_scope(Importer *im, const char *name, Tensor *t) {
+  Scope *s = im->scope;
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 16;
+    s->names = realloc(s->names, sizeof *s->names * (size_t)s->cap);
+    s->tensors = realloc(s->tensors, sizeof *s->tensors * (size_t)s->cap);
+  }
+  s->names[s->n] = arena_strdup(im->g->arena, name);
+  s->tensors[s->n++] = t;
+}
+
+/*
+ * The nodes of subgraph gp, as if written where the node that holds it
+ * is, in a scope of their own named `prefix`: its inputs stand for
+ * `inputs`, and it reads the outer graph's values by name, as ONNX's
+ * scoping allows. outs[i] is the tensor its output i names. False after
+ * an error.
+ */
+static bool import_subgraph(Importer *im, const Onnx__GraphProto *gp, const char *prefix,
+                            Tensor *const *inputs, Tensor **outs) {
+  if (!check_node_count(im, gp) || !check_names(im, gp) || !check_operators(im, gp)) {
+    im->failed = true;
+    return false;
+  }
+  Scope scope;
+  push_scope(im, &scope, prefix);
+  for (size_t i = 0; i < gp->n_input; i++)
+    bind_in_scope(im, proto_str(gp->input[i]->name), inputs[i]);
+  import_initializers(im, gp);
+  define_outputs(im, gp);
+  for (size_t i = 0; i < gp->n_node && !im->failed; i++)
+    import_node(im, gp->node[i], i);
+  for (size_t i = 0; i < gp->n_output; i++)
+    outs[i] = lookup(im, proto_str(gp->output[i]->name));
+  pop_scope(im);
+  return !im->failed;
+}
+
+/* The branch in the If's place, and an Identity from each of its outputs
+   to the If's. */
 static void inline_branch(Importer *im, const Onnx__NodeProto *np, const char *name,
                           const Onnx__GraphProto *gp) {
   Graph *g = im->g;
-  if (!check_node_count(im, gp) || !check_names(im, gp) || !check_operators(im, gp)) {
-    im->failed = true;
+  Tensor **from = calloc(gp->n_output + 1, sizeof *from);
+  if (!import_subgraph(im, gp, name, NULL, from)) {
+    free(from);
     return;
   }
-  import_initializers(im, gp);
-  define_outputs(im, gp);
-  if (im->failed)
-    return;
-  for (size_t i = 0; i < gp->n_node && !im->failed; i++)
-    import_node(im, gp->node[i], i);
-  for (size_t i = 0; i < np->n_output && !im->failed; i++) {
+  for (size_t i = 0; i < np->n_output; i++) {
     const char *out = np->output[i];
-    Tensor *from = graph_find_tensor(g, proto_str(gp->output[i]->name));
-    if (!from || (out && strcmp(from->name, out) == 0)) {
+    Tensor *to = out && *out ? lookup(im, out) : NULL;
+    if (!from[i] || from[i] == to) {
       ir_error(g, NULL, "node '%s' (If): branch output '%s' is not produced by the branch", name,
                proto_str(gp->output[i]->name));
       im->failed = true;
-      return;
+      break;
     }
-    Tensor *to = out && *out ? graph_find_tensor(g, out) : NULL;
     if (!to)
       continue; /* an output nobody reads */
     Node *id = graph_add_node(g, OP_IDENTITY, arena_printf(g->arena, "%s/output_%zu", name, i), 1, 1);
-    id->in[0] = from;
+    id->in[0] = from[i];
     id->out[0] = to;
   }
+  free(from);
 }
 
 /*
@@ -791,7 +867,7 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
     im->failed = true;
     return;
   }
-  Tensor *cond = graph_find_tensor(g, np->input[0]);
+  Tensor *cond = lookup(im, np->input[0]);
   if (!cond) {
     ir_error(g, NULL, "node '%s' (If): input '%s' is not defined by any node, initializer or "
              "graph input", name, np->input[0]);

@@ -442,8 +442,9 @@ def relu_or_neg(prefix):
 
 def if_models():
     """If with a condition known at compile time: the taken branch is
-    imported in its place (its nodes, and an Identity to the If's output);
-    the other is never read, so an operator opc lacks may sit in it."""
+    imported in its place (its nodes, and an Identity to the If's output),
+    its own values named after the If ("if1/t"); the other is never read,
+    so an operator opc lacks may sit in it."""
     x = [f32_input("x", [2])]
     y = [f32_input("y", [2])]
     size = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
@@ -456,7 +457,7 @@ def if_models():
                         if_node("c", "y", then_gp, else_gp)]
         name = f"if_shape_{taken}.onnx"
         save(model(nodes, x, y, [zero, k], opset=17), name)
-        kind, out = ("Relu", "t") if taken == "relu" else ("Neg", "e")
+        kind, out = ("Relu", "if1/t") if taken == "relu" else ("Neg", "if1/e")
         expect("node", name, "-", taken, kind, 1, "x", 1, out)
         expect("node", name, "-", "if1/output_0", "Identity", 1, out, 1, "y")
 
@@ -472,9 +473,19 @@ def if_models():
     yes = numpy_helper.from_array(np.array(True), "yes")
     save(model([if_node("yes", "y", outer_then, outer_else, name="outer")], x, y, [yes], opset=17),
          "if_nested.onnx")
-    expect("node", "if_nested.onnx", "-", "in_neg", "Neg", 1, "x", 1, "in_e")
-    expect("node", "if_nested.onnx", "-", "inner/output_0", "Identity", 1, "in_e", 1, "o")
-    expect("node", "if_nested.onnx", "-", "outer/output_0", "Identity", 1, "o", 1, "y")
+    expect("node", "if_nested.onnx", "-", "in_neg", "Neg", 1, "x", 1, "inner/in_e")
+    expect("node", "if_nested.onnx", "-", "inner/output_0", "Identity", 1, "inner/in_e", 1,
+           "outer/o")
+    expect("node", "if_nested.onnx", "-", "outer/output_0", "Identity", 1, "outer/o", 1, "y")
+
+    # two Ifs whose branches use the same names: each has its own
+    then_gp, else_gp = relu_or_neg("")
+    ys = [f32_input("y1", [2]), f32_input("y2", [2])]
+    save(model([if_node("yes", "y1", then_gp, else_gp, name="a"),
+                if_node("yes", "y2", then_gp, else_gp, name="b")], x, ys, [yes], opset=17),
+         "if_twice.onnx")
+    expect("node", "if_twice.onnx", "-", "a/output_0", "Identity", 1, "a/t", 1, "y1")
+    expect("node", "if_twice.onnx", "-", "b/output_0", "Identity", 1, "b/t", 1, "y2")
 
     # a condition from a graph input: refused, naming the input to bind;
     # bound with --const-input, it imports
@@ -486,7 +497,7 @@ def if_models():
            "node 'if1' (If): its condition 'c' is computed at run time")
     expect("error", "if_input.onnx", "-", "depends on graph input 'cond' (bind it with")
     write_npy("false.npy", np.array(False))
-    expect("node", "if_input.onnx", "const=cond:false.npy", "relu", "Relu", 1, "x", 1, "t")
+    expect("node", "if_input.onnx", "const=cond:false.npy", "relu", "Relu", 1, "x", 1, "if1/t")
 
     # what the taken branch holds is checked as the graph's own nodes are
     then_gp = branch("then", [helper.make_node("Foo", ["x"], ["t"], name="foo")], "t")
