@@ -46,8 +46,8 @@ typedef struct ImportOptions {
  */
 /* Operators the importer handles itself rather than as IR kinds, with
    their ONNX type words; the list ends with a NULL name. If: the branch its
-   condition chooses is inlined, so the condition must be known at compile
-   time. */
+   condition chooses is inlined; Loop: unrolled; so their conditions and
+   trip counts must be known at compile time. */
 typedef struct ImportedOp {
   const char *name, *types;
 } ImportedOp;

@@ -100,16 +100,16 @@ static const char *qualified_op(Graph *g, const Onnx__NodeProto *np) {
   return arena_printf(g->arena, "%s.%s", np->domain, proto_str(np->op_type));
 }
 
-const ImportedOp imported_ops[] = {{"If", "bool"}, {NULL, NULL}};
+const ImportedOp imported_ops[] = {{"If", "bool"}, {"Loop", "i64 bool any"}, {NULL, NULL}};
 
-/* If is not an IR kind: the importer inlines the branch its condition
-   chooses (import_if). */
-static bool is_if(const Onnx__NodeProto *np) {
-  return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), "If") == 0;
+/* If and Loop are not IR kinds: the importer inlines the branch an If's
+   condition chooses (import_if) and unrolls a Loop (import_loop). */
+static bool is_op(const Onnx__NodeProto *np, const char *op) {
+  return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), op) == 0;
 }
 
 static bool node_supported(const Onnx__NodeProto *np) {
-  return is_if(np) ||
+  return is_op(np, "If") || is_op(np, "Loop") ||
          (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
 
@@ -726,12 +726,17 @@ static int count_names(char **names, size_t n) {
 }
 
 static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name);
+static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *name);
 
 static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   Graph *g = im->g;
   const char *name = node_name(g, np, index);
-  if (is_if(np)) {
+  if (is_op(np, "If")) {
     import_if(im, np, name);
+    return;
+  }
+  if (is_op(np, "Loop")) {
+    import_loop(im, np, name);
     return;
   }
   OpKind op = op_from_name(proto_str(np->op_type));
@@ -763,7 +768,7 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
 
 /* ------------------------------------------------------------ If */
 
-/* The If's branch attribute `which` ("then_branch", "else_branch"), or NULL. */
+/* The graph attribute `which` ("then_branch", "body"), or NULL. */
 static const Onnx__GraphProto *branch(const Onnx__NodeProto *np, const char *which) {
   for (size_t i = 0; i < np->n_attribute; i++)
     if (strcmp(proto_str(np->attribute[i]->name), which) == 0)
@@ -902,6 +907,179 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
   im->if_depth++;
   inline_branch(im, np, name, taken);
   im->if_depth--;
+}
+
+/* ------------------------------------------------------------ Loop */
+
+/* A value the importer needs now, made known where it can be: false, with
+   an error naming the input to bind, when it depends on run-time data. */
+static bool known_now(Importer *im, const char *name, const char *op, Tensor *t,
+                      const char *what) {
+  int before = ir_error_count();
+  if (graph_evaluate(im->g, t))
+    return true;
+  const Tensor *input = graph_input_behind(im->g, t);
+  if (ir_error_count() == before && input)
+    ir_error(im->g, NULL, "node '%s' (%s): its %s '%s' is computed at run time, and opc "
+             "compiles %s only when it is known at compile time; it depends on graph input "
+             "'%s' (bind it with --const-input)", name, op, what, t->name, op, input->name);
+  else if (ir_error_count() == before)
+    ir_error(im->g, NULL, "node '%s' (%s): its %s '%s' cannot be evaluated at compile time",
+             name, op, what, t->name);
+  im->failed = true;
+  return false;
+}
+
+/* A constant scalar's value as an integer. */
+static int64_t scalar_value(const Tensor *t) {
+  return t->i64 ? t->i64[0] : (int64_t)t->f32[0];
+}
+
+static Tensor *scalar_constant(Graph *g, const char *name, DType dtype, int64_t v) {
+  Tensor *t = graph_add_tensor(g, name);
+  t->dtype = dtype;
+  tensor_set_shape(t, 0, NULL);
+  t->i64 = arena_dup(g->arena, &v, sizeof v);
+  return t;
+}
+
+/* out = the values of one scan output, one an iteration, stacked along a
+   new first axis: an Unsqueeze of each, then one Concat. */
+static void stack_scan(Importer *im, const char *name, Tensor **values, int count, Tensor *out) {
+  Graph *g = im->g;
+  int64_t zero = 0, one = 1;
+  Tensor *axes = graph_add_tensor(g, arena_printf(g->arena, "%s/%s/axes", name, out->name));
+  axes->dtype = DT_INT64;
+  tensor_set_shape(axes, 1, &one);
+  axes->i64 = arena_dup(g->arena, &zero, sizeof zero);
+  Node *cat = graph_add_node(g, OP_CONCAT, arena_printf(g->arena, "%s/%s", name, out->name),
+                             count, 1);
+  node_set_attr(g, cat, "axis", ATTR_INT)->i = 0;
+  cat->out[0] = out;
+  bool axes_input = g->opset >= 13;
+  for (int k = 0; k < count; k++) {
+    Node *u = graph_add_node(g, OP_UNSQUEEZE,
+                             arena_printf(g->arena, "%s/%s/%d", name, out->name, k),
+                             axes_input ? 2 : 1, 1);
+    u->in[0] = values[k];
+    if (axes_input) {
+      u->in[1] = axes;
+    } else {
+      Attr *a = node_set_attr(g, u, "axes", ATTR_INTS);
+      a->n = 1;
+      a->ints = axes->i64;
+    }
+    cat->in[k] = u->out[0] = graph_add_tensor(g, NULL);
+  }
+}
+
+/* Checks a Loop's inputs against its body; false after an error. */
+static bool loop_shape_ok(Importer *im, const Onnx__NodeProto *np, const char *name,
+                          const Onnx__GraphProto *body) {
+  size_t nin = np->n_input;
+  if (body && nin >= 2 && body->n_input == nin && body->n_output >= nin - 1 &&
+      np->n_output == body->n_output - 1)
+    return true;
+  ir_error(im->g, NULL, "node '%s' (Loop): expects the inputs M, cond and the loop-carried "
+           "values, and a body graph with as many inputs and one more output than the node",
+           name);
+  im->failed = true;
+  return false;
+}
+
+/* The carried values and scan outputs after the last iteration, written to
+   the Loop's outputs. */
+static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *name,
+                         Tensor **carried_values, int carried, Tensor **stacked, int stride,
+                         int iterations) {
+  Graph *g = im->g;
+  for (size_t i = 0; !im->failed && i < np->n_output; i++) {
+    Tensor *to = *np->output[i] ? lookup(im, np->output[i]) : NULL;
+    if (!to)
+      continue; /* an output nobody reads */
+    if (i < (size_t)carried) {
+      Node *id = graph_add_node(g, OP_IDENTITY, arena_printf(g->arena, "%s/output_%zu", name, i),
+                                1, 1);
+      id->in[0] = carried_values[i];
+      id->out[0] = to;
+    } else if (iterations == 0) {
+      ir_error(g, NULL, "node '%s' (Loop): runs no iteration, so its scan output '%s' has no "
+               "shape opc can know", name, to->name);
+      im->failed = true;
+    } else {
+      stack_scan(im, name, &stacked[(i - (size_t)carried) * (size_t)stride], iterations, to);
+    }
+  }
+}
+
+/*
+ * Loop whose trip count and conditions are known at compile time (constant,
+ * computed from shapes, or bound with --const-input): the body is imported
+ * once an iteration, each in a scope of its own ("loop/3/..."), the
+ * loop-carried values threaded from one to the next, and each scan output
+ * the iterations' values stacked along a new first axis. A count or
+ * condition computed from run-time data is refused, naming the input to
+ * bind; so is a loop of more than MAX_ITERATIONS.
+ */
+static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *name) {
+  enum { MAX_ITERATIONS = 1024 };
+  Graph *g = im->g;
+  const Onnx__GraphProto *body = branch(np, "body");
+  if (im->failed || !loop_shape_ok(im, np, name, body))
+    return;
+  int nin = (int)np->n_input, carried = nin - 2;
+  int scans = (int)body->n_output - 1 - carried;
+  int64_t trips = INT64_MAX;
+  Tensor *m = *np->input[0] ? lookup(im, np->input[0]) : NULL;
+  if (*np->input[0] && (!m || !known_now(im, name, "Loop", m, "trip count")))
+    return;
+  if (m)
+    trips = scalar_value(m);
+  Tensor *cond = *np->input[1] ? lookup(im, np->input[1])
+                               : scalar_constant(g, arena_printf(g->arena, "%s/cond", name),
+                                                 DT_BOOL, 1);
+  if (!cond || !known_now(im, name, "Loop", cond, "condition"))
+    return;
+  Tensor **in = calloc((size_t)nin + 1, sizeof *in);
+  Tensor **outs = calloc(body->n_output + 1, sizeof *outs);
+  Tensor **stacked = calloc((size_t)scans * MAX_ITERATIONS + 1, sizeof *stacked);
+  for (int i = 0; i < carried; i++)
+    if (!(in[2 + i] = lookup(im, np->input[2 + i]))) {
+      ir_error(g, NULL, "node '%s' (Loop): input '%s' is not defined", name, np->input[2 + i]);
+      im->failed = true;
+    }
+  int k = 0;
+  for (; !im->failed && k < trips && scalar_value(cond) != 0; k++) {
+    if (k == MAX_ITERATIONS || im->if_depth >= 64) {
+      ir_error(g, NULL, "node '%s' (Loop): runs more than %d iterations or is nested too deep "
+               "for opc, which unrolls it at compile time", name, MAX_ITERATIONS);
+      im->failed = true;
+      break;
+    }
+    const char *scope = arena_printf(g->arena, "%s/%d", name, k);
+    in[0] = scalar_constant(g, arena_printf(g->arena, "%s/iteration", scope), DT_INT64, k);
+    in[1] = cond;
+    im->if_depth++;
+    bool imported = import_subgraph(im, body, scope, in, outs);
+    im->if_depth--;
+    for (size_t i = 0; imported && i < body->n_output; i++)
+      if (!outs[i]) {
+        ir_error(g, NULL, "node '%s' (Loop): body output '%s' is not produced by the body", name,
+                 proto_str(body->output[i]->name));
+        im->failed = true;
+      }
+    if (im->failed || !known_now(im, name, "Loop", outs[0], "body's condition"))
+      break;
+    cond = outs[0];
+    for (int i = 0; i < carried; i++)
+      in[2 + i] = outs[1 + i];
+    for (int j = 0; j < scans; j++)
+      stacked[j * MAX_ITERATIONS + k] = outs[1 + carried + j];
+  }
+  loop_outputs(im, np, name, in + 2, carried, stacked, MAX_ITERATIONS, k);
+  free(in);
+  free(outs);
+  free(stacked);
 }
 
 /* ------------------------------------------------------------ outputs */

@@ -516,6 +516,54 @@ def if_models():
            "and the attributes then_branch and else_branch")
 
 
+def loop_models():
+    """Loop, unrolled when its trip count and conditions are known at
+    compile time (backend/tests/e2e runs such loops against ONNX Runtime);
+    refused, with what to do, when they are not."""
+    x = [f32_input("x", [2])]
+
+    def body(cond_node):
+        return helper.make_graph(
+            [helper.make_node("Relu", ["v_in"], ["v_out"], name="relu"), cond_node], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c_in", TensorProto.BOOL, []), f32_input("v_in", [2])],
+            [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), f32_input("v_out", [2])])
+    keep = helper.make_node("Identity", ["c_in"], ["c_out"], name="keep")
+    m3 = numpy_helper.from_array(np.array(3, np.int64), "m")
+    save(model([helper.make_node("Loop", ["m", "", "x"], ["y"], name="loop", body=body(keep))],
+               x, [f32_input("y", [2])], [m3], opset=17), "loop_three.onnx")
+    expect("node", "loop_three.onnx", "-", "loop/output_0", "Identity", 1, "loop/2/v_out", 1, "y")
+
+    count = [helper.make_tensor_value_info("n", TensorProto.INT64, [])]
+    save(model([helper.make_node("Loop", ["n", "", "x"], ["y"], name="loop", body=body(keep))],
+               x + count, [f32_input("y", [2])], opset=17), "loop_input_count.onnx")
+    expect("error", "loop_input_count.onnx", "-", "node 'loop' (Loop): its trip count 'n' is "
+           "computed at run time")
+    expect("error", "loop_input_count.onnx", "-", "depends on graph input 'n' (bind it with")
+
+    data_cond = helper.make_graph(
+        [helper.make_node("Relu", ["v_in"], ["v_out"], name="relu"),
+         helper.make_node("ReduceSum", ["v_out"], ["s"], name="sum", keepdims=0),
+         helper.make_node("Greater", ["s", "zero"], ["c_out"], name="gt")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []), f32_input("v_in", [2])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), f32_input("v_out", [2])])
+    zero = numpy_helper.from_array(np.array(0, np.float32), "zero")
+    save(model([helper.make_node("Loop", ["m", "", "x"], ["y"], name="loop", body=data_cond)],
+               x, [f32_input("y", [2])], [m3, zero], opset=17), "loop_data_cond.onnx")
+    expect("error", "loop_data_cond.onnx", "-", "node 'loop' (Loop): its body's condition")
+    expect("error", "loop_data_cond.onnx", "-", "depends on graph input 'x'")
+
+    many = numpy_helper.from_array(np.array(5000, np.int64), "m")
+    save(model([helper.make_node("Loop", ["m", "", "x"], ["y"], name="loop", body=body(keep))],
+               x, [f32_input("y", [2])], [many], opset=17), "loop_many.onnx")
+    expect("error", "loop_many.onnx", "-", "node 'loop' (Loop): runs more than 1024 iterations")
+
+    save(model([helper.make_node("Loop", ["m", ""], ["y"], name="loop", body=body(keep))],
+               x, [f32_input("y", [2])], [m3], opset=17), "loop_arity.onnx")
+    expect("error", "loop_arity.onnx", "-", "node 'loop' (Loop): expects the inputs M, cond")
+
+
 def const_inputs():
     shape = np.array([4, 3, 2], np.int64)
     inputs = [f32_input("data", [2, 3, 4]),
@@ -655,6 +703,7 @@ constants()
 shapes()
 errors()
 if_models()
+loop_models()
 const_inputs()
 with open(os.path.join(OUT, "expected.txt"), "w") as f:
     f.write("\n".join(lines) + "\n")

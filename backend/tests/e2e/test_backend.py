@@ -262,8 +262,37 @@ def if_models():
              const("bias", RNG.standard_normal(4).astype(np.float32))], opset=17)
 
 
+def loop_models():
+    """Loop with a trip count known at compile time (an initializer, and one
+    computed from a shape), unrolled by the importer: a loop-carried value
+    that reads an outer one and the iteration number, a body condition, and
+    a scan output stacked along a new axis."""
+    body = helper.make_graph([
+        helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["v_in", "w"], ["vw"]),
+        helper.make_node("Add", ["vw", "fi"], ["v_out"]),
+        helper.make_node("Tanh", ["v_out"], ["scan"]),
+        helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []), value_info("v_in", [2, 3])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), value_info("v_out", [2, 3]),
+         value_info("scan", [2, 3])])
+    w = const("w", (0.5 * RNG.standard_normal((2, 3))).astype(np.float32))
+    yield "loop_constant_count", model("g", [
+        helper.make_node("Loop", ["m", "", "x"], ["v", "s"], body=body)],
+        [("x", [2, 3])], [("v", [2, 3]), ("s", [4, 2, 3])],
+        [const("m", np.array(4, dtype=np.int64)), w], opset=17)
+    yield "loop_shape_count", model("g", [
+        helper.make_node("Shape", ["x"], ["sh"]),
+        helper.make_node("Gather", ["sh", "one"], ["m"], axis=0),
+        helper.make_node("Loop", ["m", "t", "x"], ["v", "s"], body=body)],
+        [("x", [2, 3])], [("v", [2, 3]), ("s", [3, 2, 3])],
+        [const("one", np.array(1, dtype=np.int64)), const("t", np.array(True)), w], opset=17)
+
+
 def group_ops(case):
-    for name, m in list(conv_models()) + list(misc_models()) + list(if_models()):
+    for name, m in list(conv_models()) + list(misc_models()) + list(if_models()) + \
+            list(loop_models()):
         case.check(name, m)
 
 
