@@ -935,6 +935,18 @@ static int64_t scalar_value(const Tensor *t) {
   return t->i64 ? t->i64[0] : (int64_t)t->f32[0];
 }
 
+/* Whether a value known at compile time is one element of `dtype`; false,
+   reported, if not. */
+static bool one_of(Importer *im, const char *name, const char *what, const Tensor *t,
+                   DType dtype) {
+  if (t->dtype == dtype && tensor_numel(t) == 1)
+    return true;
+  ir_error(im->g, NULL, "node '%s' (Loop): its %s '%s' must be one %s", name, what, t->name,
+           dtype_onnx_name(dtype));
+  im->failed = true;
+  return false;
+}
+
 static Tensor *scalar_constant(Graph *g, const char *name, DType dtype, int64_t v) {
   Tensor *t = graph_add_tensor(g, name);
   t->dtype = dtype;
@@ -1031,18 +1043,28 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
   int scans = (int)body->n_output - 1 - carried;
   int64_t trips = INT64_MAX;
   Tensor *m = *np->input[0] ? lookup(im, np->input[0]) : NULL;
-  if (*np->input[0] && (!m || !known_now(im, name, "Loop", m, "trip count")))
+  if (*np->input[0] && (!m || !known_now(im, name, "Loop", m, "trip count") ||
+                        !one_of(im, name, "trip count", m, DT_INT64)))
     return;
   if (m)
     trips = scalar_value(m);
   Tensor *cond = *np->input[1] ? lookup(im, np->input[1])
                                : scalar_constant(g, arena_printf(g->arena, "%s/cond", name),
                                                  DT_BOOL, 1);
-  if (!cond || !known_now(im, name, "Loop", cond, "condition"))
+  if (!cond || !known_now(im, name, "Loop", cond, "condition") ||
+      !one_of(im, name, "condition", cond, DT_BOOL))
     return;
   Tensor **in = calloc((size_t)nin + 1, sizeof *in);
   Tensor **outs = calloc(body->n_output + 1, sizeof *outs);
   Tensor **stacked = calloc((size_t)scans * MAX_ITERATIONS + 1, sizeof *stacked);
+  if (!in || !outs || !stacked) {
+    ir_error(g, NULL, "node '%s' (Loop): out of memory", name);
+    im->failed = true;
+    free(in);
+    free(outs);
+    free(stacked);
+    return;
+  }
   for (int i = 0; i < carried; i++)
     if (!(in[2 + i] = lookup(im, np->input[2 + i]))) {
       ir_error(g, NULL, "node '%s' (Loop): input '%s' is not defined", name, np->input[2 + i]);
@@ -1050,9 +1072,10 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
     }
   int k = 0;
   for (; !im->failed && k < trips && scalar_value(cond) != 0; k++) {
-    if (k == MAX_ITERATIONS || im->if_depth >= 64) {
-      ir_error(g, NULL, "node '%s' (Loop): runs more than %d iterations or is nested too deep "
-               "for opc, which unrolls it at compile time", name, MAX_ITERATIONS);
+    if (k == MAX_ITERATIONS || im->if_depth >= 64 || g->nnodes > LIMIT_NODES) {
+      ir_error(g, NULL, "node '%s' (Loop): runs more than %d iterations, or unrolled passes the "
+               "limit of %d nodes, or is nested too deep, for opc, which unrolls it at compile "
+               "time", name, MAX_ITERATIONS, LIMIT_NODES);
       im->failed = true;
       break;
     }
@@ -1068,7 +1091,8 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
                  proto_str(body->output[i]->name));
         im->failed = true;
       }
-    if (im->failed || !known_now(im, name, "Loop", outs[0], "body's condition"))
+    if (im->failed || !known_now(im, name, "Loop", outs[0], "body's condition") ||
+        !one_of(im, name, "body's condition", outs[0], DT_BOOL))
       break;
     cond = outs[0];
     for (int i = 0; i < carried; i++)
