@@ -255,6 +255,15 @@ static double node_flops(const Node *n) {
   return n->nout && n->out[0] ? numel(n->out[0]) : 0;
 }
 
+double cost_node_floor_us(const CostModel *cm, const Node *n) {
+  const Device *d = &cm->dev;
+  double peak = in_16_bits(n) ? d->peak_fp16_tflops
+                : cm->tf32    ? d->peak_tf32_tflops
+                              : d->peak_fp32_tflops;
+  double arithmetic = node_flops(n) / (peak * 1e6), memory = node_bytes(n) / (d->mem_bandwidth_gbs * 1e3);
+  return (arithmetic > memory ? arithmetic : memory) + d->kernel_launch_us;
+}
+
 /* The host CPU: a fixed cost, then its arithmetic and its memory traffic. */
 static double cpu_node_us(const CostModel *cm, const Node *n) {
   const Device *c = &cm->cpu;

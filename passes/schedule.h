@@ -106,6 +106,10 @@ typedef struct ConvShape {
 } ConvShape;
 
 double cost_conv_us(const CostModel *cm, const ConvShape *s, double *occupancy);
+/* The least one node can take on the GPU: its arithmetic at the device's
+   peak for its precision or its bytes at full memory bandwidth, whichever
+   is longer, plus one kernel launch. */
+double cost_node_floor_us(const CostModel *cm, const Node *n);
 /* Predicted latency of one node alone, on its device; views cost 0. */
 double cost_node_us(const CostModel *cm, const Graph *g, const Node *n);
 /* The same on the GPU (cpu false) or the host CPU, wherever it is placed. */

@@ -296,6 +296,43 @@ static void print_devices(Graph *g, PassContext *ctx, FILE *f) {
             sc->scheduler ? sc->scheduler : "none");
 }
 
+/*
+ * The floor no schedule can beat on this device: the longest chain of
+ * dependent kernels, each taking its cost_node_floor_us. Nodes that issue
+ * nothing (views, constants) pass their inputs' times on. *kernels: the
+ * chain's length.
+ */
+static double floor_us(const Graph *g, const CostModel *cm, int *kernels) {
+  double *finish = calloc((size_t)g->nnodes + 1, sizeof *finish);
+  int *count = calloc((size_t)g->nnodes + 1, sizeof *count);
+  double longest = 0;
+  *kernels = 0;
+  for (int i = 0; finish && count && i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead)
+      continue;
+    double start = 0;
+    int before = 0;
+    for (int k = 0; k < n->nin; k++) {
+      const Node *p = n->in[k] ? n->in[k]->producer : NULL;
+      if (p && !p->dead && finish[p->id] > start) {
+        start = finish[p->id];
+        before = count[p->id];
+      }
+    }
+    bool issues = !n->is_view && n->op != OP_CONSTANT;
+    finish[n->id] = start + (issues ? cost_node_floor_us(cm, n) : 0);
+    count[n->id] = before + issues;
+    if (finish[n->id] > longest) {
+      longest = finish[n->id];
+      *kernels = count[n->id];
+    }
+  }
+  free(finish);
+  free(count);
+  return longest;
+}
+
 void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
   const Schedule *sc = &g->sched;
   const CostModel *cm = pass_cost_model(ctx);
@@ -327,6 +364,12 @@ void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
   if (sc->simulated_us > 0)
     fprintf(f, "simulated program (no stage barriers): %.2f us, speedup %.2fx\n",
             sc->simulated_us, sc->sequential_us / sc->simulated_us);
+  int kernels;
+  double floor = cm ? floor_us(g, cm, &kernels) : 0;
+  if (floor > 0)
+    fprintf(f, "floor: %.2f us, the longest chain of %d kernels, each its arithmetic at peak or "
+               "its bytes at full bandwidth, plus a launch; predicted / floor %.2f\n",
+            floor, kernels, (sc->simulated_us > 0 ? sc->simulated_us : sc->predicted_us) / floor);
   /* Only the IOS programme searches states; the others decide in one pass. */
   if (sc->states > 0 || (sc->scheduler && strcmp(sc->scheduler, "ios") == 0))
     fprintf(f, "search: %ld states, %ld transitions, %.3f ms\n", sc->states, sc->transitions,

@@ -259,12 +259,15 @@ def render(data):
     else:
         lines.append("Times in milliseconds. opc speedup = the row's time / the time of opc's "
                      "fastest scheduler for that model and precision (marked ★); above 1, "
-                     "opc is faster. The error is the relative L2 distance to PyTorch's eager "
-                     "strict-float32 output; opc in fp32 must stay below %g." % STRICT_TOL)
+                     "opc is faster. p50 / floor: the measured median over the floor of opc's "
+                     "--report (the longest chain of kernels, each at the device file's peak "
+                     "or bandwidth, plus a launch). The error is the relative L2 distance to "
+                     "PyTorch's eager strict-float32 output; opc in fp32 must stay below %g."
+                     % STRICT_TOL)
     lines.append("")
     lines.append("| model | precision | system | p50 ms | p90 ms | opc speedup p50 | "
-                 "opc speedup p90 | rel. L2 error | status |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---|")
+                 "opc speedup p90 | p50 / floor | rel. L2 error | status |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     models = [m for m in data.get("models", {}) if any(r["model"] == m for r in rows)]
     for r in rows:
         if r["model"] not in models:
@@ -289,14 +292,18 @@ def render(data):
                     status += " (compiled in %.1f s)" % r["compile_s"]
                 if r.get("note"):
                     status += ": " + r["note"]
+                floor = r.get("floor_us")
                 if dry and "p50" not in r:
                     p50 = p90 = s50 = s90 = DRY
+                    to_floor = "%s (floor %.1f µs)" % (DRY, floor) if floor else DRY
                 else:
                     p50, p90 = fmt_ms(r.get("p50")), fmt_ms(r.get("p90"))
                     s50 = "%.2f" % sp50 if sp50 else "—"
                     s90 = "%.2f" % sp90 if sp90 else "—"
-                lines.append("| %s | %s | %s%s | %s | %s | %s | %s | %s | %s |" % (
-                    model, precision, r["system"], star, p50, p90, s50, s90,
+                    to_floor = ("%.2f" % (r["p50"] * 1000 / floor)
+                                if floor and r.get("p50") else "—")
+                lines.append("| %s | %s | %s%s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    model, precision, r["system"], star, p50, p90, s50, s90, to_floor,
                     "%.2e" % err if err is not None else "—",
                     status.replace("|", "\\|").replace("\n", " ")))
     if geo:
@@ -325,10 +332,19 @@ def opc_env():
 
 
 def compile_opc(opc, model_path, exe, target, scheduler, precision, timeout):
+    """Compiles with --report, whose floor the table compares the measured
+    time with (parse_floor)."""
     t0 = time.time()
     code, out = run([opc, model_path, "-o", exe, "--target", target, "--schedule", scheduler,
-                     "--precision", precision], timeout, env=opc_env())
+                     "--precision", precision, "--report"], timeout, env=opc_env())
     return code, out, round(time.time() - t0, 1)
+
+
+def parse_floor(text):
+    """The floor opc's --report states, in microseconds: the least its
+    device file allows on the longest chain of kernels; None without one."""
+    m = re.search(r"^floor: ([0-9.]+) us", text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def run_opc(exe, inputs, outputs, out_dir, tag, runs, warmup, timeout):
@@ -413,6 +429,7 @@ def dry_run(a, res):
             if have_cuda:
                 code, out, secs = compiled[(s, p, "cuda")]
                 exe = os.path.join(work, "net-cuda-%s-%s" % (s, p))
+                fields["floor_us"] = parse_floor(out)
                 if code == 0 and os.access(exe, os.X_OK):
                     parts.append("cuda build ok (%.1f s)" % secs)
                 else:
@@ -730,7 +747,7 @@ def gpu_run(a, res):
                     ok = False
                     continue
                 e, why = rel_l2(prep["ref"], got[prep["outputs"][0]])
-                row = res.add(name, p, label, compile_s=secs, rel_l2=e,
+                row = res.add(name, p, label, compile_s=secs, rel_l2=e, floor_us=parse_floor(out),
                               **{k: lat[k] for k in ("p50", "p90", "mean", "min") if k in lat})
                 if why or (p in ACCURACY and e >= ACCURACY[p]):
                     row["status"] = "FAIL"

@@ -65,6 +65,9 @@ def main():
         text = f.read()
     expect("opc ios ★" in text, "the fastest opc row is starred")
     expect("Geometric mean" in text, "the report has the geometric means")
+    r = systems.get(("fp32", "opc ios"), {})
+    expect(r.get("floor_us", 0) > 0 and "p50 / floor" in text,
+           "opc rows carry --report's floor and the table its ratio (%s)" % r.get("floor_us"))
 
     # An "opc" that compiles another network: the outputs cannot match.
     other = os.path.join(work, "other.onnx")

@@ -17,6 +17,7 @@ Usage: test_cli.py OPC GROUP
            letters, '='): executables, libraries, Triton models and serving
            programs, the names made from the file names, and their collisions
 """
+import json
 import os
 import random
 import shutil
@@ -364,6 +365,7 @@ def compile_group(tmp):
     p = run(model, "--report", "-o", os.path.join(reports, "gpu.c"))
     check("... and for the GPU target names the device alone",
           p.returncode == 0 and "device: h100" in p.stdout and "GPU predictions" not in p.stdout, p)
+    report_floor(reports)
 
     exe_dir = os.path.join(tmp, "exe")
     os.mkdir(exe_dir)
@@ -393,6 +395,29 @@ def compile_group(tmp):
     serving_program(tmp, model)
     shared_library(tmp, model, os.path.join(exe_dir, "net"))
     triton_repository(tmp, model)
+
+
+def report_floor(d):
+    """--report's floor, worked out by hand from the H100 device file: two
+    chained Relus of 1,024 float32 elements (and a Neg beside them, off the
+    critical path) each read and write 8 KiB and do 1,024 operations, so
+    each costs max(operations / peak, bytes / bandwidth) plus a launch."""
+    path = os.path.join(d, "relus.onnx")
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"),
+             helper.make_node("Relu", ["a"], ["b"], name="b"),
+             helper.make_node("Neg", ["x"], ["c"], name="c")]
+    value = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1024])  # noqa: E731
+    save(helper.make_model(helper.make_graph(nodes, "floor", [value("x")], [value("b"), value("c")]),
+                           opset_imports=[helper.make_opsetid("", 13)]), path)
+    devices = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "passes", "devices")
+    with open(os.path.join(devices, "h100.json")) as f:
+        h100 = json.load(f)
+    one = max(1024 / (h100["peak_fp32_tflops"] * 1e6), 8192 / (h100["mem_bandwidth_gbs"] * 1e3))
+    floor = 2 * (one + h100["kernel_launch_us"])
+    p = run(path, "--report", "-o", os.path.join(d, "relus.c"))
+    check("--report's floor is the longest chain's, each kernel at peak or bandwidth plus a launch",
+          p.returncode == 0 and f"floor: {floor:.2f} us, the longest chain of 2 kernels" in p.stdout,
+          (f"{floor:.2f}", p))
 
 
 def multi_gpu_report(tmp, model):
