@@ -56,6 +56,7 @@ static const char help_text[] =
     "                        (default) and nhwc store it channels-last, as cuDNN's fastest\n"
     "                        tensor-core kernels want it; nchw keeps ONNX's order\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
+    "                         (the CUDA toolkit: $OPC_CUDA_HOME, else the configured one)\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
     "  --emit-main FILE.c     write the programs' main alone, the same for every model of one\n"
     "                         --prefix, and exit: compile it once and link it with each OUT.c\n"

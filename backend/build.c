@@ -102,13 +102,20 @@ static const RuntimePaths *runtime_paths(void) {
   return &p;
 }
 
+/* The CUDA toolkit: $OPC_CUDA_HOME where it is set, else the one opc was
+   configured with (meson's `cuda` option, /usr/local/cuda by default). */
+static const char *cuda_dir(void) {
+  const char *env = getenv("OPC_CUDA_HOME");
+  return env && *env ? env : OPC_CUDA_DIR;
+}
+
 /* Both targets also see the prefixed CPU runtime: a program without CPU
    units includes nothing of it and links no member of it. */
 const char *target_cflags(Target t) {
   static char flags[3 * PATH_MAX];
   const RuntimePaths *p = runtime_paths();
   if (t == TARGET_CUDA)
-    snprintf(flags, sizeof flags, "-I%s/include -I%.4000s", OPC_CUDA_DIR, p->cpu_include);
+    snprintf(flags, sizeof flags, "-I%.4000s/include -I%.4000s", cuda_dir(), p->cpu_include);
   else
     snprintf(flags, sizeof flags, "-I%.4000s -I%.4000s", p->include, p->cpu_include);
   return flags;
@@ -117,11 +124,13 @@ const char *target_cflags(Target t) {
 const char *target_libs(Target t) {
   static char libs[4 * PATH_MAX];
   const RuntimePaths *p = runtime_paths();
+  /* The rpath finds the toolkit's libraries where it is, without
+     LD_LIBRARY_PATH; the driver (libcuda) comes from the system. */
   if (t == TARGET_CUDA)
     snprintf(libs, sizeof libs,
-             "%.4000s -L%s/lib64 -L%s/lib64/stubs -lcudnn -lcublas -lcudart -lcuda -lnvrtc "
-             "-ldl -lpthread -lmvec -lm",
-             p->cpu_lib, OPC_CUDA_DIR, OPC_CUDA_DIR);
+             "%.4000s -L%.4000s/lib64 -L%.4000s/lib64/stubs -Wl,-rpath,%.4000s/lib64 -lcudnn "
+             "-lcublas -lcudart -lcuda -lnvrtc -ldl -lpthread -lmvec -lm",
+             p->cpu_lib, cuda_dir(), cuda_dir(), cuda_dir());
   else
     snprintf(libs, sizeof libs, "%.4000s %.4000s -ldl -lpthread -lmvec -lm%s%s", p->lib, p->cpu_lib,
              *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
@@ -321,6 +330,13 @@ bool build_executable(const char *c_path, const char *exe_path, Target t, bool s
   snprintf(libs, sizeof libs, "%s", target_libs(t));
   if (t == TARGET_CPU && !file_exists(runtime_paths()->lib)) {
     opc_error("the CPU runtime is not at %s; build it or install opc", runtime_paths()->lib);
+    return false;
+  }
+  char header[PATH_MAX];
+  snprintf(header, sizeof header, "%.4000s/include/cuda_runtime.h", cuda_dir());
+  if (t == TARGET_CUDA && !file_exists(header)) {
+    opc_error("no CUDA toolkit at %s (no include/cuda_runtime.h): set OPC_CUDA_HOME to one, or "
+              "build for opc's CPU runtime with --target cpu", cuda_dir());
     return false;
   }
 

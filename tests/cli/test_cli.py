@@ -205,6 +205,12 @@ def usage_group(tmp):
             check(f"{what} {target}", p.returncode == 0 and p.stdout.strip() != "", p)
     p = run("--libs", "cuda")
     check("--libs cuda names cudnn", "-lcudnn" in p.stdout, p)
+    home = dict(os.environ, OPC_CUDA_HOME="/opt/elsewhere/cuda")
+    p, q = run("--cflags", "cuda", env=home), run("--libs", "cuda", env=home)
+    check("OPC_CUDA_HOME moves the CUDA toolkit, with an rpath to its libraries",
+          "-I/opt/elsewhere/cuda/include" in p.stdout and
+          "-L/opt/elsewhere/cuda/lib64 " in q.stdout and
+          "-Wl,-rpath,/opt/elsewhere/cuda/lib64" in q.stdout, (p, q))
     p = run("--list-operators")
     docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                         "operators.md")
@@ -373,6 +379,15 @@ def compile_group(tmp):
     check("-o net builds", p.returncode == 0 and os.access(os.path.join(exe_dir, "net"), os.X_OK), p)
     check("-o net keeps its sources",
           listing(exe_dir) == ["net", "net.c", "net.h", "net.weights"], p)
+
+    # No CUDA toolkit where OPC_CUDA_HOME says: exit 2, saying so, nothing left.
+    nocuda = os.path.join(tmp, "nocuda")
+    os.mkdir(nocuda)
+    p = run(model, "-o", os.path.join(nocuda, "net"),
+            env=dict(os.environ, OPC_CUDA_HOME=os.path.join(tmp, "no-toolkit")))
+    check("a CUDA build without a toolkit exits 2 naming where it looked",
+          p.returncode == 2 and "no CUDA toolkit at" in p.stderr and "no-toolkit" in p.stderr and
+          listing(nocuda) == [], p)
 
     # A compiler that fails: nothing may be left behind.
     failed = os.path.join(tmp, "failed")
