@@ -1080,3 +1080,197 @@ bool fold_sce_loss(Graph *g, Node *n) {
   free(lp);
   return true;
 }
+
+/* ------------------------------------------------------- recurrent */
+
+/* LSTM, GRU and RNN, step by step as the ONNX specification's equations
+   go, each batch entry and direction alone. The state is kept in double;
+   the activations are the kernels' float formulas (scalar.h). */
+
+/* Where X[t, b, k], Y[t, d, b, j] and a state [d, b, j] live under the
+   node's layout. */
+static int64_t rnn_x_at(const Node *n, int64_t t, int64_t b) {
+  int64_t seq = n->p.rnn.seq, batch = n->p.rnn.batch;
+  return (n->p.rnn.batch_major ? b * seq + t : t * batch + b) * n->p.rnn.input;
+}
+
+static int64_t rnn_y_at(const Node *n, int64_t t, int64_t d, int64_t b) {
+  int64_t seq = n->p.rnn.seq, batch = n->p.rnn.batch, dirs = n->p.rnn.ndirections;
+  int64_t i = n->p.rnn.batch_major ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b;
+  return i * n->p.rnn.hidden;
+}
+
+static int64_t rnn_state_at(const Node *n, int64_t d, int64_t b) {
+  int64_t batch = n->p.rnn.batch, dirs = n->p.rnn.ndirections;
+  return (n->p.rnn.batch_major ? b * dirs + d : d * batch + b) * n->p.rnn.hidden;
+}
+
+/* One direction's view of the inputs: its blocks of W, R, B and P. */
+typedef struct RnnCell {
+  const Node *n;
+  int d;          /* the direction's index */
+  int64_t w, r, b, p; /* offsets of its W, R, B and P */
+  double *gates;  /* gates * hidden pre-activations */
+  double *h, *c;  /* the state, hidden each */
+} RnnCell;
+
+/* Activation k of the cell's direction. clip bounds the gates' inputs;
+   LSTM's h(Ct) reads the cell state unclipped (as ONNX Runtime does:
+   the state is no activation's input). */
+static double rnn_act(const RnnCell *cell, int k, double v) {
+  const Node *n = cell->n;
+  float clip = n->p.rnn.clip;
+  if (clip > 0 && !(n->op == OP_LSTM && k == 2))
+    v = v < -clip ? -clip : v > clip ? clip : v;
+  int d = cell->d;
+  return opc_rnn_activation_of(n->p.rnn.act[d][k], (float)v, n->p.rnn.alpha[d][k],
+                               n->p.rnn.beta[d][k]);
+}
+
+/* Row `row` of W times X[t, b], plus its two biases: the input's part of
+   a gate. */
+static double rnn_input_part(const RnnCell *cell, int64_t row, int64_t xat) {
+  const Node *n = cell->n;
+  const Tensor *x = n->in[0], *w = n->in[1], *bias = node_input(n, 3);
+  int64_t input = n->p.rnn.input, rows = n->p.rnn.gates * n->p.rnn.hidden;
+  double s = bias ? getd(bias, cell->b + row) + getd(bias, cell->b + rows + row) : 0;
+  for (int64_t k = 0; k < input; k++)
+    s += getd(x, xat + k) * getd(w, cell->w + row * input + k);
+  return s;
+}
+
+/* Row `row` of R times the vector v (hidden long). */
+static double rnn_recurrent_part(const RnnCell *cell, int64_t row, const double *v) {
+  const Tensor *r = cell->n->in[2];
+  int64_t hidden = cell->n->p.rnn.hidden;
+  double s = 0;
+  for (int64_t j = 0; j < hidden; j++)
+    s += v[j] * getd(r, cell->r + row * hidden + j);
+  return s;
+}
+
+/* The peephole weight of gate k (0 i, 1 o, 2 f) for unit j, 0 without P. */
+static double rnn_peephole(const RnnCell *cell, int k, int64_t j) {
+  const Tensor *p = node_input(cell->n, 7);
+  return p ? getd(p, cell->p + k * cell->n->p.rnn.hidden + j) : 0;
+}
+
+/* LSTM: gates i o f c; Ct = f Ct-1 + i c, Ht = o h(Ct), the peepholes
+   adding P (.) Ct-1 to i and f and P (.) Ct to o. */
+static void lstm_step(RnnCell *cell, int64_t xat) {
+  int64_t hidden = cell->n->p.rnn.hidden;
+  double *a = cell->gates;
+  for (int64_t row = 0; row < 4 * hidden; row++)
+    a[row] = rnn_input_part(cell, row, xat) + rnn_recurrent_part(cell, row, cell->h);
+  for (int64_t j = 0; j < hidden; j++) {
+    double c_prev = cell->c[j];
+    double i = rnn_act(cell, 0, a[j] + rnn_peephole(cell, 0, j) * c_prev);
+    double f = cell->n->p.rnn.input_forget
+                   ? 1 - i
+                   : rnn_act(cell, 0, a[2 * hidden + j] + rnn_peephole(cell, 2, j) * c_prev);
+    double g = rnn_act(cell, 1, a[3 * hidden + j]);
+    double c = f * c_prev + i * g;
+    double o = rnn_act(cell, 0, a[hidden + j] + rnn_peephole(cell, 1, j) * c);
+    cell->c[j] = c;
+    cell->h[j] = o * rnn_act(cell, 2, c);
+  }
+}
+
+/* GRU: gates z r h; Ht = (1 - z) h + z Ht-1, where h reads (r (.) Ht-1)
+   R, or with linear_before_reset r (.) (Ht-1 R + Rb). */
+static void gru_step(RnnCell *cell, int64_t xat) {
+  const Node *n = cell->n;
+  const Tensor *bias = node_input(n, 3);
+  int64_t hidden = n->p.rnn.hidden;
+  double *a = cell->gates, *reset = cell->gates + 3 * hidden;
+  for (int64_t row = 0; row < 3 * hidden; row++)
+    a[row] = rnn_input_part(cell, row, xat);
+  for (int64_t row = 0; row < 2 * hidden; row++)
+    a[row] += rnn_recurrent_part(cell, row, cell->h);
+  for (int64_t j = 0; j < hidden; j++)
+    reset[j] = rnn_act(cell, 0, a[hidden + j]) * (n->p.rnn.linear_before_reset ? 1 : cell->h[j]);
+  double *next = reset + hidden;
+  for (int64_t j = 0; j < hidden; j++) {
+    int64_t row = 2 * hidden + j;
+    double z = rnn_act(cell, 0, a[j]), pre = a[row];
+    if (n->p.rnn.linear_before_reset) {
+      /* a[row] holds Rbh already; r multiplies it with Ht-1 Rh */
+      double rb = bias ? getd(bias, cell->b + 3 * hidden + row) : 0;
+      pre += reset[j] * (rnn_recurrent_part(cell, row, cell->h) + rb) - rb;
+    } else {
+      pre += rnn_recurrent_part(cell, row, reset);
+    }
+    next[j] = (1 - z) * rnn_act(cell, 1, pre) + z * cell->h[j];
+  }
+  memcpy(cell->h, next, sizeof(double) * (size_t)hidden);
+}
+
+/* RNN: Ht = f(Xt W + Ht-1 R + Wb + Rb). */
+static void rnn_step(RnnCell *cell, int64_t xat) {
+  int64_t hidden = cell->n->p.rnn.hidden;
+  double *a = cell->gates;
+  for (int64_t row = 0; row < hidden; row++)
+    a[row] = rnn_input_part(cell, row, xat) + rnn_recurrent_part(cell, row, cell->h);
+  for (int64_t j = 0; j < hidden; j++)
+    cell->h[j] = rnn_act(cell, 0, a[j]);
+}
+
+/* Runs one direction over batch entry b: from the initial state (zero
+   when absent), over its first sequence_lens[b] steps, forwards or
+   backwards; Y past the length stays zero, Y_h and Y_c get the state
+   after the last step run. */
+static void rnn_sequence(RnnCell *cell, int64_t b) {
+  const Node *n = cell->n;
+  int64_t hidden = n->p.rnn.hidden, len = n->p.rnn.seq, at = rnn_state_at(n, cell->d, b);
+  const Tensor *lens = node_input(n, 4), *h0 = node_input(n, 5), *c0 = node_input(n, 6);
+  if (lens)
+    len = lens->i64[b];
+  for (int64_t j = 0; j < hidden; j++) {
+    cell->h[j] = h0 ? getd(h0, at + j) : 0;
+    cell->c[j] = c0 ? getd(c0, at + j) : 0;
+  }
+  bool reverse = n->p.rnn.direction == RNN_REVERSE ||
+                 (n->p.rnn.direction == RNN_BIDIRECTIONAL && cell->d == 1);
+  for (int64_t s = 0; s < len; s++) {
+    int64_t t = reverse ? len - 1 - s : s;
+    int64_t xat = rnn_x_at(n, t, b);
+    if (n->op == OP_LSTM)
+      lstm_step(cell, xat);
+    else if (n->op == OP_GRU)
+      gru_step(cell, xat);
+    else
+      rnn_step(cell, xat);
+    for (int64_t j = 0; n->nout > 0 && n->out[0] && j < hidden; j++)
+      putd(n->out[0], rnn_y_at(n, t, cell->d, b) + j, cell->h[j]);
+  }
+  /* An empty sequence leaves Y_h and Y_c zero, as ONNX Runtime gives
+     them (the spec does not say). */
+  for (int64_t j = 0; len > 0 && j < hidden; j++) {
+    if (n->nout > 1 && n->out[1])
+      putd(n->out[1], at + j, cell->h[j]);
+    if (n->nout > 2 && n->out[2])
+      putd(n->out[2], at + j, cell->c[j]);
+  }
+}
+
+bool fold_recurrent(Graph *g, Node *n) {
+  int64_t dirs = n->p.rnn.ndirections, gates = n->p.rnn.gates, hidden = n->p.rnn.hidden;
+  int64_t input = n->p.rnn.input;
+  if (!affordable(n->p.rnn.seq * n->p.rnn.batch * dirs, gates * hidden * (input + hidden)))
+    return false;
+  /* Y past a sequence's length is zero: node_fold's storage starts so */
+  double *work = malloc(sizeof(double) * (size_t)(gates * hidden + 4 * hidden + 1));
+  RnnCell cell = {.n = n, .gates = work, .h = work + gates * hidden + 2 * hidden};
+  cell.c = cell.h + hidden;
+  for (int d = 0; d < dirs; d++) {
+    cell.d = d;
+    cell.w = d * gates * hidden * input;
+    cell.r = d * gates * hidden * hidden;
+    cell.b = d * 2 * gates * hidden;
+    cell.p = d * 3 * hidden;
+    for (int64_t b = 0; b < n->p.rnn.batch; b++)
+      rnn_sequence(&cell, b);
+  }
+  free(work);
+  return true;
+}

@@ -247,6 +247,7 @@ typedef enum ParamKind {
   PARAMS_GATHER_ND,
   PARAMS_BIT_SHIFT,
   PARAMS_IS_INF,
+  PARAMS_RNN,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -267,6 +268,9 @@ typedef enum ResizeCoord {
 typedef enum ResizeNearest {
   NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL,
 } ResizeNearest;
+/* LSTM's, GRU's and RNN's direction attribute. */
+typedef enum RnnDirection { RNN_FORWARD, RNN_REVERSE, RNN_BIDIRECTIONAL } RnnDirection;
+
 typedef enum AspectPolicy { ASPECT_STRETCH, ASPECT_NOT_LARGER, ASPECT_NOT_SMALLER } AspectPolicy;
 
 /*
@@ -336,6 +340,19 @@ typedef union Params {
   struct { int batch_dims; } gather_nd;
   struct { bool left; } bit_shift;
   struct { bool negative, positive; } is_inf;
+  /* LSTM, GRU and RNN: `gates` blocks of `hidden` rows in W and R (LSTM
+     4: i o f c; GRU 3: z r h; RNN 1), `nacts` activations per direction
+     (f g h, f g, f) as OPC_RNN_* codes (scalar.h) with their alpha and
+     beta; clip 0 when absent; batch_major for layout 1. */
+  struct {
+    RnnDirection direction;
+    int ndirections, gates, nacts;
+    int64_t seq, batch, input, hidden;
+    int act[2][3];
+    float alpha[2][3], beta[2][3];
+    float clip;
+    bool input_forget, linear_before_reset, batch_major;
+  } rnn;
 } Params;
 
 /*

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ir.h"
 #include "shapes.h"
@@ -2259,6 +2260,182 @@ static bool infer_loss(Graph *g, Node *n) {
     return false;
   int rank = n->p.loss.reduction == LOSS_NONE ? labels->rank : 0;
   return set_out(g, n, 0, x->dtype, rank, labels->dims) && same_as(g, n, 1, x);
+}
+
+/* ----------------------------------------------------------- recurrent */
+/* LSTM, GRU and RNN (opsets 7, 14 and 22): X [seq, batch, input] (layout
+   1: [batch, seq, input]), W [dirs, gates * hidden, input], R [dirs,
+   gates * hidden, hidden], then the optional B [dirs, 2 * gates * hidden],
+   sequence_lens [batch], initial_h (and LSTM's initial_c) [dirs, batch,
+   hidden] (layout 1: [batch, dirs, hidden]) and LSTM's peepholes P [dirs,
+   3 * hidden]. Outputs: Y [seq, dirs, batch, hidden] (layout 1: [batch,
+   seq, dirs, hidden]), Y_h and LSTM's Y_c shaped as initial_h. */
+
+/* The spec's activation functions, in OPC_RNN_* order, with how many of
+   activation_alpha and activation_beta each consumes and its defaults:
+   the spec's, those of the ONNX operator of the same name (ONNX Runtime
+   takes 0 for Affine's, ThresholdedRelu's and ScaledTanh's). */
+static const struct {
+  const char *name;
+  int nalpha, nbeta;
+  float alpha, beta;
+} rnn_functions[OPC_RNN_COUNT] = {
+    [OPC_RNN_RELU] = {"Relu", 0, 0, 0, 0},
+    [OPC_RNN_TANH] = {"Tanh", 0, 0, 0, 0},
+    [OPC_RNN_SIGMOID] = {"Sigmoid", 0, 0, 0, 0},
+    [OPC_RNN_AFFINE] = {"Affine", 1, 1, 1.0f, 0.0f},
+    [OPC_RNN_LEAKY_RELU] = {"LeakyRelu", 1, 0, 0.01f, 0},
+    [OPC_RNN_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 0, 1.0f, 0},
+    [OPC_RNN_SCALED_TANH] = {"ScaledTanh", 1, 1, 1.0f, 1.0f},
+    [OPC_RNN_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 0.2f, 0.5f},
+    [OPC_RNN_ELU] = {"Elu", 1, 0, 1.0f, 0},
+    [OPC_RNN_SOFTSIGN] = {"Softsign", 0, 0, 0, 0},
+    [OPC_RNN_SOFTPLUS] = {"Softplus", 0, 0, 0, 0},
+};
+
+/* The code of an activation's name, matched without case as ONNX Runtime
+   does; -1 when unknown. */
+static int rnn_function(const char *name) {
+  for (int i = 0; i < OPC_RNN_COUNT; i++)
+    if (strcasecmp(rnn_functions[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+/* The activations: the spec's defaults (LSTM f g h: Sigmoid Tanh Tanh,
+   GRU f g: Sigmoid Tanh, RNN f: Tanh) or nacts names per direction. The
+   alphas and betas are consumed in order by the functions that take one
+   (the spec's wording, and ONNX Runtime's reading); a function left
+   without one takes its default. */
+static bool rnn_activations(Graph *g, Node *n) {
+  static const int defaults[3] = {OPC_RNN_SIGMOID, OPC_RNN_TANH, OPC_RNN_TANH};
+  int nacts = n->p.rnn.nacts, ndir = n->p.rnn.ndirections;
+  const Attr *names = node_attr(n, "activations");
+  const Attr *alphas = node_attr(n, "activation_alpha"), *betas = node_attr(n, "activation_beta");
+  if (names && (names->kind != ATTR_STRINGS || names->n != nacts * ndir)) {
+    ir_error(g, n, "attribute 'activations' must list %d function names, one per gate function "
+             "and direction", nacts * ndir);
+    return false;
+  }
+  int next_alpha = 0, next_beta = 0;
+  for (int d = 0; d < ndir; d++)
+    for (int k = 0; k < nacts; k++) {
+      int code = n->op == OP_RNN ? OPC_RNN_TANH : defaults[k];
+      if (names) {
+        code = rnn_function(names->strings[d * nacts + k]);
+        if (code < 0) {
+          ir_error(g, n, "unknown activation function '%s'", names->strings[d * nacts + k]);
+          return false;
+        }
+      }
+      float alpha = rnn_functions[code].alpha, beta = rnn_functions[code].beta;
+      if (rnn_functions[code].nalpha && alphas && alphas->kind == ATTR_FLOATS &&
+          next_alpha < alphas->n)
+        alpha = alphas->floats[next_alpha++];
+      if (rnn_functions[code].nbeta && betas && betas->kind == ATTR_FLOATS &&
+          next_beta < betas->n)
+        beta = betas->floats[next_beta++];
+      n->p.rnn.act[d][k] = code;
+      n->p.rnn.alpha[d][k] = alpha;
+      n->p.rnn.beta[d][k] = beta;
+    }
+  return true;
+}
+
+/* The attributes but the activations, into n->p.rnn. */
+static bool rnn_attrs(Graph *g, Node *n) {
+  static const char *const directions[] = {"forward", "reverse", "bidirectional"};
+  const char *dir = node_attr_string(n, "direction", "forward");
+  int d = name_index(directions, 3, dir);
+  if (d < 0) {
+    ir_error(g, n, "unknown direction '%s' (forward, reverse or bidirectional)", dir);
+    return false;
+  }
+  n->p.rnn.direction = (RnnDirection)d;
+  n->p.rnn.ndirections = d == RNN_BIDIRECTIONAL ? 2 : 1;
+  n->p.rnn.gates = n->op == OP_LSTM ? 4 : n->op == OP_GRU ? 3 : 1;
+  n->p.rnn.nacts = n->op == OP_LSTM ? 3 : n->op == OP_GRU ? 2 : 1;
+  n->p.rnn.clip = 0;
+  if (node_attr(n, "clip")) {
+    float clip = node_attr_float(n, "clip", 0);
+    if (!(clip > 0)) {
+      ir_error(g, n, "attribute 'clip' is %g; it must be positive", clip);
+      return false;
+    }
+    n->p.rnn.clip = clip;
+  }
+  n->p.rnn.input_forget = n->p.rnn.linear_before_reset = false;
+  /* GRU-1 and GRU-3 have no layout; reading an absent one gives 0. */
+  return flag_attr(g, n, "layout", false, &n->p.rnn.batch_major) &&
+         (n->op != OP_LSTM || flag_attr(g, n, "input_forget", false, &n->p.rnn.input_forget)) &&
+         (n->op != OP_GRU ||
+          flag_attr(g, n, "linear_before_reset", false, &n->p.rnn.linear_before_reset));
+}
+
+/* Checks that input k, when present, has the given dims. */
+static bool rnn_input_dims(Graph *g, Node *n, int k, int rank, const int64_t *dims) {
+  const Tensor *t = in(n, k);
+  if (!t)
+    return true;
+  bool fits = t->rank == rank;
+  for (int i = 0; fits && i < rank; i++)
+    fits = t->dims[i] == dims[i];
+  if (!fits) {
+    static const char *const roles[] = {"X", "W", "R", "B", "sequence_lens", "initial_h",
+                                        "initial_c", "P"};
+    char a[128], b[128] = "[";
+    for (int i = 0; i < rank; i++)
+      snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? "," : "", (long long)dims[i]);
+    ir_error(g, n, "input %s '%s' is %s, expected shape %s]", roles[k], t->name,
+             shape_str(t, a, sizeof a), b);
+  }
+  return fits;
+}
+
+/* Constant sequence lengths must lie in [0, seq]: the evaluator and the
+   kernels index X and Y by them. */
+static bool rnn_lengths_in_range(Graph *g, Node *n, const Tensor *lens, int64_t seq) {
+  if (!lens || !tensor_is_const(lens) || !lens->i64)
+    return true;
+  for (int64_t b = 0; b < tensor_numel(lens); b++)
+    if (lens->i64[b] < 0 || lens->i64[b] > seq) {
+      ir_error(g, n, "sequence_lens[%lld] is %lld, outside [0, %lld]", (long long)b,
+               (long long)lens->i64[b], (long long)seq);
+      return false;
+    }
+  return true;
+}
+
+static bool infer_recurrent(Graph *g, Node *n) {
+  const Tensor *x = in(n, 0), *w = in(n, 1), *r = in(n, 2);
+  if (!rnn_attrs(g, n) || !rnn_activations(g, n) || !need_rank(g, n, x, 3, 3) ||
+      !need_rank(g, n, w, 3, 3) || !need_rank(g, n, r, 3, 3))
+    return false;
+  bool bm = n->p.rnn.batch_major;
+  int64_t dirs = n->p.rnn.ndirections, gates = n->p.rnn.gates;
+  int64_t seq = x->dims[bm ? 1 : 0], batch = x->dims[bm ? 0 : 1], input = x->dims[2];
+  int64_t hidden = node_attr_int(n, "hidden_size", r->dims[2]);
+  if (hidden <= 0 || hidden > MAX_DIM / 8) {
+    ir_error(g, n, "attribute 'hidden_size' is %lld; it must be positive", (long long)hidden);
+    return false;
+  }
+  n->p.rnn.seq = seq, n->p.rnn.batch = batch, n->p.rnn.input = input, n->p.rnn.hidden = hidden;
+  int64_t state[3] = {dirs, batch, hidden};
+  if (bm)
+    state[0] = batch, state[1] = dirs;
+  if (!rnn_input_dims(g, n, 1, 3, (int64_t[]){dirs, gates * hidden, input}) ||
+      !rnn_input_dims(g, n, 2, 3, (int64_t[]){dirs, gates * hidden, hidden}) ||
+      !rnn_input_dims(g, n, 3, 2, (int64_t[]){dirs, 2 * gates * hidden}) ||
+      !rnn_input_dims(g, n, 4, 1, &batch) || !rnn_input_dims(g, n, 5, 3, state) ||
+      !rnn_input_dims(g, n, 6, 3, state) ||
+      !rnn_input_dims(g, n, 7, 2, (int64_t[]){dirs, 3 * hidden}) ||
+      !rnn_lengths_in_range(g, n, in(n, 4), seq))
+    return false;
+  int64_t y[4] = {seq, dirs, batch, hidden};
+  if (bm)
+    y[0] = batch, y[1] = seq, y[2] = dirs;
+  return set_out(g, n, 0, x->dtype, 4, y) && set_out(g, n, 1, x->dtype, 3, state) &&
+         set_out(g, n, 2, x->dtype, 3, state);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -62,6 +62,16 @@ enum {
   OPC_ACT_COUNT
 };
 
+/* The activation functions LSTM, GRU and RNN name in their `activations`
+   attribute, in the order of the ONNX specification's list: the codes
+   opc_rnn_activation_of takes, numbered as its cases are. */
+enum {
+  OPC_RNN_RELU = 0, OPC_RNN_TANH = 1, OPC_RNN_SIGMOID = 2, OPC_RNN_AFFINE = 3,
+  OPC_RNN_LEAKY_RELU = 4, OPC_RNN_THRESHOLDED_RELU = 5, OPC_RNN_SCALED_TANH = 6,
+  OPC_RNN_HARD_SIGMOID = 7, OPC_RNN_ELU = 8, OPC_RNN_SOFTSIGN = 9, OPC_RNN_SOFTPLUS = 10,
+  OPC_RNN_COUNT
+};
+
 /* ---------------------------------------------------------- formulas */
 
 /* ONNX's Relu: NaN and -0 pass. */
@@ -184,6 +194,28 @@ OPC_SCALAR float opc_gelu_tanh_of(float x)
 {
   float t = tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x));
   return 0.5f * x * (1.0f + t);
+}
+
+/* Recurrent activation `code` (OPC_RNN_*, whose numbers the cases are:
+   the kernels see the formulas only) with its alpha and beta, which only
+   Affine (alpha x + beta), ScaledTanh (alpha tanh(beta x)) and the
+   parametrised ONNX operators read. */
+OPC_SCALAR float opc_rnn_activation_of(int code, float x, float alpha, float beta)
+{
+  switch (code) {
+  case 0: return opc_relu_of(x);
+  case 1: return opc_tanh_of(x);
+  case 2: return opc_sigmoid_of(x);
+  case 3: return alpha * x + beta; /* Affine */
+  case 4: return opc_leaky_relu_of(x, alpha);
+  case 5: return opc_thresholded_relu_of(x, alpha);
+  case 6: return alpha * opc_tanh_of(beta * x); /* ScaledTanh */
+  case 7: return opc_hard_sigmoid_of(x, alpha, beta);
+  case 8: return opc_elu_of(x, alpha);
+  case 9: return opc_softsign_of(x);
+  case 10: return opc_softplus_of(x);
+  }
+  return x;
 }
 
 /* ------------------------------------- the activations by their codes */

@@ -582,6 +582,60 @@ static void test_errors(void) {
   graph_free(g);
 }
 
+/* LSTM, GRU and RNN: shapes by the spec's tables, for both layouts, and
+   each malformed input or attribute refused with its name. */
+static void test_recurrent(void) {
+  /* Constant inputs: the kinds run at compile time for now.
+     seq 5, batch 3, input 4, hidden 6, bidirectional: Y [5,2,3,6], the
+     states [2,3,6]; layout 1 swaps seq and batch in X and Y ([3,5,2,6])
+     and dirs and batch in the states ([3,2,6]). */
+  const char *head = "graph \"t\" opset 14\nconst %x: f32[5,3,4] = random\nconst %xb: f32[3,5,4] = random\n"
+                     "const %w: f32[2,24,4] = random\nconst %r: f32[2,24,6] = random\n"
+                     "const %wg: f32[1,18,4] = random\nconst %rg: f32[1,18,6] = random\n";
+  char text[2048];
+  snprintf(text, sizeof text,
+           "%s%%y, %%yh, %%yc = LSTM(%%x, %%w, %%r) {direction=\"bidirectional\", hidden_size=6}\n"
+           "%%by, %%byh = LSTM(%%xb, %%w, %%r) {direction=\"bidirectional\", layout=1}\n"
+           "_, %%gh = GRU(%%x, %%wg, %%rg) {direction=\"reverse\"}\n"
+           "output %%y\noutput %%yh\noutput %%yc\noutput %%by\noutput %%byh\noutput %%gh\n", head);
+  Graph *g = inferred(text);
+  CHECK(g && has_type(g, "y", "f32[5,2,3,6]") && has_type(g, "yh", "f32[2,3,6]"));
+  CHECK(g && has_type(g, "yc", "f32[2,3,6]") && has_type(g, "by", "f32[3,5,2,6]"));
+  CHECK(g && has_type(g, "byh", "f32[3,2,6]") && has_type(g, "gh", "f32[1,3,6]"));
+  graph_free(g);
+  const struct {
+    const char *node, *want;
+  } bad[] = {
+      {"%y = LSTM(%x, %wg, %rg)", "input W 'wg' is f32[1,18,4], expected shape [1,24,4]"},
+      {"%y = GRU(%x, %wg, %rg) {hidden_size=5}", "input W 'wg' is f32[1,18,4], expected shape [1,15,4]"},
+      {"%y = GRU(%x, %wg, %r)", "input R 'r' is f32[2,24,6], expected shape [1,18,6]"},
+      {"%y = GRU(%x, %wg, %rg, %x)", "input B 'x' is f32[5,3,4], expected shape [1,36]"},
+      {"%y = GRU(%x, %wg, %rg, _, _, %x)", "input initial_h 'x' is f32[5,3,4], expected shape [1,3,6]"},
+      {"%y = GRU(%xb, %wg, %rg) {layout=2}", "attribute 'layout' is 2; it must be 0 or 1"},
+      {"%y = GRU(%x, %wg, %rg) {direction=\"sideways\"}", "unknown direction 'sideways'"},
+      {"%y = GRU(%x, %wg, %rg) {activations=[\"Sigmoid\"]}",
+       "attribute 'activations' must list 2 function names"},
+      {"%y = GRU(%x, %wg, %rg) {activations=[\"Sigmoid\",\"Gelu\"]}",
+       "unknown activation function 'Gelu'"},
+      {"%y = GRU(%x, %wg, %rg) {clip=-1.0}", "attribute 'clip' is -1; it must be positive"},
+      {"%y = GRU(%x, %wg, %rg) {hidden_size=0}", "attribute 'hidden_size' is 0"},
+      {"%y = GRU(%x, %wg, %rg) {linear_before_reset=3}", "attribute 'linear_before_reset' is 3"},
+      {"%y = LSTM(%x, %w, %r) {direction=\"bidirectional\", input_forget=2}",
+       "attribute 'input_forget' is 2"},
+      {"%y = GRU(%m, %wg, %rg)", "input 'm' must have rank 3, has 2"},
+      {"%y = GRU(%x, %wg, %rg, _, %len)", "sequence_lens[1] is 6, outside [0, 5]"},
+      {"%y = GRU(%x, %wg, %rg, _, %short)", "input sequence_lens 'short' is i32[2], expected shape [3]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(text, sizeof text,
+             "%sconst %%len: i32[3] = [5,6,1]\nconst %%short: i32[2] = [1,1]\n"
+             "const %%m: f32[3,4] = random\n%s name=\"rec\"\n"
+             "output %%y\n", head, bad[i].node);
+    CHECK(fails_with(text, bad[i].want));
+    CHECK(fails_once(text));
+  }
+}
+
 /* The limits of ir.h: checked when an output's shape is set, without
    wrapping, before anything is allocated (docs/reliability.md). */
 static void test_limits(void) {
@@ -661,6 +715,7 @@ int main(void) {
   test_shape_chain();
   test_generators();
   test_errors();
+  test_recurrent();
   test_limits();
   return finish("test_infer");
 }

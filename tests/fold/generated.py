@@ -4,12 +4,17 @@ built here as one-node models with data, and expected outputs from the
 `onnx` package's reference implementation (onnx.reference).
 
 cases() yields (name, model, inputs, outputs): inputs and outputs are lists
-of numpy arrays, in the model's input and output order.
+of numpy arrays, in the model's input and output order. controls() yields
+cases of the same form whose outputs are deliberately wrong: each must fail.
+
+LSTM, GRU and RNN take their expected outputs from ONNX Runtime instead
+(onnx.reference implements neither their activations nor clip).
 """
 import numpy as np
 import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+import onnxruntime
 
 RNG = np.random.default_rng(19)
 
@@ -254,3 +259,152 @@ def cases():
                dict(ignore_index=-1))
     yield case("sce_int32_none_log_prob", "SoftmaxCrossEntropyLoss",
                [("x", scores), ("t", labels)], dict(ignore_index=-1, reduction="none"), outputs=2)
+    yield from recurrent_cases()
+
+
+def controls():
+    yield from recurrent_controls()
+
+
+# ------------------------------------------------------------ recurrent
+
+def ort_run(m, feeds):
+    sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def to_batch_major(inputs):
+    """The inputs of a layout=0 recurrent node as layout=1 wants them:
+    X [seq, batch, in] -> [batch, seq, in], states [dirs, batch, h] ->
+    [batch, dirs, h]; W, R, B, sequence_lens and P keep their shapes."""
+    moved = []
+    for name, a in inputs:
+        if a is not None and name in ("x", "h0", "c0"):
+            a = np.ascontiguousarray(np.swapaxes(a, 0, 1))
+        moved.append((name, a))
+    return moved
+
+
+def recurrent_expected(op, inputs, attrs, outputs, opset):
+    """ONNX Runtime's outputs for the sequence-major inputs. For layout=1,
+    which ONNX Runtime refuses, those of the node in layout 0 transposed
+    into batch-major order: Y [seq, dirs, batch, h] -> [batch, seq, dirs,
+    h], Y_h and Y_c [dirs, batch, h] -> [batch, dirs, h]."""
+    attrs = dict(attrs)
+    batch_major = attrs.pop("layout", 0)
+    m = model(op, inputs, attrs, opset, outputs)
+    outs = ort_run(m, {n: a for n, a in inputs if a is not None})
+    if not batch_major:
+        return outs
+    return [np.ascontiguousarray(np.transpose(outs[0], (2, 0, 1, 3)))] + \
+           [np.ascontiguousarray(np.swapaxes(o, 0, 1)) for o in outs[1:]]
+
+
+def recurrent_inputs(op, seq, batch, size, hidden, dirs, bias=True, h0=True, c0=False,
+                     lens=None, peep=False):
+    """Named inputs in the operator's order, None where left out: data of
+    unit size, weights scaled by 1/sqrt(hidden) so that the gates neither
+    saturate nor vanish and every input moves the outputs."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    s = 1.0 / np.sqrt(hidden)
+    ins = [("x", rand(seq, batch, size, lo=-1, hi=1)),
+           ("w", rand(dirs, gates * hidden, size, lo=-s, hi=s)),
+           ("r", rand(dirs, gates * hidden, hidden, lo=-s, hi=s)),
+           ("b", rand(dirs, 2 * gates * hidden, lo=-s, hi=s) if bias else None),
+           ("lens", np.array(lens, np.int32) if lens is not None else None),
+           ("h0", rand(dirs, batch, hidden, lo=-1, hi=1) if h0 else None)]
+    if op == "LSTM":
+        ins += [("c0", rand(dirs, batch, hidden, lo=-1, hi=1) if c0 else None),
+                ("p", rand(dirs, 3 * hidden, lo=-s, hi=s) if peep else None)]
+    while ins[-1][1] is None:  # trailing optional inputs are simply absent
+        ins.pop()
+    return ins
+
+
+# Each case: (name, op, input arguments, attributes, outputs, opset, and
+# what its controls take away: inputs or attributes by name, "direction"
+# for a reverse node run forwards, "layout" for the outputs left in
+# sequence-major order).
+RECURRENT = [
+    ("lstm_forward_peepholes", "LSTM", dict(c0=True, peep=True), {}, 3, 14, ["p", "c0"]),
+    ("lstm_reverse_seq_lens", "LSTM", dict(c0=True, lens=[5, 2, 3]),
+     dict(direction="reverse"), 3, 14, ["lens", "direction"]),
+    ("lstm_bidirectional_activations_clip", "LSTM", dict(c0=True, peep=True, lens=[4, 5, 1]),
+     dict(direction="bidirectional", clip=0.6,
+          activations=["HardSigmoid", "Softsign", "Elu", "Sigmoid", "ScaledTanh", "Softplus"],
+          activation_alpha=[0.3, 0.8, 1.2], activation_beta=[0.4, 0.9]), 3, 14,
+     ["clip", "activations"]),
+    ("lstm_input_forget", "LSTM", dict(c0=True), dict(input_forget=1), 3, 7, ["input_forget"]),
+    ("lstm_layout1_bidirectional", "LSTM", dict(c0=True, peep=True, lens=[3, 5, 2]),
+     dict(direction="bidirectional", layout=1), 3, 22, ["layout"]),
+    ("gru_forward_bias_initial", "GRU", {}, {}, 2, 14, ["b", "h0"]),
+    ("gru_linear_before_reset_reverse", "GRU", dict(lens=[2, 5, 4]),
+     dict(direction="reverse", linear_before_reset=1), 2, 14, ["linear_before_reset", "direction"]),
+    ("gru_bidirectional_activations", "GRU", dict(lens=[5, 1, 3]),
+     dict(direction="bidirectional",
+          activations=["Sigmoid", "LeakyRelu", "HardSigmoid", "ThresholdedRelu"],
+          activation_alpha=[0.05, 0.25, 0.1], activation_beta=[0.45]), 2, 14, ["activations"]),
+    ("gru_layout1_clip", "GRU", dict(lens=[4, 0, 5]), dict(layout=1, clip=0.5), 2, 22,
+     ["clip", "layout"]),
+    ("rnn_affine_no_bias", "RNN", dict(bias=False, h0=False),
+     dict(activations=["Affine"], activation_alpha=[0.7], activation_beta=[0.1]), 2, 14,
+     ["activations"]),
+    ("rnn_bidirectional_relu_tanh", "RNN", dict(lens=[5, 3, 1]),
+     dict(direction="bidirectional", activations=["Relu", "Tanh"]), 2, 14, ["lens"]),
+    ("rnn_layout1_reverse_clip", "RNN", dict(lens=[2, 5, 3]),
+     dict(layout=1, direction="reverse", clip=0.4), 2, 22, ["layout", "clip"]),
+]
+
+
+def recurrent_case(spec):
+    """The case and its inputs in sequence-major order, named."""
+    name, op, args, attrs, outputs, opset, _ = spec
+    attrs = dict(attrs, hidden_size=6)  # ONNX Runtime wants it stated
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    inputs = recurrent_inputs(op, 5, 3, 4, 6, dirs, **args)
+    expected = recurrent_expected(op, inputs, attrs, outputs, opset)
+    given = to_batch_major(inputs) if attrs.get("layout") else inputs
+    m = model(op, given, attrs, opset, outputs)
+    return (name, m, [a for _, a in given if a is not None], expected), inputs
+
+
+def recurrent_cases():
+    for spec in RECURRENT:
+        yield recurrent_case(spec)[0]
+
+
+def without(inputs, attrs, dropped):
+    """The inputs and attributes with `dropped` taken away."""
+    attrs = dict(attrs)
+    if dropped in dict(inputs):
+        inputs = [(n, None if n == dropped else a) for n, a in inputs]
+    elif dropped == "direction":
+        attrs["direction"] = "forward"
+    elif dropped == "activations":
+        for k in ("activations", "activation_alpha", "activation_beta"):
+            attrs.pop(k, None)
+    else:
+        attrs.pop(dropped)
+    while inputs[-1][1] is None:
+        inputs = inputs[:-1]
+    return inputs, attrs
+
+
+def recurrent_controls():
+    """Each recurrent case with the expected outputs of the same node less
+    one attribute or input (or, for layout, the right values in the other
+    layout's order): the program must disagree with them, which shows that
+    the data move the outputs enough for that attribute to be tested."""
+    for spec in RECURRENT:
+        name, op, _, attrs, outputs, opset, controls = spec
+        attrs = dict(attrs, hidden_size=6)
+        (_, m, data, expected), inputs = recurrent_case(spec)
+        for dropped in controls:
+            if dropped == "layout":
+                plain = dict(attrs)
+                plain.pop("layout")
+                wrong = [w.reshape(e.shape) for w, e in
+                         zip(recurrent_expected(op, inputs, plain, outputs, opset), expected)]
+            else:
+                wrong = recurrent_expected(op, *without(inputs, attrs, dropped), outputs, opset)
+            yield "control_%s_%s" % (name, dropped), m, data, wrong

@@ -14,6 +14,11 @@ returns the stored values, must give the test's expected outputs: within
 Tests opc rejects for a stated reason are listed in EXPECTED_REJECTIONS
 with that reason; opc must reject them. Anything else that fails fails the
 run. The figures per kind end the output.
+
+The controls of generated.py are models checked against deliberately
+wrong outputs (those of the node less one attribute or input): each must
+fail on its values ("CAUGHT"); one that passes fails the run, since the
+check would then not tell that attribute's effect from its absence.
 """
 import argparse
 import collections
@@ -34,7 +39,7 @@ KINDS = {
     "LayerNormalization", "LRN", "MeanVarianceNormalization", "LpNormalization",
     "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
     "GlobalLpPool", "Pad", "Gemm", "MatMul", "DepthToSpace", "SpaceToDepth", "Resize",
-    "Upsample", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+    "Upsample", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN",
 }
 
 TOLERANCE = 1e-4
@@ -129,11 +134,12 @@ def node_test(data, name, kind):
     return Test(name, kind, path, model, [f for f in files if os.path.exists(f)], expected)
 
 
-def generated_tests(work, only):
-    """The cases of generated.py, written out as models and .pb files."""
+def generated_tests(work, only, controls=False):
+    """The cases of generated.py (or its controls), written out as models
+    and .pb files."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import generated
-    for name, model, inputs, outputs in generated.cases():
+    for name, model, inputs, outputs in (generated.controls() if controls else generated.cases()):
         name = "gen_" + name
         if only and only not in name:
             continue
@@ -183,6 +189,16 @@ def check(opc, work, t):
     return "PASS", ""
 
 
+def control_status(status, message):
+    """A control passes (CAUGHT) when its program ran and an output
+    disagreed with the wrong values."""
+    if status == "FAIL" and re.match(r"output \d+: ", message):
+        return "CAUGHT", message
+    if status == "PASS":
+        return "FAIL", "the deliberately wrong outputs were accepted"
+    return "FAIL", message
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("opc")
@@ -195,6 +211,7 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="fold_nn_")
     tests = [node_test(args.data, name, kind) for name, kind in node_tests(args.data, args.only)]
     tests += list(generated_tests(work, args.only))
+    controls = list(generated_tests(work, args.only, controls=True))
     tally = collections.defaultdict(collections.Counter)
     failures = 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -204,13 +221,20 @@ def main():
             tally[t.kind][status] += 1
             failures += status == "FAIL"
             print("%-8s %s%s" % (status, t.name, ": " + message if message else ""), flush=True)
+        futures = [(t, pool.submit(check, os.path.abspath(args.opc), work, t)) for t in controls]
+        for t, fut in futures:
+            status, message = control_status(*fut.result())
+            tally["control"][status] += 1
+            failures += status == "FAIL"
+            print("%-8s %s%s" % (status, t.name, ": " + message if message else ""), flush=True)
     print()
     print("%-28s %6s %9s %5s" % ("kind", "passed", "rejected", "failed"))
     for kind in sorted(tally):
         t = tally[kind]
-        print("%-28s %6d %9d %5d" % (kind, t["PASS"], t["REJECTED"], t["FAIL"]))
+        print("%-28s %6d %9d %5d" % (kind, t["PASS"] + t["CAUGHT"], t["REJECTED"], t["FAIL"]))
     total = sum(tally.values(), collections.Counter())
-    print("%-28s %6d %9d %5d" % ("total", total["PASS"], total["REJECTED"], total["FAIL"]))
+    print("%-28s %6d %9d %5d" % ("total", total["PASS"] + total["CAUGHT"], total["REJECTED"],
+                                 total["FAIL"]))
     for names in EXPECTED_REJECTIONS_BY_REASON.values():
         for n in names:
             if args.only in n and n not in {t.name for t in tests}:
