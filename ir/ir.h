@@ -247,6 +247,7 @@ typedef enum ParamKind {
   PARAMS_GATHER_ND,
   PARAMS_BIT_SHIFT,
   PARAMS_IS_INF,
+  PARAMS_QUANT,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -336,6 +337,10 @@ typedef union Params {
   struct { int batch_dims; } gather_nd;
   struct { bool left; } bit_shift;
   struct { bool negative, positive; } is_inf;
+  /* QuantizeLinear, DequantizeLinear: the axis of a per-axis scale, or -1
+     for one scale over the whole tensor; lo and hi are the quantized
+     type's range, which QuantizeLinear saturates to. */
+  struct { int axis; int64_t lo, hi; } quant;
 } Params;
 
 /*
@@ -448,6 +453,10 @@ enum {
      filter a constant that can be reordered: choose-layout groups its
      operands. */
   T_SAME_LAYOUT = 1u << 12,
+  /* Its kernel has one instance per quantized type, named by it
+     ("opc_quantize_linear_u8"), each computing in float32: float32 is in
+     its run_types for its other operands, with no instance of its own. */
+  T_QUANTIZED_KERNEL = 1u << 13,
 };
 
 /* Description of one operator kind: a row of ops.def. */
