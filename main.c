@@ -1119,10 +1119,13 @@ static void print_type_words(const char *types) {
   snprintf(text, sizeof text, "%s", types);
   const char *sep = "";
   for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
-    if (w[0] == '=')
+    if (w[0] == '=') {
       printf("%slike %s", sep, w + 1);
-    else
-      printf("%s%s", sep, w);
+    } else { /* a set "i8|u8" as "i8 or u8": a bare '|' would split the Markdown cell */
+      printf("%s", sep);
+      for (const char *c = w; *c; c++)
+        *c == '|' ? fputs(" or ", stdout) : putchar(*c);
+    }
     sep = ", ";
   }
 }

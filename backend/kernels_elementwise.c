@@ -2,8 +2,9 @@
  * kernels_elementwise.c - elementwise operators and activations as launches of
  * opc's kernels: unary (activations, math functions, Clip), binary with
  * broadcasting, Sum/Mean/Max/Min, Trilu, Mod, Gelu, comparisons, logic
- * and bitwise operators, IsNaN/IsInf, Where, CastLike, and the fused
- * activation of a Conv or Gemm that cuDNN cannot apply.
+ * and bitwise operators, IsNaN/IsInf, Where, CastLike, QuantizeLinear,
+ * DequantizeLinear, and the fused activation of a Conv or Gemm that cuDNN
+ * cannot apply.
  */
 #include <float.h>
 #include <math.h>
@@ -276,6 +277,52 @@ static void run_logic(Emitter *e, Node *n) {
    in the node's parameters: Cast's emitter reads only the first input. */
 static void run_cast_like(Emitter *e, Node *n) { run_reshape_copy(e, n); }
 
+/* ------------------------------------------------------- quantization */
+
+/* Strides that read a scale or zero point over the output's dims: none
+   for one value, its own along the quantization axis for one per channel. */
+static void quant_strides(const Node *n, const Tensor *t, int rank, int64_t *s) {
+  int64_t own[IR_MAX_RANK];
+  strides_of(t, own);
+  for (int d = 0; d < rank; d++)
+    s[d] = d == n->p.quant.axis ? own[0] : 0;
+}
+
+/* QuantizeLinear and DequantizeLinear: the instance of the quantized type
+   (the output's, the input's), x, the scale and the zero point when given
+   (i[0] says so), and QuantizeLinear's range in f. */
+static void run_quantize(Emitter *e, Node *n) {
+  bool quantize = n->op == OP_QUANTIZE_LINEAR;
+  const Tensor *x = n->in[0], *y = n->out[0], *zero = node_input(n, 2);
+  DType q = quantize ? y->dtype : x->dtype;
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), q)};
+  L.rank = y->rank;
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK];
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  strides_of(x, s);
+  set_input(&L, 0, buf(e, x), s);
+  quant_strides(n, n->in[1], L.rank, s);
+  set_input(&L, 1, buf(e, n->in[1]), s);
+  L.x_bytes[0] = (int)dtype_size(x->dtype);
+  L.y_bytes = (int)dtype_size(y->dtype);
+  if (zero) {
+    quant_strides(n, zero, L.rank, s);
+    set_input(&L, 2, buf(e, zero), s);
+    L.x_bytes[2] = (int)dtype_size(zero->dtype);
+  }
+  collapse(&L);
+  L.i[0] = zero != NULL;
+  group_i(&L, 0, 1, "zero point in x[2]");
+  if (quantize) {
+    L.f[0] = (float)n->p.quant.lo;
+    L.f[1] = (float)n->p.quant.hi;
+    group_f(&L, 0, 2, "saturated to");
+  }
+  emit_launch(e, n, &L);
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_unary = {.run = run_unary};
@@ -286,3 +333,4 @@ const OpEmitter kernel_mod = {.run = run_mod};
 const OpEmitter kernel_gelu = {.run = run_gelu};
 const OpEmitter kernel_logic = {.run = run_logic};
 const OpEmitter kernel_cast_like = {.run = run_cast_like};
+const OpEmitter kernel_quantize = {.run = run_quantize};

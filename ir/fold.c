@@ -1096,6 +1096,42 @@ bool fold_is_inf(Graph *g, Node *n) {
   return true;
 }
 
+/* ------------------------------------------------------- quantization */
+
+/* The element of a quantization parameter (scale, zero point) that
+   element i of x uses: the only one, or the one along the node's axis. */
+static int64_t quant_index(const Node *n, const Tensor *x, int64_t i) {
+  int axis = n->p.quant.axis;
+  if (axis < 0)
+    return 0;
+  return i / dims_product(x->dims, axis + 1, x->rank) % x->dims[axis];
+}
+
+bool fold_quantize(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *scale = n->in[1], *zero = node_input(n, 2);
+  Tensor *y = n->out[0];
+  float lo = (float)n->p.quant.lo, hi = (float)n->p.quant.hi;
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t k = quant_index(n, x, i);
+    float q = opc_quantize_of(getf(x, i), getf(scale, k), zero ? getf(zero, k) : 0.0f, lo, hi);
+    y->i64[i] = (int64_t)q;
+  }
+  return true;
+}
+
+/* (x - zero) in integers, then times the scale in float, as ONNX Runtime
+   computes it; rounded to the output's type. */
+bool fold_dequantize(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *scale = n->in[1], *zero = node_input(n, 2);
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t k = quant_index(n, x, i);
+    float v = (float)(geti(x, i) - (zero ? geti(zero, k) : 0)) * getf(scale, k);
+    y->f32[i] = dtype_round(y->dtype, v);
+  }
+  return true;
+}
+
 bool fold_where(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t strides[3][IR_MAX_RANK];

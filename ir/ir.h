@@ -248,6 +248,7 @@ typedef enum ParamKind {
   PARAMS_BIT_SHIFT,
   PARAMS_IS_INF,
   PARAMS_RNN,
+  PARAMS_QUANT,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -353,6 +354,10 @@ typedef union Params {
     float clip;
     bool input_forget, linear_before_reset, batch_major;
   } rnn;
+  /* QuantizeLinear, DequantizeLinear: the axis of a per-axis scale, or -1
+     for one scale over the whole tensor; lo and hi are the quantized
+     type's range, which QuantizeLinear saturates to. */
+  struct { int axis; int64_t lo, hi; } quant;
 } Params;
 
 /*
@@ -465,6 +470,10 @@ enum {
      filter a constant that can be reordered: choose-layout groups its
      operands. */
   T_SAME_LAYOUT = 1u << 12,
+  /* Its kernel has one instance per quantized type, named by it
+     ("opc_quantize_linear_u8"), each computing in float32: float32 is in
+     its run_types for its other operands, with no instance of its own. */
+  T_QUANTIZED_KERNEL = 1u << 13,
 };
 
 /* Description of one operator kind: a row of ops.def. */

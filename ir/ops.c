@@ -444,6 +444,117 @@ static bool infer_mod(Graph *g, Node *n) {
   return infer_broadcast(g, n);
 }
 
+/* ------------------------------------------------------- quantization */
+
+/* The range of a quantized type opc holds; false for any other. */
+static bool quant_range(DType t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+  case DT_INT8: *lo = -128; *hi = 127; return true;
+  case DT_UINT8: *lo = 0; *hi = 255; return true;
+  case DT_INT16: *lo = -32768; *hi = 32767; return true;
+  case DT_UINT16: *lo = 0; *hi = 65535; return true;
+  case DT_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+  default: return false;
+  }
+}
+
+/* ONNX's names of the quantized types opc has no storage for. */
+static const char *quant_type_name(int64_t t) {
+  switch (t) {
+  case 17: return "float8e4m3fn";
+  case 18: return "float8e4m3fnuz";
+  case 19: return "float8e5m2";
+  case 20: return "float8e5m2fnuz";
+  case 21: return "uint4";
+  case 22: return "int4";
+  case 23: return "float4e2m1";
+  default: return dtype_size((DType)t) ? dtype_onnx_name((DType)t) : "unknown";
+  }
+}
+
+/* The scale's granularity: one value (a scalar or one element, as ONNX
+   Runtime reads it: *axis -1), or one per element along `axis` (a 1-D
+   tensor). The zero point, when given, has the scale's shape. Blocked
+   quantization (opset 21's block_size) is refused by name. */
+static bool quant_axis(Graph *g, Node *n, const Tensor *x, const Tensor *scale,
+                       const Tensor *zero, int *axis) {
+  char a[128], b[128];
+  if (node_attr_int(n, "block_size", 0) != 0) {
+    ir_error(g, n, "blocked quantization (block_size %lld) is not supported",
+             (long long)node_attr_int(n, "block_size", 0));
+    return false;
+  }
+  if (zero && !tensor_same_shape(zero, scale)) {
+    ir_error(g, n, "zero point %s must have the scale's shape %s", shape_str(zero, a, sizeof a),
+             shape_str(scale, b, sizeof b));
+    return false;
+  }
+  *axis = -1;
+  if (scale->rank == 0 || (scale->rank == 1 && scale->dims[0] == 1))
+    return true;
+  if (scale->rank != 1) {
+    ir_error(g, n, "scale %s must be a scalar or 1-D (per axis)", shape_str(scale, a, sizeof a));
+    return false;
+  }
+  if (x->rank == 0) {
+    ir_error(g, n, "a per-axis scale %s needs an input of rank 1 or more",
+             shape_str(scale, a, sizeof a));
+    return false;
+  }
+  if (!resolve_axis(g, n, node_attr_int(n, "axis", 1), x->rank, axis))
+    return false;
+  if (scale->dims[0] != x->dims[*axis]) {
+    ir_error(g, n, "scale %s does not match input %s along axis %d",
+             shape_str(scale, a, sizeof a), shape_str(x, b, sizeof b), *axis);
+    return false;
+  }
+  return true;
+}
+
+/* QuantizeLinear(x, scale, zero_point): the quantized type is the zero
+   point's, or the attribute output_dtype (opset 21), or uint8. saturate
+   concerns float8 only, which opc refuses by name. */
+static bool infer_quantize(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *scale = in(n, 1), *zero = in(n, 2);
+  const Attr *want = node_attr(n, "output_dtype");
+  DType to = zero ? zero->dtype : DT_UINT8;
+  if (want && want->i != 0) {
+    if (!quant_range((DType)want->i, &n->p.quant.lo, &n->p.quant.hi) || want->i == DT_INT32) {
+      ir_error(g, n, "quantizing to %s is not supported (opc quantizes to int8, uint8, int16 "
+               "and uint16)", quant_type_name(want->i));
+      return false;
+    }
+    if (zero && zero->dtype != (DType)want->i) {
+      ir_error(g, n, "output_dtype %s differs from the zero point's type %s",
+               quant_type_name(want->i), dtype_onnx_name(zero->dtype));
+      return false;
+    }
+    to = (DType)want->i;
+  }
+  bool saturate;
+  if (!flag_attr(g, n, "saturate", true, &saturate) ||
+      !quant_axis(g, n, x, scale, zero, &n->p.quant.axis))
+    return false;
+  quant_range(to, &n->p.quant.lo, &n->p.quant.hi);
+  return set_out(g, n, 0, to, x->rank, x->dims);
+}
+
+/* DequantizeLinear(x, scale, zero_point): float of the scale's type. An
+   int32 input has no zero point in the spec; one given is subtracted. */
+static bool infer_dequantize(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *scale = in(n, 1), *zero = in(n, 2);
+  const Attr *want = node_attr(n, "output_dtype");
+  if (want && want->i != 0 && (DType)want->i != scale->dtype) {
+    ir_error(g, n, "output_dtype %s differs from the scale's type %s, which opc computes in",
+             quant_type_name(want->i), dtype_onnx_name(scale->dtype));
+    return false;
+  }
+  if (!quant_axis(g, n, x, scale, zero, &n->p.quant.axis))
+    return false;
+  quant_range(x->dtype, &n->p.quant.lo, &n->p.quant.hi);
+  return set_out(g, n, 0, scale->dtype, x->rank, x->dims);
+}
+
 /* ------------------------------------------------------- normalisation */
 
 /* Checks that a per-channel parameter has shape [C]. */

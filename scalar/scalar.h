@@ -177,6 +177,15 @@ OPC_SCALAR float opc_thresholded_relu_of(float x, float alpha)
   return x > alpha ? x : 0.0f;
 }
 
+/* QuantizeLinear's value: x / scale rounded half to even (rintf in the
+   default rounding mode), plus the zero point, saturated to [lo, hi].
+   NaN goes to lo and infinities saturate, as in ONNX Runtime. */
+OPC_SCALAR float opc_quantize_of(float x, float scale, float zero, float lo, float hi)
+{
+  float q = rintf(x / scale) + zero;
+  return q >= lo ? (q <= hi ? q : hi) : lo;
+}
+
 /* Values within [-lambd, lambd] go to 0, the others move towards 0 by bias. */
 OPC_SCALAR float opc_shrink_of(float x, float lambd, float bias)
 {
