@@ -412,6 +412,29 @@ static void run_gather_elements(Emitter *e, Node *n) {
   launch_gather(e, n, &L, x, axis);
 }
 
+/* ReverseSequence over the input's own dims, not collapsed: the kernel
+   needs the time and batch axes as they are. */
+static void run_reverse_sequence(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *lens = n->in[1], *y = n->out[0];
+  int time = n->p.reverse_sequence.time_axis, batch = n->p.reverse_sequence.batch_axis;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], ls[IR_MAX_RANK] = {0};
+  strides_of(x, xs);
+  strides_of(y, ys);
+  ls[batch] = 1;
+  Launch L = {.kernel = sized_kernel(e, op_kernel(e, n->op), x->dtype), .rank = x->rank};
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  set_input(&L, 1, buf(e, lens), ls);
+  set_element_type(&L, x->dtype);
+  L.x_bytes[1] = (int)dtype_size(lens->dtype);
+  L.i[0] = time;
+  L.i[1] = batch;
+  group_i(&L, 0, 2, "time axis, batch axis");
+  L.note = "x = {input, sequence lengths}";
+  emit_launch(e, n, &L);
+}
+
 /* --------------------------------------------------------------- resize */
 
 typedef struct Ratio {
@@ -636,5 +659,6 @@ const OpEmitter kernel_tile = {.run = run_tile};
 const OpEmitter kernel_depth_space = {.run = run_depth_space};
 const OpEmitter kernel_gather = {.run = run_gather};
 const OpEmitter kernel_gather_elements = {.run = run_gather_elements};
+const OpEmitter kernel_reverse_sequence = {.run = run_reverse_sequence};
 const OpEmitter kernel_pad = {.run = run_pad};
 const OpEmitter kernel_resize = {.run = run_resize};

@@ -212,6 +212,24 @@ bool fold_gather_elements(Graph *g, Node *n) {
   return true;
 }
 
+/* ReverseSequence: along the time axis, the first lens[b] elements of each
+   batch b in reverse order, the rest as they are. */
+bool fold_reverse_sequence(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0], *lens = n->in[1];
+  Tensor *y = n->out[0];
+  int time = n->p.reverse_sequence.time_axis, batch = n->p.reverse_sequence.batch_axis;
+  int64_t c[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, x->rank, x->dims, c);
+    int64_t len = geti(lens, c[batch]);
+    if (c[time] < len)
+      c[time] = len - 1 - c[time];
+    copy_elem(y, i, x, ravel(x->rank, x->dims, c));
+  }
+  return true;
+}
+
 /* Slice, Transpose and Tile copy into each output element the input element
    at the coordinates that `to_input` maps the output element's to. */
 typedef void CoordMap(const Node *n, const int64_t *yc, int64_t *xc);

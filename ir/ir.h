@@ -249,6 +249,7 @@ typedef enum ParamKind {
   PARAMS_IS_INF,
   PARAMS_RNN,
   PARAMS_QUANT,
+  PARAMS_REVERSE_SEQUENCE,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -358,6 +359,7 @@ typedef union Params {
      for one scale over the whole tensor; lo and hi are the quantized
      type's range, which QuantizeLinear saturates to. */
   struct { int axis; int64_t lo, hi; } quant;
+  struct { int time_axis, batch_axis; } reverse_sequence; /* each 0 or 1 */
 } Params;
 
 /*

@@ -1816,6 +1816,34 @@ static bool trilu_k(Graph *g, Node *n) {
   return true;
 }
 
+/* ReverseSequence: the time and batch axes, 0 and 1 in either order, and
+   one length per batch, within the time axis where known now. */
+static bool infer_reverse_sequence(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *lens = in(n, 1);
+  int64_t time = node_attr_int(n, "time_axis", 0), batch = node_attr_int(n, "batch_axis", 1);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK))
+    return false;
+  if ((time != 0 && time != 1) || (batch != 0 && batch != 1) || time == batch) {
+    ir_error(g, n, "time_axis %lld and batch_axis %lld must be 0 and 1, one each",
+             (long long)time, (long long)batch);
+    return false;
+  }
+  if (lens->rank != 1 || lens->dims[0] != x->dims[batch]) {
+    ir_error(g, n, "sequence_lens must hold one length per batch (%lld)",
+             (long long)x->dims[batch]);
+    return false;
+  }
+  for (int64_t b = 0; lens->i64 && b < lens->dims[0]; b++)
+    if (lens->i64[b] < 0 || lens->i64[b] > x->dims[time]) {
+      ir_error(g, n, "sequence length %lld is outside [0, %lld]", (long long)lens->i64[b],
+               (long long)x->dims[time]);
+      return false;
+    }
+  n->p.reverse_sequence.time_axis = (int)time;
+  n->p.reverse_sequence.batch_axis = (int)batch;
+  return same_as(g, n, 0, x);
+}
+
 static bool infer_trilu(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   return flag_attr(g, n, "upper", true, &n->p.trilu.upper) && need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n) &&

@@ -554,6 +554,20 @@ static void test_errors(void) {
                    "%y = Softmax(%a) {axis=-3}\noutput %y\n"));
   CHECK(fails_once("graph \"t\" opset 11\ninput %a: f32[2,3]\n"
                    "%y = Transpose(%a) {perm=[0,0]}\noutput %y\n"));
+  /* ReverseSequence: axes 0 and 1 one each, a length per batch, lengths
+     known now within the time axis */
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[4,3]\ninput %l: i64[3]\n"
+                   "%y = ReverseSequence(%a, %l) {time_axis=1, batch_axis=1}\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[4,3]\ninput %l: i64[4]\n"
+                   "%y = ReverseSequence(%a, %l)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[4,3]\nconst %l: i64[3] = [1, 5, 2]\n"
+                   "%y = ReverseSequence(%a, %l)\noutput %y\n"));
+  Graph *rs = inferred("graph \"t\" opset 13\ninput %a: f32[4,3]\ninput %l: i64[4]\n"
+                       "%y = ReverseSequence(%a, %l) {time_axis=1, batch_axis=0}\noutput %y\n");
+  CHECK(rs && rs->nodes[0]->p.reverse_sequence.time_axis == 1 &&
+        rs->nodes[0]->out[0]->rank == 2 && rs->nodes[0]->out[0]->dims[0] == 4);
+  if (rs)
+    graph_free(rs);
   /* Trilu's k computed at run time must still be one value (a shape the
      compiler knows), and such a k is accepted */
   CHECK(fails_once("graph \"t\" opset 14\ninput %a: f32[3,3]\ninput %k: i64[2]\n"
