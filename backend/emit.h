@@ -305,6 +305,7 @@ extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_s
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk;                                           /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
+extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more;                                                   /* kernels_rows.c */
