@@ -13,9 +13,6 @@
  * * hidden]. Since a step reads the state slot before it and writes the
  * one after, the state needs no double buffer of its own.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "emit.h"
 
 /* Floats of one direction's G and S. */
@@ -40,7 +37,7 @@ static void setup_recurrent(Emitter *e, Node *n) {
   *scratch = emit_str(e, "c->%s", field);
 }
 
-/* Input k's element strides, and its extent from `offset` on. */
+/* Input k's element strides into s; returns its extent in elements. */
 static int64_t input_strides(const Node *n, int k, int64_t *s) {
   const Tensor *t = node_input(n, k);
   strides_of(t, s);
