@@ -6,6 +6,8 @@ The cases are those the compile-time evaluator is checked on
 (tests/fold/generated.py's RECURRENT: every attribute, both layouts,
 sequence_lens), here with every input given at run time, so that the node
 must run as kernels: opc's --stats must still show it after the passes.
+Each case runs once more with W, R, B and P as initializers (the weights
+file, as exported models have them), X and the states still inputs.
 Outputs must agree within 1e-4 (relative plus absolute). Each case's
 controls (its outputs without one attribute or input, or in the other
 layout's order) must be told apart: a control the program agrees with
@@ -21,6 +23,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "fold"))
@@ -72,14 +75,34 @@ def run(opc, work, name, model, data, expected):
     return None
 
 
+def with_constant_weights(model, data):
+    """The model with its weight inputs (W, R, B, P) made initializers,
+    and the data of the inputs left."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    weights = {"w", "r", "b", "p"}
+    kept, left = [], []
+    for inp, a in zip(model.graph.input, data):
+        if inp.name in weights:
+            model.graph.initializer.append(onnx.numpy_helper.from_array(a, inp.name))
+        else:
+            kept.append(inp)
+            left.append(a)
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    return model, left
+
+
 def main():
     opc, work = sys.argv[1:3]
     failed = total = 0
     for name, model, data, expected in generated.recurrent_cases():
-        problem = run(opc, work, name, model, data, expected)
-        failed += problem is not None
-        total += 1
-        print("%-8s %s%s" % ("FAIL" if problem else "PASS", name, ": " + problem if problem else ""))
+        for suffix, (m, d) in (("", (model, data)),
+                               ("_const_weights", with_constant_weights(model, data))):
+            problem = run(opc, work, name + suffix, m, d, expected)
+            failed += problem is not None
+            total += 1
+            print("%-8s %s%s" % ("FAIL" if problem else "PASS", name + suffix,
+                                 ": " + problem if problem else ""))
     for name, model, data, wrong in generated.recurrent_controls():
         problem = run(opc, work, name, model, data, wrong)
         caught = problem is not None and re.match(r"output \d+: ", problem)
