@@ -246,6 +246,9 @@ typedef struct Launch {
   int64_t ystride[8];
   float f[8];
   int64_t i[16];
+  /* A C expression printed for i[k] instead of its value (a launch inside
+     a loop of the emitted code), or NULL. */
+  const char *iexpr[16];
   Group fgroup[8], igroup[16]; /* which of f and i are printed, and what they are */
   int nfgroups, nigroups;
   const char *note; /* printed above the arguments, when they need a word */

@@ -164,25 +164,34 @@ static void rnn_init_launch(Emitter *e, const Node *n, int d, const char *scratc
   emit_launch(e, n, &L);
 }
 
-/* Step s of direction d (and GRU's reset gate before it). */
-static void rnn_step_launch(Emitter *e, const Node *n, int d, int64_t step, const char *scratch) {
+/* Every step of direction d (with GRU's reset gate before each), as one
+   loop in net.c over `step`, whose launches differ only in the time they
+   process and where they read: net.c stays the same size for any length. */
+static void rnn_step_loop(Emitter *e, const Node *n, int d, const char *scratch) {
   bool reverse = n->p.rnn.direction == RNN_REVERSE || d == 1;
-  int64_t t = reverse ? n->p.rnn.seq - 1 - step : step;
+  int64_t seq = n->p.rnn.seq;
   Launch L = {0};
   step_args(e, n, d, scratch, &L);
-  L.i[3] = t;
-  L.i[4] = t * n->p.rnn.batch * n->p.rnn.gates * n->p.rnn.hidden;
-  L.i[5] = rnn_gate_floats(n) + step * rnn_slot_floats(n);
+  emit_open(e, "for (long long step = 0; step < %lld; step++) {", (long long)seq);
+  if (reverse)
+    emit(e, "long long t = %lld - step; /* backwards */", (long long)(seq - 1));
+  else
+    emit(e, "long long t = step;");
+  L.iexpr[3] = "t";
+  L.iexpr[4] = emit_str(e, "t * %lld", (long long)(n->p.rnn.batch * n->p.rnn.gates * n->p.rnn.hidden));
+  L.iexpr[5] = emit_str(e, "%lld + step * %lld", (long long)rnn_gate_floats(n),
+                        (long long)rnn_slot_floats(n));
   if (n->op == OP_GRU) {
     Launch R = L;
     R.kernel = "opc_gru_reset";
-    R.note = emit_str(e, "step %lld (time %lld): the reset gate", (long long)step, (long long)t);
+    R.note = "step `step` (time t): the reset gate";
     emit_launch(e, n, &R);
   }
   L.kernel = "opc_rnn_step";
-  L.note = emit_str(e, "step %lld (time %lld); x = {scratch, R, %s, sequence_lens}",
-                    (long long)step, (long long)t, n->op == OP_LSTM ? "P" : "B");
+  L.note = emit_str(e, "step `step` (time t); x = {scratch, R, %s, sequence_lens}",
+                    n->op == OP_LSTM ? "P" : "B");
   emit_launch(e, n, &L);
+  emit_close(e, "}");
 }
 
 /* Output k (Y, Y_h, Y_c) of direction d from its states. */
@@ -231,8 +240,8 @@ static void run_recurrent(Emitter *e, Node *n) {
   for (int d = 0; d < n->p.rnn.ndirections; d++) {
     rnn_input_launch(e, n, d, *scratch);
     rnn_init_launch(e, n, d, *scratch);
-    for (int64_t step = 0; step < n->p.rnn.seq; step++)
-      rnn_step_launch(e, n, d, step, *scratch);
+    if (n->p.rnn.seq > 0)
+      rnn_step_loop(e, n, d, *scratch);
     for (int k = 0; k < n->nout && k < 3; k++)
       if (n->out[k] && tensor_needed(n->out[k]))
         rnn_output_launch(e, n, k, d, *scratch);
