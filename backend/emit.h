@@ -246,6 +246,9 @@ typedef struct Launch {
   int64_t ystride[8];
   float f[8];
   int64_t i[16];
+  /* A C expression printed for i[k] instead of its value (a launch inside
+     a loop of the emitted code), or NULL. */
+  const char *iexpr[16];
   Group fgroup[8], igroup[16]; /* which of f and i are printed, and what they are */
   int nfgroups, nigroups;
   const char *note; /* printed above the arguments, when they need a word */
@@ -308,6 +311,7 @@ extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_s
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk;                                           /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
+extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more;                                                   /* kernels_rows.c */

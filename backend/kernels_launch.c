@@ -47,7 +47,9 @@ static void emit_groups(Emitter *e, const Launch *L, const char *field, const Gr
   for (int k = 0; k < count; k++) {
     const char *s = g[k].start != next ? emit_str(e, "[%d] = ", g[k].start) : "";
     for (int j = g[k].start; j < g[k].start + g[k].count; j++) {
-      const char *v = field[0] == 'f' ? emit_float(e, L->f[j]) : emit_str(e, "%lld", (long long)L->i[j]);
+      const char *v = field[0] == 'f' ? emit_float(e, L->f[j])
+                      : L->iexpr[j]   ? L->iexpr[j]
+                                      : emit_str(e, "%lld", (long long)L->i[j]);
       s = emit_str(e, "%s%s%s", s, j > g[k].start ? ", " : "", v);
     }
     text[k] = s;

@@ -1,7 +1,8 @@
 /*
  * fold_nn.c - compile-time evaluators of the network operators:
  * convolutions, normalisations, pools, Gemm and MatMul, Pad, the
- * depth/space shuffles, Resize and the losses.
+ * depth/space shuffles, Resize, the losses and the recurrent networks
+ * (LSTM, GRU, RNN).
  *
  * They follow the ONNX specification's reference semantics and read the
  * parameters shape inference resolved (Node.win, Node.p). Constant data

@@ -599,11 +599,10 @@ static void test_errors(void) {
 /* LSTM, GRU and RNN: shapes by the spec's tables, for both layouts, and
    each malformed input or attribute refused with its name. */
 static void test_recurrent(void) {
-  /* Constant inputs: the kinds run at compile time for now.
-     seq 5, batch 3, input 4, hidden 6, bidirectional: Y [5,2,3,6], the
+  /* seq 5, batch 3, input 4, hidden 6, bidirectional: Y [5,2,3,6], the
      states [2,3,6]; layout 1 swaps seq and batch in X and Y ([3,5,2,6])
      and dirs and batch in the states ([3,2,6]). */
-  const char *head = "graph \"t\" opset 14\nconst %x: f32[5,3,4] = random\nconst %xb: f32[3,5,4] = random\n"
+  const char *head = "graph \"t\" opset 14\ninput %x: f32[5,3,4]\ninput %xb: f32[3,5,4]\n"
                      "const %w: f32[2,24,4] = random\nconst %r: f32[2,24,6] = random\n"
                      "const %wg: f32[1,18,4] = random\nconst %rg: f32[1,18,6] = random\n";
   char text[2048];

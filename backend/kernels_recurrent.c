@@ -1,0 +1,251 @@
+/*
+ * kernels_recurrent.c - LSTM, GRU and RNN as launches of opc's kernels.
+ *
+ * Each direction runs alone: opc_rnn_input computes the input's part of
+ * every gate at every step at once (the work that does not wait on the
+ * state), opc_rnn_init sets the state before the first step, then one
+ * launch per step (two for GRU, whose reset gate must be known for every
+ * unit before any reads it) advances the state, each work item one
+ * (batch entry, hidden unit); opc_rnn_output writes Y, Y_h and Y_c from the
+ * states. Everything between lives in the node's scratch, laid out as
+ * opc_kernels.inc's recurrent section says: per direction, the gates' input
+ * parts G [seq][batch][gates * hidden], then the states S [seq + 1][batch][2
+ * * hidden]. Since a step reads the state slot before it and writes the
+ * one after, the state needs no double buffer of its own.
+ */
+#include "emit.h"
+
+/* Floats of one direction's G and S. */
+static int64_t rnn_gate_floats(const Node *n) {
+  return n->p.rnn.seq * n->p.rnn.batch * n->p.rnn.gates * n->p.rnn.hidden;
+}
+
+static int64_t rnn_slot_floats(const Node *n) { return n->p.rnn.batch * 2 * n->p.rnn.hidden; }
+
+static int64_t rnn_direction_floats(const Node *n) {
+  return rnn_gate_floats(n) + (n->p.rnn.seq + 1) * rnn_slot_floats(n);
+}
+
+static void setup_recurrent(Emitter *e, Node *n) {
+  const char **scratch = node_data(e, n, sizeof *scratch);
+  const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "float *%s; /* per direction: the gates' input parts, then the states */",
+          field);
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(float))", field,
+            (long long)(n->p.rnn.ndirections * rnn_direction_floats(n)));
+  emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
+  *scratch = emit_str(e, "c->%s", field);
+}
+
+/* Input k's element strides into s; returns its extent in elements. */
+static int64_t input_strides(const Node *n, int k, int64_t *s) {
+  const Tensor *t = node_input(n, k);
+  strides_of(t, s);
+  return reach(t->rank, t->dims, s, &(int64_t){0});
+}
+
+/* Where direction d's block of input k (W, R, B, P, or a state) starts,
+   as a pointer expression, and its extent from there; NULL when absent.
+   The states are split along their direction axis (0, or 1 under layout
+   1), the others along axis 0. */
+static const char *direction_block(Emitter *e, const Node *n, int k, int d, int64_t *s,
+                                   int64_t *extent) {
+  const Tensor *t = node_input(n, k);
+  if (!t) {
+    *extent = 0;
+    return NULL;
+  }
+  int64_t whole = input_strides(n, k, s);
+  int axis = (k == 5 || k == 6) && n->p.rnn.batch_major ? 1 : 0;
+  int64_t start = d * s[axis];
+  *extent = whole - start;
+  return offset_ptr(e, buf(e, t), start);
+}
+
+/* The arguments every step launch shares (opc_kernels.inc lists them). */
+static void step_args(Emitter *e, const Node *n, int d, const char *scratch, Launch *L) {
+  int64_t s[IR_MAX_RANK], extent;
+  const char *base = offset_ptr(e, scratch, d * rnn_direction_floats(n));
+  L->rank = 2;
+  L->dims[0] = n->p.rnn.batch;
+  L->dims[1] = n->p.rnn.hidden;
+  L->n = L->dims[0] * L->dims[1];
+  L->y = base;
+  L->y_extent = rnn_direction_floats(n);
+  L->x[0] = base;
+  L->x_extent[0] = rnn_direction_floats(n);
+  L->x[1] = direction_block(e, n, 2, d, s, &extent);
+  L->x_extent[1] = extent;
+  L->i[6] = s[1];
+  L->i[7] = s[2];
+  int k = n->op == OP_LSTM ? 7 : n->op == OP_GRU ? 3 : -1;
+  L->x[2] = k >= 0 ? direction_block(e, n, k, d, s, &extent) : NULL;
+  L->x_extent[2] = k >= 0 ? extent : 0;
+  L->i[11] = L->x[2] ? s[1] : 0;
+  const Tensor *lens = node_input(n, 4);
+  L->x[3] = lens ? buf(e, lens) : NULL;
+  L->x_extent[3] = lens ? n->p.rnn.batch : 0;
+  L->x_bytes[3] = 4;
+  L->nx = 4;
+  L->i[0] = n->op == OP_LSTM ? 2 : n->op == OP_GRU ? 1 : 0;
+  L->i[1] = n->p.rnn.hidden;
+  L->i[2] = n->p.rnn.batch;
+  for (int a = 0; a < 3; a++) {
+    L->i[8 + a] = a < n->p.rnn.nacts ? n->p.rnn.act[d][a] : 0;
+    L->f[a] = a < n->p.rnn.nacts ? n->p.rnn.alpha[d][a] : 0;
+    L->f[3 + a] = a < n->p.rnn.nacts ? n->p.rnn.beta[d][a] : 0;
+  }
+  L->f[6] = n->p.rnn.clip;
+  L->i[12] = n->op == OP_LSTM ? n->p.rnn.input_forget : n->p.rnn.linear_before_reset;
+  group_i(L, 0, 3, "kind (0 RNN, 1 GRU, 2 LSTM), hidden, batch");
+  group_i(L, 3, 3, "time, where G[t] and the slot before start");
+  group_i(L, 6, 2, "R's strides");
+  group_i(L, 8, 3, "activations f g h (OPC_RNN_*)");
+  group_i(L, 11, 1, n->op == OP_LSTM ? "P's stride" : "B's stride");
+  group_i(L, 12, 1, n->op == OP_LSTM ? "input_forget" : "linear_before_reset");
+  group_f(L, 0, 3, "alphas");
+  group_f(L, 3, 3, "betas");
+  group_f(L, 6, 1, "clip (0: none)");
+}
+
+/* Direction d's input parts of the gates, G. */
+static void rnn_input_launch(Emitter *e, const Node *n, int d, const char *scratch) {
+  const Tensor *x = n->in[0];
+  int64_t xs[IR_MAX_RANK], ws[IR_MAX_RANK], bs[IR_MAX_RANK], extent;
+  int64_t rows = n->p.rnn.gates * n->p.rnn.hidden;
+  bool bm = n->p.rnn.batch_major;
+  Launch L = {.kernel = "opc_rnn_input", .rank = 3,
+              .dims = {n->p.rnn.seq, n->p.rnn.batch, rows}};
+  L.n = L.dims[0] * L.dims[1] * L.dims[2];
+  int64_t ys[3] = {n->p.rnn.batch * rows, rows, 1};
+  set_output(&L, offset_ptr(e, scratch, d * rnn_direction_floats(n)), ys);
+  L.y_extent = rnn_gate_floats(n);
+  L.x_extent[0] = input_strides(n, 0, xs);
+  set_input(&L, 0, buf(e, x), (int64_t[]){xs[bm ? 1 : 0], xs[bm ? 0 : 1], 0});
+  const char *w = direction_block(e, n, 1, d, ws, &extent);
+  set_input(&L, 1, w, (int64_t[]){0, 0, ws[1]});
+  L.x_extent[1] = extent;
+  const char *b = direction_block(e, n, 3, d, bs, &extent);
+  set_input(&L, 2, b, (int64_t[]){0, 0, 0});
+  L.x_extent[2] = extent;
+  L.nx = 3;
+  L.i[0] = n->p.rnn.input;
+  L.i[1] = xs[2];
+  L.i[2] = ws[2];
+  L.i[3] = b ? bs[1] : 0;
+  L.i[4] = rows;
+  L.i[5] = n->op == OP_GRU && n->p.rnn.linear_before_reset;
+  L.i[6] = 2 * n->p.rnn.hidden;
+  group_i(&L, 0, 3, "input size, X's and W's strides along it");
+  group_i(&L, 3, 2, "B's stride, where Rb starts");
+  group_i(&L, 5, 2, "whether Rb is left out from row i[6] on");
+  L.note = "x = {X, W, B}: the input's part of every gate at every step";
+  emit_launch(e, n, &L);
+}
+
+/* Direction d's state before its first step. */
+static void rnn_init_launch(Emitter *e, const Node *n, int d, const char *scratch) {
+  int64_t hidden = n->p.rnn.hidden, s[IR_MAX_RANK], extent;
+  bool bm = n->p.rnn.batch_major;
+  Launch L = {.kernel = "opc_rnn_init", .rank = 2, .dims = {n->p.rnn.batch, hidden}};
+  L.n = L.dims[0] * hidden;
+  set_output(&L, offset_ptr(e, scratch, d * rnn_direction_floats(n) + rnn_gate_floats(n)),
+             (int64_t[]){2 * hidden, 1});
+  L.y_extent = rnn_slot_floats(n);
+  for (int k = 0; k < 2; k++) {
+    const char *p = direction_block(e, n, 5 + k, d, s, &extent);
+    set_input(&L, k, p, (int64_t[]){p ? s[bm ? 0 : 1] : 0, p ? s[2] : 0});
+    L.x_extent[k] = extent;
+  }
+  L.nx = 2;
+  L.i[0] = hidden;
+  group_i(&L, 0, 1, "hidden: where c starts");
+  L.note = "x = {initial_h, initial_c}";
+  emit_launch(e, n, &L);
+}
+
+/* Every step of direction d (with GRU's reset gate before each), as one
+   loop in net.c over `step`, whose launches differ only in the time they
+   process and where they read: net.c stays the same size for any length. */
+static void rnn_step_loop(Emitter *e, const Node *n, int d, const char *scratch) {
+  bool reverse = n->p.rnn.direction == RNN_REVERSE || d == 1;
+  int64_t seq = n->p.rnn.seq;
+  Launch L = {0};
+  step_args(e, n, d, scratch, &L);
+  emit_open(e, "for (long long step = 0; step < %lld; step++) {", (long long)seq);
+  if (reverse)
+    emit(e, "long long t = %lld - step; /* backwards */", (long long)(seq - 1));
+  else
+    emit(e, "long long t = step;");
+  L.iexpr[3] = "t";
+  L.iexpr[4] = emit_str(e, "t * %lld", (long long)(n->p.rnn.batch * n->p.rnn.gates * n->p.rnn.hidden));
+  L.iexpr[5] = emit_str(e, "%lld + step * %lld", (long long)rnn_gate_floats(n),
+                        (long long)rnn_slot_floats(n));
+  if (n->op == OP_GRU) {
+    Launch R = L;
+    R.kernel = "opc_gru_reset";
+    R.note = "step `step` (time t): the reset gate";
+    emit_launch(e, n, &R);
+  }
+  L.kernel = "opc_rnn_step";
+  L.note = emit_str(e, "step `step` (time t); x = {scratch, R, %s, sequence_lens}",
+                    n->op == OP_LSTM ? "P" : "B");
+  emit_launch(e, n, &L);
+  emit_close(e, "}");
+}
+
+/* Output k (Y, Y_h, Y_c) of direction d from its states. */
+static void rnn_output_launch(Emitter *e, const Node *n, int k, int d, const char *scratch) {
+  Tensor *y = n->out[k];
+  int64_t ys[IR_MAX_RANK];
+  strides_of(y, ys);
+  bool bm = n->p.rnn.batch_major, reverse = n->p.rnn.direction == RNN_REVERSE || d == 1;
+  Launch L = {.kernel = "opc_rnn_output", .rank = 3,
+              .dims = {k == 0 ? n->p.rnn.seq : 1, n->p.rnn.batch, n->p.rnn.hidden}};
+  L.n = L.dims[0] * L.dims[1] * L.dims[2];
+  int64_t start, strides[3];
+  if (k == 0) {
+    /* Y [seq, dirs, batch, h], or [batch, seq, dirs, h] */
+    strides[0] = ys[bm ? 1 : 0], strides[1] = ys[bm ? 0 : 2], strides[2] = ys[3];
+    start = d * ys[bm ? 2 : 1];
+  } else {
+    /* Y_h, Y_c [dirs, batch, h], or [batch, dirs, h] */
+    strides[0] = 0, strides[1] = ys[bm ? 0 : 1], strides[2] = ys[2];
+    start = d * ys[bm ? 1 : 0];
+  }
+  int64_t whole = reach(y->rank, y->dims, ys, &(int64_t){0});
+  set_output(&L, offset_ptr(e, buf(e, y), start), strides);
+  L.y_extent = whole - start;
+  int64_t none[3] = {0};
+  set_input(&L, 0, offset_ptr(e, scratch, d * rnn_direction_floats(n) + rnn_gate_floats(n)), none);
+  L.x_extent[0] = (n->p.rnn.seq + 1) * rnn_slot_floats(n);
+  const Tensor *lens = node_input(n, 4);
+  set_input(&L, 1, lens ? buf(e, lens) : NULL, none);
+  L.x_extent[1] = lens ? n->p.rnn.batch : 0;
+  L.x_bytes[1] = 4;
+  L.nx = 2;
+  L.i[0] = n->p.rnn.hidden;
+  L.i[1] = n->p.rnn.seq;
+  L.i[2] = reverse;
+  L.i[3] = k == 2;
+  L.i[4] = k > 0;
+  group_i(&L, 0, 5, "hidden, seq, backwards, the part (0 h, 1 c), whether the last state");
+  L.note = k == 0 ? "Y; x = {states, sequence_lens}" : k == 1 ? "Y_h; x = {states, sequence_lens}"
+                                                          : "Y_c; x = {states, sequence_lens}";
+  emit_launch(e, n, &L);
+}
+
+static void run_recurrent(Emitter *e, Node *n) {
+  const char *const *scratch = node_data(e, n, sizeof *scratch);
+  for (int d = 0; d < n->p.rnn.ndirections; d++) {
+    rnn_input_launch(e, n, d, *scratch);
+    rnn_init_launch(e, n, d, *scratch);
+    if (n->p.rnn.seq > 0)
+      rnn_step_loop(e, n, d, *scratch);
+    for (int k = 0; k < n->nout && k < 3; k++)
+      if (n->out[k] && tensor_needed(n->out[k]))
+        rnn_output_launch(e, n, k, d, *scratch);
+  }
+}
+
+const OpEmitter kernel_recurrent = {.setup = setup_recurrent, .run = run_recurrent};
