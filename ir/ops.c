@@ -519,8 +519,8 @@ static bool infer_quantize(Graph *g, Node *n) {
   DType to = zero ? zero->dtype : DT_UINT8;
   if (want && want->i != 0) {
     if (!quant_range((DType)want->i, &n->p.quant.lo, &n->p.quant.hi) || want->i == DT_INT32) {
-      ir_error(g, n, "quantizing to %s is not supported (opc quantizes to int8, uint8, int16 "
-               "and uint16)", quant_type_name(want->i));
+      ir_error(g, n, "quantizing to %s is not supported (opc quantizes to int8 and uint8, and "
+               "to int16 and uint16 at compile time)", quant_type_name(want->i));
       return false;
     }
     if (zero && zero->dtype != (DType)want->i) {
