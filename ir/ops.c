@@ -554,6 +554,17 @@ static bool infer_dequantize(Graph *g, Node *n) {
   return set_out(g, n, 0, scale->dtype, x->rank, x->dims);
 }
 
+/* DynamicQuantizeLinear(x): y (uint8, x's shape), its scale (a float32
+   scalar) and its zero point (a uint8 scalar). */
+static bool infer_dynamic_quantize(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  n->p.quant.axis = -1;
+  n->p.quant.lo = 0;
+  n->p.quant.hi = 255;
+  return set_out(g, n, 0, DT_UINT8, x->rank, x->dims) && set_out(g, n, 1, DT_FLOAT, 0, NULL) &&
+         set_out(g, n, 2, DT_UINT8, 0, NULL);
+}
+
 /* ------------------------------------------------------- normalisation */
 
 /* Checks that a per-channel parameter has shape [C]. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""QuantizeLinear and DequantizeLinear through opc, the CPU runtime and the
+"""QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear through opc, the CPU runtime and the
 emitted program, against ONNX Runtime.
 
 Quantized outputs are integers and are compared exactly; dequantized ones
@@ -22,6 +22,10 @@ Runtime's bit for bit, however either adds.
 Negative control: the comparison must reject a wrong quantizer, ties
 rounded half away from zero (C's roundf), on the same inputs; a test that
 could not tell the two apart would prove nothing about the rounding.
+
+DynamicQuantizeLinear's three outputs (uint8 y, the float32 scale, the
+uint8 zero point) are compared exactly on ranges on both sides of 0, on one
+side, all zeros, with NaN and infinities, at run time and folded.
 
 Errors: types opc cannot store at run time (int16), blocked quantization,
 a scale that does not match the axis, a zero point of another type, and a
@@ -79,11 +83,11 @@ def reference(m, feeds):
     so.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, {k: v for k, v in feeds.items()
-                           if any(i.name == k for i in m.graph.input)})[0]
+                           if any(i.name == k for i in m.graph.input)})
 
 
 def run_opc(opc, m, feeds, work):
-    """Compiles m for the CPU runtime and runs it: (output, None), or
+    """Compiles m for the CPU runtime and runs it: (outputs, None), or
     (None, why), or (None, (status, message)) when opc refuses it."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -95,15 +99,17 @@ def run_opc(opc, m, feeds, work):
                        text=True, env=env)
     if p.returncode != 0:
         return None, (p.returncode, (p.stdout + p.stderr).strip())
-    out = os.path.join(work, "y.npy")
-    cmd = [exe, "--output", f"{m.graph.output[0].name}={out}"]
+    outs = [os.path.join(work, f"out{k}.npy") for k in range(len(m.graph.output))]
+    cmd = [exe]
+    for o, path in zip(m.graph.output, outs):
+        cmd += ["--output", f"{o.name}={path}"]
     for i in m.graph.input:
         np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
         cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
-    return np.load(out), None
+    return [np.load(path) for path in outs], None
 
 
 def compare(got, want):
@@ -183,7 +189,42 @@ def cases():
     x32 = rng.integers(-2**31, 2**31, (64,)).astype(np.int32)
     out.append(("dq-int32", one_node("DequantizeLinear", x32, np.float32(0.001), None),
                 {"x": x32}))
+    out += dynamic_cases()
     out.append(("qdq-conv", qdq_conv(), {"x": rng.integers(0, 256, (1, 3, 8, 8)).astype(np.uint8)}))
+    return out
+
+
+def dynamic(x, folded=False, outputs="ysz"):
+    """DynamicQuantizeLinear(x) -> y, s, z, the graph's outputs named in
+    `outputs` (the others computed but unused)."""
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    inputs = [] if folded else [value_info("x", x)]
+    inits = [numpy_helper.from_array(x, "x")] if folded else []
+    return model([node], inputs, [onnx.ValueInfoProto(name=o) for o in outputs], inits)
+
+
+def dynamic_cases():
+    """Ranges on both sides of 0, on one side only (the range is widened to
+    0), all zeros (scale 1 in ONNX Runtime), NaN (left out of the range,
+    quantized to 0), an infinity (an infinite scale), a scalar, and a
+    large tensor; at run time and folded."""
+    big = rng.normal(0.3, 2, (3, 64, 65)).astype(np.float32)
+    xs = {"mixed": rng.normal(0, 3, (4, 5, 6)).astype(np.float32),
+          "positive": rng.uniform(0.5, 9, (7, 3)).astype(np.float32),
+          "negative": rng.uniform(-9, -0.5, (7, 3)).astype(np.float32),
+          "zeros": np.zeros((2, 3), np.float32),
+          "nan": np.array([-1.5, np.nan, 3.25, 0.7], np.float32),
+          "inf": np.array([-1.5, np.inf, 3.25], np.float32),
+          "scalar": np.array(-2.5, np.float32),
+          "big": big}
+    out = []
+    for name, x in xs.items():
+        out.append((f"dyn-{name}", dynamic(x), {"x": x}))
+        if x.size <= 1000:
+            out.append((f"dyn-{name}-folded", dynamic(x, folded=True), {"x": x}))
+    x = xs["mixed"]
+    out.append(("dyn-y-only", dynamic(x, outputs="y"), {"x": x}))
+    out.append(("dyn-scale-only", dynamic(x, outputs="s"), {"x": x}))
     return out
 
 
@@ -244,9 +285,11 @@ def main():
     for name, m, feeds in cases():
         if only not in name:
             continue
-        want = reference(m, feeds)
-        got, why = run_opc(opc, m, feeds, os.path.join(work, name))
-        why = why or compare(got, want)
+        wants = reference(m, feeds)
+        gots, why = run_opc(opc, m, feeds, os.path.join(work, name))
+        for got, want in zip(gots or [], wants):
+            why = why or compare(got, want)
+        want = wants[0]
         print(f"{'FAIL' if why else 'ok  '} {name}{': ' + str(why) if why else ''}")
         failures += why is not None
         if why is None and name.startswith("q-") and "ties" in name:
