@@ -323,6 +323,48 @@ static void run_quantize(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* DynamicQuantizeLinear: two one-thread launches find x's range and write
+   the scale and the zero point, then opc_quantize_linear_u8 quantizes x by
+   them, read with stride 0. */
+static void run_dynamic_quantize(Emitter *e, Node *n) {
+  const Tensor *x = n->in[0];
+  for (int k = 1; k <= 2; k++) {
+    Launch P = {.kernel = typed_kernel(e, op_kernel(e, n->op), DT_UINT8)};
+    P.rank = x->rank;
+    memcpy(P.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    int64_t s[IR_MAX_RANK];
+    strides_of(x, s);
+    set_input(&P, 0, buf(e, x), s);
+    P.y = buf(e, n->out[k]);
+    P.y_extent = 1;
+    P.y_bytes = (int)dtype_size(n->out[k]->dtype);
+    P.n = 1;
+    P.i[0] = k == 2;
+    group_i(&P, 0, 1, k == 2 ? "the zero point" : "the scale");
+    P.note = "one thread: the range of x, then the scale or the zero point";
+    emit_launch(e, n, &P);
+  }
+  const Tensor *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, "opc_quantize_linear", DT_UINT8)};
+  L.rank = y->rank;
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  strides_of(x, s);
+  set_input(&L, 0, buf(e, x), s);
+  set_input(&L, 1, buf(e, n->out[1]), none);
+  set_input(&L, 2, buf(e, n->out[2]), none);
+  L.y_bytes = L.x_bytes[2] = 1;
+  collapse(&L);
+  L.i[0] = 1;
+  group_i(&L, 0, 1, "zero point in x[2]");
+  L.f[0] = 0.0f;
+  L.f[1] = 255.0f;
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_unary = {.run = run_unary};
@@ -334,3 +376,4 @@ const OpEmitter kernel_gelu = {.run = run_gelu};
 const OpEmitter kernel_logic = {.run = run_logic};
 const OpEmitter kernel_cast_like = {.run = run_cast_like};
 const OpEmitter kernel_quantize = {.run = run_quantize};
+const OpEmitter kernel_dynamic_quantize = {.run = run_dynamic_quantize};

@@ -1150,6 +1150,24 @@ bool fold_dequantize(Graph *g, Node *n) {
   return true;
 }
 
+/* The range of x that holds 0, NaN left out (ONNX Runtime's comparisons
+   skip it); then QuantizeLinear by the scale and zero point of it. */
+bool fold_dynamic_quantize(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t count = tensor_numel(x);
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < count; i++) {
+    lo = x->f32[i] < lo ? x->f32[i] : lo;
+    hi = x->f32[i] > hi ? x->f32[i] : hi;
+  }
+  float scale = opc_dynamic_scale_of(lo, hi), zero = opc_dynamic_zero_of(lo, scale);
+  for (int64_t i = 0; i < count; i++)
+    n->out[0]->i64[i] = (int64_t)opc_quantize_of(x->f32[i], scale, zero, 0.0f, 255.0f);
+  n->out[1]->f32[0] = scale;
+  n->out[2]->i64[0] = (int64_t)zero;
+  return true;
+}
+
 bool fold_where(Graph *g, Node *n) {
   Tensor *y = n->out[0];
   int64_t strides[3][IR_MAX_RANK];

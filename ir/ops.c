@@ -516,20 +516,20 @@ static bool quant_axis(Graph *g, Node *n, const Tensor *x, const Tensor *scale,
    concerns float8 only, which opc refuses by name. */
 static bool infer_quantize(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *scale = in(n, 1), *zero = in(n, 2);
-  const Attr *want = node_attr(n, "output_dtype");
+  int64_t want = node_attr_int(n, "output_dtype", 0);
   DType to = zero ? zero->dtype : DT_UINT8;
-  if (want && want->i != 0) {
-    if (!quant_range((DType)want->i, &n->p.quant.lo, &n->p.quant.hi) || want->i == DT_INT32) {
-      ir_error(g, n, "quantizing to %s is not supported (opc quantizes to int8, uint8, int16 "
-               "and uint16)", quant_type_name(want->i));
+  if (want != 0) {
+    if (!quant_range((DType)want, &n->p.quant.lo, &n->p.quant.hi) || want == DT_INT32) {
+      ir_error(g, n, "quantizing to %s is not supported (opc quantizes to int8 and uint8, and "
+               "to int16 and uint16 at compile time)", quant_type_name(want));
       return false;
     }
-    if (zero && zero->dtype != (DType)want->i) {
+    if (zero && zero->dtype != (DType)want) {
       ir_error(g, n, "output_dtype %s differs from the zero point's type %s",
-               quant_type_name(want->i), dtype_onnx_name(zero->dtype));
+               quant_type_name(want), dtype_onnx_name(zero->dtype));
       return false;
     }
-    to = (DType)want->i;
+    to = (DType)want;
   }
   bool saturate;
   if (!flag_attr(g, n, "saturate", true, &saturate) ||
@@ -543,16 +543,27 @@ static bool infer_quantize(Graph *g, Node *n) {
    int32 input has no zero point in the spec; one given is subtracted. */
 static bool infer_dequantize(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *scale = in(n, 1), *zero = in(n, 2);
-  const Attr *want = node_attr(n, "output_dtype");
-  if (want && want->i != 0 && (DType)want->i != scale->dtype) {
+  int64_t want = node_attr_int(n, "output_dtype", 0);
+  if (want != 0 && (DType)want != scale->dtype) {
     ir_error(g, n, "output_dtype %s differs from the scale's type %s, which opc computes in",
-             quant_type_name(want->i), dtype_onnx_name(scale->dtype));
+             quant_type_name(want), dtype_onnx_name(scale->dtype));
     return false;
   }
   if (!quant_axis(g, n, x, scale, zero, &n->p.quant.axis))
     return false;
   quant_range(x->dtype, &n->p.quant.lo, &n->p.quant.hi);
   return set_out(g, n, 0, scale->dtype, x->rank, x->dims);
+}
+
+/* DynamicQuantizeLinear(x): y (uint8, x's shape), its scale (a float32
+   scalar) and its zero point (a uint8 scalar). */
+static bool infer_dynamic_quantize(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  n->p.quant.axis = -1;
+  n->p.quant.lo = 0;
+  n->p.quant.hi = 255;
+  return set_out(g, n, 0, DT_UINT8, x->rank, x->dims) && set_out(g, n, 1, DT_FLOAT, 0, NULL) &&
+         set_out(g, n, 2, DT_UINT8, 0, NULL);
 }
 
 /* ------------------------------------------------------- normalisation */

@@ -186,6 +186,22 @@ OPC_SCALAR float opc_quantize_of(float x, float scale, float zero, float lo, flo
   return q >= lo ? (q <= hi ? q : hi) : lo;
 }
 
+/* DynamicQuantizeLinear's uint8 scale over a range [lo, hi] that holds 0
+   (lo = min(0, min x), hi = max(0, max x)): 1 for an empty range, as in
+   ONNX Runtime, which would otherwise divide by 0. */
+OPC_SCALAR float opc_dynamic_scale_of(float lo, float hi)
+{
+  return hi == lo ? 1.0f : (hi - lo) / 255.0f;
+}
+
+/* Its zero point: -lo / scale saturated to [0, 255], then rounded half
+   to even. */
+OPC_SCALAR float opc_dynamic_zero_of(float lo, float scale)
+{
+  float z = 0.0f - lo / scale;
+  return rintf(z < 0.0f ? 0.0f : (z > 255.0f ? 255.0f : z));
+}
+
 /* Values within [-lambd, lambd] go to 0, the others move towards 0 by bias. */
 OPC_SCALAR float opc_shrink_of(float x, float lambd, float bias)
 {
