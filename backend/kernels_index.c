@@ -300,6 +300,28 @@ static void run_topk(Emitter *e, Node *n) {
   }
 }
 
+/* NonZero at run time: one launch writes the coordinates, one the dims of
+   this run, both counting the nonzero elements first (one thread each). */
+static void run_non_zero(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  DType type = x->dtype == DT_BOOL ? DT_UINT8 : x->dtype; /* a bool is a 0/1 byte */
+  int64_t xs[IR_MAX_RANK];
+  strides_of(x, xs);
+  for (int w = 0; w < 2; w++) {
+    Launch L = {.kernel = typed_kernel(e, "opc_non_zero", type), .rank = x->rank, .n = 1};
+    memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    set_input(&L, 0, buf(e, x), xs);
+    set_element_type(&L, type);
+    L.y = w == 0 ? buf(e, y) : live_dims(e, y);
+    L.y_extent = w == 0 ? tensor_numel(y) : 2;
+    L.y_bytes = 8;
+    L.i[0] = w;
+    group_i(&L, 0, 1, "which output");
+    L.note = w == 0 ? "one thread: the coordinates" : "one thread: the dims of this run";
+    emit_launch(e, n, &L);
+  }
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -307,3 +329,4 @@ const OpEmitter kernel_scatter_nd = {.run = run_scatter_nd};
 const OpEmitter kernel_scatter_elements = {.run = run_scatter_elements};
 const OpEmitter kernel_arg = {.run = run_arg};
 const OpEmitter kernel_topk = {.run = run_topk};
+const OpEmitter kernel_non_zero = {.run = run_non_zero};

@@ -136,6 +136,15 @@ typedef struct Tensor {
 
   /* Storage, filled by the memory planner: byte offset in the activation arena. */
   int64_t offset;
+
+  /* A bounded tensor (NonZero's output at run time): `dims` are upper
+     bounds, planned as the storage, and the dims of each run are written
+     by its producer as int64s at `live_offset` in the arena (the memory
+     planner places them). Its elements are stored contiguously in those
+     run-time dims. Only graph outputs may be bounded so far: infer.c
+     refuses such a tensor as any node's input. */
+  bool bounded;
+  int64_t live_offset;
 } Tensor;
 
 /* ----------------------------------------------------------- attributes */

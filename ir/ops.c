@@ -2064,10 +2064,14 @@ static bool infer_topk(Graph *g, Node *n) {
    counts as one element of a 1-D tensor, as numpy has it. */
 static bool infer_non_zero(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  if (!need_const(g, n, x))
+  /* At run time the count is known only on the device: the output is
+     planned for every element being nonzero. */
+  bool at_run_time = !tensor_is_const(x);
+  int64_t dims[2] = {x->rank > 0 ? x->rank : 1, at_run_time ? tensor_numel(x) : count_non_zero(x)};
+  if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
-  int64_t dims[2] = {x->rank > 0 ? x->rank : 1, count_non_zero(x)};
-  return set_out(g, n, 0, DT_INT64, 2, dims);
+  n->out[0]->bounded = at_run_time;
+  return true;
 }
 
 /* Unique: the output sizes come from the values. */
