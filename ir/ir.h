@@ -259,6 +259,7 @@ typedef enum ParamKind {
   PARAMS_RNN,
   PARAMS_QUANT,
   PARAMS_REVERSE_SEQUENCE,
+  PARAMS_NMS,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -369,6 +370,14 @@ typedef union Params {
      type's range, which QuantizeLinear saturates to. */
   struct { int axis; int64_t lo, hi; } quant;
   struct { int time_axis, batch_axis; } reverse_sequence; /* each 0 or 1 */
+  /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per
+     batch and class (per_class: that, at most the box count), the IoU
+     threshold, and the score threshold where there is one. */
+  struct {
+    bool center, has_score_threshold;
+    int64_t max_per_class, per_class;
+    float iou_threshold, score_threshold;
+  } nms;
 } Params;
 
 /*

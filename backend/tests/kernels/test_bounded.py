@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""NonZero at run time, whose output size the data decides, through opc,
+"""NonZero and NonMaxSuppression at run time, whose output size the data
+decides, through opc,
 the CPU runtime, the emitted program's main and the Python package, against
 ONNX Runtime.
 
@@ -19,6 +20,16 @@ Negative controls: the comparison must reject NonZero computed with NaN
 taken as zero, and with -0.0 taken as nonzero (its bits are not all zero),
 on the same inputs: inputs that could not tell those kernels apart would
 prove nothing.
+
+NonMaxSuppression runs on detector-like data: anchors on a grid with
+jittered sizes (so neighbours overlap by varied amounts), scores from
+smooth fields per class, two batches and three classes, in both box
+formats (corners given in either diagonal), with and without a score
+threshold, and with max_output_boxes_per_class both limiting and not. Some
+scores repeat exactly, so the order of ties is tested too. The selected
+rows are compared exactly. Negative controls: ONNX Runtime's answer with
+a different IoU threshold, and with the other box format, must differ from
+opc's, so the data decides the outcome.
 
 Errors: a NonZero output read by another node is refused (exit 2) with a
 message naming the node and the tensor: no kernel reads a run-time size
@@ -94,7 +105,10 @@ def compare(got, want):
     return None
 
 
-def run_main(opc, path, feeds, work):
+def run_main(opc, path, feeds, work, outputs=None):
+    """Compiles for the CPU runtime at -O0 and runs main; the outputs by
+    name (each input NAME's NonZero output NAME_at by default)."""
+    outputs = outputs or [name + "_at" for name in feeds]
     exe = os.path.join(work, "net")
     env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
     p = subprocess.run([opc, path, "-o", exe, "--target", "cpu", "-O0"], capture_output=True,
@@ -104,12 +118,13 @@ def run_main(opc, path, feeds, work):
     cmd = [exe]
     for name, x in feeds.items():
         np.save(os.path.join(work, name + ".npy"), x)
-        cmd += ["--input", f"{name}={os.path.join(work, name + '.npy')}",
-                "--output", f"{name}_at={os.path.join(work, name + '_at.npy')}"]
+        cmd += ["--input", f"{name}={os.path.join(work, name + '.npy')}"]
+    for name in outputs:
+        cmd += ["--output", f"{name}={os.path.join(work, name + '.npy')}"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"FAIL: the program exited with {p.returncode}: {p.stderr.strip()[-300:]}")
-    return {name: np.load(os.path.join(work, name + "_at.npy")) for name in feeds}
+    return {name: np.load(os.path.join(work, name + ".npy")) for name in outputs}
 
 
 def run_python(opc, path, feeds, work):
@@ -145,6 +160,96 @@ def check_refused(opc, work):
     return None
 
 
+def detections(batches=2, classes=3, side=6):
+    """Boxes on a side x side grid with jittered sizes, as corners [y1, x1,
+    y2, x2] and as centres [x, y, w, h], and per-class score fields."""
+    g = np.arange(side, dtype=np.float64)
+    cy, cx = np.meshgrid(g, g, indexing="ij")
+    boxes, centres = [], []
+    for b in range(batches):
+        h = 2.2 + 1.0 * np.sin(cx * 1.3 + cy * 0.7 + b)
+        w = 2.2 + 1.0 * np.cos(cx * 0.6 - cy * 1.1 + b)
+        y, x = cy + 0.2 * np.sin(cx + b), cx + 0.2 * np.cos(cy - b)
+        corners = np.stack([y - h / 2, x - w / 2, y + h / 2, x + w / 2], -1).reshape(-1, 4)
+        corners[1::3] = corners[1::3][:, [2, 3, 0, 1]]  # the other diagonal
+        boxes.append(corners)
+        centres.append(np.stack([x, y, w, h], -1).reshape(-1, 4))
+    scores = np.stack([np.stack([0.5 + 0.5 * np.sin(0.9 * cx * (c + 1) - 0.5 * cy + b + c)
+                                 for c in range(classes)]).reshape(classes, -1)
+                       for b in range(batches)])
+    scores = np.round(scores * 20) / 20  # exact repeats: ties
+    return (np.array(boxes, np.float32), np.array(centres, np.float32),
+            scores.astype(np.float32))
+
+
+NMS_CASES = [  # name, centre format, max per class, IoU threshold, score threshold or None
+    ("corners", 0, 100, 0.3, None),
+    ("corners_limited", 0, 11, 0.2, 0.25),  # the limit binds in some classes only
+    ("centres", 1, 100, 0.3, 0.4),
+    ("centres_limited", 1, 15, 0.2, None),
+]
+
+
+def nms_model(centre, max_per_class, iou, score):
+    """NonMaxSuppression with its limits as constants, as detectors export it."""
+    boxes = helper.make_tensor_value_info("boxes", onnx.TensorProto.FLOAT, None)
+    scores = helper.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, None)
+    inits = [helper.make_tensor("max", onnx.TensorProto.INT64, [1], [max_per_class]),
+             helper.make_tensor("iou", onnx.TensorProto.FLOAT, [1], [iou])]
+    names = ["boxes", "scores", "max", "iou"]
+    if score is not None:
+        inits.append(helper.make_tensor("score", onnx.TensorProto.FLOAT, [1], [score]))
+        names.append("score")
+    node = helper.make_node("NonMaxSuppression", names, ["selected"], center_point_box=centre)
+    graph = helper.make_graph([node], "nms", [boxes, scores], [onnx.ValueInfoProto(name="selected")],
+                              inits)
+    return graph
+
+
+def check_nms(opc, work, failures):
+    corners, centres, scores = detections()
+    for name, centre, max_per_class, iou, score in NMS_CASES:
+        feeds = {"boxes": centres if centre else corners, "scores": scores}
+        graph = nms_model(centre, max_per_class, iou, score)
+        graph.input[0].type.tensor_type.shape.Clear()
+        for g in (graph,):
+            for i, x in zip(g.input, (feeds["boxes"], feeds["scores"])):
+                i.CopyFrom(helper.make_tensor_value_info(i.name, onnx.TensorProto.FLOAT, x.shape))
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 8
+        case = os.path.join(work, name)
+        os.makedirs(case)
+        path = os.path.join(case, "model.onnx")
+        onnx.save(m, path)
+        got = run_main(opc, path, {"boxes": feeds["boxes"], "scores": feeds["scores"]}, case,
+                       outputs=["selected"])["selected"]
+        want = reference(m, feeds)
+        why = compare(got, want)
+        if why:
+            failures.append(f"NonMaxSuppression {name}: {why}")
+        if len(want) < 4 or len(want) == scores.shape[0] * scores.shape[1] * min(max_per_class, 36):
+            failures.append(f"NonMaxSuppression {name}: {len(want)} rows kept: the case "
+                            "suppresses too little or too much to test anything")
+        # Negative controls: the outcome must hinge on the threshold and the format.
+        other = onnx.ModelProto()
+        other.CopyFrom(m)
+        other.graph.initializer[1].float_data[0] = iou + 0.15
+        if compare(got, reference(other, feeds)) is None:
+            failures.append(f"NonMaxSuppression {name}: another IoU threshold gives the same rows")
+        other.CopyFrom(m)
+        other.graph.node[0].attribute[0].i = 1 - centre
+        if compare(got, reference(other, feeds)) is None:
+            failures.append(f"NonMaxSuppression {name}: the other box format gives the same rows")
+    return len(NMS_CASES)
+
+
+def reference(m, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
 def main():
     opc, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     shutil.rmtree(work, ignore_errors=True)
@@ -166,7 +271,7 @@ def main():
     for how, got in (("main", run_main(opc, path, feeds, work)),
                      ("python", run_python(opc, path, feeds, work))):
         for name in feeds:
-            why = compare(got[name], want[name])
+            why = compare(got[name + "_at" if how == "main" else name], want[name])
             if why:
                 failures.append(f"{how} {name}: {why}")
     # Negative controls: each plausible wrong kernel must be told apart.
@@ -177,12 +282,15 @@ def main():
     why = check_refused(opc, work)
     if why:
         failures.append(why)
+    nms_cases = check_nms(opc, work, failures)
     counts = ", ".join(f"{n} {want[n].shape[1]}" for n in feeds)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         sys.exit(1)
     print(f"bounded: NonZero on {len(feeds)} inputs (nonzeros: {counts}) matches ONNX Runtime "
-          "through main and Python; both negative controls fail; a reader is refused")
+          "through main and Python; both negative controls fail; a reader is refused; "
+          f"NonMaxSuppression matches in {nms_cases} cases, and differs from the references "
+          "with another threshold or box format")
 
 
 if __name__ == "__main__":
