@@ -3,9 +3,10 @@
 CPU runtime and the emitted program (built at -O0), against exact integer
 arithmetic and ONNX Runtime.
 
-Every case is a node of one model, so that one program runs them all: once
-with every operand a graph input (run-time kernels), once with every operand
-an initializer (opc's compile-time evaluators). All outputs are integers and
+Every case is a node of a few models, so that few programs run them all:
+three with every operand a graph input (run-time kernels; a program takes 64
+inputs at most), one with every operand an initializer (opc's compile-time
+evaluators). All outputs are integers and
 are compared exactly, type and shape too.
 
 Oracles. The integer products' int32 sums are numpy's int64 sums of
@@ -13,9 +14,12 @@ Oracles. The integer products' int32 sums are numpy's int64 sums of
 Runtime runs the form (it lacks int8 A with uint8 B and per-row zero points
 of A), it must agree with them too. The requantised outputs are ONNX
 Runtime's: its multiplier is float32 (a_scale * b_scale) / y_scale, and
-float32(sum) * multiplier is rounded half to even; tests/probes of other
-orders disagree with it on some of 13 million values, so opc forms it the same
-way and must match exactly.
+float32(sum) * multiplier is rounded half to even, which opc does too and
+must match exactly. The case qmm-multiplier-order shows that this is
+ONNX Runtime's order: its scales make the float32 multipliers (a*b)/y and
+a*(b/y) differ in the last bit, and the 65536 sums include some that the
+two requantise differently; (a*b)/y must match ONNX Runtime there, a*(b/y)
+and a float64 multiplier must not.
 
 One caveat, measured here: this CPU's ONNX Runtime (AVX2, no VNNI) sums
 uint8 x int8 products in pairs saturated to int16 (vpmaddubsw), so its
@@ -29,7 +33,8 @@ away from 0, per-channel scales, and for the requantisation every tie k +
 that saturate.
 
 Negative controls: (1) requantising the ties half away from zero must be
-rejected by the comparison; (2) a convolution whose padding contributes x's
+rejected by the comparison, as must the other multipliers above; (2) a
+convolution whose padding contributes x's
 zero point instead of nothing (padding with 0 before subtracting) must be
 rejected. Errors: a zero point of the other type, of the wrong shape, a 3-D
 ConvInteger, and a per-row scale of QLinearMatMul are refused with exit
@@ -184,6 +189,7 @@ def qlinear_cases():
     bs = rng.uniform(0.002, 0.02, 6).astype(f)
     out.append(Case("qmm-s8-percolumn", "QLinearMatMul",
                     [a, f(0.05), np.int8(3), b, bs, np.zeros(6, np.int8), f(0.4), np.int8(-5)]))
+    out.append(multiplier_order_case())
     # QLinearConv: uint8 x int8 weights per channel with a bias (x below
     # 128, see above); int8 with groups; 1-D uint8 with strides.
     x, w = ints(np.uint8, (1, 3, 8, 8), top=127), ints(np.int8, (4, 3, 3, 3))
@@ -202,6 +208,44 @@ def qlinear_cases():
                     [x, f(0.04), np.uint8(128), w, f(0.02), np.uint8(100), f(0.05), np.uint8(90), bias],
                     {"strides": [2], "pads": [1, 0]}))
     return out
+
+
+def multiplier(sa, sb, sy, order):
+    """The float32 requantisation multiplier formed in the given order."""
+    f = np.float32
+    if order == "(a*b)/y":
+        return f(f(sa * sb) / sy)
+    return f(sa * f(sb / sy))  # "a*(b/y)"
+
+
+def requantize(sums, mult, zy, dtype, exact=False):
+    """sums * mult rounded half to even plus zy, saturated: in float32 as
+    ONNX Runtime does, or (exact) in float64."""
+    v = sums.astype(np.float64) * np.float64(mult) if exact else \
+        (sums.astype(np.float32) * mult).astype(np.float32)
+    lo, hi = RANGES[dtype]
+    return np.clip(np.rint(v) + int(zy), lo, hi).astype(dtype)
+
+
+def multiplier_order_case():
+    """QLinearMatMul of every uint8 a (less 128) by every uint8 b (less
+    128), K = 1: all 65536 products as sums, under scales for which the
+    float32 multipliers (a*b)/y and a*(b/y) differ in the last bit and so
+    requantise some of those sums differently. Found by a seeded search."""
+    f = np.float32
+    a = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    b = np.arange(256, dtype=np.uint8).reshape(1, 256)
+    sums = matmul_sums(a, b, np.uint8(128), np.uint8(128))
+    search = np.random.default_rng(77)
+    while True:
+        sa, sb = f(search.uniform(1e-3, 1e-1)), f(search.uniform(1e-3, 1e-1))
+        sy = f(sa * sb * search.uniform(100, 300))
+        right = requantize(sums, multiplier(sa, sb, sy, "(a*b)/y"), 128, np.uint8)
+        other = requantize(sums, multiplier(sa, sb, sy, "a*(b/y)"), 128, np.uint8)
+        if (right != other).sum() >= 2:
+            break
+    return Case("qmm-multiplier-order", "QLinearMatMul",
+                [a, sa, np.uint8(128), b, sb, np.uint8(128), sy, np.uint8(128)])
 
 
 # ------------------------------------------------------------- models
@@ -315,6 +359,21 @@ def negative_controls(by_name, wants):
         print(f"{'ok  ' if ok else 'FAIL'} negative control: {name} rounded half away from zero "
               f"{'is rejected' if ok else 'passes the comparison'}")
         failures += not ok
+    # The multiplier's order and precision: ONNX Runtime's float32
+    # (a*b)/y must match, a*(b/y) and a float64 product must not.
+    c = by_name["qmm-multiplier-order"]
+    a, sa, za, b, sb, zb, sy, zy = [arr(v) for v in c.inputs]
+    sums = matmul_sums(a, b, za, zb)
+    for what, got, should_match in (
+            ("(a*b)/y in float32", requantize(sums, multiplier(sa, sb, sy, "(a*b)/y"), zy, np.uint8), True),
+            ("a*(b/y) in float32", requantize(sums, multiplier(sa, sb, sy, "a*(b/y)"), zy, np.uint8), False),
+            ("the product in float64", requantize(sums, np.float64(sa) * np.float64(sb) / np.float64(sy),
+                                                  zy, np.uint8, exact=True), False)):
+        why = compare(got, wants[c.name])
+        ok = (why is None) == should_match
+        print(f"{'ok  ' if ok else 'FAIL'} control: the multiplier as {what} "
+              f"{'matches' if why is None else 'is rejected: ' + why}")
+        failures += not ok
     c = by_name["conv-u8u8-pads"]
     x, w, zx, zw = c.inputs
     wrong = wrap32(conv_sums(x, w, zx, zw, pads=[1, 1, 1, 1], pad_value_is_zero_point=False))
@@ -350,14 +409,6 @@ def error_cases():
     ]
 
 
-def integer_cases_of(cases):
-    return [c for c in cases if not c.op.startswith("QLinear")]
-
-
-def qlinear_cases_of(cases):
-    return [c for c in cases if c.op.startswith("QLinear")]
-
-
 def main():
     opc, work = sys.argv[1:3]
     failures = 0
@@ -378,9 +429,11 @@ def main():
         else:
             wants[c.name] = ref
     failures += negative_controls(by_name, wants)
-    # The emitted main takes 64 inputs at most: two run-time programs.
-    runs = [("run time", integer_cases_of(cases), False), ("run time", qlinear_cases_of(cases), False),
-            ("folded", cases, True)]
+    # The emitted main takes 64 inputs at most: a run-time program per
+    # family, and one with everything folded.
+    runs = [("run time", [c for c in cases if c.op in ops], False)
+            for ops in (("MatMulInteger", "ConvInteger"), ("QLinearMatMul",), ("QLinearConv",))]
+    runs.append(("folded", cases, True))
     for k, (mode, group, folded) in enumerate(runs):
         m = build_model(group, as_initializers=folded)
         gots, why = build_and_run(opc, m, feeds, os.path.join(work, f"program{k}"))
