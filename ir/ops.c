@@ -617,12 +617,13 @@ static bool infer_matmul_integer(Graph *g, Node *n) {
 
 /* ConvInteger(x, w, x_zero_point, w_zero_point): Conv's window and shapes,
    int32; x's zero point is one value, w's one or one per output channel.
-   Only 1-D and 2-D convolutions run (opc_conv_integer). */
+   Only 1-D and 2-D convolutions run (opc_conv_integer), for QLinearConv
+   too, which comes here with its x and w alone. */
 static bool infer_conv_integer(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *w = in(n, 1);
   if (x->rank > 4) {
-    ir_error(g, n, "input '%s' has rank %d: opc runs 1-D and 2-D ConvInteger only (rank 3 "
-             "or 4)", x->name, x->rank);
+    ir_error(g, n, "input '%s' has rank %d: opc runs 1-D and 2-D %s only (rank 3 or 4)",
+             x->name, x->rank, op_info(n->op)->name);
     return false;
   }
   Node conv = *n;
