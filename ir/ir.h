@@ -260,6 +260,7 @@ typedef enum ParamKind {
   PARAMS_QUANT,
   PARAMS_REVERSE_SEQUENCE,
   PARAMS_NMS,
+  PARAMS_COMPRESS,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -370,6 +371,8 @@ typedef union Params {
      type's range, which QuantizeLinear saturates to. */
   struct { int axis; int64_t lo, hi; } quant;
   struct { int time_axis, batch_axis; } reverse_sequence; /* each 0 or 1 */
+  /* Compress: along `axis`, or over the flattened input when it is -1. */
+  struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per
      batch and class (per_class: that, at most the box count), the IoU
      threshold, and the score threshold where there is one. */
