@@ -268,8 +268,9 @@ static void run_topk(Emitter *e, Node *n) {
   int axis = n->p.topk.axis;
   int64_t xs[IR_MAX_RANK];
   strides_of(x, xs);
-  for (int w = 0; w < 2 && w < n->nout; w++) {
-    Tensor *y = n->out[w];
+  /* Values, indices, then with a run-time K each one's dims in this run. */
+  for (int w = 0; w < (n->p.topk.k_at_run_time ? 4 : 2) && w % 2 < n->nout; w++) {
+    Tensor *y = n->out[w % 2];
     if (!tensor_needed(y))
       continue;
     int64_t ys[IR_MAX_RANK];
@@ -289,13 +290,31 @@ static void run_topk(Emitter *e, Node *n) {
     L.i[2] = xs[axis];
     L.i[4] = n->p.topk.k;
     L.i[5] = n->p.topk.largest;
-    L.i[6] = w;
-    group_i(&L, 0, 7, "axis, its length, input and output strides along it, K, largest, "
-                      "which output");
+    L.i[6] = w < 2 ? w : 2;
+    L.i[7] = n->p.topk.k_at_run_time;
+    if (n->p.topk.k_at_run_time)
+      group_i(&L, 0, 8, "axis, its length, input and output strides along it, K's bound, "
+                        "largest, which output (2: its dims), K in x[1]");
+    else
+      group_i(&L, 0, 7, "axis, its length, input and output strides along it, K, largest, "
+                        "which output");
     set_element_type(&L, x->dtype);
-    if (w == 1)
+    if (n->p.topk.k_at_run_time) {
+      L.nx = 2;
+      L.x[1] = buf(e, n->in[1]);
+      L.x_extent[1] = 1;
+      L.x_bytes[1] = 8;
+    }
+    if (w >= 2) {
+      L.n = 1;
+      L.y = live_dims(e, y);
+      L.y_extent = y->rank;
+    }
+    if (w % 2 == 1 || w >= 2)
       L.y_bytes = 8;
-    L.note = w == 0 ? "the values" : "the indices";
+    static const char *what[4] = {"the values", "the indices", "one thread: the values' dims",
+                                  "one thread: the indices' dims"};
+    L.note = what[w];
     emit_launch(e, n, &L);
   }
 }

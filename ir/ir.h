@@ -344,7 +344,9 @@ typedef union Params {
   struct { int axis; ScatterReduction reduction; } scatter;
   /* ArgMax, ArgMin. */
   struct { int axis; bool keepdims, select_last; } arg;
-  struct { int axis; int64_t k; bool largest, sorted; } topk;
+  /* TopK: k_at_run_time when K is run-time data; k is then the bound, the
+     axis's length, and the outputs are bounded. */
+  struct { int axis; int64_t k; bool largest, sorted, k_at_run_time; } topk;
   /* OneHot: the output axis of the one-hot dimension, its size. */
   struct { int axis; int64_t depth; } one_hot;
   /* Unique: along `axis` when has_axis, else over the flattened input;

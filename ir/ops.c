@@ -2179,12 +2179,24 @@ static bool infer_arg(Graph *g, Node *n) {
 
 /* TopK: K is input 1 (opset 10) or attribute k (opset 1). */
 static bool infer_topk(Graph *g, Node *n) {
-  Tensor *x = in(n, 0);
+  Tensor *x = in(n, 0), *k_in = in(n, 1);
   int64_t k = node_attr_int(n, "k", -1);
-  if (!need_rank(g, n, x, 1, IR_MAX_RANK) || (in(n, 1) && !const_scalar_int(g, n, in(n, 1), &k)) ||
+  /* A run-time K (one value, checked on the device against the axis) leaves
+     the outputs' length along the axis to the data. */
+  n->p.topk.k_at_run_time = k_in && !tensor_is_const(k_in);
+  if (!need_rank(g, n, x, 1, IR_MAX_RANK) ||
       !resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &n->p.topk.axis))
     return false;
   int axis = n->p.topk.axis;
+  if (n->p.topk.k_at_run_time) {
+    if (k_in->dtype != DT_INT64 || tensor_numel(k_in) != 1) {
+      ir_error(g, n, "K '%s' must hold one int64", k_in->name);
+      return false;
+    }
+    k = x->dims[axis];
+  } else if (k_in && !const_scalar_int(g, n, k_in, &k)) {
+    return false;
+  }
   if (k < 0 || k > x->dims[axis]) {
     ir_error(g, n, "K = %lld is outside [0, %lld], the size of axis %d", (long long)k,
              (long long)x->dims[axis], axis);
@@ -2197,7 +2209,12 @@ static bool infer_topk(Graph *g, Node *n) {
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, x->dims, sizeof dims);
   dims[axis] = k;
-  return set_out(g, n, 0, x->dtype, x->rank, dims) && set_out(g, n, 1, DT_INT64, x->rank, dims);
+  if (!set_out(g, n, 0, x->dtype, x->rank, dims) || !set_out(g, n, 1, DT_INT64, x->rank, dims))
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (n->out[i])
+      n->out[i]->bounded = n->p.topk.k_at_run_time && tensor_numel(n->out[i]) > 0;
+  return true;
 }
 
 /* NonZero: [rank, count], count known only from the values. A scalar

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""NonZero, NonMaxSuppression and Compress at run time, whose output size
-the data decides, through opc,
+"""NonZero, NonMaxSuppression, Compress and TopK with a run-time K, whose
+output size the data decides, through opc,
 the CPU runtime, the emitted program's main and the Python package, against
 ONNX Runtime.
 
@@ -37,6 +37,11 @@ run-time conditions (their sizes the data's), a condition shorter than the
 axis, one that selects nothing, and a constant one (whose size opc knows).
 The copies are compared exactly; a negative control compares with the
 condition's complement.
+
+TopK with K a graph input takes K values from 0 to the axis's length, on
+each axis of an image-like tensor with exact repeats (ties), largest and
+smallest; values and indices are compared exactly. Negative control: the
+answer for K + 1 differs.
 
 Errors: a NonZero output read by another node is refused (exit 2) with a
 message naming the node and the tensor: no kernel reads a run-time size
@@ -291,6 +296,41 @@ def check_compress(opc, work, failures):
     return len(cases)
 
 
+def check_topk(opc, work, failures):
+    """TopK with a run-time K, one program per K vector, against ORT."""
+    x = np.round(field((3, 7, 5), -2.0, np.float32) / 8)  # repeats: ties
+    cases = [(1, 1, 3), (0, 0, 2), (2, 1, 5), (-2, 0, 0), (1, 0, 7)]  # axis, largest, K
+    T = onnx.TensorProto
+    nodes, inputs, outputs, feeds = [], [helper.make_tensor_value_info("x", T.FLOAT, x.shape)], [], {"x": x}
+    for k, (axis, largest, K) in enumerate(cases):
+        nodes.append(helper.make_node("TopK", ["x", f"k{k}"], [f"v{k}", f"i{k}"], axis=axis,
+                                      largest=largest))
+        inputs.append(helper.make_tensor_value_info(f"k{k}", T.INT64, [1]))
+        outputs += [onnx.ValueInfoProto(name=f"v{k}"), onnx.ValueInfoProto(name=f"i{k}")]
+        feeds[f"k{k}"] = np.array([K], np.int64)
+    graph = helper.make_graph(nodes, "topk", inputs, outputs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    case = os.path.join(work, "topk")
+    os.makedirs(case)
+    path = os.path.join(case, "model.onnx")
+    onnx.save(m, path)
+    names = [o.name for o in outputs]
+    got = run_main(opc, path, feeds, case, outputs=names)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = dict(zip(names, sess.run(None, feeds)))
+    for name in names:
+        why = compare(got[name], want[name])
+        if why:
+            failures.append(f"TopK {name} (axis, largest, K = {cases[int(name[1:])]}): {why}")
+    more = dict(feeds, k0=feeds["k0"] + 1)
+    if compare(got["v0"], sess.run(["v0"], more)[0]) is None:
+        failures.append("TopK: K + 1 gives the same values")
+    return len(cases)
+
+
 def reference(m, feeds):
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -332,6 +372,7 @@ def main():
         failures.append(why)
     nms_cases = check_nms(opc, work, failures)
     compress_cases = check_compress(opc, work, failures)
+    topk_cases = check_topk(opc, work, failures)
     counts = ", ".join(f"{n} {want[n].shape[1]}" for n in feeds)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
@@ -339,7 +380,8 @@ def main():
     print(f"bounded: NonZero on {len(feeds)} inputs (nonzeros: {counts}) matches ONNX Runtime "
           "through main and Python; both negative controls fail; a reader is refused; "
           f"NonMaxSuppression matches in {nms_cases} cases, and differs from the references "
-          f"with another threshold or box format; Compress matches in {compress_cases} cases")
+          f"with another threshold or box format; Compress matches in {compress_cases} cases; "
+          f"TopK with a run-time K in {topk_cases}")
 
 
 if __name__ == "__main__":
