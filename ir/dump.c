@@ -81,12 +81,15 @@ static void put_float(FILE *f, float v) {
     fputs(".0", f);
 }
 
-static void put_ints(FILE *f, const int64_t *v, int n) {
+/* "[1,2]", or "[<=1,<=2]" for the bounds of a bounded tensor. */
+static void put_ints_bounded(FILE *f, const int64_t *v, int n, bool bounded) {
   fputc('[', f);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s%lld", i ? "," : "", (long long)v[i]);
+    fprintf(f, "%s%s%lld", i ? "," : "", bounded ? "<=" : "", (long long)v[i]);
   fputc(']', f);
 }
+
+static void put_ints(FILE *f, const int64_t *v, int n) { put_ints_bounded(f, v, n, false); }
 
 static bool contiguous(const Tensor *t) {
   int64_t stride = 1;
@@ -103,7 +106,7 @@ static bool contiguous(const Tensor *t) {
    the view is not contiguous. */
 static void put_type(FILE *f, const Tensor *t) {
   fprintf(f, "%s", dtype_name(t->dtype));
-  put_ints(f, t->dims, t->rank);
+  put_ints_bounded(f, t->dims, t->rank, t->bounded);
   if (!t->alias_of) {
     if (!contiguous(t)) {
       fputc(':', f);

@@ -243,8 +243,10 @@ static Tensor *ref(Parser *ps) {
   return t ? t : graph_add_tensor(ps->g, name);
 }
 
-/* "[1,2,3]" of integers; returns the count or -1. */
-static int int_list(Parser *ps, int64_t *out, int max) {
+/* "[1,2,3]" of integers; returns the count or -1. Where `bounded` is not
+   NULL, dims may be written "<=4", the bounds of a bounded tensor, which
+   sets it. */
+static int int_list(Parser *ps, int64_t *out, int max, bool *bounded) {
   if (!expect(ps, '['))
     return -1;
   int n = 0;
@@ -256,6 +258,11 @@ static int int_list(Parser *ps, int64_t *out, int max) {
       fail(ps, "more than %d values", max);
       return -1;
     }
+    if (bounded && accept(ps, '<')) {
+      if (!expect(ps, '='))
+        return -1;
+      *bounded = true;
+    }
     if (!integer(ps, &v))
       return -1;
     out[n++] = v;
@@ -266,7 +273,7 @@ static int int_list(Parser *ps, int64_t *out, int max) {
 /* ":[strides]" after a type: one per dim of t. */
 static bool strides(Parser *ps, Tensor *t) {
   int64_t s[IR_MAX_RANK];
-  int n = int_list(ps, s, IR_MAX_RANK);
+  int n = int_list(ps, s, IR_MAX_RANK, NULL);
   if (n < 0)
     return false;
   if (n != t->rank)
@@ -292,7 +299,8 @@ static bool type(Parser *ps, Tensor *t) {
   if (dt == DT_UNDEFINED && strcmp(name, "?") != 0)
     return fail(ps, "unknown dtype '%s'", name);
   int64_t dims[IR_MAX_RANK];
-  int rank = int_list(ps, dims, IR_MAX_RANK);
+  bool bounded = false;
+  int rank = int_list(ps, dims, IR_MAX_RANK, &bounded);
   if (rank < 0)
     return false;
   for (int i = 0; i < rank; i++)
@@ -302,6 +310,7 @@ static bool type(Parser *ps, Tensor *t) {
     return fail(ps, "dimensions multiply to more than 2^59");
   t->dtype = dt;
   tensor_set_shape(t, rank, dims);
+  t->bounded = bounded;
   if (accept(ps, ':')) { /* storage of its own, in another order */
     if (!strides(ps, t))
       return false;
@@ -651,7 +660,7 @@ static bool extra(Parser *ps, Node *n) {
   }
   if (strcmp(key, "waits") == 0) {
     int64_t w[256];
-    int count = int_list(ps, w, 256);
+    int count = int_list(ps, w, 256, NULL);
     if (count < 0)
       return false;
     ns->waits = arena_alloc(ps->g->arena, sizeof(int) * (size_t)(count + 1));

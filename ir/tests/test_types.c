@@ -116,7 +116,7 @@ static void test_compile_time_only(void) {
   /* NonZero at run time: bounded by every element being nonzero, and no
      node may read it yet */
   Graph *nz = parse(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n");
-  CHECK(nz && graph_infer_shapes(nz) && has_type(nz, "y", "i64[2,20]") &&
+  CHECK(nz && graph_infer_shapes(nz) && has_type(nz, "y", "i64[<=2,<=20]") &&
         graph_find_tensor(nz, "y")->bounded);
   graph_free(nz);
   CHECK(fails_with(HEADER "input %x: f32[4]\n%y = NonZero(%x)\n%z = Transpose(%y)\n",
