@@ -2,6 +2,7 @@
  * kernels_rows.c - pooling, reductions, softmax and normalisations as
  * launches of opc's kernels: the pools, the Reduce* operators and the
  * global pools, Softmax and LogSoftmax, LayerNormalization,
+ * RMSNormalization, GroupNormalization, RotaryEmbedding,
  * InstanceNormalization, LRN, BatchNormalization, Hardmax, CumSum,
  * MeanVarianceNormalization and LpNormalization.
  */
@@ -149,7 +150,10 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
   }
 }
 
-static void run_layer_norm(Emitter *e, Node *n) {
+/* LayerNormalization and RMSNormalization: one row kernel over the dims
+   from `axis` on, with scale and the optional bias (RMSNormalization has
+   none) read along the row. */
+static void run_row_norm(Emitter *e, Node *n, const char *kernel) {
   Tensor *x = n->in[0], *y = n->out[0], *scale = node_input(n, 1), *bias = node_input(n, 2);
   int axis = n->p.norm.axis;
   bool reduced[IR_MAX_RANK];
@@ -157,7 +161,7 @@ static void run_layer_norm(Emitter *e, Node *n) {
     reduced[d] = d >= axis;
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
-  Launch L = {.kernel = "opc_layer_norm"};
+  Launch L = {.kernel = kernel};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   Tensor *params[2] = {scale, bias};
@@ -178,10 +182,14 @@ static void run_layer_norm(Emitter *e, Node *n) {
   group_i(&L, 13, bias ? 2 : 1, bias ? "scale and bias steps along the row" : "scale step along the row");
   L.f[0] = n->p.norm.epsilon;
   group_f(&L, 0, 1, "epsilon");
-  L.note = "x = {input, scale, bias}";
+  L.note = bias ? "x = {input, scale, bias}" : "x = {input, scale}";
   emit_launch(e, n, &L);
   layer_norm_stats(e, n, reduced);
 }
+
+static void run_layer_norm(Emitter *e, Node *n) { run_row_norm(e, n, "opc_layer_norm"); }
+
+static void run_rms_norm(Emitter *e, Node *n) { run_row_norm(e, n, op_kernel(e, n->op)); }
 
 static void run_instance_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
@@ -205,6 +213,68 @@ static void run_instance_norm(Emitter *e, Node *n) {
   L.note = "x = {input, scale, bias}";
   emit_launch(e, n, &L);
   fused_activation(e, n);
+}
+
+/* ------------------------------------ group norm and rotary embedding */
+
+/* Kernels that index their operands themselves, as contiguous arrays:
+   one launch of `count` iterations, input k of x_extent elements. */
+static bool whole_arrays(Emitter *e, Node *n, Launch *L, int64_t count) {
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *t = n->in[k];
+    if (t && !buffer_is_contiguous(t))
+      return kernel_fail(e, n, "inputs must be contiguous (not a strided view)");
+  }
+  if (!buffer_is_contiguous(n->out[0]))
+    return kernel_fail(e, n, "the output must be contiguous (not a strided view)");
+  L->rank = 1;
+  L->dims[0] = count;
+  L->n = count;
+  L->nx = n->nin;
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *t = n->in[k];
+    L->x[k] = t ? buf(e, t) : NULL;
+    L->x_extent[k] = t ? tensor_numel(t) : 0;
+    L->x_bytes[k] = t && t->dtype == DT_INT64 ? 8 : 0;
+  }
+  L->y = buf(e, n->out[0]);
+  L->y_extent = tensor_numel(n->out[0]);
+  return true;
+}
+
+static void run_group_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0];
+  int64_t groups = n->p.group_norm.groups, spatial = dims_product(x->dims, 2, x->rank);
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  if (!whole_arrays(e, n, &L, x->dims[0] * groups))
+    return;
+  L.i[0] = groups;
+  L.i[1] = spatial;
+  L.i[2] = n->p.group_norm.per_channel;
+  group_i(&L, 0, 3, "groups, spatial size, scale per channel (else per group)");
+  L.i[15] = x->dims[1] / groups * spatial;
+  group_i(&L, 15, 1, "row length");
+  L.f[0] = n->p.group_norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale, bias}";
+  emit_launch(e, n, &L);
+}
+
+static void run_rotary_embedding(Emitter *e, Node *n) {
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  int64_t rows = n->p.rotary.batch * n->p.rotary.seq * n->p.rotary.heads;
+  if (!whole_arrays(e, n, &L, rows))
+    return;
+  L.i[0] = n->p.rotary.seq;
+  L.i[1] = n->p.rotary.heads;
+  L.i[2] = n->p.rotary.head;
+  L.i[3] = n->p.rotary.rot;
+  L.i[4] = n->p.rotary.in_3d;
+  L.i[5] = n->p.rotary.interleaved;
+  L.i[6] = n->in[1]->rank == 2 ? n->in[1]->dims[0] : rows / n->p.rotary.heads;
+  group_i(&L, 0, 7, "seq, heads, head size, rotated dims, 3-D input, interleaved, cache rows");
+  L.note = "x = {input, cos cache, sin cache, position_ids}";
+  emit_launch(e, n, &L);
 }
 
 /* ------------------------------------------------------- normalisation */
@@ -339,6 +409,9 @@ const OpEmitter kernel_pool = {.run = run_pool};
 const OpEmitter kernel_reduce = {.run = run_reduce};
 const OpEmitter kernel_softmax = {.run = run_softmax};
 const OpEmitter kernel_layer_norm = {.run = run_layer_norm};
+const OpEmitter kernel_rms_norm = {.run = run_rms_norm};
+const OpEmitter kernel_group_norm = {.run = run_group_norm};
+const OpEmitter kernel_rotary_embedding = {.run = run_rotary_embedding};
 const OpEmitter kernel_instance_norm = {.run = run_instance_norm};
 const OpEmitter kernel_lrn = {.run = run_lrn};
 const OpEmitter kernel_batch_norm = {.run = run_batch_norm};

@@ -445,6 +445,81 @@ bool fold_layer_norm(Graph *g, Node *n) {
   return true;
 }
 
+/* RMSNormalization: each row (the dims from `axis` on) divided by the root
+   of its mean square plus epsilon, times scale broadcast to the row. */
+bool fold_rms_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *scale = n->in[1];
+  int axis = n->p.norm.axis, rrank = x->rank - axis;
+  const int64_t *rdims = x->dims + axis;
+  int64_t rows = dims_product(x->dims, 0, axis), len = dims_product(x->dims, axis, x->rank);
+  int64_t ss[IR_MAX_RANK];
+  broadcast_strides(scale->rank, scale->dims, rrank, rdims, ss);
+  for (int64_t r = 0; r < rows; r++) {
+    double q = 0;
+    for (int64_t j = 0; j < len; j++)
+      q += getd(x, r * len + j) * getd(x, r * len + j);
+    double inv = 1 / sqrt(q / (double)len + n->p.norm.epsilon);
+    for (int64_t j = 0; j < len; j++) {
+      double v = getd(x, r * len + j) * inv;
+      putd(n->out[0], r * len + j, v * getd(scale, broadcast_offset(j, rrank, rdims, ss)));
+    }
+  }
+  return true;
+}
+
+/* GroupNormalization: per image, each group of channels (with its spatial
+   dims) normalised over its mean and variance, then scaled and shifted
+   per channel or per group. */
+bool fold_group_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t c = x->dims[1], groups = n->p.group_norm.groups, per_group = c / groups;
+  int64_t spatial = dims_product(x->dims, 2, x->rank), len = per_group * spatial;
+  for (int64_t r = 0; r < x->dims[0] * groups; r++) {
+    double mean, var;
+    moments(x, r * len, len, 1, &mean, &var);
+    double inv = 1 / sqrt(var + n->p.group_norm.epsilon);
+    for (int64_t j = 0; j < len; j++) {
+      int64_t k = n->p.group_norm.per_channel ? r % groups * per_group + j / spatial : r % groups;
+      double v = (getd(x, r * len + j) - mean) * inv;
+      putd(n->out[0], r * len + j, v * getd(n->in[1], k) + getd(n->in[2], k));
+    }
+  }
+  return true;
+}
+
+/* RotaryEmbedding: in each head, pairs (i, i + rot/2), or (2i, 2i + 1)
+   when interleaved, turn by the angle whose cosine and sine the caches
+   hold for the token's position; the dims past rot are copied. */
+bool fold_rotary_embedding(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *cosc = n->in[1], *sinc = n->in[2], *pos = node_input(n, 3);
+  int64_t seq = n->p.rotary.seq, heads = n->p.rotary.heads, head = n->p.rotary.head;
+  int64_t half = n->p.rotary.rot / 2;
+  for (int64_t row = 0; row < n->p.rotary.batch * seq * heads; row++) {
+    int64_t h = row % heads, s = row / heads % seq, b = row / (heads * seq);
+    int64_t base = (n->p.rotary.in_3d ? (b * seq + s) * heads + h : (b * heads + h) * seq + s) * head;
+    int64_t at = b * seq + s;
+    if (pos) {
+      at = pos->i64[b * seq + s];
+      if (at < 0 || at >= cosc->dims[0]) {
+        ir_error(g, n, "position %lld is outside the caches' %lld positions", (long long)at,
+                 (long long)cosc->dims[0]);
+        return false;
+      }
+    }
+    for (int64_t k = 0; k < half; k++) {
+      int64_t i1 = n->p.rotary.interleaved ? 2 * k : k;
+      int64_t i2 = n->p.rotary.interleaved ? 2 * k + 1 : k + half;
+      double c = getd(cosc, at * half + k), sn = getd(sinc, at * half + k);
+      double x1 = getd(x, base + i1), x2 = getd(x, base + i2);
+      putd(n->out[0], base + i1, c * x1 - sn * x2);
+      putd(n->out[0], base + i2, sn * x1 + c * x2);
+    }
+    for (int64_t j = 2 * half; j < head; j++)
+      putd(n->out[0], base + j, getd(x, base + j));
+  }
+  return true;
+}
+
 /* Across channels: x / (bias + alpha / size * sum of squares)^beta, the
    sum over channels c - (size-1)/2 .. c + size/2. */
 bool fold_lrn(Graph *g, Node *n) {
