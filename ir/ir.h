@@ -391,6 +391,15 @@ typedef union Params {
      seq, heads * head]; the first `rot` of each head's dims rotate, in
      pairs (i, i + rot/2), or (2i, 2i + 1) when interleaved. */
   struct { int64_t batch, seq, heads, head, rot; bool in_3d, interleaved; } rotary;
+  /* Attention: Q [batch, q_heads, q_seq, head] (or [batch, q_seq,
+     q_heads * head] when in_3d, as K, V and Y are then), K and V with
+     kv_heads (dividing q_heads) of kv_seq tokens after `past` cached
+     ones; scale multiplies Q K^T, softcap (0: none) caps it. */
+  struct AttentionParams {
+    int64_t batch, q_heads, kv_heads, q_seq, kv_seq, past, head, v_head;
+    float scale, softcap;
+    bool in_3d, causal;
+  } attention;
 } Params;
 
 /*

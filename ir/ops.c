@@ -897,6 +897,133 @@ static bool infer_rotary_embedding(Graph *g, Node *n) {
   return same_as(g, n, 0, x);
 }
 
+/* Attention's heads: from the attribute for 3-D inputs (it must divide
+   the hidden size), from dim 1 for 4-D ones (an attribute must agree). */
+static bool attention_heads(Graph *g, Node *n, const char *attr, const Tensor *t,
+                            int64_t *heads, int64_t *head) {
+  int64_t given = node_attr_int(n, attr, 0);
+  if (t->rank == 4) {
+    if (given && given != t->dims[1]) {
+      ir_error(g, n, "attribute '%s' (%lld) disagrees with '%s''s %lld heads", attr,
+               (long long)given, t->name, (long long)t->dims[1]);
+      return false;
+    }
+    *heads = t->dims[1];
+    *head = t->dims[3];
+    return true;
+  }
+  if (given <= 0 || t->dims[2] % given != 0) {
+    ir_error(g, n, "3-D inputs need attribute '%s' (%lld) positive and dividing %lld", attr,
+             (long long)given, (long long)t->dims[2]);
+    return false;
+  }
+  *heads = given;
+  *head = t->dims[2] / given;
+  return true;
+}
+
+/* Checks one past cache: [batch, kv_heads, past, head]. */
+static bool need_past(Graph *g, Node *n, const Tensor *t, int64_t batch, int64_t heads,
+                      int64_t past, int64_t head) {
+  if (t->rank != 4 || t->dims[0] != batch || t->dims[1] != heads || t->dims[2] != past ||
+      t->dims[3] != head) {
+    char a[128];
+    ir_error(g, n, "'%s' has shape %s; it must be [%lld, %lld, %lld, %lld]", t->name,
+             shape_str(t, a, sizeof a), (long long)batch, (long long)heads, (long long)past,
+             (long long)head);
+    return false;
+  }
+  return true;
+}
+
+/* The attributes and outputs of Attention that opc leaves out, refused by
+   name. A softmax in float32 or wider is what opc computes. */
+static bool attention_refusals(Graph *g, Node *n) {
+  int64_t precision = node_attr_int(n, "softmax_precision", DT_FLOAT);
+  if (precision != DT_FLOAT && precision != DT_DOUBLE) {
+    ir_error(g, n, "softmax_precision %lld is not supported: only 1 (float32) or 11 (double)",
+             (long long)precision);
+    return false;
+  }
+  if (n->nout > 3 && n->out[3]) {
+    ir_error(g, n, "output 3 (qk_matmul_output) is not supported");
+    return false;
+  }
+  if (node_attr_float(n, "softcap", 0) < 0) {
+    ir_error(g, n, "softcap must not be negative");
+    return false;
+  }
+  return true;
+}
+
+/* Attention (opset 23): softmax(Q K^T scale (capped) + mask) V per head,
+   K and V shared by q_heads / kv_heads query heads (grouped-query
+   attention), after past_key and past_value, which present_key and
+   present_value extend. */
+static bool infer_attention(Graph *g, Node *n) {
+  Tensor *q = in(n, 0), *k = in(n, 1), *v = in(n, 2), *mask = in(n, 3);
+  Tensor *past_k = in(n, 4), *past_v = in(n, 5);
+  if (!need_rank(g, n, q, 3, 4) || !need_rank(g, n, k, q->rank, q->rank) ||
+      !need_rank(g, n, v, q->rank, q->rank) || !attention_refusals(g, n))
+    return false;
+  int64_t qh, kh, vh, head, khead, vhead;
+  if (!attention_heads(g, n, "q_num_heads", q, &qh, &head) ||
+      !attention_heads(g, n, "kv_num_heads", k, &kh, &khead) ||
+      !attention_heads(g, n, "kv_num_heads", v, &vh, &vhead))
+    return false;
+  bool in_3d = q->rank == 3;
+  int64_t batch = q->dims[0], q_seq = q->dims[in_3d ? 1 : 2], kv_seq = k->dims[in_3d ? 1 : 2];
+  if (k->dims[0] != batch || v->dims[0] != batch || v->dims[in_3d ? 1 : 2] != kv_seq ||
+      kh != vh || khead != head) {
+    char a[128], b[128], c[128];
+    ir_error(g, n, "Q %s, K %s and V %s do not agree in batch, heads, sequence or head size",
+             shape_str(q, a, sizeof a), shape_str(k, b, sizeof b), shape_str(v, c, sizeof c));
+    return false;
+  }
+  if (qh % kh != 0) {
+    ir_error(g, n, "the %lld key/value heads must divide the %lld query heads", (long long)kh,
+             (long long)qh);
+    return false;
+  }
+  if (!past_k != !past_v) {
+    ir_error(g, n, "past_key and past_value must be given together");
+    return false;
+  }
+  int64_t past = past_k ? past_k->dims[past_k->rank > 2 ? 2 : 0] : 0;
+  if (past_k && (!need_past(g, n, past_k, batch, kh, past, head) ||
+                 !need_past(g, n, past_v, batch, kh, past, vhead)))
+    return false;
+  int64_t total = past + kv_seq, full[4] = {batch, qh, q_seq, total};
+  if (mask && !broadcasts_to(mask->rank, mask->dims, 4, full)) {
+    char a[128];
+    ir_error(g, n, "attn_mask %s does not broadcast to [%lld, %lld, %lld, %lld] (batch, heads, "
+             "queries, past and new keys)", shape_str(mask, a, sizeof a), (long long)batch,
+             (long long)qh, (long long)q_seq, (long long)total);
+    return false;
+  }
+  if (mask && mask->dtype != DT_BOOL && mask->dtype != q->dtype) {
+    ir_error(g, n, "attn_mask must be bool or of Q's type, is %s", dtype_name(mask->dtype));
+    return false;
+  }
+  n->p.attention.batch = batch;
+  n->p.attention.q_heads = qh;
+  n->p.attention.kv_heads = kh;
+  n->p.attention.q_seq = q_seq;
+  n->p.attention.kv_seq = kv_seq;
+  n->p.attention.past = past;
+  n->p.attention.head = head;
+  n->p.attention.v_head = vhead;
+  n->p.attention.in_3d = in_3d;
+  n->p.attention.scale = node_attr_float(n, "scale", (float)(1.0 / sqrt((double)head)));
+  n->p.attention.softcap = node_attr_float(n, "softcap", 0);
+  if (!flag_attr(g, n, "is_causal", false, &n->p.attention.causal))
+    return false;
+  int64_t y3[3] = {batch, q_seq, qh * vhead}, y4[4] = {batch, qh, q_seq, vhead};
+  int64_t pk[4] = {batch, kh, total, head}, pv[4] = {batch, kh, total, vhead};
+  return set_out(g, n, 0, q->dtype, in_3d ? 3 : 4, in_3d ? y3 : y4) &&
+         set_out(g, n, 1, k->dtype, 4, pk) && set_out(g, n, 2, v->dtype, 4, pv);
+}
+
 static bool infer_lrn(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   if (node_attr_int(n, "size", 0) <= 0) {

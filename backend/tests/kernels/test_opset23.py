@@ -263,6 +263,61 @@ def rotary_cases():
     return cases
 
 
+def attention_cases():
+    """Attention: 4-D and 3-D inputs, grouped-query attention (kv heads
+    dividing the query heads), a value head size of its own, bool and
+    float masks broadcast, is_causal with and without a past cache (its
+    frontier moves by the past length), present outputs, scale and
+    softcap. Scores are of order 1, so that the softmax is neither flat
+    nor one-hot and every key moves the output."""
+    b, s, t, d = 2, 5, 6, 8
+    keep = rng.random((s, t)) < 0.7
+    keep[:, 0] = True  # every query sees a key: no row is fully masked
+    cases = [
+        Case("att4d_plain", "Attention",
+             {"q": randn(b, 4, s, d), "k": randn(b, 4, t, d), "v": randn(b, 4, t, d)}),
+        Case("att4d_gqa_causal", "Attention",
+             {"q": randn(b, 4, s, d), "k": randn(b, 2, s, d), "v": randn(b, 2, s, 6)},
+             is_causal=1),
+        Case("att3d_gqa", "Attention",
+             {"q": randn(b, s, 4 * d), "k": randn(b, t, 2 * d), "v": randn(b, t, 2 * 6)},
+             q_num_heads=4, kv_num_heads=2),
+        Case("att4d_bool_mask", "Attention",
+             {"q": randn(b, 2, s, d), "k": randn(b, 2, t, d), "v": randn(b, 2, t, d),
+              "mask": keep}),
+        Case("att3d_float_mask", "Attention",
+             {"q": randn(b, s, 2 * d), "k": randn(b, t, d), "v": randn(b, t, d),
+              "mask": randn(b, 1, s, t, scale=2.0)}, q_num_heads=2, kv_num_heads=1,
+             softmax_precision=1),
+        Case("att4d_past_causal", "Attention",
+             {"q": randn(b, 4, 2, d), "k": randn(b, 2, 2, d), "v": randn(b, 2, 2, d),
+              "mask": None, "past_k": randn(b, 2, 3, d), "past_v": randn(b, 2, 3, d)},
+             nout=3, is_causal=1),
+        Case("att3d_past_mask", "Attention",
+             {"q": randn(b, 3, 2 * d), "k": randn(b, 3, 2 * d), "v": randn(b, 3, 2 * 4),
+              "mask": randn(2, 3, 7), "past_k": randn(b, 2, 4, d),
+              "past_v": randn(b, 2, 4, 4)}, nout=3, q_num_heads=2, kv_num_heads=2),
+        Case("att4d_softcap", "Attention",
+             {"q": randn(b, 2, s, d, scale=3.0), "k": randn(b, 2, t, d, scale=3.0),
+              "v": randn(b, 2, t, d)}, scale=0.2, softcap=2.0),
+        Case("att_folded", "Attention",
+             {"q": randn(1, 2, 3, 4), "k": randn(1, 1, 3, 4), "v": randn(1, 1, 3, 4),
+              "mask": rng.random((3, 5)) < 0.8, "past_k": randn(1, 1, 2, 4),
+              "past_v": randn(1, 1, 2, 4)}, nout=3, folded=True, is_causal=1),
+    ]
+    return cases
+
+
+def swap_kv_heads(case):
+    """The case with its two kv heads (3-D K and V) in the other order."""
+    inputs = {}
+    for k in ("k", "v"):
+        x = case.inputs[k]
+        halves = x.reshape(x.shape[0], x.shape[1], 2, -1)[:, :, ::-1]
+        inputs[k] = np.ascontiguousarray(halves).reshape(x.shape)
+    return altered(case, inputs=inputs)
+
+
 def altered(case, op=None, inputs=None, **attrs):
     """The case with another operator, some inputs replaced or some
     attributes changed: a slightly wrong operator for a control."""
@@ -285,6 +340,14 @@ CONTROLS = [
     ("rope3d_i1_r4", "halves for interleaved pairs", lambda c: altered(c, interleaved=0)),
     ("rope4d_i1_r0", "positions off by one",
      lambda c: altered(c, inputs={"pos": (c.inputs["pos"] + 1) % 12})),
+    ("att4d_gqa_causal", "no causal mask", lambda c: altered(c, is_causal=0)),
+    ("att4d_past_causal", "the causal frontier not moved by the past",
+     lambda c: altered(c, inputs={"mask": np.tril(np.ones((2, 5), bool))}, is_causal=0)),
+    ("att3d_gqa", "the kv heads in the other order", swap_kv_heads),
+    ("att3d_float_mask", "the mask negated",
+     lambda c: altered(c, inputs={"mask": -c.inputs["mask"]})),
+    ("att4d_softcap", "no softcap", lambda c: altered(c, softcap=0.0)),
+    ("att4d_bool_mask", "no mask", lambda c: altered(c, inputs={"mask": None})),
 ]
 
 
@@ -307,6 +370,7 @@ def error_cases():
     x = randn(2, 3, 4)
     cos, sin = caches(6, 2)
     pos = np.zeros((2, 3), np.int64)
+    qkv = {"q": randn(1, 2, 4, 4), "k": randn(1, 2, 4, 4), "v": randn(1, 2, 4, 4)}
     return [
         (Case("rms_stash", "RMSNormalization", {"x": x, "scale": randn(4)}, stash_type=10),
          23, "stash_type"),
@@ -336,6 +400,22 @@ def error_cases():
         (Case("rope_pos_shape", "RotaryEmbedding",
               {"x": randn(2, 1, 3, 4), "cos": cos, "sin": sin, "pos": np.zeros((1, 3), np.int64)}),
          23, "position_ids"),
+        (Case("att_qk_output", "Attention", qkv, nout=4), 23, "qk_matmul_output"),
+        (Case("att_precision", "Attention", qkv, softmax_precision=10), 23,
+         "softmax_precision"),
+        (Case("att_heads", "Attention", dict(qkv, q=randn(1, 3, 4, 4))), 23,
+         "must divide the 3 query heads"),
+        (Case("att_3d_heads", "Attention",
+              {"q": randn(1, 4, 8), "k": randn(1, 4, 8), "v": randn(1, 4, 8)}, q_num_heads=2),
+         23, "kv_num_heads"),
+        (Case("att_mask_shape", "Attention", dict(qkv, mask=randn(4, 3))), 23,
+         "does not broadcast"),
+        (Case("att_past_alone", "Attention",
+              dict(qkv, mask=None, past_k=randn(1, 2, 3, 4))), 23,
+         "past_key and past_value must be given together"),
+        (Case("att_past_no_present", "Attention",
+              dict(qkv, mask=None, past_k=randn(1, 2, 3, 4), past_v=randn(1, 2, 3, 4))), 23,
+         "need the present_key and present_value outputs"),
     ]
 
 
@@ -362,7 +442,8 @@ def main():
         failed += not ok
         print("%-6s %s%s" % ("PASS" if ok else "FAIL", label, ": " + why if why else ""))
 
-    groups = {23: norm_cases() + group_norm_cases(21) + rotary_cases(), 18: group_norm_cases(18)}
+    groups = {23: norm_cases() + group_norm_cases(21) + rotary_cases() + attention_cases(),
+              18: group_norm_cases(18)}
     for opset, cases in groups.items():
         cases = [c for c in cases if only in c.name]
         for k, run in enumerate(programs(cases)):
