@@ -153,7 +153,7 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
 /* LayerNormalization and RMSNormalization: one row kernel over the dims
    from `axis` on, with scale and the optional bias (RMSNormalization has
    none) read along the row. */
-static void run_row_norm(Emitter *e, Node *n, const char *kernel) {
+static void run_row_norm(Emitter *e, Node *n, const char *kernel, const char *note) {
   Tensor *x = n->in[0], *y = n->out[0], *scale = node_input(n, 1), *bias = node_input(n, 2);
   int axis = n->p.norm.axis;
   bool reduced[IR_MAX_RANK];
@@ -182,14 +182,18 @@ static void run_row_norm(Emitter *e, Node *n, const char *kernel) {
   group_i(&L, 13, bias ? 2 : 1, bias ? "scale and bias steps along the row" : "scale step along the row");
   L.f[0] = n->p.norm.epsilon;
   group_f(&L, 0, 1, "epsilon");
-  L.note = bias ? "x = {input, scale, bias}" : "x = {input, scale}";
+  L.note = note;
   emit_launch(e, n, &L);
   layer_norm_stats(e, n, reduced);
 }
 
-static void run_layer_norm(Emitter *e, Node *n) { run_row_norm(e, n, "opc_layer_norm"); }
+static void run_layer_norm(Emitter *e, Node *n) {
+  run_row_norm(e, n, "opc_layer_norm", "x = {input, scale, bias}");
+}
 
-static void run_rms_norm(Emitter *e, Node *n) { run_row_norm(e, n, op_kernel(e, n->op)); }
+static void run_rms_norm(Emitter *e, Node *n) {
+  run_row_norm(e, n, op_kernel(e, n->op), "x = {input, scale}");
+}
 
 static void run_instance_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];

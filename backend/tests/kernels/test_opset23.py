@@ -150,6 +150,14 @@ def run_program(exe, m, feeds, work):
     return {k: np.load(f) for k, f in files.items()}
 
 
+def measure(got, want):
+    """The largest error of got against want, as a fraction of want's scale."""
+    w = want.astype(np.float64)
+    scale = float(np.abs(w).max()) if w.size else 0.0
+    err = float(np.abs(got.astype(np.float64) - w).max()) if w.size else 0.0
+    return err / scale if scale else err
+
+
 def compare(got, want):
     """None when got agrees with want within TOLERANCE of want's scale,
     else what differs. NaN in want is an error, never a pass."""
@@ -431,6 +439,81 @@ def check_errors(opc, work, only, report):
                + "status %s: %s" % (why[0] if why else 0, said))
 
 
+def decoder_block(causal=1):
+    """A Llama-style decoder block at opset 23: RMSNormalization, the Q, K
+    and V projections, RotaryEmbedding on Q and K (3-D, position_ids),
+    Attention (causal, 4 query heads sharing 2 kv heads), the output
+    projection and the residual, RMSNormalization again and a SiLU-gated
+    MLP with its residual. Weights are scaled by 1/sqrt(fan-in), so each
+    stage keeps values of order 1 and the output depends on every part.
+    Outputs: the block's output and its change to x (output - x), the part
+    the block computes, compared on its own scale."""
+    b, s, hidden, heads, kv_heads, d, ffn = 2, 6, 32, 4, 2, 8, 64
+    w = lambda *shape: randn(*shape, scale=1.0 / np.sqrt(shape[0]))
+    cos, sin = caches(16, d // 2)
+    inits = {"norm1": uniform(0.5, 1.5, hidden), "wq": w(hidden, heads * d),
+             "wk": w(hidden, kv_heads * d), "wv": w(hidden, kv_heads * d),
+             "wo": w(heads * d, hidden), "norm2": uniform(0.5, 1.5, hidden),
+             "wg": w(hidden, ffn), "wu": w(hidden, ffn), "wd": w(ffn, hidden),
+             "cos": cos, "sin": sin}
+    node = helper.make_node
+    nodes = [
+        node("RMSNormalization", ["x", "norm1"], ["h"], epsilon=1e-5),
+        node("MatMul", ["h", "wq"], ["q"]),
+        node("MatMul", ["h", "wk"], ["k"]),
+        node("MatMul", ["h", "wv"], ["v"]),
+        node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["qr"], num_heads=heads),
+        node("RotaryEmbedding", ["k", "cos", "sin", "pos"], ["kr"], num_heads=kv_heads),
+        node("Attention", ["qr", "kr", "v"], ["att"], q_num_heads=heads, kv_num_heads=kv_heads,
+             is_causal=causal),
+        node("MatMul", ["att", "wo"], ["o"]),
+        node("Add", ["x", "o"], ["x2"]),
+        node("RMSNormalization", ["x2", "norm2"], ["h2"], epsilon=1e-5),
+        node("MatMul", ["h2", "wg"], ["gate"]),
+        node("MatMul", ["h2", "wu"], ["up"]),
+        node("Sigmoid", ["gate"], ["gate_sig"]),
+        node("Mul", ["gate", "gate_sig"], ["silu"]),
+        node("Mul", ["silu", "up"], ["gated"]),
+        node("MatMul", ["gated", "wd"], ["down"]),
+        node("Add", ["x2", "down"], ["y"]),
+        node("Sub", ["y", "x"], ["delta"]),
+    ]
+    feeds = {"x": randn(b, s, hidden),
+             "pos": (np.arange(s)[None, :] + np.array([[0], [7]])).astype(np.int64)}
+    graph = helper.make_graph(
+        nodes, "decoder", [value_info(k, v) for k, v in feeds.items()],
+        [onnx.ValueInfoProto(name="y"), onnx.ValueInfoProto(name="delta")],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m, feeds
+
+
+def check_decoder(opc, work, report):
+    """The decoder block end to end, and a control: its causal mask left
+    out (same weights: the generator is reseeded)."""
+    global rng
+    rng = np.random.default_rng(2323)
+    m, feeds = decoder_block()
+    want = reference(m, feeds)
+    d = os.path.join(work, "decoder")
+    exe, why = compile_model(opc, m, d)
+    got = run_program(exe, m, feeds, d) if exe else "opc failed: %s" % (why,)
+    if isinstance(got, str):
+        report(False, "decoder block", got)
+        return
+    for o in ("y", "delta"):
+        problem = compare(got[o], want[o])
+        report(problem is None, "decoder block %s" % o,
+               problem or "error %.1e of scale" % measure(got[o], want[o]))
+    rng = np.random.default_rng(2323)
+    wrong_m, wrong_feeds = decoder_block(causal=0)
+    wrong = reference(wrong_m, wrong_feeds)
+    problem = compare(got["delta"], wrong["delta"])
+    report(problem is not None, "control decoder block (no causal mask)",
+           "told apart: " + problem if problem else "the wrong block was accepted")
+
+
 def main():
     opc, work = sys.argv[1:3]
     only = sys.argv[sys.argv.index("-k") + 1] if "-k" in sys.argv else ""
@@ -462,9 +545,12 @@ def main():
             for c in run:
                 for o in c.output_names():
                     problem = compare(got[o], want[o])
-                    report(problem is None, o, problem)
+                    report(problem is None, o,
+                           problem or "error %.1e of scale" % measure(got[o], want[o]))
             check_controls(run, opset, got, report)
     check_errors(opc, work, only, report)
+    if only in "decoder":
+        check_decoder(opc, work, report)
     print("opset23: %d of %d passed" % (total - failed, total))
     return 1 if failed else 0
 
