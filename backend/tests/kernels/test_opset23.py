@@ -308,6 +308,14 @@ def attention_cases():
         Case("att4d_softcap", "Attention",
              {"q": randn(b, 2, s, d, scale=3.0), "k": randn(b, 2, t, d, scale=3.0),
               "v": randn(b, 2, t, d)}, scale=0.2, softcap=2.0),
+        # Fewer queries than keys, no past: query i sees keys 0..i.
+        Case("att4d_causal_short_q", "Attention",
+             {"q": randn(1, 2, 3, d), "k": randn(1, 2, t, d), "v": randn(1, 2, t, d)},
+             is_causal=1),
+        # A query whose keys are all masked gives zeros.
+        Case("att4d_masked_row", "Attention",
+             {"q": randn(1, 2, 3, 4), "k": randn(1, 2, 4, 4), "v": randn(1, 2, 4, 4),
+              "mask": np.array([[1, 0, 1, 1], [0, 0, 0, 0], [0, 1, 0, 0]], bool)}),
         Case("att_folded", "Attention",
              {"q": randn(1, 2, 3, 4), "k": randn(1, 1, 3, 4), "v": randn(1, 1, 3, 4),
               "mask": rng.random((3, 5)) < 0.8, "past_k": randn(1, 1, 2, 4),
