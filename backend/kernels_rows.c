@@ -150,10 +150,7 @@ static void layer_norm_stats(Emitter *e, const Node *n, const bool *reduced) {
   }
 }
 
-/* LayerNormalization and RMSNormalization: one row kernel over the dims
-   from `axis` on, with scale and the optional bias (RMSNormalization has
-   none) read along the row. */
-static void run_row_norm(Emitter *e, Node *n, const char *kernel, const char *note) {
+static void run_layer_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0], *scale = node_input(n, 1), *bias = node_input(n, 2);
   int axis = n->p.norm.axis;
   bool reduced[IR_MAX_RANK];
@@ -161,7 +158,7 @@ static void run_row_norm(Emitter *e, Node *n, const char *kernel, const char *no
     reduced[d] = d >= axis;
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
-  Launch L = {.kernel = kernel};
+  Launch L = {.kernel = "opc_layer_norm"};
   if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
     return;
   Tensor *params[2] = {scale, bias};
@@ -182,17 +179,61 @@ static void run_row_norm(Emitter *e, Node *n, const char *kernel, const char *no
   group_i(&L, 13, bias ? 2 : 1, bias ? "scale and bias steps along the row" : "scale step along the row");
   L.f[0] = n->p.norm.epsilon;
   group_f(&L, 0, 1, "epsilon");
-  L.note = note;
+  L.note = "x = {input, scale, bias}";
   emit_launch(e, n, &L);
   layer_norm_stats(e, n, reduced);
 }
 
-static void run_layer_norm(Emitter *e, Node *n) {
-  run_row_norm(e, n, "opc_layer_norm", "x = {input, scale, bias}");
+/* Where along the row RMSNormalization's scale is read: position j takes
+   element j / *div % *count. That covers a scale that broadcasts (aligned
+   right) to the row's dims with its own dims in one run, the others 1: the
+   whole row, one value, the last dims ([D] over [S, D]) or the first ones
+   ([S, 1] over [S, D]). */
+static bool row_scale_period(const Tensor *p, int rrank, const int64_t *rdims, int64_t *div,
+                             int64_t *count) {
+  int lo = rrank, hi = 0, skip = rrank - p->rank;
+  for (int d = 0; d < rrank; d++)
+    if (d >= skip && p->dims[d - skip] != 1) {
+      lo = d < lo ? d : lo;
+      hi = d + 1;
+    }
+  *count = 1;
+  *div = 1;
+  for (int d = lo; d < hi; d++) {
+    if (d < skip || p->dims[d - skip] != rdims[d])
+      return false; /* a dim of 1 inside the run */
+    *count *= rdims[d];
+  }
+  for (int d = hi > lo ? hi : rrank; d < rrank; d++)
+    *div *= rdims[d];
+  return true;
 }
 
 static void run_rms_norm(Emitter *e, Node *n) {
-  run_row_norm(e, n, op_kernel(e, n->op), "x = {input, scale}");
+  Tensor *x = n->in[0], *y = n->out[0], *scale = n->in[1];
+  int axis = n->p.norm.axis;
+  bool reduced[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = d >= axis;
+  int64_t ys[IR_MAX_RANK], div, count;
+  if (!row_scale_period(scale, x->rank - axis, x->dims + axis, &div, &count)) {
+    kernel_fail(e, n, "scale must vary along one run of the normalised dims (its other dims 1)");
+    return;
+  }
+  strides_of(y, ys);
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  L.x[1] = buf(e, scale);
+  L.x_extent[1] = tensor_numel(scale);
+  L.nx = 2;
+  L.i[13] = div;
+  L.i[14] = count;
+  group_i(&L, 13, 2, "scale read at (position in the row / i[13]) % i[14]");
+  L.f[0] = n->p.norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale}";
+  emit_launch(e, n, &L);
 }
 
 static void run_instance_norm(Emitter *e, Node *n) {

@@ -192,6 +192,10 @@ def norm_cases():
                           {"x": x, "scale": uniform(-1.5, 1.5, *full)}, axis=axis))
     cases.append(Case("rms_scalar_scale", "RMSNormalization",
                       {"x": x, "scale": np.array([1.7], np.float32)}, axis=2))
+    # Scales broadcast along part of the row: the last dims, the first.
+    for tag, axis, shape in (("last", -2, (5,)), ("first", -2, (4, 1)), ("lead", 1, (3, 1, 1))):
+        cases.append(Case("rms_scale_" + tag, "RMSNormalization",
+                          {"x": x, "scale": uniform(-1.5, 1.5, *shape)}, axis=axis))
     cases.append(Case("rms_eps", "RMSNormalization",
                       {"x": x * 0.1, "scale": uniform(0.5, 1.5, 5)}, epsilon=1e-2))
     cases.append(Case("rms_folded", "RMSNormalization",
@@ -392,10 +396,10 @@ def error_cases():
          23, "stash_type"),
         (Case("rms_scale_shape", "RMSNormalization", {"x": x, "scale": randn(3)}), 23,
          "does not broadcast"),
-        # Broadcast along part of the row: the kernels read scale as the
-        # whole row or one value.
-        (Case("rms_scale_part", "RMSNormalization", {"x": x, "scale": randn(4)}, axis=1), 23,
-         "scale and bias must have the normalised shape or one element"),
+        # A scale of 1s between its own dims: the kernel reads one run.
+        (Case("rms_scale_gap", "RMSNormalization", {"x": randn(2, 3, 4, 5),
+                                                    "scale": randn(3, 1, 5)}, axis=1), 23,
+         "scale must vary along one run of the normalised dims"),
         (Case("gn21_per_group", "GroupNormalization",
               {"x": randn(2, 6, 3), "scale": randn(3), "bias": randn(3)}, num_groups=3), 21,
          "must have shape [6]"),
