@@ -335,7 +335,8 @@ static void attention_present(Emitter *e, Node *n, int k) {
   emit_kernel_copy(e, n, offset_ptr(e, buf(e, present), p->past * dim), dst, buf(e, now),
                    p->in_3d ? src3 : src4, 4, dims);
   if (past) {
-    int64_t pdims[4] = {p->batch, h, p->past, dim}, psrc[4] = {h * p->past * dim, p->past * dim, dim, 1};
+    int64_t pdims[4] = {p->batch, h, p->past, dim};
+    int64_t psrc[4] = {h * p->past * dim, p->past * dim, dim, 1};
     emit_kernel_copy(e, n, buf(e, present), dst, buf(e, past), psrc, 4, pdims);
   }
 }

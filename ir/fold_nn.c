@@ -487,6 +487,13 @@ bool fold_group_norm(Graph *g, Node *n) {
   return true;
 }
 
+/* Element (b, h, s, d) of a RotaryEmbedding or Attention input given as
+   [B, H, S, D] or, in_3d, as [B, S, H D]. */
+static int64_t head_offset(bool in_3d, int64_t heads, int64_t seq, int64_t dim, int64_t b,
+                           int64_t h, int64_t s, int64_t d) {
+  return in_3d ? ((b * seq + s) * heads + h) * dim + d : ((b * heads + h) * seq + s) * dim + d;
+}
+
 /* RotaryEmbedding: in each head, pairs (i, i + rot/2), or (2i, 2i + 1)
    when interleaved, turn by the angle whose cosine and sine the caches
    hold for the token's position; the dims past rot are copied. */
@@ -496,7 +503,7 @@ bool fold_rotary_embedding(Graph *g, Node *n) {
   int64_t half = n->p.rotary.rot / 2;
   for (int64_t row = 0; row < n->p.rotary.batch * seq * heads; row++) {
     int64_t h = row % heads, s = row / heads % seq, b = row / (heads * seq);
-    int64_t base = (n->p.rotary.in_3d ? (b * seq + s) * heads + h : (b * heads + h) * seq + s) * head;
+    int64_t base = head_offset(n->p.rotary.in_3d, heads, seq, head, b, h, s, 0);
     int64_t at = b * seq + s;
     if (pos) {
       at = pos->i64[b * seq + s];
@@ -518,13 +525,6 @@ bool fold_rotary_embedding(Graph *g, Node *n) {
       putd(n->out[0], base + j, getd(x, base + j));
   }
   return true;
-}
-
-/* Element (b, h, s, d) of an Attention input given as [B, H, S, D] or,
-   in_3d, as [B, S, H D]. */
-static int64_t head_offset(bool in_3d, int64_t heads, int64_t seq, int64_t dim, int64_t b,
-                           int64_t h, int64_t s, int64_t d) {
-  return in_3d ? ((b * seq + s) * heads + h) * dim + d : ((b * heads + h) * seq + s) * dim + d;
 }
 
 /* Key or value j of kv head h: from the past cache for j < past, else
@@ -593,7 +593,8 @@ bool fold_attention(Graph *g, Node *n) {
     Tensor *present = n->nout > k ? n->out[k] : NULL;
     for (int64_t e = 0; present && e < tensor_numel(present); e++) {
       int64_t d = e % dims[k - 1], j = e / dims[k - 1] % total;
-      int64_t h = e / (dims[k - 1] * total) % a->kv_heads, b = e / (dims[k - 1] * total * a->kv_heads);
+      int64_t h = e / (dims[k - 1] * total) % a->kv_heads;
+      int64_t b = e / (dims[k - 1] * total * a->kv_heads);
       putd(present, e, attention_kv(n, node_input(n, 3 + k), n->in[k], dims[k - 1], b, h, j, d));
     }
   }

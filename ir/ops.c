@@ -832,7 +832,8 @@ static bool infer_group_norm(Graph *g, Node *n) {
 static bool need_cache(Graph *g, Node *n, const Tensor *t, bool indexed, int64_t batch,
                        int64_t seq, int64_t half) {
   bool ok = indexed ? t->rank == 2 && t->dims[0] > 0 && t->dims[1] == half
-                    : t->rank == 3 && t->dims[0] == batch && t->dims[1] == seq && t->dims[2] == half;
+                    : t->rank == 3 && t->dims[0] == batch && t->dims[1] == seq &&
+                          t->dims[2] == half;
   if (!ok) {
     char a[128];
     if (indexed)
@@ -989,7 +990,7 @@ static bool infer_attention(Graph *g, Node *n) {
     ir_error(g, n, "past_key and past_value must be given together");
     return false;
   }
-  int64_t past = past_k ? past_k->dims[past_k->rank > 2 ? 2 : 0] : 0;
+  int64_t past = past_k && past_k->rank == 4 ? past_k->dims[2] : 0;
   if (past_k && (!need_past(g, n, past_k, batch, kh, past, head) ||
                  !need_past(g, n, past_v, batch, kh, past, vhead)))
     return false;
