@@ -318,6 +318,7 @@ extern const OpEmitter kernel_recurrent;                               /* kernel
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear;                                                    /* kernels_quantized.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
+    kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more;                                                   /* kernels_rows.c */
 /* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of

@@ -2,6 +2,7 @@
  * kernels_rows.c - pooling, reductions, softmax and normalisations as
  * launches of opc's kernels: the pools, the Reduce* operators and the
  * global pools, Softmax and LogSoftmax, LayerNormalization,
+ * RMSNormalization, GroupNormalization, RotaryEmbedding, Attention,
  * InstanceNormalization, LRN, BatchNormalization, Hardmax, CumSum,
  * MeanVarianceNormalization and LpNormalization.
  */
@@ -183,6 +184,58 @@ static void run_layer_norm(Emitter *e, Node *n) {
   layer_norm_stats(e, n, reduced);
 }
 
+/* Where along the row RMSNormalization's scale is read: position j takes
+   element j / *div % *count. That covers a scale that broadcasts (aligned
+   right) to the row's dims with its own dims in one run, the others 1: the
+   whole row, one value, the last dims ([D] over [S, D]) or the first ones
+   ([S, 1] over [S, D]). */
+static bool row_scale_period(const Tensor *p, int rrank, const int64_t *rdims, int64_t *div,
+                             int64_t *count) {
+  int lo = rrank, hi = 0, skip = rrank - p->rank;
+  for (int d = 0; d < rrank; d++)
+    if (d >= skip && p->dims[d - skip] != 1) {
+      lo = d < lo ? d : lo;
+      hi = d + 1;
+    }
+  *count = 1;
+  *div = 1;
+  for (int d = lo; d < hi; d++) {
+    if (d < skip || p->dims[d - skip] != rdims[d])
+      return false; /* a dim of 1 inside the run */
+    *count *= rdims[d];
+  }
+  for (int d = hi > lo ? hi : rrank; d < rrank; d++)
+    *div *= rdims[d];
+  return true;
+}
+
+static void run_rms_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0], *scale = n->in[1];
+  int axis = n->p.norm.axis;
+  bool reduced[IR_MAX_RANK];
+  for (int d = 0; d < x->rank; d++)
+    reduced[d] = d >= axis;
+  int64_t ys[IR_MAX_RANK], div, count;
+  if (!row_scale_period(scale, x->rank - axis, x->dims + axis, &div, &count)) {
+    kernel_fail(e, n, "scale must vary along one run of the normalised dims (its other dims 1)");
+    return;
+  }
+  strides_of(y, ys);
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  if (!row_launch(e, n, &L, x, reduced, buf(e, y), ys, true))
+    return;
+  L.x[1] = buf(e, scale);
+  L.x_extent[1] = tensor_numel(scale);
+  L.nx = 2;
+  L.i[13] = div;
+  L.i[14] = count;
+  group_i(&L, 13, 2, "scale read at (position in the row / i[13]) % i[14]");
+  L.f[0] = n->p.norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale}";
+  emit_launch(e, n, &L);
+}
+
 static void run_instance_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   bool reduced[IR_MAX_RANK];
@@ -205,6 +258,149 @@ static void run_instance_norm(Emitter *e, Node *n) {
   L.note = "x = {input, scale, bias}";
   emit_launch(e, n, &L);
   fused_activation(e, n);
+}
+
+/* ------------------------------------ group norm and rotary embedding */
+
+/* Kernels that index their operands themselves, as contiguous arrays:
+   one launch of `count` iterations, input k of x_extent elements. */
+static bool whole_arrays(Emitter *e, Node *n, Launch *L, int64_t count) {
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *t = n->in[k];
+    if (t && !buffer_is_contiguous(t))
+      return kernel_fail(e, n, "inputs must be contiguous (not a strided view)");
+  }
+  if (!buffer_is_contiguous(n->out[0]))
+    return kernel_fail(e, n, "the output must be contiguous (not a strided view)");
+  L->rank = 1;
+  L->dims[0] = count;
+  L->n = count;
+  L->nx = n->nin;
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *t = n->in[k];
+    L->x[k] = t ? buf(e, t) : NULL;
+    L->x_extent[k] = t ? tensor_numel(t) : 0;
+    L->x_bytes[k] = t && t->dtype == DT_INT64 ? 8 : 0;
+  }
+  L->y = buf(e, n->out[0]);
+  L->y_extent = tensor_numel(n->out[0]);
+  return true;
+}
+
+static void run_group_norm(Emitter *e, Node *n) {
+  Tensor *x = n->in[0];
+  int64_t groups = n->p.group_norm.groups, spatial = dims_product(x->dims, 2, x->rank);
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  if (!whole_arrays(e, n, &L, x->dims[0] * groups))
+    return;
+  L.i[0] = groups;
+  L.i[1] = spatial;
+  L.i[2] = n->p.group_norm.per_channel;
+  group_i(&L, 0, 3, "groups, spatial size, scale per channel (else per group)");
+  L.i[15] = x->dims[1] / groups * spatial;
+  group_i(&L, 15, 1, "row length");
+  L.f[0] = n->p.group_norm.epsilon;
+  group_f(&L, 0, 1, "epsilon");
+  L.note = "x = {input, scale, bias}";
+  emit_launch(e, n, &L);
+}
+
+static void run_rotary_embedding(Emitter *e, Node *n) {
+  Launch L = {.kernel = op_kernel(e, n->op)};
+  int64_t rows = n->p.rotary.batch * n->p.rotary.seq * n->p.rotary.heads;
+  if (!whole_arrays(e, n, &L, rows))
+    return;
+  L.i[0] = n->p.rotary.seq;
+  L.i[1] = n->p.rotary.heads;
+  L.i[2] = n->p.rotary.head;
+  L.i[3] = n->p.rotary.rot;
+  L.i[4] = n->p.rotary.in_3d;
+  L.i[5] = n->p.rotary.interleaved;
+  L.i[6] = n->in[1]->rank == 2 ? n->in[1]->dims[0] : rows / n->p.rotary.heads;
+  group_i(&L, 0, 7, "seq, heads, head size, rotated dims, 3-D input, interleaved, cache rows");
+  L.note = "x = {input, cos cache, sin cache, position_ids}";
+  emit_launch(e, n, &L);
+}
+
+/* present_key or present_value (output k, 1 or 2): the past cache, then
+   K or V (3-D inputs transposed to [batch, heads, seq, dim]). */
+static void attention_present(Emitter *e, Node *n, int k) {
+  const struct AttentionParams *p = &n->p.attention;
+  Tensor *present = n->out[k], *now = n->in[k], *past = node_input(n, 3 + k);
+  int64_t dim = k == 1 ? p->head : p->v_head, total = p->past + p->kv_seq, h = p->kv_heads;
+  int64_t dst[4] = {h * total * dim, total * dim, dim, 1};
+  int64_t dims[4] = {p->batch, h, p->kv_seq, dim};
+  int64_t src3[4] = {p->kv_seq * h * dim, dim, h * dim, 1};
+  int64_t src4[4] = {h * p->kv_seq * dim, p->kv_seq * dim, dim, 1};
+  emit_kernel_copy(e, n, offset_ptr(e, buf(e, present), p->past * dim), dst, buf(e, now),
+                   p->in_3d ? src3 : src4, 4, dims);
+  if (past) {
+    int64_t pdims[4] = {p->batch, h, p->past, dim};
+    int64_t psrc[4] = {h * p->past * dim, p->past * dim, dim, 1};
+    emit_kernel_copy(e, n, buf(e, present), dst, buf(e, past), psrc, 4, pdims);
+  }
+}
+
+/* Attention as one opc kernel (opc_attention): the present caches first,
+   by copies, since the kernel reads the keys and values from them when
+   there is a past. */
+static void run_attention(Emitter *e, Node *n) {
+  const struct AttentionParams *p = &n->p.attention;
+  Tensor *q = n->in[0], *mask = node_input(n, 3), *y = n->out[0];
+  bool past = node_input(n, 4) != NULL;
+  Tensor *present[3] = {NULL, n->nout > 1 ? n->out[1] : NULL, n->nout > 2 ? n->out[2] : NULL};
+  if (past && (!present[1] || !present[2])) {
+    kernel_fail(e, n, "past_key and past_value need the present_key and present_value outputs");
+    return;
+  }
+  for (int k = 0; k < n->nin; k++)
+    if (k != 3 && n->in[k] && !buffer_is_contiguous(n->in[k])) {
+      kernel_fail(e, n, "Q, K, V and the past caches must be contiguous (not strided views)");
+      return;
+    }
+  for (int k = 0; k < 3; k++)
+    if ((k == 0 || present[k]) && !buffer_is_contiguous(n->out[k])) {
+      kernel_fail(e, n, "the outputs must be contiguous (not strided views)");
+      return;
+    }
+  for (int k = 1; k <= 2; k++)
+    if (present[k] && (past || tensor_needed(present[k])))
+      attention_present(e, n, k);
+  int64_t total = p->past + p->kv_seq;
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = 1};
+  L.n = L.dims[0] = p->batch * p->q_heads * p->q_seq;
+  L.nx = mask ? 4 : 3;
+  L.x[0] = buf(e, q);
+  L.x_extent[0] = tensor_numel(q);
+  for (int k = 1; k <= 2; k++) {
+    Tensor *from = past ? present[k] : n->in[k];
+    L.x[k] = buf(e, from);
+    L.x_extent[k] = tensor_numel(from);
+  }
+  L.y = buf(e, y);
+  L.y_extent = tensor_numel(y);
+  int64_t full[4] = {p->batch, p->q_heads, p->q_seq, total};
+  if (mask) {
+    int64_t ms[4], low;
+    broadcast_to(mask, 4, full, ms);
+    L.x[3] = buf(e, mask);
+    L.x_extent[3] = reach(4, full, ms, &low);
+    L.x_bytes[3] = mask->dtype == DT_BOOL ? 1 : 0;
+    for (int d = 0; d < 4; d++)
+      L.i[12 + d] = ms[d];
+    group_i(&L, 12, 4, "attn_mask strides along batch, head, query, key");
+  }
+  int64_t v[11] = {p->q_heads, p->q_seq, total, p->head, p->v_head, p->q_heads / p->kv_heads,
+                   p->in_3d, p->in_3d && !past, p->past, p->causal,
+                   mask ? (mask->dtype == DT_BOOL ? 1 : 2) : 0};
+  memcpy(L.i, v, sizeof v);
+  group_i(&L, 0, 11, "heads, queries, keys, head size, value head size, query heads per kv "
+          "head, 3-D Q and Y, 3-D K and V, past length, causal, mask (0 none, 1 bool, 2 float)");
+  L.f[0] = p->scale;
+  L.f[1] = p->softcap;
+  group_f(&L, 0, 2, "scale, softcap");
+  L.note = past ? "x = {Q, present_key, present_value, attn_mask}" : "x = {Q, K, V, attn_mask}";
+  emit_launch(e, n, &L);
 }
 
 /* ------------------------------------------------------- normalisation */
@@ -339,6 +535,10 @@ const OpEmitter kernel_pool = {.run = run_pool};
 const OpEmitter kernel_reduce = {.run = run_reduce};
 const OpEmitter kernel_softmax = {.run = run_softmax};
 const OpEmitter kernel_layer_norm = {.run = run_layer_norm};
+const OpEmitter kernel_rms_norm = {.run = run_rms_norm};
+const OpEmitter kernel_group_norm = {.run = run_group_norm};
+const OpEmitter kernel_rotary_embedding = {.run = run_rotary_embedding};
+const OpEmitter kernel_attention = {.run = run_attention};
 const OpEmitter kernel_instance_norm = {.run = run_instance_norm};
 const OpEmitter kernel_lrn = {.run = run_lrn};
 const OpEmitter kernel_batch_norm = {.run = run_batch_norm};

@@ -445,6 +445,162 @@ bool fold_layer_norm(Graph *g, Node *n) {
   return true;
 }
 
+/* RMSNormalization: each row (the dims from `axis` on) divided by the root
+   of its mean square plus epsilon, times scale broadcast to the row. */
+bool fold_rms_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *scale = n->in[1];
+  int axis = n->p.norm.axis, rrank = x->rank - axis;
+  const int64_t *rdims = x->dims + axis;
+  int64_t rows = dims_product(x->dims, 0, axis), len = dims_product(x->dims, axis, x->rank);
+  int64_t ss[IR_MAX_RANK];
+  broadcast_strides(scale->rank, scale->dims, rrank, rdims, ss);
+  for (int64_t r = 0; r < rows; r++) {
+    double q = 0;
+    for (int64_t j = 0; j < len; j++)
+      q += getd(x, r * len + j) * getd(x, r * len + j);
+    double inv = 1 / sqrt(q / (double)len + n->p.norm.epsilon);
+    for (int64_t j = 0; j < len; j++) {
+      double v = getd(x, r * len + j) * inv;
+      putd(n->out[0], r * len + j, v * getd(scale, broadcast_offset(j, rrank, rdims, ss)));
+    }
+  }
+  return true;
+}
+
+/* GroupNormalization: per image, each group of channels (with its spatial
+   dims) normalised over its mean and variance, then scaled and shifted
+   per channel or per group. */
+bool fold_group_norm(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  int64_t c = x->dims[1], groups = n->p.group_norm.groups, per_group = c / groups;
+  int64_t spatial = dims_product(x->dims, 2, x->rank), len = per_group * spatial;
+  for (int64_t r = 0; r < x->dims[0] * groups; r++) {
+    double mean, var;
+    moments(x, r * len, len, 1, &mean, &var);
+    double inv = 1 / sqrt(var + n->p.group_norm.epsilon);
+    for (int64_t j = 0; j < len; j++) {
+      int64_t k = n->p.group_norm.per_channel ? r % groups * per_group + j / spatial : r % groups;
+      double v = (getd(x, r * len + j) - mean) * inv;
+      putd(n->out[0], r * len + j, v * getd(n->in[1], k) + getd(n->in[2], k));
+    }
+  }
+  return true;
+}
+
+/* Element (b, h, s, d) of a RotaryEmbedding or Attention input given as
+   [B, H, S, D] or, in_3d, as [B, S, H D]. */
+static int64_t head_offset(bool in_3d, int64_t heads, int64_t seq, int64_t dim, int64_t b,
+                           int64_t h, int64_t s, int64_t d) {
+  return in_3d ? ((b * seq + s) * heads + h) * dim + d : ((b * heads + h) * seq + s) * dim + d;
+}
+
+/* RotaryEmbedding: in each head, pairs (i, i + rot/2), or (2i, 2i + 1)
+   when interleaved, turn by the angle whose cosine and sine the caches
+   hold for the token's position; the dims past rot are copied. */
+bool fold_rotary_embedding(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *cosc = n->in[1], *sinc = n->in[2], *pos = node_input(n, 3);
+  int64_t seq = n->p.rotary.seq, heads = n->p.rotary.heads, head = n->p.rotary.head;
+  int64_t half = n->p.rotary.rot / 2;
+  for (int64_t row = 0; row < n->p.rotary.batch * seq * heads; row++) {
+    int64_t h = row % heads, s = row / heads % seq, b = row / (heads * seq);
+    int64_t base = head_offset(n->p.rotary.in_3d, heads, seq, head, b, h, s, 0);
+    int64_t at = b * seq + s;
+    if (pos) {
+      at = pos->i64[b * seq + s];
+      if (at < 0 || at >= cosc->dims[0]) {
+        ir_error(g, n, "position %lld is outside the caches' %lld positions", (long long)at,
+                 (long long)cosc->dims[0]);
+        return false;
+      }
+    }
+    for (int64_t k = 0; k < half; k++) {
+      int64_t i1 = n->p.rotary.interleaved ? 2 * k : k;
+      int64_t i2 = n->p.rotary.interleaved ? 2 * k + 1 : k + half;
+      double c = getd(cosc, at * half + k), sn = getd(sinc, at * half + k);
+      double x1 = getd(x, base + i1), x2 = getd(x, base + i2);
+      putd(n->out[0], base + i1, c * x1 - sn * x2);
+      putd(n->out[0], base + i2, sn * x1 + c * x2);
+    }
+    for (int64_t j = 2 * half; j < head; j++)
+      putd(n->out[0], base + j, getd(x, base + j));
+  }
+  return true;
+}
+
+/* Key or value j of kv head h: from the past cache for j < past, else
+   from K or V. */
+static double attention_kv(const Node *n, const Tensor *past, const Tensor *now, int64_t dim,
+                           int64_t b, int64_t h, int64_t j, int64_t d) {
+  const struct AttentionParams *a = &n->p.attention;
+  if (j < a->past)
+    return getd(past, ((b * a->kv_heads + h) * a->past + j) * dim + d);
+  return getd(now, head_offset(a->in_3d, a->kv_heads, a->kv_seq, dim, b, h, j - a->past, d));
+}
+
+/* Attention: per query, softmax over the keys of scale q.k (capped:
+   softcap tanh(. / softcap)) plus the mask (bool: false excludes the
+   key; float: added); with is_causal, query i also sees keys up to
+   past + i only. A query that sees no key gives zeros. present_key and
+   present_value are the caches with K and V appended. */
+bool fold_attention(Graph *g, Node *n) {
+  const struct AttentionParams *a = &n->p.attention;
+  const Tensor *q = n->in[0], *mask = node_input(n, 3);
+  const Tensor *past_k = node_input(n, 4), *past_v = node_input(n, 5);
+  int64_t total = a->past + a->kv_seq, group = a->q_heads / a->kv_heads;
+  int64_t full[4] = {a->batch, a->q_heads, a->q_seq, total}, ms[4];
+  if (mask)
+    broadcast_strides(mask->rank, mask->dims, 4, full, ms);
+  double *score = malloc(sizeof(double) * (size_t)(total ? total : 1));
+  if (!score)
+    return false;
+  for (int64_t b = 0; b < a->batch; b++)
+    for (int64_t h = 0; h < a->q_heads; h++)
+      for (int64_t i = 0; i < a->q_seq; i++) {
+        double top = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < total; j++) {
+          double s = 0;
+          for (int64_t d = 0; d < a->head; d++)
+            s += getd(q, head_offset(a->in_3d, a->q_heads, a->q_seq, a->head, b, h, i, d)) *
+                 attention_kv(n, past_k, n->in[1], a->head, b, h / group, j, d);
+          s *= a->scale;
+          if (a->softcap > 0)
+            s = a->softcap * tanh(s / a->softcap);
+          if (mask) {
+            int64_t c[4] = {b, h, i, j}, at = 0;
+            for (int k = 0; k < 4; k++)
+              at += c[k] * ms[k];
+            s = mask->dtype == DT_BOOL ? (getd(mask, at) != 0 ? s : -INFINITY) : s + getd(mask, at);
+          }
+          if (a->causal && j > a->past + i)
+            s = -INFINITY;
+          score[j] = s;
+          top = s > top ? s : top;
+        }
+        for (int64_t j = 0; j < total; j++) {
+          score[j] = top == -INFINITY ? 0 : exp(score[j] - top);
+          sum += score[j];
+        }
+        for (int64_t d = 0; d < a->v_head; d++) {
+          double y = 0;
+          for (int64_t j = 0; sum > 0 && j < total; j++)
+            y += score[j] / sum * attention_kv(n, past_v, n->in[2], a->v_head, b, h / group, j, d);
+          putd(n->out[0], head_offset(a->in_3d, a->q_heads, a->q_seq, a->v_head, b, h, i, d), y);
+        }
+      }
+  free(score);
+  int64_t dims[2] = {a->head, a->v_head};
+  for (int k = 1; k <= 2; k++) {
+    Tensor *present = n->nout > k ? n->out[k] : NULL;
+    for (int64_t e = 0; present && e < tensor_numel(present); e++) {
+      int64_t d = e % dims[k - 1], j = e / dims[k - 1] % total;
+      int64_t h = e / (dims[k - 1] * total) % a->kv_heads;
+      int64_t b = e / (dims[k - 1] * total * a->kv_heads);
+      putd(present, e, attention_kv(n, node_input(n, 3 + k), n->in[k], dims[k - 1], b, h, j, d));
+    }
+  }
+  return true;
+}
+
 /* Across channels: x / (bias + alpha / size * sum of squares)^beta, the
    sum over channels c - (size-1)/2 .. c + size/2. */
 bool fold_lrn(Graph *g, Node *n) {

@@ -261,6 +261,9 @@ typedef enum ParamKind {
   PARAMS_REVERSE_SEQUENCE,
   PARAMS_NMS,
   PARAMS_COMPRESS,
+  PARAMS_GROUP_NORM,
+  PARAMS_ROTARY,
+  PARAMS_ATTENTION,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -383,6 +386,22 @@ typedef union Params {
     int64_t max_per_class, per_class;
     float iou_threshold, score_threshold;
   } nms;
+  /* GroupNormalization: scale and bias per channel (opset 21) or per
+     group (opset 18 to 20). */
+  struct { float epsilon; int64_t groups; bool per_channel; } group_norm;
+  /* RotaryEmbedding: x is [batch, heads, seq, head] or, in_3d, [batch,
+     seq, heads * head]; the first `rot` of each head's dims rotate, in
+     pairs (i, i + rot/2), or (2i, 2i + 1) when interleaved. */
+  struct { int64_t batch, seq, heads, head, rot; bool in_3d, interleaved; } rotary;
+  /* Attention: Q [batch, q_heads, q_seq, head] (or [batch, q_seq,
+     q_heads * head] when in_3d, as K, V and Y are then), K and V with
+     kv_heads (dividing q_heads) of kv_seq tokens after `past` cached
+     ones; scale multiplies Q K^T, softcap (0: none) caps it. */
+  struct AttentionParams {
+    int64_t batch, q_heads, kv_heads, q_seq, kv_seq, past, head, v_head;
+    float scale, softcap;
+    bool in_3d, causal;
+  } attention;
 } Params;
 
 /*

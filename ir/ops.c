@@ -747,29 +747,282 @@ static bool infer_instance_norm(Graph *g, Node *n) {
          same_as(g, n, 0, x);
 }
 
-static bool infer_layer_norm(Graph *g, Node *n) {
-  Tensor *x = in(n, 0);
+/* LayerNormalization and RMSNormalization: the row is the dims from `axis`
+   on; scale (and bias) broadcast to the row's shape. */
+static bool row_norm_params(Graph *g, Node *n, Tensor *x) {
   int axis;
   if (!resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &axis))
     return false;
   n->p.norm.axis = axis;
   n->p.norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
-  /* Scale and bias broadcast to the normalised part of the shape. */
   for (int i = 1; i <= 2; i++) {
     Tensor *p = in(n, i);
     if (p && !broadcasts_to(p->rank, p->dims, x->rank - axis, x->dims + axis)) {
       char a[128], b[128];
-      ir_error(g, n, "'%s' %s does not broadcast to the normalised dims of %s", p->name,
-               shape_str(p, a, sizeof a), shape_str(x, b, sizeof b));
+      ir_error(g, n, "'%s' %s does not broadcast to the normalised dims (from axis %d) of %s",
+               p->name, shape_str(p, a, sizeof a), axis, shape_str(x, b, sizeof b));
       return false;
     }
   }
+  return true;
+}
+
+static bool infer_layer_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!row_norm_params(g, n, x))
+    return false;
+  int axis = n->p.norm.axis;
   int64_t stat[IR_MAX_RANK];
   for (int i = 0; i < x->rank; i++)
     stat[i] = i < axis ? x->dims[i] : 1;
   DType stash = (DType)node_attr_int(n, "stash_type", DT_FLOAT);
   return same_as(g, n, 0, x) && set_out(g, n, 1, stash, x->rank, stat) &&
          set_out(g, n, 2, stash, x->rank, stat);
+}
+
+/* RMSNormalization (opset 23): x / sqrt(mean of x^2 over the row +
+   epsilon) * scale. Its first stage runs in float32 or wider; a narrower
+   stash_type would change the result, so it is refused. */
+static bool infer_rms_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  int64_t stash = node_attr_int(n, "stash_type", DT_FLOAT);
+  if (stash != DT_FLOAT) {
+    ir_error(g, n, "stash_type %lld is not supported: only 1 (float32)", (long long)stash);
+    return false;
+  }
+  if (x->rank < 1) {
+    ir_error(g, n, "input must have rank 1 or more");
+    return false;
+  }
+  return row_norm_params(g, n, x) && same_as(g, n, 0, x);
+}
+
+/* GroupNormalization: x is [N, C, ...], its channels split into
+   num_groups groups normalised apart. Opset 21 made scale and bias one
+   value per channel; opsets 18 to 20 have one per group. With no opset
+   known, either shape is taken. */
+static bool infer_group_norm(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK))
+    return false;
+  int64_t c = x->dims[1], groups = node_attr_int(n, "num_groups", 0);
+  if (groups <= 0 || c % groups != 0) {
+    ir_error(g, n, "attribute 'num_groups' (%lld) must be positive and divide the %lld channels",
+             (long long)groups, (long long)c);
+    return false;
+  }
+  int64_t stash = node_attr_int(n, "stash_type", DT_FLOAT);
+  if (stash != DT_FLOAT) {
+    ir_error(g, n, "stash_type %lld is not supported: only 1 (float32)", (long long)stash);
+    return false;
+  }
+  bool per_channel = g->opset >= 21;
+  if (g->opset <= 0)
+    per_channel = in(n, 1)->rank == 1 && in(n, 1)->dims[0] == c;
+  n->p.group_norm.epsilon = node_attr_float(n, "epsilon", 1e-5f);
+  n->p.group_norm.groups = groups;
+  n->p.group_norm.per_channel = per_channel;
+  int64_t want = per_channel ? c : groups;
+  return need_channels(g, n, in(n, 1), want) && need_channels(g, n, in(n, 2), want) &&
+         same_as(g, n, 0, x);
+}
+
+/* Checks a cos or sin cache: [max_position, half] when position_ids index
+   it, else [batch, seq, half]. */
+static bool need_cache(Graph *g, Node *n, const Tensor *t, bool indexed, int64_t batch,
+                       int64_t seq, int64_t half) {
+  bool ok = indexed ? t->rank == 2 && t->dims[0] > 0 && t->dims[1] == half
+                    : t->rank == 3 && t->dims[0] == batch && t->dims[1] == seq &&
+                          t->dims[2] == half;
+  if (!ok) {
+    char a[128];
+    if (indexed)
+      ir_error(g, n, "cache '%s' has shape %s; with position_ids it must be [max_position, %lld]",
+               t->name, shape_str(t, a, sizeof a), (long long)half);
+    else
+      ir_error(g, n, "cache '%s' has shape %s; without position_ids it must be [%lld, %lld, %lld]",
+               t->name, shape_str(t, a, sizeof a), (long long)batch, (long long)seq,
+               (long long)half);
+  }
+  return ok;
+}
+
+/* RotaryEmbedding (opset 23): x is [batch, heads, seq, head] or [batch,
+   seq, hidden] with num_heads; cos and sin caches are [max_position,
+   rot/2] read at position_ids [batch, seq], or [batch, seq, rot/2]
+   without them. */
+static bool infer_rotary_embedding(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *pos = in(n, 3);
+  if (!need_rank(g, n, x, 3, 4))
+    return false;
+  int64_t heads = node_attr_int(n, "num_heads", 0);
+  bool in_3d = x->rank == 3;
+  if (in_3d && (heads <= 0 || x->dims[2] % heads != 0)) {
+    ir_error(g, n, "a 3-D input needs attribute 'num_heads' (%lld) positive and dividing its "
+             "last dim %lld", (long long)heads, (long long)x->dims[2]);
+    return false;
+  }
+  if (!in_3d)
+    heads = x->dims[1];
+  int64_t batch = x->dims[0], seq = in_3d ? x->dims[1] : x->dims[2];
+  int64_t head = in_3d ? x->dims[2] / heads : x->dims[3];
+  int64_t rot = node_attr_int(n, "rotary_embedding_dim", 0);
+  if (rot == 0)
+    rot = head;
+  if (rot < 0 || rot > head || rot % 2 != 0) {
+    ir_error(g, n, "rotary_embedding_dim %lld must be even and at most the head size %lld",
+             (long long)rot, (long long)head);
+    return false;
+  }
+  n->p.rotary.batch = batch;
+  n->p.rotary.seq = seq;
+  n->p.rotary.heads = heads;
+  n->p.rotary.head = head;
+  n->p.rotary.rot = rot;
+  n->p.rotary.in_3d = in_3d;
+  if (!flag_attr(g, n, "interleaved", false, &n->p.rotary.interleaved))
+    return false;
+  for (int i = 1; i <= 2; i++)
+    if (!need_cache(g, n, in(n, i), pos != NULL, batch, seq, rot / 2))
+      return false;
+  if (pos && in(n, 1)->dims[0] != in(n, 2)->dims[0]) {
+    ir_error(g, n, "the cos and sin caches have different lengths");
+    return false;
+  }
+  if (pos && (pos->rank != 2 || pos->dims[0] != batch || pos->dims[1] != seq)) {
+    char a[128];
+    ir_error(g, n, "position_ids '%s' has shape %s; it must be [%lld, %lld]", pos->name,
+             shape_str(pos, a, sizeof a), (long long)batch, (long long)seq);
+    return false;
+  }
+  return same_as(g, n, 0, x);
+}
+
+/* Attention's heads: from the attribute for 3-D inputs (it must divide
+   the hidden size), from dim 1 for 4-D ones (an attribute must agree). */
+static bool attention_heads(Graph *g, Node *n, const char *attr, const Tensor *t,
+                            int64_t *heads, int64_t *head) {
+  int64_t given = node_attr_int(n, attr, 0);
+  if (t->rank == 4) {
+    if (given && given != t->dims[1]) {
+      ir_error(g, n, "attribute '%s' (%lld) disagrees with '%s''s %lld heads", attr,
+               (long long)given, t->name, (long long)t->dims[1]);
+      return false;
+    }
+    *heads = t->dims[1];
+    *head = t->dims[3];
+    return true;
+  }
+  if (given <= 0 || t->dims[2] % given != 0) {
+    ir_error(g, n, "3-D inputs need attribute '%s' (%lld) positive and dividing %lld", attr,
+             (long long)given, (long long)t->dims[2]);
+    return false;
+  }
+  *heads = given;
+  *head = t->dims[2] / given;
+  return true;
+}
+
+/* Checks one past cache: [batch, kv_heads, past, head]. */
+static bool need_past(Graph *g, Node *n, const Tensor *t, int64_t batch, int64_t heads,
+                      int64_t past, int64_t head) {
+  if (t->rank != 4 || t->dims[0] != batch || t->dims[1] != heads || t->dims[2] != past ||
+      t->dims[3] != head) {
+    char a[128];
+    ir_error(g, n, "'%s' has shape %s; it must be [%lld, %lld, %lld, %lld]", t->name,
+             shape_str(t, a, sizeof a), (long long)batch, (long long)heads, (long long)past,
+             (long long)head);
+    return false;
+  }
+  return true;
+}
+
+/* The attributes and outputs of Attention that opc leaves out, refused by
+   name. A softmax in float32 or wider is what opc computes. */
+static bool attention_refusals(Graph *g, Node *n) {
+  int64_t precision = node_attr_int(n, "softmax_precision", DT_FLOAT);
+  if (precision != DT_FLOAT && precision != DT_DOUBLE) {
+    ir_error(g, n, "softmax_precision %lld is not supported: only 1 (float32) or 11 (double)",
+             (long long)precision);
+    return false;
+  }
+  if (n->nout > 3 && n->out[3]) {
+    ir_error(g, n, "output 3 (qk_matmul_output) is not supported");
+    return false;
+  }
+  if (node_attr_float(n, "softcap", 0) < 0) {
+    ir_error(g, n, "softcap must not be negative");
+    return false;
+  }
+  return true;
+}
+
+/* Attention (opset 23): softmax(Q K^T scale (capped) + mask) V per head,
+   K and V shared by q_heads / kv_heads query heads (grouped-query
+   attention), after past_key and past_value, which present_key and
+   present_value extend. */
+static bool infer_attention(Graph *g, Node *n) {
+  Tensor *q = in(n, 0), *k = in(n, 1), *v = in(n, 2), *mask = in(n, 3);
+  Tensor *past_k = in(n, 4), *past_v = in(n, 5);
+  if (!need_rank(g, n, q, 3, 4) || !need_rank(g, n, k, q->rank, q->rank) ||
+      !need_rank(g, n, v, q->rank, q->rank) || !attention_refusals(g, n))
+    return false;
+  int64_t qh, kh, vh, head, khead, vhead;
+  if (!attention_heads(g, n, "q_num_heads", q, &qh, &head) ||
+      !attention_heads(g, n, "kv_num_heads", k, &kh, &khead) ||
+      !attention_heads(g, n, "kv_num_heads", v, &vh, &vhead))
+    return false;
+  bool in_3d = q->rank == 3;
+  int64_t batch = q->dims[0], q_seq = q->dims[in_3d ? 1 : 2], kv_seq = k->dims[in_3d ? 1 : 2];
+  if (k->dims[0] != batch || v->dims[0] != batch || v->dims[in_3d ? 1 : 2] != kv_seq ||
+      kh != vh || khead != head) {
+    char a[128], b[128], c[128];
+    ir_error(g, n, "Q %s, K %s and V %s do not agree in batch, heads, sequence or head size",
+             shape_str(q, a, sizeof a), shape_str(k, b, sizeof b), shape_str(v, c, sizeof c));
+    return false;
+  }
+  if (qh % kh != 0) {
+    ir_error(g, n, "the %lld key/value heads must divide the %lld query heads", (long long)kh,
+             (long long)qh);
+    return false;
+  }
+  if (!past_k != !past_v) {
+    ir_error(g, n, "past_key and past_value must be given together");
+    return false;
+  }
+  int64_t past = past_k && past_k->rank == 4 ? past_k->dims[2] : 0;
+  if (past_k && (!need_past(g, n, past_k, batch, kh, past, head) ||
+                 !need_past(g, n, past_v, batch, kh, past, vhead)))
+    return false;
+  int64_t total = past + kv_seq, full[4] = {batch, qh, q_seq, total};
+  if (mask && !broadcasts_to(mask->rank, mask->dims, 4, full)) {
+    char a[128];
+    ir_error(g, n, "attn_mask %s does not broadcast to [%lld, %lld, %lld, %lld] (batch, heads, "
+             "queries, past and new keys)", shape_str(mask, a, sizeof a), (long long)batch,
+             (long long)qh, (long long)q_seq, (long long)total);
+    return false;
+  }
+  if (mask && mask->dtype != DT_BOOL && mask->dtype != q->dtype) {
+    ir_error(g, n, "attn_mask must be bool or of Q's type, is %s", dtype_name(mask->dtype));
+    return false;
+  }
+  n->p.attention.batch = batch;
+  n->p.attention.q_heads = qh;
+  n->p.attention.kv_heads = kh;
+  n->p.attention.q_seq = q_seq;
+  n->p.attention.kv_seq = kv_seq;
+  n->p.attention.past = past;
+  n->p.attention.head = head;
+  n->p.attention.v_head = vhead;
+  n->p.attention.in_3d = in_3d;
+  n->p.attention.scale = node_attr_float(n, "scale", (float)(1.0 / sqrt((double)head)));
+  n->p.attention.softcap = node_attr_float(n, "softcap", 0);
+  if (!flag_attr(g, n, "is_causal", false, &n->p.attention.causal))
+    return false;
+  int64_t y3[3] = {batch, q_seq, qh * vhead}, y4[4] = {batch, qh, q_seq, vhead};
+  int64_t pk[4] = {batch, kh, total, head}, pv[4] = {batch, kh, total, vhead};
+  return set_out(g, n, 0, q->dtype, in_3d ? 3 : 4, in_3d ? y3 : y4) &&
+         set_out(g, n, 1, k->dtype, 4, pk) && set_out(g, n, 2, v->dtype, 4, pv);
 }
 
 static bool infer_lrn(Graph *g, Node *n) {
