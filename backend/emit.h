@@ -308,7 +308,8 @@ extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_tril
     kernel_dynamic_quantize;                                           /* kernels_elementwise.c */
 extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
     kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,
-    kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence; /* kernels_movement.c */
+    kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
+    kernel_grid_sample, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk;                                           /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */

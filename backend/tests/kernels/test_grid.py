@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""GridSample and AffineGrid through opc, the CPU runtime and the emitted
+program, against ONNX Runtime: the forms the ONNX node tests miss.
+
+One opset-20 model holds every case as a node of its own, so the whole
+sweep is one program (cheap: built at -O0 once):
+  - a spatial transformer: AffineGrid turns a rotation-and-zoom theta into
+    a grid (both align_corners), and GridSample reads a natural, image-like
+    input (smooth shading plus edges) through it in every mode (linear,
+    nearest, cubic), every padding (zeros, border, reflection) and both
+    align_corners; the zoom takes part of the grid outside the input, so
+    the paddings differ;
+  - the same 18 samplings at a random grid over [-1.6, 1.6], far outside
+    too, and a 5-d input (linear, nearest) with AffineGrid's 3-d form.
+The model runs again with every input an initializer, so that opc's
+evaluator computes it at compile time.
+
+Floats are compared against the output's scale: the largest error must
+stay below 1e-5 of the largest magnitude ONNX Runtime gives (it samples in
+float, opc in double). A NaN in the reference is an error. Negative
+control: the comparison must reject ONNX Runtime's own output of the
+opposite align_corners, half a pixel away, for every linear case.
+
+Errors: a grid of the wrong shape or batch, unknown modes, a 5-d cubic
+sampling and a size AffineGrid cannot know at compile time are refused
+with exit status 2 and a message naming the problem.
+
+usage: test_grid.py OPC WORK_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+import onnxruntime as ort
+
+rng = np.random.default_rng(50)
+MODES = ("linear", "nearest", "cubic")
+PADDINGS = ("zeros", "border", "reflection")
+
+
+def model(nodes, inputs, outputs, inits, opset=20):
+    graph = helper.make_graph(nodes, "grid", inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    return m
+
+
+def value_info(name, array):
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
+                                         array.shape)
+
+
+def image(n, c, *spatial):
+    """Smooth shading with a few sharp edges, different per batch and
+    channel: what a photograph's crop looks like to a sampler."""
+    axes = np.meshgrid(*[np.linspace(0, 1, s) for s in spatial], indexing="ij")
+    out = np.empty((n, c) + spatial, np.float32)
+    for b in range(n):
+        for ch in range(c):
+            v = 0.5 + 0.3 * np.sin(3 * axes[-1] + b + ch) * np.cos(2 * axes[0] - ch)
+            v += 0.4 * (axes[-1] + 0.3 * axes[0] > 0.55 + 0.1 * ch)  # an edge
+            out[b, ch] = v
+    return out
+
+
+def rotation(n, angle, zoom):
+    """theta of a rotation by angle and a zoom: |zoom| > 1 reaches outside."""
+    theta = np.zeros((n, 2, 3), np.float32)
+    for b in range(n):
+        a = angle + 0.4 * b
+        theta[b] = [[zoom * np.cos(a), -zoom * np.sin(a), 0.1 * b],
+                    [zoom * np.sin(a), zoom * np.cos(a), -0.05]]
+    return theta
+
+
+def sweep():
+    """The model of every case, its inputs, and the names of the outputs
+    whose align_corners is flipped in a twin output (the control)."""
+    x = image(2, 3, 9, 11)
+    theta = rotation(2, 0.5, 1.3)
+    grid = rng.uniform(-1.6, 1.6, (2, 5, 7, 2)).astype(np.float32)
+    x5 = image(1, 2, 4, 5, 6)
+    theta5 = np.zeros((1, 3, 4), np.float32)
+    theta5[0, :, :3] = np.array([[0.9, 0.3, 0.1], [-0.3, 0.9, 0.2], [0.1, -0.2, 1.2]])
+    theta5[0, :, 3] = [0.1, -0.2, 0.05]
+    feeds = {"x": x, "theta": theta, "grid": grid, "x5": x5, "theta5": theta5}
+    size = numpy_helper.from_array(np.array([2, 3, 6, 8], np.int64), "size")
+    size5 = numpy_helper.from_array(np.array([1, 2, 3, 4, 5], np.int64), "size5")
+    nodes, outs, twins = [], [], {}
+    for align in (0, 1):
+        nodes.append(helper.make_node("AffineGrid", ["theta", "size"], [f"affine{align}"],
+                                      align_corners=align))
+        outs.append(f"affine{align}")
+    nodes.append(helper.make_node("AffineGrid", ["theta5", "size5"], ["affine5"]))
+    outs.append("affine5")
+    for source in ("affine", "random"):
+        for mode in MODES:
+            for pad in PADDINGS:
+                for align in (0, 1):
+                    g = f"affine{align}" if source == "affine" else "grid"
+                    name = f"{source}-{mode}-{pad}-align{align}"
+                    nodes.append(helper.make_node("GridSample", ["x", g], [name], mode=mode,
+                                                  padding_mode=pad, align_corners=align))
+                    outs.append(name)
+                    if mode == "linear" and source == "random":
+                        twins[name] = f"{source}-{mode}-{pad}-align{1 - align}"
+    for mode in ("linear", "nearest"):
+        for pad in PADDINGS:
+            name = f"5d-{mode}-{pad}"
+            nodes.append(helper.make_node("GridSample", ["x5", "affine5"], [name], mode=mode,
+                                          padding_mode=pad))
+            outs.append(name)
+    inputs = [value_info(k, v) for k, v in feeds.items()]
+    outputs = [onnx.ValueInfoProto(name=o) for o in outs]
+    run_time = model(nodes, inputs, outputs, [size, size5])
+    folded = model(nodes, [], outputs,
+                   [size, size5] + [numpy_helper.from_array(v, k) for k, v in feeds.items()])
+    return run_time, folded, feeds, twins
+
+
+def reference(m, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in m.graph.output]
+    return dict(zip(names, sess.run(None, {i.name: feeds[i.name] for i in m.graph.input})))
+
+
+def run_opc(opc, m, feeds, work):
+    """Compiles m for the CPU runtime and runs it: ({name: output}, None),
+    or (None, (status, message)) when opc refuses it, or (None, why)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(m, path)
+    exe = os.path.join(work, "net")
+    env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
+    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True,
+                       text=True, env=env)
+    if p.returncode != 0:
+        return None, (p.returncode, (p.stdout + p.stderr).strip())
+    cmd, paths = [exe], {}
+    for o in m.graph.output:
+        paths[o.name] = os.path.join(work, f"{o.name}.npy")
+        cmd += ["--output", f"{o.name}={paths[o.name]}"]
+    for i in m.graph.input:
+        np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
+        cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
+    return {k: np.load(v) for k, v in paths.items()}, None
+
+
+def compare(got, want, rel=1e-5):
+    """None when got matches want: same dtype and shape, and every error
+    below rel of want's largest magnitude; else what differs."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
+    if np.isnan(want).any():
+        return "the reference holds NaN"
+    scale = float(np.abs(want).max())
+    if scale == 0.0:
+        return "the reference is all zeros: the case decides nothing"
+    err = np.abs(got.astype(np.float64) - want)
+    if not (err <= rel * scale).all():  # NaN in got fails here too
+        i = int(np.nanargmax(np.where(np.isnan(err), np.inf, err)))
+        return (f"error {err.reshape(-1)[i]:.3g} at {i} beyond {rel:g} of {scale:.3g}: got "
+                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
+    return None
+
+
+def error_cases():
+    """(name, model, text opc's message must hold)."""
+    x = value_info("x", np.zeros((2, 3, 4, 5), np.float32))
+
+    def sample(grid_shape, **attrs):
+        g = value_info("g", np.zeros(grid_shape, np.float32))
+        node = helper.make_node("GridSample", ["x", "g"], ["y"], **attrs)
+        return model([node], [x, g], [onnx.ValueInfoProto(name="y")], [])
+
+    x5 = value_info("x", np.zeros((1, 2, 3, 4, 5), np.float32))
+    g5 = value_info("g", np.zeros((1, 3, 4, 5, 3), np.float32))
+    cubic5 = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode="cubic")], [x5, g5],
+                   [onnx.ValueInfoProto(name="y")], [])
+    theta = value_info("t", np.zeros((2, 2, 3), np.float32))
+    size_in = value_info("s", np.zeros(4, np.int64))
+    run_time_size = model([helper.make_node("AffineGrid", ["t", "s"], ["y"])], [theta, size_in],
+                          [onnx.ValueInfoProto(name="y")], [])
+    wide = model([helper.make_node("AffineGrid", ["t", "s"], ["y"])],
+                 [value_info("t", np.zeros((2, 2, 4), np.float32))],
+                 [onnx.ValueInfoProto(name="y")],
+                 [numpy_helper.from_array(np.array([2, 3, 4, 5], np.int64), "s")])
+    return [
+        ("grid of another batch", sample((3, 6, 7, 2)), "grid must have shape [N=2"),
+        ("grid of 3 components on a 4-d input", sample((2, 6, 7, 3)), "grid must have shape"),
+        ("unknown mode", sample((2, 6, 7, 2), mode="area"), "unknown mode 'area'"),
+        ("unknown padding", sample((2, 6, 7, 2), padding_mode="wrap"), "unknown padding_mode"),
+        ("cubic on a 5-d input", cubic5, "cubic mode takes a 4-d input only"),
+        ("AffineGrid size at run time", run_time_size, "must be known at compile time"),
+        ("AffineGrid theta [N, 2, 4]", wide, "theta must have shape"),
+    ]
+
+
+def main():
+    opc, work = sys.argv[1:3]
+    failures = 0
+    run_time, folded, feeds, twins = sweep()
+    wants = reference(run_time, feeds)
+    for label, m in (("run time", run_time), ("folded", folded)):
+        gots, why = run_opc(opc, m, feeds, os.path.join(work, label.replace(" ", "-")))
+        if why:
+            print(f"FAIL {label}: {why}")
+            failures += 1
+            continue
+        for name, want in wants.items():
+            why = compare(gots[name], want)
+            print(f"{'FAIL' if why else 'ok  '} {label} {name}{': ' + why if why else ''}")
+            failures += why is not None
+        # Negative control: the opposite align_corners, half a pixel off,
+        # must not pass for the same output.
+        for name, twin in twins.items():
+            if compare(wants[twin], wants[name]) is None:
+                print(f"FAIL {label} {name}: the comparison accepts align_corners flipped")
+                failures += 1
+    for name, m, text in error_cases():
+        _, why = run_opc(opc, m, {}, os.path.join(work, "error-" + name.replace(" ", "-")))
+        ok = isinstance(why, tuple) and why[0] == 2 and text in why[1]
+        print(f"{'ok  ' if ok else 'FAIL'} refuses {name}: {why}")
+        failures += not ok
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
