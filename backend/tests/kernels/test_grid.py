@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GridSample and AffineGrid through opc, the CPU runtime and the emitted
+"""GridSample, AffineGrid and Einsum through opc, the CPU runtime and the emitted
 program, against ONNX Runtime: the forms the ONNX node tests miss.
 
 One opset-20 model holds every case as a node of its own, so the whole
@@ -21,9 +21,15 @@ float, opc in double). A NaN in the reference is an error. Negative
 control: the comparison must reject ONNX Runtime's own output of the
 opposite align_corners, half a pixel away, for every linear case.
 
+Einsum: equations from real models (attention's two products, batched
+MatMul, "...ij->...ji"), implicit outputs, a broadcast ellipsis,
+diagonals, sums to a scalar, three operands and float64, in the same
+program; a product with its second operand transposed is the control.
+
 Errors: a grid of the wrong shape or batch, unknown modes, a 5-d cubic
-sampling and a size AffineGrid cannot know at compile time are refused
-with exit status 2 and a message naming the problem.
+sampling, a size AffineGrid cannot know at compile time and malformed
+Einsum equations are refused with exit status 2 and a message naming the
+problem.
 
 usage: test_grid.py OPC WORK_DIR
 """
@@ -114,12 +120,59 @@ def sweep():
             nodes.append(helper.make_node("GridSample", ["x5", "affine5"], [name], mode=mode,
                                           padding_mode=pad))
             outs.append(name)
+    einsum_nodes, einsum_outs, einsum_feeds, einsum_twins = einsums()
+    nodes += einsum_nodes
+    outs += einsum_outs
+    feeds.update(einsum_feeds)
+    twins.update(einsum_twins)
     inputs = [value_info(k, v) for k, v in feeds.items()]
     outputs = [onnx.ValueInfoProto(name=o) for o in outs]
     run_time = model(nodes, inputs, outputs, [size, size5])
     folded = model(nodes, [], outputs,
                    [size, size5] + [numpy_helper.from_array(v, k) for k, v in feeds.items()])
     return run_time, folded, feeds, twins
+
+
+# Einsum equations as exported models hold them, and the forms the node
+# tests miss: attention's products (a batched MatMul each), implicit
+# outputs, a broadcast ellipsis (the Mul and ReduceSum form), diagonals, a
+# sum to a scalar, three operands, and float64 (no MatMul there).
+EINSUMS = [
+    ("attention-scores", "bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)], np.float32),
+    ("attention-values", "bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)], np.float32),
+    ("batched-matmul", "bij,bjk->bik", [(3, 4, 4), (3, 4, 4)], np.float32),
+    ("batched-matmul-bt", "bij,bkj->bik", [(3, 4, 4), (3, 4, 4)], np.float32),
+    ("transpose-last-two", "...ij->...ji", [(2, 3, 4, 5)], np.float32),
+    ("implicit-matmul", "ij,jk", [(4, 6), (6, 3)], np.float32),
+    ("outer", "i,j->ij", [(5,), (4,)], np.float32),
+    ("broadcast-ellipsis", "...ij,...jk->...ik", [(2, 1, 3, 4), (1, 5, 4, 2)], np.float32),
+    ("diagonal", "ii->i", [(5, 5)], np.float32),
+    ("batch-diagonal", "bii->bi", [(3, 4, 4)], np.float32),
+    ("matrix-trace", "ii", [(6, 6)], np.float32),
+    ("sum-all", "ij->", [(4, 7)], np.float32),
+    ("three-operands", "abc,cd,de->abe", [(2, 3, 4), (4, 5), (5, 6)], np.float32),
+    ("contract-and-sum", "bij,bjk->b", [(2, 3, 4), (2, 4, 5)], np.float32),
+    ("bilinear", "bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)], np.float32),
+    ("attention-scores-f64", "bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)], np.float64),
+    ("batch-diagonal-f64", "...ii->...i", [(2, 3, 4, 4)], np.float64),
+]
+
+
+def einsums():
+    """The Einsum nodes, their outputs and inputs, and a control pair: a
+    product with the second operand transposed must be told apart."""
+    nodes, outs, feeds = [], [], {}
+    for name, equation, shapes, dtype in EINSUMS:
+        names = []
+        for k, shape in enumerate(shapes):
+            names.append(f"{name}-in{k}")
+            feeds[names[-1]] = rng.normal(0, 1, shape).astype(dtype)
+        nodes.append(helper.make_node("Einsum", names, [name], equation=equation))
+        outs.append(name)
+    # The two batched products read the same operands.
+    feeds["batched-matmul-bt-in0"] = feeds["batched-matmul-in0"]
+    feeds["batched-matmul-bt-in1"] = feeds["batched-matmul-in1"]
+    return nodes, outs, feeds, {"batched-matmul": "batched-matmul-bt"}
 
 
 def reference(m, feeds):
@@ -161,7 +214,7 @@ def compare(got, want, rel=1e-5):
     below rel of want's largest magnitude; else what differs."""
     if got.dtype != want.dtype or got.shape != want.shape:
         return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-    if np.isnan(want).any():
+    if np.isnan(want.astype(np.float64)).any():
         return "the reference holds NaN"
     scale = float(np.abs(want).max())
     if scale == 0.0:
@@ -195,7 +248,20 @@ def error_cases():
                  [value_info("t", np.zeros((2, 2, 4), np.float32))],
                  [onnx.ValueInfoProto(name="y")],
                  [numpy_helper.from_array(np.array([2, 3, 4, 5], np.int64), "s")])
+    def einsum(equation, *shapes):
+        names = [f"e{k}" for k in range(len(shapes))]
+        inputs = [value_info(n, np.zeros(sh, np.float32)) for n, sh in zip(names, shapes)]
+        return model([helper.make_node("Einsum", names, ["y"], equation=equation)], inputs,
+                     [onnx.ValueInfoProto(name="y")], [])
+
     return [
+        ("Einsum character", einsum("ij;jk->ik", (2, 3), (3, 4)), "unexpected character ';'"),
+        ("Einsum terms", einsum("ij,jk,kl->il", (2, 3), (3, 4)), "more terms than the 2 inputs"),
+        ("Einsum rank", einsum("ijk,jk->i", (2, 3), (3, 4)), "names 3 axes of an operand of rank 2"),
+        ("Einsum output label", einsum("ij,jk->iz", (2, 3), (3, 4)), "output label 'z' is in no input"),
+        ("Einsum sizes", einsum("ij,jk->ik", (2, 3), (4, 5)), "label 'j' has sizes 3 and 4"),
+        ("Einsum diagonal sizes", einsum("ii->i", (2, 3)), "label 'i' has sizes 2 and 3 in one input"),
+        ("Einsum two ellipses", einsum("...i...->i", (2, 3)), "once per term"),
         ("grid of another batch", sample((3, 6, 7, 2)), "grid must have shape [N=2"),
         ("grid of 3 components on a 4-d input", sample((2, 6, 7, 3)), "grid must have shape"),
         ("unknown mode", sample((2, 6, 7, 2), mode="area"), "unknown mode 'area'"),
@@ -221,11 +287,11 @@ def main():
             why = compare(gots[name], want)
             print(f"{'FAIL' if why else 'ok  '} {label} {name}{': ' + why if why else ''}")
             failures += why is not None
-        # Negative control: the opposite align_corners, half a pixel off,
-        # must not pass for the same output.
+        # Negative controls: the opposite align_corners, half a pixel off,
+        # and a product with its second operand transposed must not pass.
         for name, twin in twins.items():
             if compare(wants[twin], wants[name]) is None:
-                print(f"FAIL {label} {name}: the comparison accepts align_corners flipped")
+                print(f"FAIL {label} {name}: the comparison accepts {twin}'s output")
                 failures += 1
     for name, m, text in error_cases():
         _, why = run_opc(opc, m, {}, os.path.join(work, "error-" + name.replace(" ", "-")))
