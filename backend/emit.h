@@ -316,7 +316,7 @@ extern const OpEmitter kernel_loss;                                    /* kernel
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
-    kernel_row_more;                                                   /* kernels_rows.c */
+    kernel_row_more, kernel_det;                                       /* kernels_rows.c */
 /* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of
    the float parameters it takes (its row's attrs column, "alpha=1.67...,
    gamma=1.05..."), which act_param() reads from the node. NULL, or 0:

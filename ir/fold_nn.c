@@ -1023,6 +1023,21 @@ bool fold_resize(Graph *g, Node *n) {
   return true;
 }
 
+/* ------------------------------------------------------ determinants */
+
+/* Det: scalar.h's opc_det_of on each matrix, as the kernel computes it. */
+bool fold_det(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  long long m = x->dims[x->rank - 1];
+  if (!x->f32 || !y->f32 || !affordable(tensor_numel(y), m * m * m))
+    return false;
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->f32[i] = opc_det_of(x->f32 + i * m * m, m, m, 1);
+  return true;
+}
+
 /* ------------------------------------------------------ grid sampling */
 
 /* GridSample: each output element is scalar.h's opc_grid_sample_of over

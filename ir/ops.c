@@ -1855,6 +1855,25 @@ static bool infer_reverse_sequence(Graph *g, Node *n) {
   return same_as(g, n, 0, x);
 }
 
+/* Det: [*, M, M] to [*], M at most scalar.h's OPC_DET_MAX. */
+static bool infer_det(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK))
+    return false;
+  int64_t m = x->dims[x->rank - 1];
+  if (x->dims[x->rank - 2] != m) {
+    ir_error(g, n, "input '%s' must hold square matrices, has %lld x %lld", x->name,
+             (long long)x->dims[x->rank - 2], (long long)m);
+    return false;
+  }
+  if (m > OPC_DET_MAX) {
+    ir_error(g, n, "matrices of %lld x %lld: opc takes at most %d x %d", (long long)m,
+             (long long)m, OPC_DET_MAX, OPC_DET_MAX);
+    return false;
+  }
+  return set_out(g, n, 0, x->dtype, x->rank - 2, x->dims);
+}
+
 /* GridSample's mode and padding_mode as scalar.h's codes; opset 16's
    names (bilinear, bicubic) and opset 20's (linear, cubic) both read. */
 static bool grid_modes(Graph *g, Node *n) {

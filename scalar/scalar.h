@@ -62,6 +62,11 @@ enum {
   OPC_ACT_COUNT
 };
 
+/* Det's largest matrix side: opc_det_of eliminates in a local array of
+   OPC_DET_MAX^2 doubles (written there as 1024, since the kernels see
+   the formulas alone). */
+enum { OPC_DET_MAX = 32 };
+
 /* The activation functions LSTM, GRU and RNN name in their `activations`
    attribute, in the order of the ONNX specification's list: the codes
    opc_rnn_activation_of takes, numbered as its cases are. */
@@ -351,6 +356,47 @@ OPC_SCALAR float opc_grid_sample_of(const float *x, int rank, const long long *s
       sum += weight * (double)x[off];
   }
   return (float)sum;
+}
+
+/* The determinant of the m x m matrix x (m at most OPC_DET_MAX), rows
+   rs and columns cs elements apart: LU elimination with partial pivoting,
+   in double; the product of the pivots, negated per row swap. A zero
+   pivot column gives 0, or NaN where what is left holds NaN. */
+OPC_SCALAR float opc_det_of(const float *x, long long m, long long rs, long long cs)
+{
+  double a[1024];
+  for (long long i = 0; i < m; i++)
+    for (long long j = 0; j < m; j++)
+      a[i * m + j] = (double)x[i * rs + j * cs];
+  double det = 1.0;
+  for (long long k = 0; k < m; k++) {
+    long long p = k;
+    for (long long i = k + 1; i < m; i++)
+      if (fabs(a[i * m + k]) > fabs(a[p * m + k]))
+        p = i;
+    if (a[p * m + k] == 0.0) {
+      for (long long i = k; i < m * m; i++)
+        if (!(a[i] == a[i]))
+          return (float)a[i];
+      return 0.0f;
+    }
+    if (p != k) {
+      for (long long j = 0; j < m; j++) {
+        double t = a[k * m + j];
+        a[k * m + j] = a[p * m + j];
+        a[p * m + j] = t;
+      }
+      det = -det;
+    }
+    double pivot = a[k * m + k];
+    det *= pivot;
+    for (long long i = k + 1; i < m; i++) {
+      double f = a[i * m + k] / pivot;
+      for (long long j = k + 1; j < m; j++)
+        a[i * m + j] -= f * a[k * m + j];
+    }
+  }
+  return (float)det;
 }
 
 /* AffineGrid's normalised coordinate of element i of an axis of `size`;
