@@ -59,7 +59,7 @@ static bool parse_term(Lowering *L, const char *s, int len, int rank, int ell, T
   for (int i = 0; i < len; i++) {
     char c = s[i];
     if (c == '.') {
-      if (dots >= 0 || i + 2 >= len + 0 || s[i + 1] != '.' || s[i + 2] != '.')
+      if (dots >= 0 || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
         return fail(L, "an ellipsis must be \"...\", once per term");
       dots = letters;
       i += 2;
@@ -166,9 +166,9 @@ static Tensor *ints_constant(Lowering *L, const int64_t *v, int n) {
   return t;
 }
 
-/* A node of kind op reading in[0..nin), writing `out` (NULL: a new tensor
-   of the given rank and dims, which the lowering tracks; shape inference
-   sets them again). */
+/* A node of kind op reading in[0..nin), writing `out` (NULL: a new tensor,
+   whose shape the caller sets for the steps after it; shape inference
+   sets it again). */
 static Node *add(Lowering *L, OpKind op, Tensor **in, int nin, Tensor *out) {
   Node *n = graph_add_node(L->g, op, arena_printf(L->g->arena, "%s/%s%d", L->name,
                                                   op_name(op), L->count++), nin, 1);
