@@ -48,6 +48,8 @@ void emit_blank(Emitter *e);
 /* C expression for the device pointer of a tensor's first element, of the
    tensor's storage type (dtype_c_type). */
 const char *buf(Emitter *e, const Tensor *t);
+/* The run-time dims of a bounded tensor (int64s, Tensor.live_offset), as C. */
+const char *live_dims(Emitter *e, const Tensor *t);
 
 /*
  * Element types (types.c). Besides float32, run-time tensors may be
@@ -311,7 +313,7 @@ extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_s
     kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
     kernel_grid_sample, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
-    kernel_arg, kernel_topk;                                           /* kernels_index.c */
+    kernel_arg, kernel_topk, kernel_non_zero, kernel_nms;              /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
@@ -536,6 +538,7 @@ void emit_create(Emitter *e);           /* frame.c */
 void emit_run(Emitter *e);              /* frame.c: run() and run_device() */
 void emit_destroy(Emitter *e);          /* frame.c: destroy() and error() */
 void emit_metadata(Emitter *e, bool inputs); /* frame.c: the inputs' or outputs' info */
+void emit_output_shape(Emitter *e); /* frame.c: net_output_shape, the dims of the last run */
 void emit_profile(Emitter *e);          /* node_table.c: net_profile() */
 void emit_trace_run(Emitter *e);        /* node_table.c: main's --trace */
 void emit_describe(Emitter *e, bool for_main); /* node_table.c: --verbose */

@@ -57,6 +57,34 @@ static const char *copy_size(Emitter *e, const Tensor *t) {
   return emit_str(e, "%lld * sizeof(%s)", (long long)tensor_numel(t), dtype_c_type(t->dtype));
 }
 
+/* The int64s that hold the dims of this run's bounded outputs, whose size
+   the data decides (Tensor.bounded), in output order. */
+static int live_output_dims(const Graph *g) {
+  int count = 0;
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i]->bounded)
+      count += g->outputs[i]->rank;
+  return count;
+}
+
+/* Copies the dims of this run's bounded outputs into c->output_dims. */
+static void emit_live_copies(Emitter *e, const char *stream) {
+  Graph *g = e->g;
+  for (int i = 0, at = 0; i < g->noutputs; i++) {
+    Tensor *t = g->outputs[i];
+    if (!t->bounded)
+      continue;
+    const char *call = emit_str(
+        e, "cudaMemcpyAsync(c->output_dims + %d, (unsigned char *)c->arena + %lld, %d * sizeof(long long), "
+           "cudaMemcpyDeviceToHost, %s)",
+        at, (long long)t->live_offset, t->rank, stream);
+    emit(e, "if (!cuda_ok(c, %s, \"cudaMemcpyAsync of the dims of output '%s'\"))", call,
+         emit_c_string(e, t->name));
+    emit(e, "  return -1;");
+    at += t->rank;
+  }
+}
+
 /* ------------------------------------------------------------- struct */
 
 void emit_struct(Emitter *e) {
@@ -73,6 +101,9 @@ void emit_struct(Emitter *e) {
   if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "%s *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
          staging_type(e->g), e->prefix);
+  if (live_output_dims(e->g) > 0)
+    emit(e, "long long output_dims[%d]; /* the dims of the last run's outputs that the data sizes */",
+         live_output_dims(e->g));
   if (used(e)->cudnn)
     emit(e, "cudnnHandle_t cudnn[%d];", ns);
   if (used(e)->cublas) {
@@ -312,6 +343,33 @@ static void emit_run_work(Emitter *e, const char *stream) {
   emit(e, "  return -1;");
 }
 
+/* net_output_shape: an output's dims in the last run, which differ from
+   its declared ones (the bounds) where the data decides its size. */
+void emit_output_shape(Emitter *e) {
+  const char *p = e->prefix;
+  Graph *g = e->g;
+  emit(e, "int %s_output_shape(const %s_ctx *c, int i, long long *dims)", p, p);
+  emit_open(e, "{");
+  if (live_output_dims(g) == 0)
+    emit(e, "(void)c;");
+  for (int i = 0, at = 0; i < g->noutputs; i++) {
+    Tensor *t = g->outputs[i];
+    if (!t->bounded)
+      continue;
+    emit(e, "if (i == %d) { /* %s */", i, emit_c_string(e, t->name));
+    emit(e, "  memcpy(dims, c->output_dims + %d, %d * sizeof(long long));", at, t->rank);
+    emit(e, "  return %d;", t->rank);
+    emit(e, "}");
+    at += t->rank;
+  }
+  emit(e, "int rank = %s_output_rank(i);", p);
+  emit(e, "if (rank > 0)");
+  emit(e, "  memcpy(dims, %s_output_dims(i), (size_t)rank * sizeof(long long));", p);
+  emit(e, "return rank;");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
 void emit_run(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
@@ -331,6 +389,7 @@ void emit_run(Emitter *e) {
   emit_copies(e, true, false, "c->stream[0]");
   emit_run_work(e, "c->stream[0]");
   emit_copies(e, false, false, "c->stream[0]");
+  emit_live_copies(e, "c->stream[0]");
   emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
   emit(e, "  return -1;");
   emit_cpu_check(e, "return -1");
@@ -357,6 +416,7 @@ void emit_run(Emitter *e) {
   emit_copies(e, true, true, "stream");
   emit_run_work(e, "stream");
   emit_copies(e, false, true, "stream");
+  emit_live_copies(e, "stream");
   emit(e, "/* destroy() waits for this before it frees what the work uses. */");
   emit(e, "return cuda_ok(c, cudaEventRecord(c->done, stream), \"cudaEventRecord\") ? 0 : -1;");
   emit_close(e, "}");

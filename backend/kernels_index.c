@@ -300,6 +300,85 @@ static void run_topk(Emitter *e, Node *n) {
   }
 }
 
+/* NonZero at run time: one launch writes the coordinates, one the dims of
+   this run, both counting the nonzero elements first (one thread each). */
+static void run_non_zero(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  DType type = x->dtype == DT_BOOL ? DT_UINT8 : x->dtype; /* a bool is a 0/1 byte */
+  int64_t xs[IR_MAX_RANK];
+  strides_of(x, xs);
+  for (int w = 0; w < 2; w++) {
+    Launch L = {.kernel = typed_kernel(e, "opc_non_zero", type), .rank = x->rank, .n = 1};
+    memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    set_input(&L, 0, buf(e, x), xs);
+    set_element_type(&L, type);
+    L.y = w == 0 ? buf(e, y) : live_dims(e, y);
+    L.y_extent = w == 0 ? tensor_numel(y) : 2;
+    L.y_bytes = 8;
+    L.i[0] = w;
+    group_i(&L, 0, 1, "which output");
+    L.note = w == 0 ? "one thread: the coordinates" : "one thread: the dims of this run";
+    emit_launch(e, n, &L);
+  }
+}
+
+/* NonMaxSuppression at run time: one launch per batch and class keeps its
+   boxes in its part of the output, one moves them together and one writes
+   the dims of this run (opc_nms). */
+static bool row_major(const Tensor *t) {
+  int64_t s[IR_MAX_RANK], expect = 1;
+  strides_of(t, s);
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] > 1 && s[d] != expect)
+      return false;
+    expect *= t->dims[d];
+  }
+  return true;
+}
+
+static void run_nms(Emitter *e, Node *n) {
+  Tensor *boxes = n->in[0], *scores = n->in[1], *y = n->out[0];
+  if (!row_major(boxes) || !row_major(scores)) {
+    kernel_fail(e, n, "NonMaxSuppression reads contiguous boxes and scores only");
+    return;
+  }
+  static const char *what[3] = {"each class's kept boxes, a thread per batch and class",
+                                "one thread: the kept boxes moved together",
+                                "one thread: the dims of this run"};
+  for (int mode = 0; mode < 3; mode++) {
+    Launch L = {.kernel = "opc_nms", .n = mode == 0 ? scores->dims[0] * scores->dims[1] : 1};
+    if (mode == 0) {
+      L.nx = 2;
+      L.x[0] = buf(e, boxes);
+      L.x_extent[0] = tensor_numel(boxes);
+      L.x[1] = buf(e, scores);
+      L.x_extent[1] = tensor_numel(scores);
+    } else if (mode == 2) {
+      L.nx = 1;
+      L.x[0] = buf(e, y);
+      L.x_extent[0] = tensor_numel(y);
+      L.x_bytes[0] = 8;
+    }
+    L.y = mode == 2 ? live_dims(e, y) : buf(e, y);
+    L.y_extent = mode == 2 ? 2 : tensor_numel(y);
+    L.y_bytes = 8;
+    L.i[0] = mode;
+    L.i[1] = scores->dims[0];
+    L.i[2] = scores->dims[1];
+    L.i[3] = scores->dims[2];
+    L.i[4] = n->p.nms.per_class;
+    L.i[5] = n->p.nms.center;
+    L.i[6] = n->p.nms.has_score_threshold;
+    group_i(&L, 0, 7, "mode, batches, classes, boxes, rows per class, center_point_box, "
+                      "whether scores are thresholded");
+    L.f[0] = n->p.nms.iou_threshold;
+    L.f[1] = n->p.nms.score_threshold;
+    group_f(&L, 0, 2, "IoU and score thresholds");
+    L.note = what[mode];
+    emit_launch(e, n, &L);
+  }
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -307,3 +386,5 @@ const OpEmitter kernel_scatter_nd = {.run = run_scatter_nd};
 const OpEmitter kernel_scatter_elements = {.run = run_scatter_elements};
 const OpEmitter kernel_arg = {.run = run_arg};
 const OpEmitter kernel_topk = {.run = run_topk};
+const OpEmitter kernel_non_zero = {.run = run_non_zero};
+const OpEmitter kernel_nms = {.run = run_nms};

@@ -41,6 +41,7 @@ const char *net_output_type(int i);
 int net_output_element_size(int i);
 int net_output_rank(int i);
 const long long *net_output_dims(int i);
+int net_output_shape(const struct net_ctx *ctx, int i, long long *dims);
 extern const char net_main_weights_file[];
 int net_main_bench(struct net_ctx *c, const void *const *inputs, void *const *outputs, int runs,
                    int warmup);
@@ -196,6 +197,12 @@ int main(int argc, char **argv)
     net_main_describe(c);
   if (net_run(c, (const void *const *)in, out) != 0)
     goto done;
+  /* An output's dims in this run: its declared ones are bounds where the
+     data decides its size (NonZero). */
+  int out_rank[64];
+  long long out_dims[64][8];
+  for (int i = 0; i < nout; i++)
+    out_rank[i] = net_output_shape(c, i, out_dims[i]);
   if (runs > 0 && net_main_bench(c, (const void *const *)in, out, runs, warmup) != 0)
     goto done;
   if (trace && net_main_trace(c, trace) != 0)
@@ -205,16 +212,15 @@ int main(int argc, char **argv)
   status = 0;
   for (int i = 0; i < nout; i++) {
     if (output_file[i]) {
-      if (write_npy(output_file[i], out_type[i], net_output_rank(i), net_output_dims(i),
-                    out[i]) != 0)
+      if (write_npy(output_file[i], out_type[i], out_rank[i], out_dims[i], out[i]) != 0)
         status = 1;
     } else if (runs == 0) {
-      long long n = numel_of(net_output_rank(i), net_output_dims(i));
+      long long n = numel_of(out_rank[i], out_dims[i]);
       double sum = 0;
       for (long long j = 0; j < n; j++)
         sum += element_value(out_type[i], out[i], j);
       printf("%s: %s", net_output_name(i), element_types[out_type[i]].short_name);
-      print_shape(stdout, net_output_rank(i), net_output_dims(i));
+      print_shape(stdout, out_rank[i], out_dims[i]);
       double first = n ? element_value(out_type[i], out[i], 0) : 0.0;
       printf(" mean=%.6g first=%.6g\n", n ? sum / n : 0.0, first);
     }

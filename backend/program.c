@@ -98,6 +98,14 @@ static bool check_graph(Emitter *e) {
       }
       expect *= t->dims[d];
     }
+    /* A serving program's requests and a split program's copies between
+       GPUs are sized before the run; neither has a place for the size
+       that the data decides yet. */
+    if (t->bounded && (g->serve || emit_multi_gpu(e))) {
+      ir_error(g, t->producer, "output '%s' has a size the data decides, which %s cannot "
+               "return yet", t->name, g->serve ? "a serving program" : "a program on several GPUs");
+      ok = false;
+    }
   }
   for (int i = 0; i < g->ntensors; i++)
     if (g->tensors[i]->id != i) {
@@ -309,6 +317,7 @@ static void emit_c_file(Emitter *e, FILE *f) {
   if (!e->g->serve) {
     emit_metadata(e, true);
     emit_metadata(e, false);
+    emit_output_shape(e);
   }
   emit_profile(e);
   emit(e, "#ifndef OPC_NO_MAIN");
@@ -413,6 +422,15 @@ static void emit_model_header(Emitter *e) {
   emit(e, " */");
   emit(e, "int %s_run_device(%s_ctx *ctx, const void *const *inputs, void *const *outputs,", p, p);
   emit(e, "%*scudaStream_t stream);", (int)strlen(p) + 16, "");
+  emit_blank(e);
+  emit(e, "/*");
+  emit(e, " * The dims of output i in the last run, into `dims` (room for its rank);");
+  emit(e, " * returns the rank, -1 for no such output. Where the data decides an output's");
+  emit(e, " * size (NonZero), its declared dims are bounds and its buffer is sized for");
+  emit(e, " * them; the run writes its elements first, in C order of these dims. After");
+  emit(e, " * %s_run_device(), read them once `stream` has passed the run.", p);
+  emit(e, " */");
+  emit(e, "int %s_output_shape(const %s_ctx *ctx, int i, long long *dims);", p, p);
   emit_blank(e);
   emit(e, "void %s_destroy(%s_ctx *ctx);", p, p);
   emit(e, "/* The last error of the context, naming the node and the library's message. */");

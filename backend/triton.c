@@ -54,8 +54,9 @@ static bool print_tensor(FILE *f, const Tensor *t, bool last) {
   fprintf(f, "\n    data_type: %s\n    dims: [ ", type);
   if (t->rank == 0)
     fprintf(f, "1 ]\n    reshape: { shape: [ ] }\n");
+  /* A bounded output's size is the data's (NonZero): any, to Triton. */
   for (int d = 0; d < t->rank; d++)
-    fprintf(f, "%lld%s", (long long)t->dims[d], d + 1 < t->rank ? ", " : " ]\n");
+    fprintf(f, "%lld%s", t->bounded ? -1LL : (long long)t->dims[d], d + 1 < t->rank ? ", " : " ]\n");
   fprintf(f, "  }%s\n", last ? "" : ",");
   return true;
 }

@@ -1189,6 +1189,17 @@ static bool static_shape(const Onnx__ValueInfoProto *vi, int *rank, int64_t *dim
  * shapes change everything downstream: no check; after --batch, only a
  * warning. False after reporting an error.
  */
+/* A bounded tensor's declared dims are one run's: they must lie within
+   its bounds. */
+static bool within_bounds(const Tensor *t, const Tensor *declared) {
+  if (!t->bounded || t->rank != declared->rank)
+    return false;
+  for (int d = 0; d < t->rank; d++)
+    if (declared->dims[d] > t->dims[d])
+      return false;
+  return true;
+}
+
 static bool check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count, bool fatal) {
   if (im->opt->nshapes > 0 || im->opt->nconsts > 0)
     return true;
@@ -1202,7 +1213,7 @@ static bool check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t coun
       continue;
     Tensor declared = {.dtype = t->dtype};
     tensor_set_shape(&declared, rank, dims);
-    if (tensor_same_shape(t, &declared))
+    if (tensor_same_shape(t, &declared) || within_bounds(t, &declared))
       continue;
     char want[128], got[128];
     tensor_type_str(&declared, want, sizeof want);

@@ -1344,3 +1344,73 @@ bool fold_recurrent(Graph *g, Node *n) {
   free(work);
   return true;
 }
+
+/* ------------------------------------------------------ NonMaxSuppression */
+
+/* Whether box j of batch b (the candidate) is suppressed by box k. */
+static bool nms_suppresses(const Node *n, int64_t b, int64_t j, int64_t k) {
+  const float *boxes = n->in[0]->f32 + b * n->in[0]->dims[1] * 4;
+  const float *c = boxes + 4 * j, *s = boxes + 4 * k;
+  return opc_nms_suppresses_of(c[0], c[1], c[2], c[3], s[0], s[1], s[2], s[3], n->p.nms.center,
+                               n->p.nms.iou_threshold);
+}
+
+/* The class's candidate after the one scoring `last` at index `at` (none:
+   at < 0), in order of score, the lower index first on ties, or -1. NaN
+   scores are never candidates; with a score threshold, only the scores
+   above it are. */
+static int64_t nms_next(const Node *n, const float *scores, int64_t count, float last, int64_t at) {
+  int64_t best = -1;
+  for (int64_t j = 0; j < count; j++) {
+    float s = scores[j];
+    if (s != s || (n->p.nms.has_score_threshold && !(s > n->p.nms.score_threshold)))
+      continue;
+    if (at >= 0 && !(s < last || (s == last && j > at)))
+      continue;
+    if (best < 0 || s > scores[best] || (s == scores[best] && j < best))
+      best = j;
+  }
+  return best;
+}
+
+/* As ONNX Runtime selects: per batch and class, each candidate in order is
+   kept unless a box kept before it suppresses it, up to per_class boxes.
+   The kernel (opc_nms) follows the same order. `rows` has room for
+   per_class rows per batch and class. */
+int64_t nms_select(const Node *n, int64_t *rows) {
+  const Tensor *scores = n->in[1];
+  int64_t batches = scores->dims[0], classes = scores->dims[1], count = scores->dims[2];
+  int64_t total = 0;
+  for (int64_t b = 0; b < batches; b++)
+    for (int64_t c = 0; c < classes; c++) {
+      const float *s = scores->f32 + (b * classes + c) * count;
+      int64_t first = total, at = -1;
+      while (total - first < n->p.nms.per_class) {
+        if ((at = nms_next(n, s, count, at >= 0 ? s[at] : 0.0f, at)) < 0)
+          break;
+        bool kept = true;
+        for (int64_t k = first; k < total && kept; k++)
+          kept = !nms_suppresses(n, b, at, rows[3 * k + 2]);
+        if (!kept)
+          continue;
+        rows[3 * total] = b;
+        rows[3 * total + 1] = c;
+        rows[3 * total + 2] = at;
+        total++;
+      }
+    }
+  return total;
+}
+
+bool fold_nms(Graph *g, Node *n) {
+  (void)g;
+  Tensor *y = n->out[0];
+  int64_t *rows = malloc(sizeof(int64_t) * 3 * (size_t)(n->p.nms.per_class * n->in[1]->dims[0] *
+                                                         n->in[1]->dims[1]) + 1);
+  if (!rows)
+    return false;
+  int64_t count = nms_select(n, rows);
+  memcpy(y->i64, rows, sizeof(int64_t) * 3 * (size_t)count);
+  free(rows);
+  return count == y->dims[0];
+}

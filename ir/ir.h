@@ -136,6 +136,15 @@ typedef struct Tensor {
 
   /* Storage, filled by the memory planner: byte offset in the activation arena. */
   int64_t offset;
+
+  /* A bounded tensor (NonZero's output at run time): `dims` are upper
+     bounds, planned as the storage, and the dims of each run are written
+     by its producer as int64s at `live_offset` in the arena (the memory
+     planner places them). Its elements are stored contiguously in those
+     run-time dims. Only graph outputs may be bounded so far: infer.c
+     refuses such a tensor as any node's input. */
+  bool bounded;
+  int64_t live_offset;
 } Tensor;
 
 /* ----------------------------------------------------------- attributes */
@@ -251,6 +260,7 @@ typedef enum ParamKind {
   PARAMS_QUANT,
   PARAMS_REVERSE_SEQUENCE,
   PARAMS_GRID,
+  PARAMS_NMS,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -365,6 +375,14 @@ typedef union Params {
      mode (0 linear, 1 nearest, 2 cubic) and padding (0 zeros, 1 border,
      2 reflection), scalar.h's codes; align_corners. */
   struct { int spatial, mode, padding; bool align_corners; } grid;
+  /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per
+     batch and class (per_class: that, at most the box count), the IoU
+     threshold, and the score threshold where there is one. */
+  struct {
+    bool center, has_score_threshold;
+    int64_t max_per_class, per_class;
+    float iou_threshold, score_threshold;
+  } nms;
 } Params;
 
 /*

@@ -2172,10 +2172,83 @@ static bool infer_topk(Graph *g, Node *n) {
    counts as one element of a 1-D tensor, as numpy has it. */
 static bool infer_non_zero(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  if (!need_const(g, n, x))
+  /* At run time the count is known only on the device: the output is
+     planned for every element being nonzero. */
+  bool at_run_time = !tensor_is_const(x);
+  int64_t dims[2] = {x->rank > 0 ? x->rank : 1, at_run_time ? tensor_numel(x) : count_non_zero(x)};
+  if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
-  int64_t dims[2] = {x->rank > 0 ? x->rank : 1, count_non_zero(x)};
-  return set_out(g, n, 0, DT_INT64, 2, dims);
+  n->out[0]->bounded = at_run_time;
+  return true;
+}
+
+/* A float input that holds one value, a compile-time constant. */
+static bool const_scalar_float(Graph *g, Node *n, const Tensor *t, float *out) {
+  const float *v;
+  int count;
+  if (!const_floats(g, n, t, &v, &count))
+    return false;
+  if (count != 1) {
+    ir_error(g, n, "'%s' must hold one value, has %d", t->name, count);
+    return false;
+  }
+  *out = v[0];
+  return true;
+}
+
+/* NonMaxSuppression: boxes [B, S, 4] and scores [B, C, S] give rows
+   (batch, class, box). Its limits are compile-time constants; with
+   run-time boxes or scores, how many are kept is the data's, and the
+   output is planned for per_class of every batch and class. */
+static bool infer_nms(Graph *g, Node *n) {
+  Tensor *boxes = in(n, 0), *scores = in(n, 1);
+  if (!need_rank(g, n, boxes, 3, 3) || !need_rank(g, n, scores, 3, 3))
+    return false;
+  if (boxes->dims[2] != 4 || scores->dims[0] != boxes->dims[0] ||
+      scores->dims[2] != boxes->dims[1]) {
+    ir_error(g, n, "boxes must be [batches, boxes, 4] and scores [batches, classes, boxes]; "
+             "they are [%lld, %lld, %lld] and [%lld, %lld, %lld]",
+             (long long)boxes->dims[0], (long long)boxes->dims[1], (long long)boxes->dims[2],
+             (long long)scores->dims[0], (long long)scores->dims[1], (long long)scores->dims[2]);
+    return false;
+  }
+  int64_t center = node_attr_int(n, "center_point_box", 0), max_per_class = 0;
+  if (center != 0 && center != 1) {
+    ir_error(g, n, "center_point_box must be 0 or 1, is %lld", (long long)center);
+    return false;
+  }
+  float iou = 0.0f, score = 0.0f;
+  if ((in(n, 2) && !const_scalar_int(g, n, in(n, 2), &max_per_class)) ||
+      (in(n, 3) && !const_scalar_float(g, n, in(n, 3), &iou)) ||
+      (in(n, 4) && !const_scalar_float(g, n, in(n, 4), &score)))
+    return false;
+  if (!(iou >= 0.0f && iou <= 1.0f)) {
+    ir_error(g, n, "iou_threshold must be in [0, 1], is %g", (double)iou);
+    return false;
+  }
+  int64_t per_class = max_per_class < 0 ? 0 : max_per_class;
+  n->p.nms.center = center == 1;
+  n->p.nms.has_score_threshold = in(n, 4) != NULL;
+  n->p.nms.max_per_class = max_per_class;
+  n->p.nms.per_class = per_class < boxes->dims[1] ? per_class : boxes->dims[1];
+  n->p.nms.iou_threshold = iou;
+  n->p.nms.score_threshold = score;
+  int64_t bound = scores->dims[0] * scores->dims[1] * n->p.nms.per_class;
+  bool at_run_time = !tensor_is_const(boxes) || !tensor_is_const(scores);
+  int64_t dims[2] = {bound, 3};
+  if (!at_run_time) {
+    int64_t *rows = malloc(sizeof(int64_t) * 3 * (size_t)bound + 1);
+    if (!rows) {
+      ir_error(g, n, "out of memory");
+      return false;
+    }
+    dims[0] = nms_select(n, rows);
+    free(rows);
+  }
+  if (!set_out(g, n, 0, DT_INT64, 2, dims))
+    return false;
+  n->out[0]->bounded = at_run_time && bound > 0;
+  return true;
 }
 
 /* Unique: the output sizes come from the values. */

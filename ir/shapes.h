@@ -15,6 +15,11 @@ void shape_range(const Node *n, int rank, int *start, int *end);
    of NonZero and Unique (node->p.unique resolved). */
 int64_t count_non_zero(const Tensor *x);
 int64_t count_unique(const Node *n);
+/* NonMaxSuppression's selection over constant boxes and scores (fold_nn.c,
+   node->p.nms resolved): writes the rows (batch, class, box) to `rows`,
+   which has room for per_class of them per batch and class, and returns
+   their count. */
+int64_t nms_select(const Node *n, int64_t *rows);
 
 /* The compile-time evaluators of ops.def's fold column (fold.c, and the
    network operators' in fold_nn.c), declared from the table. Each

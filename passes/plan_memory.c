@@ -309,6 +309,19 @@ static int64_t place_one_after_another(Buffer *bufs, int nbufs) {
 
 /* ------------------------------------------------- the program's memory */
 
+/* The run-time dims of the bounded tensors, after the activations: each
+   is written by its producer and read after the run, so none is reused. */
+static int64_t place_live_dims(Graph *g, int64_t total) {
+  for (int i = 0; i < g->ntensors; i++) {
+    Tensor *t = g->tensors[i];
+    if (!t->bounded)
+      continue;
+    t->live_offset = total;
+    total += align_up((int64_t)sizeof(int64_t) * t->rank);
+  }
+  return total;
+}
+
 /* A constant the program keeps on the device: one a live node reads, or a
    constant graph output. */
 static bool is_weight(const Tensor *t) {
@@ -441,6 +454,7 @@ bool pass_plan_memory(Graph *g, const PassOptions *opt, PassContext *ctx) {
   /* Sorting moves the buffers: index_of is not used after this point. */
   qsort(bufs, (size_t)nbufs, sizeof(Buffer), cmp_buffer);
   int64_t total = reuse ? place_with_reuse(bufs, nbufs, ns) : place_one_after_another(bufs, nbufs);
+  total = place_live_dims(g, total);
   /* Never empty: the program allocates it, and 0 means "not planned". */
   g->arena_bytes = total > 0 ? total : ARENA_ALIGN;
 

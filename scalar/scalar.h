@@ -408,6 +408,46 @@ OPC_SCALAR double opc_affine_grid_base_of(long long i, long long size, int align
   return -1.0 + (2.0 * (double)i + 1.0) / (double)size;
 }
 
+/* NonMaxSuppression's test of a candidate box a against a selected box b,
+   as ONNX Runtime makes it: whether their intersection over union exceeds
+   the threshold. center 0: a box is two opposite corners [y1, x1, y2, x2],
+   either diagonal; 1: [x_center, y_center, width, height]. Boxes that do
+   not overlap, or have no area, never suppress. */
+OPC_SCALAR float opc_nms_lo_of(float p, float q)
+{
+  return p < q ? p : q;
+}
+
+OPC_SCALAR float opc_nms_hi_of(float p, float q)
+{
+  return p < q ? q : p;
+}
+
+OPC_SCALAR int opc_nms_suppresses_of(float a0, float a1, float a2, float a3, float b0, float b1,
+                                     float b2, float b3, int center, float threshold)
+{
+  float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
+  if (center) {
+    ax0 = a0 - a2 / 2, ax1 = a0 + a2 / 2, ay0 = a1 - a3 / 2, ay1 = a1 + a3 / 2;
+    bx0 = b0 - b2 / 2, bx1 = b0 + b2 / 2, by0 = b1 - b3 / 2, by1 = b1 + b3 / 2;
+  } else {
+    ax0 = opc_nms_lo_of(a1, a3), ax1 = opc_nms_hi_of(a1, a3);
+    ay0 = opc_nms_lo_of(a0, a2), ay1 = opc_nms_hi_of(a0, a2);
+    bx0 = opc_nms_lo_of(b1, b3), bx1 = opc_nms_hi_of(b1, b3);
+    by0 = opc_nms_lo_of(b0, b2), by1 = opc_nms_hi_of(b0, b2);
+  }
+  float ix0 = opc_nms_hi_of(ax0, bx0), ix1 = opc_nms_lo_of(ax1, bx1);
+  float iy0 = opc_nms_hi_of(ay0, by0), iy1 = opc_nms_lo_of(ay1, by1);
+  if (ix1 <= ix0 || iy1 <= iy0)
+    return 0;
+  float inter = (ix1 - ix0) * (iy1 - iy0);
+  float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
+  float uni = area_a + area_b - inter;
+  if (inter <= 0.0f || area_a <= 0.0f || area_b <= 0.0f || uni <= 0.0f)
+    return 0;
+  return inter / uni > threshold;
+}
+
 /* ------------------------------------- the activations by their codes */
 /* (The kernels take the formulas above, up to this divider: kernel_types.py.) */
 

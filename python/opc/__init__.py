@@ -195,7 +195,8 @@ class _Api:
                 ("num_inputs", ip, []), ("input_name", cp, [ip]), ("input_type", cp, [ip]),
                 ("input_rank", ip, [ip]), ("input_dims", dims, [ip]),
                 ("num_outputs", ip, []), ("output_name", cp, [ip]), ("output_type", cp, [ip]),
-                ("output_rank", ip, [ip]), ("output_dims", dims, [ip])):
+                ("output_rank", ip, [ip]), ("output_dims", dims, [ip]),
+                ("output_shape", ip, [vp, ip, dims])):
             try:
                 fn = getattr(self.lib, f"{prefix}_{name}")
             except AttributeError:
@@ -300,10 +301,19 @@ class Program:
             status = self._api.run(ctx, ins, outs)
             if status != 0:
                 raise RunError("opc: " + self._api.error(ctx).decode(errors="replace"))
+            shapes = [self._shape_in_run(ctx, i) for i in range(len(outputs))]
         finally:
             with self._lock:
                 self._free.append(ctx)
-        return {t.name: o for t, o in zip(self.outputs, outputs)}
+        # Where the data decides an output's size (NonZero), its buffer is
+        # sized for the bound and the run's elements come first.
+        return {t.name: o if o.shape == shape else o.reshape(-1)[:int(np.prod(shape))].reshape(shape).copy()
+                for t, o, shape in zip(self.outputs, outputs, shapes)}
+
+    def _shape_in_run(self, ctx, i):
+        dims = (ctypes.c_longlong * 8)()
+        rank = self._api.output_shape(ctx, i, dims)
+        return tuple(int(dims[k]) for k in range(rank))
 
     def close(self):
         """Releases every context (and the temporary directory compile()
