@@ -316,6 +316,8 @@ extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_eleme
     kernel_arg, kernel_topk, kernel_non_zero, kernel_nms;              /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
+extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
+    kernel_qlinear;                                                    /* kernels_quantized.c */
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more, kernel_det;                                       /* kernels_rows.c */

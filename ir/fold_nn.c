@@ -633,6 +633,129 @@ bool fold_matmul(Graph *g, Node *n) {
   return true;
 }
 
+/* ---------------------------------------------------- integer products */
+
+/* Element k of a zero point of one value or one per row, column or
+   channel; 0 when absent. */
+static int64_t zero_at(const Tensor *z, int64_t k) {
+  if (!z)
+    return 0;
+  return z->i64[tensor_numel(z) == 1 ? 0 : k];
+}
+
+/* MatMulInteger's sums into out: MatMul's broadcasting over (A -
+   a_zero_point) and (B - b_zero_point), exact in int64. False when the
+   work is past the folding limit. */
+static bool matmul_integer_sums(const Tensor *a, const Tensor *b, const Tensor *za,
+                                const Tensor *zb, int64_t *out) {
+  int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];
+  int ar, br;
+  matmul_operands(a, b, ad, &ar, bd, &br);
+  int64_t m = ad[ar - 2], k = ad[ar - 1], nn = bd[br - 1];
+  int64_t bdims[IR_MAX_RANK + 2], as[IR_MAX_RANK], bs[IR_MAX_RANK];
+  int brank;
+  broadcast_shape(ar - 2, ad, br - 2, bd, &brank, bdims);
+  broadcast_strides(ar - 2, ad, brank, bdims, as);
+  broadcast_strides(br - 2, bd, brank, bdims, bs);
+  int64_t batches = dims_product(bdims, 0, brank);
+  if (!affordable(batches * m * nn, k))
+    return false;
+  for (int64_t t = 0; t < batches; t++) {
+    int64_t abase = broadcast_offset(t, brank, bdims, as) * m * k;
+    int64_t bbase = broadcast_offset(t, brank, bdims, bs) * k * nn;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < nn; j++) {
+        int64_t sum = 0;
+        for (int64_t p = 0; p < k; p++)
+          sum += (a->i64[abase + i * k + p] - zero_at(za, i)) *
+                 (b->i64[bbase + p * nn + j] - zero_at(zb, j));
+        out[(t * m + i) * nn + j] = sum;
+      }
+  }
+  return true;
+}
+
+/* ConvInteger's sums into out (y's shape): Conv over (x - x_zero_point)
+   and (w - w_zero_point), taps in the padding adding nothing. */
+static bool conv_integer_sums(const Node *n, const Tensor *x, const Tensor *w, const Tensor *zx,
+                              const Tensor *zw, const Tensor *y, int64_t *out) {
+  Geometry g = geometry(n, x, y);
+  int64_t batch = x->dims[0], cin = x->dims[1], m = y->dims[1], groups = n->win.group;
+  int64_t cg = cin / groups, mg = m / groups, ksize = spatial(g.kernel);
+  int64_t isize = spatial(g.in), osize = spatial(g.out), o[3], k[3];
+  if (!affordable(tensor_numel(y), cg * ksize))
+    return false;
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t oc = 0; oc < m; oc++) {
+      int64_t xbase = (bi * cin + oc / mg * cg) * isize, wbase = oc * cg * ksize;
+      for (int64_t p = 0; p < osize; p++) {
+        unravel(p, 3, g.out, o);
+        int64_t sum = 0;
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t t = 0; t < ksize; t++) {
+            unravel(t, 3, g.kernel, k);
+            int64_t at = tap_offset(&g, o, k);
+            if (at >= 0)
+              sum += (x->i64[xbase + c * isize + at] - zero_at(zx, 0)) *
+                     (w->i64[wbase + c * ksize + t] - zero_at(zw, oc));
+          }
+        out[(bi * m + oc) * osize + p] = sum;
+      }
+    }
+  return true;
+}
+
+/* The driver narrows the int64 sums to int32. */
+bool fold_matmul_integer(Graph *g, Node *n) {
+  return matmul_integer_sums(n->in[0], n->in[1], node_input(n, 2), node_input(n, 3),
+                             n->out[0]->i64);
+}
+
+bool fold_conv_integer(Graph *g, Node *n) {
+  return conv_integer_sums(n, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3), n->out[0],
+                           n->out[0]->i64);
+}
+
+/* QLinearMatMul and QLinearConv after their sums: each sum, wrapped to
+   int32 as the kernel's is, plus the bias (QLinearConv's input 8), is
+   requantised by opc_requantize_of with its channel's multiplier. Output
+   element i is in channel i / inner % channels. */
+static void requantize_sums(const Node *n, const int64_t *sums, int64_t inner, int64_t channels) {
+  const Tensor *sa = n->in[1], *sb = n->in[4], *sy = n->in[6], *zy = n->in[7];
+  const Tensor *bias = node_input(n, 8);
+  Tensor *y = n->out[0];
+  float lo = y->dtype == DT_INT8 ? -128.0f : 0.0f, hi = y->dtype == DT_INT8 ? 127.0f : 255.0f;
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t c = i / inner % channels;
+    uint32_t v = (uint32_t)sums[i] + (bias ? (uint32_t)bias->i64[c] : 0u);
+    float m = opc_requant_scale_of((float)getd(sa, 0), (float)getd(sb, tensor_numel(sb) == 1 ? 0 : c),
+                                   (float)getd(sy, 0));
+    y->i64[i] = (int64_t)opc_requantize_of((int32_t)v, m, (float)zero_at(zy, 0), lo, hi);
+  }
+}
+
+bool fold_qlinear_matmul(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t *sums = calloc((size_t)tensor_numel(y) + 1, sizeof(int64_t));
+  bool done = matmul_integer_sums(n->in[0], n->in[3], n->in[2], n->in[5], sums);
+  const Tensor *b = n->in[3];
+  int64_t cols = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+  if (done)
+    requantize_sums(n, sums, 1, cols);
+  free(sums);
+  return done;
+}
+
+bool fold_qlinear_conv(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t *sums = calloc((size_t)tensor_numel(y) + 1, sizeof(int64_t));
+  bool done = conv_integer_sums(n, n->in[0], n->in[3], n->in[2], n->in[5], y, sums);
+  if (done)
+    requantize_sums(n, sums, dims_product(y->dims, 2, y->rank), y->dims[1]);
+  free(sums);
+  return done;
+}
+
 /* ---------------------------------------------------- data movement */
 
 /* Where output coordinate o along one axis reads the input under Pad's

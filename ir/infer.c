@@ -82,7 +82,7 @@ static TypeSet named_types(const char *name) {
   return t == DT_UNDEFINED || t == DT_STRING ? 0 : type_bit(t);
 }
 
-enum { MAX_TYPE_WORDS = 8 };
+enum { MAX_TYPE_WORDS = 9 }; /* QLinearConv has 9 inputs */
 
 /* One row's type column, parsed: per input word, the allowed dtypes, or
    the earlier input whose dtype it must share. */

@@ -566,6 +566,146 @@ static bool infer_dynamic_quantize(Graph *g, Node *n) {
          set_out(g, n, 2, DT_UINT8, 0, NULL);
 }
 
+/* ------------------------------------------------------- integer products */
+
+static bool need_channels(Graph *g, Node *n, const Tensor *p, int64_t c);
+static bool infer_conv(Graph *g, Node *n);
+static bool infer_matmul(Graph *g, Node *n);
+
+/* Whether a zero point holds one value: a scalar or a 1-D tensor of one. */
+static bool one_value(const Tensor *t) {
+  return t->rank == 0 || (t->rank == 1 && t->dims[0] == 1);
+}
+
+/* A zero point of an integer product: one value, or (when `count` > 0)
+   a 1-D tensor of `count`, one per `what`. */
+static bool integer_zero_point(Graph *g, Node *n, int k, int64_t count, const char *what) {
+  const Tensor *z = in(n, k);
+  if (!z || one_value(z) || (count > 0 && z->rank == 1 && z->dims[0] == count))
+    return true;
+  char a[128];
+  if (count > 0)
+    ir_error(g, n, "zero point '%s' %s must be a scalar or have shape [%lld] (one per %s)",
+             z->name, shape_str(z, a, sizeof a), (long long)count, what);
+  else
+    ir_error(g, n, "zero point '%s' %s must be a scalar", z->name, shape_str(z, a, sizeof a));
+  return false;
+}
+
+/* The output, already shaped, becomes int32. */
+static bool int32_out(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, y->dims, sizeof dims);
+  return set_out(g, n, 0, DT_INT32, y->rank, dims);
+}
+
+/* MatMulInteger(A, B, a_zero_point, b_zero_point): MatMul's shapes, int32.
+   A's zero point is one value or one per row of A (rank 2 or more), B's
+   one value or one per column of B; ONNX's N-D forms are refused. */
+static bool infer_matmul_integer(Graph *g, Node *n) {
+  Tensor *a = in(n, 0), *b = in(n, 1);
+  if (!infer_matmul(g, n))
+    return false;
+  int64_t rows = a->rank >= 2 ? a->dims[a->rank - 2] : 0;
+  int64_t cols = b->rank >= 2 ? b->dims[b->rank - 1] : 0;
+  if (!integer_zero_point(g, n, 2, rows, "row of A") ||
+      !integer_zero_point(g, n, 3, cols, "column of B"))
+    return false;
+  return int32_out(g, n);
+}
+
+/* ConvInteger(x, w, x_zero_point, w_zero_point): Conv's window and shapes,
+   int32; x's zero point is one value, w's one or one per output channel.
+   Only 1-D and 2-D convolutions run (opc_conv_integer), for QLinearConv
+   too, which comes here with its x and w alone. */
+static bool infer_conv_integer(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *w = in(n, 1);
+  if (x->rank > 4) {
+    ir_error(g, n, "input '%s' has rank %d: opc runs 1-D and 2-D %s only (rank 3 or 4)",
+             x->name, x->rank, op_info(n->op)->name);
+    return false;
+  }
+  Node conv = *n;
+  conv.nin = 2; /* Conv's inputs 2 and 3 (bias, residual) mean other things */
+  if (!infer_conv(g, &conv))
+    return false;
+  n->win = conv.win;
+  if (!integer_zero_point(g, n, 2, 0, NULL) ||
+      !integer_zero_point(g, n, 3, w->dims[0], "output channel"))
+    return false;
+  return int32_out(g, n);
+}
+
+/* Inputs `first` and `second` of a QLinear kind as a node of those two
+   inputs alone, for MatMul's and Conv's shape functions; `pair` holds
+   them. */
+static Node operand_node(Node *n, Tensor **pair, int first, int second) {
+  Node view = *n;
+  pair[0] = in(n, first);
+  pair[1] = in(n, second);
+  view.in = pair;
+  view.nin = 2;
+  return view;
+}
+
+/* A scale or zero point of a QLinear kind: one value, or (when `count` >
+   0) one per output channel. */
+static bool qlinear_param(Graph *g, Node *n, int k, int64_t count, const char *role) {
+  const Tensor *t = in(n, k);
+  if (one_value(t) || (count > 0 && t->rank == 1 && t->dims[0] == count))
+    return true;
+  char a[128];
+  if (count > 0)
+    ir_error(g, n, "%s '%s' %s must be a scalar or have shape [%lld] (one per output channel)",
+             role, t->name, shape_str(t, a, sizeof a), (long long)count);
+  else
+    ir_error(g, n, "%s '%s' %s must be a scalar (opc quantizes this operand per tensor)", role,
+             t->name, shape_str(t, a, sizeof a));
+  return false;
+}
+
+/* The parameters QLinearMatMul and QLinearConv share: inputs 1, 2 (the
+   first operand's scale and zero point: one value), 4, 5 (the second's:
+   one value or one per output channel) and 6, 7 (the output's: one
+   value). The output takes y_zero_point's type. */
+static bool qlinear_params(Graph *g, Node *n, int64_t channels) {
+  if (!qlinear_param(g, n, 1, 0, "scale") || !qlinear_param(g, n, 2, 0, "zero point") ||
+      !qlinear_param(g, n, 4, channels, "scale") ||
+      !qlinear_param(g, n, 5, channels, "zero point") ||
+      !qlinear_param(g, n, 6, 0, "scale") || !qlinear_param(g, n, 7, 0, "zero point"))
+    return false;
+  Tensor *y = n->out[0];
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, y->dims, sizeof dims);
+  return set_out(g, n, 0, in(n, 7)->dtype, y->rank, dims);
+}
+
+/* QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+   y_scale, y_zero_point): MatMul's shapes; b's scale and zero point may
+   be per column. */
+static bool infer_qlinear_matmul(Graph *g, Node *n) {
+  Tensor *pair[2];
+  Node mm = operand_node(n, pair, 0, 3);
+  if (!infer_matmul(g, &mm))
+    return false;
+  const Tensor *b = in(n, 3);
+  return qlinear_params(g, n, b->rank >= 2 ? b->dims[b->rank - 1] : 0);
+}
+
+/* QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point,
+   y_scale, y_zero_point, B): Conv's window and shapes, 1-D and 2-D; w's
+   scale and zero point may be per output channel, B is int32 [M]. */
+static bool infer_qlinear_conv(Graph *g, Node *n) {
+  Tensor *pair[2];
+  Node conv = operand_node(n, pair, 0, 3);
+  if (!infer_conv_integer(g, &conv))
+    return false;
+  n->win = conv.win;
+  int64_t m = in(n, 3)->dims[0];
+  return need_channels(g, n, in(n, 8), m) && qlinear_params(g, n, m);
+}
+
 /* ------------------------------------------------------- normalisation */
 
 /* Checks that a per-channel parameter has shape [C]. */

@@ -191,6 +191,24 @@ OPC_SCALAR float opc_quantize_of(float x, float scale, float zero, float lo, flo
   return q >= lo ? (q <= hi ? q : hi) : lo;
 }
 
+/* QLinearMatMul's and QLinearConv's requantisation multiplier, formed
+   in float32 as ONNX Runtime forms it: (a_scale * b_scale) / y_scale, the
+   product rounded before the division (tested against it on ties and
+   many scales: the other orders differ from it). */
+OPC_SCALAR float opc_requant_scale_of(float a_scale, float b_scale, float y_scale)
+{
+  float product = a_scale * b_scale;
+  return product / y_scale;
+}
+
+/* An int32 sum requantised: float(sum) * multiplier in float32, rounded
+   half to even, plus the zero point, saturated to [lo, hi]. */
+OPC_SCALAR float opc_requantize_of(int sum, float multiplier, float zero, float lo, float hi)
+{
+  float q = rintf((float)sum * multiplier) + zero;
+  return q >= lo ? (q <= hi ? q : hi) : lo;
+}
+
 /* DynamicQuantizeLinear's uint8 scale over a range [lo, hi] that holds 0
    (lo = min(0, min x), hi = max(0, max x)): 1 for an empty range, as in
    ONNX Runtime, which would otherwise divide by 0. */

@@ -40,6 +40,7 @@ KINDS = {
     "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
     "GlobalLpPool", "Pad", "Gemm", "MatMul", "DepthToSpace", "SpaceToDepth", "Resize",
     "Upsample", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN",
+    "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv",
 }
 
 TOLERANCE = 1e-4

@@ -89,14 +89,39 @@ static const char *kernel_gap(const char *name) {
   return runtime ? "not in the backend's kernel source: kernel" : "not in the runtime's kernel table: kernel";
 }
 
-/* Whether input 0's ONNX type word admits bool: comparisons and IsNaN list
-   bool in run_types for their output only. */
-static bool first_input_takes_bool(OpKind op) {
+/* Whether input 0's ONNX type word names `type`. */
+static bool first_input_takes(OpKind op, const char *type) {
   const char *types = op_info(op)->types;
   size_t len = strcspn(types, " ");
   char word[64];
   snprintf(word, sizeof word, "%.*s", (int)len, types);
-  return strstr(word, "bool") || strstr(word, "any");
+  return strstr(word, type) != NULL;
+}
+
+/* Whether input 0's ONNX type word is a list of types ("f32", "i8|u8")
+   without t: then t is in run_types for an output only (NonMaxSuppression's
+   int64 rows), and no instance reads it. Group words ("float", "any")
+   admit every type of their run_types. */
+static bool output_only_type(OpKind op, DType t) {
+  const char *types = op_info(op)->types;
+  bool listed = false;
+  for (const char *p = types; *p && *p != ' ';) {
+    size_t len = strcspn(p, "| ");
+    char name[16];
+    snprintf(name, sizeof name, "%.*s", (int)len, p);
+    DType d = dtype_from_name(name);
+    if (d == DT_UNDEFINED)
+      return false; /* a group word */
+    listed |= d == t;
+    p += len + (p[len] == '|');
+  }
+  return !listed;
+}
+
+/* Whether input 0's ONNX type word admits bool: comparisons and IsNaN list
+   bool in run_types for their output only. */
+static bool first_input_takes_bool(OpKind op) {
+  return first_input_takes(op, "bool") || first_input_takes(op, "any");
 }
 
 /* The instance of kernel `base` that the backend launches on type t, as
@@ -143,6 +168,10 @@ static void check_kernels(Emitter *e, OpKind op) {
       continue;
     if (t == DT_FLOAT && (info->traits & T_QUANTIZED_KERNEL))
       continue; /* every instance takes float32 beside its quantized type */
+    if (t == DT_INT32 && (info->traits & T_QUANTIZED_KERNEL) && !first_input_takes(op, "i32"))
+      continue; /* int32 is an integer product's sum, which each instance writes */
+    if (output_only_type(op, (DType)t))
+      continue;
     check_instance(e, op, base, (DType)t);
   }
 }

@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv through opc, the
+CPU runtime and the emitted program (built at -O0), against exact integer
+arithmetic and ONNX Runtime.
+
+Every case is a node of a few models, so that few programs run them all:
+three with every operand a graph input (run-time kernels; a program takes 64
+inputs at most), one with every operand an initializer (opc's compile-time
+evaluators). All outputs are integers and
+are compared exactly, type and shape too.
+
+Oracles. The integer products' int32 sums are numpy's int64 sums of
+(x - zero point) * (w - zero point): exact by the ONNX definition. Where ONNX
+Runtime runs the form (it lacks int8 A with uint8 B and per-row zero points
+of A), it must agree with them too. The requantised outputs are ONNX
+Runtime's: its multiplier is float32 (a_scale * b_scale) / y_scale, and
+float32(sum) * multiplier is rounded half to even, which opc does too and
+must match exactly. The case qmm-multiplier-order shows that this is
+ONNX Runtime's order: its scales make the float32 multipliers (a*b)/y and
+a*(b/y) differ in the last bit, and the 65536 sums include some that the
+two requantise differently; (a*b)/y must match ONNX Runtime there, a*(b/y)
+and a float64 multiplier must not.
+
+One caveat, measured here: this CPU's ONNX Runtime (AVX2, no VNNI) sums
+uint8 x int8 products in pairs saturated to int16 (vpmaddubsw), so its
+u8 x s8 results differ from the exact ones when two products pass 32767.
+The u8 x s8 cases keep the uint8 operand below 128 (as ONNX Runtime's
+reduce_range does), where it is exact; the other type pairs use full ranges.
+
+Inputs move the output: random values over the types' ranges, zero points
+away from 0, per-channel scales, and for the requantisation every tie k +
+0.5 (power-of-two scales make float32(sum) * multiplier exact), plus sums
+that saturate.
+
+Negative controls: (1) requantising the ties half away from zero must be
+rejected by the comparison, as must the other multipliers above; (2) a
+convolution whose padding contributes x's
+zero point instead of nothing (padding with 0 before subtracting) must be
+rejected. Errors: a zero point of the other type, of the wrong shape, a 3-D
+ConvInteger, and a per-row scale of QLinearMatMul are refused with exit
+status 2 and a message naming the problem.
+
+usage: test_integer.py OPC WORK_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+import onnxruntime as ort
+
+rng = np.random.default_rng(5151)
+RANGES = {np.int8: (-128, 127), np.uint8: (0, 255)}
+OPSET = 21
+
+
+def ints(dtype, shape, top=None):
+    """Random values over dtype's range (below `top` when given)."""
+    lo, hi = RANGES[dtype]
+    return rng.integers(lo, (top if top is not None else hi) + 1, shape).astype(dtype)
+
+
+# ------------------------------------------------------------ exact sums
+
+def matmul_sums(a, b, za, zb):
+    """numpy matmul of (a - za) and (b - zb) in int64; za per row, zb per
+    column when 1-D of more than one."""
+    a64 = a.astype(np.int64) - (np.asarray(za, np.int64).reshape(-1, 1) if np.size(za) > 1
+                                else np.int64(np.asarray(za).reshape(-1)[0] if np.size(za) else 0))
+    b64 = b.astype(np.int64) - np.asarray(zb if np.size(zb) else 0, np.int64)
+    return np.matmul(a64, b64)
+
+
+def conv_sums(x, w, zx, zw, group=1, strides=None, dilations=None, pads=None,
+              pad_value_is_zero_point=True):
+    """Conv over (x - zx) and (w - zw) in int64, 1-D or 2-D, zw per output
+    channel when 1-D. With pad_value_is_zero_point False the padding is 0
+    before zx is subtracted: the negative control's wrong convolution."""
+    ns = x.ndim - 2
+    strides = strides or [1] * ns
+    dilations = dilations or [1] * ns
+    pads = pads or [0] * (2 * ns)
+    zx = int(np.asarray(zx).reshape(-1)[0]) if np.size(zx) else 0
+    zw = np.asarray(zw if np.size(zw) else 0, np.int64).reshape(-1)
+    fill = zx if pad_value_is_zero_point else 0
+    pad_width = [(0, 0), (0, 0)] + [(pads[i], pads[ns + i]) for i in range(ns)]
+    xp = np.pad(x.astype(np.int64), pad_width, constant_values=fill) - zx
+    ws = w.astype(np.int64) - zw.reshape((-1,) + (1,) * (w.ndim - 1))
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ks = w.shape[2:]
+    outs = [(xp.shape[2 + i] - (ks[i] - 1) * dilations[i] - 1) // strides[i] + 1 for i in range(ns)]
+    y = np.zeros((n, m) + tuple(outs), np.int64)
+    mg = m // group
+    for oc in range(m):
+        g = oc // mg
+        for tap in np.ndindex(*ks):
+            sl = tuple(slice(tap[i] * dilations[i],
+                             tap[i] * dilations[i] + (outs[i] - 1) * strides[i] + 1, strides[i])
+                       for i in range(ns))
+            patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + sl]
+            y[:, oc] += np.tensordot(patch, ws[(oc, slice(None)) + tap], axes=([1], [0]))
+    return y
+
+
+def wrap32(v):
+    return v.astype(np.int64).astype(np.uint32).astype(np.int32)
+
+
+# --------------------------------------------------------------- cases
+
+class Case:
+    """One node: its op, inputs (name -> array, in the op's order, None for
+    an absent optional one), attributes, and its exact expected output (None
+    where ONNX Runtime is the oracle)."""
+
+    def __init__(self, name, op, inputs, attrs=None, exact=None, ort_runs=True):
+        self.name, self.op, self.inputs = name, op, inputs
+        self.attrs, self.exact, self.ort_runs = attrs or {}, exact, ort_runs
+
+
+def integer_cases():
+    out = []
+    # MatMulInteger: every type pair, scalar / per-row / per-column zero
+    # points, batch dims that broadcast, 1-D operands.
+    a, b = ints(np.uint8, (3, 5)), ints(np.uint8, (5, 4))
+    za, zb = np.uint8(131), np.uint8(77)
+    out.append(Case("mm-u8u8", "MatMulInteger", [a, b, za, zb], exact=matmul_sums(a, b, za, zb)))
+    a, b = ints(np.uint8, (2, 3, 7), top=127), ints(np.int8, (7, 6))
+    za, zb = np.uint8(60), ints(np.int8, (6,))
+    out.append(Case("mm-u8s8-percolumn-batch", "MatMulInteger", [a, b, za, zb],
+                    exact=matmul_sums(a, b, za, zb)))
+    a, b = ints(np.int8, (4, 1, 3, 5)), ints(np.int8, (2, 5, 3))
+    za, zb = np.int8(-9), np.int8(17)
+    out.append(Case("mm-s8s8-broadcast", "MatMulInteger", [a, b, za, zb],
+                    exact=matmul_sums(a, b, za, zb)))
+    a, b = ints(np.int8, (3, 6)), ints(np.uint8, (6, 2))
+    za = ints(np.int8, (3,))
+    out.append(Case("mm-s8u8-perrow-nozb", "MatMulInteger", [a, b, za, None],
+                    exact=matmul_sums(a, b, za, []), ort_runs=False))
+    a, b = ints(np.uint8, (5,)), ints(np.uint8, (5, 3))
+    out.append(Case("mm-1d-a-nozp", "MatMulInteger", [a, b], exact=matmul_sums(a, b, [], [])))
+    a, b = ints(np.uint8, (2, 4)), ints(np.uint8, (4,))
+    zb = np.uint8(200)
+    out.append(Case("mm-1d-b", "MatMulInteger", [a, b, None, zb],
+                    exact=matmul_sums(a, b, [], zb)))
+    # ConvInteger: 2-D with padding, groups, strides, dilations, per-channel
+    # w zero points; 1-D with auto_pad; no zero points.
+    x, w = ints(np.uint8, (1, 2, 6, 6)), ints(np.uint8, (3, 2, 3, 3))
+    zx, zw = np.uint8(100), np.uint8(5)
+    out.append(Case("conv-u8u8-pads", "ConvInteger", [x, w, zx, zw], {"pads": [1, 1, 1, 1]},
+                    exact=conv_sums(x, w, zx, zw, pads=[1, 1, 1, 1])))
+    x, w = ints(np.uint8, (2, 4, 7, 5), top=127), ints(np.int8, (6, 2, 2, 3))
+    zx, zw = np.uint8(30), ints(np.int8, (6,))
+    attrs = {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 0, 2]}
+    out.append(Case("conv-u8s8-groups-perchannel", "ConvInteger", [x, w, zx, zw], attrs,
+                    exact=conv_sums(x, w, zx, zw, 2, [2, 1], [1, 2], [1, 0, 0, 2]),
+                    ort_runs=False))
+    x, w = ints(np.int8, (1, 3, 11)), ints(np.int8, (2, 3, 3))
+    zx = np.int8(-40)
+    # SAME_UPPER, stride 2 over 11: 6 outputs, total padding 2 -> 1 and 1.
+    out.append(Case("conv-s8s8-1d-same", "ConvInteger", [x, w, zx],
+                    {"auto_pad": "SAME_UPPER", "strides": [2]},
+                    exact=conv_sums(x, w, zx, [], strides=[2], pads=[1, 1]), ort_runs=False))
+    x, w = ints(np.uint8, (1, 1, 5, 5)), ints(np.uint8, (1, 1, 2, 2))
+    out.append(Case("conv-nozp", "ConvInteger", [x, w], exact=conv_sums(x, w, [], [])))
+    return out
+
+
+def qlinear_cases():
+    f = np.float32
+    out = []
+    # Every tie: sums 0..255 times 0.5 (a_scale 0.5, the rest 1), y_zp 0,
+    # and negative ties through a zero point of 255.
+    a = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    b = np.ones((1, 1), np.uint8)
+    out.append(Case("qmm-ties", "QLinearMatMul",
+                    [a, f(0.5), np.uint8(0), b, f(1), np.uint8(0), f(1), np.uint8(0)]))
+    out.append(Case("qmm-ties-negative", "QLinearMatMul",
+                    [a, f(0.5), np.uint8(255), b, f(1), np.uint8(0), f(1), np.uint8(120)]))
+    # Random values and scales, uint8 and int8, per column, batched.
+    a, b = ints(np.uint8, (4, 16)), ints(np.uint8, (16, 5))
+    out.append(Case("qmm-u8", "QLinearMatMul",
+                    [a, f(0.0123), np.uint8(120), b, f(0.0371), np.uint8(131), f(0.9), np.uint8(128)]))
+    a, b = ints(np.int8, (2, 3, 16)), ints(np.int8, (16, 6))
+    bs = rng.uniform(0.002, 0.02, 6).astype(f)
+    out.append(Case("qmm-s8-percolumn", "QLinearMatMul",
+                    [a, f(0.05), np.int8(3), b, bs, np.zeros(6, np.int8), f(0.4), np.int8(-5)]))
+    out.append(multiplier_order_case())
+    # QLinearConv: uint8 x int8 weights per channel with a bias (x below
+    # 128, see above); int8 with groups; 1-D uint8 with strides.
+    x, w = ints(np.uint8, (1, 3, 8, 8), top=127), ints(np.int8, (4, 3, 3, 3))
+    ws = rng.uniform(0.002, 0.02, 4).astype(f)
+    bias = rng.integers(-3000, 3000, 4).astype(np.int32)
+    out.append(Case("qconv-u8s8-perchannel-bias", "QLinearConv",
+                    [x, f(0.02), np.uint8(64), w, ws, np.zeros(4, np.int8), f(0.15), np.uint8(110),
+                     bias], {"pads": [1, 1, 1, 1]}))
+    x, w = ints(np.int8, (1, 4, 6, 6)), ints(np.int8, (4, 2, 3, 3))
+    out.append(Case("qconv-s8-groups", "QLinearConv",
+                    [x, f(0.03), np.int8(-7), w, f(0.01), np.int8(0), f(0.2), np.int8(9)],
+                    {"group": 2, "strides": [2, 2]}))
+    x, w = ints(np.uint8, (1, 2, 9)), ints(np.uint8, (3, 2, 3))
+    bias = rng.integers(-500, 500, 3).astype(np.int32)
+    out.append(Case("qconv-u8-1d", "QLinearConv",
+                    [x, f(0.04), np.uint8(128), w, f(0.02), np.uint8(100), f(0.05), np.uint8(90), bias],
+                    {"strides": [2], "pads": [1, 0]}))
+    return out
+
+
+def multiplier(sa, sb, sy, order):
+    """The float32 requantisation multiplier formed in the given order."""
+    f = np.float32
+    if order == "(a*b)/y":
+        return f(f(sa * sb) / sy)
+    return f(sa * f(sb / sy))  # "a*(b/y)"
+
+
+def requantize(sums, mult, zy, dtype, exact=False):
+    """sums * mult rounded half to even plus zy, saturated: in float32 as
+    ONNX Runtime does, or (exact) in float64."""
+    v = sums.astype(np.float64) * np.float64(mult) if exact else \
+        (sums.astype(np.float32) * mult).astype(np.float32)
+    lo, hi = RANGES[dtype]
+    return np.clip(np.rint(v) + int(zy), lo, hi).astype(dtype)
+
+
+def multiplier_order_case():
+    """QLinearMatMul of every uint8 a (less 128) by every uint8 b (less
+    128), K = 1: all 65536 products as sums, under scales for which the
+    float32 multipliers (a*b)/y and a*(b/y) differ in the last bit and so
+    requantise some of those sums differently. Found by a seeded search."""
+    f = np.float32
+    a = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    b = np.arange(256, dtype=np.uint8).reshape(1, 256)
+    sums = matmul_sums(a, b, np.uint8(128), np.uint8(128))
+    search = np.random.default_rng(77)
+    while True:
+        sa, sb = f(search.uniform(1e-3, 1e-1)), f(search.uniform(1e-3, 1e-1))
+        sy = f(sa * sb * search.uniform(100, 300))
+        right = requantize(sums, multiplier(sa, sb, sy, "(a*b)/y"), 128, np.uint8)
+        other = requantize(sums, multiplier(sa, sb, sy, "a*(b/y)"), 128, np.uint8)
+        if (right != other).sum() >= 2:
+            break
+    return Case("qmm-multiplier-order", "QLinearMatMul",
+                [a, sa, np.uint8(128), b, sb, np.uint8(128), sy, np.uint8(128)])
+
+
+# ------------------------------------------------------------- models
+
+def arr(v):
+    return np.asarray(v)
+
+
+def build_model(cases, as_initializers):
+    """All cases as nodes of one model; operand k of case c is named
+    c.name + "_k", a graph input or (as_initializers) an initializer."""
+    nodes, inputs, inits, outputs = [], [], [], []
+    for c in cases:
+        names = []
+        for k, v in enumerate(c.inputs):
+            if v is None:
+                names.append("")
+                continue
+            name = f"{c.name}_{k}"
+            names.append(name)
+            if as_initializers:
+                inits.append(numpy_helper.from_array(arr(v), name))
+            else:
+                inputs.append(helper.make_tensor_value_info(
+                    name, helper.np_dtype_to_tensor_dtype(arr(v).dtype), arr(v).shape))
+        nodes.append(helper.make_node(c.op, names, [c.name], **c.attrs))
+        outputs.append(onnx.ValueInfoProto(name=c.name))
+    graph = helper.make_graph(nodes, "integer", inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 10
+    return m
+
+
+def feeds_of(cases):
+    return {f"{c.name}_{k}": arr(v) for c in cases for k, v in enumerate(c.inputs)
+            if v is not None}
+
+
+def ort_run(m, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in m.graph.input]
+    return sess.run(None, {k: feeds[k] for k in names})
+
+
+def build_and_run(opc, m, feeds, work):
+    """Emits net.c for the CPU, builds it at -O0 and runs it: (outputs,
+    None), or (None, (status, message)) when opc refuses the model, or
+    (None, why)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(m, path)
+    net_c = os.path.join(work, "net.c")
+    p = subprocess.run([opc, path, "-o", net_c, "--target", "cpu"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, (p.returncode, (p.stdout + p.stderr).strip())
+    flags = [subprocess.run([opc, w, "cpu"], capture_output=True, text=True, check=True)
+             .stdout.split() for w in ("--cflags", "--libs")]
+    exe = os.path.join(work, "net")
+    cc = os.environ.get("CC", "cc").split()
+    p = subprocess.run(cc + ["-O0", "-Wall", "-Wextra", "-Werror"] + flags[0] + [net_c, "-o", exe]
+                       + flags[1], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"cc failed: {p.stderr.strip()[-500:]}"
+    outs = [os.path.join(work, f"out{k}.npy") for k in range(len(m.graph.output))]
+    cmd = [exe]
+    for o, out in zip(m.graph.output, outs):
+        cmd += ["--output", f"{o.name}={out}"]
+    for i in m.graph.input:
+        np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
+        cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
+    return [np.load(out) for out in outs], None
+
+
+def compare(got, want):
+    """None when got is want exactly (type, shape, every element)."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
+    same = got == want
+    if not same.all():
+        i = int(np.argmin(same.reshape(-1)))
+        return (f"{int((~same).sum())} of {got.size} differ; first at {i}: got "
+                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
+    return None
+
+
+# ----------------------------------------------------- negative controls
+
+def requantize_away_from_zero(case):
+    """QLinearMatMul of a 2-D case requantised with ties away from zero."""
+    a, sa, za, b, sb, zb, sy, zy = [arr(v) for v in case.inputs]
+    sums = matmul_sums(a, b, za, zb)
+    mult = np.float32(np.float32(sa * sb) / sy)
+    v = (sums.astype(np.float32) * mult).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5) + int(zy)
+    lo, hi = RANGES[zy.dtype.type]
+    return np.clip(q, lo, hi).astype(zy.dtype)
+
+
+def negative_controls(by_name, wants):
+    """Each wrong answer must be told apart from the reference."""
+    failures = 0
+    for name in ("qmm-ties", "qmm-ties-negative"):
+        wrong = requantize_away_from_zero(by_name[name])
+        ok = compare(wrong, wants[name]) is not None
+        print(f"{'ok  ' if ok else 'FAIL'} negative control: {name} rounded half away from zero "
+              f"{'is rejected' if ok else 'passes the comparison'}")
+        failures += not ok
+    # The multiplier's order and precision: ONNX Runtime's float32
+    # (a*b)/y must match, a*(b/y) and a float64 product must not.
+    c = by_name["qmm-multiplier-order"]
+    a, sa, za, b, sb, zb, sy, zy = [arr(v) for v in c.inputs]
+    sums = matmul_sums(a, b, za, zb)
+    for what, got, should_match in (
+            ("(a*b)/y in float32", requantize(sums, multiplier(sa, sb, sy, "(a*b)/y"), zy, np.uint8), True),
+            ("a*(b/y) in float32", requantize(sums, multiplier(sa, sb, sy, "a*(b/y)"), zy, np.uint8), False),
+            ("the product in float64", requantize(sums, np.float64(sa) * np.float64(sb) / np.float64(sy),
+                                                  zy, np.uint8, exact=True), False)):
+        why = compare(got, wants[c.name])
+        ok = (why is None) == should_match
+        print(f"{'ok  ' if ok else 'FAIL'} control: the multiplier as {what} "
+              f"{'matches' if why is None else 'is rejected: ' + why}")
+        failures += not ok
+    c = by_name["conv-u8u8-pads"]
+    x, w, zx, zw = c.inputs
+    wrong = wrap32(conv_sums(x, w, zx, zw, pads=[1, 1, 1, 1], pad_value_is_zero_point=False))
+    ok = compare(wrong, wants[c.name]) is not None
+    print(f"{'ok  ' if ok else 'FAIL'} negative control: padding contributing x's zero point "
+          f"{'is rejected' if ok else 'passes the comparison'}")
+    return failures + (not ok)
+
+
+# ---------------------------------------------------------------- errors
+
+def error_cases():
+    """(name, model, text opc's message must hold)."""
+    def one(op, inputs, attrs=None):
+        return build_model([Case("e", op, inputs, attrs)], as_initializers=False)
+    a, b = np.zeros((2, 3), np.uint8), np.zeros((3, 4), np.uint8)
+    f = np.float32
+    return [
+        ("zero point of the other type", one("MatMulInteger", [a, b, np.int8(0)]),
+         "expected the same type"),
+        ("zero point of the wrong shape", one("MatMulInteger", [a, b, None, np.zeros(3, np.uint8)]),
+         "one per column of B"),
+        ("3-D ConvInteger", one("ConvInteger", [np.zeros((1, 1, 3, 3, 3), np.uint8),
+                                                np.zeros((1, 1, 2, 2, 2), np.uint8)]),
+         "1-D and 2-D ConvInteger only"),
+        ("3-D QLinearConv", one("QLinearConv", [np.zeros((1, 1, 3, 3, 3), np.uint8), f(1),
+                                                np.uint8(0), np.zeros((1, 1, 2, 2, 2), np.uint8),
+                                                f(1), np.uint8(0), f(1), np.uint8(0)]),
+         "1-D and 2-D QLinearConv only"),
+        ("per-row scale of QLinearMatMul",
+         one("QLinearMatMul", [a, np.full(2, f(1)), np.uint8(0), b, f(1), np.uint8(0), f(1),
+                               np.uint8(0)]), "must be a scalar"),
+        ("bias of the wrong length",
+         one("QLinearConv", [np.zeros((1, 1, 3, 3), np.uint8), f(1), np.uint8(0),
+                             np.zeros((2, 1, 2, 2), np.uint8), f(1), np.uint8(0), f(1),
+                             np.uint8(0), np.zeros(3, np.int32)]), "must have shape [2]"),
+    ]
+
+
+def main():
+    opc, work = sys.argv[1:3]
+    failures = 0
+    cases = integer_cases() + qlinear_cases()
+    by_name = {c.name: c for c in cases}
+    feeds = feeds_of(cases)
+    # The references: exact sums wrapped to int32, and ONNX Runtime.
+    wants = {}
+    for c in cases:
+        m = build_model([c], as_initializers=False)
+        ref = ort_run(m, feeds)[0] if c.ort_runs else None
+        if c.exact is not None:
+            wants[c.name] = wrap32(c.exact)
+            if ref is not None and compare(ref, wants[c.name]) is not None:
+                print(f"FAIL {c.name}: ONNX Runtime and the exact sums disagree: "
+                      f"{compare(ref, wants[c.name])}")
+                failures += 1
+        else:
+            wants[c.name] = ref
+    failures += negative_controls(by_name, wants)
+    # The emitted main takes 64 inputs at most: a run-time program per
+    # family, and one with everything folded.
+    runs = [("run time", [c for c in cases if c.op in ops], False)
+            for ops in (("MatMulInteger", "ConvInteger"), ("QLinearMatMul",), ("QLinearConv",))]
+    runs.append(("folded", cases, True))
+    for k, (mode, group, folded) in enumerate(runs):
+        m = build_model(group, as_initializers=folded)
+        gots, why = build_and_run(opc, m, feeds, os.path.join(work, f"program{k}"))
+        if why:
+            print(f"FAIL {mode}: {why}")
+            failures += 1
+            continue
+        for c, got in zip(group, gots):
+            why = compare(got, wants[c.name])
+            print(f"{'FAIL' if why else 'ok  '} {c.name} ({mode}){': ' + why if why else ''}")
+            failures += why is not None
+    for name, m, text in error_cases():
+        _, why = build_and_run(opc, m, {}, os.path.join(work, "error"))
+        ok = isinstance(why, tuple) and why[0] == 2 and text in why[1]
+        print(f"{'ok  ' if ok else 'FAIL'} refuses {name}: {why}")
+        failures += not ok
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
