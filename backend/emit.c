@@ -235,7 +235,7 @@ static const char *const reserved_names[] = {
     "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn", "_Static_assert",
     "_Thread_local", "bool", "true", "false", "NULL", "c", "a", "one", "zero", "stream", "event",
     "fork", "join", "cudnn", "cublas", "cublas_workspace", "workspace", "workspace_bytes",
-    "arena", "weights", "node", "profile", "kernel",
+    "arena", "weights", "node", "profile", "kernel", "output_dims",
     "graph", "error", "module", "fail", "main", "errno", "stdin", "stdout", "stderr",
 };
 
@@ -376,7 +376,7 @@ static void bind_arena(Emitter *e, const char *name, const Tensor *t) {
 static const char *tensor_field(Emitter *e, const Tensor *t);
 
 const char *live_dims(Emitter *e, const Tensor *t) {
-  const char *name = emit_str(e, "%s_dims", tensor_field(e, t));
+  const char *name = emit_unique(e, emit_str(e, "%s_dims", tensor_field(e, t)));
   emit_to(e, SEC_BUFFERS, "long long *%s; /* the dims of %s in this run */", name,
           emit_c_string(e, t->name));
   fprintf(e->st->sec[SEC_BIND], "  c->%s = (long long *)((unsigned char *)%s + %lld);\n", name,

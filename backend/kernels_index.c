@@ -379,6 +379,40 @@ static void run_nms(Emitter *e, Node *n) {
   }
 }
 
+/* Compress: one thread keeps the selected slices; where the condition is
+   run-time data, a second writes the dims of this run (opc_compress). */
+static void run_compress(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *cond = n->in[1], *y = n->out[0];
+  if (!row_major(x) || !row_major(cond)) {
+    kernel_fail(e, n, "Compress reads a contiguous input and condition only");
+    return;
+  }
+  int axis = n->p.compress.axis;
+  for (int mode = 0; mode < (y->bounded ? 2 : 1); mode++) {
+    Launch L = {.kernel = sized_kernel(e, "opc_compress", x->dtype), .n = 1, .nx = 2};
+    L.rank = x->rank;
+    memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    L.x[0] = buf(e, x);
+    L.x_extent[0] = tensor_numel(x);
+    L.x_bytes[0] = (int)dtype_size(x->dtype);
+    L.x[1] = buf(e, cond);
+    L.x_extent[1] = cond->dims[0];
+    L.x_bytes[1] = 1;
+    L.y = mode ? live_dims(e, y) : buf(e, y);
+    L.y_extent = mode ? y->rank : tensor_numel(y);
+    L.y_bytes = mode ? 8 : (int)dtype_size(x->dtype);
+    L.i[0] = mode;
+    L.i[1] = axis >= 0 ? dims_product(x->dims, 0, axis) : 1;
+    L.i[2] = axis >= 0 ? x->dims[axis] : tensor_numel(x);
+    L.i[3] = axis >= 0 ? dims_product(x->dims, axis + 1, x->rank) : 1;
+    L.i[4] = cond->dims[0];
+    L.i[5] = axis;
+    group_i(&L, 0, 6, "mode, outer, along, inner, condition length, axis");
+    L.note = mode ? "one thread: the dims of this run" : "one thread: the selected slices";
+    emit_launch(e, n, &L);
+  }
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -388,3 +422,4 @@ const OpEmitter kernel_arg = {.run = run_arg};
 const OpEmitter kernel_topk = {.run = run_topk};
 const OpEmitter kernel_non_zero = {.run = run_non_zero};
 const OpEmitter kernel_nms = {.run = run_nms};
+const OpEmitter kernel_compress = {.run = run_compress};

@@ -1406,6 +1406,29 @@ bool fold_non_zero(Graph *g, Node *n) {
   return true;
 }
 
+bool fold_compress(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0], *cond = n->in[1];
+  Tensor *y = n->out[0];
+  int axis = n->p.compress.axis;
+  int64_t along = axis >= 0 ? x->dims[axis] : tensor_numel(x);
+  int64_t outer = axis >= 0 ? dims_product(x->dims, 0, axis) : 1;
+  int64_t inner = axis >= 0 ? dims_product(x->dims, axis + 1, x->rank) : 1, k = 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < cond->dims[0]; j++) {
+      if (!cond->i64[j])
+        continue;
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t from = (o * along + j) * inner + i;
+        if (y->f32)
+          y->f32[k++] = x->f32[from];
+        else
+          y->i64[k++] = x->i64[from];
+      }
+    }
+  return true;
+}
+
 /* Unique's items: the elements of the flattened input, or with an axis the
    slices along it, compared element by element (numpy's unique moves the
    axis first and compares the rows). */

@@ -261,6 +261,7 @@ typedef enum ParamKind {
   PARAMS_REVERSE_SEQUENCE,
   PARAMS_GRID,
   PARAMS_NMS,
+  PARAMS_COMPRESS,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -375,6 +376,8 @@ typedef union Params {
      mode (0 linear, 1 nearest, 2 cubic) and padding (0 zeros, 1 border,
      2 reflection), scalar.h's codes; align_corners. */
   struct { int spatial, mode, padding; bool align_corners; } grid;
+  /* Compress: along `axis`, or over the flattened input when it is -1. */
+  struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per
      batch and class (per_class: that, at most the box count), the IoU
      threshold, and the score threshold where there is one. */

@@ -2391,6 +2391,36 @@ static bool infer_nms(Graph *g, Node *n) {
   return true;
 }
 
+/* Compress: the slices along `axis` (the elements of the flattened input
+   without one) whose condition is true; a shorter condition drops the
+   rest. With a run-time condition, how many are kept is the data's: the
+   output is planned for the condition's length. */
+static bool infer_compress(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *cond = in(n, 1);
+  if (!need_rank(g, n, cond, 1, 1))
+    return false;
+  int axis = -1;
+  if (node_attr(n, "axis") && !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &axis))
+    return false;
+  n->p.compress.axis = axis;
+  int64_t along = axis >= 0 ? x->dims[axis] : tensor_numel(x);
+  if (cond->dims[0] > along) {
+    ir_error(g, n, "condition '%s' has %lld entries, more than the %lld %s", cond->name,
+             (long long)cond->dims[0], (long long)along, axis >= 0 ? "slices along the axis" : "elements");
+    return false;
+  }
+  bool at_run_time = !tensor_is_const(cond);
+  int64_t count = at_run_time ? cond->dims[0] : count_non_zero(cond);
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, x->dims, sizeof dims);
+  if (axis >= 0)
+    dims[axis] = count;
+  if (!(axis >= 0 ? set_out(g, n, 0, x->dtype, x->rank, dims) : set_out(g, n, 0, x->dtype, 1, &count)))
+    return false;
+  n->out[0]->bounded = at_run_time && tensor_numel(n->out[0]) > 0;
+  return true;
+}
+
 /* Unique: the output sizes come from the values. */
 static bool infer_unique(Graph *g, Node *n) {
   Tensor *x = in(n, 0);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""NonZero and NonMaxSuppression at run time, whose output size the data
-decides, through opc,
+"""NonZero, NonMaxSuppression and Compress at run time, whose output size
+the data decides, through opc,
 the CPU runtime, the emitted program's main and the Python package, against
 ONNX Runtime.
 
@@ -30,6 +30,13 @@ scores repeat exactly, so the order of ties is tested too. The selected
 rows are compared exactly. Negative controls: ONNX Runtime's answer with
 a different IoU threshold, and with the other box format, must differ from
 opc's, so the data decides the outcome.
+
+Compress selects slices of image-like data of every element size (float32,
+float16, int64, uint8) along each axis and over the flattened input, with
+run-time conditions (their sizes the data's), a condition shorter than the
+axis, one that selects nothing, and a constant one (whose size opc knows).
+The copies are compared exactly; a negative control compares with the
+condition's complement.
 
 Errors: a NonZero output read by another node is refused (exit 2) with a
 message naming the node and the tensor: no kernel reads a run-time size
@@ -243,6 +250,47 @@ def check_nms(opc, work, failures):
     return len(NMS_CASES)
 
 
+def check_compress(opc, work, failures):
+    """Compress on several axes and types in one program, against ORT."""
+    x = field((4, 5, 6), -2.0, np.float32) + 0.25
+    feeds = {"x": x, "h": x.astype(np.float16), "q": (x * 7).astype(np.int64),
+             "b": np.abs(x * 3).astype(np.uint8),
+             "c0": np.array([1, 0, 1, 1], bool), "c1": np.array([0, 1, 1], bool),
+             "c2": x[0, 0] > 0, "cf": (x.reshape(-1)[:50] > 10), "cz": np.zeros(6, bool)}
+    T = onnx.TensorProto
+    cases = [("x", "c0", 0), ("x", "c1", 1), ("x", "c2", 2), ("x", "cf", None), ("x", "cz", 2),
+             ("h", "c1", -2), ("q", "c0", 0), ("b", "cf", None), ("x", "ck", 1)]
+    nodes, outputs = [], []
+    for k, (data, cond, axis) in enumerate(cases):
+        attrs = {} if axis is None else {"axis": axis}
+        nodes.append(helper.make_node("Compress", [data, cond], [f"y{k}"], **attrs))
+        outputs.append(onnx.ValueInfoProto(name=f"y{k}"))
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for n, v in feeds.items()]
+    known = helper.make_tensor("ck", T.BOOL, [5], [0, 1, 0, 0, 1])
+    graph = helper.make_graph(nodes, "compress", inputs, outputs, [known])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    case = os.path.join(work, "compress")
+    os.makedirs(case)
+    path = os.path.join(case, "model.onnx")
+    onnx.save(m, path)
+    got = run_main(opc, path, feeds, case, outputs=[f"y{k}" for k in range(len(cases))])
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for k, (data, cond, axis) in enumerate(cases):
+        why = compare(got[f"y{k}"], want[k])
+        if why:
+            failures.append(f"Compress {data} by {cond} on axis {axis}: {why}")
+    # Negative control: the complement's selection is another answer.
+    flipped = dict(feeds, c0=~feeds["c0"])
+    other = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, flipped)
+    if compare(got["y0"], other[0]) is None:
+        failures.append("Compress: the complement of the condition gives the same slices")
+    return len(cases)
+
+
 def reference(m, feeds):
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -283,6 +331,7 @@ def main():
     if why:
         failures.append(why)
     nms_cases = check_nms(opc, work, failures)
+    compress_cases = check_compress(opc, work, failures)
     counts = ", ".join(f"{n} {want[n].shape[1]}" for n in feeds)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
@@ -290,7 +339,7 @@ def main():
     print(f"bounded: NonZero on {len(feeds)} inputs (nonzeros: {counts}) matches ONNX Runtime "
           "through main and Python; both negative controls fail; a reader is refused; "
           f"NonMaxSuppression matches in {nms_cases} cases, and differs from the references "
-          "with another threshold or box format")
+          f"with another threshold or box format; Compress matches in {compress_cases} cases")
 
 
 if __name__ == "__main__":
