@@ -1092,7 +1092,8 @@ static const char operators_legend[] =
     "and the node is still folded when all its inputs are constant; *compile\n"
     "time* — every input must be known when opc runs (a constant, or an input\n"
     "bound with `--const-input`) and the node is folded away; *shapes* — it\n"
-    "reads only its inputs' shapes and always folds.\n"
+    "reads only its inputs' shapes and always folds; *run time, lowered* — the\n"
+    "importer rewrites it into other operators of this list, which run there.\n"
     "\n"
     "Run-time types: the element types of the data the emitted code computes\n"
     "on. ONNX types: the specification's constraint for each input, in order,\n"
@@ -1149,10 +1150,12 @@ static void print_operators(void) {
   const ImportedOp *imported = imported_ops;
   for (int i = 0; i <= count; i++) {
     /* the importer's own operators in their places: compile time, as
-       every input they read must be known then */
+       every input they read must be known then, or lowered to kinds that
+       run at run time */
     for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) < 0);
          imported++) {
-      printf("| %s | %s |  | ", imported->name, where[AT_COMPILE_TIME]);
+      printf("| %s | %s |  | ", imported->name,
+             imported->lowered ? "run time, lowered" : where[AT_COMPILE_TIME]);
       print_type_words(imported->types);
       printf(" |\n");
     }

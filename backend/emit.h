@@ -310,7 +310,8 @@ extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_tril
     kernel_dynamic_quantize;                                           /* kernels_elementwise.c */
 extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
     kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,
-    kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence; /* kernels_movement.c */
+    kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
+    kernel_grid_sample, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk, kernel_non_zero, kernel_nms, kernel_compress; /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
@@ -320,7 +321,7 @@ extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
 extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
-    kernel_row_more;                                                   /* kernels_rows.c */
+    kernel_row_more, kernel_det;                                       /* kernels_rows.c */
 /* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of
    the float parameters it takes (its row's attrs column, "alpha=1.67...,
    gamma=1.05..."), which act_param() reads from the node. NULL, or 0:

@@ -435,6 +435,63 @@ static void run_reverse_sequence(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* ------------------------------------------------------- grid sampling */
+
+/* GridSample over the output's dims; the kernel reads the input's own
+   strides past its N and C, and the grid's components by their stride. */
+static void run_grid_sample(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *grid = n->in[1], *y = n->out[0];
+  int r = n->p.grid.spatial;
+  int64_t xs[IR_MAX_RANK], gs[IR_MAX_RANK], ys[IR_MAX_RANK], low;
+  strides_of(x, xs);
+  strides_of(grid, gs);
+  strides_of(y, ys);
+  /* The grid point of output (n, c, ...) is grid (n, ...): none along C. */
+  int64_t ga[IR_MAX_RANK] = {gs[0], 0};
+  for (int d = 0; d < r; d++)
+    ga[2 + d] = gs[1 + d];
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  set_input(&L, 1, buf(e, grid), ga);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  L.x_extent[1] = reach(grid->rank, grid->dims, gs, &low);
+  L.i[0] = n->p.grid.mode;
+  L.i[1] = n->p.grid.padding;
+  L.i[2] = n->p.grid.align_corners;
+  L.i[3] = r;
+  group_i(&L, 0, 4, "mode, padding, align_corners, spatial axes");
+  for (int d = 0; d < r; d++)
+    L.i[4 + d] = x->dims[2 + d];
+  group_i(&L, 4, r, "the input's spatial sizes");
+  L.i[7] = gs[r + 1];
+  group_i(&L, 7, 1, "the grid's stride between components");
+  L.note = "x = {input (own strides), grid}";
+  emit_launch(e, n, &L);
+}
+
+/* AffineGrid over the output's dims: theta's row k for component k. */
+static void run_affine_grid(Emitter *e, Node *n) {
+  Tensor *theta = n->in[0], *y = n->out[0];
+  int r = n->p.grid.spatial;
+  int64_t ts[IR_MAX_RANK], ys[IR_MAX_RANK], ta[IR_MAX_RANK] = {0}, low;
+  strides_of(theta, ts);
+  strides_of(y, ys);
+  ta[0] = ts[0];
+  ta[r + 1] = ts[1];
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, theta), ta);
+  L.x_extent[0] = reach(theta->rank, theta->dims, ts, &low);
+  L.i[0] = n->p.grid.align_corners;
+  L.i[1] = r;
+  L.i[2] = ts[2];
+  group_i(&L, 0, 3, "align_corners, spatial axes, theta's column stride");
+  emit_launch(e, n, &L);
+}
+
 /* --------------------------------------------------------------- resize */
 
 typedef struct Ratio {
@@ -662,3 +719,5 @@ const OpEmitter kernel_gather_elements = {.run = run_gather_elements};
 const OpEmitter kernel_reverse_sequence = {.run = run_reverse_sequence};
 const OpEmitter kernel_pad = {.run = run_pad};
 const OpEmitter kernel_resize = {.run = run_resize};
+const OpEmitter kernel_grid_sample = {.run = run_grid_sample};
+const OpEmitter kernel_affine_grid = {.run = run_affine_grid};

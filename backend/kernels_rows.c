@@ -529,9 +529,36 @@ static void run_row_more(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* ---------------------------------------------------------- determinants */
+
+/* Det: one work item per matrix, over the output's dims (one dim of 1 for
+   a single matrix); the kernel reads each matrix by the input's strides. */
+static void run_det(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], low;
+  strides_of(x, xs);
+  strides_of(y, ys);
+  int rank = y->rank;
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = rank ? rank : 1};
+  L.dims[0] = 1;
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)rank);
+  int64_t yst[IR_MAX_RANK] = {1}, xst[IR_MAX_RANK] = {0};
+  memcpy(yst, ys, sizeof(int64_t) * (size_t)rank);
+  memcpy(xst, xs, sizeof(int64_t) * (size_t)rank);
+  set_output(&L, buf(e, y), yst);
+  set_input(&L, 0, buf(e, x), xst);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  L.i[0] = x->dims[x->rank - 1];
+  L.i[1] = xs[x->rank - 2];
+  L.i[2] = xs[x->rank - 1];
+  group_i(&L, 0, 3, "side, the input's row and column strides");
+  emit_launch(e, n, &L);
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_pool = {.run = run_pool};
+const OpEmitter kernel_det = {.run = run_det};
 const OpEmitter kernel_reduce = {.run = run_reduce};
 const OpEmitter kernel_softmax = {.run = run_softmax};
 const OpEmitter kernel_layer_norm = {.run = run_layer_norm};

@@ -47,9 +47,10 @@ typedef struct ImportOptions {
 /* Operators the importer handles itself rather than as IR kinds, with
    their ONNX type words; the list ends with a NULL name. If: the branch its
    condition chooses is inlined; Loop: unrolled; so their conditions and
-   trip counts must be known at compile time. */
+   trip counts must be known at compile time. Einsum: lowered to IR kinds. */
 typedef struct ImportedOp {
   const char *name, *types;
+  bool lowered; /* Einsum: made of IR kinds, which run at run time */
 } ImportedOp;
 extern const ImportedOp imported_ops[];
 

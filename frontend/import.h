@@ -59,6 +59,14 @@ bool tensor_from_bytes(Importer *im, const char *what, DType dt, int rank, const
  */
 bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t);
 
+/*
+ * Einsum(in[0..nin)) with `equation` into y, as Transpose, Reshape, Slice,
+ * Mul, ReduceSum and MatMul nodes named after `name` (einsum.c). Reports
+ * (im->failed) and returns false on an equation it cannot lower.
+ */
+bool lower_einsum(Importer *im, const char *name, const char *equation, struct Tensor **in,
+                  int nin, struct Tensor *y);
+
 /* Why read_whole_file returned no data. */
 typedef enum { READ_CANNOT_OPEN, READ_NOT_REGULAR, READ_EMPTY, READ_FAILED } ReadProblem;
 

@@ -100,16 +100,18 @@ static const char *qualified_op(Graph *g, const Onnx__NodeProto *np) {
   return arena_printf(g->arena, "%s.%s", np->domain, proto_str(np->op_type));
 }
 
-const ImportedOp imported_ops[] = {{"If", "bool"}, {"Loop", "i64 bool any"}, {NULL, NULL}};
+const ImportedOp imported_ops[] = {
+    {"Einsum", "num", true}, {"If", "bool", false}, {"Loop", "i64 bool any", false}, {NULL, NULL, false}};
 
-/* If and Loop are not IR kinds: the importer inlines the branch an If's
-   condition chooses (import_if) and unrolls a Loop (import_loop). */
+/* If, Loop and Einsum are not IR kinds: the importer inlines the branch an
+   If's condition chooses (import_if), unrolls a Loop (import_loop) and
+   lowers an Einsum to kinds that are (einsum.c). */
 static bool is_op(const Onnx__NodeProto *np, const char *op) {
   return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), op) == 0;
 }
 
 static bool node_supported(const Onnx__NodeProto *np) {
-  return is_op(np, "If") || is_op(np, "Loop") ||
+  return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Einsum") ||
          (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
 
@@ -727,6 +729,7 @@ static int count_names(char **names, size_t n) {
 
 static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name);
 static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *name);
+static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *name);
 
 static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   Graph *g = im->g;
@@ -737,6 +740,10 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   }
   if (is_op(np, "Loop")) {
     import_loop(im, np, name);
+    return;
+  }
+  if (is_op(np, "Einsum")) {
+    import_einsum(im, np, name);
     return;
   }
   OpKind op = op_from_name(proto_str(np->op_type));
@@ -764,6 +771,37 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   }
   if (!convert_attrs(im, n, np))
     im->failed = true;
+}
+
+/* Einsum: its inputs and output resolved, its equation read, then
+   einsum.c's lowering. */
+static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *name) {
+  Graph *g = im->g;
+  int nin = (int)np->n_input;
+  const char *equation = NULL;
+  for (size_t i = 0; i < np->n_attribute; i++)
+    if (strcmp(proto_str(np->attribute[i]->name), "equation") == 0 &&
+        attr_type(np->attribute[i]) == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING)
+      equation = binary_str(g->arena, np->attribute[i]->s);
+  if (!equation || np->n_output != 1 || nin < 1 || nin > 16) {
+    ir_error(g, NULL, "node '%s' (Einsum): %s", name,
+             !equation ? "needs its string attribute 'equation'" : "takes 1 to 16 inputs and one output");
+    im->failed = true;
+    return;
+  }
+  Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)nin);
+  for (int i = 0; i < nin; i++) {
+    in[i] = *np->input[i] ? lookup(im, np->input[i]) : NULL;
+    if (!in[i]) {
+      ir_error(g, NULL, "node '%s' (Einsum): input '%s' is not defined by any node, initializer "
+               "or graph input", name, np->input[i]);
+      im->failed = true;
+      return;
+    }
+  }
+  if (!*np->output[0])
+    return; /* nothing reads it */
+  lower_einsum(im, name, equation, in, nin, lookup(im, np->output[0]));
 }
 
 /* ------------------------------------------------------------ If */

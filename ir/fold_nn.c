@@ -1302,6 +1302,75 @@ bool fold_resize(Graph *g, Node *n) {
   return true;
 }
 
+/* ------------------------------------------------------ determinants */
+
+/* Det: scalar.h's opc_det_of on each matrix, as the kernel computes it. */
+bool fold_det(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  long long m = x->dims[x->rank - 1];
+  if (!x->f32 || !y->f32 || !affordable(tensor_numel(y), m * m * m))
+    return false;
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->f32[i] = opc_det_of(x->f32 + i * m * m, m, m, 1);
+  return true;
+}
+
+/* ------------------------------------------------------ grid sampling */
+
+/* GridSample: each output element is scalar.h's opc_grid_sample_of over
+   its (n, c) plane, as the kernel computes it. Float data only (integer
+   inputs stay run-time work, which the backend refuses by type). */
+bool fold_grid_sample(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0], *grid = n->in[1];
+  Tensor *y = n->out[0];
+  int r = n->p.grid.spatial, mode = n->p.grid.mode;
+  if (!x->f32 || !y->f32 || !grid->f32)
+    return false;
+  int64_t taps = mode == 0 ? 2 : (mode == 1 ? 1 : 4);
+  if (!affordable(tensor_numel(y), r == 2 ? taps * taps : taps * taps * taps))
+    return false;
+  long long size[3], stride[3];
+  for (int d = 0; d < r; d++) {
+    size[d] = x->dims[2 + d];
+    stride[d] = dims_product(x->dims, 3 + d, x->rank);
+  }
+  int64_t plane = dims_product(x->dims, 2, x->rank), points = dims_product(grid->dims, 1, r + 1);
+  int64_t yc[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, yc);
+    int64_t point = i % points; /* the output's spatial offset is the grid point's */
+    const float *xp = x->f32 + (yc[0] * x->dims[1] + yc[1]) * plane;
+    const float *gp = grid->f32 + (yc[0] * points + point) * r;
+    y->f32[i] = opc_grid_sample_of(xp, r, size, stride, gp, 1, mode, n->p.grid.padding,
+                                   n->p.grid.align_corners);
+  }
+  return true;
+}
+
+/* AffineGrid: component k of each point is theta's row k applied to the
+   point's normalised coordinates (x, y[, z]) and 1, summed in double. */
+bool fold_affine_grid(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *theta = n->in[0];
+  Tensor *y = n->out[0];
+  int r = n->p.grid.spatial;
+  if (!theta->f32 || !y->f32)
+    return false;
+  int64_t yc[IR_MAX_RANK];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, y->rank, y->dims, yc);
+    const float *row = theta->f32 + (yc[0] * r + yc[r + 1]) * (r + 1);
+    double v = row[r];
+    for (int j = 0; j < r; j++)
+      v += row[j] * opc_affine_grid_base_of(yc[r - j], y->dims[r - j], n->p.grid.align_corners);
+    y->f32[i] = (float)v;
+  }
+  return true;
+}
+
 /* ---------------------------------------------------------- losses */
 
 /* NegativeLogLikelihoodLoss over log-probabilities lp (N, C, d1..dk),

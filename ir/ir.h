@@ -259,6 +259,7 @@ typedef enum ParamKind {
   PARAMS_RNN,
   PARAMS_QUANT,
   PARAMS_REVERSE_SEQUENCE,
+  PARAMS_GRID,
   PARAMS_NMS,
   PARAMS_COMPRESS,
   PARAMS_GROUP_NORM,
@@ -376,6 +377,10 @@ typedef union Params {
      type's range, which QuantizeLinear saturates to. */
   struct { int axis; int64_t lo, hi; } quant;
   struct { int time_axis, batch_axis; } reverse_sequence; /* each 0 or 1 */
+  /* GridSample and AffineGrid: the spatial axes (2 or 3); GridSample's
+     mode (0 linear, 1 nearest, 2 cubic) and padding (0 zeros, 1 border,
+     2 reflection), scalar.h's codes; align_corners. */
+  struct { int spatial, mode, padding; bool align_corners; } grid;
   /* Compress: along `axis`, or over the flattened input when it is -1. */
   struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per

@@ -2248,6 +2248,114 @@ static bool infer_reverse_sequence(Graph *g, Node *n) {
   return same_as(g, n, 0, x);
 }
 
+/* Det: [*, M, M] to [*], M at most scalar.h's OPC_DET_MAX. */
+static bool infer_det(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK))
+    return false;
+  int64_t m = x->dims[x->rank - 1];
+  if (x->dims[x->rank - 2] != m) {
+    ir_error(g, n, "input '%s' must hold square matrices, has %lld x %lld", x->name,
+             (long long)x->dims[x->rank - 2], (long long)m);
+    return false;
+  }
+  if (m > OPC_DET_MAX) {
+    ir_error(g, n, "matrices of %lld x %lld: opc takes at most %d x %d", (long long)m,
+             (long long)m, OPC_DET_MAX, OPC_DET_MAX);
+    return false;
+  }
+  return set_out(g, n, 0, x->dtype, x->rank - 2, x->dims);
+}
+
+/* GridSample's mode and padding_mode as scalar.h's codes; opset 16's
+   names (bilinear, bicubic) and opset 20's (linear, cubic) both read. */
+static bool grid_modes(Graph *g, Node *n) {
+  const char *mode = node_attr_string(n, "mode", "bilinear");
+  const char *pad = node_attr_string(n, "padding_mode", "zeros");
+  static const char *const modes[] = {"linear", "nearest", "cubic", "bilinear", "nearest", "bicubic"};
+  static const char *const pads[] = {"zeros", "border", "reflection"};
+  n->p.grid.mode = n->p.grid.padding = -1;
+  for (int k = 0; k < 6; k++)
+    if (strcmp(mode, modes[k]) == 0)
+      n->p.grid.mode = k % 3;
+  for (int k = 0; k < 3; k++)
+    if (strcmp(pad, pads[k]) == 0)
+      n->p.grid.padding = k;
+  if (n->p.grid.mode < 0) {
+    ir_error(g, n, "unknown mode '%s' (linear, nearest or cubic; bilinear, bicubic)", mode);
+    return false;
+  }
+  if (n->p.grid.padding < 0) {
+    ir_error(g, n, "unknown padding_mode '%s' (zeros, border or reflection)", pad);
+    return false;
+  }
+  return true;
+}
+
+/* GridSample: X [N, C, (D,) H, W] sampled at grid [N, (D_out,) H_out,
+   W_out, r], r the number of spatial axes, into [N, C, (D_out,) H_out,
+   W_out]. */
+static bool infer_grid_sample(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *grid = in(n, 1);
+  if (!need_rank(g, n, x, 4, 5) || !grid_modes(g, n) ||
+      !flag_attr(g, n, "align_corners", false, &n->p.grid.align_corners))
+    return false;
+  int r = x->rank - 2;
+  n->p.grid.spatial = r;
+  if (grid->rank != x->rank || grid->dims[0] != x->dims[0] || grid->dims[r + 1] != r) {
+    ir_error(g, n, "grid must have shape [N=%lld, %s, %d] for a %d-d input", (long long)x->dims[0],
+             r == 2 ? "H_out, W_out" : "D_out, H_out, W_out", r, x->rank);
+    return false;
+  }
+  if (r == 3 && n->p.grid.mode == 2) {
+    ir_error(g, n, "cubic mode takes a 4-d input only (this one is 5-d)");
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK] = {x->dims[0], x->dims[1]};
+  for (int d = 0; d < r; d++)
+    dims[2 + d] = grid->dims[1 + d];
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+/* AffineGrid: theta [N, 2, 3] or [N, 3, 4] and a constant size [N, C, H,
+   W] or [N, C, D, H, W] give the grid [N, (D,) H, W, r]. */
+static bool infer_affine_grid(Graph *g, Node *n) {
+  Tensor *theta = in(n, 0), *size = in(n, 1);
+  if (!need_rank(g, n, theta, 3, 3) ||
+      !flag_attr(g, n, "align_corners", false, &n->p.grid.align_corners))
+    return false;
+  int r = (int)theta->dims[1];
+  if ((r != 2 && r != 3) || theta->dims[2] != r + 1) {
+    ir_error(g, n, "theta must have shape [N, 2, 3] or [N, 3, 4]");
+    return false;
+  }
+  if (size->rank != 1 || size->dims[0] != r + 2) {
+    ir_error(g, n, "size must hold %d values, [N, C, %s], for a theta of %d rows", r + 2,
+             r == 2 ? "H, W" : "D, H, W", r);
+    return false;
+  }
+  if (!size->i64) {
+    ir_error(g, n, "size '%s' must be known at compile time", size->name);
+    return false;
+  }
+  if (size->i64[0] != theta->dims[0]) {
+    ir_error(g, n, "size's N %lld differs from theta's %lld", (long long)size->i64[0],
+             (long long)theta->dims[0]);
+    return false;
+  }
+  int64_t dims[IR_MAX_RANK] = {theta->dims[0]};
+  for (int d = 0; d < r; d++) {
+    if (size->i64[2 + d] <= 0) {
+      ir_error(g, n, "size's spatial dims must be positive, has %lld", (long long)size->i64[2 + d]);
+      return false;
+    }
+    dims[1 + d] = size->i64[2 + d];
+  }
+  dims[1 + r] = r;
+  n->p.grid.spatial = r;
+  return set_out(g, n, 0, theta->dtype, r + 2, dims);
+}
+
 static bool infer_trilu(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   return flag_attr(g, n, "upper", true, &n->p.trilu.upper) && need_rank(g, n, x, 2, IR_MAX_RANK) && trilu_k(g, n) &&

@@ -62,6 +62,11 @@ enum {
   OPC_ACT_COUNT
 };
 
+/* Det's largest matrix side: opc_det_of eliminates in a local array of
+   OPC_DET_MAX^2 doubles (written there as 1024, since the kernels see
+   the formulas alone). */
+enum { OPC_DET_MAX = 32 };
+
 /* The activation functions LSTM, GRU and RNN name in their `activations`
    attribute, in the order of the ONNX specification's list: the codes
    opc_rnn_activation_of takes, numbered as its cases are. */
@@ -259,6 +264,166 @@ OPC_SCALAR float opc_rnn_activation_of(int code, float x, float alpha, float bet
   case 10: return opc_softplus_of(x);
   }
   return x;
+}
+
+/* GridSample (opset 16, 20) and AffineGrid, after the ONNX reference, in
+   double. A spatial axis of `size` elements spans [-1, 1] of the grid:
+   with align_corners the centres of its end elements, else their outer
+   edges. Modes: 0 linear, 1 nearest, 2 cubic; padding: 0 zeros, 1
+   border, 2 reflection. */
+
+/* x folded back into [lo, hi] by reflections at its ends; lo for an empty
+   range (one element with align_corners), where the reference divides by
+   zero. */
+OPC_SCALAR double opc_grid_reflect_of(double x, double lo, double hi)
+{
+  double range = hi - lo;
+  if (!(range > 0.0))
+    return lo;
+  if (x >= lo && x <= hi)
+    return x;
+  double past = x < lo ? lo - x : x - hi;
+  double k = floor(past / range), r = past - k * range;
+  int odd = fmod(k, 2.0) != 0.0;
+  return (x < lo) != odd ? lo + r : hi - r;
+}
+
+/* The grid value g as a coordinate along an axis of `size`: rounded half
+   to even for nearest, then, outside the axis's span, clamped (border) or
+   reflected (reflection); NaN stays NaN. Cubic with border clamps only its
+   taps, not the coordinate, as ONNX Runtime (and PyTorch) do; the ONNX
+   reference clamps both, and differs from them there. */
+OPC_SCALAR double opc_grid_coord_of(float g, long long size, int mode, int padding, int align)
+{
+  double n = (double)size, x;
+  x = align ? ((double)g + 1.0) / 2.0 * (n - 1.0) : (((double)g + 1.0) * n - 1.0) / 2.0;
+  if (mode == 1)
+    x = rint(x);
+  double lo = align ? 0.0 : -0.5, hi = align ? n - 1.0 : n - 0.5;
+  if (x < lo || x > hi) {
+    if (padding == 1 && mode != 2)
+      x = x < 0.0 ? 0.0 : (x > n - 1.0 ? n - 1.0 : x);
+    else if (padding == 2)
+      x = opc_grid_reflect_of(x, lo, hi);
+  }
+  return x;
+}
+
+/* The element that tap i of an axis of `size` reads: i itself inside the
+   axis, else -1 (zeros: the tap reads 0), the nearest end (border) or its
+   reflection (reflection). */
+OPC_SCALAR long long opc_grid_tap_of(long long i, long long size, int padding, int align)
+{
+  if (i >= 0 && i < size)
+    return i;
+  if (padding == 0)
+    return -1;
+  if (padding == 1)
+    return i < 0 ? 0 : size - 1;
+  double n = (double)size;
+  long long r = (long long)opc_grid_reflect_of((double)i, align ? 0.0 : -0.5, align ? n - 1.0 : n - 0.5);
+  return r < 0 ? 0 : (r >= size ? size - 1 : r);
+}
+
+/* Cubic convolution weight of tap k (0..3, at floor(x) - 1 + k) for x's
+   fraction t, with the reference's a = -0.75. */
+OPC_SCALAR double opc_grid_cubic_of(double t, int k)
+{
+  double a = -0.75, d = k == 0 ? t + 1.0 : (k == 1 ? t : (k == 2 ? 1.0 - t : 2.0 - t));
+  if (k == 1 || k == 2)
+    return ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+  return ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+}
+
+/* One output of GridSample: the plane x of `rank` (2 or 3) spatial axes,
+   size[d] elements apart by stride[d], sampled at the grid point g, whose
+   components (x, y[, z]: the last axis first) lie gstride apart. */
+OPC_SCALAR float opc_grid_sample_of(const float *x, int rank, const long long *size,
+                                    const long long *stride, const float *g, long long gstride,
+                                    int mode, int padding, int align)
+{
+  int taps = mode == 0 ? 2 : (mode == 1 ? 1 : 4);
+  long long first[3];
+  double w[3][4];
+  for (int d = 0; d < rank; d++) {
+    double c = opc_grid_coord_of(g[(rank - 1 - d) * gstride], size[d], mode, padding, align);
+    if (!(c == c))
+      return (float)c;
+    /* Far outside, every tap reads 0 (only zeros padding gets here):
+       bounded so that the conversion below is defined. */
+    double far = (double)size[d] + 8.0;
+    c = c < -far ? -far : (c > far ? far : c);
+    double f = floor(c), t = c - f;
+    first[d] = mode == 1 ? (long long)c : (long long)f - (mode == 2);
+    for (int k = 0; k < taps; k++)
+      w[d][k] = mode == 1 ? 1.0 : (mode == 0 ? (k ? t : 1.0 - t) : opc_grid_cubic_of(t, k));
+  }
+  double sum = 0.0;
+  int combos = rank == 2 ? taps * taps : taps * taps * taps;
+  for (int k = 0; k < combos; k++) {
+    double weight = 1.0;
+    long long off = 0;
+    int rest = k;
+    for (int d = rank - 1; d >= 0; d--) {
+      long long e = opc_grid_tap_of(first[d] + rest % taps, size[d], padding, align);
+      weight *= w[d][rest % taps];
+      off = e < 0 || off < 0 ? -1 : off + e * stride[d];
+      rest /= taps;
+    }
+    if (off >= 0)
+      sum += weight * (double)x[off];
+  }
+  return (float)sum;
+}
+
+/* The determinant of the m x m matrix x (m at most OPC_DET_MAX), rows
+   rs and columns cs elements apart: LU elimination with partial pivoting,
+   in double; the product of the pivots, negated per row swap. A zero
+   pivot column gives 0, or NaN where what is left holds NaN. */
+OPC_SCALAR float opc_det_of(const float *x, long long m, long long rs, long long cs)
+{
+  double a[1024];
+  for (long long i = 0; i < m; i++)
+    for (long long j = 0; j < m; j++)
+      a[i * m + j] = (double)x[i * rs + j * cs];
+  double det = 1.0;
+  for (long long k = 0; k < m; k++) {
+    long long p = k;
+    for (long long i = k + 1; i < m; i++)
+      if (fabs(a[i * m + k]) > fabs(a[p * m + k]))
+        p = i;
+    if (a[p * m + k] == 0.0) {
+      for (long long i = k; i < m * m; i++)
+        if (!(a[i] == a[i]))
+          return (float)a[i];
+      return 0.0f;
+    }
+    if (p != k) {
+      for (long long j = 0; j < m; j++) {
+        double t = a[k * m + j];
+        a[k * m + j] = a[p * m + j];
+        a[p * m + j] = t;
+      }
+      det = -det;
+    }
+    double pivot = a[k * m + k];
+    det *= pivot;
+    for (long long i = k + 1; i < m; i++) {
+      double f = a[i * m + k] / pivot;
+      for (long long j = k + 1; j < m; j++)
+        a[i * m + j] -= f * a[k * m + j];
+    }
+  }
+  return (float)det;
+}
+
+/* AffineGrid's normalised coordinate of element i of an axis of `size`;
+   -1 for a lone element with align_corners. */
+OPC_SCALAR double opc_affine_grid_base_of(long long i, long long size, int align)
+{
+  if (align)
+    return size > 1 ? -1.0 + 2.0 * (double)i / (double)(size - 1) : -1.0;
+  return -1.0 + (2.0 * (double)i + 1.0) / (double)size;
 }
 
 /* NonMaxSuppression's test of a candidate box a against a selected box b,

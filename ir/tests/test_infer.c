@@ -554,6 +554,28 @@ static void test_errors(void) {
                    "%y = Softmax(%a) {axis=-3}\noutput %y\n"));
   CHECK(fails_once("graph \"t\" opset 11\ninput %a: f32[2,3]\n"
                    "%y = Transpose(%a) {perm=[0,0]}\noutput %y\n"));
+  /* GridSample: the grid's shape and batch, the modes, 5-d cubic;
+     AffineGrid: theta's shape, a size known now; Det: square, at most
+     32 x 32 */
+  CHECK(fails_once("graph \"t\" opset 16\ninput %x: f32[2,3,4,5]\ninput %g: f32[1,6,7,2]\n"
+                   "%y = GridSample(%x, %g)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 16\ninput %x: f32[2,3,4,5]\ninput %g: f32[2,6,7,3]\n"
+                   "%y = GridSample(%x, %g)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 20\ninput %x: f32[1,3,4,5,6]\ninput %g: f32[1,2,3,4,3]\n"
+                   "%y = GridSample(%x, %g) {mode=\"cubic\"}\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 20\ninput %t: f32[2,2,4]\nconst %s: i64[4] = [2,1,4,5]\n"
+                   "%y = AffineGrid(%t, %s)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 20\ninput %t: f32[2,2,3]\ninput %s: i64[4]\n"
+                   "%y = AffineGrid(%t, %s)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 11\ninput %x: f32[2,3,4]\n%y = Det(%x)\noutput %y\n"));
+  CHECK(fails_once("graph \"t\" opset 11\ninput %x: f32[33,33]\n%y = Det(%x)\noutput %y\n"));
+  Graph *gs = inferred("graph \"t\" opset 20\ninput %x: f32[2,3,4,5]\ninput %g: f32[2,6,7,2]\n"
+                       "%y = GridSample(%x, %g) {mode=\"bicubic\", padding_mode=\"reflection\"}\n"
+                       "output %y\n");
+  CHECK(gs && gs->nodes[0]->p.grid.mode == 2 && gs->nodes[0]->p.grid.padding == 2 &&
+        gs->nodes[0]->out[0]->dims[1] == 3 && gs->nodes[0]->out[0]->dims[3] == 7);
+  if (gs)
+    graph_free(gs);
   /* ReverseSequence: axes 0 and 1 one each, a length per batch, lengths
      known now within the time axis */
   CHECK(fails_once("graph \"t\" opset 13\ninput %a: f32[4,3]\ninput %l: i64[3]\n"
