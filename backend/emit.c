@@ -235,7 +235,9 @@ static const char *const reserved_names[] = {
     "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn", "_Static_assert",
     "_Thread_local", "bool", "true", "false", "NULL", "c", "a", "one", "zero", "stream", "event",
     "fork", "join", "cudnn", "cublas", "cublas_workspace", "workspace", "workspace_bytes",
-    "arena", "weights", "node", "profile", "kernel", "output_dims",
+    "arena", "weights", "node", "profile", "kernel", "output_dims", "staging", "done", "trace",
+    "gpu", "gpu_arena", "gpu_weights", "cpu_arena", "cpu_error", "cpu_failed", "cpu_node",
+    "cpu_stream", "cpu_weights", "io", "active",
     "graph", "error", "module", "fail", "main", "errno", "stdin", "stdout", "stderr",
 };
 

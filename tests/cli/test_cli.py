@@ -1052,6 +1052,27 @@ def names_group(tmp):
         check("... and computes relu", e.returncode == 0 and
               np.array_equal(np.load(y_npy), np.maximum(r, 0)), e)
 
+    # Tensors named like the context's own members (its staging buffer, its
+    # trace events, the CPU's and the GPUs' fields, the run's output dims)
+    # are renamed, not declared twice: on the GPU alone and split with the CPU.
+    members = ["staging", "done", "trace", "gpu", "gpu_arena", "cpu_arena", "cpu_error",
+               "cpu_failed", "cpu_node", "cpu_stream", "cpu_weights", "output_dims", "io"]
+    chain = [helper.make_node("Relu", [a], [b]) for a, b in zip(["x"] + members, members)]
+    graph = helper.make_graph(chain, "members", [helper.make_tensor_value_info("x", 1, [2])],
+                              [helper.make_tensor_value_info(n, 1, [2]) for n in members])
+    named = os.path.join(models, "members.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), named)
+    for extra in [[], ["--devices", "gpu,cpu", "--partition", "alternate"]]:
+        exe = os.path.join(d, "members")
+        p = run(named, "-o", exe, "--target", "cpu", *extra)
+        ok = p.returncode == 0
+        check(f"tensors named like the context's members build {extra}", ok, p)
+        if ok:
+            y_npy = os.path.join(d, "members.npy")
+            e = run_program([exe, "--input", "x=" + r_npy, "--output", "trace=" + y_npy])
+            check("... and compute relu", e.returncode == 0 and
+                  np.array_equal(np.load(y_npy), np.maximum(r, 0)), e)
+
     # Two files of one made name: an error that says how to name them.
     clash = os.path.join(tmp, "clash")
     os.mkdir(clash)
