@@ -40,9 +40,11 @@ static const char canonical[] =
     "name=\"n\\\"q\"\n"
     "%k: i64[3] = Constant() {value=tensor(i64[3]=[4,5,6])} name=\"k\"\n"
     "%hs: f32[2] = Add(%half, %scalar) name=\"hs\"\n"
+    "%nz: i64[<=1,<=2] = NonZero(%hs) name=\"nz\"\n"
     "output %r\n"
     "output %q\n"
-    "output %hs\n";
+    "output %hs\n"
+    "output %nz\n";
 
 static void test_canonical(void) {
   Graph *g = parse(canonical);
@@ -66,6 +68,8 @@ static void test_canonical(void) {
   CHECK(a && a->alias_of == y && a->alias_offset == 0 && b->alias_offset == 128);
   CHECK(t && t->strides[0] == 256 && t->strides[1] == 64 && t->strides[3] == 1);
   CHECK(b->strides[1] == 64); /* a contiguous view gets contiguous strides */
+  Tensor *nz = graph_find_tensor(g, "nz");
+  CHECK(nz && nz->bounded && nz->dims[1] == 2 && !y->bounded); /* "<=": bounds */
   Tensor *odd = graph_find_tensor(g, "odd name\t\"1\"");
   CHECK(odd && odd->is_input && odd->rank == 1 && odd->dims[0] == 2);
   Tensor *sc = graph_find_tensor(g, "scalar");
@@ -86,7 +90,7 @@ static void test_canonical(void) {
   CHECK(ss && ss->kind == ATTR_STRINGS && ss->n == 2 && strcmp(ss->strings[1], "b\\c") == 0);
   CHECK(tt && tt->kind == ATTR_TENSOR && tt->t->f32 && tt->t->f32[1] == 2.0f);
   CHECK(e && e->kind == ATTR_INTS && e->n == 0);
-  CHECK(g->opset == 13 && strcmp(g->path, "model.onnx") == 0 && g->noutputs == 3);
+  CHECK(g->opset == 13 && strcmp(g->path, "model.onnx") == 0 && g->noutputs == 4);
   /* uses are built */
   CHECK(y->nusers == 1 && y->producer == conv);
   free(once);
