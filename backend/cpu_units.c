@@ -40,7 +40,8 @@ bool node_is_cpu_code(const Emitter *e, const Node *n) {
 static const char *const helper_names[] = {
     "report",           "make_tensor",     "pick_conv_algo", "pick_deconv_algo",
     "precomp_workspace", "choose_form",    "workspace_limit", "pick_kernel_arch",
-    "kernel_image",     "load_kernels",    "cu_ok",          NULL,
+    "kernel_image",     "load_kernels",    "cu_ok",          "make_conv",
+    "free_conv",        "conv_shape",      "conv_descs",     NULL,
 };
 
 static bool ident_char(char c) {

@@ -641,13 +641,11 @@ const char *emit_tensor_desc(Emitter *e, const Node *n, const char *what, int ra
                              pad_front);
 }
 
-const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, const char *type,
-                                int rank, const int64_t *dims, const int64_t *strides,
-                                int min_rank, bool pad_front) {
+int emit_desc_layout(int rank, const int64_t *dims, const int64_t *strides, int min_rank,
+                     bool pad_front, int64_t *d, int64_t *s) {
   int out_rank = rank > min_rank ? rank : min_rank;
   if (out_rank < 4)
     out_rank = 4;
-  int64_t d[IR_MAX_RANK], s[IR_MAX_RANK];
   int shift = pad_front ? out_rank - rank : 0;
   for (int i = 0; i < out_rank; i++) {
     d[i] = 1;
@@ -665,17 +663,20 @@ const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, con
     if (padded || d[i] == 1)
       s[i] = i + 1 < out_rank ? s[i + 1] * d[i + 1] : 1;
   }
+  return out_rank;
+}
+
+const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, const char *type,
+                                int rank, const int64_t *dims, const int64_t *strides,
+                                int min_rank, bool pad_front) {
+  int64_t d[IR_MAX_RANK], s[IR_MAX_RANK];
+  int out_rank = emit_desc_layout(rank, dims, strides, min_rank, pad_front, d, s);
   const char *field = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
   emit_to(e, SEC_FIELDS, "cudnnTensorDescriptor_t %s;", field);
-  char dl[256] = "", sl[256] = "";
-  for (int i = 0; i < out_rank; i++) {
-    snprintf(dl + strlen(dl), sizeof dl - strlen(dl), "%s%lld", i ? ", " : "", (long long)d[i]);
-    snprintf(sl + strlen(sl), sizeof sl - strlen(sl), "%s%lld", i ? ", " : "", (long long)s[i]);
-  }
   used(e)->make_tensor = true;
   used(e)->lib[LIB_CUDNN] = true;
   emit_fail_if(e, "!make_tensor(c, &c->%s, %s, %d, (const int[]){%s}, (const int[]){%s})", field,
-               type, out_rank, dl, sl);
+               type, out_rank, int_list(e, out_rank, d), int_list(e, out_rank, s));
   emit_to(e, SEC_TEARDOWN, "if (c->%s) {", field);
   emit_to(e, SEC_TEARDOWN, "  cudnnDestroyTensorDescriptor(c->%s);", field);
   emit_to(e, SEC_TEARDOWN, "}");
@@ -685,6 +686,31 @@ const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, con
 const char *emit_tensor_desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t,
                                 int min_rank, bool pad_front) {
   return emit_tensor_desc(e, n, what, t->rank, t->dims, t->strides, min_rank, pad_front);
+}
+
+const char *emit_conv_descs(Emitter *e, const Node *n, const ConvShape *cs) {
+  int rank = cs->nspatial + 2;
+  int64_t x[IR_MAX_RANK], xs[IR_MAX_RANK], y[IR_MAX_RANK], ys[IR_MAX_RANK];
+  emit_desc_layout(rank, cs->x, cs->x_strides, 4, false, x, xs);
+  emit_desc_layout(rank, cs->y, cs->y_strides, 4, false, y, ys);
+  const char *field = emit_unique(e, emit_str(e, "%s_descs", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "conv_descs %s;", field);
+  used(e)->make_conv = true;
+  used(e)->make_tensor = true;
+  used(e)->lib[LIB_CUDNN] = true;
+  emit_open(e, "static const conv_shape shape = {");
+  emit(e, ".type = %s, .rank = %d,", dnn_data_type(n), rank);
+  emit(e, ".x = {%s}, .x_strides = {%s},", int_list(e, rank, x), int_list(e, rank, xs));
+  emit(e, ".y = {%s}, .y_strides = {%s},", int_list(e, rank, y), int_list(e, rank, ys));
+  emit(e, ".filter = {%s}, .filter_format = %s,", int_list(e, rank, cs->filter),
+       cs->filter_nhwc ? "CUDNN_TENSOR_NHWC" : "CUDNN_TENSOR_NCHW");
+  emit(e, ".pad = {%s}, .stride = {%s}, .dilation = {%s},", int_list(e, cs->nspatial, cs->pad),
+       int_list(e, cs->nspatial, cs->stride), int_list(e, cs->nspatial, cs->dilation));
+  emit(e, ".groups = %lld, .math = %s,", (long long)cs->groups, cs->math);
+  emit_close(e, "};");
+  emit_fail_if(e, "!make_conv(c, &c->%s, &shape)", field);
+  emit_to(e, SEC_TEARDOWN, "free_conv(&c->%s);", field);
+  return emit_str(e, "c->%s", field);
 }
 
 /* A descriptor field of another cuDNN type, created in the setup code and

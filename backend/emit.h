@@ -182,6 +182,25 @@ const char *emit_tensor_desc_as(Emitter *e, const Node *n, const char *what, con
 /* Same, for a Tensor's own dims and strides. */
 const char *emit_tensor_desc_of(Emitter *e, const Node *n, const char *what, const Tensor *t,
                                 int min_rank, bool pad_front);
+/* The dims and strides such a descriptor gets (padded as above, size-1 dims
+   with packed strides) into d and s; returns their count. */
+int emit_desc_layout(int rank, const int64_t *dims, const int64_t *strides, int min_rank,
+                     bool pad_front, int64_t *d, int64_t *s);
+/*
+ * A convolution's x, y, filter and convolution descriptors in one field
+ * `<node>_descs` of net.c's type conv_descs, made by one call of net.c's
+ * make_conv() from a constant conv_shape, and freed by free_conv(). Returns
+ * the field's C expression; its members are .x, .y, .filter and .conv.
+ */
+typedef struct ConvShape {
+  int nspatial; /* 2 or 3 */
+  const int64_t *x, *x_strides, *y, *y_strides, *filter; /* nspatial + 2 each */
+  bool filter_nhwc;
+  const int64_t *pad, *stride, *dilation; /* nspatial each */
+  int64_t groups;
+  const char *math; /* CUDNN_FMA_MATH or CUDNN_TENSOR_OP_MATH */
+} ConvShape;
+const char *emit_conv_descs(Emitter *e, const Node *n, const ConvShape *shape);
 
 /* The emitter that will print `n`: the core's own if it supports the node,
    else opc's kernels, else NULL. */
@@ -357,7 +376,7 @@ typedef struct NameSet {
 typedef struct Uses {
   bool lib[LIB_COUNT];
   bool cudnn, cublas, workspace, kernels;
-  bool one, zero, make_tensor;
+  bool one, zero, make_tensor, make_conv;
   bool pick_conv_algo, pick_deconv_algo;
   bool conv_forms; /* a convolution chooses its fused form in create() */
   bool failure;    /* the CPU's set-up code reports through cpu_failure() */
@@ -500,6 +519,7 @@ void emit_device_memory(Emitter *e);   /* in create(): the other GPUs' arenas an
 void emit_device_teardown(Emitter *e);
 const char *device_arena(Emitter *e, int device);  /* "c->arena", "c->gpu_arena[1]" */
 const char *device_weights(Emitter *e);            /* of the node being printed */
+void emit_helper_types(Emitter *e);   /* helpers.c: their types, before the context */
 void emit_check_helpers(Emitter *e);    /* helpers.c: what the code above used */
 /* cpu_units.c: the host CPU's part of a --devices gpu,cpu program (HOPE) */
 bool emit_has_cpu(const Emitter *e);

@@ -145,6 +145,80 @@ static void emit_form_helpers(Emitter *e) {
   emit_blank(e);
 }
 
+/*
+ * make_conv and free_conv: a convolution's four descriptors from one
+ * constant conv_shape. One call a node instead of eight keeps a large
+ * model's net.c quick to compile (the setup code was most of it).
+ */
+static void emit_make_conv(Emitter *e) {
+  const char *p = e->prefix;
+  emit(e, "/* A convolution's descriptors from its shape; not inlined, as make_tensor. */");
+  emit(e, "static __attribute__((noinline)) int make_conv(%s_ctx *c, conv_descs *d, const conv_shape *s)", p);
+  emit_open(e, "{");
+  emit(e, "return make_tensor(c, &d->x, s->type, s->rank, s->x, s->x_strides) &&");
+  emit(e, "       make_tensor(c, &d->y, s->type, s->rank, s->y, s->y_strides) &&");
+  emit(e, "       cudnn_ok(c, cudnnCreateFilterDescriptor(&d->filter), \"cudnnCreateFilterDescriptor\") &&");
+  emit(e, "       cudnn_ok(c, cudnnSetFilterNdDescriptor(d->filter, s->type, s->filter_format, s->rank,");
+  emit(e, "                                              s->filter), \"cudnnSetFilterNdDescriptor\") &&");
+  emit(e, "       cudnn_ok(c, cudnnCreateConvolutionDescriptor(&d->conv),");
+  emit(e, "                \"cudnnCreateConvolutionDescriptor\") &&");
+  emit(e, "       cudnn_ok(c, cudnnSetConvolutionNdDescriptor(d->conv, s->rank - 2, s->pad, s->stride,");
+  emit(e, "                                                   s->dilation, CUDNN_CROSS_CORRELATION,");
+  emit(e, "                                                   CUDNN_DATA_FLOAT),");
+  emit(e, "                \"cudnnSetConvolutionNdDescriptor\") &&");
+  emit(e, "       (s->groups == 1 ||");
+  emit(e, "        cudnn_ok(c, cudnnSetConvolutionGroupCount(d->conv, s->groups),");
+  emit(e, "                 \"cudnnSetConvolutionGroupCount\")) &&");
+  emit(e, "       cudnn_ok(c, cudnnSetConvolutionMathType(d->conv, s->math), \"cudnnSetConvolutionMathType\");");
+  emit_close(e, "}");
+  emit_blank(e);
+  emit(e, "static void free_conv(conv_descs *d)");
+  emit_open(e, "{");
+  emit(e, "if (d->x)");
+  emit(e, "  cudnnDestroyTensorDescriptor(d->x);");
+  emit(e, "if (d->y)");
+  emit(e, "  cudnnDestroyTensorDescriptor(d->y);");
+  emit(e, "if (d->filter)");
+  emit(e, "  cudnnDestroyFilterDescriptor(d->filter);");
+  emit(e, "if (d->conv)");
+  emit(e, "  cudnnDestroyConvolutionDescriptor(d->conv);");
+  emit_close(e, "}");
+  emit_blank(e);
+}
+
+/* The types of the helpers above that the context's fields use: printed
+   before the context struct. */
+static void emit_conv_types(Emitter *e) {
+  emit(e, "/* A convolution in cuDNN's terms, fixed at compile time: 4 or 5 dims (N, C");
+  emit(e, "   and 2 or 3 spatial ones), and what its descriptors say besides. */");
+  emit_open(e, "typedef struct conv_shape {");
+  emit(e, "cudnnDataType_t type;");
+  emit(e, "int rank;");
+  emit(e, "int x[5], x_strides[5], y[5], y_strides[5], filter[5];");
+  emit(e, "cudnnTensorFormat_t filter_format;");
+  emit(e, "int pad[3], stride[3], dilation[3], groups;");
+  emit(e, "cudnnMathType_t math;");
+  emit_close(e, "} conv_shape;");
+  emit_blank(e);
+  emit(e, "/* Its descriptors, made once by make_conv() and freed by free_conv(). */");
+  emit_open(e, "typedef struct conv_descs {");
+  emit(e, "cudnnTensorDescriptor_t x, y;");
+  emit(e, "cudnnFilterDescriptor_t filter;");
+  emit(e, "cudnnConvolutionDescriptor_t conv;");
+  emit_close(e, "} conv_descs;");
+  emit_blank(e);
+}
+
+void emit_helper_types(Emitter *e) {
+  if (e->st->gpu.make_conv)
+    emit_conv_types(e);
+  if (e->st->cpu.make_conv) {
+    e->cpu_code = true;
+    emit_conv_types(e);
+    e->cpu_code = false;
+  }
+}
+
 void emit_check_helpers(Emitter *e) {
   /* The CPU's code keeps its messages apart: it runs in host functions,
      while the host thread may be issuing and reporting (cpu_units.c). */
@@ -208,6 +282,8 @@ void emit_check_helpers(Emitter *e) {
     emit_close(e, "}");
     emit_blank(e);
   }
+  if (used(e)->make_conv)
+    emit_make_conv(e);
   if (used(e)->cublas) {
     emit(e, "/* cuBLAS's workspace per stream (its recommendation for Hopper). */");
     emit(e, "static const size_t cublas_workspace_bytes = (size_t)32 << 20;");

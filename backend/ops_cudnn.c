@@ -228,11 +228,18 @@ static bool conv_supports(Emitter *e, const Node *n) {
 static void conv_descriptors(Emitter *e, Node *n, ConvPlan *p) {
   int rank = p->nsp + 2;
   bool transpose = n->op == OP_CONV_TRANSPOSE;
-  int64_t sstrides[5];
-  contiguous_strides(rank, p->scratch, sstrides);
-  p->xd = emit_tensor_desc(e, n, "x", rank, p->x, p->xs, 4, false);
-  p->yd = emit_tensor_desc(e, n, "y", rank, p->y, p->ys, 4, false);
+  ConvShape shape = {.nspatial = p->nsp, .x = p->x, .x_strides = p->xs, .y = p->y,
+                     .y_strides = p->ys, .filter = p->w, .filter_nhwc = p->channels_last,
+                     .pad = p->pad, .stride = p->stride, .dilation = p->dil,
+                     .groups = n->win.group > 1 ? n->win.group : 1, .math = math_type(e, n)};
+  const char *descs = emit_conv_descs(e, n, &shape);
+  p->xd = emit_str(e, "%s.x", descs);
+  p->yd = emit_str(e, "%s.y", descs);
+  p->wd = emit_str(e, "%s.filter", descs);
+  p->cd = emit_str(e, "%s.conv", descs);
   if (p->use_scratch) {
+    int64_t sstrides[5];
+    contiguous_strides(rank, p->scratch, sstrides);
     const char *field = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), transpose ? "full" : "padded"));
     int64_t count = 1;
     for (int i = 0; i < rank; i++)
@@ -248,19 +255,6 @@ static void conv_descriptors(Emitter *e, Node *n, ConvPlan *p) {
     p->vd = emit_tensor_desc(e, n, transpose ? "crop" : "interior", rank, transpose ? p->y : p->x,
                              sstrides, 4, false);
   }
-  p->wd = emit_desc(e, n, "Filter", "w");
-  emit_call(e, LIB_CUDNN, n, "cudnnSetFilterNdDescriptor(%s, %s, %s, %d, (const int[]){%s})",
-            p->wd, dnn_data_type(n), p->channels_last ? "CUDNN_TENSOR_NHWC" : "CUDNN_TENSOR_NCHW",
-            rank, int_list(e, rank, p->w));
-  p->cd = emit_desc(e, n, "Convolution", "conv");
-  emit_call(e, LIB_CUDNN, n,
-            "cudnnSetConvolutionNdDescriptor(%s, %d, (const int[]){%s}, (const int[]){%s}, (const int[]){%s}, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)",
-            p->cd, p->nsp, int_list(e, p->nsp, p->pad), int_list(e, p->nsp, p->stride),
-            int_list(e, p->nsp, p->dil));
-  if (n->win.group > 1)
-    emit_call(e, LIB_CUDNN, n, "cudnnSetConvolutionGroupCount(%s, %lld)", p->cd,
-              (long long)n->win.group);
-  emit_call(e, LIB_CUDNN, n, "cudnnSetConvolutionMathType(%s, %s)", p->cd, math_type(e, n));
 }
 
 static void conv_setup(Emitter *e, Node *n) {

@@ -281,6 +281,7 @@ static void emit_c_file(Emitter *e, FILE *f) {
   }
   if (e->g->serve)
     emit_serve_tables(e);
+  emit_helper_types(e);
   emit_struct(e);
   emit_blank(e);
   if (e->st->gpu.one || e->st->gpu.zero) {

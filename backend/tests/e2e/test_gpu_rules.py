@@ -145,6 +145,10 @@ def case_packed_descriptors(case):
         text = f.read()
     calls = re.findall(r"make_tensor\(c, &c->(\w+), CUDNN_DATA_\w+, (\d+), \(const int\[\]\)\{([^}]*)\},\s*"
                        r"\(const int\[\]\)\{([^}]*)\}\)", text)
+    # A convolution's x and y are in its conv_shape (make_conv).
+    for rank, x, xs, y, ys in re.findall(r"\.rank = (\d+),\s*\.x = \{([^}]*)\}, \.x_strides = \{([^}]*)\},"
+                                         r"\s*\.y = \{([^}]*)\}, \.y_strides = \{([^}]*)\}", text):
+        calls += [("conv_shape.x", rank, x, xs), ("conv_shape.y", rank, y, ys)]
     if len(calls) < 4:
         return fail("packed_descriptors", "found only %d descriptors" % len(calls))
     for field, rank, dims, strides in calls:
