@@ -39,14 +39,15 @@ problem.
 usage: test_grid.py OPC WORK_DIR
 """
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
 
 rng = np.random.default_rng(50)
 MODES = ("linear", "nearest", "cubic")
@@ -54,15 +55,7 @@ PADDINGS = ("zeros", "border", "reflection")
 
 
 def model(nodes, inputs, outputs, inits, opset=20):
-    graph = helper.make_graph(nodes, "grid", inputs, outputs, inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9
-    return m
-
-
-def value_info(name, array):
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
-                                         array.shape)
+    return onnx_case.model(nodes, inputs, outputs, inits, opset, name="grid")
 
 
 def image(n, c, *spatial):
@@ -223,58 +216,6 @@ def dets():
     return nodes, outs, feeds, {"det-batch": "det-batch-swapped"}
 
 
-def reference(m, feeds):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in m.graph.output]
-    return dict(zip(names, sess.run(None, {i.name: feeds[i.name] for i in m.graph.input})))
-
-
-def run_opc(opc, m, feeds, work):
-    """Compiles m for the CPU runtime and runs it: ({name: output}, None),
-    or (None, (status, message)) when opc refuses it, or (None, why)."""
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = os.path.join(work, "model.onnx")
-    onnx.save(m, path)
-    exe = os.path.join(work, "net")
-    env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True,
-                       text=True, env=env)
-    if p.returncode != 0:
-        return None, (p.returncode, (p.stdout + p.stderr).strip())
-    cmd, paths = [exe], {}
-    for o in m.graph.output:
-        paths[o.name] = os.path.join(work, f"{o.name}.npy")
-        cmd += ["--output", f"{o.name}={paths[o.name]}"]
-    for i in m.graph.input:
-        np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
-        cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
-    return {k: np.load(v) for k, v in paths.items()}, None
-
-
-def compare(got, want, rel=1e-5):
-    """None when got matches want: same dtype and shape, and every error
-    below rel of want's largest magnitude; else what differs."""
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-    if np.isnan(want.astype(np.float64)).any():
-        return "the reference holds NaN"
-    scale = float(np.abs(want).max())
-    if scale == 0.0:
-        return "the reference is all zeros: the case decides nothing"
-    err = np.abs(got.astype(np.float64) - want)
-    if not (err <= rel * scale).all():  # NaN in got fails here too
-        i = int(np.nanargmax(np.where(np.isnan(err), np.inf, err)))
-        return (f"error {err.reshape(-1)[i]:.3g} at {i} beyond {rel:g} of {scale:.3g}: got "
-                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
-    return None
-
-
 def error_cases():
     """(name, model, text opc's message must hold)."""
     x = value_info("x", np.zeros((2, 3, 4, 5), np.float32))
@@ -353,13 +294,13 @@ def check(opc, work, part, run_time, folded, feeds, twins):
         for name, want in wants.items():
             # ONNX Runtime's float32 LU is as close as the matrices'
             # conditioning allows; opc eliminates in double.
-            why = compare(gots[name], want, 1e-4 if name.startswith("det") else 1e-5)
+            why = compare_close(gots[name], want, 1e-4 if name.startswith("det") else 1e-5)
             print(f"{'FAIL' if why else 'ok  '} {label} {name}{': ' + why if why else ''}")
             failures += why is not None
         # Negative controls: the opposite align_corners, half a pixel off,
         # and a product with its second operand transposed must not pass.
         for name, twin in twins.items():
-            if compare(wants[twin], wants[name]) is None:
+            if compare_close(wants[twin], wants[name], 1e-5) is None:
                 print(f"FAIL {label} {name}: the comparison accepts {twin}'s output")
                 failures += 1
     return failures

@@ -43,14 +43,15 @@ status 2 and a message naming the problem.
 usage: test_integer.py OPC WORK_DIR
 """
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import compare_exact as compare, reference, run_opc, value_info  # noqa: E402
 
 rng = np.random.default_rng(5151)
 RANGES = {np.int8: (-128, 127), np.uint8: (0, 255)}
@@ -269,72 +270,15 @@ def build_model(cases, as_initializers):
             if as_initializers:
                 inits.append(numpy_helper.from_array(arr(v), name))
             else:
-                inputs.append(helper.make_tensor_value_info(
-                    name, helper.np_dtype_to_tensor_dtype(arr(v).dtype), arr(v).shape))
+                inputs.append(value_info(name, arr(v)))
         nodes.append(helper.make_node(c.op, names, [c.name], **c.attrs))
         outputs.append(onnx.ValueInfoProto(name=c.name))
-    graph = helper.make_graph(nodes, "integer", inputs, outputs, inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    m.ir_version = 10
-    return m
+    return onnx_case.model(nodes, inputs, outputs, inits, OPSET, name="integer", ir_version=10)
 
 
 def feeds_of(cases):
     return {f"{c.name}_{k}": arr(v) for c in cases for k, v in enumerate(c.inputs)
             if v is not None}
-
-
-def ort_run(m, feeds):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [i.name for i in m.graph.input]
-    return sess.run(None, {k: feeds[k] for k in names})
-
-
-def build_and_run(opc, m, feeds, work):
-    """Emits net.c for the CPU, builds it at -O0 and runs it: (outputs,
-    None), or (None, (status, message)) when opc refuses the model, or
-    (None, why)."""
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = os.path.join(work, "model.onnx")
-    onnx.save(m, path)
-    net_c = os.path.join(work, "net.c")
-    p = subprocess.run([opc, path, "-o", net_c, "--target", "cpu"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, (p.returncode, (p.stdout + p.stderr).strip())
-    flags = [subprocess.run([opc, w, "cpu"], capture_output=True, text=True, check=True)
-             .stdout.split() for w in ("--cflags", "--libs")]
-    exe = os.path.join(work, "net")
-    cc = os.environ.get("CC", "cc").split()
-    p = subprocess.run(cc + ["-O0", "-Wall", "-Wextra", "-Werror"] + flags[0] + [net_c, "-o", exe]
-                       + flags[1], capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, f"cc failed: {p.stderr.strip()[-500:]}"
-    outs = [os.path.join(work, f"out{k}.npy") for k in range(len(m.graph.output))]
-    cmd = [exe]
-    for o, out in zip(m.graph.output, outs):
-        cmd += ["--output", f"{o.name}={out}"]
-    for i in m.graph.input:
-        np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
-        cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
-    return [np.load(out) for out in outs], None
-
-
-def compare(got, want):
-    """None when got is want exactly (type, shape, every element)."""
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-    same = got == want
-    if not same.all():
-        i = int(np.argmin(same.reshape(-1)))
-        return (f"{int((~same).sum())} of {got.size} differ; first at {i}: got "
-                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
-    return None
 
 
 # ----------------------------------------------------- negative controls
@@ -423,7 +367,7 @@ def main():
     wants = {}
     for c in cases:
         m = build_model([c], as_initializers=False)
-        ref = ort_run(m, feeds)[0] if c.ort_runs else None
+        ref = reference(m, feeds)[c.name] if c.ort_runs else None
         if c.exact is not None:
             wants[c.name] = wrap32(c.exact)
             if ref is not None and compare(ref, wants[c.name]) is not None:
@@ -440,17 +384,17 @@ def main():
     runs.append(("folded", cases, True))
     for k, (mode, group, folded) in enumerate(runs):
         m = build_model(group, as_initializers=folded)
-        gots, why = build_and_run(opc, m, feeds, os.path.join(work, f"program{k}"))
+        gots, why = run_opc(opc, m, feeds, os.path.join(work, f"program{k}"))
         if why:
             print(f"FAIL {mode}: {why}")
             failures += 1
             continue
-        for c, got in zip(group, gots):
-            why = compare(got, wants[c.name])
+        for c in group:
+            why = compare(gots[c.name], wants[c.name])
             print(f"{'FAIL' if why else 'ok  '} {c.name} ({mode}){': ' + why if why else ''}")
             failures += why is not None
     for name, m, text in error_cases():
-        _, why = build_and_run(opc, m, {}, os.path.join(work, "error"))
+        _, why = run_opc(opc, m, {}, os.path.join(work, "error"))
         ok = isinstance(why, tuple) and why[0] == 2 and text in why[1]
         print(f"{'ok  ' if ok else 'FAIL'} refuses {name}: {why}")
         failures += not ok

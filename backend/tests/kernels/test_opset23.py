@@ -28,14 +28,15 @@ attribute or input.
 usage: test_opset23.py OPC WORK_DIR [-k SUBSTRING]
 """
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import compile_cpu, reference, run_program, value_info  # noqa: E402
 
 rng = np.random.default_rng(23)
 TOLERANCE = 2e-5  # of the output's largest magnitude
@@ -65,11 +66,6 @@ class Case:
         return ["%s_y%d" % (self.name, k) for k in range(self.nout)]
 
 
-def value_info(name, array):
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
-                                         array.shape)
-
-
 def batched_model(cases, opset):
     """All cases as one graph; returns the model and its feeds. Cases that
     share an array share the graph input (programs take at most 64)."""
@@ -90,10 +86,8 @@ def batched_model(cases, opset):
             names.append(name)
         nodes.append(helper.make_node(c.op, names, c.output_names(), **c.attrs))
         outputs += [onnx.ValueInfoProto(name=o) for o in c.output_names()]
-    graph = helper.make_graph(nodes, "opset%d" % opset, inputs, outputs, inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m, feeds
+    return onnx_case.model(nodes, inputs, outputs, inits, opset, name="opset%d" % opset,
+                           ir_version=10), feeds
 
 
 def programs(cases, limit=64):
@@ -109,45 +103,6 @@ def programs(cases, limit=64):
         count += n
     if run:
         yield run
-
-
-def reference(m, feeds):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in m.graph.output]
-    return dict(zip(names, sess.run(names, feeds)))
-
-
-def compile_model(opc, m, work):
-    """Compiles m for the CPU runtime: (exe, None), or (None, (status, message))."""
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = os.path.join(work, "model.onnx")
-    onnx.save(m, path)
-    exe = os.path.join(work, "net")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, (p.returncode, (p.stdout + p.stderr).strip())
-    return exe, None
-
-
-def run_program(exe, m, feeds, work):
-    """The program's outputs by name, or a string saying why not."""
-    cmd = [exe]
-    for i in m.graph.input:
-        f = os.path.join(work, i.name + ".npy")
-        np.save(f, feeds[i.name])
-        cmd += ["--input", "%s=%s" % (i.name, f)]
-    files = {}
-    for o in m.graph.output:
-        files[o.name] = os.path.join(work, o.name + ".out.npy")
-        cmd += ["--output", "%s=%s" % (o.name, files[o.name])]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return "the program exited with %d: %s" % (p.returncode, p.stderr.strip()[-300:])
-    return {k: np.load(f) for k, f in files.items()}
 
 
 def measure(got, want):
@@ -378,7 +333,7 @@ def check_controls(cases, opset, got, report):
             continue
         case = by_name[name]
         m, feeds = batched_model([wrong_of(case)], opset)
-        wrong = reference(m, feeds)
+        wrong = reference(m, feeds, optimise=False)
         o = case.output_names()[0]
         problem = compare(got[o], wrong[o])
         report(problem is not None, "control %s (%s)" % (name, what),
@@ -444,7 +399,7 @@ def check_errors(opc, work, only, report):
         if only not in case.name:
             continue
         m, _ = batched_model([case], opset)
-        exe, why = compile_model(opc, m, os.path.join(work, "error_" + case.name))
+        exe, why = compile_cpu(opc, m, os.path.join(work, "error_" + case.name))
         ok = exe is None and why[0] == 2 and words in why[1] and case.op in why[1]
         said = why[1].splitlines()[-1] if why else "opc accepted it"
         report(ok, "refuses %s" % case.name, ("" if ok else "expected status 2 and '%s'; " % words)
@@ -507,9 +462,9 @@ def check_decoder(opc, work, report):
     global rng
     rng = np.random.default_rng(2323)
     m, feeds = decoder_block()
-    want = reference(m, feeds)
+    want = reference(m, feeds, optimise=False)
     d = os.path.join(work, "decoder")
-    exe, why = compile_model(opc, m, d)
+    exe, why = compile_cpu(opc, m, d)
     got = run_program(exe, m, feeds, d) if exe else "opc failed: %s" % (why,)
     if isinstance(got, str):
         report(False, "decoder block", got)
@@ -520,7 +475,7 @@ def check_decoder(opc, work, report):
                problem or "error %.1e of scale" % measure(got[o], want[o]))
     rng = np.random.default_rng(2323)
     wrong_m, wrong_feeds = decoder_block(causal=0)
-    wrong = reference(wrong_m, wrong_feeds)
+    wrong = reference(wrong_m, wrong_feeds, optimise=False)
     problem = compare(got["delta"], wrong["delta"])
     report(problem is not None, "control decoder block (no causal mask)",
            "told apart: " + problem if problem else "the wrong block was accepted")
@@ -543,10 +498,10 @@ def main():
         cases = [c for c in cases if only in c.name]
         for k, run in enumerate(programs(cases)):
             m, feeds = batched_model(run, opset)
-            want = reference(m, feeds)
+            want = reference(m, feeds, optimise=False)
             label = "opset %d program %d" % (opset, k)
             d = os.path.join(work, "opset%d_%d" % (opset, k))
-            exe, why = compile_model(opc, m, d)
+            exe, why = compile_cpu(opc, m, d)
             if not exe:
                 report(False, label, "opc failed: %s" % (why,))
                 continue

@@ -35,29 +35,22 @@ the problem.
 usage: test_quantize.py OPC WORK_DIR [-k SUBSTRING]
 """
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import compare_exact as compare, reference, run_opc, value_info  # noqa: E402
 
 rng = np.random.default_rng(51)
 RANGES = {np.int8: (-128, 127), np.uint8: (0, 255)}
 
 
 def model(nodes, inputs, outputs, inits, opset=13):
-    graph = helper.make_graph(nodes, "quantize", inputs, outputs, inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def value_info(name, array):
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
-                                         array.shape)
+    return onnx_case.model(nodes, inputs, outputs, inits, opset, name="quantize", ir_version=8)
 
 
 def one_node(op, x, scale, zero, attrs=None, folded=False, opset=13):
@@ -73,58 +66,6 @@ def one_node(op, x, scale, zero, attrs=None, folded=False, opset=13):
         inits.append(numpy_helper.from_array(x, "x"))
     node = helper.make_node(op, names, ["y"], **(attrs or {}))
     return model([node], inputs, [onnx.ValueInfoProto(name="y")], inits, opset)
-
-
-def reference(m, feeds):
-    # Without graph optimisations ONNX Runtime runs the float Conv of the
-    # Q/DQ pattern as written, not fused into an integer QLinearConv.
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, {k: v for k, v in feeds.items()
-                           if any(i.name == k for i in m.graph.input)})
-
-
-def run_opc(opc, m, feeds, work):
-    """Compiles m for the CPU runtime and runs it: (outputs, None), or
-    (None, why), or (None, (status, message)) when opc refuses it."""
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = os.path.join(work, "model.onnx")
-    onnx.save(m, path)
-    exe = os.path.join(work, "net")
-    env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True,
-                       text=True, env=env)
-    if p.returncode != 0:
-        return None, (p.returncode, (p.stdout + p.stderr).strip())
-    outs = [os.path.join(work, f"out{k}.npy") for k in range(len(m.graph.output))]
-    cmd = [exe]
-    for o, path in zip(m.graph.output, outs):
-        cmd += ["--output", f"{o.name}={path}"]
-    for i in m.graph.input:
-        np.save(os.path.join(work, i.name + ".npy"), feeds[i.name])
-        cmd += ["--input", f"{i.name}={os.path.join(work, i.name + '.npy')}"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
-    return [np.load(path) for path in outs], None
-
-
-def compare(got, want):
-    """None when got is want exactly: type, shape and every element (NaN
-    only where want has NaN); else what differs."""
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return f"{got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-    if np.isnan(want.astype(np.float64)).any():
-        return "the reference holds NaN"
-    same = got == want
-    if not same.all():
-        i = int(np.argmin(same.reshape(-1)))
-        return (f"{int((~same).sum())} of {got.size} differ; first at {i}: got "
-                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
-    return None
 
 
 def ties_and_extremes(scale, dtype):
@@ -285,9 +226,11 @@ def main():
     for name, m, feeds in cases():
         if only not in name:
             continue
-        wants = reference(m, feeds)
+        # Without graph optimisations ONNX Runtime runs the float Conv of the
+        # Q/DQ pattern as written, not fused into an integer QLinearConv.
+        wants = list(reference(m, feeds, optimise=False).values())
         gots, why = run_opc(opc, m, feeds, os.path.join(work, name))
-        for got, want in zip(gots or [], wants):
+        for got, want in zip(gots.values() if gots else [], wants):
             why = why or compare(got, want)
         want = wants[0]
         print(f"{'FAIL' if why else 'ok  '} {name}{': ' + str(why) if why else ''}")
