@@ -487,9 +487,37 @@ static void run_reduce_more(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* CumSum whose axis is run-time data: every element a work item, the
+   kernel finds the rows (opc_cumsum_at). */
+static void run_cumsum_at(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, "opc_cumsum_at", y->dtype)};
+  set_element_type(&L, y->dtype);
+  L.rank = y->rank;
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  strides_of(x, s);
+  set_input(&L, 0, buf(e, x), s);
+  set_input(&L, 1, buf(e, n->in[1]), none);
+  L.x_extent[1] = 1;
+  L.x_bytes[1] = (int)dtype_size(n->in[1]->dtype);
+  L.i[12] = index_kind(n->in[1]);
+  L.i[13] = n->p.axis.exclusive;
+  L.i[14] = n->p.axis.reverse;
+  group_i(&L, 12, 3, "the axis's index kind, exclusive, reverse");
+  L.note = "x[1] holds the axis, read at run time";
+  emit_launch(e, n, &L);
+}
+
 /* Hardmax, CumSum, MeanVarianceNormalization and LpNormalization: kernels
    that read a row and write it back. */
 static void run_row_more(Emitter *e, Node *n) {
+  if (n->op == OP_CUMSUM && n->p.axis.axis_at_run_time) {
+    run_cumsum_at(e, n);
+    return;
+  }
   Tensor *x = n->in[0], *y = n->out[0];
   bool reduced[IR_MAX_RANK] = {false}, coerce = false;
   int axis = 0, p = 2;

@@ -308,8 +308,10 @@ typedef union Params {
   struct { int64_t size; float alpha, beta, bias; } lrn;
   struct { float alpha, beta; bool trans_a, trans_b; } gemm;
   /* Concat, Gather, GatherElements, CumSum, Softmax, LogSoftmax, Hardmax
-     (coerce2d: before opset 13 every dim from axis on is one). */
-  struct { int axis; bool coerce2d, exclusive, reverse; } axis;
+     (coerce2d: before opset 13 every dim from axis on is one). CumSum's
+     axis is an input: axis_at_run_time when it is run-time data, which the
+     kernel reads (axis is then 0 and means nothing). */
+  struct { int axis; bool coerce2d, exclusive, reverse, axis_at_run_time; } axis;
   /* Reduce* and MeanVarianceNormalization: the reduced input axes; noop
      when empty axes with noop_with_empty_axes make it an identity. */
   struct { bool reduced[IR_MAX_RANK]; bool noop, keepdims; } reduce;

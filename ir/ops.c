@@ -2770,9 +2770,21 @@ static bool infer_reduce(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, rank, dims);
 }
 
+/* CumSum's axis: known at compile time, or read by the kernel at run time
+   (it decides no shape: the output is the input's). */
 static bool cumsum_axis(Graph *g, Node *n, int *axis) {
+  Tensor *t = in(n, 1);
   int64_t a;
-  return const_scalar_int(g, n, in(n, 1), &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
+  n->p.axis.axis_at_run_time = !tensor_is_const(t);
+  if (n->p.axis.axis_at_run_time) {
+    *axis = 0;
+    if (tensor_numel(t) != 1) {
+      ir_error(g, n, "'%s' must hold one value, has %lld", t->name, (long long)tensor_numel(t));
+      return false;
+    }
+    return true;
+  }
+  return const_scalar_int(g, n, t, &a) && resolve_axis(g, n, a, in(n, 0)->rank, axis);
 }
 
 static bool infer_cumsum(Graph *g, Node *n) {
