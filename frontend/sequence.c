@@ -442,6 +442,11 @@ static void sequence_map(Lowering *L) {
     outs[j] = arena_alloc(L->g->arena, sizeof(Tensor *) * (size_t)(first->n + 1));
   Tensor **got = arena_alloc(L->g->arena, sizeof *got * (nout + 1));
   for (int i = 0; i < first->n; i++) {
+    if (L->im->if_depth >= 64 || L->g->nnodes > LIMIT_NODES) {
+      fail(L, arena_printf(L->g->arena, "its body, imported once an element, passes the limit "
+                           "of %d nodes or is nested too deep", LIMIT_NODES));
+      return;
+    }
     for (size_t k = 0; k < nin; k++)
       if (seqs[k])
         in[k] = seqs[k]->items[i];
