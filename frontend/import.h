@@ -7,6 +7,7 @@
 
 #include "frontend.h"
 #include "onnx.pb-c.h"
+#include "onnx-data.pb-c.h"
 
 /*
  * The names a subgraph being imported defines (an If's branch, a Loop's
@@ -64,6 +65,15 @@ bool tensor_from_bytes(Importer *im, const char *what, DType dt, int rank, const
 bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t);
 
 /*
+ * --const-input of a sequence (a SequenceProto file) or, `optional`, an
+ * optional (an OptionalProto) of a tensor or, `of_seq`, of a sequence: the tensors it holds, each a new constant,
+ * in *items[0..*n), and whether an optional holds anything in *present.
+ * Reports and returns false on a file it cannot read or bind.
+ */
+bool const_input_load_list(Importer *im, const ConstInput *ci, bool optional, bool of_seq,
+                           bool *present, int *n, struct Tensor ***items);
+
+/*
  * Einsum(in[0..nin)) with `equation` into y, as Transpose, Reshape, Slice,
  * Mul, ReduceSum and MatMul nodes named after `name` (einsum.c). Reports
  * (im->failed) and returns false on an equation it cannot lower.
@@ -103,6 +113,10 @@ const char *seq_kind_str(const SeqValue *v); /* "a sequence", "an optional" */
 /* `to` takes from's value: through an Identity node named `name` for a
    tensor, as the same list for a sequence or optional. */
 void connect_value(Importer *im, const char *name, struct Tensor *from, struct Tensor *to);
+/* --const-input of a graph input whose type `tp` is a sequence or an
+   optional: `holder` stands for what the file holds. */
+void bind_sequence_input(Importer *im, const ConstInput *ci, const Onnx__TypeProto *tp,
+                         struct Tensor *holder);
 
 /* Why read_whole_file returned no data. */
 typedef enum { READ_CANNOT_OPEN, READ_NOT_REGULAR, READ_EMPTY, READ_FAILED } ReadProblem;

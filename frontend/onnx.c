@@ -444,11 +444,18 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
   if (!t)
     return;
   const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  const ConstInput *bound = find_binding(im->opt, name);
+  if (!tt && bound && vi->type &&
+      (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
+       vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)) {
+    bind_sequence_input(im, bound, vi->type, t);
+    return;
+  }
   if (!tt) {
     int kind = vi->type ? (int)vi->type->value_case : 0;
     ir_error(g, NULL, "input '%s' is not a tensor but %s; opc lowers sequences and optionals "
              "only inside the model, where their structure is known at compile time, and a "
-             "graph input's is the caller's", name,
+             "graph input's is the caller's (bind it with --const-input)", name,
              kind == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE   ? "a sequence"
              : kind == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "an optional"
              : kind == ONNX__TYPE_PROTO__VALUE_MAP_TYPE      ? "a map (maps are not supported)"
@@ -456,7 +463,6 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
     im->failed = true;
     return;
   }
-  const ConstInput *bound = find_binding(im->opt, name);
   if (bound) {
     bind_input(im, bound, tt, t);
     return;

@@ -542,3 +542,48 @@ void import_sequence_op(Importer *im, const Onnx__NodeProto *np, const char *nam
       return;
     }
 }
+
+/* ------------------------------------------------- bound graph inputs */
+
+/* The element type a TypeProto of a tensor declares; 0 when it is not a
+   tensor's or declares none. */
+static int declared_elem(const Onnx__TypeProto *tp) {
+  bool tensor = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  return tensor && tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+}
+
+/*
+ * --const-input of a sequence or optional graph input: the file's tensors
+ * become constants and `holder` stands for them, so the structure is known
+ * at compile time like any bound input's value. The declared types must
+ * hold: a sequence of tensors of the declared element type, an optional
+ * of a tensor or of such a sequence.
+ */
+void bind_sequence_input(Importer *im, const ConstInput *ci, const Onnx__TypeProto *tp,
+                         Tensor *holder) {
+  bool optional = tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+  const Onnx__TypeProto *inner = optional ? tp->optional_type->elem_type : tp;
+  bool of_seq = inner && inner->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  const Onnx__TypeProto *elem = of_seq ? inner->sequence_type->elem_type : inner;
+  if (!elem || elem->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+    ir_error(im->g, NULL, "--const-input %s=%s: input '%s' is declared neither a sequence of "
+             "tensors nor an optional of a tensor or of one", ci->name, ci->path, ci->name);
+    im->failed = true;
+    return;
+  }
+  SeqValue v = {.optional = optional, .is_seq = of_seq};
+  if (!const_input_load_list(im, ci, optional, of_seq, &v.present, &v.n, &v.items)) {
+    im->failed = true;
+    return;
+  }
+  int want = declared_elem(elem);
+  for (int i = 0; i < v.n; i++)
+    if (want && v.items[i]->dtype != (DType)want) {
+      ir_error(im->g, NULL, "--const-input %s=%s: the file holds %s data but input '%s' is "
+               "declared to hold %s", ci->name, ci->path, dtype_name(v.items[i]->dtype),
+               ci->name, dtype_name((DType)want));
+      im->failed = true;
+      return;
+    }
+  remember(im, holder, v);
+}

@@ -10,7 +10,8 @@ ConcatFromSequence (with and without new_axis), SequenceInsert, SequenceAt
 and SequenceErase at negative positions, SequenceEmpty, SequenceConstruct,
 SequenceLength, SequenceMap over one and two sequences with a tensor
 beside, Optional (full and empty), OptionalHasElement, OptionalGetElement,
-and an If and a Loop that carry sequences. It is one program, built at
+an If and a Loop that carry sequences, and a sequence graph input bound
+with --const-input (a SequenceProto file). It is one program, built at
 -O0 (cheap), and runs again at opset 12, where Unsqueeze and Squeeze take
 their axes as attributes.
 
@@ -25,7 +26,7 @@ Errors, each with exit status 2 and a message naming node and operator: a
 position or a split that is a graph input, a position out of range, a
 sequence or optional as a graph input or output, an empty optional's
 element, the concatenation of an empty sequence and a sequence read by an
-operator that takes tensors.
+operator that takes tensors, and a bound sequence of the wrong type.
 
 usage: test_sequences.py OPC WORK_DIR
 """
@@ -52,6 +53,8 @@ def natural(*shape, phase=0.0):
 
 FEEDS = {"x": natural(4, 6), "y": natural(4, 6, phase=1.0), "z": natural(2, 6, phase=2.0),
          "w": natural(1, 6, phase=3.0)}
+# A sequence input, bound at compile time (--const-input of a SequenceProto).
+BOUND = {"xs": [natural(2, 6, phase=4.0 + k) for k in range(3)]}
 
 
 def ints(name, values):
@@ -139,7 +142,10 @@ def cases():
           node("Loop", ["trips", "", "empty"], ["grown"], body=loop_body),
           node("ConcatFromSequence", ["grown"], ["loop_seq"], axis=0),
           node("SequenceLength", ["grown"], ["loop_len"])]
-    outs = ["split_at_neg", "split_len", "chunk_last", "insert_neg_concat", "stack_last",
+    # The bound sequence input: its last tensor, and all concatenated.
+    n += [node("SequenceAt", ["xs", "m1"], ["bound_at"]),
+          node("ConcatFromSequence", ["xs"], ["bound_concat"], axis=0)]
+    outs = ["bound_at", "bound_concat", "split_at_neg", "split_len", "chunk_last", "insert_neg_concat", "stack_last",
             "erase_neg", "erase_last", "empty_insert", "map_mul", "map_sum", "map_two", "has",
             "has_not", "got", "if_seq", "loop_seq", "loop_len"]
     return n, outs, inits
@@ -154,12 +160,14 @@ def controls(feeds):
         "split_at_neg": x[:, 5:6],                                     # -2 read as the last
         "insert_neg_concat": np.concatenate([x[0:1], x[1:4], z], 0),  # -1 read as the end
         "erase_neg": y,                                               # erases z, keeps x, y
+        "bound_at": BOUND["xs"][1],                                   # -1 one place off
     }
 
 
 def make_model(opset):
     nodes, outs, inits = cases()
     inputs = [helper.make_tensor_value_info(k, F, v.shape) for k, v in FEEDS.items()]
+    inputs += [seq_info(k) for k in BOUND]
     types = {"split_len": TensorProto.INT64, "loop_len": TensorProto.INT64,
              "has": TensorProto.BOOL, "has_not": TensorProto.BOOL}
     outputs = [tensor_out(o, types.get(o, F)) for o in outs]
@@ -194,7 +202,7 @@ def run_ort(m, feeds):
     so.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in m.graph.output]
-    return dict(zip(names, sess.run(None, feeds)))
+    return dict(zip(names, sess.run(None, dict(feeds, **BOUND))))
 
 
 def run_opc(opc, m, feeds, work):
@@ -205,8 +213,13 @@ def run_opc(opc, m, feeds, work):
     onnx.save(m, path)
     exe = os.path.join(work, "net")
     env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True,
-                       text=True, env=env)
+    cmd = [opc, path, "-o", exe, "--target", "cpu"]
+    for name, tensors in BOUND.items():
+        pb = os.path.join(work, name + ".pb")
+        with open(pb, "wb") as f:
+            f.write(numpy_helper.from_list(tensors, name).SerializeToString())
+        cmd += ["--const-input", f"{name}={pb}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return None, f"opc exited with {p.returncode}: {(p.stdout + p.stderr).strip()[-600:]}"
     cmd, paths = [exe], {}
@@ -322,11 +335,20 @@ def main():
             if compare(wrong, want[name]) is None:
                 failures.append(f"opset {opset} {name}: the control (a wrongly counted "
                                 f"negative position) passes the comparison")
-    for name, m, text in error_cases():
+    # A bound sequence whose tensors are not of the declared type.
+    ints_pb = os.path.join(work, "ints.pb")
+    with open(ints_pb, "wb") as f:
+        f.write(numpy_helper.from_list([np.arange(3)], "s").SerializeToString())
+    wrong_type = ("bound sequence of the wrong type",
+                  error_model([node("SequenceAt", ["s", "p0"], ["y"])], [seq_info("s")],
+                              [tensor_out("y")], [ints("p0", 0)]),
+                  "--const-input s=" + ints_pb + ": the file holds i64 data but input 's' is "
+                  "declared to hold f32", ["--const-input", "s=" + ints_pb])
+    for name, m, text, *args in error_cases() + [wrong_type]:
         path = os.path.join(work, "error.onnx")
         onnx.save(m, path)
-        p = subprocess.run([opc, path, "-o", os.path.join(work, "error.c")], capture_output=True,
-                           text=True)
+        p = subprocess.run([opc, path, "-o", os.path.join(work, "error.c")] + sum(args, []),
+                           capture_output=True, text=True)
         checked += 1
         if p.returncode != 2 or text not in p.stderr or "error.onnx" not in p.stderr:
             failures.append(f"error '{name}': exit {p.returncode}, want 2 and {text!r}; got "
