@@ -430,7 +430,12 @@ static void sequence_map(Lowering *L) {
       return;
     }
     seqs[k] = seq_of(L->im, t);
-    if (seqs[k] && (seqs[k]->optional || seqs[k]->n != first->n)) {
+    if (seqs[k] && seqs[k]->optional) {
+      fail(L, arena_printf(L->g->arena, "input '%s' is an optional; SequenceMap takes sequences "
+                           "and tensors", t->name));
+      return;
+    }
+    if (seqs[k] && seqs[k]->n != first->n) {
       fail(L, arena_printf(L->g->arena, "input '%s' is %s of another length than '%s'", t->name,
                            seq_kind_str(seqs[k]), L->np->input[0]));
       return;
