@@ -859,6 +859,12 @@ static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *n
       im->failed = true;
       return;
     }
+    if (seq_of(im, in[i])) {
+      ir_error(g, NULL, "node '%s' (Einsum): input '%s' is %s, and Einsum takes tensors", name,
+               np->input[i], seq_kind_str(seq_of(im, in[i])));
+      im->failed = true;
+      return;
+    }
   }
   if (!*np->output[0])
     return; /* nothing reads it */
