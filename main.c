@@ -70,8 +70,10 @@ static const char help_text[] =
     "  --const-input NAME=FILE  bind input NAME to the tensor in FILE at compile time: it\n"
     "                         becomes a constant and is no longer an input of the program.\n"
     "                         FILE is an ONNX TensorProto (.pb) or a NumPy array (.npy, C\n"
-    "                         order). Inputs that decide shapes (Reshape's shape, Resize's\n"
-    "                         scales, ...) must be bound this way (repeatable)\n"
+    "                         order); for a sequence or optional input, an ONNX\n"
+    "                         SequenceProto or OptionalProto (.pb). Inputs that decide\n"
+    "                         shapes (Reshape's shape, Resize's scales, ...) must be bound\n"
+    "                         this way (repeatable)\n"
     "\n"
     "Optimisation and scheduling:\n"
     "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
@@ -1100,7 +1102,9 @@ static const char operators_legend[] =
     "which opc checks and its compile-time evaluator follows (float: f16 f32\n"
     "f64 bf16; sint: i8 i16 i32 i64; uint: u8 u16 u32 u64; int: sint and uint;\n"
     "num: int and float; any: num and bool; index: i32 i64; \"like K\": the\n"
-    "type of input K, counting from 0).\n";
+    "type of input K, counting from 0; seq: a sequence, opt: an optional, both\n"
+    "lowered inside the model where their length, positions and presence are\n"
+    "known at compile time, never a graph input or output).\n";
 
 /* "f32 f64 ...", in net.h's order of the run-time types. */
 static void print_type_set(uint32_t set) {

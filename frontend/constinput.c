@@ -312,3 +312,79 @@ bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t) {
   free(data);
   return ok;
 }
+
+/* ------------------------------------------ sequences and optionals */
+
+/* The tensors of a SequenceProto, each a constant named "<input>/<k>",
+   into *items; false after reporting. */
+static bool sequence_tensors(Importer *im, const char *what, const ConstInput *ci,
+                             const Onnx__SequenceProto *s, int *n, Tensor ***items) {
+  if (s->n_tensor_values == 0 && s->has_elem_type && s->elem_type != 1) {
+    ir_error(im->g, NULL, "%s: the sequence holds sequences, maps or optionals; opc binds "
+             "sequences of tensors", what);
+    return false;
+  }
+  if (s->n_tensor_values > 4096) {
+    ir_error(im->g, NULL, "%s: the sequence holds more than 4096 tensors", what);
+    return false;
+  }
+  Importer sub = *im; /* external data of a .pb file lies beside it */
+  sub.dir = path_dir(im->g->arena, ci->path);
+  *n = (int)s->n_tensor_values;
+  *items = arena_alloc(im->g->arena, sizeof(Tensor *) * (s->n_tensor_values + 1));
+  for (size_t k = 0; k < s->n_tensor_values; k++) {
+    Tensor *t = graph_add_tensor(im->g, arena_printf(im->g->arena, "%s/%zu", ci->name, k));
+    if (!tensor_from_proto(&sub, NULL, what, s->tensor_values[k], t))
+      return false;
+    (*items)[k] = t;
+  }
+  return true;
+}
+
+bool const_input_load_list(Importer *im, const ConstInput *ci, bool optional, bool of_seq,
+                           bool *present, int *n, Tensor ***items) {
+  const char *what = arena_printf(im->g->arena, "--const-input %s=%s", ci->name, ci->path);
+  size_t len;
+  uint8_t *data = read_input_file(im, what, ci->path, &len);
+  if (!data)
+    return false;
+  bool ok = false;
+  *present = true;
+  *n = 0;
+  if (!optional) {
+    Onnx__SequenceProto *s = onnx__sequence_proto__unpack(NULL, len, data);
+    if (s)
+      ok = sequence_tensors(im, what, ci, s, n, items);
+    else
+      ir_error(im->g, NULL, "%s: '%s' is not a valid ONNX SequenceProto", what, ci->path);
+    onnx__sequence_proto__free_unpacked(s, NULL);
+    free(data);
+    return ok;
+  }
+  Onnx__OptionalProto *o = onnx__optional_proto__unpack(NULL, len, data);
+  if (!o) {
+    ir_error(im->g, NULL, "%s: '%s' is not a valid ONNX OptionalProto", what, ci->path);
+  } else if ((o->tensor_value && of_seq) || (o->sequence_value && !of_seq)) {
+    ir_error(im->g, NULL, "%s: the file holds %s, but input '%s' is declared an optional of %s",
+             what, of_seq ? "a tensor" : "a sequence", ci->name, of_seq ? "a sequence" : "a tensor");
+  } else if (o->tensor_value) {
+    Importer sub = *im;
+    sub.dir = path_dir(im->g->arena, ci->path);
+    Tensor *t = graph_add_tensor(im->g, arena_printf(im->g->arena, "%s/0", ci->name));
+    *n = 1;
+    *items = arena_alloc(im->g->arena, sizeof(Tensor *) * 2);
+    (*items)[0] = t;
+    ok = tensor_from_proto(&sub, NULL, what, o->tensor_value, t);
+  } else if (o->sequence_value) {
+    ok = sequence_tensors(im, what, ci, o->sequence_value, n, items);
+  } else if (!o->has_elem_type || o->elem_type == 0) {
+    *present = false; /* an empty optional */
+    ok = true;
+  } else {
+    ir_error(im->g, NULL, "%s: the optional holds a map or an optional; opc binds optionals "
+             "of tensors and of sequences of tensors", what);
+  }
+  onnx__optional_proto__free_unpacked(o, NULL);
+  free(data);
+  return ok;
+}

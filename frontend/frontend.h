@@ -13,7 +13,8 @@ typedef struct InputShape {
 
 /*
  * A graph input bound at compile time: --const-input NAME=FILE. The tensor
- * in FILE (an ONNX TensorProto, or a NumPy .npy array) replaces the input,
+ * in FILE (an ONNX TensorProto, or a NumPy .npy array; for a sequence or
+ * optional input, an ONNX SequenceProto or OptionalProto) replaces the input,
  * which becomes a constant and is no longer an input of the program. This
  * is how inputs that decide shapes (Reshape's shape, Resize's scales, ...)
  * become the compile-time constants a static-shape compiler needs.

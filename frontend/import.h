@@ -7,6 +7,7 @@
 
 #include "frontend.h"
 #include "onnx.pb-c.h"
+#include "onnx-data.pb-c.h"
 
 /*
  * The names a subgraph being imported defines (an If's branch, a Loop's
@@ -22,6 +23,8 @@ typedef struct Scope {
   struct Scope *parent;
 } Scope;
 
+typedef struct SeqValue SeqValue; /* a sequence or optional (sequence.c) */
+
 typedef struct Importer {
   Graph *g;
   const char *dir; /* directory of the model file: external data is relative to it */
@@ -30,6 +33,8 @@ typedef struct Importer {
   bool failed;       /* an error has been reported; keep going to find the others */
   int if_depth;      /* subgraphs being inlined, one inside another */
   Scope *scope;      /* the innermost subgraph's names; NULL in the main graph */
+  SeqValue **seqs;   /* what the placeholders of sequences and optionals stand for */
+  int nseqs, seqcap;
 } Importer;
 
 /* Protobuf-c leaves absent proto2 strings NULL; the importer treats them as "". */
@@ -60,12 +65,58 @@ bool tensor_from_bytes(Importer *im, const char *what, DType dt, int rank, const
 bool const_input_load(Importer *im, const ConstInput *ci, Tensor *t);
 
 /*
+ * --const-input of a sequence (a SequenceProto file) or, `optional`, an
+ * optional (an OptionalProto) of a tensor or, `of_seq`, of a sequence: the tensors it holds, each a new constant,
+ * in *items[0..*n), and whether an optional holds anything in *present.
+ * Reports and returns false on a file it cannot read or bind.
+ */
+bool const_input_load_list(Importer *im, const ConstInput *ci, bool optional, bool of_seq,
+                           bool *present, int *n, struct Tensor ***items);
+
+/*
  * Einsum(in[0..nin)) with `equation` into y, as Transpose, Reshape, Slice,
  * Mul, ReduceSum and MatMul nodes named after `name` (einsum.c). Reports
  * (im->failed) and returns false on an equation it cannot lower.
  */
 bool lower_einsum(Importer *im, const char *name, const char *equation, struct Tensor **in,
                   int nin, struct Tensor *y);
+
+/* The tensor `name` refers to where the importer is (the innermost
+   subgraph that defines it, else the main graph); NULL if none does. */
+struct Tensor *import_lookup(Importer *im, const char *name);
+
+/* Whether t is known at compile time, folding what it depends on; false,
+   with an error naming node `name` (operator `op`), what t is to it
+   (`what`: "position") and the graph input to bind, when it is not. */
+bool import_known_now(Importer *im, const char *name, const char *op, struct Tensor *t,
+                      const char *what);
+
+/* The graph attribute `attr` of a node ("body"), or NULL. */
+const Onnx__GraphProto *import_graph_attr(const Onnx__NodeProto *np, const char *attr);
+
+/* The nodes of subgraph gp in a scope of its own named `prefix`, its
+   inputs standing for inputs[], outs[i] the tensor of its output i. False
+   after an error. */
+bool import_subgraph(Importer *im, const Onnx__GraphProto *gp, const char *prefix,
+                     struct Tensor *const *inputs, struct Tensor **outs);
+
+/*
+ * Sequences and optionals (sequence.c). Each value of such a type is a
+ * placeholder tensor that no IR node reads; seq_of says what it stands
+ * for (NULL: t is a tensor). is_sequence_op: the operators the importer
+ * lowers there; import_sequence_op lowers one.
+ */
+bool is_sequence_op(const char *op_type);
+void import_sequence_op(Importer *im, const Onnx__NodeProto *np, const char *name);
+const SeqValue *seq_of(const Importer *im, const struct Tensor *t);
+const char *seq_kind_str(const SeqValue *v); /* "a sequence", "an optional" */
+/* `to` takes from's value: through an Identity node named `name` for a
+   tensor, as the same list for a sequence or optional. */
+void connect_value(Importer *im, const char *name, struct Tensor *from, struct Tensor *to);
+/* --const-input of a graph input whose type `tp` is a sequence or an
+   optional: `holder` stands for what the file holds. */
+void bind_sequence_input(Importer *im, const ConstInput *ci, const Onnx__TypeProto *tp,
+                         struct Tensor *holder);
 
 /* Why read_whole_file returned no data. */
 typedef enum { READ_CANNOT_OPEN, READ_NOT_REGULAR, READ_EMPTY, READ_FAILED } ReadProblem;

@@ -100,8 +100,26 @@ static const char *qualified_op(Graph *g, const Onnx__NodeProto *np) {
   return arena_printf(g->arena, "%s.%s", np->domain, proto_str(np->op_type));
 }
 
+/* Sorted by name, as the operator list merges them into the table's. The
+   sequence and optional operators are lowered (sequence.c): the tensors
+   they hold run at run time, their structure is settled at compile time. */
 const ImportedOp imported_ops[] = {
-    {"Einsum", "num", true}, {"If", "bool", false}, {"Loop", "i64 bool any", false}, {NULL, NULL, false}};
+    {"ConcatFromSequence", "seq", true},
+    {"Einsum", "num", true},
+    {"If", "bool", false},
+    {"Loop", "i64 bool any", false},
+    {"Optional", "any|seq", true},
+    {"OptionalGetElement", "opt", true},
+    {"OptionalHasElement", "opt", true},
+    {"SequenceAt", "seq index", true},
+    {"SequenceConstruct", "any", true},
+    {"SequenceEmpty", "", true},
+    {"SequenceErase", "seq index", true},
+    {"SequenceInsert", "seq any index", true},
+    {"SequenceLength", "seq", true},
+    {"SequenceMap", "seq any", true},
+    {"SplitToSequence", "any index", true},
+    {NULL, NULL, false}};
 
 /* If, Loop and Einsum are not IR kinds: the importer inlines the branch an
    If's condition chooses (import_if), unrolls a Loop (import_loop) and
@@ -112,6 +130,7 @@ static bool is_op(const Onnx__NodeProto *np, const char *op) {
 
 static bool node_supported(const Onnx__NodeProto *np) {
   return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Einsum") ||
+         (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) ||
          (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
 
@@ -207,7 +226,7 @@ static bool check_node_count(Importer *im, const Onnx__GraphProto *gp) {
 
 /* The tensor `name` refers to where the importer is: the innermost
    subgraph that defines it, else the main graph; NULL if none does. */
-static Tensor *lookup(Importer *im, const char *name) {
+Tensor *import_lookup(Importer *im, const char *name) {
   for (const Scope *s = im->scope; s; s = s->parent)
     for (int i = 0; i < s->n; i++)
       if (strcmp(s->names[i], name) == 0)
@@ -425,13 +444,25 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
   if (!t)
     return;
   const Onnx__TypeProto__Tensor *tt = tensor_type(vi);
+  const ConstInput *bound = find_binding(im->opt, name);
+  if (!tt && bound && vi->type &&
+      (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
+       vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)) {
+    bind_sequence_input(im, bound, vi->type, t);
+    return;
+  }
   if (!tt) {
-    ir_error(g, NULL, "input '%s' is not a tensor (sequences, maps and optionals are not supported)",
-             name);
+    int kind = vi->type ? (int)vi->type->value_case : 0;
+    ir_error(g, NULL, "input '%s' is not a tensor but %s; opc lowers sequences and optionals "
+             "only inside the model, where their structure is known at compile time, and a "
+             "graph input's is the caller's (bind it with --const-input)", name,
+             kind == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE   ? "a sequence"
+             : kind == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "an optional"
+             : kind == ONNX__TYPE_PROTO__VALUE_MAP_TYPE      ? "a map (maps are not supported)"
+                                                             : "of no type opc knows");
     im->failed = true;
     return;
   }
-  const ConstInput *bound = find_binding(im->opt, name);
   if (bound) {
     bind_input(im, bound, tt, t);
     return;
@@ -668,7 +699,7 @@ static void import_constant(Importer *im, const Onnx__NodeProto *np, const char 
     im->failed = true;
     return;
   }
-  Tensor *t = lookup(im, np->output[0]);
+  Tensor *t = import_lookup(im, np->output[0]);
   if (tmp.nattrs != 1) {
     ir_error(g, &tmp, "expects exactly one value attribute, has %d attributes", tmp.nattrs);
     im->failed = true;
@@ -731,6 +762,30 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
 static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *name);
 static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *name);
 
+/*
+ * An IR node reads tensors only. An Identity of a sequence or optional
+ * passes it on (handled here: false, nothing more to do); any other
+ * operator reading one is refused (false, reported).
+ */
+static bool sequences_read_ok(Importer *im, const Onnx__NodeProto *np, const char *name,
+                              OpKind op, int nin, int nout) {
+  for (int i = 0; i < nin; i++) {
+    Tensor *t = *np->input[i] ? import_lookup(im, np->input[i]) : NULL;
+    const SeqValue *v = seq_of(im, t);
+    if (!v)
+      continue;
+    if (op == OP_IDENTITY && nin == 1 && nout == 1) {
+      connect_value(im, name, t, import_lookup(im, np->output[0]));
+      return false;
+    }
+    ir_error(im->g, NULL, "node '%s' (%s): input '%s' is %s, and %s takes tensors", name,
+             op_name(op), t->name, seq_kind_str(v), op_name(op));
+    im->failed = true;
+    return false;
+  }
+  return true;
+}
+
 static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   Graph *g = im->g;
   const char *name = node_name(g, np, index);
@@ -746,6 +801,10 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
     import_einsum(im, np, name);
     return;
   }
+  if (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) {
+    import_sequence_op(im, np, name);
+    return;
+  }
   OpKind op = op_from_name(proto_str(np->op_type));
   if (op == OP_CONSTANT) {
     import_constant(im, np, name);
@@ -753,12 +812,14 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   }
   int nin = count_names(np->input, np->n_input);
   int nout = count_names(np->output, np->n_output);
+  if (!sequences_read_ok(im, np, name, op, nin, nout))
+    return;
   Node *n = graph_add_node(g, op, name, nin, nout);
   for (int i = 0; i < nin; i++) {
     const char *in = np->input[i];
     if (!*in)
       continue; /* an absent optional input */
-    n->in[i] = lookup(im, in);
+    n->in[i] = import_lookup(im, in);
     if (!n->in[i]) {
       ir_error(g, n, "input '%s' is not defined by any node, initializer or graph input", in);
       im->failed = true;
@@ -767,7 +828,7 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   for (int i = 0; i < nout; i++) {
     const char *out = np->output[i];
     /* An unused optional output in the middle still needs a value to write. */
-    n->out[i] = *out ? lookup(im, out) : graph_add_tensor(g, NULL);
+    n->out[i] = *out ? import_lookup(im, out) : graph_add_tensor(g, NULL);
   }
   if (!convert_attrs(im, n, np))
     im->failed = true;
@@ -791,23 +852,29 @@ static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *n
   }
   Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)nin);
   for (int i = 0; i < nin; i++) {
-    in[i] = *np->input[i] ? lookup(im, np->input[i]) : NULL;
+    in[i] = *np->input[i] ? import_lookup(im, np->input[i]) : NULL;
     if (!in[i]) {
       ir_error(g, NULL, "node '%s' (Einsum): input '%s' is not defined by any node, initializer "
                "or graph input", name, np->input[i]);
       im->failed = true;
       return;
     }
+    if (seq_of(im, in[i])) {
+      ir_error(g, NULL, "node '%s' (Einsum): input '%s' is %s, and Einsum takes tensors", name,
+               np->input[i], seq_kind_str(seq_of(im, in[i])));
+      im->failed = true;
+      return;
+    }
   }
   if (!*np->output[0])
     return; /* nothing reads it */
-  lower_einsum(im, name, equation, in, nin, lookup(im, np->output[0]));
+  lower_einsum(im, name, equation, in, nin, import_lookup(im, np->output[0]));
 }
 
 /* ------------------------------------------------------------ If */
 
 /* The graph attribute `which` ("then_branch", "body"), or NULL. */
-static const Onnx__GraphProto *branch(const Onnx__NodeProto *np, const char *which) {
+const Onnx__GraphProto *import_graph_attr(const Onnx__NodeProto *np, const char *which) {
   for (size_t i = 0; i < np->n_attribute; i++)
     if (strcmp(proto_str(np->attribute[i]->name), which) == 0)
       return np->attribute[i]->g;
@@ -838,8 +905,8 @@ static void bind_in_scope(Importer *im, const char *name, Tensor *t) {
  * scoping allows. outs[i] is the tensor its output i names. False after
  * an error.
  */
-static bool import_subgraph(Importer *im, const Onnx__GraphProto *gp, const char *prefix,
-                            Tensor *const *inputs, Tensor **outs) {
+bool import_subgraph(Importer *im, const Onnx__GraphProto *gp, const char *prefix,
+                     Tensor *const *inputs, Tensor **outs) {
   if (!check_node_count(im, gp) || !check_names(im, gp) || !check_operators(im, gp)) {
     im->failed = true;
     return false;
@@ -853,7 +920,7 @@ static bool import_subgraph(Importer *im, const Onnx__GraphProto *gp, const char
   for (size_t i = 0; i < gp->n_node && !im->failed; i++)
     import_node(im, gp->node[i], i);
   for (size_t i = 0; i < gp->n_output; i++)
-    outs[i] = lookup(im, proto_str(gp->output[i]->name));
+    outs[i] = import_lookup(im, proto_str(gp->output[i]->name));
   pop_scope(im);
   return !im->failed;
 }
@@ -870,7 +937,7 @@ static void inline_branch(Importer *im, const Onnx__NodeProto *np, const char *n
   }
   for (size_t i = 0; i < np->n_output; i++) {
     const char *out = np->output[i];
-    Tensor *to = out && *out ? lookup(im, out) : NULL;
+    Tensor *to = out && *out ? import_lookup(im, out) : NULL;
     if (!from[i] || from[i] == to) {
       ir_error(g, NULL, "node '%s' (If): branch output '%s' is not produced by the branch", name,
                proto_str(gp->output[i]->name));
@@ -879,9 +946,7 @@ static void inline_branch(Importer *im, const Onnx__NodeProto *np, const char *n
     }
     if (!to)
       continue; /* an output nobody reads */
-    Node *id = graph_add_node(g, OP_IDENTITY, arena_printf(g->arena, "%s/output_%zu", name, i), 1, 1);
-    id->in[0] = from[i];
-    id->out[0] = to;
+    connect_value(im, arena_printf(g->arena, "%s/output_%zu", name, i), from[i], to);
   }
   free(from);
 }
@@ -903,14 +968,14 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
     im->failed = true;
     return;
   }
-  const Onnx__GraphProto *then_gp = branch(np, "then_branch"), *else_gp = branch(np, "else_branch");
+  const Onnx__GraphProto *then_gp = import_graph_attr(np, "then_branch"), *else_gp = import_graph_attr(np, "else_branch");
   if (count_names(np->input, np->n_input) != 1 || !then_gp || !else_gp) {
     ir_error(g, NULL, "node '%s' (If): expects one input, the condition, and the attributes "
              "then_branch and else_branch, each a graph", name);
     im->failed = true;
     return;
   }
-  Tensor *cond = lookup(im, np->input[0]);
+  Tensor *cond = import_lookup(im, np->input[0]);
   if (!cond) {
     ir_error(g, NULL, "node '%s' (If): input '%s' is not defined by any node, initializer or "
              "graph input", name, np->input[0]);
@@ -951,7 +1016,7 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
 
 /* A value the importer needs now, made known where it can be: false, with
    an error naming the input to bind, when it depends on run-time data. */
-static bool known_now(Importer *im, const char *name, const char *op, Tensor *t,
+bool import_known_now(Importer *im, const char *name, const char *op, Tensor *t,
                       const char *what) {
   int before = ir_error_count();
   if (graph_evaluate(im->g, t))
@@ -1044,14 +1109,15 @@ static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *na
                          int iterations) {
   Graph *g = im->g;
   for (size_t i = 0; !im->failed && i < np->n_output; i++) {
-    Tensor *to = *np->output[i] ? lookup(im, np->output[i]) : NULL;
+    Tensor *to = *np->output[i] ? import_lookup(im, np->output[i]) : NULL;
     if (!to)
       continue; /* an output nobody reads */
     if (i < (size_t)carried) {
-      Node *id = graph_add_node(g, OP_IDENTITY, arena_printf(g->arena, "%s/output_%zu", name, i),
-                                1, 1);
-      id->in[0] = carried_values[i];
-      id->out[0] = to;
+      connect_value(im, arena_printf(g->arena, "%s/output_%zu", name, i), carried_values[i], to);
+    } else if (seq_of(im, stacked[(i - (size_t)carried) * (size_t)stride])) {
+      ir_error(g, NULL, "node '%s' (Loop): its scan output '%s' is a sequence or optional; "
+               "scan outputs are tensors", name, to->name);
+      im->failed = true;
     } else if (iterations == 0) {
       ir_error(g, NULL, "node '%s' (Loop): runs no iteration, so its scan output '%s' has no "
                "shape opc can know", name, to->name);
@@ -1074,22 +1140,22 @@ static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *na
 static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *name) {
   enum { MAX_ITERATIONS = 1024 };
   Graph *g = im->g;
-  const Onnx__GraphProto *body = branch(np, "body");
+  const Onnx__GraphProto *body = import_graph_attr(np, "body");
   if (im->failed || !loop_shape_ok(im, np, name, body))
     return;
   int nin = (int)np->n_input, carried = nin - 2;
   int scans = (int)body->n_output - 1 - carried;
   int64_t trips = INT64_MAX;
-  Tensor *m = *np->input[0] ? lookup(im, np->input[0]) : NULL;
-  if (*np->input[0] && (!m || !known_now(im, name, "Loop", m, "trip count") ||
+  Tensor *m = *np->input[0] ? import_lookup(im, np->input[0]) : NULL;
+  if (*np->input[0] && (!m || !import_known_now(im, name, "Loop", m, "trip count") ||
                         !one_of(im, name, "trip count", m, DT_INT64)))
     return;
   if (m)
     trips = scalar_value(m);
-  Tensor *cond = *np->input[1] ? lookup(im, np->input[1])
+  Tensor *cond = *np->input[1] ? import_lookup(im, np->input[1])
                                : scalar_constant(g, arena_printf(g->arena, "%s/cond", name),
                                                  DT_BOOL, 1);
-  if (!cond || !known_now(im, name, "Loop", cond, "condition") ||
+  if (!cond || !import_known_now(im, name, "Loop", cond, "condition") ||
       !one_of(im, name, "condition", cond, DT_BOOL))
     return;
   Tensor **in = calloc((size_t)nin + 1, sizeof *in);
@@ -1104,7 +1170,7 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
     return;
   }
   for (int i = 0; i < carried; i++)
-    if (!(in[2 + i] = lookup(im, np->input[2 + i]))) {
+    if (!(in[2 + i] = import_lookup(im, np->input[2 + i]))) {
       ir_error(g, NULL, "node '%s' (Loop): input '%s' is not defined", name, np->input[2 + i]);
       im->failed = true;
     }
@@ -1129,7 +1195,7 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
                  proto_str(body->output[i]->name));
         im->failed = true;
       }
-    if (im->failed || !known_now(im, name, "Loop", outs[0], "body's condition") ||
+    if (im->failed || !import_known_now(im, name, "Loop", outs[0], "body's condition") ||
         !one_of(im, name, "body's condition", outs[0], DT_BOOL))
       break;
     cond = outs[0];
@@ -1152,6 +1218,15 @@ static void import_outputs(Importer *im, const Onnx__GraphProto *gp) {
     Tensor *t = graph_find_tensor(im->g, name);
     if (!t) {
       ir_error(im->g, NULL, "graph output '%s' is not produced by any node", name);
+      im->failed = true;
+      continue;
+    }
+    const SeqValue *v = seq_of(im, t);
+    if (v) {
+      ir_error(im->g, NULL, "graph output '%s' is %s; opc programs return tensors, so a "
+               "sequence or optional is lowered only inside the model (return its elements "
+               "instead: SequenceAt, ConcatFromSequence, OptionalGetElement)", name,
+               seq_kind_str(v));
       im->failed = true;
       continue;
     }
@@ -1329,6 +1404,7 @@ Graph *onnx_import(const char *path, const ImportOptions *opt) {
     g->max_memory = opt->max_memory;
   Importer im = {.g = g, .dir = path_dir(g->arena, path), .opt = opt ? opt : &no_options};
   bool ok = import_graph(&im, m);
+  free(im.seqs);
   onnx__model_proto__free_unpacked(m, NULL);
   if (!ok) {
     graph_free(g);

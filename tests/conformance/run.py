@@ -37,7 +37,8 @@ not in the data.
 opc compiles static shapes, and takes float32 run-time inputs only. Many
 tests feed a shape-deciding tensor (Reshape's shape, Resize's scales, Slice's
 starts...) as a graph input. When opc rejects a test only for that reason,
-or only because some inputs are not float32, the runner compiles it again
+or only because some inputs are not float32 (or are sequences or optionals,
+whose .pb files opc reads too), the runner compiles it again
 with those inputs bound to their test data (--const-input NAME=input_K.pb)
 and reports it as "PASS (bound: NAMES)". A data set whose bound inputs
 differ from data set 0 gets a program of its own.
@@ -106,6 +107,8 @@ BINDABLE_ERRORS = [
     re.compile(r"depends on graph input '([^']*)'"),
     re.compile(r"input '([^']*)' has data type \w+; opc compiles models whose inputs are"),
     re.compile(r"\binput '([^']*)' is not a compile-time constant"),
+    # a sequence or optional graph input: bound, its structure is known
+    re.compile(r"^opc: error: .*?: input '([^']*)' is not a tensor but (?:a sequence|an optional)"),
 ]
 MAX_BIND_ROUNDS = 8  # binding one input can expose the next one that needs it
 # Input types --const-input can bind: those opc holds as constants.
