@@ -3,7 +3,8 @@
 
 Usage:
   sweep.py OPC TESTDATA ALLOWLIST [--jobs N] [--timeout S] [--only SUBSTRING]
-  sweep.py --classify TESTDATA       print the op/dtype allowlist entries
+  sweep.py OPC --classify TESTDATA   print the op/dtype allowlist entries (the
+                                     operator set is `OPC --list-operators`)
 
 For every MODEL/model.onnx under TESTDATA/{node,pytorch-converted,
 pytorch-operator,simple}:
@@ -35,17 +36,20 @@ from onnx import TensorProto
 
 SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
 
-# The operator set of opc's IR (OpKind in ir/ir.h), by ONNX name.
-SUPPORTED_OPS = set("""
-Conv ConvTranspose BatchNormalization InstanceNormalization LayerNormalization LRN
-Relu LeakyRelu PRelu Elu Selu Celu Sigmoid Tanh HardSigmoid HardSwish Softplus Softsign
-Clip Erf Exp Log Sqrt Abs Neg Reciprocal Floor Ceil Round Sign Sin Cos Tan Asin Acos Atan
-Sinh Cosh Asinh Acosh Atanh Add Sub Mul Div Pow Sum Max Min Mean MaxPool AveragePool
-GlobalAveragePool GlobalMaxPool Concat Split Slice Pad Gemm MatMul Flatten Reshape
-Squeeze Unsqueeze Transpose Tile Expand Gather DepthToSpace SpaceToDepth Resize Upsample
-Softmax LogSoftmax ReduceMean ReduceSum ReduceMax ReduceMin Dropout Identity Constant
-Shape Cast ConstantOfShape Range
-""".split())
+# The operators opc compiles, by ONNX name: the first column of the table
+# `opc --list-operators` prints (ir/ops.def's rows); set by main().
+SUPPORTED_OPS = set()
+
+
+def supported_operators(opc):
+    table = subprocess.run([opc, "--list-operators"], capture_output=True, text=True,
+                           check=True).stdout
+    names = {line.split("|")[1].strip() for line in table.splitlines()
+             if line.startswith("| ") and not line.startswith("| Operator ")}
+    if len(names) < 100:
+        sys.exit(f"sweep: {opc} --list-operators listed {len(names)} operators")
+    return names
+
 
 # The IR's dtype names (ir/graph.c) for ONNX's TensorProto.DataType.
 IR_DTYPES = {
@@ -313,6 +317,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--only", default="")
     args = ap.parse_args()
+    if not args.opc:
+        ap.error("OPC is required")
+    SUPPORTED_OPS.update(supported_operators(args.opc))
     if args.classify:
         print_classification(args.classify)
         return 0
