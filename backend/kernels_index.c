@@ -432,6 +432,41 @@ static void run_compress(Emitter *e, Node *n) {
   }
 }
 
+/* OneHot at run time: its depth is a compile-time constant (it is a dim of
+   the output), its indices and values may be run-time data. One work item
+   per output element (opc_one_hot). */
+static void run_one_hot(Emitter *e, Node *n) {
+  Tensor *idx = n->in[0], *values = n->in[2], *y = n->out[0];
+  int kind = idx->dtype == DT_FLOAT ? -4 : idx->dtype == DT_DOUBLE ? -8
+             : idx->dtype == DT_INT64 || idx->dtype == DT_INT32 ? index_kind(idx) : 0;
+  if (!kind) {
+    kernel_fail(e, n, emit_str(e, "OneHot reads int64, int32, float32 or float64 indices at run "
+                               "time; '%s' is %s", idx->name, dtype_name(idx->dtype)));
+    return;
+  }
+  int axis = n->p.one_hot.axis;
+  Launch L = {.kernel = sized_kernel(e, "opc_one_hot", y->dtype), .nx = 2};
+  set_element_type(&L, y->dtype);
+  L.rank = y->rank;
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t ys[IR_MAX_RANK], is[IR_MAX_RANK], xs[IR_MAX_RANK];
+  strides_of(y, ys);
+  set_output(&L, buf(e, y), ys);
+  strides_of(idx, is);
+  for (int d = 0, j = 0; d < y->rank; d++)
+    xs[d] = d == axis ? 0 : is[j++];
+  set_input(&L, 0, buf(e, idx), xs);
+  L.x_bytes[0] = (int)dtype_size(idx->dtype);
+  L.x[1] = buf(e, values);
+  L.x_extent[1] = 2;
+  L.i[0] = axis;
+  L.i[1] = n->p.one_hot.depth;
+  L.i[2] = kind;
+  group_i(&L, 0, 3, "axis, depth, the indices' kind (-4, -8: float32, float64)");
+  L.note = "x[1]: [off, on]";
+  emit_launch(e, n, &L);
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -442,3 +477,4 @@ const OpEmitter kernel_topk = {.run = run_topk};
 const OpEmitter kernel_non_zero = {.run = run_non_zero};
 const OpEmitter kernel_nms = {.run = run_nms};
 const OpEmitter kernel_compress = {.run = run_compress};
+const OpEmitter kernel_one_hot = {.run = run_one_hot};

@@ -2492,7 +2492,9 @@ static bool infer_gather_nd(Graph *g, Node *n) {
    = [off, on]. */
 static bool infer_one_hot(Graph *g, Node *n) {
   Tensor *idx = in(n, 0), *depth = in(n, 1), *values = in(n, 2);
-  if (!need_const(g, n, depth) || tensor_numel(depth) != 1 || depth->rank > 1) {
+  if (!need_const(g, n, depth))
+    return false;
+  if (tensor_numel(depth) != 1 || depth->rank > 1) {
     ir_error(g, n, "depth '%s' must be a constant scalar", depth->name);
     return false;
   }
