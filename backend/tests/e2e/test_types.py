@@ -7,6 +7,8 @@ For each (operator, type) that types.c lists beyond float32, a small model
 makes the typed values inside the graph from float inputs (scaled, then
 Cast), applies the operator and casts the result back to float32; the
 program, built with `opc --target cpu`, is compared with ONNX Runtime.
+Cases of one opset share a program (check_batch), their names prefixed;
+when a batch's program cannot be built or run, each case is tried alone.
 Where ONNX Runtime has no kernel for a type (integer arithmetic on int8 and
 uint8), the reference model computes in int32 and casts to the type, which
 wraps the same way. Cast is checked on all 64 pairs of the eight types.
@@ -558,23 +560,77 @@ def all_cases():
 
 # ------------------------------------------------------------------ check
 
+# Cases of one opset go into one program, up to this many graph inputs (the
+# emitted main takes 64) and outputs: 546 programs took 122 s to build and
+# run one by one, mostly opc's and the C compiler's fixed cost.
+BATCH_LIMIT = 48
+
 
 def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-def check(opc, work, name, m, ref):
-    d = os.path.join(work, name)
+def prefixed(m, prefix):
+    """m's graph with every value, node and initializer name prefixed, so
+    that graphs of several cases can share one model."""
+    g = onnx.GraphProto()
+    g.CopyFrom(m.graph)
+    rename = lambda name: prefix + name if name else name  # noqa: E731 ("" stays absent)
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        v.name = rename(v.name)
+    for t in g.initializer:
+        t.name = rename(t.name)
+    for n in g.node:
+        n.name = rename(n.name)
+        n.input[:] = [rename(x) for x in n.input]
+        n.output[:] = [rename(x) for x in n.output]
+    return g
+
+
+def merged(models, opset):
+    graphs = [prefixed(m, "c%d_" % k) for k, m in enumerate(models)]
+    graph = helper.make_graph([n for g in graphs for n in g.node], "types",
+                              [v for g in graphs for v in g.input],
+                              [v for g in graphs for v in g.output],
+                              [t for g in graphs for t in g.initializer])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def batches(cases):
+    """Runs of cases of one opset within BATCH_LIMIT inputs and outputs."""
+    by_opset = {}
+    for case in cases:
+        by_opset.setdefault(case[1].opset_import[0].version, []).append(case)
+    for opset, group in sorted(by_opset.items()):
+        run_, inputs, outputs = [], 0, 0
+        for case in group:
+            i, o = len(case[1].graph.input), len(case[1].graph.output)
+            if run_ and (inputs + i > BATCH_LIMIT or outputs + o > BATCH_LIMIT):
+                yield opset, run_
+                run_, inputs, outputs = [], 0, 0
+            run_.append(case)
+            inputs, outputs = inputs + i, outputs + o
+        if run_:
+            yield opset, run_
+
+
+def check_batch(opc, work, label, opset, cases):
+    """Compiles the cases as one program and checks every output against ONNX
+    Runtime; returns the names of the cases that failed, or None when the
+    program could not be built or run (the caller then checks each alone)."""
+    d = os.path.join(work, label)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
+    m = merged([c[1] for c in cases], opset)
+    ref = merged([c[2] or c[1] for c in cases], opset)
     path = os.path.join(d, "model.onnx")
     onnx.save(m, path)
     exe = os.path.join(d, "net")
     p = run([opc, path, "-o", exe, "--target", "cpu"])
     if p.returncode != 0:
-        FAILURES.append(name)
-        print("FAIL %s: opc failed: %s" % (name, p.stderr.strip()), flush=True)
-        return
+        return None, "opc failed: " + p.stderr.strip()
     feeds, cmd = {}, [exe]
     for i in m.graph.input:
         shape = [dim.dim_value for dim in i.type.tensor_type.shape.dim]
@@ -587,27 +643,51 @@ def check(opc, work, name, m, ref):
         cmd += ["--output", "%s=%s" % (o.name, os.path.join(d, "out%d.npy" % k))]
     p = run(cmd)
     if p.returncode != 0:
-        FAILURES.append(name)
-        print("FAIL %s: program exited with %d: %s" % (name, p.returncode, p.stderr.strip()))
-        return
+        return None, "program exited with %d: %s" % (p.returncode, p.stderr.strip())
     # Unoptimised: ONNX Runtime would otherwise drop a float32 -> float16 ->
     # float32 round trip around an operator it runs in float32.
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession((ref or m).SerializeToString(), options,
+    sess = ort.InferenceSession(ref.SerializeToString(), options,
                                 providers=["CPUExecutionProvider"])
-    for k, want in enumerate(sess.run(None, feeds)):
+    wants = sess.run(None, feeds)
+    owner = [name for name, case_m, _ in cases for _ in case_m.graph.output]
+    failed = []
+    for k, (name, want) in enumerate(zip(owner, wants)):
         got = np.load(os.path.join(d, "out%d.npy" % k))
         if got.shape != want.shape or not np.array_equal(got, want, equal_nan=True):
-            FAILURES.append(name)
             bad = np.argwhere(got != want)[:3] if got.shape == want.shape else "shape"
-            print("FAIL %s: output %d differs (at %s): got %s, want %s" % (
-                name, k, bad, got.ravel()[:6], want.ravel()[:6]), flush=True)
-            return
-    print("ok   %s" % name, flush=True)
-    # A failing case keeps its files to be looked at; a passing one's program
-    # (mostly the runtime's debug information, ~10 MB) would fill the disk.
-    shutil.rmtree(d)
+            print("FAIL %s: output %s differs (at %s): got %s, want %s" % (
+                name, m.graph.output[k].name, bad, got.ravel()[:6], want.ravel()[:6]), flush=True)
+            if name not in failed:
+                failed.append(name)
+    # A failing batch keeps its files to be looked at; a passing one's
+    # program would fill the disk.
+    if not failed:
+        shutil.rmtree(d)
+    return failed, None
+
+
+def check_cases(opc, work, cases):
+    for k, (opset, batch) in enumerate(batches(cases)):
+        failed, why = check_batch(opc, work, "batch%d" % k, opset, batch)
+        if failed is None and len(batch) > 1:
+            # Which case stops the program: each alone says.
+            for name, m, ref in batch:
+                alone, why = check_batch(opc, work, name, opset, [(name, m, ref)])
+                if alone is None:
+                    print("FAIL %s: %s" % (name, why), flush=True)
+                    FAILURES.append(name)
+                else:
+                    FAILURES.extend(alone)
+            continue
+        if failed is None:
+            print("FAIL %s: %s" % (batch[0][0], why), flush=True)
+            failed = [batch[0][0]]
+        FAILURES.extend(failed)
+        for name, _, _ in batch:
+            if name not in failed:
+                print("ok   %s" % name, flush=True)
 
 
 def main():
@@ -616,9 +696,7 @@ def main():
     opc, work = os.path.abspath(sys.argv[1]), sys.argv[3]
     os.makedirs(work, exist_ok=True)
     only = os.environ.get("OPC_TYPES_ONLY")  # a substring of case names, to run fewer
-    for name, m, ref in all_cases():
-        if not only or only in name:
-            check(opc, work, name, m, ref)
+    check_cases(opc, work, [c for c in all_cases() if not only or only in c[0]])
     if FAILURES:
         print("%d failed: %s" % (len(FAILURES), " ".join(FAILURES)))
         sys.exit(1)
