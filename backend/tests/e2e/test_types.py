@@ -23,6 +23,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto as TP, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels"))
+from onnx_case import batches, merged  # noqa: E402
+
 RNG = np.random.default_rng(11)
 FAILURES = []
 
@@ -570,52 +573,6 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-def prefixed(m, prefix):
-    """m's graph with every value, node and initializer name prefixed, so
-    that graphs of several cases can share one model."""
-    g = onnx.GraphProto()
-    g.CopyFrom(m.graph)
-    rename = lambda name: prefix + name if name else name  # noqa: E731 ("" stays absent)
-    for v in list(g.input) + list(g.output) + list(g.value_info):
-        v.name = rename(v.name)
-    for t in g.initializer:
-        t.name = rename(t.name)
-    for n in g.node:
-        n.name = rename(n.name)
-        n.input[:] = [rename(x) for x in n.input]
-        n.output[:] = [rename(x) for x in n.output]
-    return g
-
-
-def merged(models, opset):
-    graphs = [prefixed(m, "c%d_" % k) for k, m in enumerate(models)]
-    graph = helper.make_graph([n for g in graphs for n in g.node], "types",
-                              [v for g in graphs for v in g.input],
-                              [v for g in graphs for v in g.output],
-                              [t for g in graphs for t in g.initializer])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def batches(cases):
-    """Runs of cases of one opset within BATCH_LIMIT inputs and outputs."""
-    by_opset = {}
-    for case in cases:
-        by_opset.setdefault(case[1].opset_import[0].version, []).append(case)
-    for opset, group in sorted(by_opset.items()):
-        run_, inputs, outputs = [], 0, 0
-        for case in group:
-            i, o = len(case[1].graph.input), len(case[1].graph.output)
-            if run_ and (inputs + i > BATCH_LIMIT or outputs + o > BATCH_LIMIT):
-                yield opset, run_
-                run_, inputs, outputs = [], 0, 0
-            run_.append(case)
-            inputs, outputs = inputs + i, outputs + o
-        if run_:
-            yield opset, run_
-
-
 def check_batch(opc, work, label, opset, cases):
     """Compiles the cases as one program and checks every output against ONNX
     Runtime; returns the names of the cases that failed, or None when the
@@ -669,7 +626,7 @@ def check_batch(opc, work, label, opset, cases):
 
 
 def check_cases(opc, work, cases):
-    for k, (opset, batch) in enumerate(batches(cases)):
+    for k, (opset, batch) in enumerate(batches(cases, lambda case: case[1], BATCH_LIMIT)):
         failed, why = check_batch(opc, work, "batch%d" % k, opset, batch)
         if failed is None and len(batch) > 1:
             # Which case stops the program: each alone says.

@@ -114,3 +114,55 @@ def compare_close(got, want, rel):
         return (f"error {err.reshape(-1)[i]:.3g} at {i} beyond {rel:g} of {scale:.3g}: got "
                 f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
     return None
+
+
+# ------------------------------------------------- several cases, one program
+
+def prefixed(m, prefix):
+    """A copy of m's graph with every value, node and initializer name
+    prefixed, so that the graphs of several cases can share one model (an
+    empty name, an absent optional input, stays empty)."""
+    g = onnx.GraphProto()
+    g.CopyFrom(m.graph)
+
+    def rename(name):
+        return prefix + name if name else name
+
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        v.name = rename(v.name)
+    for t in g.initializer:
+        t.name = rename(t.name)
+    for n in g.node:
+        n.name = rename(n.name)
+        n.input[:] = [rename(x) for x in n.input]
+        n.output[:] = [rename(x) for x in n.output]
+    return g
+
+
+def merged(models, opset, ir_version=8):
+    """One model of every model's graph, model k's names prefixed "c<k>_"."""
+    graphs = [prefixed(m, "c%d_" % k) for k, m in enumerate(models)]
+    return model([n for g in graphs for n in g.node], [v for g in graphs for v in g.input],
+                 [v for g in graphs for v in g.output], [t for g in graphs for t in g.initializer],
+                 opset, name="cases", ir_version=ir_version)
+
+
+def batches(items, model_of, limit=48):
+    """Runs of items whose models have one opset and, together, at most
+    `limit` graph inputs and outputs (the emitted main takes 64): yields
+    (opset, run)."""
+    by_opset = {}
+    for item in items:
+        by_opset.setdefault(model_of(item).opset_import[0].version, []).append(item)
+    for opset, group in sorted(by_opset.items()):
+        run, inputs, outputs = [], 0, 0
+        for item in group:
+            m = model_of(item)
+            i, o = len(m.graph.input), len(m.graph.output)
+            if run and (inputs + i > limit or outputs + o > limit):
+                yield opset, run
+                run, inputs, outputs = [], 0, 0
+            run.append(item)
+            inputs, outputs = inputs + i, outputs + o
+        if run:
+            yield opset, run

@@ -8,18 +8,21 @@ GlobalLpPool, LpPool) end to end: small models built here, compiled with
 Each model also goes through a variant whose output lands in a Concat, which
 opc may build in place: the kernels then write through strided views.
 Parameters (axes, k, indices) are initializers; data inputs are random.
+The cases of one opset share a program (onnx_case.merged), each compared
+on its own output; where a program cannot be built or run, each of its
+cases is tried alone.
 
 usage: test_more_ops.py OPC WORK_DIR [-k SUBSTRING]
 """
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_case import batches, merged, reference, run_opc  # noqa: E402
 
 TOLERANCE = 1e-4
 rng = np.random.default_rng(7)
@@ -60,15 +63,6 @@ def model(op, x, attrs=None, params=(), opset=13, concat=False, folded=False):
     return m
 
 
-def reference(m, x):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    feeds = {"x": x} if any(i.name == "x" for i in m.graph.input) else {}
-    return sess.run(None, feeds)[0]
-
-
 def compare(got, want):
     if got.size != want.size:
         return f"shape {got.shape}, expected {want.shape}"
@@ -82,30 +76,6 @@ def compare(got, want):
         i = int(np.argmax(bad))
         return f"got {got[ok][i]!r}, expected {want[ok][i]!r}"
     return None
-
-
-def run_opc(opc, m, x, work):
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    path = os.path.join(work, "model.onnx")
-    onnx.save(m, path)
-    exe = os.path.join(work, "net")
-    env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu"], capture_output=True, text=True,
-                       env=env)
-    if p.returncode != 0:
-        return None, "opc: " + (p.stdout + p.stderr).strip()[-400:]
-    xin = os.path.join(work, "x.npy")
-    np.save(xin, x)
-    out = os.path.join(work, "y.npy")
-    name = m.graph.output[0].name
-    cmd = [exe, "--output", f"{name}={out}"]
-    if any(i.name == "x" for i in m.graph.input):
-        cmd += ["--input", f"x={xin}"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, f"the program exited with {p.returncode}: {p.stderr.strip()[-300:]}"
-    return np.load(out), None
 
 
 # Kinds that opc evaluates at compile time when their inputs are constant.
@@ -196,10 +166,34 @@ def cases():
     yield "LpPool_pads", "LpPool", img, {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "p": 3}, [], 18
 
 
+def check_batch(opc, work, label, opset, items):
+    """Compiles the items ((label, model, x)) as one program and compares
+    each output with ONNX Runtime's: (failures [(label, problem)], None), or
+    (None, problem) when the program cannot be built or run."""
+    m = merged([item[1] for item in items], opset)
+    feeds = {}
+    for k, (_, case_m, x) in enumerate(items):
+        if case_m.graph.input:
+            feeds["c%d_x" % k] = x
+    wants = reference(m, feeds, optimise=False)
+    got, problem = run_opc(opc, m, feeds, os.path.join(work, label))
+    if problem:
+        return None, problem
+    failures = []
+    for k, (case_label, case_m, _) in enumerate(items):
+        name = "c%d_" % k + case_m.graph.output[0].name
+        problem = compare(got[name], wants[name])
+        if problem:
+            failures.append((case_label, problem))
+    if not failures:
+        shutil.rmtree(os.path.join(work, label), ignore_errors=True)
+    return failures, None
+
+
 def main():
     opc, work = sys.argv[1:3]
     only = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "-k" else None
-    passed, failed = 0, []
+    items = []
     for name, op, x, attrs, params, opset in cases():
         if only and only not in name:
             continue
@@ -208,18 +202,21 @@ def main():
             variants.append(("folded", {"folded": True}))
         for what, how in variants:
             label = name + (f" ({what})" if what else "")
-            m = model(op, x, attrs, params, opset, **how)
-            want = reference(m, x)
-            dirname = os.path.join(work, name + ("_" + what.split()[-1] if what else ""))
-            got, problem = run_opc(opc, m, x, dirname)
-            if problem is None:
-                problem = compare(got, want)
-            if problem:
-                failed.append(label)
-                print(f"FAIL {label}: {problem}")
-            else:
-                passed += 1
-                shutil.rmtree(dirname, ignore_errors=True)
+            items.append((label, model(op, x, attrs, params, opset, **how), x))
+    # Cases of one opset share a program; where it cannot be built or run,
+    # each case alone says which one stops it.
+    failed = []
+    for k, (opset, run) in enumerate(batches(items, lambda item: item[1])):
+        failures, problem = check_batch(opc, work, "batch%d" % k, opset, run)
+        if failures is None:
+            failures = []
+            for j, item in enumerate(run):
+                alone, problem = check_batch(opc, work, "batch%d_%d" % (k, j), opset, [item])
+                failures += alone if alone is not None else [(item[0], problem)]
+        for label, problem in failures:
+            failed.append(label)
+            print(f"FAIL {label}: {problem}")
+    passed = len(items) - len(failed)
     print(f"more ops: {passed} passed, {len(failed)} failed")
     return 1 if failed or passed == 0 else 0
 
