@@ -333,7 +333,7 @@ extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_s
     kernel_grid_sample, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk, kernel_non_zero, kernel_nms, kernel_compress,
-    kernel_one_hot; /* kernels_index.c */
+    kernel_one_hot, kernel_unique; /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,

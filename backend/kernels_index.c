@@ -467,6 +467,94 @@ static void run_one_hot(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* Unique at run time: one launch analyses the input into a scratch of
+   int64s (the count, each group's first item, each item's group), then one
+   launch writes each output the model uses and one the dims of each
+   bounded one (opc_unique). */
+typedef struct UniqueScratch {
+  const char *scratch;
+} UniqueScratch;
+
+static int64_t unique_items(const Node *n) {
+  const Tensor *x = n->in[0];
+  return n->p.unique.has_axis ? x->dims[n->p.unique.axis] : tensor_numel(x);
+}
+
+static void setup_unique(Emitter *e, Node *n) {
+  UniqueScratch *s = node_data(e, n, sizeof *s);
+  const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "long long *%s; /* the count, groups' first items, items' groups */",
+          field);
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(long long))", field,
+            (long long)(3 * unique_items(n) + 1));
+  emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
+  s->scratch = emit_str(e, "c->%s", field);
+}
+
+static int unique_kind(DType t) {
+  switch (t) {
+  case DT_FLOAT: return 1;
+  case DT_DOUBLE: return 2;
+  case DT_INT64: return 8;
+  case DT_INT32: return 4;
+  case DT_INT8: return -1;
+  default: return 0;
+  }
+}
+
+/* One launch of opc_unique: `mode` writing `y` (`count` elements of
+   `bytes` each). */
+static void unique_launch(Emitter *e, const Node *n, int mode, const char *y, int64_t count,
+                          int bytes) {
+  static const char *what[7] = {"the groups, into the scratch", "Y", "indices", "inverse_indices",
+                                "counts", "Y's dims in this run", "the dims in this run"};
+  const Tensor *x = n->in[0];
+  const UniqueScratch *s = node_data(e, n, sizeof *s);
+  int64_t along = unique_items(n), axis = n->p.unique.has_axis ? n->p.unique.axis : -1;
+  Launch L = {.kernel = typed_kernel(e, "opc_unique", x->dtype), .n = 1, .nx = mode ? 2 : 1};
+  L.rank = x->rank;
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  L.x[0] = buf(e, x);
+  L.x_extent[0] = tensor_numel(x);
+  L.x_bytes[0] = (int)dtype_size(x->dtype);
+  if (mode) {
+    L.x[1] = s->scratch;
+    L.x_extent[1] = 3 * along + 1;
+    L.x_bytes[1] = 8;
+  }
+  L.y = y;
+  L.y_extent = count;
+  L.y_bytes = bytes;
+  L.i[0] = mode;
+  L.i[1] = along;
+  L.i[2] = axis >= 0 ? dims_product(x->dims, 0, (int)axis) : 1;
+  L.i[3] = axis >= 0 ? dims_product(x->dims, (int)axis + 1, x->rank) : 1;
+  L.i[4] = n->p.unique.sorted;
+  L.i[5] = axis;
+  L.i[6] = unique_kind(x->dtype);
+  group_i(&L, 0, 7, "mode, items, outer, inner, sorted, axis, element kind");
+  L.note = emit_str(e, "one thread: %s", what[mode]);
+  emit_launch(e, n, &L);
+}
+
+static void run_unique(Emitter *e, Node *n) {
+  Tensor *x = n->in[0];
+  if (!row_major(x)) {
+    kernel_fail(e, n, "Unique reads a contiguous input only");
+    return;
+  }
+  const UniqueScratch *s = node_data(e, n, sizeof *s);
+  unique_launch(e, n, 0, s->scratch, 3 * unique_items(n) + 1, 8);
+  for (int k = 0; k < n->nout && k < 4; k++) {
+    Tensor *y = n->out[k];
+    if (!y)
+      continue;
+    unique_launch(e, n, k + 1, buf(e, y), tensor_numel(y), k == 0 ? (int)dtype_size(y->dtype) : 8);
+    if (y->bounded)
+      unique_launch(e, n, k == 0 ? 5 : 6, live_dims(e, y), y->rank, 8);
+  }
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -478,3 +566,4 @@ const OpEmitter kernel_non_zero = {.run = run_non_zero};
 const OpEmitter kernel_nms = {.run = run_nms};
 const OpEmitter kernel_compress = {.run = run_compress};
 const OpEmitter kernel_one_hot = {.run = run_one_hot};
+const OpEmitter kernel_unique = {.setup = setup_unique, .run = run_unique};

@@ -2694,10 +2694,12 @@ static bool infer_compress(Graph *g, Node *n) {
 }
 
 /* Unique: the output sizes come from the values. */
+/* Unique: at compile time the count is known; at run time it is the data's,
+   and Y, indices and counts are planned for every item being unique
+   (bounded); inverse_indices has one entry per item either way. */
 static bool infer_unique(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  if (!need_const(g, n, x))
-    return false;
+  bool at_run_time = !tensor_is_const(x);
   if (!flag_attr(g, n, "sorted", true, &n->p.unique.sorted))
     return false;
   n->p.unique.has_axis = node_attr(n, "axis") != NULL;
@@ -2705,15 +2707,21 @@ static bool infer_unique(Graph *g, Node *n) {
   if (n->p.unique.has_axis &&
       !resolve_axis(g, n, node_attr_int(n, "axis", 0), x->rank, &n->p.unique.axis))
     return false;
-  int64_t u = count_unique(n), dims[IR_MAX_RANK];
   int axis = n->p.unique.axis;
   int64_t along = n->p.unique.has_axis ? x->dims[axis] : tensor_numel(x);
+  int64_t u = at_run_time ? along : count_unique(n), dims[IR_MAX_RANK];
+  n->p.unique.count = u;
   memcpy(dims, x->dims, sizeof dims);
   dims[axis] = u;
   bool y_ok = n->p.unique.has_axis ? set_out(g, n, 0, x->dtype, x->rank, dims)
                                    : set_out(g, n, 0, x->dtype, 1, &u);
-  return y_ok && set_out(g, n, 1, DT_INT64, 1, &u) && set_out(g, n, 2, DT_INT64, 1, &along) &&
-         set_out(g, n, 3, DT_INT64, 1, &u);
+  if (!(y_ok && set_out(g, n, 1, DT_INT64, 1, &u) && set_out(g, n, 2, DT_INT64, 1, &along) &&
+        set_out(g, n, 3, DT_INT64, 1, &u)))
+    return false;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] && k != 2)
+      n->out[k]->bounded = at_run_time && u > 0;
+  return true;
 }
 
 /* -------------------------------------------------------- reductions */
