@@ -385,12 +385,12 @@ typedef union Params {
   struct { int spatial, mode, padding; bool align_corners; } grid;
   /* Compress: along `axis`, or over the flattened input when it is -1. */
   struct { int axis; } compress;
-  /* NonMaxSuppression: center_point_box, up to max_per_class boxes kept per
-     batch and class (per_class: that, at most the box count), the IoU
-     threshold, and the score threshold where there is one. */
+  /* NonMaxSuppression: center_point_box, up to per_class boxes kept per
+     batch and class (max_output_boxes_per_class, at most the box count),
+     the IoU threshold, and the score threshold where there is one. */
   struct {
     bool center, has_score_threshold;
-    int64_t max_per_class, per_class;
+    int64_t per_class;
     float iou_threshold, score_threshold;
   } nms;
   /* GroupNormalization: scale and bias per channel (opset 21) or per

@@ -2641,7 +2641,6 @@ static bool infer_nms(Graph *g, Node *n) {
   int64_t per_class = max_per_class < 0 ? 0 : max_per_class;
   n->p.nms.center = center == 1;
   n->p.nms.has_score_threshold = in(n, 4) != NULL;
-  n->p.nms.max_per_class = max_per_class;
   n->p.nms.per_class = per_class < boxes->dims[1] ? per_class : boxes->dims[1];
   n->p.nms.iou_threshold = iou;
   n->p.nms.score_threshold = score;
