@@ -126,9 +126,15 @@ static void test_pool(void) {
   CHECK(av.count_include_pad && !av.ceil_mode && av.pad_begin[0] == 1 && av.pad_end[1] == 1);
   CHECK(sl.pad_begin[0] == 1 && sl.pad_end[0] == 0);
   graph_free(g);
-  /* MaxPool's Indices output is rejected, once, clearly */
+  /* MaxPool's Indices: int64, of the output's shape; storage_order 1 is
+     column-major, 2 is refused once, clearly */
+  g = inferred("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
+               "%y, %i = MaxPool(%x) {kernel_shape=[2,2], storage_order=1} name=\"m\"\n"
+               "output %y\noutput %i\n");
+  CHECK(g && has_type(g, "i", "i64[1,1,3,3]") && node_named(g, "m")->win.column_major);
+  graph_free(g);
   CHECK(fails_once("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
-                   "%y, %i = MaxPool(%x) {kernel_shape=[2,2]}\noutput %y\n"));
+                   "%y, %i = MaxPool(%x) {kernel_shape=[2,2], storage_order=2}\noutput %y\n"));
   /* kernel_shape is required */
   CHECK(fails_once("graph \"t\"\ninput %x: f32[1,1,4,4]\n%y = MaxPool(%x)\noutput %y\n"));
 }
