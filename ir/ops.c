@@ -2379,6 +2379,11 @@ static bool infer_roi_align(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *rois = in(n, 1), *batch = in(n, 2);
   if (!need_rank(g, n, x, 4, 4) || !need_rank(g, n, rois, 2, 2) || !need_rank(g, n, batch, 1, 1))
     return false;
+  if (x->dims[2] < 1 || x->dims[3] < 1) {
+    ir_error(g, n, "input '%s' has an empty plane (%lld x %lld): no element to sample", x->name,
+             (long long)x->dims[2], (long long)x->dims[3]);
+    return false;
+  }
   if (rois->dims[1] != 4 || batch->dims[0] != rois->dims[0]) {
     ir_error(g, n, "rois must be [R, 4] and batch_indices [R]; they are [%lld, %lld] and [%lld]",
              (long long)rois->dims[0], (long long)rois->dims[1], (long long)batch->dims[0]);

@@ -30,11 +30,11 @@ the reference is an error. Negative controls: the comparison must reject
 RoiAlign's output of the other coordinate mode (half a pixel away) and
 MaxPool's Indices of the other storage_order.
 
-Errors: rois of the wrong shape, an unknown mode, a constant batch index
-past the batch, MaxUnpool's output_shape at run time or smaller than its
-windows, training-mode
-Dropout of ratio 0.5 and a storage_order of 2 are refused with exit status
-2 and a message naming the problem.
+Errors: rois of the wrong shape, an unknown mode, an empty input plane, a
+constant batch index past the batch, MaxUnpool's output_shape at run time
+or smaller than its windows, training-mode Dropout of ratio 0.5 and a
+storage_order of 2 are refused with exit status 2 and a message naming
+the problem.
 
 usage: test_roi_pool.py OPC WORK_DIR
 """
@@ -168,6 +168,11 @@ def error_cases():
     return [
         ("rois [2, 3]", roi((2, 3), [0, 1]), "rois must be [R, 4]"),
         ("RoiAlign mode min", roi((2, 4), [0, 1], mode="min"), "unknown mode 'min'"),
+        ("RoiAlign of an empty plane", model(
+            [helper.make_node("RoiAlign", ["e", "r", "b"], ["y"])],
+            [value_info("e", np.zeros((1, 3, 0, 8), np.float32)),
+             value_info("r", np.zeros((2, 4), np.float32))], out,
+            [numpy_helper.from_array(np.array([0, 0], np.int64), "b")]), "has an empty plane"),
         ("batch index past the batch", roi((2, 4), [0, 2]), "batch_indices[1] is 2"),
         ("MaxUnpool output_shape at run time", unpool, "output_shape input 'si' is not a "
          "compile-time constant"),
