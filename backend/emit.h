@@ -330,7 +330,7 @@ extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_tril
 extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
     kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,
     kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
-    kernel_grid_sample, kernel_affine_grid;                           /* kernels_movement.c */
+    kernel_grid_sample, kernel_roi_align, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk, kernel_non_zero, kernel_nms, kernel_compress,
     kernel_one_hot, kernel_unique; /* kernels_index.c */
@@ -338,7 +338,7 @@ extern const OpEmitter kernel_loss;                                    /* kernel
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear;                                                    /* kernels_quantized.c */
-extern const OpEmitter kernel_pool, kernel_reduce, kernel_softmax, kernel_layer_norm,
+extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
     kernel_row_more, kernel_det;                                       /* kernels_rows.c */

@@ -471,6 +471,42 @@ static void run_grid_sample(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* RoiAlign over the output's dims, one output a thread. */
+static void run_roi_align(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *rois = n->in[1], *batch = n->in[2], *y = n->out[0];
+  int64_t xs[IR_MAX_RANK], rs[IR_MAX_RANK], bs[IR_MAX_RANK], ys[IR_MAX_RANK], low;
+  strides_of(x, xs);
+  strides_of(rois, rs);
+  strides_of(batch, bs);
+  strides_of(y, ys);
+  /* Output (r, c, ph, pw) reads roi r and batch index r: along R only. */
+  int64_t ra[4] = {rs[0], 0, 0, 0}, ba[4] = {bs[0], 0, 0, 0};
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = 4};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * 4);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  set_input(&L, 1, buf(e, rois), ra);
+  set_input(&L, 2, buf(e, batch), ba);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  L.x_extent[1] = reach(rois->rank, rois->dims, rs, &low);
+  L.x_extent[2] = reach(batch->rank, batch->dims, bs, &low);
+  L.x_bytes[2] = 8;
+  L.i[0] = x->dims[0];
+  L.i[1] = x->dims[2];
+  L.i[2] = x->dims[3];
+  group_i(&L, 0, 3, "the input's N, H, W");
+  L.i[3] = n->p.roi_align.sampling;
+  L.i[4] = n->p.roi_align.half_pixel;
+  L.i[5] = n->p.roi_align.max_mode;
+  group_i(&L, 3, 3, "sampling_ratio, half_pixel, max mode");
+  L.i[6] = rs[1];
+  group_i(&L, 6, 1, "the rois' stride between coordinates");
+  L.f[0] = n->p.roi_align.scale;
+  group_f(&L, 0, 1, "spatial_scale");
+  L.note = "x = {input, rois, batch_indices (int64)}";
+  emit_launch(e, n, &L);
+}
+
 /* AffineGrid over the output's dims: theta's row k for component k. */
 static void run_affine_grid(Emitter *e, Node *n) {
   Tensor *theta = n->in[0], *y = n->out[0];
@@ -720,4 +756,5 @@ const OpEmitter kernel_reverse_sequence = {.run = run_reverse_sequence};
 const OpEmitter kernel_pad = {.run = run_pad};
 const OpEmitter kernel_resize = {.run = run_resize};
 const OpEmitter kernel_grid_sample = {.run = run_grid_sample};
+const OpEmitter kernel_roi_align = {.run = run_roi_align};
 const OpEmitter kernel_affine_grid = {.run = run_affine_grid};

@@ -67,6 +67,56 @@ static void run_pool(Emitter *e, Node *n) {
     group_f(&L, 0, 1, "p");
   }
   emit_launch(e, n, &L);
+  Tensor *indices = n->nout > 1 ? n->out[1] : NULL;
+  if (indices && tensor_needed(indices)) {
+    /* MaxPool's Indices: a second pass over the same windows. */
+    if (x->dtype != DT_FLOAT) {
+      kernel_fail(e, n, "MaxPool's Indices output takes float32 data only");
+      return;
+    }
+    Launch A = L;
+    A.kernel = "opc_max_pool_argmax";
+    strides_of(indices, ys);
+    for (int d = 0; d < 5; d++)
+      y5[d] = d < x->rank ? ys[d] : 0;
+    set_output(&A, buf(e, indices), y5);
+    A.y_bytes = 8;
+    A.i[15] = w->column_major;
+    group_i(&A, 15, 1, "storage_order");
+    emit_launch(e, n, &A);
+  }
+}
+
+/* MaxUnpool: the output cleared, then X scattered to its indices. */
+static void run_max_unpool(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *indices = n->in[1], *y = n->out[0];
+  int64_t xs[IR_MAX_RANK], is[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(indices, is);
+  strides_of(y, ys);
+  Launch clear = {.kernel = op_kernel(e, n->op), .rank = y->rank};
+  memcpy(clear.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  set_output(&clear, buf(e, y), ys);
+  group_i(&clear, 0, 1, "0: clear the output");
+  emit_launch(e, n, &clear);
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = x->rank};
+  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), xs);
+  set_input(&L, 1, buf(e, indices), is);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &(int64_t){0});
+  L.x_extent[1] = reach(indices->rank, indices->dims, is, &(int64_t){0});
+  L.x_bytes[1] = 8;
+  L.y_extent = reach(y->rank, y->dims, ys, &(int64_t){0});
+  L.i[0] = 1;
+  group_i(&L, 0, 1, "1: scatter X");
+  int64_t unpooled[IR_MAX_RANK];
+  max_unpool_shape(n, unpooled);
+  for (int d = 0; d < y->rank; d++)
+    L.i[1 + d] = unpooled[d];
+  group_i(&L, 1, y->rank, "the unpooled dims the indices count in");
+  L.note = "x = {X, I (int64)}; y strides are the output's";
+  emit_launch(e, n, &L);
 }
 
 /* ---------------------------------------- reductions, softmax, row norms */
@@ -586,6 +636,7 @@ static void run_det(Emitter *e, Node *n) {
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_pool = {.run = run_pool};
+const OpEmitter kernel_max_unpool = {.run = run_max_unpool};
 const OpEmitter kernel_det = {.run = run_det};
 const OpEmitter kernel_reduce = {.run = run_reduce};
 const OpEmitter kernel_softmax = {.run = run_softmax};

@@ -54,9 +54,15 @@ static bool is_parameter(const Node *n, int k) {
 
 bool check_node_types(Emitter *e, const Node *n) {
   unsigned set = types_of(n->op);
-  for (int k = 0; k < n->nout; k++)
+  for (int k = 0; k < n->nout; k++) {
+    if (k == 1 && (op_info(n->op)->traits & T_INDEX_OUTPUT)) {
+      if (n->out[k] && n->out[k]->dtype != DT_INT64)
+        return unsupported(e, n, n->out[k], "indices", TY_I64);
+      continue;
+    }
     if (n->out[k] && !(set & (1u << n->out[k]->dtype)))
       return unsupported(e, n, n->out[k], "output", set);
+  }
   for (int k = 0; k < n->nin; k++) {
     const Tensor *x = n->in[k];
     if (!x || is_parameter(n, k))

@@ -292,6 +292,31 @@ static double pool_point(const Node *n, const Geometry *g, const Tensor *x, int6
   return acc;
 }
 
+/* MaxPool's Indices for output o of plane pl: the window's first largest
+   tap (a NaN wins and stays, as in the max), as opc_pool_index_of
+   numbers it. */
+static int64_t pool_argmax(const Node *n, const Geometry *g, const Tensor *x, int64_t pl,
+                           const int64_t *o) {
+  int64_t ksize = spatial(g->kernel), k[3], best[3] = {0, 0, 0};
+  double acc = 0;
+  bool found = false;
+  for (int64_t t = 0; t < ksize; t++) {
+    unravel(t, 3, g->kernel, k);
+    int64_t off = tap_offset(g, o, k);
+    if (off < 0)
+      continue;
+    double v = getd(x, pl * spatial(g->in) + off);
+    if (found && (acc != acc || !(v > acc || v != v)))
+      continue;
+    found = true;
+    acc = v;
+    for (int d = 0; d < 3; d++)
+      best[d] = tap(g, d, o[d], k[d]);
+  }
+  return opc_pool_index_of(pl, g->in[0], g->in[1], g->in[2], best[0], best[1], best[2],
+                           n->win.column_major);
+}
+
 /* MaxPool, AveragePool and LpPool. */
 bool fold_pool(Graph *gr, Node *n) {
   const Tensor *x = n->in[0];
@@ -304,7 +329,37 @@ bool fold_pool(Graph *gr, Node *n) {
     for (int64_t p = 0; p < osize; p++) {
       unravel(p, 3, g.out, o);
       putd(y, pl * osize + p, pool_point(n, &g, x, pl * isize, o));
+      if (n->nout > 1 && n->out[1])
+        n->out[1]->i64[pl * osize + p] = pool_argmax(n, &g, x, pl, o);
     }
+  return true;
+}
+
+/* MaxUnpool: zeros, then each X at its index into the unpooled shape, in
+   order (a later one wins an index two share), at the same coordinates
+   of the output, which output_shape may make larger. Indices outside the
+   unpooled shape leave it alone. */
+bool fold_max_unpool(Graph *gr, Node *n) {
+  (void)gr;
+  const Tensor *x = n->in[0], *indices = n->in[1];
+  Tensor *y = n->out[0];
+  if (!x->f32 || !indices->i64 || !y->f32)
+    return false;
+  int64_t unpooled[IR_MAX_RANK], c[IR_MAX_RANK], total = 1;
+  max_unpool_shape(n, unpooled);
+  for (int d = 0; d < x->rank; d++)
+    total *= unpooled[d];
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->f32[i] = 0.0f;
+  for (int64_t i = 0; i < tensor_numel(x); i++) {
+    int64_t at = indices->i64[i], off = 0;
+    if (at < 0 || at >= total)
+      continue;
+    unravel(at, x->rank, unpooled, c);
+    for (int d = 0; d < x->rank; d++)
+      off = off * y->dims[d] + c[d];
+    y->f32[off] = x->f32[i];
+  }
   return true;
 }
 
@@ -1346,6 +1401,26 @@ bool fold_grid_sample(Graph *g, Node *n) {
     const float *gp = grid->f32 + (yc[0] * points + point) * r;
     y->f32[i] = opc_grid_sample_of(xp, r, size, stride, gp, 1, mode, n->p.grid.padding,
                                    n->p.grid.align_corners);
+  }
+  return true;
+}
+
+/* RoiAlign by the kernels' formula (scalar.h), in float as they compute. */
+bool fold_roi_align(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0], *rois = n->in[1], *batch = n->in[2];
+  Tensor *y = n->out[0];
+  const int64_t grid = n->p.roi_align.sampling ? n->p.roi_align.sampling : 8;
+  if (!x->f32 || !rois->f32 || !batch->i64 || !y->f32 || !affordable(tensor_numel(y), grid * grid))
+    return false;
+  int64_t c = x->dims[1], h = x->dims[2], w = x->dims[3], yc[4];
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    unravel(i, 4, y->dims, yc);
+    const float *plane = x->f32 + (batch->i64[yc[0]] * c + yc[1]) * h * w;
+    y->f32[i] = opc_roi_align_of(plane, h, w, w, 1, rois->f32 + yc[0] * 4, 1, yc[2], yc[3],
+                                 y->dims[2], y->dims[3], n->p.roi_align.scale,
+                                 n->p.roi_align.sampling, n->p.roi_align.half_pixel,
+                                 n->p.roi_align.max_mode);
   }
   return true;
 }

@@ -223,6 +223,7 @@ typedef struct Window {
   int64_t group;             /* Conv, ConvTranspose */
   bool ceil_mode;            /* pooling */
   bool count_include_pad;    /* AveragePool */
+  bool column_major;         /* MaxPool's storage_order 1, for its Indices */
   bool auto_pad;             /* the node has an auto_pad attribute: new pads must reset it */
 } Window;
 
@@ -265,6 +266,7 @@ typedef enum ParamKind {
   PARAMS_GROUP_NORM,
   PARAMS_ROTARY,
   PARAMS_ATTENTION,
+  PARAMS_ROI_ALIGN,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -383,6 +385,14 @@ typedef union Params {
      mode (0 linear, 1 nearest, 2 cubic) and padding (0 zeros, 1 border,
      2 reflection), scalar.h's codes; align_corners. */
   struct { int spatial, mode, padding; bool align_corners; } grid;
+  /* RoiAlign: out_h by out_w bins per roi, sampling samples per bin and
+     axis (0: adaptive), the rois' scale to the input, half_pixel (opset
+     16's default; false: output_half_pixel) and max_mode (mode max). */
+  struct {
+    int64_t out_h, out_w, sampling;
+    float scale;
+    bool half_pixel, max_mode;
+  } roi_align;
   /* Compress: along `axis`, or over the flattened input when it is -1. */
   struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to per_class boxes kept per
@@ -525,6 +535,9 @@ enum {
      ("opc_quantize_linear_u8"), each computing in float32: float32 is in
      its run_types for its other operands, with no instance of its own. */
   T_QUANTIZED_KERNEL = 1u << 13,
+  /* Output 1 holds int64 indices into its input, whatever the data's
+     type (MaxPool's Indices): backend/types.c checks it as such. */
+  T_INDEX_OUTPUT = 1u << 14,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -808,6 +821,9 @@ bool window_is_symmetric(const Window *w);
    down (no ceil_mode growth), and no Indices output. Both lower-precision
    (which pools go 16-bit) and the backend (which emitter prints one) ask. */
 bool pool_fits_library(const Node *n);
+/* MaxUnpool's unpooled shape, which its indices count in (ops.c): the
+   output's, or the part of it before output_shape's added zeros. */
+void max_unpool_shape(const Node *n, int64_t *dims);
 /* The other 16-bit library forms of ops.def's half column: a convolution
    with a symmetric window, any Gemm, and a MatMul cuBLAS does in one call
    (B one matrix, or A and B batched alike). */

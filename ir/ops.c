@@ -1356,16 +1356,13 @@ static bool pool_pads_fit(Graph *g, Node *n, const Window *w) {
 
 static bool infer_pool(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  if (n->op == OP_MAX_POOL && n->nout > 1 && n->out[1]) {
-    ir_error(g, n, "the Indices output of MaxPool is not supported");
-    return false;
-  }
   Window w;
   AutoPad ap;
   if (!read_window(g, n, x, NULL, &w) || !auto_pad(g, n, &ap) || !pool_pads_fit(g, n, &w))
     return false;
   if (!flag_attr(g, n, "ceil_mode", false, &w.ceil_mode) ||
-      !flag_attr(g, n, "count_include_pad", false, &w.count_include_pad))
+      !flag_attr(g, n, "count_include_pad", false, &w.count_include_pad) ||
+      !flag_attr(g, n, "storage_order", false, &w.column_major))
     return false;
   n->p.lp.p = (int)node_attr_int(n, "p", 2); /* LpPool */
   int64_t dims[IR_MAX_RANK] = {x->dims[0], x->dims[1]};
@@ -1373,6 +1370,64 @@ static bool infer_pool(Graph *g, Node *n) {
     if (!window_output(g, n, &w, ap, i, x->dims[2 + i], &dims[2 + i]))
       return false;
   n->win = w;
+  /* MaxPool's optional Indices (set_out skips an absent one). */
+  return set_out(g, n, 0, x->dtype, x->rank, dims) && set_out(g, n, 1, DT_INT64, x->rank, dims);
+}
+
+/* MaxUnpool's unpooled shape, [N, C, (in - 1) * stride + kernel - pads]:
+   what its indices count in (output_shape only adds zeros after it). */
+void max_unpool_shape(const Node *n, int64_t *dims) {
+  const Tensor *x = n->in[0];
+  const Window *w = &n->win;
+  dims[0] = x->dims[0];
+  dims[1] = x->dims[1];
+  for (int i = 0; i < w->nspatial; i++)
+    dims[2 + i] = (x->dims[2 + i] - 1) * w->stride[i] + w->kernel[i] - w->pad_begin[i] -
+                  w->pad_end[i];
+}
+
+/* MaxUnpool: X and the int64 Indices a MaxPool gave, both [N, C, spatial],
+   spread into zeros of the unpooled shape, as the ONNX reference does:
+   output_shape, which must be known when opc runs (it decides the shape),
+   may only add zeros after each spatial axis. */
+static bool infer_max_unpool(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *indices = in(n, 1), *shape = in(n, 2);
+  if (!read_window(g, n, x, NULL, &n->win))
+    return false;
+  if (!tensor_same_shape(x, indices)) {
+    ir_error(g, n, "I must have the shape of X");
+    return false;
+  }
+  int64_t unpooled[IR_MAX_RANK], dims[IR_MAX_RANK];
+  max_unpool_shape(n, unpooled);
+  memcpy(dims, unpooled, sizeof dims);
+  if (shape) {
+    if (!tensor_is_const(shape))
+      return not_constant(g, n, "output_shape", shape);
+    if (shape->rank != 1 || shape->dims[0] != x->rank || !shape->i64 ||
+        shape->i64[0] != x->dims[0] || shape->i64[1] != x->dims[1]) {
+      ir_error(g, n, "output_shape must hold %d int64 values starting with X's N and C",
+               x->rank);
+      return false;
+    }
+    for (int i = 2; i < x->rank; i++) {
+      if (shape->i64[i] < unpooled[i]) {
+        ir_error(g, n, "output_shape[%d] is %lld, less than the %lld the windows cover", i,
+                 (long long)shape->i64[i], (long long)unpooled[i]);
+        return false;
+      }
+      dims[i] = shape->i64[i];
+    }
+  }
+  int64_t total = 1;
+  for (int i = 0; i < x->rank; i++)
+    total *= unpooled[i] > 0 ? unpooled[i] : 0;
+  for (int64_t i = 0; indices->i64 && i < tensor_numel(indices); i++)
+    if (indices->i64[i] < 0 || indices->i64[i] >= total) {
+      ir_error(g, n, "index %lld of I is %lld; the output holds %lld elements", (long long)i,
+               (long long)indices->i64[i], (long long)total);
+      return false;
+    }
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
@@ -2317,6 +2372,59 @@ static bool infer_grid_sample(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
+/* RoiAlign: X [N, C, H, W], rois [R, 4] and batch_indices [R] give [R, C,
+   output_height, output_width]. R is static: a roi count bounded by a
+   NonMaxSuppression before it is later work. */
+static bool infer_roi_align(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *rois = in(n, 1), *batch = in(n, 2);
+  if (!need_rank(g, n, x, 4, 4) || !need_rank(g, n, rois, 2, 2) || !need_rank(g, n, batch, 1, 1))
+    return false;
+  if (x->dims[2] < 1 || x->dims[3] < 1) {
+    ir_error(g, n, "input '%s' has an empty plane (%lld x %lld): no element to sample", x->name,
+             (long long)x->dims[2], (long long)x->dims[3]);
+    return false;
+  }
+  if (rois->dims[1] != 4 || batch->dims[0] != rois->dims[0]) {
+    ir_error(g, n, "rois must be [R, 4] and batch_indices [R]; they are [%lld, %lld] and [%lld]",
+             (long long)rois->dims[0], (long long)rois->dims[1], (long long)batch->dims[0]);
+    return false;
+  }
+  const char *mode = node_attr_string(n, "mode", "avg");
+  /* Opset 10 has no attribute and maps as output_half_pixel does. */
+  const char *coords = node_attr_string(n, "coordinate_transformation_mode",
+                                        g->opset > 0 && g->opset < 16 ? "output_half_pixel"
+                                                                      : "half_pixel");
+  if (strcmp(mode, "avg") != 0 && strcmp(mode, "max") != 0) {
+    ir_error(g, n, "unknown mode '%s' (avg or max)", mode);
+    return false;
+  }
+  if (strcmp(coords, "half_pixel") != 0 && strcmp(coords, "output_half_pixel") != 0) {
+    ir_error(g, n, "unknown coordinate_transformation_mode '%s' (half_pixel or "
+             "output_half_pixel)", coords);
+    return false;
+  }
+  n->p.roi_align.out_h = node_attr_int(n, "output_height", 1);
+  n->p.roi_align.out_w = node_attr_int(n, "output_width", 1);
+  n->p.roi_align.sampling = node_attr_int(n, "sampling_ratio", 0);
+  n->p.roi_align.scale = node_attr_float(n, "spatial_scale", 1.0f);
+  n->p.roi_align.half_pixel = strcmp(coords, "half_pixel") == 0;
+  n->p.roi_align.max_mode = strcmp(mode, "max") == 0;
+  if (n->p.roi_align.out_h < 1 || n->p.roi_align.out_w < 1 || n->p.roi_align.sampling < 0) {
+    ir_error(g, n, "output_height and output_width must be positive and sampling_ratio at "
+             "least 0; they are %lld, %lld and %lld", (long long)n->p.roi_align.out_h,
+             (long long)n->p.roi_align.out_w, (long long)n->p.roi_align.sampling);
+    return false;
+  }
+  for (int64_t r = 0; batch->i64 && r < batch->dims[0]; r++)
+    if (batch->i64[r] < 0 || batch->i64[r] >= x->dims[0]) {
+      ir_error(g, n, "batch_indices[%lld] is %lld; the input holds %lld images", (long long)r,
+               (long long)batch->i64[r], (long long)x->dims[0]);
+      return false;
+    }
+  int64_t dims[4] = {rois->dims[0], x->dims[1], n->p.roi_align.out_h, n->p.roi_align.out_w};
+  return set_out(g, n, 0, x->dtype, 4, dims);
+}
+
 /* AffineGrid: theta [N, 2, 3] or [N, 3, 4] and a constant size [N, C, H,
    W] or [N, C, D, H, W] give the grid [N, (D,) H, W, r]. */
 static bool infer_affine_grid(Graph *g, Node *n) {
@@ -2815,14 +2923,38 @@ static bool infer_cumsum(Graph *g, Node *n) {
 /* -------------------------------------------- trivial and compile time */
 
 static bool infer_dropout(Graph *g, Node *n) {
-  Tensor *x = in(n, 0), *training = in(n, 2);
-  /* Training mode drops values at random: nothing to compile ahead of time. */
-  if (training && !(training->i64 && tensor_numel(training) == 1 && training->i64[0] == 0)) {
-    ir_error(g, n, "training-mode Dropout is not supported (training_mode must be a constant "
-             "false)");
+  Tensor *x = in(n, 0), *ratio = in(n, 1), *training = in(n, 2);
+  if (training && !tensor_is_const(training))
+    return not_constant(g, n, "training_mode", training);
+  if (training && tensor_numel(training) != 1) {
+    ir_error(g, n, "training_mode must hold one value, holds %lld",
+             (long long)tensor_numel(training));
     return false;
   }
-  return same_as(g, n, 0, x) && set_out(g, n, 1, DT_BOOL, x->rank, x->dims);
+  /* Training mode drops values at random, which nothing compiled ahead of
+     time reproduces, unless the ratio is 0: then it keeps everything, as
+     inference does. The default ratio is 0.5. */
+  if (training && training->i64[0] != 0) {
+    if (ratio && !tensor_is_const(ratio))
+      return not_constant(g, n, "ratio", ratio);
+    if (!ratio || tensor_numel(ratio) != 1 || ratio->f32[0] != 0) {
+      ir_error(g, n, "training-mode Dropout is not supported unless its ratio is a constant 0 "
+               "(it drops values at random)");
+      return false;
+    }
+  }
+  if (!same_as(g, n, 0, x) || !set_out(g, n, 1, DT_BOOL, x->rank, x->dims))
+    return false;
+  /* The mask keeps everything: a constant, which fold-constants takes off
+     the node so that only the copy of x is left to run. */
+  Tensor *mask = n->nout > 1 ? n->out[1] : NULL;
+  if (mask && !mask->i64) {
+    int64_t count = tensor_numel(mask);
+    mask->i64 = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(count + 1));
+    for (int64_t i = 0; i < count; i++)
+      mask->i64[i] = 1;
+  }
+  return true;
 }
 
 static bool infer_constant(Graph *g, Node *n) {

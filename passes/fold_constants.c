@@ -3,7 +3,9 @@
  * all constant. The node disappears; its outputs become constant tensors
  * (a graph output that becomes constant stays an output: the program
  * returns the stored value). Nodes whose outputs shape inference already
- * made constant (Shape of a runtime tensor) go too.
+ * made constant (Shape of a runtime tensor) go too, and a node's outputs
+ * that inference made constant while others are left (Dropout's mask) are
+ * taken off it.
  *
  * Required even at -O0: the backend computes in float32 only and has no
  * code for shape arithmetic (Shape, Gather on int64, ...).
@@ -25,6 +27,19 @@ static bool outputs_constant(const Node *n) {
   return true;
 }
 
+/* Outputs that shape inference filled while others stay to be computed
+   (Dropout's mask, all true) become plain constants: the node no longer
+   writes them, so the backend sees only the work left. */
+static void detach_constant_outputs(Node *n) {
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (t && tensor_is_const(t)) {
+      t->producer = NULL;
+      n->out[i] = NULL;
+    }
+  }
+}
+
 bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int folded = 0;
@@ -40,6 +55,7 @@ bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx) {
       folded++;
       continue;
     }
+    detach_constant_outputs(n);
     if (!inputs_constant(n))
       continue;
     /* node_fold returns false, without an error, for kinds it cannot

@@ -376,6 +376,100 @@ OPC_SCALAR float opc_grid_sample_of(const float *x, int rank, const long long *s
   return (float)sum;
 }
 
+/* MaxPool's Indices: spatial position (p0, p1, p2) of sizes (s0, s1,
+   s2) in plane `plane` (image * channels + channel) as an index into the
+   flattened input: row-major, or column-major within the plane
+   (storage_order 1). Axes a pool lacks have size 1 and position 0. */
+OPC_SCALAR long long opc_pool_index_of(long long plane, long long s0, long long s1, long long s2,
+                                       long long p0, long long p1, long long p2,
+                                       int column_major)
+{
+  long long at = column_major ? p0 + s0 * (p1 + s1 * p2) : (p0 * s1 + p1) * s2 + p2;
+  return plane * s0 * s1 * s2 + at;
+}
+
+/* One sample of RoiAlign at (y, x) of the plane x (height by width, rows
+   hs and columns ws elements apart): bilinear between its four nearest
+   elements, in float as the reference computes it; a point more than one
+   element outside the plane gives 0, one less clamps to the edge. In max
+   mode the largest of the four weighted elements instead of their sum
+   (the reference's max, which weights before it compares). */
+OPC_SCALAR float opc_roi_sample_of(const float *x, long long height, long long width,
+                                   long long hs, long long ws, float y, float xx, int max_mode)
+{
+  if (y < -1.0f || y > (float)height || xx < -1.0f || xx > (float)width)
+    return 0.0f;
+  y = y <= 0.0f ? 0.0f : y;
+  xx = xx <= 0.0f ? 0.0f : xx;
+  long long y_low = (long long)y, x_low = (long long)xx, y_high, x_high;
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = (float)y_low;
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    xx = (float)x_low;
+  } else {
+    x_high = x_low + 1;
+  }
+  float ly = y - (float)y_low, lx = xx - (float)x_low, hy = 1.0f - ly, hx = 1.0f - lx;
+  float v1 = hy * hx * x[y_low * hs + x_low * ws], v2 = hy * lx * x[y_low * hs + x_high * ws];
+  float v3 = ly * hx * x[y_high * hs + x_low * ws], v4 = ly * lx * x[y_high * hs + x_high * ws];
+  if (!max_mode)
+    return v1 + v2 + v3 + v4;
+  float m = v1 > v2 ? v1 : v2;
+  m = m > v3 ? m : v3;
+  return m > v4 ? m : v4;
+}
+
+/* One output of RoiAlign: bin (ph, pw) of out_h by out_w over the box
+   (x1, y1, x2, y2), its coordinates bstride apart, of the plane x
+   (height by width, rows hs and columns ws apart). The box is scaled by
+   `scale` and, with half_pixel, shifted by half an element; without it
+   (output_half_pixel, opset 10) it is at least 1 by 1. Each bin averages
+   (or, max_mode, takes the largest of) a grid of `sampling` by `sampling`
+   samples, or ceil(bin size) along each axis when sampling is 0. A box of
+   NaN or infinite coordinates gives NaN. */
+OPC_SCALAR float opc_roi_align_of(const float *x, long long height, long long width,
+                                  long long hs, long long ws, const float *box, long long bstride,
+                                  long long ph, long long pw, long long out_h, long long out_w,
+                                  float scale, long long sampling, int half_pixel, int max_mode)
+{
+  float offset = half_pixel ? 0.5f : 0.0f;
+  float x1 = box[0] * scale - offset, y1 = box[bstride] * scale - offset;
+  float roi_w = box[2 * bstride] * scale - offset - x1;
+  float roi_h = box[3 * bstride] * scale - offset - y1;
+  if (!half_pixel) {
+    roi_w = roi_w > 1.0f ? roi_w : 1.0f;
+    roi_h = roi_h > 1.0f ? roi_h : 1.0f;
+  }
+  float bin_h = roi_h / (float)out_h, bin_w = roi_w / (float)out_w;
+  float grid_hf = sampling > 0 ? (float)sampling : ceilf(bin_h);
+  float grid_wf = sampling > 0 ? (float)sampling : ceilf(bin_w);
+  if (!(x1 - x1 == 0.0f && y1 - y1 == 0.0f && grid_hf - grid_hf == 0.0f &&
+        grid_wf - grid_wf == 0.0f))
+    return NAN; /* a NaN or infinite box: no grid to sample */
+  long long grid_h = (long long)grid_hf, grid_w = (long long)grid_wf;
+  long long count = grid_h * grid_w > 1 ? grid_h * grid_w : 1;
+  float acc = 0.0f;
+  int first = 1;
+  for (long long iy = 0; iy < grid_h; iy++) {
+    float y = y1 + (float)ph * bin_h + ((float)iy + 0.5f) * bin_h / (float)grid_h;
+    for (long long ix = 0; ix < grid_w; ix++) {
+      float xx = x1 + (float)pw * bin_w + ((float)ix + 0.5f) * bin_w / (float)grid_w;
+      float v = opc_roi_sample_of(x, height, width, hs, ws, y, xx, max_mode);
+      if (!max_mode)
+        acc += v;
+      else if (first || v > acc)
+        acc = v;
+      first = 0;
+    }
+  }
+  return max_mode ? acc : acc / (float)count;
+}
+
 /* The determinant of the m x m matrix x (m at most OPC_DET_MAX), rows
    rs and columns cs elements apart: LU elimination with partial pivoting,
    in double; the product of the pivots, negated per row swap. A zero

@@ -126,9 +126,15 @@ static void test_pool(void) {
   CHECK(av.count_include_pad && !av.ceil_mode && av.pad_begin[0] == 1 && av.pad_end[1] == 1);
   CHECK(sl.pad_begin[0] == 1 && sl.pad_end[0] == 0);
   graph_free(g);
-  /* MaxPool's Indices output is rejected, once, clearly */
+  /* MaxPool's Indices: int64, of the output's shape; storage_order 1 is
+     column-major, 2 is refused once, clearly */
+  g = inferred("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
+               "%y, %i = MaxPool(%x) {kernel_shape=[2,2], storage_order=1} name=\"m\"\n"
+               "output %y\noutput %i\n");
+  CHECK(g && has_type(g, "i", "i64[1,1,3,3]") && node_named(g, "m")->win.column_major);
+  graph_free(g);
   CHECK(fails_once("graph \"t\" opset 12\ninput %x: f32[1,1,4,4]\n"
-                   "%y, %i = MaxPool(%x) {kernel_shape=[2,2]}\noutput %y\n"));
+                   "%y, %i = MaxPool(%x) {kernel_shape=[2,2], storage_order=2}\noutput %y\n"));
   /* kernel_shape is required */
   CHECK(fails_once("graph \"t\"\ninput %x: f32[1,1,4,4]\n%y = MaxPool(%x)\noutput %y\n"));
 }
@@ -731,10 +737,32 @@ static void test_limits(void) {
   CHECK(check_name_length(NULL, "a name", name) && ir_error_count() == before + 1);
 }
 
+/* RoiAlign's shape and its coordinate mode's default: output_half_pixel
+   in opset 10, which has no attribute, half_pixel from opset 16. */
+static void test_roi_align(void) {
+  static const char *const body = "input %x: f32[2,3,8,8]\ninput %r: f32[5,4]\n"
+                                  "const %b: i64[5] = zeros\n"
+                                  "%y = RoiAlign(%x, %r, %b) {output_height=2, output_width=3} "
+                                  "name=\"ra\"\noutput %y\n";
+  char text[512];
+  for (int opset = 10; opset <= 16; opset += 6) {
+    snprintf(text, sizeof text, "graph \"t\" opset %d\n%s", opset, body);
+    Graph *g = inferred(text);
+    CHECK(g && has_type(g, "y", "f32[5,3,2,3]"));
+    CHECK(g && node_named(g, "ra")->p.roi_align.half_pixel == (opset == 16));
+    graph_free(g);
+  }
+  /* batch_indices past the batch, when known */
+  CHECK(fails_with("graph \"t\" opset 16\ninput %x: f32[2,3,8,8]\ninput %r: f32[1,4]\n"
+                   "const %b: i64[1] = [2]\n%y = RoiAlign(%x, %r, %b)\noutput %y\n",
+                   "batch_indices[0] is 2; the input holds 2 images"));
+}
+
 int main(void) {
   test_conv_same_padding();
   test_conv_explicit();
   test_pool();
+  test_roi_align();
   test_pool_pads();
   test_conv_transpose();
   test_reshape();

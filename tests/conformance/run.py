@@ -84,14 +84,9 @@ EXPECTED_REJECTIONS_BY_REASON = {
     "BatchNormalization in training mode (running mean/var outputs)": [
         "test_batchnorm_epsilon_training_mode", "test_batchnorm_example_training_mode",
     ],
-    "Dropout in training mode: random masks, and opc compiles inference": [
+    "Dropout in training mode with a ratio other than 0: random masks": [
         "test_training_dropout", "test_training_dropout_default",
-        "test_training_dropout_zero_ratio", "test_training_dropout_mask",
-        "test_training_dropout_default_mask", "test_training_dropout_zero_ratio_mask",
-    ],
-    "MaxPool's Indices output (the argmax of each window) has no kernel": [
-        "test_maxpool_with_argmax_2d_precomputed_pads",
-        "test_maxpool_with_argmax_2d_precomputed_strides",
+        "test_training_dropout_mask", "test_training_dropout_default_mask",
     ],
     "the test data stores the bfloat16 input as uint16; --const-input refuses the mismatch": [
         "test_cast_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT",

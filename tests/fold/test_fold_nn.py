@@ -37,9 +37,9 @@ from onnx import numpy_helper
 KINDS = {
     "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization",
     "LayerNormalization", "LRN", "MeanVarianceNormalization", "LpNormalization",
-    "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+    "MaxPool", "MaxUnpool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
     "GlobalLpPool", "Pad", "Gemm", "MatMul", "DepthToSpace", "SpaceToDepth", "Resize",
-    "Upsample", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN",
+    "Upsample", "RoiAlign", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN",
     "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv",
 }
 
@@ -47,12 +47,7 @@ TOLERANCE = 1e-4
 
 # Tests opc rejects on purpose, by reason; the message opc prints must
 # contain the pattern.
-EXPECTED_REJECTIONS_BY_REASON = {
-    ("MaxPool's Indices output is not supported", "Indices output"): [
-        "test_maxpool_with_argmax_2d_precomputed_pads",
-        "test_maxpool_with_argmax_2d_precomputed_strides",
-    ],
-}
+EXPECTED_REJECTIONS_BY_REASON = {}
 EXPECTED_REJECTIONS = {t: r for r, tests in EXPECTED_REJECTIONS_BY_REASON.items() for t in tests}
 
 
