@@ -4,8 +4,9 @@
  * against what its kind's emitter handles (ops.def's run_types column).
  *
  * Float32 is what everything computes in. The other types a run-time
- * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
- * from index and shape computations and from casts, so only the operators
+ * tensor may have (float64, float16, int64, int32, int16, int8, uint64,
+ * uint32, uint16, uint8, bool) come from index and shape computations,
+ * from casts and from the interface, so only the operators
  * that carry them in real models take them: data movement (any type, by
  * element size), Cast, integer and float64 arithmetic, comparisons (numbers
  * in, bools out), logic and bitwise operators, Where, indexing (GatherND,
