@@ -105,7 +105,7 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
       continue;
     if (tensor_numel(b) != 1)
       return kernel_fail(e, n, "Clip's bounds must be scalars");
-    if (b->f32) {
+    if (b->f32 && !dtype_is_integer(n->out[0]->dtype)) { /* integer ones stay exact in x[1], x[2] */
       L->f[i - 1] = b->f32[0];
       continue;
     }
@@ -119,9 +119,10 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
 
 /* The instance of a kernel written once over the element types: the one
    for the node's type. The kernels of other kinds are float32 only, but
-   for the activations that also have float16 and bfloat16 instances. */
+   for the activations that also have float16 and bfloat16 instances and
+   Clip, which has integer ones. */
 static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
-  if (op_info(n->op)->traits & T_TYPED_KERNEL)
+  if ((op_info(n->op)->traits & T_TYPED_KERNEL) || dtype_is_integer(node_data_type(n)))
     return typed_kernel(e, kernel, node_data_type(n));
   return node_in_half(n) ? typed_kernel(e, kernel, node_data_type(n)) : kernel;
 }
