@@ -13,7 +13,10 @@
  * the scatters, ArgMax, ArgMin, TopK) and reductions. float16 is a storage
  * type here: moved and cast, and tested by IsNaN and IsInf, only; bfloat16
  * is moved and cast only. Both also run in the cuDNN and cuBLAS operators
- * that --precision fp16|bf16 gives them (node_emitter, emit.c).
+ * that --precision fp16|bf16 gives them (node_emitter, emit.c). int16,
+ * uint16, uint32 and uint64 (TY_RARE_INTS) reach programs mostly at their
+ * interface: they are moved and cast, and taken by Max, Min, Mod, Clip,
+ * BitShift (the unsigned ones) and Pow's exponent.
  */
 #include <string.h>
 
