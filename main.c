@@ -1108,8 +1108,9 @@ static const char operators_legend[] =
 
 /* "f32 f64 ...", in net.h's order of the run-time types. */
 static void print_type_set(uint32_t set) {
-  static const DType order[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16, DT_INT64,
-                                DT_INT32, DT_INT8,   DT_UINT8,   DT_BOOL};
+  static const DType order[] = {DT_FLOAT,  DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16, DT_INT64,
+                                DT_INT32,  DT_INT16,  DT_INT8,    DT_UINT64,   DT_UINT32,
+                                DT_UINT16, DT_UINT8,  DT_BOOL};
   const char *sep = "";
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
     if (set >> order[i] & 1) {

@@ -343,7 +343,11 @@ const char *dtype_c_type(DType t) {
   case DT_FLOAT16: case DT_BFLOAT16: return "uint16_t";
   case DT_INT64: return "int64_t";
   case DT_INT32: return "int32_t";
+  case DT_INT16: return "int16_t";
   case DT_INT8: return "int8_t";
+  case DT_UINT64: return "uint64_t";
+  case DT_UINT32: return "uint32_t";
+  case DT_UINT16: return "uint16_t";
   case DT_UINT8: case DT_BOOL: return "uint8_t";
   default: return NULL;
   }

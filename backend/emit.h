@@ -325,7 +325,7 @@ void fused_activation(Emitter *e, const Node *n);
 void run_reshape_copy(Emitter *e, Node *n);
 /* The emitters of opc's kernels that ops.def's emitter column names. */
 extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_trilu, kernel_mod,
-    kernel_gelu, kernel_logic, kernel_cast_like, kernel_quantize,
+    kernel_pow, kernel_gelu, kernel_logic, kernel_cast_like, kernel_quantize,
     kernel_dynamic_quantize;                                           /* kernels_elementwise.c */
 extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
     kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,

@@ -105,7 +105,7 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
       continue;
     if (tensor_numel(b) != 1)
       return kernel_fail(e, n, "Clip's bounds must be scalars");
-    if (b->f32) {
+    if (b->f32 && !dtype_is_integer(n->out[0]->dtype)) { /* integer ones stay exact in x[1], x[2] */
       L->f[i - 1] = b->f32[0];
       continue;
     }
@@ -119,9 +119,10 @@ static bool clip_bounds(Emitter *e, const Node *n, Launch *L) {
 
 /* The instance of a kernel written once over the element types: the one
    for the node's type. The kernels of other kinds are float32 only, but
-   for the activations that also have float16 and bfloat16 instances. */
+   for the activations that also have float16 and bfloat16 instances and
+   Clip, which has integer ones. */
 static const char *kernel_for_type(Emitter *e, const Node *n, const char *kernel) {
-  if (op_info(n->op)->traits & T_TYPED_KERNEL)
+  if ((op_info(n->op)->traits & T_TYPED_KERNEL) || dtype_is_integer(node_data_type(n)))
     return typed_kernel(e, kernel, node_data_type(n));
   return node_in_half(n) ? typed_kernel(e, kernel, node_data_type(n)) : kernel;
 }
@@ -216,6 +217,30 @@ static void run_mod(Emitter *e, Node *n) {
   collapse(&L);
   L.i[0] = n->p.mod.fmod;
   group_i(&L, 0, 1, "fmod");
+  emit_launch(e, n, &L);
+}
+
+/* Float32 to a float32 power is opc_pow; an integer base, or an exponent
+   of another type, the instance for the base's type, which reads the
+   exponent by its ONNX number. Other bases (float64, float16) have no
+   kernel here. */
+static void run_pow(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->in[1];
+  if (x->dtype != DT_FLOAT && x->dtype != DT_INT32 && x->dtype != DT_INT64) {
+    kernel_fail(e, n, emit_str(e, "Pow's base '%s' is %s; Pow runs on f32, i32 and i64 bases "
+                               "only", x->name, dtype_name(x->dtype)));
+    return;
+  }
+  if (x->dtype == DT_FLOAT && y->dtype == DT_FLOAT) {
+    run_binary(e, n);
+    return;
+  }
+  Launch L = elementwise(e, n, typed_kernel(e, op_kernel(e, n->op), x->dtype), n->in, 2);
+  set_element_type(&L, x->dtype);
+  L.x_bytes[1] = (int)dtype_size(y->dtype);
+  collapse(&L);
+  L.i[0] = y->dtype;
+  group_i(&L, 0, 1, emit_str(e, "exponent %s", dtype_name(y->dtype)));
   emit_launch(e, n, &L);
 }
 
@@ -372,6 +397,7 @@ const OpEmitter kernel_binary = {.run = run_binary};
 const OpEmitter kernel_variadic = {.run = run_variadic};
 const OpEmitter kernel_trilu = {.run = run_trilu};
 const OpEmitter kernel_mod = {.run = run_mod};
+const OpEmitter kernel_pow = {.run = run_pow};
 const OpEmitter kernel_gelu = {.run = run_gelu};
 const OpEmitter kernel_logic = {.run = run_logic};
 const OpEmitter kernel_cast_like = {.run = run_cast_like};

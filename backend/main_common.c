@@ -74,8 +74,16 @@ static double element_value(int type, const void *data, long long i)
     return (double)((const int64_t *)data)[i];
   if (strcmp(name, "int32") == 0)
     return ((const int32_t *)data)[i];
+  if (strcmp(name, "int16") == 0)
+    return ((const int16_t *)data)[i];
   if (strcmp(name, "int8") == 0)
     return ((const int8_t *)data)[i];
+  if (strcmp(name, "uint64") == 0)
+    return (double)((const uint64_t *)data)[i];
+  if (strcmp(name, "uint32") == 0)
+    return ((const uint32_t *)data)[i];
+  if (strcmp(name, "uint16") == 0)
+    return ((const uint16_t *)data)[i];
   return ((const uint8_t *)data)[i]; /* uint8, bool */
 }
 

@@ -58,7 +58,9 @@ static const struct {
 } element_types[] = {
     {"float32", "f32", "<f4", 1, 4}, {"float64", "f64", "<f8", 11, 8},
     {"float16", "f16", "<f2", 10, 2}, {"int64", "i64", "<i8", 7, 8},
-    {"int32", "i32", "<i4", 6, 4},   {"int8", "i8", "|i1", 3, 1},
+    {"int32", "i32", "<i4", 6, 4},   {"int16", "i16", "<i2", 5, 2},
+    {"int8", "i8", "|i1", 3, 1},     {"uint64", "u64", "<u8", 13, 8},
+    {"uint32", "u32", "<u4", 12, 4}, {"uint16", "u16", "<u2", 4, 2},
     {"uint8", "u8", "|u1", 2, 1},    {"bool", "bool", "|b1", 9, 1},
 };
 enum { NUM_ELEMENT_TYPES = sizeof element_types / sizeof element_types[0] };
@@ -216,17 +218,20 @@ static int read_varint(const unsigned char **p, const unsigned char *end, uint64
 }
 
 /* The typed fields of a TensorProto and the element types they hold:
-   float_data (4) float32, int32_data (5) int32, int8, uint8, bool and
-   float16's bits, int64_data (7) int64, double_data (10) float64. */
+   float_data (4) float32, int32_data (5) int32, int16, int8, uint16,
+   uint8, bool and float16's bits, int64_data (7) int64, double_data (10)
+   float64, uint64_data (11) uint32 and uint64. */
 static int field_holds(int field, const char *type)
 {
   switch (field) {
   case 4: return strcmp(type, "float32") == 0;
-  case 5: return strcmp(type, "int32") == 0 || strcmp(type, "int8") == 0 ||
+  case 5: return strcmp(type, "int32") == 0 || strcmp(type, "int16") == 0 ||
+                 strcmp(type, "int8") == 0 || strcmp(type, "uint16") == 0 ||
                  strcmp(type, "uint8") == 0 || strcmp(type, "bool") == 0 ||
                  strcmp(type, "float16") == 0;
   case 7: return strcmp(type, "int64") == 0;
   case 10: return strcmp(type, "float64") == 0;
+  case 11: return strcmp(type, "uint32") == 0 || strcmp(type, "uint64") == 0;
   default: return 0;
   }
 }
@@ -268,7 +273,7 @@ static int packed_wire(int field)
   return field == 4 ? 5 : field == 10 ? 1 : 0;
 }
 
-/* ONNX TensorProto: dims (1), data_type (2), typed data (4, 5, 7, 10), raw_data (9). */
+/* ONNX TensorProto: dims (1), data_type (2), typed data (4, 5, 7, 10, 11), raw_data (9). */
 static int parse_pb(const unsigned char *p, size_t size, const Expected *x, void *out)
 {
   const unsigned char *end = p + size, *raw = NULL;
@@ -290,7 +295,7 @@ static int parse_pb(const unsigned char *p, size_t size, const Expected *x, void
       if (field == 9) {
         raw = q;
         raw_len = (size_t)v;
-      } else if (field == 1 || packed_wire(field) || field == 5 || field == 7) {
+      } else if (field == 1 || packed_wire(field) || field == 5 || field == 7 || field == 11) {
         int value_wire = field == 1 ? 0 : packed_wire(field);
         while (q < p) {
           if (!next_value(&q, p, value_wire, &v))
@@ -316,7 +321,7 @@ static int parse_pb(const unsigned char *p, size_t size, const Expected *x, void
         got[got_rank++] = (long long)v;
       else if (field == 2)
         dtype = v;
-      else if (field == 4 || field == 5 || field == 7 || field == 10) {
+      else if (field == 4 || field == 5 || field == 7 || field == 10 || field == 11) {
         if (!field_holds(field, type))
           wrong_field = 1;
         else if (nvalues < n)

@@ -19,7 +19,11 @@ static const char *triton_type(DType t) {
   case DT_FLOAT16: return "TYPE_FP16";
   case DT_INT64: return "TYPE_INT64";
   case DT_INT32: return "TYPE_INT32";
+  case DT_INT16: return "TYPE_INT16";
   case DT_INT8: return "TYPE_INT8";
+  case DT_UINT64: return "TYPE_UINT64";
+  case DT_UINT32: return "TYPE_UINT32";
+  case DT_UINT16: return "TYPE_UINT16";
   case DT_UINT8: return "TYPE_UINT8";
   case DT_BOOL: return "TYPE_BOOL";
   default: return NULL;

@@ -17,7 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # net.h's element types, by the names net_input_type() gives.
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
-          "int64": np.int64, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
+          "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+          "uint64": np.uint64, "uint32": np.uint32, "uint16": np.uint16, "uint8": np.uint8,
           "bool": np.bool_}
 
 

@@ -4,15 +4,19 @@
  * against what its kind's emitter handles (ops.def's run_types column).
  *
  * Float32 is what everything computes in. The other types a run-time
- * tensor may have (float64, float16, int64, int32, int8, uint8, bool) come
- * from index and shape computations and from casts, so only the operators
+ * tensor may have (float64, float16, int64, int32, int16, int8, uint64,
+ * uint32, uint16, uint8, bool) come from index and shape computations,
+ * from casts and from the interface, so only the operators
  * that carry them in real models take them: data movement (any type, by
  * element size), Cast, integer and float64 arithmetic, comparisons (numbers
  * in, bools out), logic and bitwise operators, Where, indexing (GatherND,
  * the scatters, ArgMax, ArgMin, TopK) and reductions. float16 is a storage
  * type here: moved and cast, and tested by IsNaN and IsInf, only; bfloat16
  * is moved and cast only. Both also run in the cuDNN and cuBLAS operators
- * that --precision fp16|bf16 gives them (node_emitter, emit.c).
+ * that --precision fp16|bf16 gives them (node_emitter, emit.c). int16,
+ * uint16, uint32 and uint64 (TY_RARE_INTS) reach programs mostly at their
+ * interface: they are moved and cast, and taken by Max, Min, Mod, Clip,
+ * BitShift (the unsigned ones) and Pow's exponent.
  */
 #include <string.h>
 

@@ -470,7 +470,8 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
   t->dtype = (DType)tt->elem_type;
   if (!dtype_at_interface(t->dtype)) {
     ir_error(g, NULL, "input '%s' has data type %s; opc compiles models whose inputs are "
-             "float32, float64, float16, int64, int32, int8, uint8 or bool",
+             "float32, float64, float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 "
+             "or bool",
              name, tt->has_elem_type ? dtype_onnx_name(t->dtype) : "(none)");
     im->failed = true;
     return;
@@ -1328,7 +1329,7 @@ static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
     }
     if (!dtype_at_interface(t->dtype)) {
       ir_error(im->g, NULL, "graph output '%s' is %s; opc programs return float32, float64, "
-               "float16, int64, int32, int8, uint8 or bool outputs", t->name,
+               "float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool outputs", t->name,
                dtype_onnx_name(t->dtype));
       ok = false;
       continue;

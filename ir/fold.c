@@ -656,19 +656,9 @@ static bool div_int(int64_t a, int64_t b, int64_t *out) {
   return true;
 }
 
-/* By squaring, wrapping around on overflow like the other integer kernels. */
+/* scalar.h's formula, which the kernels share. */
 static bool pow_int(int64_t base, int64_t exp, int64_t *out) {
-  if (exp < 0) {
-    *out = base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
-    return true;
-  }
-  uint64_t r = 1, b = (uint64_t)base;
-  for (uint64_t e = (uint64_t)exp; e; e >>= 1) {
-    if (e & 1)
-      r *= b;
-    b *= b;
-  }
-  *out = (int64_t)r;
+  *out = opc_int_pow_of(base, exp);
   return true;
 }
 
@@ -734,11 +724,11 @@ bool fold_mean(Graph *g, Node *n) {
 static bool mod_int(DType t, bool fmod_mode, int64_t a, int64_t b, int64_t *out) {
   if (b == 0)
     return false;
+  int64_t r = opc_int_rem_of(a, b, t == DT_UINT64); /* other unsigned values fit in int64 */
   if (t == DT_UINT64) {
-    *out = (int64_t)((uint64_t)a % (uint64_t)b);
+    *out = r;
     return true;
   }
-  int64_t r = b == -1 ? 0 : a % b;
   if (!fmod_mode && r != 0 && (r < 0) != (b < 0))
     r += b;
   *out = r;

@@ -319,11 +319,11 @@ DType dtype_from_name(const char *s) {
 }
 
 /* The types a value may have at run time: those with a C storage type in
-   net.c. Others (strings, u16/u32/u64, i16) exist only as constants folded
-   at compile time. */
+   net.c. Others (strings) exist only as constants folded at compile time. */
 bool dtype_at_run_time(DType t) {
   return t == DT_FLOAT || t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16 ||
-         t == DT_INT64 || t == DT_INT32 || t == DT_INT8 || t == DT_UINT8 || t == DT_BOOL;
+         t == DT_INT64 || t == DT_INT32 || t == DT_INT16 || t == DT_INT8 || t == DT_UINT64 ||
+         t == DT_UINT32 || t == DT_UINT16 || t == DT_UINT8 || t == DT_BOOL;
 }
 
 /* The types a graph input or output may have: bfloat16 lives only inside

@@ -224,7 +224,8 @@ static bool check_compile_time_inputs(Graph *g, Node *n) {
    backend reads as constants. */
 static bool compile_time_type(Graph *g, Node *n, const char *role, const Tensor *t) {
   ir_error(g, n, "%s '%s' is %s, a type that exists at compile time only (run-time values "
-           "are float32, float64, float16, int64, int32, int8, uint8 or bool)",
+           "are float32, float64, float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 "
+           "or bool)",
            role, t->name, dtype_onnx_name(t->dtype));
   return false;
 }

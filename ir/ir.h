@@ -92,7 +92,7 @@ const char *dtype_name(DType t);     /* "f32", "i64", ... */
 DType dtype_from_name(const char *s); /* inverse; DT_UNDEFINED if unknown */
 bool dtype_is_float(DType t);         /* float, double, half, bfloat16 */
 bool dtype_is_integer(DType t);       /* every int, uint and bool */
-bool dtype_at_run_time(DType t);      /* f32 f64 f16 bf16 i64 i32 i8 u8 bool */
+bool dtype_at_run_time(DType t);      /* f32 f64 f16 bf16 i64 i32 i16 i8 u64 u32 u16 u8 bool */
 bool dtype_at_interface(DType t);     /* the same but bf16: graph inputs and outputs */
 /* f rounded to the nearest value of floating type t (ties to even): what a
    cast to t and back gives; f itself for float32 and float64. */
@@ -478,14 +478,23 @@ enum {
   TY_I8 = 1u << DT_INT8,
   TY_U8 = 1u << DT_UINT8,
   TY_BOOL = 1u << DT_BOOL,
+  TY_I16 = 1u << DT_INT16,
+  TY_U16 = 1u << DT_UINT16,
+  TY_U32 = 1u << DT_UINT32,
+  TY_U64 = 1u << DT_UINT64,
   TY_ANY = TY_F32 | TY_F64 | TY_F16 | TY_I64 | TY_I32 | TY_I8 | TY_U8 | TY_BOOL,
-  TY_MOVED = TY_ANY | TY_BF16, /* what the kernels that copy by element size take */
+  /* the integers that reach a program mostly at its interface: data
+     movement, Cast, Max, Min, Mod and BitShift take them */
+  TY_RARE_INTS = TY_I16 | TY_U16 | TY_U32 | TY_U64,
+  TY_MOVED = TY_ANY | TY_BF16 | TY_RARE_INTS, /* what the kernels that copy by element size take */
   TY_HALVES = TY_F32 | TY_F16 | TY_BF16, /* float32, and the 16-bit types computing in float */
   TY_NUMERIC = TY_F32 | TY_F64 | TY_I64 | TY_I32 | TY_I8 | TY_U8,
   TY_SIGNED = TY_F32 | TY_F64 | TY_I64 | TY_I32 | TY_I8,
   TY_WIDE = TY_F32 | TY_F64 | TY_I64 | TY_I32, /* what sums (CumSum) come in */
   TY_INTEGER = TY_I64 | TY_I32 | TY_I8 | TY_U8,
   TY_FLOATS = TY_F32 | TY_F64 | TY_F16, /* IsNaN and IsInf read float16's bits too */
+  /* the integer types Pow's exponent may have beside its base's (run_pow) */
+  TY_POW_EXPONENTS = TY_I8 | TY_U8 | TY_RARE_INTS,
 };
 
 /* Traits of a kind (ops.def's traits column), asked by passes and the

@@ -560,6 +560,37 @@ OPC_SCALAR int opc_nms_suppresses_of(float a0, float a1, float a2, float a3, flo
   return inter / uni > threshold;
 }
 
+/* Integer Pow: base to the power exp exactly, by squaring, wrapping
+   around on overflow as the other integer kernels do. A negative exponent
+   gives the real result truncated toward zero: 1 and -1 keep their
+   magnitude, any other base gives 0 (ONNX Runtime's 1 / 0 included). */
+OPC_SCALAR long long opc_int_pow_of(long long base, long long exp)
+{
+  if (exp < 0)
+    return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
+  unsigned long long r = 1, b = (unsigned long long)base;
+  for (unsigned long long e = (unsigned long long)exp; e; e >>= 1) {
+    if (e & 1)
+      r *= b;
+    b *= b;
+  }
+  return (long long)r;
+}
+
+/* The remainder of integer u by v as C's % gives it (truncated toward
+   zero), exact on every ONNX integer type: unsigned ones, uint64's bits
+   among them, in unsigned long long, signed ones in long long. By zero
+   (ONNX leaves it undefined) and the one overflow (the least long long by
+   -1) it is 0, never a fault. */
+OPC_SCALAR long long opc_int_rem_of(long long u, long long v, int is_unsigned)
+{
+  if (v == 0)
+    return 0;
+  if (is_unsigned)
+    return (long long)((unsigned long long)u % (unsigned long long)v);
+  return v == -1 ? 0 : u % v;
+}
+
 /* ------------------------------------- the activations by their codes */
 /* (The kernels take the formulas above, up to this divider: kernel_types.py.) */
 

@@ -135,12 +135,12 @@ static void test_compile_time_only(void) {
   graph_free(g);
 }
 
-/* Run-time values have the eight storage types of net.c; others must fold. */
+/* Run-time values have the storage types of net.c, which since int16 and
+   the wider unsigned types joined leave out only strings (the IR text has
+   no string input; frontend-import checks that refusal). */
 static void test_run_time_dtypes(void) {
-  CHECK(fails_with(HEADER "input %x: i16[4]\n%y = Relu(%x)\n",
-                   "input 'x' is int16, a type that exists at compile time only"));
-  CHECK(fails_with(HEADER "input %x: f32[4]\n%y = Cast(%x) {to=4}\n",
-                   "output 'y' is uint16, a type that exists at compile time only"));
+  CHECK(strcmp(infer_errors(HEADER "input %x: i16[4]\n%y = Relu(%x)\n"), "") == 0);
+  CHECK(strcmp(infer_errors(HEADER "input %x: u64[4]\n%y = Cast(%x) {to=4}\n"), "") == 0);
   Graph *r = parse(HEADER "input %x: i64[4]\n%y = Relu(%x)\n%c = Cast(%x) {to=9}\n");
   CHECK(r && graph_infer_shapes(r));
   graph_free(r);

@@ -44,13 +44,17 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _DTYPES = {
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
     "float16": np.dtype(np.float16), "int64": np.dtype(np.int64),
-    "int32": np.dtype(np.int32), "int8": np.dtype(np.int8),
+    "int32": np.dtype(np.int32), "int16": np.dtype(np.int16),
+    "int8": np.dtype(np.int8), "uint64": np.dtype(np.uint64),
+    "uint32": np.dtype(np.uint32), "uint16": np.dtype(np.uint16),
     "uint8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
 }
 # ONNX Runtime's spelling of the same types, for InferenceSession.
 _ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)",
               "float16": "tensor(float16)", "int64": "tensor(int64)", "int32": "tensor(int32)",
-              "int8": "tensor(int8)", "uint8": "tensor(uint8)", "bool": "tensor(bool)"}
+              "int16": "tensor(int16)", "int8": "tensor(int8)", "uint64": "tensor(uint64)",
+              "uint32": "tensor(uint32)", "uint16": "tensor(uint16)", "uint8": "tensor(uint8)",
+              "bool": "tensor(bool)"}
 
 # Options given once per NAME=VALUE pair.
 _PAIR_OPTIONS = {"input_shape", "const_input"}

@@ -5,7 +5,8 @@ A typed kernel in opc_kernels.inc starts with a line
     OPC_KERNEL_T(opc_add, i64 i32 i8 u8 f64)
 
 naming the kernel and the types to instantiate it for. Its body uses T for
-the element type, T_IS_INT for 1 on integer types, 0 on floating ones, and
+the element type, T_IS_INT for 1 on integer types, 0 on floating ones,
+T_IS_UNSIGNED for 1 on the unsigned integer types, and
 T_ACC for the type sums of T accumulate in.
 expand() replaces each such block by one ordinary OPC_KERNEL per type,
 named with the type's suffix (opc_add_i64, ...), so NVRTC, the C compiler
@@ -42,13 +43,21 @@ TYPES = {
     "f64": ("double", 0),
     "i64": ("long long", 1),
     "i32": ("int", 1),
+    "i16": ("short", 1),
     "i8": ("signed char", 1),
+    "u64": ("unsigned long long", 1),
+    "u32": ("unsigned int", 1),
+    "u16": ("unsigned short", 1),
     "u8": ("unsigned char", 1),
     "b1": ("unsigned char", 1),
     "b2": ("unsigned short", 1),
     "b4": ("unsigned int", 1),
     "b8": ("unsigned long long", 1),
 }
+
+# The unsigned integer types, whose arithmetic (remainders, comparisons of
+# uint64's top half) differs from the signed ones'.
+UNSIGNED = {"u8", "u16", "u32", "u64"}
 
 # What sums of T accumulate in: double for floating types, so that a float
 # sum loses nothing along a row; long long for integers.
@@ -77,6 +86,7 @@ def instantiate(lines, comment, name, suffixes):
         out.append(f"OPC_KERNEL({name})" if suffix == "float" else f"OPC_KERNEL({name}_{suffix})")
         for line in lines[1:]:
             line = re.sub(r"\bT_IS_INT\b", str(is_int), line)
+            line = re.sub(r"\bT_IS_UNSIGNED\b", str(int(suffix in UNSIGNED)), line)
             line = re.sub(r"\bT_ACC\b", ACCUMULATOR[is_int], line)
             line = re.sub(r"\bT_LOAD\(", load, line)
             line = re.sub(r"\bT_STORE\(", store, line)

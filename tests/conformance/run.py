@@ -136,8 +136,9 @@ def graph_inputs(model):
 
 # The element types a value may have at run time (net.c's storage types).
 RUN_TIME_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-                  onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT8,
-                  onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
+                  onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
+                  onnx.TensorProto.INT8, onnx.TensorProto.UINT64, onnx.TensorProto.UINT32,
+                  onnx.TensorProto.UINT16, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
 
 # The backend's refusal of an (operator, type) pair its run-time type table
 # (backend/types.c) does not list: a stated limit, not a failure.

@@ -98,9 +98,11 @@ static bool first_input_takes(OpKind op, const char *type) {
   return strstr(word, type) != NULL;
 }
 
-/* Whether input 0's ONNX type word is a list of types ("f32", "i8|u8")
-   without t: then t is in run_types for an output only (NonMaxSuppression's
-   int64 rows), and no instance reads it. Group words ("float", "any")
+/* Whether input 0's ONNX type word ("f32", "i8|u8", "float|i32|i64")
+   leaves t out: then t is in run_types for an output only
+   (NonMaxSuppression's int64 rows) or for a later input only (Pow's
+   exponent), and no instance reads it as its element type. The group word
+   "float" admits the four float types; the others ("num", "any", "int")
    admit every type of their run_types. */
 static bool output_only_type(OpKind op, DType t) {
   const char *types = op_info(op)->types;
@@ -110,7 +112,9 @@ static bool output_only_type(OpKind op, DType t) {
     char name[16];
     snprintf(name, sizeof name, "%.*s", (int)len, p);
     DType d = dtype_from_name(name);
-    if (d == DT_UNDEFINED)
+    if (strcmp(name, "float") == 0)
+      listed |= ((TY_F32 | TY_F64 | TY_F16 | TY_BF16) >> t) & 1;
+    else if (d == DT_UNDEFINED)
       return false; /* a group word */
     listed |= d == t;
     p += len + (p[len] == '|');

@@ -11,7 +11,8 @@ Cases of one opset share a program (check_batch), their names prefixed;
 when a batch's program cannot be built or run, each case is tried alone.
 Where ONNX Runtime has no kernel for a type (integer arithmetic on int8 and
 uint8), the reference model computes in int32 and casts to the type, which
-wraps the same way. Cast is checked on all 64 pairs of the eight types.
+wraps the same way. Cast is checked on all 64 pairs of the eight types,
+and from int16, uint16, uint32 and uint64 to all twelve in one program.
 """
 import os
 import shutil
@@ -309,6 +310,30 @@ def cast_cases():
         yield "cast_f16_round_%g" % scale, n.model(), None
 
 
+# The integer types that reach programs mostly at their interface; only
+# data movement, Cast, Max, Min, Mod, Clip, BitShift and Pow's exponent take
+# them (the conformance tests check those operators on them).
+RARE_INTS = [TP.INT16, TP.UINT16, TP.UINT32, TP.UINT64]
+NAMES.update({TP.INT16: "i16", TP.UINT16: "u16", TP.UINT32: "u32", TP.UINT64: "u64"})
+
+
+def rare_int_cases():
+    """One program for the four: each made from float32 (non-negative for
+    the unsigned ones, as a negative float to them is undefined), cast to
+    every run-time type, and moved (Transpose, Concat, Slice), every
+    result cast back to float32. int16's negative values wrap into the
+    unsigned types the same way in opc and ONNX Runtime (C's conversion)."""
+    n = Net()
+    for t in RARE_INTS:
+        x = n.typed([3, 4], t, positive=t != TP.INT16)
+        for b in ALL + RARE_INTS:
+            n.output(n.node("Cast", [x], to=b), [3, 4], kind=b)
+        n.output(n.node("Transpose", [x], perm=[1, 0]), [4, 3])
+        n.output(n.node("Concat", [x, x], axis=1), [3, 8])
+        n.output(n.node("Slice", [x, n.ints([1]), n.ints([3]), n.ints([1])]), [3, 2])
+    yield "rare_ints", n.model(), None
+
+
 def run_index(n, shape, to, limit):
     """Run-time indices of type `to` in (-limit, limit), negative ones too:
     tanh of a float input, scaled, cast (which truncates)."""
@@ -546,6 +571,7 @@ def logic_cases():
 
 def all_cases():
     yield from cast_cases()
+    yield from rare_int_cases()
     for t in MOVED:
         yield from movement_cases(t)
     for t in NUMERIC:
