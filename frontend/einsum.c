@@ -157,15 +157,6 @@ static bool parse(Lowering *L, const char *equation, Tensor **in, int nin, Term 
 
 /* ------------------------------------------------------- new nodes */
 
-static Tensor *ints_constant(Lowering *L, const int64_t *v, int n) {
-  int64_t len = n;
-  Tensor *t = graph_add_tensor(L->g, arena_printf(L->g->arena, "%s/c%d", L->name, L->count++));
-  t->dtype = DT_INT64;
-  tensor_set_shape(t, 1, &len);
-  t->i64 = arena_dup(L->g->arena, v, sizeof(int64_t) * (size_t)(n ? n : 1));
-  return t;
-}
-
 /* A node of kind op reading in[0..nin), writing `out` (NULL: a new tensor,
    whose shape the caller sets for the steps after it; shape inference
    sets it again). */
@@ -202,7 +193,7 @@ static Tensor *transpose(Lowering *L, Tensor *x, const int *perm) {
 static Tensor *reshape(Lowering *L, Tensor *x, int rank, const int64_t *dims, Tensor *out) {
   if (!out && rank == x->rank && memcmp(dims, x->dims, sizeof(int64_t) * (size_t)rank) == 0)
     return x;
-  Tensor *in[2] = {x, ints_constant(L, dims, rank)};
+  Tensor *in[2] = {x, import_ints_constant(L->g, L->name, &L->count, dims, rank)};
   Node *n = add(L, OP_RESHAPE, in, 2, out);
   tensor_set_shape(n->out[0], rank, dims);
   return n->out[0];
@@ -242,8 +233,8 @@ static bool take_diagonals(Lowering *L, Tensor **x, Term *t) {
     Tensor *flat = reshape(L, moved, r + 1, dims, NULL);
     /* Slice(flat, starts 0, ends d*d, axes last, steps d + 1). */
     int64_t zero = 0, end = d * d, axis = r, step = d + 1;
-    Tensor *in[5] = {flat, ints_constant(L, &zero, 1), ints_constant(L, &end, 1),
-                     ints_constant(L, &axis, 1), ints_constant(L, &step, 1)};
+    Tensor *in[5] = {flat, import_ints_constant(L->g, L->name, &L->count, &zero, 1), import_ints_constant(L->g, L->name, &L->count, &end, 1),
+                     import_ints_constant(L->g, L->name, &L->count, &axis, 1), import_ints_constant(L->g, L->name, &L->count, &step, 1)};
     Node *n = add(L, OP_SLICE, in, 5, NULL);
     dims[r] = d;
     tensor_set_shape(n->out[0], r + 1, dims);
@@ -406,7 +397,7 @@ static bool lower_products(Lowering *L, Tensor **x, const Term *t, int nin, cons
   for (int i = out->n; i < all.n; i++)
     axes[i - out->n] = i;
   bool axes_input = L->g->opset >= 13;
-  Tensor *in[2] = {product, axes_input ? ints_constant(L, axes, all.n - out->n) : NULL};
+  Tensor *in[2] = {product, axes_input ? import_ints_constant(L->g, L->name, &L->count, axes, all.n - out->n) : NULL};
   Node *n = add(L, OP_REDUCE_SUM, in, axes_input ? 2 : 1, y);
   node_set_attr(L->g, n, "keepdims", ATTR_INT)->i = 0;
   if (!axes_input) {

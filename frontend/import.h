@@ -91,6 +91,11 @@ struct Tensor *import_lookup(Importer *im, const char *name);
 bool import_known_now(Importer *im, const char *name, const char *op, struct Tensor *t,
                       const char *what);
 
+/* A new int64 constant of n values, named "PREFIX/cK" with K = (*count)++:
+   the shape and axis inputs of the nodes a lowering makes. */
+struct Tensor *import_ints_constant(Graph *g, const char *prefix, int *count, const int64_t *v,
+                                    int n);
+
 /* The graph attribute `attr` of a node ("body"), or NULL. */
 const Onnx__GraphProto *import_graph_attr(const Onnx__NodeProto *np, const char *attr);
 

@@ -874,6 +874,16 @@ static void import_einsum(Importer *im, const Onnx__NodeProto *np, const char *n
 
 /* ------------------------------------------------------------ If */
 
+/* A lowering's int64 constant (import.h). */
+Tensor *import_ints_constant(Graph *g, const char *prefix, int *count, const int64_t *v, int n) {
+  int64_t len = n;
+  Tensor *t = graph_add_tensor(g, arena_printf(g->arena, "%s/c%d", prefix, (*count)++));
+  t->dtype = DT_INT64;
+  tensor_set_shape(t, 1, &len);
+  t->i64 = arena_dup(g->arena, v, sizeof(int64_t) * (size_t)(n ? n : 1));
+  return t;
+}
+
 /* The graph attribute `which` ("then_branch", "body"), or NULL. */
 const Onnx__GraphProto *import_graph_attr(const Onnx__NodeProto *np, const char *which) {
   for (size_t i = 0; i < np->n_attribute; i++)

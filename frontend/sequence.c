@@ -142,15 +142,6 @@ static int64_t attr_int(const Onnx__NodeProto *np, const char *attr, int64_t fal
   return fallback;
 }
 
-static Tensor *ints_constant(Lowering *L, const int64_t *v, int n) {
-  int64_t len = n;
-  Tensor *t = graph_add_tensor(L->g, arena_printf(L->g->arena, "%s/c%d", L->name, L->count++));
-  t->dtype = DT_INT64;
-  tensor_set_shape(t, 1, &len);
-  t->i64 = arena_dup(L->g->arena, v, sizeof(int64_t) * (size_t)(n ? n : 1));
-  return t;
-}
-
 /* A scalar constant written into `t` (SequenceLength, OptionalHasElement). */
 static void set_scalar(Lowering *L, Tensor *t, DType dtype, int64_t v) {
   if (!t)
@@ -174,7 +165,7 @@ static Tensor *squeeze_op(Lowering *L, OpKind op, Tensor *x, int64_t axis) {
   Node *n = add(L, op, axes_input ? 2 : 1, NULL);
   n->in[0] = x;
   if (axes_input) {
-    n->in[1] = ints_constant(L, &axis, 1);
+    n->in[1] = import_ints_constant(L->g, L->name, &L->count, &axis, 1);
   } else {
     Attr *a = node_set_attr(L->g, n, "axes", ATTR_INTS);
     a->n = 1;
@@ -396,9 +387,9 @@ static void split_to_sequence(Lowering *L) {
     int64_t begin = start, end = start + sizes[i];
     Node *n = add(L, OP_SLICE, 4, NULL);
     n->in[0] = x;
-    n->in[1] = ints_constant(L, &begin, 1);
-    n->in[2] = ints_constant(L, &end, 1);
-    n->in[3] = ints_constant(L, &axis, 1);
+    n->in[1] = import_ints_constant(L->g, L->name, &L->count, &begin, 1);
+    n->in[2] = import_ints_constant(L->g, L->name, &L->count, &end, 1);
+    n->in[3] = import_ints_constant(L->g, L->name, &L->count, &axis, 1);
     items[i] = split || keepdims ? n->out[0] : squeeze_op(L, OP_SQUEEZE, n->out[0], axis);
   }
   free(sizes);
