@@ -166,3 +166,16 @@ def batches(items, model_of, limit=48):
             inputs, outputs = inputs + i, outputs + o
         if run:
             yield opset, run
+
+
+def check_refusals(opc, cases, work):
+    """Each (name, model, text) of cases must be refused by opc with status 2
+    and a message holding text. Prints a line for each; returns the count
+    that were not."""
+    failures = 0
+    for name, m, text in cases:
+        _, why = run_opc(opc, m, {}, os.path.join(work, "error-" + name.replace(" ", "-")))
+        ok = isinstance(why, tuple) and why[0] == 2 and text in why[1]
+        print(f"{'ok  ' if ok else 'FAIL'} refuses {name}: {why}")
+        failures += not ok
+    return failures
