@@ -19,6 +19,11 @@ The controls of generated.py are models checked against deliberately
 wrong outputs (those of the node less one attribute or input): each must
 fail on its values ("CAUGHT"); one that passes fails the run, since the
 check would then not tell that attribute's effect from its absence.
+
+Tests of one opset share a program (onnx_case.merged: each test's names
+prefixed), compared test by test; where a shared program cannot be built
+or run, or keeps a node unfolded, each of its tests is tried alone, which
+names the culprit.
 """
 import argparse
 import collections
@@ -33,6 +38,10 @@ import tempfile
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "backend",
+                                "tests", "kernels"))
+from onnx_case import batches, merged  # noqa: E402
 
 KINDS = {
     "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization",
@@ -112,7 +121,7 @@ class Test:
 
     def __init__(self, name, kind, model_path, model, input_files, expected):
         init = {t.name for t in model.graph.initializer}
-        self.name, self.kind, self.model_path = name, kind, model_path
+        self.name, self.kind, self.model_path, self.model = name, kind, model_path, model
         self.inputs = [i.name for i in model.graph.input if i.name not in init]
         self.outputs = [o.name for o in model.graph.output]
         self.input_files = input_files
@@ -169,20 +178,75 @@ def check(opc, work, t):
         return "FAIL", "opc failed: %s" % out.strip()[-400:]
     if not folded(out, t.kind):
         return "FAIL", "the %s node was not folded" % t.kind
-    cmd = [exe]
-    files = []
-    for k, oname in enumerate(t.outputs):
-        files.append(os.path.join(work, t.name, "out_%d.npy" % k))
-        cmd += ["--output", "%s=%s" % (oname, files[-1])]
-    code, out = run(cmd)
-    if code != 0:
+    verdicts = run_and_compare(exe, os.path.join(work, t.name), [t])
+    if verdicts is None:
         return "FAIL", "the program failed: %s" % out.strip()[-300:]
-    for k, path in enumerate(files):
-        problem = compare(np.load(path), t.expected(k))
-        if problem:
-            return "FAIL", "output %d: %s" % (k, problem)
-    os.remove(exe)  # a failing test's program stays to be looked at
-    return "PASS", ""
+    if verdicts[0] is None:
+        os.remove(exe)  # a failing test's program stays to be looked at
+    return verdicts[0] or ("PASS", "")
+
+
+def run_and_compare(exe, work, tests, prefixes=None):
+    """Runs the program and compares each test's outputs: a verdict per
+    test (None: right; else ("FAIL", why)), or None where it fails to run."""
+    prefixes = prefixes or [""] * len(tests)
+    cmd, files = [exe], []
+    for t, prefix in zip(tests, prefixes):
+        files.append([])
+        for k, oname in enumerate(t.outputs):
+            files[-1].append(os.path.join(work, "%sout_%d.npy" % (prefix, k)))
+            cmd += ["--output", "%s%s=%s" % (prefix, oname, files[-1][-1])]
+    code, _ = run(cmd)
+    if code != 0:
+        return None
+    verdicts = []
+    for t, paths in zip(tests, files):
+        problems = [(k, compare(np.load(path), t.expected(k))) for k, path in enumerate(paths)]
+        problems = [(k, p) for k, p in problems if p]
+        verdicts.append(("FAIL", "output %d: %s" % problems[0]) if problems else None)
+    return verdicts
+
+
+def check_batch(opc, work, tests, opset):
+    """The tests in one program, every input bound: a (status, message)
+    per test, or None where the program cannot be built or run, or keeps
+    a node unfolded (each test is then tried alone)."""
+    ir_version = max(t.model.ir_version for t in tests)
+    d = os.path.join(work, "batch-%s" % tests[0].name)
+    os.makedirs(d, exist_ok=True)
+    path, exe = os.path.join(d, "model.onnx"), os.path.join(d, "net")
+    onnx.save(merged([t.model for t in tests], opset, ir_version), path)
+    cmd = [opc, path, "--target", "cpu", "-o", exe, "--stats"]
+    prefixes = ["c%d_" % k for k in range(len(tests))]
+    for t, prefix in zip(tests, prefixes):
+        for iname, f in zip(t.inputs, t.input_files):
+            cmd += ["--const-input", "%s%s=%s" % (prefix, iname, f)]
+    code, out = run(cmd)
+    if code != 0 or not all(folded(out, t.kind) for t in tests):
+        return None
+    verdicts = run_and_compare(exe, d, tests, prefixes)
+    if verdicts is None:
+        return None
+    shutil.rmtree(d)
+    return [v or ("PASS", "(in a shared program)") for v in verdicts]
+
+
+def check_all(opc, work, tests, pool):
+    """(test, status, message) for every test, in order: those of one
+    opset in shared programs, the rest (expected rejections, and a shared
+    program's tests where it fails) alone."""
+    shared = [t for t in tests if t.name not in EXPECTED_REJECTIONS]
+    runs = list(batches(shared, lambda t: t.model))
+    futures = [(run, pool.submit(check_batch, opc, work, run, opset)) for opset, run in runs
+               if len(run) > 1]
+    results = {}
+    for run, fut in futures:
+        verdicts = fut.result()
+        if verdicts:
+            results.update((t.name, v) for t, v in zip(run, verdicts))
+    alone = [(t, pool.submit(check, opc, work, t)) for t in tests if t.name not in results]
+    results.update((t.name, fut.result()) for t, fut in alone)
+    return [(t,) + tuple(results[t.name]) for t in tests]
 
 
 def control_status(status, message):
@@ -210,16 +274,14 @@ def main():
     controls = list(generated_tests(work, args.only, controls=True))
     tally = collections.defaultdict(collections.Counter)
     failures = 0
+    opc = os.path.abspath(args.opc)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = [(t, pool.submit(check, os.path.abspath(args.opc), work, t)) for t in tests]
-        for t, fut in futures:
-            status, message = fut.result()
+        for t, status, message in check_all(opc, work, tests, pool):
             tally[t.kind][status] += 1
             failures += status == "FAIL"
             print("%-8s %s%s" % (status, t.name, ": " + message if message else ""), flush=True)
-        futures = [(t, pool.submit(check, os.path.abspath(args.opc), work, t)) for t in controls]
-        for t, fut in futures:
-            status, message = control_status(*fut.result())
+        for t, status, message in check_all(opc, work, controls, pool):
+            status, message = control_status(status, message)
             tally["control"][status] += 1
             failures += status == "FAIL"
             print("%-8s %s%s" % (status, t.name, ": " + message if message else ""), flush=True)
