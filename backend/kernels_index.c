@@ -343,7 +343,10 @@ static void run_non_zero(Emitter *e, Node *n) {
 
 /* NonMaxSuppression at run time: one launch per batch and class keeps its
    boxes in its part of the output, one moves them together and one writes
-   the dims of this run (opc_nms). */
+   the dims of this run (opc_nms). Thresholds given as run-time data are
+   read by the first launch, a run-time max_output_boxes_per_class by the
+   second: the greedy choice keeps boxes in one order whatever the limit,
+   so a limit takes the first of every class's kept boxes. */
 static bool row_major(const Tensor *t) {
   int64_t s[IR_MAX_RANK], expect = 1;
   strides_of(t, s);
@@ -353,6 +356,15 @@ static bool row_major(const Tensor *t) {
     expect *= t->dims[d];
   }
   return true;
+}
+
+/* x[k] of L: a run-time scalar, read by the kernel. */
+static void set_scalar_input(Emitter *e, Launch *L, int k, const Tensor *t) {
+  L->x[k] = buf(e, t);
+  L->x_extent[k] = 1;
+  L->x_bytes[k] = (int)dtype_size(t->dtype);
+  if (k + 1 > L->nx)
+    L->nx = k + 1;
 }
 
 static void run_nms(Emitter *e, Node *n) {
@@ -372,6 +384,12 @@ static void run_nms(Emitter *e, Node *n) {
       L.x_extent[0] = tensor_numel(boxes);
       L.x[1] = buf(e, scores);
       L.x_extent[1] = tensor_numel(scores);
+      if (n->p.nms.iou_at_run_time)
+        set_scalar_input(e, &L, 2, n->in[3]);
+      if (n->p.nms.score_at_run_time)
+        set_scalar_input(e, &L, 3, n->in[4]);
+    } else if (mode == 1 && n->p.nms.per_class_at_run_time) {
+      set_scalar_input(e, &L, 0, n->in[2]);
     } else if (mode == 2) {
       L.nx = 1;
       L.x[0] = buf(e, y);

@@ -397,9 +397,12 @@ typedef union Params {
   struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to per_class boxes kept per
      batch and class (max_output_boxes_per_class, at most the box count),
-     the IoU threshold, and the score threshold where there is one. */
+     the IoU threshold, and the score threshold where there is one. A
+     limit given as run-time data is read by the kernels: per_class is then
+     the box count, the bound. */
   struct {
     bool center, has_score_threshold;
+    bool per_class_at_run_time, iou_at_run_time, score_at_run_time;
     int64_t per_class;
     float iou_threshold, score_threshold;
   } nms;

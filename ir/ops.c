@@ -2716,10 +2716,40 @@ static bool const_scalar_float(Graph *g, Node *n, const Tensor *t, float *out) {
   return true;
 }
 
+/* NonMaxSuppression's optional scalar input k (max_output_boxes_per_class,
+   iou_threshold, score_threshold): a compile-time constant read into
+   *value, or run-time data of the spec's type and one element, for the
+   kernels to read (*at_run_time). */
+static bool nms_limit(Graph *g, Node *n, int k, DType dtype, bool *at_run_time, double *value) {
+  Tensor *t = in(n, k);
+  *at_run_time = t && !tensor_is_const(t);
+  if (!t)
+    return true;
+  if (*at_run_time) {
+    if (t->dtype != dtype || tensor_numel(t) != 1) {
+      ir_error(g, n, "'%s' must hold one %s", t->name, dtype_onnx_name(dtype));
+      return false;
+    }
+    return true;
+  }
+  if (dtype == DT_INT64) {
+    int64_t v;
+    if (!const_scalar_int(g, n, t, &v))
+      return false;
+    *value = (double)v;
+    return true;
+  }
+  float v;
+  if (!const_scalar_float(g, n, t, &v))
+    return false;
+  *value = v;
+  return true;
+}
+
 /* NonMaxSuppression: boxes [B, S, 4] and scores [B, C, S] give rows
-   (batch, class, box). Its limits are compile-time constants; with
-   run-time boxes or scores, how many are kept is the data's, and the
-   output is planned for per_class of every batch and class. */
+   (batch, class, box). With run-time boxes, scores or limits, how many are
+   kept is the data's, and the output is planned for per_class of every
+   batch and class: the limit where it is a constant, else every box. */
 static bool infer_nms(Graph *g, Node *n) {
   Tensor *boxes = in(n, 0), *scores = in(n, 1);
   if (!need_rank(g, n, boxes, 3, 3) || !need_rank(g, n, scores, 3, 3))
@@ -2732,28 +2762,32 @@ static bool infer_nms(Graph *g, Node *n) {
              (long long)scores->dims[0], (long long)scores->dims[1], (long long)scores->dims[2]);
     return false;
   }
-  int64_t center = node_attr_int(n, "center_point_box", 0), max_per_class = 0;
+  int64_t center = node_attr_int(n, "center_point_box", 0);
   if (center != 0 && center != 1) {
     ir_error(g, n, "center_point_box must be 0 or 1, is %lld", (long long)center);
     return false;
   }
-  float iou = 0.0f, score = 0.0f;
-  if ((in(n, 2) && !const_scalar_int(g, n, in(n, 2), &max_per_class)) ||
-      (in(n, 3) && !const_scalar_float(g, n, in(n, 3), &iou)) ||
-      (in(n, 4) && !const_scalar_float(g, n, in(n, 4), &score)))
+  double max_per_class = 0, iou = 0, score = 0;
+  if (!nms_limit(g, n, 2, DT_INT64, &n->p.nms.per_class_at_run_time, &max_per_class) ||
+      !nms_limit(g, n, 3, DT_FLOAT, &n->p.nms.iou_at_run_time, &iou) ||
+      !nms_limit(g, n, 4, DT_FLOAT, &n->p.nms.score_at_run_time, &score))
     return false;
-  if (!(iou >= 0.0f && iou <= 1.0f)) {
-    ir_error(g, n, "iou_threshold must be in [0, 1], is %g", (double)iou);
+  if (!(iou >= 0.0 && iou <= 1.0)) {
+    ir_error(g, n, "iou_threshold must be in [0, 1], is %g", iou);
     return false;
   }
-  int64_t per_class = max_per_class < 0 ? 0 : max_per_class;
+  int64_t per_class = n->p.nms.per_class_at_run_time ? boxes->dims[1]
+                      : max_per_class < 0            ? 0
+                                                     : (int64_t)max_per_class;
   n->p.nms.center = center == 1;
   n->p.nms.has_score_threshold = in(n, 4) != NULL;
   n->p.nms.per_class = per_class < boxes->dims[1] ? per_class : boxes->dims[1];
-  n->p.nms.iou_threshold = iou;
-  n->p.nms.score_threshold = score;
+  n->p.nms.iou_threshold = (float)iou;
+  n->p.nms.score_threshold = (float)score;
   int64_t bound = scores->dims[0] * scores->dims[1] * n->p.nms.per_class;
-  bool at_run_time = !tensor_is_const(boxes) || !tensor_is_const(scores);
+  bool at_run_time = false;
+  for (int k = 0; k < n->nin; k++)
+    at_run_time |= in(n, k) && !tensor_is_const(in(n, k));
   int64_t dims[2] = {bound, 3};
   if (!at_run_time) {
     int64_t *rows = malloc(sizeof(int64_t) * 3 * (size_t)bound + 1);

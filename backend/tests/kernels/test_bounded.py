@@ -27,9 +27,11 @@ smooth fields per class, two batches and three classes, in both box
 formats (corners given in either diagonal), with and without a score
 threshold, and with max_output_boxes_per_class both limiting and not. Some
 scores repeat exactly, so the order of ties is tested too. The selected
-rows are compared exactly. Negative controls: ONNX Runtime's answer with
-a different IoU threshold, and with the other box format, must differ from
-opc's, so the data decides the outcome.
+rows are compared exactly. Each case runs again with its limits as graph
+inputs (run-time data, as ONNX's node tests feed them), read by the
+kernels. Negative controls: ONNX Runtime's answer with a different IoU
+threshold, and with the other box format, must differ from opc's, so the
+data decides the outcome.
 
 Compress selects slices of image-like data of every element size (float32,
 float16, int64, uint8) along each axis and over the flattened input, with
@@ -56,7 +58,7 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -208,6 +210,19 @@ def nms_model(centre, max_per_class, iou, score):
     return graph
 
 
+def limits_as_inputs(m):
+    """A copy of an NMS model whose limits are graph inputs (as ONNX's node
+    tests feed them), and the feeds that give them their values."""
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    feeds = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+    for name, value in feeds.items():
+        elem = onnx.TensorProto.INT64 if value.dtype == np.int64 else onnx.TensorProto.FLOAT
+        out.graph.input.append(helper.make_tensor_value_info(name, elem, value.shape))
+    del out.graph.initializer[:]
+    return out, feeds
+
+
 def check_nms(opc, work, failures):
     corners, centres, scores = detections()
     for name, centre, max_per_class, iou, score in NMS_CASES:
@@ -229,6 +244,15 @@ def check_nms(opc, work, failures):
         why = compare(got, want)
         if why:
             failures.append(f"NonMaxSuppression {name}: {why}")
+        # The same limits as run-time data: read by the kernels, same rows.
+        runtime, limits = limits_as_inputs(m)
+        os.makedirs(os.path.join(case, "limits"))
+        onnx.save(runtime, os.path.join(case, "limits", "model.onnx"))
+        got_rt = run_main(opc, os.path.join(case, "limits", "model.onnx"), {**feeds, **limits},
+                          os.path.join(case, "limits"), outputs=["selected"])["selected"]
+        why = compare(got_rt, reference(runtime, {**feeds, **limits})["selected"])
+        if why:
+            failures.append(f"NonMaxSuppression {name}, limits at run time: {why}")
         if len(want) < 4 or len(want) == scores.shape[0] * scores.shape[1] * min(max_per_class, 36):
             failures.append(f"NonMaxSuppression {name}: {len(want)} rows kept: the case "
                             "suppresses too little or too much to test anything")
@@ -352,7 +376,8 @@ def main():
         sys.exit(1)
     print(f"bounded: NonZero on {len(feeds)} inputs (nonzeros: {counts}) matches ONNX Runtime "
           "through main and Python; both negative controls fail; a reader is refused; "
-          f"NonMaxSuppression matches in {nms_cases} cases, and differs from the references "
+          f"NonMaxSuppression matches in {nms_cases} cases, with constant and with run-time "
+          "limits, and differs from the references "
           f"with another threshold or box format; Compress matches in {compress_cases} cases; "
           f"TopK with a run-time K in {topk_cases}")
 
