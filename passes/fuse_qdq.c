@@ -10,10 +10,14 @@
  * which reads the quantized tensors, sums in int32 and requantises with
  * the scales folded into one multiplier per output channel. The bias,
  * DQ(int32 b) with scale x_scale * w_scale, is the integer form's int32
- * bias as it stands. The activation, a Relu or a Clip, is folded only where
- * the output's saturation already does its work: quantizing is monotonic,
- * so Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)), which is Q(v) when
- * Q(lo) is the type's least value and Q(hi) its greatest.
+ * bias as it stands. The activation, a Relu or a Clip, goes into the
+ * requantisation's saturation: quantizing is monotonic, so
+ * Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)). Where Q(lo) is the
+ * type's least value and Q(hi) its greatest (quantize_static's uint8
+ * activations after a Relu: zero point 0) the saturation already does its
+ * work and the activation simply goes; otherwise the integer node keeps it
+ * (Node.act) and saturates to [Q(lo), Q(hi)] (qlinear_bounds). Other
+ * activations change values inside the range and stay float.
  *
  * The DequantizeLinear nodes stay for any other reader (eliminate-dead
  * drops those left unread). A pattern that cannot fuse stays as float
@@ -124,7 +128,8 @@ static bool check_bias(const Tensor *b, const Dequant *x, const Dequant *w, Verd
 /* The output's QuantizeLinear and, between, the activation (NULL: none). */
 typedef struct Tail {
   Node *act, *quant;
-  float lo, hi; /* the activation's clamp */
+  Activation kind; /* the activation's, Relu or Clip */
+  float lo, hi;    /* its clamp */
 } Tail;
 
 /* The sole reader of `y`, live, reading it as input 0. */
@@ -135,19 +140,18 @@ static Node *next_reader(const Tensor *y) {
 
 /* Relu and Clip are clamps; other activations change values inside the
    range and stay float. */
-static bool clamp_of(const Node *n, float *lo, float *hi) {
-  Activation act;
+static bool clamp_of(const Node *n, Tail *t) {
   float alpha, beta;
-  if (!activation_of(n, &act, &alpha, &beta))
+  if (!activation_of(n, &t->kind, &alpha, &beta))
     return false;
-  if (act == OPC_ACT_RELU) {
-    *lo = 0;
-    *hi = INFINITY;
+  if (t->kind == OPC_ACT_RELU) {
+    t->lo = 0;
+    t->hi = INFINITY;
     return true;
   }
-  if (act == OPC_ACT_CLIP) {
-    *lo = alpha;
-    *hi = beta;
+  if (t->kind == OPC_ACT_CLIP) {
+    t->lo = alpha;
+    t->hi = beta;
     return true;
   }
   return false;
@@ -165,9 +169,9 @@ static bool clamp_absorbed(const Node *q, float lo, float hi) {
 }
 
 static bool find_tail(const Node *n, Tail *t, Verdict *v) {
-  *t = (Tail){NULL, NULL, -INFINITY, INFINITY};
+  *t = (Tail){NULL, NULL, OPC_ACT_NONE, -INFINITY, INFINITY};
   Node *r = next_reader(n->out[0]);
-  if (r && clamp_of(r, &t->lo, &t->hi)) {
+  if (r && clamp_of(r, t)) {
     t->act = r;
     r = next_reader(r->out[0]);
   }
@@ -179,8 +183,6 @@ static bool find_tail(const Node *n, Tail *t, Verdict *v) {
       r->in[1]->dtype != DT_FLOAT || (z && !tensor_is_const(z)))
     return refuse(v, "its output is not quantized per tensor to int8 or uint8 by constants");
   t->quant = r;
-  if (t->act && !clamp_absorbed(r, t->lo, t->hi))
-    return refuse(v, "its activation clamps inside the output's quantized range");
   return true;
 }
 
@@ -225,6 +227,12 @@ static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequa
   n->in = in;
   n->nin = nin;
   set_node_output(n, 0, q->out[0]);
+  /* A clamp the saturation does not already perform narrows it. */
+  if (t->act && !clamp_absorbed(q, t->lo, t->hi)) {
+    n->act = t->kind;
+    n->act_alpha = t->kind == OPC_ACT_CLIP ? t->lo : 0;
+    n->act_beta = t->kind == OPC_ACT_CLIP ? t->hi : 0;
+  }
   if (t->act) {
     node_absorb(g, n, t->act);
     t->act->dead = true;
