@@ -253,6 +253,8 @@ static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
     return refuse(v, "it already computes a fused activation or residual");
   if (!check_activation_operand(&x, v) || !check_weight_operand(&w, weight_channel_axis(n), v))
     return false;
+  if (n->op == OP_CONV && x.q->rank > 4) /* what opc_conv_integer computes */
+    return refuse(v, "the integer convolution is 1-D and 2-D only");
   if (node_input(n, 2) && !check_bias(n->in[2], &x, &w, v))
     return false;
   if (!find_tail(n, &t, v))
