@@ -5,8 +5,9 @@
  *
  *   Q(act(Conv(DQ(x), DQ(w), DQ(bias))))      Q(act(MatMul(DQ(a), DQ(b))))
  *
- * Such a pattern becomes the table's integer form of the float kind, the
- * row named "QLinear" and the kind's name (QLinearConv, QLinearMatMul),
+ * and Q(act(Gemm(DQ(a), DQ(b), DQ(c)))). Such a pattern becomes the
+ * table's integer form of the float kind, the row named "QLinear" and the
+ * kind's name (QLinearConv, QLinearMatMul; a Gemm is a 1x1 QLinearConv),
  * which reads the quantized tensors, sums in int32 and requantises with
  * the scales folded into one multiplier per output channel. The bias,
  * DQ(int32 b) with scale x_scale * w_scale, is the integer form's int32
@@ -92,9 +93,12 @@ static bool check_weight_operand(const Dequant *d, int channel_axis, Verdict *v)
 }
 
 /* The weight's channel axis: a Conv's output channels lead its weight, a
-   MatMul's B has them last (per column), and needs rank 2 or more. */
+   MatMul's B has them last (per column), and needs rank 2 or more; a
+   Gemm's B has them first under transB, else last. */
 static int weight_channel_axis(const Node *n) {
   const Tensor *w = n->in[1];
+  if (n->op == OP_GEMM)
+    return n->p.gemm.trans_b ? 0 : 1;
   return n->op == OP_CONV ? 0 : w->rank >= 2 ? w->rank - 1 : -2;
 }
 
@@ -201,11 +205,11 @@ static Tensor *zero_or_given(Graph *g, const Node *n, const char *role, Tensor *
   return z ? z : zero_point(g, arena_printf(g->arena, "%s_%s_zero_point", n->name, role), type);
 }
 
-/* `n` becomes its integer form `qop`, reading the quantized operands and
-   writing the QuantizeLinear's output; the activation and the
-   QuantizeLinear are gone. */
-static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequant *w,
-                    const Tail *t) {
+/* `n` becomes its integer form `qop`, reading the quantized operands xq
+   and wq (x's and w's, or their 4-D forms for a Gemm) and writing y; the
+   activation and the QuantizeLinear are gone. */
+static void become_integer(Graph *g, Node *n, OpKind qop, Tensor *xq, const Dequant *x,
+                           Tensor *wq, const Dequant *w, const Tail *t, Tensor *y) {
   Node *q = t->quant;
   Tensor *bias = NULL;
   Dequant b;
@@ -213,10 +217,10 @@ static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequa
     bias = b.q;
   int nin = bias ? 9 : 8;
   Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nin + 1));
-  in[0] = x->q;
+  in[0] = xq;
   in[1] = x->scale;
   in[2] = zero_or_given(g, n, "x", x->zero, x->q->dtype);
-  in[3] = w->q;
+  in[3] = wq;
   in[4] = w->scale;
   in[5] = zero_or_given(g, n, "w", w->zero, w->q->dtype);
   in[6] = q->in[1];
@@ -226,7 +230,7 @@ static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequa
   n->op = qop;
   n->in = in;
   n->nin = nin;
-  set_node_output(n, 0, q->out[0]);
+  set_node_output(n, 0, y);
   /* A clamp the saturation does not already perform narrows it. */
   if (t->act && !clamp_absorbed(q, t->lo, t->hi)) {
     n->act = t->kind;
@@ -239,7 +243,78 @@ static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequa
   }
   node_absorb(g, n, q);
   q->dead = true;
+}
+
+static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequant *w,
+                    const Tail *t) {
+  become_integer(g, n, qop, x->q, x, w->q, w, t, t->quant->out[0]);
   return node_infer(g, n);
+}
+
+/* ------------------------------------------------------------- Gemm */
+
+/* A Reshape of `from` to `dims`, writing `to` (NULL: a new tensor). */
+static Node *reshape(Graph *g, const char *name, Tensor *from, Tensor *to, int rank,
+                     const int64_t *dims) {
+  Node *r = graph_add_node(g, OP_RESHAPE, name, 2, 1);
+  Tensor *shape = graph_add_tensor(g, arena_printf(g->arena, "%s_shape", name));
+  int64_t n = rank;
+  shape->dtype = DT_INT64;
+  tensor_set_shape(shape, 1, &n);
+  shape->i64 = arena_dup(g->arena, dims, sizeof(int64_t) * (size_t)rank);
+  r->in[0] = from;
+  r->in[1] = shape;
+  if (!to) {
+    to = graph_add_tensor(g, arena_printf(g->arena, "%s_out", name));
+    to->dtype = from->dtype;
+    tensor_set_shape(to, rank, dims);
+  }
+  set_node_output(r, 0, to);
+  return r;
+}
+
+/* The Gemm's weight as a 1x1 filter [M, K, 1, 1]: B itself under transB,
+   else B [K, M] transposed, at compile time. */
+static Tensor *filter_of(Graph *g, const Node *n, const Tensor *b) {
+  bool trans = n->p.gemm.trans_b;
+  int64_t k = b->dims[trans ? 1 : 0], m = b->dims[trans ? 0 : 1];
+  Tensor *f = graph_add_tensor(g, arena_printf(g->arena, "%s_filter", n->name));
+  f->dtype = b->dtype;
+  tensor_set_shape(f, 4, (int64_t[]){m, k, 1, 1});
+  f->i64 = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(m * k + 1));
+  for (int64_t o = 0; o < m; o++)
+    for (int64_t i = 0; i < k; i++)
+      f->i64[o * k + i] = b->i64[trans ? o * k + i : i * m + o];
+  return f;
+}
+
+/* A Gemm y = x B (+ c), transA 0 and alpha 1 (beta is in c's scale, which
+   check_bias compares), is a 1x1 convolution of x seen as [N, K, 1, 1]:
+   it becomes QLinearConv between two Reshapes, which alias-reshape makes
+   views, so that the bias has a place. */
+static bool check_gemm(const Node *n, Verdict *v) {
+  if (n->p.gemm.trans_a || n->p.gemm.alpha != 1.0f || n->p.gemm.beta != 1.0f)
+    return refuse(v, "a Gemm with transA, or alpha or beta other than 1, has no integer form");
+  return true;
+}
+
+static bool rewrite_gemm(Graph *g, Node *n, const Dequant *x, const Dequant *w, const Tail *t) {
+  int64_t rows = x->q->dims[0], k = x->q->dims[1], m = n->out[0]->dims[1];
+  Node *in = reshape(g, arena_printf(g->arena, "%s_as_image", n->name), x->q, NULL, 4,
+                     (int64_t[]){rows, k, 1, 1});
+  Tensor *y = t->quant->out[0];
+  Tensor *y4 = graph_add_tensor(g, arena_printf(g->arena, "%s_image", n->name));
+  y4->dtype = y->dtype;
+  tensor_set_shape(y4, 4, (int64_t[]){rows, m, 1, 1});
+  Tensor *filter = filter_of(g, n, w->q);
+  become_integer(g, n, OP_QLINEAR_CONV, in->out[0], x, filter, w, t, y4);
+  n->attrs = NULL;
+  n->nattrs = 0;
+  Attr *kernel = node_set_attr(g, n, "kernel_shape", ATTR_INTS);
+  kernel->n = 2;
+  kernel->ints = arena_dup(g->arena, (int64_t[]){1, 1}, sizeof(int64_t) * 2);
+  Node *out = reshape(g, arena_printf(g->arena, "%s_as_matrix", n->name), y4, y, 2, y->dims);
+  return node_infer(g, in) && node_infer(g, n) && node_infer(g, out);
 }
 
 /* Fuses `n` when it is the float kind of a QDQ pattern; false with
@@ -255,17 +330,21 @@ static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
     return false;
   if (n->op == OP_CONV && x.q->rank > 4) /* what opc_conv_integer computes */
     return refuse(v, "the integer convolution is 1-D and 2-D only");
+  if (n->op == OP_GEMM && !check_gemm(n, v))
+    return false;
   if (node_input(n, 2) && !check_bias(n->in[2], &x, &w, v))
     return false;
   if (!find_tail(n, &t, v))
     return false;
-  *ok = rewrite(g, n, qop, &x, &w, &t);
+  *ok = n->op == OP_GEMM ? rewrite_gemm(g, n, &x, &w, &t) : rewrite(g, n, qop, &x, &w, &t);
   return true;
 }
 
 /* The table's integer form of kind `op`: the row named "QLinear" and
-   op's name, or OP_INVALID. */
+   op's name, or OP_INVALID; a Gemm's is QLinearConv. */
 static OpKind integer_form(Graph *g, OpKind op) {
+  if (op == OP_GEMM) /* a 1x1 convolution: rewrite_gemm */
+    return OP_QLINEAR_CONV;
   return op_from_name(arena_printf(g->arena, "QLinear%s", op_name(op)));
 }
 

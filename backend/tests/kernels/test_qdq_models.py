@@ -23,6 +23,11 @@ Rounding is half to even in both; where the fused sum times its multiplier
 and the float convolution divided by y's scale fell on different sides of
 a half, they would differ by one quantum: none does here.
 
+A third model, an MLP of two Gemms (the first with transB, the second
+without, so that its B is transposed at compile time) and a Relu between,
+quantized like the CNN, must become two QLinearConvs (a Gemm is a 1x1
+convolution of x seen as [N, K, 1, 1]) and match ONNX Runtime exactly.
+
 A second model is written by hand the way TensorRT-style QDQ exports are:
 symmetric int8 activations (zero point 0), Q only on the Relu's output,
 so Q(Relu(Conv(DQ(x), DQ(w), DQ(b)))). The Relu clamps inside y's range
@@ -202,6 +207,66 @@ def model_of(nodes, consts, x_shape, y_shape):
     return m
 
 
+def gemm_mlp(work):
+    """Gemm(transB) -> Relu -> Gemm over smooth rows, quantized in QDQ."""
+    consts = {"w1": weight((32, 16), 16), "b1": rng.normal(0, 0.1, 32).astype(np.float32),
+              "w2": weight((32, 8), 32), "b2": rng.normal(0, 0.1, 8).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h0"], transB=1, name="gemm1"),
+             helper.make_node("Relu", ["h0"], ["h"], name="relu"),
+             helper.make_node("Gemm", ["h", "w2", "b2"], ["y"], name="gemm2")]
+    src, dst = os.path.join(work, "mlp.onnx"), os.path.join(work, "mlp_qdq.onnx")
+    onnx.save(model_of(nodes, consts, [2, 16], [2, 8]), src)
+
+    class Rows(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rows()} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(src, dst, Rows(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    m = onnx.load(dst)
+    for name in ("h_QuantizeLinear_Output", "y_QuantizeLinear_Output"):
+        m.graph.output.append(onnx.ValueInfoProto(name=name))
+    return m
+
+
+def rows():
+    """Two smooth rows of 16: sinusoids of random frequency and phase."""
+    t = np.linspace(0, 1, 16)
+    return np.stack([np.sin(2 * np.pi * rng.uniform(0.5, 2) * t + rng.uniform(0, 2 * np.pi))
+                     for _ in range(2)]).astype(np.float32)
+
+
+def check_gemm_mlp(opc, work, verdict):
+    m = gemm_mlp(work)
+    path = os.path.join(work, "mlp_qdq_outputs.onnx")
+    onnx.save(m, path)
+    rc, after, text = opc_stats(opc, path)
+    verdict(rc == 0 and not after.get("Gemm", 0) and after.get("QLinearConv") == 2,
+            f"gemm mlp: both Gemms become QLinearConv (Gemm left: {after.get('Gemm', 0)})")
+    exe, why = compile_cpu(opc, m, os.path.join(work, "mlp"))
+    if exe is None:
+        verdict(False, f"gemm mlp compile: {why}")
+        return
+    for k in range(3):
+        feeds = {"x": rows()}
+        got = run_program(exe, m, feeds, os.path.join(work, "mlp"))
+        if isinstance(got, str):
+            verdict(False, f"gemm mlp input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, feeds, optimise)
+            if k == 0 and optimise:
+                verdict(np.ptp(want["y"]) > 0, "gemm mlp: the reference output varies")
+            for name, w in want.items():
+                why = compare_exact(got[name], w)
+                verdict(why is None, f"gemm mlp input {k} {name} {w.dtype}{list(w.shape)} exact, "
+                        f"ORT {'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
+
+
 def check_relu_model(opc, work, verdict):
     m = relu_model()
     path = os.path.join(work, "relu_qdq.onnx")
@@ -277,6 +342,7 @@ def main():
             verdict(compare_exact(conv1_in_numpy(m, xq, False), r1) is not None,
                     "control: conv1 in numpy without its bias is rejected")
     check_relu_model(opc, work, verdict)
+    check_gemm_mlp(opc, work, verdict)
     print(f"{failures} failures")
     return 1 if failures else 0
 
