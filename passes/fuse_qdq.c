@@ -108,15 +108,18 @@ static float scale_at(const Tensor *scale, int64_t c) {
   return scale->f32[tensor_numel(scale) > 1 ? c : 0];
 }
 
-/* A Conv's bias: DQ of a constant int32 [M] with zero point 0 and, channel
-   by channel, the scale x_scale * w_scale as float32 forms it, so that the
-   int32 values add to the sums unchanged. */
-static bool check_bias(const Tensor *b, const Dequant *x, const Dequant *w, Verdict *v) {
+/* A Conv's or Gemm's bias: DQ of a constant int32 [M] with zero point 0
+   and, channel by channel, the scale x_scale * w_scale as float32 forms
+   it, so that the int32 values add to the sums unchanged. */
+static bool check_bias(const Node *n, const Dequant *x, const Dequant *w, Verdict *v) {
+  const Tensor *b = n->in[2];
   Dequant d;
   if (!dequantized(b, &d) || d.q->dtype != DT_INT32 || !tensor_is_const(d.q) ||
       !constant_params(&d))
     return refuse(v, "its bias is not a constant int32 tensor dequantized");
-  int64_t m = b->rank == 1 ? b->dims[0] : -1;
+  /* one per output channel (a Gemm's C may broadcast; the integer form's
+     bias may not) */
+  int64_t m = b->rank == 1 && b->dims[0] == n->out[0]->dims[1] ? b->dims[0] : -1;
   for (int64_t c = 0; c < m; c++) {
     float want = scale_at(x->scale, 0) * scale_at(w->scale, c);
     if (scale_at(d.scale, c) != want)
@@ -124,7 +127,7 @@ static bool check_bias(const Tensor *b, const Dequant *x, const Dequant *w, Verd
     if (d.zero && d.zero->i64[tensor_numel(d.zero) > 1 ? c : 0] != 0)
       return refuse(v, "its bias's zero point is not 0");
   }
-  return m >= 0 || refuse(v, "its bias is not 1-D");
+  return m >= 0 || refuse(v, "its bias is not 1-D, one value per output channel");
 }
 
 /* ---------------------------------------------------------- output side */
@@ -332,7 +335,7 @@ static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
     return refuse(v, "the integer convolution is 1-D and 2-D only");
   if (n->op == OP_GEMM && !check_gemm(n, v))
     return false;
-  if (node_input(n, 2) && !check_bias(n->in[2], &x, &w, v))
+  if (node_input(n, 2) && !check_bias(n, &x, &w, v))
     return false;
   if (!find_tail(n, &t, v))
     return false;
