@@ -363,12 +363,17 @@ static bool reads_dequantized(const Node *n) {
   return false;
 }
 
+/* One --report line; the list doubles as it fills (arena memory is kept
+   until the compile ends, so it must not grow by one). */
 static void note_float(Graph *g, PassContext *ctx, const Node *n, const char *why) {
-  const char **notes = arena_alloc(g->arena, sizeof(char *) * (size_t)(ctx->nqdq_notes + 1));
-  if (ctx->nqdq_notes)
-    memcpy(notes, ctx->qdq_notes, sizeof(char *) * (size_t)ctx->nqdq_notes);
-  ctx->qdq_notes = notes;
-  notes[ctx->nqdq_notes++] =
+  int count = ctx->nqdq_notes;
+  if (count == 0 || (count & (count - 1)) == 0) { /* full at 0, 1, 2, 4, ... */
+    const char **notes = arena_alloc(g->arena, sizeof(char *) * (size_t)(2 * count + 1));
+    if (count)
+      memcpy(notes, ctx->qdq_notes, sizeof(char *) * (size_t)count);
+    ctx->qdq_notes = notes;
+  }
+  ctx->qdq_notes[ctx->nqdq_notes++] =
       arena_printf(g->arena, "node '%s' (%s) stays float between Q/DQ: %s", n->name,
                    op_name(n->op), why);
 }
