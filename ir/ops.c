@@ -687,7 +687,8 @@ static bool qlinear_activation(Graph *g, Node *n) {
 }
 
 static bool qlinear_params(Graph *g, Node *n, int64_t channels) {
-  if (!qlinear_activation(g, n) || !qlinear_param(g, n, 1, 0, "scale") || !qlinear_param(g, n, 2, 0, "zero point") ||
+  if (!qlinear_activation(g, n) || !qlinear_param(g, n, 1, 0, "scale") ||
+      !qlinear_param(g, n, 2, 0, "zero point") ||
       !qlinear_param(g, n, 4, channels, "scale") ||
       !qlinear_param(g, n, 5, channels, "zero point") ||
       !qlinear_param(g, n, 6, 0, "scale") || !qlinear_param(g, n, 7, 0, "zero point"))

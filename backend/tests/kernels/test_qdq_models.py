@@ -88,7 +88,8 @@ def cnn():
     inits = [numpy_helper.from_array(a, n) for n, a in arrays.items()]
     graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                            [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     return m
@@ -263,8 +264,9 @@ def check_gemm_mlp(opc, work, verdict):
                 verdict(np.ptp(want["y"]) > 0, "gemm mlp: the reference output varies")
             for name, w in want.items():
                 why = compare_exact(got[name], w)
+                how = "optimised" if optimise else "as written"
                 verdict(why is None, f"gemm mlp input {k} {name} {w.dtype}{list(w.shape)} exact, "
-                        f"ORT {'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
+                        f"ORT {how}{': ' + why if why else ''}")
 
 
 def check_relu_model(opc, work, verdict):
