@@ -269,8 +269,7 @@ static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s
   collapse(&L);
   L.i[0] = bias != NULL;
   group_i(&L, 0, 1, "bias in x[3]");
-  L.f[0] = y->dtype == DT_INT8 ? -128.0f : 0.0f;
-  L.f[1] = y->dtype == DT_INT8 ? 127.0f : 255.0f;
+  qlinear_bounds(n, &L.f[0], &L.f[1]); /* the type's range, or a fused clamp's */
   group_f(&L, 0, 2, "saturated to");
   emit_launch(e, n, &L);
 }

@@ -931,11 +931,25 @@ bool fold_conv_integer(Graph *g, Node *n) {
    int32 as the kernel's is, plus the bias (QLinearConv's input 8), is
    requantised by opc_requantize_of with its channel's multiplier. Output
    element i is in channel i / inner % channels. */
+void qlinear_bounds(const Node *n, float *lo, float *hi) {
+  const Tensor *sy = n->in[6], *zy = n->in[7];
+  *lo = n->out[0]->dtype == DT_INT8 ? -128.0f : 0.0f;
+  *hi = n->out[0]->dtype == DT_INT8 ? 127.0f : 255.0f;
+  if (n->act != OPC_ACT_RELU && n->act != OPC_ACT_CLIP)
+    return;
+  float s = (float)getd(sy, 0), z = (float)zero_at(zy, 0);
+  float below = opc_quantize_of(n->act == OPC_ACT_RELU ? 0.0f : n->act_alpha, s, z, *lo, *hi);
+  float above = n->act == OPC_ACT_RELU ? *hi : opc_quantize_of(n->act_beta, s, z, *lo, *hi);
+  *lo = below;
+  *hi = above;
+}
+
 static void requantize_sums(const Node *n, const int64_t *sums, int64_t inner, int64_t channels) {
   const Tensor *sa = n->in[1], *sb = n->in[4], *sy = n->in[6], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);
   Tensor *y = n->out[0];
-  float lo = y->dtype == DT_INT8 ? -128.0f : 0.0f, hi = y->dtype == DT_INT8 ? 127.0f : 255.0f;
+  float lo, hi;
+  qlinear_bounds(n, &lo, &hi);
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     int64_t c = i / inner % channels;
     uint32_t v = (uint32_t)sums[i] + (bias ? (uint32_t)bias->i64[c] : 0u);

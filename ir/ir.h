@@ -862,6 +862,11 @@ bool node_fold(Graph *g, Node *n);
 /* Reports a node of a kind without kernels that node_fold did not
    evaluate: "too big to fold: N elements, limit FOLD_MAX_ELEMENTS". */
 void report_not_folded(const Graph *g, const Node *n);
+/* The range a QLinearConv's or QLinearMatMul's requantised output is
+   saturated to: its type's, narrowed by a fused Relu or Clip (Node.act,
+   from fuse-qdq) quantized with y's constant scale and zero point, as
+   Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) for a monotonic Q. */
+void qlinear_bounds(const Node *n, float *lo, float *hi);
 /* Whether node_fold can evaluate this kind. */
 bool op_is_evaluable(OpKind op);
 

@@ -669,8 +669,26 @@ static bool qlinear_param(Graph *g, Node *n, int k, int64_t count, const char *r
    first operand's scale and zero point: one value), 4, 5 (the second's:
    one value or one per output channel) and 6, 7 (the output's: one
    value). The output takes y_zero_point's type. */
+/* A fused activation (fuse-qdq) narrows the saturation (qlinear_bounds):
+   a clamp, Relu or Clip, quantized at compile time with y's scale and zero
+   point, which must then be constants. */
+static bool qlinear_activation(Graph *g, Node *n) {
+  if (n->act == OPC_ACT_NONE)
+    return true;
+  if (n->act != OPC_ACT_RELU && n->act != OPC_ACT_CLIP) {
+    ir_error(g, n, "a fused %s cannot be folded into the requantisation (Relu and Clip can)",
+             act_name(n->act));
+    return false;
+  }
+  if (tensor_is_const(in(n, 6)) && tensor_is_const(in(n, 7)))
+    return true;
+  ir_error(g, n, "a fused %s needs y's scale and zero point as constants", act_name(n->act));
+  return false;
+}
+
 static bool qlinear_params(Graph *g, Node *n, int64_t channels) {
-  if (!qlinear_param(g, n, 1, 0, "scale") || !qlinear_param(g, n, 2, 0, "zero point") ||
+  if (!qlinear_activation(g, n) || !qlinear_param(g, n, 1, 0, "scale") ||
+      !qlinear_param(g, n, 2, 0, "zero point") ||
       !qlinear_param(g, n, 4, channels, "scale") ||
       !qlinear_param(g, n, 5, channels, "zero point") ||
       !qlinear_param(g, n, 6, 0, "scale") || !qlinear_param(g, n, 7, 0, "zero point"))

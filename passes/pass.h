@@ -29,6 +29,8 @@ struct PassContext {
   Counts before;   /* --stats: the nodes before the first pass */
   HopeReport hope; /* place-devices' (--devices gpu,cpu), for the schedule report */
   HiosReport hios; /* the schedule pass's, for the schedule report */
+  const char **qdq_notes; /* fuse-qdq's patterns left float, one line each, for --report */
+  int nqdq_notes;
 };
 
 /* The cost model; NULL after reporting a bad device or cost file. */
@@ -48,6 +50,7 @@ bool pass_eliminate_dead(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_eliminate_common(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_alias_reshape(Graph *g, const PassOptions *opt, PassContext *ctx);
 /* fusion */
+bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fold_batchnorm(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx);

@@ -376,4 +376,6 @@ void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
             sc->search_seconds * 1e3);
   else
     fprintf(f, "search: one pass over %d units, %.3f ms\n", sc->norder, sc->search_seconds * 1e3);
+  for (int i = 0; i < ctx->nqdq_notes; i++)
+    fprintf(f, "fuse-qdq: %s\n", ctx->qdq_notes[i]);
 }

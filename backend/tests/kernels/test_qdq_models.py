@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""A QDQ model runs in int8: a small CNN quantized by ONNX Runtime's
+quantize_static in the QDQ format, per channel, compiled by opc (CPU
+runtime) and compared with ONNX Runtime on the same model.
+
+The CNN: Conv 3->8 + Relu, Conv 8->8, the residual Add of the two, MaxPool,
+Flatten, MatMul to 10. Weights are scaled by 1/sqrt(fan-in); calibration
+and test inputs are smooth images (a few low-frequency sinusoids per
+channel and a little noise), not white noise; the test checks that the
+outputs vary. quantize_static removes the Relu (the Conv's output range
+starts at 0) and writes DQ(int32 bias) with scale x_scale * w_scale.
+
+fuse-qdq must make the Convs QLinearConv and the MatMul QLinearMatMul:
+`opc --stats` must show no Conv or MatMul left, and `--report` must list
+the Add, MaxPool and Flatten as left float between Q/DQ.
+
+ONNX Runtime runs twice: with its default optimisations (it fuses the
+same patterns into QLinearConv, QLinearMatMul and QLinearAdd) and with
+none (float operators between Q and DQ). Compared, exactly: the quantized
+tensors (each Conv's, the Add's, the Flatten's, the MatMul's) and the
+float output (DequantizeLinear is (q - zero point) * scale in both).
+Rounding is half to even in both; where the fused sum times its multiplier
+and the float convolution divided by y's scale fell on different sides of
+a half, they would differ by one quantum: none does here.
+
+A third model, an MLP of two Gemms (the first with transB, the second
+without, so that its B is transposed at compile time) and a Relu between,
+quantized like the CNN, must become two QLinearConvs (a Gemm is a 1x1
+convolution of x seen as [N, K, 1, 1]) and match ONNX Runtime exactly.
+
+A second model is written by hand the way TensorRT-style QDQ exports are:
+symmetric int8 activations (zero point 0), Q only on the Relu's output,
+so Q(Relu(Conv(DQ(x), DQ(w), DQ(b)))). The Relu clamps inside y's range
+(Q(0) = 0 > -128): fuse-qdq keeps it on the QLinearConv (.act=relu), which
+saturates to [0, 127]. ONNX Runtime runs this one in float between Q and
+DQ, optimised or not (no fusion of its own takes a Relu at zero point 0),
+so the float convolution's rounding can put a value on the other side of
+a half quantum: the int8 output may differ by one quantum, and the count of
+such elements is printed (and must stay under 2%).
+
+reduce_range (7-bit weights) keeps this CPU's ONNX Runtime exact: without
+VNNI it sums uint8 x int8 products in int16-saturated pairs (see
+test_integer.py).
+
+Negative controls: the same `--stats` check on an -O0 compile (no fusion)
+must find the float Conv; and the first QLinearConv recomputed in numpy
+without its bias must be rejected, while with it it must match.
+
+usage: test_qdq_models.py OPC WORK_DIR
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_case import compile_cpu, compare_exact, reference, run_program  # noqa: E402
+from test_integer import conv_sums, wrap32  # noqa: E402
+
+rng = np.random.default_rng(5151)
+
+# The quantized tensors compared, and the float output.
+CHECKED = ["x_QuantizeLinear_Output", "r1_QuantizeLinear_Output", "c2_QuantizeLinear_Output",
+           "s_QuantizeLinear_Output", "f_QuantizeLinear_Output", "y_QuantizeLinear_Output"]
+FLOAT_LEFT = ["residual", "pool", "flatten"]
+
+
+def weight(shape, fan_in):
+    return (rng.normal(0, 1, shape) / np.sqrt(fan_in)).astype(np.float32)
+
+
+def cnn():
+    arrays = {"w1": weight((8, 3, 3, 3), 27), "b1": rng.normal(0, 0.1, 8).astype(np.float32),
+              "w2": weight((8, 8, 3, 3), 72), "b2": rng.normal(0, 0.1, 8).astype(np.float32),
+              "w3": weight((128, 10), 128)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Add", ["r1", "c2"], ["s"], name="residual"),
+             helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2],
+                              name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("MatMul", ["f", "w3"], ["y"], name="matmul")]
+    inits = [numpy_helper.from_array(a, n) for n, a in arrays.items()]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                              inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def images(n):
+    """Smooth [1, 3, 8, 8] images: a sinusoid of random frequency and phase
+    per channel, and a little noise."""
+    yy, xx = np.mgrid[0:8, 0:8] / 8.0
+    out = []
+    for _ in range(n):
+        channels = [np.sin(2 * np.pi * (rng.uniform(0.3, 1.5) * xx + rng.uniform(0.3, 1.5) * yy)
+                           + rng.uniform(0, 2 * np.pi)) for _ in range(3)]
+        img = np.stack(channels) + rng.normal(0, 0.1, (3, 8, 8))
+        out.append(img[None].astype(np.float32))
+    return out
+
+
+class Calibration(CalibrationDataReader):
+    def __init__(self):
+        self.batches = iter([{"x": x} for x in images(16)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def quantized(work):
+    os.makedirs(work, exist_ok=True)
+    src, dst = os.path.join(work, "cnn.onnx"), os.path.join(work, "cnn_qdq.onnx")
+    onnx.save(cnn(), src)
+    quantize_static(src, dst, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    m = onnx.load(dst)
+    for name in CHECKED:
+        m.graph.output.append(onnx.ValueInfoProto(name=name))
+    return m
+
+
+def opc_stats(opc, path, flags=()):
+    """opc's --stats and --report text (its `after` counts by kind) for the
+    CPU target."""
+    p = subprocess.run([opc, path, "--target", "cpu", "--stats", "--report", *flags],
+                       capture_output=True, text=True)
+    after = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            after[parts[0]] = int(parts[2])
+    return p.returncode, after, p.stdout + p.stderr
+
+
+def fusion_failures(after, report):
+    """What says the QDQ patterns were not all fused, or the float ones not
+    reported; empty when all is well."""
+    why = [f"{after[k]} float {k} left" for k in ("Conv", "MatMul") if after.get(k, 0)]
+    why += [f"{k} missing" for k in ("QLinearConv", "QLinearMatMul") if not after.get(k, 0)]
+    why += [f"--report does not list '{n}'" for n in FLOAT_LEFT
+            if f"node '{n}'" not in report]
+    return why
+
+
+def initializer(m, name):
+    return next(numpy_helper.to_array(t) for t in m.graph.initializer if t.name == name)
+
+
+def conv1_in_numpy(m, xq, with_bias):
+    """The first QLinearConv, requantised as ONNX Runtime does."""
+    zx = initializer(m, "x_zero_point")
+    w, zw = initializer(m, "w1_quantized"), initializer(m, "w1_zero_point")
+    bias = initializer(m, "b1_quantized") if with_bias else np.zeros(8, np.int32)
+    mult = (np.float32(initializer(m, "x_scale")) * initializer(m, "w1_scale")).astype(np.float32)
+    mult = (mult / np.float32(initializer(m, "r1_scale"))).astype(np.float32).reshape(1, -1, 1, 1)
+    sums = wrap32(conv_sums(xq, w, zx, zw, pads=[1, 1, 1, 1]) + bias.reshape(1, -1, 1, 1))
+    q = np.rint((sums.astype(np.float32) * mult).astype(np.float32))
+    return np.clip(q + int(initializer(m, "r1_zero_point")), 0, 255).astype(np.uint8)
+
+
+def relu_model():
+    """Q(Relu(Conv(DQ(x), DQ(w), DQ(b)))) and its DQ, symmetric int8, 7-bit
+    per-channel weights; the scales from calibration images."""
+    w = weight((8, 3, 3, 3), 27)
+    b = rng.normal(0, 0.1, 8).astype(np.float32)
+    calib = np.concatenate(images(8))
+    sx = np.float32(np.abs(calib).max() / 127)
+    sw = (np.abs(w).reshape(8, -1).max(1) / 63).astype(np.float32)
+    wq = np.rint(w / sw.reshape(-1, 1, 1, 1)).astype(np.int8)
+    sb = (sx * sw).astype(np.float32)
+    bq = np.rint(b / sb).astype(np.int32)
+    ref = reference(model_of([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+                             {"w": w, "b": b}, [8, 3, 8, 8], [8, 8, 8, 8]), {"x": calib}, False)
+    sy = np.float32(np.maximum(ref["y"], 0).max() / 127)
+    consts = {"sx": sx, "zx": np.int8(0), "wq": wq, "sw": sw, "zw": np.zeros(8, np.int8), "bq": bq,
+              "sb": sb, "sy": sy, "zy": np.int8(0)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "sb"], ["bd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    m = model_of(nodes, consts, [1, 3, 8, 8], [1, 8, 8, 8])
+    m.graph.output.append(onnx.ValueInfoProto(name="yq"))
+    return m
+
+
+def model_of(nodes, consts, x_shape, y_shape):
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()]
+    graph = helper.make_graph(nodes, "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                            x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                              inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def gemm_mlp(work):
+    """Gemm(transB) -> Relu -> Gemm over smooth rows, quantized in QDQ."""
+    consts = {"w1": weight((32, 16), 16), "b1": rng.normal(0, 0.1, 32).astype(np.float32),
+              "w2": weight((32, 8), 32), "b2": rng.normal(0, 0.1, 8).astype(np.float32)}
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h0"], transB=1, name="gemm1"),
+             helper.make_node("Relu", ["h0"], ["h"], name="relu"),
+             helper.make_node("Gemm", ["h", "w2", "b2"], ["y"], name="gemm2")]
+    src, dst = os.path.join(work, "mlp.onnx"), os.path.join(work, "mlp_qdq.onnx")
+    onnx.save(model_of(nodes, consts, [2, 16], [2, 8]), src)
+
+    class Rows(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rows()} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(src, dst, Rows(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    m = onnx.load(dst)
+    for name in ("h_QuantizeLinear_Output", "y_QuantizeLinear_Output"):
+        m.graph.output.append(onnx.ValueInfoProto(name=name))
+    return m
+
+
+def rows():
+    """Two smooth rows of 16: sinusoids of random frequency and phase."""
+    t = np.linspace(0, 1, 16)
+    return np.stack([np.sin(2 * np.pi * rng.uniform(0.5, 2) * t + rng.uniform(0, 2 * np.pi))
+                     for _ in range(2)]).astype(np.float32)
+
+
+def check_gemm_mlp(opc, work, verdict):
+    m = gemm_mlp(work)
+    path = os.path.join(work, "mlp_qdq_outputs.onnx")
+    onnx.save(m, path)
+    rc, after, text = opc_stats(opc, path)
+    verdict(rc == 0 and not after.get("Gemm", 0) and after.get("QLinearConv") == 2,
+            f"gemm mlp: both Gemms become QLinearConv (Gemm left: {after.get('Gemm', 0)})")
+    exe, why = compile_cpu(opc, m, os.path.join(work, "mlp"))
+    if exe is None:
+        verdict(False, f"gemm mlp compile: {why}")
+        return
+    for k in range(3):
+        feeds = {"x": rows()}
+        got = run_program(exe, m, feeds, os.path.join(work, "mlp"))
+        if isinstance(got, str):
+            verdict(False, f"gemm mlp input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, feeds, optimise)
+            if k == 0 and optimise:
+                verdict(np.ptp(want["y"]) > 0, "gemm mlp: the reference output varies")
+            for name, w in want.items():
+                why = compare_exact(got[name], w)
+                how = "optimised" if optimise else "as written"
+                verdict(why is None, f"gemm mlp input {k} {name} {w.dtype}{list(w.shape)} exact, "
+                        f"ORT {how}{': ' + why if why else ''}")
+
+
+def check_relu_model(opc, work, verdict):
+    m = relu_model()
+    path = os.path.join(work, "relu_qdq.onnx")
+    onnx.save(m, path)
+    rc, after, text = opc_stats(opc, path)
+    left = [k for k in ("Conv", "Relu") if after.get(k, 0)]
+    verdict(rc == 0 and not left and after.get("QLinearConv") == 1,
+            f"relu model fused into one QLinearConv{': left ' + ', '.join(left) if left else ''}")
+    exe, why = compile_cpu(opc, m, os.path.join(work, "relu"))
+    if exe is None:
+        verdict(False, f"relu model compile: {why}")
+        return
+    off, total = 0, 0
+    for k, x in enumerate(images(4)):
+        got = run_program(exe, m, {"x": x}, os.path.join(work, "relu"))
+        if isinstance(got, str):
+            verdict(False, f"relu model input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, {"x": x}, optimise)
+            d = got["yq"].astype(np.int64) - want["yq"]
+            same_type = got["yq"].dtype == want["yq"].dtype and d.shape == want["yq"].shape
+            verdict(same_type and np.abs(d).max() <= 1 and got["yq"].min() >= 0,
+                    f"relu model input {k} yq int8 within one quantum, none below 0, ORT "
+                    f"{'optimised' if optimise else 'as written'}: {int((d != 0).sum())} of "
+                    f"{d.size} differ")
+            off, total = off + int((d != 0).sum()), total + d.size
+    verdict(off <= 0.02 * total, f"relu model: {off} of {total} int8 values one quantum off")
+
+
+def main():
+    opc, work = sys.argv[1:3]
+    failures = 0
+
+    def verdict(ok, what):
+        nonlocal failures
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {what}")
+
+    m = quantized(work)
+    path = os.path.join(work, "cnn_qdq_outputs.onnx")
+    onnx.save(m, path)
+    rc, after, text = opc_stats(opc, path)
+    why = fusion_failures(after, text) if rc == 0 else [f"opc exited with {rc}: {text[-300:]}"]
+    verdict(not why, "fused: no float Conv or MatMul left; Add, MaxPool, Flatten reported"
+            + (": " + "; ".join(why) if why else ""))
+    rc, after0, text0 = opc_stats(opc, path, ["-O0"])
+    verdict(rc == 0 and fusion_failures(after0, text0),
+            "control: the same check rejects an -O0 compile (no fusion)")
+
+    exe, why = compile_cpu(opc, m, os.path.join(work, "program"))
+    if exe is None:
+        verdict(False, f"compile: {why}")
+        return 1
+    for k, x in enumerate(images(4)):
+        feeds = {"x": x}
+        got = run_program(exe, m, feeds, os.path.join(work, "program"))
+        if isinstance(got, str):
+            verdict(False, f"input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, feeds, optimise)
+            if optimise and k == 0:
+                verdict(np.ptp(want["y"]) > 0, "the reference output varies")
+            for name, w in want.items():
+                why = compare_exact(got[name], w)
+                verdict(why is None, f"input {k} {name} {w.dtype}{list(w.shape)} exact, ORT "
+                        f"{'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
+        if k == 0:
+            xq, r1 = want["x_QuantizeLinear_Output"], want["r1_QuantizeLinear_Output"]
+            verdict(compare_exact(conv1_in_numpy(m, xq, True), r1) is None,
+                    "control: conv1 as QLinearConv in numpy matches")
+            verdict(compare_exact(conv1_in_numpy(m, xq, False), r1) is not None,
+                    "control: conv1 in numpy without its bias is rejected")
+    check_relu_model(opc, work, verdict)
+    check_gemm_mlp(opc, work, verdict)
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+/*
+ * fuse_qdq.c - QDQ models run in int8. A QDQ model (ONNX Runtime's
+ * quantize_static, QuantFormat.QDQ) writes each quantized operator as a
+ * float one between explicit DequantizeLinear and QuantizeLinear nodes:
+ *
+ *   Q(act(Conv(DQ(x), DQ(w), DQ(bias))))      Q(act(MatMul(DQ(a), DQ(b))))
+ *
+ * and Q(act(Gemm(DQ(a), DQ(b), DQ(c)))). Such a pattern becomes the
+ * table's integer form of the float kind, the row named "QLinear" and the
+ * kind's name (QLinearConv, QLinearMatMul; a Gemm is a 1x1 QLinearConv),
+ * which reads the quantized tensors, sums in int32 and requantises with
+ * the scales folded into one multiplier per output channel. The bias,
+ * DQ(int32 b) with scale x_scale * w_scale, is the integer form's int32
+ * bias as it stands. The activation, a Relu or a Clip, goes into the
+ * requantisation's saturation: quantizing is monotonic, so
+ * Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)). Where Q(lo) is the
+ * type's least value and Q(hi) its greatest (quantize_static's uint8
+ * activations after a Relu: zero point 0) the saturation already does its
+ * work and the activation simply goes; otherwise the integer node keeps it
+ * (Node.act) and saturates to [Q(lo), Q(hi)] (qlinear_bounds). Other
+ * activations change values inside the range and stay float.
+ *
+ * The DequantizeLinear nodes stay for any other reader (eliminate-dead
+ * drops those left unread). A pattern that cannot fuse stays as float
+ * between its Q and DQ nodes, and --report lists it with the reason.
+ *
+ * Runs before fold-constants, which would turn DQ(w) into float weights.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "pass.h"
+#include "rewrite.h"
+#include "../scalar/scalar.h"
+
+/* A DequantizeLinear's operands: q (the quantized tensor), its scale, its
+   zero point (NULL: 0) and axis (-1: per tensor). */
+typedef struct Dequant {
+  Tensor *q, *scale, *zero;
+  int axis;
+} Dequant;
+
+/* Why the node cannot fuse, for --report; set by the checks that fail. */
+typedef struct Verdict {
+  const char *why;
+} Verdict;
+
+static bool refuse(Verdict *v, const char *why) {
+  v->why = why;
+  return false;
+}
+
+static bool is_quant_type(DType t) {
+  return t == DT_INT8 || t == DT_UINT8;
+}
+
+/* Whether t is written by a live DequantizeLinear; fills d. */
+static bool dequantized(const Tensor *t, Dequant *d) {
+  const Node *p = t ? t->producer : NULL;
+  if (!p || p->dead || p->op != OP_DEQUANTIZE_LINEAR || t->producer_slot != 0)
+    return false;
+  *d = (Dequant){p->in[0], p->in[1], node_input(p, 2), p->p.quant.axis};
+  return true;
+}
+
+/* Scales and zero points must be known now: they are folded into the
+   multipliers at compile time. */
+static bool constant_params(const Dequant *d) {
+  return tensor_is_const(d->scale) && d->scale->dtype == DT_FLOAT &&
+         (!d->zero || tensor_is_const(d->zero));
+}
+
+/* The activation operand of `n`: quantized per tensor to int8 or uint8. */
+static bool check_activation_operand(const Dequant *d, Verdict *v) {
+  if (!is_quant_type(d->q->dtype))
+    return refuse(v, "its input is not dequantized from int8 or uint8");
+  if (d->axis >= 0)
+    return refuse(v, "its input is quantized per axis (the integer form takes one scale)");
+  return constant_params(d) || refuse(v, "its input's scale or zero point is not a constant");
+}
+
+/* The weight operand: a constant int8 or uint8 tensor, per tensor or per
+   output channel (axis `channel_axis` of the weight). */
+static bool check_weight_operand(const Dequant *d, int channel_axis, Verdict *v) {
+  if (!is_quant_type(d->q->dtype))
+    return refuse(v, "its weight is not dequantized from int8 or uint8");
+  if (!tensor_is_const(d->q) || !constant_params(d))
+    return refuse(v, "its weight, scale or zero point is not a constant");
+  if (d->axis >= 0 && d->axis != channel_axis)
+    return refuse(v, "its weight is quantized per axis, not per output channel");
+  return true;
+}
+
+/* The weight's channel axis: a Conv's output channels lead its weight, a
+   MatMul's B has them last (per column), and needs rank 2 or more; a
+   Gemm's B has them first under transB, else last. */
+static int weight_channel_axis(const Node *n) {
+  const Tensor *w = n->in[1];
+  if (n->op == OP_GEMM)
+    return n->p.gemm.trans_b ? 0 : 1;
+  return n->op == OP_CONV ? 0 : w->rank >= 2 ? w->rank - 1 : -2;
+}
+
+/* ------------------------------------------------------------- bias */
+
+static float scale_at(const Tensor *scale, int64_t c) {
+  return scale->f32[tensor_numel(scale) > 1 ? c : 0];
+}
+
+/* A Conv's or Gemm's bias: DQ of a constant int32 [M] with zero point 0
+   and, channel by channel, the scale x_scale * w_scale as float32 forms
+   it, so that the int32 values add to the sums unchanged. */
+static bool check_bias(const Node *n, const Dequant *x, const Dequant *w, Verdict *v) {
+  const Tensor *b = n->in[2];
+  Dequant d;
+  if (!dequantized(b, &d) || d.q->dtype != DT_INT32 || !tensor_is_const(d.q) ||
+      !constant_params(&d))
+    return refuse(v, "its bias is not a constant int32 tensor dequantized");
+  /* one per output channel (a Gemm's C may broadcast; the integer form's
+     bias may not) */
+  int64_t m = b->rank == 1 && b->dims[0] == n->out[0]->dims[1] ? b->dims[0] : -1;
+  for (int64_t c = 0; c < m; c++) {
+    float want = scale_at(x->scale, 0) * scale_at(w->scale, c);
+    if (scale_at(d.scale, c) != want)
+      return refuse(v, "its bias's scale is not x_scale * w_scale");
+    if (d.zero && d.zero->i64[tensor_numel(d.zero) > 1 ? c : 0] != 0)
+      return refuse(v, "its bias's zero point is not 0");
+  }
+  return m >= 0 || refuse(v, "its bias is not 1-D, one value per output channel");
+}
+
+/* ---------------------------------------------------------- output side */
+
+/* The output's QuantizeLinear and, between, the activation (NULL: none). */
+typedef struct Tail {
+  Node *act, *quant;
+  Activation kind; /* the activation's, Relu or Clip */
+  float lo, hi;    /* its clamp */
+} Tail;
+
+/* The sole reader of `y`, live, reading it as input 0. */
+static Node *next_reader(const Tensor *y) {
+  Node *r = sole_consumer(y);
+  return r && !r->dead && r->in[0] == y ? r : NULL;
+}
+
+/* Relu and Clip are clamps; other activations change values inside the
+   range and stay float. */
+static bool clamp_of(const Node *n, Tail *t) {
+  float alpha, beta;
+  if (!activation_of(n, &t->kind, &alpha, &beta))
+    return false;
+  if (t->kind == OPC_ACT_RELU) {
+    t->lo = 0;
+    t->hi = INFINITY;
+    return true;
+  }
+  if (t->kind == OPC_ACT_CLIP) {
+    t->lo = alpha;
+    t->hi = beta;
+    return true;
+  }
+  return false;
+}
+
+/* Whether the quantization `q` saturates [lo, hi] to its whole range: the
+   clamp then changes no quantized value. */
+static bool clamp_absorbed(const Node *q, float lo, float hi) {
+  float s = q->in[1]->f32[0];
+  const Tensor *z = node_input(q, 2);
+  float zero = z ? (float)z->i64[0] : 0.0f;
+  float qlo = (float)q->p.quant.lo, qhi = (float)q->p.quant.hi;
+  return opc_quantize_of(lo, s, zero, -FLT_MAX, FLT_MAX) <= qlo &&
+         opc_quantize_of(hi, s, zero, -FLT_MAX, FLT_MAX) >= qhi;
+}
+
+static bool find_tail(const Node *n, Tail *t, Verdict *v) {
+  *t = (Tail){NULL, NULL, OPC_ACT_NONE, -INFINITY, INFINITY};
+  Node *r = next_reader(n->out[0]);
+  if (r && clamp_of(r, t)) {
+    t->act = r;
+    r = next_reader(r->out[0]);
+  }
+  if (!r || r->op != OP_QUANTIZE_LINEAR)
+    return refuse(v, t->act ? "its activation is not read by one QuantizeLinear alone"
+                            : "its output is not read by one QuantizeLinear alone");
+  const Tensor *z = node_input(r, 2);
+  if (!is_quant_type(r->out[0]->dtype) || r->p.quant.axis >= 0 || !tensor_is_const(r->in[1]) ||
+      r->in[1]->dtype != DT_FLOAT || (z && !tensor_is_const(z)))
+    return refuse(v, "its output is not quantized per tensor to int8 or uint8 by constants");
+  t->quant = r;
+  return true;
+}
+
+/* ------------------------------------------------------------ rewrite */
+
+/* A zero point of `type` holding 0: what an absent one means. */
+static Tensor *zero_point(Graph *g, const char *name, DType type) {
+  Tensor *t = graph_add_tensor(g, name);
+  t->dtype = type;
+  tensor_set_shape(t, 0, NULL);
+  t->i64 = arena_alloc(g->arena, sizeof(int64_t));
+  return t;
+}
+
+static Tensor *zero_or_given(Graph *g, const Node *n, const char *role, Tensor *z, DType type) {
+  return z ? z : zero_point(g, arena_printf(g->arena, "%s_%s_zero_point", n->name, role), type);
+}
+
+/* `n` becomes its integer form `qop`, reading the quantized operands xq
+   and wq (x's and w's, or their 4-D forms for a Gemm) and writing y; the
+   activation and the QuantizeLinear are gone. */
+static void become_integer(Graph *g, Node *n, OpKind qop, Tensor *xq, const Dequant *x,
+                           Tensor *wq, const Dequant *w, const Tail *t, Tensor *y) {
+  Node *q = t->quant;
+  Tensor *bias = NULL;
+  Dequant b;
+  if (node_input(n, 2) && dequantized(n->in[2], &b))
+    bias = b.q;
+  int nin = bias ? 9 : 8;
+  Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * (size_t)(nin + 1));
+  in[0] = xq;
+  in[1] = x->scale;
+  in[2] = zero_or_given(g, n, "x", x->zero, x->q->dtype);
+  in[3] = wq;
+  in[4] = w->scale;
+  in[5] = zero_or_given(g, n, "w", w->zero, w->q->dtype);
+  in[6] = q->in[1];
+  in[7] = zero_or_given(g, n, "y", node_input(q, 2), q->out[0]->dtype);
+  if (bias)
+    in[8] = bias;
+  n->op = qop;
+  n->in = in;
+  n->nin = nin;
+  set_node_output(n, 0, y);
+  /* A clamp the saturation does not already perform narrows it. */
+  if (t->act && !clamp_absorbed(q, t->lo, t->hi)) {
+    n->act = t->kind;
+    n->act_alpha = t->kind == OPC_ACT_CLIP ? t->lo : 0;
+    n->act_beta = t->kind == OPC_ACT_CLIP ? t->hi : 0;
+  }
+  if (t->act) {
+    node_absorb(g, n, t->act);
+    t->act->dead = true;
+  }
+  node_absorb(g, n, q);
+  q->dead = true;
+}
+
+static bool rewrite(Graph *g, Node *n, OpKind qop, const Dequant *x, const Dequant *w,
+                    const Tail *t) {
+  become_integer(g, n, qop, x->q, x, w->q, w, t, t->quant->out[0]);
+  return node_infer(g, n);
+}
+
+/* ------------------------------------------------------------- Gemm */
+
+/* A Reshape of `from` to `dims`, writing `to` (NULL: a new tensor). */
+static Node *reshape(Graph *g, const char *name, Tensor *from, Tensor *to, int rank,
+                     const int64_t *dims) {
+  Node *r = graph_add_node(g, OP_RESHAPE, name, 2, 1);
+  Tensor *shape = graph_add_tensor(g, arena_printf(g->arena, "%s_shape", name));
+  int64_t n = rank;
+  shape->dtype = DT_INT64;
+  tensor_set_shape(shape, 1, &n);
+  shape->i64 = arena_dup(g->arena, dims, sizeof(int64_t) * (size_t)rank);
+  r->in[0] = from;
+  r->in[1] = shape;
+  if (!to) {
+    to = graph_add_tensor(g, arena_printf(g->arena, "%s_out", name));
+    to->dtype = from->dtype;
+    tensor_set_shape(to, rank, dims);
+  }
+  set_node_output(r, 0, to);
+  return r;
+}
+
+/* The Gemm's weight as a 1x1 filter [M, K, 1, 1]: B itself under transB,
+   else B [K, M] transposed, at compile time. */
+static Tensor *filter_of(Graph *g, const Node *n, const Tensor *b) {
+  bool trans = n->p.gemm.trans_b;
+  int64_t k = b->dims[trans ? 1 : 0], m = b->dims[trans ? 0 : 1];
+  Tensor *f = graph_add_tensor(g, arena_printf(g->arena, "%s_filter", n->name));
+  f->dtype = b->dtype;
+  tensor_set_shape(f, 4, (int64_t[]){m, k, 1, 1});
+  f->i64 = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(m * k + 1));
+  for (int64_t o = 0; o < m; o++)
+    for (int64_t i = 0; i < k; i++)
+      f->i64[o * k + i] = b->i64[trans ? o * k + i : i * m + o];
+  return f;
+}
+
+/* A Gemm y = x B (+ c), transA 0 and alpha 1 (beta is in c's scale, which
+   check_bias compares), is a 1x1 convolution of x seen as [N, K, 1, 1]:
+   it becomes QLinearConv between two Reshapes, which alias-reshape makes
+   views, so that the bias has a place. */
+static bool check_gemm(const Node *n, Verdict *v) {
+  if (n->p.gemm.trans_a || n->p.gemm.alpha != 1.0f || n->p.gemm.beta != 1.0f)
+    return refuse(v, "a Gemm with transA, or alpha or beta other than 1, has no integer form");
+  return true;
+}
+
+static bool rewrite_gemm(Graph *g, Node *n, const Dequant *x, const Dequant *w, const Tail *t) {
+  int64_t rows = x->q->dims[0], k = x->q->dims[1], m = n->out[0]->dims[1];
+  Node *in = reshape(g, arena_printf(g->arena, "%s_as_image", n->name), x->q, NULL, 4,
+                     (int64_t[]){rows, k, 1, 1});
+  Tensor *y = t->quant->out[0];
+  Tensor *y4 = graph_add_tensor(g, arena_printf(g->arena, "%s_image", n->name));
+  y4->dtype = y->dtype;
+  tensor_set_shape(y4, 4, (int64_t[]){rows, m, 1, 1});
+  Tensor *filter = filter_of(g, n, w->q);
+  become_integer(g, n, OP_QLINEAR_CONV, in->out[0], x, filter, w, t, y4);
+  n->attrs = NULL;
+  n->nattrs = 0;
+  Attr *kernel = node_set_attr(g, n, "kernel_shape", ATTR_INTS);
+  kernel->n = 2;
+  kernel->ints = arena_dup(g->arena, (int64_t[]){1, 1}, sizeof(int64_t) * 2);
+  Node *out = reshape(g, arena_printf(g->arena, "%s_as_matrix", n->name), y4, y, 2, y->dims);
+  return node_infer(g, in) && node_infer(g, n) && node_infer(g, out);
+}
+
+/* Fuses `n` when it is the float kind of a QDQ pattern; false with
+   v->why when it is not. */
+static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
+  Dequant x, w;
+  Tail t;
+  if (!dequantized(n->in[0], &x) || !dequantized(n->in[1], &w))
+    return refuse(v, "an operand is not dequantized");
+  if (n->act != OPC_ACT_NONE || node_input(n, 3))
+    return refuse(v, "it already computes a fused activation or residual");
+  if (!check_activation_operand(&x, v) || !check_weight_operand(&w, weight_channel_axis(n), v))
+    return false;
+  if (n->op == OP_CONV && x.q->rank > 4) /* what opc_conv_integer computes */
+    return refuse(v, "the integer convolution is 1-D and 2-D only");
+  if (n->op == OP_GEMM && !check_gemm(n, v))
+    return false;
+  if (node_input(n, 2) && !check_bias(n, &x, &w, v))
+    return false;
+  if (!find_tail(n, &t, v))
+    return false;
+  *ok = n->op == OP_GEMM ? rewrite_gemm(g, n, &x, &w, &t) : rewrite(g, n, qop, &x, &w, &t);
+  return true;
+}
+
+/* The table's integer form of kind `op`: the row named "QLinear" and
+   op's name, or OP_INVALID; a Gemm's is QLinearConv. */
+static OpKind integer_form(Graph *g, OpKind op) {
+  if (op == OP_GEMM) /* a 1x1 convolution: rewrite_gemm */
+    return OP_QLINEAR_CONV;
+  return op_from_name(arena_printf(g->arena, "QLinear%s", op_name(op)));
+}
+
+/* Whether `n` computes in float on a dequantized input: part of a QDQ
+   pattern, fused or reported. */
+static bool reads_dequantized(const Node *n) {
+  Dequant d;
+  if (n->nout < 1 || !n->out[0] || n->out[0]->dtype != DT_FLOAT)
+    return false;
+  for (int i = 0; i < n->nin; i++)
+    if (dequantized(n->in[i], &d) && !tensor_is_const(d.q))
+      return true;
+  return false;
+}
+
+/* One --report line; the list doubles as it fills (arena memory is kept
+   until the compile ends, so it must not grow by one). */
+static void note_float(Graph *g, PassContext *ctx, const Node *n, const char *why) {
+  int count = ctx->nqdq_notes;
+  if (count == 0 || (count & (count - 1)) == 0) { /* full at 0, 1, 2, 4, ... */
+    const char **notes = arena_alloc(g->arena, sizeof(char *) * (size_t)(2 * count + 1));
+    if (count)
+      memcpy(notes, ctx->qdq_notes, sizeof(char *) * (size_t)count);
+    ctx->qdq_notes = notes;
+  }
+  ctx->qdq_notes[ctx->nqdq_notes++] =
+      arena_printf(g->arena, "node '%s' (%s) stays float between Q/DQ: %s", n->name,
+                   op_name(n->op), why);
+}
+
+bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
+  begin_rewrite(g);
+  int fused = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || !reads_dequantized(n))
+      continue;
+    OpKind qop = integer_form(g, n->op);
+    Verdict v = {"opc's table has no integer form of the operator"};
+    bool ok = true;
+    if (qop != OP_INVALID && try_fuse(g, n, qop, &v, &ok)) {
+      if (!ok)
+        return false;
+      fused++;
+      continue;
+    }
+    note_float(g, ctx, n, v.why);
+  }
+  return !fused || finish_rewrite(g);
+}
