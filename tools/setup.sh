@@ -27,7 +27,7 @@ fi
 # CUDA for the GPU programs: where no toolkit is found ($OPC_CUDA_HOME, else
 # /usr/local/cuda, holding include/cuda_runtime.h; or $OPC_CUDA_HOME already
 # a wheels' tree), PyPI's CUDA wheels (tools/cuda-wheels.txt) go into the
-# site-packages of this python3, where opc looks for them (README: CUDA).
+# site-packages of this python3, where opc looks for them (README, "Using opc").
 # Never where a toolkit is.
 cuda_home=${OPC_CUDA_HOME:-/usr/local/cuda}
 if [ ! -f "$cuda_home/include/cuda_runtime.h" ] && [ ! -f "$cuda_home/cu13/include/cuda_runtime.h" ] &&

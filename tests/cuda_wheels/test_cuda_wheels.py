@@ -73,8 +73,10 @@ def wanted(name):
 
 def fetch_wheels():
     """The cache's nvidia/ folder for tools/cuda-wheels.txt, fetched if missing."""
-    with open(REQUIREMENTS, "rb") as f:
-        tag = hashlib.sha256(f.read()).hexdigest()[:12]
+    # Named by the pinned versions alone: a comment changed fetches nothing.
+    with open(REQUIREMENTS, encoding="utf-8") as f:
+        pins = [line.split("#")[0].strip() for line in f]
+    tag = hashlib.sha256("\n".join(p for p in pins if p).encode()).hexdigest()[:12]
     home = os.path.join(cache_root(), tag)
     if os.path.isdir(home):
         return os.path.join(home, "nvidia"), False
