@@ -178,16 +178,19 @@ def build_executable(opc, env, work, tree):
                                     "libcudnn.so.9", "libnvrtc.so.13"]), needed)
 
 
-def without_header(tree, work, missing):
-    """A copy of the tree, made of links, without the header `missing`."""
-    copy = os.path.join(work, "without-" + missing, "nvidia")
+def without(tree, work, missing):
+    """A copy of the tree, of links, without the file `missing` (a path
+    inside it): only the folders on the way to it are made, the rest linked."""
+    copy = os.path.join(work, "without-" + os.path.basename(missing), "nvidia")
     shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
-    for folder, _, files in os.walk(tree):
-        rel = os.path.relpath(folder, tree)
-        os.makedirs(os.path.join(copy, rel), exist_ok=True)
-        for name in files:
-            if name != missing:
-                os.symlink(os.path.join(folder, name), os.path.join(copy, rel, name))
+    source, parts = tree, missing.split("/")
+    for depth, part in enumerate(parts):
+        here = os.path.join(copy, *parts[:depth])
+        os.makedirs(here, exist_ok=True)
+        for name in os.listdir(source):
+            if name != part:
+                os.symlink(os.path.join(source, name), os.path.join(here, name))
+        source = os.path.join(source, part)
     return copy
 
 
@@ -211,7 +214,7 @@ def main():
 
     # Strength: a header the build needs missing from the wheels is found
     # out, whether the compiler stops or takes it from elsewhere.
-    broken = without_header(tree, work, "cublas_v2.h")
+    broken = without(tree, work, "cu13/include/cublas_v2.h")
     caught = [name for name, ok, detail in build_checks(opc, MODELS[0], work, broken, toolkit)
               if not ok and "cublas_v2.h" in name + str(detail)]
     check("strength: without cublas_v2.h in the wheels the checks fail: " + "; ".join(caught),
