@@ -56,7 +56,8 @@ static const char help_text[] =
     "                        (default) and nhwc store it channels-last, as cuDNN's fastest\n"
     "                        tensor-core kernels want it; nchw keeps ONNX's order\n"
     "  --cflags TARGET        print the compiler flags for building generated code, and exit\n"
-    "                         (the CUDA toolkit: $OPC_CUDA_HOME, else the configured one)\n"
+    "                         (CUDA: $OPC_CUDA_HOME, else the configured toolkit, else\n"
+    "                         PyPI's CUDA wheels in python3's site-packages; README)\n"
     "  --libs TARGET          print the linker flags for building generated code, and exit\n"
     "  --emit-main FILE.c     write the programs' main alone, the same for every model of one\n"
     "                         --prefix, and exit: compile it once and link it with each OUT.c\n"
@@ -1208,9 +1209,11 @@ int main(int argc, char **argv) {
     print_operators();
     status = EXIT_SUCCESS;
   } else if (c.print_flags) {
-    puts(strcmp(c.print_flags, "--cflags") == 0 ? target_cflags(c.target)
-                                                : target_libs(c.target));
-    status = EXIT_SUCCESS;
+    const char *flags = strcmp(c.print_flags, "--cflags") == 0 ? target_cflags(c.target)
+                                                               : target_libs(c.target);
+    if (flags)
+      puts(flags);
+    status = flags ? EXIT_SUCCESS : EXIT_COMPILE;
   } else if (c.main_source) {
     status = emit_main_file(c.main_source, c.emit.prefix) ? EXIT_SUCCESS : EXIT_COMPILE;
   } else {

@@ -5,7 +5,9 @@
  * The CPU runtime is found relative to the opc executable: in the build
  * tree as <builddir>/runtime/libopcrt.a with the headers in the source tree,
  * once installed as <prefix>/<libdir>/libopcrt.a and
- * <prefix>/<includedir>/opc/runtime.
+ * <prefix>/<includedir>/opc/runtime. So is opc's stand-in for libcuda
+ * (runtime/stubs), which GPU programs link against where CUDA comes from
+ * PyPI's wheels, which have none.
  */
 #include <errno.h>
 #include <limits.h>
@@ -37,6 +39,9 @@
 #endif
 #ifndef OPC_CUDA_DIR
 #define OPC_CUDA_DIR "/usr/local/cuda"
+#endif
+#ifndef OPC_PYTHON_SITE
+#define OPC_PYTHON_SITE ""
 #endif
 
 #ifndef OPC_RUNTIME_LINK_FLAGS
@@ -74,6 +79,7 @@ typedef struct RuntimePaths {
   char lib[PATH_MAX];
   char cpu_include[PATH_MAX]; /* where opc_cpu.h is */
   char cpu_lib[PATH_MAX];     /* libopcrt_cpu.a */
+  char stubs[PATH_MAX];       /* where opc's libcuda.so stand-in is */
 } RuntimePaths;
 
 /* The CPU runtime next to this opc: build tree first, then the install tree
@@ -87,53 +93,181 @@ static const RuntimePaths *runtime_paths(void) {
   snprintf(p.include, sizeof p.include, "%.3000s/runtime/include", OPC_SOURCE_DIR);
   snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/runtime/libopcrt_cpu.a", dir);
   snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/runtime", dir);
+  snprintf(p.stubs, sizeof p.stubs, "%.3000s/runtime/stubs", dir);
   if (file_exists(p.lib))
     return &p;
   snprintf(p.lib, sizeof p.lib, "%.3000s/../%.500s/libopcrt.a", dir, OPC_LIBDIR);
   snprintf(p.include, sizeof p.include, "%.3000s/../%.500s/opc/runtime", dir, OPC_INCLUDEDIR);
   snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/../%.500s/libopcrt_cpu.a", dir, OPC_LIBDIR);
   snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/../%.500s/opc", dir, OPC_INCLUDEDIR);
+  snprintf(p.stubs, sizeof p.stubs, "%.3000s/../%.500s/opc/stubs", dir, OPC_LIBDIR);
   if (file_exists(p.lib))
     return &p;
   snprintf(p.lib, sizeof p.lib, "%.3000s/%.500s/libopcrt.a", OPC_PREFIX, OPC_LIBDIR);
   snprintf(p.include, sizeof p.include, "%.3000s/%.500s/opc/runtime", OPC_PREFIX, OPC_INCLUDEDIR);
   snprintf(p.cpu_lib, sizeof p.cpu_lib, "%.3000s/%.500s/libopcrt_cpu.a", OPC_PREFIX, OPC_LIBDIR);
   snprintf(p.cpu_include, sizeof p.cpu_include, "%.3000s/%.500s/opc", OPC_PREFIX, OPC_INCLUDEDIR);
+  snprintf(p.stubs, sizeof p.stubs, "%.3000s/%.500s/opc/stubs", OPC_PREFIX, OPC_LIBDIR);
   return &p;
 }
 
-/* The CUDA toolkit: $OPC_CUDA_HOME where it is set, else the one opc was
-   configured with (meson's `cuda` option, /usr/local/cuda by default). */
-static const char *cuda_dir(void) {
+/* ------------------------------------------------ where CUDA is */
+
+/*
+ * GPU programs build against CUDA laid out in one of two ways:
+ *  - a toolkit: DIR/include and DIR/lib64, whose libraries have unversioned
+ *    names, with the driver's link-time stub in DIR/lib64/stubs;
+ *  - PyPI's wheels (tools/cuda-wheels.txt), DIR being a site-packages'
+ *    nvidia/ folder: DIR/cu13/{include,lib} and DIR/cudnn/{include,lib}.
+ *    Their libraries have versioned names only (libcudart.so.13), so they
+ *    are linked as -l:NAME, and none is the driver's, so the driver is
+ *    linked against opc's stand-in (runtime/stubs).
+ * The first of these places that holds either wins:
+ *  1. $OPC_CUDA_HOME; where it is set, nothing else is searched;
+ *  2. the toolkit opc was configured with (meson's `cuda` option);
+ *  3. the wheels beside opc's own Python package (`pip install .` puts opc
+ *     in site-packages/opc/bin);
+ *  4. the wheels in the site-packages of the python3 that meson found.
+ */
+typedef enum CudaLayout { CUDA_MISSING, CUDA_TOOLKIT, CUDA_WHEELS } CudaLayout;
+
+typedef struct CudaHome {
+  CudaLayout layout;
+  char dir[PATH_MAX];
+  char searched[4 * PATH_MAX]; /* the places looked at, for the error */
+} CudaHome;
+
+static CudaLayout layout_of(const char *dir) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%.4000s/include/cuda_runtime.h", dir);
+  if (file_exists(path))
+    return CUDA_TOOLKIT;
+  snprintf(path, sizeof path, "%.4000s/cu13/include/cuda_runtime.h", dir);
+  if (file_exists(path))
+    return CUDA_WHEELS;
+  return CUDA_MISSING;
+}
+
+/* Looks for CUDA in `dir`, noting it among the places searched as `what`;
+   true, with `h` filled in, if it is there. */
+static bool look_in(CudaHome *h, const char *dir, const char *what) {
+  size_t n = strlen(h->searched);
+  snprintf(h->searched + n, sizeof h->searched - n, "%s%.1000s (%s)", n ? ", " : "", dir, what);
+  h->layout = layout_of(dir);
+  snprintf(h->dir, sizeof h->dir, "%s", dir);
+  return h->layout != CUDA_MISSING;
+}
+
+/* The site-packages folder that holds opc's Python package, "" if opc
+   does not run from one: its executable is site-packages/opc/bin/opc. */
+static const char *package_site(void) {
+  static char site[PATH_MAX];
+#ifdef OPC_PYTHON_PACKAGE
+  snprintf(site, sizeof site, "%s", exe_dir());
+  for (int up = 0; up < 2; up++) {
+    char *slash = strrchr(site, '/');
+    if (!slash) {
+      site[0] = 0;
+      break;
+    }
+    *slash = 0;
+  }
+#endif
+  return site;
+}
+
+static const CudaHome *cuda_home(void) {
+  static CudaHome h;
+  static bool searched;
+  if (searched)
+    return &h;
+  searched = true;
   const char *env = getenv("OPC_CUDA_HOME");
-  return env && *env ? env : OPC_CUDA_DIR;
+  if (env && *env) {
+    look_in(&h, env, "$OPC_CUDA_HOME");
+    return &h;
+  }
+  if (look_in(&h, OPC_CUDA_DIR, "the configured toolkit"))
+    return &h;
+  char wheels[PATH_MAX];
+  if (*package_site()) {
+    snprintf(wheels, sizeof wheels, "%.4000s/nvidia", package_site());
+    if (look_in(&h, wheels, "the wheels beside opc's Python package"))
+      return &h;
+  }
+  if (*OPC_PYTHON_SITE)
+    look_in(&h, OPC_PYTHON_SITE "/nvidia", "the wheels of python3's site-packages");
+  return &h;
+}
+
+/* Where CUDA is; NULL, reported with every place searched, if nowhere. */
+static const CudaHome *cuda_found(void) {
+  const CudaHome *h = cuda_home();
+  if (h->layout != CUDA_MISSING)
+    return h;
+  opc_error("no CUDA toolkit or CUDA wheels found: looked in %s for include/cuda_runtime.h (a "
+            "toolkit) or cu13/include/cuda_runtime.h (a site-packages' nvidia folder); set "
+            "OPC_CUDA_HOME to one, install PyPI's CUDA wheels (README), or build for opc's CPU "
+            "runtime with --target cpu",
+            h->searched);
+  return NULL;
 }
 
 /* Both targets also see the prefixed CPU runtime: a program without CPU
-   units includes nothing of it and links no member of it. */
+   units includes nothing of it and links no member of it. NULL, reported,
+   where CUDA is not found. */
 const char *target_cflags(Target t) {
-  static char flags[3 * PATH_MAX];
+  static char flags[4 * PATH_MAX];
   const RuntimePaths *p = runtime_paths();
-  if (t == TARGET_CUDA)
-    snprintf(flags, sizeof flags, "-I%.4000s/include -I%.4000s", cuda_dir(), p->cpu_include);
-  else
+  if (t != TARGET_CUDA) {
     snprintf(flags, sizeof flags, "-I%.4000s -I%.4000s", p->include, p->cpu_include);
+    return flags;
+  }
+  const CudaHome *h = cuda_found();
+  if (!h)
+    return NULL;
+  if (h->layout == CUDA_TOOLKIT)
+    snprintf(flags, sizeof flags, "-I%.4000s/include -I%.4000s", h->dir, p->cpu_include);
+  else
+    snprintf(flags, sizeof flags, "-I%.4000s/cu13/include -I%.4000s/cudnn/include -I%.4000s",
+             h->dir, h->dir, p->cpu_include);
   return flags;
 }
 
+/* The rpath finds CUDA's libraries where they are, without LD_LIBRARY_PATH;
+   the driver (libcuda.so.1) comes from the system at run time. NULL,
+   reported, where CUDA or opc's libcuda stand-in is not found. */
 const char *target_libs(Target t) {
-  static char libs[4 * PATH_MAX];
+  static char libs[8 * PATH_MAX];
   const RuntimePaths *p = runtime_paths();
-  /* The rpath finds the toolkit's libraries where it is, without
-     LD_LIBRARY_PATH; the driver (libcuda) comes from the system. */
-  if (t == TARGET_CUDA)
+  if (t != TARGET_CUDA) {
+    snprintf(libs, sizeof libs, "%.4000s %.4000s -ldl -lpthread -lmvec -lm%s%s", p->lib, p->cpu_lib,
+             *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
+    return libs;
+  }
+  const CudaHome *h = cuda_found();
+  if (!h)
+    return NULL;
+  if (h->layout == CUDA_TOOLKIT) {
     snprintf(libs, sizeof libs,
              "%.4000s -L%.4000s/lib64 -L%.4000s/lib64/stubs -Wl,-rpath,%.4000s/lib64 -lcudnn "
              "-lcublas -lcudart -lcuda -lnvrtc -ldl -lpthread -lmvec -lm",
-             p->cpu_lib, cuda_dir(), cuda_dir(), cuda_dir());
-  else
-    snprintf(libs, sizeof libs, "%.4000s %.4000s -ldl -lpthread -lmvec -lm%s%s", p->lib, p->cpu_lib,
-             *OPC_RUNTIME_LINK_FLAGS ? " " : "", OPC_RUNTIME_LINK_FLAGS);
+             p->cpu_lib, h->dir, h->dir, h->dir);
+    return libs;
+  }
+  char stub[PATH_MAX];
+  snprintf(stub, sizeof stub, "%.4000s/libcuda.so", p->stubs);
+  if (!file_exists(stub)) {
+    opc_error("opc's stand-in for libcuda, to link with CUDA's wheels, is not at %s; build it or "
+              "install opc",
+              stub);
+    return NULL;
+  }
+  snprintf(libs, sizeof libs,
+           "%.4000s -L%.4000s/cu13/lib -L%.4000s/cudnn/lib -L%.4000s -Wl,-rpath,%.4000s/cu13/lib "
+           "-Wl,-rpath,%.4000s/cudnn/lib -l:libcudnn.so.9 -l:libcublas.so.13 -l:libcudart.so.13 "
+           "-lcuda -l:libnvrtc.so.13 -ldl -lpthread -lmvec -lm",
+           p->cpu_lib, h->dir, h->dir, p->stubs, h->dir, h->dir);
   return libs;
 }
 
@@ -324,21 +458,19 @@ static char *cached_main(char **cc, int ncc, const char *prefix, bool *failed) {
 bool build_executable(const char *c_path, const char *exe_path, Target t, bool shared,
                       const char *main_prefix) {
   const char *cc_env = getenv("CC");
-  char cc[1024], cflags[2 * PATH_MAX], libs[3 * PATH_MAX];
+  char cc[1024], cflags[4 * PATH_MAX], libs[8 * PATH_MAX];
   snprintf(cc, sizeof cc, "%s", cc_env && *cc_env ? cc_env : "cc");
-  snprintf(cflags, sizeof cflags, "%s", target_cflags(t));
-  snprintf(libs, sizeof libs, "%s", target_libs(t));
   if (t == TARGET_CPU && !file_exists(runtime_paths()->lib)) {
     opc_error("the CPU runtime is not at %s; build it or install opc", runtime_paths()->lib);
     return false;
   }
-  char header[PATH_MAX];
-  snprintf(header, sizeof header, "%.4000s/include/cuda_runtime.h", cuda_dir());
-  if (t == TARGET_CUDA && !file_exists(header)) {
-    opc_error("no CUDA toolkit at %s (no include/cuda_runtime.h): set OPC_CUDA_HOME to one, or "
-              "build for opc's CPU runtime with --target cpu", cuda_dir());
+  const char *target_flags = target_cflags(t), *target_lib_flags;
+  if (!target_flags)
     return false;
-  }
+  snprintf(cflags, sizeof cflags, "%s", target_flags);
+  if (!(target_lib_flags = target_libs(t)))
+    return false;
+  snprintf(libs, sizeof libs, "%s", target_lib_flags);
 
   /* CFLAGS follow opc's -O2, as in make: CFLAGS=-O0 builds a program fast
      for a test. */

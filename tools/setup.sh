@@ -24,6 +24,30 @@ if ! python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   echo "setup: installing Python packages: onnx onnxruntime numpy"
   python3 -m pip install -q onnx onnxruntime numpy
 fi
+# CUDA for the GPU programs: where no toolkit is found ($OPC_CUDA_HOME, else
+# /usr/local/cuda, holding include/cuda_runtime.h; or $OPC_CUDA_HOME already
+# a wheels' tree), PyPI's CUDA wheels (tools/cuda-wheels.txt) go into the
+# site-packages of this python3, where opc looks for them (README, "Using opc").
+# Never where a toolkit is.
+cuda_home=${OPC_CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "$cuda_home/include/cuda_runtime.h" ] && [ ! -f "$cuda_home/cu13/include/cuda_runtime.h" ] &&
+   ! python3 - tools/cuda-wheels.txt <<'PY'
+import sys
+from importlib import metadata
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        name, version = line.split("==")
+        try:
+            if metadata.version(name) != version:
+                sys.exit(1)
+        except metadata.PackageNotFoundError:
+            sys.exit(1)
+PY
+then
+  echo "setup: no CUDA toolkit at $cuda_home: installing PyPI's CUDA wheels (tools/cuda-wheels.txt, about 1 GB)"
+  python3 -m pip install -q -r tools/cuda-wheels.txt
+fi
 # The zoo's inputs: scikit-image's bundled photographs (tools/models/photos.py,
 # cut and resized once into a cache) and lines of text rendered with Pillow
 # (which scikit-image brings) for the trained PP-OCR models of the

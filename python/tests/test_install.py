@@ -80,7 +80,21 @@ def main():
         failures += 1
         print(f"FAIL the installed opc builds a CPU program (its runtime is in the package)\n"
               f"{p.stderr}")
-    print(f"python-install: 3 checks, {failures} failures")
+    # GPU programs against PyPI's CUDA wheels link the driver against opc's
+    # stand-in for libcuda, which must be installed in the package (an empty
+    # cuda_runtime.h stands for the wheels).
+    wheels = WORK / "site" / "nvidia"
+    (wheels / "cu13" / "include").mkdir(parents=True)
+    (wheels / "cu13" / "include" / "cuda_runtime.h").write_text("")
+    p = run([env_dir / "bin" / "opc", "--libs", "cuda"], env=dict(env, OPC_CUDA_HOME=str(wheels)),
+            cwd=WORK)
+    stubs = [w[2:] for w in p.stdout.split() if w.startswith("-L") and w.endswith("/stubs")]
+    if p.returncode != 0 or len(stubs) != 1 or not stubs[0].startswith(str(env_dir)) or \
+            not os.path.exists(os.path.join(stubs[0], "libcuda.so")):
+        failures += 1
+        print(f"FAIL the installed opc links CUDA's wheels with its own libcuda stand-in\n"
+              f"{p.stdout}{p.stderr}")
+    print(f"python-install: 4 checks, {failures} failures")
     return 1 if failures else 0
 
 

@@ -205,12 +205,7 @@ def usage_group(tmp):
             check(f"{what} {target}", p.returncode == 0 and p.stdout.strip() != "", p)
     p = run("--libs", "cuda")
     check("--libs cuda names cudnn", "-lcudnn" in p.stdout, p)
-    home = dict(os.environ, OPC_CUDA_HOME="/opt/elsewhere/cuda")
-    p, q = run("--cflags", "cuda", env=home), run("--libs", "cuda", env=home)
-    check("OPC_CUDA_HOME moves the CUDA toolkit, with an rpath to its libraries",
-          "-I/opt/elsewhere/cuda/include" in p.stdout and
-          "-L/opt/elsewhere/cuda/lib64 " in q.stdout and
-          "-Wl,-rpath,/opt/elsewhere/cuda/lib64" in q.stdout, (p, q))
+    cuda_homes(run)
     p = run("--list-operators")
     docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                         "operators.md")
@@ -221,6 +216,45 @@ def usage_group(tmp):
           p.stdout != "" and documented.endswith(p.stdout), p)
     check("usage errors create nothing", listing(tmp) == [])
     os.chdir("/")
+
+
+def cuda_homes(run):
+    """OPC_CUDA_HOME: a toolkit or PyPI's wheels, told apart by their layout
+    (empty headers stand for them); neither, an error naming the place."""
+    with tempfile.TemporaryDirectory() as homes:
+        toolkit, wheels = os.path.join(homes, "cuda"), os.path.join(homes, "site", "nvidia")
+        for header in [os.path.join(toolkit, "include"), os.path.join(wheels, "cu13", "include")]:
+            os.makedirs(header)
+            open(os.path.join(header, "cuda_runtime.h"), "w").close()
+        home = dict(os.environ, OPC_CUDA_HOME=toolkit)
+        p, q = run("--cflags", "cuda", env=home), run("--libs", "cuda", env=home)
+        check("OPC_CUDA_HOME moves the CUDA toolkit, with an rpath to its libraries",
+              f"-I{toolkit}/include " in p.stdout and f"-L{toolkit}/lib64 " in q.stdout and
+              f"-L{toolkit}/lib64/stubs " in q.stdout and
+              f"-Wl,-rpath,{toolkit}/lib64 " in q.stdout and " -lcuda " in q.stdout, (p, q))
+        home = dict(os.environ, OPC_CUDA_HOME=wheels)
+        p, q = run("--cflags", "cuda", env=home), run("--libs", "cuda", env=home)
+        stubs = [w[2:] for w in q.stdout.split() if w.startswith("-L") and w.endswith("/stubs")]
+        check("OPC_CUDA_HOME at a site-packages' nvidia folder: the wheels' headers",
+              p.returncode == 0 and
+              f"-I{wheels}/cu13/include -I{wheels}/cudnn/include " in p.stdout, p)
+        check("... their versioned libraries, an rpath to them, and opc's libcuda stand-in",
+              q.returncode == 0 and
+              f"-L{wheels}/cu13/lib -L{wheels}/cudnn/lib " in q.stdout and
+              f"-Wl,-rpath,{wheels}/cu13/lib -Wl,-rpath,{wheels}/cudnn/lib " in q.stdout and
+              all(f" -l:{lib} " in q.stdout for lib in
+                  ["libcudnn.so.9", "libcublas.so.13", "libcudart.so.13", "libnvrtc.so.13"]) and
+              " -lcuda " in q.stdout and len(stubs) == 1 and
+              os.path.exists(os.path.join(stubs[0], "libcuda.so")), q)
+        nowhere = os.path.join(homes, "site")
+        for flag in ["--cflags", "--libs"]:
+            p = run(flag, "cuda", env=dict(os.environ, OPC_CUDA_HOME=nowhere))
+            check(f"{flag} cuda with no CUDA at OPC_CUDA_HOME: exit 2 naming the place and "
+                  "both layouts",
+                  p.returncode == 2 and p.stdout == "" and
+                  f"looked in {nowhere} ($OPC_CUDA_HOME)" in p.stderr and
+                  "include/cuda_runtime.h" in p.stderr and
+                  "cu13/include/cuda_runtime.h" in p.stderr and p.stderr.count("\n") == 1, p)
 
 
 def models_group(tmp):
@@ -387,7 +421,8 @@ def compile_group(tmp):
     p = run(model, "-o", os.path.join(nocuda, "net"),
             env=dict(os.environ, OPC_CUDA_HOME=os.path.join(tmp, "no-toolkit")))
     check("a CUDA build without a toolkit exits 2 naming where it looked",
-          p.returncode == 2 and "no CUDA toolkit at" in p.stderr and "no-toolkit" in p.stderr and
+          p.returncode == 2 and "no CUDA toolkit or CUDA wheels found" in p.stderr and
+          "no-toolkit ($OPC_CUDA_HOME)" in p.stderr and p.stderr.count("opc: error") == 1 and
           listing(nocuda) == [], p)
 
     # A compiler that fails: nothing may be left behind.
