@@ -5,23 +5,32 @@ Usage: test_triton.py OPC WORKDIR [--results FILE.md] [--seconds S]
 
 tools/setup.sh installs the server (nvidia-pytriton's tritonserver and its
 Python backend), tritonclient and perf_analyzer. The test:
-- writes a model repository for two zoo models (SqueezeNet 1.1; BERT-tiny
-  as "bert", two int64 inputs) for the CPU target, then moves it elsewhere,
-  so that the server reads a copy that must find everything beside itself;
+- writes a model repository for the CPU target: SqueezeNet 1.1 on opc's
+  native backend with dynamic batching (--max-batch 4: programs for batch
+  1, 2 and 4, which share one weights file); BERT-tiny as "bert" (two int64
+  inputs) on the native backend without batching; SqueezeNet again as
+  "squeezenet_py" on Triton's Python backend. It then moves the repository
+  elsewhere, so that the server reads a copy that must find everything
+  beside itself (libtriton_opc.so included);
 - starts tritonserver on free localhost ports, with no environment of opc's;
 - sends requests over HTTP and gRPC and compares the answers with ONNX
-  Runtime (relative L2 below 1e-4);
+  Runtime (relative L2 below 1e-4): one row each, then requests of 3 and 2
+  rows (run on the batch-4 program with a padding row, and on batch 2),
+  then 8 concurrent requests of different images, which the dynamic
+  batcher groups (the server's statistics must show a batch of more than
+  one row);
 - sends bad requests (a wrong shape, a wrong type, an unknown input), each
   of which must get a Triton error, with the server still live and serving;
-- runs a bounded perf_analyzer load on SqueezeNet (concurrency 1) and the
-  same model in-process through opc's Python package for as long, and
-  prints both throughputs and p99 latencies (--results writes them as a
-  Markdown table).
+- runs a bounded perf_analyzer load on SqueezeNet at concurrency 1 and 4.
+With --results it also loads the Python backend's SqueezeNet and a Python
+model that does no work, runs the same model in-process through opc's
+Python package, and writes the comparison as a Markdown table.
 The server is always stopped, also when a check fails.
 """
 import argparse
 import datetime
 import importlib.util
+import json
 import os
 import platform
 import shutil
@@ -29,8 +38,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +100,25 @@ def free_ports(count):
     return ports
 
 
+MAX_BATCH = 4
+
+# What each model's folder holds: the native backend's, batched and not,
+# and the Python backend's. Batch 2 and 4 share batch 1's weights.
+FILES = {
+    "squeezenet1_1": ["config.pbtxt", "libtriton_opc.so", "1/libnet_b1.so", "1/libnet_b2.so",
+                      "1/libnet_b4.so", "1/libnet_b1.weights"],
+    "bert": ["config.pbtxt", "libtriton_opc.so", "1/libnet.so", "1/libnet.weights"],
+    "squeezenet_py": ["config.pbtxt", "1/model.py", "1/libnet.so", "1/libnet.weights"],
+}
+
+
+def opc_emit(opc, args, generated):
+    p = subprocess.run([opc, *args, "-o", str(generated), "--emit", "triton", "--target", "cpu"],
+                       capture_output=True, text=True)
+    check(f"opc --emit triton {' '.join(a for a in args if a.startswith('-'))} writes its models",
+          p.returncode == 0, p.stderr)
+
+
 def build_models(opc, work):
     models = {}
     for name, zoo in (("squeezenet1_1", "squeezenet1_1"), ("bert", "bert_tiny")):
@@ -96,14 +126,20 @@ def build_models(opc, work):
         subprocess.run([sys.executable, str(ROOT / "tools/models/build.py"), zoo, "-o", str(path)],
                        check=True, capture_output=True)
         models[name] = path
+    models["squeezenet_py"] = models["squeezenet1_1"]
     generated = work / "generated"
-    p = subprocess.run([opc, str(models["squeezenet1_1"]), f"bert={models['bert']}", "-o",
-                        str(generated), "--emit", "triton", "--target", "cpu"],
-                       capture_output=True, text=True)
-    check("opc --emit triton writes the repository", p.returncode == 0, p.stderr)
-    for name in models:
-        for f in ("config.pbtxt", "1/model.py", "1/libnet.so", "1/libnet.weights"):
+    opc_emit(opc, [str(models["squeezenet1_1"]), "--max-batch", str(MAX_BATCH)], generated)
+    opc_emit(opc, [f"bert={models['bert']}"], generated)
+    opc_emit(opc, [f"squeezenet_py={models['squeezenet1_1']}", "--triton-backend", "python"],
+             generated)
+    for name, files in FILES.items():
+        for f in files:
             check(f"{name}/{f} is written", (generated / name / f).exists())
+    check("identical weights are shared", not (generated / "squeezenet1_1/1/libnet_b2.weights").exists())
+    config = (generated / "squeezenet1_1/config.pbtxt").read_text()
+    check("config.pbtxt names opc's backend and turns dynamic batching on",
+          'backend: "opc"' in config and f"max_batch_size: {MAX_BATCH}" in config
+          and "dynamic_batching" in config and "dims: [ 3, 224, 224 ]" in config, config)
     repo = work / "repo"
     shutil.copytree(generated, repo, symlinks=True)
     shutil.rmtree(generated)
@@ -179,14 +215,23 @@ class Server:
         self.log.close()
 
 
-def feeds_for(model):
+def feeds_for(model, draw=0):
     """The zoo's inputs for the model (tests/zoo/reference.py: photographs,
     or token ids and a padding mask) and ONNX Runtime's outputs."""
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     props = dict(ref.get_modelmeta().custom_metadata_map)
-    feeds = reference.draw_inputs(ref, props, 7, 0)
+    feeds = reference.draw_inputs(ref, props, 7, draw)
     names = [o.name for o in ref.get_outputs()]
     return feeds, dict(zip(names, ref.run(None, feeds)))
+
+
+def stacked(model, draws):
+    """Rows of several draws stacked into one request, and ONNX Runtime's
+    answer for each row on its own, stacked likewise."""
+    pairs = [feeds_for(model, d) for d in draws]
+    feeds = {n: np.concatenate([f[n] for f, _ in pairs]) for n in pairs[0][0]}
+    expected = {n: np.concatenate([e[n] for _, e in pairs]) for n in pairs[0][1]}
+    return feeds, expected
 
 
 def infer(client_module, client, model, feeds, outputs):
@@ -209,14 +254,63 @@ def answers(server, models):
     for name, model in models.items():
         feeds, expected = feeds_for(model)
         for proto, (module, client) in clients.items():
-            try:
-                got = infer(module, client, name, feeds, list(expected))
-                errors = {n: rel_l2(expected[n], got[n]) for n in expected}
-                check(f"{name} over {proto} matches ONNX Runtime",
-                      all(e < TOL for e in errors.values()), errors)
-            except Exception as e:  # noqa: BLE001 - a failed request is a failed check
-                check(f"{name} over {proto} answers", False, e)
+            compare(module, client, name, feeds, expected, f"{name} over {proto}")
+    # Requests of several rows: 3 runs on the batch-4 program, its last
+    # row padding; 2 on the batch-2 program.
+    for (proto, (module, client)), rows in zip(clients.items(), (3, 2)):
+        feeds, expected = stacked(models["squeezenet1_1"], range(1, rows + 1))
+        compare(module, client, "squeezenet1_1", feeds, expected,
+                f"a request of {rows} rows over {proto}")
     return clients
+
+
+def compare(module, client, name, feeds, expected, what):
+    try:
+        got = infer(module, client, name, feeds, list(expected))
+        errors = {n: rel_l2(expected[n], got[n]) for n in expected}
+        check(f"{what} matches ONNX Runtime", all(e < TOL for e in errors.values()), errors)
+    except Exception as e:  # noqa: BLE001 - a failed request is a failed check
+        check(f"{what} answers", False, e)
+
+
+def batch_rows(server, model):
+    """{rows: count} of the batches the model's instances ran."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/v2/models/{model}/stats",
+                                timeout=10) as r:
+        stats = json.load(r)["model_stats"][0]
+    return {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}
+
+
+def concurrent_requests(server, models, count=8):
+    """`count` requests of different images at once, from as many threads:
+    the dynamic batcher groups those that wait while the instance is busy,
+    and each must still get its own image's answer."""
+    import tritonclient.http as http
+    draws = [feeds_for(models["squeezenet1_1"], 10 + d) for d in range(count)]
+    start = threading.Barrier(count)
+
+    def one(draw):
+        feeds, expected = draw
+        client = http.InferenceServerClient(f"127.0.0.1:{server.http}")
+        i = http.InferInput("input", list(feeds["input"].shape), "FP32")
+        i.set_data_from_numpy(feeds["input"])
+        start.wait()
+        try:
+            return rel_l2(expected["logits"], client.infer("squeezenet1_1", [i]).as_numpy("logits"))
+        except Exception as e:  # noqa: BLE001 - a failed request is a failed check
+            return str(e)
+
+    before = batch_rows(server, "squeezenet1_1")
+    with ThreadPoolExecutor(count) as pool:
+        errors = list(pool.map(one, draws))
+    check(f"{count} concurrent requests each get their own answer",
+          all(isinstance(e, float) and e < TOL for e in errors), errors)
+    time.sleep(0.5)  # the backend reports a batch after answering it
+    after = batch_rows(server, "squeezenet1_1")
+    grown = {b: after[b] - before.get(b, 0) for b in after if after[b] > before.get(b, 0)}
+    check("the dynamic batcher ran a batch of more than one row", any(b > 1 for b in grown),
+          f"batches run (rows: count): {grown}")
+    print(f"  {count} concurrent requests ran as batches (rows: count) {grown}")
 
 
 def bad_requests(clients, models):
@@ -242,22 +336,34 @@ def bad_requests(clients, models):
               rel_l2(expected["logits"], got["logits"]) < TOL)
 
 
-def perf_analyzer_load(server, model, seconds, work):
+def perf_analyzer_load(server, model, seconds, work, concurrency=(1,)):
+    """{concurrency: figures} of bounded perf_analyzer loads, one run each."""
+    result = {}
+    for c in concurrency:
+        r = perf_analyzer_run(server, model, seconds, work, c)
+        if r is None:
+            return None
+        result[c] = r
+    return result
+
+
+def perf_analyzer_run(server, model, seconds, work, concurrency):
     home = Path(os.environ.get("HOME", "/root"))
     perf_dir = Path(os.environ.get("OPC_PERF_ANALYZER_DIR", home / ".cache/opc/perf_analyzer"))
     binary = perf_dir / "bin/perf_analyzer"
     if not binary.exists():
         check("perf_analyzer is installed", False, f"{binary}: run sh tools/setup.sh")
         return None
-    csv = work / f"perf-{model}.csv"
+    csv = work / f"perf-{model}-{concurrency}.csv"
+    levels = str(concurrency)
     env = dict(os.environ, LD_LIBRARY_PATH=str(perf_dir / "lib"))
     p = subprocess.run([str(binary), "-m", model, "-u", f"127.0.0.1:{server.http}",
-                        "-i", "http", "--concurrency-range", "1", "-p", str(int(seconds * 1000)),
+                        "-i", "http", "--concurrency-range", levels, "-p", str(int(seconds * 1000)),
                         "--max-trials", "3", "--stability-percentage", "100",
                         "--percentile", "99", "-f", str(csv)],
                        capture_output=True, text=True, env=env, timeout=300)
-    check(f"perf_analyzer runs a bounded load on {model}", p.returncode == 0 and csv.exists(),
-          p.stdout[-1500:] + p.stderr[-1500:])
+    check(f"perf_analyzer runs a bounded load on {model} at concurrency {levels}",
+          p.returncode == 0 and csv.exists(), p.stdout[-1500:] + p.stderr[-1500:])
     if p.returncode != 0 or not csv.exists():
         return None
     header, row = csv.read_text().splitlines()[:2]
@@ -288,36 +394,36 @@ def in_process(opc, model, seconds):
             "p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
 
 
-def write_results(path, triton, local, floor, seconds):
+def write_results(path, native, python, floor, local, seconds):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
+    row = lambda what, r: f"| {what} | {r['throughput']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
+    n1, n4 = native[1], native[4]
     lines = [
-        f"# Triton against the in-process Program ({datetime.date.today()}, CPU target)",
+        f"# Triton: opc's native backend against the Python backend and in-process calls "
+        f"({datetime.date.today()}, CPU target)",
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores, {platform.platform()}. "
-        "Model: SqueezeNet 1.1 (tools/models/build.py), batch 1, opc's CPU runtime. "
-        "Triton: tritonserver from nvidia-pytriton 0.7.0, Python backend, one instance, "
-        f"HTTP; perf_analyzer 2.40.0 at concurrency 1 for {seconds:g} s windows "
-        "(at most 3). In-process: `opc.compile(...).run()` in a loop from one thread "
-        f"for {3 * seconds:g} s, in the same run (tests/triton/test_triton.py --results).",
+        "Model: SqueezeNet 1.1 (tools/models/build.py), opc's CPU runtime. "
+        "Triton: tritonserver from nvidia-pytriton 0.7.0, one instance, HTTP; perf_analyzer "
+        f"2.40.0, {seconds:g} s windows (at most 3), requests of one row. Native backend: "
+        f"libtriton_opc.so, `--max-batch {MAX_BATCH}` (programs for batch 1, 2, 4), dynamic "
+        "batching on. Python backend: `--triton-backend python`, max_batch_size 0. In-process: "
+        f"`opc.compile(...).run()` in a loop from one thread for {3 * seconds:g} s. All in one "
+        "run of tests/triton/test_triton.py --results.",
         "",
         "| path | inferences/s | p50 ms | p99 ms |",
         "|---|---:|---:|---:|",
-        f"| Triton (HTTP, Python backend) | {triton['throughput']:.1f} | {triton['p50_ms']:.2f} | "
-        f"{triton['p99_ms']:.2f} |",
-        f"| opc.Program in process | {local['throughput']:.1f} | {local['p50_ms']:.2f} | "
-        f"{local['p99_ms']:.2f} |",
-        f"| Triton, a Python model that does no work | {floor['throughput']:.1f} | "
-        f"{floor['p50_ms']:.2f} | {floor['p99_ms']:.2f} |",
+        row("Triton, native backend, concurrency 1", n1),
+        row("Triton, native backend, concurrency 4 (dynamic batching)", n4),
+        row("Triton, Python backend, concurrency 1", python),
+        row("opc.Program in process", local),
+        row("Triton, a Python model that does no work, concurrency 1", floor),
         "",
-        f"Triton's throughput is {triton['throughput'] / local['throughput']:.2f} of the "
-        f"in-process figure; its p50 is {triton['p50_ms'] - local['p50_ms']:+.2f} ms from it "
-        "(HTTP, the server's queue, and the Python backend's copy of every tensor through "
-        "shared memory to the stub process and back). The model that does no work, with "
-        "SqueezeNet's input and output, shows that fixed cost alone: a native backend in C "
-        "would keep HTTP and the queue but drop the stub process, its copies and Python. "
-        "The rest of the gap is the server, the stub and perf_analyzer competing with the "
-        "CPU runtime's threads for the machine's cores.",
+        f"p50 over in-process at concurrency 1: native backend {n1['p50_ms'] - local['p50_ms']:+.2f} ms, "
+        f"Python backend {python['p50_ms'] - local['p50_ms']:+.2f} ms (target for the native "
+        f"backend: at most +0.20 ms). Throughput at concurrency 4 with dynamic batching is "
+        f"{n4['throughput'] / n1['throughput']:.2f} times concurrency 1's.",
     ]
     Path(path).write_text("\n".join(lines) + "\n")
 
@@ -327,7 +433,7 @@ def main():
     ap.add_argument("opc")
     ap.add_argument("work")
     ap.add_argument("--results")
-    ap.add_argument("--seconds", type=float, default=3)
+    ap.add_argument("--seconds", type=float, default=2)
     args = ap.parse_args()
     opc = os.path.abspath(args.opc)
     work = Path(args.work)
@@ -339,6 +445,7 @@ def main():
     # stops the server (it runs in a session of its own).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("triton: terminated"))
     server = Server(server_files, repo, backend_dir(server_files, work), work)
+    native = python = floor = None
     try:
         up = server.ready()
         check("tritonserver loads both models and is ready", up)
@@ -346,20 +453,22 @@ def main():
             print(server.log_path.read_text()[-4000:])
         else:
             clients = answers(server, models)
+            concurrent_requests(server, models)
             bad_requests(clients, models)
-            triton = perf_analyzer_load(server, "squeezenet1_1", args.seconds, work)
-            floor = perf_analyzer_load(server, "floor", args.seconds, work)
+            native = perf_analyzer_load(server, "squeezenet1_1", args.seconds, work, (1, 4))
+            if args.results:
+                python = perf_analyzer_load(server, "squeezenet_py", args.seconds, work)
+                floor = perf_analyzer_load(server, "floor", args.seconds, work)
     finally:
         server.stop()
     check("the server stopped", server.proc.poll() is not None)
-    if failures == 0 and triton and floor:
+    if failures == 0 and native:
+        for c, r in native.items():
+            print(f"native backend over HTTP, concurrency {c}: {r['throughput']:.1f} "
+                  f"inferences/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
+    if failures == 0 and args.results and native and python and floor:
         local = in_process(opc, models["squeezenet1_1"], args.seconds * 3)
-        print(f"Triton over HTTP: {triton['throughput']:.1f} inferences/s, p50 "
-              f"{triton['p50_ms']:.2f} ms, p99 {triton['p99_ms']:.2f} ms; in process: "
-              f"{local['throughput']:.1f} inferences/s, p50 {local['p50_ms']:.2f} ms, p99 "
-              f"{local['p99_ms']:.2f} ms; Triton with no work: p50 {floor['p50_ms']:.2f} ms")
-        if args.results:
-            write_results(args.results, triton, local, floor, args.seconds)
+        write_results(args.results, native, python[1], floor[1], local, args.seconds)
     print(f"triton: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 
