@@ -119,7 +119,7 @@ def opc_emit(opc, args, generated):
           p.returncode == 0, p.stderr)
 
 
-def build_models(opc, work):
+def build_models(opc, work, bench=False):
     models = {}
     for name, zoo in (("squeezenet1_1", "squeezenet1_1"), ("bert", "bert_tiny")):
         path = work / f"{zoo}.onnx"
@@ -132,6 +132,8 @@ def build_models(opc, work):
     opc_emit(opc, [f"bert={models['bert']}"], generated)
     opc_emit(opc, [f"squeezenet_py={models['squeezenet1_1']}", "--triton-backend", "python"],
              generated)
+    if bench:
+        write_floor_native(opc, work, generated)
     for name, files in FILES.items():
         for f in files:
             check(f"{name}/{f} is written", (generated / name / f).exists())
@@ -144,7 +146,19 @@ def build_models(opc, work):
     shutil.copytree(generated, repo, symlinks=True)
     shutil.rmtree(generated)
     write_floor_model(repo / "floor")
+    write_lying_model(repo)
     return models, repo
+
+
+def write_lying_model(repo):
+    """BERT's program under a config.pbtxt that gives attention_mask 16
+    tokens, not 32: Triton lets such a request through, so opc's backend
+    must refuse it itself."""
+    shutil.copytree(repo / "bert", repo / "bert_lying", symlinks=True)
+    config = repo / "bert_lying" / "config.pbtxt"
+    text = config.read_text().replace('name: "bert"', 'name: "bert_lying"')
+    mask = text.index('name: "attention_mask"')
+    config.write_text(text[:mask] + text[mask:].replace("dims: [ 1, 32 ]", "dims: [ 1, 16 ]", 1))
 
 
 FLOOR_MODEL = """
@@ -334,35 +348,56 @@ def bad_requests(clients, models):
         got = infer(module, client, "squeezenet1_1", feeds, list(expected))
         check(f"the server still answers over {proto}",
               rel_l2(expected["logits"], got["logits"]) < TOL)
+        lying(module, client, models, proto)
 
 
-def perf_analyzer_load(server, model, seconds, work, concurrency=(1,)):
-    """{concurrency: figures} of bounded perf_analyzer loads, one run each."""
+def lying(module, client, models, proto):
+    """A request that Triton's config allows and the program does not."""
+    from tritonclient.utils import InferenceServerException
+    feeds, expected = feeds_for(models["bert"])
+    feeds["attention_mask"] = feeds["attention_mask"][:, :16].copy()
+    try:
+        infer(module, client, "bert_lying", feeds, list(expected))
+        check(f"opc's backend refuses a shape its program does not take over {proto}", False,
+              "it was answered")
+    except InferenceServerException as e:
+        check(f"opc's backend refuses a shape its program does not take over {proto}",
+              "input 'attention_mask' must be INT64 [1, 32], not INT64 [1, 16]" in str(e), e)
+        print(f"  {proto}, a shape only the config allows: {str(e)[:160]}")
+    check(f"the server is live after that over {proto}", client.is_server_live())
+
+
+def perf_analyzer_load(server, model, seconds, work, concurrency=(1,), how="http"):
+    """{concurrency: figures} of bounded perf_analyzer loads, one run each;
+    `how`: http, grpc, or http-shm (inputs and outputs in system shared
+    memory, so that HTTP carries no tensor)."""
     result = {}
     for c in concurrency:
-        r = perf_analyzer_run(server, model, seconds, work, c)
+        r = perf_analyzer_run(server, model, seconds, work, c, how)
         if r is None:
             return None
         result[c] = r
     return result
 
 
-def perf_analyzer_run(server, model, seconds, work, concurrency):
+def perf_analyzer_run(server, model, seconds, work, concurrency, how):
     home = Path(os.environ.get("HOME", "/root"))
     perf_dir = Path(os.environ.get("OPC_PERF_ANALYZER_DIR", home / ".cache/opc/perf_analyzer"))
     binary = perf_dir / "bin/perf_analyzer"
     if not binary.exists():
         check("perf_analyzer is installed", False, f"{binary}: run sh tools/setup.sh")
         return None
-    csv = work / f"perf-{model}-{concurrency}.csv"
+    csv = work / f"perf-{model}-{concurrency}-{how}.csv"
     levels = str(concurrency)
+    url = f"127.0.0.1:{server.grpc if how == 'grpc' else server.http}"
+    extra = ["--shared-memory", "system"] if how == "http-shm" else []
     env = dict(os.environ, LD_LIBRARY_PATH=str(perf_dir / "lib"))
-    p = subprocess.run([str(binary), "-m", model, "-u", f"127.0.0.1:{server.http}",
-                        "-i", "http", "--concurrency-range", levels, "-p", str(int(seconds * 1000)),
-                        "--max-trials", "3", "--stability-percentage", "100",
+    p = subprocess.run([str(binary), "-m", model, "-u", url, *extra,
+                        "-i", "grpc" if how == "grpc" else "http", "--concurrency-range", levels, "-p", str(int(seconds * 1000)),
+                        "--max-trials", "3", "--stability-percentage", "1000",
                         "--percentile", "99", "-f", str(csv)],
                        capture_output=True, text=True, env=env, timeout=300)
-    check(f"perf_analyzer runs a bounded load on {model} at concurrency {levels}",
+    check(f"perf_analyzer runs a bounded load on {model} at concurrency {levels} ({how})",
           p.returncode == 0 and csv.exists(), p.stdout[-1500:] + p.stderr[-1500:])
     if p.returncode != 0 or not csv.exists():
         return None
@@ -373,57 +408,136 @@ def perf_analyzer_run(server, model, seconds, work, concurrency):
             "p99_ms": float(fields["p99 latency"]) / 1000}
 
 
-def in_process(opc, model, seconds):
-    """The same model through opc's Python package, one caller, for as long."""
-    os.environ["OPC_COMPILER"] = opc
-    sys.path.insert(0, str(ROOT / "python"))
-    import opc as opc_package
-    program = opc_package.compile(model, target="cpu")
-    x = np.random.default_rng(1).standard_normal(program.inputs[0].shape).astype(np.float32)
+def in_process(lib_path, weights, seconds):
+    """net_run of a program of the served repository, called from this
+    process in a loop for `seconds`: the work alone, with no server."""
+    import ctypes
+    lib = ctypes.CDLL(str(lib_path))
+    lib.net_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+    lib.net_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.net_destroy.argtypes = [ctypes.c_void_p]
+    lib.net_input_dims.restype = lib.net_output_dims.restype = ctypes.POINTER(ctypes.c_longlong)
+    lib.net_input_element_size.restype = lib.net_output_element_size.restype = ctypes.c_int
+
+    def buffers(which):
+        count = getattr(lib, f"net_num_{which}s")()
+        rank, dims = getattr(lib, f"net_{which}_rank"), getattr(lib, f"net_{which}_dims")
+        size = getattr(lib, f"net_{which}_element_size")
+        return [np.zeros(int(np.prod([dims(i)[k] for k in range(rank(i))])) * size(i), np.uint8)
+                for i in range(count)]
+
+    ins, outs = buffers("input"), buffers("output")
+    ins[0][:] = np.random.default_rng(1).integers(0, 60, ins[0].size, dtype=np.uint8)  # small floats
+    in_ptrs = (ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins])
+    out_ptrs = (ctypes.c_void_p * len(outs))(*[a.ctypes.data for a in outs])
+    ctx = ctypes.c_void_p()
+    if lib.net_create(ctypes.byref(ctx), str(weights).encode()) != 0:
+        raise RuntimeError(f"net_create failed for {lib_path}")
     for _ in range(3):
-        program.run({"input": x})
+        lib.net_run(ctx, in_ptrs, out_ptrs)
     times = []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         t = time.perf_counter()
-        program.run({"input": x})
+        lib.net_run(ctx, in_ptrs, out_ptrs)
         times.append(time.perf_counter() - t)
-    program.close()
+    lib.net_destroy(ctx)
     times = np.array(times) * 1000
     return {"throughput": len(times) / times.sum() * 1000,
             "p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
 
 
-def write_results(path, native, python, floor, local, seconds):
+def write_floor_native(opc, work, generated):
+    """SqueezeNet's input and output with next to no work between them
+    (the first 1000 values of the input), on opc's backend."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for n, v in (("starts", [0]), ("ends", [1000]), ("axes", [1]))]
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+         helper.make_node("Slice", ["flat", "starts", "ends", "axes"], ["logits"])], "floor",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], consts)
+    path = work / "floor_native.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    opc_emit(opc, [f"floor_native={path}"], generated)
+
+
+def benchmark(server, repo, work, seconds):
+    """The figures of --results, each path in turn while the others idle.
+    In-process runs before and after Triton's load, to show the drift."""
+    lib = repo / "squeezenet1_1" / "1"
+    weights = lib / "libnet_b1.weights"
+    r = {"local_before": in_process(lib / "libnet_b1.so", weights, seconds)}
+    r["native"] = perf_analyzer_load(server, "squeezenet1_1", seconds, work, (1, 4))
+    r["local_after"] = in_process(lib / "libnet_b1.so", weights, seconds)
+    r["local_b4"] = in_process(lib / "libnet_b4.so", weights, seconds)
+    r["python"] = perf_analyzer_load(server, "squeezenet_py", seconds, work)
+    r["floor_py"] = perf_analyzer_load(server, "floor", seconds, work)
+    r["floor_native"] = perf_analyzer_load(server, "floor_native", seconds, work)
+    r["floor_native_grpc"] = perf_analyzer_load(server, "floor_native", seconds, work, how="grpc")
+    r["floor_native_shm"] = perf_analyzer_load(server, "floor_native", seconds, work,
+                                               how="http-shm")
+    r["native_shm"] = perf_analyzer_load(server, "squeezenet1_1", seconds, work, how="http-shm")
+    floor_lib = repo / "floor_native" / "1"
+    r["floor_local"] = in_process(floor_lib / "libnet.so", floor_lib / "libnet.weights", seconds)
+    return r
+
+
+def write_results(path, r, seconds, load):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
-    row = lambda what, r: f"| {what} | {r['throughput']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |"
-    n1, n4 = native[1], native[4]
+
+    def row(what, x):
+        return f"| {what} | {x['throughput']:.1f} | {x['p50_ms']:.3f} | {x['p99_ms']:.3f} |"
+
+    n1, n4 = r["native"][1], r["native"][4]
+    local = min(r["local_before"], r["local_after"], key=lambda x: x["p50_ms"])
     lines = [
         f"# Triton: opc's native backend against the Python backend and in-process calls "
         f"({datetime.date.today()}, CPU target)",
         "",
-        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.platform()}. "
-        "Model: SqueezeNet 1.1 (tools/models/build.py), opc's CPU runtime. "
-        "Triton: tritonserver from nvidia-pytriton 0.7.0, one instance, HTTP; perf_analyzer "
-        f"2.40.0, {seconds:g} s windows (at most 3), requests of one row. Native backend: "
+        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.platform()}; load average "
+        f"{load[0]} before the run and {load[1]} after it (the machine is shared). Model: "
+        "SqueezeNet 1.1 (tools/models/build.py), opc's CPU runtime. Triton: tritonserver from "
+        "nvidia-pytriton 0.7.0, one instance per model, HTTP; perf_analyzer 2.40.0, "
+        f"{seconds:g} s windows (at most 3), requests of one row. Native backend: "
         f"libtriton_opc.so, `--max-batch {MAX_BATCH}` (programs for batch 1, 2, 4), dynamic "
-        "batching on. Python backend: `--triton-backend python`, max_batch_size 0. In-process: "
-        f"`opc.compile(...).run()` in a loop from one thread for {3 * seconds:g} s. All in one "
-        "run of tests/triton/test_triton.py --results.",
+        "batching on. Python backend: `--triton-backend python`, max_batch_size 0. In "
+        "process: `net_run` of the served repository's batch-1 program through ctypes, in a "
+        f"loop for {seconds:g} s, before and after Triton's load. Each path ran alone, in turn, "
+        "in one run of `tests/triton/test_triton.py --results`.",
         "",
         "| path | inferences/s | p50 ms | p99 ms |",
         "|---|---:|---:|---:|",
         row("Triton, native backend, concurrency 1", n1),
         row("Triton, native backend, concurrency 4 (dynamic batching)", n4),
-        row("Triton, Python backend, concurrency 1", python),
-        row("opc.Program in process", local),
-        row("Triton, a Python model that does no work, concurrency 1", floor),
+        row("Triton, Python backend, concurrency 1", r["python"][1]),
+        row("in process, batch-1 program, before Triton's load", r["local_before"]),
+        row("in process, batch-1 program, after it", r["local_after"]),
+        row("in process, batch-4 program (inferences = 4 rows a run)",
+            {k: v * 4 if k == "throughput" else v for k, v in r["local_b4"].items()}),
+        row("Triton, native backend, concurrency 1, tensors in shared memory", r["native_shm"][1]),
+        row("Triton, native backend, a model with no work, concurrency 1", r["floor_native"][1]),
+        row("... the same over gRPC", r["floor_native_grpc"][1]),
+        row("... the same over HTTP, tensors in shared memory", r["floor_native_shm"][1]),
+        row("Triton, Python backend, a model with no work, concurrency 1", r["floor_py"][1]),
+        row("in process, the model with no work", r["floor_local"]),
         "",
-        f"p50 over in-process at concurrency 1: native backend {n1['p50_ms'] - local['p50_ms']:+.2f} ms, "
-        f"Python backend {python['p50_ms'] - local['p50_ms']:+.2f} ms (target for the native "
-        f"backend: at most +0.20 ms). Throughput at concurrency 4 with dynamic batching is "
-        f"{n4['throughput'] / n1['throughput']:.2f} times concurrency 1's.",
+        f"p50 over in-process (the faster of the two in-process runs) at concurrency 1: native "
+        f"backend {n1['p50_ms'] - local['p50_ms']:+.3f} ms, Python backend "
+        f"{r['python'][1]['p50_ms'] - local['p50_ms']:+.3f} ms. With no work (SqueezeNet's "
+        f"input and output, 602 KB in and 4 KB out): native backend "
+        f"{r['floor_native'][1]['p50_ms'] - r['floor_local']['p50_ms']:+.3f} ms over its "
+        f"in-process call over HTTP, "
+        f"{r['floor_native_grpc'][1]['p50_ms'] - r['floor_local']['p50_ms']:+.3f} ms over gRPC, "
+        f"{r['floor_native_shm'][1]['p50_ms'] - r['floor_local']['p50_ms']:+.3f} ms with the "
+        f"tensors in shared memory; Python backend {r['floor_py'][1]['p50_ms']:.3f} ms over "
+        f"HTTP. SqueezeNet with the tensors in shared memory: native backend "
+        f"{r['native_shm'][1]['p50_ms'] - local['p50_ms']:+.3f} ms. Throughput at "
+        f"concurrency 4 with dynamic batching is {n4['throughput'] / n1['throughput']:.2f} "
+        "times concurrency 1's.",
     ]
     Path(path).write_text("\n".join(lines) + "\n")
 
@@ -440,12 +554,12 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     server_files = triton_install()
-    models, repo = build_models(opc, work)
+    models, repo = build_models(opc, work, args.results is not None)
     # meson's timeout sends SIGTERM: leave through the finally below, which
     # stops the server (it runs in a session of its own).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("triton: terminated"))
     server = Server(server_files, repo, backend_dir(server_files, work), work)
-    native = python = floor = None
+    native = bench = None
     try:
         up = server.ready()
         check("tritonserver loads both models and is ready", up)
@@ -455,10 +569,13 @@ def main():
             clients = answers(server, models)
             concurrent_requests(server, models)
             bad_requests(clients, models)
-            native = perf_analyzer_load(server, "squeezenet1_1", args.seconds, work, (1, 4))
             if args.results:
-                python = perf_analyzer_load(server, "squeezenet_py", args.seconds, work)
-                floor = perf_analyzer_load(server, "floor", args.seconds, work)
+                load = [open("/proc/loadavg").read().split()[0]]
+                bench = benchmark(server, repo, work, args.seconds)
+                load.append(open("/proc/loadavg").read().split()[0])
+                native = bench["native"]
+            else:
+                native = perf_analyzer_load(server, "squeezenet1_1", args.seconds, work, (1, 4))
     finally:
         server.stop()
     check("the server stopped", server.proc.poll() is not None)
@@ -466,9 +583,8 @@ def main():
         for c, r in native.items():
             print(f"native backend over HTTP, concurrency {c}: {r['throughput']:.1f} "
                   f"inferences/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
-    if failures == 0 and args.results and native and python and floor:
-        local = in_process(opc, models["squeezenet1_1"], args.seconds * 3)
-        write_results(args.results, native, python[1], floor[1], local, args.seconds)
+    if failures == 0 and bench:
+        write_results(args.results, bench, args.seconds, load)
     print(f"triton: {checks} checks, {failures} failures")
     return 1 if failures or not checks else 0
 
