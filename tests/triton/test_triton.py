@@ -21,7 +21,10 @@ Python backend), tritonclient and perf_analyzer. The test:
   one row);
 - sends bad requests (a wrong shape, a wrong type, an unknown input), each
   of which must get a Triton error, with the server still live and serving;
-- runs a bounded perf_analyzer load on SqueezeNet at concurrency 1 and 4.
+- runs a bounded perf_analyzer load on SqueezeNet at concurrency 1 and 4;
+- serves, in a second server, a Relu whose second request fails inside
+  net_run (OPC_RT_FAIL): that request gets opc's message, the others
+  their answers, and the server stays up.
 With --results it also loads the Python backend's SqueezeNet and a Python
 model that does no work, runs the same model in-process through opc's
 Python package, and writes the comparison as a Markdown table.
@@ -150,6 +153,51 @@ def build_models(opc, work, bench=False):
     return models, repo
 
 
+def failing_run(opc, server_files, work):
+    """A run that fails inside the server: a Relu program whose CPU runtime
+    fails its third cudaMemcpyAsync (OPC_RT_FAIL, runtime/README.md), which
+    is the second request's input copy. That request must get net_error()'s
+    message, the others their answers, and the server must stay up."""
+    import tritonclient.http as http
+    from tritonclient.utils import InferenceServerException
+    from onnx import TensorProto, helper
+    import onnx
+    path = work / "relu.onnx"
+    onnx.save(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])]),
+        opset_imports=[helper.make_opsetid("", 13)]), path)
+    repo = work / "failing-repo"
+    opc_emit(opc, [str(path)], repo)
+    server = Server(server_files, repo, work / "backends", work,
+                    {"OPC_RT_FAIL": "cudaMemcpyAsync:3"}, "server-failing.log")
+    try:
+        up = server.ready()
+        check("tritonserver loads the failing model", up)
+        if not up:
+            print(server.log_path.read_text()[-4000:])
+            return
+        client = http.InferenceServerClient(f"127.0.0.1:{server.http}")
+        x = np.array([[-1, 2, -3, 4]], np.float32)
+        outcomes = []
+        for _ in range(3):
+            i = http.InferInput("x", [1, 4], "FP32")
+            i.set_data_from_numpy(x)
+            try:
+                outcomes.append(client.infer("relu", [i]).as_numpy("y").tolist())
+            except InferenceServerException as e:
+                outcomes.append(str(e))
+        answer = np.maximum(x, 0).tolist()
+        check("a failed net_run answers its request with opc's message, the others are answered",
+              outcomes[0] == answer and outcomes[2] == answer and isinstance(outcomes[1], str)
+              and "cudaMemcpyAsync of input 'x'" in outcomes[1], outcomes)
+        print(f"  a failed run: {outcomes[1][:200]}")
+        check("the server is live after a failed run", client.is_server_live())
+    finally:
+        server.stop()
+
+
 def write_lying_model(repo):
     """BERT's program under a config.pbtxt that gives attention_mask 16
     tokens, not 32: Triton lets such a request through, so opc's backend
@@ -189,7 +237,7 @@ def write_floor_model(d):
 
 
 class Server:
-    def __init__(self, server, repo, backends, work):
+    def __init__(self, server, repo, backends, work, env_extra=None, log="server.log"):
         self.http, self.grpc, metrics = free_ports(3)
         # A stock environment. The Python backend's stub embeds Debian's
         # libpython, which takes its prefix from the first python3 on the
@@ -197,13 +245,14 @@ class Server:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OPC", "PYENV", "PYTHON")) and k != "LD_LIBRARY_PATH"}
         env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
-        self.log = open(work / "server.log", "w")
+        env.update(env_extra or {})
+        self.log = open(work / log, "w")
         self.proc = subprocess.Popen(
             [str(server / "bin/tritonserver"), f"--model-repository={repo}",
              f"--backend-directory={backends}", f"--http-port={self.http}",
              f"--grpc-port={self.grpc}", f"--metrics-port={metrics}", "--exit-timeout-secs=10"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        self.log_path = work / "server.log"
+        self.log_path = work / log
 
     def ready(self, seconds=120):
         end = time.time() + seconds
@@ -602,6 +651,7 @@ def main():
     finally:
         server.stop()
     check("the server stopped", server.proc.poll() is not None)
+    failing_run(opc, server_files, work)
     if failures == 0 and native:
         for c, r in native.items():
             print(f"native backend over HTTP, concurrency {c}: {r['throughput']:.1f} "
