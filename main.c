@@ -4,6 +4,7 @@
  * exit status: 0 success, 1 usage error, 2 a model that cannot be compiled.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,8 +35,14 @@ static const char help_text[] =
     "                         for -o libnet.so, which are kept); otherwise also build the\n"
     "                         executable OUT (from OUT.c, OUT.h, OUT.weights, kept too)\n"
     "  --emit triton          OUT is a Triton model repository: for each model, OUT/NAME/\n"
-    "                         config.pbtxt and OUT/NAME/1/ with the program as libnet.so and\n"
-    "                         the Python backend's model.py that runs it\n"
+    "                         config.pbtxt, OUT/NAME/1/ with the program as libnet.so, and\n"
+    "                         opc's backend that runs it, OUT/NAME/libtriton_opc.so\n"
+    "  --triton-backend opc|python\n"
+    "                         with --emit triton: run the program with opc's backend in C\n"
+    "                         (default) or with Triton's Python backend (1/model.py)\n"
+    "  --max-batch N|B,B,...  with --emit triton: Triton's dynamic batching up to N requests'\n"
+    "                         rows, on programs compiled for batch 1, 2, 4, ... N (or the\n"
+    "                         sizes given) with every input's first dimension rebound\n"
     "  --model-name NAME      with --emit triton: the model's name (default: made from its\n"
     "                         file name, as for NAME=MODEL.onnx)\n"
     "  --instances K          with --emit triton: instances of each model (default 1)\n"
@@ -142,7 +149,7 @@ typedef struct ModelArg {
   int instances; /* --instances; 0 until given */
 } ModelArg;
 
-enum { MAX_MODELS = 64, MAX_INSTANCES = 64 };
+enum { MAX_MODELS = 64, MAX_INSTANCES = 64, MAX_BATCHES = 32, MAX_BATCH = 4096 };
 
 typedef struct Config {
   ModelArg models[MAX_MODELS];
@@ -151,6 +158,10 @@ typedef struct Config {
   bool triton;            /* --emit triton: -o names a Triton model repository */
   const char *model_name; /* --model-name, with --emit triton */
   int64_t triton_instances;
+  bool triton_python;    /* --triton-backend python */
+  const char *max_batch; /* --max-batch, parsed into batches */
+  int batches[MAX_BATCHES];
+  int nbatches;
   const char *arrivals;  /* --arrivals, likewise */
   double rate[MAX_MODELS];
   double latency_bound_ms;
@@ -501,15 +512,64 @@ static bool serving(const Config *c) {
   return !c->triton && (c->nmodels > 1 || c->instances || c->arrivals);
 }
 
+static int compare_ints(const void *a, const void *b) {
+  return *(const int *)a - *(const int *)b;
+}
+
+/* --max-batch N: 1, 2, 4, ... below N, and N; or the sizes given, sorted. */
+static bool parse_max_batch(Config *c) {
+  const char *s = c->max_batch;
+  if (!strchr(s, ',')) {
+    int64_t n;
+    if (!parse_int("--max-batch", s, 1, MAX_BATCH, &n))
+      return false;
+    for (int b = 1; b < n; b *= 2)
+      c->batches[c->nbatches++] = b;
+    c->batches[c->nbatches++] = (int)n;
+    return true;
+  }
+  char *copy = strdup(s);
+  bool ok = true;
+  for (char *w = copy, *next; w && ok; w = next) {
+    next = strchr(w, ',');
+    if (next)
+      *next++ = '\0';
+    int64_t b;
+    if (c->nbatches == MAX_BATCHES) {
+      opc_error("--max-batch: more than %d sizes", MAX_BATCHES);
+      ok = false;
+      break;
+    }
+    ok = parse_int("--max-batch (a batch size)", w, 1, MAX_BATCH, &b);
+    for (int i = 0; ok && i < c->nbatches; i++)
+      if (c->batches[i] == b) {
+        opc_error("--max-batch: %lld is given twice", (long long)b);
+        ok = false;
+      }
+    if (ok)
+      c->batches[c->nbatches++] = (int)b;
+  }
+  free(copy);
+  qsort(c->batches, (size_t)c->nbatches, sizeof c->batches[0], compare_ints);
+  return ok;
+}
+
 /* --emit triton: --instances is the instance count of every model. */
 static bool check_triton_options(Config *c) {
   if (!c->triton) {
-    if (c->model_name) {
-      opc_error("--model-name names the model of --emit triton");
+    if (c->model_name || c->max_batch || c->triton_python) {
+      opc_error("%s is an option of --emit triton",
+                c->model_name ? "--model-name" : c->max_batch ? "--max-batch" : "--triton-backend");
       return false;
     }
     return true;
   }
+  if (c->max_batch && c->triton_python) {
+    opc_error("--max-batch: dynamic batching needs opc's backend, not --triton-backend python");
+    return false;
+  }
+  if (c->max_batch && !parse_max_batch(c))
+    return false;
   if (!c->out || c->dump_ir) {
     opc_error("--emit triton writes a model repository: give it with -o REPO");
     return false;
@@ -523,7 +583,7 @@ static bool check_triton_options(Config *c) {
     return false;
   }
   if (strcmp(c->emit.prefix, "net") != 0) {
-    opc_error("--prefix: a Triton model's model.py calls the net_ API");
+    opc_error("--prefix: a Triton model's backend calls the net_ API");
     return false;
   }
   c->triton_instances = 1;
@@ -538,6 +598,7 @@ static const char *const io_precisions[] = {"fp32", "fp16", NULL};
 static const char *const layouts[] = {"auto", "nchw", "nhwc", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
+static const char *const triton_backends[] = {"opc", "python", NULL};
 static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
 
 /* --devices: the GPU alone, or the GPU and the host CPU (in either order). */
@@ -672,6 +733,12 @@ static bool parse_option(Args *a, Config *c) {
     if (!v || !one_of("--emit", v, emit_kinds))
       return false;
     c->triton = true;
+  } else if (takes(a, "--triton-backend", &v)) {
+    if (!v || !one_of("--triton-backend", v, triton_backends))
+      return false;
+    c->triton_python = strcmp(v, "python") == 0;
+  } else if (takes(a, "--max-batch", &v)) {
+    return set(&c->max_batch, v);
   } else if (takes(a, "--model-name", &v)) {
     if (!v)
       return false;
@@ -1015,8 +1082,132 @@ static bool make_dir(const char *path, bool *made) {
   return false;
 }
 
-/* REPO/NAME/1/libnet.so and what write_outputs writes beside it, then
-   config.pbtxt and model.py; a failure takes back what it made. */
+/* DIR/BASE.so and the .c, .h and .weights written beside it. */
+static void remove_program(const char *dir, const char *base) {
+  char path[PATH_MAX];
+  for (const char *ext = "so\0c\0h\0weights\0"; *ext; ext += strlen(ext) + 1) {
+    snprintf(path, sizeof path, "%s/%s.%s", dir, base, ext);
+    remove(path);
+  }
+}
+
+/* Whether two files hold the same bytes (false where either is unreadable). */
+static bool same_bytes(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  char x[1 << 15], y[1 << 15];
+  while (same) {
+    size_t n = fread(x, 1, sizeof x, fa), k = fread(y, 1, sizeof y, fb);
+    same = n == k && memcmp(x, y, n) == 0 && !ferror(fa) && !ferror(fb);
+    if (n == 0)
+      break;
+  }
+  if (fa)
+    fclose(fa);
+  if (fb)
+    fclose(fb);
+  return same;
+}
+
+/* --max-batch: every input of the model `g` imported, its first
+   dimension `batch`. */
+static bool batch_shapes(const Graph *g, const char *model, int batch, InputShape *shapes) {
+  for (int i = 0; i < g->ninputs; i++) {
+    const Tensor *t = g->inputs[i];
+    if (t->rank == 0) {
+      opc_error("model '%s': --max-batch rebinds the first dimension of every input, and "
+                "input '%s' is a scalar", model, t->name);
+      return false;
+    }
+    shapes[i] = (InputShape){.name = t->name, .rank = t->rank};
+    memcpy(shapes[i].dims, t->dims, sizeof t->dims);
+    shapes[i].dims[0] = batch;
+  }
+  return true;
+}
+
+/* A batched program's outputs must each have the batch's rows. */
+static bool check_batched_outputs(const Graph *g, const char *model, int batch) {
+  for (int i = 0; i < g->noutputs; i++) {
+    const Tensor *t = g->outputs[i];
+    if (t->rank == 0 || t->bounded || t->dims[0] != batch) {
+      opc_error("model '%s': with every input's first dimension %d, output '%s' is %s; "
+                "--max-batch needs outputs whose first dimension is the batch", model, batch,
+                t->name, t->rank == 0 ? "a scalar" : t->bounded ? "sized by the data" : "not");
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The program of model m for `batch` rows, built as lib; returns its graph. */
+static Graph *compile_batch(Config *c, int m, const Graph *g1, int batch, const char *lib,
+                            bool report) {
+  const char *name = c->model_name ? c->model_name : c->models[m].name;
+  InputShape *shapes = calloc((size_t)g1->ninputs + 1, sizeof *shapes);
+  bool *shape_used = calloc((size_t)g1->ninputs + 1, sizeof(bool));
+  bool *const_used = calloc((size_t)c->import.nconsts + 1, sizeof(bool));
+  ImportOptions import = c->import;
+  import.shapes = shapes;
+  import.nshapes = g1->ninputs;
+  import.batch = 0;
+  import.shape_used = shape_used;
+  import.const_used = const_used;
+  Graph *g = NULL;
+  bool ok = batch_shapes(g1, name, batch, shapes);
+  if (ok && !(g = onnx_import(c->models[m].path, &import))) {
+    opc_error("model '%s': it cannot be compiled for batch %d with the first dimension of "
+              "every input rebound (--max-batch): see the errors above", name, batch);
+    ok = false;
+  }
+  if (ok) {
+    PassContext *ctx = pass_context_new(g, &c->passes);
+    ok = run_pipeline(g, &c->passes, ctx) && check_batched_outputs(g, name, batch) &&
+         (!report || write_reports(g, ctx, &c->passes, c->target)) && write_outputs(g, c, lib);
+  }
+  free(shapes);
+  free(shape_used);
+  free(const_used);
+  if (!ok) {
+    graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/*
+ * --max-batch: VERSION_DIR/libnet_bB.so for each batch size B. A program
+ * whose weights file holds the same bytes as the first program's loses it,
+ * and the backend gives it the first's. Returns the largest program's graph.
+ */
+static Graph *write_batched(Config *c, int m, const Graph *g1, const char *version_dir) {
+  char lib[PATH_MAX], base[64], first_w[PATH_MAX], w[PATH_MAX];
+  Graph *g = NULL;
+  int built = 0;
+  for (; built < c->nbatches; built++) {
+    snprintf(base, sizeof base, "libnet_b%d", c->batches[built]);
+    snprintf(lib, sizeof lib, "%s/%s.so", version_dir, base);
+    graph_free(g);
+    if (!(g = compile_batch(c, m, g1, c->batches[built], lib, built == 0)))
+      break;
+    snprintf(w, sizeof w, "%s/%s.weights", version_dir, base);
+    if (built == 0)
+      snprintf(first_w, sizeof first_w, "%s", w);
+    else if (same_bytes(first_w, w))
+      remove(w);
+  }
+  if (built == c->nbatches)
+    return g;
+  for (int k = 0; k < built; k++) {
+    snprintf(base, sizeof base, "libnet_b%d", c->batches[k]);
+    remove_program(version_dir, base);
+  }
+  return NULL;
+}
+
+/* REPO/NAME/1/libnet.so and what write_outputs writes beside it (with
+   --max-batch: libnet_bB.so for each batch size, from the imported g),
+   then config.pbtxt and the backend; a failure takes back what it made. */
 static bool write_triton(Graph *g, Config *c, int m) {
   const char *name = c->model_name ? c->model_name : c->models[m].name;
   size_t size = strlen(c->out) + strlen(name) + 32;
@@ -1025,18 +1216,26 @@ static bool write_triton(Graph *g, Config *c, int m) {
   snprintf(version_dir, size, "%s/1", model_dir);
   snprintf(lib, size, "%s/libnet.so", version_dir);
   bool made_model = false, made_version = false;
-  bool ok = make_dir(model_dir, &made_model) && make_dir(version_dir, &made_version) &&
-            write_outputs(g, c, lib);
+  bool ok = make_dir(model_dir, &made_model) && make_dir(version_dir, &made_version);
+  Graph *largest = NULL;
+  if (ok && c->nbatches)
+    ok = (largest = write_batched(c, m, g, version_dir)) != NULL;
+  else if (ok)
+    ok = write_outputs(g, c, lib);
   if (ok) {
     TritonOptions t = {.model_dir = model_dir, .name = name, .source = c->models[m].path,
-                       .instances = (int)c->triton_instances, .target = c->target};
-    ok = write_triton_model(g, &t);
-    if (!ok)
-      for (const char *ext = "so\0c\0h\0weights\0"; *ext; ext += strlen(ext) + 1) {
-        snprintf(lib, size, "%s/libnet.%s", version_dir, ext);
-        remove(lib);
-      }
+                       .instances = (int)c->triton_instances, .target = c->target,
+                       .python = c->triton_python,
+                       .max_batch = c->nbatches ? c->batches[c->nbatches - 1] : 0};
+    ok = write_triton_model(largest ? largest : g, &t);
+    for (int k = 0; !ok && k < (c->nbatches ? c->nbatches : 1); k++) {
+      char base[64] = "libnet";
+      if (c->nbatches)
+        snprintf(base, sizeof base, "libnet_b%d", c->batches[k]);
+      remove_program(version_dir, base);
+    }
   }
+  graph_free(largest);
   if (!ok && made_version)
     rmdir(version_dir);
   if (!ok && made_model)
@@ -1049,8 +1248,8 @@ static bool write_triton(Graph *g, Config *c, int m) {
 
 /*
  * --emit triton: a Triton model repository, each model compiled on its own
- * as a shared library under REPO/NAME/1 with Triton's config and a Python
- * backend model beside it.
+ * as a shared library (or one per batch size) under REPO/NAME/1, with
+ * Triton's config and the backend that runs it.
  */
 static int compile_triton(Config *c) {
   Graph *models[MAX_MODELS] = {0};
@@ -1059,6 +1258,10 @@ static int compile_triton(Config *c) {
   ImportOptions import = c->import;
   import.shape_used = shape_used;
   import.const_used = const_used;
+  /* With --max-batch, this import gives the inputs whose first dimension
+     each batch size rebinds: a symbolic one is 1 unless --batch says. */
+  if (c->nbatches && !import.batch)
+    import.batch = 1;
   bool ok = true;
   for (int m = 0; m < c->nmodels; m++) {
     models[m] = onnx_import(c->models[m].path, &import);
@@ -1068,9 +1271,12 @@ static int compile_triton(Config *c) {
   bool made_repo = false;
   ok = ok && make_dir(c->out, &made_repo);
   for (int m = 0; m < c->nmodels && ok; m++) {
-    PassContext *ctx = pass_context_new(models[m], &c->passes);
-    ok = run_pipeline(models[m], &c->passes, ctx) && write_reports(models[m], ctx, &c->passes, c->target) &&
-         write_triton(models[m], c, m);
+    if (!c->nbatches) {
+      PassContext *ctx = pass_context_new(models[m], &c->passes);
+      ok = run_pipeline(models[m], &c->passes, ctx) &&
+           write_reports(models[m], ctx, &c->passes, c->target);
+    }
+    ok = ok && write_triton(models[m], c, m);
   }
   if (!ok && made_repo)
     rmdir(c->out);

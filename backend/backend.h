@@ -43,14 +43,18 @@ bool build_executable(const char *c_path, const char *exe_path, Target t, bool s
    the same for every program of symbol prefix `prefix`. */
 bool write_main_source(FILE *f, const char *prefix);
 
-/* A Triton model around a program built as MODEL_DIR/1/libnet.so:
-   MODEL_DIR/config.pbtxt and the Python backend's MODEL_DIR/1/model.py. */
+/* A Triton model around programs built in MODEL_DIR/1: libnet.so, or
+   libnet_bB.so for each batch size B with max_batch. Writes
+   MODEL_DIR/config.pbtxt and, for opc's native backend, a copy of
+   libtriton_opc.so in MODEL_DIR; for the Python backend, MODEL_DIR/1/model.py. */
 typedef struct TritonOptions {
   const char *model_dir; /* REPO/NAME */
   const char *name;      /* the model's name in Triton */
   const char *source;    /* the ONNX file, named in config.pbtxt */
   int instances;         /* instance_group count */
   Target target;         /* KIND_GPU for cuda, KIND_CPU for cpu */
+  bool python;           /* --triton-backend python */
+  int max_batch;         /* max_batch_size and dynamic batching; 0: none */
 } TritonOptions;
 bool write_triton_model(const Graph *g, const TritonOptions *o);
 

@@ -157,6 +157,15 @@ def usage_group(tmp):
                        "triton", "--instances", "m=2")
     expect_usage_error("--prefix with --emit triton", "m.onnx", "-o", "r", "--emit", "triton",
                        "--prefix", "mine")
+    expect_usage_error("--max-batch without --emit triton", "m.onnx", "-o", "x.c",
+                       "--max-batch", "4")
+    expect_usage_error("--max-batch on the Python backend", "m.onnx", "-o", "r", "--emit",
+                       "triton", "--max-batch", "4", "--triton-backend", "python")
+    expect_usage_error("--triton-backend of no known kind", "m.onnx", "-o", "r", "--emit",
+                       "triton", "--triton-backend", "onnxruntime")
+    for bad in ["0", "x", "2,2", "1,,4", "5000"]:
+        expect_usage_error(f"--max-batch {bad}", "m.onnx", "-o", "r", "--emit", "triton",
+                           "--max-batch", bad)
     expect_usage_error("--gpus 2 serving", "a.onnx", "b.onnx", "-o", "x.c", "--gpus", "2")
     expect_usage_error("--gpus 2 with a one-GPU scheduler", "m.onnx", "--report", "--gpus", "2",
                        "--schedule", "ios")
@@ -659,15 +668,24 @@ def triton_repository(tmp, model):
     p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "cnn",
             "--instances", "3")
     check("--emit triton writes a model", p.returncode == 0 and listing(repo) == ["cnn"] and
-          listing(os.path.join(repo, "cnn")) == ["1", "config.pbtxt"] and
+          listing(os.path.join(repo, "cnn")) == ["1", "config.pbtxt", "libtriton_opc.so"] and
           listing(os.path.join(repo, "cnn", "1")) ==
-          ["libnet.c", "libnet.h", "libnet.so", "libnet.weights", "model.py"], p)
+          ["libnet.c", "libnet.h", "libnet.so", "libnet.weights"], p)
     if p.returncode == 0:
         config = open(os.path.join(repo, "cnn", "config.pbtxt")).read()
-        check("config.pbtxt names the model, its tensors and instances",
+        check("config.pbtxt names the model, its tensors, instances and opc's backend",
               'name: "cnn"' in config and 'name: "x"' in config and "TYPE_FP32" in config and
               "dims: [ 1, 3, 8, 8 ]" in config and "count: 3" in config and
-              "KIND_CPU" in config, config)
+              "KIND_CPU" in config and 'backend: "opc"' in config and
+              "max_batch_size: 0" in config, config)
+    p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "py",
+            "--triton-backend", "python")
+    check("--triton-backend python writes model.py", p.returncode == 0 and
+          listing(os.path.join(repo, "py")) == ["1", "config.pbtxt"] and
+          listing(os.path.join(repo, "py", "1")) ==
+          ["libnet.c", "libnet.h", "libnet.so", "libnet.weights", "model.py"] and
+          'backend: "python"' in open(os.path.join(repo, "py", "config.pbtxt")).read(), p)
+    triton_batching(tmp, model, repo)
     p = run(model, "-o", repo, "--emit", "triton", "--model-name", "gpu")
     check("--emit triton for cuda asks for GPU instances", p.returncode == 0 and
           "KIND_GPU" in open(os.path.join(repo, "gpu", "config.pbtxt")).read(), p)
@@ -678,7 +696,51 @@ def triton_repository(tmp, model):
     p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "other",
             env=dict(os.environ, CC="false"))
     check("... nor a model of its own in an existing repository",
-          p.returncode == 2 and listing(repo) == ["cnn", "gpu"], p)
+          p.returncode == 2 and listing(repo) == ["batched", "cnn", "gpu", "py"], p)
+
+
+def triton_batching(tmp, model, repo):
+    """--max-batch: a program per batch size with the weights shared; a
+    model whose batch cannot be rebound is refused, leaving nothing."""
+    p = run(model, "-o", repo, "--emit", "triton", "--target", "cpu", "--model-name", "batched",
+            "--max-batch", "1,3,8")
+    version = os.path.join(repo, "batched", "1")
+    check("--max-batch 1,3,8 writes a program per batch size sharing one weights file",
+          p.returncode == 0 and listing(version) ==
+          sorted([f"libnet_b{b}.{e}" for b in (1, 3, 8) for e in ("c", "h", "so")] +
+                 ["libnet_b1.weights"]), p)
+    if p.returncode == 0:
+        config = open(os.path.join(repo, "batched", "config.pbtxt")).read()
+        check("its config turns dynamic batching on, with dims less the batch",
+              "max_batch_size: 8" in config and "dynamic_batching" in config and
+              "dims: [ 3, 8, 8 ]" in config and "dims: [ 4, 8, 8 ]" in config, config)
+        header = open(os.path.join(version, "libnet_b3.h")).read()
+        check("the batch-3 program takes 3 rows", "x: float32 [3, 3, 8, 8]" in header, header)
+    # A Reshape to a constant shape of one row: batch 2 cannot be compiled.
+    fixed = os.path.join(tmp, "fixed_batch.onnx")
+    shape = numpy_helper.from_array(np.array([1, 12], np.int64), "shape")
+    save(helper.make_model(helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="flatten")], "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])], [shape]),
+        opset_imports=[helper.make_opsetid("", 14)]), fixed)
+    refused = os.path.join(tmp, "repo-fixed")
+    p = expect_model_error("a model whose batch is fixed is refused by --max-batch", fixed, "-o",
+                           refused, "--emit", "triton", "--target", "cpu", "--max-batch", "2",
+                           text="cannot be compiled for batch 2 with the first dimension of "
+                                "every input rebound")
+    check("... leaving nothing", not os.path.exists(refused), p)
+    # Output rows that do not follow the input's: a ReduceSum over the batch.
+    summed = os.path.join(tmp, "summed.onnx")
+    save(helper.make_model(helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["y"], name="sum", keepdims=1)], "summed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])]),
+        opset_imports=[helper.make_opsetid("", 13)]), summed)
+    expect_model_error("an output whose rows are not the batch's is refused", summed, "-o",
+                       refused, "--emit", "triton", "--target", "cpu", "--max-batch", "2",
+                       text="output 'y' is not; --max-batch needs outputs whose first "
+                            "dimension is the batch")
 
 
 def serving_program(tmp, model):
