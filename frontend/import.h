@@ -96,6 +96,15 @@ bool import_known_now(Importer *im, const char *name, const char *op, struct Ten
 struct Tensor *import_ints_constant(Graph *g, const char *prefix, int *count, const int64_t *v,
                                     int n);
 
+/* Scan, unrolled into its steps (scan.c). */
+void import_scan(Importer *im, const Onnx__NodeProto *np, const char *name);
+
+/* out = values[0..count), stacked along a new axis `axis`: an Unsqueeze
+   of each, then one Concat named after `name` (Loop's and Scan's scan
+   outputs). */
+void import_stack(Importer *im, const char *name, struct Tensor **values, int count, int axis,
+                  struct Tensor *out);
+
 /* The graph attribute `attr` of a node ("body"), or NULL. */
 const Onnx__GraphProto *import_graph_attr(const Onnx__NodeProto *np, const char *attr);
 

@@ -111,6 +111,7 @@ const ImportedOp imported_ops[] = {
     {"Optional", "any|seq", true},
     {"OptionalGetElement", "opt", true},
     {"OptionalHasElement", "opt", true},
+    {"Scan", "any", false},
     {"SequenceAt", "seq index", true},
     {"SequenceConstruct", "any", true},
     {"SequenceEmpty", "", true},
@@ -121,15 +122,16 @@ const ImportedOp imported_ops[] = {
     {"SplitToSequence", "any index", true},
     {NULL, NULL, false}};
 
-/* If, Loop and Einsum are not IR kinds: the importer inlines the branch an
-   If's condition chooses (import_if), unrolls a Loop (import_loop) and
-   lowers an Einsum to kinds that are (einsum.c). */
+/* If, Loop, Scan and Einsum are not IR kinds: the importer inlines the
+   branch an If's condition chooses (import_if), unrolls a Loop
+   (import_loop) and a Scan (scan.c), and lowers an Einsum to kinds that
+   are (einsum.c). */
 static bool is_op(const Onnx__NodeProto *np, const char *op) {
   return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), op) == 0;
 }
 
 static bool node_supported(const Onnx__NodeProto *np) {
-  return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Einsum") ||
+  return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Scan") || is_op(np, "Einsum") ||
          (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) ||
          (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
@@ -798,6 +800,10 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
     import_loop(im, np, name);
     return;
   }
+  if (is_op(np, "Scan")) {
+    import_scan(im, np, name);
+    return;
+  }
   if (is_op(np, "Einsum")) {
     import_einsum(im, np, name);
     return;
@@ -1069,36 +1075,6 @@ static Tensor *scalar_constant(Graph *g, const char *name, DType dtype, int64_t 
   return t;
 }
 
-/* out = the values of one scan output, one an iteration, stacked along a
-   new first axis: an Unsqueeze of each, then one Concat. */
-static void stack_scan(Importer *im, const char *name, Tensor **values, int count, Tensor *out) {
-  Graph *g = im->g;
-  int64_t zero = 0, one = 1;
-  Tensor *axes = graph_add_tensor(g, arena_printf(g->arena, "%s/%s/axes", name, out->name));
-  axes->dtype = DT_INT64;
-  tensor_set_shape(axes, 1, &one);
-  axes->i64 = arena_dup(g->arena, &zero, sizeof zero);
-  Node *cat = graph_add_node(g, OP_CONCAT, arena_printf(g->arena, "%s/%s", name, out->name),
-                             count, 1);
-  node_set_attr(g, cat, "axis", ATTR_INT)->i = 0;
-  cat->out[0] = out;
-  bool axes_input = g->opset >= 13;
-  for (int k = 0; k < count; k++) {
-    Node *u = graph_add_node(g, OP_UNSQUEEZE,
-                             arena_printf(g->arena, "%s/%s/%d", name, out->name, k),
-                             axes_input ? 2 : 1, 1);
-    u->in[0] = values[k];
-    if (axes_input) {
-      u->in[1] = axes;
-    } else {
-      Attr *a = node_set_attr(g, u, "axes", ATTR_INTS);
-      a->n = 1;
-      a->ints = axes->i64;
-    }
-    cat->in[k] = u->out[0] = graph_add_tensor(g, NULL);
-  }
-}
-
 /* Checks a Loop's inputs against its body; false after an error. */
 static bool loop_shape_ok(Importer *im, const Onnx__NodeProto *np, const char *name,
                           const Onnx__GraphProto *body) {
@@ -1134,7 +1110,7 @@ static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *na
                "shape opc can know", name, to->name);
       im->failed = true;
     } else {
-      stack_scan(im, name, &stacked[(i - (size_t)carried) * (size_t)stride], iterations, to);
+      import_stack(im, name, &stacked[(i - (size_t)carried) * (size_t)stride], iterations, 0, to);
     }
   }
 }

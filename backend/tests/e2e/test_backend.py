@@ -290,9 +290,43 @@ def loop_models():
         [const("one", np.array(1, dtype=np.int64)), const("t", np.array(True)), w], opset=17)
 
 
+def scan_models():
+    """Scan, unrolled by the importer (frontend/scan.c): a state that reads
+    an outer value, two scan inputs on different axes, one of them read in
+    reverse, and scan outputs stacked on axis 0, on a negative axis, and in
+    reverse; then opset 8's form, a batch axis first, read in reverse."""
+    body = helper.make_graph([
+        helper.make_node("Mul", ["h_in", "w"], ["hw"]),
+        helper.make_node("Add", ["hw", "a_t"], ["ha"]),
+        helper.make_node("Add", ["ha", "b_t"], ["hb"]),
+        helper.make_node("Tanh", ["hb"], ["h_out"]),
+        helper.make_node("Sub", ["h_out", "a_t"], ["d"])], "body",
+        [value_info("h_in", [2, 3]), value_info("a_t", [2, 3]), value_info("b_t", [2, 3])],
+        [value_info("h_out", [2, 3]), value_info("h_seen", [2, 3]), value_info("d", [2, 3])])
+    body.node.append(helper.make_node("Identity", ["h_out"], ["h_seen"]))
+    yield "scan_axes_directions", model("g", [
+        helper.make_node("Scan", ["h", "a", "b"], ["hn", "s0", "s1"], body=body, num_scan_inputs=2,
+                         scan_input_axes=[0, 1], scan_input_directions=[0, 1],
+                         scan_output_axes=[0, -1], scan_output_directions=[0, 1])],
+        [("h", [2, 3]), ("a", [5, 2, 3]), ("b", [2, 5, 3])],
+        [("hn", [2, 3]), ("s0", [5, 2, 3]), ("s1", [2, 3, 5])],
+        [const("w", (0.7 * RNG.standard_normal((2, 3))).astype(np.float32))], opset=17)
+    body8 = helper.make_graph([
+        helper.make_node("Mul", ["x_t", "w"], ["xw"]),
+        helper.make_node("Add", ["s_in", "xw"], ["s_out"]),
+        helper.make_node("Relu", ["s_out"], ["r"])], "body8",
+        [value_info("s_in", [3]), value_info("x_t", [3])],
+        [value_info("s_out", [3]), value_info("r", [3])])
+    yield "scan_opset8_batch", model("g", [
+        helper.make_node("Scan", ["", "s", "x"], ["sn", "rs"], body=body8, num_scan_inputs=1,
+                         directions=[1])],
+        [("s", [2, 3]), ("x", [2, 4, 3])], [("sn", [2, 3]), ("rs", [2, 4, 3])],
+        [const("w", (0.7 * RNG.standard_normal(3)).astype(np.float32))], opset=8)
+
+
 def group_ops(case):
     for name, m in list(conv_models()) + list(misc_models()) + list(if_models()) + \
-            list(loop_models()):
+            list(loop_models()) + list(scan_models()):
         case.check(name, m)
 
 
