@@ -320,6 +320,9 @@ void reduced_output_strides(const Tensor *x, const Tensor *y, const bool *reduce
 /* The activation a node of ours carries, if a pass fused one into it
    (kernels_elementwise.c). */
 void fused_activation(Emitter *e, const Node *n);
+/* Whether opc's BatchNormalization kernel runs n in one launch, a fused
+   activation included (kernels_rows.c). */
+bool batch_norm_in_one_pass(const Node *n);
 /* y = x in y's layout: Identity, Reshape... and a reduction over nothing
    (kernels_movement.c). */
 void run_reshape_copy(Emitter *e, Node *n);

@@ -473,7 +473,26 @@ static void run_lrn(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
-/* BatchNormalization in two launches: subtract the mean, then scale. */
+/* Whether opc's kernel runs a BatchNormalization in one launch: float32,
+   its mean known to be zeros (fold-batchnorm folds it into the bias), so
+   that x, scale, bias and variance are its four inputs; a fused Relu or
+   Clip, the pre-activations' (DenseNet's BN -> Relu), then goes into the
+   same launch. */
+_Static_assert(OPC_ACT_RELU == 1 && OPC_ACT_CLIP == 2, "opc_batch_norm's i[0] codes");
+
+bool batch_norm_in_one_pass(const Node *n) {
+  const Tensor *x = n->in[0], *mean = node_input(n, 3);
+  if (x->dtype != DT_FLOAT || n->out[0]->dtype != DT_FLOAT || !mean || !mean->f32 ||
+      (n->act != OPC_ACT_NONE && n->act != OPC_ACT_RELU && n->act != OPC_ACT_CLIP))
+    return false;
+  for (int64_t c = 0; c < tensor_numel(mean); c++)
+    if (mean->f32[c] != 0.0f)
+      return false;
+  return true;
+}
+
+/* BatchNormalization: one launch where the mean is zeros, its activation
+   inside; else subtract the mean, then scale, then the activation. */
 static void run_batch_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   for (int k = 1; k < n->nout; k++)
@@ -485,25 +504,34 @@ static void run_batch_norm(Emitter *e, Node *n) {
   strides_of(x, xs);
   strides_of(y, ys);
   channel[1] = 1;
-  Launch L = {.kernel = "opc_sub_f32", .rank = x->rank};
-  memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
-  set_output(&L, buf(e, y), ys);
-  set_input(&L, 0, buf(e, x), xs);
-  set_input(&L, 1, buf(e, n->in[3]), channel);
-  L.note = "first x - mean, into y";
-  emit_launch(e, n, &L);
+  bool one_pass = batch_norm_in_one_pass(n);
+  if (!one_pass) {
+    Launch L = {.kernel = "opc_sub_f32", .rank = x->rank};
+    memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    set_output(&L, buf(e, y), ys);
+    set_input(&L, 0, buf(e, x), xs);
+    set_input(&L, 1, buf(e, n->in[3]), channel);
+    L.note = "first x - mean, into y";
+    emit_launch(e, n, &L);
+  }
   Launch M = {.kernel = "opc_batch_norm", .rank = x->rank};
   memcpy(M.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   set_output(&M, buf(e, y), ys);
-  set_input(&M, 0, buf(e, y), ys);
+  set_input(&M, 0, one_pass ? buf(e, x) : buf(e, y), one_pass ? xs : ys);
   set_input(&M, 1, buf(e, n->in[1]), channel);
   set_input(&M, 2, buf(e, n->in[2]), channel);
   set_input(&M, 3, buf(e, n->in[4]), channel);
+  M.i[0] = one_pass ? n->act : OPC_ACT_NONE;
+  group_i(&M, 0, 1, "the activation after it: 1 Relu, 2 Clip");
   M.f[0] = n->p.norm.epsilon;
-  group_f(&M, 0, 1, "epsilon");
-  M.note = "x = {x - mean, scale, bias, variance}";
+  M.f[1] = n->act_alpha;
+  M.f[2] = n->act_beta;
+  group_f(&M, 0, 3, "epsilon, the activation's parameters");
+  M.note = one_pass ? "the mean is zeros: y = act(x * scale / sqrt(variance + epsilon) + bias)"
+                    : "x = {x - mean, scale, bias, variance}";
   emit_launch(e, n, &M);
-  fused_activation(e, n);
+  if (!one_pass)
+    fused_activation(e, n);
 }
 
 /* ------------------------------------------ more reductions and row kernels */

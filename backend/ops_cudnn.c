@@ -695,6 +695,9 @@ static bool bn_supports(Emitter *e, const Node *n) {
   for (int i = 1; i < n->nout; i++)
     if (n->out[i] && (n->out[i]->nusers || n->out[i]->is_output))
       return false; /* training outputs */
+  /* With a fused activation, opc's kernel does both in one pass where it can. */
+  if (n->act != OPC_ACT_NONE && batch_norm_in_one_pass(n))
+    return false;
   return n->nin == 5 && bn_shape(n, shape, strides, &rank);
 }
 
@@ -717,6 +720,7 @@ static void bn_run(Emitter *e, Node *n) {
             node_cudnn(e, n), emit_scalar(e, 1), emit_scalar(e, 0), p->xd, buf(e, n->in[0]), p->xd,
             buf(e, n->out[0]), p->od, buf(e, n->in[1]), buf(e, n->in[2]), buf(e, n->in[3]),
             buf(e, n->in[4]), double_literal(e, n->p.norm.epsilon));
+  fused_activation(e, n);
 }
 
 const OpEmitter cudnn_batch_norm = {

@@ -1,8 +1,9 @@
 /*
  * fuse_activation.c - an activation (a kind whose ops.def row names an act:
  * Relu, Clip with constant bounds, Swish of alpha 1, which is SiLU, ...)
- * applied to the output of a kind that takes one (T_FUSES_ACT: Conv, Gemm)
- * runs inside that node (node->act), saving a pass over memory. Only when
+ * applied to the output of a kind that takes one (T_FUSES_ACT: Conv, Gemm,
+ * BatchNormalization) runs inside that node (node->act), saving a pass
+ * over memory. Only when
  * the producer's output feeds nothing else and is not a graph output.
  * Gated activations as exporters write them, x times a gate of x, are
  * single nodes by now (fuse-gated).
@@ -10,7 +11,7 @@
 #include "pass.h"
 #include "rewrite.h"
 
-/* The producer (a Conv or Gemm) whose output x may take a fused
+/* The producer (a Conv, Gemm or BatchNormalization) whose output x may take a fused
    activation, or NULL. */
 static Node *fusable_producer(const Tensor *x) {
   Node *p = x->producer;

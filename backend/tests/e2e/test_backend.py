@@ -324,9 +324,26 @@ def scan_models():
         [const("w", (0.7 * RNG.standard_normal(3)).astype(np.float32))], opset=8)
 
 
+def preactivation_models():
+    """BatchNormalization -> Relu and -> Clip on a value no Conv makes (a
+    pre-activation, as in DenseNet): fold-batchnorm folds the mean into the
+    bias, and opc's kernel runs the BN and its activation in one launch."""
+    params = [const("scale", (1 + 0.5 * RNG.standard_normal(4)).astype(np.float32)),
+              const("bias", (0.5 * RNG.standard_normal(4)).astype(np.float32)),
+              const("mean", (0.5 * RNG.standard_normal(4)).astype(np.float32)),
+              const("var", (0.5 + RNG.random(4)).astype(np.float32))]
+    bn = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["b"])
+    yield "batchnorm_relu", model("g", [bn, helper.make_node("Relu", ["b"], ["y"])],
+                                  [("x", [1, 4, 5, 5])], [("y", [1, 4, 5, 5])], params)
+    yield "batchnorm_clip", model("g", [bn, helper.make_node("Clip", ["b", "lo", "hi"], ["y"])],
+                                  [("x", [1, 4, 5, 5])], [("y", [1, 4, 5, 5])],
+                                  params + [const("lo", np.array(-0.5, np.float32)),
+                                            const("hi", np.array(1.0, np.float32))])
+
+
 def group_ops(case):
     for name, m in list(conv_models()) + list(misc_models()) + list(if_models()) + \
-            list(loop_models()) + list(scan_models()):
+            list(loop_models()) + list(scan_models()) + list(preactivation_models()):
         case.check(name, m)
 
 
