@@ -591,6 +591,61 @@ OPC_SCALAR long long opc_int_rem_of(long long u, long long v, int is_unsigned)
   return v == -1 ? 0 : u % v;
 }
 
+/* The angle of term (k, t) of a DFT of length len, 2 pi (k t mod len) /
+   len: reduced in integers first, so that it stays exact however long the
+   transform (k t < 2^63 for any length opc can hold). */
+OPC_SCALAR double opc_dft_angle_of(long long k, long long t, long long len)
+{
+  return 6.283185307179586 * (double)((k * t) % len) / (double)len;
+}
+
+/* Adds term (k, t) of a DFT of length len to the sum (*re, *im): output
+   index k, input value v (v_re + i v_im) at index t along the axis. mode 0
+   forward (e^-i angle), 1 inverse (e^+i angle), 2 inverse of a one-sided
+   spectrum (IRFFT): input bin t also stands for its conjugate mirror
+   len - t, so it counts twice unless it is its own mirror (0, len / 2),
+   and only the real part is kept. The inverse modes' 1 / len is the
+   caller's, once per sum. */
+OPC_SCALAR void opc_dft_add_of(int mode, long long k, long long t, long long len, double v_re,
+                               double v_im, double *re, double *im)
+{
+  double angle = opc_dft_angle_of(k, t, len), c = cos(angle), s = mode ? sin(angle) : -sin(angle);
+  if (mode == 2) { /* a bin that is its own mirror is real: its v_im is dropped */
+    *re += t == 0 || 2 * t == len ? v_re * c : 2.0 * (v_re * c - v_im * s);
+    return;
+  }
+  *re += v_re * c - v_im * s;
+  *im += v_re * s + v_im * c;
+}
+
+/* Element t of a generalised cosine window of length period (the window's
+   size when periodic, one less when symmetric): a0 - a1 cos(2 pi t /
+   period) + a2 cos(4 pi t / period). Hann is (1/2, 1/2, 0), Hamming
+   (25/46, 21/46, 0), Blackman (0.42, 0.5, 0.08). */
+OPC_SCALAR double opc_cosine_window_of(long long t, long long period, double a0, double a1,
+                                       double a2)
+{
+  double x = 6.283185307179586 * (double)t / (double)period;
+  return a0 - a1 * cos(x) + a2 * cos(2.0 * x);
+}
+
+/* The DFT bin of point i of MelWeightMatrix's num + 2 points, equally
+   spaced in mel, mel(f) = 2595 log10(1 + f / 700), from lo_hz on in steps
+   of (mel(hi_hz) - mel(lo_hz)) / (num + 2): floor((dft_length + 1) f /
+   rate). The edges' mels in float, the rest in double, as the ONNX
+   reference computes them (a bin is a floor, so the rounding shows). */
+OPC_SCALAR long long opc_mel_bin_of(long long i, long long num, long long dft_length,
+                                    long long rate, float lo_hz, float hi_hz)
+{
+  const float ln10 = 2.302585092994046f;
+  float lo_mel = 2595.0f * log1pf(lo_hz / 700.0f) / ln10;
+  float hi_mel = 2595.0f * log1pf(hi_hz / 700.0f) / ln10;
+  float step = (hi_mel - lo_mel) / (float)(num + 2);
+  double mel = (double)i * (double)step + (double)lo_mel;
+  double hz = 700.0 * expm1(mel / 2595.0 * 2.302585092994046);
+  return (long long)floor((double)(dft_length + 1) * hz / (double)rate);
+}
+
 /* ------------------------------------- the activations by their codes */
 /* (The kernels take the formulas above, up to this divider: kernel_types.py.) */
 
