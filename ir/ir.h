@@ -400,10 +400,9 @@ typedef union Params {
      extent and what the length takes). DFT's axis, or axis_at_run_time
      when its input 2 is run-time data, which the kernel reads (length and
      used are then -1: the axis's own extent, which every axis then shares
-     with the output). STFT: frame_step, has_window, and the input's
-     components (1 real, 2 complex). */
+     with the output). STFT: frame_step and has_window. */
   struct {
-    int axis, components;
+    int axis;
     int64_t length, used, step;
     bool inverse, onesided, axis_at_run_time, has_window;
   } dft;

@@ -2506,7 +2506,6 @@ static bool infer_dft(Graph *g, Node *n) {
   int64_t length = 0, a, dims[IR_MAX_RANK];
   if (len_in && !positive_length(g, n, len_in, &length))
     return false;
-  n->p.dft.components = (int)x->dims[x->rank - 1];
   n->p.dft.axis_at_run_time = axis_in && !tensor_is_const(axis_in);
   memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   dims[x->rank - 1] = n->p.dft.inverse && n->p.dft.onesided ? 1 : 2;
@@ -2527,8 +2526,9 @@ static bool infer_dft(Graph *g, Node *n) {
     return false;
   int axis = n->p.dft.axis;
   if (!dft_extents(n, x->dims[axis], &length, &n->p.dft.used, &dims[axis])) {
-    ir_error(g, n, "an inverse one-sided DFT of %lld bin(s) needs dft_length",
-             (long long)x->dims[axis]);
+    ir_error(g, n, "axis %d holds %lld value(s), which give no transform length%s; give "
+             "dft_length", axis, (long long)x->dims[axis],
+             n->p.dft.inverse && n->p.dft.onesided ? " (an IRFFT's is 2 * (bins - 1))" : "");
     return false;
   }
   n->p.dft.length = length;
@@ -2571,7 +2571,6 @@ static bool infer_stft(Graph *g, Node *n) {
   n->p.dft.onesided = onesided;
   n->p.dft.length = n->p.dft.used = length;
   n->p.dft.has_window = window != NULL;
-  n->p.dft.components = (int)x->dims[2];
   int64_t dims[4] = {x->dims[0], (x->dims[1] - length) / n->p.dft.step + 1,
                      onesided ? length / 2 + 1 : length, 2};
   return set_out(g, n, 0, x->dtype, 4, dims);

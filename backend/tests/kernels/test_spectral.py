@@ -91,6 +91,8 @@ def dft_cases():
              {"x": tone(2, 48, 2).reshape(2, 16, 3, 2)}, ["y"], {"a": i64(1)}),
         Case("dft_f64", [node("DFT", ["x"], ["y"], onesided=1)],
              {"x": tone(2, 30).astype(np.float64)}, ["y"]),
+        Case("dft_f16", [node("DFT", ["x"], ["y"])], {"x": tone(2, 30, 2).astype(np.float16)},
+             ["y"], rel=2e-3),
         Case("dft_axis_at_run_time", [node("DFT", ["x", "", "a"], ["y"])],
              {"x": tone(2, 120, 2).reshape(2, 12, 10, 2), "a": i64(1)}, ["y"]),
         Case("dft_axis_at_run_time_negative", [node("DFT", ["x", "", "a"], ["y"])],
