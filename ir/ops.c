@@ -2621,12 +2621,15 @@ static bool infer_mel_weight_matrix(Graph *g, Node *n) {
       !positive_length(g, n, in(n, 2), &rate) || !const_scalar_float(g, n, in(n, 3), &lo) ||
       !const_scalar_float(g, n, in(n, 4), &hi) || !output_datatype(g, n, &dt))
     return false;
-  if (num < 0) {
-    ir_error(g, n, "num_mel_bins %lld is negative", (long long)num);
+  if (num < 0 || num > FOLD_MAX_ELEMENTS) {
+    ir_error(g, n, "num_mel_bins %lld is out of range: 0 to %lld", (long long)num,
+             (long long)FOLD_MAX_ELEMENTS);
     return false;
   }
-  int64_t bins = length / 2 + 1;
-  for (int64_t i = 0; i < num + 2 && i < FOLD_MAX_ELEMENTS; i++) {
+  int64_t dims[2] = {length / 2 + 1, num}, bins = dims[0];
+  if (!set_out(g, n, 0, dt, 2, dims)) /* first: it bounds the loop below */
+    return false;
+  for (int64_t i = 0; i < num + 2; i++) {
     long long b = opc_mel_bin_of(i, num, length, rate, lo, hi);
     if (b < 0 || b >= bins) {
       ir_error(g, n, "mel band edge %lld falls at DFT bin %lld, outside the %lld bins of a "
@@ -2635,8 +2638,7 @@ static bool infer_mel_weight_matrix(Graph *g, Node *n) {
       return false;
     }
   }
-  int64_t dims[2] = {bins, num};
-  return set_out(g, n, 0, dt, 2, dims);
+  return true;
 }
 
 /* AffineGrid: theta [N, 2, 3] or [N, 3, 4] and a constant size [N, C, H,

@@ -633,7 +633,8 @@ OPC_SCALAR double opc_cosine_window_of(long long t, long long period, double a0,
    spaced in mel, mel(f) = 2595 log10(1 + f / 700), from lo_hz on in steps
    of (mel(hi_hz) - mel(lo_hz)) / (num + 2): floor((dft_length + 1) f /
    rate). The edges' mels in float, the rest in double, as the ONNX
-   reference computes them (a bin is a floor, so the rounding shows). */
+   reference computes them (a bin is a floor, so the rounding shows). A
+   bin that is not a number or beyond 2^62 is -1: none. */
 OPC_SCALAR long long opc_mel_bin_of(long long i, long long num, long long dft_length,
                                     long long rate, float lo_hz, float hi_hz)
 {
@@ -643,7 +644,8 @@ OPC_SCALAR long long opc_mel_bin_of(long long i, long long num, long long dft_le
   float step = (hi_mel - lo_mel) / (float)(num + 2);
   double mel = (double)i * (double)step + (double)lo_mel;
   double hz = 700.0 * expm1(mel / 2595.0 * 2.302585092994046);
-  return (long long)floor((double)(dft_length + 1) * hz / (double)rate);
+  double bin = floor(((double)dft_length + 1.0) * hz / (double)rate);
+  return bin > -4.6e18 && bin < 4.6e18 ? (long long)bin : -1;
 }
 
 /* ------------------------------------- the activations by their codes */
