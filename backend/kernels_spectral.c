@@ -1,7 +1,7 @@
 /*
  * kernels_spectral.c - DFT and STFT as launches of opc's kernels (opc_dft,
- * opc_stft): one work item per output value, each a direct sum over its
- * transform (O(n^2) per transform, fine at audio front ends' frame sizes).
+ * opc_stft): one work item per complex output value, each a direct sum
+ * over its transform (O(n^2) per transform, fine at audio front ends' frame sizes).
  * The windows and MelWeightMatrix always fold at compile time.
  */
 #include <string.h>
@@ -39,8 +39,13 @@ static void run_dft(Emitter *e, Node *n) {
   L.i[4] = n->p.dft.used;
   L.i[5] = n->p.dft.length;
   L.i[6] = !n->p.dft.inverse ? 0 : n->p.dft.onesided ? 2 : 1;
-  group_i(&L, 0, 7, "axis, its index kind (0: that axis), the input's component stride and "
-                    "count, values summed, length, mode (0 forward, 1 inverse, 2 IRFFT)");
+  L.i[7] = y->dims[last];
+  /* One work item per complex value: the last dim is the item's own. */
+  L.dims[last] = 1;
+  L.n = tensor_numel(y) / (y->dims[last] ? y->dims[last] : 1);
+  group_i(&L, 0, 8, "axis, its index kind (0: that axis), the input's component stride and "
+                    "count, values summed, length, mode (0 forward, 1 inverse, 2 IRFFT), "
+                    "the output's components");
   emit_launch(e, n, &L);
 }
 
@@ -71,6 +76,8 @@ static void run_stft(Emitter *e, Node *n) {
   L.i[5] = n->p.dft.length;
   L.i[6] = w != NULL;
   L.i[7] = ws[0];
+  L.dims[3] = 1; /* one work item per complex value */
+  L.n = tensor_numel(y) / 2;
   group_i(&L, 0, 8, "the signal's batch, sample and component strides, components, "
                     "frame_step, frame_length, has a window, its stride");
   emit_launch(e, n, &L);

@@ -1788,10 +1788,13 @@ bool fold_dft(Graph *g, Node *n) {
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     int64_t part = i % ycomps, m = i / ycomps % mid, k = i / (ycomps * mid) % outs;
     int64_t base = i / (ycomps * mid * outs) * x->dims[axis] * step + m * comps;
-    double re = 0, im = 0;
+    double re = 0, im = 0, c, s, step_c, step_s;
+    opc_dft_twiddle_of(mode, k, 0, len, &c, &s);
+    opc_dft_twiddle_of(mode, k, 1, len, &step_c, &step_s);
     for (int64_t t = 0; t < n->p.dft.used; t++) {
       int64_t at = base + t * step;
-      opc_dft_add_of(mode, k, t, len, getd(x, at), comps == 2 ? getd(x, at + 1) : 0, &re, &im);
+      opc_dft_add_of(mode, k, t, len, getd(x, at), comps == 2 ? getd(x, at + 1) : 0, step_c,
+                     step_s, &c, &s, &re, &im);
     }
     double v = part ? im : re;
     putd(y, i, mode ? v / (double)len : v);
@@ -1810,11 +1813,13 @@ bool fold_stft(Graph *g, Node *n) {
   for (int64_t i = 0; i < tensor_numel(y); i++) {
     int64_t part = i % 2, k = i / 2 % bins, f = i / (2 * bins) % frames, b = i / (2 * bins * frames);
     int64_t base = (b * x->dims[1] + f * n->p.dft.step) * comps;
-    double re = 0, im = 0;
+    double re = 0, im = 0, c, s, step_c, step_s;
+    opc_dft_twiddle_of(0, k, 0, len, &c, &s);
+    opc_dft_twiddle_of(0, k, 1, len, &step_c, &step_s);
     for (int64_t t = 0; t < len; t++) {
       double weight = w ? getd(w, t) : 1.0, vr = getd(x, base + t * comps);
       double vi = comps == 2 ? getd(x, base + t * comps + 1) : 0;
-      opc_dft_add_of(0, k, t, len, vr * weight, vi * weight, &re, &im);
+      opc_dft_add_of(0, k, t, len, vr * weight, vi * weight, step_c, step_s, &c, &s, &re, &im);
     }
     putd(y, i, part ? im : re);
   }
