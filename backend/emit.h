@@ -339,6 +339,7 @@ extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_eleme
     kernel_one_hot, kernel_unique; /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
+extern const OpEmitter kernel_dft, kernel_stft;                        /* kernels_spectral.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear;                                                    /* kernels_quantized.c */
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,

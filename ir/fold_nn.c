@@ -1782,3 +1782,100 @@ bool fold_nms(Graph *g, Node *n) {
   free(rows);
   return count == y->dims[0];
 }
+
+/* ------------------------------------------------------ the audio front end */
+
+/* DFT, as the kernel computes it (opc_dft): each output value a direct sum
+   over the axis in double, the terms scalar.h's. Constants are contiguous:
+   x is [outer, n_in, mid, comps], y [outer, outs, mid, ycomps]. */
+bool fold_dft(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  if (n->p.dft.axis_at_run_time || !affordable(tensor_numel(y), n->p.dft.used))
+    return false;
+  int axis = n->p.dft.axis, last = x->rank - 1;
+  int mode = !n->p.dft.inverse ? 0 : n->p.dft.onesided ? 2 : 1;
+  int64_t comps = x->dims[last], ycomps = y->dims[last], outs = y->dims[axis], mid = 1;
+  for (int d = axis + 1; d < last; d++)
+    mid *= x->dims[d];
+  int64_t step = mid * comps, len = n->p.dft.length;
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t part = i % ycomps, m = i / ycomps % mid, k = i / (ycomps * mid) % outs;
+    int64_t base = i / (ycomps * mid * outs) * x->dims[axis] * step + m * comps;
+    double re = 0, im = 0, c, s, step_c, step_s;
+    opc_dft_twiddle_of(mode, k, 0, len, &c, &s);
+    opc_dft_twiddle_of(mode, k, 1, len, &step_c, &step_s);
+    for (int64_t t = 0; t < n->p.dft.used; t++) {
+      int64_t at = base + t * step;
+      opc_dft_add_of(mode, k, t, len, getd(x, at), comps == 2 ? getd(x, at + 1) : 0, step_c,
+                     step_s, &c, &s, &re, &im);
+    }
+    double v = part ? im : re;
+    putd(y, i, mode ? v / (double)len : v);
+  }
+  return true;
+}
+
+/* STFT: frame f of batch b starts at sample f * frame_step; each frame,
+   times the window, transformed as DFT's forward mode (opc_stft). */
+bool fold_stft(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *w = n->p.dft.has_window ? n->in[2] : NULL;
+  Tensor *y = n->out[0];
+  int64_t len = n->p.dft.length, comps = x->dims[2], frames = y->dims[1], bins = y->dims[2];
+  if (!affordable(tensor_numel(y), len))
+    return false;
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    int64_t part = i % 2, k = i / 2 % bins, f = i / (2 * bins) % frames, b = i / (2 * bins * frames);
+    int64_t base = (b * x->dims[1] + f * n->p.dft.step) * comps;
+    double re = 0, im = 0, c, s, step_c, step_s;
+    opc_dft_twiddle_of(0, k, 0, len, &c, &s);
+    opc_dft_twiddle_of(0, k, 1, len, &step_c, &step_s);
+    for (int64_t t = 0; t < len; t++) {
+      double weight = w ? getd(w, t) : 1.0, vr = getd(x, base + t * comps);
+      double vi = comps == 2 ? getd(x, base + t * comps + 1) : 0;
+      opc_dft_add_of(0, k, t, len, vr * weight, vi * weight, step_c, step_s, &c, &s, &re, &im);
+    }
+    putd(y, i, part ? im : re);
+  }
+  return true;
+}
+
+/* HannWindow, HammingWindow, BlackmanWindow: scalar.h's cosine window of
+   period size (periodic) or size - 1 (symmetric), rounded into the
+   output's type. */
+bool fold_window(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  double a0 = 0.42, a1 = 0.5, a2 = 0.08; /* Blackman */
+  if (n->op == OP_HANN_WINDOW)
+    a0 = 0.5, a2 = 0;
+  else if (n->op == OP_HAMMING_WINDOW)
+    a0 = 25.0 / 46.0, a1 = 21.0 / 46.0, a2 = 0;
+  int64_t size = y->dims[0], period = node_attr_int(n, "periodic", 1) ? size : size - 1;
+  for (int64_t t = 0; t < size; t++)
+    putd(y, t, opc_cosine_window_of(t, period, a0, a1, a2));
+  return true;
+}
+
+/* MelWeightMatrix: band m a triangle over the DFT bins from edge m to edge
+   m + 2, peaking at 1 on edge m + 1 (scalar.h's opc_mel_bin_of; shape
+   inference checked that every edge is a bin). A band whose rising side
+   is empty is 1 at its peak. */
+bool fold_mel_weight_matrix(Graph *g, Node *n) {
+  Tensor *y = n->out[0];
+  int64_t num = y->dims[1], length = n->in[1]->i64[0], rate = n->in[2]->i64[0];
+  float lo = n->in[3]->f32[0], hi = n->in[4]->f32[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    putd(y, i, 0);
+  for (int64_t m = 0; m < num; m++) {
+    int64_t left = opc_mel_bin_of(m, num, length, rate, lo, hi);
+    int64_t center = opc_mel_bin_of(m + 1, num, length, rate, lo, hi);
+    int64_t right = opc_mel_bin_of(m + 2, num, length, rate, lo, hi);
+    if (center == left)
+      putd(y, center * num + m, 1);
+    for (int64_t j = left; j <= center && center > left; j++)
+      putd(y, j * num + m, (double)(j - left) / (double)(center - left));
+    for (int64_t j = center; j < right; j++)
+      putd(y, j * num + m, (double)(right - j) / (double)(right - center));
+  }
+  return true;
+}

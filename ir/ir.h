@@ -267,6 +267,7 @@ typedef enum ParamKind {
   PARAMS_ROTARY,
   PARAMS_ATTENTION,
   PARAMS_ROI_ALIGN,
+  PARAMS_DFT,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -393,6 +394,18 @@ typedef union Params {
     float scale;
     bool half_pixel, max_mode;
   } roi_align;
+  /* DFT and STFT: the transform's length (dft_length, STFT's
+     frame_length) and how many input values along the axis it reads
+     (samples, or bins for an inverse one-sided DFT: min of the input's
+     extent and what the length takes). DFT's axis, or axis_at_run_time
+     when its input 2 is run-time data, which the kernel reads (length and
+     used are then -1: the axis's own extent, which every axis then shares
+     with the output). STFT: frame_step and has_window. */
+  struct {
+    int axis;
+    int64_t length, used, step;
+    bool inverse, onesided, axis_at_run_time, has_window;
+  } dft;
   /* Compress: along `axis`, or over the flattened input when it is -1. */
   struct { int axis; } compress;
   /* NonMaxSuppression: center_point_box, up to per_class boxes kept per

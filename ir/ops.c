@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "ir.h"
+#include "scalar.h"
 #include "shapes.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -2441,6 +2442,221 @@ static bool infer_roi_align(Graph *g, Node *n) {
     }
   int64_t dims[4] = {rois->dims[0], x->dims[1], n->p.roi_align.out_h, n->p.roi_align.out_w};
   return set_out(g, n, 0, x->dtype, 4, dims);
+}
+
+/* ------------------------------------------------------ the audio front end */
+
+/* The last dim of DFT's and STFT's signal: 1 for real values, 2 for
+   complex ones (real, imaginary). */
+static bool signal_components(Graph *g, Node *n, const Tensor *x) {
+  int64_t c = x->dims[x->rank - 1];
+  if (c == 1 || c == 2)
+    return true;
+  ir_error(g, n, "the last dimension of '%s' holds a real (1) or complex (2) value; it is %lld",
+           x->name, (long long)c);
+  return false;
+}
+
+/* A positive compile-time length (dft_length, frame_length, frame_step). */
+static bool positive_length(Graph *g, Node *n, const Tensor *t, int64_t *out) {
+  if (!const_scalar_int(g, n, t, out))
+    return false;
+  if (*out >= 1)
+    return true;
+  ir_error(g, n, "'%s' must be at least 1, is %lld", t->name, (long long)*out);
+  return false;
+}
+
+/* DFT's axis: [-r, -2] or [0, r - 2] (the last dim is the complex one). */
+static bool dft_axis(Graph *g, Node *n, int64_t a, int rank, int *out) {
+  if (a < -rank || a > rank - 2 || a == -1) {
+    ir_error(g, n, "axis %lld is out of range: DFT takes [%d, -2] or [0, %d] for rank %d",
+             (long long)a, -rank, rank - 2, rank);
+    return false;
+  }
+  *out = (int)(a < 0 ? a + rank : a);
+  return true;
+}
+
+/* The transform's length, the input values it reads and the output's
+   extent along the axis, for n_in input values there; false when the
+   length is not at least 1 (an IRFFT of one bin has no default). */
+static bool dft_extents(const Node *n, int64_t n_in, int64_t *length, int64_t *used,
+                        int64_t *out) {
+  bool irfft = n->p.dft.inverse && n->p.dft.onesided;
+  int64_t len = *length > 0 ? *length : irfft ? 2 * (n_in - 1) : n_in;
+  if (len < 1)
+    return false;
+  int64_t takes = irfft ? len / 2 + 1 : len;
+  *length = len;
+  *used = n_in < takes ? n_in : takes;
+  *out = n->p.dft.onesided && !n->p.dft.inverse ? len / 2 + 1 : len;
+  return true;
+}
+
+/* A run-time axis decides no shape only when every axis it may name
+   keeps its extent: a full transform of each axis's own length. */
+static bool dft_axis_at_run_time(Graph *g, Node *n, const Tensor *x, const Tensor *axis,
+                                 int64_t length) {
+  if (tensor_numel(axis) != 1) {
+    ir_error(g, n, "'%s' must hold one value, has %lld", axis->name,
+             (long long)tensor_numel(axis));
+    return false;
+  }
+  bool same = !n->p.dft.onesided;
+  for (int d = 0; d < x->rank - 1 && same; d++)
+    same = length <= 0 || x->dims[d] == length;
+  if (!same)
+    return not_constant(g, n, "axis (it decides the output's shape here)", axis);
+  return true;
+}
+
+/* DFT: input [..., 1 or 2]; dft_length (a constant: it is an output dim);
+   the axis, opset 20's input 2 (default -2, run-time data where it decides
+   no shape) or opset 17's attribute (default 1). The output is complex
+   [..., 2], or real [..., 1] for an inverse one-sided DFT (IRFFT). */
+static bool infer_dft(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *len_in = in(n, 1), *axis_in = in(n, 2);
+  if (!need_rank(g, n, x, 2, IR_MAX_RANK) || !signal_components(g, n, x) ||
+      !flag_attr(g, n, "inverse", false, &n->p.dft.inverse) ||
+      !flag_attr(g, n, "onesided", false, &n->p.dft.onesided))
+    return false;
+  int64_t length = 0, a, dims[IR_MAX_RANK];
+  if (len_in && !positive_length(g, n, len_in, &length))
+    return false;
+  n->p.dft.axis_at_run_time = axis_in && !tensor_is_const(axis_in);
+  memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  dims[x->rank - 1] = n->p.dft.inverse && n->p.dft.onesided ? 1 : 2;
+  if (n->p.dft.axis_at_run_time) {
+    if (!dft_axis_at_run_time(g, n, x, axis_in, length))
+      return false;
+    n->p.dft.axis = 0;
+    n->p.dft.length = n->p.dft.used = -1;
+    return set_out(g, n, 0, x->dtype, x->rank, dims);
+  }
+  if (axis_in) {
+    if (!const_scalar_int(g, n, axis_in, &a))
+      return false;
+  } else {
+    a = g->opset >= 20 ? -2 : node_attr_int(n, "axis", 1);
+  }
+  if (!dft_axis(g, n, a, x->rank, &n->p.dft.axis))
+    return false;
+  int axis = n->p.dft.axis;
+  if (!dft_extents(n, x->dims[axis], &length, &n->p.dft.used, &dims[axis])) {
+    ir_error(g, n, "axis %d holds %lld value(s), which give no transform length%s; give "
+             "dft_length", axis, (long long)x->dims[axis],
+             n->p.dft.inverse && n->p.dft.onesided ? " (an IRFFT's is 2 * (bins - 1))" : "");
+    return false;
+  }
+  n->p.dft.length = length;
+  return set_out(g, n, 0, x->dtype, x->rank, dims);
+}
+
+/* STFT: signal [batch, length, 1 or 2], frame_step and frame_length
+   constants (they decide the frames and bins), a window [frame_length]
+   that may be run-time data. Output [batch, frames, bins, 2]. */
+static bool infer_stft(Graph *g, Node *n) {
+  Tensor *x = in(n, 0), *step = in(n, 1), *window = in(n, 2), *len_in = in(n, 3);
+  bool onesided;
+  if (!need_rank(g, n, x, 3, 3) || !signal_components(g, n, x) ||
+      !flag_attr(g, n, "onesided", true, &onesided) ||
+      !positive_length(g, n, step, &n->p.dft.step))
+    return false;
+  int64_t length = x->dims[1];
+  if (len_in && !positive_length(g, n, len_in, &length))
+    return false;
+  if (window) {
+    if (!need_rank(g, n, window, 1, 1))
+      return false;
+    if (len_in && window->dims[0] != length) {
+      ir_error(g, n, "window '%s' holds %lld values; frame_length is %lld", window->name,
+               (long long)window->dims[0], (long long)length);
+      return false;
+    }
+    length = window->dims[0];
+  }
+  if (length < 1 || length > x->dims[1]) {
+    ir_error(g, n, "frame_length %lld does not fit the signal's %lld samples", (long long)length,
+             (long long)x->dims[1]);
+    return false;
+  }
+  if (onesided && x->dims[2] == 2) {
+    ir_error(g, n, "a one-sided STFT needs a real signal; '%s' is complex (set onesided=0)",
+             x->name);
+    return false;
+  }
+  n->p.dft.onesided = onesided;
+  n->p.dft.length = n->p.dft.used = length;
+  n->p.dft.has_window = window != NULL;
+  int64_t dims[4] = {x->dims[0], (x->dims[1] - length) / n->p.dft.step + 1,
+                     onesided ? length / 2 + 1 : length, 2};
+  return set_out(g, n, 0, x->dtype, 4, dims);
+}
+
+/* output_datatype: the ONNX type code of a window's or MelWeightMatrix's
+   output, any number type (default float). */
+static bool output_datatype(Graph *g, Node *n, DType *dt) {
+  int64_t v = node_attr_int(n, "output_datatype", DT_FLOAT);
+  static const DType numbers[] = {DT_FLOAT,  DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16,
+                                  DT_INT8,   DT_INT16,  DT_INT32,   DT_INT64,
+                                  DT_UINT8,  DT_UINT16, DT_UINT32,  DT_UINT64};
+  for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+    if (v == (int64_t)numbers[i]) {
+      *dt = numbers[i];
+      return true;
+    }
+  ir_error(g, n, "output_datatype %lld is not a number type", (long long)v);
+  return false;
+}
+
+/* HannWindow, HammingWindow, BlackmanWindow: size is the output's length,
+   so a compile-time constant; the evaluator reads periodic. */
+static bool infer_window(Graph *g, Node *n) {
+  int64_t size;
+  bool periodic;
+  DType dt;
+  if (!const_scalar_int(g, n, in(n, 0), &size) || !output_datatype(g, n, &dt) ||
+      !flag_attr(g, n, "periodic", true, &periodic))
+    return false;
+  if (size < 0) {
+    ir_error(g, n, "window size %lld is negative", (long long)size);
+    return false;
+  }
+  return set_out(g, n, 0, dt, 1, &size);
+}
+
+static bool const_scalar_float(Graph *g, Node *n, const Tensor *t, float *out);
+
+/* MelWeightMatrix: every input a constant (the first two decide the
+   shape [dft_length / 2 + 1, num_mel_bins]); each band's edges must fall
+   on a bin of the one-sided DFT, which the evaluator then indexes. */
+static bool infer_mel_weight_matrix(Graph *g, Node *n) {
+  int64_t num, length, rate;
+  float lo, hi;
+  DType dt;
+  if (!const_scalar_int(g, n, in(n, 0), &num) || !positive_length(g, n, in(n, 1), &length) ||
+      !positive_length(g, n, in(n, 2), &rate) || !const_scalar_float(g, n, in(n, 3), &lo) ||
+      !const_scalar_float(g, n, in(n, 4), &hi) || !output_datatype(g, n, &dt))
+    return false;
+  if (num < 0 || num > FOLD_MAX_ELEMENTS) {
+    ir_error(g, n, "num_mel_bins %lld is out of range: 0 to %lld", (long long)num,
+             (long long)FOLD_MAX_ELEMENTS);
+    return false;
+  }
+  int64_t dims[2] = {length / 2 + 1, num}, bins = dims[0];
+  if (!set_out(g, n, 0, dt, 2, dims)) /* first: it bounds the loop below */
+    return false;
+  for (int64_t i = 0; i < num + 2; i++) {
+    long long b = opc_mel_bin_of(i, num, length, rate, lo, hi);
+    if (b < 0 || b >= bins) {
+      ir_error(g, n, "mel band edge %lld falls at DFT bin %lld, outside the %lld bins of a "
+               "%lld-point DFT (lower_edge_hertz %g, upper_edge_hertz %g, sample_rate %lld)",
+               (long long)i, b, (long long)bins, (long long)length, lo, hi, (long long)rate);
+      return false;
+    }
+  }
+  return true;
 }
 
 /* AffineGrid: theta [N, 2, 3] or [N, 3, 4] and a constant size [N, C, H,

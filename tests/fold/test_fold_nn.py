@@ -49,7 +49,8 @@ KINDS = {
     "MaxPool", "MaxUnpool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
     "GlobalLpPool", "Pad", "Gemm", "MatMul", "DepthToSpace", "SpaceToDepth", "Resize",
     "Upsample", "RoiAlign", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "LSTM", "GRU", "RNN",
-    "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv",
+    "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "DFT", "STFT",
+    "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix",
 }
 
 TOLERANCE = 1e-4
