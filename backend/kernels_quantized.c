@@ -72,6 +72,8 @@ typedef struct LtPlan {
   const char *w, *colsum;                  /* weights */
   const char *handle, *desc, *al, *bl, *dl; /* context fields, "c->..." */
   const char *acc, *packed;                /* scratch: int32 D, int8 packed rows */
+  const int64_t *colsum_data; /* at compile time */
+  const char *corr; /* QLinear's epilogue: (offset - za) colsum + bias, or NULL */
 } LtPlan;
 
 static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
@@ -103,6 +105,7 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
                            padded * p->k4);
   p->colsum = weights_add_typed(e, emit_str(e, "%s_int8_colsum", node_id(e, n)), DT_INT32,
                                 colsum, rows);
+  p->colsum_data = colsum;
   return true;
 }
 
@@ -235,7 +238,7 @@ static void pack_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor
 }
 
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
-   output pixel, over the launch's [N, H' W', K']. */
+   output pixel, a row per thread. */
 static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *x,
                           const Tensor *zx) {
   const Window *win = &n->win;
@@ -243,12 +246,11 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   bool flat = win->nspatial == 1;
   int last = win->nspatial - 1;
   Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
-  L.rank = 3;
-  L.dims[0] = p->images;
-  L.dims[1] = p->cols;
-  L.dims[2] = p->k4;
-  int64_t ys[8] = {p->cols * p->k4, p->k4, 1}, none[8] = {0};
+  L.rank = 1;
+  L.dims[0] = p->images * p->cols;
+  int64_t ys[8] = {p->k4}, none[8] = {0};
   set_output(&L, p->packed, ys);
+  L.y_extent = L.dims[0] * p->k4; /* each thread writes its whole row */
   L.y_bytes = 1;
   set_input(&L, 0, buf(e, x), none);
   whole_input(&L, 0, x);
@@ -273,35 +275,28 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   L.i[11] = y->dims[y->rank - 1];
   L.i[12] = p->offset;
   L.i[13] = zx != NULL;
-  group_i(&L, 11, 3, "W', the offset that makes x int8, x's zero point given");
+  L.i[14] = p->cols;
+  group_i(&L, 11, 4, "W', the offset that makes x int8, x's zero point given, H' W'");
   emit_launch(e, n, &L);
 }
 
 /* opc_int8_fixup: D plus (offset - za) times the column sums, into the
-   sums y: [M, N] of a matmul, [N, Cout, P] of a convolution. */
+   sums y: [M, N] of a matmul, [N, Cout, H' W'] of a convolution; a row of
+   y per thread. */
 static void fixup_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
                          const Tensor *za, const char *y) {
   Launch L = {.kernel = typed_kernel(e, "opc_int8_fixup", a->dtype)};
   int64_t none[8] = {0};
-  if (p->conv) {
-    int64_t dims[3] = {p->images, p->rows, p->cols};
-    int64_t ys[8] = {p->rows * p->cols, p->cols, 1}, ds[8] = {p->cols, p->gm, 1};
-    int64_t cs[8] = {0, 1, 0};
-    L.rank = 3;
-    memcpy(L.dims, dims, sizeof dims);
-    set_output(&L, y, ys);
-    set_input(&L, 0, p->acc, ds);
-    set_input(&L, 1, p->colsum, cs);
-  } else {
-    int64_t ys[8] = {p->cols, 1}, ds[8] = {p->gm, 1}, cs[8] = {0, 1};
-    L.rank = 2;
-    L.dims[0] = p->rows;
-    L.dims[1] = p->cols;
-    set_output(&L, y, ys);
-    set_input(&L, 0, p->acc, ds);
-    set_input(&L, 1, p->colsum, cs);
-  }
+  L.rank = 1;
+  L.dims[0] = p->images * p->rows;
+  int64_t ys[8] = {p->cols};
+  set_output(&L, y, ys);
+  L.y_extent = L.dims[0] * p->cols;
   L.y_bytes = 4;
+  set_input(&L, 0, p->acc, none);
+  L.x_extent[0] = p->gm * p->gn;
+  set_input(&L, 1, p->colsum, none);
+  L.x_extent[1] = p->conv ? p->rows : p->cols;
   L.x_bytes[0] = L.x_bytes[1] = 4;
   if (za) {
     set_input(&L, 2, buf(e, za), none);
@@ -311,13 +306,36 @@ static void fixup_launch(Emitter *e, const Node *n, const LtPlan *p, const Tenso
   L.i[0] = p->offset;
   L.i[1] = za != NULL;
   group_i(&L, 0, 2, "the activations' offset, their zero point given");
+  L.i[2] = p->cols;
+  L.i[3] = p->conv ? p->rows : 0;
+  L.i[4] = p->gm;
+  group_i(&L, 2, 3, "sums per row, channels per image (0: a matmul), D's ld");
   emit_launch(e, n, &L);
 }
 
-/* The sums into y (int32, the output's shape) through the GEMM: the
-   activations a packed, the GEMM, the correction. */
-static void lt_run(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
-                   const Tensor *za, const char *y) {
+/* QLinearMatMul and QLinearConv with a constant zero point of the
+   activations (or none) and bias (or none): the correction (offset - za)
+   times the column sums plus the bias, one int32 per channel, folded now,
+   so that opc_int8_requantize reads the GEMM's D directly. Wraps as int32. */
+static void lt_fold_correction(Emitter *e, const Node *n, LtPlan *p, const Tensor *za,
+                               const Tensor *bias) {
+  const int64_t *colsum = p->colsum_data;
+  if (!p->on || (za && !za->i64) || (bias && !bias->i64))
+    return;
+  int64_t channels = p->conv ? p->rows : p->cols;
+  int64_t shift = p->offset - (za ? za->i64[0] : 0);
+  int64_t *corr = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)channels);
+  for (int64_t c = 0; c < channels; c++) {
+    uint32_t v = (uint32_t)shift * (uint32_t)colsum[c] + (uint32_t)(bias ? bias->i64[c] : 0);
+    corr[c] = (int32_t)v;
+  }
+  p->corr = weights_add_typed(e, emit_str(e, "%s_int8_corr", node_id(e, n)), DT_INT32, corr,
+                              channels);
+}
+
+/* The activations a packed, and the GEMM into D. */
+static void lt_gemm(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
+                    const Tensor *za) {
   if (p->conv)
     im2row_launch(e, n, p, a, za);
   else
@@ -328,6 +346,12 @@ static void lt_run(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
             "%s, NULL, NULL, 0, %s)",
             p->handle, p->desc, first, p->al, second, p->bl, p->acc, p->dl, p->acc, p->dl,
             node_stream(e, n));
+}
+
+/* The sums into y (int32, the output's shape) through the GEMM. */
+static void lt_run(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
+                   const Tensor *za, const char *y) {
+  lt_gemm(e, n, p, a, za);
   fixup_launch(e, n, p, a, za, y);
 }
 
@@ -549,6 +573,7 @@ static void setup_qlinear(Emitter *e, Node *n) {
     lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
   else
     lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
 }
 
 /* One multiplier per output channel: opc_requant_scale_of of the first
@@ -601,9 +626,49 @@ static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s
   emit_launch(e, n, &L);
 }
 
+/* opc_int8_requantize: y straight from the GEMM's D, the correction and
+   bias folded (lt_fold_correction); a row of y per thread. */
+static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const LtPlan *p = &s->lt;
+  const Tensor *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_requantize", y->dtype)};
+  int64_t none[8] = {0}, ys[8] = {p->cols};
+  L.rank = 1;
+  L.dims[0] = p->images * p->rows;
+  set_output(&L, buf(e, y), ys);
+  L.y_extent = L.dims[0] * p->cols;
+  L.y_bytes = 1;
+  set_input(&L, 0, p->acc, none);
+  L.x_extent[0] = p->gm * p->gn;
+  set_input(&L, 1, p->corr, none);
+  L.x_extent[1] = s->channels;
+  set_input(&L, 2, s->multipliers, none);
+  L.x_extent[2] = s->channels;
+  set_input(&L, 3, buf(e, n->in[7]), none);
+  L.x_extent[3] = 1;
+  L.x_bytes[0] = L.x_bytes[1] = 4;
+  L.x_bytes[3] = 1;
+  L.i[0] = p->cols;
+  L.i[1] = p->conv ? p->rows : 0;
+  L.i[2] = p->gm;
+  L.i[3] = s->channels > 1;
+  group_i(&L, 0, 4, "sums per row, channels per image (0: a matmul), D's ld, per channel");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 static void run_qlinear(Emitter *e, Node *n) {
   const QLinearScratch *s = node_data(e, n, sizeof *s);
   const Tensor *a = n->in[0], *b = n->in[3], *za = n->in[2], *zb = n->in[5];
+  if (s->lt.corr) { /* the GEMM and one epilogue: no int32 sums in between */
+    if (s->lt.conv && !conv_operands_contiguous(e, n, a, b))
+      return;
+    lt_gemm(e, n, &s->lt, a, za);
+    multiplier_launch(e, n, s);
+    lt_requantize_launch(e, n, s);
+    return;
+  }
   if (n->op == OP_QLINEAR_CONV) {
     if (!conv_operands_contiguous(e, n, a, b))
       return;

@@ -278,9 +278,12 @@ def arr(v):
     return np.asarray(v)
 
 
-# The weights' operands: B or w and its zero point; scales and bias too.
-WEIGHTS = {"MatMulInteger": (1, 3), "ConvInteger": (1, 3), "QLinearMatMul": (3, 4, 5),
-           "QLinearConv": (3, 4, 5, 8)}
+# The weights' operands: B or w and its zero point; scales and bias too,
+# and QLinear's zero point of the activations (then opc folds the
+# correction and bias into the GEMM's epilogue, opc_int8_requantize;
+# MatMulInteger and ConvInteger keep theirs an input: opc_int8_fixup).
+WEIGHTS = {"MatMulInteger": (1, 3), "ConvInteger": (1, 3), "QLinearMatMul": (2, 3, 4, 5),
+           "QLinearConv": (2, 3, 4, 5, 8)}
 
 
 def build_model(cases, as_initializers):
@@ -414,6 +417,7 @@ def main():
     for ops in (("MatMulInteger", "ConvInteger"), ("QLinearMatMul", "QLinearConv")):
         runs.append(("weights constant", [c for c in cases if c.op in ops], "weights"))
     for k, (mode, group, folded) in enumerate(runs):
+        ops = {c.op for c in group}
         m = build_model(group, as_initializers=folded)
         model_feeds = {i.name: feeds[i.name] for i in m.graph.input}
         gots, why = run_opc(opc, m, model_feeds, os.path.join(work, f"program{k}"))
@@ -424,7 +428,9 @@ def main():
         if folded == "weights":
             with open(os.path.join(work, f"program{k}", "net.c")) as f:
                 text = f.read()
-            for call in ("cublasLtMatmul(", "opc_int8_im2row"):
+            calls = ("cublasLtMatmul(", "opc_int8_im2row",
+                     "opc_int8_requantize" if "QLinearConv" in ops else "opc_int8_fixup")
+            for call in calls:
                 if call not in text:
                     print(f"FAIL {mode}: net.c has no {call}")
                     failures += 1
