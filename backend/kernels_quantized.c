@@ -131,8 +131,8 @@ static const char *lt_field(Emitter *e, const Node *n, const char *type, const c
   return emit_str(e, "c->%s", f);
 }
 
-/* create(): the handle, descriptor, layouts and scratch (zeroed: the packed
-   rows past the last are never written); destroy() frees them. */
+/* create(): the handle, descriptor, layouts and scratch; destroy() frees
+   them. The packing kernels write every row of the scratch the GEMM reads. */
 static void lt_objects(Emitter *e, const Node *n, LtPlan *p) {
   p->handle = lt_field(e, n, "cublasLtHandle_t", "lt");
   p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
@@ -159,7 +159,6 @@ static void lt_objects(Emitter *e, const Node *n, LtPlan *p) {
   int64_t ints = acc_ints + (packed_rows * p->k4 + 3) / 4;
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&%s, %lld * sizeof(int))", scratch,
             (long long)ints);
-  emit_call(e, LIB_CUDA, n, "cudaMemset(%s, 0, %lld * sizeof(int))", scratch, (long long)ints);
   emit_to(e, SEC_TEARDOWN, "cudaFree(%s);", scratch);
   emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", p->dl);
   emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", p->bl);
@@ -238,7 +237,8 @@ static void pack_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor
 }
 
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
-   output pixel, a row per thread. */
+   output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
+   m (a multiple of 4) are zeros. */
 static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *x,
                           const Tensor *zx) {
   const Window *win = &n->win;
@@ -247,7 +247,7 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   int last = win->nspatial - 1;
   Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
   L.rank = 1;
-  L.dims[0] = p->images * p->cols;
+  L.dims[0] = p->gm;
   int64_t ys[8] = {p->k4}, none[8] = {0};
   set_output(&L, p->packed, ys);
   L.y_extent = L.dims[0] * p->k4; /* each thread writes its whole row */
@@ -276,7 +276,8 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   L.i[12] = p->offset;
   L.i[13] = zx != NULL;
   L.i[14] = p->cols;
-  group_i(&L, 11, 4, "W', the offset that makes x int8, x's zero point given, H' W'");
+  L.i[15] = p->images * p->cols;
+  group_i(&L, 11, 5, "W', the offset that makes x int8, x's zero point given, H' W', N H' W'");
   emit_launch(e, n, &L);
 }
 

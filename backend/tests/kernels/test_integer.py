@@ -11,7 +11,8 @@ and bias) initializers and the activations inputs: there opc computes the
 sums with cuBLASLt's int8 GEMM (the CPU runtime's stand-in) where the
 weights less their zero point fit int8, the activations have one zero
 point and the convolution one group, and with its kernels elsewhere; those
-programs must call cublasLtMatmul and opc_int8_im2row. All outputs are
+programs must call cublasLtMatmul and opc_int8_im2row, and run clean under
+the runtime's checker (OPC_CHECK=1). All outputs are
 integers and are compared exactly, type and shape too.
 
 Oracles. The integer products' int32 sums are numpy's int64 sums of
@@ -434,6 +435,17 @@ def main():
                 if call not in text:
                     print(f"FAIL {mode}: net.c has no {call}")
                     failures += 1
+            # Under the runtime's checker (OPC_CHECK=1): no race, no access
+            # outside what each call says it touches (the scratch's rows
+            # past the last pixel, for one, must be written by a kernel
+            # on the node's stream, not by a memset in create()).
+            os.environ["OPC_CHECK"] = "1"
+            got = onnx_case.run_program(os.path.join(work, f"program{k}", "net"), m,
+                                        model_feeds, os.path.join(work, f"program{k}"))
+            del os.environ["OPC_CHECK"]
+            print(f"{'FAIL' if isinstance(got, str) else 'ok  '} {mode}: runs under OPC_CHECK=1"
+                  f"{': ' + got if isinstance(got, str) else ''}")
+            failures += isinstance(got, str)
         for c in group:
             why = compare(gots[c.name], wants[c.name])
             print(f"{'FAIL' if why else 'ok  '} {c.name} ({mode}){': ' + why if why else ''}")
