@@ -251,7 +251,7 @@ const char *target_libs(Target t) {
   if (h->layout == CUDA_TOOLKIT) {
     snprintf(libs, sizeof libs,
              "%.4000s -L%.4000s/lib64 -L%.4000s/lib64/stubs -Wl,-rpath,%.4000s/lib64 -lcudnn "
-             "-lcublas -lcudart -lcuda -lnvrtc -ldl -lpthread -lmvec -lm",
+             "-lcublasLt -lcublas -lcudart -lcuda -lnvrtc -ldl -lpthread -lmvec -lm",
              p->cpu_lib, h->dir, h->dir, h->dir);
     return libs;
   }
@@ -265,7 +265,8 @@ const char *target_libs(Target t) {
   }
   snprintf(libs, sizeof libs,
            "%.4000s -L%.4000s/cu13/lib -L%.4000s/cudnn/lib -L%.4000s -Wl,-rpath,%.4000s/cu13/lib "
-           "-Wl,-rpath,%.4000s/cudnn/lib -l:libcudnn.so.9 -l:libcublas.so.13 -l:libcudart.so.13 "
+           "-Wl,-rpath,%.4000s/cudnn/lib -l:libcudnn.so.9 -l:libcublasLt.so.13 -l:libcublas.so.13 "
+           "-l:libcudart.so.13 "
            "-lcuda -l:libnvrtc.so.13 -ldl -lpthread -lmvec -lm",
            p->cpu_lib, h->dir, h->dir, p->stubs, h->dir, h->dir);
   return libs;

@@ -4,9 +4,19 @@
  * opc_conv_integer, the first operand's type naming the instance): int32
  * sums, one thread per output. QLinearMatMul and QLinearConv put those
  * sums in scratch, then requantise them (opc_requant_multiplier,
- * opc_requantize). No cuBLAS or cuDNN int8 call is used; the kernels are
- * exact, not fast.
+ * opc_requantize).
+ *
+ * An integer matmul whose B is a constant matrix (quantize_dynamic's
+ * MatMulInteger, fuse-qdq's QLinearMatMul) takes cuBLASLt's int8 GEMM
+ * instead of opc_matmul_integer, when B less its zero point fits int8
+ * (symmetric int8 weights always do) and A's zero point is one value:
+ * opc_int8_pack makes A int8 (A - 128 for uint8), cublasLtMatmul sums
+ * int8 products into int32, and opc_int8_fixup adds (128 - za) times B's
+ * column sums, folded at compile time. The sums are the same integers.
+ * See docs/architecture.md, "Int8 GEMM". ConvInteger and QLinearConv still
+ * use opc_conv_integer.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
@@ -27,6 +37,323 @@ static void whole_input(Launch *L, int k, const Tensor *t) {
   int64_t s[IR_MAX_RANK];
   strides_of(t, s);
   L->x_extent[k] = reach(t->rank, t->dims, s, &(int64_t){0});
+}
+
+/* ---------------------------------------- through cuBLASLt's int8 GEMM */
+
+/*
+ * An integer matmul or convolution with constant weights, on cublasLtMatmul.
+ * cuBLASLt's IMMA kernels take the "TN" form only: D (m x n, column-major)
+ * = op(A) op(B) with A stored k x m (transposed) and B k x n, m and k
+ * multiples of 4. Both operands are therefore stored as rows of k' int8
+ * values (k' = K rounded up to 4, zeros after K):
+ *   - MatMul: the sums [M, N] (row-major) are D = W^T A'^T of m = N' (N
+ *     rounded up to 4) and n = M: A is W = B' transposed, [N', K'] at
+ *     compile time; B is the packed activations [M, K'] (opc_int8_pack).
+ *   - Conv (group 1): each image's sums [Cout, P] (P = H' W') are rows of
+ *     D = X'^T W of m = N P rounded up to 4 and n = Cout: A is the
+ *     activations as one row per output pixel, [N P, K'] with K = C KH KW
+ *     (opc_int8_im2row); B is W = w' [Cout, K'].
+ * A' = A - 128 for uint8 activations (A itself for int8) and w' = w less
+ * its zero point, when every value fits int8 (symmetric int8 weights
+ * always do); since sum (a - za) w' = sum a' w' + (128 - za) sum w',
+ * opc_int8_fixup adds (128 - za) times w''s column sums, folded at compile
+ * time. A padded tap of the convolution is packed as za - 128, whose
+ * term (a' + 128 - za) is 0, as the operator's padding contributes.
+ */
+typedef struct LtPlan {
+  bool on;
+  int64_t k, k4;         /* the sum's length, and it rounded up to 4 */
+  int64_t gm, gn;        /* cuBLASLt's m (a multiple of 4) and n */
+  int64_t rows, cols;    /* the sums of an image: rows x cols */
+  int64_t images;        /* of the convolution; 1 for the matmul */
+  int offset;            /* subtracted from the activations: 128 for uint8 */
+  bool conv;
+  const char *w, *colsum;                  /* weights */
+  const char *handle, *desc, *al, *bl, *dl; /* context fields, "c->..." */
+  const char *acc, *packed;                /* scratch: int32 D, int8 packed rows */
+  const int64_t *colsum_data; /* at compile time */
+  const char *corr; /* QLinear's epilogue: (offset - za) colsum + bias, or NULL */
+} LtPlan;
+
+static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
+
+/* The weights less their zero point as int8 rows: `rows` rows of `k`
+   values, element (r, q) at w[r * rs + q * qs]; the zero point is one, or
+   one per row. Into the plan's W ([padded, K'], zeros past k and past
+   `rows`) and column sums. False when a value does not fit int8 or the
+   data is not constant. */
+static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
+                       int64_t rows, int64_t padded, int64_t rs, int64_t qs) {
+  if (!w->i64 || (zw && !zw->i64))
+    return false;
+  int64_t *packed = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
+  int64_t *colsum = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)rows);
+  memset(packed, 0, sizeof(int64_t) * (size_t)(padded * p->k4));
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0], sum = 0;
+    for (int64_t q = 0; q < p->k; q++) {
+      int64_t v = w->i64[r * rs + q * qs] - z;
+      if (v < -128 || v > 127)
+        return false;
+      packed[r * p->k4 + q] = v;
+      sum += v;
+    }
+    colsum[r] = sum; /* |sum| <= 128 K: K is below 2^24 */
+  }
+  p->w = weights_add_typed(e, emit_str(e, "%s_int8_w", node_id(e, n)), DT_INT8, packed,
+                           padded * p->k4);
+  p->colsum = weights_add_typed(e, emit_str(e, "%s_int8_colsum", node_id(e, n)), DT_INT32,
+                                colsum, rows);
+  p->colsum_data = colsum;
+  return true;
+}
+
+/* Whether the node may take the GEMM: single-GPU code (a CPU unit, a
+   multi-GPU or serving program keeps the kernel), contiguous activations
+   and output, one zero point of the activations. OPC_INT8_GEMM=kernel at
+   compile time keeps the kernel too, to compare the two. */
+static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za) {
+  const char *choice = getenv("OPC_INT8_GEMM");
+  if (choice && !strcmp(choice, "kernel"))
+    return false;
+  if (emit_multi_gpu(e) || node_is_cpu_code(e, n) || e->g->serve)
+    return false;
+  if (za && tensor_numel(za) != 1)
+    return false;
+  return is_contiguous(a) && is_contiguous(n->out[0]) && tensor_numel(a) > 0 &&
+         tensor_numel(n->out[0]) > 0;
+}
+
+static const char *lt_field(Emitter *e, const Node *n, const char *type, const char *what) {
+  const char *f = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
+  emit_to(e, SEC_FIELDS, "%s %s;", type, f);
+  return emit_str(e, "c->%s", f);
+}
+
+/* create(): the handle, descriptor, layouts and scratch; destroy() frees
+   them. The packing kernels write every row of the scratch the GEMM reads. */
+static void lt_objects(Emitter *e, const Node *n, LtPlan *p) {
+  p->handle = lt_field(e, n, "cublasLtHandle_t", "lt");
+  p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
+  p->al = lt_field(e, n, "cublasLtMatrixLayout_t", "lt_a");
+  p->bl = lt_field(e, n, "cublasLtMatrixLayout_t", "lt_b");
+  p->dl = lt_field(e, n, "cublasLtMatrixLayout_t", "lt_d");
+  const char *scratch = lt_field(e, n, "int *", "lt_scratch");
+  emit(e, "/* cuBLASLt's int8 GEMM, \"TN\": A (k' x m, op T) by B (k' x n) into int32 D */");
+  emit_call(e, LIB_CUBLAS, n, "cublasLtCreate(&%s)", p->handle);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescCreate(&%s, CUBLAS_COMPUTE_32I, CUDA_R_32I)",
+            p->desc);
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasLtMatmulDescSetAttribute(%s, CUBLASLT_MATMUL_DESC_TRANSA, "
+            "&(int32_t){CUBLAS_OP_T}, sizeof(int32_t))",
+            p->desc);
+  long long k4 = p->k4, gm = p->gm, gn = p->gn;
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatrixLayoutCreate(&%s, CUDA_R_8I, %lld, %lld, %lld)",
+            p->al, k4, gm, k4);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatrixLayoutCreate(&%s, CUDA_R_8I, %lld, %lld, %lld)",
+            p->bl, k4, gn, k4);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatrixLayoutCreate(&%s, CUDA_R_32I, %lld, %lld, %lld)",
+            p->dl, gm, gn, gm);
+  int64_t acc_ints = p->gm * p->gn, packed_rows = p->conv ? p->gm : p->gn;
+  int64_t ints = acc_ints + (packed_rows * p->k4 + 3) / 4;
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&%s, %lld * sizeof(int))", scratch,
+            (long long)ints);
+  emit_to(e, SEC_TEARDOWN, "cudaFree(%s);", scratch);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", p->dl);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", p->bl);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", p->al);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatmulDescDestroy(%s);", p->desc);
+  emit_to(e, SEC_TEARDOWN, "cublasLtDestroy(%s);", p->handle);
+  p->acc = scratch;
+  p->packed = emit_str(e, "(signed char *)(%s + %lld)", scratch, (long long)acc_ints);
+}
+
+/* Sizes no int32 index or sum of the GEMM can overflow. */
+static bool lt_sizes_fit(const LtPlan *p) {
+  return p->k4 < (1 << 24) && p->gm * p->gn < 0x7fffffff && p->gm * p->k4 < 0x7fffffff &&
+         p->gn * p->k4 < 0x7fffffff;
+}
+
+/* Plans the GEMM of a matmul of A by constant B [K, N] (zero points za,
+   zb) in the node's setup; p->on stays false when it does not fit. */
+static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *a,
+                            const Tensor *b, const Tensor *za, const Tensor *zb) {
+  if (!lt_allowed(e, n, a, za) || b->rank != 2 || a->rank < 1 ||
+      a->dims[a->rank - 1] != b->dims[0] || b->dims[0] < 1 || b->dims[1] < 1)
+    return;
+  p->k = b->dims[0];
+  p->k4 = round4(p->k);
+  p->rows = tensor_numel(a) / p->k;
+  p->cols = b->dims[1];
+  p->images = 1;
+  p->gm = round4(p->cols);
+  p->gn = p->rows;
+  p->offset = a->dtype == DT_UINT8 ? 128 : 0;
+  /* W's row j is B's column j: element (j, q) at B[q * N + j]; zero rows to N'. */
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, b, zb, p->cols, p->gm, 1, p->cols))
+    return;
+  lt_objects(e, n, p);
+  p->on = true;
+}
+
+/* The same for a convolution of group 1 with constant w [Cout, C, KH, KW]. */
+static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
+                          const Tensor *w, const Tensor *zx, const Tensor *zw) {
+  const Tensor *y = n->out[0];
+  if (!lt_allowed(e, n, x, zx) || n->win.group != 1 || !is_contiguous(w))
+    return;
+  p->conv = true;
+  p->k = tensor_numel(w) / w->dims[0];
+  p->k4 = round4(p->k);
+  p->images = y->dims[0];
+  p->rows = y->dims[1];
+  p->cols = tensor_numel(y) / (p->images * p->rows);
+  p->gm = round4(p->images * p->cols);
+  p->gn = p->rows;
+  p->offset = x->dtype == DT_UINT8 ? 128 : 0;
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->rows, p->rows, p->k, 1))
+    return;
+  lt_objects(e, n, p);
+  p->on = true;
+}
+
+/* opc_int8_pack: A [M, K] into A' [M, K'] int8. */
+static void pack_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a) {
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_pack", a->dtype)};
+  L.rank = 2;
+  L.dims[0] = p->rows;
+  L.dims[1] = p->k4;
+  int64_t ys[8] = {p->k4, 1}, xs[8] = {p->k, 1};
+  set_output(&L, p->packed, ys);
+  L.y_bytes = 1;
+  set_input(&L, 0, buf(e, a), xs);
+  L.x_extent[0] = p->rows * p->k; /* the padding's columns read nothing */
+  L.x_bytes[0] = 1;
+  L.i[0] = p->k;
+  L.i[1] = p->offset;
+  group_i(&L, 0, 2, "K, the offset that makes A int8");
+  emit_launch(e, n, &L);
+}
+
+/* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
+   output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
+   m (a multiple of 4) are zeros. */
+static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *x,
+                          const Tensor *zx) {
+  const Window *win = &n->win;
+  const Tensor *y = n->out[0];
+  bool flat = win->nspatial == 1;
+  int last = win->nspatial - 1;
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
+  L.rank = 1;
+  L.dims[0] = p->gm;
+  int64_t ys[8] = {p->k4}, none[8] = {0};
+  set_output(&L, p->packed, ys);
+  L.y_extent = L.dims[0] * p->k4; /* each thread writes its whole row */
+  L.y_bytes = 1;
+  set_input(&L, 0, buf(e, x), none);
+  whole_input(&L, 0, x);
+  L.x_bytes[0] = 1;
+  if (zx) {
+    set_input(&L, 1, buf(e, zx), none);
+    L.x_extent[1] = 1;
+    L.x_bytes[1] = 1;
+  }
+  L.i[0] = x->dims[1];
+  L.i[1] = flat ? 1 : x->dims[2];
+  L.i[2] = x->dims[x->rank - 1];
+  L.i[3] = flat ? 1 : win->kernel[0];
+  L.i[4] = win->kernel[last];
+  L.i[5] = flat ? 1 : win->stride[0];
+  L.i[6] = win->stride[last];
+  L.i[7] = flat ? 1 : win->dilation[0];
+  L.i[8] = win->dilation[last];
+  L.i[9] = flat ? 0 : win->pad_begin[0];
+  L.i[10] = win->pad_begin[last];
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = y->dims[y->rank - 1];
+  L.i[12] = p->offset;
+  L.i[13] = zx != NULL;
+  L.i[14] = p->cols;
+  L.i[15] = p->images * p->cols;
+  group_i(&L, 11, 5, "W', the offset that makes x int8, x's zero point given, H' W', N H' W'");
+  emit_launch(e, n, &L);
+}
+
+/* opc_int8_fixup: D plus (offset - za) times the column sums, into the
+   sums y: [M, N] of a matmul, [N, Cout, H' W'] of a convolution; a row of
+   y per thread. */
+static void fixup_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
+                         const Tensor *za, const char *y) {
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_fixup", a->dtype)};
+  int64_t none[8] = {0};
+  L.rank = 1;
+  L.dims[0] = p->images * p->rows;
+  int64_t ys[8] = {p->cols};
+  set_output(&L, y, ys);
+  L.y_extent = L.dims[0] * p->cols;
+  L.y_bytes = 4;
+  set_input(&L, 0, p->acc, none);
+  L.x_extent[0] = p->gm * p->gn;
+  set_input(&L, 1, p->colsum, none);
+  L.x_extent[1] = p->conv ? p->rows : p->cols;
+  L.x_bytes[0] = L.x_bytes[1] = 4;
+  if (za) {
+    set_input(&L, 2, buf(e, za), none);
+    L.x_extent[2] = 1;
+    L.x_bytes[2] = 1;
+  }
+  L.i[0] = p->offset;
+  L.i[1] = za != NULL;
+  group_i(&L, 0, 2, "the activations' offset, their zero point given");
+  L.i[2] = p->cols;
+  L.i[3] = p->conv ? p->rows : 0;
+  L.i[4] = p->gm;
+  group_i(&L, 2, 3, "sums per row, channels per image (0: a matmul), D's ld");
+  emit_launch(e, n, &L);
+}
+
+/* QLinearMatMul and QLinearConv with a constant zero point of the
+   activations (or none) and bias (or none): the correction (offset - za)
+   times the column sums plus the bias, one int32 per channel, folded now,
+   so that opc_int8_requantize reads the GEMM's D directly. Wraps as int32. */
+static void lt_fold_correction(Emitter *e, const Node *n, LtPlan *p, const Tensor *za,
+                               const Tensor *bias) {
+  const int64_t *colsum = p->colsum_data;
+  if (!p->on || (za && !za->i64) || (bias && !bias->i64))
+    return;
+  int64_t channels = p->conv ? p->rows : p->cols;
+  int64_t shift = p->offset - (za ? za->i64[0] : 0);
+  int64_t *corr = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)channels);
+  for (int64_t c = 0; c < channels; c++) {
+    uint32_t v = (uint32_t)shift * (uint32_t)colsum[c] + (uint32_t)(bias ? bias->i64[c] : 0);
+    corr[c] = (int32_t)v;
+  }
+  p->corr = weights_add_typed(e, emit_str(e, "%s_int8_corr", node_id(e, n)), DT_INT32, corr,
+                              channels);
+}
+
+/* The activations a packed, and the GEMM into D. */
+static void lt_gemm(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
+                    const Tensor *za) {
+  if (p->conv)
+    im2row_launch(e, n, p, a, za);
+  else
+    pack_launch(e, n, p, a);
+  const char *first = p->conv ? p->packed : p->w, *second = p->conv ? p->w : p->packed;
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasLtMatmul(%s, %s, &(int32_t){1}, %s, %s, %s, %s, &(int32_t){0}, %s, %s, %s, "
+            "%s, NULL, NULL, 0, %s)",
+            p->handle, p->desc, first, p->al, second, p->bl, p->acc, p->dl, p->acc, p->dl,
+            node_stream(e, n));
+}
+
+/* The sums into y (int32, the output's shape) through the GEMM. */
+static void lt_run(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
+                   const Tensor *za, const char *y) {
+  lt_gemm(e, n, p, a, za);
+  fixup_launch(e, n, p, a, za, y);
 }
 
 /* ------------------------------------------------------ MatMulInteger */
@@ -119,13 +446,23 @@ static void matmul_sums(Emitter *e, const Node *n, const Tensor *a, const Tensor
   emit_launch(e, n, &L);
 }
 
+static void setup_matmul_integer(Emitter *e, Node *n) {
+  LtPlan *p = node_data(e, n, sizeof *p);
+  lt_setup_matmul(e, n, p, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3));
+}
+
 static void run_matmul_integer(Emitter *e, Node *n) {
+  const LtPlan *p = node_data(e, n, sizeof *p);
   if (!is_contiguous(n->out[0])) {
     kernel_fail(e, n, "MatMulInteger writes a contiguous output only");
     return;
   }
-  matmul_sums(e, n, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3), buf(e, n->out[0]));
+  if (p->on)
+    lt_run(e, n, p, n->in[0], node_input(n, 2), buf(e, n->out[0]));
+  else
+    matmul_sums(e, n, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3), buf(e, n->out[0]));
 }
+
 
 /* -------------------------------------------------------- ConvInteger */
 
@@ -190,8 +527,18 @@ static bool conv_operands_contiguous(Emitter *e, const Node *n, const Tensor *x,
   return kernel_fail(e, n, "the integer convolutions read and write contiguous tensors only");
 }
 
+static void setup_conv_integer(Emitter *e, Node *n) {
+  LtPlan *p = node_data(e, n, sizeof *p);
+  lt_setup_conv(e, n, p, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3));
+}
+
 static void run_conv_integer(Emitter *e, Node *n) {
-  if (conv_operands_contiguous(e, n, n->in[0], n->in[1]))
+  const LtPlan *p = node_data(e, n, sizeof *p);
+  if (!conv_operands_contiguous(e, n, n->in[0], n->in[1]))
+    return;
+  if (p->on)
+    lt_run(e, n, p, n->in[0], node_input(n, 2), buf(e, n->out[0]));
+  else
     conv_sums(e, n, n->in[0], n->in[1], node_input(n, 2), node_input(n, 3), buf(e, n->out[0]));
 }
 
@@ -202,6 +549,7 @@ static void run_conv_integer(Emitter *e, Node *n) {
 typedef struct QLinearScratch {
   const char *sums, *multipliers;
   int64_t channels; /* output channels: N of QLinearMatMul, M of QLinearConv */
+  LtPlan lt;        /* QLinearMatMul's GEMM, when it takes one */
 } QLinearScratch;
 
 static int64_t output_channels(const Node *n) {
@@ -222,6 +570,11 @@ static void setup_qlinear(Emitter *e, Node *n) {
   emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
   s->sums = emit_str(e, "c->%s", field);
   s->multipliers = emit_str(e, "(float *)(c->%s + %lld)", field, (long long)count);
+  if (n->op == OP_QLINEAR_MATMUL)
+    lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  else
+    lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
 }
 
 /* One multiplier per output channel: opc_requant_scale_of of the first
@@ -274,24 +627,70 @@ static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s
   emit_launch(e, n, &L);
 }
 
+/* opc_int8_requantize: y straight from the GEMM's D, the correction and
+   bias folded (lt_fold_correction); a row of y per thread. */
+static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const LtPlan *p = &s->lt;
+  const Tensor *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_requantize", y->dtype)};
+  int64_t none[8] = {0}, ys[8] = {p->cols};
+  L.rank = 1;
+  L.dims[0] = p->images * p->rows;
+  set_output(&L, buf(e, y), ys);
+  L.y_extent = L.dims[0] * p->cols;
+  L.y_bytes = 1;
+  set_input(&L, 0, p->acc, none);
+  L.x_extent[0] = p->gm * p->gn;
+  set_input(&L, 1, p->corr, none);
+  L.x_extent[1] = s->channels;
+  set_input(&L, 2, s->multipliers, none);
+  L.x_extent[2] = s->channels;
+  set_input(&L, 3, buf(e, n->in[7]), none);
+  L.x_extent[3] = 1;
+  L.x_bytes[0] = L.x_bytes[1] = 4;
+  L.x_bytes[3] = 1;
+  L.i[0] = p->cols;
+  L.i[1] = p->conv ? p->rows : 0;
+  L.i[2] = p->gm;
+  L.i[3] = s->channels > 1;
+  group_i(&L, 0, 4, "sums per row, channels per image (0: a matmul), D's ld, per channel");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 static void run_qlinear(Emitter *e, Node *n) {
   const QLinearScratch *s = node_data(e, n, sizeof *s);
   const Tensor *a = n->in[0], *b = n->in[3], *za = n->in[2], *zb = n->in[5];
+  if (s->lt.corr) { /* the GEMM and one epilogue: no int32 sums in between */
+    if (s->lt.conv && !conv_operands_contiguous(e, n, a, b))
+      return;
+    lt_gemm(e, n, &s->lt, a, za);
+    multiplier_launch(e, n, s);
+    lt_requantize_launch(e, n, s);
+    return;
+  }
   if (n->op == OP_QLINEAR_CONV) {
     if (!conv_operands_contiguous(e, n, a, b))
       return;
-    conv_sums(e, n, a, b, za, zb, s->sums);
+    if (s->lt.on)
+      lt_run(e, n, &s->lt, a, za, s->sums);
+    else
+      conv_sums(e, n, a, b, za, zb, s->sums);
   } else {
     if (!is_contiguous(n->out[0])) {
       kernel_fail(e, n, "QLinearMatMul writes a contiguous output only");
       return;
     }
-    matmul_sums(e, n, a, b, za, zb, s->sums);
+    if (s->lt.on)
+      lt_run(e, n, &s->lt, a, za, s->sums);
+    else
+      matmul_sums(e, n, a, b, za, zb, s->sums);
   }
   multiplier_launch(e, n, s);
   requantize_launch(e, n, s);
 }
 
-const OpEmitter kernel_matmul_integer = {.run = run_matmul_integer};
-const OpEmitter kernel_conv_integer = {.run = run_conv_integer};
+const OpEmitter kernel_matmul_integer = {.setup = setup_matmul_integer, .run = run_matmul_integer};
+const OpEmitter kernel_conv_integer = {.setup = setup_conv_integer, .run = run_conv_integer};
 const OpEmitter kernel_qlinear = {.setup = setup_qlinear, .run = run_qlinear};

@@ -45,7 +45,7 @@ API_RE = re.compile(
 
 # The headers, each after those it includes.
 HEADERS = ['cuda.h', 'cuda_runtime_api.h', 'library_types.h', 'cuda_runtime.h', 'cudnn.h',
-           'cublas_v2.h', 'nvrtc.h', 'nvtx3/nvToolsExt.h']
+           'cublas_v2.h', 'cublasLt.h', 'nvrtc.h', 'nvtx3/nvToolsExt.h']
 
 LOCAL_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 SYSTEM_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+<[^>]+>\s*$')

@@ -57,6 +57,12 @@ typedef void SgemmFn(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const e
 typedef int DnnlSgemmFn(char, char, long long, long long, long long, float, const float *,
                         long long, const float *, long long, float, float *, long long);
 
+/* dnnl_gemm_s8s8s32: row-major int8 GEMM into int32; offsetc 'F' with
+   co NULL-free (one offset), ao and bo the operands' zero points. */
+typedef int DnnlGemmS8Fn(char, char, char, long long, long long, long long, float,
+                         const signed char *, long long, signed char, const signed char *,
+                         long long, signed char, float, int *, long long, const int *);
+
 /* dnnl_version_t, and the value of its cpu_runtime for OpenMP. */
 typedef struct DnnlVersion {
   int major, minor, patch;
@@ -70,6 +76,7 @@ static struct {
   pthread_once_t once;
   SgemmFn *sgemm;
   DnnlSgemmFn *dnnl_sgemm;
+  DnnlGemmS8Fn *dnnl_gemm_s8; /* with dnnl_sgemm, where the library has it */
   void (*omp_set_num_threads)(int);
   void (*set_num_threads)(int);
   char *(*get_corename)(void);
@@ -135,6 +142,7 @@ static bool load_onednn(void) {
   if (!h)
     return false;
   blas.dnnl_sgemm = (DnnlSgemmFn *)dlsym(h, "dnnl_sgemm");
+  blas.dnnl_gemm_s8 = (DnnlGemmS8Fn *)dlsym(h, "dnnl_gemm_s8s8s32");
   void *omp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
   blas.omp_set_num_threads = omp ? (void (*)(int))dlsym(omp, "omp_set_num_threads") : NULL;
   DnnlVersionFn *version = (DnnlVersionFn *)dlsym(h, "dnnl_version");
@@ -143,6 +151,7 @@ static bool load_onednn(void) {
    * beside the pool's that one OpenMP call cannot stop. */
   if (!blas.dnnl_sgemm || !blas.omp_set_num_threads || !v || v->cpu_runtime != DNNL_RUNTIME_OMP) {
     blas.dnnl_sgemm = NULL;
+    blas.dnnl_gemm_s8 = NULL;
     dlclose(h);
     return false;
   }
@@ -237,4 +246,25 @@ bool blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k,
   blas.sgemm(row_major ? CblasRowMajor : CblasColMajor, trans_a ? CblasTrans : CblasNoTrans,
              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return true;
+}
+
+/* oneDNN's int8 GEMM is exact only with VNNI: without it, its kernels sum
+ * pairs of u8 x s8 products into 16 bits, saturating (oneDNN documents
+ * the overflow); the runtime's own loop is used there instead. */
+bool blas_has_gemm_s8(void) {
+  pthread_once(&blas.once, load);
+  __builtin_cpu_init();
+  return blas.dnnl_gemm_s8 != NULL && __builtin_cpu_supports("avx512vnni");
+}
+
+/* Column-major int32 C = op(A) op(B) of int8 A and B, on oneDNN; only after
+ * blas_has_gemm_s8() returned true. oneDNN's int8 GEMM is row-major: the
+ * column-major product is computed as row-major C^T = op(B)^T op(A)^T.
+ * With alpha 1 and beta 0 oneDNN stores the int32 sums unscaled. */
+bool blas_gemm_s8(bool trans_a, bool trans_b, int m, int n, int k, const signed char *a, int lda,
+                  const signed char *b, int ldb, int *c, int ldc) {
+  static const int no_offset = 0;
+  one_openmp_thread();
+  return blas.dnnl_gemm_s8(trans_b ? 'T' : 'N', trans_a ? 'T' : 'N', 'F', n, m, k, 1.0f, b, ldb, 0,
+                           a, lda, 0, 0.0f, c, ldc, &no_offset) == 0;
 }

@@ -401,5 +401,11 @@ const char *blas_description(void);
    when the library reports a failure. */
 bool blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Whether oneDNN's int8 GEMM (dnnl_gemm_s8s8s32) is loaded. */
+bool blas_has_gemm_s8(void);
+/* Column-major int32 C = op(A) op(B) of int8 matrices; only after
+   blas_has_gemm_s8() returned true. False if the library failed. */
+bool blas_gemm_s8(bool trans_a, bool trans_b, int m, int n, int k, const signed char *a, int lda,
+                  const signed char *b, int ldb, int *c, int ldc);
 
 #endif

@@ -22,9 +22,9 @@ import tempfile
 CUDA_INCLUDE = os.environ.get('CUDA_INCLUDE', '/usr/local/cuda/include')
 RUNTIME_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'include')
 HEADERS = ['cuda.h', 'cuda_runtime_api.h', 'library_types.h', 'cuda_runtime.h', 'cudnn.h',
-           'cublas_v2.h', 'nvrtc.h', 'nvtx3/nvToolsExt.h']
+           'cublas_v2.h', 'cublasLt.h', 'nvrtc.h', 'nvtx3/nvToolsExt.h']
 REAL_INCLUDES = ''.join('#include <%s>\n' % h for h in
-                        ['cuda.h', 'cuda_runtime.h', 'cudnn.h', 'cublas_v2.h', 'nvrtc.h',
+                        ['cuda.h', 'cuda_runtime.h', 'cudnn.h', 'cublas_v2.h', 'cublasLt.h', 'nvrtc.h',
                          'nvtx3/nvToolsExt.h'])
 FLAGS = ['-std=c11', '-D_GNU_SOURCE', '-fsyntax-only', '-Wall', '-Werror',
          '-Wno-deprecated-declarations', '-Wno-unused-function']

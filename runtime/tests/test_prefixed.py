@@ -253,7 +253,7 @@ def real_cuda(cc, header, cpu_lib):
             return
         cmd = [cc, obj, '-o', os.path.join(tmp, 'real'), '-Wl,--whole-archive', cpu_lib,
                '-Wl,--no-whole-archive', '-L' + lib64, '-L' + os.path.join(lib64, 'stubs'),
-               '-lcudnn', '-lcublas', '-lcudart', '-lcuda', '-lnvrtc'] + SYSLIBS
+               '-lcudnn', '-lcublasLt', '-lcublas', '-lcudart', '-lcuda', '-lnvrtc'] + SYSLIBS
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             fail('libopcrt_cpu.a does not link beside the real CUDA libraries:\n' + p.stderr[-4000:])

@@ -32,7 +32,7 @@ static float rnd(void) {
   return (float)((rng_state >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-static float *rnd_array(long long n) {
+__attribute__((unused)) static float *rnd_array(long long n) {
   float *a = malloc((n ? n : 1) * sizeof(float));
   for (long long i = 0; i < n; i++)
     a[i] = rnd();
@@ -40,7 +40,7 @@ static float *rnd_array(long long n) {
 }
 
 /* Compares got with want; prints the first mismatch. */
-static bool close_arrays(const char *what, const float *got, const float *want, long long n,
+__attribute__((unused)) static bool close_arrays(const char *what, const float *got, const float *want, long long n,
                          float tol) {
   for (long long i = 0; i < n; i++) {
     float d = fabsf(got[i] - want[i]);

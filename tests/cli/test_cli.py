@@ -252,7 +252,8 @@ def cuda_homes(run):
               f"-L{wheels}/cu13/lib -L{wheels}/cudnn/lib " in q.stdout and
               f"-Wl,-rpath,{wheels}/cu13/lib -Wl,-rpath,{wheels}/cudnn/lib " in q.stdout and
               all(f" -l:{lib} " in q.stdout for lib in
-                  ["libcudnn.so.9", "libcublas.so.13", "libcudart.so.13", "libnvrtc.so.13"]) and
+                  ["libcudnn.so.9", "libcublasLt.so.13", "libcublas.so.13", "libcudart.so.13",
+                   "libnvrtc.so.13"]) and
               " -lcuda " in q.stdout and len(stubs) == 1 and
               os.path.exists(os.path.join(stubs[0], "libcuda.so")), q)
         nowhere = os.path.join(homes, "site")

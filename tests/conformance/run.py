@@ -483,7 +483,7 @@ def cuda_build(work, exe_name, main_object=None):
            + apart(main_object, os.path.join(work, exe_name + ".c")) + [
            "-o", os.path.join(work, exe_name + "_cuda"),
            "-L" + CUDA + "/lib64", "-L" + CUDA + "/lib64/stubs",
-           "-lcudnn", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"])
+           "-lcudnn", "-lcublasLt", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"])
     code, out = run(cmd, 120, step="CUDA build -O1")
     return code == 0, out
 

@@ -4,7 +4,7 @@
  * has read its escapes. NVRTC needs no GPU.
  *
  * build: cc -DNET_C='"DIR/net.c"' -I CUDA/include net_source_check.c
- *           -L CUDA/lib64 -L CUDA/lib64/stubs -lnvrtc -lcudnn -lcublas -lcudart -lcuda
+ *           -L CUDA/lib64 -L CUDA/lib64/stubs -lnvrtc -lcudnn -lcublasLt -lcublas -lcudart -lcuda
  * usage: net_source_check compute_XY
  */
 #define OPC_NO_MAIN

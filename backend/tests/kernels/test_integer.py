@@ -6,8 +6,14 @@ arithmetic and ONNX Runtime.
 Every case is a node of a few models, so that few programs run them all:
 three with every operand a graph input (run-time kernels; a program takes 64
 inputs at most), one with every operand an initializer (opc's compile-time
-evaluators). All outputs are integers and
-are compared exactly, type and shape too.
+evaluators), and two with the weights (B or w, their zero point, scales
+and bias) initializers and the activations inputs: there opc computes the
+sums with cuBLASLt's int8 GEMM (the CPU runtime's stand-in) where the
+weights less their zero point fit int8, the activations have one zero
+point and the convolution one group, and with its kernels elsewhere; those
+programs must call cublasLtMatmul and opc_int8_im2row, and run clean under
+the runtime's checker (OPC_CHECK=1). All outputs are
+integers and are compared exactly, type and shape too.
 
 Oracles. The integer products' int32 sums are numpy's int64 sums of
 (x - zero point) * (w - zero point): exact by the ONNX definition. Where ONNX
@@ -169,6 +175,23 @@ def integer_cases():
                     exact=conv_sums(x, w, zx, [], strides=[2], pads=[1, 1]), ort_runs=False))
     x, w = ints(np.uint8, (1, 1, 5, 5)), ints(np.uint8, (1, 1, 2, 2))
     out.append(Case("conv-nozp", "ConvInteger", [x, w], exact=conv_sums(x, w, [], [])))
+    # Shapes cuBLASLt's int8 GEMM takes only padded (K and N not multiples
+    # of 4), uint8 weights whose zero point 128 makes them int8, per-channel
+    # zero points within int8's reach, a batch of images.
+    a, b = ints(np.int8, (3, 37, 70)), ints(np.int8, (70, 45))
+    za = np.int8(-9)
+    out.append(Case("mm-s8s8-odd-sizes", "MatMulInteger", [a, b, za, np.int8(0)],
+                    exact=matmul_sums(a, b, za, np.int8(0))))
+    a, b = ints(np.uint8, (6, 9)), ints(np.uint8, (9, 7))
+    za, zb = np.uint8(201), np.uint8(128)
+    out.append(Case("mm-u8u8-zb128", "MatMulInteger", [a, b, za, zb],
+                    exact=matmul_sums(a, b, za, zb)))
+    x, w = ints(np.uint8, (2, 5, 9, 8)), rng.integers(-60, 61, (6, 5, 3, 2)).astype(np.int8)
+    zx, zw = np.uint8(100), rng.integers(-50, 51, 6).astype(np.int8)
+    attrs = {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 2, 2, 0]}
+    out.append(Case("conv-u8s8-batch-perchannel", "ConvInteger", [x, w, zx, zw], attrs,
+                    exact=conv_sums(x, w, zx, zw, 1, [2, 1], [1, 2], [1, 2, 2, 0]),
+                    ort_runs=False))
     return out
 
 
@@ -256,9 +279,18 @@ def arr(v):
     return np.asarray(v)
 
 
+# The weights' operands: B or w and its zero point; scales and bias too,
+# and QLinear's zero point of the activations (then opc folds the
+# correction and bias into the GEMM's epilogue, opc_int8_requantize;
+# MatMulInteger and ConvInteger keep theirs an input: opc_int8_fixup).
+WEIGHTS = {"MatMulInteger": (1, 3), "ConvInteger": (1, 3), "QLinearMatMul": (2, 3, 4, 5),
+           "QLinearConv": (2, 3, 4, 5, 8)}
+
+
 def build_model(cases, as_initializers):
     """All cases as nodes of one model; operand k of case c is named
-    c.name + "_k", a graph input or (as_initializers) an initializer."""
+    c.name + "_k", a graph input or (as_initializers) an initializer;
+    as_initializers "weights": the operands WEIGHTS names only."""
     nodes, inputs, inits, outputs = [], [], [], []
     for c in cases:
         names = []
@@ -268,7 +300,7 @@ def build_model(cases, as_initializers):
                 continue
             name = f"{c.name}_{k}"
             names.append(name)
-            if as_initializers:
+            if as_initializers is True or (as_initializers == "weights" and k in WEIGHTS[c.op]):
                 inits.append(numpy_helper.from_array(arr(v), name))
             else:
                 inputs.append(value_info(name, arr(v)))
@@ -383,13 +415,37 @@ def main():
     runs = [("run time", [c for c in cases if c.op in ops], False)
             for ops in (("MatMulInteger", "ConvInteger"), ("QLinearMatMul",), ("QLinearConv",))]
     runs.append(("folded", cases, True))
+    for ops in (("MatMulInteger", "ConvInteger"), ("QLinearMatMul", "QLinearConv")):
+        runs.append(("weights constant", [c for c in cases if c.op in ops], "weights"))
     for k, (mode, group, folded) in enumerate(runs):
+        ops = {c.op for c in group}
         m = build_model(group, as_initializers=folded)
-        gots, why = run_opc(opc, m, feeds, os.path.join(work, f"program{k}"))
+        model_feeds = {i.name: feeds[i.name] for i in m.graph.input}
+        gots, why = run_opc(opc, m, model_feeds, os.path.join(work, f"program{k}"))
         if why:
             print(f"FAIL {mode}: {why}")
             failures += 1
             continue
+        if folded == "weights":
+            with open(os.path.join(work, f"program{k}", "net.c")) as f:
+                text = f.read()
+            calls = ("cublasLtMatmul(", "opc_int8_im2row",
+                     "opc_int8_requantize" if "QLinearConv" in ops else "opc_int8_fixup")
+            for call in calls:
+                if call not in text:
+                    print(f"FAIL {mode}: net.c has no {call}")
+                    failures += 1
+            # Under the runtime's checker (OPC_CHECK=1): no race, no access
+            # outside what each call says it touches (the scratch's rows
+            # past the last pixel, for one, must be written by a kernel
+            # on the node's stream, not by a memset in create()).
+            os.environ["OPC_CHECK"] = "1"
+            got = onnx_case.run_program(os.path.join(work, f"program{k}", "net"), m,
+                                        model_feeds, os.path.join(work, f"program{k}"))
+            del os.environ["OPC_CHECK"]
+            print(f"{'FAIL' if isinstance(got, str) else 'ok  '} {mode}: runs under OPC_CHECK=1"
+                  f"{': ' + got if isinstance(got, str) else ''}")
+            failures += isinstance(got, str)
         for c in group:
             why = compare(gots[c.name], wants[c.name])
             print(f"{'FAIL' if why else 'ok  '} {c.name} ({mode}){': ' + why if why else ''}")

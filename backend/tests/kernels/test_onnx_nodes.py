@@ -62,7 +62,7 @@ def nvrtc_check(work):
     cmd = [os.environ.get("CC", "cc"), f'-DNET_C="{net_c}"', "-I", os.path.join(CUDA, "include"),
            os.path.join(HERE, "net_source_check.c"), "-o", exe, "-L", lib,
            "-L", os.path.join(lib, "stubs"), f"-Wl,-rpath,{lib}",
-           "-lnvrtc", "-lcudnn", "-lcublas", "-lcudart", "-lcuda", "-lm"]
+           "-lnvrtc", "-lcudnn", "-lcublasLt", "-lcublas", "-lcudart", "-lcuda", "-lm"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return "net_source_check does not build: " + p.stderr[-300:]

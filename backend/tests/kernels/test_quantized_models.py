@@ -31,6 +31,12 @@ the same order; a contraction of the Mul and Add into one fused
 multiply-add could move the last bit, so they may differ by 2 units in the
 last place of each element, no more.
 
+Both models' integer matmuls have a constant B, so opc computes their sums
+with cuBLASLt's int8 GEMM (the CPU runtime's stand-in); each net.c must
+also build against the real CUDA 13 headers with -Wall -Wextra -Werror and
+link with -lcublasLt, when the toolkit is installed (OPC_CUDA, else
+/usr/local/cuda), and hold a cublasLtMatmul call.
+
 Negative controls, recomputed in numpy from the quantized inputs ONNX
 Runtime produced: MatMulInteger without the activation's zero point, and the
 first QLinearConv with its padding contributing the zero point, must both
@@ -40,6 +46,7 @@ ONNX Runtime exactly (which shows the controls compute what they claim).
 usage: test_quantized_models.py OPC WORK_DIR
 """
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -193,6 +200,27 @@ def negative_controls(mq, mlp_ref, cq, cnn_ref):
     return failures, lines
 
 
+CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
+
+
+def real_cuda_build(d):
+    """None when d/net.c calls cublasLtMatmul and builds against the real
+    CUDA toolkit with -Werror (or no toolkit is installed), else why not."""
+    with open(os.path.join(d, "net.c")) as f:
+        if "cublasLtMatmul(" not in f.read():
+            return "net.c does not call cublasLtMatmul"
+    if not os.path.exists(os.path.join(CUDA, "include", "cublasLt.h")):
+        print(f"note: no CUDA toolkit at {CUDA}: the real-header build is not checked")
+        return None
+    lib = os.path.join(CUDA, "lib64")
+    cmd = [os.environ.get("CC", "cc").split()[0], "-O1", "-Wall", "-Wextra", "-Werror",
+           "-I" + os.path.join(CUDA, "include"), os.path.join(d, "net.c"),
+           "-o", os.path.join(d, "net_cuda"), "-L" + lib, "-L" + os.path.join(lib, "stubs"),
+           "-lcudnn", "-lcublasLt", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    return None if p.returncode == 0 else "the real CUDA build fails: " + p.stderr[-600:]
+
+
 def main():
     opc, work = sys.argv[1:3]
     failures = 0
@@ -224,6 +252,10 @@ def main():
             print(f"{'FAIL' if why else 'ok  '} {key} {o.name} {want.dtype}{list(want.shape)} "
                   f"({rule}){': ' + why if why else ''}")
             failures += why is not None
+        why = real_cuda_build(os.path.join(work, key))
+        print(f"{'FAIL' if why else 'ok  '} {key}: net.c's int8 GEMM is cublasLtMatmul, built "
+              f"against the real CUDA headers (-Werror, -lcublasLt){': ' + why if why else ''}")
+        failures += why is not None
     more, lines = negative_controls(mq, refs["mlp"], cq, refs["cnn"])
     print("\n".join(lines))
     failures += more
