@@ -569,8 +569,15 @@ def logic_cases():
                 yield "castlike_%s_%s" % (NAMES[a], NAMES[b]), model(cast_like(a, b), 15), None
 
 
+def half_mod_cases():
+    """Mod on float16, fmod 1 (the spec's only form for floats before opset
+    28): the remainder of the two values, exact in float16 too."""
+    yield "mod_fmod_f16", arithmetic_model(F16, "Mod", F16, fmod=1), None
+
+
 def all_cases():
     yield from cast_cases()
+    yield from half_mod_cases()
     yield from rare_int_cases()
     for t in MOVED:
         yield from movement_cases(t)
