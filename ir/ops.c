@@ -473,10 +473,17 @@ static const char *quant_type_name(int64_t t) {
   }
 }
 
+/* Whether a scale or zero point holds one value: a scalar or a 1-D tensor of one. */
+static bool one_value(const Tensor *t) {
+  return t->rank == 0 || (t->rank == 1 && t->dims[0] == 1);
+}
+
 /* The scale's granularity: one value (a scalar or one element, as ONNX
    Runtime reads it: *axis -1), or one per element along `axis` (a 1-D
-   tensor). The zero point, when given, has the scale's shape. Blocked
-   quantization (opset 21's block_size) is refused by name. */
+   tensor). The zero point, when given, has the scale's shape, except that
+   one value may be a scalar and the other one element: ONNX Runtime's
+   quantize_static writes bias DequantizeLinear nodes so, and runs them.
+   Blocked quantization (opset 21's block_size) is refused by name. */
 static bool quant_axis(Graph *g, Node *n, const Tensor *x, const Tensor *scale,
                        const Tensor *zero, int *axis) {
   char a[128], b[128];
@@ -485,13 +492,13 @@ static bool quant_axis(Graph *g, Node *n, const Tensor *x, const Tensor *scale,
              (long long)node_attr_int(n, "block_size", 0));
     return false;
   }
-  if (zero && !tensor_same_shape(zero, scale)) {
+  if (zero && !tensor_same_shape(zero, scale) && !(one_value(zero) && one_value(scale))) {
     ir_error(g, n, "zero point %s must have the scale's shape %s", shape_str(zero, a, sizeof a),
              shape_str(scale, b, sizeof b));
     return false;
   }
   *axis = -1;
-  if (scale->rank == 0 || (scale->rank == 1 && scale->dims[0] == 1))
+  if (one_value(scale))
     return true;
   if (scale->rank != 1) {
     ir_error(g, n, "scale %s must be a scalar or 1-D (per axis)", shape_str(scale, a, sizeof a));
@@ -572,11 +579,6 @@ static bool infer_dynamic_quantize(Graph *g, Node *n) {
 static bool need_channels(Graph *g, Node *n, const Tensor *p, int64_t c);
 static bool infer_conv(Graph *g, Node *n);
 static bool infer_matmul(Graph *g, Node *n);
-
-/* Whether a zero point holds one value: a scalar or a 1-D tensor of one. */
-static bool one_value(const Tensor *t) {
-  return t->rank == 0 || (t->rank == 1 && t->dims[0] == 1);
-}
 
 /* A zero point of an integer product: one value, or (when `count` > 0)
    a 1-D tensor of `count`, one per `what`. */

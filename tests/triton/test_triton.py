@@ -137,6 +137,7 @@ def build_models(opc, work, bench=False):
              generated)
     if bench:
         write_floor_native(opc, work, generated)
+        opc_emit(opc, [f"bert_batched={models['bert']}", "--max-batch", str(MAX_BATCH)], generated)
     for name, files in FILES.items():
         for f in files:
             check(f"{name}/{f} is written", (generated / name / f).exists())
@@ -435,6 +436,18 @@ def perf_analyzer_load(server, model, seconds, work, concurrency=(1,), how="http
     return result
 
 
+def perf_analyzer_data(model, work):
+    """perf_analyzer's --input-data for a model of token ids: the zoo's
+    tokens (its random ones would fall outside the vocabulary)."""
+    if not model.startswith("bert"):
+        return []
+    feeds, _ = feeds_for(work / "bert_tiny.onnx")
+    data = {n: {"content": a.ravel().tolist(), "shape": list(a.shape[1:])} for n, a in feeds.items()}
+    path = work / "bert-input.json"
+    path.write_text(json.dumps({"data": [data]}))
+    return ["--input-data", str(path)]
+
+
 def perf_analyzer_run(server, model, seconds, work, concurrency, how):
     home = Path(os.environ.get("HOME", "/root"))
     perf_dir = Path(os.environ.get("OPC_PERF_ANALYZER_DIR", home / ".cache/opc/perf_analyzer"))
@@ -447,6 +460,7 @@ def perf_analyzer_run(server, model, seconds, work, concurrency, how):
     url = f"127.0.0.1:{server.grpc if how == 'grpc' else server.http}"
     extra = ["--shared-memory", "system"] if how == "http-shm" else []
     env = dict(os.environ, LD_LIBRARY_PATH=str(perf_dir / "lib"))
+    extra += perf_analyzer_data(model, work)
     p = subprocess.run([str(binary), "-m", model, "-u", url, *extra,
                         "-i", "grpc" if how == "grpc" else "http", "--concurrency-range", levels, "-p", str(int(seconds * 1000)),
                         "--max-trials", "3", "--stability-percentage", "1000",
@@ -463,9 +477,11 @@ def perf_analyzer_run(server, model, seconds, work, concurrency, how):
             "p99_ms": float(fields["p99 latency"]) / 1000}
 
 
-def in_process(lib_path, weights, seconds):
+def in_process(lib_path, weights, seconds, feeds=None):
     """net_run of a program of the served repository, called from this
-    process in a loop for `seconds`: the work alone, with no server."""
+    process in a loop for `seconds`: the work alone, with no server. The
+    inputs are `feeds` (arrays in the program's input order, each row
+    repeated to the program's batch), else small floats."""
     import ctypes
     lib = ctypes.CDLL(str(lib_path))
     lib.net_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
@@ -482,7 +498,12 @@ def in_process(lib_path, weights, seconds):
                 for i in range(count)]
 
     ins, outs = buffers("input"), buffers("output")
-    ins[0][:] = np.random.default_rng(1).integers(0, 60, ins[0].size, dtype=np.uint8)  # small floats
+    if feeds is None:
+        ins[0][:] = np.random.default_rng(1).integers(0, 60, ins[0].size, dtype=np.uint8)  # small floats
+    else:
+        for buf, a in zip(ins, feeds):
+            rows = np.ascontiguousarray(a).view(np.uint8).ravel()
+            buf[:] = np.tile(rows, buf.size // rows.size)
     in_ptrs = (ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins])
     out_ptrs = (ctypes.c_void_p * len(outs))(*[a.ctypes.data for a in outs])
     ctx = ctypes.c_void_p()
@@ -535,6 +556,12 @@ BENCH_PATHS = [
     ("floor_shm", "... the same, tensors in shared memory", "floor_native", 1, "http-shm"),
     ("floor_py", "Triton, Python backend, a model with no work", "floor", 1, "http"),
     ("floor_local", "in process, the model with no work", "floor_native/1/libnet", 1, None),
+    ("bert", "BERT-tiny (32 tokens), native backend, concurrency 1", "bert_batched", 1, "http"),
+    ("bert4", "BERT-tiny, native backend, concurrency 4 (dynamic batching)", "bert_batched", 4,
+     "http"),
+    ("bert_local", "in process, BERT-tiny's batch-1 program", "bert_batched/1/libnet_b1", 1, None),
+    ("bert_local4", "in process, BERT-tiny's batch-4 program (an inference is a row)",
+     "bert_batched/1/libnet_b4", 4, None),
 ]
 
 
@@ -549,7 +576,10 @@ def benchmark(server, repo, work, seconds, rounds=3):
                 weights = lib.parent / (lib.name + ".weights")
                 if not weights.exists():
                     weights = lib.parent / "libnet_b1.weights"
-                r = in_process(lib.parent / (lib.name + ".so"), weights, seconds)
+                feeds = None
+                if model.startswith("bert"):
+                    feeds = list(feeds_for(work / "bert_tiny.onnx")[0].values())
+                r = in_process(lib.parent / (lib.name + ".so"), weights, seconds, feeds)
                 if concurrency > 1:  # rows a run
                     r["throughput"] *= concurrency
             else:
@@ -609,6 +639,13 @@ def write_results(path, runs, seconds, load):
         "times concurrency 1's; the batch-4 program in process: "
         f"{med['local4']['throughput'] / med['local']['throughput']:.2f} times the batch-1 "
         "program's rows per second.",
+        "",
+        "BERT-tiny (32 tokens; `--max-batch 4` as SqueezeNet, the zoo's tokens as perf_analyzer's "
+        f"input): native backend {over('bert', 'bert_local'):+.3f} ms over in-process at "
+        "concurrency 1 over HTTP; throughput at concurrency 4 with dynamic batching "
+        f"{med['bert4']['throughput'] / med['bert']['throughput']:.2f} times concurrency 1's; "
+        f"the batch-4 program in process: {med['bert_local4']['throughput'] / med['bert_local']['throughput']:.2f}"
+        " times the batch-1 program's rows per second.",
     ]
     Path(path).write_text("\n".join(lines) + "\n")
     Path(path).with_suffix(".json").write_text(json.dumps(runs, indent=1) + "\n")

@@ -127,6 +127,12 @@ def cases():
                     {"x": xq}) if dtype == np.uint8 else
                    (f"dq-{t}-scale-1d", one_node("DequantizeLinear", xq, scale.reshape(1), z.reshape(1)),
                     {"x": xq}))
+        # One scale and one zero point, one of them a scalar and the other of
+        # shape [1], as quantize_static writes some (ONNX Runtime runs them).
+        out.append((f"dq-{t}-scale-1d-zero-scalar",
+                    one_node("DequantizeLinear", xq, scale.reshape(1), z), {"x": xq}))
+        out.append((f"q-{t}-scale-scalar-zero-1d",
+                    one_node("QuantizeLinear", x, scale, z.reshape(1)), {"x": x}))
     # int32 (biases of QDQ models): no zero point, values beyond float's 24 bits.
     x32 = rng.integers(-2**31, 2**31, (64,)).astype(np.int32)
     out.append(("dq-int32", one_node("DequantizeLinear", x32, np.float32(0.001), None),
