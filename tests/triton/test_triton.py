@@ -138,6 +138,7 @@ def build_models(opc, work, bench=False):
     if bench:
         write_floor_native(opc, work, generated)
         opc_emit(opc, [f"bert_batched={models['bert']}", "--max-batch", str(MAX_BATCH)], generated)
+        opc_emit(opc, [f"bert_py={models['bert']}", "--triton-backend", "python"], generated)
     for name, files in FILES.items():
         for f in files:
             check(f"{name}/{f} is written", (generated / name / f).exists())
@@ -559,6 +560,7 @@ BENCH_PATHS = [
     ("bert", "BERT-tiny (32 tokens), native backend, concurrency 1", "bert_batched", 1, "http"),
     ("bert4", "BERT-tiny, native backend, concurrency 4 (dynamic batching)", "bert_batched", 4,
      "http"),
+    ("bert_py", "BERT-tiny, Python backend, concurrency 1", "bert_py", 1, "http"),
     ("bert_local", "in process, BERT-tiny's batch-1 program", "bert_batched/1/libnet_b1", 1, None),
     ("bert_local4", "in process, BERT-tiny's batch-4 program (an inference is a row)",
      "bert_batched/1/libnet_b4", 4, None),
@@ -606,8 +608,9 @@ def write_results(path, runs, seconds, load):
         "",
         f"Machine: {cpu}, {os.cpu_count()} cores, {platform.platform()}; load average "
         f"{load[0]} before the run and {load[1]} after it (the machine is shared with other "
-        "jobs, so single figures drift by milliseconds). Model: SqueezeNet 1.1 "
-        "(tools/models/build.py), opc's CPU runtime. Triton: tritonserver from nvidia-pytriton "
+        "jobs, so single figures drift by milliseconds). Models: SqueezeNet 1.1 (602 KB in, "
+        "4 KB out) and BERT-tiny (two int64 inputs of 32 tokens, 512 bytes in; 16 KB out), "
+        "from tools/models/build.py, on opc's CPU runtime. Triton: tritonserver from nvidia-pytriton "
         "0.7.0, one instance per model; perf_analyzer 2.40.0, HTTP unless said, requests of "
         f"one row, {seconds:g} s windows (3). Native backend: libtriton_opc.so, "
         f"`--max-batch {MAX_BATCH}` (programs for batch 1, 2, 4), dynamic batching on. Python "
@@ -642,7 +645,7 @@ def write_results(path, runs, seconds, load):
         "",
         "BERT-tiny (32 tokens; `--max-batch 4` as SqueezeNet, the zoo's tokens as perf_analyzer's "
         f"input): native backend {over('bert', 'bert_local'):+.3f} ms over in-process at "
-        "concurrency 1 over HTTP; throughput at concurrency 4 with dynamic batching "
+        f"concurrency 1 over HTTP, Python backend {over('bert_py', 'bert_local'):+.3f} ms; throughput at concurrency 4 with dynamic batching "
         f"{med['bert4']['throughput'] / med['bert']['throughput']:.2f} times concurrency 1's; "
         f"the batch-4 program in process: {med['bert_local4']['throughput'] / med['bert_local']['throughput']:.2f}"
         " times the batch-1 program's rows per second.",
