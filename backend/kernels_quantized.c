@@ -236,6 +236,21 @@ static void pack_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor
   emit_launch(e, n, &L);
 }
 
+/* A 1-D or 2-D window's ten kernel arguments, as both integer
+   convolution kernels read them: H, W, KH, KW, strides, dilations and
+   leading pads (height first; a 1-D window has a height of 1). */
+static void window_args(int64_t *i, const Window *win, const Tensor *x) {
+  bool flat = win->nspatial == 1;
+  int last = win->nspatial - 1; /* the width's window axis */
+  const int64_t args[10] = {
+      flat ? 1 : x->dims[2],       x->dims[x->rank - 1], /* H, W */
+      flat ? 1 : win->kernel[0],   win->kernel[last],
+      flat ? 1 : win->stride[0],   win->stride[last],
+      flat ? 1 : win->dilation[0], win->dilation[last],
+      flat ? 0 : win->pad_begin[0], win->pad_begin[last]};
+  memcpy(i, args, sizeof args);
+}
+
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
    output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
    m (a multiple of 4) are zeros. */
@@ -243,8 +258,6 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
                           const Tensor *zx) {
   const Window *win = &n->win;
   const Tensor *y = n->out[0];
-  bool flat = win->nspatial == 1;
-  int last = win->nspatial - 1;
   Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
   L.rank = 1;
   L.dims[0] = p->gm;
@@ -261,16 +274,7 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
     L.x_bytes[1] = 1;
   }
   L.i[0] = x->dims[1];
-  L.i[1] = flat ? 1 : x->dims[2];
-  L.i[2] = x->dims[x->rank - 1];
-  L.i[3] = flat ? 1 : win->kernel[0];
-  L.i[4] = win->kernel[last];
-  L.i[5] = flat ? 1 : win->stride[0];
-  L.i[6] = win->stride[last];
-  L.i[7] = flat ? 1 : win->dilation[0];
-  L.i[8] = win->dilation[last];
-  L.i[9] = flat ? 0 : win->pad_begin[0];
-  L.i[10] = win->pad_begin[last];
+  window_args(&L.i[1], win, x);
   group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
   L.i[11] = y->dims[y->rank - 1];
   L.i[12] = p->offset;
@@ -500,19 +504,9 @@ static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *
     whole_input(&L, 3, zw);
     L.x_bytes[3] = 1;
   }
-  int last = win->nspatial - 1; /* the width's window axis */
   L.i[0] = x->dims[1] / win->group;
   L.i[1] = out->dims[1] / win->group;
-  L.i[2] = flat ? 1 : x->dims[2];
-  L.i[3] = x->dims[x->rank - 1];
-  L.i[4] = flat ? 1 : win->kernel[0];
-  L.i[5] = win->kernel[last];
-  L.i[6] = flat ? 1 : win->stride[0];
-  L.i[7] = win->stride[last];
-  L.i[8] = flat ? 1 : win->dilation[0];
-  L.i[9] = win->dilation[last];
-  L.i[10] = flat ? 0 : win->pad_begin[0];
-  L.i[11] = win->pad_begin[last];
+  window_args(&L.i[2], win, x);
   group_i(&L, 0, 12, "C/group, M/group, H, W, KH, KW, strides, dilations, leading pads");
   L.i[12] = (zx ? 1 : 0) | (zw ? 2 : 0) | (w->dtype == DT_INT8 ? 4 : 0);
   L.i[13] = zw && tensor_numel(zw) > 1;
