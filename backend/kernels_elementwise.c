@@ -313,13 +313,24 @@ static void quant_strides(const Node *n, const Tensor *t, int rank, int64_t *s) 
     s[d] = d == n->p.quant.axis ? own[0] : 0;
 }
 
+/* Whether a scale or zero point is one value known now (a float32 scale,
+   an integer zero point): the launch then takes it as an argument. */
+static bool constant_value(const Tensor *t) {
+  return t && tensor_is_const(t) && tensor_numel(t) == 1 &&
+         (t->dtype == DT_FLOAT ? t->f32 != NULL : t->i64 != NULL);
+}
+
 /* QuantizeLinear and DequantizeLinear: the instance of the quantized type
    (the output's, the input's), x, the scale and the zero point when given
-   (i[0] says so), and QuantizeLinear's range in f. */
+   (i[0] 1), and QuantizeLinear's range in f. One scale and zero point
+   known now (QDQ models' activations) are arguments instead (i[0] 2: the
+   scale in f[2], the zero point in i[1]), so that x is the launch's only
+   operand and the CPU runtime's loop over it is a dense one. */
 static void run_quantize(Emitter *e, Node *n) {
   bool quantize = n->op == OP_QUANTIZE_LINEAR;
-  const Tensor *x = n->in[0], *y = n->out[0], *zero = node_input(n, 2);
+  const Tensor *x = n->in[0], *y = n->out[0], *scale = n->in[1], *zero = node_input(n, 2);
   DType q = quantize ? y->dtype : x->dtype;
+  bool known = scale->dtype == DT_FLOAT && constant_value(scale) && (!zero || constant_value(zero));
   Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), q)};
   L.rank = y->rank;
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
@@ -328,18 +339,28 @@ static void run_quantize(Emitter *e, Node *n) {
   set_output(&L, buf(e, y), s);
   strides_of(x, s);
   set_input(&L, 0, buf(e, x), s);
-  quant_strides(n, n->in[1], L.rank, s);
-  set_input(&L, 1, buf(e, n->in[1]), s);
   L.x_bytes[0] = (int)dtype_size(x->dtype);
   L.y_bytes = (int)dtype_size(y->dtype);
-  if (zero) {
+  if (!known) {
+    quant_strides(n, scale, L.rank, s);
+    set_input(&L, 1, buf(e, scale), s);
+  }
+  if (zero && !known) {
     quant_strides(n, zero, L.rank, s);
     set_input(&L, 2, buf(e, zero), s);
     L.x_bytes[2] = (int)dtype_size(zero->dtype);
   }
   collapse(&L);
-  L.i[0] = zero != NULL;
-  group_i(&L, 0, 1, "zero point in x[2]");
+  if (known) {
+    L.i[0] = 2;
+    L.i[1] = zero ? zero->i64[0] : 0;
+    group_i(&L, 0, 2, "scale and zero point given here, the zero point");
+    L.f[2] = scale->f32[0];
+    group_f(&L, 2, 1, "scale");
+  } else {
+    L.i[0] = zero != NULL;
+    group_i(&L, 0, 1, "zero point in x[2]");
+  }
   if (quantize) {
     L.f[0] = (float)n->p.quant.lo;
     L.f[1] = (float)n->p.quant.hi;
