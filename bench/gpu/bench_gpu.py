@@ -2,26 +2,34 @@
 """GPU benchmark: opc against PyTorch on the lent GPU machine.
 
   . tools/gpu/env.sh        # first, on the GPU machine (libraries, CC, paths)
-  bench_gpu.py [--opc OPC] [--models a,b] [--schedulers ios,lios,...]
-               [--precisions fp32,tf32,fp16,bf16] [--systems eager,cuda-graph,compile]
-               [--runs 300] [--warmup 50] [--deadline 540] [--tag NAME] [-o FILE.md]
+  bench_gpu.py [--opc OPC] [--models a,b] [--zoo a,b|none] [--schedulers ios,lios,...|none]
+               [--precisions fp32,tf32,fp16,bf16]
+               [--systems eager,cuda-graph,compile,max-autotune]
+               [--runs 300] [--warmup 50] [--deadline 540] [--autotune-reserve 150]
+               [--autotune-cap 90] [--step-cap 120] [--tag NAME] [-o FILE.md]
   bench_gpu.py --dry-run --opc OPC [--zoo-model squeezenet1_1] [-o FILE.md]
   bench_gpu.py --merge A.json B.json ... -o FILE.md
   bench_gpu.py --list
 
 Models: torchvision's Inception-V3, GoogLeNet, SqueezeNet 1.1, ResNet-50,
-MobileNetV2 and DenseNet-121, and timm's NASNet-A Large, each with seeded
-random weights at batch 1, exported with torch.onnx.export (the TorchScript
-exporter where this torch still has it). Their BatchNorm statistics are
-those of four seeded random batches, as training would set them, so that
-random networks are as well scaled as trained ones (--no-bn-calibration
-keeps PyTorch's defaults). For each model:
+MobileNetV2, DenseNet-121 and EfficientNet-B0, and timm's NASNet-A Large,
+each with seeded random weights at batch 1, exported with torch.onnx.export
+(the TorchScript exporter where this torch still has it). Besides them, the
+zoo's networks (--zoo; tools/models/build.py, ONNX only): opc compiles the
+zoo's file and is checked against ONNX Runtime on it, and its PyTorch peer
+is torchvision's network of the same architecture (ZOO; its own weights,
+timed once as an export above and shown again beside the zoo's rows as
+"SYSTEM [peer]"). There is no ONNX-to-PyTorch converter on the GPU
+machine, and the peers are what a PyTorch user would run. The torchvision
+models' BatchNorm statistics are those of four seeded random batches, as
+training would set them, so that random networks are as well scaled as
+trained ones (--no-bn-calibration keeps PyTorch's defaults). For each model:
   1. opc compiles it under every scheduler and precision (--target cuda; in
      parallel, before anything is timed), and each program runs on the same
      input with `--bench RUNS --warmup WARMUP`;
   2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
-     torch.compile(mode="reduce-overhead"), in strict float32, in TF32 and
-     in float16 and bfloat16 (the model and input converted with .to(dtype),
+     torch.compile in modes "reduce-overhead" and "max-autotune", in strict
+     float32, in TF32 and in float16 and bfloat16 (the model and input converted with .to(dtype),
      the same weights, channels-last for CNNs), timed with CUDA events
      around each of RUNS runs after WARMUP warm-ups;
   3. every output is compared with PyTorch's eager strict-float32 output:
@@ -31,11 +39,19 @@ Both sides time the same thing: the input copied from pageable host memory,
 the network, and the output copied back, one run at a time. Percentiles are
 nearest-rank, as the program's --bench computes them.
 
+The budget: the run goes in phases (gpu_run), the slow torch.compile steps
+last; no step starts after --deadline seconds, max-autotune keeps
+--autotune-reserve seconds for itself and each of its steps is stopped at
+--autotune-cap (other steps at --step-cap). Every planned step is a row
+from the start: "not run" (not reached, or no time left) or "timed out"
+where it did not finish, never dropped.
+
 The table (markdown, with a .json beside it holding every number) goes to
 -o, else to $OUT/gpu-bench-DATE-DEVICE[-TAG].md when the device tool's OUT
 is set, else to bench/results/. It is rewritten after every model, so a run
 stopped at its time limit still leaves what it measured. Runs split over
-several device calls (--models subsets, --tag) are joined with --merge.
+several device calls (--models subsets, --tag) are joined with --merge,
+where a later part's "not run" row does not replace a measured one.
 
 --dry-run needs no GPU, torch or CUDA driver: on a zoo model
 (tools/models/build.py) it compiles with opc under every scheduler and
@@ -294,6 +310,12 @@ def render(data):
                      "or bandwidth, plus a launch). The error is the relative L2 distance to "
                      "PyTorch's eager strict-float32 output; opc in fp32 must stay below %g."
                      % STRICT_TOL)
+        if any(m.startswith(ZOO_PREFIX) for m in data.get("models", {})):
+            lines.append("")
+            lines.append("zoo:NAME rows: opc on the zoo's network (tools/models/build.py), its "
+                         "error against ONNX Runtime on that file; the rows marked [peer] are "
+                         "those of torchvision's network of the same architecture (its own "
+                         "weights), their error against the peer's own strict-float32 output.")
     lines.append("")
     lines.append("| model | precision | system | p50 ms | p90 ms | opc speedup p50 | "
                  "opc speedup p90 | p50 / floor | rel. L2 error | status |")
@@ -876,6 +898,14 @@ def reset_torch(torch):
         pass
 
 
+def reduce_overhead_seconds(res, model, precision):
+    """How long reduce-overhead took to compile the model in this run."""
+    for r in res.rows:
+        if (r["model"], r["precision"], r["system"]) == (model, precision, TORCH_LABEL["compile"]):
+            return r.get("compile_s") if r.get("compile_s") is not None else float("inf")
+    return float("inf")
+
+
 def gpu_run(a, res):
     """The benchmark in phases, so that the slow steps come last and take
     what time is left: (1) the models prepared (the zoo's built on the CPU
@@ -995,7 +1025,10 @@ def gpu_run(a, res):
         print("bench_gpu: phase %s: %s (%.0f s left)" % (
             "3" if system == "compile" else "4", TORCH_LABEL[system], clock.left()), flush=True)
         for p in sorted(a.precisions, key=COMPILE_PRIORITY.index):
-            for name in [m for m in a.models if m in preps]:
+            names = [m for m in a.models if m in preps]
+            if system == "max-autotune":  # the quickest to compile first: most fit
+                names.sort(key=lambda m: reduce_overhead_seconds(res, m, p))
+            for name in names:
                 keep_for_autotune = (a.autotune_reserve if system == "compile"
                                      and "max-autotune" in a.systems else 0)
                 if clock.left() - keep_for_autotune < a.compile_reserve and system == "compile":
@@ -1092,9 +1125,15 @@ def merge(paths, output):
             data = part
             data["info"]["parts"] = [path]
             continue
-        keys = {(r["model"], r["precision"], r["system"]) for r in part["rows"]}
-        data["rows"] = [r for r in data["rows"]
-                        if (r["model"], r["precision"], r["system"]) not in keys] + part["rows"]
+        # A later part's row replaces an earlier one, unless the later did
+        # not run the step and the earlier did (a part that redoes the rest
+        # of a run plans, and marks, steps already measured).
+        key = lambda r: (r["model"], r["precision"], r["system"])
+        old = {key(r): r for r in data["rows"]}
+        new = [r for r in part["rows"]
+               if r["status"] != "not run" or old.get(key(r), r)["status"] == "not run"]
+        keys = {key(r) for r in new}
+        data["rows"] = [r for r in data["rows"] if key(r) not in keys] + new
         data["models"].update(part["models"])
         for key in ("device", "driver", "libraries", "opc", "opc_programs", "method", "command"):
             old, new = data["info"].get(key), part["info"].get(key)
@@ -1179,7 +1218,9 @@ def main(argv=None):
     a.zoo = [] if a.zoo == "none" else split_list(a.zoo, list(ZOO), "zoo model", ap)
     # A zoo network's PyTorch rows are its peer's: time the peer too.
     a.models += [ZOO[z] for z in a.zoo if ZOO[z] not in a.models]
-    a.schedulers = split_list(a.schedulers, SCHEDULERS, "scheduler", ap)
+    # none: PyTorch's rows alone (a part that redoes a run's torch.compile steps)
+    a.schedulers = ([] if a.schedulers == "none" else
+                    split_list(a.schedulers, SCHEDULERS, "scheduler", ap))
     a.precisions = split_list(a.precisions, PRECISIONS, "precision", ap)
     a.systems = split_list(a.systems, TORCH_SYSTEMS, "system", ap)
     a.opc = os.path.abspath(a.opc)

@@ -14,7 +14,8 @@ and opc's programs built for the CPU runtime, and checks what it reports:
      and the run killed as the next step starts: the zoo's opc rows ok
      against ONNX Runtime and shown with the peer's PyTorch rows, the capped
      step "timed out", the step it was killed in "not run" (not reached),
-     no row dropped; and --deadline 1: every step a "not run" row, exit 0.
+     no row dropped; and --deadline 1: every step a "not run" row, exit 0;
+  5. --merge of a part that redoes a run's rest keeps the measured rows.
 
 usage: test_bench_logic.py OPC WORKDIR
 """
@@ -152,6 +153,21 @@ def main():
     expect(code == 0 and len(rows) == 1 + 1 + 4 and all(
         r["status"] == "not run" and "time budget" in r["note"] for r in rows),
         "past --deadline every step is a not-run row and the run exits 0 (%d: %s)" % (code, rows))
+    # --merge of a part that redoes the rest of a run: its "not run" rows
+    # do not replace what the first part measured; its measured ones do.
+    parts = []
+    for k, statuses in enumerate([("ok", "not run"), ("not run", "ok")]):
+        rows = [{"model": "m", "precision": p, "system": "PyTorch eager", "status": st, "p50": 1.0 + k,
+                 "p90": 1.0 + k} for p, st in zip(("fp16", "bf16"), statuses)]
+        parts.append(os.path.join(work, "part%d.json" % k))
+        with open(parts[-1], "w") as f:
+            json.dump({"info": {}, "args": {}, "models": {"m": {}}, "rows": rows}, f)
+    p = subprocess.run([sys.executable, BENCH, "--merge"] + parts + ["-o", os.path.join(work, "parts.md")],
+                       capture_output=True, text=True, timeout=120)
+    with open(os.path.join(work, "parts.json")) as f:
+        got = sorted((r["precision"], r["status"], r["p50"]) for r in json.load(f)["rows"])
+    expect(got == [("bf16", "ok", 2.0), ("fp16", "ok", 1.0)],
+           "--merge keeps measured rows over a later part's not-run rows (%s)" % got)
     print("test_bench_logic: %s" % ("FAIL" if failures else "PASS"))
     return 1 if failures else 0
 
