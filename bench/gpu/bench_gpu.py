@@ -379,6 +379,13 @@ def render(data):
         for status, rs in sorted(left.items()):
             lines.append("- %s: %d (%s)" % (status, len(rs), ", ".join(sorted(
                 {"%s %s" % (r["system"], r["precision"]) for r in rs}))))
+    peers = [(m, d) for m, d in data.get("models", {}).items() if d.get("peer")]
+    if peers:
+        lines += ["", "The zoo's networks and their peers (parameters):", ""]
+        for m, d in peers:
+            peer = data["models"].get(d["peer"], {})
+            lines.append("- %s: %s; peer torchvision %s: %s" % (
+                m, d.get("parameters", "?"), d["peer"], peer.get("parameters", "?")))
     notes = [(m, n) for m, d in data.get("models", {}).items() for n in d.get("notes", [])]
     if notes:
         lines += ["", "Notes:", ""]
@@ -803,7 +810,11 @@ def prepare_zoo(name, a, res, work):
         return None
     import onnx
     m = onnx.load(path, load_external_data=False)
-    info["parameters"] = int(sum(int(np.prod(t.dims)) for t in m.graph.initializer))
+    # As torch counts parameters(): BatchNorm's running statistics are buffers.
+    stats = {n.input[k] for n in m.graph.node if n.op_type == "BatchNormalization"
+             for k in (3, 4) if len(n.input) > k}
+    info["parameters"] = int(sum(int(np.prod(t.dims)) for t in m.graph.initializer
+                                 if t.name not in stats))
     pairs = lambda f: [tuple(l.strip().split("=", 1)) for l in open(os.path.join(ref_dir, f))
                        if l.strip()]
     refs = pairs("outputs.txt")

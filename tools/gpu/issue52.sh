@@ -51,7 +51,7 @@ fi
 out=${OUT:-/tmp/opc-gpu/out}
 keep=/tmp/opc-gpu/issue52 # survives between calls on a warm machine
 mkdir -p "$out" "$keep"
-models=inception_v3,googlenet,squeezenet1_1,resnet50,mobilenet_v2,densenet121,efficientnet_b0
+models=resnet50,mobilenet_v2,efficientnet_b0,inception_v3,densenet121,googlenet,squeezenet1_1
 zoo=resnet50,mobilenet_v2,efficientnet_b0,inception_v3,densenet121,googlenet,squeezenet1_1
 tp_budget=90
 if [ $fake = 1 ]; then
