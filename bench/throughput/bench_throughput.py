@@ -20,7 +20,8 @@ table goes to -o (default bench/results/throughput-DATE-TARGET.md), with a
 The load is bounded: each run lasts --duration seconds of arrivals at the
 mix's rates, and a run that has not ended --duration + 60 s after it began
 is stopped. With --budget, a run that would end past the budget is not
-started; it and any run that failed stay in the table, marked.
+started; it and any run that failed stay in the table, marked. Exit
+status 1 when a build or run failed.
 """
 import argparse
 import datetime
@@ -148,6 +149,8 @@ def main():
         ap.error(f"--models: some of {', '.join(MODELS)}")
     work = Path(a.work) / "-".join(names)
     work.mkdir(parents=True, exist_ok=True)
+    # Built once a run, for every K (build()); never one of an earlier run.
+    (work / "contexts").unlink(missing_ok=True)
     results = []
 
     def mark(k, mix, system, why):
@@ -187,6 +190,9 @@ def main():
                     continue
                 rows, total = parse_load(r.stdout)
                 print(f"K={k} {mix} {system}:\n{r.stdout}", flush=True)
+                if total is None or not rows:
+                    mark(k, mix, system, "FAIL: no report in the program's output")
+                    continue
                 results.append({"instances": k, "mix": mix, "rates": rates, "system": system,
                                 "models": rows, "total": total, "status": "ok"})
     cpu = platform.processor() or platform.machine()
@@ -194,10 +200,18 @@ def main():
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    gpu = None
+    if a.target == "cuda":
+        try:
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=30).stdout.strip() or None
+        except (OSError, subprocess.TimeoutExpired):
+            pass
     date = datetime.date.today().isoformat()
     out = Path(a.output) if a.output else ROOT / "bench" / "results" / f"throughput-{date}-{a.target}.md"
     lines = [f"# Throughput: a serving program against independent contexts ({date}, {a.target})", "",
-             f"Machine: {cpu}, {os.cpu_count()} CPUs, {platform.platform()}.",
+             f"Machine: {cpu}, {os.cpu_count()} CPUs, {platform.platform()}" +
+             (f"; GPU: {gpu} (name, driver)." if gpu else "."),
              f"opc's {'CPU runtime' if a.target == 'cpu' else 'CUDA target'}; each run {a.duration:g} s of "
              f"seeded Poisson arrivals (seed {a.seed}), the same for both systems.",
              "Serving program: `opc " + " ".join(names) + " --instances M=K ...`, its launcher's "
@@ -229,10 +243,14 @@ def main():
     lines.append("")
     out.write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps({"date": date, "target": a.target, "cpu": cpu,
-                                                    "models": names,
+                                                    "models": names, "gpu": gpu,
                                                     "duration": a.duration, "results": results}, indent=1))
     print(f"bench_throughput: wrote {out}")
+    failed = [r for r in results if r["status"].startswith("FAIL")]
+    if failed:
+        print(f"bench_throughput: {len(failed)} run(s) failed (see the table)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
