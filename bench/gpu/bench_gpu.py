@@ -29,9 +29,9 @@ trained ones (--no-bn-calibration keeps PyTorch's defaults). For each model:
      input with `--bench RUNS --warmup WARMUP`;
   2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
      torch.compile in modes "reduce-overhead" and "max-autotune", in strict
-     float32, in TF32 and in float16 and bfloat16 (the model and input converted with .to(dtype),
-     the same weights, channels-last for CNNs), timed with CUDA events
-     around each of RUNS runs after WARMUP warm-ups;
+     float32, in TF32 and in float16 and bfloat16 (the model and input
+     converted with .to(dtype), the same weights, channels-last for CNNs),
+     timed with CUDA events around each of RUNS runs after WARMUP warm-ups;
   3. every output is compared with PyTorch's eager strict-float32 output:
      opc must be within relative L2 1e-4 in strict float32, 1e-2 in fp16 and
      3e-2 in bf16 (ACCURACY).
