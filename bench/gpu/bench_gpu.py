@@ -743,15 +743,18 @@ def torch_system(torch, system, prep, precision, a):
 
 
 # ---------------------------------------------------------------- GPU run
-class StepTimeout(Exception):
-    pass
+class StepTimeout(BaseException):
+    """Not an Exception: torch's compilers catch those (a failed autotuning
+    choice is skipped), and the cap must get through them."""
 
 
 @contextlib.contextmanager
 def capped(seconds):
-    """Raises StepTimeout in the main thread after `seconds` (none: <= 0).
-    A torch.compile spends its time in Python or waiting on its workers, so
-    the alarm stops it; a step cut this way is marked "timed out"."""
+    """Raises StepTimeout in the main thread after `seconds` (none: <= 0),
+    and again every 5 s until the step is left, should something swallow
+    it. A torch.compile spends its time in Python or waiting on its
+    workers, so the alarm stops it; a step cut this way is marked "timed
+    out"."""
     usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
@@ -761,7 +764,7 @@ def capped(seconds):
     def on_alarm(signum, frame):
         raise StepTimeout("stopped at its cap of %.0f s" % seconds)
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 5)
     try:
         yield
     finally:
@@ -970,7 +973,7 @@ def gpu_run(a, res):
         try:
             with capped(max(1, min(a.step_cap, clock.left() - 5))):
                 prep = prepare_model(torch, name, a, res, work)
-        except Exception as exc:
+        except (Exception, StepTimeout) as exc:
             prep = None
             res.models.setdefault(name, {"notes": []})["notes"].append(
                 "build or export failed: %s: %s" % (type(exc).__name__, str(exc)[:300]))

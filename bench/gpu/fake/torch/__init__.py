@@ -230,7 +230,9 @@ _dynamo = types.SimpleNamespace(reset=lambda: None)
 def compile(model, mode=None):
     """The model itself; under FAKE_TORCH_MAX_AUTOTUNE_SLEEP=S, a
     max-autotune model's first call sleeps S seconds, as a slow compile
-    would (bench/gpu/test_bench_logic.py stops it at its cap)."""
+    would, and skips whatever Exception it meets on the way, as Inductor
+    skips a failed autotuning choice (bench/gpu/test_bench_logic.py stops
+    it at its cap)."""
     delay = float(os.environ.get("FAKE_TORCH_MAX_AUTOTUNE_SLEEP", "0"))
     if mode != "max-autotune" or delay <= 0:
         return model
@@ -238,7 +240,11 @@ def compile(model, mode=None):
 
     def compiled(x):
         if not state["compiled"]:
-            time.sleep(delay)
+            for _ in range(10):  # ten autotuning choices, a failed one skipped as Inductor does
+                try:
+                    time.sleep(delay / 10)
+                except Exception:
+                    pass
             state["compiled"] = True
         return model(x)
     return compiled
