@@ -68,6 +68,7 @@ else
   . tools/gpu/env.sh
   opc="$(pwd)/.gpu-carry/bin/opc"
   target=cuda
+  # shellcheck disable=SC2054 # the commas are bench_throughput.py's lists
   tp=(--target cuda --models resnet50,squeezenet1_1 --mixes light,heavy --instances 1,2 --duration 5)
   fake_args=(--runs 200 --warmup 30)
 fi
