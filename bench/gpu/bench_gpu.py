@@ -2,28 +2,36 @@
 """GPU benchmark: opc against PyTorch on the lent GPU machine.
 
   . tools/gpu/env.sh        # first, on the GPU machine (libraries, CC, paths)
-  bench_gpu.py [--opc OPC] [--models a,b] [--schedulers ios,lios,...]
-               [--precisions fp32,tf32,fp16,bf16] [--systems eager,cuda-graph,compile]
-               [--runs 300] [--warmup 50] [--deadline 540] [--tag NAME] [-o FILE.md]
+  bench_gpu.py [--opc OPC] [--models a,b] [--zoo a,b|none] [--schedulers ios,lios,...|none]
+               [--precisions fp32,tf32,fp16,bf16]
+               [--systems eager,cuda-graph,compile,max-autotune]
+               [--runs 300] [--warmup 50] [--deadline 540] [--autotune-reserve 150]
+               [--autotune-cap 90] [--step-cap 120] [--tag NAME] [-o FILE.md]
   bench_gpu.py --dry-run --opc OPC [--zoo-model squeezenet1_1] [-o FILE.md]
   bench_gpu.py --merge A.json B.json ... -o FILE.md
   bench_gpu.py --list
 
 Models: torchvision's Inception-V3, GoogLeNet, SqueezeNet 1.1, ResNet-50,
-MobileNetV2 and DenseNet-121, and timm's NASNet-A Large, each with seeded
-random weights at batch 1, exported with torch.onnx.export (the TorchScript
-exporter where this torch still has it). Their BatchNorm statistics are
-those of four seeded random batches, as training would set them, so that
-random networks are as well scaled as trained ones (--no-bn-calibration
-keeps PyTorch's defaults). For each model:
+MobileNetV2, DenseNet-121 and EfficientNet-B0, and timm's NASNet-A Large,
+each with seeded random weights at batch 1, exported with torch.onnx.export
+(the TorchScript exporter where this torch still has it). Besides them, the
+zoo's networks (--zoo; tools/models/build.py, ONNX only): opc compiles the
+zoo's file and is checked against ONNX Runtime on it, and its PyTorch peer
+is torchvision's network of the same architecture (ZOO; its own weights,
+timed once as an export above and shown again beside the zoo's rows as
+"SYSTEM [peer]"). There is no ONNX-to-PyTorch converter on the GPU
+machine, and the peers are what a PyTorch user would run. The torchvision
+models' BatchNorm statistics are those of four seeded random batches, as
+training would set them, so that random networks are as well scaled as
+trained ones (--no-bn-calibration keeps PyTorch's defaults). For each model:
   1. opc compiles it under every scheduler and precision (--target cuda; in
      parallel, before anything is timed), and each program runs on the same
      input with `--bench RUNS --warmup WARMUP`;
   2. PyTorch runs it eagerly, as one whole-model CUDA graph, and through
-     torch.compile(mode="reduce-overhead"), in strict float32, in TF32 and
-     in float16 and bfloat16 (the model and input converted with .to(dtype),
-     the same weights, channels-last for CNNs), timed with CUDA events
-     around each of RUNS runs after WARMUP warm-ups;
+     torch.compile in modes "reduce-overhead" and "max-autotune", in strict
+     float32, in TF32 and in float16 and bfloat16 (the model and input
+     converted with .to(dtype), the same weights, channels-last for CNNs),
+     timed with CUDA events around each of RUNS runs after WARMUP warm-ups;
   3. every output is compared with PyTorch's eager strict-float32 output:
      opc must be within relative L2 1e-4 in strict float32, 1e-2 in fp16 and
      3e-2 in bf16 (ACCURACY).
@@ -31,11 +39,19 @@ Both sides time the same thing: the input copied from pageable host memory,
 the network, and the output copied back, one run at a time. Percentiles are
 nearest-rank, as the program's --bench computes them.
 
+The budget: the run goes in phases (gpu_run), the slow torch.compile steps
+last; no step starts after --deadline seconds, max-autotune keeps
+--autotune-reserve seconds for itself and each of its steps is stopped at
+--autotune-cap (other steps at --step-cap). Every planned step is a row
+from the start: "not run" (not reached, or no time left) or "timed out"
+where it did not finish, never dropped.
+
 The table (markdown, with a .json beside it holding every number) goes to
 -o, else to $OUT/gpu-bench-DATE-DEVICE[-TAG].md when the device tool's OUT
 is set, else to bench/results/. It is rewritten after every model, so a run
 stopped at its time limit still leaves what it measured. Runs split over
-several device calls (--models subsets, --tag) are joined with --merge.
+several device calls (--models subsets, --tag) are joined with --merge,
+where a later part's "not run" row does not replace a measured one.
 
 --dry-run needs no GPU, torch or CUDA driver: on a zoo model
 (tools/models/build.py) it compiles with opc under every scheduler and
@@ -48,6 +64,7 @@ compile a model or an opc strict-float32 output was wrong, else 0.
 """
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import math
@@ -56,9 +73,11 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -76,13 +95,29 @@ MODELS = {
     "resnet50": ("torchvision", 224),
     "mobilenet_v2": ("torchvision", 224),
     "densenet121": ("torchvision", 224),
+    "efficientnet_b0": ("torchvision", 224),
     "nasnetalarge": ("timm", 331),
 }
+# The zoo's networks (tools/models/build.py, ONNX only), each with its PyTorch
+# peer: torchvision's network of the same architecture, from MODELS, with its
+# own seeded weights. opc compiles the zoo's file and is checked against ONNX
+# Runtime on it; the peer's PyTorch rows are shown beside it. Their rows are
+# named "zoo:NAME".
+ZOO = {"efficientnet_b0": "efficientnet_b0", "mobilenet_v2": "mobilenet_v2",
+       "densenet121": "densenet121", "resnet50": "resnet50", "inception_v3": "inception_v3",
+       "googlenet": "googlenet", "squeezenet1_1": "squeezenet1_1"}
+ZOO_PREFIX = "zoo:"
 SCHEDULERS = ["ios", "lios", "greedy", "sequential"]
 PRECISIONS = ["fp32", "tf32", "fp16", "bf16"]
-TORCH_SYSTEMS = ["eager", "cuda-graph", "compile"]
+TORCH_SYSTEMS = ["eager", "cuda-graph", "compile", "max-autotune"]
 TORCH_LABEL = {"eager": "PyTorch eager", "cuda-graph": "PyTorch CUDA graph",
-               "compile": "torch.compile reduce-overhead"}
+               "compile": "torch.compile reduce-overhead",
+               "max-autotune": "torch.compile max-autotune"}
+TORCH_MODE = {"compile": "reduce-overhead", "max-autotune": "max-autotune"}
+# The order in which the slow torch.compile steps take the time left: the
+# issue's goals are in fp16 first.
+COMPILE_PRIORITY = ["fp16", "fp32", "bf16", "tf32"]
+NOT_REACHED = "not reached: the run was stopped before this step"
 STRICT_TOL = 1e-4
 # The relative L2 error each opc precision must keep against PyTorch's (or
 # ONNX Runtime's) strict float32; TF32 is not bounded (cuDNN decides it).
@@ -207,12 +242,17 @@ class Results:
     def save(self):
         data = self.to_json()
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        with open(os.path.splitext(self.path)[0] + ".json", "w") as f:
-            json.dump(data, f, indent=1)
+        # Written aside and renamed: a run killed at its limit leaves whole files.
+        write_whole(os.path.splitext(self.path)[0] + ".json", json.dumps(data, indent=1))
         text = render(data)
-        with open(self.path, "w") as f:
-            f.write(text)
+        write_whole(self.path, text)
         return text
+
+
+def write_whole(path, text):
+    with open(path + ".part", "w") as f:
+        f.write(text)
+    os.replace(path + ".part", path)
 
 
 def fmt_ms(v):
@@ -221,7 +261,13 @@ def fmt_ms(v):
     return "%.1f" % v if v >= 100 else "%.3f" % v
 
 
+def base_system(system):
+    """The system's label without a peer's name ("... [resnet50]")."""
+    return system.split(" [")[0]
+
+
 def system_order(system):
+    system = base_system(system)
     if system.startswith("opc "):
         s = system[4:]
         return (0, SCHEDULERS.index(s) if s in SCHEDULERS else 99, system)
@@ -264,6 +310,12 @@ def render(data):
                      "or bandwidth, plus a launch). The error is the relative L2 distance to "
                      "PyTorch's eager strict-float32 output; opc in fp32 must stay below %g."
                      % STRICT_TOL)
+        if any(m.startswith(ZOO_PREFIX) for m in data.get("models", {})):
+            lines.append("")
+            lines.append("zoo:NAME rows: opc on the zoo's network (tools/models/build.py), its "
+                         "error against ONNX Runtime on that file; the rows marked [peer] are "
+                         "those of torchvision's network of the same architecture (its own "
+                         "weights), their error against the peer's own strict-float32 output.")
     lines.append("")
     lines.append("| model | precision | system | p50 ms | p90 ms | opc speedup p50 | "
                  "opc speedup p90 | p50 / floor | rel. L2 error | status |")
@@ -274,9 +326,15 @@ def render(data):
             models.append(r["model"])
     geo = {}
     for model in models:
+        peer = data.get("models", {}).get(model, {}).get("peer")
+        kind = "zoo" if model.startswith(ZOO_PREFIX) else "exports"
         for precision in PRECISIONS:
-            group = sorted([r for r in rows if r["model"] == model and r["precision"] == precision],
-                           key=lambda r: system_order(r["system"]))
+            group = [r for r in rows if r["model"] == model and r["precision"] == precision]
+            if peer:  # the peer's PyTorch rows, named as such
+                group += [dict(r, system="%s [%s]" % (r["system"], peer)) for r in rows
+                          if r["model"] == peer and r["precision"] == precision
+                          and not r["system"].startswith("opc ")]
+            group.sort(key=lambda r: system_order(r["system"]))
             best = best_opc(rows, model, precision)
             for r in group:
                 sp50 = sp90 = None
@@ -284,7 +342,7 @@ def render(data):
                     sp50 = r["p50"] / best["p50"]
                     sp90 = r["p90"] / best["p90"] if r.get("p90") and best.get("p90") else None
                     if not r["system"].startswith("opc "):
-                        geo.setdefault((precision, r["system"]), []).append(sp50)
+                        geo.setdefault((kind, precision, base_system(r["system"])), []).append(sp50)
                 star = " ★" if best is r else ""
                 err = r.get("rel_l2")
                 status = r["status"]
@@ -307,10 +365,27 @@ def render(data):
                     "%.2e" % err if err is not None else "—",
                     status.replace("|", "\\|").replace("\n", " ")))
     if geo:
-        lines += ["", "Geometric mean of opc's speedup (p50) over each system:", ""]
-        for (precision, system), v in sorted(geo.items()):
-            lines.append("- %s, %s: %.2f× over %d model(s)" % (
-                system, precision, math.exp(sum(math.log(x) for x in v) / len(v)), len(v)))
+        lines += ["", "Geometric mean of opc's speedup (p50) over each system (zoo: opc on "
+                  "the zoo's network against its torchvision peer):", ""]
+        for (kind, precision, system), v in sorted(geo.items()):
+            lines.append("- %s, %s, %s: %.2f× over %d model(s)" % (
+                kind, system, precision, math.exp(sum(math.log(x) for x in v) / len(v)), len(v)))
+    left = {}
+    for r in rows:
+        if r["status"] in ("not run", "timed out"):
+            left.setdefault(r["status"], []).append(r)
+    if left and not dry:
+        lines += ["", "Steps not measured (marked in the table, never dropped):", ""]
+        for status, rs in sorted(left.items()):
+            lines.append("- %s: %d (%s)" % (status, len(rs), ", ".join(sorted(
+                {"%s %s" % (r["system"], r["precision"]) for r in rs}))))
+    peers = [(m, d) for m, d in data.get("models", {}).items() if d.get("peer")]
+    if peers:
+        lines += ["", "The zoo's networks and their peers (parameters):", ""]
+        for m, d in peers:
+            peer = data["models"].get(d["peer"], {})
+            lines.append("- %s: %s; peer torchvision %s: %s" % (
+                m, d.get("parameters", "?"), d["peer"], peer.get("parameters", "?")))
     notes = [(m, n) for m, d in data.get("models", {}).items() for n in d.get("notes", [])]
     if notes:
         lines += ["", "Notes:", ""]
@@ -654,7 +729,7 @@ def torch_system(torch, system, prep, precision, a):
                 y_host.copy_(static_y)
         else:
             torch._dynamo.reset()
-            compiled = torch.compile(model, mode="reduce-overhead")
+            compiled = torch.compile(model, mode=TORCH_MODE[system])
             t0 = time.time()
             compiled(x_dev)
             torch.cuda.synchronize()
@@ -668,53 +743,266 @@ def torch_system(torch, system, prep, precision, a):
 
 
 # ---------------------------------------------------------------- GPU run
+class StepTimeout(BaseException):
+    """Not an Exception: torch's compilers catch those (a failed autotuning
+    choice is skipped), and the cap must get through them."""
+
+
+@contextlib.contextmanager
+def capped(seconds):
+    """Raises StepTimeout in the main thread after `seconds` (none: <= 0),
+    and again every 5 s until the step is left, should something swallow
+    it. A torch.compile spends its time in Python or waiting on its
+    workers, so the alarm stops it; a step cut this way is marked "timed
+    out"."""
+    usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise StepTimeout("stopped at its cap of %.0f s" % seconds)
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def zoo_key(name):
+    return ZOO_PREFIX + name
+
+
+def plan_rows(a, res):
+    """Every step of the run as a row marked not reached, saved before
+    anything runs: a run killed at its limit still lists what it left."""
+    for key in [zoo_key(z) for z in a.zoo] + a.models:
+        for p in a.precisions:
+            for s in a.schedulers:
+                res.add(key, p, opc_label(s), status="not run", note=NOT_REACHED)
+            if not key.startswith(ZOO_PREFIX):
+                for system in a.systems:
+                    res.add(key, p, TORCH_LABEL[system], status="not run", note=NOT_REACHED)
+    res.save()
+
+
+def out_of_time(a):
+    return "time budget spent (--deadline %g s)" % a.deadline
+
+
+def prepare_zoo(name, a, res, work):
+    """Builds a zoo network and ONNX Runtime's outputs on its test input
+    (CPU only: runs in the pool while the GPU prepares the torchvision
+    models). Returns the prep dict of prepare_model, or None."""
+    info = res.models.setdefault(zoo_key(name), {"notes": []})
+    info["source"] = "zoo (tools/models/build.py %s, seed %d); reference: ONNX Runtime" % (
+        name, a.seed)
+    info["peer"] = ZOO[name]
+    t0 = time.time()
+    path = os.path.join(work, "model.onnx")
+    ref_dir = os.path.join(work, "ref")
+    code, out = run([sys.executable, BUILD_PY, name, "-o", path, "--seed", str(a.seed)], 600)
+    if code == 0:
+        code, out = run([sys.executable, REFERENCE_PY, path, "--seed", str(a.seed),
+                         "--outdir", ref_dir, "--others", "1"], 600)
+    if code != 0:
+        info["notes"].append("zoo model or ONNX Runtime reference failed: " + last_line(out))
+        return None
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    # As torch counts parameters(): BatchNorm's running statistics are buffers.
+    stats = {n.input[k] for n in m.graph.node if n.op_type == "BatchNormalization"
+             for k in (3, 4) if len(n.input) > k}
+    info["parameters"] = int(sum(int(np.prod(t.dims)) for t in m.graph.initializer
+                                 if t.name not in stats))
+    pairs = lambda f: [tuple(l.strip().split("=", 1)) for l in open(os.path.join(ref_dir, f))
+                       if l.strip()]
+    refs = pairs("outputs.txt")
+    info["prepare_s"] = round(time.time() - t0, 1)
+    return {"path": path, "inputs": pairs("inputs.txt"), "outputs": [n for n, _ in refs],
+            "refs": {n: np.load(f) for n, f in refs}, "work": work}
+
+
+def time_opc(a, res, clock, key, prep, p, s, compiled):
+    """One opc row: the program run, checked and timed. False when opc
+    failed (compile, run or accuracy)."""
+    label = opc_label(s)
+    code, out, secs = compiled.get((key, s, p), (None, "not compiled: " + out_of_time(a), 0))
+    if code is None:
+        res.add(key, p, label, status="timed out" if "timed out" in out else "not run",
+                compile_s=secs, note="opc: " + last_line(out))
+        return True
+    if code != 0:
+        why = last_line(out)
+        res.add(key, p, label, status="FAIL", compile_s=secs,
+                note=why if why.startswith("opc") else "opc: " + why)
+        return False
+    if clock.left() < 20:
+        res.add(key, p, label, status="not run", note=out_of_time(a))
+        return True
+    exe = os.path.join(prep["work"], "net-%s-%s" % (s, p))
+    lat, got, err = run_opc(exe, prep["inputs"], prep["outputs"], prep["work"], "%s-%s" % (s, p),
+                            a.runs, a.warmup, int(max(10, min(a.step_cap, clock.left()))))
+    if err:
+        res.add(key, p, label, status="timed out" if "timed out" in err else "FAIL",
+                compile_s=secs, note=err)
+        return "timed out" in err
+    worst, why = 0.0, None
+    for name in prep["refs"]:
+        e, w = rel_l2(prep["refs"][name], got[name])
+        worst = max(worst, e if e is not None else float("inf"))
+        why = why or w
+    row = res.add(key, p, label, compile_s=secs, rel_l2=worst if not why else None,
+                  floor_us=parse_floor(out),
+                  **{k: lat[k] for k in ("p50", "p90", "mean", "min") if k in lat})
+    ok = True
+    if why or (p in ACCURACY and worst >= ACCURACY[p]):
+        row["status"] = "FAIL"
+        row["note"] = why or "relative L2 %.2e >= %g" % (worst, ACCURACY[p])
+        ok = False
+    print("bench_gpu: %s %s %s p50=%s rel_l2=%s %s" % (
+        key, p, label, fmt_ms(row.get("p50")), worst, row["status"]), flush=True)
+    return ok
+
+
+def time_peer(torch, a, res, clock, name, prep, p, system):
+    """One PyTorch row, started only while the budget lasts and stopped at
+    its cap (--step-cap; --autotune-cap for max-autotune)."""
+    label = TORCH_LABEL[system]
+    need = {"compile": a.compile_reserve, "max-autotune": min(a.autotune_cap, 60)}.get(system, 20)
+    if clock.left() < need:
+        res.add(name, p, label, status="not run", note=out_of_time(a))
+        return
+    cap = a.autotune_cap if system == "max-autotune" else a.step_cap
+    cap = max(1, min(cap, clock.left() - 5))
+    print("bench_gpu: start %s %s %s (cap %.0f s)" % (name, p, label, cap), flush=True)
+    t0 = time.time()
+    try:
+        with capped(cap):
+            st, y, extra = torch_system(torch, system, prep, p, a)
+        e, why = rel_l2(prep["ref"], y)
+        row = res.add(name, p, label, rel_l2=e, **extra,
+                      **{k: st[k] for k in ("p50", "p90", "mean", "min")})
+        if why:
+            row["note"] = why
+    except StepTimeout as exc:
+        res.add(name, p, label, status="timed out",
+                note="%s (%s)" % (exc, "still compiling" if system in TORCH_MODE else "running"))
+        reset_torch(torch)
+    except Exception as exc:
+        res.add(name, p, label, status="FAIL", note="%s: %s" % (
+            type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
+        reset_torch(torch)
+    print("bench_gpu: %s %s %s %s (%.1f s)" % (name, p, label, res.rows[-1].get("p50")
+                                               or res.rows[-1]["status"], time.time() - t0),
+          flush=True)
+    res.save()
+
+
+def reset_torch(torch):
+    """After a failed or stopped step: no compiled graphs, no pending work."""
+    try:
+        torch._dynamo.reset()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    except Exception:
+        pass
+
+
+def reduce_overhead_seconds(res, model, precision):
+    """How long reduce-overhead took to compile the model in this run."""
+    for r in res.rows:
+        if (r["model"], r["precision"], r["system"]) == (model, precision, TORCH_LABEL["compile"]):
+            return r.get("compile_s") if r.get("compile_s") is not None else float("inf")
+    return float("inf")
+
+
 def gpu_run(a, res):
+    """The benchmark in phases, so that the slow steps come last and take
+    what time is left: (1) the models prepared (the zoo's built on the CPU
+    while the GPU exports torchvision's) and every opc program compiled;
+    (2) opc's programs timed, then PyTorch eager and CUDA graph; (3)
+    torch.compile reduce-overhead, until --autotune-reserve seconds are
+    left; (4) torch.compile max-autotune, each capped at --autotune-cap
+    seconds. Phases 3 and 4 go by precision (COMPILE_PRIORITY), then model.
+    Every step planned is a row from the start; one that did not fit is
+    marked "not run" or "timed out", never dropped."""
     import torch
     if not torch.cuda.is_available():
         sys.exit("bench_gpu: torch sees no GPU; use --dry-run on a machine without one")
     torch.backends.cudnn.benchmark = a.cudnn_benchmark
     clock = Clock(a.deadline)
+    plan_rows(a, res)
     ok = True
     preps = {}
-    # opc compiles a model's variants while the next model is prepared; all
-    # compiles end before anything is timed.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
     futures = {}
     jobs_list = []
     t0 = time.time()
+
+    def compile_all_of(key, prep):
+        timeout = int(max(60, min(1200, clock.left() - 30)))
+        for s in a.schedulers:
+            for p in a.precisions:
+                exe = os.path.join(prep["work"], "net-%s-%s" % (s, p))
+                jobs_list.append(exe)
+                futures[(key, s, p)] = pool.submit(compile_opc, a.opc, prep["path"], exe,
+                                                   a.opc_target, s, p, timeout)
+
+    zoo_futures = {}
+    for name in a.zoo:
+        if clock.left() < 60:
+            res.models.setdefault(zoo_key(name), {"notes": []})["notes"].append(
+                "not prepared: " + out_of_time(a))
+            continue
+        work = os.path.join(a.work, "zoo-" + name)
+        os.makedirs(work, exist_ok=True)
+        zoo_futures[name] = pool.submit(prepare_zoo, name, a, res, work)
+    print("bench_gpu: phase 1: preparing %d torchvision and %d zoo models" % (
+        len(a.models), len(a.zoo)), flush=True)
     for name in a.models:
         work = os.path.join(a.work, name)
         os.makedirs(work, exist_ok=True)
         if clock.left() < 60:
-            for p in a.precisions:
-                res.add(name, p, "all", status="not run", note="time budget spent")
+            res.models.setdefault(name, {"notes": []})["notes"].append(
+                "not prepared: " + out_of_time(a))
             continue
         try:
-            prep = prepare_model(torch, name, a, res, work)
-        except Exception as exc:
+            with capped(max(1, min(a.step_cap, clock.left() - 5))):
+                prep = prepare_model(torch, name, a, res, work)
+        except (Exception, StepTimeout) as exc:
             prep = None
             res.models.setdefault(name, {"notes": []})["notes"].append(
                 "build or export failed: %s: %s" % (type(exc).__name__, str(exc)[:300]))
+            reset_torch(torch)
         if prep:
+            prep["refs"] = {prep["outputs"][0]: prep["ref"]}  # PyTorch's, strict fp32
             preps[name] = prep
-            timeout = int(max(60, min(1200, clock.left() - 30)))
-            for s in a.schedulers:
-                for p in a.precisions:
-                    exe = os.path.join(work, "net-%s-%s" % (s, p))
-                    jobs_list.append(exe)
-                    futures[(name, s, p)] = pool.submit(compile_opc, a.opc, prep["path"], exe,
-                                                        a.opc_target, s, p, timeout)
-        else:
-            ok = False
-            for p in a.precisions:
-                res.add(name, p, "all", status="FAIL", note="; ".join(
-                    res.models.get(name, {}).get("notes", [])) or "model not prepared")
+            compile_all_of(name, prep)
         print("bench_gpu: %s prepared (%s s, %s)" % (
             name, res.models.get(name, {}).get("prepare_s", "-"),
             res.models.get(name, {}).get("export", "not exported")), flush=True)
         res.save()
-    compiled = {key: f.result() for key, f in futures.items()}
-    pool.shutdown()
+    for name, fut in zoo_futures.items():
+        try:
+            prep = fut.result(timeout=max(1, clock.left()))
+        except concurrent.futures.TimeoutError:
+            prep = None
+            res.models[zoo_key(name)]["notes"].append("not prepared: " + out_of_time(a))
+        if prep:
+            preps[zoo_key(name)] = prep
+            compile_all_of(zoo_key(name), prep)
+    compiled = {}
+    for key, f in futures.items():
+        try:
+            compiled[key] = f.result(timeout=max(1, clock.left()))
+        except concurrent.futures.TimeoutError:
+            compiled[key] = (None, "not compiled by the deadline: " + out_of_time(a), 0)
+    pool.shutdown(wait=False, cancel_futures=True)
+    res.save()
     print("bench_gpu: models prepared and %d opc compiles done in %.0f s" % (
         len(futures), time.time() - t0), flush=True)
     if jobs_list and "opc_programs" not in res.info:
@@ -723,70 +1011,50 @@ def gpu_run(a, res):
                 if re.search(r"cudnn|cublas|cudart|nvrtc|libcuda\.", l)]
         res.info["opc_programs"] = "built with `%s`; loads %s" % (
             OPC_CC or "cc", "; ".join(libs) or "?")
+    for key in [zoo_key(z) for z in a.zoo] + a.models:
+        if key not in preps:  # marked once, in every row of the model
+            why = "; ".join(res.models.get(key, {}).get("notes", [])) or "model not prepared"
+            for r in [r for r in res.rows if r["model"] == key]:
+                failed = "not prepared: time" not in why
+                r.update(status="FAIL" if failed else "not run", note=why)
+                ok = ok and not failed
 
-    for name, prep in preps.items():
+    print("bench_gpu: phase 2: opc, PyTorch eager and CUDA graph (%.0f s left)" % clock.left(),
+          flush=True)
+    for key, prep in preps.items():
         for p in a.precisions:
             for s in a.schedulers:
-                label = opc_label(s)
-                code, out, secs = compiled[(name, s, p)]
-                if code != 0:
-                    why = last_line(out)
-                    res.add(name, p, label, status="FAIL", compile_s=secs,
-                            note=why if why.startswith("opc") else "opc: " + why)
-                    ok = False
-                    continue
-                if clock.left() < 20:
-                    res.add(name, p, label, status="not run", note="time budget spent")
-                    continue
-                exe = os.path.join(prep["work"], "net-%s-%s" % (s, p))
-                lat, got, err = run_opc(exe, prep["inputs"], prep["outputs"], prep["work"],
-                                        "%s-%s" % (s, p), a.runs, a.warmup,
-                                        int(max(60, clock.left())))
-                if err:
-                    res.add(name, p, label, status="FAIL", compile_s=secs, note=err)
-                    ok = False
-                    continue
-                e, why = rel_l2(prep["ref"], got[prep["outputs"][0]])
-                row = res.add(name, p, label, compile_s=secs, rel_l2=e, floor_us=parse_floor(out),
-                              **{k: lat[k] for k in ("p50", "p90", "mean", "min") if k in lat})
-                if why or (p in ACCURACY and e >= ACCURACY[p]):
-                    row["status"] = "FAIL"
-                    row["note"] = why or "relative L2 %.2e >= %g" % (e, ACCURACY[p])
-                    ok = False
-                print("bench_gpu: %s %s %s p50=%s rel_l2=%s %s" % (
-                    name, p, label, fmt_ms(row.get("p50")), e, row["status"]), flush=True)
-            for system in a.systems:
-                label = TORCH_LABEL[system]
-                need = a.compile_reserve if system == "compile" else 20
-                if clock.left() < need:
-                    res.add(name, p, label, status="not run", note="time budget spent")
-                    continue
-                try:
-                    st, y, extra = torch_system(torch, system, prep, p, a)
-                    e, why = rel_l2(prep["ref"], y)
-                    row = res.add(name, p, label, rel_l2=e, **extra,
-                                  **{k: st[k] for k in ("p50", "p90", "mean", "min")})
-                    if why:
-                        row["note"] = why
-                except Exception as exc:
-                    res.add(name, p, label, status="FAIL",
-                            note="%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300]
-                                             if str(exc) else ""))
-                    try:
-                        torch.cuda.synchronize()
-                    except Exception:
-                        pass
-                print("bench_gpu: %s %s %s %s" % (name, p, label, res.rows[-1].get("p50")),
-                      flush=True)
+                ok = time_opc(a, res, clock, key, prep, p, s, compiled) and ok
+            if key in MODELS:
+                for system in a.systems:
+                    if system not in TORCH_MODE:
+                        time_peer(torch, a, res, clock, key, prep, p, system)
             res.save()
-        # Free this model's GPU memory before the next.
-        prep["model"] = None
-        torch._dynamo.reset()
-        torch.cuda.empty_cache()
         if not a.keep:
             for f in os.listdir(prep["work"]):
                 if f.startswith("net-"):
                     os.remove(os.path.join(prep["work"], f))
+
+    for system in [x for x in TORCH_SYSTEMS if x in TORCH_MODE and x in a.systems]:
+        print("bench_gpu: phase %s: %s (%.0f s left)" % (
+            "3" if system == "compile" else "4", TORCH_LABEL[system], clock.left()), flush=True)
+        for p in sorted(a.precisions, key=COMPILE_PRIORITY.index):
+            names = [m for m in a.models if m in preps]
+            if system == "max-autotune":  # the quickest to compile first: most fit
+                names.sort(key=lambda m: reduce_overhead_seconds(res, m, p))
+            for name in names:
+                keep_for_autotune = (a.autotune_reserve if system == "compile"
+                                     and "max-autotune" in a.systems else 0)
+                if clock.left() - keep_for_autotune < a.compile_reserve and system == "compile":
+                    res.add(name, p, TORCH_LABEL[system], status="not run",
+                            note="%s (%g s kept for max-autotune)" % (out_of_time(a),
+                                                                     keep_for_autotune))
+                    res.save()
+                    continue
+                time_peer(torch, a, res, clock, name, preps[name], p, system)
+                reset_torch(torch)
+    for prep in preps.values():
+        prep["model"] = None
     set_tf32(torch, False)
     res.save()
     return ok
@@ -871,9 +1139,15 @@ def merge(paths, output):
             data = part
             data["info"]["parts"] = [path]
             continue
-        keys = {(r["model"], r["precision"], r["system"]) for r in part["rows"]}
-        data["rows"] = [r for r in data["rows"]
-                        if (r["model"], r["precision"], r["system"]) not in keys] + part["rows"]
+        # A later part's row replaces an earlier one, unless the later did
+        # not run the step and the earlier did (a part that redoes the rest
+        # of a run plans, and marks, steps already measured).
+        key = lambda r: (r["model"], r["precision"], r["system"])
+        old = {key(r): r for r in data["rows"]}
+        new = [r for r in part["rows"]
+               if r["status"] != "not run" or old.get(key(r), r)["status"] == "not run"]
+        keys = {key(r) for r in new}
+        data["rows"] = [r for r in data["rows"] if key(r) not in keys] + new
         data["models"].update(part["models"])
         for key in ("device", "driver", "libraries", "opc", "opc_programs", "method", "command"):
             old, new = data["info"].get(key), part["info"].get(key)
@@ -917,8 +1191,16 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=0, help="parallel opc compiles (default: CPUs, 2 in a dry run)")
     ap.add_argument("--deadline", type=float, default=540,
                     help="seconds after which no further step starts (0: none)")
-    ap.add_argument("--compile-reserve", type=float, default=150,
-                    help="start torch.compile only with this many seconds left")
+    ap.add_argument("--zoo", default=",".join(ZOO),
+                    help="zoo networks for opc, each beside its torchvision peer (none: no zoo)")
+    ap.add_argument("--compile-reserve", type=float, default=30,
+                    help="start a torch.compile reduce-overhead step only with this many seconds left")
+    ap.add_argument("--autotune-reserve", type=float, default=150,
+                    help="seconds that reduce-overhead leaves to the max-autotune phase")
+    ap.add_argument("--autotune-cap", type=float, default=90,
+                    help="seconds after which a max-autotune step is stopped and marked timed out")
+    ap.add_argument("--step-cap", type=float, default=120,
+                    help="the same for every other step (a model's preparation, a timing)")
     ap.add_argument("--no-bn-calibration", dest="bn_calibration", action="store_false")
     ap.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
     ap.add_argument("--work", default=None, help="work folder (default: a fresh one under /tmp)")
@@ -936,7 +1218,9 @@ def main(argv=None):
 
     if a.list:
         for name, (source, size) in MODELS.items():
-            print("%-14s %-12s 1x3x%dx%d" % (name, source, size, size))
+            print("%-18s %-12s 1x3x%dx%d" % (name, source, size, size))
+        for name, peer in ZOO.items():
+            print("%-18s %-12s peer: torchvision %s" % (zoo_key(name), "zoo", peer))
         return 0
     if a.merge:
         if not a.output:
@@ -945,7 +1229,12 @@ def main(argv=None):
         print("bench_gpu: wrote %s" % a.output)
         return 0
     a.models = split_list(a.models, list(MODELS), "model", ap)
-    a.schedulers = split_list(a.schedulers, SCHEDULERS, "scheduler", ap)
+    a.zoo = [] if a.zoo == "none" else split_list(a.zoo, list(ZOO), "zoo model", ap)
+    # A zoo network's PyTorch rows are its peer's: time the peer too.
+    a.models += [ZOO[z] for z in a.zoo if ZOO[z] not in a.models]
+    # none: PyTorch's rows alone (a part that redoes a run's torch.compile steps)
+    a.schedulers = ([] if a.schedulers == "none" else
+                    split_list(a.schedulers, SCHEDULERS, "scheduler", ap))
     a.precisions = split_list(a.precisions, PRECISIONS, "precision", ap)
     a.systems = split_list(a.systems, TORCH_SYSTEMS, "system", ap)
     a.opc = os.path.abspath(a.opc)

@@ -52,7 +52,7 @@ if [ "$part" = bench ]; then
   done 2>&1 | tee "$out/half-models.txt"
   python3 bench/gpu/bench_gpu.py --opc "$opc" \
     --models squeezenet1_1,googlenet,inception_v3,resnet50,mobilenet_v2,densenet121 \
-    --schedulers lios --precisions fp32,fp16,bf16 --systems eager,cuda-graph,compile \
+    --schedulers lios --precisions fp32,fp16,bf16 --systems eager,cuda-graph,compile --zoo none \
     --runs 200 --warmup 30 --deadline $((budget - SECONDS - 60)) --compile-reserve 40 --tag half
   echo "session: finished in $SECONDS s"
   exit

@@ -4,6 +4,7 @@ without a GPU or torch (bench/gpu/test_bench_logic.py). Timings are host
 clock times and mean nothing; the numbers that flow are real: a "model" is
 a zoo ONNX file (tools/models/build.py) run by ONNX Runtime."""
 import contextlib
+import os
 import time
 import types
 
@@ -227,7 +228,26 @@ _dynamo = types.SimpleNamespace(reset=lambda: None)
 
 
 def compile(model, mode=None):
-    return model
+    """The model itself; under FAKE_TORCH_MAX_AUTOTUNE_SLEEP=S, a
+    max-autotune model's first call sleeps S seconds, as a slow compile
+    would, and skips whatever Exception it meets on the way, as Inductor
+    skips a failed autotuning choice (bench/gpu/test_bench_logic.py stops
+    it at its cap)."""
+    delay = float(os.environ.get("FAKE_TORCH_MAX_AUTOTUNE_SLEEP", "0"))
+    if mode != "max-autotune" or delay <= 0:
+        return model
+    state = {"compiled": False}
+
+    def compiled(x):
+        if not state["compiled"]:
+            for _ in range(10):  # ten autotuning choices, a failed one skipped as Inductor does
+                try:
+                    time.sleep(delay / 10)
+                except Exception:
+                    pass
+            state["compiled"] = True
+        return model(x)
+    return compiled
 
 
 def _export(model, args, path, dynamo=None, opset_version=None, **kwargs):

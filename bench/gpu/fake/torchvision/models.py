@@ -46,5 +46,5 @@ def _builder(name):
 
 
 for _name in ["inception_v3", "googlenet", "squeezenet1_1", "resnet50", "mobilenet_v2",
-              "densenet121"]:
+              "densenet121", "efficientnet_b0"]:
     globals()[_name] = _builder(_name)
