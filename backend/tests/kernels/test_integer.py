@@ -192,6 +192,14 @@ def integer_cases():
     out.append(Case("conv-u8s8-batch-perchannel", "ConvInteger", [x, w, zx, zw], attrs,
                     exact=conv_sums(x, w, zx, zw, 1, [2, 1], [1, 2], [1, 2, 2, 0]),
                     ort_runs=False))
+    # 1x1 filters: stride 1 and no padding (the packing's transpose of x,
+    # with a batch and K = 6, not a multiple of 4), then strided.
+    x, w = ints(np.uint8, (2, 6, 5, 7)), rng.integers(-60, 61, (5, 6, 1, 1)).astype(np.int8)
+    zx, zw = np.uint8(77), np.int8(3)
+    out.append(Case("conv-u8s8-1x1-batch", "ConvInteger", [x, w, zx, zw],
+                    exact=conv_sums(x, w, zx, zw)))
+    out.append(Case("conv-u8s8-1x1-strided", "ConvInteger", [x, w, zx, zw], {"strides": [2, 2]},
+                    exact=conv_sums(x, w, zx, zw, 1, [2, 2])))
     return out
 
 
