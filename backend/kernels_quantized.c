@@ -472,7 +472,7 @@ static void run_matmul_integer(Emitter *e, Node *n) {
 
 /* The sums of x and w (less their zero points zx, zw, when given) into
    the int32 array `y` shaped as the node's output, contiguous: the
-   launch's space is that output as [N, M, H', W'] (a 1-D convolution has
+   launch's space is that output's rows, [N, M, H'] (a 1-D convolution has
    H' = 1); x and w are read contiguous, as opc_conv_integer says. */
 static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *w,
                       const Tensor *zx, const Tensor *zw, const char *y) {
@@ -480,14 +480,15 @@ static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *
   const Window *win = &n->win;
   bool flat = win->nspatial == 1; /* a 1-D convolution, as height 1 */
   Launch L = {.kernel = typed_kernel(e, "opc_conv_integer", x->dtype)};
-  L.rank = 4;
+  int64_t width = out->dims[out->rank - 1];
+  L.rank = 3; /* an output row per thread */
   L.dims[0] = out->dims[0];
   L.dims[1] = out->dims[1];
   L.dims[2] = flat ? 1 : out->dims[2];
-  L.dims[3] = out->dims[out->rank - 1];
-  int64_t ys[8] = {L.dims[1] * L.dims[2] * L.dims[3], L.dims[2] * L.dims[3], L.dims[3], 1};
+  int64_t ys[8] = {L.dims[1] * L.dims[2] * width, L.dims[2] * width, width};
   int64_t none[8] = {0};
   set_output(&L, y, ys);
+  L.y_extent = L.dims[0] * L.dims[1] * L.dims[2] * width; /* each thread writes its whole row */
   L.y_bytes = 4;
   set_input(&L, 0, buf(e, x), none);
   set_input(&L, 1, buf(e, w), none);
@@ -510,7 +511,8 @@ static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *
   group_i(&L, 0, 12, "C/group, M/group, H, W, KH, KW, strides, dilations, leading pads");
   L.i[12] = (zx ? 1 : 0) | (zw ? 2 : 0) | (w->dtype == DT_INT8 ? 4 : 0);
   L.i[13] = zw && tensor_numel(zw) > 1;
-  group_i(&L, 12, 2, "zero points of x (1), of w (2), w signed (4); w's per channel");
+  L.i[14] = width;
+  group_i(&L, 12, 3, "zero points of x (1), of w (2), w signed (4); w's per channel; W'");
   emit_launch(e, n, &L);
 }
 
