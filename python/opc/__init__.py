@@ -48,13 +48,15 @@ _DTYPES = {
     "int8": np.dtype(np.int8), "uint64": np.dtype(np.uint64),
     "uint32": np.dtype(np.uint32), "uint16": np.dtype(np.uint16),
     "uint8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
+    # numpy has no bfloat16: its 16 bits, as onnx's numpy_helper gives them
+    "bfloat16": np.dtype(np.uint16),
 }
 # ONNX Runtime's spelling of the same types, for InferenceSession.
 _ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)",
               "float16": "tensor(float16)", "int64": "tensor(int64)", "int32": "tensor(int32)",
               "int16": "tensor(int16)", "int8": "tensor(int8)", "uint64": "tensor(uint64)",
               "uint32": "tensor(uint32)", "uint16": "tensor(uint16)", "uint8": "tensor(uint8)",
-              "bool": "tensor(bool)"}
+              "bool": "tensor(bool)", "bfloat16": "tensor(bfloat16)"}
 
 # Options given once per NAME=VALUE pair.
 _PAIR_OPTIONS = {"input_shape", "const_input"}
