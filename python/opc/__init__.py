@@ -49,6 +49,8 @@ _DTYPES = {
     "uint32": np.dtype(np.uint32), "uint16": np.dtype(np.uint16),
     "uint8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
     # numpy has no bfloat16: its 16 bits, as onnx's numpy_helper gives them
+    # (so a bfloat16 input or output reads as uint16 here, and to
+    # InferenceSession's get_inputs() as tensor(uint16))
     "bfloat16": np.dtype(np.uint16),
 }
 # ONNX Runtime's spelling of the same types, for InferenceSession.
@@ -56,7 +58,7 @@ _ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)",
               "float16": "tensor(float16)", "int64": "tensor(int64)", "int32": "tensor(int32)",
               "int16": "tensor(int16)", "int8": "tensor(int8)", "uint64": "tensor(uint64)",
               "uint32": "tensor(uint32)", "uint16": "tensor(uint16)", "uint8": "tensor(uint8)",
-              "bool": "tensor(bool)", "bfloat16": "tensor(bfloat16)"}
+              "bool": "tensor(bool)"}
 
 # Options given once per NAME=VALUE pair.
 _PAIR_OPTIONS = {"input_shape", "const_input"}
