@@ -573,6 +573,55 @@ static void run_unique(Emitter *e, Node *n) {
   }
 }
 
+/* ------------------------------------------------------ TfIdfVectorizer */
+
+/* TfIdfVectorizer: one work item per output element, [rows, columns]; the
+   n-grams' table, the pool and the weights are the program's weights. */
+static void run_tfidf(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  int64_t rows = x->rank == 2 ? x->dims[0] : 1, grams = n->p.tfidf.grams, low;
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  Launch L = {.kernel = op_kernel(e, n->op), .rank = 2, .dims = {rows, n->p.tfidf.outputs}};
+  int64_t yst[IR_MAX_RANK] = {y->rank == 2 ? ys[0] : 0, ys[y->rank - 1]};
+  int64_t xst[IR_MAX_RANK] = {x->rank == 2 ? xs[0] : 0, 0}, none[IR_MAX_RANK] = {0};
+  set_output(&L, buf(e, y), yst);
+  set_input(&L, 0, buf(e, x), xst);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  L.x_bytes[0] = (int)dtype_size(x->dtype);
+  /* Never empty: a buffer of one unused value where there is nothing. */
+  float *ones = arena_alloc(e->g->arena, sizeof(float) * (size_t)(grams + 1));
+  for (int64_t k = 0; k <= grams; k++)
+    ones[k] = n->p.tfidf.weights && k < grams ? n->p.tfidf.weights[k] : 1.0f;
+  int64_t zero = 0;
+  set_input(&L, 1, weights_add_typed(e, "tfidf_grams", DT_INT64,
+                                     grams ? (const void *)n->p.tfidf.table : &zero,
+                                     grams ? 3 * grams : 1), none);
+  L.x_extent[1] = grams ? 3 * grams : 1;
+  L.x_bytes[1] = 8;
+  int64_t pool_size = n->p.tfidf.pool_size;
+  set_input(&L, 2, weights_add_typed(e, "tfidf_pool", DT_INT64,
+                                     pool_size ? (const void *)n->p.tfidf.pool : &zero,
+                                     pool_size ? pool_size : 1), none);
+  L.x_extent[2] = pool_size ? pool_size : 1;
+  L.x_bytes[2] = 8;
+  set_input(&L, 3, weights_add(e, "tfidf_weights", ones, grams + 1), none);
+  L.x_extent[3] = grams + 1;
+  L.i[0] = grams;
+  L.i[1] = n->p.tfidf.mode;
+  L.i[2] = n->p.tfidf.min_gram;
+  L.i[3] = n->p.tfidf.max_gram;
+  L.i[4] = x->dims[x->rank - 1];
+  L.i[5] = xs[x->rank - 1];
+  L.i[6] = L.x_bytes[0];
+  L.i[7] = n->p.tfidf.max_skip;
+  group_i(&L, 0, 8, "n-grams, mode (0 TF, 1 IDF, 2 TFIDF), min and max length, items a row, "
+                    "their stride and size, max skip count");
+  L.note = "x = {rows, n-grams (length, pool start, column), pool, weights}";
+  emit_launch(e, n, &L);
+}
+
 /* ------------------------------------- the emitters ops.def names */
 
 const OpEmitter kernel_gather_nd = {.run = run_gather_nd};
@@ -585,3 +634,4 @@ const OpEmitter kernel_nms = {.run = run_nms};
 const OpEmitter kernel_compress = {.run = run_compress};
 const OpEmitter kernel_one_hot = {.run = run_one_hot};
 const OpEmitter kernel_unique = {.setup = setup_unique, .run = run_unique};
+const OpEmitter kernel_tfidf = {.run = run_tfidf};

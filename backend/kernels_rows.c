@@ -33,6 +33,10 @@ static void run_pool(Emitter *e, Node *n) {
     }
   }
   Launch L = {.kernel = op_kernel(e, n->op), .rank = 5};
+  if (!dtype_is_float(x->dtype)) { /* MaxPool on int8 or uint8 (ops.def's run_types) */
+    L.kernel = typed_kernel(e, L.kernel, x->dtype);
+    set_element_type(&L, x->dtype);
+  }
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], x5[5], y5[5];
   strides_of(x, xs);
   strides_of(y, ys);
@@ -491,26 +495,97 @@ bool batch_norm_in_one_pass(const Node *n) {
   return true;
 }
 
+/*
+ * BatchNormalization in training mode normalises with the batch's
+ * statistics: each channel's mean and (biased) variance over every other
+ * dim, which opc_batch_moments writes into the node's scratch (means, then
+ * variances); the running statistics, outputs 1 and 2, are the inputs'
+ * times momentum plus the batch's times 1 - momentum (opc_running_average).
+ */
+static void setup_batch_norm(Emitter *e, Node *n) {
+  const char **scratch = node_data(e, n, sizeof *scratch);
+  if (!n->p.norm.training)
+    return;
+  const char *field = emit_unique(e, emit_str(e, "%s_moments", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "float *%s; /* the batch's means, then variances */", field);
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(float))", field,
+            (long long)(2 * n->in[0]->dims[1]));
+  emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
+  *scratch = emit_str(e, "c->%s", field);
+}
+
+/* The batch's means into scratch[0..C), variances into scratch[C..2C). */
+static void batch_moments(Emitter *e, Node *n, const char *scratch) {
+  Tensor *x = n->in[0];
+  int64_t xs[IR_MAX_RANK], low;
+  strides_of(x, xs);
+  Launch L = {.kernel = "opc_batch_moments", .rank = 1, .dims = {x->dims[1]}};
+  int64_t one[IR_MAX_RANK] = {1}, along_c[IR_MAX_RANK] = {xs[1]};
+  set_output(&L, scratch, one);
+  L.y_extent = 2 * x->dims[1];
+  set_input(&L, 0, buf(e, x), along_c);
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  int others = 0;
+  for (int d = 0; d < x->rank; d++)
+    if (d != 1) {
+      L.i[1 + others] = x->dims[d];
+      L.i[8 + others] = xs[d];
+      others++;
+    }
+  L.i[0] = others;
+  L.i[15] = x->dims[1];
+  group_i(&L, 0, 1 + others, "the other dims: how many, their sizes");
+  group_i(&L, 8, others, "their strides");
+  group_i(&L, 15, 1, "where the variances start");
+  L.note = "each channel's mean and variance over the batch";
+  emit_launch(e, n, &L);
+}
+
+/* Output k (1: running mean, 2: running variance) = input k + 2 times
+   momentum + the batch's statistic times 1 - momentum. */
+static void running_average(Emitter *e, Node *n, int k, const char *scratch) {
+  Tensor *out = n->out[k];
+  if (!tensor_needed(out))
+    return;
+  int64_t c = n->in[0]->dims[1], one[IR_MAX_RANK] = {1};
+  Launch L = {.kernel = "opc_running_average", .rank = 1, .dims = {c}};
+  set_output(&L, buf(e, out), one);
+  set_input(&L, 0, buf(e, n->in[k + 2]), one);
+  set_input(&L, 1, k == 1 ? scratch : emit_str(e, "(%s + %lld)", scratch, (long long)c), one);
+  L.f[0] = n->p.norm.momentum;
+  group_f(&L, 0, 1, "momentum");
+  emit_launch(e, n, &L);
+}
+
 /* BatchNormalization: one launch where the mean is zeros, its activation
-   inside; else subtract the mean, then scale, then the activation. */
+   inside; else subtract the mean, then scale, then the activation. In
+   training mode the mean and variance are the batch's. */
 static void run_batch_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
-  for (int k = 1; k < n->nout; k++)
-    if (tensor_needed(n->out[k])) {
-      kernel_fail(e, n, "BatchNormalization's training outputs are not supported");
+  const char *mean = buf(e, n->in[3]), *var = buf(e, n->in[4]);
+  if (n->p.norm.training) {
+    if (x->dtype != DT_FLOAT || y->dtype != DT_FLOAT) {
+      kernel_fail(e, n, "BatchNormalization in training mode runs on float32 only");
       return;
     }
+    const char *scratch = *(const char **)node_data(e, n, sizeof(const char *));
+    batch_moments(e, n, scratch);
+    for (int k = 1; k < n->nout; k++)
+      running_average(e, n, k, scratch);
+    mean = scratch;
+    var = emit_str(e, "(%s + %lld)", scratch, (long long)x->dims[1]);
+  }
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], channel[IR_MAX_RANK] = {0};
   strides_of(x, xs);
   strides_of(y, ys);
   channel[1] = 1;
-  bool one_pass = batch_norm_in_one_pass(n);
+  bool one_pass = !n->p.norm.training && batch_norm_in_one_pass(n);
   if (!one_pass) {
     Launch L = {.kernel = "opc_sub_f32", .rank = x->rank};
     memcpy(L.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
     set_output(&L, buf(e, y), ys);
     set_input(&L, 0, buf(e, x), xs);
-    set_input(&L, 1, buf(e, n->in[3]), channel);
+    set_input(&L, 1, mean, channel);
     L.note = "first x - mean, into y";
     emit_launch(e, n, &L);
   }
@@ -520,7 +595,7 @@ static void run_batch_norm(Emitter *e, Node *n) {
   set_input(&M, 0, one_pass ? buf(e, x) : buf(e, y), one_pass ? xs : ys);
   set_input(&M, 1, buf(e, n->in[1]), channel);
   set_input(&M, 2, buf(e, n->in[2]), channel);
-  set_input(&M, 3, buf(e, n->in[4]), channel);
+  set_input(&M, 3, var, channel);
   M.i[0] = one_pass ? n->act : OPC_ACT_NONE;
   group_i(&M, 0, 1, "the activation after it: 1 Relu, 2 Clip");
   M.f[0] = n->p.norm.epsilon;
@@ -675,6 +750,6 @@ const OpEmitter kernel_rotary_embedding = {.run = run_rotary_embedding};
 const OpEmitter kernel_attention = {.run = run_attention};
 const OpEmitter kernel_instance_norm = {.run = run_instance_norm};
 const OpEmitter kernel_lrn = {.run = run_lrn};
-const OpEmitter kernel_batch_norm = {.run = run_batch_norm};
+const OpEmitter kernel_batch_norm = {.setup = setup_batch_norm, .run = run_batch_norm};
 const OpEmitter kernel_reduce_more = {.run = run_reduce_more};
 const OpEmitter kernel_row_more = {.run = run_row_more};

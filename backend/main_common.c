@@ -1,7 +1,7 @@
 /*
  * main_common.c - what the ready-made mains of emitted programs share
  * (main_template.c, serve_main_template.c): writing .npy files, float16
- * bits, reading an element as a double, random inputs. embed_text.py puts
+ * and bfloat16 bits, reading an element as a double, random inputs. embed_text.py puts
  * these lines where a template includes this file, without this comment.
  * Needs main_inputs.c before it. (The blank line after this comment stays.)
  */
@@ -47,6 +47,15 @@ static float half_value(uint16_t h)
   return h & 0x8000 ? -v : v;
 }
 
+/* A bfloat16's value, from its bits: the high half of a float32's. */
+static float bfloat16_value(uint16_t h)
+{
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
 /* The bits of the float16 nearest below |f| in magnitude, for random
    inputs in [-1, 1): values under the smallest normal become zero. */
 static uint16_t half_bits_of(float f)
@@ -70,6 +79,8 @@ static double element_value(int type, const void *data, long long i)
     return ((const double *)data)[i];
   if (strcmp(name, "float16") == 0)
     return half_value(((const uint16_t *)data)[i]);
+  if (strcmp(name, "bfloat16") == 0) /* the high half of a float32 */
+    return bfloat16_value(((const uint16_t *)data)[i]);
   if (strcmp(name, "int64") == 0)
     return (double)((const int64_t *)data)[i];
   if (strcmp(name, "int32") == 0)
@@ -92,13 +103,19 @@ static void fill_input(int type, void *data, long long n, uint64_t *state)
 {
   const char *name = element_types[type].name;
   memset(data, 0, (size_t)n * (size_t)element_types[type].size);
-  for (long long j = 0; j < n && name[0] == 'f'; j++) {
+  int bf16 = strcmp(name, "bfloat16") == 0;
+  for (long long j = 0; j < n && (name[0] == 'f' || bf16); j++) {
     double r = (double)(next_random(state) >> 11) / 4503599627370496.0 - 1.0;
     if (strcmp(name, "float32") == 0)
       ((float *)data)[j] = (float)r;
     else if (strcmp(name, "float64") == 0)
       ((double *)data)[j] = r;
-    else
+    else if (bf16) { /* truncated: any value in [-1, 1) will do */
+      float f = (float)r;
+      uint32_t x;
+      memcpy(&x, &f, 4);
+      ((uint16_t *)data)[j] = (uint16_t)(x >> 16);
+    } else
       ((uint16_t *)data)[j] = half_bits_of((float)r);
   }
 }

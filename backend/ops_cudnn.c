@@ -692,9 +692,8 @@ static bool bn_supports(Emitter *e, const Node *n) {
   (void)e;
   int64_t shape[5], strides[5];
   int rank;
-  for (int i = 1; i < n->nout; i++)
-    if (n->out[i] && (n->out[i]->nusers || n->out[i]->is_output))
-      return false; /* training outputs */
+  if (n->p.norm.training)
+    return false; /* the batch's statistics: opc's kernels */
   /* With a fused activation, opc's kernel does both in one pass where it can. */
   if (n->act != OPC_ACT_NONE && batch_norm_in_one_pass(n))
     return false;

@@ -23,6 +23,7 @@ static const char *triton_type(DType t) {
   case DT_FLOAT: return "TYPE_FP32";
   case DT_DOUBLE: return "TYPE_FP64";
   case DT_FLOAT16: return "TYPE_FP16";
+  case DT_BFLOAT16: return "TYPE_BF16";
   case DT_INT64: return "TYPE_INT64";
   case DT_INT32: return "TYPE_INT32";
   case DT_INT16: return "TYPE_INT16";

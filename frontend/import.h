@@ -96,6 +96,11 @@ bool import_known_now(Importer *im, const char *name, const char *op, struct Ten
 struct Tensor *import_ints_constant(Graph *g, const char *prefix, int *count, const int64_t *v,
                                     int n);
 
+/* The optimisers of ai.onnx.preview.training (Adagrad, Adam, Momentum),
+   lowered to elementwise kinds (training.c). */
+bool is_training_op(const Onnx__NodeProto *np);
+void import_training_op(Importer *im, const Onnx__NodeProto *np, const char *name);
+
 /* Scan, unrolled into its steps (scan.c). */
 void import_scan(Importer *im, const Onnx__NodeProto *np, const char *name);
 

@@ -120,6 +120,10 @@ const ImportedOp imported_ops[] = {
     {"SequenceLength", "seq", true},
     {"SequenceMap", "seq any", true},
     {"SplitToSequence", "any index", true},
+    /* domain ai.onnx.preview.training, lowered to elementwise kinds (training.c) */
+    {"ai.onnx.preview.training.Adagrad", "float i64 float", true},
+    {"ai.onnx.preview.training.Adam", "float i64 float", true},
+    {"ai.onnx.preview.training.Momentum", "float i64 float", true},
     {NULL, NULL, false}};
 
 /* If, Loop, Scan and Einsum are not IR kinds: the importer inlines the
@@ -132,6 +136,7 @@ static bool is_op(const Onnx__NodeProto *np, const char *op) {
 
 static bool node_supported(const Onnx__NodeProto *np) {
   return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Scan") || is_op(np, "Einsum") ||
+         is_training_op(np) ||
          (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) ||
          (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
 }
@@ -472,7 +477,7 @@ static void import_input(Importer *im, const Onnx__ValueInfoProto *vi) {
   t->dtype = (DType)tt->elem_type;
   if (!dtype_at_interface(t->dtype)) {
     ir_error(g, NULL, "input '%s' has data type %s; opc compiles models whose inputs are "
-             "float32, float64, float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 "
+             "float32, float64, float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 "
              "or bool",
              name, tt->has_elem_type ? dtype_onnx_name(t->dtype) : "(none)");
     im->failed = true;
@@ -810,6 +815,10 @@ static void import_node(Importer *im, const Onnx__NodeProto *np, size_t index) {
   }
   if (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) {
     import_sequence_op(im, np, name);
+    return;
+  }
+  if (is_training_op(np)) {
+    import_training_op(im, np, name);
     return;
   }
   OpKind op = op_from_name(proto_str(np->op_type));
@@ -1315,7 +1324,7 @@ static bool check_outputs(Importer *im, const Onnx__GraphProto *gp) {
     }
     if (!dtype_at_interface(t->dtype)) {
       ir_error(im->g, NULL, "graph output '%s' is %s; opc programs return float32, float64, "
-               "float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool outputs", t->name,
+               "float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool outputs", t->name,
                dtype_onnx_name(t->dtype));
       ok = false;
       continue;

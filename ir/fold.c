@@ -230,6 +230,33 @@ bool fold_reverse_sequence(Graph *g, Node *n) {
   return true;
 }
 
+/* TfIdfVectorizer: each column sums, over the n-grams counted into it,
+   scalar.h's value of the n-gram's count in the row. */
+bool fold_tfidf(Graph *g, Node *n) {
+  const Tensor *x = n->in[0];
+  Tensor *y = n->out[0];
+  int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->dims[x->rank - 1];
+  long long *row = arena_alloc(g->arena, sizeof(long long) * (size_t)(len + 1));
+  long long *gram = arena_alloc(g->arena, sizeof(long long) * (size_t)(n->p.tfidf.max_gram + 1));
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->f32[i] = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t k = 0; k < len; k++)
+      row[k] = x->i64[r * len + k];
+    for (int64_t gi = 0; gi < n->p.tfidf.grams; gi++) {
+      const int64_t *t = n->p.tfidf.table + 3 * gi;
+      if (t[0] < n->p.tfidf.min_gram || t[0] > n->p.tfidf.max_gram)
+        continue;
+      for (int64_t j = 0; j < t[0]; j++)
+        gram[j] = n->p.tfidf.pool[t[1] + j];
+      long long count = opc_tfidf_count_of(row, 8, len, 1, gram, t[0], n->p.tfidf.max_skip);
+      float w = n->p.tfidf.weights ? n->p.tfidf.weights[gi] : 1.0f;
+      y->f32[r * n->p.tfidf.outputs + t[2]] += opc_tfidf_of(count, n->p.tfidf.mode, w);
+    }
+  }
+  return true;
+}
+
 /* Slice, Transpose and Tile copy into each output element the input element
    at the coordinates that `to_input` maps the output element's to. */
 typedef void CoordMap(const Node *n, const int64_t *yc, int64_t *xc);

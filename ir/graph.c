@@ -326,10 +326,11 @@ bool dtype_at_run_time(DType t) {
          t == DT_UINT32 || t == DT_UINT16 || t == DT_UINT8 || t == DT_BOOL;
 }
 
-/* The types a graph input or output may have: bfloat16 lives only inside
-   a program (--precision bf16), since callers have no common type for it
-   (numpy has none). */
-bool dtype_at_interface(DType t) { return dtype_at_run_time(t) && t != DT_BFLOAT16; }
+/* The types a graph input or output may have: all the run-time ones. A
+   bfloat16 crosses the interface as its 16 bits (numpy has no bfloat16;
+   the ready-made main reads and writes them as uint16, as onnx's
+   numpy_helper does). */
+bool dtype_at_interface(DType t) { return dtype_at_run_time(t); }
 
 /* ONNX's name of a type, as net.h states it: "float32", "int64", ... */
 const char *dtype_onnx_name(DType t) {
@@ -370,6 +371,8 @@ bool pool_fits_library(const Node *n) {
   const Tensor *x = n->in[0], *y = n->out[0];
   if (!window_is_symmetric(w) || x->rank != w->nspatial + 2 || y->rank != x->rank)
     return false;
+  if (!dtype_is_float(x->dtype))
+    return false; /* MaxPool on int8 and uint8: opc's kernel */
   if (n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
     return false; /* MaxPool's Indices */
   for (int i = 0; i < w->nspatial; i++) {

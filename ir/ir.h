@@ -93,7 +93,7 @@ DType dtype_from_name(const char *s); /* inverse; DT_UNDEFINED if unknown */
 bool dtype_is_float(DType t);         /* float, double, half, bfloat16 */
 bool dtype_is_integer(DType t);       /* every int, uint and bool */
 bool dtype_at_run_time(DType t);      /* f32 f64 f16 bf16 i64 i32 i16 i8 u64 u32 u16 u8 bool */
-bool dtype_at_interface(DType t);     /* the same but bf16: graph inputs and outputs */
+bool dtype_at_interface(DType t);     /* the same: graph inputs and outputs (bf16 as bits) */
 /* f rounded to the nearest value of floating type t (ties to even): what a
    cast to t and back gives; f itself for float32 and float64. */
 float dtype_round(DType t, float f);
@@ -268,6 +268,7 @@ typedef enum ParamKind {
   PARAMS_ATTENTION,
   PARAMS_ROI_ALIGN,
   PARAMS_DFT,
+  PARAMS_TFIDF,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -435,6 +436,15 @@ typedef union Params {
     float scale, softcap;
     bool in_3d, causal;
   } attention;
+  /* TfIdfVectorizer: `grams` n-grams, gram g being table[3g] items of
+     pool from table[3g + 1], counted into output column table[3g + 2]
+     (weighted by weights[g], 1 without weights); `outputs` columns. */
+  struct {
+    int mode; /* 0 TF, 1 IDF, 2 TFIDF */
+    int64_t min_gram, max_gram, max_skip, grams, outputs, pool_size;
+    const int64_t *table, *pool;
+    const float *weights;
+  } tfidf;
 } Params;
 
 /*

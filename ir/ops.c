@@ -3632,6 +3632,94 @@ static bool infer_recurrent(Graph *g, Node *n) {
          set_out(g, n, 2, x->dtype, 3, state);
 }
 
+/* ------------------------------------------------------ TfIdfVectorizer */
+
+/* TfIdfVectorizer's n-grams: pool_int64s holds the 1-grams from
+   ngram_counts[0], the 2-grams from ngram_counts[1], ...; ngram_indexes
+   gives each n-gram, in pool order, its output column. Into a table of
+   (length, start in the pool, column) per n-gram. */
+static bool tfidf_grams(Graph *g, Node *n, const int64_t *pool, int64_t pool_size) {
+  const int64_t *counts, *indexes;
+  int levels = node_attr_ints(n, "ngram_counts", &counts);
+  int64_t nindexes = node_attr_ints(n, "ngram_indexes", &indexes);
+  int64_t *table = arena_alloc(g->arena, sizeof(int64_t) * 3 * (size_t)(nindexes + 1));
+  int64_t grams = 0, outputs = 0;
+  for (int level = 0; level < levels; level++) {
+    int64_t len = level + 1, start = counts[level];
+    int64_t end = level + 1 < levels ? counts[level + 1] : pool_size;
+    if (start < 0 || end < start || end > pool_size || (end - start) % len != 0) {
+      ir_error(g, n, "ngram_counts[%d] = %lld does not start a run of %lld-grams within "
+               "pool_int64s (%lld items)", level, (long long)start, (long long)len,
+               (long long)pool_size);
+      return false;
+    }
+    for (int64_t at = start; at < end; at += len, grams++) {
+      if (grams >= nindexes) {
+        ir_error(g, n, "ngram_indexes has %lld entries, fewer than the pool's n-grams",
+                 (long long)nindexes);
+        return false;
+      }
+      if (indexes[grams] < 0 || indexes[grams] >= MAX_DIM) {
+        ir_error(g, n, "ngram_indexes[%lld] = %lld is not a valid output column",
+                 (long long)grams, (long long)indexes[grams]);
+        return false;
+      }
+      table[3 * grams] = len, table[3 * grams + 1] = at, table[3 * grams + 2] = indexes[grams];
+      outputs = indexes[grams] + 1 > outputs ? indexes[grams] + 1 : outputs;
+    }
+  }
+  if (grams != nindexes) {
+    ir_error(g, n, "ngram_indexes has %lld entries; the pool holds %lld n-grams",
+             (long long)nindexes, (long long)grams);
+    return false;
+  }
+  n->p.tfidf.grams = grams, n->p.tfidf.outputs = outputs, n->p.tfidf.table = table;
+  return true;
+}
+
+/* TfIdfVectorizer on int32 or int64 data (pool_strings is not supported):
+   [C] gives [columns], [N, C] gives [N, columns], the columns being the
+   largest of ngram_indexes plus one. */
+static bool infer_tfidf(Graph *g, Node *n) {
+  Tensor *x = in(n, 0);
+  if (!need_rank(g, n, x, 1, 2))
+    return false;
+  const char *mode = node_attr_string(n, "mode", "");
+  n->p.tfidf.mode = strcmp(mode, "TF") == 0 ? 0 : strcmp(mode, "IDF") == 0 ? 1
+                  : strcmp(mode, "TFIDF") == 0 ? 2 : -1;
+  if (n->p.tfidf.mode < 0) {
+    ir_error(g, n, "mode is '%s'; it must be TF, IDF or TFIDF", mode);
+    return false;
+  }
+  if (node_attr(n, "pool_strings")) {
+    ir_error(g, n, "pool_strings: opc counts integer n-grams only (pool_int64s)");
+    return false;
+  }
+  const int64_t *pool;
+  int64_t pool_size = node_attr_ints(n, "pool_int64s", &pool);
+  int64_t lo = node_attr_int(n, "min_gram_length", 0), hi = node_attr_int(n, "max_gram_length", 0);
+  int64_t skip = node_attr_int(n, "max_skip_count", 0);
+  if (lo < 1 || hi < lo || skip < 0) {
+    ir_error(g, n, "min_gram_length %lld, max_gram_length %lld and max_skip_count %lld: the "
+             "lengths must be 1 <= min <= max, the skip count not negative", (long long)lo,
+             (long long)hi, (long long)skip);
+    return false;
+  }
+  n->p.tfidf.min_gram = lo, n->p.tfidf.max_gram = hi, n->p.tfidf.max_skip = skip;
+  n->p.tfidf.pool = pool, n->p.tfidf.pool_size = pool_size;
+  if (!tfidf_grams(g, n, pool, pool_size))
+    return false;
+  const Attr *w = node_attr(n, "weights");
+  n->p.tfidf.weights = w && w->n ? w->floats : NULL;
+  if (w && w->n && w->n != n->p.tfidf.grams) {
+    ir_error(g, n, "weights has %d values; the pool holds %lld n-grams", w->n,
+             (long long)n->p.tfidf.grams);
+    return false;
+  }
+  int64_t dims[2] = {x->dims[0], n->p.tfidf.outputs};
+  return x->rank == 1 ? set_out(g, n, 0, DT_FLOAT, 1, &dims[1]) : set_out(g, n, 0, DT_FLOAT, 2, dims);
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const OpInfo op_table[OP_COUNT] = {

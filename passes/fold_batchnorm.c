@@ -153,7 +153,9 @@ static bool fold_into_gemm(Graph *g, Node *gemm, Node *bn) {
    own. cuDNN computes the same from the new parameters. */
 static bool fold_mean(Graph *g, Node *bn) {
   Tensor *x = node_input(bn, 0), *mean = node_input(bn, 3);
-  if (!x || x->rank < 2 || !mean || !mean->f32)
+  /* In training mode y takes the batch's mean; input 3 feeds only the
+     running mean. */
+  if (!x || x->rank < 2 || !mean || !mean->f32 || bn->p.norm.training)
     return false;
   int64_t channels = x->dims[1];
   bool zero = true;

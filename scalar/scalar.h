@@ -671,6 +671,37 @@ OPC_SCALAR long long opc_mel_bin_of(long long i, long long num, long long dft_le
   return bin > -4.6e18 && bin < 4.6e18 ? (long long)bin : -1;
 }
 
+/* TfIdfVectorizer: element k of a row of integers, x[k * stride], an int
+   when bytes is 4, else a long long. */
+OPC_SCALAR long long opc_tfidf_item_of(const void *x, int bytes, long long k, long long stride)
+{
+  return bytes == 4 ? (long long)((const int *)x)[k * stride] : ((const long long *)x)[k * stride];
+}
+
+/* TfIdfVectorizer: how often the n-gram gram[0..len) occurs in the row of
+   `count` integers at x (opc_tfidf_item_of), its items s + 1 apart for
+   each skip s from 0 to max_skip; a unigram is counted once. */
+OPC_SCALAR long long opc_tfidf_count_of(const void *x, int bytes, long long count, long long stride,
+                                        const long long *gram, long long len, long long max_skip)
+{
+  long long found = 0, skips = len == 1 ? 0 : max_skip;
+  for (long long s = 0; s <= skips; s++)
+    for (long long start = 0; start + (len - 1) * (s + 1) < count; start++) {
+      long long j = 0;
+      while (j < len && opc_tfidf_item_of(x, bytes, start + j * (s + 1), stride) == gram[j])
+        j++;
+      found += j == len;
+    }
+  return found;
+}
+
+/* TfIdfVectorizer's value of an n-gram found `count` times, of weight w:
+   mode 0 (TF) the count, 1 (IDF) w where it is found, 2 (TFIDF) count w. */
+OPC_SCALAR float opc_tfidf_of(long long count, int mode, float w)
+{
+  return mode == 0 ? (float)count : mode == 1 ? (count > 0 ? w : 0.0f) : (float)count * w;
+}
+
 /* ------------------------------------- the activations by their codes */
 /* (The kernels take the formulas above, up to this divider: kernel_types.py.) */
 

@@ -330,11 +330,41 @@ def errors():
     save(model([helper.make_node("Identity", ["x"], ["y"])], xi, y), "str_input.onnx")
     expect("error", "str_input.onnx", "-",
            "input 'x' has data type string; opc compiles models whose inputs are float32, "
-           "float64, float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool")
+           "float64, float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8 "
+           "or bool")
     xi = [helper.make_tensor_value_info("x", TensorProto.INT64, [2])]
     yi = [helper.make_tensor_value_info("y", TensorProto.INT64, [2])]
     save(model([helper.make_node("Identity", ["x"], ["y"])], xi, yi), "int_input.onnx")
     expect("ok", "int_input.onnx", "-")
+    # bfloat16 at the interface: the caller's 16 bits
+    xi = [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])]
+    yi = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])]
+    save(model([helper.make_node("Identity", ["x"], ["y"])], xi, yi), "bf16_io.onnx")
+    expect("ok", "bf16_io.onnx", "-")
+
+    # The optimisers of ai.onnx.preview.training, lowered by the importer.
+    def optimiser(op, inputs, outputs, **attrs):
+        vi = [helper.make_tensor_value_info("R", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("T", TensorProto.INT64, [])]
+        vi += [f32_input(n, [2]) for n in inputs[2:]]
+        node = helper.make_node(op, inputs, outputs, name="opt",
+                                domain="ai.onnx.preview.training", **attrs)
+        m = model([node], vi, [f32_input(n, [2]) for n in outputs])
+        m.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
+        return m
+    save(optimiser("Adam", ["R", "T", "X", "G", "V", "H"], ["X2", "V2", "H2"]), "adam.onnx")
+    expect("ok", "adam.onnx", "-")
+    save(optimiser("Momentum", ["R", "T", "X", "G", "V"], ["X2", "V2"], alpha=0.9, beta=0.1,
+                   norm_coefficient=0.0, mode="heavy"), "momentum_mode.onnx")
+    expect("error", "momentum_mode.onnx", "-",
+           "node 'opt' (Momentum): mode must be \"standard\" or \"nesterov\", not heavy")
+    save(optimiser("Momentum", ["R", "T", "X", "G", "V"], ["X2", "V2"], alpha=0.9, beta=0.1,
+                   mode="standard"), "momentum_attrs.onnx")
+    expect("error", "momentum_attrs.onnx", "-",
+           "node 'opt' (Momentum): needs its attributes alpha, beta, mode and norm_coefficient")
+    save(optimiser("Adagrad", ["R", "T", "X", "G", "H", "K"], ["X2", "H2"]), "adagrad_arity.onnx")
+    expect("error", "adagrad_arity.onnx", "-",
+           "node 'opt' (Adagrad): takes R, T and n each of X, G and H; returns n each of X and H")
 
     t = helper.make_tensor("w", TensorProto.STRING, [1], [b"text"])
     save(model([helper.make_node("Add", ["x", "w"], ["y"])], x, y, [t]), "string_init.onnx")

@@ -600,6 +600,31 @@ static void test_errors(void) {
         rs->nodes[0]->out[0]->rank == 2 && rs->nodes[0]->out[0]->dims[0] == 4);
   if (rs)
     graph_free(rs);
+  /* TfIdfVectorizer: a known mode, lengths 1 <= min <= max, ngram_counts
+     starting runs of whole n-grams in the pool, one index per n-gram, one
+     weight per n-gram; [N, C] gives [N, columns] in float */
+#define TFIDF(attrs) ("graph \"t\" opset 9\ninput %a: i64[2,6]\n%y = TfIdfVectorizer(%a) {" attrs \
+                      "}\noutput %y\n")
+  CHECK(fails_once(TFIDF("mode=\"TFX\", min_gram_length=1, max_gram_length=2, "
+                         "ngram_counts=[0,2], ngram_indexes=[0,1,2], pool_int64s=[2,3,5,6]")));
+  CHECK(fails_once(TFIDF("mode=\"TF\", min_gram_length=2, max_gram_length=1, "
+                         "ngram_counts=[0,2], ngram_indexes=[0,1,2], pool_int64s=[2,3,5,6]")));
+  CHECK(fails_once(TFIDF("mode=\"TF\", min_gram_length=1, max_gram_length=2, "
+                         "ngram_counts=[0,3], ngram_indexes=[0,1,2], pool_int64s=[2,3,5,6]")));
+  CHECK(fails_once(TFIDF("mode=\"TF\", min_gram_length=1, max_gram_length=2, "
+                         "ngram_counts=[0,2], ngram_indexes=[0,1], pool_int64s=[2,3,5,6]")));
+  CHECK(fails_once(TFIDF("mode=\"TF\", min_gram_length=1, max_gram_length=2, "
+                         "ngram_counts=[0,2], ngram_indexes=[0,1,2,3], pool_int64s=[2,3,5,6]")));
+  CHECK(fails_once(TFIDF("mode=\"TFIDF\", min_gram_length=1, max_gram_length=2, "
+                         "ngram_counts=[0,2], ngram_indexes=[0,1,2], pool_int64s=[2,3,5,6], "
+                         "weights=[1.0,2.0]")));
+  Graph *tf = inferred(TFIDF("mode=\"IDF\", min_gram_length=1, max_gram_length=2, "
+                             "ngram_counts=[0,2], ngram_indexes=[0,4,2], pool_int64s=[2,3,5,6]"));
+  CHECK(tf && has_type(tf, "y", "f32[2,5]") && tf->nodes[0]->p.tfidf.grams == 3 &&
+        tf->nodes[0]->p.tfidf.table[7] == 2);
+  if (tf)
+    graph_free(tf);
+#undef TFIDF
   /* Trilu's k computed at run time must still be one value (a shape the
      compiler knows), and such a k is accepted */
   CHECK(fails_once("graph \"t\" opset 14\ninput %a: f32[3,3]\ninput %k: i64[2]\n"

@@ -48,6 +48,10 @@ _DTYPES = {
     "int8": np.dtype(np.int8), "uint64": np.dtype(np.uint64),
     "uint32": np.dtype(np.uint32), "uint16": np.dtype(np.uint16),
     "uint8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
+    # numpy has no bfloat16: its 16 bits, as onnx's numpy_helper gives them
+    # (so a bfloat16 input or output reads as uint16 here, and to
+    # InferenceSession's get_inputs() as tensor(uint16))
+    "bfloat16": np.dtype(np.uint16),
 }
 # ONNX Runtime's spelling of the same types, for InferenceSession.
 _ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)",

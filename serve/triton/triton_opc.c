@@ -117,6 +117,7 @@ static bool triton_type(const char *s, TRITONSERVER_DataType *type, int *size) {
       {"int8", TRITONSERVER_TYPE_INT8, 1},    {"uint64", TRITONSERVER_TYPE_UINT64, 8},
       {"uint32", TRITONSERVER_TYPE_UINT32, 4}, {"uint16", TRITONSERVER_TYPE_UINT16, 2},
       {"uint8", TRITONSERVER_TYPE_UINT8, 1},  {"bool", TRITONSERVER_TYPE_BOOL, 1},
+      {"bfloat16", TRITONSERVER_TYPE_BF16, 2},
   };
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (strcmp(s, types[i].name) == 0) {

@@ -311,18 +311,18 @@ def models_group(tmp):
     expect_model_error("unsupported operator", bad, "-o", os.path.join(out, "net.c"),
                        text="unsupported operators: NotAnOp (node 'mystery')")
     expect_model_error("unsupported operator, executable", bad, "-o", os.path.join(out, "net"))
-    # Run-time inputs have one of twelve types, bfloat16 not among them (it
-    # lives only inside a program); the message names the file and input.
-    bf16 = os.path.join(tmp, "bf16.onnx")
+    # Run-time inputs have one of thirteen types, string not among them (it
+    # lives only in constants); the message names the file and input.
+    text_model = os.path.join(tmp, "string.onnx")
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"], name="id")], "bf16",
-        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), bf16)
-    expect_model_error("bfloat16 input", bf16, "-o", os.path.join(out, "net.c"),
-                       text=f"opc: error: {bf16}: input 'x' has data type bfloat16; opc compiles "
-                       "models whose inputs are float32, float64, float16, int64, int32, int16, "
-                       "int8, uint64, uint32, uint16, uint8 or bool")
+        [helper.make_node("Identity", ["x"], ["y"], name="id")], "string",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), text_model)
+    expect_model_error("string input", text_model, "-o", os.path.join(out, "net.c"),
+                       text=f"opc: error: {text_model}: input 'x' has data type string; opc "
+                       "compiles models whose inputs are float32, float64, float16, bfloat16, "
+                       "int64, int32, int16, int8, uint64, uint32, uint16, uint8 or bool")
     check("failures leave no output", listing(out) == [], None)
     if listing(out):
         print("  left:", listing(out))

@@ -656,6 +656,19 @@ def test_lrn_and_batch_norm():
                  [None, scale, bias, var], f=(1e-4,), alias=0,
                  xstrides=[strides_of(y), ch, ch, ch])
     check("opc_batch_norm", got.reshape(x.shape), want)
+    # Training mode: each channel's mean and biased variance, x stored
+    # channels-last (N, H, W, C) and read as (N, C, H, W) by its strides.
+    n, c, h, w = x.shape
+    stored = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    i = [3, n, h, w, 0, 0, 0, 0, h * w * c, w * c, c, 0, 0, 0, 0, c]
+    got = launch("opc_batch_moments", c, [c], [1], np.zeros(2 * c, np.float32),
+                 [stored.ravel()], i=i, xstrides=[[1]])
+    x64 = x.astype(np.float64)
+    check("opc_batch_moments", got, np.concatenate([x64.mean(axis=(0, 2, 3)),
+                                                    x64.var(axis=(0, 2, 3))]))
+    got = launch("opc_running_average", c, [c], [1], np.zeros(c, np.float32), [mean, var],
+                 f=(0.9,), xstrides=[[1], [1]])
+    check("opc_running_average", got, mean * 0.9 + var * 0.1)
 
 
 def test_indexing():
