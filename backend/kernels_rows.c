@@ -547,12 +547,16 @@ _Static_assert(OPC_ACT_RELU == 1 && OPC_ACT_CLIP == 2 && OPC_ACT_SIGMOID == 3 &&
 static void run_se_gate(Emitter *e, Node *n) {
   Tensor *p = n->in[0], *packed = n->in[1], *filter = node_input(n, 2), *y = n->out[0];
   int64_t images = p->dims[0], c = p->dims[1], r = n->p.se.hidden;
-  if (r > SE_MAX_HIDDEN || !buffer_is_contiguous(p) || !buffer_is_contiguous(y)) {
-    kernel_fail(e, n, "SEGate takes at most 1024 hidden units, on contiguous data");
+  if (r > SE_MAX_HIDDEN || !buffer_is_contiguous(p) || !buffer_is_contiguous(y) ||
+      p->dtype != y->dtype) {
+    kernel_fail(e, n, "SEGate takes at most 1024 hidden units, on contiguous data of one type");
     return;
   }
   int64_t tiles = (c + SE_CHUNK - 1) / SE_CHUNK;
-  Launch L = {.kernel = "opc_se_gate", .rank = 1, .nx = filter ? 3 : 2};
+  DType t = y->dtype;
+  Launch L = {.kernel = t == DT_FLOAT ? "opc_se_gate" : typed_kernel(e, "opc_se_gate", t),
+              .rank = 1, .nx = filter ? 3 : 2};
+  L.x_bytes[0] = L.y_bytes = (int)dtype_size(t);
   L.dims[0] = images * tiles * KERNEL_BLOCK_THREADS;
   L.n = L.dims[0];
   L.x[0] = buf(e, p);
@@ -562,6 +566,7 @@ static void run_se_gate(Emitter *e, Node *n) {
   if (filter) {
     L.x[2] = buf(e, filter);
     L.x_extent[2] = tensor_numel(filter);
+    L.x_bytes[2] = (int)dtype_size(filter->dtype);
   }
   L.y = buf(e, y);
   L.y_extent = tensor_numel(y);

@@ -19,10 +19,10 @@
  * EfficientNet-B0 and MobileNetV3: a launch outweighs even the 7x7
  * stages' filters, larger than their x).
  *
- * float32 programs only: under --precision fp16 or bf16, lower-precision
- * and choose-layout would want the scaled filter in 16 bits and
- * channels-last, and the gate next to 16-bit data, which opc_se_gate does
- * not write; those programs keep their blocks as they are.
+ * Under --precision fp16 or bf16 only the gate is fused (SEGate follows
+ * its 16-bit input and keeps its layers in float32) and the Mul stays: the
+ * projection then runs in 16 bits with its filter channels-last (K, R, S,
+ * C, choose-layout), which opc_se_gate does not write.
  */
 #include <stdio.h>
 
@@ -75,6 +75,8 @@ static Tensor *pack_layers(Graph *g, const Node *fc1, const Node *fc2) {
    and one group and a constant filter, when the cost model predicts the
    Mul dearer than reading and writing that filter once more. */
 static Node *scalable_conv(Graph *g, Node *mul, const Tensor *x, PassContext *ctx) {
+  if (ctx->opt->half)
+    return NULL;
   const Tensor *y = mul->out[0];
   Node *c = sole_consumer(y);
   if (!c || c->op != OP_CONV || c->in[0] != y || node_input(c, 3) == y || c->win.group != 1 ||
@@ -144,8 +146,7 @@ static bool fuse_block(Graph *g, Node *mul, PassContext *ctx) {
 }
 
 bool pass_fuse_squeeze_excite(Graph *g, const PassOptions *opt, PassContext *ctx) {
-  if (opt->half)
-    return true;
+  (void)opt;
   begin_rewrite(g);
   int fused = 0;
   for (int i = 0; i < g->nnodes; i++)

@@ -16,6 +16,8 @@ activation, 1x1 Conv + bias + gate, Mul), then a projection Conv:
     written and the Mul stays;
   - late_stage: a 3x3 image whose projection filter (24 x 48) is larger
     than x (48 x 3 x 3): the Mul's launch still outweighs it, and it goes.
+The first two again in float16 and bfloat16 (--precision): there the gate
+is fused and the Mul stays (fuse-squeeze-excite says why).
 Inputs are smooth images (low-frequency sinusoids and a little noise),
 weights scaled by 1/sqrt(fan-in). `--stats` must show the SEGate (and no
 Mul where the filter takes it). Negative control: ONNX Runtime's output
@@ -83,15 +85,21 @@ def se_model(name, n, c_in, c, hidden, hw, out, inner, gate, gated=True):
     return m, smooth_image(rng, n, c_in, hw, hw)
 
 
-CASES = [  # name, images, in channels, channels, hidden, side, outputs, inner, gate, Muls
-    ("efficientnet", 1, 3, 80, 20, 8, 8, "silu", "sigmoid", 0),
-    ("mobilenet_v3", 2, 4, 40, 10, 6, 16, "relu", "hard_sigmoid", 1),
-    ("late_stage", 1, 4, 48, 12, 3, 24, "silu", "sigmoid", 0),
+# name, images, in channels, channels, hidden, side, outputs, inner, gate,
+# Muls left, precision (and the tolerance, of the output's largest value)
+CASES = [
+    ("efficientnet", 1, 3, 80, 20, 8, 8, "silu", "sigmoid", 0, "fp32"),
+    ("mobilenet_v3", 2, 4, 40, 10, 6, 16, "relu", "hard_sigmoid", 1, "fp32"),
+    ("late_stage", 1, 4, 48, 12, 3, 24, "silu", "sigmoid", 0, "fp32"),
+    ("efficientnet", 1, 3, 80, 20, 8, 8, "silu", "sigmoid", 1, "fp16"),
+    ("mobilenet_v3", 2, 4, 40, 10, 6, 16, "relu", "hard_sigmoid", 1, "bf16"),
 ]
+TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2}
 
 
-def stats(opc, path):
-    p = subprocess.run([opc, path, "-o", path + ".c", "--stats"], capture_output=True, text=True)
+def stats(opc, path, flags):
+    p = subprocess.run([opc, path, "-o", path + ".c", "--stats", *flags], capture_output=True,
+                       text=True)
     counts = dict(re.findall(r"^(\w+)\s+\d+\s+(\d+)$", p.stdout, re.M))
     return {k: int(v) for k, v in counts.items()}
 
@@ -101,24 +109,39 @@ def main():
     os.makedirs(work, exist_ok=True)
     os.environ["OPC_CHECK"] = "1"
     failures = 0
-    for name, n, c_in, c, hidden, hw, out, inner, gate, muls in CASES:
+    for name, n, c_in, c, hidden, hw, out, inner, gate, muls, precision in CASES:
         m, x = se_model(name, n, c_in, c, hidden, hw, out, inner, gate)
         want = reference(m, {"x": x})["y"]
-        got, why = run_opc(opc, m, {"x": x}, os.path.join(work, name))
-        problem = why if got is None else compare_close(got["y"], want, 1e-5)
+        flags = [] if precision == "fp32" else ["--precision", precision]
+        case = f"{name}-{precision}"
+        got, why = run_opc(opc, m, {"x": x}, os.path.join(work, case), flags)
+        problem = why if got is None else compare_close(got["y"], want, TOLERANCE[precision])
         if problem is None:
-            counts = stats(opc, os.path.join(work, name, "model.onnx"))
+            counts = stats(opc, os.path.join(work, case, "model.onnx"), flags)
             if counts.get("SEGate") != 1 or counts.get("Mul", 0) != muls:
                 problem = f"--stats: {counts.get('SEGate', 0)} SEGate, " \
                           f"{counts.get('Mul', 0)} Mul; wanted 1 and {muls}"
         if problem is None:  # negative control: without the gate
             plain = reference(se_model(name, n, c_in, c, hidden, hw, out, inner, gate,
                                        gated=False)[0], {"x": x})["y"]
-            if compare_close(got["y"], plain, 1e-3) is None:
+            if compare_close(got["y"], plain, 10 * TOLERANCE[precision]) is None:
                 problem = "the output without the gate matches too: the case decides nothing"
-        print(f"{'FAIL' if problem else 'ok  '} {name}" + (f": {problem}" if problem else ""))
+        print(f"{'FAIL' if problem else 'ok  '} {case}" + (f": {problem}" if problem else ""))
         failures += problem is not None
+    failures += not refuses_internal_kind(opc, work)
     return 1 if failures else 0
+
+
+def refuses_internal_kind(opc, work):
+    """SEGate is opc's own kind: an ONNX node of that op_type is unknown."""
+    w = numpy_helper.from_array(np.zeros(7, np.float32), "w")
+    m = onnx_case.model([helper.make_node("SEGate", ["x", "w"], ["y"])],
+                        [value_info("x", np.zeros((1, 2, 1, 1), np.float32))],
+                        [helper.make_tensor_value_info("y", 1, None)], [w])
+    exe, why = onnx_case.compile_cpu(opc, m, os.path.join(work, "refused"))
+    ok = exe is None and why[0] != 0 and "unsupported operators: SEGate" in why[1]
+    print(f"{'ok  ' if ok else 'FAIL'} an ONNX SEGate node is refused: {why}")
+    return ok
 
 
 if __name__ == "__main__":
