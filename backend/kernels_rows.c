@@ -570,11 +570,16 @@ static void run_se_gate(Emitter *e, Node *n) {
   }
   L.y = buf(e, y);
   L.y_extent = tensor_numel(y);
+  /* Each hidden unit's sum in as many parts as keep the block's threads
+     busy, at most 1024 partial sums in all. */
+  int64_t split = KERNEL_BLOCK_THREADS / r;
+  split = split < 1 ? 1 : split * r > SE_MAX_HIDDEN ? SE_MAX_HIDDEN / r : split;
   int64_t i[] = {c, r, SE_CHUNK, tiles, images, n->p.se.inner, n->act,
-                 filter ? filter->dims[0] : 0, filter ? tensor_numel(filter) / (filter->dims[0] * c) : 1};
+                 filter ? filter->dims[0] : 0, filter ? tensor_numel(filter) / (filter->dims[0] * c) : 1,
+                 split};
   memcpy(L.i, i, sizeof i);
-  group_i(&L, 0, 9, "C, hidden, chunk, tiles per image, images, inner and gate activation, "
-                    "filter outputs (0: y is the gate), taps");
+  group_i(&L, 0, 10, "C, hidden, chunk, tiles per image, images, inner and gate activation, "
+                     "filter outputs (0: y is the gate), taps, parts of each hidden sum");
   L.f[0] = n->act_alpha;
   L.f[1] = n->act_beta;
   group_f(&L, 0, 2, "the gate's parameters");

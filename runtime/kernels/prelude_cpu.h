@@ -99,7 +99,6 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #define OPC_THREADS(i, count) for (long long i = 0; i < (count); i++)
 #define OPC_SYNC() ((void)0)
 #define OPC_SHARED
-#define OPC_BLOCK_THREADS 1LL
 /* The part's range of iterations [OPC_PART_BEGIN, OPC_PART_END), for a
  * kernel that takes them in runs rather than one by one. */
 #define OPC_PART_BEGIN(count) ((count) * opc_part / opc_nparts)

@@ -33,7 +33,6 @@
   for (long long i = threadIdx.x; i < (count); i += blockDim.x)
 #define OPC_SYNC() __syncthreads()
 #define OPC_SHARED __shared__
-#define OPC_BLOCK_THREADS ((long long)blockDim.x)
 /* Only for code under OPC_CONSECUTIVE: CPU planes (prelude_cpu.h), and an
    empty range. */
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
