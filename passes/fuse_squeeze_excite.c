@@ -24,8 +24,6 @@
  * projection then runs in 16 bits with its filter channels-last (K, R, S,
  * C, choose-layout), which opc_se_gate does not write.
  */
-#include <stdio.h>
-
 #include "pass.h"
 #include "rewrite.h"
 
