@@ -1378,7 +1378,10 @@ static void print_operators(void) {
     if (info->eval == AT_RUN_TIME)
       print_type_set(backend_run_time_types(kinds[i]));
     printf(" | ");
-    print_type_words(info->types);
+    if (info->traits & T_INTERNAL) /* no ONNX node reads as one */
+      printf("none: opc's own, made by a pass");
+    else
+      print_type_words(info->types);
     printf(" |\n");
   }
 }

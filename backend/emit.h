@@ -294,6 +294,9 @@ const char *blas_data_type(const Node *n);
 /* kernels_launch.c: f[start..start+count) or i[...] as one labelled group. */
 void group_f(Launch *L, int start, int count, const char *label);
 void group_i(Launch *L, int start, int count, const char *label);
+/* Threads per block of every launch: a tile kernel (opc_se_gate) counts
+   KERNEL_BLOCK_THREADS iterations per tile, so that each gets a block. */
+enum { KERNEL_BLOCK_THREADS = 256 };
 /* Prints the launch: its struct opc_kargs and emit_kernel_launch(). */
 void emit_launch(Emitter *e, const Node *n, const Launch *L);
 /* Elements reachable from the lowest address a view touches (*low). */
@@ -344,7 +347,7 @@ extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear;                                                    /* kernels_quantized.c */
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
-    kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_reduce_more,
+    kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_se_gate, kernel_reduce_more,
     kernel_row_more, kernel_det;                                       /* kernels_rows.c */
 /* ops.def's kernel column: the kernel's name ("opc_selu"), and the names of
    the float parameters it takes (its row's attrs column, "alpha=1.67...,

@@ -21,7 +21,7 @@
 
 /* Threads per block of every launch, and the most blocks a launch uses:
    the kernels' loops are grid-stride, so bigger counts just loop. */
-enum { BLOCK_THREADS = 256, MAX_BLOCKS = 65535 };
+enum { BLOCK_THREADS = KERNEL_BLOCK_THREADS, MAX_BLOCKS = 65535 };
 
 /* ------------------------------------------------------ kernel requests */
 

@@ -609,6 +609,62 @@ static void run_batch_norm(Emitter *e, Node *n) {
     fused_activation(e, n);
 }
 
+/* SEGate: a block per tile of SE_CHUNK channels of one image (opc_se_gate
+   says why each recomputes the hidden layer). Its shared arrays bound the
+   hidden units and the chunk. */
+enum { SE_CHUNK = 32, SE_MAX_HIDDEN = 1024 };
+_Static_assert(OPC_ACT_RELU == 1 && OPC_ACT_CLIP == 2 && OPC_ACT_SIGMOID == 3 &&
+                   OPC_ACT_TANH == 4 && OPC_ACT_ELU == 5 && OPC_ACT_LEAKY_RELU == 6 &&
+                   OPC_ACT_SILU == 7 && OPC_ACT_SWISH == 8 && OPC_ACT_HARD_SIGMOID == 9 &&
+                   OPC_ACT_HARD_SWISH == 10 && OPC_ACT_MISH == 11 && OPC_ACT_COUNT == 12,
+               "opc_activation_by_code's cases");
+
+static void run_se_gate(Emitter *e, Node *n) {
+  Tensor *p = n->in[0], *packed = n->in[1], *filter = node_input(n, 2), *y = n->out[0];
+  int64_t images = p->dims[0], c = p->dims[1], r = n->p.se.hidden;
+  if (r > SE_MAX_HIDDEN || !buffer_is_contiguous(p) || !buffer_is_contiguous(y) ||
+      p->dtype != y->dtype) {
+    kernel_fail(e, n, "SEGate takes at most 1024 hidden units, on contiguous data of one type");
+    return;
+  }
+  int64_t tiles = (c + SE_CHUNK - 1) / SE_CHUNK;
+  DType t = y->dtype;
+  Launch L = {.kernel = t == DT_FLOAT ? "opc_se_gate" : typed_kernel(e, "opc_se_gate", t),
+              .rank = 1, .nx = filter ? 3 : 2};
+  L.x_bytes[0] = L.y_bytes = (int)dtype_size(t);
+  L.dims[0] = images * tiles * KERNEL_BLOCK_THREADS;
+  L.n = L.dims[0];
+  L.x[0] = buf(e, p);
+  L.x_extent[0] = images * c;
+  L.x[1] = buf(e, packed);
+  L.x_extent[1] = tensor_numel(packed);
+  if (filter) {
+    L.x[2] = buf(e, filter);
+    L.x_extent[2] = tensor_numel(filter);
+    L.x_bytes[2] = (int)dtype_size(filter->dtype);
+  }
+  L.y = buf(e, y);
+  L.y_extent = tensor_numel(y);
+  /* Each hidden unit's sum in as many parts as keep the block's threads
+     busy, at most 1024 partial sums in all. */
+  int64_t split = KERNEL_BLOCK_THREADS / r;
+  split = split < 1 ? 1 : split * r > SE_MAX_HIDDEN ? SE_MAX_HIDDEN / r : split;
+  int64_t i[] = {c, r, SE_CHUNK, tiles, images, n->p.se.inner, n->act,
+                 filter ? filter->dims[0] : 0, filter ? tensor_numel(filter) / (filter->dims[0] * c) : 1,
+                 split};
+  memcpy(L.i, i, sizeof i);
+  group_i(&L, 0, 10, "C, hidden, chunk, tiles per image, images, inner and gate activation, "
+                     "filter outputs (0: y is the gate), taps, parts of each hidden sum");
+  L.f[0] = n->act_alpha;
+  L.f[1] = n->act_beta;
+  group_f(&L, 0, 2, "the gate's parameters");
+  L.note = filter ? "y = the filter, input channel c times gate(W2 inner(W1 p + b1) + b2)[c]"
+                  : "y = gate(W2 inner(W1 p + b1) + b2), a block per 32 channels";
+  emit_launch(e, n, &L);
+}
+
+const OpEmitter kernel_se_gate = {.run = run_se_gate};
+
 /* ------------------------------------------ more reductions and row kernels */
 
 /* ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum,

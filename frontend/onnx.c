@@ -134,11 +134,18 @@ static bool is_op(const Onnx__NodeProto *np, const char *op) {
   return domain_is_default(np->domain) && strcmp(proto_str(np->op_type), op) == 0;
 }
 
+/* The kind an ONNX op_type names: opc's own kinds (T_INTERNAL) are no
+   ONNX operator. */
+static OpKind onnx_kind(const char *op_type) {
+  OpKind op = op_from_name(op_type);
+  return op != OP_INVALID && (op_info(op)->traits & T_INTERNAL) ? OP_INVALID : op;
+}
+
 static bool node_supported(const Onnx__NodeProto *np) {
   return is_op(np, "If") || is_op(np, "Loop") || is_op(np, "Scan") || is_op(np, "Einsum") ||
          is_training_op(np) ||
          (domain_is_default(np->domain) && is_sequence_op(proto_str(np->op_type))) ||
-         (domain_is_default(np->domain) && op_from_name(proto_str(np->op_type)) != OP_INVALID);
+         (domain_is_default(np->domain) && onnx_kind(proto_str(np->op_type)) != OP_INVALID);
 }
 
 /*

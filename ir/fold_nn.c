@@ -389,6 +389,46 @@ bool fold_global_pool(Graph *gr, Node *n) {
   return true;
 }
 
+/* SEGate: per image, h = inner(W1 p + b1), g = gate(W2 h + b2); the gate
+   itself, or the filter with input channel c times g[c]. Sums in double,
+   activations in float as the kernel's. */
+bool fold_se_gate(Graph *gr, Node *n) {
+  (void)gr;
+  const Tensor *p = n->in[0], *w = n->in[1], *f = node_input(n, 2);
+  Tensor *y = n->out[0];
+  int64_t images = p->dims[0], c = p->dims[1], r = n->p.se.hidden;
+  int64_t w1 = 0, b1 = r * c, w2 = b1 + r, b2 = w2 + c * r;
+  int64_t per_channel = f ? dims_product(f->dims, 2, f->rank) : 1;
+  float *h = malloc(sizeof(float) * (size_t)r);
+  if (!h)
+    return false;
+  for (int64_t img = 0; img < images; img++) {
+    for (int64_t j = 0; j < r; j++) {
+      double acc = getd(w, b1 + j);
+      for (int64_t k = 0; k < c; k++)
+        acc += getd(w, w1 + j * c + k) * getd(p, img * c + k);
+      h[j] = opc_activation_of(n->p.se.inner, (float)acc, 0, 0);
+    }
+    for (int64_t ch = 0; ch < c; ch++) {
+      double acc = getd(w, b2 + ch);
+      for (int64_t j = 0; j < r; j++)
+        acc += getd(w, w2 + ch * r + j) * h[j];
+      float gate = opc_activation_of(n->act, (float)acc, n->act_alpha, n->act_beta);
+      if (!f) {
+        putd(y, img * c + ch, gate);
+        continue;
+      }
+      for (int64_t o = 0; o < f->dims[0]; o++)
+        for (int64_t k = 0; k < per_channel; k++) {
+          int64_t at = (o * c + ch) * per_channel + k;
+          putd(y, at, (float)getd(f, at) * gate);
+        }
+    }
+  }
+  free(h);
+  return true;
+}
+
 /* ---------------------------------------------------- normalisation */
 
 /* Mean and population variance of `count` elements from `base`, `step`

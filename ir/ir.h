@@ -269,6 +269,7 @@ typedef enum ParamKind {
   PARAMS_ROI_ALIGN,
   PARAMS_DFT,
   PARAMS_TFIDF,
+  PARAMS_SE,
 } ParamKind;
 
 typedef enum PadMode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } PadMode;
@@ -445,6 +446,10 @@ typedef union Params {
     const int64_t *table, *pool;
     const float *weights;
   } tfidf;
+  /* SEGate (fuse-squeeze-excite): `hidden` units between its two fully
+     connected layers, `inner` the activation after the first (attribute
+     `inner`, an act_name); the gate's own activation is Node.act. */
+  struct { int64_t hidden; Activation inner; } se;
 } Params;
 
 /*
@@ -573,6 +578,9 @@ enum {
   /* Output 1 holds int64 indices into its input, whatever the data's
      type (MaxPool's Indices): backend/types.c checks it as such. */
   T_INDEX_OUTPUT = 1u << 14,
+  /* opc's own kind, which only a pass makes (SEGate): the ONNX reader
+     refuses a node of that op_type as it would an unknown one. */
+  T_INTERNAL = 1u << 15,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -613,6 +621,8 @@ typedef struct OpInfo {
 OpKind act_op(Activation a);
 /* Activation a's name in the IR text ("relu"), or NULL for OPC_ACT_NONE. */
 const char *act_name(Activation a);
+/* The activation named `name` in the IR text, or OPC_ACT_NONE. */
+Activation act_from_name(const char *name);
 
 const OpInfo *op_info(OpKind op);
 OpKind op_from_name(const char *onnx_op_type); /* OP_INVALID if unsupported */

@@ -1463,6 +1463,39 @@ static bool infer_global_pool(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, x->rank, dims);
 }
 
+/* SEGate (fuse-squeeze-excite): the gate of a squeeze-and-excitation block
+   from its pooled vector p [N, C, 1, 1] and its two layers packed in one
+   vector (W1 [hidden, C], b1, W2 [C, hidden], b2); with a third input, a
+   filter [O, C, ...] of the convolution reading the gated data, its copy
+   with input channel c scaled by the gate of c (one image only). */
+static bool infer_se_gate(Graph *g, Node *n) {
+  Tensor *p = in(n, 0), *packed = in(n, 1), *filter = in(n, 2);
+  if (!need_rank(g, n, p, 4, 4) || !need_rank(g, n, packed, 1, 1))
+    return false;
+  const char *inner = node_attr_string(n, "inner", "none");
+  n->p.se.inner = act_from_name(inner);
+  n->p.se.hidden = node_attr_int(n, "hidden", 0);
+  int64_t c = p->dims[1], r = n->p.se.hidden;
+  if (strcmp(inner, "none") != 0 && n->p.se.inner == OPC_ACT_NONE) {
+    ir_error(g, n, "unknown inner activation '%s'", inner);
+    return false;
+  }
+  if (p->dims[2] != 1 || p->dims[3] != 1 || r < 1 || packed->dims[0] != 2 * r * c + r + c) {
+    ir_error(g, n, "wants p [N, C, 1, 1] and %lld packed weights for hidden %lld, got %lld",
+             (long long)(2 * r * c + r + c), (long long)r, (long long)packed->dims[0]);
+    return false;
+  }
+  if (!filter)
+    return set_out(g, n, 0, p->dtype, 4, p->dims);
+  if (!need_rank(g, n, filter, 3, IR_MAX_RANK))
+    return false;
+  if (filter->dims[1] != c || p->dims[0] != 1) {
+    ir_error(g, n, "a scaled filter needs one image and %lld input channels", (long long)c);
+    return false;
+  }
+  return set_out(g, n, 0, filter->dtype, filter->rank, filter->dims);
+}
+
 /* ------------------------------------------------------- data movement */
 
 static bool concat_axis(Graph *g, Node *n, int *axis) {
@@ -3753,3 +3786,10 @@ OpKind act_op(Activation a) {
 }
 
 const char *act_name(Activation a) { return op_info(act_op(a))->act_name; }
+
+Activation act_from_name(const char *name) {
+  for (int i = 1; name && i < OP_COUNT; i++)
+    if (op_table[i].act_name && strcmp(op_table[i].act_name, name) == 0)
+      return op_table[i].act;
+  return OPC_ACT_NONE;
+}

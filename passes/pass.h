@@ -56,6 +56,7 @@ bool pass_fuse_bias(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_pad(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_gelu(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_gated(Graph *g, const PassOptions *opt, PassContext *ctx);
+bool pass_fuse_squeeze_excite(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_activation(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fuse_residual(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_lower_precision(Graph *g, const PassOptions *opt, PassContext *ctx);

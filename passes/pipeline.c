@@ -26,6 +26,7 @@ static const Pass pipeline[] = {
     {"fuse-gated", true, true, pass_fuse_gated},
     {"fuse-activation", true, true, pass_fuse_activation},
     {"fuse-residual", true, true, pass_fuse_residual},
+    {"fuse-squeeze-excite", true, true, pass_fuse_squeeze_excite}, /* float32 only */
     {"eliminate-dead", true, true, pass_eliminate_dead}, /* what fusion left behind */
     {"lower-precision", false, true, pass_lower_precision}, /* --precision fp16|bf16 */
     {"choose-layout", false, true, pass_choose_layout},     /* NHWC around 16-bit convolutions */

@@ -92,6 +92,13 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
   for (long long i = (count) * opc_part / opc_nparts,                            \
                  opc_end_##i = (count) * (opc_part + 1) / opc_nparts;            \
        i < opc_end_##i; i++)
+/* Tile kernels (prelude_cuda.h): one thread runs a part's tiles whole, so
+ * a tile's "threads" are a plain loop, its barrier nothing and its shared
+ * arrays the thread's own. */
+#define OPC_TILES(t, count) OPC_FOR_EACH(t, count)
+#define OPC_THREADS(i, count) for (long long i = 0; i < (count); i++)
+#define OPC_SYNC() ((void)0)
+#define OPC_SHARED
 /* The part's range of iterations [OPC_PART_BEGIN, OPC_PART_END), for a
  * kernel that takes them in runs rather than one by one. */
 #define OPC_PART_BEGIN(count) ((count) * opc_part / opc_nparts)

@@ -23,6 +23,16 @@
 #define OPC_FOR_EACH(i, count)                                                   \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;           \
        i < (count); i += (long long)blockDim.x * gridDim.x)
+/* Tile kernels (opc_se_gate): each tile is one block's work, its threads
+   sharing arrays declared OPC_SHARED and meeting at OPC_SYNC(). Every
+   thread of a block runs the same tiles, so all of them reach each
+   barrier. The launch gives a block per tile, up to the grid limit. */
+#define OPC_TILES(t, count) \
+  for (long long t = blockIdx.x; t < (count); t += gridDim.x)
+#define OPC_THREADS(i, count) \
+  for (long long i = threadIdx.x; i < (count); i += blockDim.x)
+#define OPC_SYNC() __syncthreads()
+#define OPC_SHARED __shared__
 /* Only for code under OPC_CONSECUTIVE: CPU planes (prelude_cpu.h), and an
    empty range. */
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
