@@ -184,7 +184,7 @@ static const char *run_check_list(const long long *v, int n, char *buf, size_t s
 /* 0 when the value at p passes; else 1, with the message in error. */
 static int run_check_fails(const struct run_check *k, const void *p, char *error, size_t size)
 {
-  long long v[RUN_MAX], dims[RUN_MAX];
+  long long v[RUN_MAX] = {0}, dims[RUN_MAX] = {0};
   char given[RUN_MAX * 22], made[RUN_MAX * 22], want[RUN_MAX * 22];
   run_check_read(k, p, v);
   int rank = run_check_dims(k, v, dims);

@@ -126,6 +126,10 @@ static bool derive_reduce(Pin *p, RunCheck *c) {
   int k = 0;
   if (node_attr_int(p->n, "keepdims", 1) != 1 || want_rank(p) != x->rank)
     return false;
+  c->kind = RUN_CHECK_REDUCE;
+  c->flag = (int)node_attr_int(p->n, "noop_with_empty_axes", 0);
+  if (p->count == 0)
+    return true; /* no axes: all or none, which the shape function says */
   for (int i = 0; i < x->rank; i++) {
     if (want_dims(p)[i] == x->dims[i])
       continue;
@@ -137,8 +141,6 @@ static bool derive_reduce(Pin *p, RunCheck *c) {
   for (int i = 0; i < x->rank && k < p->count; i++)
     if (!picked[i] && x->dims[i] == 1)
       p->value[k++] = i;
-  c->kind = RUN_CHECK_REDUCE;
-  c->flag = (int)node_attr_int(p->n, "noop_with_empty_axes", 0);
   return k == p->count;
 }
 
