@@ -145,7 +145,7 @@ static bool derive_reduce(Pin *p, RunCheck *c) {
 }
 
 /* The output dims the value must equal (Split's sizes, OneHot's depth, a
-   window's size, ConstantOfShape's shape). */
+   window's size, ConstantOfShape's and MaxUnpool's shape, Resize's sizes). */
 static bool derive_equal(Pin *p, RunCheck *c) {
   (void)p;
   c->kind = RUN_CHECK_EQUAL;
@@ -193,6 +193,17 @@ static bool derive_window(Pin *p, RunCheck *c) {
   return derive_equal(p, c);
 }
 
+/* Resize's sizes (opset 11 on), where they are the output's dims: every
+   axis, stretched. Its scales enter the coordinates, so they are not
+   pinned. */
+static bool derive_resize(Pin *p, RunCheck *c) {
+  const int64_t *axes;
+  if (node_attr_ints(p->n, "axes", &axes) > 0 ||
+      strcmp(node_attr_string(p->n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
+    return false;
+  return derive_same(p, c);
+}
+
 typedef bool (*Derive)(Pin *p, RunCheck *c);
 
 /* The slot of n's shape input and how its value follows from the output's
@@ -212,6 +223,10 @@ static Derive derivation(const Node *n, int *slot) {
   case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM:
     return derive_reduce;
   case OP_CONSTANT_OF_SHAPE: *slot = 0; return derive_same;
+  case OP_MAX_UNPOOL: *slot = 2; return derive_same;
+  case OP_RESIZE:
+    *slot = 3; /* sizes; opset 10 has none */
+    return n->nin > 3 ? derive_resize : NULL;
   case OP_HANN_WINDOW: case OP_HAMMING_WINDOW: case OP_BLACKMAN_WINDOW:
     *slot = 0;
     return derive_window;
