@@ -867,6 +867,60 @@ def pinned_shape_program(tmp):
     r, y = net([4, 6], [3])
     check("axes out of range fail", r.returncode != 0 and y is None and
           "input 'axes' is [3], which Unsqueeze does not take here" in r.stderr, r)
+    pinned_run_device(d, exe + ".c")
+
+
+# net_run_device over device buffers (the CPU runtime's): a consistent
+# shape runs, another fails with the message, as net_run does.
+PINNED_DRIVER = r"""
+#include <stdio.h>
+#include <cuda_runtime.h>
+#include "net.h"
+int main(void) {
+  net_ctx *c;
+  if (net_create(&c, NULL) != 0)
+    return 1;
+  float x[24], y[24];
+  long long shapes[2][2] = {{-1, 6}, {6, 4}}, axes = -2;
+  void *dx, *ds, *da, *dy;
+  for (int i = 0; i < 24; i++)
+    x[i] = (float)i;
+  cudaMalloc(&dx, sizeof x); cudaMalloc(&ds, 16); cudaMalloc(&da, 8); cudaMalloc(&dy, sizeof y);
+  cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+  cudaMemcpy(da, &axes, 8, cudaMemcpyHostToDevice);
+  for (int k = 0; k < 2; k++) {
+    const void *in[3] = {dx, ds, da};
+    void *out[1] = {dy};
+    cudaMemcpy(ds, shapes[k], 16, cudaMemcpyHostToDevice);
+    int rc = net_run_device(c, in, out, 0);
+    cudaStreamSynchronize(0);
+    cudaMemcpy(y, dy, sizeof y, cudaMemcpyDeviceToHost);
+    printf("%d %g %s\n", rc, rc ? 0.0 : (double)y[23], rc ? net_error(c) : "ok");
+  }
+  net_destroy(c);
+  return 0;
+}
+"""
+
+
+def pinned_run_device(d, net_c):
+    driver = os.path.join(d, "driver.c")
+    with open(driver, "w") as f:
+        f.write(PINNED_DRIVER)
+    flags = run("--cflags", "cpu").stdout.split() + ["-DOPC_NO_MAIN", "-I", d]
+    exe = os.path.join(d, "driver")
+    b = subprocess.run(os.environ.get("CC", "cc").split() + ["-O1", *flags, net_c, driver,
+                       *run("--libs", "cpu").stdout.split(), "-o", exe],
+                       capture_output=True, text=True, timeout=120)
+    check("a driver of net_run_device builds", b.returncode == 0, b)
+    if b.returncode != 0:
+        return
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    lines = r.stdout.splitlines()
+    check("net_run_device runs a consistent shape and refuses another",
+          r.returncode == 0 and len(lines) == 2 and lines[0] == "0 23 ok" and
+          lines[1].startswith("-1 0 node 'reshape' (Reshape): input 'shape' is [6, 4], which "
+                              "makes output shape [6, 4]"), r)
 
 
 def empty_batch_program(tmp):
