@@ -312,8 +312,9 @@ bool check_pinned_output(Graph *g, Node *n) {
         continue;
       if (o->rank != o->declared_rank ||
           memcmp(o->dims, o->declared_dims, sizeof(int64_t) * (size_t)o->rank) != 0) {
-        ir_error(g, n, "input '%s' is given at run time; the value that opc derived from %s "
-                 "does not make that shape", g->checks[i].input->name, g->checks[i].pinned_by);
+        ir_error(g, n, "input '%s' is not a compile-time constant, and the value opc derived "
+                 "from %s does not make that shape (bind it with --const-input)",
+                 g->checks[i].input->name, g->checks[i].pinned_by);
         return false;
       }
     }

@@ -869,6 +869,19 @@ def pinned_shape_program(tmp):
           "input 'axes' is [3], which Unsqueeze does not take here" in r.stderr, r)
     pinned_run_device(d, exe + ".c")
 
+    # A declared shape that no value makes: the input is still to be bound.
+    bad = os.path.join(d, "expand.onnx")
+    save(helper.make_model(helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 6])]),
+        opset_imports=[helper.make_opsetid("", 13)]), bad)
+    expect_model_error("a declared shape that the input cannot make", bad, "--dump-ir",
+                       text="node 'expand' (Expand): input 'shape' is not a compile-time "
+                       "constant, and the value opc derived from the declared shape of output "
+                       "'y' does not make that shape (bind it with --const-input)")
+
 
 # net_run_device over device buffers (the CPU runtime's): a consistent
 # shape runs, another fails with the message, as net_run does.
