@@ -1034,6 +1034,14 @@ static int compile_serving(Config *c) {
     instances[m] = c->models[m].instances;
     models[m] = onnx_import(c->models[m].path, &import);
     ok = models[m] != NULL && ok;
+    /* A serving program has no run() to check shape inputs in (ir/pin.c). */
+    if (models[m] && models[m]->nchecks > 0) {
+      opc_error("%s: node '%s' (%s): input '%s' decides a shape and is given at run time; a "
+                "serving program needs it constant (bind it with --const-input)",
+                c->models[m].path, models[m]->checks[0].node_name,
+                op_name(models[m]->checks[0].op), models[m]->checks[0].input->name);
+      ok = false;
+    }
   }
   ok = ok && all_used(c, shape_used, const_used);
   for (int m = 0; m < n && ok; m++) {

@@ -569,6 +569,11 @@ void emit_create(Emitter *e);           /* frame.c */
 void emit_run(Emitter *e);              /* frame.c: run() and run_device() */
 void emit_destroy(Emitter *e);          /* frame.c: destroy() and error() */
 void emit_metadata(Emitter *e, bool inputs); /* frame.c: the inputs' or outputs' info */
+/* run_checks.c: the run-time checks of pinned shape inputs (ir/pin.c) */
+void emit_run_check_code(Emitter *e);     /* their code and table in net.c */
+void emit_run_checks(Emitter *e);         /* in run(), over host inputs */
+void emit_run_device_checks(Emitter *e);  /* in run_device(), over device inputs */
+int64_t run_check_staging_bytes(const Graph *g);
 void emit_output_shape(Emitter *e); /* frame.c: net_output_shape, the dims of the last run */
 void emit_profile(Emitter *e);          /* node_table.c: net_profile() */
 void emit_trace_run(Emitter *e);        /* node_table.c: main's --trace */

@@ -101,6 +101,9 @@ void emit_struct(Emitter *e) {
   if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "%s *staging; /* pinned host copies of the inputs, then the outputs, for %s_run() */",
          staging_type(e->g), e->prefix);
+  if (!e->g->serve && run_check_staging_bytes(e->g) > 0)
+    emit(e, "unsigned char *check_staging; /* pinned: the shape inputs %s_run_device() checks */",
+         e->prefix);
   if (live_output_dims(e->g) > 0)
     emit(e, "long long output_dims[%d]; /* the dims of the last run's outputs that the data sizes */",
          live_output_dims(e->g));
@@ -213,6 +216,9 @@ void emit_create(Emitter *e) {
   if (!e->g->serve && staging_size(e->g) > 0)
     emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->staging, %lld * sizeof(%s))",
               (long long)staging_size(e->g), staging_type(e->g));
+  if (!e->g->serve && run_check_staging_bytes(e->g) > 0)
+    emit_call(e, LIB_CUDA, NULL, "cudaMallocHost((void **)&c->check_staging, %lld)",
+              (long long)run_check_staging_bytes(e->g));
   if (e->g->serve) {
     emit_serve_weights(e);
   } else if (st->nweights) {
@@ -374,6 +380,7 @@ void emit_run(Emitter *e) {
   const char *p = e->prefix;
   Graph *g = e->g;
   int64_t in_size = staging_offset(g, false, 0), out_size = staging_size(g) - in_size;
+  emit_run_check_code(e);
   emit(e, "int %s_run(%s_ctx *c, const void *const *inputs, void *const *outputs)", p, p);
   emit_open(e, "{");
   if (in_size == 0)
@@ -383,6 +390,7 @@ void emit_run(Emitter *e) {
   e->fail = "return -1";
   if (emit_multi_gpu(e))
     emit_set_device(e, "0");
+  emit_run_checks(e);
   if (in_size + out_size > 0)
     emit(e, "/* Through pinned memory, so that the copies are real asynchronous transfers. */");
   emit_staging(e, true);
@@ -413,6 +421,7 @@ void emit_run(Emitter *e) {
   if (emit_has_cpu(e))
     emit(e, "/* A CPU node of an earlier run, on the caller's stream, may have failed. */");
   emit_cpu_check(e, "return -1");
+  emit_run_device_checks(e);
   emit_copies(e, true, true, "stream");
   emit_run_work(e, "stream");
   emit_copies(e, false, true, "stream");
@@ -478,6 +487,8 @@ void emit_destroy(Emitter *e) {
   }
   if (!e->g->serve && staging_size(e->g) > 0)
     emit(e, "cudaFreeHost(c->staging);");
+  if (!e->g->serve && run_check_staging_bytes(e->g) > 0)
+    emit(e, "cudaFreeHost(c->check_staging);");
   emit_open(e, "for (int s = 0; s < %d; s++) {", ns);
   if (emit_multi_gpu(e))
     emit(e, "cudaSetDevice(c->gpu[stream_device[s]]); /* the handles' own GPU */");

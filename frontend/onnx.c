@@ -1307,6 +1307,19 @@ static bool check_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t coun
   return ok;
 }
 
+/* The static shapes the model declares, which let ir/pin.c take a shape
+   input given at run time. Not where --input-shape or --batch change the
+   shapes the declarations were written for. */
+static void note_declared(Importer *im, Onnx__ValueInfoProto **vis, size_t count) {
+  if (im->opt->nshapes > 0 || im->opt->batch != 0)
+    return;
+  for (size_t i = 0; i < count; i++) {
+    Tensor *t = graph_find_tensor(im->g, proto_str(vis[i]->name));
+    if (t && !t->is_input && static_shape(vis[i], &t->declared_rank, t->declared_dims))
+      t->declared = true;
+  }
+}
+
 /* An ONNX element type as a message names it: "int8", or its number when
    opc does not know it (float8 kinds, or a damaged value). */
 static const char *elem_type_str(Graph *g, int32_t elem_type) {
@@ -1384,6 +1397,8 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
   import_outputs(im, gp);
   if (im->failed)
     return false;
+  note_declared(im, gp->value_info, gp->n_value_info);
+  note_declared(im, gp->output, gp->n_output);
   if (!graph_toposort(g) || !graph_infer_shapes(g) || !check_outputs(im, gp))
     return false;
   check_declared(im, gp->value_info, gp->n_value_info, false);

@@ -434,7 +434,8 @@ bool graph_infer_shapes(Graph *g) {
     for (int j = 0; j < n->nin; j++)
       if (n->in[j] && bad[n->in[j]->id])
         skip = true;
-    bool done = !skip && infer_keeping_order(g, n);
+    bool done = !skip && pin_shape_input(g, n) && infer_keeping_order(g, n) &&
+                check_pinned_output(g, n);
     /* Shape and Size always fold: they read only shapes, which are static.
        Other kinds fold when all their inputs are known. */
     if (done && (op_info(n->op)->eval == FROM_SHAPES || all_inputs_const(n))) {

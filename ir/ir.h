@@ -145,6 +145,13 @@ typedef struct Tensor {
      refuses such a tensor as any node's input. */
   bool bounded;
   int64_t live_offset;
+
+  /* The static shape the model declares for it (a graph output's type or
+     value_info), set by the importer: ir/pin.c derives from it a shape
+     input that is given only at run time. */
+  bool declared;
+  int declared_rank;
+  int64_t declared_dims[IR_MAX_RANK];
 } Tensor;
 
 /* ----------------------------------------------------------- attributes */
@@ -714,6 +721,36 @@ typedef struct ServeInfo {
 
 /* ---------------------------------------------------------------- graph */
 
+/*
+ * A check that net_run makes before it runs (ir/pin.c, docs/emitted-program.md):
+ * opc compiled node `node` for the value it derived from a pinned output
+ * shape in place of graph input `input`, which the caller still gives; the
+ * value given must make the shape the program was compiled for.
+ */
+typedef enum RunCheckKind {
+  RUN_CHECK_EQUAL,     /* the values must be `want` (split sizes, a depth, a size, a shape) */
+  RUN_CHECK_RESHAPE,   /* Reshape's shape: 0 and -1 as ONNX reads them; flag: allowzero */
+  RUN_CHECK_SQUEEZE,   /* axes removed from the data's shape */
+  RUN_CHECK_UNSQUEEZE, /* axes inserted into the data's shape */
+  RUN_CHECK_EXPAND,    /* broadcast with the data's shape */
+  RUN_CHECK_TILE,      /* repeats times the data's dims */
+  RUN_CHECK_REDUCE,    /* axes kept as 1 (keepdims=1); flag: noop_with_empty_axes */
+} RunCheckKind;
+
+typedef struct RunCheck {
+  RunCheckKind kind;
+  int flag;
+  const Node *node;               /* during inference only: passes may replace it */
+  const char *node_name;          /* for messages */
+  OpKind op;
+  Tensor *input;                  /* the graph input whose value is checked */
+  int data_rank;                  /* the node's data input, where the kind reads it */
+  int64_t data_dims[IR_MAX_RANK];
+  int nwant;                      /* the dims the value must make (or, EQUAL, the values) */
+  int64_t *want;
+  const char *pinned_by;          /* "the declared shape of output 'y'", for messages */
+} RunCheck;
+
 struct Graph {
   Arena *arena;
   const char *path; /* the model file, for messages */
@@ -735,6 +772,8 @@ struct Graph {
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */
+  RunCheck *checks;     /* the run-time checks of pinned shape inputs (ir/pin.c) */
+  int nchecks, cap_checks;
 };
 
 Graph *graph_new(const char *path);
@@ -775,6 +814,14 @@ bool graph_verify(Graph *g);
 void graph_dump(Graph *g, FILE *f);
 /* Reads that text format back: the tests build small graphs with it. */
 Graph *graph_parse(const char *text, const char *path);
+/* Where a shape input of n is given only at run time but n's output shape
+   is declared, replaces it by the value that makes that shape and records
+   the run-time check (ir/pin.c); false after an error. */
+bool pin_shape_input(Graph *g, Node *n);
+/* After n's shape function: a pinned node's outputs must have their
+   declared shapes. */
+bool check_pinned_output(Graph *g, Node *n);
+
 /* Runs every node's shape function in order. */
 bool graph_infer_shapes(Graph *g);
 /* Infers and folds the nodes that t depends on, producers first, so that

@@ -444,6 +444,7 @@ def compile_group(tmp):
     check("failed build leaves nothing", listing(failed) == [], p)
 
     const_input_program(tmp)
+    pinned_shape_program(tmp)
     empty_batch_program(tmp)
 
     p = run(model, "-o", os.path.join(src, "pre.c"), "--prefix", "mynet")
@@ -798,6 +799,141 @@ def const_input_program(tmp):
     r = subprocess.run([exe, "--input", "x=" + x_pb, "--input", "shape=" + shape_pb],
                        capture_output=True, text=True, timeout=60)
     check("the program refuses the bound input", r.returncode != 0, r)
+
+
+def pinned_shape_model(path):
+    """Reshape and Unsqueeze whose shape and axes are graph inputs, pinned by
+    the declared shapes of r (value_info) and y (the graph output)."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Unsqueeze", ["r", "axes"], ["y"], name="unsqueeze")]
+    graph = helper.make_graph(
+        nodes, "pinned", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                          helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+                          helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1, 6])],
+        value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 6])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
+
+
+def pinned_shape_program(tmp):
+    """Shape inputs given at run time, pinned by declared shapes: a value
+    that makes those shapes runs and matches ONNX Runtime, another fails
+    naming the node, its operator and the input, and writes nothing."""
+    import onnxruntime as ort  # the oracle
+    d = os.path.join(tmp, "pinned")
+    os.mkdir(d)
+    model = os.path.join(d, "pinned.onnx")
+    pinned_shape_model(model)
+    exe = os.path.join(d, "net")
+    p = run(model, "-o", exe, "--target", "cpu")
+    check("a shape input pinned by its output's declared shape compiles", p.returncode == 0, p)
+    if p.returncode != 0:
+        return
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    files = {"x": x}
+    for name, arr in files.items():
+        write_pb(os.path.join(d, name + ".pb"), arr, name)
+
+    def net(shape, axes):
+        write_pb(os.path.join(d, "shape.pb"), np.array(shape, np.int64), "shape")
+        write_pb(os.path.join(d, "axes.pb"), np.array(axes, np.int64), "axes")
+        y = os.path.join(d, "y.npy")
+        if os.path.exists(y):
+            os.remove(y)
+        args = [w for n in ("x", "shape", "axes")
+                for w in ("--input", "%s=%s" % (n, os.path.join(d, n + ".pb")))]
+        r = subprocess.run([exe, *args, "--output", "y=" + y],
+                           capture_output=True, text=True, timeout=60)
+        return r, np.load(y) if os.path.exists(y) else None
+
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for shape, axes in (([4, 6], [1]), ([-1, 6], [-2]), ([4, -1], [1])):
+        r, y = net(shape, axes)
+        want = sess.run(None, {"x": x, "shape": np.array(shape, np.int64),
+                               "axes": np.array(axes, np.int64)})[0]
+        check("pinned shape %s axes %s runs and matches ONNX Runtime" % (shape, axes),
+              r.returncode == 0 and y is not None and y.shape == want.shape and
+              np.array_equal(y, want), r)
+    r, y = net([6, 4], [1])
+    check("a shape that makes another shape fails naming node, operator and input",
+          r.returncode != 0 and y is None and
+          "node 'reshape' (Reshape): input 'shape' is [6, 4], which makes output shape [6, 4], "
+          "but this program was compiled for [4, 6] (the declared shape of value 'r')" in r.stderr, r)
+    r, y = net([4, 6], [0])
+    check("axes that insert elsewhere fail the same way",
+          r.returncode != 0 and y is None and
+          "node 'unsqueeze' (Unsqueeze): input 'axes' is [0], which makes output shape "
+          "[1, 4, 6], but this program was compiled for [4, 1, 6]" in r.stderr, r)
+    r, y = net([4, 6], [3])
+    check("axes out of range fail", r.returncode != 0 and y is None and
+          "input 'axes' is [3], which Unsqueeze does not take here" in r.stderr, r)
+    pinned_run_device(d, exe + ".c")
+
+    # A declared shape that no value makes: the input is still to be bound.
+    bad = os.path.join(d, "expand.onnx")
+    save(helper.make_model(helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 6])]),
+        opset_imports=[helper.make_opsetid("", 13)]), bad)
+    expect_model_error("a declared shape that the input cannot make", bad, "--dump-ir",
+                       text="node 'expand' (Expand): input 'shape' is not a compile-time "
+                       "constant, and the value opc derived from the declared shape of output "
+                       "'y' does not make that shape (bind it with --const-input)")
+
+
+# net_run_device over device buffers (the CPU runtime's): a consistent
+# shape runs, another fails with the message, as net_run does.
+PINNED_DRIVER = r"""
+#include <stdio.h>
+#include <cuda_runtime.h>
+#include "net.h"
+int main(void) {
+  net_ctx *c;
+  if (net_create(&c, NULL) != 0)
+    return 1;
+  float x[24], y[24];
+  long long shapes[2][2] = {{-1, 6}, {6, 4}}, axes = -2;
+  void *dx, *ds, *da, *dy;
+  for (int i = 0; i < 24; i++)
+    x[i] = (float)i;
+  cudaMalloc(&dx, sizeof x); cudaMalloc(&ds, 16); cudaMalloc(&da, 8); cudaMalloc(&dy, sizeof y);
+  cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice);
+  cudaMemcpy(da, &axes, 8, cudaMemcpyHostToDevice);
+  for (int k = 0; k < 2; k++) {
+    const void *in[3] = {dx, ds, da};
+    void *out[1] = {dy};
+    cudaMemcpy(ds, shapes[k], 16, cudaMemcpyHostToDevice);
+    int rc = net_run_device(c, in, out, 0);
+    cudaStreamSynchronize(0);
+    cudaMemcpy(y, dy, sizeof y, cudaMemcpyDeviceToHost);
+    printf("%d %g %s\n", rc, rc ? 0.0 : (double)y[23], rc ? net_error(c) : "ok");
+  }
+  net_destroy(c);
+  return 0;
+}
+"""
+
+
+def pinned_run_device(d, net_c):
+    driver = os.path.join(d, "driver.c")
+    with open(driver, "w") as f:
+        f.write(PINNED_DRIVER)
+    flags = run("--cflags", "cpu").stdout.split() + ["-DOPC_NO_MAIN", "-I", d]
+    exe = os.path.join(d, "driver")
+    b = subprocess.run(os.environ.get("CC", "cc").split() + ["-O1", *flags, net_c, driver,
+                       *run("--libs", "cpu").stdout.split(), "-o", exe],
+                       capture_output=True, text=True, timeout=120)
+    check("a driver of net_run_device builds", b.returncode == 0, b)
+    if b.returncode != 0:
+        return
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    lines = r.stdout.splitlines()
+    check("net_run_device runs a consistent shape and refuses another",
+          r.returncode == 0 and len(lines) == 2 and lines[0] == "0 23 ok" and
+          lines[1].startswith("-1 0 node 'reshape' (Reshape): input 'shape' is [6, 4], which "
+                              "makes output shape [6, 4]"), r)
 
 
 def empty_batch_program(tmp):
