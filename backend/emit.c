@@ -757,9 +757,9 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op;
   if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
-  if (half) /* opc's kernels compute such a node in float32 only */
-    return NULL;
   const OpEmitter *kern = kernel_op_emitter(n->op);
+  if (half) /* opc's kernels compute such a node in float32, unless they say they take it */
+    return kern && kern->half && kern->supports && kern->supports(e, n) ? kern : NULL;
   if (kern && (!kern->supports || kern->supports(e, n)))
     return kern;
   return NULL;

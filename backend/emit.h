@@ -85,7 +85,8 @@ typedef struct OpEmitter {
      (the core then falls back to kernel_op_emitter()). Any hook may be NULL. */
   bool (*supports)(Emitter *e, const Node *n);
   /* Whether it also prints the node with float16 or bfloat16 tensors
-     (--precision fp16|bf16): cuDNN's and cuBLAS's 16-bit forms. */
+     (--precision fp16|bf16): cuDNN's and cuBLAS's 16-bit forms, or opc's
+     kernels where supports() says the node is one they take in 16 bits. */
   bool half;
 } OpEmitter;
 

@@ -478,15 +478,22 @@ static void run_lrn(Emitter *e, Node *n) {
 }
 
 /* Whether opc's kernel runs a BatchNormalization in one launch: float32,
-   its mean known to be zeros (fold-batchnorm folds it into the bias), so
-   that x, scale, bias and variance are its four inputs; a fused Relu or
-   Clip, the pre-activations' (DenseNet's BN -> Relu), then goes into the
-   same launch. */
+   float16 or bfloat16 data with float32 parameters, its mean known to be
+   zeros (fold-batchnorm folds it into the bias), so that x, scale, bias
+   and variance are its four inputs; a fused Relu or Clip, the
+   pre-activations' (DenseNet's BN -> Relu), then goes into the same
+   launch. */
 _Static_assert(OPC_ACT_RELU == 1 && OPC_ACT_CLIP == 2, "opc_batch_norm's i[0] codes");
+
+static bool batch_norm_data_type(DType t) {
+  return t == DT_FLOAT || t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
 
 bool batch_norm_in_one_pass(const Node *n) {
   const Tensor *x = n->in[0], *mean = node_input(n, 3);
-  if (x->dtype != DT_FLOAT || n->out[0]->dtype != DT_FLOAT || !mean || !mean->f32 ||
+  if (!batch_norm_data_type(x->dtype) || n->out[0]->dtype != x->dtype || !mean || !mean->f32 ||
+      n->in[1]->dtype != DT_FLOAT || n->in[2]->dtype != DT_FLOAT ||
+      node_input(n, 4)->dtype != DT_FLOAT ||
       (n->act != OPC_ACT_NONE && n->act != OPC_ACT_RELU && n->act != OPC_ACT_CLIP))
     return false;
   for (int64_t c = 0; c < tensor_numel(mean); c++)
@@ -589,7 +596,10 @@ static void run_batch_norm(Emitter *e, Node *n) {
     L.note = "first x - mean, into y";
     emit_launch(e, n, &L);
   }
-  Launch M = {.kernel = "opc_batch_norm", .rank = x->rank};
+  Launch M = {.kernel = x->dtype == DT_FLOAT ? "opc_batch_norm"
+                                             : typed_kernel(e, "opc_batch_norm", x->dtype),
+              .rank = x->rank};
+  M.x_bytes[0] = M.y_bytes = (int)dtype_size(x->dtype);
   memcpy(M.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   set_output(&M, buf(e, y), ys);
   set_input(&M, 0, one_pass ? buf(e, x) : buf(e, y), one_pass ? xs : ys);
@@ -806,6 +816,16 @@ const OpEmitter kernel_rotary_embedding = {.run = run_rotary_embedding};
 const OpEmitter kernel_attention = {.run = run_attention};
 const OpEmitter kernel_instance_norm = {.run = run_instance_norm};
 const OpEmitter kernel_lrn = {.run = run_lrn};
-const OpEmitter kernel_batch_norm = {.setup = setup_batch_norm, .run = run_batch_norm};
+/* In 16 bits opc's kernel takes the one-pass form only (cuDNN runs the
+   others). */
+static bool batch_norm_supports(Emitter *e, const Node *n) {
+  (void)e;
+  return !node_in_half(n) || (!n->p.norm.training && batch_norm_in_one_pass(n));
+}
+
+const OpEmitter kernel_batch_norm = {.setup = setup_batch_norm,
+                                     .run = run_batch_norm,
+                                     .supports = batch_norm_supports,
+                                     .half = true};
 const OpEmitter kernel_reduce_more = {.run = run_reduce_more};
 const OpEmitter kernel_row_more = {.run = run_row_more};
