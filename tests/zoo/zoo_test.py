@@ -230,8 +230,9 @@ def check_sensitivity(draws, label):
 
 def strength_picks(m, values):
     """[(node, how)]: the weights the strength check zeroes one output
-    channel of: three convolutions; every recurrent layer (row 0 of W in
-    each direction: one gate of one unit); in a model with neither, three
+    channel of: three convolutions; every recurrent layer (in each
+    direction, the row of W for unit 0 of the last gate block: LSTM's cell
+    candidate, GRU's hidden candidate); in a model with neither, three
     MatMuls by a weight (column 0)."""
     def pick3(nodes):
         if not nodes:
@@ -246,11 +247,14 @@ def strength_picks(m, values):
     return picks
 
 
-def zero_channel(w, how):
+def zero_channel(w, node, how):
+    """w with strength_picks' channel of `node` zeroed."""
     if how == "conv":
         w[0] = 0
     elif how == "rnn":
-        w[:, 0] = 0
+        # W [directions, gates * hidden, input]
+        hidden = next(a.i for a in node.attribute if a.name == "hidden_size")
+        w[:, w.shape[1] - hidden] = 0
     else:
         w[..., 0] = 0
     return w
@@ -278,7 +282,7 @@ def check_strength(model, draws, label):
     for node, how in picks:
         saved = onnx.TensorProto()
         saved.CopyFrom(values[node.input[1]])
-        w = zero_channel(numpy_helper.to_array(saved).copy(), how)
+        w = zero_channel(numpy_helper.to_array(saved).copy(), node, how)
         values[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
         sess = ort.InferenceSession(m.SerializeToString(), options,
                                     providers=["CPUExecutionProvider"])

@@ -38,15 +38,17 @@ class SeqNet(TNet):
 
 
 class SeqExporter(Exporter):
-    def recurrent(self, op, x, hidden, scope, bidirectional, gates, **attrs):
+    def recurrent(self, op, x, hidden, scope, bidirectional, gates, input_gain=1.0, **attrs):
         """nn.LSTM / nn.GRU on x [T, N, C]: one node with outputs Y, Y_h
         (and Y_c), weights uniform in +-1/sqrt(hidden) as torch draws them
-        (here normal with that std). Returns Y [T, dirs, N, hidden]."""
+        (here normal with that std; the input weights input_gain times
+        that). Returns Y [T, dirs, N, hidden]."""
         t, n, c = x.shape
         dirs = 2 if bidirectional else 1
         std = 1.0 / math.sqrt(hidden)
         key = scope.strip("/").replace("/", ".")
-        w = self.param(key + ".weight_ih", self.net.normal((dirs, gates * hidden, c), std))
+        w = self.param(key + ".weight_ih",
+                       self.net.normal((dirs, gates * hidden, c), std * input_gain))
         r = self.param(key + ".weight_hh", self.net.normal((dirs, gates * hidden, hidden), std))
         b = self.param(key + ".bias", self.net.normal((dirs, 2 * gates * hidden), std))
         name = self._op_name(scope, op)
@@ -63,9 +65,9 @@ class SeqExporter(Exporter):
         self.net.value_shapes[outs[1]] = (dirs, n, hidden)
         return Tensor(outs[0], shape)
 
-    def bilstm(self, x, hidden, scope):
+    def bilstm(self, x, hidden, scope, input_gain=1.0):
         """nn.LSTM(bidirectional=True) on [T, N, C] -> [T, N, 2H]."""
-        y = self.recurrent("LSTM", x, hidden, scope, True, 4)
+        y = self.recurrent("LSTM", x, hidden, scope, True, 4, input_gain)
         y = self.transpose(y, (0, 2, 1, 3), scope)
         t, n = x.shape[:2]
         return self.op("Reshape", [y, self.i64([0, 0, -1], scope)], (t, n, 2 * hidden), scope)
@@ -111,13 +113,16 @@ def crnn(batch=1, seed=0, width=128, classes=37, hidden=48):
     n, c, _, t = x.shape
     x = e.op("Squeeze", [x, e.i64([2])], (n, c, t), "")
     x = e.transpose(x, (2, 0, 1), "")                         # [T, N, C]
-    x = e.bilstm(x, hidden, "/rnn/0")
-    x = e.bilstm(x, hidden, "/rnn/1")
+    # The conv features reach the LSTMs with a mean of 0.5 (calibrate.py)
+    # and a small input-dependent part: input weights 4x torch's init make
+    # the gates follow the input (sensitivity 0.28 to 0.54 over 18 input
+    # seeds; 0.19 to 0.40 at 1x, where the zoo asks for 0.2).
+    x = e.bilstm(x, hidden, "/rnn/0", input_gain=4.0)
+    x = e.bilstm(x, hidden, "/rnn/1", input_gain=4.0)
     # A trained CTC head is peaked (most frames are sure of blank or one
     # character). With torch's small init the log-probabilities sit near
     # -log(classes) for every input and the input decides 3% of them; a
-    # weight std of sqrt(300 / 2H) spreads the logits so that it decides
-    # about 37% (the zoo asks for 20%).
+    # weight std of sqrt(300 / 2H) spreads the logits.
     x = e.linear(x, classes, "/fc", gain=300.0)
     y = net.node("LogSoftmax", [x.name], "/LogSoftmax", x.shape, out="log_probs", axis=2)
     net.tensor_output(y)
