@@ -16,7 +16,8 @@ check can fail:
                ||ref - mean of the others|| / ||ref||, is at least
                compare.MIN_SENSITIVITY;
   strength     ONNX Runtime's output with one output channel of a
-               convolution zeroed (three convolutions) fails the strict
+               weight zeroed (three convolutions, every LSTM/GRU/RNN; in
+               a model with neither, three MatMuls) fails the strict
                float32 check.
 
 Then for each configuration (every scheduler, -O0, direct launches instead of
@@ -227,10 +228,42 @@ def check_sensitivity(draws, label):
     return failures
 
 
+def strength_picks(m, values):
+    """[(node, how)]: the weights the strength check zeroes one output
+    channel of: three convolutions; every recurrent layer (in each
+    direction, the row of W for unit 0 of the last gate block: LSTM's cell
+    candidate, GRU's hidden candidate); in a model with neither, three
+    MatMuls by a weight (column 0)."""
+    def pick3(nodes):
+        if not nodes:
+            return []
+        return [nodes[i] for i in sorted({0, len(nodes) // 2, len(nodes) - 1})[:STRENGTH_CONVS]]
+    weighted = [n for n in m.graph.node if len(n.input) > 1 and n.input[1] in values]
+    convs = pick3([n for n in weighted if n.op_type == "Conv"])
+    picks = [(n, "conv") for n in convs]
+    picks += [(n, "rnn") for n in weighted if n.op_type in ("LSTM", "GRU", "RNN")]
+    if not picks:
+        picks = [(n, "matmul") for n in pick3([n for n in weighted if n.op_type == "MatMul"])]
+    return picks
+
+
+def zero_channel(w, node, how):
+    """w with strength_picks' channel of `node` zeroed."""
+    if how == "conv":
+        w[0] = 0
+    elif how == "rnn":
+        # W [directions, gates * hidden, input]
+        hidden = next(a.i for a in node.attribute if a.name == "hidden_size")
+        w[:, w.shape[1] - hidden] = 0
+    else:
+        w[..., 0] = 0
+    return w
+
+
 def check_strength(model, draws, label):
-    """ONNX Runtime's outputs with one output channel of a convolution
-    zeroed must fail the strict float32 check: otherwise a wrong channel in
-    opc's program could pass it too."""
+    """ONNX Runtime's outputs with one output channel of a weight zeroed
+    (strength_picks) must fail the strict float32 check: otherwise a wrong
+    channel in opc's program could pass it too."""
     import onnx
     import onnxruntime as ort
     from onnx import numpy_helper
@@ -239,20 +272,17 @@ def check_strength(model, draws, label):
     values = {t.name: t for t in m.graph.initializer}
     values.update({n.output[0]: n.attribute[0].t for n in m.graph.node
                    if n.op_type == "Constant" and n.attribute[0].name == "value"})
-    convs = [n for n in m.graph.node if n.op_type == "Conv" and n.input[1] in values]
-    if not convs:
+    picks = strength_picks(m, values)
+    if not picks:
         return 0
-    picks = sorted({0, len(convs) // 2, len(convs) - 1})[:STRENGTH_CONVS]
     feeds = {name: np.load(f) for name, f in draws[0].inputs}
     options = ort.SessionOptions()
     options.log_severity_level = 3
     failures = 0
-    for i in picks:
-        node = convs[i]
+    for node, how in picks:
         saved = onnx.TensorProto()
         saved.CopyFrom(values[node.input[1]])
-        w = numpy_helper.to_array(saved).copy()
-        w[0] = 0
+        w = zero_channel(numpy_helper.to_array(saved).copy(), node, how)
         values[node.input[1]].CopyFrom(numpy_helper.from_array(w, node.input[1]))
         sess = ort.InferenceSession(m.SerializeToString(), options,
                                     providers=["CPUExecutionProvider"])

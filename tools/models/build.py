@@ -32,6 +32,7 @@ import photos  # noqa: E402
 import zoo_cnn  # noqa: E402
 import zoo_mobile  # noqa: E402
 import zoo_nas  # noqa: E402
+import zoo_seq  # noqa: E402
 import zoo_torch  # noqa: E402
 import zoo_transformer  # noqa: E402
 
@@ -52,6 +53,9 @@ MODELS = collections.OrderedDict([
     ("torch_export_cnn", zoo_torch.torch_export_cnn),
     ("swin", zoo_transformer.swin),
     ("bert_tiny", zoo_transformer.bert_tiny),
+    ("crnn", zoo_seq.crnn),
+    ("gru_kws", zoo_seq.gru_kws),
+    ("decoder23", zoo_seq.decoder23),
 ])
 
 
