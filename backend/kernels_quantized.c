@@ -594,10 +594,46 @@ static void multiplier_launch(Emitter *e, const Node *n, const QLinearScratch *s
 
 /* The sums requantised into y: over y's dims, the channel axis (the last
    for QLinearMatMul, 1 for QLinearConv) picks the multiplier and bias. */
+/* A convolution's output a row per thread: its sums and y are contiguous
+   [N, C, spatial] (conv_operands_contiguous), the bias one per channel. */
+static void requantize_rows_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const Tensor *y = n->out[0], *bias = node_input(n, 8);
+  int64_t rows = y->dims[0] * y->dims[1], len = tensor_numel(y) / rows;
+  int64_t along_rows[8] = {len}, none[8] = {0};
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype), .rank = 1};
+  L.dims[0] = rows;
+  set_output(&L, buf(e, y), along_rows);
+  L.y_extent = rows * len; /* each thread writes its whole row */
+  set_input(&L, 0, s->sums, none);
+  L.x_extent[0] = rows * len;
+  set_input(&L, 1, s->multipliers, none);
+  L.x_extent[1] = s->channels;
+  set_input(&L, 2, buf(e, n->in[7]), none);
+  L.x_extent[2] = 1;
+  L.x_bytes[2] = L.y_bytes = 1;
+  if (bias) {
+    set_input(&L, 3, buf(e, bias), none);
+    whole_input(&L, 3, bias);
+  }
+  L.i[0] = bias != NULL;
+  L.i[1] = 1;
+  L.i[2] = len;
+  L.i[3] = y->dims[1];
+  L.i[4] = s->channels > 1;
+  group_i(&L, 0, 5, "bias in x[3], a row a thread, its length, channels, multipliers per channel");
+  qlinear_bounds(n, &L.f[0], &L.f[1]); /* the type's range, or a fused clamp's */
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   const Tensor *y = n->out[0], *bias = node_input(n, 8);
   int axis = n->op == OP_QLINEAR_CONV ? 1 : y->rank - 1;
   bool per_channel = s->channels > 1 && y->rank > 0;
+  if (n->op == OP_QLINEAR_CONV && y->rank >= 3 && tensor_numel(y) > 0) {
+    requantize_rows_launch(e, n, s);
+    return;
+  }
   Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype)};
   L.rank = y->rank;
   memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
