@@ -443,8 +443,10 @@ def perf_analyzer_data(model, work):
     if not model.startswith("bert"):
         return []
     feeds, _ = feeds_for(work / "bert_tiny.onnx")
-    data = {n: {"content": a.ravel().tolist(), "shape": list(a.shape[1:])} for n, a in feeds.items()}
-    path = work / "bert-input.json"
+    batched = model == "bert_batched"  # its config's dims leave out the batch
+    data = {n: {"content": a.ravel().tolist(), "shape": list(a.shape[1:] if batched else a.shape)}
+            for n, a in feeds.items()}
+    path = work / f"{model}-input.json"
     path.write_text(json.dumps({"data": [data]}))
     return ["--input-data", str(path)]
 
