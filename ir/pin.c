@@ -207,30 +207,20 @@ static bool derive_resize(Pin *p, RunCheck *c) {
 typedef bool (*Derive)(Pin *p, RunCheck *c);
 
 /* The slot of n's shape input and how its value follows from the output's
-   declared shape; NULL for other kinds. */
+   declared shape (ops.def's PIN rows); NULL for other kinds. */
 static Derive derivation(const Node *n, int *slot) {
-  *slot = 1;
   switch (n->op) {
-  case OP_RESHAPE: return derive_reshape;
-  case OP_UNSQUEEZE: return derive_unsqueeze;
-  case OP_SQUEEZE: return derive_squeeze;
-  case OP_EXPAND: return derive_expand;
-  case OP_TILE: return derive_tile;
-  case OP_SPLIT: return derive_split;
-  case OP_ONE_HOT: return derive_one_hot;
-  case OP_REDUCE_SUM: case OP_REDUCE_MEAN: case OP_REDUCE_MAX: case OP_REDUCE_MIN:
-  case OP_REDUCE_SUM_SQUARE: case OP_REDUCE_PROD: case OP_REDUCE_LOG_SUM_EXP:
-  case OP_REDUCE_L1: case OP_REDUCE_L2: case OP_REDUCE_LOG_SUM:
-    return derive_reduce;
-  case OP_CONSTANT_OF_SHAPE: *slot = 0; return derive_same;
-  case OP_MAX_UNPOOL: *slot = 2; return derive_same;
-  case OP_RESIZE:
-    *slot = 3; /* sizes; opset 10 has none */
-    return n->nin > 3 ? derive_resize : NULL;
-  case OP_HANN_WINDOW: case OP_HAMMING_WINDOW: case OP_BLACKMAN_WINDOW:
-    *slot = 0;
-    return derive_window;
-  default: return NULL;
+#define OP(...)
+#define PIN(kind, input, derive)                                                                   \
+  case OP_##kind:                                                                                  \
+    *slot = input;                                                                                 \
+    return derive;
+#include "ops.def"
+#undef PIN
+#undef OP
+  default:
+    *slot = 1;
+    return NULL;
   }
 }
 
