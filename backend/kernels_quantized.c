@@ -472,8 +472,8 @@ static void run_matmul_integer(Emitter *e, Node *n) {
 
 /* The sums of x and w (less their zero points zx, zw, when given) into
    the int32 array `y` shaped as the node's output, contiguous: the
-   launch's space is that output's rows, [N, M, H'] (a 1-D convolution has
-   H' = 1); x and w are read contiguous, as opc_conv_integer says. */
+   launch's space is that output's rows in runs of 16, [N, M, H', W' / 16
+   rounded up] (a 1-D convolution has H' = 1); x and w are read contiguous, as opc_conv_integer says. */
 static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *w,
                       const Tensor *zx, const Tensor *zw, const char *y) {
   const Tensor *out = n->out[0];
@@ -481,14 +481,15 @@ static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *
   bool flat = win->nspatial == 1; /* a 1-D convolution, as height 1 */
   Launch L = {.kernel = typed_kernel(e, "opc_conv_integer", x->dtype)};
   int64_t width = out->dims[out->rank - 1];
-  L.rank = 3; /* an output row per thread */
+  L.rank = 4; /* a run of 16 outputs of a row per thread */
   L.dims[0] = out->dims[0];
   L.dims[1] = out->dims[1];
   L.dims[2] = flat ? 1 : out->dims[2];
-  int64_t ys[8] = {L.dims[1] * L.dims[2] * width, L.dims[2] * width, width};
+  L.dims[3] = (width + 15) / 16;
+  int64_t ys[8] = {L.dims[1] * L.dims[2] * width, L.dims[2] * width, width, 16};
   int64_t none[8] = {0};
   set_output(&L, y, ys);
-  L.y_extent = L.dims[0] * L.dims[1] * L.dims[2] * width; /* each thread writes its whole row */
+  L.y_extent = L.dims[0] * L.dims[1] * L.dims[2] * width; /* each thread writes its run */
   L.y_bytes = 4;
   set_input(&L, 0, buf(e, x), none);
   set_input(&L, 1, buf(e, w), none);
@@ -594,16 +595,18 @@ static void multiplier_launch(Emitter *e, const Node *n, const QLinearScratch *s
 
 /* The sums requantised into y: over y's dims, the channel axis (the last
    for QLinearMatMul, 1 for QLinearConv) picks the multiplier and bias. */
-/* A convolution's output a row per thread: its sums and y are contiguous
-   [N, C, spatial] (conv_operands_contiguous), the bias one per channel. */
+/* A convolution's output 64 values of a channel's row per thread: its sums
+   and y are contiguous [N, C, spatial] (conv_operands_contiguous), the
+   bias one per channel. */
 static void requantize_rows_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   const Tensor *y = n->out[0], *bias = node_input(n, 8);
   int64_t rows = y->dims[0] * y->dims[1], len = tensor_numel(y) / rows;
-  int64_t along_rows[8] = {len}, none[8] = {0};
-  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype), .rank = 1};
+  int64_t along_rows[8] = {len, 64}, none[8] = {0};
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype), .rank = 2};
   L.dims[0] = rows;
+  L.dims[1] = (len + 63) / 64;
   set_output(&L, buf(e, y), along_rows);
-  L.y_extent = rows * len; /* each thread writes its whole row */
+  L.y_extent = rows * len; /* each thread writes 64 values of a row */
   set_input(&L, 0, s->sums, none);
   L.x_extent[0] = rows * len;
   set_input(&L, 1, s->multipliers, none);
