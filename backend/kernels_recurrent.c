@@ -143,6 +143,111 @@ static void rnn_input_launch(Emitter *e, const Node *n, int d, const char *scrat
   emit_launch(e, n, &L);
 }
 
+/* Direction d's G set to the biases, before a cuBLAS product adds X W^T. */
+static void rnn_bias_launch(Emitter *e, const Node *n, int d, const char *scratch) {
+  int64_t bs[IR_MAX_RANK], extent, rows = n->p.rnn.gates * n->p.rnn.hidden;
+  Launch L = {.kernel = "opc_rnn_bias", .rank = 2,
+              .dims = {n->p.rnn.seq * n->p.rnn.batch, rows}};
+  L.n = L.dims[0] * rows;
+  set_output(&L, offset_ptr(e, scratch, d * rnn_direction_floats(n)), (int64_t[]){rows, 1});
+  L.y_extent = rnn_gate_floats(n);
+  set_input(&L, 0, direction_block(e, n, 3, d, bs, &extent), (int64_t[]){0, 0});
+  L.x_extent[0] = extent;
+  L.nx = 1;
+  L.i[0] = bs[1];
+  L.i[1] = rows;
+  L.i[2] = n->op == OP_GRU && n->p.rnn.linear_before_reset;
+  L.i[3] = 2 * n->p.rnn.hidden;
+  group_i(&L, 0, 2, "B's stride, where Rb starts");
+  group_i(&L, 2, 2, "whether Rb is left out from row i[3] on");
+  L.note = "x = {B}: the biases, to which cuBLAS adds X W^T";
+  emit_launch(e, n, &L);
+}
+
+/*
+ * The input's part of the gates, X W^T, for every step (and both
+ * directions) at once as cuBLAS products: G[t][b] of direction d is the
+ * column-major product W_d^T X[t, b] into the G rows of the scratch, with
+ * beta 1 over the biases opc_rnn_input wrote there first (beta 0 when the
+ * node has none). The (t, b) rows of X fold into one matrix when they are
+ * one stride apart in G's order, t outer: then one strided-batched call
+ * covers both directions (stride 0 over X); otherwise each direction is a
+ * batch over its batch entries. False when W's or X's rows are not unit
+ * stride, or nothing is to be computed: the kernel does it all then.
+ */
+typedef struct InputGemm {
+  int64_t n, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+} InputGemm;
+
+static bool plan_input_gemm(const Node *n, const int64_t *xs, const int64_t *ws, bool fold,
+                            InputGemm *g) {
+  int64_t seq = n->p.rnn.seq, batch = n->p.rnn.batch, input = n->p.rnn.input;
+  int64_t rows = n->p.rnn.gates * n->p.rnn.hidden;
+  bool bm = n->p.rnn.batch_major;
+  int64_t ts = xs[bm ? 1 : 0], bs = xs[bm ? 0 : 1];
+  if (seq <= 0 || batch <= 0 || input <= 0 || xs[2] != 1 || ws[2] != 1 || ws[1] < input)
+    return false;
+  if (fold) {
+    int64_t ld = seq * batch == 1 ? input : batch == 1 ? ts : (seq == 1 || ts == batch * bs) ? bs : 0;
+    if (ld < input)
+      return false;
+    *g = (InputGemm){.n = seq * batch, .lda = ws[1], .ldb = ld, .ldc = rows, .stride_a = ws[0],
+                     .stride_c = rnn_direction_floats(n), .batch = n->p.rnn.ndirections};
+    return true;
+  }
+  int64_t ld = seq == 1 ? input : ts;
+  if (ld < input)
+    return false;
+  *g = (InputGemm){.n = seq, .lda = ws[1], .ldb = ld, .ldc = batch * rows, .stride_b = bs, .stride_c = rows,
+                   .batch = batch};
+  return true;
+}
+
+/* One planned product into G from W's block w and X's x. */
+static void emit_input_gemm(Emitter *e, const Node *n, const InputGemm *g, const char *w,
+                            const char *x, const char *out, float beta) {
+  int64_t rows = n->p.rnn.gates * n->p.rnn.hidden, lda = g->lda;
+  const char *h = node_cublas(e, n), *one = emit_scalar(e, 1), *b = emit_scalar(e, beta);
+  const char *ops = emit_str(e, "%s, CUBLAS_OP_T, CUBLAS_OP_N, %lld, %lld, %lld", h,
+                             (long long)rows, (long long)g->n, (long long)n->p.rnn.input);
+  if (g->batch == 1)
+    emit_call(e, LIB_CUBLAS, n, "cublasSgemm(%s, %s, %s, %lld, %s, %lld, %s, %s, %lld)", ops, one,
+              w, (long long)lda, x, (long long)g->ldb, b, out, (long long)g->ldc);
+  else
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasSgemmStridedBatched(%s, %s, %s, %lld, %lld, %s, %lld, %lld, %s, %s, %lld, "
+              "%lld, %lld)",
+              ops, one, w, (long long)lda, (long long)g->stride_a, x, (long long)g->ldb,
+              (long long)g->stride_b, b, out, (long long)g->ldc, (long long)g->stride_c,
+              (long long)g->batch);
+}
+
+/* Every direction's G: by cuBLAS where it can, over the biases
+   opc_rnn_bias wrote, else by opc_rnn_input alone. */
+static void rnn_input(Emitter *e, const Node *n, const char *scratch) {
+  int64_t xs[IR_MAX_RANK], ws[IR_MAX_RANK];
+  input_strides(n, 0, xs);
+  input_strides(n, 1, ws);
+  InputGemm g;
+  bool fold = plan_input_gemm(n, xs, ws, true, &g);
+  if (!fold && !plan_input_gemm(n, xs, ws, false, &g)) {
+    for (int d = 0; d < n->p.rnn.ndirections; d++)
+      rnn_input_launch(e, n, d, scratch);
+    return;
+  }
+  bool bias = node_input(n, 3) != NULL;
+  for (int d = 0; bias && d < n->p.rnn.ndirections; d++)
+    rnn_bias_launch(e, n, d, scratch);
+  const char *x = buf(e, n->in[0]), *w = buf(e, n->in[1]);
+  if (fold) {
+    emit_input_gemm(e, n, &g, w, x, scratch, bias);
+    return;
+  }
+  for (int d = 0; d < n->p.rnn.ndirections; d++)
+    emit_input_gemm(e, n, &g, offset_ptr(e, w, d * ws[0]), x,
+                    offset_ptr(e, scratch, d * rnn_direction_floats(n)), bias);
+}
+
 /* Direction d's state before its first step. */
 static void rnn_init_launch(Emitter *e, const Node *n, int d, const char *scratch) {
   int64_t hidden = n->p.rnn.hidden, s[IR_MAX_RANK], extent;
@@ -237,8 +342,8 @@ static void rnn_output_launch(Emitter *e, const Node *n, int k, int d, const cha
 
 static void run_recurrent(Emitter *e, Node *n) {
   const char *const *scratch = node_data(e, n, sizeof *scratch);
+  rnn_input(e, n, *scratch);
   for (int d = 0; d < n->p.rnn.ndirections; d++) {
-    rnn_input_launch(e, n, d, *scratch);
     rnn_init_launch(e, n, d, *scratch);
     if (n->p.rnn.seq > 0)
       rnn_step_loop(e, n, d, *scratch);
