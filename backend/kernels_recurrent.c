@@ -1,19 +1,22 @@
 /*
- * kernels_recurrent.c - LSTM, GRU and RNN as launches of opc's kernels.
+ * kernels_recurrent.c - LSTM, GRU and RNN as launches of opc's kernels and
+ * cuBLAS products.
  *
- * Each direction runs alone: opc_rnn_input computes the input's part of
- * every gate at every step at once (the work that does not wait on the
- * state), opc_rnn_init sets the state before the first step, then one
- * launch per step (two for GRU, whose reset gate must be known for every
- * unit before any reads it) advances the state, each work item one
- * (batch entry, hidden unit); opc_rnn_output writes Y, Y_h and Y_c from the
- * states. Everything between lives in the node's scratch, laid out as
- * opc_kernels.inc's recurrent section says: per direction, the gates' input
- * parts G [seq][batch][gates * hidden], then the states S [seq + 1][batch][2
- * * hidden]. Since a step reads the state slot before it and writes the
- * one after, the state needs no double buffer of its own.
+ * The input's part of every gate at every step, the work that does not
+ * wait on the state, is one cuBLAS product for all steps (and both
+ * directions) over the biases opc_rnn_bias writes first; opc_rnn_init sets
+ * the state before the first step; then one launch of opc_rnn_steps runs
+ * every step of every direction, a block of threads per (direction, batch
+ * entry) carrying its state from step to step; opc_rnn_output writes Y, Y_h
+ * and Y_c from the states. Everything between lives in the node's scratch,
+ * laid out as opc_kernels.inc's recurrent section says: per direction, the
+ * gates' input parts G [seq][batch][gates * hidden], then the states S [seq
+ * + 1][batch][2 * hidden], then the steps' work area. Since a step reads
+ * the state slot before it and writes the one after, the state needs no
+ * double buffer of its own.
  */
 #include "emit.h"
+#include "scalar.h"
 
 /* Floats of one direction's G and S. */
 static int64_t rnn_gate_floats(const Node *n) {
@@ -22,14 +25,20 @@ static int64_t rnn_gate_floats(const Node *n) {
 
 static int64_t rnn_slot_floats(const Node *n) { return n->p.rnn.batch * 2 * n->p.rnn.hidden; }
 
+/* opc_rnn_steps's work area: per batch entry, the gates and one vector. */
+static int64_t rnn_work_floats(const Node *n) {
+  return n->p.rnn.batch * (n->p.rnn.gates + 1) * n->p.rnn.hidden;
+}
+
 static int64_t rnn_direction_floats(const Node *n) {
-  return rnn_gate_floats(n) + (n->p.rnn.seq + 1) * rnn_slot_floats(n);
+  return rnn_gate_floats(n) + (n->p.rnn.seq + 1) * rnn_slot_floats(n) + rnn_work_floats(n);
 }
 
 static void setup_recurrent(Emitter *e, Node *n) {
   const char **scratch = node_data(e, n, sizeof *scratch);
   const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
-  emit_to(e, SEC_FIELDS, "float *%s; /* per direction: the gates' input parts, then the states */",
+  emit_to(e, SEC_FIELDS,
+          "float *%s; /* per direction: the gates' input parts, the states, the steps' work */",
           field);
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(float))", field,
             (long long)(n->p.rnn.ndirections * rnn_direction_floats(n)));
@@ -62,50 +71,69 @@ static const char *direction_block(Emitter *e, const Node *n, int k, int d, int6
   return offset_ptr(e, buf(e, t), start);
 }
 
-/* The arguments every step launch shares (opc_kernels.inc lists them). */
-static void step_args(Emitter *e, const Node *n, int d, const char *scratch, Launch *L) {
+_Static_assert(OPC_RNN_TANH == 1 && OPC_RNN_SIGMOID == 2, "opc_rnn_apply's codes");
+
+/* Whether directions 0 and 1 have the same activations, so that one
+   launch of opc_rnn_steps can take both. */
+static bool same_activations(const Node *n) {
+  for (int a = 0; a < n->p.rnn.nacts; a++)
+    if (n->p.rnn.act[0][a] != n->p.rnn.act[1][a] || n->p.rnn.alpha[0][a] != n->p.rnn.alpha[1][a] ||
+        n->p.rnn.beta[0][a] != n->p.rnn.beta[1][a])
+      return false;
+  return true;
+}
+
+/* Every step of directions [d, d + dirs) in one launch (opc_kernels.inc
+   lists its arguments): a block per (direction, batch entry). */
+static void rnn_steps_launch(Emitter *e, const Node *n, int d, int dirs, const char *scratch) {
   int64_t s[IR_MAX_RANK], extent;
-  const char *base = offset_ptr(e, scratch, d * rnn_direction_floats(n));
-  L->rank = 2;
-  L->dims[0] = n->p.rnn.batch;
-  L->dims[1] = n->p.rnn.hidden;
-  L->n = L->dims[0] * L->dims[1];
-  L->y = base;
-  L->y_extent = rnn_direction_floats(n);
-  L->x[0] = base;
-  L->x_extent[0] = rnn_direction_floats(n);
-  L->x[1] = direction_block(e, n, 2, d, s, &extent);
-  L->x_extent[1] = extent;
-  L->i[6] = s[1];
-  L->i[7] = s[2];
+  Launch L = {.kernel = "opc_rnn_steps", .rank = 1};
+  L.dims[0] = dirs * n->p.rnn.batch * KERNEL_BLOCK_THREADS;
+  L.n = L.dims[0];
+  L.y = offset_ptr(e, scratch, d * rnn_direction_floats(n));
+  L.y_extent = dirs * rnn_direction_floats(n);
+  L.x[1] = direction_block(e, n, 2, d, s, &extent);
+  L.x_extent[1] = extent;
+  L.i[6] = s[1];
+  L.i[7] = s[2];
+  L.i[13] = s[0];
   int k = n->op == OP_LSTM ? 7 : n->op == OP_GRU ? 3 : -1;
-  L->x[2] = k >= 0 ? direction_block(e, n, k, d, s, &extent) : NULL;
-  L->x_extent[2] = k >= 0 ? extent : 0;
-  L->i[11] = L->x[2] ? s[1] : 0;
+  L.x[2] = k >= 0 ? direction_block(e, n, k, d, s, &extent) : NULL;
+  L.x_extent[2] = L.x[2] ? extent : 0;
+  L.i[11] = L.x[2] ? s[1] : 0;
+  L.i[14] = L.x[2] ? s[0] : 0;
   const Tensor *lens = node_input(n, 4);
-  L->x[3] = lens ? buf(e, lens) : NULL;
-  L->x_extent[3] = lens ? n->p.rnn.batch : 0;
-  L->x_bytes[3] = 4;
-  L->nx = 4;
-  L->i[0] = n->op == OP_LSTM ? 2 : n->op == OP_GRU ? 1 : 0;
-  L->i[1] = n->p.rnn.hidden;
-  L->i[2] = n->p.rnn.batch;
+  L.x[3] = lens ? buf(e, lens) : NULL;
+  L.x_extent[3] = lens ? n->p.rnn.batch : 0;
+  L.x_bytes[3] = 4;
+  L.nx = 4;
+  L.i[0] = n->op == OP_LSTM ? 2 : n->op == OP_GRU ? 1 : 0;
+  L.i[1] = n->p.rnn.hidden;
+  L.i[2] = n->p.rnn.batch;
+  L.i[3] = n->p.rnn.seq;
+  L.i[4] = dirs;
+  L.i[5] = n->p.rnn.direction == RNN_REVERSE || d == 1;
   for (int a = 0; a < 3; a++) {
-    L->i[8 + a] = a < n->p.rnn.nacts ? n->p.rnn.act[d][a] : 0;
-    L->f[a] = a < n->p.rnn.nacts ? n->p.rnn.alpha[d][a] : 0;
-    L->f[3 + a] = a < n->p.rnn.nacts ? n->p.rnn.beta[d][a] : 0;
+    L.i[8 + a] = a < n->p.rnn.nacts ? n->p.rnn.act[d][a] : 0;
+    L.f[a] = a < n->p.rnn.nacts ? n->p.rnn.alpha[d][a] : 0;
+    L.f[3 + a] = a < n->p.rnn.nacts ? n->p.rnn.beta[d][a] : 0;
   }
-  L->f[6] = n->p.rnn.clip;
-  L->i[12] = n->op == OP_LSTM ? n->p.rnn.input_forget : n->p.rnn.linear_before_reset;
-  group_i(L, 0, 3, "kind (0 RNN, 1 GRU, 2 LSTM), hidden, batch");
-  group_i(L, 3, 3, "time, where G[t] and the slot before start");
-  group_i(L, 6, 2, "R's strides");
-  group_i(L, 8, 3, "activations f g h (OPC_RNN_*)");
-  group_i(L, 11, 1, n->op == OP_LSTM ? "P's stride" : "B's stride");
-  group_i(L, 12, 1, n->op == OP_LSTM ? "input_forget" : "linear_before_reset");
-  group_f(L, 0, 3, "alphas");
-  group_f(L, 3, 3, "betas");
-  group_f(L, 6, 1, "clip (0: none)");
+  L.f[6] = n->p.rnn.clip;
+  L.i[12] = n->op == OP_LSTM ? n->p.rnn.input_forget : n->p.rnn.linear_before_reset;
+  L.i[15] = rnn_direction_floats(n);
+  group_i(&L, 0, 4, "kind (0 RNN, 1 GRU, 2 LSTM), hidden, batch, seq");
+  group_i(&L, 4, 2, "directions, whether the first runs backwards");
+  group_i(&L, 6, 2, "R's strides");
+  group_i(&L, 8, 3, "activations f g h (OPC_RNN_*)");
+  group_i(&L, 11, 1, n->op == OP_LSTM ? "P's stride" : "B's stride");
+  group_i(&L, 12, 1, n->op == OP_LSTM ? "input_forget" : "linear_before_reset");
+  group_i(&L, 13, 2, n->op == OP_LSTM ? "R's and P's direction strides" : "R's and B's direction strides");
+  group_i(&L, 15, 1, "scratch floats per direction");
+  group_f(&L, 0, 3, "alphas");
+  group_f(&L, 3, 3, "betas");
+  group_f(&L, 6, 1, "clip (0: none)");
+  L.note = emit_str(e, "every step; x = {-, R, %s, sequence_lens}", n->op == OP_LSTM ? "P" : "B");
+  emit_launch(e, n, &L);
 }
 
 /* Direction d's input parts of the gates, G. */
@@ -269,36 +297,6 @@ static void rnn_init_launch(Emitter *e, const Node *n, int d, const char *scratc
   emit_launch(e, n, &L);
 }
 
-/* Every step of direction d (with GRU's reset gate before each), as one
-   loop in net.c over `step`, whose launches differ only in the time they
-   process and where they read: net.c stays the same size for any length. */
-static void rnn_step_loop(Emitter *e, const Node *n, int d, const char *scratch) {
-  bool reverse = n->p.rnn.direction == RNN_REVERSE || d == 1;
-  int64_t seq = n->p.rnn.seq;
-  Launch L = {0};
-  step_args(e, n, d, scratch, &L);
-  emit_open(e, "for (long long step = 0; step < %lld; step++) {", (long long)seq);
-  if (reverse)
-    emit(e, "long long t = %lld - step; /* backwards */", (long long)(seq - 1));
-  else
-    emit(e, "long long t = step;");
-  L.iexpr[3] = "t";
-  L.iexpr[4] = emit_str(e, "t * %lld", (long long)(n->p.rnn.batch * n->p.rnn.gates * n->p.rnn.hidden));
-  L.iexpr[5] = emit_str(e, "%lld + step * %lld", (long long)rnn_gate_floats(n),
-                        (long long)rnn_slot_floats(n));
-  if (n->op == OP_GRU) {
-    Launch R = L;
-    R.kernel = "opc_gru_reset";
-    R.note = "step `step` (time t): the reset gate";
-    emit_launch(e, n, &R);
-  }
-  L.kernel = "opc_rnn_step";
-  L.note = emit_str(e, "step `step` (time t); x = {scratch, R, %s, sequence_lens}",
-                    n->op == OP_LSTM ? "P" : "B");
-  emit_launch(e, n, &L);
-  emit_close(e, "}");
-}
-
 /* Output k (Y, Y_h, Y_c) of direction d from its states. */
 static void rnn_output_launch(Emitter *e, const Node *n, int k, int d, const char *scratch) {
   Tensor *y = n->out[k];
@@ -342,15 +340,21 @@ static void rnn_output_launch(Emitter *e, const Node *n, int k, int d, const cha
 
 static void run_recurrent(Emitter *e, Node *n) {
   const char *const *scratch = node_data(e, n, sizeof *scratch);
+  int dirs = n->p.rnn.ndirections;
   rnn_input(e, n, *scratch);
-  for (int d = 0; d < n->p.rnn.ndirections; d++) {
+  for (int d = 0; d < dirs; d++)
     rnn_init_launch(e, n, d, *scratch);
-    if (n->p.rnn.seq > 0)
-      rnn_step_loop(e, n, d, *scratch);
+  if (n->p.rnn.seq > 0 && n->p.rnn.batch > 0) {
+    if (dirs == 1 || same_activations(n))
+      rnn_steps_launch(e, n, 0, dirs, *scratch);
+    else
+      for (int d = 0; d < dirs; d++)
+        rnn_steps_launch(e, n, d, 1, *scratch);
+  }
+  for (int d = 0; d < dirs; d++)
     for (int k = 0; k < n->nout && k < 3; k++)
       if (n->out[k] && tensor_needed(n->out[k]))
         rnn_output_launch(e, n, k, d, *scratch);
-  }
 }
 
 const OpEmitter kernel_recurrent = {.setup = setup_recurrent, .run = run_recurrent};
