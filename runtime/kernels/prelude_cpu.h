@@ -53,6 +53,15 @@ static inline __attribute__((always_inline)) int opc_dense(struct opc_kargs *a, 
 #define OPC_SCALAR static inline
 #define OPC_SCALAR_EXP expf
 #define OPC_ALWAYS_INLINE inline __attribute__((always_inline))
+/* A function whose float sums may be taken in any order, which is what
+ * lets GCC vectorise a dot product (a sum kept in vector lanes, added
+ * across at the end); NaN and infinities still propagate. Other
+ * compilers keep the written order. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define OPC_REASSOCIATE __attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
+#else
+#define OPC_REASSOCIATE
+#endif
 /* The kernel function runs the body inlined four times: for dense launches
  * with one input, with two, with a second input broadcast, and for any
  * launch. */

@@ -17,6 +17,7 @@
 #define OPC_SCALAR __device__
 #define OPC_SCALAR_EXP expf
 #define OPC_ALWAYS_INLINE __forceinline__
+#define OPC_REASSOCIATE /* prelude_cpu.h: for the CPU's vectorisation */
 #define OPC_KERNEL(name) extern "C" __global__ void name(const struct opc_kargs a)
 /* A thread's iterations are a grid apart, not consecutive (see prelude_cpu.h). */
 #define OPC_CONSECUTIVE 0
