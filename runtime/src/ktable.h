@@ -16,6 +16,7 @@ enum { KERNEL_X86_64, KERNEL_AVX2, KERNEL_AVX512, KERNEL_ISAS };
 struct CUfunc_st {
   const char *name;
   KernelFn *fn[KERNEL_ISAS];
+  int tiles; /* a tile kernel: each block one tile (opc_kernels.inc) */
 };
 
 extern const struct CUfunc_st opc_kernel_table[];

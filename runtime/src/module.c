@@ -162,6 +162,7 @@ typedef struct KernelOp {
   Op op;
   const struct CUfunc_st *f;
   KernelFn *fn; /* f's build for the instruction set in use */
+  long long blocks; /* the launch's grid */
   struct opc_kargs a;
 } KernelOp;
 
@@ -184,6 +185,11 @@ static void run_kernel(Op *op) {
     if (k->a.x_extent[i] / 4 > work)
       work = k->a.x_extent[i] / 4;
   int parts = pool_parts(work, 16384);
+  /* A tile kernel's blocks each carry a whole tile (every step of an
+   * LSTM direction), which the memory they sweep does not show: as on a
+   * GPU, where the blocks run side by side, its tiles go to the threads. */
+  if (k->f->tiles && parts < k->blocks)
+    parts = k->blocks < pool_threads() ? (int)k->blocks : pool_threads();
   if (parts > k->a.n)
     parts = (int)k->a.n;
   pool_run(kernel_part, k, parts);
@@ -207,6 +213,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     return CUDA_ERROR_OUT_OF_MEMORY;
   k->f = f;
   k->fn = f->fn[kernel_isa()];
+  k->blocks = (long long)gridDimX * gridDimY * gridDimZ;
   memcpy(&k->a, kernelParams[0], sizeof k->a);
   for (int i = 0; i < 4; i++)
     if (k->a.x_extent[i] > 0)
