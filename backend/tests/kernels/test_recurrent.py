@@ -8,6 +8,10 @@ sequence_lens), here with every input given at run time, so that the node
 must run as kernels: opc's --stats must still show it after the passes.
 Each case runs once more with W, R, B and P as initializers (the weights
 file, as exported models have them), X and the states still inputs.
+Two longer cases (81 steps, 3 batch entries, 70 hidden units) follow,
+so that the CPU runtime splits the launches into parts that start inside
+a run (opc_rnn_output, opc_rnn_bias), the directions run on two threads,
+and the dot products have a vector part and a remainder.
 Outputs must agree within 1e-4 (relative plus absolute). Each case's
 controls (its outputs without one attribute or input, or in the other
 layout's order) must be told apart: a control the program agrees with
@@ -92,10 +96,26 @@ def with_constant_weights(model, data):
     return model, left
 
 
+def long_cases():
+    """A bidirectional LSTM and a GRU under linear_before_reset, sequence-
+    major, with sequence_lens, long enough for the runtime's parts."""
+    for name, op, args, attrs, outputs in (
+            ("long_lstm_bidirectional", "LSTM", dict(c0=True, peep=True, lens=[81, 40, 7]),
+             dict(direction="bidirectional"), 3),
+            ("long_gru_linear_before_reset", "GRU", dict(lens=[60, 81, 1]),
+             dict(linear_before_reset=1), 2)):
+        attrs = dict(attrs, hidden_size=70)
+        dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+        inputs = generated.recurrent_inputs(op, 81, 3, 20, 70, dirs, **args)
+        expected = generated.recurrent_expected(op, inputs, attrs, outputs, 14)
+        m = generated.model(op, inputs, attrs, 14, outputs)
+        yield name, m, [a for _, a in inputs if a is not None], expected
+
+
 def main():
     opc, work = sys.argv[1:3]
     failed = total = 0
-    for name, model, data, expected in generated.recurrent_cases():
+    for name, model, data, expected in list(generated.recurrent_cases()) + list(long_cases()):
         for suffix, (m, d) in (("", (model, data)),
                                ("_const_weights", with_constant_weights(model, data))):
             problem = run(opc, work, name + suffix, m, d, expected)
