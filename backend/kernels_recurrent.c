@@ -196,7 +196,7 @@ static void rnn_bias_launch(Emitter *e, const Node *n, int d, const char *scratc
  * The input's part of the gates, X W^T, for every step (and both
  * directions) at once as cuBLAS products: G[t][b] of direction d is the
  * column-major product W_d^T X[t, b] into the G rows of the scratch, with
- * beta 1 over the biases opc_rnn_input wrote there first (beta 0 when the
+ * beta 1 over the biases opc_rnn_bias wrote there first (beta 0 when the
  * node has none). The (t, b) rows of X fold into one matrix when they are
  * one stride apart in G's order, t outer: then one strided-batched call
  * covers both directions (stride 0 over X); otherwise each direction is a
