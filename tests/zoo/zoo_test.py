@@ -3,9 +3,10 @@
     zoo_test.py OPC NAME BATCH WORKDIR [CONFIG,...]
 
 Builds the model once (tools/models/build.py: random weights calibrated on
-photographs), or, for PP-OCR's trained recogniser and detector
-(tools/models/ppocr.py), takes the file as shipped and gives opc its input
-shape. ONNX Runtime then computes its outputs on the test input
+photographs), or takes a real torch export as committed
+(tests/zoo/exports/NAME.onnx, written by tools/models/torch_exports.py),
+or, for PP-OCR's trained recogniser and detector (tools/models/ppocr.py),
+takes the file as shipped and gives opc its input shape. ONNX Runtime then computes its outputs on the test input
 (photographs, rendered lines of text, or token ids for a text model, chosen
 by a recorded seed) and on other inputs (reference.py). The recogniser must
 read the rendered line in ONNX Runtime's output, and in opc's float32
@@ -68,6 +69,10 @@ sys.path.insert(0, str(ROOT / "tools" / "models"))
 import compare  # noqa: E402
 import photos  # noqa: E402
 import ppocr  # noqa: E402
+
+# Models that torch itself exported (tools/models/torch_exports.py), used as
+# committed: tests/zoo/exports/NAME.onnx
+EXPORTS = HERE / "exports"
 
 CONFIGS = {
     "ios": ["--schedule", "ios"],
@@ -476,7 +481,13 @@ def main():
     model = work / "model.onnx"
     model_flags, ref_flags = [], []
     start = time.time()
-    if name in ppocr.MODELS:
+    if (EXPORTS / f"{name}.onnx").exists():
+        # a real torch export (tools/models/torch_exports.py), as committed
+        if batch != "1":
+            print(f"FAIL {label}: {name} is exported at batch 1")
+            return 1
+        shutil.copyfile(EXPORTS / f"{name}.onnx", model)
+    elif name in ppocr.MODELS:
         # a trained model, used as shipped; its input shape is dynamic
         if batch != "1":
             print(f"FAIL {label}: {name} is tested at batch 1")
