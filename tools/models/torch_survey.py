@@ -13,6 +13,10 @@ exporter: the TorchScript exporter has no torch.cond); and a
 torch.jit.script'd loop whose trip count is read from the input. The
 detectors are large (10 to 150 MB): never commit them.
 
+`static MODEL OPC WORKDIR` cuts a detector before its first tensor of
+run-time size, compiles that part with opc (--verify-each), runs it under
+the race checker on a random image and compares it with ONNX Runtime.
+
 `report` prints, per model, a Markdown section: node count, op histogram,
 the ops opc lacks or can only fold at compile time, the first error opc
 prints, the control-flow and data-dependent nodes, and whether each If's
@@ -205,11 +209,92 @@ def report(model_dir, opc):
         print("- opc: exit %d%s\n" % (rc, (": `%s`" % err) if err else " (compiles)"))
 
 
+def static_part(path, out, limit=64):
+    """Cuts the model at its first run-time sizes: the nodes that read no
+    tensor of run-time size and are not control flow, NonZero or
+    NonMaxSuppression, with every input-dependent tensor they pass to the
+    rest as an output. Returns the output names, or None where that makes
+    more than `limit` outputs (SSDLite's 90 per-class branches: a compiled
+    program's command line takes fewer)."""
+    import onnx
+    m = onnx.load(path)
+    g = m.graph
+    value_dep, shape_dep = dependence(g)
+    producer = {o: n for n in g.node for o in n.output}
+    static = set()
+    for n in g.node:
+        if n.op_type in ("If", "Loop", "NonZero", "NonMaxSuppression") or \
+                any(x in shape_dep for x in n.input if x):
+            continue
+        if all(not x or x not in producer or id(producer[x]) in static for x in n.input):
+            static.add(id(n))
+
+    def frontier(cut):
+        outs = []
+        for n in g.node:
+            if id(n) in cut:
+                continue
+            for x in n.input:
+                if x in producer and id(producer[x]) in cut and x in value_dep and x not in outs:
+                    outs.append(x)
+        return outs
+    outs = frontier(static)
+    if len(outs) > limit:
+        return None
+    inputs = [i.name for i in g.input if i.name not in {t.name for t in g.initializer}]
+    onnx.utils.extract_model(path, out, inputs, outs)
+    return outs
+
+
+def check_static_part(path, opc, work):
+    """static_part of the model, compiled by opc for the CPU runtime, run
+    under the race checker on a uniform random image, against ONNX Runtime."""
+    import numpy as np
+    import onnxruntime as ort
+    cut = os.path.join(work, "static.onnx")
+    outs = static_part(path, cut)
+    if outs is None:
+        return "the static part has too many outputs to run"
+    exe = os.path.join(work, "static")
+    r = subprocess.run([opc, cut, "-o", exe, "--target", "cpu", "--verify-each"],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode:
+        return "opc exit %d: %s" % (r.returncode, r.stderr.strip().splitlines()[0])
+    x = np.random.default_rng(0).random((3, 320, 320), dtype=np.float32)
+    np.save(os.path.join(work, "image.npy"), x)
+    refs = ort.InferenceSession(cut, providers=["CPUExecutionProvider"]).run(None, {"image": x})
+    cmd = [exe, "--input", "image=" + os.path.join(work, "image.npy")]
+    for k, o in enumerate(outs):
+        cmd += ["--output", "%s=%s" % (o, os.path.join(work, "out%d.npy" % k))]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OPC_CHECK="1"))
+    if r.returncode:
+        return "program exit %d: %s" % (r.returncode, r.stderr.strip()[:300])
+    worst = 0.0
+    for k, ref in enumerate(refs):
+        got = np.load(os.path.join(work, "out%d.npy" % k))
+        if got.shape != ref.shape:
+            return "output %s: shape %r, ONNX Runtime %r" % (outs[k], got.shape, ref.shape)
+        if ref.dtype.kind != "f":
+            if not (got == ref).all():
+                return "output %s: integers differ" % outs[k]
+            continue
+        worst = max(worst, float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)))
+    return "%d nodes, %d outputs, worst relative L2 %.2g" % (
+        len(onnx_nodes(cut)), len(outs), worst)
+
+
+def onnx_nodes(path):
+    import onnx
+    return onnx.load(path).graph.node
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         export_all(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "report":
         report(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 5 and sys.argv[1] == "static":
+        print(check_static_part(sys.argv[2], sys.argv[3], sys.argv[4]))
     else:
         sys.exit(__doc__)
 
