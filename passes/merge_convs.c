@@ -218,6 +218,36 @@ static void build_weights(Graph *g, Node **set, int n, const Window *w, Node *me
   merged->in[2] = bt;
 }
 
+/*
+ * A view names its storage directly (ir.h), and the schedule's dependencies
+ * (sched_deps.c) find a reader's writer through that one step. So the views
+ * already made of a sibling's output (alias-reshape's Reshapes of it) must
+ * follow it into the merged output: left naming the sibling's output, now a
+ * view itself, their readers had no dependency on the merged convolution
+ * and ran on other streams before it (fasterrcnn_mobilenet_v3_large_320_fpn's
+ * RPN head: cls_logits and bbox_pred on the last level, each reshaped).
+ * That takes the sibling's slice to be one block of the merged output, as
+ * it is at batch 1 (the channels are the outermost dimension that varies).
+ */
+static bool views_can_follow(const Graph *g, const Tensor *y) {
+  if (y->dims[0] == 1)
+    return true;
+  for (int k = 0; k < g->ntensors; k++)
+    if (g->tensors[k]->alias_of == y)
+      return false;
+  return true;
+}
+
+static void repoint_views(Graph *g, const Tensor *yi, Tensor *y, int64_t offset) {
+  for (int k = 0; k < g->ntensors; k++) {
+    Tensor *v = g->tensors[k];
+    if (v->alias_of == yi) {
+      v->alias_of = y;
+      v->alias_offset += offset;
+    }
+  }
+}
+
 /* Replaces the siblings by one convolution and a view Split. */
 static void merge(Graph *g, Node **set, int n, const Window *w) {
   const Tensor *y0 = set[0]->out[0];
@@ -289,6 +319,7 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   int64_t offset = 0;
   for (int i = 0; i < n; i++) {
     Tensor *yi = set[i]->out[0];
+    repoint_views(g, yi, y, offset);
     yi->alias_of = y;
     yi->alias_offset = offset;
     memcpy(yi->strides, y->strides, sizeof(int64_t) * (size_t)rank);
@@ -347,7 +378,7 @@ bool merge_convs_with(Graph *g, const CostModel *cm, int streams, int *merged) {
     int n = 0;
     for (int u = 0; u < x->nusers && n < MAX_SIBLINGS; u++) {
       Node *r = x->users[u];
-      if (candidate(r) && r->in[0] == x) {
+      if (candidate(r) && r->in[0] == x && views_can_follow(g, r->out[0])) {
         bool dup = false;
         for (int k = 0; k < n; k++)
           dup |= readers[k] == r;

@@ -181,9 +181,11 @@ static Buffer *buffer_of(Buffer *bufs, int *index_of, Tensor *t) {
 
 /*
  * A view must name its storage directly, but a later pass may have turned
- * the base of an existing view into a view itself (e.g. a merged conv's
- * output slice that was reshaped). Through a contiguous intermediate the
- * offsets simply add; through a strided one the view cannot be expressed.
+ * the base of an existing view into a view itself. concat-in-place and
+ * merge-convs re-point the views they make bases of (the schedule's
+ * dependencies, built before this pass, need that); this is the net under
+ * them. Through a contiguous intermediate the offsets simply add; through
+ * a strided one the view cannot be expressed.
  */
 static bool resolve_view_chains(Graph *g) {
   for (int i = 0; i < g->ntensors; i++) {
