@@ -433,6 +433,32 @@ static bool infer_where(Graph *g, Node *n) {
          set_out(g, n, 0, in(n, 1)->dtype, rank, dims);
 }
 
+/* IfSelect(condition, then, else): the If's output from the branch its
+   one-value condition picks; the branches must agree on the shape, which
+   ONNX allows them not to. */
+static bool infer_if_select(Graph *g, Node *n) {
+  Tensor *cond = in(n, 0), *a = in(n, 1), *b = in(n, 2);
+  if (cond->rank != 0) {
+    ir_error(g, n, "condition '%s' must be one value of rank 0, is rank %d", cond->name, cond->rank);
+    return false;
+  }
+  if (!tensor_same_shape(a, b)) {
+    char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+    ir_error(g, n, "the then branch gives '%s' of type %s and the else branch '%s' of type %s; "
+             "opc runs an If whose condition is run-time data only when its branches' outputs "
+             "have one shape", a->name, tensor_type_str(a, ta, sizeof ta), b->name,
+             tensor_type_str(b, tb, sizeof tb));
+    return false;
+  }
+  if (a->bounded || b->bounded) {
+    ir_error(g, n, "a branch's output '%s' has a size known only at run time; opc runs an If "
+             "whose condition is run-time data only on outputs of static shape",
+             a->bounded ? a->name : b->name);
+    return false;
+  }
+  return set_out(g, n, 0, a->dtype, a->rank, a->dims);
+}
+
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
    reference does, numpy's floored mod (the result takes the divisor's sign). */
 static bool infer_mod(Graph *g, Node *n) {
