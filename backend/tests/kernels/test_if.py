@@ -167,12 +167,13 @@ def main():
     for name, *_ in CASES:
         if compare_close(got[name + "_y"], swapped[name + "_y"], 1e-3) is None:
             failures.append(f"{name}: the reference with the branches swapped matches too")
+    for f in failures:
+        print("FAIL " + f)
     refused = check_refusals(opc, [
         ("branches of two shapes", mismatched_shapes(), "have one shape"),
         ("a branch with too few outputs", missing_output(), "the else branch has 1 outputs"),
     ], work)
     if failures or refused:
-        print("\n".join("FAIL " + f for f in failures))
         return 1
     print(f"if: {len(CASES)} cases match ONNX Runtime, both ways of each condition; "
           "the swapped branches differ in every case; both bad models are refused")
