@@ -140,10 +140,18 @@ typedef struct Tensor {
   /* A bounded tensor (NonZero's output at run time): `dims` are upper
      bounds, planned as the storage, and the dims of each run are written
      by its producer as int64s at `live_offset` in the arena (the memory
-     planner places them). Its elements are stored contiguously in those
-     run-time dims. Only graph outputs may be bounded so far: infer.c
-     refuses such a tensor as any node's input. */
+     planner places them). One dim, `bound_axis`, is the data's; the
+     others are exact. Its elements are stored contiguously in the run's
+     dims, so where every dim before bound_axis is 1 (a "prefix" layout)
+     the run's elements are the first ones of the planned storage, at the
+     planned strides. Which readers may take one, and what their outputs
+     become, is ir/bounds.c's. */
   bool bounded;
+  int bound_axis;
+  /* The tensor whose run-time dim this one's is (the output of the node
+     that made the bound, or itself): two bounded operands of one origin
+     have one size in every run. */
+  const struct Tensor *bound_origin;
   int64_t live_offset;
 
   /* The static shape the model declares for it (a graph output's type or
@@ -588,6 +596,13 @@ enum {
   /* opc's own kind, which only a pass makes (SEGate): the ONNX reader
      refuses a node of that op_type as it would an unknown one. */
   T_INTERNAL = 1u << 15,
+  /* Elementwise: output element k reads the inputs' elements at k's own
+     position, broadcast. A bounded input passes its bound on (ir/bounds.c):
+     the kernel runs over the planned storage, and the run's dims are the
+     input's. */
+  T_BOUND_ELEMENTWISE = 1u << 16,
+  /* Gather's rule for a bounded input or bounded indices (ir/bounds.c). */
+  T_BOUND_GATHER = 1u << 17,
 };
 
 /* Description of one operator kind: a row of ops.def. */

@@ -2979,7 +2979,8 @@ static bool infer_topk(Graph *g, Node *n) {
     return false;
   for (int i = 0; i < 2; i++)
     if (n->out[i])
-      n->out[i]->bounded = n->p.topk.k_at_run_time && tensor_numel(n->out[i]) > 0;
+      if ((n->out[i]->bounded = n->p.topk.k_at_run_time && tensor_numel(n->out[i]) > 0))
+        n->out[i]->bound_axis = axis;
   return true;
 }
 
@@ -2994,6 +2995,7 @@ static bool infer_non_zero(Graph *g, Node *n) {
   if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
   n->out[0]->bounded = at_run_time;
+  n->out[0]->bound_axis = 1; /* the count; the rank is exact */
   return true;
 }
 
@@ -3096,6 +3098,7 @@ static bool infer_nms(Graph *g, Node *n) {
   if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
   n->out[0]->bounded = at_run_time && bound > 0;
+  n->out[0]->bound_axis = 0; /* the rows; each has 3 entries */
   return true;
 }
 
@@ -3126,6 +3129,7 @@ static bool infer_compress(Graph *g, Node *n) {
   if (!(axis >= 0 ? set_out(g, n, 0, x->dtype, x->rank, dims) : set_out(g, n, 0, x->dtype, 1, &count)))
     return false;
   n->out[0]->bounded = at_run_time && tensor_numel(n->out[0]) > 0;
+  n->out[0]->bound_axis = axis >= 0 ? axis : 0;
   return true;
 }
 
@@ -3155,8 +3159,10 @@ static bool infer_unique(Graph *g, Node *n) {
         set_out(g, n, 3, DT_INT64, 1, &u)))
     return false;
   for (int k = 0; k < n->nout; k++)
-    if (n->out[k] && k != 2)
+    if (n->out[k] && k != 2) {
       n->out[k]->bounded = at_run_time && u > 0;
+      n->out[k]->bound_axis = k == 0 ? axis : 0; /* Y along its axis (0 flattened) */
+    }
   return true;
 }
 

@@ -30,6 +30,10 @@ int64_t nms_select(const Node *n, int64_t *rows);
 #include "ops.def"
 #undef OP
 
+/* After a node's shape function: where it reads a bounded tensor, whether
+   it may, and its outputs' bounds (bounds.c). */
+bool infer_bounds(Graph *g, Node *n);
+
 /* Row-major index <-> coordinates over dims (fold.c); a zero dim gives 0. */
 void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);
 int64_t ravel(int rank, const int64_t *dims, const int64_t *coord);
