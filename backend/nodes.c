@@ -73,15 +73,17 @@ static bool uses_context(const char *text) {
 /* A node that reads a bounded tensor writes its bounded outputs' dims of
    the run (ir/bounds.c's rules: the input's run-time dim, moved to the
    output's bound axis), after its work: one thread of opc_live_dims. The
-   kinds that make a bound (NonZero, ...) write their own. */
+   kinds that make a bound (NonZero, ...) write their own: the output is
+   its own origin. */
 static void emit_live_dims(Emitter *e, Node *n) {
-  const Tensor *from = NULL;
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && n->in[i]->bounded)
-      from = n->in[i];
-  for (int k = 0; from && k < n->nout; k++) {
-    const Tensor *y = n->out[k];
-    if (!y || !y->bounded)
+  for (int k = 0; k < n->nout; k++) {
+    const Tensor *y = n->out[k], *from = NULL;
+    if (!y || !y->bounded || y->bound_origin == y)
+      continue; /* static, or a bound of the node's own (NonZero's count) */
+    for (int i = 0; i < n->nin; i++)
+      if (n->in[i] && n->in[i]->bounded && n->in[i]->bound_origin == y->bound_origin)
+        from = n->in[i]; /* the input whose run-time dim y's is */
+    if (!from)
       continue;
     Launch L = {.kernel = "opc_live_dims", .n = 1, .nx = 1};
     L.x[0] = live_dims(e, from);

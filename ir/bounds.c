@@ -18,10 +18,25 @@
  *    bounded one must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
  *    run-time axis moves with them.
- *  - T_BOUND_GATHER: bounded data gathered along another axis, or bounded
- *    indices into static data, where input and output are in prefix
- *    layout. Indices past the run's are garbage; the kernel clamps every
- *    index to the data, so they never fault.
+ *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
+ *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
+ *    elements stay where they are.
+ *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
+ *    left whole, the input in prefix layout (read at the planned strides);
+ *    Concat along another axis of inputs all bounded, of one origin.
+ *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
+ *    bounded indices into static data; GatherND of bounded index rows
+ *    (batch_dims 0) into static data; input and output in prefix layout.
+ *    Indices past the run's are garbage; the kernels clamp every index to
+ *    the data, so they never fault.
+ *  - T_BOUND_SHAPE: Shape and Size, which run instead of folding, on the
+ *    input's dims of the run; their outputs are static tensors of
+ *    run-time values.
+ *  - T_BOUND_COUNTS: NonZero, and TopK along the run-time axis, whose
+ *    kernels read the input's dims of the run and take the run's elements
+ *    alone, the input in prefix layout; their outputs are bounds of their
+ *    own (TopK's K kept within the run, where ONNX would call a larger one
+ *    an error).
  *
  * Anything else is refused, naming the node, the input and its producer.
  */
@@ -119,11 +134,94 @@ static bool reshape(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+static bool transpose(Graph *g, Node *n, const Tensor *b) {
+  Tensor *out = n->out[0];
+  int last = -1, out_axis = -1;
+  for (int i = 0; i < out->rank; i++) {
+    int from = n->p.transpose.perm[i];
+    if (from == b->bound_axis)
+      out_axis = i;
+    if (b->dims[from] == 1 && from != b->bound_axis)
+      continue;
+    if (from < last)
+      return refuse(g, n, b, "the transpose reorders its dims, which would need the run's "
+                    "strides");
+    last = from;
+  }
+  set_bound(out, b, out_axis);
+  return true;
+}
+
+/* Concat along another axis than the run-time one of inputs that all have
+   one run-time size. */
+static bool joins(Graph *g, Node *n, const Tensor *b) {
+  int ax = b->bound_axis;
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *t = n->in[i];
+    if (t && (!t->bounded || t->bound_origin != b->bound_origin || t->bound_axis != ax))
+      return refuse(g, n, b, "Concat joins it only with tensors of the same run-time size");
+    if (t && !prefix_layout(t, ax))
+      return refuse(g, n, b, "Concat reads and writes at the planned strides, which the run's "
+                    "elements keep only when every dim before the run-time one is 1");
+  }
+  if (n->p.axis.axis == ax)
+    return refuse(g, n, b, "Concat along the run-time axis would need the runs' sizes");
+  set_bound(n->out[0], b, ax);
+  return true;
+}
+
+static bool slices(Graph *g, Node *n, const Tensor *b) {
+  int ax = b->bound_axis;
+  if (op_info(n->op)->params == PARAMS_AXIS)
+    return joins(g, n, b);
+  bool whole = op_info(n->op)->params == PARAMS_SPLIT
+                   ? n->p.split.axis != ax
+                   : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
+                         n->p.slice.extent[ax] == b->dims[ax];
+  if (!whole)
+    return refuse(g, n, b, "it cuts the run-time axis, which would need the run's size");
+  if (!prefix_layout(b, ax))
+    return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                  "only when every dim before the run-time one is 1");
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i])
+      set_bound(n->out[i], b, ax);
+  return true;
+}
+
+/* GatherND of bounded index rows into static data: the output's leading
+   dims are the rows'. */
+static bool gather_nd(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *idx = n->in[1];
+  if (b != idx || n->p.gather_nd.batch_dims != 0 || b->bound_axis >= idx->rank - 1)
+    return refuse(g, n, b, "GatherND takes only its index rows of run-time count, with "
+                  "batch_dims 0");
+  if (!prefix_layout(b, b->bound_axis))
+    return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                  "only when every dim before the run-time one is 1");
+  set_bound(n->out[0], b, b->bound_axis);
+  return true;
+}
+
 static bool gather(Graph *g, Node *n, const Tensor *b) {
+  if (op_info(n->op)->params == PARAMS_GATHER_ND)
+    return gather_nd(g, n, b);
   const Tensor *data = n->in[0], *idx = n->in[1];
   Tensor *out = n->out[0];
   int axis = n->p.axis.axis, out_axis;
-  if (b == data) {
+  const Tensor *from = b;
+  if (data->bounded && idx->bounded) {
+    /* Rows picked from the run by indices of the run's own making (a
+       mask's NonZero): taken as within it, as a boolean index in torch
+       makes them. An index past the run reads a row of the storage. */
+    if (data->bound_axis != axis)
+      return refuse(g, n, idx, "so has the data along another axis than the gathered one");
+    if (!prefix_layout(data, axis) || !prefix_layout(idx, idx->bound_axis))
+      return refuse(g, n, data, "Gather reads at the planned strides, which the run's "
+                    "elements keep only when every dim before the run-time one is 1");
+    from = idx;
+    out_axis = axis + idx->bound_axis;
+  } else if (b == data) {
     if (b->bound_axis == axis)
       return refuse(g, n, b, "Gather along the run-time axis needs the indices checked against "
                     "the run's size, which no kernel does yet");
@@ -134,7 +232,25 @@ static bool gather(Graph *g, Node *n, const Tensor *b) {
   if (!prefix_layout(b, b->bound_axis) || !prefix_layout(out, out_axis))
     return refuse(g, n, b, "Gather reads and writes at the planned strides, which the run's "
                   "elements keep only when every dim before the run-time one is 1");
-  set_bound(out, b, out_axis);
+  set_bound(out, from, out_axis);
+  return true;
+}
+
+static bool counts(Graph *g, Node *n, const Tensor *b) {
+  if (!prefix_layout(b, b->bound_axis))
+    return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                  "only when every dim before the run-time one is 1");
+  if (op_info(n->op)->params == PARAMS_TOPK) {
+    if (n->p.topk.axis != b->bound_axis || b != n->in[0])
+      return refuse(g, n, b, "TopK takes such a tensor only as its input, along its run-time "
+                    "axis");
+    for (int i = 0; i < n->nout; i++)
+      if (n->out[i] && tensor_numel(n->out[i]) > 0)
+        set_bound(n->out[i], n->out[i], b->bound_axis);
+  }
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] && n->out[i]->bounded)
+      n->out[i]->bound_origin = n->out[i];
   return true;
 }
 
@@ -154,10 +270,14 @@ bool infer_bounds(Graph *g, Node *n) {
       continue;
     bool same = b && b->bound_origin == t->bound_origin && b->bound_axis == t->bound_axis &&
                 tensor_same_shape(b, t);
-    if (b && b != t && !(same && (traits & T_BOUND_ELEMENTWISE))) {
+    bool gathered = b && (traits & T_BOUND_GATHER) && i == 1; /* data b, indices t */
+    if ((traits & T_BOUND_SLICES) && b)
+      continue; /* Concat: joins() checks every input */
+    if (b && b != t && !(same && (traits & T_BOUND_ELEMENTWISE)) && !gathered) {
       char msg[LIMIT_NAME_BYTES + 160];
       snprintf(msg, sizeof msg, "so has input '%s', and opc reads two such tensors in one node "
-               "only elementwise, where both have one shape and their sizes one origin",
+               "only elementwise, where both have one shape and their sizes one origin, and "
+               "as Gather's data and indices",
                t->name);
       return refuse(g, n, b, msg);
     }
@@ -173,6 +293,14 @@ bool infer_bounds(Graph *g, Node *n) {
     return reshape(g, n, b);
   if (traits & T_BOUND_GATHER)
     return gather(g, n, b);
+  if (traits & T_BOUND_TRANSPOSE)
+    return transpose(g, n, b);
+  if (traits & T_BOUND_SLICES)
+    return slices(g, n, b);
+  if (traits & T_BOUND_SHAPE)
+    return true;
+  if (traits & T_BOUND_COUNTS)
+    return counts(g, n, b);
   char msg[96];
   snprintf(msg, sizeof msg, "%s does not read such a tensor yet", op_name(n->op));
   return refuse(g, n, b, msg);

@@ -307,6 +307,9 @@ static bool must_fold(Graph *g, Node *n) {
   const char *role;
   if (op_info(n->op)->eval == AT_RUN_TIME && !compile_time_value(n, &role))
     return false;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && (op_info(n->op)->traits & T_BOUND_SHAPE))
+      return false; /* Shape of a run's dims runs (ir/bounds.c) */
   report_not_folded(g, n);
   return true;
 }

@@ -603,6 +603,20 @@ enum {
   T_BOUND_ELEMENTWISE = 1u << 16,
   /* Gather's rule for a bounded input or bounded indices (ir/bounds.c). */
   T_BOUND_GATHER = 1u << 17,
+  /* Transpose's: one that keeps the dims other than 1 in order moves a
+     bounded input's elements nowhere (ir/bounds.c). */
+  T_BOUND_TRANSPOSE = 1u << 18,
+  /* Slice's and Split's: a bounded input cut along other axes, its
+     run-time one whole; Concat's: bounded inputs of one origin joined
+     along another axis (ir/bounds.c). */
+  T_BOUND_SLICES = 1u << 19,
+  /* Its kernel reads a bounded input's dims of the run itself, and counts
+     only the run's elements (NonZero, TopK along the run-time axis): its
+     outputs are bounds of their own (ir/bounds.c). */
+  T_BOUND_COUNTS = 1u << 20,
+  /* Shape and Size: of a bounded input they run, reading its dims of the
+     run, where they otherwise fold (ir/bounds.c). */
+  T_BOUND_SHAPE = 1u << 21,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -884,6 +898,8 @@ bool tensor_has_dense_strides(const Tensor *t);
    IR_MAX_ELEMENTS, so that strides and byte offsets fit in int64 even for
    an empty tensor. Shapes read from files must be checked with it. */
 bool shape_fits(int rank, const int64_t *dims);
+/* Shape: the range [start, end) of its input's dims that it returns. */
+void shape_range(const Node *n, int rank, int *start, int *end);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 /* "f32[1,3,224,224]" into buf; returns buf */
 char *tensor_type_str(const Tensor *t, char *buf, size_t size);

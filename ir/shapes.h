@@ -8,9 +8,6 @@
 
 #include "ir.h"
 
-/* Shape: the range of dims it returns. */
-void shape_range(const Node *n, int rank, int *start, int *end);
-
 /* The sizes that only the values decide (fold.c), for the shape functions
    of NonZero and Unique (node->p.unique resolved). */
 int64_t count_non_zero(const Tensor *x);

@@ -7,7 +7,7 @@ exactly, floats within 1e-6 of their largest magnitude.
 
 usage: test_bounded_flow.py OPC WORK_DIR
 
-One program holds three chains:
+One program holds four chains:
 - a detector's post-processing: NonMaxSuppression over anchor boxes on a
   grid and two classes' score fields; each selection's class and box index
   taken out with Gather, the boxes gathered and scaled (Mul by a [4]
@@ -16,7 +16,14 @@ One program holds three chains:
 - NonZero of a thresholded field ([2, N], the count on axis 1): cast,
   negated and unsqueezed;
 - TopK with K a graph input: the values doubled and squeezed, the indices
-  squeezed and used to gather rows of a table.
+  squeezed and used to gather rows of a table;
+- torchvision's per-level post-processing (NonZero, Transpose, GatherND,
+  Shape, Min, TopK over the candidates, a Gather of indices by indices,
+  Slices, Concat, Size, NonZero over the chosen scores and over the
+  order cast to bool).
+The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
+bits, so a kernel that read past a run would read garbage; the best
+candidate is the last element, which an index clamped past the run reads.
 It runs on two inputs whose selections differ in size, through the same
 program, none reaching its bound; and again with --precision fp16 (floats
 within 1e-2). Negative control: ONNX Runtime's outputs for another score
@@ -36,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
 from onnx_case import check_refusals, compare_close, compare_exact, reference, run_opc  # noqa: E402
 
-SIDE, CLASSES, PER_CLASS, TOPK_LEN = 6, 2, 15, 20
+SIDE, CLASSES, PER_CLASS, TOPK_LEN, LEVEL = 6, 2, 15, 20, 24
 BOXES = SIDE * SIDE
 
 
@@ -103,9 +110,46 @@ def topk_nodes():
     return nodes, inits, inputs, ["top_values", "top_rows"]
 
 
+def level_nodes():
+    """torchvision's per-level post-processing as the TorchScript exporter
+    writes it: the candidates over a threshold by NonZero, transposed to
+    index rows for GatherND, their count by Shape, the best K = min(count,
+    6) by TopK over them, the boxes of those by a Gather of indices by
+    indices, cut in two by Slices and joined again by Concat; the boxes'
+    Size, and a NonZero over the chosen scores and over the order cast to
+    bool."""
+    nodes = [
+        helper.make_node("Greater", ["lvl_scores", "lvl_thr"], ["lvl_mask"]),
+        helper.make_node("NonZero", ["lvl_mask"], ["lvl_nz"]),
+        helper.make_node("Transpose", ["lvl_nz"], ["lvl_rows"], perm=[1, 0]),
+        helper.make_node("GatherND", ["lvl_scores", "lvl_rows"], ["lvl_kept"]),
+        helper.make_node("Squeeze", ["lvl_rows", "one_axis"], ["lvl_where"]),
+        helper.make_node("Shape", ["lvl_kept"], ["lvl_count"]),
+        helper.make_node("Min", ["lvl_count", "lvl_k"], ["lvl_topk"]),
+        helper.make_node("TopK", ["lvl_kept", "lvl_topk"], ["lvl_best", "lvl_order"], axis=0),
+        helper.make_node("Gather", ["lvl_where", "lvl_order"], ["lvl_picked"], axis=0),
+        helper.make_node("Gather", ["lvl_boxes", "lvl_picked"], ["lvl_b"], axis=0),
+        helper.make_node("Slice", ["lvl_b", "s0", "s2", "one_axis"], ["lvl_lo"]),
+        helper.make_node("Slice", ["lvl_b", "s2", "s4", "one_axis"], ["lvl_hi"]),
+        helper.make_node("Concat", ["lvl_hi", "lvl_lo"], ["lvl_swapped"], axis=1),
+        helper.make_node("Size", ["lvl_b"], ["lvl_size"]),
+        helper.make_node("Greater", ["lvl_best", "lvl_high"], ["lvl_top_mask"]),
+        helper.make_node("NonZero", ["lvl_top_mask"], ["lvl_top_nz"]),
+        helper.make_node("Cast", ["lvl_order"], ["lvl_order_b"], to=TensorProto.BOOL),
+        helper.make_node("NonZero", ["lvl_order_b"], ["lvl_order_nz"]),
+    ]
+    inits = [const("lvl_thr", 0.3), const("one_axis", [1], np.int64), const("lvl_k", [6], np.int64),
+             const("s0", [0], np.int64), const("s2", [2], np.int64), const("s4", [4], np.int64),
+             const("lvl_high", 0.8)]
+    inputs = [helper.make_tensor_value_info("lvl_scores", TensorProto.FLOAT, [LEVEL]),
+              helper.make_tensor_value_info("lvl_boxes", TensorProto.FLOAT, [LEVEL, 4])]
+    return nodes, inits, inputs, ["lvl_best", "lvl_picked", "lvl_swapped", "lvl_size",
+                                  "lvl_top_nz", "lvl_order_nz"]
+
+
 def flow_model(score_threshold=0.8):
     nodes, inits, inputs, outputs = [], [], [], []
-    for part in (detector_nodes(score_threshold), non_zero_nodes(), topk_nodes()):
+    for part in (detector_nodes(score_threshold), non_zero_nodes(), topk_nodes(), level_nodes()):
         nodes += part[0]
         inits += part[1]
         inputs += part[2]
@@ -126,9 +170,19 @@ def feeds(phase):
     fy, fx = np.meshgrid(np.arange(4.0), np.arange(5.0), indexing="ij")
     field = 0.5 + 0.5 * np.sin(fx * 1.1 + fy * 0.8 + 2 * phase)
     series = np.round(np.sin(np.arange(TOPK_LEN) * 0.7 + phase) * 8) / 8
+    level = 0.5 + 0.5 * np.sin(np.arange(LEVEL) * 0.9 + 3 * phase)
+    # fewer than 6 candidates in one phase, more in the other: K both ways
+    level = np.where(np.arange(LEVEL) % (2 + 4 * phase) == 0, level, 0.1)
+    # the best candidate last: an index clamped into the data past the run
+    # (GatherND's, under the checker's NaN bits) reads it, so a TopK that
+    # looked past its run would take copies of it
+    level[-1] = 0.99
+    lvl_boxes = np.stack([np.arange(LEVEL) * 0.5, np.cos(np.arange(LEVEL)),
+                          np.arange(LEVEL) * 0.5 + 2, np.sin(np.arange(LEVEL)) + 3], -1)
     return {"boxes": boxes.astype(np.float32), "scores": scores.astype(np.float32),
             "field": field.astype(np.float32), "series": series[None].astype(np.float32),
-            "k": np.array([7 + 5 * phase], np.int64)}
+            "k": np.array([7 + 5 * phase], np.int64), "lvl_scores": level.astype(np.float32),
+            "lvl_boxes": lvl_boxes.astype(np.float32)}
 
 
 def refused_models():
@@ -173,7 +227,8 @@ def check_program(opc, m, work, flags, rel):
             if why:
                 failures.append(f"{' '.join(flags) or 'float32'}, phase {phase}, {o.name}: {why}")
         # the run-time dim of each chain: selections, nonzeros, K
-        sizes.append((len(want["det_scores"]), want["nz_neg"].shape[1], len(want["top_values"])))
+        sizes.append((len(want["det_scores"]), want["nz_neg"].shape[1], len(want["top_values"]),
+                       len(want["lvl_best"])))
         other = reference(flow_model(score_threshold=0.45), f)
         if compare_close(got["det_scores"], other["det_scores"], rel) is None:
             failures.append(f"phase {phase}: the reference with another threshold matches too")
@@ -182,13 +237,16 @@ def check_program(opc, m, work, flags, rel):
 
 def main():
     opc, work = sys.argv[1:3]
+    # The runtime's checker: races, and fresh device memory filled with NaN
+    # bits, so that a kernel reading past a run's elements reads garbage.
+    os.environ["OPC_CHECK"] = "1"
     m = flow_model()
     failures, sizes = check_program(opc, m, os.path.join(work, "program"), (), 1e-6)
     # float16 storage: the same dims, the values within half precision
     failures += check_program(opc, m, os.path.join(work, "fp16"), ("--precision", "fp16"), 1e-2)[0]
     if sizes and sizes[0] == sizes[1]:
         failures.append(f"the two inputs give the same sizes {sizes[0]}: they test one count")
-    bounds = (CLASSES * PER_CLASS, 20, TOPK_LEN)
+    bounds = (CLASSES * PER_CLASS, 20, TOPK_LEN, LEVEL)
     if any(s == b for size in sizes for s, b in zip(size, bounds)):
         failures.append(f"a size {sizes} reaches its bound {bounds}: the case tests no shorter run")
     for f in failures:
