@@ -339,7 +339,7 @@ extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_s
     kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
     kernel_grid_sample, kernel_roi_align, kernel_affine_grid;                           /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
-    kernel_arg, kernel_topk, kernel_non_zero, kernel_nms, kernel_compress,
+    kernel_arg, kernel_topk, kernel_non_zero, kernel_shape_of, kernel_nms, kernel_compress,
     kernel_one_hot, kernel_unique, kernel_tfidf; /* kernels_index.c */
 extern const OpEmitter kernel_loss;                                    /* kernels_losses.c */
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */

@@ -268,8 +268,10 @@ static void run_topk(Emitter *e, Node *n) {
   int axis = n->p.topk.axis;
   int64_t xs[IR_MAX_RANK];
   strides_of(x, xs);
-  /* Values, indices, then with a run-time K each one's dims in this run. */
-  for (int w = 0; w < (n->p.topk.k_at_run_time ? 4 : 2) && w % 2 < n->nout; w++) {
+  /* Values, indices, then with a run-time K or a bounded input (read
+     along its run-time axis, ir/bounds.c) each one's dims in this run. */
+  bool run_dims = n->p.topk.k_at_run_time || x->bounded;
+  for (int w = 0; w < (run_dims ? 4 : 2) && w % 2 < n->nout; w++) {
     Tensor *y = n->out[w % 2];
     if (!tensor_needed(y))
       continue;
@@ -305,6 +307,14 @@ static void run_topk(Emitter *e, Node *n) {
       L.x_extent[1] = 1;
       L.x_bytes[1] = 8;
     }
+    if (x->bounded) {
+      L.nx = 3;
+      L.x[2] = live_dims(e, x);
+      L.x_extent[2] = x->rank;
+      L.x_bytes[2] = 8;
+      L.i[8] = 1;
+      group_i(&L, 8, 1, "the axis's length in this run in x[2]");
+    }
     if (w >= 2) {
       L.n = 1;
       L.y = live_dims(e, y);
@@ -336,9 +346,41 @@ static void run_non_zero(Emitter *e, Node *n) {
     L.y_bytes = 8;
     L.i[0] = w;
     group_i(&L, 0, 1, "which output");
+    if (x->bounded) { /* count the run's elements alone (ir/bounds.c) */
+      L.nx = 2;
+      L.x[1] = live_dims(e, x);
+      L.x_extent[1] = x->rank;
+      L.x_bytes[1] = 8;
+      L.i[1] = 1;
+      L.i[2] = x->bound_axis;
+      group_i(&L, 1, 2, "x's dims of this run in x[1], its run-time dim");
+    }
     L.note = w == 0 ? "one thread: the coordinates" : "one thread: the dims of this run";
     emit_launch(e, n, &L);
   }
+}
+
+/* Shape and Size of a bounded tensor (ir/bounds.c): one thread reads its
+   dims of this run, the others fold. */
+static void run_shape_of(Emitter *e, Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int start = 0, end = x->rank;
+  bool size = n->op == OP_SIZE;
+  if (!size)
+    shape_range(n, x->rank, &start, &end);
+  Launch L = {.kernel = "opc_shape_of", .n = 1, .nx = 1};
+  L.x[0] = live_dims(e, x);
+  L.x_extent[0] = x->rank;
+  L.x_bytes[0] = 8;
+  L.y = buf(e, y);
+  L.y_extent = tensor_numel(y);
+  L.y_bytes = 8;
+  L.i[0] = size;
+  L.i[1] = start;
+  L.i[2] = end;
+  group_i(&L, 0, 3, "Size (1) or Shape (0), the dims from, to");
+  L.note = emit_str(e, "one thread: the dims of '%s' in this run", x->name);
+  emit_launch(e, n, &L);
 }
 
 /* NonMaxSuppression at run time: one launch per batch and class keeps its
@@ -630,6 +672,7 @@ const OpEmitter kernel_scatter_elements = {.run = run_scatter_elements};
 const OpEmitter kernel_arg = {.run = run_arg};
 const OpEmitter kernel_topk = {.run = run_topk};
 const OpEmitter kernel_non_zero = {.run = run_non_zero};
+const OpEmitter kernel_shape_of = {.run = run_shape_of};
 const OpEmitter kernel_nms = {.run = run_nms};
 const OpEmitter kernel_compress = {.run = run_compress};
 const OpEmitter kernel_one_hot = {.run = run_one_hot};

@@ -70,6 +70,40 @@ static bool uses_context(const char *text) {
   return text && (strstr(text, "c->") || strstr(text, "(c,") || strstr(text, "(c)"));
 }
 
+/* A node that reads a bounded tensor writes its bounded outputs' dims of
+   the run (ir/bounds.c's rules: the input's run-time dim, moved to the
+   output's bound axis), after its work: one thread of opc_live_dims. The
+   kinds that make a bound (NonZero, ...) write their own: the output is
+   its own origin. */
+static void emit_live_dims(Emitter *e, Node *n) {
+  for (int k = 0; k < n->nout; k++) {
+    const Tensor *y = n->out[k], *from = NULL;
+    if (!y || !y->bounded || y->bound_origin == y)
+      continue; /* static, or a bound of the node's own (NonZero's count) */
+    for (int i = 0; i < n->nin; i++)
+      if (n->in[i] && n->in[i]->bounded && n->in[i]->bound_origin == y->bound_origin)
+        from = n->in[i]; /* the input whose run-time dim y's is */
+    if (!from)
+      continue;
+    Launch L = {.kernel = "opc_live_dims", .n = 1, .nx = 1};
+    L.x[0] = live_dims(e, from);
+    L.x_extent[0] = from->rank;
+    L.x_bytes[0] = 8;
+    L.y = live_dims(e, y);
+    L.y_extent = y->rank;
+    L.y_bytes = 8;
+    L.i[0] = from->bound_axis;
+    L.i[1] = y->bound_axis;
+    L.i[2] = y->rank;
+    for (int d = 0; d < y->rank; d++)
+      L.i[3 + d] = y->dims[d];
+    group_i(&L, 0, 3, "the run-time dim of the input, of the output, the rank");
+    group_i(&L, 3, y->rank, "the output's bounds");
+    L.note = emit_str(e, "one thread: the dims of '%s' in this run", y->name);
+    emit_launch(e, n, &L);
+  }
+}
+
 static const char *emit_node_run(Emitter *e, const OpEmitter *op, Node *n) {
   const char *fn = emit_str(e, "run_%s", node_id(e, n));
   char *text = NULL;
@@ -84,6 +118,7 @@ static const char *emit_node_run(Emitter *e, const OpEmitter *op, Node *n) {
   e->fail = "return -1";
   if (op->run)
     op->run(e, n);
+  emit_live_dims(e, n);
   fclose(f);
   FILE *s = e->st->sec[SEC_SETUP];
   fprintf(s, "/* %s: its work, on its stream */\nstatic int %s(%s_ctx *c)\n{\n%s%s  return 0;\n}\n\n",

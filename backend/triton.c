@@ -68,7 +68,7 @@ static bool print_tensor(FILE *f, const Tensor *t, bool batched, bool last) {
     fprintf(f, "1 ]\n    reshape: { shape: [ ] }\n");
   /* A bounded output's size is the data's (NonZero): any, to Triton. */
   for (int d = batched ? 1 : 0; d < t->rank; d++)
-    fprintf(f, "%lld%s", t->bounded ? -1LL : (long long)t->dims[d], d + 1 < t->rank ? ", " : " ]\n");
+    fprintf(f, "%lld%s", t->bounded && d == t->bound_axis ? -1LL : (long long)t->dims[d], d + 1 < t->rank ? ", " : " ]\n");
   fprintf(f, "  }%s\n", last ? "" : ",");
   return true;
 }

@@ -984,12 +984,82 @@ static void inline_branch(Importer *im, const Onnx__NodeProto *np, const char *n
   free(from);
 }
 
+/* The branch's outputs, or false after an error: as many as the node's,
+   each a tensor the branch makes or reads. */
+static bool branch_outputs(Importer *im, const Onnx__NodeProto *np, const char *name,
+                           const Onnx__GraphProto *gp, const char *which, Tensor **outs) {
+  if (gp->n_output != np->n_output) {
+    ir_error(im->g, NULL, "node '%s' (If): the %s branch has %zu outputs, the node %zu", name,
+             which, gp->n_output, np->n_output);
+    im->failed = true;
+    return false;
+  }
+  if (!import_subgraph(im, gp, arena_printf(im->g->arena, "%s/%s", name, which), NULL, outs))
+    return false;
+  for (size_t i = 0; i < gp->n_output; i++) {
+    if (!outs[i] || seq_of(im, outs[i])) {
+      ir_error(im->g, NULL, "node '%s' (If): the %s branch's output '%s' is %s; opc runs an If "
+               "whose condition is run-time data on tensor outputs only", name, which,
+               proto_str(gp->output[i]->name), outs[i] ? "a sequence or optional"
+                                                        : "not produced by the branch");
+      im->failed = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The condition as one value of rank 0, whatever its declared rank: a
+   Reshape to [] (alias-reshape makes it a view). */
+static Tensor *condition_scalar(Graph *g, const char *name, Tensor *cond) {
+  Tensor *shape = graph_add_tensor(g, arena_printf(g->arena, "%s/condition_shape", name));
+  int64_t none = 0;
+  shape->dtype = DT_INT64;
+  tensor_set_shape(shape, 1, &none);
+  shape->i64 = arena_dup(g->arena, &none, sizeof none);
+  Node *r = graph_add_node(g, OP_RESHAPE, arena_printf(g->arena, "%s/condition", name), 2, 1);
+  r->in[0] = cond;
+  r->in[1] = shape;
+  return r->out[0] = graph_add_tensor(g, arena_printf(g->arena, "%s/condition", name));
+}
+
 /*
- * If whose condition is known at compile time (computed from constants
- * and shapes, as exporters write `if x.dim() == 4`, or bound with
- * --const-input): the chosen branch is imported in its place, and the
- * other is never read. A condition computed from run-time data is refused
- * with what to do.
+ * If whose condition is run-time data: both branches are imported, each in
+ * a scope of its own ("if/then/...", "if/else/..."), and each output of the
+ * If is an IfSelect of the two branches' values by the condition. Every run
+ * computes both branches and keeps the chosen one's values: ONNX operators
+ * have no side effects, so this is the If's result; what it costs is the
+ * other branch's work (a CUDA-graph conditional node would skip it).
+ */
+static void select_branches(Importer *im, const Onnx__NodeProto *np, const char *name,
+                            Tensor *cond, const Onnx__GraphProto *then_gp,
+                            const Onnx__GraphProto *else_gp) {
+  Graph *g = im->g;
+  size_t n = np->n_output;
+  Tensor **then_outs = calloc(2 * n + 2, sizeof *then_outs), **else_outs = then_outs + n + 1;
+  if (branch_outputs(im, np, name, then_gp, "then", then_outs) &&
+      branch_outputs(im, np, name, else_gp, "else", else_outs)) {
+    Tensor *pick = condition_scalar(g, name, cond);
+    for (size_t i = 0; i < n; i++) {
+      Tensor *to = *np->output[i] ? import_lookup(im, np->output[i]) : NULL;
+      if (!to)
+        continue; /* an output nobody reads */
+      Node *sel = graph_add_node(g, OP_IF_SELECT, arena_printf(g->arena, "%s/output_%zu", name, i),
+                                 3, 1);
+      sel->in[0] = pick;
+      sel->in[1] = then_outs[i];
+      sel->in[2] = else_outs[i];
+      sel->out[0] = to;
+    }
+  }
+  free(then_outs);
+}
+
+/*
+ * If. Where the condition is known at compile time (computed from
+ * constants and shapes, as exporters write `if x.dim() == 4`, or bound
+ * with --const-input) the chosen branch is imported in its place, and the
+ * other is never read; where it is run-time data, select_branches.
  */
 static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name) {
   enum { MAX_IF_DEPTH = 64 };
@@ -1017,15 +1087,13 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
   }
   int before = ir_error_count();
   if (!graph_evaluate(g, cond)) {
-    const Tensor *input = graph_input_behind(g, cond);
-    if (ir_error_count() == before && input)
-      ir_error(g, NULL, "node '%s' (If): its condition '%s' is computed at run time, and opc "
-               "compiles If only when the condition is known at compile time; it depends on "
-               "graph input '%s' (bind it with --const-input)", name, cond->name, input->name);
-    else if (ir_error_count() == before)
-      ir_error(g, NULL, "node '%s' (If): its condition '%s' cannot be evaluated at compile time, "
-               "and opc compiles If only when it can", name, cond->name);
-    im->failed = true;
+    if (ir_error_count() != before) {
+      im->failed = true;
+      return;
+    }
+    im->if_depth++;
+    select_branches(im, np, name, cond, then_gp, else_gp);
+    im->if_depth--;
     return;
   }
   if (cond->dtype != DT_BOOL || tensor_numel(cond) != 1) {

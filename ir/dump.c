@@ -81,15 +81,16 @@ static void put_float(FILE *f, float v) {
     fputs(".0", f);
 }
 
-/* "[1,2]", or "[<=1,<=2]" for the bounds of a bounded tensor. */
-static void put_ints_bounded(FILE *f, const int64_t *v, int n, bool bounded) {
+/* "[1,2]", or "[1,<=2]" where dim `bound_axis` is a bound, the data's
+   (-1: none). */
+static void put_ints_bounded(FILE *f, const int64_t *v, int n, int bound_axis) {
   fputc('[', f);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%s%s%lld", i ? "," : "", bounded ? "<=" : "", (long long)v[i]);
+    fprintf(f, "%s%s%lld", i ? "," : "", i == bound_axis ? "<=" : "", (long long)v[i]);
   fputc(']', f);
 }
 
-static void put_ints(FILE *f, const int64_t *v, int n) { put_ints_bounded(f, v, n, false); }
+static void put_ints(FILE *f, const int64_t *v, int n) { put_ints_bounded(f, v, n, -1); }
 
 static bool contiguous(const Tensor *t) {
   int64_t stride = 1;
@@ -106,7 +107,7 @@ static bool contiguous(const Tensor *t) {
    the view is not contiguous. */
 static void put_type(FILE *f, const Tensor *t) {
   fprintf(f, "%s", dtype_name(t->dtype));
-  put_ints_bounded(f, t->dims, t->rank, t->bounded);
+  put_ints_bounded(f, t->dims, t->rank, t->bounded ? t->bound_axis : -1);
   if (!t->alias_of) {
     if (!contiguous(t)) {
       fputc(':', f);

@@ -1585,9 +1585,9 @@ bool node_fold(Graph *g, Node *n) {
   if (!op_is_evaluable(n->op))
     return false;
   bool needs_inputs = op_info(n->op)->eval != FROM_SHAPES;
-  for (int i = 0; needs_inputs && i < n->nin; i++)
-    if (n->in[i] && !tensor_is_const(n->in[i]))
-      return false;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && (needs_inputs ? !tensor_is_const(n->in[i]) : n->in[i]->bounded))
+      return false; /* a bounded input's shape is the run's: Shape then runs */
   /* The kernels below trust the output shapes; a pass may have changed
      the inputs since they were inferred. */
   if (!node_infer(g, n))

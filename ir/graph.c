@@ -491,7 +491,8 @@ bool tensor_same_shape(const Tensor *a, const Tensor *b) {
 char *tensor_type_str(const Tensor *t, char *buf, size_t size) {
   int len = snprintf(buf, size, "%s[", dtype_name(t->dtype));
   for (int i = 0; i < t->rank && (size_t)len < size; i++)
-    len += snprintf(buf + len, size - (size_t)len, "%s%s%lld", i ? "," : "", t->bounded ? "<=" : "",
+    len += snprintf(buf + len, size - (size_t)len, "%s%s%lld", i ? "," : "",
+                    t->bounded && i == t->bound_axis ? "<=" : "",
                     (long long)t->dims[i]);
   if ((size_t)len < size)
     snprintf(buf + len, size - (size_t)len, "]");

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "shapes.h"
 
 static bool all_inputs_const(const Node *n) {
   for (int i = 0; i < n->nin; i++)
@@ -278,7 +278,7 @@ static void float_exponent(Graph *g, Node *n) {
 bool node_infer(Graph *g, Node *n) {
   float_exponent(g, n);
   return check_arity(g, n) && check_input_types(g, n) && check_compile_time_inputs(g, n) &&
-         op_info(n->op)->infer(g, n) && check_run_time_dtypes(g, n);
+         op_info(n->op)->infer(g, n) && infer_bounds(g, n) && check_run_time_dtypes(g, n);
 }
 
 void report_not_folded(const Graph *g, const Node *n) {
@@ -307,35 +307,16 @@ static bool must_fold(Graph *g, Node *n) {
   const char *role;
   if (op_info(n->op)->eval == AT_RUN_TIME && !compile_time_value(n, &role))
     return false;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && (op_info(n->op)->traits & T_BOUND_SHAPE))
+      return false; /* Shape of a run's dims runs (ir/bounds.c) */
   report_not_folded(g, n);
-  return true;
-}
-
-/* A bounded tensor's size is known only on the device, and no kernel reads
-   it there yet: such a tensor may only leave the program. */
-static bool check_bounded_inputs(Graph *g, Node *n) {
-  for (int i = 0; i < n->nin; i++) {
-    const Tensor *t = n->in[i];
-    if (!t || !t->bounded)
-      continue;
-    char bounds[IR_MAX_RANK * 21 + 2] = "[";
-    for (int d = 0; d < t->rank; d++)
-      snprintf(bounds + strlen(bounds), sizeof bounds - strlen(bounds), "%s%lld",
-               d ? ", " : "", (long long)t->dims[d]);
-    strcat(bounds, "]");
-    ir_error(g, n, "input '%s' has a size known only at run time (the output of a %s, at most "
-             "%s); opc can so far only return such a tensor as a graph output",
-             t->name, t->producer ? op_info(t->producer->op)->name : "node", bounds);
-    return false;
-  }
   return true;
 }
 
 /* node_infer, keeping the storage order an output was declared with in
    .ir text (channels-last strides) when its dims come out the same. */
 static bool infer_keeping_order(Graph *g, Node *n) {
-  if (!check_bounded_inputs(g, n))
-    return false;
   enum { MAX_KEPT = 8 };
   Tensor kept[MAX_KEPT];
   int nkept = n->nout < MAX_KEPT ? n->nout : MAX_KEPT;

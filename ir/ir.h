@@ -140,10 +140,18 @@ typedef struct Tensor {
   /* A bounded tensor (NonZero's output at run time): `dims` are upper
      bounds, planned as the storage, and the dims of each run are written
      by its producer as int64s at `live_offset` in the arena (the memory
-     planner places them). Its elements are stored contiguously in those
-     run-time dims. Only graph outputs may be bounded so far: infer.c
-     refuses such a tensor as any node's input. */
+     planner places them). One dim, `bound_axis`, is the data's; the
+     others are exact. Its elements are stored contiguously in the run's
+     dims, so where every dim before bound_axis is 1 (a "prefix" layout)
+     the run's elements are the first ones of the planned storage, at the
+     planned strides. Which readers may take one, and what their outputs
+     become, is ir/bounds.c's. */
   bool bounded;
+  int bound_axis;
+  /* The tensor whose run-time dim this one's is (the output of the node
+     that made the bound, or itself): two bounded operands of one origin
+     have one size in every run. */
+  const struct Tensor *bound_origin;
   int64_t live_offset;
 
   /* The static shape the model declares for it (a graph output's type or
@@ -588,6 +596,27 @@ enum {
   /* opc's own kind, which only a pass makes (SEGate): the ONNX reader
      refuses a node of that op_type as it would an unknown one. */
   T_INTERNAL = 1u << 15,
+  /* Elementwise: output element k reads the inputs' elements at k's own
+     position, broadcast. A bounded input passes its bound on (ir/bounds.c):
+     the kernel runs over the planned storage, and the run's dims are the
+     input's. */
+  T_BOUND_ELEMENTWISE = 1u << 16,
+  /* Gather's rule for a bounded input or bounded indices (ir/bounds.c). */
+  T_BOUND_GATHER = 1u << 17,
+  /* Transpose's: one that keeps the dims other than 1 in order moves a
+     bounded input's elements nowhere (ir/bounds.c). */
+  T_BOUND_TRANSPOSE = 1u << 18,
+  /* Slice's and Split's: a bounded input cut along other axes, its
+     run-time one whole; Concat's: bounded inputs of one origin joined
+     along another axis (ir/bounds.c). */
+  T_BOUND_SLICES = 1u << 19,
+  /* Its kernel reads a bounded input's dims of the run itself, and counts
+     only the run's elements (NonZero, TopK along the run-time axis): its
+     outputs are bounds of their own (ir/bounds.c). */
+  T_BOUND_COUNTS = 1u << 20,
+  /* Shape and Size: of a bounded input they run, reading its dims of the
+     run, where they otherwise fold (ir/bounds.c). */
+  T_BOUND_SHAPE = 1u << 21,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -869,6 +898,8 @@ bool tensor_has_dense_strides(const Tensor *t);
    IR_MAX_ELEMENTS, so that strides and byte offsets fit in int64 even for
    an empty tensor. Shapes read from files must be checked with it. */
 bool shape_fits(int rank, const int64_t *dims);
+/* Shape: the range [start, end) of its input's dims that it returns. */
+void shape_range(const Node *n, int rank, int *start, int *end);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 /* "f32[1,3,224,224]" into buf; returns buf */
 char *tensor_type_str(const Tensor *t, char *buf, size_t size);

@@ -433,6 +433,32 @@ static bool infer_where(Graph *g, Node *n) {
          set_out(g, n, 0, in(n, 1)->dtype, rank, dims);
 }
 
+/* IfSelect(condition, then, else): the If's output from the branch its
+   one-value condition picks; the branches must agree on the shape, which
+   ONNX allows them not to. */
+static bool infer_if_select(Graph *g, Node *n) {
+  Tensor *cond = in(n, 0), *a = in(n, 1), *b = in(n, 2);
+  if (cond->rank != 0) {
+    ir_error(g, n, "condition '%s' must be one value of rank 0, is rank %d", cond->name, cond->rank);
+    return false;
+  }
+  if (!tensor_same_shape(a, b)) {
+    char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+    ir_error(g, n, "the then branch gives '%s' of type %s and the else branch '%s' of type %s; "
+             "opc runs an If whose condition is run-time data only when its branches' outputs "
+             "have one shape", a->name, tensor_type_str(a, ta, sizeof ta), b->name,
+             tensor_type_str(b, tb, sizeof tb));
+    return false;
+  }
+  if (a->bounded || b->bounded) {
+    ir_error(g, n, "a branch's output '%s' has a size known only at run time; opc runs an If "
+             "whose condition is run-time data only on outputs of static shape",
+             a->bounded ? a->name : b->name);
+    return false;
+  }
+  return set_out(g, n, 0, a->dtype, a->rank, a->dims);
+}
+
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
    reference does, numpy's floored mod (the result takes the divisor's sign). */
 static bool infer_mod(Graph *g, Node *n) {
@@ -2953,7 +2979,8 @@ static bool infer_topk(Graph *g, Node *n) {
     return false;
   for (int i = 0; i < 2; i++)
     if (n->out[i])
-      n->out[i]->bounded = n->p.topk.k_at_run_time && tensor_numel(n->out[i]) > 0;
+      if ((n->out[i]->bounded = n->p.topk.k_at_run_time && tensor_numel(n->out[i]) > 0))
+        n->out[i]->bound_axis = axis;
   return true;
 }
 
@@ -2968,6 +2995,7 @@ static bool infer_non_zero(Graph *g, Node *n) {
   if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
   n->out[0]->bounded = at_run_time;
+  n->out[0]->bound_axis = 1; /* the count; the rank is exact */
   return true;
 }
 
@@ -3070,6 +3098,7 @@ static bool infer_nms(Graph *g, Node *n) {
   if (!set_out(g, n, 0, DT_INT64, 2, dims))
     return false;
   n->out[0]->bounded = at_run_time && bound > 0;
+  n->out[0]->bound_axis = 0; /* the rows; each has 3 entries */
   return true;
 }
 
@@ -3100,6 +3129,7 @@ static bool infer_compress(Graph *g, Node *n) {
   if (!(axis >= 0 ? set_out(g, n, 0, x->dtype, x->rank, dims) : set_out(g, n, 0, x->dtype, 1, &count)))
     return false;
   n->out[0]->bounded = at_run_time && tensor_numel(n->out[0]) > 0;
+  n->out[0]->bound_axis = axis >= 0 ? axis : 0;
   return true;
 }
 
@@ -3129,8 +3159,10 @@ static bool infer_unique(Graph *g, Node *n) {
         set_out(g, n, 3, DT_INT64, 1, &u)))
     return false;
   for (int k = 0; k < n->nout; k++)
-    if (n->out[k] && k != 2)
+    if (n->out[k] && k != 2) {
       n->out[k]->bounded = at_run_time && u > 0;
+      n->out[k]->bound_axis = k == 0 ? axis : 0; /* Y along its axis (0 flattened) */
+    }
   return true;
 }
 

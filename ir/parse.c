@@ -243,13 +243,15 @@ static Tensor *ref(Parser *ps) {
   return t ? t : graph_add_tensor(ps->g, name);
 }
 
-/* "[1,2,3]" of integers; returns the count or -1. Where `bounded` is not
-   NULL, dims may be written "<=4", the bounds of a bounded tensor, which
-   sets it. */
-static int int_list(Parser *ps, int64_t *out, int max, bool *bounded) {
+/* "[1,2,3]" of integers; returns the count or -1. Where `bound_axis` is
+   not NULL, one dim may be written "<=4", the bound of a bounded tensor's
+   run-time dim, whose position it gets (else -1). */
+static int int_list(Parser *ps, int64_t *out, int max, int *bound_axis) {
   if (!expect(ps, '['))
     return -1;
   int n = 0;
+  if (bound_axis)
+    *bound_axis = -1;
   if (accept(ps, ']'))
     return 0;
   do {
@@ -258,10 +260,14 @@ static int int_list(Parser *ps, int64_t *out, int max, bool *bounded) {
       fail(ps, "more than %d values", max);
       return -1;
     }
-    if (bounded && accept(ps, '<')) {
+    if (bound_axis && accept(ps, '<')) {
       if (!expect(ps, '='))
         return -1;
-      *bounded = true;
+      if (*bound_axis >= 0) {
+        fail(ps, "two dims written as bounds; a bounded tensor has one");
+        return -1;
+      }
+      *bound_axis = n;
     }
     if (!integer(ps, &v))
       return -1;
@@ -299,8 +305,8 @@ static bool type(Parser *ps, Tensor *t) {
   if (dt == DT_UNDEFINED && strcmp(name, "?") != 0)
     return fail(ps, "unknown dtype '%s'", name);
   int64_t dims[IR_MAX_RANK];
-  bool bounded = false;
-  int rank = int_list(ps, dims, IR_MAX_RANK, &bounded);
+  int bound_axis;
+  int rank = int_list(ps, dims, IR_MAX_RANK, &bound_axis);
   if (rank < 0)
     return false;
   for (int i = 0; i < rank; i++)
@@ -310,7 +316,9 @@ static bool type(Parser *ps, Tensor *t) {
     return fail(ps, "dimensions multiply to more than 2^59");
   t->dtype = dt;
   tensor_set_shape(t, rank, dims);
-  t->bounded = bounded;
+  t->bounded = bound_axis >= 0;
+  t->bound_axis = bound_axis >= 0 ? bound_axis : 0;
+  t->bound_origin = t->bounded ? t : NULL;
   if (accept(ps, ':')) { /* storage of its own, in another order */
     if (!strides(ps, t))
       return false;

@@ -8,9 +8,6 @@
 
 #include "ir.h"
 
-/* Shape: the range of dims it returns. */
-void shape_range(const Node *n, int rank, int *start, int *end);
-
 /* The sizes that only the values decide (fold.c), for the shape functions
    of NonZero and Unique (node->p.unique resolved). */
 int64_t count_non_zero(const Tensor *x);
@@ -29,6 +26,10 @@ int64_t nms_select(const Node *n, int64_t *rows);
   bool fold(Graph *g, Node *n);
 #include "ops.def"
 #undef OP
+
+/* After a node's shape function: where it reads a bounded tensor, whether
+   it may, and its outputs' bounds (bounds.c). */
+bool infer_bounds(Graph *g, Node *n);
 
 /* Row-major index <-> coordinates over dims (fold.c); a zero dim gives 0. */
 void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);

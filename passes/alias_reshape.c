@@ -28,6 +28,8 @@ static bool can_alias(const Node *n) {
     return false;
   if (tensor_is_const(in) || tensor_is_const(out) || out->alias_of)
     return false; /* constants are folded, not aliased */
+  if (in->bounded || out->bounded)
+    return false; /* a copy, so that a node writes the output's dims of the run */
   if (tensor_numel(in) != tensor_numel(out) || in->dtype != out->dtype)
     return false;
   if (!has_contiguous_strides(in))

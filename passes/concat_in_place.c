@@ -31,7 +31,10 @@
 
 /* A runtime value with storage of its own, which a view may replace. */
 static bool own_storage(const Tensor *x) {
-  return x && !x->is_input && !x->is_output && !tensor_is_const(x) && !x->alias_of;
+  /* A bounded tensor's writer stores it in the run's dims, not at a
+     view's strides: it keeps its own storage. */
+  return x && !x->is_input && !x->is_output && !tensor_is_const(x) && !x->alias_of &&
+         !x->bounded;
 }
 
 /* Is `c` a Concat of the first inputs of `concat` (and not `concat`
@@ -181,14 +184,15 @@ static bool would_expose_input(const Graph *g, const Tensor *y, const Tensor *ba
 
 static bool can_view_input(const Graph *g, const Node *n) {
   Tensor *x = node_input(n, 0);
-  if (!x || tensor_is_const(x) || !has_contiguous_strides(x))
-    return false;
+  if (!x || tensor_is_const(x) || !has_contiguous_strides(x) || x->bounded)
+    return false; /* a bounded tensor's readers write their own run's dims */
   Tensor *base = tensor_storage(x);
   for (int i = 0; i < n->nout; i++) {
     Tensor *y = n->out[i];
     if (!y)
       continue;
-    if (y->alias_of || tensor_is_const(y) || y->dtype != x->dtype || y->rank != x->rank)
+    if (y->alias_of || tensor_is_const(y) || y->dtype != x->dtype || y->rank != x->rank ||
+        y->bounded)
       return false;
     if (would_expose_input(g, y, base))
       return false;

@@ -517,15 +517,23 @@ def if_models():
     expect("node", "if_twice.onnx", "-", "a/output_0", "Identity", 1, "a/t", 1, "y1")
     expect("node", "if_twice.onnx", "-", "b/output_0", "Identity", 1, "b/t", 1, "y2")
 
-    # a condition from a graph input: refused, naming the input to bind;
-    # bound with --const-input, it imports
+    # a condition from a graph input: both branches, each output an
+    # IfSelect of theirs by the condition made one value; bound with
+    # --const-input, only the chosen branch
     then_gp, else_gp = relu_or_neg("")
     cond = [helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
     save(model([helper.make_node("Not", ["cond"], ["c"], name="not"),
                 if_node("c", "y", then_gp, else_gp)], x + cond, y, opset=17), "if_input.onnx")
-    expect("error", "if_input.onnx", "-",
-           "node 'if1' (If): its condition 'c' is computed at run time")
-    expect("error", "if_input.onnx", "-", "depends on graph input 'cond' (bind it with")
+    expect("node", "if_input.onnx", "-", "relu", "Relu", 1, "x", 1, "if1/then/t")
+    expect("node", "if_input.onnx", "-", "neg", "Neg", 1, "x", 1, "if1/else/e")
+    expect("node", "if_input.onnx", "-", "if1/condition", "Reshape", 2, "c",
+           "if1/condition_shape", 1, "if1/condition")
+    expect("node", "if_input.onnx", "-", "if1/output_0", "IfSelect", 3, "if1/condition",
+           "if1/then/t", "if1/else/e", 1, "y")
+    # an IfSelect is opc's own: a model naming one is refused
+    save(model([helper.make_node("IfSelect", ["cond", "x", "x"], ["y"], name="sel")], x + cond,
+               y, opset=17), "if_select.onnx")
+    expect("error", "if_select.onnx", "-", "IfSelect")
     write_npy("false.npy", np.array(False))
     expect("node", "if_input.onnx", "const=cond:false.npy", "relu", "Relu", 1, "x", 1, "if1/t")
 

@@ -45,9 +45,9 @@ each axis of an image-like tensor with exact repeats (ties), largest and
 smallest; values and indices are compared exactly. Negative control: the
 answer for K + 1 differs.
 
-Errors: a NonZero output read by another node is refused (exit 2) with a
-message naming the node and the tensor: no kernel reads a run-time size
-yet.
+Errors: a NonZero output read by a Transpose is refused (exit 2) with a
+message naming the node and the tensor (test_bounded_flow.py tests the
+readers that may take one).
 
 usage: test_bounded.py OPC WORK_DIR
 """

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""If whose condition is run-time data (frontend/onnx.c's select_branches,
+the IfSelect kind), as torch.cond exports it: both branches computed, each
+output taken from the branch the condition picks.
+
+usage: test_if.py OPC WORK_DIR
+
+One program holds every case, against ONNX Runtime: the int64 outputs
+exactly, the float ones within 1e-6 of their largest magnitude (Sigmoid
+may round differently by an ulp):
+- the condition computed from the data (ReduceSum(x) > 0), taken both
+  ways by two inputs of opposite sums;
+- branches that read the outer graph's values, hold initializers of
+  their own, return an outer value as it is, and give an int64 output;
+- an If nested in a branch, its condition computed from the data too;
+- the condition a graph input of shape [1], true and false.
+Negative control: ONNX Runtime's outputs for the same model with the
+branches swapped must differ from the program's in every case. Refused
+with a clear error: branches whose outputs have different shapes, and a
+branch count that does not match the node's outputs.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import check_refusals, compare_close, compare_exact, reference, run_opc  # noqa: E402
+
+SHAPE = [2, 3]
+rng = np.random.default_rng(49)
+
+
+def tensor_out(name, dtype=TensorProto.FLOAT, shape=None):
+    return helper.make_tensor_value_info(name, dtype, SHAPE if shape is None else shape)
+
+
+def branch(p, kind, swap_inner=False):
+    """The then (kind "then") or else branch of case p: output 0 float
+    [2, 3], output 1 int64 [2, 1]."""
+    if kind == "then":
+        w = numpy_helper.from_array(np.array([[1.5, -2.0, 0.5]], np.float32), p + "w_then")
+        nodes = [helper.make_node("Mul", [p + "x", p + "w_then"], [p + "t1"]),
+                 helper.make_node("Relu", [p + "t1"], [p + "t2"]),
+                 helper.make_node("ArgMax", [p + "x"], [p + "t_idx"], axis=1)]
+        return helper.make_graph(nodes, p + "then", [], [tensor_out(p + "t2"),
+                                 tensor_out(p + "t_idx", TensorProto.INT64, [2, 1])], [w])
+    nodes = [helper.make_node("Sigmoid", [p + "x"], [p + "e1"]),
+             helper.make_node("Mul", [p + "e1", p + "w_outer"], [p + "e2"]),
+             helper.make_node("ArgMin", [p + "x"], [p + "e_idx"], axis=1)]
+    return helper.make_graph(nodes, p + "else", [], [tensor_out(p + "e2"),
+                             tensor_out(p + "e_idx", TensorProto.INT64, [2, 1])])
+
+
+def nested_then(p, swap):
+    """A then branch whose float output is an inner If on max(x) > 1: the
+    negated Relu, or x itself."""
+    g = branch(p, "then")
+    inner_then = helper.make_graph([helper.make_node("Neg", [p + "t2"], [p + "n1"])],
+                                   p + "inner_then", [], [tensor_out(p + "n1")])
+    inner_else = helper.make_graph([helper.make_node("Identity", [p + "x"], [p + "n2"])],
+                                   p + "inner_else", [], [tensor_out(p + "n2")])
+    if swap:
+        inner_then, inner_else = inner_else, inner_then
+    g.node.extend([
+        helper.make_node("ReduceMax", [p + "x"], [p + "xmax"], keepdims=0),
+        helper.make_node("Greater", [p + "xmax", p + "one"], [p + "c2"]),
+        helper.make_node("If", [p + "c2"], [p + "inner"], then_branch=inner_then,
+                         else_branch=inner_else)])
+    g.initializer.append(numpy_helper.from_array(np.array(1.0, np.float32), p + "one"))
+    g.output[0].CopyFrom(tensor_out(p + "inner"))
+    return g
+
+
+def case_nodes(p, cond_input, nested, swap):
+    """Nodes, inputs and outputs of case p; the condition is a graph input
+    or ReduceSum(x) > 0."""
+    inputs = [helper.make_tensor_value_info(p + "x", TensorProto.FLOAT, SHAPE)]
+    nodes = []
+    if cond_input:
+        inputs.append(helper.make_tensor_value_info(p + "cond", TensorProto.BOOL, [1]))
+    else:
+        nodes += [helper.make_node("ReduceSum", [p + "x"], [p + "sum"], keepdims=0),
+                  helper.make_node("Greater", [p + "sum", p + "zero"], [p + "cond"])]
+    then_g = nested_then(p, swap) if nested else branch(p, "then")
+    else_g = branch(p, "else")
+    if swap:
+        then_g, else_g = else_g, then_g
+    nodes.append(helper.make_node("If", [p + "cond"], [p + "y", p + "idx"], then_branch=then_g,
+                                  else_branch=else_g))
+    outputs = [tensor_out(p + "y"), tensor_out(p + "idx", TensorProto.INT64, [2, 1])]
+    return nodes, inputs, outputs
+
+
+# name, the condition a graph input, nested, the feeds (x, and cond)
+CASES = [
+    ("sum_positive", False, False, {"x": rng.normal(0.5, 1, SHAPE) + 0.5}),
+    ("sum_negative", False, False, {"x": rng.normal(-0.5, 1, SHAPE) - 0.5}),
+    ("nested_big", False, True, {"x": np.array([[2.0, -1, 0.5], [0.25, 3, -0.5]])}),
+    ("nested_small", False, True, {"x": np.array([[0.5, -0.25, 0.75], [0.1, 0.9, 0.2]])}),
+    ("input_true", True, False, {"x": rng.normal(0, 1, SHAPE), "cond": np.array([True])}),
+    ("input_false", True, False, {"x": rng.normal(0, 1, SHAPE), "cond": np.array([False])}),
+]
+
+
+def if_model(swap=False):
+    nodes, inputs, outputs = [], [], []
+    inits = []
+    for name, cond_input, nested, _ in CASES:
+        p = name + "_"
+        n, i, o = case_nodes(p, cond_input, nested, swap)
+        nodes += n
+        inputs += i
+        outputs += o
+        inits += [numpy_helper.from_array(np.array([[0.5], [-3.0]], np.float32), p + "w_outer"),
+                  numpy_helper.from_array(np.array(0.0, np.float32), p + "zero")]
+    return onnx_case.model(nodes, inputs, outputs, inits, opset=13, name="if_select")
+
+
+def feeds():
+    f = {}
+    for name, _, _, values in CASES:
+        for k, v in values.items():
+            f[name + "_" + k] = v.astype(np.float32) if v.dtype == np.float64 else v
+    return f
+
+
+def mismatched_shapes():
+    """Branches giving [2, 3] and [3, 2]."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["a"])], "then", [],
+                               [tensor_out("a")])
+    else_g = helper.make_graph([helper.make_node("Transpose", ["x"], ["b"])], "else", [],
+                               [tensor_out("b", shape=[3, 2])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE),
+              helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
+    return onnx_case.model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                         None)])
+
+
+def missing_output():
+    """The else branch has one output, the node two."""
+    m = if_model()
+    node = m.graph.node[2]  # the first case's If
+    one = next(a.g for a in node.attribute if a.name == "else_branch")
+    del one.output[1]
+    return m
+
+
+def main():
+    opc, work = sys.argv[1:3]
+    failures = []
+    m, f = if_model(), feeds()
+    want = reference(m, f)
+    got, why = run_opc(opc, m, f, os.path.join(work, "program"))
+    if why:
+        sys.exit(f"FAIL: {why}")
+    for o in m.graph.output:
+        compare = compare_exact if want[o.name].dtype == np.int64 else compare_close
+        why = compare(got[o.name], want[o.name], *(() if compare is compare_exact else (1e-6,)))
+        if why:
+            failures.append(f"{o.name}: {why}")
+    # Negative control: the branches swapped.
+    swapped = reference(if_model(swap=True), f)
+    for name, *_ in CASES:
+        if compare_close(got[name + "_y"], swapped[name + "_y"], 1e-3) is None:
+            failures.append(f"{name}: the reference with the branches swapped matches too")
+    for f in failures:
+        print("FAIL " + f)
+    refused = check_refusals(opc, [
+        ("branches of two shapes", mismatched_shapes(), "have one shape"),
+        ("a branch with too few outputs", missing_output(), "the else branch has 1 outputs"),
+    ], work)
+    if failures or refused:
+        return 1
+    print(f"if: {len(CASES)} cases match ONNX Runtime, both ways of each condition; "
+          "the swapped branches differ in every case; both bad models are refused")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
