@@ -123,17 +123,19 @@ static void test_compile_time_only(void) {
   graph_free(u);
   /* NonZero at run time: bounded by every element being nonzero, the
      count (axis 1) the data's; an elementwise reader and a reshape carry
-     the bound on, a Transpose may not read it */
+     the bound on, a Transpose that reorders its dims and a reduction may
+     not read it */
   Graph *nz = parse(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n%n = Neg(%y)\n"
                     "const %a: i64[1] = [0]\n%u = Unsqueeze(%n, %a)\n");
   CHECK(nz && graph_infer_shapes(nz) && has_type(nz, "y", "i64[2,<=20]") &&
         has_type(nz, "n", "i64[2,<=20]") && has_type(nz, "u", "i64[1,2,<=20]") &&
         graph_find_tensor(nz, "u")->bound_origin == graph_find_tensor(nz, "y"));
   graph_free(nz);
-  CHECK(fails_with(HEADER "input %x: f32[4]\n%y = NonZero(%x)\n%z = Transpose(%y)\n",
+  CHECK(fails_with(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n%z = Transpose(%y)\n",
                    "node 'Transpose_1' (Transpose): input 'y' has a size known only at run time "
-                   "(the output of a NonZero, i64[1,<=4]); Transpose does not read such a "
-                   "tensor yet"));
+                   "(the output of a NonZero, i64[2,<=20]); the transpose reorders its dims"));
+  CHECK(fails_with(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n%z = ReduceMax(%y)\n",
+                   "ReduceMax does not read such a tensor yet"));
   /* comparison, logic and Where have kernels: run-time inputs are fine */
   Graph *c = parse(HEADER "input %x: f32[4]\nconst %z: f32[] = [0.0]\n%y = Equal(%x, %z)\n"
                           "%n = Not(%y)\n%w = Where(%n, %x, %z)\n");
