@@ -32,6 +32,15 @@ static bool is_contiguous(const Tensor *t) {
   return true;
 }
 
+/* A 2-D convolution whose y is stored channels-last (NHWC) and x
+   channels-last or in ONNX's order, as choose-layout's int8 form stores
+   those of the GEMM's convolutions (x keeps ONNX's order when it has few
+   channels). Tensors the same in both orders count as either. */
+static bool conv_is_nhwc(const Node *n, const Tensor *x) {
+  return x->rank == 4 && tensor_is_channels_last(n->out[0]) &&
+         (tensor_is_channels_last(x) || is_contiguous(x));
+}
+
 /* Elements from x[k] to its last one (a contiguous tensor's count). */
 static void whole_input(Launch *L, int k, const Tensor *t) {
   int64_t s[IR_MAX_RANK];
@@ -69,6 +78,8 @@ typedef struct LtPlan {
   int64_t images;        /* of the convolution; 1 for the matmul */
   int offset;            /* subtracted from the activations: 128 for uint8 */
   bool conv;
+  bool nhwc;             /* a convolution with channels-last y, in the matmul's form */
+  bool x_last;           /* and channels-last x (else x in ONNX's order) */
   const char *w, *colsum;                  /* weights */
   const char *handle, *desc, *al, *bl, *dl; /* context fields, "c->..." */
   const char *acc, *packed;                /* scratch: int32 D, int8 packed rows */
@@ -79,12 +90,15 @@ typedef struct LtPlan {
 static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
 
 /* The weights less their zero point as int8 rows: `rows` rows of `k`
-   values, element (r, q) at w[r * rs + q * qs]; the zero point is one, or
-   one per row. Into the plan's W ([padded, K'], zeros past k and past
-   `rows`) and column sums. False when a value does not fit int8 or the
-   data is not constant. */
+   values, element (r, q) at w[r * rs + q' * qs]; the zero point is one, or
+   one per row. q' is q, except for a channels-last convolution (taps > 1:
+   a filter's KH KW taps), whose row runs over the taps with the channels
+   innermost, as its packed pixels do: q = tap C + c is w's c taps + tap.
+   Into the plan's W ([padded, K'], zeros past k and past `rows`) and
+   column sums. False when a value does not fit int8 or the data is not
+   constant. */
 static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
-                       int64_t rows, int64_t padded, int64_t rs, int64_t qs) {
+                       int64_t rows, int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
   if (!w->i64 || (zw && !zw->i64))
     return false;
   int64_t *packed = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
@@ -93,7 +107,8 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
   for (int64_t r = 0; r < rows; r++) {
     int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0], sum = 0;
     for (int64_t q = 0; q < p->k; q++) {
-      int64_t v = w->i64[r * rs + q * qs] - z;
+      int64_t c = p->k / taps, from = q % c * taps + q / c; /* q itself when taps is 1 */
+      int64_t v = w->i64[r * rs + from * qs] - z;
       if (v < -128 || v > 127)
         return false;
       packed[r * p->k4 + q] = v;
@@ -111,9 +126,11 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
 
 /* Whether the node may take the GEMM: single-GPU code (a CPU unit, a
    multi-GPU or serving program keeps the kernel), contiguous activations
-   and output, one zero point of the activations. OPC_INT8_GEMM=kernel at
-   compile time keeps the kernel too, to compare the two. */
-static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za) {
+   and output (or both channels-last: choose-layout's int8 form), one zero
+   point of the activations. OPC_INT8_GEMM=kernel at compile time keeps
+   the kernel too, to compare the two. */
+static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za,
+                       bool conv) {
   const char *choice = getenv("OPC_INT8_GEMM");
   if (choice && !strcmp(choice, "kernel"))
     return false;
@@ -121,8 +138,8 @@ static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor 
     return false;
   if (za && tensor_numel(za) != 1)
     return false;
-  return is_contiguous(a) && is_contiguous(n->out[0]) && tensor_numel(a) > 0 &&
-         tensor_numel(n->out[0]) > 0;
+  bool stored = (conv && conv_is_nhwc(n, a)) || (is_contiguous(a) && is_contiguous(n->out[0]));
+  return stored && tensor_numel(a) > 0 && tensor_numel(n->out[0]) > 0;
 }
 
 static const char *lt_field(Emitter *e, const Node *n, const char *type, const char *what) {
@@ -179,7 +196,7 @@ static bool lt_sizes_fit(const LtPlan *p) {
    zb) in the node's setup; p->on stays false when it does not fit. */
 static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *a,
                             const Tensor *b, const Tensor *za, const Tensor *zb) {
-  if (!lt_allowed(e, n, a, za) || b->rank != 2 || a->rank < 1 ||
+  if (!lt_allowed(e, n, a, za, false) || b->rank != 2 || a->rank < 1 ||
       a->dims[a->rank - 1] != b->dims[0] || b->dims[0] < 1 || b->dims[1] < 1)
     return;
   p->k = b->dims[0];
@@ -191,7 +208,36 @@ static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *
   p->gn = p->rows;
   p->offset = a->dtype == DT_UINT8 ? 128 : 0;
   /* W's row j is B's column j: element (j, q) at B[q * N + j]; zero rows to N'. */
-  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, b, zb, p->cols, p->gm, 1, p->cols))
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, b, zb, p->cols, p->gm, 1, p->cols, 1))
+    return;
+  lt_objects(e, n, p);
+  p->on = true;
+}
+
+/* A channels-last convolution (x and y NHWC, as choose-layout stores
+   them) is the matmul of its pixels' rows by the filter: sums [N H' W',
+   Cout] = D = W X'^T of m = Cout' (Cout rounded up to 4) and n = N H' W',
+   A the filter [Cout', K'], B the pixels' rows, and D's columns, one per
+   output pixel, are y's channels-last pixels: the matmul's epilogues
+   write y as they are. With x channels-last too, K is in the order (tap,
+   channel) and the rows are opc_int8_im2row_nhwc's (a 1x1 convolution's
+   rows are x's pixels themselves, a KxK one's whole pixels gathered);
+   with x in ONNX's order (few channels), opc_int8_im2row's. */
+static void lt_setup_conv_nhwc(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
+                               const Tensor *w, const Tensor *zw) {
+  const Tensor *y = n->out[0];
+  p->nhwc = true;
+  p->x_last = tensor_is_channels_last(x);
+  p->k = tensor_numel(w) / w->dims[0];
+  p->k4 = round4(p->k);
+  p->images = 1;
+  p->rows = tensor_numel(y) / y->dims[1];
+  p->cols = y->dims[1];
+  p->gm = round4(p->cols);
+  p->gn = p->rows;
+  p->offset = x->dtype == DT_UINT8 ? 128 : 0;
+  int64_t taps = p->x_last ? w->dims[2] * w->dims[3] : 1;
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->cols, p->gm, p->k, 1, taps))
     return;
   lt_objects(e, n, p);
   p->on = true;
@@ -201,8 +247,12 @@ static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *
 static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
                           const Tensor *w, const Tensor *zx, const Tensor *zw) {
   const Tensor *y = n->out[0];
-  if (!lt_allowed(e, n, x, zx) || n->win.group != 1 || !is_contiguous(w))
+  if (!lt_allowed(e, n, x, zx, true) || n->win.group != 1 || !is_contiguous(w))
     return;
+  if (conv_is_nhwc(n, x)) {
+    lt_setup_conv_nhwc(e, n, p, x, w, zw);
+    return;
+  }
   p->conv = true;
   p->k = tensor_numel(w) / w->dims[0];
   p->k4 = round4(p->k);
@@ -212,7 +262,7 @@ static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
   p->gm = round4(p->images * p->cols);
   p->gn = p->rows;
   p->offset = x->dtype == DT_UINT8 ? 128 : 0;
-  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->rows, p->rows, p->k, 1))
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->rows, p->rows, p->k, 1, 1))
     return;
   lt_objects(e, n, p);
   p->on = true;
@@ -253,14 +303,17 @@ static void window_args(int64_t *i, const Window *win, const Tensor *x) {
 
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
    output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
-   m (a multiple of 4) are zeros. */
+   m (a multiple of 4) are zeros. opc_int8_im2row_nhwc: the same of a
+   channels-last x, N H' W' rows (cuBLASLt's n). */
 static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *x,
                           const Tensor *zx) {
   const Window *win = &n->win;
   const Tensor *y = n->out[0];
-  Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
+  const char *kernel = p->x_last ? "opc_int8_im2row_nhwc" : "opc_int8_im2row";
+  int64_t pixels = tensor_numel(y) / (y->dims[0] * y->dims[1]); /* H' W' */
+  Launch L = {.kernel = typed_kernel(e, kernel, x->dtype)};
   L.rank = 1;
-  L.dims[0] = p->gm;
+  L.dims[0] = p->nhwc ? p->gn : p->gm;
   int64_t ys[8] = {p->k4}, none[8] = {0};
   set_output(&L, p->packed, ys);
   L.y_extent = L.dims[0] * p->k4; /* each thread writes its whole row */
@@ -279,8 +332,8 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   L.i[11] = y->dims[y->rank - 1];
   L.i[12] = p->offset;
   L.i[13] = zx != NULL;
-  L.i[14] = p->cols;
-  L.i[15] = p->images * p->cols;
+  L.i[14] = pixels;
+  L.i[15] = y->dims[0] * pixels;
   group_i(&L, 11, 5, "W', the offset that makes x int8, x's zero point given, H' W', N H' W'");
   emit_launch(e, n, &L);
 }
@@ -341,7 +394,7 @@ static void lt_fold_correction(Emitter *e, const Node *n, LtPlan *p, const Tenso
 /* The activations a packed, and the GEMM into D. */
 static void lt_gemm(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
                     const Tensor *za) {
-  if (p->conv)
+  if (p->conv || p->nhwc)
     im2row_launch(e, n, p, a, za);
   else
     pack_launch(e, n, p, a);
@@ -633,7 +686,7 @@ static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s
   const Tensor *y = n->out[0], *bias = node_input(n, 8);
   int axis = n->op == OP_QLINEAR_CONV ? 1 : y->rank - 1;
   bool per_channel = s->channels > 1 && y->rank > 0;
-  if (n->op == OP_QLINEAR_CONV && y->rank >= 3 && tensor_numel(y) > 0) {
+  if (n->op == OP_QLINEAR_CONV && y->rank >= 3 && tensor_numel(y) > 0 && !s->lt.nhwc) {
     requantize_rows_launch(e, n, s);
     return;
   }
@@ -706,7 +759,11 @@ static void run_qlinear(Emitter *e, Node *n) {
     return;
   }
   if (n->op == OP_QLINEAR_CONV) {
-    if (!conv_operands_contiguous(e, n, a, b))
+    if (!is_contiguous(n->out[0]) && conv_is_nhwc(n, a) && !s->lt.on) { /* choose-layout's */
+      kernel_fail(e, n, "a channels-last QLinearConv must take cuBLASLt's int8 GEMM");
+      return;
+    }
+    if (!s->lt.nhwc && !conv_operands_contiguous(e, n, a, b))
       return;
     if (s->lt.on)
       lt_run(e, n, &s->lt, a, za, s->sums);

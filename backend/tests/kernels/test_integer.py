@@ -125,9 +125,10 @@ class Case:
     an absent optional one), attributes, and its exact expected output (None
     where ONNX Runtime is the oracle)."""
 
-    def __init__(self, name, op, inputs, attrs=None, exact=None, ort_runs=True):
+    def __init__(self, name, op, inputs, attrs=None, exact=None, ort_runs=True, run_time=()):
         self.name, self.op, self.inputs = name, op, inputs
         self.attrs, self.exact, self.ort_runs = attrs or {}, exact, ort_runs
+        self.run_time = run_time  # operands kept graph inputs where WEIGHTS names them
 
 
 def integer_cases():
@@ -240,6 +241,20 @@ def qlinear_cases():
     out.append(Case("qconv-u8-1d", "QLinearConv",
                     [x, f(0.04), np.uint8(128), w, f(0.02), np.uint8(100), f(0.05), np.uint8(90), bias],
                     {"strides": [2], "pads": [1, 0]}))
+    # Channels-last (choose-layout's int8 form, C >= 4): the GEMM reads
+    # whole pixels. uint8 with K = 45 (padded to 48), Cout 6 (padded to 8),
+    # uneven pads, strides and dilations; int8, two images, x's zero point
+    # a graph input (the sums, then opc_requantize over NHWC strides).
+    x, w = ints(np.uint8, (1, 5, 7, 9), top=127), ints(np.int8, (6, 5, 3, 3))
+    ws = rng.uniform(0.002, 0.02, 6).astype(f)
+    bias = rng.integers(-3000, 3000, 6).astype(np.int32)
+    out.append(Case("qconv-u8-nhwc", "QLinearConv",
+                    [x, f(0.02), np.uint8(70), w, ws, np.zeros(6, np.int8), f(0.12), np.uint8(100),
+                     bias], {"pads": [1, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]}))
+    x, w = ints(np.int8, (2, 8, 5, 5)), ints(np.int8, (4, 8, 3, 3))
+    out.append(Case("qconv-s8-nhwc-zero-point-input", "QLinearConv",
+                    [x, f(0.03), np.int8(-7), w, f(0.01), np.int8(0), f(0.6), np.int8(4)],
+                    {"pads": [1, 1, 1, 1]}, run_time=(2,)))
     return out
 
 
@@ -308,7 +323,8 @@ def build_model(cases, as_initializers):
                 continue
             name = f"{c.name}_{k}"
             names.append(name)
-            if as_initializers is True or (as_initializers == "weights" and k in WEIGHTS[c.op]):
+            if as_initializers is True or (as_initializers == "weights" and k in WEIGHTS[c.op]
+                                           and k not in c.run_time):
                 inits.append(numpy_helper.from_array(arr(v), name))
             else:
                 inputs.append(value_info(name, arr(v)))
@@ -439,6 +455,8 @@ def main():
                 text = f.read()
             calls = ("cublasLtMatmul(", "opc_int8_im2row",
                      "opc_int8_requantize" if "QLinearConv" in ops else "opc_int8_fixup")
+            if "QLinearConv" in ops:  # and channels-last pixels, for C >= 4
+                calls += ("opc_int8_im2row_nhwc",)
             for call in calls:
                 if call not in text:
                     print(f"FAIL {mode}: net.c has no {call}")
