@@ -600,6 +600,7 @@ typedef struct QLinearScratch {
   const char *sums, *multipliers;
   int64_t channels; /* output channels: N of QLinearMatMul, M of QLinearConv */
   LtPlan lt;        /* QLinearMatMul's GEMM, when it takes one */
+  const char *dw_filter, *dw_bias; /* a channels-last depthwise QLinearConv's */
 } QLinearScratch;
 
 static int64_t output_channels(const Node *n) {
@@ -609,10 +610,46 @@ static int64_t output_channels(const Node *n) {
   return b->rank >= 2 ? b->dims[b->rank - 1] : 1;
 }
 
+/* Whether a QLinearConv's x and y are stored channels-last (NHWC), as
+   choose-layout's int8 form stores them; tensors the same in both orders
+   are taken as ONNX's. */
+static bool stored_channels_last(const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  return x->rank == 4 && tensor_is_channels_last(x) && tensor_is_channels_last(y) &&
+         !(is_contiguous(x) && is_contiguous(y));
+}
+
+/* A channels-last depthwise QLinearConv's constants for
+   opc_qconv_depthwise_nhwc: the filter less its zero point (one, or one
+   per channel) as int32 [KH KW, C], and the bias (0s when absent). */
+static void depthwise_setup(Emitter *e, const Node *n, QLinearScratch *s) {
+  const Tensor *w = n->in[3], *zw = n->in[5], *bias = node_input(n, 8);
+  int64_t c = w->dims[0], taps = w->dims[2] * w->dims[3];
+  int64_t *filter = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(taps * c));
+  int64_t *sums = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)c);
+  for (int64_t ch = 0; ch < c; ch++) {
+    int64_t z = tensor_numel(zw) > 1 ? zw->i64[ch] : zw->i64[0];
+    for (int64_t t = 0; t < taps; t++)
+      filter[t * c + ch] = w->i64[ch * taps + t] - z;
+    sums[ch] = bias ? bias->i64[ch] : 0;
+  }
+  s->dw_filter = weights_add_typed(e, emit_str(e, "%s_dw_filter", node_id(e, n)), DT_INT32,
+                                   filter, taps * c);
+  s->dw_bias = weights_add_typed(e, emit_str(e, "%s_dw_bias", node_id(e, n)), DT_INT32, sums, c);
+}
+
 static void setup_qlinear(Emitter *e, Node *n) {
   QLinearScratch *s = node_data(e, n, sizeof *s);
   s->channels = output_channels(n);
-  int64_t count = tensor_numel(n->out[0]);
+  if (n->op == OP_QLINEAR_CONV && stored_channels_last(n) && qlinear_conv_depthwise_folds(n))
+    depthwise_setup(e, n, s);
+  else if (n->op == OP_QLINEAR_MATMUL)
+    lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  else
+    lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
+  /* The int32 sums, where a kernel writes them before opc_requantize. */
+  int64_t count = s->lt.corr || s->dw_filter ? 0 : tensor_numel(n->out[0]);
   const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "int *%s; /* int32 sums, then float32 multipliers */", field);
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(int))", field,
@@ -620,11 +657,6 @@ static void setup_qlinear(Emitter *e, Node *n) {
   emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
   s->sums = emit_str(e, "c->%s", field);
   s->multipliers = emit_str(e, "(float *)(c->%s + %lld)", field, (long long)count);
-  if (n->op == OP_QLINEAR_MATMUL)
-    lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
-  else
-    lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
-  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
 }
 
 /* One multiplier per output channel: opc_requant_scale_of of the first
@@ -747,9 +779,48 @@ static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch
   emit_launch(e, n, &L);
 }
 
+/* opc_qconv_depthwise_nhwc: a run of 32 channels of an output pixel per
+   thread, requantised with the multipliers made just before. */
+static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t c = x->dims[1], none[8] = {0};
+  Launch L = {.kernel = typed_kernel(e, "opc_qconv_depthwise_nhwc", x->dtype), .rank = 4};
+  L.dims[0] = y->dims[0];
+  L.dims[1] = y->dims[2];
+  L.dims[2] = y->dims[3];
+  L.dims[3] = (c + 31) / 32;
+  set_output(&L, buf(e, y), none);
+  L.y_extent = tensor_numel(y); /* each thread writes its run of a pixel */
+  L.y_bytes = 1;
+  set_input(&L, 0, buf(e, x), none);
+  whole_input(&L, 0, x);
+  L.x_bytes[0] = 1;
+  set_input(&L, 1, s->dw_filter, none);
+  L.x_extent[1] = tensor_numel(n->in[3]);
+  set_input(&L, 2, s->multipliers, none);
+  L.x_extent[2] = c;
+  set_input(&L, 3, s->dw_bias, none);
+  L.x_extent[3] = c;
+  L.i[0] = c;
+  window_args(&L.i[1], &n->win, x);
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = y->dims[3];
+  L.i[12] = n->in[2]->i64[0];
+  L.i[13] = n->in[7]->i64[0];
+  group_i(&L, 11, 3, "W', x's and y's zero points");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 static void run_qlinear(Emitter *e, Node *n) {
   const QLinearScratch *s = node_data(e, n, sizeof *s);
   const Tensor *a = n->in[0], *b = n->in[3], *za = n->in[2], *zb = n->in[5];
+  if (s->dw_filter) { /* channels-last depthwise: one kernel, requantising */
+    multiplier_launch(e, n, s);
+    depthwise_launch(e, n, s);
+    return;
+  }
   if (s->lt.corr) { /* the GEMM and one epilogue: no int32 sums in between */
     if (s->lt.conv && !conv_operands_contiguous(e, n, a, b))
       return;
@@ -759,8 +830,9 @@ static void run_qlinear(Emitter *e, Node *n) {
     return;
   }
   if (n->op == OP_QLINEAR_CONV) {
-    if (!is_contiguous(n->out[0]) && conv_is_nhwc(n, a) && !s->lt.on) { /* choose-layout's */
-      kernel_fail(e, n, "a channels-last QLinearConv must take cuBLASLt's int8 GEMM");
+    if (stored_channels_last(n) && !s->lt.on) { /* choose-layout chose neither kernel */
+      kernel_fail(e, n, "a channels-last QLinearConv takes cuBLASLt's int8 GEMM or the "
+                        "depthwise kernel only");
       return;
     }
     if (!s->lt.nhwc && !conv_operands_contiguous(e, n, a, b))

@@ -31,7 +31,10 @@
  * cuBLASLt's int8 GEMM (int8_gemm_conv) are the same-layout nodes, as a
  * channels-last image is the GEMM's operand with no transpose (a 1x1
  * convolution's rows are its pixels, a KxK one's a gather of whole pixels)
- * and the GEMM writes channels-last sums. Here the elementwise bridges
+ * and the GEMM writes channels-last sums; so are the depthwise ones whose
+ * constants opc_qconv_depthwise_nhwc folds (its inner loop runs along the
+ * channels). OPC_INT8_GEMM=kernel (opc's kernels, to compare) keeps
+ * ONNX's order. Here the elementwise bridges
  * join their operands of the output's shape too, so that the float
  * residual path between quantized convolutions (DequantizeLinear, Add,
  * Relu, QuantizeLinear) follows the convolutions' order and runs dense,
@@ -45,8 +48,8 @@
 
 typedef struct Layouts {
   Graph *g;
-  bool int8;           /* the int8 form: same-layout nodes are int8_gemm_conv's */
-  bool *gemm_conv;     /* by Node.id, of the nodes before the rewrite: int8_gemm_conv */
+  bool int8;           /* the int8 form: same-layout nodes are int8_conv's */
+  bool *int8_conv;     /* by Node.id, of the nodes before the rewrite: int8_conv */
   int nnodes;
   int *parent;         /* union-find over tensor ids: the groups */
   bool *fixed;         /* must keep ONNX's order */
@@ -95,12 +98,10 @@ static bool filter_fits_int8(const Tensor *w, const Tensor *zw) {
 
 /* A QLinearConv that kernels_quantized.c runs as cuBLASLt's int8 GEMM in
    its channels-last form: 2-D, group 1, one zero point of x, a constant
-   filter that less its zero point fits int8, sizes whose int32 indices
-   and sums cannot overflow (lt_sizes_fit there), and OPC_INT8_GEMM not
-   "kernel" (which keeps opc's kernels, NCHW). */
+   filter that less its zero point fits int8, and sizes whose int32
+   indices and sums cannot overflow (lt_sizes_fit there). */
 static bool int8_gemm_conv(const Node *n) {
-  const char *choice = getenv("OPC_INT8_GEMM");
-  if (n->op != OP_QLINEAR_CONV || (choice && !strcmp(choice, "kernel")))
+  if (n->op != OP_QLINEAR_CONV)
     return false;
   const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0];
   if (n->win.nspatial != 2 || n->win.group != 1 || x->rank != 4 || y->rank != 4 ||
@@ -116,16 +117,21 @@ static bool int8_gemm_conv(const Node *n) {
   return filter_fits_int8(w, n->in[5]);
 }
 
+/* The int8 form's convolutions: the GEMM's, and the depthwise kernel's. */
+static bool int8_conv(const Node *n) {
+  return int8_gemm_conv(n) || qlinear_conv_depthwise_folds(n);
+}
+
 /* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either
    order (lower-precision made only such convolutions and pools 16-bit);
-   in the int8 form, an int8_gemm_conv, or a float32 pool in that form
+   in the int8 form, an int8_conv, or a float32 pool in that form
    (cuDNN pools either order, so a pool between quantized convolutions
    keeps theirs). */
 static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
   if (l->int8 && n->op != OP_MAX_POOL && n->op != OP_AVERAGE_POOL)
-    return n->id < l->nnodes && l->gemm_conv[n->id];
+    return n->id < l->nnodes && l->int8_conv[n->id];
   if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
     return false;
   if (l->int8 ? y->dtype != DT_FLOAT : !is_half(y->dtype))
@@ -362,7 +368,8 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
     return true;
   /* The int8 form: QLinearConvs on the GEMM (kernels_quantized.c keeps
      serving programs, which --target serve makes, on its kernels). */
-  bool int8 = !is_half(opt->half) && !g->serve;
+  const char *choice = getenv("OPC_INT8_GEMM");
+  bool int8 = !is_half(opt->half) && !g->serve && !(choice && !strcmp(choice, "kernel"));
   if (!is_half(opt->half) && !int8)
     return true;
   Layouts l = {.g = g, .count = g->ntensors, .int8 = int8};
@@ -371,14 +378,14 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
   for (int i = 0; i < g->nnodes; i++)
     l.nnodes = g->nodes[i]->id >= l.nnodes ? g->nodes[i]->id + 1 : l.nnodes;
   bool any = !int8; /* an int8 program with no such convolution is left alone */
-  l.gemm_conv = calloc((size_t)l.nnodes + 1, sizeof(bool));
+  l.int8_conv = calloc((size_t)l.nnodes + 1, sizeof(bool));
   for (int i = 0; i < g->nnodes && int8; i++) {
     Node *c = g->nodes[i];
-    l.gemm_conv[c->id] = !c->dead && int8_gemm_conv(c);
-    any = any || l.gemm_conv[c->id];
+    l.int8_conv[c->id] = !c->dead && int8_conv(c);
+    any = any || l.int8_conv[c->id];
   }
   if (!any) {
-    free(l.gemm_conv);
+    free(l.int8_conv);
     return true;
   }
   size_t n = (size_t)l.count + 1;
@@ -396,7 +403,7 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
   free(l.fixed);
   free(l.wanted);
   free(l.last_copy);
-  free(l.gemm_conv);
+  free(l.int8_conv);
   graph_rebuild_uses(g);
   return graph_toposort(g); /* the layout copies go before their readers */
 }
