@@ -779,7 +779,7 @@ static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch
   emit_launch(e, n, &L);
 }
 
-/* opc_qconv_depthwise_nhwc: a run of 32 channels of an output pixel per
+/* opc_qconv_depthwise_nhwc: 4 output pixels of a row by 32 channels per
    thread, requantised with the multipliers made just before. */
 static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   const Tensor *x = n->in[0], *y = n->out[0];
@@ -787,10 +787,10 @@ static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s)
   Launch L = {.kernel = typed_kernel(e, "opc_qconv_depthwise_nhwc", x->dtype), .rank = 4};
   L.dims[0] = y->dims[0];
   L.dims[1] = y->dims[2];
-  L.dims[2] = y->dims[3];
+  L.dims[2] = (y->dims[3] + 3) / 4;
   L.dims[3] = (c + 31) / 32;
   set_output(&L, buf(e, y), none);
-  L.y_extent = tensor_numel(y); /* each thread writes its run of a pixel */
+  L.y_extent = tensor_numel(y); /* each thread writes its runs of 4 pixels */
   L.y_bytes = 1;
   set_input(&L, 0, buf(e, x), none);
   whole_input(&L, 0, x);
