@@ -229,9 +229,32 @@ void set_input(Launch *L, int k, const char *x, const int64_t *xstride) {
     L->nx = k + 1;
 }
 
-/* Drops dims of size 1 and merges neighbours contiguous in every operand:
-   for kernels that only care about elements, not coordinates. */
+/* Puts the dims in the order of the output's strides, largest first, the
+   same for every operand: an output stored channels-last (and its
+   operands, when they are too) then merges as a contiguous one does.
+   Stable, so an output in ONNX's order keeps its dims as they are. */
+static void order_by_output(Launch *L) {
+  for (int d = 1; d < L->rank; d++)
+    for (int j = d; j > 0 && L->ystride[j] > L->ystride[j - 1]; j--) {
+      int64_t t = L->dims[j];
+      L->dims[j] = L->dims[j - 1];
+      L->dims[j - 1] = t;
+      t = L->ystride[j];
+      L->ystride[j] = L->ystride[j - 1];
+      L->ystride[j - 1] = t;
+      for (int k = 0; k < L->nx; k++) {
+        t = L->xstride[k][j];
+        L->xstride[k][j] = L->xstride[k][j - 1];
+        L->xstride[k][j - 1] = t;
+      }
+    }
+}
+
+/* Drops dims of size 1 and merges neighbours contiguous in every operand,
+   after ordering them by the output's strides: for kernels that only care
+   about elements, not coordinates. */
 void collapse(Launch *L) {
+  order_by_output(L);
   int r = 0;
   for (int d = 0; d < L->rank; d++) {
     if (L->dims[d] == 1)

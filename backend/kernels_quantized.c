@@ -32,6 +32,15 @@ static bool is_contiguous(const Tensor *t) {
   return true;
 }
 
+/* A 2-D convolution whose y is stored channels-last (NHWC) and x
+   channels-last or in ONNX's order, as choose-layout's int8 form stores
+   those of the GEMM's convolutions (x keeps ONNX's order when it has few
+   channels). Tensors the same in both orders count as either. */
+static bool conv_is_nhwc(const Node *n, const Tensor *x) {
+  return x->rank == 4 && tensor_is_channels_last(n->out[0]) &&
+         (tensor_is_channels_last(x) || is_contiguous(x));
+}
+
 /* Elements from x[k] to its last one (a contiguous tensor's count). */
 static void whole_input(Launch *L, int k, const Tensor *t) {
   int64_t s[IR_MAX_RANK];
@@ -69,6 +78,8 @@ typedef struct LtPlan {
   int64_t images;        /* of the convolution; 1 for the matmul */
   int offset;            /* subtracted from the activations: 128 for uint8 */
   bool conv;
+  bool nhwc;             /* a convolution with channels-last y, in the matmul's form */
+  bool x_last;           /* and channels-last x (else x in ONNX's order) */
   const char *w, *colsum;                  /* weights */
   const char *handle, *desc, *al, *bl, *dl; /* context fields, "c->..." */
   const char *acc, *packed;                /* scratch: int32 D, int8 packed rows */
@@ -79,12 +90,15 @@ typedef struct LtPlan {
 static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
 
 /* The weights less their zero point as int8 rows: `rows` rows of `k`
-   values, element (r, q) at w[r * rs + q * qs]; the zero point is one, or
-   one per row. Into the plan's W ([padded, K'], zeros past k and past
-   `rows`) and column sums. False when a value does not fit int8 or the
-   data is not constant. */
+   values, element (r, q) at w[r * rs + q' * qs]; the zero point is one, or
+   one per row. q' is q, except for a channels-last convolution (taps > 1:
+   a filter's KH KW taps), whose row runs over the taps with the channels
+   innermost, as its packed pixels do: q = tap C + c is w's c taps + tap.
+   Into the plan's W ([padded, K'], zeros past k and past `rows`) and
+   column sums. False when a value does not fit int8 or the data is not
+   constant. */
 static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
-                       int64_t rows, int64_t padded, int64_t rs, int64_t qs) {
+                       int64_t rows, int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
   if (!w->i64 || (zw && !zw->i64))
     return false;
   int64_t *packed = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
@@ -93,7 +107,8 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
   for (int64_t r = 0; r < rows; r++) {
     int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0], sum = 0;
     for (int64_t q = 0; q < p->k; q++) {
-      int64_t v = w->i64[r * rs + q * qs] - z;
+      int64_t c = p->k / taps, from = q % c * taps + q / c; /* q itself when taps is 1 */
+      int64_t v = w->i64[r * rs + from * qs] - z;
       if (v < -128 || v > 127)
         return false;
       packed[r * p->k4 + q] = v;
@@ -111,9 +126,11 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
 
 /* Whether the node may take the GEMM: single-GPU code (a CPU unit, a
    multi-GPU or serving program keeps the kernel), contiguous activations
-   and output, one zero point of the activations. OPC_INT8_GEMM=kernel at
-   compile time keeps the kernel too, to compare the two. */
-static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za) {
+   and output (or both channels-last: choose-layout's int8 form), one zero
+   point of the activations. OPC_INT8_GEMM=kernel at compile time keeps
+   the kernel too, to compare the two. */
+static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za,
+                       bool conv) {
   const char *choice = getenv("OPC_INT8_GEMM");
   if (choice && !strcmp(choice, "kernel"))
     return false;
@@ -121,8 +138,8 @@ static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor 
     return false;
   if (za && tensor_numel(za) != 1)
     return false;
-  return is_contiguous(a) && is_contiguous(n->out[0]) && tensor_numel(a) > 0 &&
-         tensor_numel(n->out[0]) > 0;
+  bool stored = (conv && conv_is_nhwc(n, a)) || (is_contiguous(a) && is_contiguous(n->out[0]));
+  return stored && tensor_numel(a) > 0 && tensor_numel(n->out[0]) > 0;
 }
 
 static const char *lt_field(Emitter *e, const Node *n, const char *type, const char *what) {
@@ -179,7 +196,7 @@ static bool lt_sizes_fit(const LtPlan *p) {
    zb) in the node's setup; p->on stays false when it does not fit. */
 static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *a,
                             const Tensor *b, const Tensor *za, const Tensor *zb) {
-  if (!lt_allowed(e, n, a, za) || b->rank != 2 || a->rank < 1 ||
+  if (!lt_allowed(e, n, a, za, false) || b->rank != 2 || a->rank < 1 ||
       a->dims[a->rank - 1] != b->dims[0] || b->dims[0] < 1 || b->dims[1] < 1)
     return;
   p->k = b->dims[0];
@@ -191,7 +208,36 @@ static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *
   p->gn = p->rows;
   p->offset = a->dtype == DT_UINT8 ? 128 : 0;
   /* W's row j is B's column j: element (j, q) at B[q * N + j]; zero rows to N'. */
-  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, b, zb, p->cols, p->gm, 1, p->cols))
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, b, zb, p->cols, p->gm, 1, p->cols, 1))
+    return;
+  lt_objects(e, n, p);
+  p->on = true;
+}
+
+/* A channels-last convolution (x and y NHWC, as choose-layout stores
+   them) is the matmul of its pixels' rows by the filter: sums [N H' W',
+   Cout] = D = W X'^T of m = Cout' (Cout rounded up to 4) and n = N H' W',
+   A the filter [Cout', K'], B the pixels' rows, and D's columns, one per
+   output pixel, are y's channels-last pixels: the matmul's epilogues
+   write y as they are. With x channels-last too, K is in the order (tap,
+   channel) and the rows are opc_int8_im2row_nhwc's (a 1x1 convolution's
+   rows are x's pixels themselves, a KxK one's whole pixels gathered);
+   with x in ONNX's order (few channels), opc_int8_im2row's. */
+static void lt_setup_conv_nhwc(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
+                               const Tensor *w, const Tensor *zw) {
+  const Tensor *y = n->out[0];
+  p->nhwc = true;
+  p->x_last = tensor_is_channels_last(x);
+  p->k = tensor_numel(w) / w->dims[0];
+  p->k4 = round4(p->k);
+  p->images = 1;
+  p->rows = tensor_numel(y) / y->dims[1];
+  p->cols = y->dims[1];
+  p->gm = round4(p->cols);
+  p->gn = p->rows;
+  p->offset = x->dtype == DT_UINT8 ? 128 : 0;
+  int64_t taps = p->x_last ? w->dims[2] * w->dims[3] : 1;
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->cols, p->gm, p->k, 1, taps))
     return;
   lt_objects(e, n, p);
   p->on = true;
@@ -201,8 +247,12 @@ static void lt_setup_matmul(Emitter *e, const Node *n, LtPlan *p, const Tensor *
 static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
                           const Tensor *w, const Tensor *zx, const Tensor *zw) {
   const Tensor *y = n->out[0];
-  if (!lt_allowed(e, n, x, zx) || n->win.group != 1 || !is_contiguous(w))
+  if (!lt_allowed(e, n, x, zx, true) || n->win.group != 1 || !is_contiguous(w))
     return;
+  if (conv_is_nhwc(n, x)) {
+    lt_setup_conv_nhwc(e, n, p, x, w, zw);
+    return;
+  }
   p->conv = true;
   p->k = tensor_numel(w) / w->dims[0];
   p->k4 = round4(p->k);
@@ -212,7 +262,7 @@ static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
   p->gm = round4(p->images * p->cols);
   p->gn = p->rows;
   p->offset = x->dtype == DT_UINT8 ? 128 : 0;
-  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->rows, p->rows, p->k, 1))
+  if (!lt_sizes_fit(p) || !lt_weights(e, n, p, w, zw, p->rows, p->rows, p->k, 1, 1))
     return;
   lt_objects(e, n, p);
   p->on = true;
@@ -253,14 +303,17 @@ static void window_args(int64_t *i, const Window *win, const Tensor *x) {
 
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
    output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
-   m (a multiple of 4) are zeros. */
+   m (a multiple of 4) are zeros. opc_int8_im2row_nhwc: the same of a
+   channels-last x, N H' W' rows (cuBLASLt's n). */
 static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor *x,
                           const Tensor *zx) {
   const Window *win = &n->win;
   const Tensor *y = n->out[0];
-  Launch L = {.kernel = typed_kernel(e, "opc_int8_im2row", x->dtype)};
+  const char *kernel = p->x_last ? "opc_int8_im2row_nhwc" : "opc_int8_im2row";
+  int64_t pixels = tensor_numel(y) / (y->dims[0] * y->dims[1]); /* H' W' */
+  Launch L = {.kernel = typed_kernel(e, kernel, x->dtype)};
   L.rank = 1;
-  L.dims[0] = p->gm;
+  L.dims[0] = p->nhwc ? p->gn : p->gm;
   int64_t ys[8] = {p->k4}, none[8] = {0};
   set_output(&L, p->packed, ys);
   L.y_extent = L.dims[0] * p->k4; /* each thread writes its whole row */
@@ -279,8 +332,8 @@ static void im2row_launch(Emitter *e, const Node *n, const LtPlan *p, const Tens
   L.i[11] = y->dims[y->rank - 1];
   L.i[12] = p->offset;
   L.i[13] = zx != NULL;
-  L.i[14] = p->cols;
-  L.i[15] = p->images * p->cols;
+  L.i[14] = pixels;
+  L.i[15] = y->dims[0] * pixels;
   group_i(&L, 11, 5, "W', the offset that makes x int8, x's zero point given, H' W', N H' W'");
   emit_launch(e, n, &L);
 }
@@ -341,7 +394,7 @@ static void lt_fold_correction(Emitter *e, const Node *n, LtPlan *p, const Tenso
 /* The activations a packed, and the GEMM into D. */
 static void lt_gemm(Emitter *e, const Node *n, const LtPlan *p, const Tensor *a,
                     const Tensor *za) {
-  if (p->conv)
+  if (p->conv || p->nhwc)
     im2row_launch(e, n, p, a, za);
   else
     pack_launch(e, n, p, a);
@@ -547,6 +600,7 @@ typedef struct QLinearScratch {
   const char *sums, *multipliers;
   int64_t channels; /* output channels: N of QLinearMatMul, M of QLinearConv */
   LtPlan lt;        /* QLinearMatMul's GEMM, when it takes one */
+  const char *dw_filter, *dw_bias; /* a channels-last depthwise QLinearConv's */
 } QLinearScratch;
 
 static int64_t output_channels(const Node *n) {
@@ -556,10 +610,46 @@ static int64_t output_channels(const Node *n) {
   return b->rank >= 2 ? b->dims[b->rank - 1] : 1;
 }
 
+/* Whether a QLinearConv's x and y are stored channels-last (NHWC), as
+   choose-layout's int8 form stores them; tensors the same in both orders
+   are taken as ONNX's. */
+static bool stored_channels_last(const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  return x->rank == 4 && tensor_is_channels_last(x) && tensor_is_channels_last(y) &&
+         !(is_contiguous(x) && is_contiguous(y));
+}
+
+/* A channels-last depthwise QLinearConv's constants for
+   opc_qconv_depthwise_nhwc: the filter less its zero point (one, or one
+   per channel) as int32 [KH KW, C], and the bias (0s when absent). */
+static void depthwise_setup(Emitter *e, const Node *n, QLinearScratch *s) {
+  const Tensor *w = n->in[3], *zw = n->in[5], *bias = node_input(n, 8);
+  int64_t c = w->dims[0], taps = w->dims[2] * w->dims[3];
+  int64_t *filter = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(taps * c));
+  int64_t *sums = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)c);
+  for (int64_t ch = 0; ch < c; ch++) {
+    int64_t z = tensor_numel(zw) > 1 ? zw->i64[ch] : zw->i64[0];
+    for (int64_t t = 0; t < taps; t++)
+      filter[t * c + ch] = w->i64[ch * taps + t] - z;
+    sums[ch] = bias ? bias->i64[ch] : 0;
+  }
+  s->dw_filter = weights_add_typed(e, emit_str(e, "%s_dw_filter", node_id(e, n)), DT_INT32,
+                                   filter, taps * c);
+  s->dw_bias = weights_add_typed(e, emit_str(e, "%s_dw_bias", node_id(e, n)), DT_INT32, sums, c);
+}
+
 static void setup_qlinear(Emitter *e, Node *n) {
   QLinearScratch *s = node_data(e, n, sizeof *s);
   s->channels = output_channels(n);
-  int64_t count = tensor_numel(n->out[0]);
+  if (n->op == OP_QLINEAR_CONV && stored_channels_last(n) && qlinear_conv_depthwise_folds(n))
+    depthwise_setup(e, n, s);
+  else if (n->op == OP_QLINEAR_MATMUL)
+    lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  else
+    lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
+  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
+  /* The int32 sums, where a kernel writes them before opc_requantize. */
+  int64_t count = s->lt.corr || s->dw_filter ? 0 : tensor_numel(n->out[0]);
   const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "int *%s; /* int32 sums, then float32 multipliers */", field);
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(int))", field,
@@ -567,11 +657,6 @@ static void setup_qlinear(Emitter *e, Node *n) {
   emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
   s->sums = emit_str(e, "c->%s", field);
   s->multipliers = emit_str(e, "(float *)(c->%s + %lld)", field, (long long)count);
-  if (n->op == OP_QLINEAR_MATMUL)
-    lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
-  else
-    lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
-  lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
 }
 
 /* One multiplier per output channel: opc_requant_scale_of of the first
@@ -633,7 +718,7 @@ static void requantize_launch(Emitter *e, const Node *n, const QLinearScratch *s
   const Tensor *y = n->out[0], *bias = node_input(n, 8);
   int axis = n->op == OP_QLINEAR_CONV ? 1 : y->rank - 1;
   bool per_channel = s->channels > 1 && y->rank > 0;
-  if (n->op == OP_QLINEAR_CONV && y->rank >= 3 && tensor_numel(y) > 0) {
+  if (n->op == OP_QLINEAR_CONV && y->rank >= 3 && tensor_numel(y) > 0 && !s->lt.nhwc) {
     requantize_rows_launch(e, n, s);
     return;
   }
@@ -694,9 +779,48 @@ static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch
   emit_launch(e, n, &L);
 }
 
+/* opc_qconv_depthwise_nhwc: 4 output pixels of a row by 32 channels per
+   thread, requantised with the multipliers made just before. */
+static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t c = x->dims[1], none[8] = {0};
+  Launch L = {.kernel = typed_kernel(e, "opc_qconv_depthwise_nhwc", x->dtype), .rank = 4};
+  L.dims[0] = y->dims[0];
+  L.dims[1] = y->dims[2];
+  L.dims[2] = (y->dims[3] + 3) / 4;
+  L.dims[3] = (c + 31) / 32;
+  set_output(&L, buf(e, y), none);
+  L.y_extent = tensor_numel(y); /* each thread writes its runs of 4 pixels */
+  L.y_bytes = 1;
+  set_input(&L, 0, buf(e, x), none);
+  whole_input(&L, 0, x);
+  L.x_bytes[0] = 1;
+  set_input(&L, 1, s->dw_filter, none);
+  L.x_extent[1] = tensor_numel(n->in[3]);
+  set_input(&L, 2, s->multipliers, none);
+  L.x_extent[2] = c;
+  set_input(&L, 3, s->dw_bias, none);
+  L.x_extent[3] = c;
+  L.i[0] = c;
+  window_args(&L.i[1], &n->win, x);
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = y->dims[3];
+  L.i[12] = n->in[2]->i64[0];
+  L.i[13] = n->in[7]->i64[0];
+  group_i(&L, 11, 3, "W', x's and y's zero points");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  emit_launch(e, n, &L);
+}
+
 static void run_qlinear(Emitter *e, Node *n) {
   const QLinearScratch *s = node_data(e, n, sizeof *s);
   const Tensor *a = n->in[0], *b = n->in[3], *za = n->in[2], *zb = n->in[5];
+  if (s->dw_filter) { /* channels-last depthwise: one kernel, requantising */
+    multiplier_launch(e, n, s);
+    depthwise_launch(e, n, s);
+    return;
+  }
   if (s->lt.corr) { /* the GEMM and one epilogue: no int32 sums in between */
     if (s->lt.conv && !conv_operands_contiguous(e, n, a, b))
       return;
@@ -706,7 +830,12 @@ static void run_qlinear(Emitter *e, Node *n) {
     return;
   }
   if (n->op == OP_QLINEAR_CONV) {
-    if (!conv_operands_contiguous(e, n, a, b))
+    if (stored_channels_last(n) && !s->lt.on) { /* choose-layout chose neither kernel */
+      kernel_fail(e, n, "a channels-last QLinearConv takes cuBLASLt's int8 GEMM or the "
+                        "depthwise kernel only");
+      return;
+    }
+    if (!s->lt.nhwc && !conv_operands_contiguous(e, n, a, b))
       return;
     if (s->lt.on)
       lt_run(e, n, &s->lt, a, za, s->sums);

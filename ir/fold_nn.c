@@ -984,6 +984,15 @@ void qlinear_bounds(const Node *n, float *lo, float *hi) {
   *hi = above;
 }
 
+bool qlinear_conv_depthwise_folds(const Node *n) {
+  const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0], *bias = node_input(n, 8);
+  if (n->op != OP_QLINEAR_CONV || n->win.nspatial != 2 || x->rank != 4 || y->rank != 4 ||
+      x->dims[1] < 4 || n->win.group != x->dims[1] || y->dims[1] != x->dims[1])
+    return false;
+  return w->i64 && n->in[5]->i64 && n->in[2]->i64 && n->in[7]->i64 &&
+         tensor_numel(n->in[2]) == 1 && tensor_numel(n->in[7]) == 1 && (!bias || bias->i64);
+}
+
 static void requantize_sums(const Node *n, const int64_t *sums, int64_t inner, int64_t channels) {
   const Tensor *sa = n->in[1], *sb = n->in[4], *sy = n->in[6], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);

@@ -25,6 +25,20 @@
  * layout: these are the only copies the pass adds. Tensors with C = 1 or
  * H = W = 1 are the same in both orders and are left alone. Programs on
  * several devices keep ONNX's order (place-devices' transfers make it).
+ *
+ * Int8: without --precision, the same grouping stores the activations of
+ * integer convolutions channels-last: the QLinearConvs that take
+ * cuBLASLt's int8 GEMM (int8_gemm_conv) are the same-layout nodes, as a
+ * channels-last image is the GEMM's operand with no transpose (a 1x1
+ * convolution's rows are its pixels, a KxK one's a gather of whole pixels)
+ * and the GEMM writes channels-last sums; so are the depthwise ones whose
+ * constants opc_qconv_depthwise_nhwc folds (its inner loop runs along the
+ * channels). OPC_INT8_GEMM=kernel (opc's kernels, to compare) keeps
+ * ONNX's order. Here the elementwise bridges
+ * join their operands of the output's shape too, so that the float
+ * residual path between quantized convolutions (DequantizeLinear, Add,
+ * Relu, QuantizeLinear) follows the convolutions' order and runs dense,
+ * rather than transposing on every DQ and Q.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +48,9 @@
 
 typedef struct Layouts {
   Graph *g;
+  bool int8;           /* the int8 form: same-layout nodes are int8_conv's */
+  bool *int8_conv;     /* by Node.id, of the nodes before the rewrite: int8_conv */
+  int nnodes;
   int *parent;         /* union-find over tensor ids: the groups */
   bool *fixed;         /* must keep ONNX's order */
   bool *wanted;        /* by group root: a convolution's operands are in it */
@@ -62,12 +79,62 @@ static bool data_input(const Node *n, int k) {
   return n->in[k] && tensor_same_shape(n->in[k], n->out[0]);
 }
 
+static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
+
+/* Whether the constant filter w less its zero point zw (one, or one per
+   output channel) fits int8, as cuBLASLt's int8 GEMM needs. */
+static bool filter_fits_int8(const Tensor *w, const Tensor *zw) {
+  int64_t rows = w->dims[0], k = tensor_numel(w) / rows;
+  if (!w->i64 || (zw && !zw->i64) || (zw && tensor_numel(zw) != 1 && tensor_numel(zw) != rows))
+    return false;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0];
+    for (int64_t q = 0; q < k; q++)
+      if (w->i64[r * k + q] - z < -128 || w->i64[r * k + q] - z > 127)
+        return false;
+  }
+  return true;
+}
+
+/* A QLinearConv that kernels_quantized.c runs as cuBLASLt's int8 GEMM in
+   its channels-last form: 2-D, group 1, one zero point of x, a constant
+   filter that less its zero point fits int8, and sizes whose int32
+   indices and sums cannot overflow (lt_sizes_fit there). */
+static bool int8_gemm_conv(const Node *n) {
+  if (n->op != OP_QLINEAR_CONV)
+    return false;
+  const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0];
+  if (n->win.nspatial != 2 || n->win.group != 1 || x->rank != 4 || y->rank != 4 ||
+      w->rank != 4 || tensor_numel(x) == 0 || tensor_numel(y) == 0 ||
+      tensor_numel(n->in[2]) != 1 || !has_contiguous_strides(w) || !has_contiguous_strides(x) ||
+      !has_contiguous_strides(y))
+    return false;
+  int64_t k4 = round4(tensor_numel(w) / w->dims[0]), gm = round4(y->dims[1]);
+  int64_t gn = y->dims[0] * y->dims[2] * y->dims[3];
+  if (k4 >= (1 << 24) || gm * gn >= 0x7fffffff || gn * k4 >= 0x7fffffff ||
+      gm * k4 >= 0x7fffffff)
+    return false;
+  return filter_fits_int8(w, n->in[5]);
+}
+
+/* The int8 form's convolutions: the GEMM's, and the depthwise kernel's. */
+static bool int8_conv(const Node *n) {
+  return int8_gemm_conv(n) || qlinear_conv_depthwise_folds(n);
+}
+
 /* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either
-   order (lower-precision made only such convolutions and pools 16-bit). */
-static bool same_layout_op(const Node *n) {
+   order (lower-precision made only such convolutions and pools 16-bit);
+   in the int8 form, an int8_conv, or a float32 pool in that form
+   (cuDNN pools either order, so a pool between quantized convolutions
+   keeps theirs). */
+static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
-  if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4 || !is_half(y->dtype))
+  if (l->int8 && n->op != OP_MAX_POOL && n->op != OP_AVERAGE_POOL)
+    return n->id < l->nnodes && l->int8_conv[n->id];
+  if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
+    return false;
+  if (l->int8 ? y->dtype != DT_FLOAT : !is_half(y->dtype))
     return false;
   if (info->params == PARAMS_WINDOW && n->win.nspatial != 2)
     return false;
@@ -83,9 +150,11 @@ static bool same_layout_op(const Node *n) {
 
 /* The data operands of a same-layout node, by slot: inputs then outputs
    (slot >= nin). The filter, bias and normalisation parameters are not. */
-static Tensor **operand(Node *n, int slot) {
+static Tensor **operand(const Layouts *l, Node *n, int slot) {
   if (slot >= n->nin)
     return slot - n->nin < n->nout ? &n->out[slot - n->nin] : NULL;
+  if (l->int8 && n->op == OP_QLINEAR_CONV && (slot != 0 || n->in[0]->dims[1] < 4))
+    return NULL; /* its data is x alone, and x keeps ONNX's order with few channels */
   return n->in[slot] && data_input(n, slot) ? &n->in[slot] : NULL;
 }
 
@@ -116,7 +185,7 @@ static void mark_fixed(Layouts *l) {
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead || same_layout_op(n) || (op_info(n->op)->traits & T_ANY_LAYOUT))
+    if (n->dead || same_layout_op(l, n) || (op_info(n->op)->traits & T_ANY_LAYOUT))
       continue;
     for (int k = 0; k < n->nin; k++)
       if (n->in[k])
@@ -129,28 +198,39 @@ static void mark_fixed(Layouts *l) {
      bias, BatchNormalization's parameters) stay as they are too. */
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead || !same_layout_op(n))
+    if (n->dead || !same_layout_op(l, n))
       continue;
     for (int k = 0; k < n->nin; k++)
-      if (n->in[k] && !operand(n, k))
+      if (n->in[k] && !operand(l, n, k))
         l->fixed[n->in[k]->id] = true;
   }
 }
 
-/* Joins the operands of each same-layout node; a convolution's group is
-   wanted channels-last. */
+/* In the int8 form, an elementwise bridge's operands of its output's
+   shape (not broadcast), which it reads and writes in step. */
+static Tensor **bridge_operand(const Layouts *l, Node *n, int slot) {
+  if (!l->int8 || !(op_info(n->op)->traits & T_ANY_LAYOUT) || !n->out[0])
+    return NULL;
+  Tensor **t = slot < n->nin ? &n->in[slot] : slot - n->nin < n->nout ? &n->out[slot - n->nin]
+                                                                       : NULL;
+  return t && *t && tensor_same_shape(*t, n->out[0]) ? t : NULL;
+}
+
+/* Joins the operands of each same-layout node (and, in the int8 form,
+   each bridge's); a convolution's group is wanted channels-last. */
 static void group_operands(Layouts *l) {
   Graph *g = l->g;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    if (n->dead || !same_layout_op(n))
+    bool same = !n->dead && same_layout_op(l, n);
+    if (n->dead || (!same && !bridge_operand(l, n, n->nin)))
       continue;
     const Tensor *first = NULL;
     for (int s = 0; s < n->nin + n->nout; s++) {
-      Tensor **t = operand(n, s);
+      Tensor **t = same ? operand(l, n, s) : bridge_operand(l, n, s);
       if (!t || !layout_operand(*t) || l->fixed[(*t)->id])
         continue;
-      if (n->op == OP_CONV)
+      if (n->op == OP_CONV || n->op == OP_QLINEAR_CONV)
         l->wanted[find(l, (*t)->id)] = true;
       if (first)
         join(l, first, *t);
@@ -167,10 +247,10 @@ static bool goes_last(Layouts *l, const Tensor *t) {
 /* Whether the node computes channels-last: a 16-bit convolution always, and
    another same-layout node when one of its operands went. */
 static bool node_goes_last(Layouts *l, Node *n) {
-  if (n->op == OP_CONV)
+  if (n->op == OP_CONV || n->op == OP_QLINEAR_CONV)
     return true;
   for (int s = 0; s < n->nin + n->nout; s++) {
-    Tensor **t = operand(n, s);
+    Tensor **t = operand(l, n, s);
     if (t && goes_last(l, *t))
       return true;
   }
@@ -232,7 +312,7 @@ static void filter_last(Layouts *l, Node *n) {
   bool shared = false;
   for (int i = 0; i < w->nusers; i++) {
     Node *u = w->users[i];
-    shared = shared || !same_layout_op(u) || u->in[1] != w || u->in[0] == w;
+    shared = shared || !same_layout_op(l, u) || u->in[1] != w || u->in[0] == w;
   }
   if (!shared) {
     tensor_set_channels_last(w);
@@ -254,7 +334,7 @@ static void rewrite(Layouts *l) {
   bool *last = calloc((size_t)nnodes + 1, sizeof(bool));
   for (int i = 0; i < nnodes; i++) {
     Node *n = g->nodes[i];
-    last[i] = !n->dead && same_layout_op(n) && node_goes_last(l, n);
+    last[i] = !n->dead && same_layout_op(l, n) && node_goes_last(l, n);
   }
   for (int i = 0; i < l->count; i++)
     if (goes_last(l, g->tensors[i]))
@@ -271,7 +351,7 @@ static void rewrite(Layouts *l) {
     Node *n = g->nodes[i];
     for (int k = 0; last[i] && k < n->nin; k++) {
       Tensor *x = n->in[k];
-      if (operand(n, k) && layout_operand(x) && x->id < l->count && l->fixed[x->id])
+      if (operand(l, n, k) && layout_operand(x) && x->id < l->count && l->fixed[x->id])
         convert_input(l, n, k);
     }
     if (last[i] && n->op == OP_CONV)
@@ -284,11 +364,30 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
   (void)ctx;
   /* Transfers between devices (--gpus N, --devices gpu,cpu) copy whole
      buffers into ONNX's order, so programs on several keep that order. */
-  if (!is_half(opt->half) || opt->layout == LAYOUT_NCHW || opt->gpus > 1 || opt->cpu)
+  if (opt->layout == LAYOUT_NCHW || opt->gpus > 1 || opt->cpu)
     return true;
-  Layouts l = {.g = g, .count = g->ntensors};
+  /* The int8 form: QLinearConvs on the GEMM (kernels_quantized.c keeps
+     serving programs, which --target serve makes, on its kernels). */
+  const char *choice = getenv("OPC_INT8_GEMM");
+  bool int8 = !is_half(opt->half) && !g->serve && !(choice && !strcmp(choice, "kernel"));
+  if (!is_half(opt->half) && !int8)
+    return true;
+  Layouts l = {.g = g, .count = g->ntensors, .int8 = int8};
   for (int i = 0; i < g->ntensors; i++)
     g->tensors[i]->id = i;
+  for (int i = 0; i < g->nnodes; i++)
+    l.nnodes = g->nodes[i]->id >= l.nnodes ? g->nodes[i]->id + 1 : l.nnodes;
+  bool any = !int8; /* an int8 program with no such convolution is left alone */
+  l.int8_conv = calloc((size_t)l.nnodes + 1, sizeof(bool));
+  for (int i = 0; i < g->nnodes && int8; i++) {
+    Node *c = g->nodes[i];
+    l.int8_conv[c->id] = !c->dead && int8_conv(c);
+    any = any || l.int8_conv[c->id];
+  }
+  if (!any) {
+    free(l.int8_conv);
+    return true;
+  }
   size_t n = (size_t)l.count + 1;
   l.parent = malloc(n * sizeof(int));
   l.fixed = calloc(n, sizeof(bool));
@@ -304,6 +403,7 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
   free(l.fixed);
   free(l.wanted);
   free(l.last_copy);
+  free(l.int8_conv);
   graph_rebuild_uses(g);
   return graph_toposort(g); /* the layout copies go before their readers */
 }

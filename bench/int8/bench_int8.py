@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench_int8.py - int8 latency on the CPU: opc's int8 program (cuBLASLt's
-int8 GEMM, on the CPU runtime's oneDNN stand-in) against the same program
-with opc's own integer kernels (OPC_INT8_GEMM=kernel at compile time: the
-code before the GEMM), opc's float32 program of the float model, and ONNX
+int8 GEMM, on the CPU runtime's oneDNN stand-in; activations channels-last
+between the integer convolutions) against the same program in ONNX's
+order (--layout nchw: the code before choose-layout's int8 form), with
+opc's own integer kernels (OPC_INT8_GEMM=kernel at compile time: the code
+before the GEMM), opc's float32 program of the float model, and ONNX
 Runtime on the int8 and the float model, in one run.
 
   bench_int8.py --opc build/opc [--models resnet50,mobilenet_v2] [--runs 20]
@@ -46,8 +48,8 @@ def run(cmd, env=None, cwd=None):
     return p.stdout + p.stderr
 
 
-def compile_net(opc, model, out, env):
-    run([opc, model, "-o", out, "--target", "cpu"], env=env)
+def compile_net(opc, model, out, env, *extra):
+    run([opc, model, "-o", out, "--target", "cpu", *extra], env=env)
     return out
 
 
@@ -83,10 +85,12 @@ def agreement(nets, model_path, x, work, threads):
     m = onnx.load(model_path)
     got = output_of(nets["opc int8"], m, x, work)
     before = output_of(nets["opc int8 kernels"], m, x, work)
+    nchw = output_of(nets["opc int8 nchw"], m, x, work)
     sess = bench_cpu.ort_session(model_path, threads, "disable")
     want = sess.run(None, {m.graph.input[0].name: x})[0].reshape(-1)
     diff = np.abs(got.astype(np.float64) - want)
-    return {"differ_kernels": int((got != before).sum()), "differ": int((diff > 0).sum()),
+    return {"differ_kernels": int((got != before).sum()), "differ_nchw": int((got != nchw).sum()),
+            "differ": int((diff > 0).sum()),
             "worst": float(diff.max()), "outputs": int(got.size),
             "top1": bool(np.argmax(got) == np.argmax(want))}
 
@@ -98,6 +102,8 @@ def bench_model(name, a, env):
     run([sys.executable, os.path.join(ROOT, "tools", "models", "build.py"), name, "-o", fp32])
     run([sys.executable, os.path.join(HERE, "quantize.py"), fp32, int8])
     nets = {"opc int8": compile_net(a.opc, int8, os.path.join(work, "net_int8"), env),
+            "opc int8 nchw": compile_net(a.opc, int8, os.path.join(work, "net_int8_nchw"), env,
+                                         "--layout", "nchw"),
             "opc int8 kernels": compile_net(a.opc, int8, os.path.join(work, "net_int8_kernel"),
                                             dict(env, OPC_INT8_GEMM="kernel")),
             "opc fp32": compile_net(a.opc, fp32, os.path.join(work, "net_fp32"), env)}
@@ -121,8 +127,8 @@ def bench_model(name, a, env):
 
 def write_report(path, results, a, env):
     info = bench_cpu.cpu_info()
-    lines = ["# int8 on the CPU: opc (cuBLASLt's int8 GEMM on oneDNN) vs its kernels, fp32, "
-             "ONNX Runtime (%s)" % datetime.date.today(), "",
+    lines = ["# int8 on the CPU: opc (cuBLASLt's int8 GEMM on oneDNN, channels-last) vs NCHW, "
+             "its kernels, fp32, ONNX Runtime (%s)" % datetime.date.today(), "",
              "| | |", "|---|---|",
              "| CPU | %s (%s CPUs available) |" % (info.get("model", platform.processor()),
                                                 info.get("cpus_available")),
@@ -136,22 +142,22 @@ def write_report(path, results, a, env):
              "| models | tools/models/build.py, batch 1; int8: bench/int8/quantize.py (QDQ, "
              "per channel, uint8 activations, int8 weights, reduce_range) |", "",
              "Latency p50 in milliseconds.", "",
-             "| model | opc int8 | opc int8 kernels (before) | opc fp32 | ORT int8 | ORT fp32 | "
-             "int8/kernels | int8/opc fp32 | int8/ORT int8 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | opc int8 | opc int8 NCHW (before) | opc int8 kernels | opc fp32 | ORT int8 "
+             "| ORT fp32 | int8/NCHW | int8/opc fp32 | int8/ORT int8 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         p = r["p50_ms"]
-        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f | %.2f |" % (
-            r["model"], p["opc int8"], p["opc int8 kernels"], p["opc fp32"], p["ORT int8"],
-            p["ORT fp32"], p["opc int8"] / p["opc int8 kernels"], p["opc int8"] / p["opc fp32"],
-            p["opc int8"] / p["ORT int8"]))
-    lines += ["", "Outputs on photograph 0: opc int8 against opc int8 kernels (the GEMM must "
-              "give the same bits), and against ONNX Runtime int8 (optimisations off):", ""]
+        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |" % (
+            r["model"], p["opc int8"], p["opc int8 nchw"], p["opc int8 kernels"], p["opc fp32"],
+            p["ORT int8"], p["ORT fp32"], p["opc int8"] / p["opc int8 nchw"],
+            p["opc int8"] / p["opc fp32"], p["opc int8"] / p["ORT int8"]))
+    lines += ["", "Outputs on photograph 0: opc int8 against opc int8 NCHW and opc int8 kernels "
+              "(the same bits are due), and against ONNX Runtime int8 (optimisations off):", ""]
     for r in results:
-        lines.append("- %s: %d of %d differ from the kernels'; %d differ from ONNX Runtime's, "
-                     "largest difference %g, same top-1: %s"
-                     % (r["model"], r["differ_kernels"], r["outputs"], r["differ"], r["worst"],
-                        r["top1"]))
+        lines.append("- %s: %d of %d differ from NCHW's, %d from the kernels'; %d differ from "
+                     "ONNX Runtime's, largest difference %g, same top-1: %s"
+                     % (r["model"], r["differ_nchw"], r["outputs"], r["differ_kernels"],
+                        r["differ"], r["worst"], r["top1"]))
     lines += ["", "Per round p50 (ms):", ""]
     for r in results:
         lines.append("- %s: %s" % (r["model"], json.dumps(

@@ -480,8 +480,70 @@ static void pool_part(void *ctx, int part, int nparts) {
   }
 }
 
+/* Whether x and y hold the channels innermost (NHWC, as opc stores the
+ * data between int8 convolutions): pooled by pool_pixels, as the planes'
+ * functions would read x at a stride of C. */
+static bool pool_channels_last(const PoolOp *p) {
+  return p->channels > 1 && p->xs[1] == 1 && p->ys[1] == 1;
+}
+
+/* The output rows (n, od, oh) [lo, hi) of a channels-last pool, a pixel at
+ * a time: the window's pixels fold into acc along the channels, which
+ * vectorises. The same folds, in the same order (depth, height, width),
+ * as pool_row's of each channel. */
+static void pool_pixels(const PoolOp *p, long long lo, long long hi, float *acc) {
+  int C = p->channels, OW = p->out[2];
+  bool is_max = pool_is_max(p);
+  float whole = (float)(p->win[0] * p->win[1] * p->win[2]);
+  for (long long r = lo; r < hi; r++) {
+    long long n = r / ((long long)p->out[0] * p->out[1]);
+    int od = (int)(r / p->out[1] % p->out[0]), oh = (int)(r % p->out[1]);
+    int dlo, dhi, hlo, hhi;
+    clip_window(od * p->stride[0] - p->pad[0], p->win[0], p->in[0], &dlo, &dhi);
+    clip_window(oh * p->stride[1] - p->pad[1], p->win[1], p->in[1], &hlo, &hhi);
+    const float *x = p->xy.x + n * p->xs[0];
+    float *y = p->xy.y + n * p->ys[0] + od * p->ys[2] + oh * p->ys[3];
+    for (int ow = 0; ow < OW; ow++) {
+      int wlo, whi;
+      clip_window(ow * p->stride[2] - p->pad[2], p->win[2], p->in[2], &wlo, &whi);
+      for (int c = 0; c < C; c++)
+        acc[c] = is_max ? -FLT_MAX : 0.0f;
+      for (int d = dlo; d < dhi; d++)
+        for (int h = hlo; h < hhi; h++)
+          for (int w = wlo; w < whi; w++)
+            fold_into(acc, x + d * p->xs[2] + h * p->xs[3] + w * p->xs[4], C, is_max);
+      int count = dhi > dlo && hhi > hlo && whi > wlo ? (dhi - dlo) * (hhi - hlo) * (whi - wlo) : 0;
+      float *out = y + ow * p->ys[4];
+      for (int c = 0; c < C; c++) {
+        float v = pool_value(p, acc[c], count, whole);
+        if (p->xy.beta == 0)
+          out[c] = p->xy.alpha * v;
+        else
+          blend(&p->xy, out + c, v);
+      }
+    }
+  }
+}
+
+static void pool_pixels_part(void *ctx, int part, int nparts) {
+  const PoolOp *p = ctx;
+  long long rows = (long long)p->planes / p->channels * p->out[0] * p->out[1];
+  float *acc = scratch(0, (size_t)p->channels * sizeof(float));
+  if (!acc) {
+    rt_fail_async(p->xy.op.api);
+    return;
+  }
+  pool_pixels(p, rows * part / nparts, rows * (part + 1) / nparts, acc);
+}
+
 static void run_pool(Op *op) {
   PoolOp *p = (PoolOp *)op;
+  if (pool_channels_last(p)) {
+    long long rows = (long long)p->planes / p->channels * p->out[0] * p->out[1];
+    long long per_row = (long long)p->channels * p->out[2] * p->win[0] * p->win[1] * p->win[2];
+    run_items(pool_pixels_part, p, rows, rows * per_row, 1 << 15);
+    return;
+  }
   long long per_plane = (long long)p->out[0] * p->out[1] * p->out[2] * p->win[0] * p->win[1] * p->win[2];
   run_items(pool_part, p, p->planes, (long long)p->planes * per_plane, 1 << 15);
 }

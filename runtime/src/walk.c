@@ -27,8 +27,31 @@ void walk_add(Walk *w, const void *base, const long long *strides) {
     w->strides[k][i] = strides[i];
 }
 
-/* Drops dims of size 1 and merges dims contiguous for every operand. */
+/* Puts the dims in the order of the last operand's strides (the output's,
+   as the callers add it last), largest first, the same for every operand:
+   rows only see elements, so any order is right, and this one lets
+   channels-last operands merge as contiguous ones do. Stable: operands in
+   ONNX's order keep their dims as they are. */
+static void order_by_last(Walk *w) {
+  const long long *key = w->strides[w->nops - 1];
+  for (int i = 1; i < w->rank; i++)
+    for (int j = i; j > 0 && key[j] > key[j - 1]; j--) {
+      long long t = w->dims[j];
+      w->dims[j] = w->dims[j - 1];
+      w->dims[j - 1] = t;
+      for (int k = 0; k < w->nops; k++) {
+        t = w->strides[k][j];
+        w->strides[k][j] = w->strides[k][j - 1];
+        w->strides[k][j - 1] = t;
+      }
+    }
+}
+
+/* Drops dims of size 1 and merges dims contiguous for every operand, after
+   order_by_last. */
 static void coalesce(Walk *w) {
+  if (w->nops > 0)
+    order_by_last(w);
   int r = 0;
   for (int i = 0; i < w->rank; i++) {
     if (w->dims[i] == 1)

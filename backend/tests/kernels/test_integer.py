@@ -125,9 +125,13 @@ class Case:
     an absent optional one), attributes, and its exact expected output (None
     where ONNX Runtime is the oracle)."""
 
-    def __init__(self, name, op, inputs, attrs=None, exact=None, ort_runs=True):
+    def __init__(self, name, op, inputs, attrs=None, exact=None, ort_runs=True, run_time=(),
+                 constant=()):
         self.name, self.op, self.inputs = name, op, inputs
         self.attrs, self.exact, self.ort_runs = attrs or {}, exact, ort_runs
+        # Where WEIGHTS names the constant operands: ones kept graph
+        # inputs, and more made initializers.
+        self.run_time, self.constant = run_time, constant
 
 
 def integer_cases():
@@ -240,6 +244,34 @@ def qlinear_cases():
     out.append(Case("qconv-u8-1d", "QLinearConv",
                     [x, f(0.04), np.uint8(128), w, f(0.02), np.uint8(100), f(0.05), np.uint8(90), bias],
                     {"strides": [2], "pads": [1, 0]}))
+    # Channels-last (choose-layout's int8 form, C >= 4): the GEMM reads
+    # whole pixels. uint8 with K = 45 (padded to 48), Cout 6 (padded to 8),
+    # uneven pads, strides and dilations; int8, two images, x's zero point
+    # a graph input (the sums, then opc_requantize over NHWC strides).
+    x, w = ints(np.uint8, (1, 5, 7, 9), top=127), ints(np.int8, (6, 5, 3, 3))
+    ws = rng.uniform(0.002, 0.02, 6).astype(f)
+    bias = rng.integers(-3000, 3000, 6).astype(np.int32)
+    out.append(Case("qconv-u8-nhwc", "QLinearConv",
+                    [x, f(0.02), np.uint8(70), w, ws, np.zeros(6, np.int8), f(0.12), np.uint8(100),
+                     bias], {"pads": [1, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]}))
+    x, w = ints(np.int8, (2, 8, 5, 5)), ints(np.int8, (4, 8, 3, 3))
+    out.append(Case("qconv-s8-nhwc-zero-point-input", "QLinearConv",
+                    [x, f(0.03), np.int8(-7), w, f(0.01), np.int8(0), f(0.6), np.int8(4)],
+                    {"pads": [1, 1, 1, 1]}, run_time=(2,)))
+    # Depthwise, channels-last (y's zero point constant too): C 40, runs of
+    # 32 channels and a tail of 8, uint8 weights with zero point 128;
+    # int8 with dilations reaching past the padding.
+    x, w = ints(np.uint8, (1, 40, 7, 6)), ints(np.uint8, (40, 1, 3, 3))
+    bias = rng.integers(-3000, 3000, 40).astype(np.int32)
+    out.append(Case("qconv-u8-depthwise-nhwc", "QLinearConv",
+                    [x, f(0.02), np.uint8(90), w, f(0.004), np.uint8(128), f(0.1), np.uint8(120),
+                     bias], {"group": 40, "pads": [1, 1, 1, 1], "strides": [2, 1]},
+                    constant=(7,)))
+    x, w = ints(np.int8, (2, 8, 5, 5)), ints(np.int8, (8, 1, 3, 3))
+    ws = rng.uniform(0.002, 0.02, 8).astype(f)
+    out.append(Case("qconv-s8-depthwise-nhwc", "QLinearConv",
+                    [x, f(0.03), np.int8(5), w, ws, np.zeros(8, np.int8), f(0.15), np.int8(-3)],
+                    {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2]}, constant=(7,)))
     return out
 
 
@@ -308,7 +340,8 @@ def build_model(cases, as_initializers):
                 continue
             name = f"{c.name}_{k}"
             names.append(name)
-            if as_initializers is True or (as_initializers == "weights" and k in WEIGHTS[c.op]):
+            if as_initializers is True or (as_initializers == "weights" and (
+                    k in WEIGHTS[c.op] and k not in c.run_time or k in c.constant)):
                 inits.append(numpy_helper.from_array(arr(v), name))
             else:
                 inputs.append(value_info(name, arr(v)))
@@ -439,6 +472,8 @@ def main():
                 text = f.read()
             calls = ("cublasLtMatmul(", "opc_int8_im2row",
                      "opc_int8_requantize" if "QLinearConv" in ops else "opc_int8_fixup")
+            if "QLinearConv" in ops:  # channels-last pixels, for C >= 4, and depthwise
+                calls += ("opc_int8_im2row_nhwc", "opc_qconv_depthwise_nhwc")
             for call in calls:
                 if call not in text:
                     print(f"FAIL {mode}: net.c has no {call}")

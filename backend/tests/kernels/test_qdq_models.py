@@ -49,6 +49,7 @@ without its bias must be rejected, while with it it must match.
 usage: test_qdq_models.py OPC WORK_DIR
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -299,6 +300,29 @@ def check_relu_model(opc, work, verdict):
     verdict(off <= 0.02 * total, f"relu model: {off} of {total} int8 values one quantum off")
 
 
+def check_channels_last(opc, work, verdict):
+    """The CNN with y its only output: no graph output pins its inner
+    tensors to ONNX's order, so choose-layout stores them channels-last
+    (conv2's pixels gathered whole, the residual Add's DQ/Add/Q and the
+    MaxPool, which the runtime pools a pixel at a time, channels-last);
+    y must match ONNX Runtime exactly still."""
+    m = onnx.load(os.path.join(work, "cnn_qdq.onnx"))
+    d = os.path.join(work, "channels_last")
+    exe, why = compile_cpu(opc, m, d)
+    if exe is None:
+        verdict(False, f"channels-last compile: {why}")
+        return
+    with open(os.path.join(d, "net.c")) as f:
+        text = f.read()
+    verdict("opc_int8_im2row_nhwc" in text and re.search(r"pool_x.*\n.*\{\d+, 1, ", text),
+            "channels-last: conv2 gathers whole pixels, the MaxPool reads channel stride 1")
+    for k, x in enumerate(images(4)):
+        got = run_program(exe, m, {"x": x}, d)
+        why = got if isinstance(got, str) else compare_exact(got["y"], reference(m, {"x": x})["y"])
+        verdict(why is None, f"channels-last input {k} y exact, ORT optimised"
+                + (": " + why if why else ""))
+
+
 def main():
     opc, work = sys.argv[1:3]
     failures = 0
@@ -343,6 +367,7 @@ def main():
                     "control: conv1 as QLinearConv in numpy matches")
             verdict(compare_exact(conv1_in_numpy(m, xq, False), r1) is not None,
                     "control: conv1 in numpy without its bias is rejected")
+    check_channels_last(opc, work, verdict)
     check_relu_model(opc, work, verdict)
     check_gemm_mlp(opc, work, verdict)
     print(f"{failures} failures")
