@@ -15,7 +15,12 @@ may round differently by an ulp):
 - an If nested in a branch, its condition computed from the data too;
 - the condition a graph input of shape [1], true and false.
 Negative control: ONNX Runtime's outputs for the same model with the
-branches swapped must differ from the program's in every case. Refused
+branches swapped must differ from the program's in every case.
+torch_cond.onnx beside this script is a real torch.cond export (torch
+2.15's dynamo exporter, opset 18, by tools/models/torch_survey.py's
+export_cond): x * 2 where x sums above 0, else x - 1. Its program runs
+on an x of each sign, exactly against ONNX Runtime; each output must
+differ from the other branch's. Refused
 with a clear error: branches whose outputs have different shapes, and a
 branch count that does not match the node's outputs.
 """
@@ -23,6 +28,7 @@ import os
 import sys
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -149,9 +155,32 @@ def missing_output():
     return m
 
 
+def check_torch_cond(opc, work):
+    """Failures of the real torch.cond export on an x of each sign."""
+    m = onnx.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_cond.onnx"))
+    exe, why = onnx_case.compile_cpu(opc, m, os.path.join(work, "torch_cond"))
+    if why:
+        return [f"torch_cond: opc refused it: {why}"]
+    failures = []
+    x = np.array([[0.5, -1.25, 2.0], [1.5, -0.75, 3.0]], np.float32)
+    for sign in (1, -1):
+        f = {"x": sign * x}
+        got = onnx_case.run_program(exe, m, f, os.path.join(work, "torch_cond"))
+        if isinstance(got, str):
+            return [f"torch_cond: {got}"]
+        name = m.graph.output[0].name
+        why = compare_exact(got[name], reference(m, f)[name])
+        other = sign * x * 2 if sign < 0 else sign * x - 1  # the branch not taken
+        if why:
+            failures.append(f"torch_cond, x of sign {sign}: {why}")
+        elif compare_exact(got[name], other.astype(np.float32)) is None:
+            failures.append(f"torch_cond, x of sign {sign}: the other branch matches too")
+    return failures
+
+
 def main():
     opc, work = sys.argv[1:3]
-    failures = []
+    failures = check_torch_cond(opc, work)
     m, f = if_model(), feeds()
     want = reference(m, f)
     got, why = run_opc(opc, m, f, os.path.join(work, "program"))
@@ -176,7 +205,8 @@ def main():
     if failures or refused:
         return 1
     print(f"if: {len(CASES)} cases match ONNX Runtime, both ways of each condition; "
-          "the swapped branches differ in every case; both bad models are refused")
+          "the swapped branches differ in every case; a real torch.cond export matches both "
+          "ways; both bad models are refused")
     return 0
 
 
