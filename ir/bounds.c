@@ -11,11 +11,12 @@
  * of the run: its bounded input's, moved to the output's bound axis.
  *
  *  - T_BOUND_ELEMENTWISE: the output has the bounded operand's shape. The
- *    other operands are static, of size 1 along the run-time axis (the
- *    only size a run-time one broadcasts with), and read at the planned
- *    strides, which the run's elements keep only in a prefix layout (every
- *    dim before the run-time one is 1: ir.h), so with other operands the
- *    bounded one must be in it.
+ *    other operands are bounded ones of its origin and shape, or static,
+ *    of size 1 along the run-time axis (the only size a run-time one
+ *    broadcasts with). A static one of more than one value is read at the
+ *    planned strides, which the run's elements keep only in a prefix
+ *    layout (every dim before the run-time one is 1: ir.h), so with such
+ *    an operand the bounded one must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
  *    run-time axis moves with them.
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
@@ -69,15 +70,13 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
 }
 
 static bool elementwise(Graph *g, Node *n, const Tensor *b) {
-  int ax = b->bound_axis, operands = 0;
+  int ax = b->bound_axis, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (!t)
-      continue;
-    operands++;
+    if (!t || t->bounded)
+      continue; /* a bounded one is of b's origin and shape: infer_bounds checked */
+    strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
     int d = ax - (b->rank - t->rank);
-    if (t->bounded)
-      continue; /* of b's origin and shape: infer_bounds checked */
     if (d >= 0 && t->dims[d] != 1) {
       char msg[LIMIT_NAME_BYTES + 160];
       snprintf(msg, sizeof msg, "operand '%s' has %lld along that axis, and a run-time size "
@@ -85,7 +84,7 @@ static bool elementwise(Graph *g, Node *n, const Tensor *b) {
       return refuse(g, n, b, msg);
     }
   }
-  if (operands > 1 && !prefix_layout(b, ax))
+  if (strided && !prefix_layout(b, ax))
     return refuse(g, n, b, "its other operands would be read at the planned strides, which the "
                   "run's elements keep only when every dim before the run-time one is 1");
   for (int i = 0; i < n->nout; i++) {

@@ -14,7 +14,8 @@ One program holds four chains:
   constant), the labels cast and shifted, and each selection's score
   gathered by class * boxes + box, an Add of two tensors of one origin;
 - NonZero of a thresholded field ([2, N], the count on axis 1): cast,
-  negated and unsqueezed;
+  negated, scaled by a scalar (read at stride 0: no prefix layout needed)
+  and unsqueezed;
 - TopK with K a graph input: the values doubled and squeezed, the indices
   squeezed and used to gather rows of a table;
 - torchvision's per-level post-processing (NonZero, Transpose, GatherND,
@@ -88,11 +89,12 @@ def non_zero_nodes():
         helper.make_node("NonZero", ["mask"], ["at"]),
         helper.make_node("Cast", ["at"], ["at_f"], to=TensorProto.FLOAT),
         helper.make_node("Neg", ["at_f"], ["nz_neg"]),
+        helper.make_node("Mul", ["at_f", "three"], ["nz_scaled"]),
         helper.make_node("Unsqueeze", ["at", "zero"], ["nz_up"]),
     ]
-    inits = [const("half", 0.5), const("zero", [0], np.int64)]
+    inits = [const("half", 0.5), const("zero", [0], np.int64), const("three", 3.0)]
     inputs = [helper.make_tensor_value_info("field", TensorProto.FLOAT, [4, 5])]
-    return nodes, inits, inputs, ["nz_neg", "nz_up"]
+    return nodes, inits, inputs, ["nz_neg", "nz_scaled", "nz_up"]
 
 
 def topk_nodes():
