@@ -382,12 +382,18 @@ static void bind_arena(Emitter *e, const char *name, const Tensor *t) {
 static const char *tensor_field(Emitter *e, const Tensor *t);
 
 const char *live_dims(Emitter *e, const Tensor *t) {
+  bool known = t->id >= 0 && t->id < e->g->ntensors && e->g->tensors[t->id] == t;
+  if (known && e->live_cname[t->id]) /* one field a tensor, however many read it */
+    return e->live_cname[t->id];
   const char *name = emit_unique(e, emit_str(e, "%s_dims", tensor_field(e, t)));
   emit_to(e, SEC_BUFFERS, "long long *%s; /* the dims of %s in this run */", name,
           emit_c_string(e, t->name));
   fprintf(e->st->sec[SEC_BIND], "  c->%s = (long long *)((unsigned char *)%s + %lld);\n", name,
           device_arena(e, tensor_device(e->g, t)), (long long)t->live_offset);
-  return emit_str(e, "c->%s", name);
+  const char *expr = emit_str(e, "c->%s", name);
+  if (known)
+    e->live_cname[t->id] = expr;
+  return expr;
 }
 
 static const char **tensor_slot(Emitter *e, const Tensor *t) {

@@ -21,6 +21,7 @@ typedef struct Emitter {
   const EmitOptions *opt;
   const char *prefix;     /* "net" */
   const char **tensor_cname; /* per tensor id: C expression of its buffer, once buf() ran */
+  const char **live_cname;   /* per tensor id: its run's dims, once live_dims() ran */
   const char **node_cname;   /* per node id: C identifier for its fields */
   const char **kernels; /* custom kernels used so far, by name */
   int nkernels;

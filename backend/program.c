@@ -565,6 +565,7 @@ bool emit_program(Graph *g, const EmitOptions *opt) {
   e.prefix = prefix;
   e.st = &st;
   e.tensor_cname = arena_alloc(g->arena, sizeof(char *) * (size_t)(g->ntensors + 1));
+  e.live_cname = arena_alloc(g->arena, sizeof(char *) * (size_t)(g->ntensors + 1));
   e.node_cname = arena_alloc(g->arena, sizeof(char *) * (size_t)(g->nnodes + 1));
   emit_reserve_names(&e);
   emit_name_tensors(&e);

@@ -63,6 +63,16 @@ static bool refuse(Graph *g, const Node *n, const Tensor *t, const char *why) {
   return false;
 }
 
+/* A second bounded input, t, that the rule does not take with b. */
+static bool refuse_two(Graph *g, const Node *n, const Tensor *b, const Tensor *t) {
+  char msg[LIMIT_NAME_BYTES + 200];
+  snprintf(msg, sizeof msg, "so has input '%s', and opc reads two such tensors in one node only "
+           "elementwise, where both have one shape and their sizes one origin, as Gather's data "
+           "and indices, and joined by Concat",
+           t->name);
+  return refuse(g, n, b, msg);
+}
+
 static void set_bound(Tensor *out, const Tensor *from, int axis) {
   out->bounded = true;
   out->bound_axis = axis;
@@ -73,8 +83,11 @@ static bool elementwise(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
+    if (t && t->bounded && (t->bound_origin != b->bound_origin ||
+                            t->bound_axis != b->bound_axis || !tensor_same_shape(t, b)))
+      return refuse_two(g, n, b, t);
     if (!t || t->bounded)
-      continue; /* a bounded one is of b's origin and shape: infer_bounds checked */
+      continue; /* a bounded one of b's origin and shape goes along element for element */
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
     int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {
@@ -171,8 +184,6 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
-  if (op_info(n->op)->params == PARAMS_AXIS)
-    return joins(g, n, b);
   bool whole = op_info(n->op)->params == PARAMS_SPLIT
                    ? n->p.split.axis != ax
                    : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
@@ -192,6 +203,8 @@ static bool slices(Graph *g, Node *n, const Tensor *b) {
    dims are the rows'. */
 static bool gather_nd(Graph *g, Node *n, const Tensor *b) {
   const Tensor *idx = n->in[1];
+  if (b != idx && idx->bounded)
+    return refuse_two(g, n, b, idx);
   if (b != idx || n->p.gather_nd.batch_dims != 0 || b->bound_axis >= idx->rank - 1)
     return refuse(g, n, b, "GatherND takes only its index rows of run-time count, with "
                   "batch_dims 0");
@@ -260,38 +273,34 @@ static void set_origins(Node *n) {
       n->out[i]->bound_origin = n->out[i];
 }
 
+/* A bounded input of n other than b, or NULL. */
+static const Tensor *another_bounded(const Node *n, const Tensor *b) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && n->in[i] != b)
+      return n->in[i];
+  return NULL;
+}
+
 bool infer_bounds(Graph *g, Node *n) {
-  const Tensor *b = NULL;
-  unsigned traits = op_info(n->op)->traits;
-  for (int i = 0; i < n->nin; i++) {
-    const Tensor *t = n->in[i];
-    if (!t || !t->bounded)
-      continue;
-    bool same = b && b->bound_origin == t->bound_origin && b->bound_axis == t->bound_axis &&
-                tensor_same_shape(b, t);
-    bool gathered = b && (traits & T_BOUND_GATHER) && i == 1; /* data b, indices t */
-    if ((traits & T_BOUND_SLICES) && b)
-      continue; /* Concat: joins() checks every input */
-    if (b && b != t && !(same && (traits & T_BOUND_ELEMENTWISE)) && !gathered) {
-      char msg[LIMIT_NAME_BYTES + 160];
-      snprintf(msg, sizeof msg, "so has input '%s', and opc reads two such tensors in one node "
-               "only elementwise, where both have one shape and their sizes one origin, and "
-               "as Gather's data and indices",
-               t->name);
-      return refuse(g, n, b, msg);
-    }
-    b = b ? b : t;
-  }
+  const Tensor *b = another_bounded(n, NULL);
   if (!b) {
     set_origins(n);
     return true;
   }
+  /* Elementwise kinds, Gather and Concat check their other bounded
+     inputs themselves; the other rules take one. */
+  unsigned traits = op_info(n->op)->traits;
   if (traits & T_BOUND_ELEMENTWISE)
     return elementwise(g, n, b);
-  if (traits & T_RESHAPES)
-    return reshape(g, n, b);
   if (traits & T_BOUND_GATHER)
     return gather(g, n, b);
+  if ((traits & T_BOUND_SLICES) && op_info(n->op)->params == PARAMS_AXIS)
+    return joins(g, n, b);
+  const Tensor *other = another_bounded(n, b);
+  if (other)
+    return refuse_two(g, n, b, other);
+  if (traits & T_RESHAPES)
+    return reshape(g, n, b);
   if (traits & T_BOUND_TRANSPOSE)
     return transpose(g, n, b);
   if (traits & T_BOUND_SLICES)

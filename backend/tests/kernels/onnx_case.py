@@ -179,3 +179,16 @@ def check_refusals(opc, cases, work):
         print(f"{'ok  ' if ok else 'FAIL'} refuses {name}: {why}")
         failures += not ok
     return failures
+
+
+def finish(opc, failures, refusals, work, summary):
+    """A test's end: prints its failures, then checks its refusals (as
+    check_refusals); the exit status, 1 when anything failed, else 0 after
+    printing summary."""
+    for f in failures:
+        print("FAIL " + f)
+    refused = check_refusals(opc, refusals, work)
+    if failures or refused:
+        return 1
+    print(summary)
+    return 0

@@ -42,7 +42,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import check_refusals, compare_close, compare_exact, reference, run_opc  # noqa: E402
+from onnx_case import compare_close, compare_exact, reference  # noqa: E402
 
 SIDE, CLASSES, PER_CLASS, TOPK_LEN, LEVEL = 6, 2, 15, 20, 24
 BOXES = SIDE * SIDE
@@ -251,15 +251,11 @@ def main():
     bounds = (CLASSES * PER_CLASS, 20, TOPK_LEN, LEVEL)
     if any(s == b for size in sizes for s, b in zip(size, bounds)):
         failures.append(f"a size {sizes} reaches its bound {bounds}: the case tests no shorter run")
-    for f in failures:
-        print("FAIL " + f)
-    refused = check_refusals(opc, refused_models(), work)
-    if failures or refused:
-        return 1
-    print(f"bounded flow: {len(m.graph.output)} outputs match ONNX Runtime on two inputs "
-          f"(sizes {sizes[0]} and {sizes[1]}), in float32 and float16; another threshold "
-          f"differs; {len(refused_models())} readers refused")
-    return 0
+    return onnx_case.finish(opc, failures, refused_models(), work,
+                            f"bounded flow: {len(m.graph.output)} outputs match ONNX Runtime on "
+                            f"two inputs (sizes {sizes[0] if sizes else None} and "
+                            f"{sizes[1] if sizes else None}), in float32 and float16; another "
+                            f"threshold differs; {len(refused_models())} readers refused")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import check_refusals, compare_close, compare_exact, reference, run_opc  # noqa: E402
+from onnx_case import compare_close, compare_exact, reference, run_opc  # noqa: E402
 
 SHAPE = [2, 3]
 rng = np.random.default_rng(49)
@@ -196,18 +196,14 @@ def main():
     for name, *_ in CASES:
         if compare_close(got[name + "_y"], swapped[name + "_y"], 1e-3) is None:
             failures.append(f"{name}: the reference with the branches swapped matches too")
-    for f in failures:
-        print("FAIL " + f)
-    refused = check_refusals(opc, [
+    refusals = [
         ("branches of two shapes", mismatched_shapes(), "have one shape"),
         ("a branch with too few outputs", missing_output(), "the else branch has 1 outputs"),
-    ], work)
-    if failures or refused:
-        return 1
-    print(f"if: {len(CASES)} cases match ONNX Runtime, both ways of each condition; "
-          "the swapped branches differ in every case; a real torch.cond export matches both "
-          "ways; both bad models are refused")
-    return 0
+    ]
+    return onnx_case.finish(opc, failures, refusals, work,
+                            f"if: {len(CASES)} cases match ONNX Runtime, both ways of each "
+                            "condition; the swapped branches differ in every case; a real "
+                            "torch.cond export matches both ways; both bad models are refused")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import check_refusals, compare_close, reference, run_opc, value_info  # noqa: E402
+from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
 
 OPSET = 20
 RATE = 16000
@@ -224,14 +224,10 @@ def main():
     failures = []
     for k, run in enumerate(onnx_case.batches(cases, Case.model)):
         failures += check_program(opc, run[1], os.path.join(work, "program%d" % k))
-    for f in failures:
-        print("FAIL " + f)
-    bad = check_refusals(opc, refusals(), work)
-    if failures or bad:
-        return 1
-    print(f"spectral: {len(cases)} cases ({sum(c.name.endswith('_folded') for c in cases)} folded) match ONNX Runtime; "
-          "round trips hold; 8 refusals clear")
-    return 0
+    nfolded = sum(c.name.endswith('_folded') for c in cases)
+    return onnx_case.finish(opc, failures, refusals(), work,
+                            f"spectral: {len(cases)} cases ({nfolded} folded) match ONNX Runtime; "
+                            "round trips hold; 8 refusals clear")
 
 
 if __name__ == "__main__":
