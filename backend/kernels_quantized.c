@@ -131,10 +131,7 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
    the kernel too, to compare the two. */
 static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor *za,
                        bool conv) {
-  const char *choice = getenv("OPC_INT8_GEMM");
-  if (choice && !strcmp(choice, "kernel"))
-    return false;
-  if (emit_multi_gpu(e) || node_is_cpu_code(e, n) || e->g->serve)
+  if (!int8_gemm_allowed(e->g) || emit_multi_gpu(e) || node_is_cpu_code(e, n))
     return false;
   if (za && tensor_numel(za) != 1)
     return false;
@@ -187,10 +184,7 @@ static void lt_objects(Emitter *e, const Node *n, LtPlan *p) {
 }
 
 /* Sizes no int32 index or sum of the GEMM can overflow. */
-static bool lt_sizes_fit(const LtPlan *p) {
-  return p->k4 < (1 << 24) && p->gm * p->gn < 0x7fffffff && p->gm * p->k4 < 0x7fffffff &&
-         p->gn * p->k4 < 0x7fffffff;
-}
+static bool lt_sizes_fit(const LtPlan *p) { return int8_gemm_sizes_fit(p->k4, p->gm, p->gn); }
 
 /* Plans the GEMM of a matmul of A by constant B [K, N] (zero points za,
    zb) in the node's setup; p->on stays false when it does not fit. */
@@ -250,7 +244,9 @@ static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
   if (!lt_allowed(e, n, x, zx, true) || n->win.group != 1 || !is_contiguous(w))
     return;
   if (conv_is_nhwc(n, x)) {
-    lt_setup_conv_nhwc(e, n, p, x, w, zw);
+    /* choose-layout stored it so for the GEMM: the same predicate. */
+    if (n->op == OP_QLINEAR_CONV && qlinear_conv_takes_int8_gemm(n))
+      lt_setup_conv_nhwc(e, n, p, x, w, zw);
     return;
   }
   p->conv = true;

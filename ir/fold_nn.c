@@ -993,6 +993,44 @@ bool qlinear_conv_depthwise_folds(const Node *n) {
          tensor_numel(n->in[2]) == 1 && tensor_numel(n->in[7]) == 1 && (!bias || bias->i64);
 }
 
+bool int8_gemm_allowed(const Graph *g) {
+  const char *choice = getenv("OPC_INT8_GEMM");
+  return !g->serve && !(choice && strcmp(choice, "kernel") == 0);
+}
+
+bool int8_gemm_sizes_fit(int64_t k4, int64_t m4, int64_t n) {
+  return k4 < (1 << 24) && m4 * n < 0x7fffffff && m4 * k4 < 0x7fffffff && n * k4 < 0x7fffffff;
+}
+
+bool int8_filter_fits(const Tensor *w, const Tensor *zw) {
+  int64_t rows = w->dims[0], k = rows ? tensor_numel(w) / rows : 0;
+  if (!w->i64 || (zw && !zw->i64) || (zw && tensor_numel(zw) != 1 && tensor_numel(zw) != rows))
+    return false;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0];
+    for (int64_t q = 0; q < k; q++)
+      if (w->i64[r * k + q] - z < -128 || w->i64[r * k + q] - z > 127)
+        return false;
+  }
+  return true;
+}
+
+static int64_t round_up4(int64_t v) { return (v + 3) / 4 * 4; }
+
+bool qlinear_conv_takes_int8_gemm(const Node *n) {
+  if (n->op != OP_QLINEAR_CONV)
+    return false;
+  const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0];
+  if (n->win.nspatial != 2 || n->win.group != 1 || x->rank != 4 || y->rank != 4 ||
+      w->rank != 4 || tensor_numel(x) == 0 || tensor_numel(y) == 0 || w->dims[0] == 0 ||
+      tensor_numel(n->in[2]) != 1)
+    return false;
+  int64_t k4 = round_up4(tensor_numel(w) / w->dims[0]);
+  if (!int8_gemm_sizes_fit(k4, round_up4(y->dims[1]), y->dims[0] * y->dims[2] * y->dims[3]))
+    return false;
+  return int8_filter_fits(w, n->in[5]);
+}
+
 static void requantize_sums(const Node *n, const int64_t *sums, int64_t inner, int64_t channels) {
   const Tensor *sa = n->in[1], *sb = n->in[4], *sy = n->in[6], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);

@@ -984,6 +984,25 @@ void qlinear_bounds(const Node *n, float *lo, float *hi);
    and the bias (or none). choose-layout stores such a node's data
    channels-last, and kernels_quantized.c runs it on that kernel. */
 bool qlinear_conv_depthwise_folds(const Node *n);
+/* Whether integer convolutions and matmuls may take cuBLASLt's int8 GEMM:
+   not in a serving program (its kernels serve any batch), and not with
+   OPC_INT8_GEMM=kernel, which asks for opc's kernels to compare the two.
+   choose-layout and the backend both ask here, so they cannot disagree. */
+bool int8_gemm_allowed(const Graph *g);
+/* Whether the int8 GEMM of an m' x k' filter by k' x n rows (k' the depth
+   and m' the output channels, each rounded up to 4) indexes and sums
+   within int32. */
+bool int8_gemm_sizes_fit(int64_t k4, int64_t m4, int64_t n);
+/* Whether a constant integer filter w [M, ...] less its zero point zw
+   (none, one, or one per output channel) fits int8, as the GEMM reads it. */
+bool int8_filter_fits(const Tensor *w, const Tensor *zw);
+/* Whether a QLinearConv runs as cuBLASLt's int8 GEMM on channels-last
+   data: 2-D, group 1, one zero point of x, a constant filter that fits
+   int8 (int8_filter_fits) and sizes that int8_gemm_sizes_fit. Shapes
+   only: int8_gemm_allowed decides whether the GEMM is taken at all.
+   choose-layout stores such a node's data channels-last; the backend
+   plans the GEMM for it from the same sizes. */
+bool qlinear_conv_takes_int8_gemm(const Node *n);
 /* Whether node_fold can evaluate this kind. */
 bool op_is_evaluable(OpKind op);
 

@@ -28,7 +28,7 @@
  *
  * Int8: without --precision, the same grouping stores the activations of
  * integer convolutions channels-last: the QLinearConvs that take
- * cuBLASLt's int8 GEMM (int8_gemm_conv) are the same-layout nodes, as a
+ * cuBLASLt's int8 GEMM (qlinear_conv_takes_int8_gemm) are the same-layout nodes, as a
  * channels-last image is the GEMM's operand with no transpose (a 1x1
  * convolution's rows are its pixels, a KxK one's a gather of whole pixels)
  * and the GEMM writes channels-last sums; so are the depthwise ones whose
@@ -79,47 +79,17 @@ static bool data_input(const Node *n, int k) {
   return n->in[k] && tensor_same_shape(n->in[k], n->out[0]);
 }
 
-static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
-
-/* Whether the constant filter w less its zero point zw (one, or one per
-   output channel) fits int8, as cuBLASLt's int8 GEMM needs. */
-static bool filter_fits_int8(const Tensor *w, const Tensor *zw) {
-  int64_t rows = w->dims[0], k = tensor_numel(w) / rows;
-  if (!w->i64 || (zw && !zw->i64) || (zw && tensor_numel(zw) != 1 && tensor_numel(zw) != rows))
-    return false;
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0];
-    for (int64_t q = 0; q < k; q++)
-      if (w->i64[r * k + q] - z < -128 || w->i64[r * k + q] - z > 127)
-        return false;
-  }
-  return true;
-}
-
-/* A QLinearConv that kernels_quantized.c runs as cuBLASLt's int8 GEMM in
-   its channels-last form: 2-D, group 1, one zero point of x, a constant
-   filter that less its zero point fits int8, and sizes whose int32
-   indices and sums cannot overflow (lt_sizes_fit there). */
-static bool int8_gemm_conv(const Node *n) {
-  if (n->op != OP_QLINEAR_CONV)
-    return false;
-  const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0];
-  if (n->win.nspatial != 2 || n->win.group != 1 || x->rank != 4 || y->rank != 4 ||
-      w->rank != 4 || tensor_numel(x) == 0 || tensor_numel(y) == 0 ||
-      tensor_numel(n->in[2]) != 1 || !has_contiguous_strides(w) || !has_contiguous_strides(x) ||
-      !has_contiguous_strides(y))
-    return false;
-  int64_t k4 = round4(tensor_numel(w) / w->dims[0]), gm = round4(y->dims[1]);
-  int64_t gn = y->dims[0] * y->dims[2] * y->dims[3];
-  if (k4 >= (1 << 24) || gm * gn >= 0x7fffffff || gn * k4 >= 0x7fffffff ||
-      gm * k4 >= 0x7fffffff)
-    return false;
-  return filter_fits_int8(w, n->in[5]);
-}
-
 /* The int8 form's convolutions: the GEMM's, and the depthwise kernel's. */
 static bool int8_conv(const Node *n) {
-  return int8_gemm_conv(n) || qlinear_conv_depthwise_folds(n);
+  if (qlinear_conv_depthwise_folds(n))
+    return true;
+  return qlinear_conv_takes_int8_gemm(n) && has_contiguous_strides(n->in[0]) &&
+         has_contiguous_strides(n->in[3]) && has_contiguous_strides(n->out[0]);
+}
+
+/* A pooling window (ops.def's window cost class, not a convolution's). */
+static bool is_pool(const OpInfo *info) {
+  return info->params == PARAMS_WINDOW && info->cost == COST_WINDOW;
 }
 
 /* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either
@@ -130,7 +100,7 @@ static bool int8_conv(const Node *n) {
 static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
-  if (l->int8 && n->op != OP_MAX_POOL && n->op != OP_AVERAGE_POOL)
+  if (l->int8 && !is_pool(info))
     return n->id < l->nnodes && l->int8_conv[n->id];
   if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
     return false;
@@ -368,8 +338,7 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
     return true;
   /* The int8 form: QLinearConvs on the GEMM (kernels_quantized.c keeps
      serving programs, which --target serve makes, on its kernels). */
-  const char *choice = getenv("OPC_INT8_GEMM");
-  bool int8 = !is_half(opt->half) && !g->serve && !(choice && !strcmp(choice, "kernel"));
+  bool int8 = !is_half(opt->half) && int8_gemm_allowed(g);
   if (!is_half(opt->half) && !int8)
     return true;
   Layouts l = {.g = g, .count = g->ntensors, .int8 = int8};
