@@ -117,7 +117,9 @@ struct CUstream_st {
   bool stop;          /* no references left: exit once the queue is empty */
   Task *head, *tail;
   uint64_t next_seq; /* seq of the next task; seqs start at 1 */
-  uint64_t done_seq; /* every task up to this one has completed */
+  uint64_t done_seq; /* every task up to this one has completed; written
+                        atomically, under rt.lock, for spinning readers */
+  uint64_t pushed;   /* tasks queued so far, for a worker polling unlocked */
   uint64_t want_seq; /* the lowest seq a thread sleeping on rt.cond waits for
                         (UINT64_MAX: none); reaching it broadcasts rt.cond */
 

@@ -9,6 +9,7 @@
  * blocking stream of its device, as in CUDA: its tasks wait for their
  * pending work and theirs for its.
  */
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,7 +241,47 @@ static void task_push_locked(Stream *s, Task *t) {
   else
     s->head = t;
   s->tail = t;
+  __atomic_add_fetch(&s->pushed, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&s->wake);
+}
+
+/*
+ * Hand-offs between the host and the streams' workers poll before they
+ * sleep. A thread that sleeps at once pays a wake-up on every hand-off,
+ * tens of microseconds on a busy machine, which is most of a small
+ * program's run; CUDA's default scheduling (cudaDeviceScheduleAuto) spins
+ * too while the host has cores to spare. The poll yields the core between
+ * looks, so it never keeps runnable work off it, and gives up after
+ * SPIN_NS.
+ */
+enum { SPIN_NS = 50000 };
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Releases rt.lock, polls until done(arg) or SPIN_NS have passed, and takes
+   the lock again. The caller checks its condition again under the lock. */
+static void spin_unlocked(bool (*done)(const void *), const void *arg) {
+  pthread_mutex_unlock(&rt.lock);
+  int64_t end = now_ns() + SPIN_NS;
+  for (int i = 0; !done(arg); i++) {
+    if (i % 64 == 63 && now_ns() > end)
+      break;
+    if (i % 8 == 7)
+      sched_yield();
+    else
+      cpu_relax();
+  }
+  pthread_mutex_lock(&rt.lock);
 }
 
 static void task_free_locked(Task *t) {
@@ -325,10 +366,16 @@ Fence rt_queue_record_locked(Stream *s, Event *e) {
   return (Fence){s, t->seq};
 }
 
+static bool fence_done_unlocked(const void *arg) {
+  const Fence *f = arg;
+  return __atomic_load_n(&f->stream->done_seq, __ATOMIC_ACQUIRE) >= f->seq;
+}
+
 void rt_wait_fence_locked(Fence f) {
   if (rt_fence_done_locked(f))
     return;
   stream_ref_locked(f.stream);
+  spin_unlocked(fence_done_unlocked, &f);
   while (!rt_fence_done_locked(f)) {
     want_fence_locked(f);
     pthread_cond_wait(&rt.cond, &rt.lock);
@@ -413,10 +460,22 @@ static Op *absorb_followers_locked(Task *t, void *plan, Task **last) {
   return op;
 }
 
+typedef struct Idle {
+  const Stream *s;
+  uint64_t pushed; /* s->pushed when the worker found its queue empty */
+} Idle;
+
+static bool work_queued_unlocked(const void *arg) {
+  const Idle *idle = arg;
+  return __atomic_load_n(&idle->s->pushed, __ATOMIC_ACQUIRE) != idle->pushed;
+}
+
 static void *worker(void *arg) {
   Stream *s = arg;
   pthread_mutex_lock(&rt.lock);
   for (;;) {
+    if (!s->head && !s->stop)
+      spin_unlocked(work_queued_unlocked, &(Idle){s, s->pushed});
     while (!s->head && !s->stop)
       pthread_cond_wait(&s->wake, &rt.lock);
     if (!s->head)
@@ -443,7 +502,7 @@ static void *worker(void *arg) {
       s->head = t->next;
       if (!s->head)
         s->tail = NULL;
-      s->done_seq = t->seq;
+      __atomic_store_n(&s->done_seq, t->seq, __ATOMIC_RELEASE);
       task_free_locked(t);
     }
     if (s->done_seq >= s->want_seq) {
