@@ -662,6 +662,9 @@ Activation act_from_name(const char *name);
 
 const OpInfo *op_info(OpKind op);
 OpKind op_from_name(const char *onnx_op_type); /* OP_INVALID if unsupported */
+/* The integer kind fuse-qdq makes of a float one between DequantizeLinear
+   and QuantizeLinear (ops.def's INTEGER_FORM rows), or OP_INVALID. */
+OpKind op_integer_form(OpKind op);
 const char *op_name(OpKind op);
 
 /* ------------------------------------------------------------- schedule */

@@ -3810,6 +3810,20 @@ OpKind op_from_name(const char *name) {
   return OP_INVALID;
 }
 
+OpKind op_integer_form(OpKind op) {
+  switch (op) {
+#define OP(...)
+#define INTEGER_FORM(kind, integer) \
+  case OP_##kind:                   \
+    return OP_##integer;
+#include "ops.def"
+#undef INTEGER_FORM
+#undef OP
+  default:
+    return OP_INVALID;
+  }
+}
+
 OpKind act_op(Activation a) {
   for (int i = 1; a != OPC_ACT_NONE && i < OP_COUNT; i++)
     if (op_table[i].act == a)

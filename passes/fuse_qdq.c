@@ -6,8 +6,8 @@
  *   Q(act(Conv(DQ(x), DQ(w), DQ(bias))))      Q(act(MatMul(DQ(a), DQ(b))))
  *
  * and Q(act(Gemm(DQ(a), DQ(b), DQ(c)))). Such a pattern becomes the
- * table's integer form of the float kind, the row named "QLinear" and the
- * kind's name (QLinearConv, QLinearMatMul; a Gemm is a 1x1 QLinearConv),
+ * table's integer form of the float kind (ops.def's INTEGER_FORM rows:
+ * QLinearConv, QLinearMatMul; a Gemm's is a 1x1 QLinearConv),
  * which reads the quantized tensors, sums in int32 and requantises with
  * the scales folded into one multiplier per output channel. The bias,
  * DQ(int32 b) with scale x_scale * w_scale, is the integer form's int32
@@ -343,14 +343,6 @@ static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
   return true;
 }
 
-/* The table's integer form of kind `op`: the row named "QLinear" and
-   op's name, or OP_INVALID; a Gemm's is QLinearConv. */
-static OpKind integer_form(Graph *g, OpKind op) {
-  if (op == OP_GEMM) /* a 1x1 convolution: rewrite_gemm */
-    return OP_QLINEAR_CONV;
-  return op_from_name(arena_printf(g->arena, "QLinear%s", op_name(op)));
-}
-
 /* Whether `n` computes in float on a dequantized input: part of a QDQ
    pattern, fused or reported. */
 static bool reads_dequantized(const Node *n) {
@@ -385,7 +377,7 @@ bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
     Node *n = g->nodes[i];
     if (n->dead || !reads_dequantized(n))
       continue;
-    OpKind qop = integer_form(g, n->op);
+    OpKind qop = op_integer_form(n->op);
     Verdict v = {"opc's table has no integer form of the operator"};
     bool ok = true;
     if (qop != OP_INVALID && try_fuse(g, n, qop, &v, &ok)) {
