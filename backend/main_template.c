@@ -96,17 +96,35 @@ static char *weights_beside(const char *argv0)
   return path;
 }
 
+static int out_of_memory(void)
+{
+  fprintf(stderr, "net: out of memory\n");
+  return 1;
+}
+
 int main(int argc, char **argv)
 {
   int nin = net_num_inputs(), nout = net_num_outputs();
-  const char *input_file[64] = {0}, *output_file[64] = {0}, *weights = NULL, *trace = NULL,
-             *profile = NULL;
+  const char *weights = NULL, *trace = NULL, *profile = NULL;
   unsigned long long seed = 1;
   int runs = 0, warmup = 0, repeats = 0, verbose = 0, status = 2;
-  if (nin > 64 || nout > 64) {
-    fprintf(stderr, "net: too many inputs or outputs for the command line\n");
-    return 1;
+  /* Per input, then per output: its file, data, element type and, for an
+     output, its dims in the run. One block, as many as the model has. */
+  size_t nio = (size_t)nin + (size_t)nout + 1;
+  const char **input_file = calloc(nio, sizeof *input_file), **output_file = NULL;
+  void **in = calloc(nio, sizeof *in), **out = NULL;
+  int *in_type = calloc(nio, sizeof *in_type), *out_type = NULL;
+  int *out_rank = calloc(nio, sizeof *out_rank);
+  long long (*out_dims)[8] = calloc(nio, sizeof *out_dims);
+  char *beside = NULL;
+  struct net_ctx *c = NULL;
+  if (!input_file || !in || !in_type || !out_rank || !out_dims) {
+    status = out_of_memory();
+    goto done;
   }
+  output_file = input_file + nin;
+  out = in + nin;
+  out_type = in_type + nin;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL, *file = NULL;
     char *end = NULL;
@@ -115,8 +133,10 @@ int main(int argc, char **argv)
       verbose = 1;
       continue;
     }
-    if (!value)
-      return usage();
+    if (!value) {
+      status = usage();
+      goto done;
+    }
     i++;
     if (strcmp(arg, "--weights") == 0) {
       weights = value;
@@ -128,7 +148,8 @@ int main(int argc, char **argv)
       int output = arg[2] == 'o';
       if ((k = find_io(value, output, &file)) < 0) {
         fprintf(stderr, "net: %s %s: no %s of that name\n", arg, value, output ? "output" : "input");
-        return 1;
+        status = 1;
+        goto done;
       }
       if (output)
         output_file[k] = file;
@@ -136,13 +157,17 @@ int main(int argc, char **argv)
         input_file[k] = file;
     } else if (strcmp(arg, "--seed") == 0) {
       seed = strtoull(value, &end, 0);
-      if (*end)
-        return usage();
+      if (*end) {
+        status = usage();
+        goto done;
+      }
     } else if (strcmp(arg, "--bench") == 0 || strcmp(arg, "--warmup") == 0 ||
                strcmp(arg, "--repeats") == 0) {
       long v = strtol(value, &end, 10);
-      if (*end || v < 0 || v > 1000000)
-        return usage();
+      if (*end || v < 0 || v > 1000000) {
+        status = usage();
+        goto done;
+      }
       if (arg[2] == 'b')
         runs = (int)v;
       else if (arg[2] == 'w')
@@ -150,34 +175,39 @@ int main(int argc, char **argv)
       else
         repeats = (int)v;
     } else {
-      return usage();
+      status = usage();
+      goto done;
     }
   }
 
-  void *in[64] = {0}, *out[64] = {0};
-  int in_type[64], out_type[64];
   uint64_t state = seed;
   for (int i = 0; i < nin; i++)
     if ((in_type[i] = element_type(net_input_type(i))) < 0) {
       fprintf(stderr, "net: input '%s' has type %s, which this main cannot read\n",
               net_input_name(i), net_input_type(i));
-      return 1;
+      status = 1;
+      goto done;
     }
   for (int i = 0; i < nout; i++)
     if ((out_type[i] = element_type(net_output_type(i))) < 0) {
       fprintf(stderr, "net: output '%s' has type %s, which this main cannot write\n",
               net_output_name(i), net_output_type(i));
-      return 1;
+      status = 1;
+      goto done;
     }
   for (int i = 0; i < nin; i++) {
     long long n = numel_of(net_input_rank(i), net_input_dims(i));
-    if (!(in[i] = malloc((size_t)n * (size_t)net_input_element_size(i) + 1)))
-      return 2;
+    if (!(in[i] = malloc((size_t)n * (size_t)net_input_element_size(i) + 1))) {
+      status = out_of_memory();
+      goto done;
+    }
     Expected x = {net_input_name(i), input_file[i], in_type[i], net_input_rank(i),
                   net_input_dims(i)};
     if (input_file[i]) {
-      if (read_input(&x, in[i]) != 0)
-        return 1;
+      if (read_input(&x, in[i]) != 0) {
+        status = 1;
+        goto done;
+      }
     } else {
       fill_input(in_type[i], in[i], n, &state);
     }
@@ -185,12 +215,13 @@ int main(int argc, char **argv)
   for (int i = 0; i < nout; i++) {
     long long n = numel_of(net_output_rank(i), net_output_dims(i));
     size_t bytes = (size_t)n * (size_t)net_output_element_size(i);
-    if (!(out[i] = malloc(bytes + 1)))
-      return 2;
+    if (!(out[i] = malloc(bytes + 1))) {
+      status = out_of_memory();
+      goto done;
+    }
   }
 
-  char *beside = weights ? NULL : weights_beside(argv[0]);
-  struct net_ctx *c = NULL;
+  beside = weights ? NULL : weights_beside(argv[0]);
   if (net_create(&c, weights ? weights : beside) != 0)
     goto done;
   if (verbose)
@@ -199,8 +230,6 @@ int main(int argc, char **argv)
     goto done;
   /* An output's dims in this run: its declared ones are bounds where the
      data decides its size (NonZero). */
-  int out_rank[64];
-  long long out_dims[64][8];
   for (int i = 0; i < nout; i++)
     out_rank[i] = net_output_shape(c, i, out_dims[i]);
   if (runs > 0 && net_main_bench(c, (const void *const *)in, out, runs, warmup) != 0)
@@ -230,9 +259,12 @@ done:
     fprintf(stderr, "net: error: %s\n", net_error(c));
   net_destroy(c);
   free(beside);
-  for (int i = 0; i < nin; i++)
+  for (int i = 0; in && i < nin + nout; i++)
     free(in[i]);
-  for (int i = 0; i < nout; i++)
-    free(out[i]);
+  free(in);
+  free(input_file);
+  free(in_type);
+  free(out_rank);
+  free(out_dims);
   return status;
 }

@@ -446,6 +446,7 @@ def compile_group(tmp):
     const_input_program(tmp)
     pinned_shape_program(tmp)
     empty_batch_program(tmp)
+    many_outputs_program(tmp)
 
     p = run(model, "-o", os.path.join(src, "pre.c"), "--prefix", "mynet")
     header = os.path.join(src, "pre.h")
@@ -960,6 +961,44 @@ def empty_batch_program(tmp):
         y = np.load(y_npy)
         check("a batch-0 program returns an empty [0,4,8,8]", y.shape == (0, 4, 8, 8) and
               y.dtype == np.float32)
+
+
+def many_outputs_program(tmp):
+    """The ready-made main of a model with more inputs and outputs than the
+    64 it once had room for (a detector's heads, or intermediate tensors
+    kept for debugging): 70 inputs x_k and 70 outputs y_k = x_k * (k + 1),
+    every one given by file and checked exactly."""
+    count = 70
+    nodes, inputs, outputs, inits = [], [], [], []
+    for k in range(count):
+        inits.append(numpy_helper.from_array(np.array([k + 1], np.float32), "s%d" % k))
+        nodes.append(helper.make_node("Mul", ["x%d" % k, "s%d" % k], ["y%d" % k],
+                                      name="scale_%d" % k))
+        inputs.append(helper.make_tensor_value_info("x%d" % k, TensorProto.FLOAT, [3]))
+        outputs.append(helper.make_tensor_value_info("y%d" % k, TensorProto.FLOAT, [3]))
+    model = os.path.join(tmp, "many.onnx")
+    save(helper.make_model(helper.make_graph(nodes, "many", inputs, outputs, inits),
+                           opset_imports=[helper.make_opsetid("", 13)]), model)
+    d = os.path.join(tmp, "many")
+    os.mkdir(d)
+    exe = os.path.join(d, "net")
+    p = run(model, "-o", exe, "--target", "cpu")
+    check("a program of 70 inputs and 70 outputs builds", p.returncode == 0, p)
+    if p.returncode != 0:
+        return
+    args = [exe]
+    for k in range(count):
+        np.save(os.path.join(d, "x%d.npy" % k), np.array([k, -1.5, 0.25], np.float32))
+        args += ["--input", "x%d=%s" % (k, os.path.join(d, "x%d.npy" % k)),
+                 "--output", "y%d=%s" % (k, os.path.join(d, "y%d.npy" % k))]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    check("its main takes 70 --input and 70 --output files", r.returncode == 0, r)
+    if r.returncode != 0:
+        return
+    bad = [k for k in range(count) if not np.array_equal(
+        np.load(os.path.join(d, "y%d.npy" % k)),
+        np.array([k, -1.5, 0.25], np.float32) * np.float32(k + 1))]
+    check("all 70 outputs are the inputs scaled", not bad, None)
 
 
 # ------------------------------------------------------------ limits
