@@ -234,6 +234,9 @@ void emit_kernel_launch(Emitter *e, const Node *n, const char *name, const char 
    bound other than 0)
    (kernels_elementwise.c); */
 void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y);
+/* kernels_elementwise.c: a convolution's bias, residual z (or NULL) and
+   activation in one launch on its output, in place. */
+void emit_conv_epilogue(Emitter *e, const Node *n, const char *bias, const Tensor *z);
 /* dst = src between any two strided layouts over dims (src strides may be
    negative: src is the address of the element at coordinate 0)
    (kernels_movement.c). */
@@ -278,6 +281,9 @@ typedef struct Launch {
   /* The activation a float32 launch applies (scalar.h's code), stated to
      the runtime in its arguments; OPC_ACT_NONE for the others. */
   Activation act;
+  /* What a convolution's epilogue kernel adds before act: 1 its bias, 2
+     its bias and a residual (opc_kargs.h); 0 for the other kernels. */
+  int adds;
 } Launch;
 
 /* kernels_launch.c: the activation of scalar.h's list whose kernel is

@@ -68,6 +68,37 @@ static void activation_launch(Emitter *e, const Node *n, Activation act, float a
   emit_launch(e, n, &L);
 }
 
+/* A convolution's bias, residual z (or none) and fused activation after
+   it in one launch, in place on y (opc_conv_epilogue), where cuDNN takes
+   a call for each. The bias is read by the channel, dim 1. */
+void emit_conv_epilogue(Emitter *e, const Node *n, const char *bias, const Tensor *z) {
+  const Tensor *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, "opc_conv_epilogue", y->dtype), .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK], per_channel[IR_MAX_RANK] = {0};
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  set_input(&L, 0, buf(e, y), s);
+  per_channel[1] = 1;
+  set_input(&L, 1, bias, per_channel);
+  L.adds = 1;
+  if (z) {
+    int64_t zs[IR_MAX_RANK];
+    strides_of(z, zs);
+    set_input(&L, 2, buf(e, z), zs);
+    L.adds = 2;
+  }
+  collapse(&L);
+  set_element_type(&L, y->dtype);
+  L.act = n->act;
+  L.f[0] = n->act_alpha;
+  L.f[1] = n->act_beta;
+  if (n->act != OPC_ACT_NONE)
+    group_f(&L, 0, 2, "the activation's parameters");
+  L.note = z ? "y = act(y + bias + z), in place" : "y = act(y + bias), in place";
+  emit_launch(e, n, &L);
+}
+
 void emit_kernel_activation(Emitter *e, const Node *n, const Tensor *y) {
   activation_launch(e, n, n->act, n->act_alpha, n->act_beta, y);
 }

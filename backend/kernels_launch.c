@@ -124,6 +124,8 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
   emit_groups(e, L, "i", L->igroup, L->nigroups);
   if (L->act != OPC_ACT_NONE)
     emit(e, ".act = %d, /* %s, in opc's scalar.h */", L->act, activations[L->act].code);
+  if (L->adds)
+    emit(e, ".adds = %d, /* %s */", L->adds, L->adds > 1 ? "bias and residual" : "bias");
   emit_close(e, "};");
   emit_kernel_launch(e, n, L->kernel, emit_str(e, "%lld", (long long)L->n));
   emit_close(e, "}");

@@ -118,6 +118,7 @@ typedef struct ConvPlan {
   bool use_scratch;
   bool fused;              /* cudnnConvolutionBiasActivationForward, where cuDNN accepts it */
   bool bias_is_zero;       /* the bias exists only for the fused call */
+  bool epilogue;           /* bias, residual and activation in one opc_conv_epilogue */
   bool channels_last;      /* NHWC filter (choose-layout), with NHWC x and y */
   const char *xd, *wd, *yd, *bd, *zd, *cd, *sd, *vd, *algo, *scratch_ptr, *bias;
   const char *form;        /* the context field of the form create() chose */
@@ -280,7 +281,12 @@ static void conv_setup(Emitter *e, Node *n) {
       p->bias_is_zero = true;
     }
   }
-  act_setup(e, n, &p->act);
+  /* A bias with a residual or an activation after it: one pass of opc's
+     kernel for what would be two or three of cuDNN's (the fused call's
+     fallback included, which then needs no activation descriptor). */
+  p->epilogue = b && (z || n->act != OPC_ACT_NONE);
+  if (!p->epilogue || p->fused)
+    act_setup(e, n, &p->act);
   const char *algo = emit_unique(e, emit_str(e, "%s_algo", node_id(e, n)));
   emit_to(e, SEC_FIELDS, "cudnnConvolutionFwdAlgo_t %s;", algo);
   p->algo = emit_str(e, "c->%s", algo);
@@ -380,6 +386,10 @@ static void conv_run(Emitter *e, Node *n) {
   emit_call(e, LIB_CUDNN, n, "cudnnConvolutionForward(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             h, emit_scalar(e, 1), xd, x, p->wd, w, p->cd, p->algo, node_workspace(e, n),
             node_workspace_bytes(e, n), emit_scalar(e, 0), p->yd, y);
+  if (p->epilogue) {
+    emit_conv_epilogue(e, n, p->bias, z);
+    return;
+  }
   if (p->bias && !p->bias_is_zero)
     emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", h, emit_scalar(e, 1),
               p->bd, p->bias, emit_scalar(e, 1), p->yd, y);

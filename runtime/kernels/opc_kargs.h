@@ -21,6 +21,10 @@
  *                   and f[1]), 0 for the other kernels. The CPU runtime
  *                   folds such a launch, in place right after a
  *                   convolution, into the convolution's epilogue.
+ *   adds            a convolution's epilogue kernel (opc_conv_epilogue):
+ *                   1 when it adds a per-channel bias x[1] to x[0] before
+ *                   its activation, 2 when also a residual x[2]; 0 for the
+ *                   other kernels. The CPU runtime folds it like act.
  */
 #ifndef OPC_KARGS_H
 #define OPC_KARGS_H
@@ -38,6 +42,7 @@ struct opc_kargs {
   float f[8];
   long long i[16];
   int act;
+  int adds;
 };
 
 #endif

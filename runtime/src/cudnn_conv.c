@@ -1530,10 +1530,13 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
   const float *bias;
   long long stride;
   Act act;
+  ConvEpilogue ep;
   bool is_bias = !c->bias && !c->z && ew_is_channel_bias(next, c->y, &c->yt, &bias, &stride);
   bool is_act = !is_bias && (ew_is_activation_in_place(next, c->y, &c->yt, &act) ||
                              kernel_is_activation_in_place(next, c->y, &c->yt, &act));
-  if (!is_bias && !is_act)
+  bool is_epilogue = !is_bias && !is_act && !c->bias && !c->z &&
+                     kernel_is_conv_epilogue(next, c->y, &c->yt, &ep);
+  if (!is_bias && !is_act && !is_epilogue)
     return false;
   ConvOp *f = plan;
   if (cur != plan)
@@ -1545,8 +1548,17 @@ static bool conv_absorb(const Op *cur, const Op *next, void *plan) {
   if (is_bias) {
     f->bias = bias;
     f->bias_stride = stride;
-  } else {
+  } else if (is_act) {
     f->act = act;
+  } else { /* z at y's strides leaves the choice of path (packed_out) as it was */
+    f->bias = ep.bias;
+    f->bias_stride = ep.bias_stride;
+    f->act = ep.act;
+    if (ep.z) {
+      f->z = ep.z;
+      f->alpha2 = 1;
+      memcpy(f->zs, f->g.ys, sizeof f->zs);
+    }
   }
   return true;
 }

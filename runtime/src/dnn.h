@@ -316,6 +316,16 @@ bool ew_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Ac
 /* The same for a launch of one of opc's activation kernels (module.c):
  * in place over exactly (y, yt), which must be packed. */
 bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act);
+/* What a launch of opc's convolution epilogue (opc_kargs.h: adds) does to
+ * y: y = act(y + bias + z), the bias per channel, z (or NULL) at y's own
+ * offsets. */
+typedef struct ConvEpilogue {
+  const float *bias, *z;
+  long long bias_stride; /* between channels */
+  Act act;
+} ConvEpilogue;
+/* Whether op is such a launch in place over exactly (y, yt), packed. */
+bool kernel_is_conv_epilogue(const Op *op, const void *y, const Tensor *yt, ConvEpilogue *ep);
 
 /* ---- the convolutions' register tile (conv_tile.c) ---- */
 

@@ -229,11 +229,25 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
  * cuDNN's modes, which the epilogues have vector paths for; their e^x
  * comes from exp_inline there, which may differ from the kernels' expf in
  * the last bit, as cuDNN's fused forms may from opc's kernels on a GPU. */
+static bool act_of_code(const struct opc_kargs *a, Act *act);
+
 static bool kernel_activation(const KernelOp *k, Act *act) {
   const struct opc_kargs *a = &k->a;
   if (a->act <= OPC_ACT_NONE || a->act >= OPC_ACT_COUNT || a->x_extent[1] || a->x_extent[2] ||
-      a->x_extent[3])
+      a->x_extent[3] || a->adds)
     return false;
+  return act_of_code(a, act);
+}
+
+/* The Act of the code a launch states (opc_kargs.h: act) with its
+   parameters f[0] and f[1]; identity for none. */
+static bool act_of_code(const struct opc_kargs *a, Act *act) {
+  if (a->act < OPC_ACT_NONE || a->act >= OPC_ACT_COUNT)
+    return false;
+  if (a->act == OPC_ACT_NONE) {
+    *act = (Act){.mode = CUDNN_ACTIVATION_IDENTITY, .swish_beta = 1.0f};
+    return true;
+  }
   *act = (Act){.mode = (cudnnActivationMode_t)(KERNEL_ACT_BASE + a->act), .coef = a->f[0],
                .offset = a->f[1], .swish_beta = 1.0f};
   if (a->act == OPC_ACT_SIGMOID)
@@ -277,4 +291,58 @@ bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt
       !packed_walk(a->rank, a->dims, a->xstride[0]) || !packed_walk(a->rank, a->dims, a->ystride))
     return false;
   return kernel_activation(k, act);
+}
+
+/* The per-channel stride of a bias read at strides bstride over a packed
+ * walk (dims, ystride) of y (yt, packed): along each dim the bias must
+ * stay put within a channel's plane and step with the channel. Gives the
+ * bias's stride between channels; false when it reads otherwise. */
+static bool channel_stride(const struct opc_kargs *a, const Tensor *yt, long long *stride) {
+  long long plane = 1, channels = yt->rank > 1 ? yt->dims[1] : 1;
+  for (int d = 2; d < yt->rank; d++)
+    plane *= yt->dims[d];
+  *stride = 0;
+  bool found = channels == 1;
+  for (int k = 0; k < a->rank; k++) {
+    long long step = a->ystride[k], span = step * a->dims[k], b = a->xstride[1][k];
+    if (a->dims[k] == 1)
+      continue;
+    if (span <= plane || step >= plane * channels) {
+      if (b != 0)
+        return false; /* within a plane, or across images: one bias */
+    } else if (step >= plane && step % plane == 0 && span <= plane * channels) {
+      if (found || b % (step / plane))
+        return false;
+      *stride = b / (step / plane);
+      found = true;
+    } else {
+      return false; /* a dim that crosses planes and channels at once */
+    }
+  }
+  return found;
+}
+
+bool kernel_is_conv_epilogue(const Op *op, const void *y, const Tensor *yt, ConvEpilogue *ep) {
+  if (op->run != run_kernel || yt->type != CUDNN_DATA_FLOAT ||
+      !packed_walk(yt->rank, yt->dims, yt->strides))
+    return false;
+  const struct opc_kargs *a = &((const KernelOp *)op)->a;
+  if (a->adds < 1 || a->adds > 2 || a->rank < 1 || a->rank > 8)
+    return false;
+  long long count = 1, want = 1;
+  for (int i = 0; i < a->rank; i++)
+    count *= a->dims[i];
+  for (int i = 0; i < yt->rank; i++)
+    want *= yt->dims[i];
+  if (a->x[0] != y || a->y != y || count != want || !packed_walk(a->rank, a->dims, a->ystride) ||
+      memcmp(a->xstride[0], a->ystride, sizeof(long long) * (size_t)a->rank) != 0)
+    return false;
+  /* z, when added, read where y is: the convolution's z at y's strides. */
+  if (a->adds > 1 && memcmp(a->xstride[2], a->ystride, sizeof(long long) * (size_t)a->rank) != 0)
+    return false;
+  if (!channel_stride(a, yt, &ep->bias_stride) || !act_of_code(a, &ep->act))
+    return false;
+  ep->bias = (const float *)a->x[1];
+  ep->z = a->adds > 1 ? (const float *)a->x[2] : NULL;
+  return true;
 }

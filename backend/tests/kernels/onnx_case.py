@@ -149,7 +149,7 @@ def merged(models, opset, ir_version=8):
 
 def batches(items, model_of, limit=48):
     """Runs of items whose models have one opset and, together, at most
-    `limit` graph inputs and outputs (the emitted main takes 64): yields
+    `limit` graph inputs and outputs (one program stays small): yields
     (opset, run)."""
     by_opset = {}
     for item in items:
