@@ -133,6 +133,10 @@ struct CUgraphExec_st {
   uint32_t **slot_clock; /* checking mode */
   ExecHandle *handles;
   int nhandles;
+  /* The end of its latest launch, which the next one is ordered after
+   * (cudaGraphLaunch: "ordered behind ... any previous launches"). */
+  Fence last;
+  uint32_t *last_clock; /* checking mode */
 };
 
 static bool grow(void **p, int *cap, int need, size_t elem) {
@@ -816,7 +820,7 @@ static cudaError_t cond_new_locked(struct CUgraph_st *g, struct cudaConditionalN
    * (else) with 12.8's. */
   if (driver < 12040 || (p->size == 2 && driver < 12080))
     return cudaErrorNotSupported;
-  CondOp *c = op_new(sizeof *c, run_cond, "cudaGraphAddNode");
+  CondOp *c = op_new(sizeof *c, run_cond, "conditional node");
   if (!c)
     return cudaErrorMemoryAllocation;
   c->op.kind = OP_CONDITIONAL;
@@ -1117,6 +1121,7 @@ static void exec_free(struct CUgraphExec_st *x) {
   free(x->slot_clock);
   free(x->slot_fence);
   free(x->handles);
+  free(x->last_clock);
   free(x->g.entries);
   free(x);
 }
@@ -1144,6 +1149,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
   bool ok = x->g.entries && x->slot_fence && x->slot_clock && x->handles;
   for (int i = 0; ok && rt.check && i < g->nslots; i++)
     ok = (x->slot_clock[i] = clock_new()) != NULL;
+  if (ok && rt.check)
+    ok = (x->last_clock = clock_new()) != NULL;
   err = ok ? instantiable_locked(g) : cudaErrorMemoryAllocation;
   if (err) {
     pthread_mutex_unlock(&rt.lock);
@@ -1192,6 +1199,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
   pthread_mutex_lock(&rt.lock);
   graph_release_locked(&x->g, false);
   x->g.entries = NULL;
+  if (x->last.stream)
+    stream_unref_locked(x->last.stream);
   if (--x->source->instances == 0 && x->source->destroyed)
     graph_free_locked(x->source);
   pthread_mutex_unlock(&rt.lock);
@@ -1214,7 +1223,10 @@ static void run_defaults(Op *op) {
 }
 
 static cudaError_t queue_defaults_locked(struct CUgraphExec_st *x, Stream *origin) {
-  if (x->nhandles == 0)
+  bool any = false;
+  for (int i = 0; i < x->nhandles; i++)
+    any |= (x->handles[i].flags & cudaGraphCondAssignDefault) != 0;
+  if (!any)
     return cudaSuccess;
   DefaultsOp *d = op_new(sizeof *d, run_defaults, "cudaGraphLaunch");
   if (!d)
@@ -1242,6 +1254,13 @@ static cudaError_t replay_locked(struct CUgraphExec_st *x, Stream *origin) {
   const struct CUgraph_st *g = &x->g;
   bool one_stream = !rt.check && !rt.concurrent_graphs;
   rt.replaying = x;
+  if (x->last.stream && x->last.stream != origin) { /* one stream keeps its own order */
+    if (rt.check) {
+      check_enter_locked(origin);
+      clock_join(origin->clock, x->last_clock);
+    }
+    rt_queue_wait_locked(origin, x->last);
+  }
   cudaError_t err = queue_defaults_locked(x, origin);
   for (int i = 0; !err && i < g->nentries; i++) {
     const Entry *e = &g->entries[i];
@@ -1276,6 +1295,15 @@ static cudaError_t replay_locked(struct CUgraphExec_st *x, Stream *origin) {
     }
   }
   rt.replaying = NULL;
+  /* Every captured stream joined the origin: its end is the graph's. */
+  if (x->last.stream)
+    stream_unref_locked(x->last.stream);
+  x->last = rt_last_fence_locked(origin);
+  stream_ref_locked(origin);
+  if (rt.check) {
+    check_enter_locked(origin);
+    clock_copy(x->last_clock, origin->clock);
+  }
   return err;
 }
 
