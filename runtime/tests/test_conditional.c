@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <nvrtc.h>
@@ -348,6 +349,23 @@ static void fill_pageable_copy(cudaGraph_t body, cudaStream_t b) {
   end_body(b);
 }
 
+static cublasHandle_t blas;
+static float *gemm_dev;
+
+/* A cuBLAS call on the handle's stream: on a GPU, kernels and maybe
+ * other nodes; this runtime cannot tell which, so it refuses it in a body. */
+static void gemm(void) {
+  const float one = 1, zero = 0;
+  cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, gemm_dev, 1, gemm_dev, 1, &zero,
+              gemm_dev + 1, 1);
+}
+
+static void fill_library_call(cudaGraph_t body, cudaStream_t b) {
+  begin_body(b, body);
+  gemm();
+  end_body(b);
+}
+
 static void fill_kernel(cudaGraph_t body, cudaStream_t b) {
   begin_body(b, body);
   add(body_dev, body_dev, b);
@@ -367,6 +385,18 @@ static void test_refusals(cudaStream_t s, cudaStream_t b) {
          "a host function in a body refused");
   expect(instantiate_body(s, b, fill_pageable_copy) == cudaErrorInvalidValue,
          "a copy from pageable memory in a body refused");
+  /* Warmed eagerly first: a handle's first call may not be captured. */
+  expect(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS, "cublasCreate");
+  cudaMalloc((void **)&gemm_dev, 8);
+  cudaMemset(gemm_dev, 0, 8);
+  cudaDeviceSynchronize();
+  cublasSetStream(blas, b); /* not while b captures: that is refused */
+  gemm();
+  cudaStreamSynchronize(b);
+  expect(instantiate_body(s, b, fill_library_call) == cudaErrorInvalidValue,
+         "a cuBLAS call in a body refused");
+  cublasDestroy(blas);
+  cudaFree(gemm_dev);
 
   /* A handle made for graph A, used in graph B; A's handle then belongs
    * to no node, which fails A's instantiation. */
