@@ -946,6 +946,10 @@ static const char *const kind_names[] = {
  * calls are refused too: this runtime cannot show which nodes they make.
  */
 static bool body_refused(const struct CUgraph_st *g, int device, char *why, size_t size) {
+  if (g->capture) {
+    snprintf(why, size, "a capture still under way (cudaStreamBeginCaptureToGraph)");
+    return true;
+  }
   for (int i = 0; i < g->nentries; i++) {
     const Entry *e = &g->entries[i];
     if (e->kind == ENTRY_EVENT_RECORD || e->kind == ENTRY_EVENT_WAIT) {

@@ -10,6 +10,7 @@
  * fault), in its own process: "host-set" calls cudaGraphSetConditional
  * from host code, "foreign-handle" runs a kernel that sets a handle of
  * another graph. Both must make the next synchronisation fail.
+ * "driver-12.4" checks which nodes an older driver takes.
  */
 #include <string.h>
 
@@ -440,6 +441,23 @@ static void test_refusals(cudaStream_t s, cudaStream_t b) {
 void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
 #endif
 
+/* Under a CUDA 12.4 driver (OPC_RT_DRIVER_VERSION=12040): WHILE and IF
+ * with one body, but no IF with two, which came with 12.8. */
+static int driver_12_4(cudaStream_t s) {
+  expect(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "capture");
+  cudaGraphConditionalHandle h;
+  cudaGraphConditionalHandleCreate(&h, capture_graph(s), 0, 0);
+  cudaGraph_t bodies[2], g;
+  expect(add_conditional(s, h, cudaGraphCondTypeIf, 2, bodies) == cudaErrorNotSupported,
+         "IF with two bodies needs a 12.8 driver");
+  expect(add_conditional(s, h, cudaGraphCondTypeIf, 1, bodies) == cudaSuccess, "IF node");
+  expect(add_conditional(s, h, cudaGraphCondTypeWhile, 1, bodies) == cudaSuccess, "WHILE node");
+  expect(cudaStreamEndCapture(s, &g) == cudaSuccess, "end capture");
+  cudaGraphDestroy(g);
+  cuModuleUnload(module);
+  return finish("driver-12.4");
+}
+
 /* The sticky cases: each must fail the next synchronisation. */
 static int sticky(const char *mode, cudaStream_t s) {
   long long *counter = dev_i64(0);
@@ -481,6 +499,8 @@ int main(int argc, char **argv) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  if (argc > 1 && strcmp(argv[1], "driver-12.4") == 0)
+    return driver_12_4(s);
   if (argc > 1)
     return sticky(argv[1], s);
   test_while(s, side, b);
