@@ -26,6 +26,15 @@
  * graphs instantiated for device launch must have all their nodes on one
  * device, so such a graph instantiates and launches from the host; each
  * op keeps its device (Op.device) in replays.
+ *
+ * A capture builds into a graph object from its start (the user's, with
+ * cudaStreamBeginCaptureToGraph), which cudaStreamGetCaptureInfo hands
+ * out, and a node handle names one of its entries, so that a compiler can
+ * add a conditional node in the middle of a capture (cudaGraphAddNode)
+ * and capture its bodies. A conditional node is an op that runs its
+ * bodies inline; its handle's value lives in the executable graph, set by
+ * kernels through cudaGraphSetConditional. What CUDA refuses in bodies is
+ * refused when the graph is instantiated (README.md, "Conditional nodes").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1020,9 +1029,6 @@ static bool legal_bodies(void *ctx, CondOp *c) {
   return true;
 }
 
-/* Counts the handles of g and of its bodies (into ctx[0]) and the unused ones (ctx[1]). */
-static void count_handles(const struct CUgraph_st *g, int *ctx);
-
 static bool count_body_handles(void *ctx, CondOp *c) {
   for (unsigned b = 0; b < c->size; b++) {
     const struct CUgraph_st *body = c->bodies[b];
@@ -1034,6 +1040,8 @@ static bool count_body_handles(void *ctx, CondOp *c) {
   return true;
 }
 
+/* Counts the handles of g and of its bodies (into ctx[0]) and the unused
+ * ones (ctx[1]). */
 static void count_handles(const struct CUgraph_st *g, int *ctx) {
   for (int i = 0; i < g->nhandles; i++) {
     ctx[0]++;
@@ -1074,14 +1082,9 @@ static void add_body_spans(CondOp *into, const struct CUgraph_st *g) {
   }
 }
 
-static bool body_spans(void *ctx, CondOp *c) {
+static bool gather_spans(void *ctx, CondOp *c) {
   (void)ctx;
   c->op.nspans = 0;
-  return true;
-}
-
-static bool body_spans_fill(void *ctx, CondOp *c) {
-  (void)ctx;
   for (unsigned b = 0; b < c->size; b++)
     add_body_spans(c, c->bodies[b]);
   return true;
@@ -1178,10 +1181,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
   }
   take_handles(x, g);
   each_cond(g, take_body_handles, x);
-  if (rt.check) {
-    each_cond(g, body_spans, NULL);
-    each_cond(g, body_spans_fill, NULL);
-  }
+  if (rt.check)
+    each_cond(g, gather_spans, NULL);
   x->source = g;
   g->instances++;
   pthread_mutex_unlock(&rt.lock);
