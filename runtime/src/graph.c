@@ -146,6 +146,9 @@ struct CUgraphExec_st {
    * (cudaGraphLaunch: "ordered behind ... any previous launches"). */
   Fence last;
   uint32_t *last_clock; /* checking mode */
+  /* The user's reference and its queued tasks': CUDA lets a program
+   * destroy an executable graph whose launch still runs. */
+  int refs;
 };
 
 static bool grow(void **p, int *cap, int need, size_t elem) {
@@ -1184,6 +1187,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
   if (rt.check)
     each_cond(g, gather_spans, NULL);
   x->source = g;
+  x->refs = 1;
   g->instances++;
   pthread_mutex_unlock(&rt.lock);
   *pGraphExec = x;
@@ -1195,6 +1199,16 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph
   return cudaGraphInstantiate(pGraphExec, graph, flags);
 }
 
+void graph_exec_ref_locked(struct CUgraphExec_st *x) {
+  x->refs++;
+}
+
+void graph_exec_unref_locked(struct CUgraphExec_st *x) {
+  if (--x->refs == 0)
+    exec_free(x);
+}
+
+/* Its tasks keep their ops and the exec's handles until they are done. */
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
   cudaError_t err = rt_enter();
   if (err)
@@ -1204,12 +1218,14 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
   pthread_mutex_lock(&rt.lock);
   graph_release_locked(&x->g, false);
   x->g.entries = NULL;
+  x->g.nentries = 0;
   if (x->last.stream)
     stream_unref_locked(x->last.stream);
+  x->last.stream = NULL;
   if (--x->source->instances == 0 && x->source->destroyed)
     graph_free_locked(x->source);
+  graph_exec_unref_locked(x);
   pthread_mutex_unlock(&rt.lock);
-  exec_free(x);
   return cudaSuccess;
 }
 

@@ -296,6 +296,9 @@ bool capture_blocks_legacy_locked(int device, bool invalidate);
 struct CUgraphExec_st *graph_running(void);
 void graph_set_running(struct CUgraphExec_st *x);
 void graph_set_in_kernel(bool in_kernel);
+/* A task of a graph launch holds its executable graph. rt.lock held. */
+void graph_exec_ref_locked(struct CUgraphExec_st *x);
+void graph_exec_unref_locked(struct CUgraphExec_st *x);
 /* Device code (a kernel's call, prelude_cpu.h); graph.c. */
 void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
 

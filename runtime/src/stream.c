@@ -258,6 +258,8 @@ static void task_free_locked(Task *t) {
     event_unref_locked(t->record);
   if (t->op)
     op_unref(t->op);
+  if (t->exec)
+    graph_exec_unref_locked(t->exec);
   free(t);
 }
 
@@ -287,6 +289,8 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
   }
   t->op = op;
   t->exec = rt.replaying;
+  if (t->exec)
+    graph_exec_ref_locked(t->exec);
   task_push_locked(s, t);
   return cudaSuccess;
 }

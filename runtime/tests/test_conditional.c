@@ -296,8 +296,13 @@ static void test_default(cudaStream_t s, cudaStream_t b) {
   cudaStreamSynchronize(s);
   if (read_i64(acc) != 9)
     fail("default value, third launch: acc %lld, expected 9", read_i64(acc));
-  cudaGraphExecDestroy(x);
+  /* Destroyed while its launch may still run: CUDA lets the launch finish. */
+  cudaGraphLaunch(x, s);
+  expect(cudaGraphExecDestroy(x) == cudaSuccess, "destroy a launched executable graph");
   cudaGraphDestroy(g);
+  cudaStreamSynchronize(s);
+  if (read_i64(acc) != 12)
+    fail("default value, launch then destroy: acc %lld, expected 12", read_i64(acc));
   cudaFree(three), cudaFree(counter), cudaFree(acc), cudaFree(one);
 }
 
