@@ -129,6 +129,7 @@ typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUgraph_st *cudaGraph_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
 
 struct dim3 {
   unsigned int x, y, z;
@@ -155,6 +156,76 @@ struct cudaDeviceProp {
   int maxThreadsPerMultiProcessor;
   size_t sharedMemPerMultiprocessor;
   size_t sharedMemPerBlockOptin;
+};
+
+/* ---- graph nodes and conditional nodes (CUDA 12.4+; IF with two bodies
+ * 12.8+). A subset of the node types and of cudaGraphNodeParams' union,
+ * with the real names, types and size (the union padded to 29 long longs,
+ * as in CUDA 13). ---- */
+
+typedef unsigned long long cudaGraphConditionalHandle;
+
+enum cudaGraphConditionalHandleFlags {
+  cudaGraphCondAssignDefault = 1 /* the default value is set at every launch */
+};
+
+enum cudaGraphConditionalNodeType {
+  cudaGraphCondTypeIf = 0,    /* body 0 when non-zero, body 1 (size 2) when zero */
+  cudaGraphCondTypeWhile = 1, /* body 0 again while non-zero */
+  cudaGraphCondTypeSwitch = 2 /* refused here: opc emits none */
+};
+
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0x00,
+  cudaGraphNodeTypeMemcpy = 0x01,
+  cudaGraphNodeTypeMemset = 0x02,
+  cudaGraphNodeTypeHost = 0x03,
+  cudaGraphNodeTypeGraph = 0x04,
+  cudaGraphNodeTypeEmpty = 0x05,
+  cudaGraphNodeTypeWaitEvent = 0x06,
+  cudaGraphNodeTypeEventRecord = 0x07,
+  cudaGraphNodeTypeMemAlloc = 0x0a,
+  cudaGraphNodeTypeMemFree = 0x0b,
+  cudaGraphNodeTypeConditional = 0x0d
+};
+
+enum cudaStreamUpdateCaptureDependenciesFlags {
+  cudaStreamAddCaptureDependencies = 0x0,
+  cudaStreamSetCaptureDependencies = 0x1
+};
+
+typedef struct cudaGraphEdgeData_st {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+} cudaGraphEdgeData;
+
+struct cudaConditionalNodeParams {
+  cudaGraphConditionalHandle handle;
+  enum cudaGraphConditionalNodeType type;
+  unsigned int size;
+  cudaGraph_t *phGraph_out; /* the bodies, owned by the node */
+};
+
+struct cudaEventRecordNodeParams {
+  cudaEvent_t event;
+};
+
+struct cudaEventWaitNodeParams {
+  cudaEvent_t event;
+};
+
+struct cudaGraphNodeParams {
+  enum cudaGraphNodeType type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    struct cudaEventWaitNodeParams eventWait;
+    struct cudaEventRecordNodeParams eventRecord;
+    struct cudaConditionalNodeParams conditional;
+  };
+  long long reserved2;
 };
 
 const char *cudaGetErrorString(cudaError_t error);
@@ -236,6 +307,32 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
+/* Building a graph around a capture, and conditional nodes. Bodies may
+ * hold kernels, memsets, memcpys (of device or pinned memory), empty and
+ * conditional nodes only; cudaGraphInstantiate refuses any other node in
+ * one with cudaErrorInvalidValue. cudaGraphSetConditional is device code:
+ * kernels call it (prelude_cpu.h); it is not declared for the host. */
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                          const cudaGraphNode_t *dependencies,
+                                          const cudaGraphEdgeData *dependencyData,
+                                          size_t numDependencies, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                     enum cudaStreamCaptureStatus *captureStatus_out,
+                                     unsigned long long *id_out, cudaGraph_t *graph_out,
+                                     const cudaGraphNode_t **dependencies_out,
+                                     const cudaGraphEdgeData **edgeData_out,
+                                     size_t *numDependencies_out);
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
+                                                const cudaGraphEdgeData *dependencyData,
+                                                size_t numDependencies, unsigned int flags);
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out,
+                                             cudaGraph_t graph, unsigned int defaultLaunchValue,
+                                             unsigned int flags);
+cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                             const cudaGraphNode_t *pDependencies,
+                             const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                             struct cudaGraphNodeParams *nodeParams);
 
 #ifdef __cplusplus
 }

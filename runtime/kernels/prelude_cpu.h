@@ -94,6 +94,19 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #else
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #endif
+/* Conditional graph nodes: a kernel sets its node's handle. In the
+ * runtime the call checks that a kernel of the graph running the node
+ * makes it (graph.c); the kernel tests' runner has no graphs and drops it. */
+typedef unsigned long long cudaGraphConditionalHandle;
+#ifdef OPC_KERNELS_IN_RUNTIME
+void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
+#else
+static inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value)
+{
+  (void)handle;
+  (void)value;
+}
+#endif
 /* A part's iterations are consecutive, so a kernel may carry coordinates
  * from one iteration to the next instead of dividing them out again. */
 #define OPC_CONSECUTIVE 1

@@ -39,3 +39,10 @@
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #define OPC_PART_BEGIN(count) 0LL
 #define OPC_PART_END(count) 0LL
+/* Conditional graph nodes (CUDA 12.4+): a kernel sets its node's handle.
+   Declared as CUDA 13's device runtime declares it; ptxas leaves it for
+   the driver to resolve when it loads the module, as it does vprintf, so
+   a whole-program compile needs neither -rdc nor a device link. */
+typedef unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle,
+                                                   unsigned int value);

@@ -319,6 +319,7 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
     return rt_error(cudaErrorMemoryAllocation);
   f->p = devPtr;
   f->op.transfer = true; /* no kernel: any device's stream may free */
+  f->op.kind = OP_MEM_FREE;
   pthread_mutex_lock(&rt.lock);
   Alloc *a = NULL;
   if (s->capture)
@@ -475,6 +476,11 @@ static cudaError_t copy_async(void *dst, size_t dpitch, const void *src, size_t 
   CopyOp *c = copy_op(dst, dpitch, src, spitch, width, height, api);
   if (!c)
     return rt_error(cudaErrorMemoryAllocation);
+  pthread_mutex_lock(&rt.lock);
+  bool pageable = end_kind_locked(dst, kind, true) == MEM_PAGEABLE ||
+                  end_kind_locked(src, kind, false) == MEM_PAGEABLE;
+  pthread_mutex_unlock(&rt.lock);
+  c->op.kind = pageable ? OP_MEMCPY_PAGEABLE : OP_MEMCPY;
   return rt_submit(stream, &c->op);
 }
 
@@ -661,6 +667,7 @@ static FillOp *fill_op(void *dst, int value, size_t count, const char *api) {
   f->dst = dst;
   f->value = value;
   f->count = count;
+  f->op.kind = OP_MEMSET;
   op_span(&f->op, dst, count, true);
   return f;
 }

@@ -166,13 +166,26 @@ typedef struct KernelOp {
   struct opc_kargs a;
 } KernelOp;
 
+/* A launch as it runs: the op, and the graph it runs in, which a kernel
+ * setting a conditional node's handle needs (graph.c). */
+typedef struct KernelRun {
+  KernelOp *k;
+  struct CUgraphExec_st *exec;
+} KernelRun;
+
 static void kernel_part(void *ctx, int part, int nparts) {
-  KernelOp *k = ctx;
-  k->fn(k->a, part, nparts);
+  KernelRun *r = ctx;
+  struct CUgraphExec_st *outer = graph_running();
+  graph_set_running(r->exec);
+  graph_set_in_kernel(true);
+  r->k->fn(r->k->a, part, nparts);
+  graph_set_in_kernel(false);
+  graph_set_running(outer);
 }
 
 static void run_kernel(Op *op) {
   KernelOp *k = (KernelOp *)op;
+  KernelRun run = {k, graph_running()};
   if (k->a.n <= 0)
     return;
   /* n counts the parallel loop's iterations, which may be whole rows:
@@ -192,7 +205,7 @@ static void run_kernel(Op *op) {
     parts = k->blocks < pool_threads() ? (int)k->blocks : pool_threads();
   if (parts > k->a.n)
     parts = (int)k->a.n;
-  pool_run(kernel_part, k, parts);
+  pool_run(kernel_part, &run, parts);
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -212,6 +225,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   if (!k)
     return CUDA_ERROR_OUT_OF_MEMORY;
   k->f = f;
+  k->op.kind = OP_KERNEL;
   k->fn = f->fn[kernel_isa()];
   k->blocks = (long long)gridDimX * gridDimY * gridDimZ;
   memcpy(&k->a, kernelParams[0], sizeof k->a);

@@ -38,6 +38,21 @@ typedef struct Span {
 typedef struct Op Op;
 typedef void OpFn(Op *op);
 
+/* What node a captured op becomes in a CUDA graph: what a conditional
+ * node's body may hold depends on it (graph.c). cuDNN's and cuBLAS's
+ * calls stay OP_LIBRARY: the runtime cannot show that a GPU runs them as
+ * kernel nodes only. */
+typedef enum {
+  OP_LIBRARY,  /* cuDNN, cuBLAS, cuBLASLt: nodes of unknown types */
+  OP_KERNEL,   /* cuLaunchKernel */
+  OP_MEMCPY,   /* a copy between device or pinned memory */
+  OP_MEMCPY_PAGEABLE, /* a copy with an end in pageable host memory */
+  OP_MEMSET,
+  OP_HOST,     /* cudaLaunchHostFunc */
+  OP_MEM_FREE, /* cudaFreeAsync */
+  OP_CONDITIONAL,
+} OpKind;
+
 /* Room for the combined op an AbsorbFn builds (see Op.absorb). */
 #define OP_PLAN_BYTES 1024
 
@@ -68,6 +83,7 @@ struct Op {
   /* A copy (or host function): it may be queued on any device's stream
    * and touch any device's memory, as copies between devices do. */
   bool transfer;
+  OpKind kind;
   Span *spans;      /* filled only in checking mode */
   int nspans, capspans;
 };
@@ -97,6 +113,7 @@ typedef struct Task {
   struct Task *next;
   uint64_t seq;
   Op *op;          /* NULL for a pure wait or record */
+  struct CUgraphExec_st *exec; /* the graph launch the op belongs to, or NULL */
   Event *record;   /* set: timestamp this event when reached */
   uint64_t record_gen;
   Fence *waits;
@@ -162,6 +179,7 @@ typedef struct Runtime {
   bool concurrent_graphs; /* OPC_GRAPH_BRANCHES=concurrent */
   bool raced;       /* a race was reported: every call fails from now on */
   int async_error;  /* a cudaError_t from a failed operation, sticky */
+  struct CUgraphExec_st *replaying; /* the graph whose ops are being queued */
   int nagents;
   uint32_t *host_clock;
   int agent_stream_id[MAX_AGENTS];
@@ -197,6 +215,9 @@ double rt_now_ms(void);
 /* Records that an operation failed while it ran (out of scratch memory):
  * printed once, then returned by every later synchronisation. */
 void rt_fail_async(const char *api);
+/* The same for an error a kernel met on the device (cudaErrorLaunchFailure,
+ * say): `why` is printed once, with the first such error. */
+void rt_fail_device(cudaError_t err, const char *why);
 /* The sticky error of rt_fail_async, or cudaSuccess. */
 cudaError_t rt_async_error(void);
 /* What a call that waited for work returns: cudaErrorLaunchFailure once the
@@ -223,6 +244,10 @@ cudaError_t rt_submit_for_handle(int device, cudaStream_t stream, Op *op, unsign
 void rt_queue_wait_locked(Stream *s, Fence f);
 /* Queues a task that timestamps e; returns its fence. rt.lock held. */
 Fence rt_queue_record_locked(Stream *s, Event *e);
+/* cudaEventRecord and cudaStreamWaitEvent outside a capture (and an event
+ * record or wait node's replay). rt.lock held. */
+void rt_event_record_locked(Stream *s, Event *e);
+void rt_event_wait_locked(Stream *s, Event *e);
 /* Blocks the host until f is done; rt.lock held. */
 void rt_wait_fence_locked(Fence f);
 Fence rt_last_fence_locked(Stream *s);
@@ -265,6 +290,19 @@ bool rt_capture_forbids(void);
  * blocking stream); if so, and `invalidate`, invalidates it: the caller
  * fails with cudaErrorStreamCaptureImplicit. rt.lock held. */
 bool capture_blocks_legacy_locked(int device, bool invalidate);
+
+/* The executable graph whose op the calling thread runs (NULL: none), and
+ * whether it runs a kernel's part: what cudaGraphSetConditional, called
+ * by a kernel, checks. The stream worker sets the graph from its task; a
+ * kernel's parts, on pool threads, take it from the worker. */
+struct CUgraphExec_st *graph_running(void);
+void graph_set_running(struct CUgraphExec_st *x);
+void graph_set_in_kernel(bool in_kernel);
+/* A task of a graph launch holds its executable graph. rt.lock held. */
+void graph_exec_ref_locked(struct CUgraphExec_st *x);
+void graph_exec_unref_locked(struct CUgraphExec_st *x);
+/* Device code (a kernel's call, prelude_cpu.h); graph.c. */
+void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
 
 /* ---- checking mode (check.c) ---- */
 

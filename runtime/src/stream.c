@@ -122,6 +122,13 @@ void rt_fail_async(const char *api) {
     fprintf(stderr, "opc runtime: %s failed: out of memory for scratch space\n", api);
 }
 
+void rt_fail_device(cudaError_t err, const char *why) {
+  int none = cudaSuccess;
+  if (__atomic_compare_exchange_n(&rt.async_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    fprintf(stderr, "opc runtime: %s\n", why);
+}
+
 cudaError_t rt_async_error(void) {
   return (cudaError_t)__atomic_load_n(&rt.async_error, __ATOMIC_ACQUIRE);
 }
@@ -292,6 +299,8 @@ static void task_free_locked(Task *t) {
     event_unref_locked(t->record);
   if (t->op)
     op_unref(t->op);
+  if (t->exec)
+    graph_exec_unref_locked(t->exec);
   free(t);
 }
 
@@ -320,6 +329,9 @@ cudaError_t rt_submit_locked(Stream *s, Op *op) {
     return cudaErrorMemoryAllocation;
   }
   t->op = op;
+  t->exec = rt.replaying;
+  if (t->exec)
+    graph_exec_ref_locked(t->exec);
   task_push_locked(s, t);
   return cudaSuccess;
 }
@@ -487,8 +499,10 @@ static void *worker(void *arg) {
     Task *last = t;
     Op *op = absorb_followers_locked(t, plan, &last);
     pthread_mutex_unlock(&rt.lock);
+    graph_set_running(t->exec);
     if (op)
       op->run(op);
+    graph_set_running(NULL);
     /* Folding stops at a task that records, so only the last one can. */
     double now = last->record ? rt_now_ms() : 0;
     pthread_mutex_lock(&rt.lock);
@@ -720,6 +734,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
   /* It touches no device memory; CUDA does not say it must be queued
    * from the stream's device. */
   h->op.transfer = true;
+  h->op.kind = OP_HOST;
   return rt_submit(stream, &h->op);
 }
 
@@ -755,6 +770,25 @@ static void event_set_fence_locked(Event *e, Fence f) {
   stream_ref_locked(f.stream);
   e->fence = f;
   e->recorded = true;
+}
+
+void rt_event_record_locked(Stream *s, Event *e) {
+  if (rt.check) {
+    check_enter_locked(s);
+    clock_copy(e->clock, s->clock);
+  }
+  e->capture = NULL;
+  event_set_fence_locked(e, rt_queue_record_locked(s, e));
+}
+
+void rt_event_wait_locked(Stream *s, Event *e) {
+  if (!e->recorded)
+    return;
+  if (rt.check) {
+    check_enter_locked(s);
+    clock_join(s->clock, e->clock);
+  }
+  rt_queue_wait_locked(s, e->fence);
 }
 
 /* rt_enter for a call on event e, which must not be NULL. */
@@ -814,12 +848,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   } else if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true)) {
     err = cudaErrorStreamCaptureImplicit;
   } else {
-    if (rt.check) {
-      check_enter_locked(s);
-      clock_copy(e->clock, s->clock);
-    }
-    e->capture = NULL;
-    event_set_fence_locked(e, rt_queue_record_locked(s, e));
+    rt_event_record_locked(s, e);
   }
   pthread_mutex_unlock(&rt.lock);
   return rt_error(err);
@@ -841,12 +870,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
     err = cudaErrorStreamCaptureIsolation;
   } else if (rt_is_legacy(s) && capture_blocks_legacy_locked(s->device, true)) {
     err = cudaErrorStreamCaptureImplicit;
-  } else if (e->recorded) {
-    if (rt.check) {
-      check_enter_locked(s);
-      clock_join(s->clock, e->clock);
-    }
-    rt_queue_wait_locked(s, e->fence);
+  } else {
+    rt_event_wait_locked(s, e);
   }
   pthread_mutex_unlock(&rt.lock);
   return rt_error(err);
