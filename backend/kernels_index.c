@@ -240,7 +240,7 @@ static void run_scatter_elements(Emitter *e, Node *n) {
 static void run_arg(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   int axis = n->p.arg.axis;
-  if (x->dims[axis] == 0 && tensor_numel(y) > 0) {
+  if (x->dims[axis] == 0 && tensor_numel(y) > 0 && !x->bounded) {
     kernel_fail(e, n, emit_str(e, "%s along an empty axis has no answer", op_info(n->op)->name));
     return;
   }
@@ -258,6 +258,7 @@ static void run_arg(Emitter *e, Node *n) {
   L.i[13] = n->op == OP_ARG_MAX;
   L.i[14] = n->p.arg.select_last;
   group_i(&L, 13, 2, "largest, select_last_index");
+  row_run_length(e, &L, x, reduced);
   emit_launch(e, n, &L);
 }
 

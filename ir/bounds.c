@@ -38,6 +38,15 @@
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
  *    an error).
+ *  - T_BOUND_REDUCE: Reduce* and ArgMax/ArgMin, the input in prefix layout
+ *    (their kernels read at the planned strides). Over the run-time axis
+ *    the output is static: the kernel reads the run's length and reduces
+ *    the run's elements alone, an empty run giving the reduction's
+ *    identity (ONNX's empty set: -inf for Max, +inf for Min, 0 for Sum,
+ *    L1, L2 and SumSquare, 1 for Prod, -inf for LogSum and LogSumExp, and
+ *    0 for Mean, as ONNX Runtime gives; index 0 for ArgMax/ArgMin, which
+ *    ONNX Runtime refuses). Along other axes the
+ *    output stays bounded, the run-time dim moved to its place.
  *
  * Anything else is refused, naming the node, the input and its producer.
  */
@@ -266,6 +275,32 @@ static bool counts(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* Reduce* and ArgMax/ArgMin: the output keeps the run-time axis unless
+   it is reduced (ir.h's T_BOUND_REDUCE). */
+static bool reduces(Graph *g, Node *n, const Tensor *b) {
+  if (b != n->in[0])
+    return refuse(g, n, b, "it is read only as the data reduced");
+  if (!prefix_layout(b, b->bound_axis))
+    return refuse(g, n, b, "its kernels read at the planned strides, which the run's elements "
+                  "keep only when every dim before the run-time one is 1");
+  bool reduced[IR_MAX_RANK] = {false}, keep;
+  if (op_info(n->op)->params == PARAMS_ARG) {
+    reduced[n->p.arg.axis] = true;
+    keep = n->p.arg.keepdims;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+    keep = n->p.reduce.keepdims; /* noop_with_empty_axes: nothing reduced */
+  }
+  int ax = b->bound_axis;
+  if (reduced[ax])
+    return true; /* a static output: the kernel reduces the run alone */
+  int out_axis = ax;
+  for (int d = 0; d < ax && !keep; d++)
+    out_axis -= reduced[d];
+  set_bound(n->out[0], b, out_axis);
+  return true;
+}
+
 /* A node that makes a bound (NonZero, ...) is its outputs' origin. */
 static void set_origins(Node *n) {
   for (int i = 0; i < n->nout; i++)
@@ -309,6 +344,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return true;
   if (traits & T_BOUND_COUNTS)
     return counts(g, n, b);
+  if (traits & T_BOUND_REDUCE)
+    return reduces(g, n, b);
   char msg[96];
   snprintf(msg, sizeof msg, "%s does not read such a tensor yet", op_name(n->op));
   return refuse(g, n, b, msg);

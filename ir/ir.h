@@ -617,6 +617,11 @@ enum {
   /* Shape and Size: of a bounded input they run, reading its dims of the
      run, where they otherwise fold (ir/bounds.c). */
   T_BOUND_SHAPE = 1u << 21,
+  /* Reduce* and ArgMax/ArgMin: over a bounded input's run-time axis its
+     kernel reads the run's length and reduces the run's elements alone,
+     the output static; along other axes the output stays bounded
+     (ir/bounds.c). */
+  T_BOUND_REDUCE = 1u << 22,
 };
 
 /* Description of one operator kind: a row of ops.def. */
