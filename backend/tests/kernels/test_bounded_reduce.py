@@ -29,8 +29,12 @@ table). Negative control: ONNX Runtime's outputs for another mask
 threshold must differ from the program's.
 Refused with a clear error: a reduction of such a tensor not in prefix
 layout (rows of NonZero's [2, N] coordinates), read at the planned strides.
+With a CUDA toolkit (OPC_CUDA, default /usr/local/cuda) the float16
+program's net.c for the GPU compiles against its real headers with -Werror
+(kernels-nvrtc compiles the kernels themselves with NVRTC).
 """
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -176,6 +180,28 @@ def feeds(phase):
             "boxes": boxes.astype(np.float32), "scores": scores.astype(np.float32)}
 
 
+CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
+
+
+def real_cuda_compile(opc, m, work):
+    """None when the GPU program's net.c compiles against the real CUDA
+    headers with -Werror (or no toolkit is installed), else why not."""
+    if not os.path.exists(os.path.join(CUDA, "include", "cuda_runtime.h")):
+        print(f"note: no CUDA toolkit at {CUDA}: the real-header build is not checked")
+        return None
+    os.makedirs(work, exist_ok=True)
+    path, net_c = os.path.join(work, "model.onnx"), os.path.join(work, "net.c")
+    onnx.save(m, path)
+    p = subprocess.run([opc, path, "-o", net_c, "--precision", "fp16"], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        return "opc refused the GPU program: " + (p.stdout + p.stderr)[-600:]
+    cc = os.environ.get("CC", "cc").split()[0]
+    p = subprocess.run([cc, "-c", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(CUDA, "include"),
+                        net_c, "-o", os.path.join(work, "net.o")], capture_output=True, text=True)
+    return None if p.returncode == 0 else "the real CUDA build fails: " + p.stderr[-600:]
+
+
 def refused_models():
     """Rows of NonZero's [2, N] coordinates: the run-time dim is the second,
     its elements not the storage's first."""
@@ -247,6 +273,9 @@ def main():
     for kernel in ("opc_reduce_max_f16", "opc_reduce_min_f16", "opc_reduce_sum_f16"):
         if net_c is not None and kernel not in net_c:
             failures.append(f"fp16: the program calls no {kernel}: the case tests float32 only")
+    why = real_cuda_compile(opc, m, os.path.join(work, "cuda"))
+    if why:
+        failures.append(why)
     if counts:
         if len(set(counts[:2])) != 2 or counts[2][0] != 0:
             failures.append(f"the counts {counts}: two inputs of different counts and one empty "
