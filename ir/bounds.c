@@ -10,13 +10,15 @@
  * who is given the run's dims. The backend writes each such output's dims
  * of the run: its bounded input's, moved to the output's bound axis.
  *
- *  - T_BOUND_ELEMENTWISE: the output has the bounded operand's shape. The
- *    other operands are bounded ones of its origin and shape, or static,
- *    of size 1 along the run-time axis (the only size a run-time one
- *    broadcasts with). A static one of more than one value is read at the
- *    planned strides, which the run's elements keep only in a prefix
- *    layout (every dim before the run-time one is 1: ir.h), so with such
- *    an operand the bounded one must be in it.
+ *  - T_BOUND_ELEMENTWISE: the output has a bounded operand's shape. The
+ *    other operands are bounded ones of its origin, their run-time axes
+ *    aligned with its own (torchvision's boxes [N, 4] plus offsets
+ *    [N, 1]), or static, of size 1 along the run-time axis (the only size
+ *    a run-time one broadcasts with). A static one of more than one value
+ *    and a bounded one of another shape are read at the planned strides,
+ *    which the run's elements keep only in a prefix layout (every dim
+ *    before the run-time one is 1: ir.h), so with such an operand the
+ *    bounded ones must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
  *    run-time axis moves with them.
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
@@ -88,15 +90,44 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
   out->bound_origin = from->bound_origin;
 }
 
-static bool elementwise(Graph *g, Node *n, const Tensor *b) {
+/* The bounded input of n's output shape, or NULL: the one whose run-time
+   dim the output's is where bounded operands broadcast. */
+static const Tensor *widest_bounded(const Node *n) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && n->out[0] && tensor_same_shape(n->in[i], n->out[0]))
+      return n->in[i];
+  return NULL;
+}
+
+/* Whether bounded t goes along with b elementwise: one origin, the
+   run-time axes aligned (from the right, as broadcasting aligns dims) and
+   of one bound. */
+static bool same_run(const Tensor *t, const Tensor *b) {
+  return t->bound_origin == b->bound_origin &&
+         t->rank - t->bound_axis == b->rank - b->bound_axis &&
+         t->dims[t->bound_axis] == b->dims[b->bound_axis];
+}
+
+static bool elementwise(Graph *g, Node *n, const Tensor *first) {
+  const Tensor *b = widest_bounded(n);
+  if (!b)
+    return refuse(g, n, first, "broadcasting gives the output another shape");
   int ax = b->bound_axis, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (t && t->bounded && (t->bound_origin != b->bound_origin ||
-                            t->bound_axis != b->bound_axis || !tensor_same_shape(t, b)))
+    if (t && t->bounded && !same_run(t, b))
       return refuse_two(g, n, b, t);
-    if (!t || t->bounded)
+    if (!t || (t->bounded && tensor_same_shape(t, b)))
       continue; /* a bounded one of b's origin and shape goes along element for element */
+    if (t->bounded) {
+      /* broadcast along other axes: read at the planned strides, which
+         its run's elements keep in a prefix layout */
+      if (!prefix_layout(t, t->bound_axis))
+        return refuse(g, n, t, "it is broadcast, read at the planned strides, which the run's "
+                      "elements keep only when every dim before the run-time one is 1");
+      strided++;
+      continue;
+    }
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
     int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {

@@ -16,7 +16,9 @@ The bounded tensors:
 - the best K [1, K] of a series by TopK with K a graph input (never 0:
   ArgMax and ArgMin along its run, which ONNX Runtime refuses empty);
 - boxes [M, 4] chosen by NonMaxSuppression, reduced to their largest
-  coordinate as torchvision's batched_nms does (Faster R-CNN's ReduceMax).
+  coordinate as torchvision's batched_nms does (Faster R-CNN's ReduceMax),
+  and offset by class: [M, 4] plus [M, 1], two bounded operands of one
+  origin broadcast (ir/bounds.c's elementwise rule).
 Three inputs: two of different counts and one whose mask is empty, where
 the reductions along the run give the empty set's values (-inf for Max,
 +inf for Min, 0 for Sum and Mean as ONNX Runtime gives, 1 for Prod,
@@ -45,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
 from onnx_case import compare_close, compare_exact, reference  # noqa: E402
 
-TABLE, SERIES, SIDE, PER_CLASS = 24, 16, 5, 20
+TABLE, SERIES, SIDE, PER_CLASS, CLASSES = 24, 16, 5, 20, 2
 BOXES = SIDE * SIDE
 KINDS = ["ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1",
          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
@@ -127,23 +129,34 @@ def topk_nodes():
 
 
 def nms_nodes():
-    """torchvision's batched_nms offsets: the largest coordinate of the
-    chosen boxes (ReduceMax over everything, keepdims 0)."""
+    """torchvision's batched_nms offsets, as Faster R-CNN exports them: the
+    largest coordinate of the chosen boxes (ReduceMax over everything,
+    keepdims 0), each box's class times it plus 1 as its offset [M],
+    unsqueezed to [M, 1] and added to the boxes [M, 4] (two bounded
+    operands of one origin, broadcast along the other axis; the offsets
+    first in a Sub)."""
     nodes = [
         helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "score_thr"],
                          ["sel"]),
+        helper.make_node("Gather", ["sel", "one"], ["cls"], axis=1),
         helper.make_node("Gather", ["sel", "two"], ["box"], axis=1),
         helper.make_node("Reshape", ["boxes", "rows4"], ["boxes2d"]),
         helper.make_node("Gather", ["boxes2d", "box"], ["chosen"], axis=0),
         helper.make_node("ReduceMax", ["chosen"], ["max_coordinate"], keepdims=0),
         reduce("ReduceMax", "chosen", "box_extent", [1], 0),
+        helper.make_node("Cast", ["cls"], ["cls_f"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["max_coordinate", "onef"], ["span"]),
+        helper.make_node("Mul", ["cls_f", "span"], ["offsets"]),
+        helper.make_node("Unsqueeze", ["offsets", "axes_1"], ["offsets2d"]),
+        helper.make_node("Add", ["chosen", "offsets2d"], ["boxes_for_nms"]),
+        helper.make_node("Sub", ["offsets2d", "chosen"], ["boxes_back"]),
     ]
     inits = [const("max", [PER_CLASS], np.int64), const("iou", [0.3]),
-             const("score_thr", [0.6]), const("two", 2, np.int64),
-             const("rows4", [BOXES, 4], np.int64)]
+             const("score_thr", [0.6]), const("one", 1, np.int64), const("two", 2, np.int64),
+             const("rows4", [BOXES, 4], np.int64), const("onef", 1.0)]
     inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]),
-              helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, BOXES])]
-    return nodes, inits, inputs, ["max_coordinate", "box_extent"]
+              helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES])]
+    return nodes, inits, inputs, ["max_coordinate", "box_extent", "boxes_for_nms", "boxes_back"]
 
 
 def reduce_model(threshold=0.5):
@@ -174,7 +187,8 @@ def feeds(phase):
     cy, cx = np.meshgrid(g, g, indexing="ij")
     h, w = 2.0 + np.sin(cx * 1.3 + cy * 0.7 + phase), 2.0 + np.cos(cx * 0.6 - cy + phase)
     boxes = np.stack([cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2], -1).reshape(1, BOXES, 4)
-    scores = (0.5 + 0.5 * np.sin(0.9 * cx - 0.5 * cy + phase)).reshape(1, 1, BOXES)
+    scores = np.stack([0.5 + 0.5 * np.sin(0.9 * cx * (c + 1) - 0.5 * cy + phase + c)
+                       for c in range(CLASSES)]).reshape(1, CLASSES, BOXES)
     return {"table_in": table.astype(np.float32), "mask_in": mask.astype(np.float32),
             "series": series[None].astype(np.float32), "k": np.array([3 + 4 * (phase % 2)], np.int64),
             "boxes": boxes.astype(np.float32), "scores": scores.astype(np.float32)}
@@ -280,7 +294,7 @@ def main():
         if len(set(counts[:2])) != 2 or counts[2][0] != 0:
             failures.append(f"the counts {counts}: two inputs of different counts and one empty "
                             "were meant")
-        bounds = (TABLE, SERIES, PER_CLASS)
+        bounds = (TABLE, SERIES, PER_CLASS * CLASSES)
         if any(c == b for cs in counts for c, b in zip(cs, bounds)):
             failures.append(f"a count {counts} reaches its bound {bounds}: no shorter run")
     return onnx_case.finish(opc, failures, refused_models(), work,
