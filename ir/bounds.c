@@ -40,6 +40,12 @@
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
  *    an error).
+ *    NonMaxSuppression takes boxes [1, N, 4] and scores [B, C, N] of one
+ *    origin (torchvision's batched_nms over the boxes a detector kept),
+ *    its kernel reading N of this run; the scores at their planned
+ *    strides, whatever their layout. IfSelect (a run-time If) of a
+ *    bounded branch and a static one that fits in its bound (ir/ops.c)
+ *    takes the chosen branch's elements and dims of this run.
  *  - T_BOUND_REDUCE: Reduce* and ArgMax/ArgMin, the input in prefix layout
  *    (their kernels read at the planned strides). Over the run-time axis
  *    the output is static: the kernel reads the run's length and reduces
@@ -339,6 +345,27 @@ static void set_origins(Node *n) {
       n->out[i]->bound_origin = n->out[i];
 }
 
+/* NonMaxSuppression of boxes [1, N, 4] and scores [B, C, N] of one run
+   (torchvision's batched_nms over the boxes a model kept): its kernel
+   reads the boxes' count in this run and takes those alone, the scores
+   at their planned strides; its output is a bound of its own. */
+static bool suppresses(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *boxes = n->in[0], *scores = n->in[1];
+  for (int k = 2; k < n->nin; k++)
+    if (n->in[k] && n->in[k]->bounded)
+      return refuse(g, n, n->in[k], "NonMaxSuppression takes such a tensor only as its boxes "
+                    "and scores");
+  if (!boxes->bounded || !scores->bounded || boxes->bound_axis != 1 || scores->bound_axis != 2 ||
+      boxes->bound_origin != scores->bound_origin)
+    return refuse(g, n, b, "NonMaxSuppression takes boxes and scores of one run-time count "
+                  "only, along their boxes' axis");
+  if (!prefix_layout(boxes, 1))
+    return refuse(g, n, boxes, "its kernel reads the boxes at the planned strides, which the "
+                  "run's elements keep only when every dim before the run-time one is 1");
+  set_origins(n);
+  return true;
+}
+
 /* A bounded input of n other than b, or NULL. */
 static const Tensor *another_bounded(const Node *n, const Tensor *b) {
   for (int i = 0; i < n->nin; i++)
@@ -362,6 +389,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return gather(g, n, b);
   if ((traits & T_BOUND_SLICES) && op_info(n->op)->params == PARAMS_AXIS)
     return joins(g, n, b);
+  if ((traits & T_BOUND_COUNTS) && op_info(n->op)->params == PARAMS_NMS)
+    return suppresses(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);

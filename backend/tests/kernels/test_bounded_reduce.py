@@ -18,7 +18,11 @@ The bounded tensors:
 - boxes [M, 4] chosen by NonMaxSuppression, reduced to their largest
   coordinate as torchvision's batched_nms does (Faster R-CNN's ReduceMax),
   and offset by class: [M, 4] plus [M, 1], two bounded operands of one
-  origin broadcast (ir/bounds.c's elementwise rule).
+  origin broadcast (ir/bounds.c's elementwise rule); those boxes and
+  their scores into NonMaxSuppression again, as batched_nms does (its
+  kernel reading the boxes' count of this run; no limit, INT64_MAX), and
+  the result through an If on whether there were rows (a run-time
+  condition; the then branch an empty constant, the else branch bounded).
 Three inputs: two of different counts and one whose mask is empty, where
 the reductions along the run give the empty set's values (-inf for Max,
 +inf for Min, 0 for Sum and Mean as ONNX Runtime gives, 1 for Prod,
@@ -150,13 +154,38 @@ def nms_nodes():
         helper.make_node("Unsqueeze", ["offsets", "axes_1"], ["offsets2d"]),
         helper.make_node("Add", ["chosen", "offsets2d"], ["boxes_for_nms"]),
         helper.make_node("Sub", ["offsets2d", "chosen"], ["boxes_back"]),
+        # the boxes offset by class and their scores into NonMaxSuppression
+        # again (boxes of a run, T_BOUND_COUNTS), no limit: INT64_MAX
+        helper.make_node("Mul", ["cls", "nboxes"], ["cls_base"]),
+        helper.make_node("Add", ["cls_base", "box"], ["score_at"]),
+        helper.make_node("Reshape", ["scores", "flat"], ["scores_flat"]),
+        helper.make_node("Gather", ["scores_flat", "score_at"], ["chosen_scores"], axis=0),
+        helper.make_node("Unsqueeze", ["boxes_for_nms", "axes_0"], ["nms_boxes"]),
+        helper.make_node("Unsqueeze", ["chosen_scores", "axes_01"], ["nms_scores"]),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "no_limit", "iou2"],
+                         ["kept_rows"]),
+        helper.make_node("Gather", ["kept_rows", "two"], ["keep"], axis=1),
+        # `if no rows: an empty keep, else: keep`, the condition run-time
+        # data: an If of a static branch [0] and a bounded one
+        helper.make_node("Size", ["rows"], ["rows_size"]),
+        helper.make_node("Equal", ["rows_size", "zero_i"], ["no_rows"]),
+        helper.make_node("If", ["no_rows"], ["keep_if"], then_branch=helper.make_graph(
+            [helper.make_node("Constant", [], ["none"], value=numpy_helper.from_array(
+                np.zeros(0, np.int64)))], "then", [], [out("none")]),
+            else_branch=helper.make_graph(
+                [helper.make_node("Gather", ["kept_rows", "two"], ["kept"], axis=1)], "else",
+                [], [out("kept")])),
     ]
     inits = [const("max", [PER_CLASS], np.int64), const("iou", [0.3]),
              const("score_thr", [0.6]), const("one", 1, np.int64), const("two", 2, np.int64),
-             const("rows4", [BOXES, 4], np.int64), const("onef", 1.0)]
+             const("rows4", [BOXES, 4], np.int64), const("onef", 1.0),
+             const("nboxes", BOXES, np.int64), const("flat", [-1], np.int64),
+             const("axes_01", [0, 1], np.int64), const("no_limit", [2**63 - 1], np.int64),
+             const("iou2", [0.1]), const("zero_i", 0, np.int64)]
     inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]),
               helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES])]
-    return nodes, inits, inputs, ["max_coordinate", "box_extent", "boxes_for_nms", "boxes_back"]
+    return nodes, inits, inputs, ["max_coordinate", "box_extent", "boxes_for_nms", "boxes_back",
+                                  "keep", "keep_if"]
 
 
 def reduce_model(threshold=0.5):
@@ -265,10 +294,10 @@ def check_program(opc, m, work, flags, rel):
                 failures.append(f"{' '.join(flags) or 'float32'}, phase {phase}, {o.name}: {why}")
         # the run-time dims: rows, K, boxes
         counts.append((len(want["noop"]), len(want["top_ReduceMean_0_k0"]),
-                       len(want["box_extent"])))
+                       len(want["box_extent"]), len(want["keep"])))
         other = reference(reduce_model(threshold=0.3), f)
         if phase < 2 and all(compare(got[n], other[n], rel) is None
-                             for n in ("ReduceSum_run_k0", "ReduceMax_all")):
+                             for n in ("ReduceSum_run_k0", "ReduceMax_all", "keep")):
             failures.append(f"phase {phase}: the reference with another threshold matches too")
     return failures, counts, net_c
 
@@ -294,7 +323,7 @@ def main():
         if len(set(counts[:2])) != 2 or counts[2][0] != 0:
             failures.append(f"the counts {counts}: two inputs of different counts and one empty "
                             "were meant")
-        bounds = (TABLE, SERIES, PER_CLASS * CLASSES)
+        bounds = (TABLE, SERIES, PER_CLASS * CLASSES, PER_CLASS * CLASSES)
         if any(c == b for cs in counts for c, b in zip(cs, bounds)):
             failures.append(f"a count {counts} reaches its bound {bounds}: no shorter run")
     return onnx_case.finish(opc, failures, refused_models(), work,
