@@ -25,7 +25,9 @@
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
  *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
- *    left whole, the input in prefix layout (read at the planned strides);
+ *    left whole, or a Slice of the run's head (start 0, step 1: x[:k]),
+ *    whose output is an origin of its own, its count the run's within k;
+ *    the input in prefix layout (read at the planned strides);
  *    Concat along another axis of inputs all bounded, of one origin.
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
@@ -230,18 +232,24 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
-  bool whole = op_info(n->op)->params == PARAMS_SPLIT
-                   ? n->p.split.axis != ax
-                   : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
-                         n->p.slice.extent[ax] == b->dims[ax];
-  if (!whole)
-    return refuse(g, n, b, "it cuts the run-time axis, which would need the run's size");
+  bool split = op_info(n->op)->params == PARAMS_SPLIT;
+  bool whole = split ? n->p.split.axis != ax
+                     : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
+                           n->p.slice.extent[ax] == b->dims[ax];
+  /* x[:k], torchvision's keep[:post_nms_top_n]: the run's first k at most */
+  bool head = !split && n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1;
+  if (!whole && !head)
+    return refuse(g, n, b, "it cuts the run-time axis elsewhere than its head, which would "
+                  "need the run's size");
   if (!prefix_layout(b, ax))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");
   for (int i = 0; i < n->nout; i++)
-    if (n->out[i])
+    if (n->out[i] && tensor_numel(n->out[i]) > 0) { /* x[:0] is static, empty */
       set_bound(n->out[i], b, ax);
+      if (!whole)
+        n->out[i]->bound_origin = n->out[i]; /* a count of its own: the run's, within k */
+    }
   return true;
 }
 

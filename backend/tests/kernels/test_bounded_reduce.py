@@ -22,7 +22,9 @@ The bounded tensors:
   their scores into NonMaxSuppression again, as batched_nms does (its
   kernel reading the boxes' count of this run; no limit, INT64_MAX), and
   the result through an If on whether there were rows (a run-time
-  condition; the then branch an empty constant, the else branch bounded).
+  condition; the then branch an empty constant, the else branch bounded),
+  its head keep[:5] as torchvision's post_nms_top_n (a Slice of a run's
+  head: a count of its own), and the rows' head rows[:6] likewise.
 Three inputs: two of different counts and one whose mask is empty, where
 the reductions along the run give the empty set's values (-inf for Max,
 +inf for Min, 0 for Sum and Mean as ONNX Runtime gives, 1 for Prod,
@@ -100,11 +102,18 @@ def rows_nodes(threshold):
             name = f"{kind}_across_k{keep}"
             nodes.append(helper.make_node(kind, ["rows"], [name], axis=1, keepdims=keep))
             outputs.append(name)
+    # the rows' head, rows[:6] (a count of its own, within 6), scaled and
+    # summed along the run
+    nodes += [helper.make_node("Slice", ["rows", "axes_0", "six"], ["rows_head"]),
+              helper.make_node("Mul", ["rows_head", "half"], ["head_scaled"]),
+              reduce("ReduceSum", "rows_head", "head_sum", [0], 0)]
+    outputs += ["head_scaled", "head_sum"]
     # noop_with_empty_axes: nothing reduced, the output bounded as its input
     nodes.append(helper.make_node("ReduceSum", ["rows"], ["noop"], noop_with_empty_axes=1))
     outputs.append("noop")
     mix = np.array([[1.0, 0.5, -0.25], [0.0, 1.0, 0.5], [0.25, 0.0, 1.0]], np.float32)
     inits = [const("mix", mix), const("thr", threshold), const("axes_0", [0], np.int64),
+             const("six", [6], np.int64), const("half", 0.5),
              const("axes_1", [1], np.int64)]
     inputs = [helper.make_tensor_value_info("table_in", TensorProto.FLOAT, [TABLE, 3]),
               helper.make_tensor_value_info("mask_in", TensorProto.FLOAT, [TABLE])]
@@ -175,17 +184,21 @@ def nms_nodes():
             else_branch=helper.make_graph(
                 [helper.make_node("Gather", ["kept_rows", "two"], ["kept"], axis=1)], "else",
                 [], [out("kept")])),
+        # the head of a run, keep[:post_nms_top_n] (Slice, start 0): a count
+        # of its own, the run's within the end
+        helper.make_node("Slice", ["keep_if", "axes_0", "five"], ["keep_top"]),
     ]
     inits = [const("max", [PER_CLASS], np.int64), const("iou", [0.3]),
              const("score_thr", [0.6]), const("one", 1, np.int64), const("two", 2, np.int64),
              const("rows4", [BOXES, 4], np.int64), const("onef", 1.0),
              const("nboxes", BOXES, np.int64), const("flat", [-1], np.int64),
              const("axes_01", [0, 1], np.int64), const("no_limit", [2**63 - 1], np.int64),
-             const("iou2", [0.1]), const("zero_i", 0, np.int64)]
+             const("iou2", [0.1]), const("zero_i", 0, np.int64),
+             const("five", [5], np.int64)]
     inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]),
               helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES])]
     return nodes, inits, inputs, ["max_coordinate", "box_extent", "boxes_for_nms", "boxes_back",
-                                  "keep", "keep_if"]
+                                  "keep", "keep_if", "keep_top"]
 
 
 def reduce_model(threshold=0.5):
