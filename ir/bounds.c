@@ -42,7 +42,7 @@
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
  *    an error).
- *    NonMaxSuppression takes boxes [1, N, 4] and scores [B, C, N] of one
+ *    NonMaxSuppression takes boxes [1, N, 4] and scores [1, C, N] of one
  *    origin (torchvision's batched_nms over the boxes a detector kept),
  *    its kernel reading N of this run; the scores at their planned
  *    strides, whatever their layout. IfSelect (a run-time If) of a
@@ -55,8 +55,8 @@
  *    identity (ONNX's empty set: -inf for Max, +inf for Min, 0 for Sum,
  *    L1, L2 and SumSquare, 1 for Prod, -inf for LogSum and LogSumExp, and
  *    0 for Mean, as ONNX Runtime gives; index 0 for ArgMax/ArgMin, which
- *    ONNX Runtime refuses). Along other axes the
- *    output stays bounded, the run-time dim moved to its place.
+ *    ONNX Runtime refuses). Along other axes the output stays bounded,
+ *    the run-time dim moved to its place.
  *
  * Anything else is refused, naming the node, the input and its producer.
  */
@@ -353,7 +353,7 @@ static void set_origins(Node *n) {
       n->out[i]->bound_origin = n->out[i];
 }
 
-/* NonMaxSuppression of boxes [1, N, 4] and scores [B, C, N] of one run
+/* NonMaxSuppression of boxes [1, N, 4] and scores [1, C, N] of one run
    (torchvision's batched_nms over the boxes a model kept): its kernel
    reads the boxes' count in this run and takes those alone, the scores
    at their planned strides; its output is a bound of its own. */
