@@ -325,6 +325,9 @@ bool tensor_needed(const Tensor *t);
 /* A row kernel over x reducing the dims marked in `reduced` (kernels_launch.c). */
 bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x, const bool *reduced,
                 const char *y, const int64_t *yst, bool writes_rows);
+/* A reduction's row along a bounded x's run-time axis: x[1] is its length
+   in this run (kernels_launch.c). */
+void row_run_length(Emitter *e, Launch *L, const Tensor *x, const bool *reduced);
 /* Output strides along x's dims for a reduction's output y (keepdims or not). */
 void reduced_output_strides(const Tensor *x, const Tensor *y, const bool *reduced,
                             int64_t *yst);

@@ -317,7 +317,60 @@ static void logic_params(Emitter *e, const Node *n, Launch *L) {
   }
 }
 
+/* IfSelect of a bounded branch and a static one (ir/ops.c): one launch
+   copies the chosen branch's elements, one thread writes the output's
+   dims of this run (opc_if_select_run). Both branches and the output are
+   contiguous in prefix layout (ir/bounds.c), so a run's elements are the
+   first of its storage. */
+static void run_if_select_run(Emitter *e, Node *n) {
+  const Tensor *then = n->in[1], *other = n->in[2], *y = n->out[0];
+  const Tensor *run = then->bounded ? then : other, *fixed = then->bounded ? other : then;
+  if (!buffer_is_contiguous(then) || !buffer_is_contiguous(other) || !buffer_is_contiguous(y)) {
+    kernel_fail(e, n, "an If of a branch of run-time size reads contiguous branches only");
+    return;
+  }
+  for (int mode = 0; mode < 2; mode++) {
+    Launch L = {.kernel = sized_kernel(e, "opc_if_select_run", y->dtype), .nx = 4,
+                .n = mode ? 1 : tensor_numel(y)};
+    L.x[0] = buf(e, n->in[0]);
+    L.x_extent[0] = 1;
+    L.x_bytes[0] = 1;
+    if (mode == 0) {
+      L.x[1] = tensor_numel(then) ? buf(e, then) : NULL;
+      L.x[2] = tensor_numel(other) ? buf(e, other) : NULL;
+      L.x_extent[1] = tensor_numel(then);
+      L.x_extent[2] = tensor_numel(other);
+      L.x_bytes[1] = L.x_bytes[2] = L.y_bytes = (int)dtype_size(y->dtype);
+      L.y = buf(e, y);
+      L.y_extent = tensor_numel(y);
+    } else {
+      L.x[3] = live_dims(e, run);
+      L.x_extent[3] = run->rank;
+      L.x_bytes[3] = 8;
+      L.y = live_dims(e, y);
+      L.y_extent = y->rank;
+      L.y_bytes = 8;
+    }
+    L.i[0] = then->bounded;
+    L.i[1] = mode;
+    L.i[2] = tensor_numel(fixed);
+    L.i[3] = fixed->rank;
+    for (int d = 0; d < fixed->rank; d++)
+      L.i[4 + d] = fixed->dims[d];
+    group_i(&L, 0, 4, "whether the then branch is the bounded one, which launch, the static "
+                      "branch's elements and rank");
+    group_i(&L, 4, fixed->rank, "the static branch's dims");
+    L.note = mode ? "one thread: the dims of this run, the chosen branch's"
+                  : "the chosen branch's elements";
+    emit_launch(e, n, &L);
+  }
+}
+
 static void run_logic(Emitter *e, Node *n) {
+  if (n->op == OP_IF_SELECT && n->out[0]->bounded) {
+    run_if_select_run(e, n);
+    return;
+  }
   Launch L = elementwise(e, n, logic_instance(e, n), n->in, n->nin);
   /* The operands' types differ: numbers in and bools out, or a bool
      condition among other values. */

@@ -240,7 +240,7 @@ static void run_scatter_elements(Emitter *e, Node *n) {
 static void run_arg(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   int axis = n->p.arg.axis;
-  if (x->dims[axis] == 0 && tensor_numel(y) > 0) {
+  if (x->dims[axis] == 0 && tensor_numel(y) > 0 && !x->bounded) {
     kernel_fail(e, n, emit_str(e, "%s along an empty axis has no answer", op_info(n->op)->name));
     return;
   }
@@ -258,6 +258,7 @@ static void run_arg(Emitter *e, Node *n) {
   L.i[13] = n->op == OP_ARG_MAX;
   L.i[14] = n->p.arg.select_last;
   group_i(&L, 13, 2, "largest, select_last_index");
+  row_run_length(e, &L, x, reduced);
   emit_launch(e, n, &L);
 }
 
@@ -409,6 +410,23 @@ static void set_scalar_input(Emitter *e, Launch *L, int k, const Tensor *t) {
     L->nx = k + 1;
 }
 
+/* Boxes of a run (ir/bounds.c): the count of this run goes in the x slot
+   a run-time threshold leaves free, i[7] naming it. */
+static bool nms_run_count(Emitter *e, Node *n, Launch *L) {
+  int k = !n->p.nms.score_at_run_time ? 3 : !n->p.nms.iou_at_run_time ? 2 : 0;
+  if (!k)
+    return kernel_fail(e, n, "NonMaxSuppression of boxes of a run-time count takes at most one "
+                       "of its thresholds as run-time data");
+  const Tensor *boxes = n->in[0];
+  L->x[k] = emit_str(e, "(%s + %d)", live_dims(e, boxes), boxes->bound_axis);
+  L->x_extent[k] = 1;
+  L->x_bytes[k] = 8;
+  L->nx = 4;
+  L->i[7] = k;
+  group_i(L, 7, 1, "the x slot of the boxes' count in this run");
+  return true;
+}
+
 static void run_nms(Emitter *e, Node *n) {
   Tensor *boxes = n->in[0], *scores = n->in[1], *y = n->out[0];
   if (!row_major(boxes) || !row_major(scores)) {
@@ -430,6 +448,8 @@ static void run_nms(Emitter *e, Node *n) {
         set_scalar_input(e, &L, 2, n->in[3]);
       if (n->p.nms.score_at_run_time)
         set_scalar_input(e, &L, 3, n->in[4]);
+      if (boxes->bounded && !nms_run_count(e, n, &L))
+        return;
     } else if (mode == 1 && n->p.nms.per_class_at_run_time) {
       set_scalar_input(e, &L, 0, n->in[2]);
     } else if (mode == 2) {

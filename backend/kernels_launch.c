@@ -298,13 +298,26 @@ bool tensor_needed(const Tensor *t) { return t && (t->is_output || t->nusers > 0
 
 /* ----------------------------------------------------------------- rows */
 
+/* Whether the row runs along a bounded x's run-time axis (ir/bounds.c's
+   T_BOUND_REDUCE): its length is then known on the device alone. */
+static bool row_along_run(const Tensor *x, const bool *reduced) {
+  return x->bounded && reduced[x->bound_axis];
+}
+
 /*
  * A row kernel over x, reducing the dims marked in `reduced`: yst gives the
  * output's stride along each of x's dims (ignored along reduced dims for
- * reductions, used for kernels that write whole rows).
+ * reductions, used for kernels that write whole rows). A row along a
+ * bounded x's run-time axis makes that axis the row's first group, alone:
+ * every dim before it is 1 (the prefix layout bounds.c asks for), and dims
+ * of 1 are left out of such a row; row_run_length then hands the kernel
+ * the group's size in this run.
  */
 bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x,
                 const bool *reduced, const char *y, const int64_t *yst, bool writes_rows) {
+  bool run = row_along_run(x, reduced);
+  if (run && writes_rows)
+    return kernel_fail(e, n, "a row kernel writing whole rows does not take a run-time length");
   int64_t xs[IR_MAX_RANK];
   strides_of(x, xs);
   L->rank = x->rank > 0 ? x->rank : 1;
@@ -322,12 +335,12 @@ bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x,
   int groups = 0;
   int64_t length = 1, y_span = 0;
   for (int d = 0; d < x->rank; d++) {
-    if (!reduced[d])
+    if (!reduced[d] || (run && x->dims[d] == 1 && d != x->bound_axis))
       continue;
     length *= x->dims[d];
     y_span += (x->dims[d] - 1) * yst[d];
     int g = groups - 1;
-    if (d > 0 && reduced[d - 1] && L->i[5 + g] == xs[d] * x->dims[d] &&
+    if (!run && d > 0 && reduced[d - 1] && L->i[5 + g] == xs[d] * x->dims[d] &&
         L->i[9 + g] == yst[d] * x->dims[d]) {
       L->i[1 + g] *= x->dims[d];
       L->i[5 + g] = xs[d];
@@ -353,6 +366,21 @@ bool row_launch(Emitter *e, const Node *n, Launch *L, const Tensor *x,
   if (length > 0)
     L->y_extent += y_span;
   return true;
+}
+
+/* A reduction's row along a bounded x's run-time axis (row_launch made it
+   the first group): x[1] points at the axis's size in this run, which the
+   kernel takes as the group's, so that it reduces the run's elements
+   alone. Call after set_element_type. */
+void row_run_length(Emitter *e, Launch *L, const Tensor *x, const bool *reduced) {
+  if (!row_along_run(x, reduced))
+    return;
+  L->nx = 2;
+  L->x[1] = emit_str(e, "(%s + %d)", live_dims(e, x), x->bound_axis);
+  L->x_extent[1] = 1;
+  L->x_bytes[1] = 8;
+  L->note = emit_str(e, "x[1]: the length of the row's first group in this run (of '%s')",
+                     x->name);
 }
 
 /* Output strides along x's dims for a reduction's output y (keepdims or not). */

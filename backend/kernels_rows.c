@@ -159,6 +159,7 @@ static void run_reduce(Emitter *e, Node *n) {
     L.f[1] = dtype_is_float(y->dtype) ? (max ? -INFINITY : INFINITY) : 0.0f;
     group_f(&L, 1, 1, "the value of an empty row");
   }
+  row_run_length(e, &L, x, reduced);
   emit_launch(e, n, &L);
 }
 
@@ -703,6 +704,7 @@ static void run_reduce_more(Emitter *e, Node *n) {
     L.f[0] = (float)n->p.lp.p;
     group_f(&L, 0, 1, "p");
   }
+  row_run_length(e, &L, x, reduced);
   emit_launch(e, n, &L);
 }
 
@@ -807,7 +809,17 @@ static void run_det(Emitter *e, Node *n) {
 const OpEmitter kernel_pool = {.run = run_pool};
 const OpEmitter kernel_max_unpool = {.run = run_max_unpool};
 const OpEmitter kernel_det = {.run = run_det};
-const OpEmitter kernel_reduce = {.run = run_reduce};
+/* cuDNN reduces 16-bit data, but not along a run-time axis, whose length
+   is on the device: there opc's kernel takes it (ir/bounds.c). */
+static bool reduce_supports(Emitter *e, const Node *n) {
+  (void)e;
+  const Tensor *x = n->in[0];
+  bool along_run = x->bounded && op_info(n->op)->params == PARAMS_REDUCE &&
+                   n->p.reduce.reduced[x->bound_axis];
+  return !node_in_half(n) || along_run;
+}
+
+const OpEmitter kernel_reduce = {.run = run_reduce, .supports = reduce_supports, .half = true};
 const OpEmitter kernel_softmax = {.run = run_softmax};
 const OpEmitter kernel_layer_norm = {.run = run_layer_norm};
 const OpEmitter kernel_rms_norm = {.run = run_rms_norm};

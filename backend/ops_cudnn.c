@@ -529,6 +529,8 @@ static bool plan_reduce(const Node *n, ReducePlan *p) {
     for (int i = 0; i < x->rank; i++)
       reduce[i] = n->p.reduce.reduced[i];
   }
+  if (x->bounded && reduce[x->bound_axis])
+    return false; /* the run's length is on the device: opc's kernels read it */
   p->rank = x->rank;
   for (int i = 0; i < x->rank; i++) {
     p->x[i] = x->dims[i];

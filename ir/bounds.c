@@ -10,20 +10,24 @@
  * who is given the run's dims. The backend writes each such output's dims
  * of the run: its bounded input's, moved to the output's bound axis.
  *
- *  - T_BOUND_ELEMENTWISE: the output has the bounded operand's shape. The
- *    other operands are bounded ones of its origin and shape, or static,
- *    of size 1 along the run-time axis (the only size a run-time one
- *    broadcasts with). A static one of more than one value is read at the
- *    planned strides, which the run's elements keep only in a prefix
- *    layout (every dim before the run-time one is 1: ir.h), so with such
- *    an operand the bounded one must be in it.
+ *  - T_BOUND_ELEMENTWISE: the output has a bounded operand's shape. The
+ *    other operands are bounded ones of its origin, their run-time axes
+ *    aligned with its own (torchvision's boxes [N, 4] plus offsets
+ *    [N, 1]), or static, of size 1 along the run-time axis (the only size
+ *    a run-time one broadcasts with). A static one of more than one value
+ *    and a bounded one of another shape are read at the planned strides,
+ *    which the run's elements keep only in a prefix layout (every dim
+ *    before the run-time one is 1: ir.h), so with such an operand the
+ *    bounded ones must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
  *    run-time axis moves with them.
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
  *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
- *    left whole, the input in prefix layout (read at the planned strides);
+ *    left whole, or a Slice of the run's head (start 0, step 1: x[:k]),
+ *    whose output is an origin of its own, its count the run's within k;
+ *    the input in prefix layout (read at the planned strides);
  *    Concat along another axis of inputs all bounded, of one origin.
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
@@ -38,6 +42,21 @@
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
  *    an error).
+ *    NonMaxSuppression takes boxes [1, N, 4] and scores [1, C, N] of one
+ *    origin (torchvision's batched_nms over the boxes a detector kept),
+ *    its kernel reading N of this run; the scores at their planned
+ *    strides, whatever their layout. IfSelect (a run-time If) of a
+ *    bounded branch and a static one that fits in its bound (ir/ops.c)
+ *    takes the chosen branch's elements and dims of this run.
+ *  - T_BOUND_REDUCE: Reduce* and ArgMax/ArgMin, the input in prefix layout
+ *    (their kernels read at the planned strides). Over the run-time axis
+ *    the output is static: the kernel reads the run's length and reduces
+ *    the run's elements alone, an empty run giving the reduction's
+ *    identity (ONNX's empty set: -inf for Max, +inf for Min, 0 for Sum,
+ *    L1, L2 and SumSquare, 1 for Prod, -inf for LogSum and LogSumExp, and
+ *    0 for Mean, as ONNX Runtime gives; index 0 for ArgMax/ArgMin, which
+ *    ONNX Runtime refuses). Along other axes the output stays bounded,
+ *    the run-time dim moved to its place.
  *
  * Anything else is refused, naming the node, the input and its producer.
  */
@@ -79,15 +98,44 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
   out->bound_origin = from->bound_origin;
 }
 
-static bool elementwise(Graph *g, Node *n, const Tensor *b) {
+/* The bounded input of n's output shape, or NULL: the one whose run-time
+   dim the output's is where bounded operands broadcast. */
+static const Tensor *widest_bounded(const Node *n) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && n->out[0] && tensor_same_shape(n->in[i], n->out[0]))
+      return n->in[i];
+  return NULL;
+}
+
+/* Whether bounded t goes along with b elementwise: one origin, the
+   run-time axes aligned (from the right, as broadcasting aligns dims) and
+   of one bound. */
+static bool same_run(const Tensor *t, const Tensor *b) {
+  return t->bound_origin == b->bound_origin &&
+         t->rank - t->bound_axis == b->rank - b->bound_axis &&
+         t->dims[t->bound_axis] == b->dims[b->bound_axis];
+}
+
+static bool elementwise(Graph *g, Node *n, const Tensor *first) {
+  const Tensor *b = widest_bounded(n);
+  if (!b)
+    return refuse(g, n, first, "broadcasting gives the output another shape");
   int ax = b->bound_axis, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (t && t->bounded && (t->bound_origin != b->bound_origin ||
-                            t->bound_axis != b->bound_axis || !tensor_same_shape(t, b)))
+    if (t && t->bounded && !same_run(t, b))
       return refuse_two(g, n, b, t);
-    if (!t || t->bounded)
+    if (!t || (t->bounded && tensor_same_shape(t, b)))
       continue; /* a bounded one of b's origin and shape goes along element for element */
+    if (t->bounded) {
+      /* broadcast along other axes: read at the planned strides, which
+         its run's elements keep in a prefix layout */
+      if (!prefix_layout(t, t->bound_axis))
+        return refuse(g, n, t, "it is broadcast, read at the planned strides, which the run's "
+                      "elements keep only when every dim before the run-time one is 1");
+      strided++;
+      continue;
+    }
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
     int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {
@@ -184,18 +232,24 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
-  bool whole = op_info(n->op)->params == PARAMS_SPLIT
-                   ? n->p.split.axis != ax
-                   : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
-                         n->p.slice.extent[ax] == b->dims[ax];
-  if (!whole)
-    return refuse(g, n, b, "it cuts the run-time axis, which would need the run's size");
+  bool split = op_info(n->op)->params == PARAMS_SPLIT;
+  bool whole = split ? n->p.split.axis != ax
+                     : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
+                           n->p.slice.extent[ax] == b->dims[ax];
+  /* x[:k], torchvision's keep[:post_nms_top_n]: the run's first k at most */
+  bool head = !split && n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1;
+  if (!whole && !head)
+    return refuse(g, n, b, "it cuts the run-time axis elsewhere than its head, which would "
+                  "need the run's size");
   if (!prefix_layout(b, ax))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");
   for (int i = 0; i < n->nout; i++)
-    if (n->out[i])
+    if (n->out[i] && tensor_numel(n->out[i]) > 0) { /* x[:0] is static, empty */
       set_bound(n->out[i], b, ax);
+      if (!whole)
+        n->out[i]->bound_origin = n->out[i]; /* a count of its own: the run's, within k */
+    }
   return true;
 }
 
@@ -266,11 +320,58 @@ static bool counts(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* Reduce* and ArgMax/ArgMin: the output keeps the run-time axis unless
+   it is reduced (ir.h's T_BOUND_REDUCE). */
+static bool reduces(Graph *g, Node *n, const Tensor *b) {
+  if (b != n->in[0])
+    return refuse(g, n, b, "it is read only as the data reduced");
+  if (!prefix_layout(b, b->bound_axis))
+    return refuse(g, n, b, "its kernels read at the planned strides, which the run's elements "
+                  "keep only when every dim before the run-time one is 1");
+  bool reduced[IR_MAX_RANK] = {false}, keep;
+  if (op_info(n->op)->params == PARAMS_ARG) {
+    reduced[n->p.arg.axis] = true;
+    keep = n->p.arg.keepdims;
+  } else {
+    memcpy(reduced, n->p.reduce.reduced, sizeof reduced);
+    keep = n->p.reduce.keepdims; /* noop_with_empty_axes: nothing reduced */
+  }
+  int ax = b->bound_axis;
+  if (reduced[ax])
+    return true; /* a static output: the kernel reduces the run alone */
+  int out_axis = ax;
+  for (int d = 0; d < ax && !keep; d++)
+    out_axis -= reduced[d];
+  set_bound(n->out[0], b, out_axis);
+  return true;
+}
+
 /* A node that makes a bound (NonZero, ...) is its outputs' origin. */
 static void set_origins(Node *n) {
   for (int i = 0; i < n->nout; i++)
     if (n->out[i] && n->out[i]->bounded)
       n->out[i]->bound_origin = n->out[i];
+}
+
+/* NonMaxSuppression of boxes [1, N, 4] and scores [1, C, N] of one run
+   (torchvision's batched_nms over the boxes a model kept): its kernel
+   reads the boxes' count in this run and takes those alone, the scores
+   at their planned strides; its output is a bound of its own. */
+static bool suppresses(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *boxes = n->in[0], *scores = n->in[1];
+  for (int k = 2; k < n->nin; k++)
+    if (n->in[k] && n->in[k]->bounded)
+      return refuse(g, n, n->in[k], "NonMaxSuppression takes such a tensor only as its boxes "
+                    "and scores");
+  if (!boxes->bounded || !scores->bounded || boxes->bound_axis != 1 || scores->bound_axis != 2 ||
+      boxes->bound_origin != scores->bound_origin)
+    return refuse(g, n, b, "NonMaxSuppression takes boxes and scores of one run-time count "
+                  "only, along their boxes' axis");
+  if (!prefix_layout(boxes, 1))
+    return refuse(g, n, boxes, "its kernel reads the boxes at the planned strides, which the "
+                  "run's elements keep only when every dim before the run-time one is 1");
+  set_origins(n);
+  return true;
 }
 
 /* A bounded input of n other than b, or NULL. */
@@ -296,6 +397,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return gather(g, n, b);
   if ((traits & T_BOUND_SLICES) && op_info(n->op)->params == PARAMS_AXIS)
     return joins(g, n, b);
+  if ((traits & T_BOUND_COUNTS) && op_info(n->op)->params == PARAMS_NMS)
+    return suppresses(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);
@@ -309,6 +412,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return true;
   if (traits & T_BOUND_COUNTS)
     return counts(g, n, b);
+  if (traits & T_BOUND_REDUCE)
+    return reduces(g, n, b);
   char msg[96];
   snprintf(msg, sizeof msg, "%s does not read such a tensor yet", op_name(n->op));
   return refuse(g, n, b, msg);

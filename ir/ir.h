@@ -611,12 +611,18 @@ enum {
      along another axis (ir/bounds.c). */
   T_BOUND_SLICES = 1u << 19,
   /* Its kernel reads a bounded input's dims of the run itself, and counts
-     only the run's elements (NonZero, TopK along the run-time axis): its
-     outputs are bounds of their own (ir/bounds.c). */
+     only the run's elements (NonZero, TopK along the run-time axis,
+     NonMaxSuppression of boxes of a run, IfSelect of a bounded branch):
+     its outputs are bounds of their own (ir/bounds.c). */
   T_BOUND_COUNTS = 1u << 20,
   /* Shape and Size: of a bounded input they run, reading its dims of the
      run, where they otherwise fold (ir/bounds.c). */
   T_BOUND_SHAPE = 1u << 21,
+  /* Reduce* and ArgMax/ArgMin: over a bounded input's run-time axis its
+     kernel reads the run's length and reduces the run's elements alone,
+     the output static; along other axes the output stays bounded
+     (ir/bounds.c). */
+  T_BOUND_REDUCE = 1u << 22,
 };
 
 /* Description of one operator kind: a row of ops.def. */

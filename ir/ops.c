@@ -433,6 +433,32 @@ static bool infer_where(Graph *g, Node *n) {
          set_out(g, n, 0, in(n, 1)->dtype, rank, dims);
 }
 
+/* IfSelect of one bounded branch and one static (torchvision's `if
+   boxes.numel() == 0: return an empty keep`): the output is a bound of its
+   own (ir/bounds.c), the bounded branch's dims, its run the chosen
+   branch's. The static one must fit: the same dims but along the run-time
+   axis, where it has at most the bound. */
+static bool if_select_run(Graph *g, Node *n, const Tensor *a, const Tensor *b) {
+  const Tensor *run = a->bounded ? a : b, *other = a->bounded ? b : a;
+  bool fits = !other->bounded && other->rank == run->rank;
+  for (int d = 0; fits && d < run->rank; d++)
+    fits = d == run->bound_axis ? other->dims[d] <= run->dims[d] : other->dims[d] == run->dims[d];
+  if (!fits) {
+    char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+    ir_error(g, n, "the then branch gives '%s' of type %s and the else branch '%s' of type %s; "
+             "opc runs an If whose condition is run-time data on a branch of run-time size "
+             "only where the other is static and differs at most along that axis, within "
+             "its bound", a->name, tensor_type_str(a, ta, sizeof ta), b->name,
+             tensor_type_str(b, tb, sizeof tb));
+    return false;
+  }
+  if (!set_out(g, n, 0, run->dtype, run->rank, run->dims))
+    return false;
+  n->out[0]->bounded = true;
+  n->out[0]->bound_axis = run->bound_axis;
+  return true;
+}
+
 /* IfSelect(condition, then, else): the If's output from the branch its
    one-value condition picks; the branches must agree on the shape, which
    ONNX allows them not to. */
@@ -442,6 +468,8 @@ static bool infer_if_select(Graph *g, Node *n) {
     ir_error(g, n, "condition '%s' must be one value of rank 0, is rank %d", cond->name, cond->rank);
     return false;
   }
+  if (a->bounded != b->bounded || (a->bounded && !tensor_same_shape(a, b)))
+    return if_select_run(g, n, a, b);
   if (!tensor_same_shape(a, b)) {
     char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
     ir_error(g, n, "the then branch gives '%s' of type %s and the else branch '%s' of type %s; "
@@ -3073,9 +3101,12 @@ static bool infer_nms(Graph *g, Node *n) {
     ir_error(g, n, "iou_threshold must be in [0, 1], is %g", iou);
     return false;
   }
-  int64_t per_class = n->p.nms.per_class_at_run_time ? boxes->dims[1]
-                      : max_per_class < 0            ? 0
-                                                     : (int64_t)max_per_class;
+  /* compared as a double: torchvision's exports ask for INT64_MAX, which
+     converts to 2^63, past what an int64 holds */
+  int64_t per_class = n->p.nms.per_class_at_run_time         ? boxes->dims[1]
+                      : max_per_class < 0                    ? 0
+                      : max_per_class >= (double)boxes->dims[1] ? boxes->dims[1]
+                                                             : (int64_t)max_per_class;
   n->p.nms.center = center == 1;
   n->p.nms.has_score_threshold = in(n, 4) != NULL;
   n->p.nms.per_class = per_class < boxes->dims[1] ? per_class : boxes->dims[1];

@@ -123,8 +123,8 @@ static void test_compile_time_only(void) {
   graph_free(u);
   /* NonZero at run time: bounded by every element being nonzero, the
      count (axis 1) the data's; an elementwise reader and a reshape carry
-     the bound on, a Transpose that reorders its dims and a reduction may
-     not read it */
+     the bound on, a Transpose that reorders its dims and a reduction of
+     it not in prefix layout may not read it */
   Graph *nz = parse(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n%n = Neg(%y)\n"
                     "const %a: i64[1] = [0]\n%u = Unsqueeze(%n, %a)\n");
   CHECK(nz && graph_infer_shapes(nz) && has_type(nz, "y", "i64[2,<=20]") &&
@@ -135,7 +135,17 @@ static void test_compile_time_only(void) {
                    "node 'Transpose_1' (Transpose): input 'y' has a size known only at run time "
                    "(the output of a NonZero, i64[2,<=20]); the transpose reorders its dims"));
   CHECK(fails_with(HEADER "input %x: f32[4,5]\n%y = NonZero(%x)\n%z = ReduceMax(%y)\n",
-                   "ReduceMax does not read such a tensor yet"));
+                   "node 'ReduceMax_1' (ReduceMax): input 'y' has a size known only at run time "
+                   "(the output of a NonZero, i64[2,<=20]); its kernels read at the planned "
+                   "strides"));
+  /* a reduction in prefix layout: across the run-time axis the output
+     stays bounded, along it the output is static (ir/bounds.c) */
+  Graph *r = parse(HEADER "input %x: f32[20]\n%y = NonZero(%x)\nconst %a: i64[1] = [0]\n"
+                   "%m = ReduceMax(%y, %a)\n%s = ReduceSum(%y)\n");
+  CHECK(r && graph_infer_shapes(r) && has_type(r, "m", "i64[1,<=20]") &&
+        has_type(r, "s", "i64[1,1]") && !graph_find_tensor(r, "s")->bounded &&
+        graph_find_tensor(r, "m")->bound_origin == graph_find_tensor(r, "y"));
+  graph_free(r);
   /* comparison, logic and Where have kernels: run-time inputs are fine */
   Graph *c = parse(HEADER "input %x: f32[4]\nconst %z: f32[] = [0.0]\n%y = Equal(%x, %z)\n"
                           "%n = Not(%y)\n%w = Where(%n, %x, %z)\n");

@@ -30,7 +30,7 @@ program, none reaching its bound; and again with --precision fp16 (floats
 within 1e-3 of their largest magnitude). Negative control: ONNX Runtime's
 outputs for another score threshold (a different count) must differ from
 the program's.
-Refused with a clear error: a reduction over such a tensor, a broadcast
+Refused with a clear error: a scan (CumSum) along such a tensor, a broadcast
 operand read at the planned strides where the run's layout differs, a
 Gather along the run-time axis, and two such tensors of different origins.
 """
@@ -199,8 +199,9 @@ def refused_models():
         [helper.make_node("NonZero", ["field"], ["a"]), helper.make_node("NonZero", ["other"], ["b"]),
          helper.make_node("Add", ["a", "b"], ["y"], name="add")], x + [two], [out("y")])
     return [
-        ("a reduction", nz([helper.make_node("ReduceSum", ["at", "zero"], ["y"], name="sum")]),
-         "node 'sum' (ReduceSum): input 'at' has a size known only at run time"),
+        ("a scan", nz([helper.make_node("CumSum", ["at", "axis1"], ["y"], name="scan")],
+                      [const("axis1", 1, np.int64)]),
+         "node 'scan' (CumSum): input 'at' has a size known only at run time"),
         ("an operand at the planned strides",
          nz([helper.make_node("Add", ["at", "col"], ["y"], name="add")],
             [const("col", [[1], [2]], np.int64)]), "every dim before the run-time one is 1"),
