@@ -18,7 +18,16 @@
  *    layout (every dim before the run-time one is 1: ir.h), so with such
  *    an operand the bounded one must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
- *    run-time axis moves with them.
+ *    run-time axis moves with them; or one that merges or splits static
+ *    dims only, the run's size whole on one axis (Flatten's part that
+ *    holds it, a Reshape's -1 that comes out at the bound): the run's
+ *    elements are the first of the storage in any layout, so a reshape
+ *    that keeps their count keeps them where they are. A Reshape whose
+ *    target shape the program computes from a bounded tensor's dims
+ *    (ir/symbolic.c: Tensor.sym) takes the axis where the shape names the
+ *    run-time size of its data's origin, the other elements constants of
+ *    the product of the data's static dims; another origin's size, a
+ *    multiple of one, or two of them are refused, naming the shape input.
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
@@ -125,24 +134,121 @@ static int count_non_unit(const Tensor *t, int end) {
   return count;
 }
 
+/* Whether the reshape keeps the dims other than 1 in order, the output's
+   run-time axis then the one its k-th such dim lands on. */
+static bool keeps_non_unit(const Tensor *b, const Tensor *out, int *out_axis) {
+  int count = count_non_unit(b, b->rank);
+  if (b->dims[b->bound_axis] == 1 || count_non_unit(out, out->rank) != count)
+    return false;
+  for (int j = 0; j < count; j++)
+    if (out->dims[non_unit_dim(out, j)] != b->dims[non_unit_dim(b, j)])
+      return false;
+  *out_axis = non_unit_dim(out, count_non_unit(b, b->bound_axis));
+  return true;
+}
+
+/* Where a reshape that merges or splits static dims puts the run: a
+   Reshape's -1 (the run's elements over the static ones), or the part of
+   a Flatten that holds the run-time axis; -1 if neither. */
+static int merged_run_axis(const Node *n, const Tensor *b) {
+  if (n->op == OP_FLATTEN) {
+    int64_t axis = node_attr_int(n, "axis", 1);
+    return b->bound_axis < (axis < 0 ? axis + b->rank : axis) ? 0 : 1;
+  }
+  const Tensor *shape = n->op == OP_RESHAPE && n->nin > 1 ? n->in[1] : NULL;
+  for (int64_t i = 0; shape && shape->i64 && i < tensor_numel(shape); i++)
+    if (shape->i64[i] == -1)
+      return (int)i;
+  return -1;
+}
+
+/* The run's elements are the first of the storage, in the run's dims, in
+   any layout: a reshape whose output has the run's size on one axis and
+   static dims elsewhere of the same product keeps them where they are. */
 static bool reshape(Graph *g, Node *n, const Tensor *b) {
-  int ax = b->bound_axis;
-  if (b->dims[ax] == 1)
-    return refuse(g, n, b, "a run-time axis of bound 1 cannot be told from the dims of 1 a "
-                  "reshape adds or removes");
-  int k = count_non_unit(b, ax);
-  for (int i = 0; i < n->nout; i++) {
-    Tensor *out = n->out[i];
-    if (!out)
-      continue;
-    bool kept = count_non_unit(out, out->rank) == count_non_unit(b, b->rank);
-    for (int j = 0; kept && j < count_non_unit(b, b->rank); j++)
-      kept = out->dims[non_unit_dim(out, j)] == b->dims[non_unit_dim(b, j)];
-    if (!kept)
+  Tensor *out = n->out[0];
+  int ax = b->bound_axis, out_axis;
+  if (!keeps_non_unit(b, out, &out_axis)) {
+    out_axis = merged_run_axis(n, b);
+    if (out_axis < 0 && b->dims[ax] == 1)
+      return refuse(g, n, b, "a run-time axis of bound 1 cannot be told from the dims of 1 a "
+                    "reshape adds or removes");
+    /* At the bound, the counts match: the output's axis holds the run's
+       size itself where it holds the bound. */
+    if (out_axis < 0 || out->dims[out_axis] != b->dims[ax])
       return refuse(g, n, b, "the reshape merges or splits dims, which would need the run's "
                     "size multiplied");
-    set_bound(out, b, non_unit_dim(out, k));
   }
+  set_bound(out, b, out_axis);
+  return true;
+}
+
+/* The position of the one element of a symbolic target shape that names a
+   run-time size, or -1 (every element constant); -2 after an error. */
+static int symbolic_run_axis(Graph *g, Node *n) {
+  const Tensor *s = n->in[1];
+  int at = -1;
+  for (int i = 0; i < (int)tensor_numel(s); i++) {
+    SymValue v = s->sym[i];
+    const char *why = NULL;
+    if (!v.origin)
+      continue;
+    if (!sym_is_run(v))
+      why = "opc reshapes to a run-time size itself, not to a multiple or an offset of one";
+    else if (at >= 0 && s->sym[at].origin != v.origin)
+      why = arena_printf(g->arena, "element %d is %s: two origins, whose sizes may differ in a "
+                         "run", at, sym_str(g, s->sym[at]));
+    else if (at >= 0)
+      why = arena_printf(g->arena, "element %d is it too: the run's size squared", at);
+    if (why) {
+      ir_error(g, n, "shape input '%s' is known only at run time: its element %d is %s; %s",
+               s->name, i, sym_str(g, v), why);
+      return -2;
+    }
+    at = i;
+  }
+  return at;
+}
+
+/* Reshape to a target shape the program computes from a bounded tensor's
+   dims (ir/symbolic.c): one element is the run-time size of the data's
+   origin, the others constants whose product is that of the data's
+   static dims, so that the element counts match in every run. */
+static bool reshape_to_symbols(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *s = n->in[1];
+  Tensor *out = n->out[0];
+  int at = symbolic_run_axis(g, n);
+  if (at == -2)
+    return false;
+  if (at == -1)
+    return !x->bounded || reshape(g, n, x); /* every element a constant */
+  SymValue run = s->sym[at];
+  if (!x->bounded || x->bound_origin != run.origin) {
+    ir_error(g, n, "shape input '%s' is known only at run time: its element %d is %s, a size "
+             "that data '%s' does not have (%s)", s->name, at, sym_str(g, run), x->name,
+             x->bounded ? "its run-time size is another origin's" : "its shape is static");
+    return false;
+  }
+  int64_t in_rest = 1, out_rest = 1;
+  for (int d = 0; d < x->rank; d++)
+    in_rest *= d == x->bound_axis ? 1 : x->dims[d];
+  for (int d = 0; d < out->rank; d++) {
+    bool copies_run = d != at && !s->sym[d].origin && s->sym[d].offset == 0 &&
+                      !node_attr_int(n, "allowzero", 0) && d == x->bound_axis;
+    if (copies_run) {
+      ir_error(g, n, "shape input '%s': element %d is 0, which copies the run-time dim of data "
+               "'%s', and element %d is %s too", s->name, d, x->name, at, sym_str(g, run));
+      return false;
+    }
+    out_rest *= d == at ? 1 : out->dims[d];
+  }
+  if (in_rest != out_rest || out->dims[at] != x->dims[x->bound_axis]) {
+    ir_error(g, n, "shape input '%s' is known only at run time: %s times %lld elements, where "
+             "data '%s' has that size times %lld", s->name, sym_str(g, run),
+             (long long)out_rest, x->name, (long long)in_rest);
+    return false;
+  }
+  set_bound(out, x, at);
   return true;
 }
 
@@ -282,6 +388,9 @@ static const Tensor *another_bounded(const Node *n, const Tensor *b) {
 }
 
 bool infer_bounds(Graph *g, Node *n) {
+  if (n->op == OP_RESHAPE && n->nin > 1 && n->in[1] && !tensor_is_const(n->in[1]) &&
+      n->in[1]->sym && !(n->in[1]->bounded))
+    return reshape_to_symbols(g, n);
   const Tensor *b = another_bounded(n, NULL);
   if (!b) {
     set_origins(n);
