@@ -10,13 +10,16 @@
  * who is given the run's dims. The backend writes each such output's dims
  * of the run: its bounded input's, moved to the output's bound axis.
  *
- *  - T_BOUND_ELEMENTWISE: the output has the bounded operand's shape. The
- *    other operands are bounded ones of its origin and shape, or static,
+ *  - T_BOUND_ELEMENTWISE: the output is bounded where the bounded operand
+ *    is (dims counted from the last). The other operands are bounded ones
+ *    of its origin, on the same axis, or static,
  *    of size 1 along the run-time axis (the only size a run-time one
- *    broadcasts with). A static one of more than one value is read at the
- *    planned strides, which the run's elements keep only in a prefix
- *    layout (every dim before the run-time one is 1: ir.h), so with such
- *    an operand the bounded one must be in it.
+ *    broadcasts with). A static one of more than one value, or a bounded
+ *    one of that origin broadcast along another axis (RetinaNet's boxes
+ *    [N, 4] plus offsets [N, 1]), is read at the planned strides, which
+ *    the run's elements keep only in a prefix layout (every dim before the
+ *    run-time one is 1: ir.h), so with such an operand every bounded one,
+ *    and the output, must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
  *    run-time axis moves with them; or one that merges or splits static
  *    dims only, the run's size whole on one axis (Flatten's part that
@@ -89,16 +92,20 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
 }
 
 static bool elementwise(Graph *g, Node *n, const Tensor *b) {
-  int ax = b->bound_axis, strided = 0;
+  int ax = b->bound_axis, from_end = b->rank - ax, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (t && t->bounded && (t->bound_origin != b->bound_origin ||
-                            t->bound_axis != b->bound_axis || !tensor_same_shape(t, b)))
-      return refuse_two(g, n, b, t);
-    if (!t || t->bounded)
-      continue; /* a bounded one of b's origin and shape goes along element for element */
+    if (!t)
+      continue;
+    int d = t->rank - from_end; /* the run-time axis, operands aligned at the right */
+    if (t->bounded) {
+      if (t->bound_origin != b->bound_origin || t->bound_axis != d ||
+          t->dims[d] != b->dims[ax])
+        return refuse_two(g, n, b, t);
+      strided += !tensor_same_shape(t, b); /* one of its origin, broadcast along another axis */
+      continue;
+    }
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
-    int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {
       char msg[LIMIT_NAME_BYTES + 160];
       snprintf(msg, sizeof msg, "operand '%s' has %lld along that axis, and a run-time size "
@@ -106,15 +113,20 @@ static bool elementwise(Graph *g, Node *n, const Tensor *b) {
       return refuse(g, n, b, msg);
     }
   }
-  if (strided && !prefix_layout(b, ax))
-    return refuse(g, n, b, "its other operands would be read at the planned strides, which the "
-                  "run's elements keep only when every dim before the run-time one is 1");
+  for (int i = 0; strided && i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && !prefix_layout(n->in[i], n->in[i]->bound_axis))
+      return refuse(g, n, n->in[i], "its other operands would be read at the planned strides, "
+                    "which the run's elements keep only when every dim before the run-time one "
+                    "is 1");
   for (int i = 0; i < n->nout; i++) {
-    if (!n->out[i])
+    Tensor *out = n->out[i];
+    if (!out)
       continue;
-    if (!tensor_same_shape(n->out[i], b))
+    int out_axis = out->rank - from_end;
+    if (out_axis < 0 || out->dims[out_axis] != b->dims[ax] ||
+        (strided && !prefix_layout(out, out_axis)) || (!strided && !tensor_same_shape(out, b)))
       return refuse(g, n, b, "broadcasting gives the output another shape");
-    set_bound(n->out[i], b, ax);
+    set_bound(out, b, out_axis);
   }
   return true;
 }

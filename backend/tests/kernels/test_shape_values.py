@@ -14,7 +14,8 @@ One program holds two chains:
   x and y columns cut by Slices of step 2, clipped by Max and Min,
   unsqueezed and joined along a new last axis ([N, 2, 2]), then reshaped
   to Concat(Unsqueeze(Gather(Shape(flat), 0)), Unsqueeze(Gather(Shape(flat),
-  1))), i.e. [N, 4];
+  1))), i.e. [N, 4]; then batched NMS's offsets added, [N, 1] of the same
+  origin broadcast along the boxes' other axis (ir/bounds.c);
 - rows of a table picked by TopK with a run-time K ([K, 2, 2]), reshaped
   to the constant [-1, 4], flattened, and reshaped to [(Size + 4) / 4 - 1,
   Shape[1] * 2]: arithmetic on the run's size that stays exact.
@@ -24,7 +25,8 @@ different counts, none at its bound. Negative control: ONNX Runtime's
 outputs for another threshold (another count) must differ from the
 program's. Refused with a clear error: a shape naming another origin's
 size than the data's, an element count that does not match, the run's
-size twice, and a multiple of it.
+size twice, a multiple of it, and a broadcast of two tensors of one
+origin where one is not in prefix layout.
 """
 import os
 import sys
@@ -79,6 +81,12 @@ def retinanet_nodes(threshold):
         node("Concat", ["rows1", "cols1"], ["target"], axis=0),
         node("Reshape", ["pairs", "target"], ["clipped"]),
         node("Mul", ["clipped", "two"], ["clipped2"]),
+        # torchvision's batched NMS offsets: boxes [N, 4] plus per-box
+        # offsets [N, 1] of one origin, broadcast along the other axis
+        node("Cast", ["keep"], ["keep_f"], to=TensorProto.FLOAT),
+        node("Mul", ["keep_f", "side"], ["offsets"]),
+        node("Unsqueeze", ["offsets", "i1"], ["offsets1"]),
+        node("Add", ["clipped", "offsets1"], ["shifted"]),
     ]
     inits = [const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
              const("i2", [2], np.int64), const("s0", [0], np.int64), const("s1", [1], np.int64),
@@ -87,7 +95,7 @@ def retinanet_nodes(threshold):
              const("two", 2.0)]
     inputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [BOXES]),
               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [BOXES, 4])]
-    return nodes, inits, inputs, ["clipped2", "rows"]
+    return nodes, inits, inputs, ["clipped2", "rows", "shifted"]
 
 
 def topk_nodes():
@@ -157,8 +165,8 @@ def refused_models():
             node("Shape", ["nz3"], ["s3"]),
             node("Slice", ["s3", "i1", "i2", "i0"], ["p"])]
 
-    def case(data, extra):
-        nodes = base + extra + [node("Reshape", [data, "t"], ["y"], name="reshape")]
+    def case(data, extra, last=None):
+        nodes = base + extra + [last or node("Reshape", [data, "t"], ["y"], name="reshape")]
         return onnx_case.model(nodes, x, [out("y")], inits)
     return [
         # [M] for [2, N]: 40 elements at the bounds, but two origins
@@ -175,6 +183,13 @@ def refused_models():
         ("a multiple of the run's size", case("nz", [node("Mul", ["n", "c2"], ["t"])]),
          "its element 0 is 2 * the run-time size of 'nz'; opc reshapes to a run-time size "
          "itself, not to a multiple"),
+        # [1, 2, N] plus [2, N], one origin: the first is read at the
+        # planned strides, which its run's elements do not keep
+        ("a broadcast of one origin out of prefix layout",
+         case("nz", [node("Unsqueeze", ["nz", "i0"], ["nz_up"])],
+              node("Add", ["nz_up", "nz"], ["y"], name="add")),
+         "node 'add' (Add): input 'nz_up' has a size known only at run time (the output of a "
+         "Unsqueeze, i64[1,2,<=20]); its other operands would be read at the planned strides"),
     ]
 
 
@@ -210,7 +225,7 @@ def main():
     return onnx_case.finish(opc, failures, refused_models(), work,
                             f"shape values: {len(m.graph.output)} outputs match ONNX Runtime "
                             f"on two inputs (sizes {sizes}); another threshold differs; "
-                            f"{len(refused_models())} reshapes refused")
+                            f"{len(refused_models())} readers refused")
 
 
 if __name__ == "__main__":
