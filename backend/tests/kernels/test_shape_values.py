@@ -87,15 +87,21 @@ def retinanet_nodes(threshold):
         node("Mul", ["keep_f", "side"], ["offsets"]),
         node("Unsqueeze", ["offsets", "i1"], ["offsets1"]),
         node("Add", ["clipped", "offsets1"], ["shifted"]),
+        # and its NonMaxSuppression's limit, INT64_MAX: the bound is the
+        # box count (a double of 2^63 once overflowed it)
+        node("Unsqueeze", ["boxes", "i0"], ["boxes3"]),
+        node("Reshape", ["scores", "one_one"], ["scores3"]),
+        node("NonMaxSuppression", ["boxes3", "scores3", "no_limit", "iou"], ["nms_all"]),
     ]
     inits = [const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
              const("i2", [2], np.int64), const("s0", [0], np.int64), const("s1", [1], np.int64),
              const("s2", [2], np.int64), const("s4", [4], np.int64), const("zero", 0.0),
              const("side", SIDE), const("g0", 0, np.int64), const("g1", 1, np.int64),
-             const("two", 2.0)]
+             const("two", 2.0), const("one_one", [1, 1, -1], np.int64),
+             const("no_limit", [2**63 - 1], np.int64), const("iou", [0.3])]
     inputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [BOXES]),
               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [BOXES, 4])]
-    return nodes, inits, inputs, ["clipped2", "rows", "shifted"]
+    return nodes, inits, inputs, ["clipped2", "rows", "shifted", "nms_all"]
 
 
 def topk_nodes():
