@@ -15,7 +15,8 @@ One program holds two chains:
   unsqueezed and joined along a new last axis ([N, 2, 2]), then reshaped
   to Concat(Unsqueeze(Gather(Shape(flat), 0)), Unsqueeze(Gather(Shape(flat),
   1))), i.e. [N, 4]; then batched NMS's offsets added, [N, 1] of the same
-  origin broadcast along the boxes' other axis (ir/bounds.c);
+  origin broadcast along the boxes' other axis (ir/bounds.c), and a
+  NonMaxSuppression whose limit is INT64_MAX, as batched NMS passes it;
 - rows of a table picked by TopK with a run-time K ([K, 2, 2]), reshaped
   to the constant [-1, 4], flattened, and reshaped to [(Size + 4) / 4 - 1,
   Shape[1] * 2]: arithmetic on the run's size that stays exact.
