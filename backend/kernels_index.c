@@ -428,8 +428,19 @@ static void run_nms(Emitter *e, Node *n) {
       L.x_extent[1] = tensor_numel(scores);
       if (n->p.nms.iou_at_run_time)
         set_scalar_input(e, &L, 2, n->in[3]);
+      if (n->p.nms.score_at_run_time && boxes->bounded) {
+        kernel_fail(e, n, "NonMaxSuppression reads a run-time score threshold only with a "
+                    "static count of boxes");
+        return;
+      }
       if (n->p.nms.score_at_run_time)
         set_scalar_input(e, &L, 3, n->in[4]);
+      if (boxes->bounded) { /* the count of this run (ir/bounds.c) */
+        L.nx = 4;
+        L.x[3] = live_dims(e, boxes);
+        L.x_extent[3] = boxes->rank;
+        L.x_bytes[3] = 8;
+      }
     } else if (mode == 1 && n->p.nms.per_class_at_run_time) {
       set_scalar_input(e, &L, 0, n->in[2]);
     } else if (mode == 2) {
@@ -448,8 +459,10 @@ static void run_nms(Emitter *e, Node *n) {
     L.i[4] = n->p.nms.per_class;
     L.i[5] = n->p.nms.center;
     L.i[6] = n->p.nms.has_score_threshold;
-    group_i(&L, 0, 7, "mode, batches, classes, boxes, rows per class, center_point_box, "
-                      "whether scores are thresholded");
+    L.i[7] = mode == 0 && boxes->bounded;
+    group_i(&L, 0, 8, "mode, batches, classes, boxes (the bound), rows per class, "
+                      "center_point_box, whether scores are thresholded, whether the count "
+                      "of boxes is a run's");
     L.f[0] = n->p.nms.iou_threshold;
     L.f[1] = n->p.nms.score_threshold;
     group_f(&L, 0, 2, "IoU and score thresholds");

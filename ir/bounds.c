@@ -45,6 +45,10 @@
  *  - T_BOUND_SHAPE: Shape and Size, which run instead of folding, on the
  *    input's dims of the run; their outputs are static tensors of
  *    run-time values.
+ *  - NonMaxSuppression of boxes [B, N, 4] and scores [B, C, N] of one
+ *    origin, N the run's: its kernel reads the boxes' dims of the run and
+ *    finds each batch's and class's at the run's strides; its output is
+ *    a bound of its own.
  *  - T_BOUND_COUNTS: NonZero, and TopK along the run-time axis, whose
  *    kernels read the input's dims of the run and take the run's elements
  *    alone, the input in prefix layout; their outputs are bounds of their
@@ -391,6 +395,24 @@ static void set_origins(Node *n) {
       n->out[i]->bound_origin = n->out[i];
 }
 
+/* NonMaxSuppression over a run's boxes: boxes [B, N, 4] and scores [B, C,
+   N] of one origin, N the run's; its kernel reads the boxes' dims of the
+   run, and each batch's and class's boxes and scores start where the
+   run's dims put them (stored contiguously in them). Its output is a
+   bound of its own. */
+static bool nms_of_run(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *boxes = n->in[0], *scores = n->in[1];
+  for (int i = 2; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded)
+      return refuse(g, n, n->in[i], "NonMaxSuppression's limits must hold one value");
+  if (!boxes->bounded || !scores->bounded || boxes->bound_origin != scores->bound_origin ||
+      boxes->bound_axis != 1 || scores->bound_axis != 2)
+    return refuse(g, n, b, "NonMaxSuppression takes a run-time count of boxes only as boxes "
+                  "and scores of one origin, along their box axes");
+  set_origins(n);
+  return true;
+}
+
 /* A bounded input of n other than b, or NULL. */
 static const Tensor *another_bounded(const Node *n, const Tensor *b) {
   for (int i = 0; i < n->nin; i++)
@@ -417,6 +439,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return gather(g, n, b);
   if ((traits & T_BOUND_SLICES) && op_info(n->op)->params == PARAMS_AXIS)
     return joins(g, n, b);
+  if (n->op == OP_NON_MAX_SUPPRESSION)
+    return nms_of_run(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);

@@ -16,7 +16,9 @@ One program holds two chains:
   to Concat(Unsqueeze(Gather(Shape(flat), 0)), Unsqueeze(Gather(Shape(flat),
   1))), i.e. [N, 4]; then batched NMS's offsets added, [N, 1] of the same
   origin broadcast along the boxes' other axis (ir/bounds.c), and a
-  NonMaxSuppression whose limit is INT64_MAX, as batched NMS passes it;
+  NonMaxSuppression whose limit is INT64_MAX, as batched NMS passes it,
+  over all boxes and over the clipped candidates (a run's boxes and
+  scores, of one origin);
 - rows of a table picked by TopK with a run-time K ([K, 2, 2]), reshaped
   to the constant [-1, 4], flattened, and reshaped to [(Size + 4) / 4 - 1,
   Shape[1] * 2]: arithmetic on the run's size that stays exact.
@@ -93,6 +95,11 @@ def retinanet_nodes(threshold):
         node("Unsqueeze", ["boxes", "i0"], ["boxes3"]),
         node("Reshape", ["scores", "one_one"], ["scores3"]),
         node("NonMaxSuppression", ["boxes3", "scores3", "no_limit", "iou"], ["nms_all"]),
+        # NonMaxSuppression over the candidates, a run's boxes and scores
+        node("Unsqueeze", ["clipped", "i0"], ["kept3"]),
+        node("Gather", ["scores", "keep"], ["kept_scores"], axis=0),
+        node("Reshape", ["kept_scores", "one_one"], ["kept_scores3"]),
+        node("NonMaxSuppression", ["kept3", "kept_scores3", "no_limit", "iou"], ["nms_run"]),
     ]
     inits = [const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
              const("i2", [2], np.int64), const("s0", [0], np.int64), const("s1", [1], np.int64),
@@ -102,7 +109,7 @@ def retinanet_nodes(threshold):
              const("no_limit", [2**63 - 1], np.int64), const("iou", [0.3])]
     inputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [BOXES]),
               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [BOXES, 4])]
-    return nodes, inits, inputs, ["clipped2", "rows", "shifted", "nms_all"]
+    return nodes, inits, inputs, ["clipped2", "rows", "shifted", "nms_all", "nms_run"]
 
 
 def topk_nodes():
