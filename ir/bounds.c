@@ -370,6 +370,22 @@ static bool gather(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* A node that makes a bound (NonZero, ...) is its outputs' origin: each
+   its own, but TopK's values and indices, which hold one count in every
+   run (torchvision gathers boxes by the indices and pairs them with the
+   values), share the first's. */
+static void set_origins(Node *n) {
+  const Tensor *shared = NULL;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (!t || !t->bounded)
+      continue;
+    if (!shared || n->op != OP_TOP_K)
+      shared = t;
+    t->bound_origin = shared;
+  }
+}
+
 static bool counts(Graph *g, Node *n, const Tensor *b) {
   if (!prefix_layout(b, b->bound_axis))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
@@ -382,18 +398,10 @@ static bool counts(Graph *g, Node *n, const Tensor *b) {
       if (n->out[i] && tensor_numel(n->out[i]) > 0)
         set_bound(n->out[i], n->out[i], b->bound_axis);
   }
-  for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && n->out[i]->bounded)
-      n->out[i]->bound_origin = n->out[i];
+  set_origins(n);
   return true;
 }
 
-/* A node that makes a bound (NonZero, ...) is its outputs' origin. */
-static void set_origins(Node *n) {
-  for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && n->out[i]->bounded)
-      n->out[i]->bound_origin = n->out[i];
-}
 
 /* NonMaxSuppression over a run's boxes: boxes [B, N, 4] and scores [B, C,
    N] of one origin, N the run's; its kernel reads the boxes' dims of the

@@ -21,7 +21,8 @@ One program holds two chains:
   scores, of one origin);
 - rows of a table picked by TopK with a run-time K ([K, 2, 2]), reshaped
   to the constant [-1, 4], flattened, and reshaped to [(Size + 4) / 4 - 1,
-  Shape[1] * 2]: arithmetic on the run's size that stays exact.
+  Shape[1] * 2]: arithmetic on the run's size that stays exact; and the
+  TopK's values times its indices, two outputs of one origin.
 The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
 bits, so a copy that read past a run would show it. Two inputs of
 different counts, none at its bound. Negative control: ONNX Runtime's
@@ -130,6 +131,9 @@ def topk_nodes():
         node("Concat", ["count1", "inner2"], ["target4"], axis=0),
         node("Reshape", ["picked", "target4"], ["by_size"]),
         node("Sub", ["by_size", "sum4"], ["topk_rows"]),
+        # TopK's values and indices: one count, one origin (ir/bounds.c)
+        node("Cast", ["order"], ["order_f"], to=TensorProto.FLOAT),
+        node("Mul", ["top", "order_f"], ["top_by_order"]),
     ]
     table = np.arange(SERIES * 4, dtype=np.float32).reshape(SERIES, 2, 2) * 0.25 - 3
     inits = [const("table", table), const("minus4", [-1, 4], np.int64),
@@ -137,7 +141,7 @@ def topk_nodes():
              const("two_i", 2, np.int64)]
     inputs = [helper.make_tensor_value_info("series", TensorProto.FLOAT, [SERIES]),
               helper.make_tensor_value_info("k", TensorProto.INT64, [1])]
-    return nodes, inits, inputs, ["topk_rows", "count"]
+    return nodes, inits, inputs, ["topk_rows", "count", "top_by_order"]
 
 
 def values_model(threshold=0.6):
