@@ -72,15 +72,21 @@ static bool uses_context(const char *text) {
 
 /* A node that reads a bounded tensor writes its bounded outputs' dims of
    the run (ir/bounds.c's rules: the input's run-time dim, moved to the
-   output's bound axis), after its work: one thread of opc_live_dims. The
+   output's bound axis, at most its bound: a Slice that keeps the first of
+   a run is a bound of its own), after its work: one thread of
+   opc_live_dims. The
    kinds that make a bound (NonZero, ...) write their own: the output is
    its own origin. */
 static void emit_live_dims(Emitter *e, Node *n) {
   for (int k = 0; k < n->nout; k++) {
     const Tensor *y = n->out[k], *from = NULL;
-    if (!y || !y->bounded || y->bound_origin == y)
-      continue; /* static, or a bound of the node's own (NonZero's count) */
-    for (int i = 0; i < n->nin; i++)
+    if (!y || !y->bounded)
+      continue;
+    if (y->bound_origin == y && n->op == OP_SLICE && n->in[0]->bounded)
+      from = n->in[0]; /* the first of its run: opc_live_dims caps it at y's bound */
+    else if (y->bound_origin == y)
+      continue; /* a bound of the node's own (NonZero's count) */
+    for (int i = 0; i < n->nin && !from; i++)
       if (n->in[i] && n->in[i]->bounded && n->in[i]->bound_origin == y->bound_origin)
         from = n->in[i]; /* the input whose run-time dim y's is */
     if (!from)

@@ -36,6 +36,8 @@
  *    elements stay where they are.
  *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
  *    left whole, the input in prefix layout (read at the planned strides);
+ *    a Slice of the first `end` of the run-time axis (start 0, step 1),
+ *    min(run, end) of them: an origin of its own;
  *    Concat along another axis of inputs all bounded, of one origin.
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
@@ -304,14 +306,56 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* Slice of the first `end` of a run (torchvision's keep[:detections]):
+   min(run, end) of them, a bound of its own (backend/nodes.c writes its
+   dims of the run, opc_live_dims capping the input's at the bound). */
+static bool first_of_run(const Node *n, const Tensor *b) {
+  int ax = b->bound_axis;
+  if (op_info(n->op)->params == PARAMS_SPLIT || n->p.slice.start[ax] != 0 ||
+      n->p.slice.step[ax] != 1 || n->p.slice.extent[ax] <= 0 ||
+      n->p.slice.extent[ax] >= b->dims[ax])
+    return false;
+  /* The end as given: one counted from the run's end (negative) is not
+     the bound's. */
+  const int64_t *ends = NULL, *axes = NULL;
+  int64_t count = 0;
+  if (n->nin > 2 && n->in[2] && n->in[2]->i64) {
+    ends = n->in[2]->i64;
+    count = tensor_numel(n->in[2]);
+    axes = n->nin > 3 && n->in[3] ? n->in[3]->i64 : NULL;
+    if (n->nin > 3 && n->in[3] && !axes)
+      return false;
+  } else {
+    count = node_attr_ints(n, "ends", &ends);
+    int64_t naxes = node_attr_ints(n, "axes", &axes);
+    if (naxes <= 0)
+      axes = NULL;
+  }
+  for (int64_t i = 0; ends && i < count; i++) {
+    int64_t a = axes ? (axes[i] < 0 ? axes[i] + b->rank : axes[i]) : i;
+    if (a == ax)
+      return ends[i] >= 0;
+  }
+  return false;
+}
+
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
   bool whole = op_info(n->op)->params == PARAMS_SPLIT
                    ? n->p.split.axis != ax
                    : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
                          n->p.slice.extent[ax] == b->dims[ax];
+  if (first_of_run(n, b)) {
+    if (!prefix_layout(b, ax))
+      return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                    "only when every dim before the run-time one is 1");
+    set_bound(n->out[0], b, ax);
+    n->out[0]->bound_origin = n->out[0];
+    return true;
+  }
   if (!whole)
-    return refuse(g, n, b, "it cuts the run-time axis, which would need the run's size");
+    return refuse(g, n, b, "it cuts the run-time axis other than to its first elements, which "
+                  "would need the run's size");
   if (!prefix_layout(b, ax))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");

@@ -22,15 +22,16 @@ One program holds two chains:
 - rows of a table picked by TopK with a run-time K ([K, 2, 2]), reshaped
   to the constant [-1, 4], flattened, and reshaped to [(Size + 4) / 4 - 1,
   Shape[1] * 2]: arithmetic on the run's size that stays exact; and the
-  TopK's values times its indices, two outputs of one origin.
+  TopK's values times its indices, two outputs of one origin, and the
+  first 8 of its values (5 and 8 of them kept).
 The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
 bits, so a copy that read past a run would show it. Two inputs of
 different counts, none at its bound. Negative control: ONNX Runtime's
 outputs for another threshold (another count) must differ from the
 program's. Refused with a clear error: a shape naming another origin's
 size than the data's, an element count that does not match, the run's
-size twice, a multiple of it, and a broadcast of two tensors of one
-origin where one is not in prefix layout.
+size twice, a multiple of it, a broadcast of two tensors of one origin
+where one is not in prefix layout, and a Slice counted from the run's end.
 """
 import os
 import sys
@@ -134,14 +135,19 @@ def topk_nodes():
         # TopK's values and indices: one count, one origin (ir/bounds.c)
         node("Cast", ["order"], ["order_f"], to=TensorProto.FLOAT),
         node("Mul", ["top", "order_f"], ["top_by_order"]),
+        # the first 8 of the run, as torchvision keeps its detections:
+        # min(K, 8), an origin of its own
+        node("Slice", ["top", "zero_i", "eight", "zero_i"], ["top_first"]),
+        node("Mul", ["top_first", "two_f"], ["top_first2"]),
     ]
     table = np.arange(SERIES * 4, dtype=np.float32).reshape(SERIES, 2, 2) * 0.25 - 3
     inits = [const("table", table), const("minus4", [-1, 4], np.int64),
              const("four", 4, np.int64), const("one", 1, np.int64),
-             const("two_i", 2, np.int64)]
+             const("two_i", 2, np.int64), const("zero_i", [0], np.int64),
+             const("eight", [8], np.int64), const("two_f", 2.0)]
     inputs = [helper.make_tensor_value_info("series", TensorProto.FLOAT, [SERIES]),
               helper.make_tensor_value_info("k", TensorProto.INT64, [1])]
-    return nodes, inits, inputs, ["topk_rows", "count", "top_by_order"]
+    return nodes, inits, inputs, ["topk_rows", "count", "top_by_order", "top_first2"]
 
 
 def values_model(threshold=0.6):
@@ -172,7 +178,8 @@ def refused_models():
          helper.make_tensor_value_info("other", TensorProto.FLOAT, [40]),
          helper.make_tensor_value_info("pair", TensorProto.FLOAT, [1, 2])]
     inits = [const("i0", [0], np.int64), const("i1", [1], np.int64), const("i2", [2], np.int64),
-             const("g1", 1, np.int64), const("c2", [2], np.int64), const("c3", [3], np.int64)]
+             const("g1", 1, np.int64), const("c2", [2], np.int64), const("c3", [3], np.int64),
+             const("minus1", [-1], np.int64)]
     base = [node("NonZero", ["field"], ["nz"]),   # [2, N], N <= 20
             node("NonZero", ["other"], ["nz2"]),  # [1, M], M <= 40
             node("NonZero", ["pair"], ["nz3"]),   # [2, P], P <= 2
@@ -201,6 +208,10 @@ def refused_models():
         ("a multiple of the run's size", case("nz", [node("Mul", ["n", "c2"], ["t"])]),
          "its element 0 is 2 * the run-time size of 'nz'; opc reshapes to a run-time size "
          "itself, not to a multiple"),
+        ("a Slice of a run's elements counted from its end",
+         case("nz2", [], node("Slice", ["nz2", "i0", "minus1", "i1"], ["y"], name="cut")),
+         "node 'cut' (Slice): input 'nz2' has a size known only at run time (the output of a "
+         "NonZero, i64[1,<=40]); it cuts the run-time axis other than to its first elements"),
         # [1, 2, N] plus [2, N], one origin: the first is read at the
         # planned strides, which its run's elements do not keep
         ("a broadcast of one origin out of prefix layout",
