@@ -43,7 +43,7 @@ static bool element(const Tensor *t, int64_t i, SymValue *out) {
    small integer tensor. */
 static bool known(const Tensor *t) {
   return t && dtype_is_integer(t->dtype) && tensor_numel(t) <= SYM_MAX_ELEMENTS &&
-         ((t->i64 != NULL) || t->sym != NULL);
+         (t->i64 || t->sym);
 }
 
 static SymValue *alloc_sym(Graph *g, const Tensor *t) {
@@ -207,8 +207,8 @@ static SymValue *of_arith(Graph *g, const Node *n, const Tensor *out) {
   return s;
 }
 
-/* Whether any element names an origin (else every one is a constant the
-   kernels compute anyway: kept, so that a reshape reads them). */
+/* The symbols of n's one output, or NULL. An output whose every element
+   is a constant keeps them too: a Reshape reads them as its shape. */
 static SymValue *infer_one(Graph *g, const Node *n, const Tensor *out) {
   if (!dtype_is_integer(out->dtype) || tensor_numel(out) > SYM_MAX_ELEMENTS)
     return NULL;
