@@ -10,24 +10,34 @@
  * who is given the run's dims. The backend writes each such output's dims
  * of the run: its bounded input's, moved to the output's bound axis.
  *
- *  - T_BOUND_ELEMENTWISE: the output has a bounded operand's shape. The
- *    other operands are bounded ones of its origin, their run-time axes
- *    aligned with its own (torchvision's boxes [N, 4] plus offsets
- *    [N, 1]), or static, of size 1 along the run-time axis (the only size
- *    a run-time one broadcasts with). A static one of more than one value
- *    and a bounded one of another shape are read at the planned strides,
- *    which the run's elements keep only in a prefix layout (every dim
- *    before the run-time one is 1: ir.h), so with such an operand the
- *    bounded ones must be in it.
+ *  - T_BOUND_ELEMENTWISE: the output is bounded where the bounded operand
+ *    is (dims counted from the last). The other operands are bounded ones
+ *    of its origin, on the same axis, or static,
+ *    of size 1 along the run-time axis (the only size a run-time one
+ *    broadcasts with). A static one of more than one value, or a bounded
+ *    one of that origin broadcast along another axis (RetinaNet's boxes
+ *    [N, 4] plus offsets [N, 1]), is read at the planned strides, which
+ *    the run's elements keep only in a prefix layout (every dim before the
+ *    run-time one is 1: ir.h), so with such an operand every bounded one,
+ *    and the output, must be in it.
  *  - T_RESHAPES: a reshape that keeps the dims other than 1, in order: the
- *    run-time axis moves with them.
+ *    run-time axis moves with them; or one that merges or splits static
+ *    dims only, the run's size whole on one axis (Flatten's part that
+ *    holds it, a Reshape's -1 that comes out at the bound): the run's
+ *    elements are the first of the storage in any layout, so a reshape
+ *    that keeps their count keeps them where they are. A Reshape whose
+ *    target shape the program computes from a bounded tensor's dims
+ *    (ir/symbolic.c: Tensor.sym) takes the axis where the shape names the
+ *    run-time size of its data's origin, the other elements constants of
+ *    the product of the data's static dims; another origin's size, a
+ *    multiple of one, or two of them are refused, naming the shape input.
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
  *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
- *    left whole, or a Slice of the run's head (start 0, step 1: x[:k]),
- *    whose output is an origin of its own, its count the run's within k;
- *    the input in prefix layout (read at the planned strides);
+ *    left whole, the input in prefix layout (read at the planned strides);
+ *    a Slice of the first `end` of the run-time axis (start 0, step 1),
+ *    min(run, end) of them: an origin of its own;
  *    Concat along another axis of inputs all bounded, of one origin.
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
@@ -37,17 +47,19 @@
  *  - T_BOUND_SHAPE: Shape and Size, which run instead of folding, on the
  *    input's dims of the run; their outputs are static tensors of
  *    run-time values.
+ *  - NonMaxSuppression of boxes [1, N, 4] and scores [1, C, N] of one
+ *    origin (torchvision's batched_nms over the boxes a detector kept),
+ *    its kernel reading N of this run; the scores at their planned
+ *    strides, whatever their layout. Its output is a bound of its own.
  *  - T_BOUND_COUNTS: NonZero, and TopK along the run-time axis, whose
  *    kernels read the input's dims of the run and take the run's elements
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
  *    an error).
- *    NonMaxSuppression takes boxes [1, N, 4] and scores [1, C, N] of one
- *    origin (torchvision's batched_nms over the boxes a detector kept),
- *    its kernel reading N of this run; the scores at their planned
- *    strides, whatever their layout. IfSelect (a run-time If) of a
- *    bounded branch and a static one that fits in its bound (ir/ops.c)
- *    takes the chosen branch's elements and dims of this run.
+ *
+ *    IfSelect (a run-time If) of a bounded branch and a static one that
+ *    fits in its bound (ir/ops.c) takes the chosen branch's elements and
+ *    dims of this run.
  *  - T_BOUND_REDUCE: Reduce* and ArgMax/ArgMin, the input in prefix layout
  *    (their kernels read at the planned strides). Over the run-time axis
  *    the output is static: the kernel reads the run's length and reduces
@@ -98,46 +110,21 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
   out->bound_origin = from->bound_origin;
 }
 
-/* The bounded input of n's output shape, or NULL: the one whose run-time
-   dim the output's is where bounded operands broadcast. */
-static const Tensor *widest_bounded(const Node *n) {
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && n->in[i]->bounded && n->out[0] && tensor_same_shape(n->in[i], n->out[0]))
-      return n->in[i];
-  return NULL;
-}
-
-/* Whether bounded t goes along with b elementwise: one origin, the
-   run-time axes aligned (from the right, as broadcasting aligns dims) and
-   of one bound. */
-static bool same_run(const Tensor *t, const Tensor *b) {
-  return t->bound_origin == b->bound_origin &&
-         t->rank - t->bound_axis == b->rank - b->bound_axis &&
-         t->dims[t->bound_axis] == b->dims[b->bound_axis];
-}
-
-static bool elementwise(Graph *g, Node *n, const Tensor *first) {
-  const Tensor *b = widest_bounded(n);
-  if (!b)
-    return refuse(g, n, first, "broadcasting gives the output another shape");
-  int ax = b->bound_axis, strided = 0;
+static bool elementwise(Graph *g, Node *n, const Tensor *b) {
+  int ax = b->bound_axis, from_end = b->rank - ax, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (t && t->bounded && !same_run(t, b))
-      return refuse_two(g, n, b, t);
-    if (!t || (t->bounded && tensor_same_shape(t, b)))
-      continue; /* a bounded one of b's origin and shape goes along element for element */
+    if (!t)
+      continue;
+    int d = t->rank - from_end; /* the run-time axis, operands aligned at the right */
     if (t->bounded) {
-      /* broadcast along other axes: read at the planned strides, which
-         its run's elements keep in a prefix layout */
-      if (!prefix_layout(t, t->bound_axis))
-        return refuse(g, n, t, "it is broadcast, read at the planned strides, which the run's "
-                      "elements keep only when every dim before the run-time one is 1");
-      strided++;
+      if (t->bound_origin != b->bound_origin || t->bound_axis != d ||
+          t->dims[d] != b->dims[ax])
+        return refuse_two(g, n, b, t);
+      strided += !tensor_same_shape(t, b); /* one of its origin, broadcast along another axis */
       continue;
     }
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
-    int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {
       char msg[LIMIT_NAME_BYTES + 160];
       snprintf(msg, sizeof msg, "operand '%s' has %lld along that axis, and a run-time size "
@@ -145,15 +132,20 @@ static bool elementwise(Graph *g, Node *n, const Tensor *first) {
       return refuse(g, n, b, msg);
     }
   }
-  if (strided && !prefix_layout(b, ax))
-    return refuse(g, n, b, "its other operands would be read at the planned strides, which the "
-                  "run's elements keep only when every dim before the run-time one is 1");
+  for (int i = 0; strided && i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && !prefix_layout(n->in[i], n->in[i]->bound_axis))
+      return refuse(g, n, n->in[i], "its other operands would be read at the planned strides, "
+                    "which the run's elements keep only when every dim before the run-time one "
+                    "is 1");
   for (int i = 0; i < n->nout; i++) {
-    if (!n->out[i])
+    Tensor *out = n->out[i];
+    if (!out)
       continue;
-    if (!tensor_same_shape(n->out[i], b))
+    int out_axis = out->rank - from_end;
+    if (out_axis < 0 || out->dims[out_axis] != b->dims[ax] ||
+        (strided && !prefix_layout(out, out_axis)) || (!strided && !tensor_same_shape(out, b)))
       return refuse(g, n, b, "broadcasting gives the output another shape");
-    set_bound(n->out[i], b, ax);
+    set_bound(out, b, out_axis);
   }
   return true;
 }
@@ -173,24 +165,121 @@ static int count_non_unit(const Tensor *t, int end) {
   return count;
 }
 
+/* Whether the reshape keeps the dims other than 1 in order, the output's
+   run-time axis then the one its k-th such dim lands on. */
+static bool keeps_non_unit(const Tensor *b, const Tensor *out, int *out_axis) {
+  int count = count_non_unit(b, b->rank);
+  if (b->dims[b->bound_axis] == 1 || count_non_unit(out, out->rank) != count)
+    return false;
+  for (int j = 0; j < count; j++)
+    if (out->dims[non_unit_dim(out, j)] != b->dims[non_unit_dim(b, j)])
+      return false;
+  *out_axis = non_unit_dim(out, count_non_unit(b, b->bound_axis));
+  return true;
+}
+
+/* Where a reshape that merges or splits static dims puts the run: a
+   Reshape's -1 (the run's elements over the static ones), or the part of
+   a Flatten that holds the run-time axis; -1 if neither. */
+static int merged_run_axis(const Node *n, const Tensor *b) {
+  if (n->op == OP_FLATTEN) {
+    int64_t axis = node_attr_int(n, "axis", 1);
+    return b->bound_axis < (axis < 0 ? axis + b->rank : axis) ? 0 : 1;
+  }
+  const Tensor *shape = n->op == OP_RESHAPE && n->nin > 1 ? n->in[1] : NULL;
+  for (int64_t i = 0; shape && shape->i64 && i < tensor_numel(shape); i++)
+    if (shape->i64[i] == -1)
+      return (int)i;
+  return -1;
+}
+
+/* The run's elements are the first of the storage, in the run's dims, in
+   any layout: a reshape whose output has the run's size on one axis and
+   static dims elsewhere of the same product keeps them where they are. */
 static bool reshape(Graph *g, Node *n, const Tensor *b) {
-  int ax = b->bound_axis;
-  if (b->dims[ax] == 1)
-    return refuse(g, n, b, "a run-time axis of bound 1 cannot be told from the dims of 1 a "
-                  "reshape adds or removes");
-  int k = count_non_unit(b, ax);
-  for (int i = 0; i < n->nout; i++) {
-    Tensor *out = n->out[i];
-    if (!out)
-      continue;
-    bool kept = count_non_unit(out, out->rank) == count_non_unit(b, b->rank);
-    for (int j = 0; kept && j < count_non_unit(b, b->rank); j++)
-      kept = out->dims[non_unit_dim(out, j)] == b->dims[non_unit_dim(b, j)];
-    if (!kept)
+  Tensor *out = n->out[0];
+  int ax = b->bound_axis, out_axis;
+  if (!keeps_non_unit(b, out, &out_axis)) {
+    out_axis = merged_run_axis(n, b);
+    if (out_axis < 0 && b->dims[ax] == 1)
+      return refuse(g, n, b, "a run-time axis of bound 1 cannot be told from the dims of 1 a "
+                    "reshape adds or removes");
+    /* At the bound, the counts match: the output's axis holds the run's
+       size itself where it holds the bound. */
+    if (out_axis < 0 || out->dims[out_axis] != b->dims[ax])
       return refuse(g, n, b, "the reshape merges or splits dims, which would need the run's "
                     "size multiplied");
-    set_bound(out, b, non_unit_dim(out, k));
   }
+  set_bound(out, b, out_axis);
+  return true;
+}
+
+/* The position of the one element of a symbolic target shape that names a
+   run-time size, or -1 (every element constant); -2 after an error. */
+static int symbolic_run_axis(Graph *g, Node *n) {
+  const Tensor *s = n->in[1];
+  int at = -1;
+  for (int i = 0; i < (int)tensor_numel(s); i++) {
+    SymValue v = s->sym[i];
+    const char *why = NULL;
+    if (!v.origin)
+      continue;
+    if (!sym_is_run(v))
+      why = "opc reshapes to a run-time size itself, not to a multiple or an offset of one";
+    else if (at >= 0 && s->sym[at].origin != v.origin)
+      why = arena_printf(g->arena, "element %d is %s: two origins, whose sizes may differ in a "
+                         "run", at, sym_str(g, s->sym[at]));
+    else if (at >= 0)
+      why = arena_printf(g->arena, "element %d is it too: the run's size squared", at);
+    if (why) {
+      ir_error(g, n, "shape input '%s' is known only at run time: its element %d is %s; %s",
+               s->name, i, sym_str(g, v), why);
+      return -2;
+    }
+    at = i;
+  }
+  return at;
+}
+
+/* Reshape to a target shape the program computes from a bounded tensor's
+   dims (ir/symbolic.c): one element is the run-time size of the data's
+   origin, the others constants whose product is that of the data's
+   static dims, so that the element counts match in every run. */
+static bool reshape_to_symbols(Graph *g, Node *n) {
+  const Tensor *x = n->in[0], *s = n->in[1];
+  Tensor *out = n->out[0];
+  int at = symbolic_run_axis(g, n);
+  if (at == -2)
+    return false;
+  if (at == -1)
+    return !x->bounded || reshape(g, n, x); /* every element a constant */
+  SymValue run = s->sym[at];
+  if (!x->bounded || x->bound_origin != run.origin) {
+    ir_error(g, n, "shape input '%s' is known only at run time: its element %d is %s, a size "
+             "that data '%s' does not have (%s)", s->name, at, sym_str(g, run), x->name,
+             x->bounded ? "its run-time size is another origin's" : "its shape is static");
+    return false;
+  }
+  int64_t in_rest = 1, out_rest = 1;
+  for (int d = 0; d < x->rank; d++)
+    in_rest *= d == x->bound_axis ? 1 : x->dims[d];
+  for (int d = 0; d < out->rank; d++) {
+    bool copies_run = d != at && !s->sym[d].origin && s->sym[d].offset == 0 &&
+                      !node_attr_int(n, "allowzero", 0) && d == x->bound_axis;
+    if (copies_run) {
+      ir_error(g, n, "shape input '%s': element %d is 0, which copies the run-time dim of data "
+               "'%s', and element %d is %s too", s->name, d, x->name, at, sym_str(g, run));
+      return false;
+    }
+    out_rest *= d == at ? 1 : out->dims[d];
+  }
+  if (in_rest != out_rest || out->dims[at] != x->dims[x->bound_axis]) {
+    ir_error(g, n, "shape input '%s' is known only at run time: %s times %lld elements, where "
+             "data '%s' has that size times %lld", s->name, sym_str(g, run),
+             (long long)out_rest, x->name, (long long)in_rest);
+    return false;
+  }
+  set_bound(out, x, at);
   return true;
 }
 
@@ -230,26 +319,62 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* Slice of the first `end` of a run (torchvision's keep[:detections]):
+   min(run, end) of them, a bound of its own (backend/nodes.c writes its
+   dims of the run, opc_live_dims capping the input's at the bound). */
+static bool first_of_run(const Node *n, const Tensor *b) {
+  int ax = b->bound_axis;
+  if (op_info(n->op)->params == PARAMS_SPLIT || n->p.slice.start[ax] != 0 ||
+      n->p.slice.step[ax] != 1 || n->p.slice.extent[ax] <= 0 ||
+      n->p.slice.extent[ax] >= b->dims[ax])
+    return false;
+  /* The end as given: one counted from the run's end (negative) is not
+     the bound's. */
+  const int64_t *ends = NULL, *axes = NULL;
+  int64_t count = 0;
+  if (n->nin > 2 && n->in[2] && n->in[2]->i64) {
+    ends = n->in[2]->i64;
+    count = tensor_numel(n->in[2]);
+    axes = n->nin > 3 && n->in[3] ? n->in[3]->i64 : NULL;
+    if (n->nin > 3 && n->in[3] && !axes)
+      return false;
+  } else {
+    count = node_attr_ints(n, "ends", &ends);
+    int64_t naxes = node_attr_ints(n, "axes", &axes);
+    if (naxes <= 0)
+      axes = NULL;
+  }
+  for (int64_t i = 0; ends && i < count; i++) {
+    int64_t a = axes ? (axes[i] < 0 ? axes[i] + b->rank : axes[i]) : i;
+    if (a == ax)
+      return ends[i] >= 0;
+  }
+  return false;
+}
+
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
-  bool split = op_info(n->op)->params == PARAMS_SPLIT;
-  bool whole = split ? n->p.split.axis != ax
-                     : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
-                           n->p.slice.extent[ax] == b->dims[ax];
-  /* x[:k], torchvision's keep[:post_nms_top_n]: the run's first k at most */
-  bool head = !split && n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1;
-  if (!whole && !head)
-    return refuse(g, n, b, "it cuts the run-time axis elsewhere than its head, which would "
-                  "need the run's size");
+  bool whole = op_info(n->op)->params == PARAMS_SPLIT
+                   ? n->p.split.axis != ax
+                   : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
+                         n->p.slice.extent[ax] == b->dims[ax];
+  if (first_of_run(n, b)) {
+    if (!prefix_layout(b, ax))
+      return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                    "only when every dim before the run-time one is 1");
+    set_bound(n->out[0], b, ax);
+    n->out[0]->bound_origin = n->out[0];
+    return true;
+  }
+  if (!whole)
+    return refuse(g, n, b, "it cuts the run-time axis other than to its first elements, which "
+                  "would need the run's size");
   if (!prefix_layout(b, ax))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");
   for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && tensor_numel(n->out[i]) > 0) { /* x[:0] is static, empty */
+    if (n->out[i])
       set_bound(n->out[i], b, ax);
-      if (!whole)
-        n->out[i]->bound_origin = n->out[i]; /* a count of its own: the run's, within k */
-    }
   return true;
 }
 
@@ -302,24 +427,6 @@ static bool gather(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
-static bool counts(Graph *g, Node *n, const Tensor *b) {
-  if (!prefix_layout(b, b->bound_axis))
-    return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
-                  "only when every dim before the run-time one is 1");
-  if (op_info(n->op)->params == PARAMS_TOPK) {
-    if (n->p.topk.axis != b->bound_axis || b != n->in[0])
-      return refuse(g, n, b, "TopK takes such a tensor only as its input, along its run-time "
-                    "axis");
-    for (int i = 0; i < n->nout; i++)
-      if (n->out[i] && tensor_numel(n->out[i]) > 0)
-        set_bound(n->out[i], n->out[i], b->bound_axis);
-  }
-  for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && n->out[i]->bounded)
-      n->out[i]->bound_origin = n->out[i];
-  return true;
-}
-
 /* Reduce* and ArgMax/ArgMin: the output keeps the run-time axis unless
    it is reduced (ir.h's T_BOUND_REDUCE). */
 static bool reduces(Graph *g, Node *n, const Tensor *b) {
@@ -346,12 +453,38 @@ static bool reduces(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
-/* A node that makes a bound (NonZero, ...) is its outputs' origin. */
+/* A node that makes a bound (NonZero, ...) is its outputs' origin. Its
+   bounded outputs hold one count in every run (TopK's values and indices,
+   which torchvision pairs after gathering boxes by the indices; Unique's
+   values, first indices and counts), so they share the first's. */
 static void set_origins(Node *n) {
-  for (int i = 0; i < n->nout; i++)
-    if (n->out[i] && n->out[i]->bounded)
-      n->out[i]->bound_origin = n->out[i];
+  const Tensor *shared = NULL;
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (!t || !t->bounded)
+      continue;
+    if (!shared)
+      shared = t;
+    t->bound_origin = shared;
+  }
 }
+
+static bool counts(Graph *g, Node *n, const Tensor *b) {
+  if (!prefix_layout(b, b->bound_axis))
+    return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
+                  "only when every dim before the run-time one is 1");
+  if (op_info(n->op)->params == PARAMS_TOPK) {
+    if (n->p.topk.axis != b->bound_axis || b != n->in[0])
+      return refuse(g, n, b, "TopK takes such a tensor only as its input, along its run-time "
+                    "axis");
+    for (int i = 0; i < n->nout; i++)
+      if (n->out[i] && tensor_numel(n->out[i]) > 0)
+        set_bound(n->out[i], n->out[i], b->bound_axis);
+  }
+  set_origins(n);
+  return true;
+}
+
 
 /* NonMaxSuppression of boxes [1, N, 4] and scores [1, C, N] of one run
    (torchvision's batched_nms over the boxes a model kept): its kernel
@@ -383,6 +516,9 @@ static const Tensor *another_bounded(const Node *n, const Tensor *b) {
 }
 
 bool infer_bounds(Graph *g, Node *n) {
+  if (n->op == OP_RESHAPE && n->nin > 1 && n->in[1] && !tensor_is_const(n->in[1]) &&
+      n->in[1]->sym && !(n->in[1]->bounded))
+    return reshape_to_symbols(g, n);
   const Tensor *b = another_bounded(n, NULL);
   if (!b) {
     set_origins(n);

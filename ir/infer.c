@@ -278,7 +278,8 @@ static void float_exponent(Graph *g, Node *n) {
 bool node_infer(Graph *g, Node *n) {
   float_exponent(g, n);
   return check_arity(g, n) && check_input_types(g, n) && check_compile_time_inputs(g, n) &&
-         op_info(n->op)->infer(g, n) && infer_bounds(g, n) && check_run_time_dtypes(g, n);
+         op_info(n->op)->infer(g, n) && infer_bounds(g, n) && check_run_time_dtypes(g, n) &&
+         (infer_symbols(g, n), true);
 }
 
 void report_not_folded(const Graph *g, const Node *n) {

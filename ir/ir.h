@@ -101,6 +101,14 @@ const char *dtype_onnx_name(DType t); /* "float32", "int64", ... */
 
 typedef struct Node Node;
 
+/* An integer opc knows at compile time although the program computes it
+   at run time (ir/symbolic.c): scale * (the run-time size of the bounded
+   tensor `origin`) + offset; a constant where origin is NULL (scale 0). */
+typedef struct SymValue {
+  const struct Tensor *origin;
+  int64_t scale, offset;
+} SymValue;
+
 /*
  * A value in the graph. Constant data is kept in one canonical form:
  * floating types in `f32`, integer and boolean types in `i64`, whatever the
@@ -153,6 +161,10 @@ typedef struct Tensor {
      have one size in every run. */
   const struct Tensor *bound_origin;
   int64_t live_offset;
+  /* A small run-time integer tensor computed from the dims of bounded ones
+     (Shape, Gather, Concat, ...): each element as a symbol (ir/symbolic.c),
+     or NULL where any is not known. */
+  SymValue *sym;
 
   /* The static shape the model declares for it (a graph output's type or
      value_info), set by the importer: ir/pin.c derives from it a shape

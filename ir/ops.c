@@ -1914,11 +1914,27 @@ static bool infer_flatten(Graph *g, Node *n) {
   return set_out(g, n, 0, x->dtype, 2, dims);
 }
 
+/* A target shape the program computes from a bounded tensor's dims, whose
+   every element opc knows symbolically (ir/symbolic.c): its values where
+   each run is at its bound, the dims planned; ir/bounds.c decides
+   whether the reshape may be compiled. */
+static bool symbolic_shape(const Tensor *t, int64_t *vals, int *count) {
+  if (!t || tensor_is_const(t) || !t->sym || t->rank > 1 || tensor_numel(t) > IR_MAX_RANK)
+    return false;
+  *count = (int)tensor_numel(t);
+  for (int i = 0; i < *count; i++)
+    vals[i] = sym_at_bound(t->sym[i]);
+  return true;
+}
+
 static bool infer_reshape(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *shape;
+  int64_t at_bound[IR_MAX_RANK];
   int count;
-  if (!ints_input_or_attr(g, n, "shape", &shape, &count)) /* an attribute before opset 5 */
+  if (symbolic_shape(in(n, 1), at_bound, &count))
+    shape = at_bound;
+  else if (!ints_input_or_attr(g, n, "shape", &shape, &count)) /* an attribute before opset 5 */
     return false;
   if (count < 0) {
     ir_error(g, n, "the target shape is missing");

@@ -31,6 +31,15 @@ int64_t nms_select(const Node *n, int64_t *rows);
    it may, and its outputs' bounds (bounds.c). */
 bool infer_bounds(Graph *g, Node *n);
 
+/* After it: the symbols of its output's elements where they follow from
+   its inputs' (symbolic.c; Tensor.sym). */
+void infer_symbols(Graph *g, Node *n);
+/* Whether s is run(origin) itself; s's value where each origin's run is
+   its bound; s in words, for an error. */
+bool sym_is_run(SymValue s);
+int64_t sym_at_bound(SymValue s);
+const char *sym_str(Graph *g, SymValue s);
+
 /* Row-major index <-> coordinates over dims (fold.c); a zero dim gives 0. */
 void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);
 int64_t ravel(int rank, const int64_t *dims, const int64_t *coord);
