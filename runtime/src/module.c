@@ -286,25 +286,29 @@ static bool packed_walk(int rank, const long long *dims, const long long *stride
   return true;
 }
 
-bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act) {
+/* The arguments of op when it is a launch of one of opc's kernels in
+ * place over exactly (y, yt), both walks packed over as many values from
+ * the same address (the same values in the same order); else NULL. */
+static const struct opc_kargs *in_place_over(const Op *op, const void *y, const Tensor *yt) {
   if (op->run != run_kernel || yt->type != CUDNN_DATA_FLOAT ||
       !packed_walk(yt->rank, yt->dims, yt->strides))
-    return false;
-  const KernelOp *k = (const KernelOp *)op;
-  const struct opc_kargs *a = &k->a;
+    return NULL;
+  const struct opc_kargs *a = &((const KernelOp *)op)->a;
   if (a->rank < 0 || a->rank > 8) /* the arguments' arrays hold 8 dims */
-    return false;
+    return NULL;
   long long count = 1, want = 1;
   for (int i = 0; i < a->rank; i++)
     count *= a->dims[i];
   for (int i = 0; i < yt->rank; i++)
     want *= yt->dims[i];
-  /* Both walks packed over as many values from the same address: the same
-   * values in the same order. */
   if (a->x[0] != y || a->y != y || a->n != count || count != want ||
       !packed_walk(a->rank, a->dims, a->xstride[0]) || !packed_walk(a->rank, a->dims, a->ystride))
-    return false;
-  return kernel_activation(k, act);
+    return NULL;
+  return a;
+}
+
+bool kernel_is_activation_in_place(const Op *op, const void *y, const Tensor *yt, Act *act) {
+  return in_place_over(op, y, yt) && kernel_activation((const KernelOp *)op, act);
 }
 
 /* The per-channel stride of a bias read at strides bstride over a packed
@@ -337,18 +341,8 @@ static bool channel_stride(const struct opc_kargs *a, const Tensor *yt, long lon
 }
 
 bool kernel_is_conv_epilogue(const Op *op, const void *y, const Tensor *yt, ConvEpilogue *ep) {
-  if (op->run != run_kernel || yt->type != CUDNN_DATA_FLOAT ||
-      !packed_walk(yt->rank, yt->dims, yt->strides))
-    return false;
-  const struct opc_kargs *a = &((const KernelOp *)op)->a;
-  if (a->adds < 1 || a->adds > 2 || a->rank < 1 || a->rank > 8)
-    return false;
-  long long count = 1, want = 1;
-  for (int i = 0; i < a->rank; i++)
-    count *= a->dims[i];
-  for (int i = 0; i < yt->rank; i++)
-    want *= yt->dims[i];
-  if (a->x[0] != y || a->y != y || count != want || !packed_walk(a->rank, a->dims, a->ystride) ||
+  const struct opc_kargs *a = in_place_over(op, y, yt);
+  if (!a || a->adds < 1 || a->adds > 2 || a->rank < 1 ||
       memcmp(a->xstride[0], a->ystride, sizeof(long long) * (size_t)a->rank) != 0)
     return false;
   /* z, when added, read where y is: the convolution's z at y's strides. */
