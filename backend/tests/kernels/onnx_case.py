@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper
+from onnx import helper, numpy_helper
 
 
 def model(nodes, inputs, outputs, inits=(), opset=13, name="case", ir_version=9):
@@ -25,6 +25,18 @@ def model(nodes, inputs, outputs, inits=(), opset=13, name="case", ir_version=9)
 def value_info(name, array):
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
                                          array.shape)
+
+
+def const(name, value, dtype=np.float32):
+    """An initializer of the value as that dtype."""
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def out(name):
+    """A graph output whose type and shape opc infers."""
+    v = onnx.ValueInfoProto()
+    v.name = name
+    return v
 
 
 def reference(m, feeds, optimise=True):

@@ -51,7 +51,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, compare_exact, reference  # noqa: E402
+from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
 
 TABLE, SERIES, SIDE, PER_CLASS, CLASSES = 24, 16, 5, 20, 2
 BOXES = SIDE * SIDE
@@ -60,15 +60,6 @@ KINDS = ["ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd", "Red
 OPSET = 18
 
 
-def const(name, value, dtype=np.float32):
-    return numpy_helper.from_array(np.array(value, dtype), name)
-
-
-def out(name):
-    """An output whose type and shape opc infers."""
-    v = onnx.ValueInfoProto()
-    v.name = name
-    return v
 
 
 def reduce(kind, x, y, axes, keepdims):

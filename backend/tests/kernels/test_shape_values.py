@@ -37,24 +37,15 @@ import os
 import sys
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, compare_exact, reference  # noqa: E402
+from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
 
 BOXES, SERIES, SIDE = 24, 16, 8.0
 
 
-def const(name, value, dtype=np.float32):
-    return numpy_helper.from_array(np.array(value, dtype), name)
-
-
-def out(name):
-    v = onnx.ValueInfoProto()
-    v.name = name
-    return v
 
 
 def node(op, ins, outs, **attrs):
