@@ -73,8 +73,9 @@ static bool uses_context(const char *text) {
 /* A node that reads a bounded tensor writes its bounded outputs' dims of
    the run (ir/bounds.c's rules: the input's run-time dim, moved to the
    output's bound axis), after its work: one thread of opc_live_dims. The
-   kinds that make a bound (NonZero, ...) write their own: the output is
-   its own origin. */
+   kinds that make a bound (NonZero, ..., a Concat along the run-time
+   axis) write their own: the output is its own origin, or shares one
+   with no input (TopK's indices its values', a Concat's another's). */
 static void emit_live_dims(Emitter *e, Node *n) {
   for (int k = 0; k < n->nout; k++) {
     const Tensor *y = n->out[k], *from = NULL;
