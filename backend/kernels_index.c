@@ -430,6 +430,20 @@ static void run_nms(Emitter *e, Node *n) {
         set_scalar_input(e, &L, 2, n->in[3]);
       if (n->p.nms.score_at_run_time)
         set_scalar_input(e, &L, 3, n->in[4]);
+      if (boxes->bounded) { /* the boxes' dims in this run, in a slot no threshold takes */
+        int slot = !n->p.nms.score_at_run_time ? 3 : !n->p.nms.iou_at_run_time ? 2 : 0;
+        if (!slot) {
+          kernel_fail(e, n, "NonMaxSuppression of boxes of run-time count takes one of its "
+                      "thresholds as a constant");
+          return;
+        }
+        L.x[slot] = live_dims(e, boxes);
+        L.x_extent[slot] = boxes->rank;
+        L.x_bytes[slot] = 8;
+        L.nx = slot + 1;
+        L.i[7] = slot;
+        group_i(&L, 7, 1, "the x holding the boxes' dims in this run");
+      }
     } else if (mode == 1 && n->p.nms.per_class_at_run_time) {
       set_scalar_input(e, &L, 0, n->in[2]);
     } else if (mode == 2) {

@@ -44,7 +44,10 @@
  *    kernels read the input's dims of the run and take the run's elements
  *    alone, the input in prefix layout; their outputs are bounds of their
  *    own (TopK's K kept within the run, where ONNX would call a larger one
- *    an error).
+ *    an error). NonMaxSuppression takes boxes [1, N, 4] and scores
+ *    [1, 1, N] whose N is one run-time size, of one origin (torchvision's
+ *    batched NMS over the joined candidates), its kernel scanning the
+ *    run's boxes alone.
  *
  * Anything else is refused, naming the node, the input and its producer.
  */
@@ -60,6 +63,14 @@ static bool prefix_layout(const Tensor *t, int axis) {
     if (t->dims[d] != 1)
       return false;
   return true;
+}
+
+/* A bounded input of n other than b, or NULL. */
+static const Tensor *another_bounded(const Node *n, const Tensor *b) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && n->in[i] != b)
+      return n->in[i];
+  return NULL;
 }
 
 static bool refuse(Graph *g, const Node *n, const Tensor *t, const char *why) {
@@ -326,7 +337,32 @@ static void set_origins(Node *n) {
   }
 }
 
+/* NonMaxSuppression of boxes [1, N, 4] and scores [1, 1, N] whose N is
+   one run-time size: torchvision's batched NMS, one class of every
+   candidate (the classes kept apart by offsets on the boxes). */
+static bool nms_counts(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *boxes = n->in[0], *scores = n->in[1];
+  for (int i = 2; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded)
+      return refuse(g, n, n->in[i], "NonMaxSuppression takes such tensors only as its boxes "
+                    "and scores");
+  if (!boxes->bounded || !scores->bounded || boxes->bound_origin != scores->bound_origin ||
+      boxes->bound_axis != 1 || scores->bound_axis != 2)
+    return refuse(g, n, b, "NonMaxSuppression takes boxes and scores whose box count is one "
+                  "run-time size (of one origin), or neither");
+  if (!prefix_layout(boxes, 1) || !prefix_layout(scores, 2))
+    return refuse(g, n, b, "NonMaxSuppression reads such boxes and scores of one batch and "
+                  "one class only, where every dim before the run-time one is 1");
+  set_origins(n);
+  return true;
+}
+
 static bool counts(Graph *g, Node *n, const Tensor *b) {
+  if (op_info(n->op)->params == PARAMS_NMS)
+    return nms_counts(g, n, b);
+  const Tensor *other = another_bounded(n, b);
+  if (other)
+    return refuse_two(g, n, b, other);
   if (!prefix_layout(b, b->bound_axis))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");
@@ -343,13 +379,6 @@ static bool counts(Graph *g, Node *n, const Tensor *b) {
 }
 
 
-/* A bounded input of n other than b, or NULL. */
-static const Tensor *another_bounded(const Node *n, const Tensor *b) {
-  for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && n->in[i]->bounded && n->in[i] != b)
-      return n->in[i];
-  return NULL;
-}
 
 bool infer_bounds(Graph *g, Node *n) {
   const Tensor *b = another_bounded(n, NULL);
@@ -357,7 +386,8 @@ bool infer_bounds(Graph *g, Node *n) {
     set_origins(n);
     return true;
   }
-  /* Elementwise kinds, Gather and Concat check their other bounded
+  /* Elementwise kinds, Gather, Concat and the counting kinds
+     (NonMaxSuppression's boxes and scores) check their other bounded
      inputs themselves; the other rules take one. */
   unsigned traits = op_info(n->op)->traits;
   if (traits & T_BOUND_ELEMENTWISE)
@@ -366,6 +396,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return gather(g, n, b);
   if ((traits & T_BOUND_SLICES) && op_info(n->op)->params == PARAMS_AXIS)
     return joins(g, n, b);
+  if (traits & T_BOUND_COUNTS)
+    return counts(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);
@@ -377,8 +409,6 @@ bool infer_bounds(Graph *g, Node *n) {
     return slices(g, n, b);
   if (traits & T_BOUND_SHAPE)
     return true;
-  if (traits & T_BOUND_COUNTS)
-    return counts(g, n, b);
   char msg[96];
   snprintf(msg, sizeof msg, "%s does not read such a tensor yet", op_name(n->op));
   return refuse(g, n, b, msg);

@@ -612,8 +612,9 @@ enum {
      the run-time axis, the output a bound of its own (ir/bounds.c). */
   T_BOUND_SLICES = 1u << 19,
   /* Its kernel reads a bounded input's dims of the run itself, and counts
-     only the run's elements (NonZero, TopK along the run-time axis): its
-     outputs are bounds of their own (ir/bounds.c). */
+     only the run's elements (NonZero, TopK along the run-time axis,
+     NonMaxSuppression's boxes): its outputs are bounds of their own
+     (ir/bounds.c). */
   T_BOUND_COUNTS = 1u << 20,
   /* Shape and Size: of a bounded input they run, reading its dims of the
      run, where they otherwise fold (ir/bounds.c). */

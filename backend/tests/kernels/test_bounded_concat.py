@@ -17,16 +17,22 @@ One program, torchvision's per-class candidates before its batched NMS:
   scores [N] and their box indices [N] (int64);
 - read downstream: scaled (Mul by a [4] constant), two columns taken by
   Gather, the best by TopK over the joined scores, and NonMaxSuppression
-  over the joined boxes and scores (unsqueezed to [1, N, 4], [1, 1, N]).
+  over the joined boxes and scores (unsqueezed to [1, N, 4], [1, 1, N]),
+  torchvision's batched NMS, and over one class's gathered rows, whose
+  storage past the run holds real rows (a Gather clamps the indices
+  there): NMS must scan the run alone;
+- an elementwise node over two joins (scores and indices), which share an
+  origin: their inputs are of the same origins, input by input.
 The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
 bits, so rows taken past a run would show. Two inputs give different
 counts, through the same program, none at its bound; and again with
 --precision fp16. Negative control: ONNX Runtime's outputs on the other
 input differ from the program's.
-Refused with a clear error: a Concat along the run-time axis of an input
-not in prefix layout (NonZero's [2, N] along N), and one joining an input
-bounded along another axis; an Add of two tensors of different origins
-stays refused (test_bounded_flow.py).
+Refused with a clear error: NonMaxSuppression of boxes of run-time count
+with static scores, a Concat along the run-time axis of an input not in
+prefix layout (NonZero's [2, N] along N), and one joining an input bounded
+along another axis; an Add of two tensors of different origins stays
+refused (test_bounded_flow.py).
 """
 import os
 import sys
@@ -82,6 +88,17 @@ def concat_model():
         helper.make_node("Mul", ["boxes", "scale"], ["scaled"]),
         helper.make_node("Gather", ["boxes", "cols"], ["corners"], axis=1),
         helper.make_node("TopK", ["scores", "k_best"], ["best", "best_at"], axis=0),
+        # torchvision's batched NMS over the joined candidates
+        helper.make_node("Unsqueeze", ["boxes", "zero"], ["nms_boxes"]),
+        helper.make_node("Unsqueeze", ["scores", "zero_one"], ["nms_scores"]),
+        helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "max", "iou"],
+                         ["kept"]),
+        # and over one class's gathered rows, whose storage past the run
+        # holds real rows (the Gather clamps the garbage indices there)
+        helper.make_node("Unsqueeze", ["rows_b", "zero"], ["nms_rows_b"]),
+        helper.make_node("Unsqueeze", ["top_b", "zero_one"], ["nms_top_b"]),
+        helper.make_node("NonMaxSuppression", ["nms_rows_b", "nms_top_b", "max", "iou"],
+                         ["kept_b"]),
         # two joins of runs of one origin, input by input: one origin
         helper.make_node("Cast", ["indices", ], ["indices_f"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["indices_f", "scores"], ["weighted"]),
@@ -91,7 +108,7 @@ def concat_model():
              const("fixed", [[0, 0, 2, 2], [1, 1, 3, 4]]), const("fixed_scores", [0.55, 0.35]),
              const("fixed_idx", [100, 101], np.int64), const("idx_s", [200, 201, 202], np.int64),
              const("scale", [320, 240, 320, 240]), const("cols", [0, 2], np.int64),
-             ]
+             const("max", [BOUND], np.int64), const("iou", [0.4])]
     f = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("scores_a", f, [A]),
               helper.make_tensor_value_info("boxes_a", f, [A, 4]),
@@ -103,7 +120,8 @@ def concat_model():
               helper.make_tensor_value_info("k_c", TensorProto.INT64, [1]),
               helper.make_tensor_value_info("extra", f, [COMPUTED, 4]),
               helper.make_tensor_value_info("k_best", TensorProto.INT64, [1])]
-    outputs = ["boxes", "scores", "indices", "scaled", "corners", "best", "best_at", "weighted"]
+    outputs = ["boxes", "scores", "indices", "scaled", "corners", "best", "best_at", "weighted",
+               "kept", "kept_b"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=13,
                            name="bounded_concat")
 
@@ -149,7 +167,18 @@ def refused_models():
          helper.make_node("TopK", ["series", "k"], ["v", "vi"], axis=1),
          helper.make_node("Concat", ["u", "v"], ["y"], axis=0, name="across")],
         series, [out("y")])
+    # NonMaxSuppression of boxes of run-time count, scores of a static one
+    cands = [helper.make_tensor_value_info("cand", TensorProto.FLOAT, [6, 4]),
+             helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
+             helper.make_tensor_value_info("sc", TensorProto.FLOAT, [1, 1, 6])]
+    mixed = onnx_case.model(
+        [helper.make_node("TopK", ["cand", "k"], ["v", "i"], axis=0),
+         helper.make_node("Unsqueeze", ["v", "zero"], ["bx"]),
+         helper.make_node("NonMaxSuppression", ["bx", "sc"], ["y"], name="nms")],
+        cands, [out("y")], [const("zero", [0], np.int64)])
     return [
+        ("boxes and scores of different counts", mixed,
+         "boxes and scores whose box count is one run-time size"),
         ("a run-time axis after a dim of 2", strided,
          "every dim before the run-time one is 1"),
         ("an input bounded along another axis", across,
@@ -175,7 +204,7 @@ def check_program(opc, m, work, flags, rel):
                    else compare_exact(got[o.name], w))
             if why:
                 failures.append(f"{' '.join(flags) or 'float32'}, phase {phase}, {o.name}: {why}")
-        sizes.append(len(want["boxes"]))
+        sizes.append((len(want["boxes"]), len(want["kept"])))
         other = reference(m, feeds(1 - phase))
         if compare_close(got["boxes"], other["boxes"], rel) is None:
             failures.append(f"phase {phase}: the other input's reference matches too")
@@ -191,12 +220,12 @@ def main():
                               1e-3)[0]
     if sizes and sizes[0] == sizes[1]:
         failures.append(f"the two inputs give the same sizes {sizes[0]}: they test one count")
-    if any(s >= BOUND for s in sizes):
+    if any(s[0] >= BOUND for s in sizes):
         failures.append(f"a join {sizes} reaches its bound {BOUND}: no shorter run is tested")
     return onnx_case.finish(opc, failures, refused_models(), work,
                             f"bounded concat: {len(m.graph.output)} outputs match ONNX Runtime "
-                            f"on two inputs (joined rows: {sizes}), in float32 and "
-                            f"float16; the other input differs; {len(refused_models())} joins "
+                            f"on two inputs (joined rows, boxes NMS kept: {sizes}), in float32 and "
+                            f"float16; the other input differs; {len(refused_models())} readers "
                             f"refused")
 
 
