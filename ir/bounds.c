@@ -11,7 +11,9 @@
  * of the run: its bounded input's, moved to the output's bound axis.
  *
  *  - T_BOUND_ELEMENTWISE: the output has the bounded operand's shape. The
- *    other operands are bounded ones of its origin and shape, or static,
+ *    other operands are bounded ones of its origin, of its shape or
+ *    broadcast to it along other axes (read at the planned strides, so
+ *    both in prefix layout), or static,
  *    of size 1 along the run-time axis (the only size a run-time one
  *    broadcasts with). A static one of more than one value is read at the
  *    planned strides, which the run's elements keep only in a prefix
@@ -85,7 +87,8 @@ static bool refuse(Graph *g, const Node *n, const Tensor *t, const char *why) {
 static bool refuse_two(Graph *g, const Node *n, const Tensor *b, const Tensor *t) {
   char msg[LIMIT_NAME_BYTES + 200];
   snprintf(msg, sizeof msg, "so has input '%s', and opc reads two such tensors in one node only "
-           "elementwise, where both have one shape and their sizes one origin, as Gather's data "
+           "elementwise, with their sizes one origin's and their run-time axes aligned, as "
+           "Gather's data "
            "and indices, and joined by Concat (along another axis, of one origin)",
            t->name);
   return refuse(g, n, b, msg);
@@ -97,15 +100,37 @@ static void set_bound(Tensor *out, const Tensor *from, int axis) {
   out->bound_origin = from->bound_origin;
 }
 
+/* Whether bounded t goes with b elementwise: one origin, the run-time
+   axis as far from the last as b's, and of b's bound. */
+static bool aligned_run(const Tensor *t, const Tensor *b) {
+  return t->bound_origin == b->bound_origin && t->rank - t->bound_axis == b->rank - b->bound_axis &&
+         t->dims[t->bound_axis] == b->dims[b->bound_axis];
+}
+
 static bool elementwise(Graph *g, Node *n, const Tensor *b) {
+  /* The bounded operand of the output's shape, where one is: the others
+     broadcast to it. */
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && n->in[i]->bounded && n->out[0] && tensor_same_shape(n->in[i], n->out[0])) {
+      b = n->in[i];
+      break;
+    }
   int ax = b->bound_axis, strided = 0;
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
-    if (t && t->bounded && (t->bound_origin != b->bound_origin ||
-                            t->bound_axis != b->bound_axis || !tensor_same_shape(t, b)))
+    if (t && t->bounded && !aligned_run(t, b))
       return refuse_two(g, n, b, t);
-    if (!t || t->bounded)
+    if (!t || (t->bounded && tensor_same_shape(t, b)))
       continue; /* a bounded one of b's origin and shape goes along element for element */
+    if (t->bounded) {
+      /* Broadcast along other axes (torchvision's offsets[:, None] added
+         to the boxes): read at the planned strides. */
+      if (!prefix_layout(t, t->bound_axis))
+        return refuse(g, n, t, "it is broadcast, read at the planned strides, which the run's "
+                      "elements keep only when every dim before the run-time one is 1");
+      strided++;
+      continue;
+    }
     strided += tensor_numel(t) > 1; /* one value is read at stride 0, in any layout */
     int d = ax - (b->rank - t->rank);
     if (d >= 0 && t->dims[d] != 1) {

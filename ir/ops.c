@@ -3073,9 +3073,13 @@ static bool infer_nms(Graph *g, Node *n) {
     ir_error(g, n, "iou_threshold must be in [0, 1], is %g", iou);
     return false;
   }
-  int64_t per_class = n->p.nms.per_class_at_run_time ? boxes->dims[1]
-                      : max_per_class < 0            ? 0
-                                                     : (int64_t)max_per_class;
+  /* Every box, where the limit is run-time data or reaches the box count
+     (torchvision gives 2^63 - 1, which no int64_t conversion of its
+     double holds). */
+  int64_t per_class = n->p.nms.per_class_at_run_time              ? boxes->dims[1]
+                      : max_per_class < 0                          ? 0
+                      : max_per_class >= (double)boxes->dims[1] ? boxes->dims[1]
+                                                                   : (int64_t)max_per_class;
   n->p.nms.center = center == 1;
   n->p.nms.has_score_threshold = in(n, 4) != NULL;
   n->p.nms.per_class = per_class < boxes->dims[1] ? per_class : boxes->dims[1];

@@ -18,7 +18,9 @@ One program, torchvision's per-class candidates before its batched NMS:
 - read downstream: scaled (Mul by a [4] constant), two columns taken by
   Gather, the best by TopK over the joined scores, and NonMaxSuppression
   over the joined boxes and scores (unsqueezed to [1, N, 4], [1, 1, N]),
-  torchvision's batched NMS, and over one class's gathered rows, whose
+  torchvision's batched NMS (the boxes offset by their indices' join,
+  [N, 1] broadcast to [N, 4]; max_output_boxes_per_class 2^63 - 1, as
+  torchvision exports it), and over one class's gathered rows, whose
   storage past the run holds real rows (a Gather clamps the indices
   there): NMS must scan the run alone;
 - an elementwise node over two joins (scores and indices), which share an
@@ -86,10 +88,14 @@ def concat_model():
                          ["indices"], axis=0),
         # readers
         helper.make_node("Mul", ["boxes", "scale"], ["scaled"]),
+        helper.make_node("Cast", ["indices"], ["indices_f"], to=TensorProto.FLOAT),
         helper.make_node("Gather", ["boxes", "cols"], ["corners"], axis=1),
         helper.make_node("TopK", ["scores", "k_best"], ["best", "best_at"], axis=0),
-        # torchvision's batched NMS over the joined candidates
-        helper.make_node("Unsqueeze", ["boxes", "zero"], ["nms_boxes"]),
+        # torchvision's batched NMS over the joined candidates: the boxes
+        # offset by their indices' join ([N, 1] broadcast to [N, 4])
+        helper.make_node("Unsqueeze", ["indices_f", "one"], ["offsets"]),
+        helper.make_node("Add", ["boxes", "offsets"], ["shifted"]),
+        helper.make_node("Unsqueeze", ["shifted", "zero"], ["nms_boxes"]),
         helper.make_node("Unsqueeze", ["scores", "zero_one"], ["nms_scores"]),
         helper.make_node("NonMaxSuppression", ["nms_boxes", "nms_scores", "max", "iou"],
                          ["kept"]),
@@ -100,15 +106,15 @@ def concat_model():
         helper.make_node("NonMaxSuppression", ["nms_rows_b", "nms_top_b", "max", "iou"],
                          ["kept_b"]),
         # two joins of runs of one origin, input by input: one origin
-        helper.make_node("Cast", ["indices", ], ["indices_f"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["indices_f", "scores"], ["weighted"]),
     ]
-    inits = [const("thr", 0.6), const("zero", [0], np.int64), const("one", [1], np.int64),
+    inits = [const("thr", 0.6), const("zero", [0], np.int64),
+             const("one", [1], np.int64),
              const("zero_one", [0, 1], np.int64), const("half", 0.5),
              const("fixed", [[0, 0, 2, 2], [1, 1, 3, 4]]), const("fixed_scores", [0.55, 0.35]),
              const("fixed_idx", [100, 101], np.int64), const("idx_s", [200, 201, 202], np.int64),
              const("scale", [320, 240, 320, 240]), const("cols", [0, 2], np.int64),
-             const("max", [BOUND], np.int64), const("iou", [0.4])]
+             const("max", [2**63 - 1], np.int64), const("iou", [0.4])]
     f = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("scores_a", f, [A]),
               helper.make_tensor_value_info("boxes_a", f, [A, 4]),
@@ -121,7 +127,7 @@ def concat_model():
               helper.make_tensor_value_info("extra", f, [COMPUTED, 4]),
               helper.make_tensor_value_info("k_best", TensorProto.INT64, [1])]
     outputs = ["boxes", "scores", "indices", "scaled", "corners", "best", "best_at", "weighted",
-               "kept", "kept_b"]
+               "shifted", "kept", "kept_b"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=13,
                            name="bounded_concat")
 
