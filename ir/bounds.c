@@ -258,7 +258,10 @@ static bool joins_runs(Graph *g, Node *n, const Tensor *b) {
   if (!prefix_layout(out, ax))
     return refuse(g, n, b, "Concat along the run-time axis moves whole rows, which the runs "
                   "keep only when every dim before the run-time one is 1");
-  set_bound(out, joined_origin(g, n), ax);
+  const Tensor *twin = joined_origin(g, n);
+  out->bounded = true;
+  out->bound_axis = ax;
+  out->bound_origin = twin; /* the output itself, or the twin's output */
   return true;
 }
 

@@ -182,7 +182,16 @@ def refused_models():
          helper.make_node("Unsqueeze", ["v", "zero"], ["bx"]),
          helper.make_node("NonMaxSuppression", ["bx", "sc"], ["y"], name="nms")],
         cands, [out("y")], [const("zero", [0], np.int64)])
+    # two joins of runs of different origins: sizes that may differ
+    other = onnx_case.model(
+        [helper.make_node("TopK", ["cand", "k"], ["v", "i"], axis=0),
+         helper.make_node("TopK", ["cand", "k2"], ["w", "j"], axis=0),
+         helper.make_node("Concat", ["v", "v"], ["vv"], axis=0),
+         helper.make_node("Concat", ["v", "w"], ["vw"], axis=0),
+         helper.make_node("Add", ["vv", "vw"], ["y"], name="add")],
+        cands + [helper.make_tensor_value_info("k2", TensorProto.INT64, [1])], [out("y")])
     return [
+        ("two joins of different origins", other, "their sizes one origin"),
         ("boxes and scores of different counts", mixed,
          "boxes and scores whose box count is one run-time size"),
         ("a run-time axis after a dim of 2", strided,
