@@ -286,7 +286,45 @@ static void logic_params(Emitter *e, const Node *n, Launch *L) {
   }
 }
 
+/* IfSelect of branches of sizes known only at run time whose output is a
+   bound of its own (ir/bounds.c): one launch copies the picked branch's
+   rows, one thread writes the output's dims of the run (opc_select_runs). */
+static void run_select_runs(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  int axis = y->bound_axis;
+  for (int mode = 0; mode < 2; mode++) {
+    Launch L = {.kernel = sized_kernel(e, "opc_select_runs", y->dtype), .nx = 3,
+                .rank = y->rank};
+    memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+    L.x[0] = buf(e, n->in[0]);
+    L.x_extent[0] = 1;
+    L.x_bytes[0] = 1;
+    for (int k = 1; k < 3; k++) {
+      const Tensor *x = n->in[k];
+      bool live = mode == 1 && x->bounded;
+      L.x[k] = mode == 0 ? buf(e, x) : live ? live_dims(e, x) : "NULL";
+      L.x_extent[k] = mode == 0 ? tensor_numel(x) : live ? x->rank : 0;
+      L.x_bytes[k] = mode == 0 ? (int)dtype_size(x->dtype) : 8;
+      L.i[k] = x->dims[axis];
+    }
+    L.i[0] = mode;
+    L.i[3] = axis;
+    L.i[4] = dims_product(y->dims, axis + 1, y->rank);
+    group_i(&L, 0, 5, "mode, the branches' planned rows, the run-time axis, elements in a row");
+    L.n = mode == 0 ? tensor_numel(y) : 1;
+    L.y = mode == 0 ? buf(e, y) : live_dims(e, y);
+    L.y_extent = mode == 0 ? tensor_numel(y) : y->rank;
+    L.y_bytes = mode == 0 ? (int)dtype_size(y->dtype) : 8;
+    L.note = mode == 0 ? "the picked branch's rows" : "one thread: the picked branch's dims";
+    emit_launch(e, n, &L);
+  }
+}
+
 static void run_logic(Emitter *e, Node *n) {
+  if (n->out[0]->bounded && n->out[0]->bound_origin == n->out[0]) {
+    run_select_runs(e, n);
+    return;
+  }
   Launch L = elementwise(e, n, logic_instance(e, n), n->in, n->nin);
   /* The operands' types differ: numbers in and bools out, or a bool
      condition among other values. */

@@ -51,6 +51,13 @@
  *    batched NMS over the joined candidates), its kernel scanning the
  *    run's boxes alone.
  *
+ *  - T_BOUND_SELECT: IfSelect, an If whose condition is run-time data, of
+ *    branches bounded along one axis, or static of any size along it,
+ *    all in prefix layout: the output is planned for the larger, of the
+ *    branches' origin where they share one, else a bound of its own
+ *    whose dims in this run the kernel takes from the branch picked
+ *    (torchvision's empty then branch against the kept boxes).
+ *
  * Anything else is refused, naming the node, the input and its producer.
  */
 #include <stdio.h>
@@ -349,6 +356,33 @@ static bool gather(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* IfSelect (an If whose condition is run-time data) of branches bounded
+   along one axis or static: the output is bounded along it, of the
+   branches' origin where both are of one, else its own, whose dims in
+   this run the kernel takes from the branch picked. */
+static bool selects(Graph *g, Node *n, const Tensor *b) {
+  Tensor *out = n->out[0];
+  const Tensor *then = n->in[1], *other = n->in[2];
+  int ax = b->bound_axis;
+  if (n->in[0]->bounded)
+    return refuse(g, n, n->in[0], "an If's condition is one value");
+  for (int i = 1; i < 3; i++) {
+    const Tensor *t = n->in[i];
+    if (t->bounded && t->bound_axis != ax)
+      return refuse(g, n, t, "the If's other branch has a size known only at run time along "
+                    "another axis");
+    if (!prefix_layout(t, ax))
+      return refuse(g, n, t, "the If picks a branch's rows whole, which the runs keep only when "
+                    "every dim before the run-time one is 1");
+  }
+  bool one = then->bounded && other->bounded && then->bound_origin == other->bound_origin &&
+             tensor_same_shape(then, other);
+  out->bounded = true;
+  out->bound_axis = ax;
+  out->bound_origin = one ? then->bound_origin : out;
+  return true;
+}
+
 /* A node that makes a bound (NonZero, ...) is its outputs' origin: the
    first bounded one's, where they are of one shape (TopK's values and
    indices, which a detector joins and reads together). */
@@ -414,9 +448,9 @@ bool infer_bounds(Graph *g, Node *n) {
     set_origins(n);
     return true;
   }
-  /* Elementwise kinds, Gather, Concat and the counting kinds
-     (NonMaxSuppression's boxes and scores) check their other bounded
-     inputs themselves; the other rules take one. */
+  /* Elementwise kinds, Gather, Concat, the counting kinds
+     (NonMaxSuppression's boxes and scores) and IfSelect check their other
+     bounded inputs themselves; the other rules take one. */
   unsigned traits = op_info(n->op)->traits;
   if (traits & T_BOUND_ELEMENTWISE)
     return elementwise(g, n, b);
@@ -426,6 +460,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return joins(g, n, b);
   if (traits & T_BOUND_COUNTS)
     return counts(g, n, b);
+  if (traits & T_BOUND_SELECT)
+    return selects(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);

@@ -619,6 +619,10 @@ enum {
   /* Shape and Size: of a bounded input they run, reading its dims of the
      run, where they otherwise fold (ir/bounds.c). */
   T_BOUND_SHAPE = 1u << 21,
+  /* IfSelect's: branches bounded along one axis, or static of other sizes
+     along it, picked whole; the output a bound of the branches' origin, or
+     of its own (ir/bounds.c). */
+  T_BOUND_SELECT = 1u << 22,
 };
 
 /* Description of one operator kind: a row of ops.def. */

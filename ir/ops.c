@@ -435,14 +435,27 @@ static bool infer_where(Graph *g, Node *n) {
 
 /* IfSelect(condition, then, else): the If's output from the branch its
    one-value condition picks; the branches must agree on the shape, which
-   ONNX allows them not to. */
+   ONNX allows them not to, but along a run-time axis. */
 static bool infer_if_select(Graph *g, Node *n) {
   Tensor *cond = in(n, 0), *a = in(n, 1), *b = in(n, 2);
   if (cond->rank != 0) {
     ir_error(g, n, "condition '%s' must be one value of rank 0, is rank %d", cond->name, cond->rank);
     return false;
   }
-  if (!tensor_same_shape(a, b)) {
+  /* Branches of sizes known only at run time along one axis may differ
+     along it (an empty then branch, the else branch's kept boxes): the
+     output is planned for the larger, and ir/bounds.c makes it bounded. */
+  const Tensor *bounded = a->bounded ? a : b->bounded ? b : NULL;
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, a->dims, sizeof dims);
+  bool along_run = bounded && a->rank == b->rank;
+  for (int d = 0; along_run && d < a->rank; d++) {
+    if (d == bounded->bound_axis)
+      dims[d] = a->dims[d] > b->dims[d] ? a->dims[d] : b->dims[d];
+    else
+      along_run = a->dims[d] == b->dims[d];
+  }
+  if (!tensor_same_shape(a, b) && !along_run) {
     char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
     ir_error(g, n, "the then branch gives '%s' of type %s and the else branch '%s' of type %s; "
              "opc runs an If whose condition is run-time data only when its branches' outputs "
@@ -450,13 +463,7 @@ static bool infer_if_select(Graph *g, Node *n) {
              tensor_type_str(b, tb, sizeof tb));
     return false;
   }
-  if (a->bounded || b->bounded) {
-    ir_error(g, n, "a branch's output '%s' has a size known only at run time; opc runs an If "
-             "whose condition is run-time data only on outputs of static shape",
-             a->bounded ? a->name : b->name);
-    return false;
-  }
-  return set_out(g, n, 0, a->dtype, a->rank, a->dims);
+  return set_out(g, n, 0, a->dtype, a->rank, dims);
 }
 
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the

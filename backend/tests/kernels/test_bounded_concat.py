@@ -62,6 +62,21 @@ def out(name):
     return v
 
 
+def branch(name, rows, kept=None):
+    """An If branch: the box column of NonMaxSuppression's rows `kept`
+    (of run-time count), or the static `rows`."""
+    out = name + "_out"
+    if kept:
+        nodes = [helper.make_node("Gather", [kept, name + "_two"], [out], axis=1)]
+        inits = [const(name + "_two", 2, np.int64)]
+    else:
+        nodes = [helper.make_node("Constant", [], [out],
+                                  value=numpy_helper.from_array(np.array(rows, np.int64)))]
+        inits = []
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(
+        out, TensorProto.INT64, None)], inits)
+
+
 def concat_model():
     nodes = [
         # a class's best K boxes (TopK with K an input)
@@ -105,11 +120,24 @@ def concat_model():
         helper.make_node("Unsqueeze", ["top_b", "zero_one"], ["nms_top_b"]),
         helper.make_node("NonMaxSuppression", ["nms_rows_b", "nms_top_b", "max", "iou"],
                          ["kept_b"]),
+        # torchvision's `if boxes.numel() == 0` around its batched NMS:
+        # an If whose then branch is empty, the else branch the kept boxes
+        helper.make_node("Size", ["boxes"], ["boxes_numel"]),
+        helper.make_node("Equal", ["boxes_numel", "zero_scalar"], ["no_boxes"]),
+        helper.make_node("If", ["no_boxes"], ["keep"], then_branch=branch("none", []),
+                         else_branch=branch("box_of", [7, 8, 9], "kept")),
+        # and one whose then branch (three static rows) is taken in phase 1
+        helper.make_node("Less", ["k_best", "six"], ["fewer"]),
+        helper.make_node("Squeeze", ["fewer", "zero"], ["fewer_scalar"]),
+        helper.make_node("If", ["fewer_scalar"], ["picked"],
+                         then_branch=branch("three", [7, 8, 9]),
+                         else_branch=branch("box_of_b", [7, 8, 9], "kept_b")),
         # two joins of runs of one origin, input by input: one origin
         helper.make_node("Mul", ["indices_f", "scores"], ["weighted"]),
     ]
     inits = [const("thr", 0.6), const("zero", [0], np.int64),
-             const("one", [1], np.int64),
+             const("one", [1], np.int64), const("zero_scalar", 0, np.int64),
+             const("six", [6], np.int64),
              const("zero_one", [0, 1], np.int64), const("half", 0.5),
              const("fixed", [[0, 0, 2, 2], [1, 1, 3, 4]]), const("fixed_scores", [0.55, 0.35]),
              const("fixed_idx", [100, 101], np.int64), const("idx_s", [200, 201, 202], np.int64),
@@ -127,7 +155,7 @@ def concat_model():
               helper.make_tensor_value_info("extra", f, [COMPUTED, 4]),
               helper.make_tensor_value_info("k_best", TensorProto.INT64, [1])]
     outputs = ["boxes", "scores", "indices", "scaled", "corners", "best", "best_at", "weighted",
-               "shifted", "kept", "kept_b"]
+               "shifted", "kept", "kept_b", "keep", "picked"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=13,
                            name="bounded_concat")
 
