@@ -79,10 +79,13 @@ static bool uses_context(const char *text) {
 static void emit_live_dims(Emitter *e, Node *n) {
   for (int k = 0; k < n->nout; k++) {
     const Tensor *y = n->out[k], *from = NULL;
-    if (!y || !y->bounded || y->bound_origin == y)
+    /* A Slice of a run's first elements: the input's run clamped to the
+       output's bound, which opc_live_dims does (ir/bounds.c). */
+    bool cut = op_info(n->op)->params == PARAMS_SLICE && n->in[0]->bounded;
+    if (!y || !y->bounded || (y->bound_origin == y && !cut))
       continue; /* static, or a bound of the node's own (NonZero's count) */
     for (int i = 0; i < n->nin; i++)
-      if (n->in[i] && n->in[i]->bounded && n->in[i]->bound_origin == y->bound_origin)
+      if (n->in[i] && n->in[i]->bounded && (n->in[i]->bound_origin == y->bound_origin || cut))
         from = n->in[i]; /* the input whose run-time dim y's is */
     if (!from)
       continue;

@@ -25,7 +25,9 @@
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
  *  - T_BOUND_SLICES: Slice and Split along other axes, the run-time one
- *    left whole, the input in prefix layout (read at the planned strides);
+ *    left whole, or a Slice of its first elements (start 0, step 1: the
+ *    output a bound of its own, the run's size clamped to the end), the
+ *    input in prefix layout (read at the planned strides);
  *    Concat along another axis of inputs all bounded, of one origin; and
  *    Concat along the run-time axis of inputs bounded along it, of any
  *    origins, and static ones, all in prefix layout: the output is a
@@ -292,18 +294,24 @@ static bool joins(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
-  bool whole = op_info(n->op)->params == PARAMS_SPLIT
-                   ? n->p.split.axis != ax
-                   : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
-                         n->p.slice.extent[ax] == b->dims[ax];
-  if (!whole)
-    return refuse(g, n, b, "it cuts the run-time axis, which would need the run's size");
+  bool split = op_info(n->op)->params == PARAMS_SPLIT;
+  bool whole = split ? n->p.split.axis != ax
+                     : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
+                           n->p.slice.extent[ax] == b->dims[ax];
+  /* The first rows (torchvision's keep[:detections_per_img]): the run's
+     first ones, as many as the run has up to the end, a bound of its own. */
+  bool first = !split && n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1;
+  if (!whole && !first)
+    return refuse(g, n, b, "it cuts the run-time axis other than to its first elements, which "
+                  "would need the run's size");
   if (!prefix_layout(b, ax))
     return refuse(g, n, b, "it reads at the planned strides, which the run's elements keep "
                   "only when every dim before the run-time one is 1");
   for (int i = 0; i < n->nout; i++)
     if (n->out[i])
       set_bound(n->out[i], b, ax);
+  if (!whole)
+    n->out[0]->bound_origin = n->out[0]; /* min(run, end) rows: its dims the run's, clamped */
   return true;
 }
 

@@ -22,7 +22,10 @@ One program, torchvision's per-class candidates before its batched NMS:
   [N, 1] broadcast to [N, 4]; max_output_boxes_per_class 2^63 - 1, as
   torchvision exports it), and over one class's gathered rows, whose
   storage past the run holds real rows (a Gather clamps the indices
-  there): NMS must scan the run alone;
+  there): NMS must scan the run alone; torchvision's If around it (an
+  empty then branch) and another If taking its static then branch in one
+  run; the first 17 kept (a Slice of the run's first elements: 17 of 19,
+  16 of 16);
 - an elementwise node over two joins (scores and indices), which share an
   origin: their inputs are of the same origins, input by input.
 The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
@@ -126,6 +129,8 @@ def concat_model():
         helper.make_node("Equal", ["boxes_numel", "zero_scalar"], ["no_boxes"]),
         helper.make_node("If", ["no_boxes"], ["keep"], then_branch=branch("none", []),
                          else_branch=branch("box_of", [7, 8, 9], "kept")),
+        # keep[:detections_per_img]: the first 17, more than one run has
+        helper.make_node("Slice", ["keep", "zero", "seventeen", "zero"], ["top_kept"]),
         # and one whose then branch (three static rows) is taken in phase 1
         helper.make_node("Less", ["k_best", "six"], ["fewer"]),
         helper.make_node("Squeeze", ["fewer", "zero"], ["fewer_scalar"]),
@@ -137,7 +142,7 @@ def concat_model():
     ]
     inits = [const("thr", 0.6), const("zero", [0], np.int64),
              const("one", [1], np.int64), const("zero_scalar", 0, np.int64),
-             const("six", [6], np.int64),
+             const("six", [6], np.int64), const("seventeen", [17], np.int64),
              const("zero_one", [0, 1], np.int64), const("half", 0.5),
              const("fixed", [[0, 0, 2, 2], [1, 1, 3, 4]]), const("fixed_scores", [0.55, 0.35]),
              const("fixed_idx", [100, 101], np.int64), const("idx_s", [200, 201, 202], np.int64),
@@ -155,7 +160,8 @@ def concat_model():
               helper.make_tensor_value_info("extra", f, [COMPUTED, 4]),
               helper.make_tensor_value_info("k_best", TensorProto.INT64, [1])]
     outputs = ["boxes", "scores", "indices", "scaled", "corners", "best", "best_at", "weighted",
-               "shifted", "kept", "kept_b", "keep", "picked"]
+               "shifted", "kept", "kept_b", "keep", "picked",
+               "top_kept"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=13,
                            name="bounded_concat")
 
