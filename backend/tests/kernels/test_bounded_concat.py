@@ -22,8 +22,8 @@ One program, torchvision's per-class candidates before its batched NMS:
   [N, 1] broadcast to [N, 4]; max_output_boxes_per_class 2^63 - 1, as
   torchvision exports it), and over one class's gathered rows, whose
   storage past the run holds real rows (a Gather clamps the indices
-  there): NMS must scan the run alone; torchvision's If around it (an
-  empty then branch) and another If taking its static then branch in one
+  there): NMS must scan the run alone; torchvision's If around it (its
+  condition an int64 ReduceProd of the boxes' Shape, an empty then branch) and another If taking its static then branch in one
   run; the first 17 kept (a Slice of the run's first elements: 17 of 19,
   16 of 16);
 - an elementwise node over two joins (scores and indices), which share an
@@ -125,7 +125,8 @@ def concat_model():
                          ["kept_b"]),
         # torchvision's `if boxes.numel() == 0` around its batched NMS:
         # an If whose then branch is empty, the else branch the kept boxes
-        helper.make_node("Size", ["boxes"], ["boxes_numel"]),
+        helper.make_node("Shape", ["boxes"], ["boxes_shape"]),
+        helper.make_node("ReduceProd", ["boxes_shape"], ["boxes_numel"], keepdims=0),
         helper.make_node("Equal", ["boxes_numel", "zero_scalar"], ["no_boxes"]),
         helper.make_node("If", ["no_boxes"], ["keep"], then_branch=branch("none", []),
                          else_branch=branch("box_of", [7, 8, 9], "kept")),
