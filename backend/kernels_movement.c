@@ -147,9 +147,163 @@ static void copy_piece(Emitter *e, Node *n, Tensor *piece, Tensor *whole, int64_
                 piece->dims);
 }
 
+/* The byte offset of t's first element in its device's arena, or -1 for
+   a constant, which the weights hold. */
+static int64_t arena_bytes(const Tensor *t) {
+  const Tensor *owner = t->alias_of ? t->alias_of : t;
+  if (tensor_is_const(owner))
+    return -1;
+  return owner->offset + (t->alias_of ? t->alias_offset * (int64_t)dtype_size(t->dtype) : 0);
+}
+
+static bool row_major_strides(const Tensor *t) {
+  int64_t s[IR_MAX_RANK], expect = 1;
+  strides_of(t, s);
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] != 1 && s[d] != expect)
+      return false;
+    expect *= t->dims[d];
+  }
+  return true;
+}
+
+/* What a launch of opc_concat_runs reads: x[0], x[1] and x[2] (the
+   table) with their extents, and x[3], the parts of x[0] and x[1] listed
+   for the race checker (opc_kargs.h), its bytes. */
+typedef struct RunsReads {
+  const char *x[4];
+  int64_t extent[3], listed;
+} RunsReads;
+
+/* One launch of opc_concat_runs: `which` copies the inputs the table marks
+   with it, over `rows` rows from `first`; or (which -1) the output's dims
+   in this run. */
+static void concat_runs_launch(Emitter *e, Node *n, const RunsReads *r, int which, int64_t first,
+                               int64_t rows) {
+  Tensor *y = n->out[0];
+  int axis = n->p.axis.axis;
+  DType type = y->dtype;
+  Launch L = {.kernel = sized_kernel(e, "opc_concat_runs", type), .nx = 4, .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  for (int k = 0; k < 4; k++) {
+    L.x[k] = r->x[k];
+    L.x_extent[k] = k < 3 ? r->extent[k] : -r->listed;
+    L.x_bytes[k] = k == 0 || k == 3 ? 1 : 8; /* in bytes: the tables' offsets are */
+  }
+  L.i[0] = which < 0;
+  L.i[1] = n->nin;
+  L.i[2] = axis;
+  L.i[3] = dims_product(y->dims, axis + 1, y->rank);
+  L.i[4] = first;
+  L.i[5] = which;
+  group_i(&L, 0, 6, "mode, inputs, axis, elements in a row, first row, this launch");
+  if (which < 0) {
+    L.n = 1;
+    L.y = live_dims(e, y);
+    L.y_extent = y->rank;
+    L.y_bytes = 8;
+    L.note = emit_str(e, "one thread: the dims of '%s' in this run, the runs summed",
+                      comment_text(e, y->name));
+  } else {
+    L.n = rows * L.i[3];
+    L.y = buf(e, y);
+    L.y_extent = tensor_numel(y);
+    L.y_bytes = (int)dtype_size(type);
+    L.note = which ? "the rows of a constant input, after the runs before it"
+                   : "every input's run of rows, after the runs before it";
+  }
+  emit_launch(e, n, &L);
+}
+
+/* The parts read, as opc_kargs.h lists them: (operand, byte offset, bytes). */
+static int64_t *add_read(int64_t *list, int *count, int operand, int64_t offset, int64_t bytes) {
+  int64_t *t = list + 3 * (*count)++;
+  t[0] = operand;
+  t[1] = offset;
+  t[2] = bytes;
+  return list;
+}
+
+/* Concat along the run-time axis of bounded inputs and static ones
+   (ir/bounds.c): one launch copies every input in the arena, from the
+   lowest; one more each constant; one thread writes the output's dims of
+   the run. Their table (opc_concat_runs) is a constant of the weights, and
+   so are the lists of what they read, for the race checker: the inputs
+   lie apart in the arena, other tensors between them. */
+static void run_concat_runs(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  int axis = n->p.axis.axis, constants = 0, device = tensor_device(e->g, y);
+  int64_t *table = arena_alloc(e->g->arena, sizeof(int64_t) * 5 * (size_t)n->nin);
+  int64_t *reads = arena_alloc(e->g->arena, sizeof(int64_t) * 6 * (size_t)n->nin);
+  int64_t *dims_reads = arena_alloc(e->g->arena, sizeof(int64_t) * 3 * (size_t)n->nin);
+  int64_t low = INT64_MAX, live_low = INT64_MAX, rows = 0;
+  const Tensor *base = NULL, *live_base = NULL;
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    int64_t *t = table + 5 * k, at = arena_bytes(x);
+    if (!row_major_strides(x) || (at >= 0 && tensor_device(e->g, x) != device)) {
+      kernel_fail(e, n, emit_str(e, "Concat along the run-time axis reads contiguous inputs "
+                                 "on its own device only; '%s' is not one", x->name));
+      return;
+    }
+    t[0] = at < 0 ? ++constants : 0;
+    t[1] = at < 0 ? 0 : at;
+    t[2] = x->bounded ? x->live_offset : -1;
+    t[3] = x->dims[axis];
+    t[4] = rows;
+    rows += x->dims[axis];
+    if (at >= 0 && tensor_numel(x) > 0 && at < low)
+      low = at, base = x;
+    if (x->bounded && x->live_offset < live_low)
+      live_low = x->live_offset, live_base = x;
+  }
+  int nreads = 0, ndims = 0;
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    int64_t *t = table + 5 * k;
+    if (t[0] == 0 && base) {
+      t[1] -= low;
+      add_read(reads, &nreads, 0, t[1], tensor_numel(x) * (int64_t)dtype_size(x->dtype));
+    }
+    if (t[2] >= 0) {
+      t[2] = (t[2] - live_low) / 8;
+      add_read(reads, &nreads, 1, 8 * t[2], 8 * x->rank);
+      add_read(dims_reads, &ndims, 1, 8 * t[2], 8 * x->rank);
+    }
+  }
+  const char *name = y->name;
+  RunsReads r = {
+      .x = {base ? buf(e, base) : "NULL", live_base ? live_dims(e, live_base) : "NULL",
+            weights_add_typed(e, emit_str(e, "%s_runs", name), DT_INT64, table, 5 * (int64_t)n->nin),
+            weights_add_typed(e, emit_str(e, "%s_reads", name), DT_INT64, reads, 3 * (int64_t)nreads)},
+      .extent = {0, 0, 5 * (int64_t)n->nin},
+      .listed = 24 * (int64_t)nreads};
+  if (base)
+    concat_runs_launch(e, n, &r, 0, 0, rows);
+  /* The constants' launches and the dims' read x[1] as listed alone. */
+  r.x[3] = weights_add_typed(e, emit_str(e, "%s_dims_reads", name), DT_INT64, dims_reads,
+                             3 * (int64_t)ndims);
+  r.listed = 24 * (int64_t)ndims;
+  for (int k = 0, which = 0; k < n->nin; k++) {
+    const Tensor *x = n->in[k];
+    if (table[5 * k] == 0)
+      continue;
+    r.x[0] = buf(e, x);
+    r.extent[0] = tensor_numel(x) * (int64_t)dtype_size(x->dtype);
+    concat_runs_launch(e, n, &r, ++which, table[5 * k + 4], table[5 * k + 3]);
+  }
+  r.x[0] = "NULL";
+  r.extent[0] = 0;
+  concat_runs_launch(e, n, &r, -1, 0, 0);
+}
+
 static void run_concat(Emitter *e, Node *n) {
   Tensor *y = n->out[0];
   int axis = n->p.axis.axis;
+  if (y->bounded && y->bound_axis == axis) { /* along the run-time axis: ir/bounds.c */
+    run_concat_runs(e, n);
+    return;
+  }
   int64_t ys[IR_MAX_RANK];
   strides_of(y, ys);
   int64_t at = 0;

@@ -72,21 +72,21 @@ static bool uses_context(const char *text) {
 
 /* A node that reads a bounded tensor writes its bounded outputs' dims of
    the run (ir/bounds.c's rules: the input's run-time dim, moved to the
-   output's bound axis and kept within its bound there), after its work:
-   one thread of opc_live_dims. The kinds that make a bound (NonZero, ...,
-   T_BOUND_COUNTS) write their own: the output is its own origin. A Slice
-   of a run's head is its own origin too, of the input's count within its
-   bound, written here. */
+   output's bound axis), after its work: one thread of opc_live_dims. The
+   kinds that make a bound (NonZero, ..., a Concat along the run-time
+   axis) write their own: the output is its own origin, or shares one
+   with no input (TopK's indices its values', a Concat's another's). */
 static void emit_live_dims(Emitter *e, Node *n) {
-  bool counts = op_info(n->op)->traits & T_BOUND_COUNTS;
   for (int k = 0; k < n->nout; k++) {
     const Tensor *y = n->out[k], *from = NULL;
-    if (!y || !y->bounded || (y->bound_origin == y && counts))
-      continue; /* static, or a bound its kernel writes (NonZero's count) */
+    /* A Slice of a run's first elements: the input's run clamped to the
+       output's bound, which opc_live_dims does (ir/bounds.c). */
+    bool cut = op_info(n->op)->params == PARAMS_SLICE && n->in[0]->bounded;
+    if (!y || !y->bounded || (y->bound_origin == y && !cut))
+      continue; /* static, or a bound of the node's own (NonZero's count) */
     for (int i = 0; i < n->nin; i++)
-      if (n->in[i] && n->in[i]->bounded &&
-          (n->in[i]->bound_origin == y->bound_origin || y->bound_origin == y))
-        from = n->in[i]; /* the input whose run-time dim y's is (a Slice's head: within) */
+      if (n->in[i] && n->in[i]->bounded && (n->in[i]->bound_origin == y->bound_origin || cut))
+        from = n->in[i]; /* the input whose run-time dim y's is */
     if (!from)
       continue;
     Launch L = {.kernel = "opc_live_dims", .n = 1, .nx = 1};

@@ -228,6 +228,11 @@ static bool plan_copies(Copies *c, const Node *n) {
 static bool copy_supports(Emitter *e, const Node *n) {
   (void)e;
   Copies c;
+  /* A Concat along the run-time axis (ir/bounds.c) places each input after
+     the runs before it, which only the device knows: opc_concat_runs. */
+  if (n->op == OP_CONCAT && n->out[0] && n->out[0]->bounded &&
+      n->out[0]->bound_axis == n->p.axis.axis)
+    return false;
   /* A Cast that changes the type converts: opc_cast (kernels_movement.c). */
   if (n->nin > 0 && n->in[0] && n->out[0] && n->in[0]->dtype != n->out[0]->dtype)
     return false;

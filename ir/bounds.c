@@ -38,7 +38,14 @@
  *    left whole, the input in prefix layout (read at the planned strides);
  *    a Slice of the first `end` of the run-time axis (start 0, step 1),
  *    min(run, end) of them: an origin of its own;
- *    Concat along another axis of inputs all bounded, of one origin.
+ *    Concat along another axis of inputs all bounded, of one origin; and
+ *    Concat along the run-time axis of inputs bounded along it, of any
+ *    origins, and static ones, all in prefix layout: the output is a
+ *    bound of its own, the sum of the inputs' bounds and sizes, its run
+ *    the inputs' runs one after another, whose size the kernel sums on
+ *    the device and writes as the output's dims of the run. Two such
+ *    Concats of inputs of the same origins and static sizes, input by
+ *    input, give outputs of one origin (the first's).
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
  *    (batch_dims 0) into static data; input and output in prefix layout.
@@ -301,10 +308,70 @@ static bool transpose(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* Whether Concats n and m along their run-time axes join runs of one
+   size input by input: bounded inputs of one origin, static ones of one
+   size along the axis. Their outputs' runs are then of one size too. */
+static bool same_runs(const Node *n, const Node *m) {
+  if (n->nin != m->nin)
+    return false;
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *t = n->in[i], *u = m->in[i];
+    if (!t || !u || t->bounded != u->bounded)
+      return false;
+    if (t->bounded ? t->bound_origin != u->bound_origin
+                   : t->dims[n->p.axis.axis] != u->dims[m->p.axis.axis])
+      return false;
+  }
+  return true;
+}
+
+/* The output of an earlier Concat along the run-time axis that joins runs
+   of the same sizes as n (torchvision's boxes, scores and labels, joined
+   class by class), whose run-time size n's output shares; or n's own. */
+static const Tensor *joined_origin(const Graph *g, const Node *n) {
+  for (int k = 0; k < g->nnodes; k++) {
+    const Node *m = g->nodes[k];
+    if (m == n)
+      break;
+    const Tensor *y = m->dead || m->op != n->op || m->nout < 1 ? NULL : m->out[0];
+    if (y && y->bounded && y->bound_origin == y && y->bound_axis == m->p.axis.axis &&
+        same_runs(n, m))
+      return y;
+  }
+  return n->out[0];
+}
+
+/* Concat along the run-time axis: each input bounded along it, of any
+   origin, or static, whose size along it counts whole. The output's run
+   is the inputs' runs one after another, its size their sum, which only
+   the kernel knows: the output is a bound of its own (the sum of the
+   inputs' bounds and sizes, as shape inference made it). Rows are moved
+   whole, so every operand must be in prefix layout. */
+static bool joins_runs(Graph *g, Node *n, const Tensor *b) {
+  int ax = b->bound_axis;
+  for (int i = 0; i < n->nin; i++) {
+    const Tensor *t = n->in[i];
+    if (t && t->bounded && t->bound_axis != ax)
+      return refuse(g, n, t, "Concat joins it only along its run-time axis, or with tensors of "
+                    "its own run-time size along another");
+  }
+  Tensor *out = n->out[0];
+  if (!prefix_layout(out, ax))
+    return refuse(g, n, b, "Concat along the run-time axis moves whole rows, which the runs "
+                  "keep only when every dim before the run-time one is 1");
+  const Tensor *twin = joined_origin(g, n);
+  out->bounded = true;
+  out->bound_axis = ax;
+  out->bound_origin = twin; /* the output itself, or the twin's output */
+  return true;
+}
+
 /* Concat along another axis than the run-time one of inputs that all have
-   one run-time size. */
+   one run-time size; along it, joins_runs. */
 static bool joins(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
+  if (n->p.axis.axis == ax)
+    return joins_runs(g, n, b);
   for (int i = 0; i < n->nin; i++) {
     const Tensor *t = n->in[i];
     if (t && (!t->bounded || t->bound_origin != b->bound_origin || t->bound_axis != ax))

@@ -620,7 +620,8 @@ enum {
   T_BOUND_TRANSPOSE = 1u << 18,
   /* Slice's and Split's: a bounded input cut along other axes, its
      run-time one whole; Concat's: bounded inputs of one origin joined
-     along another axis (ir/bounds.c). */
+     along another axis, or of any origins and static ones joined along
+     the run-time axis, the output a bound of its own (ir/bounds.c). */
   T_BOUND_SLICES = 1u << 19,
   /* Its kernel reads a bounded input's dims of the run itself, and counts
      only the run's elements (NonZero, TopK along the run-time axis,

@@ -461,7 +461,7 @@ static bool if_select_run(Graph *g, Node *n, const Tensor *a, const Tensor *b) {
 
 /* IfSelect(condition, then, else): the If's output from the branch its
    one-value condition picks; the branches must agree on the shape, which
-   ONNX allows them not to. */
+   ONNX allows them not to, but along a run-time axis. */
 static bool infer_if_select(Graph *g, Node *n) {
   Tensor *cond = in(n, 0), *a = in(n, 1), *b = in(n, 2);
   if (cond->rank != 0) {

@@ -11,6 +11,11 @@
  *   xstride[k][d]   element stride of input x[k] along dims[d] (0 broadcasts);
  *   x_extent[k]     bytes reachable from x[k] (0 when x[k] is unused),
  *   y_extent        the same for y: the CPU runtime's race checker reads them;
+ *                   x_extent[3] < 0 instead says that x[3] is a table of
+ *                   -x_extent[3] bytes listing the parts of x[0..3) read, as
+ *                   int64 triples (operand, byte offset from it, bytes), for
+ *                   a kernel reading scattered tensors from one base
+ *                   (opc_concat_runs), whose own extents are then 0;
  *
  * The pointers are untyped: a kernel is written once over an element type
  * and instantiated per type (opc_add_i64, opc_copy_b8, ...), and each

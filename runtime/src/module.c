@@ -208,6 +208,23 @@ static void run_kernel(Op *op) {
   pool_run(kernel_part, &run, parts);
 }
 
+/* A kernel that reads scattered parts of its inputs (opc_concat_runs: many
+ * tensors from one base) lists them (opc_kargs.h): x_extent[3] < 0 says
+ * x[3] is a table of -x_extent[3] bytes, int64 triples (operand k, byte
+ * offset from x[k], bytes), so that the checker sees those reads alone,
+ * not the tensors between them. The table is a constant, in device memory
+ * that the host can read here. */
+static void read_listed_spans(Op *op, const struct opc_kargs *a) {
+  if (a->x_extent[3] >= 0 || !a->x[3])
+    return;
+  const long long *t = a->x[3];
+  long long n = -a->x_extent[3] / (3 * (long long)sizeof(long long));
+  op_span(op, t, (size_t)-a->x_extent[3], false);
+  for (long long j = 0; j < n; j++, t += 3)
+    if (t[0] >= 0 && t[0] < 3 && a->x[t[0]] && t[2] > 0)
+      op_span(op, (const unsigned char *)a->x[t[0]] + t[1], (size_t)t[2], false);
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
@@ -232,6 +249,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   for (int i = 0; i < 4; i++)
     if (k->a.x_extent[i] > 0)
       op_span(&k->op, k->a.x[i], (size_t)k->a.x_extent[i], false);
+  read_listed_spans(&k->op, &k->a);
   if (k->a.y_extent > 0)
     op_span(&k->op, k->a.y, (size_t)k->a.y_extent, true);
   return cu_result(rt_submit(hStream, &k->op));
