@@ -125,6 +125,13 @@ void replace_reads(Graph *g, Tensor *from, Tensor *to) {
       }
   }
   from->nusers = 0;
+  /* Tensors whose run-time size was from's (Tensor.bound_origin) now
+     take to's, of the same value: else a reader matching its input's
+     origin against its output's would find none (two equal NonZeros that
+     eliminate-common merges, each with a chain of its own). */
+  for (int i = 0; from->bounded && to->bounded && i < g->ntensors; i++)
+    if (g->tensors[i]->bound_origin == from)
+      g->tensors[i]->bound_origin = to->bound_origin;
 }
 
 bool bypass_node(Graph *g, Node *n, Tensor *in, Tensor *out) {

@@ -213,6 +213,36 @@ def refused_models():
     ]
 
 
+def merged_twins(opc, work):
+    """Two equal NonZeros, each with a chain of its own (RetinaNet's
+    per-level candidates: a Transpose, a Split, a Squeeze whose Shape sizes
+    a TopK), which eliminate-common makes one: the second chain's run-time
+    sizes must follow the merge (passes/rewrite.c), or its Split writes no
+    dims of the run and its readers see fresh memory. Against ONNX
+    Runtime, exactly; failures as strings."""
+    nodes = [helper.make_node("Greater", ["x", "t"], ["m"]),
+             helper.make_node("NonZero", ["m"], ["nz"]),
+             helper.make_node("NonZero", ["m"], ["nz1"]),
+             helper.make_node("Transpose", ["nz"], ["tr"], perm=[1, 0]),
+             helper.make_node("Transpose", ["nz1"], ["tr1"], perm=[1, 0]),
+             helper.make_node("Split", ["tr1", "sz"], ["s0"], axis=1),
+             helper.make_node("Squeeze", ["s0", "ax"], ["rows"]),
+             helper.make_node("Shape", ["rows"], ["count"]),
+             helper.make_node("GatherND", ["x", "tr"], ["kept"])]
+    x = np.linspace(0, 1, 10).astype(np.float32)
+    m = onnx_case.model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [10])],
+                        [out("count"), out("rows"), out("kept")],
+                        [const("t", 0.45), const("sz", [1], np.int64),
+                         const("ax", [1], np.int64)], opset=17)
+    want = reference(m, {"x": x})
+    got, why = onnx_case.run_opc(opc, m, {"x": x}, os.path.join(work, "twins"))
+    if got is None:
+        return [f"merged twins: {why}"]
+    return [f"merged twins, {name}: {problem}" for name in ("count", "rows", "kept")
+            if (problem := (compare_close if name == "kept" else compare_exact)(
+                *((got[name], want[name], 1e-6) if name == "kept" else (got[name], want[name]))))]
+
+
 def main():
     opc, work = sys.argv[1:3]
     os.environ["OPC_CHECK"] = "1"
@@ -242,6 +272,7 @@ def main():
         failures.append(f"the two inputs give sizes {sizes}: a chain tests one count")
     if any(s[0] >= BOXES or s[1] >= SERIES for s in sizes):
         failures.append(f"a size {sizes} reaches its bound: the case tests no shorter run")
+    failures += merged_twins(opc, work)
     return onnx_case.finish(opc, failures, refused_models(), work,
                             f"shape values: {len(m.graph.output)} outputs match ONNX Runtime "
                             f"on two inputs (sizes {sizes}); another threshold differs; "
