@@ -43,26 +43,16 @@ import os
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, compare_exact, reference  # noqa: E402
+from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
 
 A, B, C, FIXED, COMPUTED = 12, 10, 6, 2, 3
 BOUND = A + FIXED + B + COMPUTED + C
 
 
-def const(name, value, dtype=np.float32):
-    return numpy_helper.from_array(np.array(value, dtype), name)
-
-
-def out(name):
-    """An output whose type and shape opc infers."""
-    v = onnx.ValueInfoProto()
-    v.name = name
-    return v
 
 
 def branch(name, rows, kept=None):
