@@ -311,6 +311,8 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L);
 int64_t reach(int rank, const int64_t *dims, const int64_t *strides, int64_t *low);
 /* A tensor's element strides: its own when it is a view, else contiguous. */
 void strides_of(const Tensor *t, int64_t *s);
+/* kernels_launch.c: whether t's elements lie in C order with no gaps. */
+bool row_major(const Tensor *t);
 /* Strides that read `t` as if broadcast (numpy, aligned right) to dims. */
 void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s);
 /* The output y over L->dims, and input x[k], with the given strides. */

@@ -384,23 +384,6 @@ static void run_shape_of(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
-/* NonMaxSuppression at run time: one launch per batch and class keeps its
-   boxes in its part of the output, one moves them together and one writes
-   the dims of this run (opc_nms). Thresholds given as run-time data are
-   read by the first launch, a run-time max_output_boxes_per_class by the
-   second: the greedy choice keeps boxes in one order whatever the limit,
-   so a limit takes the first of every class's kept boxes. */
-static bool row_major(const Tensor *t) {
-  int64_t s[IR_MAX_RANK], expect = 1;
-  strides_of(t, s);
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] > 1 && s[d] != expect)
-      return false;
-    expect *= t->dims[d];
-  }
-  return true;
-}
-
 /* x[k] of L: a run-time scalar, read by the kernel. */
 static void set_scalar_input(Emitter *e, Launch *L, int k, const Tensor *t) {
   L->x[k] = buf(e, t);
@@ -427,6 +410,12 @@ static bool nms_run_count(Emitter *e, Node *n, Launch *L) {
   return true;
 }
 
+/* NonMaxSuppression at run time: one launch per batch and class keeps its
+   boxes in its part of the output, one moves them together and one writes
+   the dims of this run (opc_nms). Thresholds given as run-time data are
+   read by the first launch, a run-time max_output_boxes_per_class by the
+   second: the greedy choice keeps boxes in one order whatever the limit,
+   so a limit takes the first of every class's kept boxes. */
 static void run_nms(Emitter *e, Node *n) {
   Tensor *boxes = n->in[0], *scores = n->in[1], *y = n->out[0];
   if (!row_major(boxes) || !row_major(scores)) {

@@ -157,6 +157,19 @@ static int64_t numel(int rank, const int64_t *dims) {
   return count;
 }
 
+/* Whether t's elements lie in C order with no gaps (strides_of's): dims
+   of 1, or of 0 in an empty tensor, may have any stride. */
+bool row_major(const Tensor *t) {
+  int64_t s[IR_MAX_RANK], expect = 1;
+  strides_of(t, s);
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] > 1 && s[d] != expect)
+      return false;
+    expect *= t->dims[d];
+  }
+  return true;
+}
+
 /* A tensor's element strides: its own when it is a view, else contiguous. */
 void strides_of(const Tensor *t, int64_t *s) {
   bool set = false;

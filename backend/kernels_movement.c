@@ -156,17 +156,6 @@ static int64_t arena_bytes(const Tensor *t) {
   return owner->offset + (t->alias_of ? t->alias_offset * (int64_t)dtype_size(t->dtype) : 0);
 }
 
-static bool row_major_strides(const Tensor *t) {
-  int64_t s[IR_MAX_RANK], expect = 1;
-  strides_of(t, s);
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] != 1 && s[d] != expect)
-      return false;
-    expect *= t->dims[d];
-  }
-  return true;
-}
-
 /* What a launch of opc_concat_runs reads: x[0], x[1] and x[2] (the
    table) with their extents, and x[3], the parts of x[0] and x[1] listed
    for the race checker (opc_kargs.h), its bytes. */
@@ -241,7 +230,7 @@ static void run_concat_runs(Emitter *e, Node *n) {
   for (int k = 0; k < n->nin; k++) {
     const Tensor *x = n->in[k];
     int64_t *t = table + 5 * k, at = arena_bytes(x);
-    if (!row_major_strides(x) || (at >= 0 && tensor_device(e->g, x) != device)) {
+    if (!row_major(x) || (at >= 0 && tensor_device(e->g, x) != device)) {
       kernel_fail(e, n, emit_str(e, "Concat along the run-time axis reads contiguous inputs "
                                  "on its own device only; '%s' is not one", x->name));
       return;

@@ -21,24 +21,13 @@
 
 #include "emit.h"
 
-static bool is_contiguous(const Tensor *t) {
-  int64_t s[IR_MAX_RANK], expect = 1;
-  strides_of(t, s);
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] != 1 && s[d] != expect)
-      return false;
-    expect *= t->dims[d];
-  }
-  return true;
-}
-
 /* A 2-D convolution whose y is stored channels-last (NHWC) and x
    channels-last or in ONNX's order, as choose-layout's int8 form stores
    those of the GEMM's convolutions (x keeps ONNX's order when it has few
    channels). Tensors the same in both orders count as either. */
 static bool conv_is_nhwc(const Node *n, const Tensor *x) {
   return x->rank == 4 && tensor_is_channels_last(n->out[0]) &&
-         (tensor_is_channels_last(x) || is_contiguous(x));
+         (tensor_is_channels_last(x) || row_major(x));
 }
 
 /* Elements from x[k] to its last one (a contiguous tensor's count). */
@@ -135,7 +124,7 @@ static bool lt_allowed(Emitter *e, const Node *n, const Tensor *a, const Tensor 
     return false;
   if (za && tensor_numel(za) != 1)
     return false;
-  bool stored = (conv && conv_is_nhwc(n, a)) || (is_contiguous(a) && is_contiguous(n->out[0]));
+  bool stored = (conv && conv_is_nhwc(n, a)) || (row_major(a) && row_major(n->out[0]));
   return stored && tensor_numel(a) > 0 && tensor_numel(n->out[0]) > 0;
 }
 
@@ -241,7 +230,7 @@ static void lt_setup_conv_nhwc(Emitter *e, const Node *n, LtPlan *p, const Tenso
 static void lt_setup_conv(Emitter *e, const Node *n, LtPlan *p, const Tensor *x,
                           const Tensor *w, const Tensor *zx, const Tensor *zw) {
   const Tensor *y = n->out[0];
-  if (!lt_allowed(e, n, x, zx, true) || n->win.group != 1 || !is_contiguous(w))
+  if (!lt_allowed(e, n, x, zx, true) || n->win.group != 1 || !row_major(w))
     return;
   if (conv_is_nhwc(n, x)) {
     /* choose-layout stored it so for the GEMM: the same predicate. */
@@ -506,7 +495,7 @@ static void setup_matmul_integer(Emitter *e, Node *n) {
 
 static void run_matmul_integer(Emitter *e, Node *n) {
   const LtPlan *p = node_data(e, n, sizeof *p);
-  if (!is_contiguous(n->out[0])) {
+  if (!row_major(n->out[0])) {
     kernel_fail(e, n, "MatMulInteger writes a contiguous output only");
     return;
   }
@@ -568,7 +557,7 @@ static void conv_sums(Emitter *e, const Node *n, const Tensor *x, const Tensor *
 
 static bool conv_operands_contiguous(Emitter *e, const Node *n, const Tensor *x,
                                      const Tensor *w) {
-  if (is_contiguous(x) && is_contiguous(w) && is_contiguous(n->out[0]))
+  if (row_major(x) && row_major(w) && row_major(n->out[0]))
     return true;
   return kernel_fail(e, n, "the integer convolutions read and write contiguous tensors only");
 }
@@ -612,7 +601,7 @@ static int64_t output_channels(const Node *n) {
 static bool stored_channels_last(const Node *n) {
   const Tensor *x = n->in[0], *y = n->out[0];
   return x->rank == 4 && tensor_is_channels_last(x) && tensor_is_channels_last(y) &&
-         !(is_contiguous(x) && is_contiguous(y));
+         !(row_major(x) && row_major(y));
 }
 
 /* A channels-last depthwise QLinearConv's constants for
@@ -838,7 +827,7 @@ static void run_qlinear(Emitter *e, Node *n) {
     else
       conv_sums(e, n, a, b, za, zb, s->sums);
   } else {
-    if (!is_contiguous(n->out[0])) {
+    if (!row_major(n->out[0])) {
       kernel_fail(e, n, "QLinearMatMul writes a contiguous output only");
       return;
     }
