@@ -19,18 +19,6 @@ static int64_t count_of(int rank, const int64_t *dims) {
   return count;
 }
 
-/* Whether t lies row-major without gaps, as the kernels read indices. */
-static bool dense(const Tensor *t) {
-  int64_t s[IR_MAX_RANK], step = 1;
-  strides_of(t, s);
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->dims[d] > 1 && s[d] != step)
-      return false;
-    step *= t->dims[d];
-  }
-  return true;
-}
-
 /* The stride that steps through dims [first, first + count) of a tensor
    as one merged dim, or -1 when they do not merge. */
 static int64_t merged_stride(const Tensor *t, const int64_t *s, int first, int count) {
@@ -48,7 +36,7 @@ static bool tuples_ok(Emitter *e, const Node *n, const Tensor *idx) {
   if (idx->dims[idx->rank - 1] > MAX_TUPLE)
     return kernel_fail(e, n, emit_str(e, "%s with index tuples of more than %d values is not "
                                           "supported", op_info(n->op)->name, MAX_TUPLE));
-  if (!dense(idx))
+  if (!row_major(idx))
     return kernel_fail(e, n, emit_str(e, "%s's indices must be contiguous",
                                       op_info(n->op)->name));
   return true;
