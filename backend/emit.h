@@ -243,6 +243,23 @@ void emit_conv_epilogue(Emitter *e, const Node *n, const char *bias, const Tenso
 void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t *dst_strides,
                       const char *src, const int64_t *src_strides, int rank, const int64_t *dims);
 
+/* A Concat whose inputs each fill a contiguous block of every row of the
+   output, read from contiguous storage: `rows` rows of `row` elements,
+   input k's block at element start[k] of a row, size[k] long. One launch of
+   opc_concat_blocks copies them all, in place of a copy per input. */
+enum { CONCAT_BLOCKS_MAX = 64 };
+typedef struct ConcatBlocks {
+  int count;
+  const Tensor *src[CONCAT_BLOCKS_MAX];
+  int64_t start[CONCAT_BLOCKS_MAX], size[CONCAT_BLOCKS_MAX];
+  int64_t rows, row;
+} ConcatBlocks;
+
+/* Whether one launch can copy b: every input in the output's arena, on its
+   device (constants lie in the weights). Emits it when `emit_it`
+   (kernels_movement.c). */
+bool kernel_concat_blocks(Emitter *e, const Node *n, const ConcatBlocks *b, bool emit_it);
+
 /*
  * The files of opc's kernels: emit_kernels.c (the source text, NVRTC, the
  * module and the table of operators), kernels_launch.c (one launch, built
