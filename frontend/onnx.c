@@ -240,12 +240,20 @@ static bool check_node_count(Importer *im, const Onnx__GraphProto *gp) {
 
 /* The tensor `name` refers to where the importer is: the innermost
    subgraph that defines it, else the main graph; NULL if none does. */
-Tensor *import_lookup(Importer *im, const char *name) {
+static Tensor *lookup_anywhere(Importer *im, const char *name) {
   for (const Scope *s = im->scope; s; s = s->parent)
     for (int i = 0; i < s->n; i++)
       if (strcmp(s->names[i], name) == 0)
         return s->tensors[i];
-  return graph_find_tensor(im->g, name);
+  Tensor *t = graph_find_tensor(im->g, name);
+  return t || !im->capture ? t : loop_capture_outer_find(im, name);
+}
+
+/* Inside a run-time Loop's body, a value of the graphs around it becomes
+   one of the body's (loop.c). */
+Tensor *import_lookup(Importer *im, const char *name) {
+  Tensor *t = lookup_anywhere(im, name);
+  return t && im->capture ? loop_capture(im, t) : t;
 }
 
 /* A new tensor for `name` defined in the innermost subgraph, named with
@@ -1214,6 +1222,11 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
   const Onnx__GraphProto *body = import_graph_attr(np, "body");
   if (im->failed || !loop_shape_ok(im, np, name, body))
     return;
+  if (!loop_known_now(im, np, body)) {
+    if (!im->failed)
+      import_runtime_loop(im, np, name, body);
+    return;
+  }
   int nin = (int)np->n_input, carried = nin - 2;
   int scans = (int)body->n_output - 1 - carried;
   int64_t trips = INT64_MAX;

@@ -71,6 +71,20 @@ Graph *graph_new(const char *path) {
   return g;
 }
 
+/* A graph kept in another's arena (a Loop's body): freed with that one,
+   never by graph_free. */
+Graph *graph_new_in(Graph *owner, const char *name) {
+  Arena *a = owner->arena;
+  Graph *g = arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->path = owner->path;
+  g->name = arena_strdup(a, name);
+  g->opset = owner->opset;
+  g->max_memory = owner->max_memory;
+  g->names = arena_alloc(a, sizeof(NameMap));
+  return g;
+}
+
 void graph_free(Graph *g) {
   if (g)
     arena_free(g->arena);

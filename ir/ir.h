@@ -513,6 +513,14 @@ struct Node {
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
   int instance;
+
+  /* A Loop run at run time (OP_LOOP): its body, a graph of its own in
+     the same arena. Body inputs: the iteration number (int64, rank 0),
+     the condition (bool, rank 0), the carried values, then the outer
+     values the body reads (the node's inputs from 2 on, in that order);
+     body outputs: the condition, then the carried values. NULL for
+     every other kind. */
+  struct Graph *body;
 };
 
 typedef struct Graph Graph;
@@ -820,6 +828,7 @@ struct Graph {
   struct NameMap *names; /* tensor name -> Tensor */
 
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
+  bool placed;          /* a Loop's body: its offsets moved into the graph's arena (backend/loop.c) */
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */
@@ -829,6 +838,8 @@ struct Graph {
 
 Graph *graph_new(const char *path);
 void graph_free(Graph *g);
+/* A graph in the arena of `owner` (a Loop's body), freed with it. */
+Graph *graph_new_in(Graph *owner, const char *name);
 
 Tensor *graph_add_tensor(Graph *g, const char *name); /* name NULL: generated */
 Tensor *graph_find_tensor(Graph *g, const char *name);
