@@ -1207,6 +1207,17 @@ static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *na
   }
 }
 
+/* Whether a Loop carries a sequence or optional, which only unrolling
+   lowers. */
+static bool carries_sequence(Importer *im, const Onnx__NodeProto *np) {
+  for (size_t i = 2; i < np->n_input; i++) {
+    Tensor *t = *np->input[i] ? import_lookup(im, np->input[i]) : NULL;
+    if (t && seq_of(im, t))
+      return true;
+  }
+  return false;
+}
+
 /*
  * Loop whose trip count and conditions are known at compile time (constant,
  * computed from shapes, or bound with --const-input): the body is imported
@@ -1222,13 +1233,15 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
   const Onnx__GraphProto *body = import_graph_attr(np, "body");
   if (im->failed || !loop_shape_ok(im, np, name, body))
     return;
-  if (!loop_known_now(im, np, body)) {
+  int nin = (int)np->n_input, carried = nin - 2;
+  int scans = (int)body->n_output - 1 - carried;
+  /* Scan outputs, as many rows as iterations, and carried sequences need
+     the count at compile time: below, an error names the input to bind. */
+  if (scans == 0 && !carries_sequence(im, np) && !loop_known_now(im, np, body)) {
     if (!im->failed)
       import_runtime_loop(im, np, name, body);
     return;
   }
-  int nin = (int)np->n_input, carried = nin - 2;
-  int scans = (int)body->n_output - 1 - carried;
   int64_t trips = INT64_MAX;
   Tensor *m = *np->input[0] ? import_lookup(im, np->input[0]) : NULL;
   if (*np->input[0] && (!m || !import_known_now(im, name, "Loop", m, "trip count") ||
