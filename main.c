@@ -1372,16 +1372,26 @@ static void print_operators(void) {
     /* the importer's own operators in their places: compile time, as
        every input they read must be known then, or lowered to kinds that
        run at run time */
-    for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) < 0);
+    for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) <= 0);
          imported++) {
-      printf("| %s | %s |  | ", imported->name,
-             imported->lowered ? "run time, lowered" : where[AT_COMPILE_TIME]);
+      /* an internal kind of its name runs it at run time (a Loop's) */
+      OpKind own = op_from_name(imported->name);
+      if (own != OP_INVALID && (op_info(own)->traits & T_INTERNAL)) {
+        printf("| %s | %s | ", imported->name, where[op_info(own)->eval]);
+        print_type_set(backend_run_time_types(own));
+        printf(" | ");
+      } else {
+        printf("| %s | %s |  | ", imported->name,
+               imported->lowered ? "run time, lowered" : where[AT_COMPILE_TIME]);
+      }
       print_type_words(imported->types);
       printf(" |\n");
     }
     if (i == count)
       break;
     const OpInfo *info = op_info(kinds[i]);
+    if (imported > imported_ops && strcmp(imported[-1].name, info->name) == 0)
+      continue; /* printed as the importer's operator above */
     printf("| %s | %s | ", info->name, where[info->eval]);
     if (info->eval == AT_RUN_TIME)
       print_type_set(backend_run_time_types(kinds[i]));
