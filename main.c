@@ -1034,6 +1034,14 @@ static int compile_serving(Config *c) {
     instances[m] = c->models[m].instances;
     models[m] = onnx_import(c->models[m].path, &import);
     ok = models[m] != NULL && ok;
+    for (int i = 0; models[m] && i < models[m]->nnodes; i++)
+      if (models[m]->nodes[i]->body) { /* graph_join copies no body */
+        opc_error("%s: node '%s' (Loop): its trip count or condition is run-time data, which "
+                  "opc runs in a single model's program only, not in a serving program",
+                  c->models[m].path, models[m]->nodes[i]->name);
+        ok = false;
+        break;
+      }
     /* A serving program has no run() to check shape inputs in (ir/pin.c). */
     if (models[m] && models[m]->nchecks > 0) {
       opc_error("%s: node '%s' (%s): input '%s' decides a shape and is given at run time; a "

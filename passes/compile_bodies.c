@@ -45,6 +45,11 @@ bool pass_compile_bodies(Graph *g, const PassOptions *opt, PassContext *ctx) {
     Node *n = g->nodes[i];
     if (n->dead || !n->body)
       continue;
+    if (opt->gpus > 1 || opt->cpu) {
+      ir_error(g, n, "a Loop whose trip count or condition is run-time data runs on one GPU: "
+               "compile it without %s", opt->cpu ? "--devices gpu,cpu" : "--gpus");
+      return false;
+    }
     PassOptions o = body_options(opt);
     PassContext *body_ctx = pass_context_new(n->body, &o);
     if (!run_pipeline(n->body, &o, body_ctx) || !body_static(g, n) || !node_infer(g, n))

@@ -7,7 +7,7 @@ largest magnitude.
 
 usage: test_loop.py OPC WORK_DIR
 
-One program holds three loops:
+One program holds four loops:
 - torch.jit.script's `for _ in range(n): y = y * c + d`: the trip count a
   graph input, the condition true and passed through, c and d read from
   the outer scope; run with n = 0, 1, 3 and 10;
@@ -15,7 +15,9 @@ One program holds three loops:
   (go on while the sum of x is under `limit`, a graph input the body reads
   from the outer scope), so that the data decides when it stops;
 - two carried values of different dtypes: a float32 sum of an outer-scope
-  input and an int64 sum of the iteration numbers.
+  input and an int64 sum of the iteration numbers;
+- two carried values that swap places each iteration (the copies back to
+  the body's inputs must not overwrite one before reading it).
 The runtime's checker is on (OPC_CHECK=1: races, and fresh device memory
 NaN bits). Every program's net.c is compiled with -Werror (onnx_case), and
 its GPU build against the real CUDA 13 headers (OPC_CUDA, default
@@ -78,14 +80,28 @@ def mixed_loop():
                              body=body, name="mixed")]
 
 
+def swap_loop():
+    """Carried values that trade places each iteration: the copies back must
+    not overwrite one before the other is read."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["s_cond"], ["s_go"]),
+         helper.make_node("Identity", ["a_in"], ["a_out"]),
+         helper.make_node("Identity", ["b_in"], ["b_out"])],
+        "swap_body",
+        [vi("s_i", I64, []), vi("s_cond", B, []), vi("a_in", F, [3]), vi("b_in", F, [3])],
+        [vi("s_go", B, []), vi("b_out", F, [3]), vi("a_out", F, [3])])
+    return [helper.make_node("Loop", ["n", "", "acc", "z"], ["swap_a", "swap_b"], body=body,
+                             name="swap")]
+
+
 def loop_model():
     inits = [const("true", True, np.bool_), const("c", [[0.5], [1.5]]), const("d", [0.25, -1, 2]),
              const("growth", 1.25), const("step", 0.5), const("bound", 20, np.int64),
              const("acc", [1, 2, 3]), const("count", 100, np.int64)]
     inputs = [vi("n", I64, []), vi("y", F, [2, 3]), vi("x", F, [4]), vi("limit", F, []),
               vi("m", I64, []), vi("z", F, [3])]
-    outputs = ["y_final", "x_final", "acc_final", "count_final"]
-    return onnx_case.model(scripted_loop() + while_loop() + mixed_loop(), inputs,
+    outputs = ["y_final", "x_final", "acc_final", "count_final", "swap_a", "swap_b"]
+    return onnx_case.model(scripted_loop() + while_loop() + mixed_loop() + swap_loop(), inputs,
                            [out(o) for o in outputs], inits, opset=13, name="loops")
 
 
@@ -174,7 +190,7 @@ def main():
     failures = check_program(opc, m, os.path.join(work, "graph"), ())
     failures += check_program(opc, m, os.path.join(work, "no-graph"), ("--no-cuda-graph",))
     return onnx_case.finish(opc, failures, refused_models(), work,
-                            "loop: three run-time Loops match ONNX Runtime for trip counts "
+                            "loop: four run-time Loops match ONNX Runtime for trip counts "
                             "0, 1, 3 and 10, with the CUDA graph and without; "
                             f"{len(refused_models())} bodies refused")
 
