@@ -233,10 +233,10 @@ static bool emit_body_function(BodyEmitter *b, const Node *loop, const char *fn)
     return false;
   }
   FILE *s = be->st->sec[SEC_SETUP];
-  fprintf(s, "/*\n * One iteration of Loop '%s' on c->%s_stream: the body's nodes, then its\n"
+  fprintf(s, "/*\n * One iteration of Loop '%s' on %s: the body's nodes, then its\n"
              " * outputs back to its inputs for the next iteration; inside a CUDA graph\n"
              " * (handle non-zero), the WHILE node's condition last.\n */\n",
-          comment_text(be, loop->name), node_id(be, loop));
+          comment_text(be, loop->name), be->stream);
   fprintf(s, "static int %s(%s_ctx *c, cudaGraphConditionalHandle handle)\n{\n", fn, be->prefix);
   fputs(text ? text : "", s);
   free(text);
@@ -280,7 +280,7 @@ static void emit_while_function(Emitter *e, BodyEmitter *b, const Node *loop, co
   emit(&w, "const cudaGraphNode_t *deps = NULL;");
   emit(&w, "size_t ndeps = 0;");
   emit(&w, "cudaGraphConditionalHandle handle;");
-  emit(&w, "struct cudaGraphNodeParams params;");
+  emit(&w, "struct cudaGraphNodeParams while_node;");
   emit(&w, "cudaGraphNode_t node;");
   emit(&w, "cudaError_t status_end;");
   emit(&w, "int ok;");
@@ -294,17 +294,17 @@ static void emit_while_function(Emitter *e, BodyEmitter *b, const Node *loop, co
   emit(&w, "/* The node after everything before it on %s, which goes on after it. */", stream);
   emit_call(&w, LIB_CUDA, loop, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, &deps, NULL, &ndeps)",
             stream);
-  emit(&w, "memset(&params, 0, sizeof params);");
-  emit(&w, "params.type = cudaGraphNodeTypeConditional;");
-  emit(&w, "params.conditional.handle = handle;");
-  emit(&w, "params.conditional.type = cudaGraphCondTypeWhile;");
-  emit(&w, "params.conditional.size = 1;");
-  emit_call(&w, LIB_CUDA, loop, "cudaGraphAddNode(&node, graph, deps, NULL, ndeps, &params)");
+  emit(&w, "memset(&while_node, 0, sizeof while_node);");
+  emit(&w, "while_node.type = cudaGraphNodeTypeConditional;");
+  emit(&w, "while_node.conditional.handle = handle;");
+  emit(&w, "while_node.conditional.type = cudaGraphCondTypeWhile;");
+  emit(&w, "while_node.conditional.size = 1;");
+  emit_call(&w, LIB_CUDA, loop, "cudaGraphAddNode(&node, graph, deps, NULL, ndeps, &while_node)");
   emit_call(&w, LIB_CUDA, loop, "cudaStreamUpdateCaptureDependencies(%s, &node, NULL, 1, "
             "cudaStreamSetCaptureDependencies)", stream);
   emit(&w, "/* The body, captured into the node's body graph on a stream of its own. */");
   emit_call(&w, LIB_CUDA, loop, "cudaStreamBeginCaptureToGraph(c->%s_capture, "
-            "params.conditional.phGraph_out[0], NULL, NULL, 0, cudaStreamCaptureModeThreadLocal)", id);
+            "while_node.conditional.phGraph_out[0], NULL, NULL, 0, cudaStreamCaptureModeThreadLocal)", id);
   emit(&w, "c->%s_stream = c->%s_capture;", id, id);
   emit(&w, "ok = %s(c, handle) == 0;", body_fn);
   emit(&w, "/* End the body's capture even after a failure, keeping the first message. */");
