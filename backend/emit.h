@@ -417,6 +417,12 @@ typedef struct EmitState {
   NameSet fields;   /* every member of the context struct so far */
   NameSet node_ids; /* prefixes of node fields and setup functions */
 
+  /* C statements net_run() runs once its work has ended, each ending in
+     `return -1` on failure: a run-time Loop's iterations against its scan
+     outputs' rows (backend/loop.c). */
+  const char **after_run;
+  int nafter_run;
+
   Weight *weights;
   int nweights, capweights;
   int64_t weight_bytes;      /* all of them */
@@ -482,6 +488,7 @@ extern const OpEmitter blas_gemm, blas_matmul;                          /* ops_b
 extern const OpEmitter copy_op; /* ops_copy.c: data movement by copies and views */
 extern const OpEmitter loop_op; /* loop.c: a run-time Loop, a WHILE node */
 bool graph_has_loop(const Graph *g); /* loop.c: whether g holds a run-time Loop */
+void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
 const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */
 const char *offset_ptr(Emitter *e, const char *base, int64_t offset);

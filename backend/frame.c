@@ -410,6 +410,7 @@ void emit_run(Emitter *e) {
   emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
   emit(e, "  return -1;");
   emit_cpu_check(e, "return -1");
+  emit_after_run(e);
   emit_staging(e, false);
   emit(e, "return 0;");
   emit_close(e, "}");

@@ -347,6 +347,7 @@ static void emit_host_function(Emitter *e, BodyEmitter *b, const Node *loop, con
             stream);
   emit_call(&w, LIB_CUDA, loop, "cudaStreamSynchronize(%s)", stream);
   emit(&w, "c->%s_stream = %s;", id, stream);
+  emit(&w, "c->%s_counter = 0;", id);
   emit_open(&w, "for (long long i = 0; i < trips && go; i++) {");
   emit(&w, "c->%s_counter = i;", id);
   emit_call(&w, LIB_CUDA, loop, "cudaMemcpyAsync(%s, &c->%s_counter, 8, cudaMemcpyHostToDevice, %s)",
@@ -357,7 +358,14 @@ static void emit_host_function(Emitter *e, BodyEmitter *b, const Node *loop, con
   emit_call(&w, LIB_CUDA, loop, "cudaMemcpyAsync(&go, %s, 1, cudaMemcpyDeviceToHost, %s)", cond,
             stream);
   emit_call(&w, LIB_CUDA, loop, "cudaStreamSynchronize(%s)", stream);
+  emit(&w, "c->%s_counter = i + 1;", id);
   emit_close(&w, "}");
+  if (body->loop_scans > 0) {
+    emit(&w, "/* The iterations run, which the scan outputs' dims are. */");
+    emit_call(&w, LIB_CUDA, loop, "cudaMemcpyAsync(%s, &c->%s_counter, 8, cudaMemcpyHostToDevice, %s)",
+              counter, id, stream);
+    emit_call(&w, LIB_CUDA, loop, "cudaStreamSynchronize(%s)", stream);
+  }
   emit(&w, "return 0;");
   emit_close(&w, "}");
   emit_blank(&w);
@@ -388,6 +396,66 @@ static void loop_teardown(Emitter *e, Node *n) {
   const char *id = node_id(e, n);
   emit(e, "if (c->%s_capture)", id);
   emit(e, "  cudaStreamDestroy(c->%s_capture);", id);
+}
+
+/* A scan output's dims in this run: as many rows as iterations ran, the
+   iteration number's final value (one thread of opc_live_dims). */
+static void emit_scan_rows(Emitter *e, Node *n, const Tensor *y, const char *counter) {
+  Launch L = {.kernel = "opc_live_dims", .n = 1, .nx = 1};
+  L.x[0] = counter;
+  L.x_extent[0] = 1;
+  L.x_bytes[0] = 8;
+  L.y = live_dims(e, y);
+  L.y_extent = y->rank;
+  L.y_bytes = 8;
+  L.i[0] = 0;
+  L.i[1] = 0;
+  L.i[2] = y->rank;
+  for (int d = 0; d < y->rank; d++)
+    L.i[3 + d] = y->dims[d];
+  group_i(&L, 0, 3, "the iterations run, the rows' axis, the rank");
+  group_i(&L, 3, y->rank, "the output's bounds");
+  L.note = emit_str(e, "one thread: the dims of scan output '%s' in this run", y->name);
+  emit_launch(e, n, &L);
+}
+
+void emit_after_run(Emitter *e) {
+  for (int i = 0; i < e->st->nafter_run; i++)
+    emit(e, "%s", e->st->after_run[i]);
+}
+
+/* After the run, on the host: the iterations run must fit the rows its
+   scan outputs declare (the WHILE node runs on without the host, and the
+   rows past the bound have nowhere to go). net_run_device() does not wait
+   for its work, so it leaves this out. */
+static void check_scan_rows(Emitter *e, Node *n, const char *counter) {
+  int64_t rows = -1;
+  const char *scan = NULL;
+  for (int k = 0; k + 1 < n->nout; k++)
+    if (n->out[k] && n->out[k]->bounded && (rows < 0 || n->out[k]->dims[0] < rows)) {
+      rows = n->out[k]->dims[0];
+      scan = n->out[k]->name;
+    }
+  if (!scan)
+    return;
+  EmitState *st = e->st;
+  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nafter_run + 1));
+  if (st->nafter_run)
+    memcpy(grown, st->after_run, sizeof(char *) * (size_t)st->nafter_run);
+  grown[st->nafter_run++] = emit_str(
+      e, "{ /* Loop '%s': its iterations within the rows of '%s' */\n"
+         "  long long ran = 0;\n"
+         "  if (!cuda_ok(c, cudaMemcpy(&ran, %s, 8, cudaMemcpyDeviceToHost), \"cudaMemcpy\"))\n"
+         "    return -1;\n"
+         "  if (ran > %lldLL) {\n"
+         "    snprintf(c->error, sizeof c->error, \"node '%s' (Loop): ran %%lld iterations, more "
+         "than the %lld rows its scan output '%s' declares\", ran);\n"
+         "    return -1;\n"
+         "  }\n"
+         "}",
+      comment_text(e, n->name), comment_text(e, scan), counter, (long long)rows,
+      emit_c_string(e, n->name), (long long)rows, emit_c_string(e, scan));
+  st->after_run = grown;
 }
 
 static void loop_run(Emitter *e, Node *n) {
@@ -437,6 +505,10 @@ static void loop_run(Emitter *e, Node *n) {
     if (n->out[k])
       emit_call(e, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld, cudaMemcpyDeviceToDevice, %s)",
                 buf(e, n->out[k]), inputs[2 + k], (long long)bytes_of(n->out[k]), stream);
+  for (int k = 0; k + 1 < n->nout; k++)
+    if (n->out[k] && n->out[k]->bounded)
+      emit_scan_rows(e, n, n->out[k], inputs[0]);
+  check_scan_rows(e, n, inputs[0]);
 }
 
 const OpEmitter loop_op = {.fields = loop_fields, .setup = loop_setup, .run = loop_run,

@@ -34,6 +34,7 @@ typedef struct Importer {
   int if_depth;      /* subgraphs being inlined, one inside another */
   Scope *scope;      /* the innermost subgraph's names; NULL in the main graph */
   struct LoopCapture *capture; /* the run-time Loop body being imported (loop.c), or NULL */
+  const Onnx__GraphProto *top; /* the main graph, for its declared shapes */
   SeqValue **seqs;   /* what the placeholders of sequences and optionals stand for */
   int nseqs, seqcap;
 } Importer;
@@ -111,6 +112,9 @@ void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *na
    count and condition known now, and its body's condition computed from
    them and constants only (loop.c). */
 bool loop_known_now(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphProto *body);
+/* Whether every scan output of a Loop has a declared first dim, the bound
+   of its rows when the Loop runs at run time (loop.c). */
+bool loop_scans_bounded(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphProto *body);
 /* Inside a run-time Loop's body: the body's own tensor for t, a tensor of
    an enclosing graph (loop.c). */
 struct Tensor *loop_capture(Importer *im, struct Tensor *t);

@@ -146,6 +146,34 @@ bool loop_known_now(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphPr
   return m_known && cond_known && body_condition_static(im, body);
 }
 
+/* The first dim the main graph declares for `name` (an output's or a
+   value_info's type), or -1. */
+static int64_t declared_rows(const Importer *im, const char *name) {
+  const Onnx__GraphProto *gp = im->top;
+  for (int list = 0; gp && list < 2; list++) {
+    Onnx__ValueInfoProto **vis = list ? gp->value_info : gp->output;
+    size_t count = list ? gp->n_value_info : gp->n_output;
+    for (size_t i = 0; i < count; i++) {
+      const Onnx__ValueInfoProto *vi = vis[i];
+      if (strcmp(proto_str(vi->name), name) != 0 || !vi->type || !vi->type->tensor_type ||
+          !vi->type->tensor_type->shape || vi->type->tensor_type->shape->n_dim < 1)
+        continue;
+      const Onnx__TensorShapeProto__Dimension *d = vi->type->tensor_type->shape->dim[0];
+      if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value > 0)
+        return d->dim_value;
+    }
+  }
+  return -1;
+}
+
+bool loop_scans_bounded(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphProto *body) {
+  size_t carried = np->n_input - 2;
+  for (size_t k = carried; k < np->n_output; k++)
+    if (!*np->output[k] || declared_rows(im, np->output[k]) < 0)
+      return false;
+  return !im->capture && body->n_output == np->n_output + 1;
+}
+
 /* ------------------------------------------------------ the body */
 
 static Tensor *body_input(Graph *b, const char *name, DType dt, const Tensor *like) {
@@ -194,6 +222,74 @@ static bool import_body(Importer *im, LoopCapture *cap, const Onnx__GraphProto *
   return ok;
 }
 
+static Tensor *ints(Graph *g, const char *name, const int64_t *v, int n) {
+  int64_t len = n;
+  Tensor *t = graph_add_tensor(g, name);
+  t->dtype = DT_INT64;
+  tensor_set_shape(t, 1, &len);
+  t->i64 = arena_dup(g->arena, v, sizeof(int64_t) * (size_t)(n ? n : 1));
+  return t;
+}
+
+/*
+ * Scan output j as one more carried value of the body: `rows` rows of the
+ * body's value v, zeros at first, row i written by a ScatterND at the
+ * iteration number (the body's input 0) in every iteration. Its body input
+ * goes after the carried values, before the outer values; the Loop's
+ * output holds the rows of the iterations run (a bounded tensor, whose
+ * count the Loop writes: backend/loop.c). Returns the zeros, the Loop's
+ * input for it; NULL after an error.
+ */
+static Tensor *stack_scan(Importer *im, Graph *b, const char *name, int carried, int j,
+                          Tensor *v, int64_t rows) {
+  Graph *g = im->g;
+  int64_t dims[IR_MAX_RANK];
+  if (v->rank + 1 > IR_MAX_RANK || !dtype_size(v->dtype) || v->bounded) {
+    refuse(im, name, "its scan output of '%s' is of a type or rank opc cannot stack", v->name);
+    return NULL;
+  }
+  dims[0] = rows;
+  for (int d = 0; d < v->rank; d++)
+    dims[1 + d] = v->dims[d];
+  if (!check_tensor_size(g, NULL, "scan output", v->name, v->dtype, v->rank + 1, dims)) {
+    im->failed = true;
+    return NULL;
+  }
+  const char *at = arena_printf(g->arena, "%s/scan_%d", name, j);
+  Tensor *zeros = graph_add_tensor(g, arena_printf(g->arena, "%s/zeros", at));
+  zeros->dtype = v->dtype;
+  tensor_set_shape(zeros, v->rank + 1, dims);
+  size_t count = (size_t)tensor_numel(zeros) + 1;
+  if (dtype_is_float(v->dtype))
+    zeros->f32 = arena_alloc(g->arena, sizeof(float) * count), memset(zeros->f32, 0, sizeof(float) * count);
+  else
+    zeros->i64 = arena_alloc(g->arena, sizeof(int64_t) * count), memset(zeros->i64, 0, sizeof(int64_t) * count);
+  Tensor *stack = body_input(b, arena_printf(g->arena, "%s/rows", at), v->dtype, zeros);
+  /* its place: after the carried values and the stacks before it */
+  for (int i = b->ninputs - 1; i > 2 + carried + j; i--)
+    b->inputs[i] = b->inputs[i - 1];
+  b->inputs[2 + carried + j] = stack;
+  int64_t one_one[2] = {1, 1}, row[IR_MAX_RANK];
+  row[0] = 1;
+  for (int d = 0; d < v->rank; d++)
+    row[1 + d] = v->dims[d];
+  Node *index = graph_add_node(b, OP_RESHAPE, arena_printf(g->arena, "%s/index", at), 2, 1);
+  index->in[0] = b->inputs[0];
+  index->in[1] = ints(b, arena_printf(g->arena, "%s/index_shape", at), one_one, 2);
+  index->out[0] = graph_add_tensor(b, arena_printf(g->arena, "%s/index", at));
+  Node *update = graph_add_node(b, OP_RESHAPE, arena_printf(g->arena, "%s/row", at), 2, 1);
+  update->in[0] = v;
+  update->in[1] = ints(b, arena_printf(g->arena, "%s/row_shape", at), row, v->rank + 1);
+  update->out[0] = graph_add_tensor(b, arena_printf(g->arena, "%s/row", at));
+  Node *put = graph_add_node(b, OP_SCATTER_ND, arena_printf(g->arena, "%s/put", at), 3, 1);
+  put->in[0] = stack;
+  put->in[1] = index->out[0];
+  put->in[2] = update->out[0];
+  put->out[0] = graph_add_tensor(b, arena_printf(g->arena, "%s/rows_out", at));
+  graph_add_output(b, put->out[0]);
+  return zeros;
+}
+
 void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *name,
                          const Onnx__GraphProto *body) {
   Graph *g = im->g;
@@ -202,12 +298,6 @@ void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *na
   if (im->capture) {
     refuse(im, name, "%s", "its trip count or condition is computed at run time inside the "
            "body of another such Loop; opc runs one level of run-time Loop");
-    return;
-  }
-  if (scans > 0) {
-    refuse(im, name, "its trip count or condition is computed at run time, and its scan output "
-           "'%s' would have as many rows as iterations; opc runs such a Loop only without scan "
-           "outputs", np->output[carried]);
     return;
   }
   Tensor *m = *np->input[0] ? import_lookup(im, np->input[0]) : NULL;
@@ -238,28 +328,38 @@ void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *na
     if (!outs[i] || seq_of(im, outs[i]))
       ok = refuse(im, name, "its body output '%s' is not produced by the body, or is a "
                   "sequence or optional", proto_str(body->output[i]->name));
-    else
+    else if (i < (size_t)carried + 1)
       body_output(b, name, (int)i, outs[i]);
   }
   ok = ok && graph_toposort(b) && graph_infer_shapes(b);
-  if (ok) {
-    Node *n = graph_add_node(g, OP_LOOP, name, b->ninputs, carried + 1);
+  Tensor **first = calloc((size_t)scans + 1, sizeof *first);
+  for (int j = 0; ok && j < scans; j++)
+    first[j] = stack_scan(im, b, name, carried, j, outs[1 + carried + j],
+                          declared_rows(im, np->output[carried + j]));
+  ok = ok && graph_toposort(b) && graph_infer_shapes(b);
+  if (ok && first) {
+    int loop_carried = carried + scans;
+    b->loop_scans = scans;
+    Node *n = graph_add_node(g, OP_LOOP, name, b->ninputs, loop_carried + 1);
     n->body = b;
     n->in[0] = m;
     n->in[1] = cond;
     for (int k = 0; k < carried; k++)
       n->in[2 + k] = outer[k];
+    for (int j = 0; j < scans; j++)
+      n->in[2 + carried + j] = first[j];
     for (int i = 0; i < cap.n; i++)
       if (cap.to[i]->is_input)
-        for (int j = 2 + carried; j < b->ninputs; j++)
+        for (int j = 2 + loop_carried; j < b->ninputs; j++)
           if (b->inputs[j] == cap.to[i])
             n->in[j] = cap.from[i];
-    for (int k = 0; k < carried; k++)
+    for (int k = 0; k < loop_carried; k++)
       n->out[k] = *np->output[k] ? import_lookup(im, np->output[k]) : graph_add_tensor(g, NULL);
-    n->out[carried] = graph_add_tensor(g, arena_printf(g->arena, "%s/body_memory", name));
+    n->out[loop_carried] = graph_add_tensor(g, arena_printf(g->arena, "%s/body_memory", name));
   } else {
     im->failed = true;
   }
+  free(first);
   free(cap.from);
   free(cap.to);
   free(outer);

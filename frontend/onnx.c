@@ -1235,13 +1235,22 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
     return;
   int nin = (int)np->n_input, carried = nin - 2;
   int scans = (int)body->n_output - 1 - carried;
-  /* Scan outputs, as many rows as iterations, and carried sequences need
-     the count at compile time: below, an error names the input to bind. */
-  if (scans == 0 && !carries_sequence(im, np) && !loop_known_now(im, np, body)) {
+  /* Scan outputs, as many rows as iterations, without a declared bound,
+     and carried sequences need the count at compile time: below, an
+     error names the input to bind. */
+  if ((scans == 0 || loop_scans_bounded(im, np, body)) && !carries_sequence(im, np) &&
+      !loop_known_now(im, np, body) && !im->failed) {
+    /* Quietly: a body that needs its iteration number at compile time (a
+       Slice at it) is refused below instead, naming the input to bind. */
+    ir_quiet(true);
+    import_runtime_loop(im, np, name, body);
+    ir_quiet(false);
     if (!im->failed)
-      import_runtime_loop(im, np, name, body);
-    return;
+      return;
+    im->failed = false;
   }
+  if (im->failed)
+    return;
   int64_t trips = INT64_MAX;
   Tensor *m = *np->input[0] ? import_lookup(im, np->input[0]) : NULL;
   if (*np->input[0] && (!m || !import_known_now(im, name, "Loop", m, "trip count") ||
@@ -1478,6 +1487,7 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
   if (!check_operators(im, gp))
     return false;
 
+  im->top = gp;
   import_initializers(im, gp);
   for (size_t i = 0; i < gp->n_input; i++)
     import_input(im, gp->input[i]);

@@ -653,8 +653,13 @@ Tensor *node_input(const Node *n, int i) { return i >= 0 && i < n->nin ? n->in[i
 /* ----------------------------------------------------------- diagnostics */
 
 static int error_count;
+static int quiet; /* ir_quiet's depth */
+
+void ir_quiet(bool on) { quiet += on ? 1 : -1; }
 
 static void vreport(const char *kind, const Graph *g, const Node *n, const char *fmt, va_list ap) {
+  if (quiet)
+    return;
   fprintf(stderr, "opc: %s: ", kind);
   /* In a serving program a node's own model names the file. */
   const ServedModel *model = g && n ? graph_instance_model(g, n->instance) : NULL;
@@ -671,7 +676,7 @@ void ir_error(const Graph *g, const Node *n, const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("error", g, n, fmt, ap);
   va_end(ap);
-  error_count++;
+  error_count += !quiet;
 }
 
 void ir_warning(const Graph *g, const Node *n, const char *fmt, ...) {

@@ -829,6 +829,7 @@ struct Graph {
 
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
   bool placed;          /* a Loop's body: its offsets moved into the graph's arena (backend/loop.c) */
+  int loop_scans;       /* a Loop's body: its last outputs that stack scan outputs (frontend/loop.c) */
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */
@@ -1075,5 +1076,9 @@ void ir_warning(const Graph *g, const Node *n, const char *fmt, ...)
 void opc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Counts errors reported so far (tests use it). */
 int ir_error_count(void);
+/* While on (nested calls count), errors and warnings are neither printed
+   nor counted: the importer tries a form it can fall back from (a Loop
+   run at run time, else unrolled: frontend/loop.c). */
+void ir_quiet(bool on);
 
 #endif

@@ -527,6 +527,12 @@ static bool infer_loop(Graph *g, Node *n) {
         !loop_types_agree(g, n, x, body->outputs[1 + k], "carried value") ||
         !set_out(g, n, k, x->dtype, x->rank, x->dims))
       return false;
+    /* A scan output's rows, planned for its bound: the iterations run are
+       the Loop's to write (backend/loop.c). */
+    if (k >= carried - body->loop_scans && n->out[k]) {
+      n->out[k]->bounded = true;
+      n->out[k]->bound_axis = 0;
+    }
   }
   int64_t bytes = body->arena_bytes > 0 ? body->arena_bytes : 1;
   return set_out(g, n, carried, DT_UINT8, 1, &bytes);

@@ -15,7 +15,9 @@ One program holds four loops:
   (go on while the sum of x is under `limit`, a graph input the body reads
   from the outer scope), so that the data decides when it stops;
 - two carried values of different dtypes: a float32 sum of an outer-scope
-  input and an int64 sum of the iteration numbers;
+  input and an int64 sum of the iteration numbers, the float one also a
+  scan output, whose rows are the iterations run (bounded by its declared
+  12 rows; a run of 13 iterations is an error);
 - two carried values that swap places each iteration (the copies back to
   the body's inputs must not overwrite one before reading it).
 The runtime's checker is on (OPC_CHECK=1: races, and fresh device memory
@@ -39,6 +41,7 @@ import onnx_case  # noqa: E402
 from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+SCAN_ROWS = 12
 
 
 def vi(name, dtype, shape):
@@ -75,9 +78,10 @@ def mixed_loop():
          helper.make_node("Add", ["count_in", "j"], ["count_out"])],
         "mixed_body",
         [vi("j", I64, []), vi("m_cond", B, []), vi("acc_in", F, [3]), vi("count_in", I64, [])],
-        [vi("m_go", B, []), vi("acc_out", F, [3]), vi("count_out", I64, [])])
-    return [helper.make_node("Loop", ["m", "", "acc", "count"], ["acc_final", "count_final"],
-                             body=body, name="mixed")]
+        [vi("m_go", B, []), vi("acc_out", F, [3]), vi("count_out", I64, []),
+         vi("acc_out", F, [3])])
+    return [helper.make_node("Loop", ["m", "", "acc", "count"],
+                             ["acc_final", "count_final", "acc_rows"], body=body, name="mixed")]
 
 
 def swap_loop():
@@ -100,9 +104,12 @@ def loop_model():
              const("acc", [1, 2, 3]), const("count", 100, np.int64)]
     inputs = [vi("n", I64, []), vi("y", F, [2, 3]), vi("x", F, [4]), vi("limit", F, []),
               vi("m", I64, []), vi("z", F, [3])]
-    outputs = ["y_final", "x_final", "acc_final", "count_final", "swap_a", "swap_b"]
+    outputs = [out(o) for o in ("y_final", "x_final", "acc_final", "count_final", "swap_a",
+                                "swap_b")]
+    # the scan output's rows declared: the bound of the iterations it keeps
+    outputs.insert(4, vi("acc_rows", F, [SCAN_ROWS, 3]))
     return onnx_case.model(scripted_loop() + while_loop() + mixed_loop() + swap_loop(), inputs,
-                           [out(o) for o in outputs], inits, opset=13, name="loops")
+                           outputs, inits, opset=13, name="loops")
 
 
 def feeds(trips):
@@ -176,10 +183,16 @@ def check_program(opc, m, work, flags):
             return failures + [f"{label}, n = {trips}: {got}"]
         for o in m.graph.output:
             w = want[o.name]
-            why = (compare_close(got[o.name], w, 1e-5) if w.dtype.kind == "f"
+            why = (compare_close(got[o.name], w, 1e-5) if w.dtype.kind == "f" and w.size
                    else compare_exact(got[o.name], w))
             if why:
                 failures.append(f"{label}, n = {trips}, {o.name}: {why}")
+    # more iterations than the scan output declares rows: an error, not rows lost
+    got = onnx_case.run_program(exe, m, feeds(SCAN_ROWS + 1), work)
+    want = f"ran {SCAN_ROWS + 1} iterations, more than the {SCAN_ROWS} rows its scan output"
+    if not isinstance(got, str) or want not in got:
+        failures.append(f"{label}, n = {SCAN_ROWS + 1}: expected the error '{want}', got "
+                        f"{got if isinstance(got, str) else 'outputs'}")
     return failures
 
 
