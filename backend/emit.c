@@ -617,6 +617,8 @@ static int stream_of(const Emitter *e, const Node *n) { return node_sched(e->g, 
 
 /* In the host CPU's code, its own stream, handles and workspace. */
 const char *node_stream(Emitter *e, const Node *n) {
+  if (e->stream)
+    return e->stream;
   return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", stream_of(e, n));
 }
 
@@ -760,10 +762,12 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
   bool half = own && own->half && node_in_half(n) && computes_in(n, node_data_type(n));
-  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op;
+  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op || own == &loop_op;
+  const OpEmitter *kern = kernel_op_emitter(n->op);
+  if (e->kernels_only && own != &copy_op && kern && (!kern->supports || kern->supports(e, n)))
+    return kern;
   if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
-  const OpEmitter *kern = kernel_op_emitter(n->op);
   if (half) /* opc's kernels compute such a node in float32, unless they say they take it */
     return kern && kern->half && kern->supports && kern->supports(e, n) ? kern : NULL;
   if (kern && (!kern->supports || kern->supports(e, n)))

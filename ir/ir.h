@@ -513,6 +513,14 @@ struct Node {
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
   int instance;
+
+  /* A Loop run at run time (OP_LOOP): its body, a graph of its own in
+     the same arena. Body inputs: the iteration number (int64, rank 0),
+     the condition (bool, rank 0), the carried values, then the outer
+     values the body reads (the node's inputs from 2 on, in that order);
+     body outputs: the condition, then the carried values. NULL for
+     every other kind. */
+  struct Graph *body;
 };
 
 typedef struct Graph Graph;
@@ -820,6 +828,8 @@ struct Graph {
   struct NameMap *names; /* tensor name -> Tensor */
 
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
+  bool placed;          /* a Loop's body: its offsets moved into the graph's arena (backend/loop.c) */
+  int loop_scans;       /* a Loop's body: its last outputs that stack scan outputs (frontend/loop.c) */
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */
@@ -829,6 +839,8 @@ struct Graph {
 
 Graph *graph_new(const char *path);
 void graph_free(Graph *g);
+/* A graph in the arena of `owner` (a Loop's body), freed with it. */
+Graph *graph_new_in(Graph *owner, const char *name);
 
 Tensor *graph_add_tensor(Graph *g, const char *name); /* name NULL: generated */
 Tensor *graph_find_tensor(Graph *g, const char *name);
@@ -1064,5 +1076,9 @@ void ir_warning(const Graph *g, const Node *n, const char *fmt, ...)
 void opc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Counts errors reported so far (tests use it). */
 int ir_error_count(void);
+/* While on (nested calls count), errors and warnings are neither printed
+   nor counted: the importer tries a form it can fall back from (a Loop
+   run at run time, else unrolled: frontend/loop.c). */
+void ir_quiet(bool on);
 
 #endif
