@@ -575,6 +575,30 @@ static char *vformat(Emitter *e, const char *fmt, va_list ap) {
   return text;
 }
 
+/* What CUDA refuses of a call in a conditional node's body (kernels,
+   memsets and device copies only), or NULL. */
+static const char *refused_in_body(Lib lib, const char *call) {
+  static const char *const calls[][2] = {
+      {"cudaEventRecord", "records an event"},
+      {"cudaStreamWaitEvent", "waits on an event"},
+      {"cudaLaunchHostFunc", "runs a host function"},
+      {"cudaStreamSynchronize", "synchronises with the host"},
+      {"cudaDeviceSynchronize", "synchronises with the host"},
+  };
+  if (lib == LIB_CUDNN)
+    return "calls cuDNN";
+  if (lib == LIB_CUBLAS)
+    return "calls cuBLAS";
+  size_t name = strcspn(call, "( ");
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    if (strlen(calls[i][0]) == name && strncmp(call, calls[i][0], name) == 0)
+      return calls[i][1];
+  /* A copy's kind is its last word but the stream. */
+  if (strstr(call, "cudaMemcpyDeviceToHost") || strstr(call, "cudaMemcpyHostToDevice"))
+    return "copies between the host and the device";
+  return NULL;
+}
+
 void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -585,6 +609,8 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   /* The message names the function; c->node, set where the node's code
      starts, names the node. */
   (void)n;
+  if (e->kernels_only && !e->refused_in_body)
+    e->refused_in_body = refused_in_body(lib, call);
   used(e)->lib[lib] = true;
   emit_fail_if(e, "!%s(c, %s, \"%.*s\")", lib_check_helper[lib], call, (int)strcspn(call, "( "),
                call);

@@ -43,6 +43,9 @@ typedef struct Emitter {
   /* A Loop's body: opc's kernels wherever they take the node, since CUDA
      allows no cuDNN or cuBLAS call in a conditional node's body. */
   bool kernels_only;
+  /* Under kernels_only, the first call printed that CUDA refuses in such a
+     body ("calls cuDNN"), or NULL: emit_call notes it. */
+  const char *refused_in_body;
 } Emitter;
 
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

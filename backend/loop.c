@@ -93,24 +93,6 @@ static void place_body(const Node *n) {
 
 /* ------------------------------------------------------ the body */
 
-/* What CUDA refuses in a conditional node's body, found in a node's code. */
-static const char *illegal_in_body(const char *text) {
-  static const char *const calls[][2] = {
-      {"cudnn", "calls cuDNN"},
-      {"cublas", "calls cuBLAS"},
-      {"cudaEventRecord", "records an event"},
-      {"cudaStreamWaitEvent", "waits on an event"},
-      {"cudaLaunchHostFunc", "runs a host function"},
-      {"Synchronize", "synchronises with the host"},
-      {"cudaMemcpyDeviceToHost", "copies to the host"},
-      {"cudaMemcpyHostToDevice", "copies from the host"},
-  };
-  for (size_t i = 0; text && i < sizeof calls / sizeof calls[0]; i++)
-    if (strstr(text, calls[i][0]))
-      return calls[i][1];
-  return NULL;
-}
-
 static bool refuse_body_node(Emitter *e, const Node *loop, const Node *n, const char *why) {
   ir_error(e->g, loop, "its body's node '%s' (%s) %s, which CUDA does not allow in the body of "
            "a conditional node (kernels, memsets and memcpys only); opc runs a Loop at run "
@@ -154,10 +136,11 @@ static bool emit_body_node(BodyEmitter *b, const Node *loop, Node *n, FILE *call
   be->f = f;
   be->indent = 1;
   be->fail = "return -1";
+  be->refused_in_body = NULL; /* what the node's work calls, not its setup */
   if (op->run)
     op->run(be, n);
   fclose(f);
-  const char *why = illegal_in_body(text);
+  const char *why = be->refused_in_body;
   if (why) {
     free(text);
     return refuse_body_node(be, loop, n, why);
