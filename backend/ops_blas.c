@@ -5,6 +5,10 @@
  * matrix is the column-major N x M matrix of its transpose, so Y = A B is
  * printed as the column-major product Y^T = B^T A^T: the operands swap, the
  * transpose flags do not, and each leading dimension is a row stride.
+ *
+ * A Gemm whose C is one bias per output column (Y^T's rows), or whose
+ * fused activation is ReLU, is one cublasLtMatmul with an epilogue, where
+ * it took the bias spread over Y first and an activation after.
  */
 #include <string.h>
 
@@ -71,6 +75,9 @@ typedef struct GemmPlan {
   CopyPlan copy_c;   /* C already has Y's shape */
   const char *cd, *yd;
   ActPlan act;
+  const char *epilogue; /* cuBLASLt's, or NULL: cuBLAS */
+  bool bias;            /* C enters through the epilogue */
+  const char *lt, *desc, *la, *lb, *ld; /* cuBLASLt's handle, descriptor, layouts */
 } GemmPlan;
 
 static bool plan_gemm(const Node *n, GemmPlan *p) {
@@ -104,6 +111,34 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
       return false;
   }
   return act_supported(n);
+}
+
+/* C as cuBLASLt's bias: one value per column of Y, packed, of Y's type,
+ * added once (beta 1). */
+static bool c_is_bias(const GemmPlan *p, const Node *n) {
+  const Tensor *c = p->c;
+  if (!c || p->beta != 1 || c->dtype != n->out[0]->dtype || c->rank < 1 || c->rank > 2)
+    return false;
+  if (c->rank == 2 && c->dims[0] != 1)
+    return false;
+  int64_t cols = c->dims[c->rank - 1];
+  return cols == p->n && (cols == 1 || c->strides[c->rank - 1] == 1);
+}
+
+/* Chooses cuBLASLt for a Gemm its epilogue saves a launch on: a bias, or
+ * ReLU (with C, if not a bias, spread over Y first as for cuBLAS). Only
+ * where the int8 path takes cuBLASLt too: one GPU, not CPU code. */
+static void plan_epilogue(Emitter *e, const Node *n, GemmPlan *p) {
+  if (emit_multi_gpu(e) || node_is_cpu_code(e, n))
+    return;
+  bool relu = n->act == OPC_ACT_RELU;
+  if (n->act != OPC_ACT_NONE && !relu)
+    return;
+  p->bias = c_is_bias(p, n);
+  if (p->bias)
+    p->epilogue = relu ? "CUBLASLT_EPILOGUE_RELU_BIAS" : "CUBLASLT_EPILOGUE_BIAS";
+  else if (relu)
+    p->epilogue = "CUBLASLT_EPILOGUE_RELU";
 }
 
 /*
@@ -161,25 +196,88 @@ static bool gemm_supports(Emitter *e, const Node *n) {
   return plan_gemm(n, &p);
 }
 
+/* ------------------------------------------------ Gemm on cuBLASLt */
+
+static const char *lt_field(Emitter *e, const Node *n, const char *type, const char *what) {
+  const char *f = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
+  emit_to(e, SEC_FIELDS, "%s %s;", type, f);
+  return emit_str(e, "c->%s", f);
+}
+
+static const char *lt_layout(Emitter *e, const Node *n, const char *what, bool trans,
+                             int64_t rows, int64_t cols, int64_t ld) {
+  const char *l = lt_field(e, n, "cublasLtMatrixLayout_t", what);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatrixLayoutCreate(&%s, %s, %lld, %lld, %lld)", l,
+            blas_data_type(n), (long long)(trans ? cols : rows), (long long)(trans ? rows : cols),
+            (long long)ld);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", l);
+  return l;
+}
+
+static void lt_attribute(Emitter *e, const Node *n, const char *desc, const char *attr,
+                         const char *type, const char *value) {
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescSetAttribute(%s, %s, &(%s){%s}, sizeof(%s))",
+            desc, attr, type, value, type);
+}
+
+/* create(): the handle, the descriptor with its transposes, epilogue and
+ * bias (buffers are bound before the nodes' setup), and the layouts of
+ * Y^T = op(B^T) op(A^T) (the top of the file), float32 compute for every
+ * type, as cublasGemmEx's; destroy() frees them. */
+static void gemm_lt_setup(Emitter *e, const Node *n, GemmPlan *p) {
+  p->lt = lt_field(e, n, "cublasLtHandle_t", "lt");
+  p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
+  emit(e, "/* Y^T = op(B^T) op(A^T) on cuBLASLt, epilogue %s */",
+       p->epilogue + strlen("CUBLASLT_EPILOGUE_"));
+  emit_call(e, LIB_CUBLAS, n, "cublasLtCreate(&%s)", p->lt);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescCreate(&%s, CUBLAS_COMPUTE_32F, CUDA_R_32F)",
+            p->desc);
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_TRANSA", "int32_t", transpose_name(p->tb));
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_TRANSB", "int32_t", transpose_name(p->ta));
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_EPILOGUE", "uint32_t", p->epilogue);
+  if (p->bias)
+    lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_BIAS_POINTER", "const void *",
+                 buf(e, p->c));
+  /* op(B^T) is N x K, op(A^T) K x M, Y^T N x M. */
+  p->la = lt_layout(e, n, "lt_a", p->tb, p->n, p->k, p->b.ld);
+  p->lb = lt_layout(e, n, "lt_b", p->ta, p->k, p->m, p->a.ld);
+  p->ld = lt_layout(e, n, "lt_y", false, p->n, p->m, p->y.ld);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatmulDescDestroy(%s);", p->desc);
+  emit_to(e, SEC_TEARDOWN, "cublasLtDestroy(%s);", p->lt);
+}
+
+/* The call, with beta * C spread over Y first unless C is the bias. */
+static void gemm_lt_run(Emitter *e, const Node *n, const GemmPlan *p, const char *y) {
+  float beta = p->c && !p->bias ? p->beta : 0;
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasLtMatmul(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+            p->lt, p->desc, emit_scalar(e, p->alpha), buf(e, n->in[1]), p->la, buf(e, n->in[0]),
+            p->lb, emit_scalar(e, beta), y, p->ld, y, p->ld, node_stream(e, n));
+}
+
 static void gemm_setup(Emitter *e, Node *n) {
   GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
   plan_gemm(n, p);
+  plan_epilogue(e, n, p);
   const Tensor *y = n->out[0];
-  bool broadcast_c = p->c && !tensor_same_shape(p->c, y);
-  if (broadcast_c || n->act != OPC_ACT_NONE)
+  bool broadcast_c = p->c && !p->bias && !tensor_same_shape(p->c, y);
+  if (broadcast_c || (n->act != OPC_ACT_NONE && !p->epilogue))
     p->yd = emit_tensor_desc_of(e, n, "y", y, 4, true);
   if (broadcast_c)
     p->cd = emit_tensor_desc_of(e, n, "c", p->c, 4, true);
-  if (p->c && !broadcast_c)
+  if (p->c && !p->bias && !broadcast_c)
     copy_setup(e, n, "c", &p->copy_c);
-  act_setup(e, n, &p->act);
+  if (p->epilogue)
+    gemm_lt_setup(e, n, p);
+  else
+    act_setup(e, n, &p->act);
 }
 
 static void gemm_run(Emitter *e, Node *n) {
   GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
   const char *y = buf(e, n->out[0]);
   float beta = 0;
-  if (p->c) {
+  if (p->c && !p->bias) {
     /* beta * C enters through cuBLAS's own beta, after C is spread over Y. */
     if (p->cd)
       emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
@@ -187,6 +285,10 @@ static void gemm_run(Emitter *e, Node *n) {
     else
       copy_run(e, n, &p->copy_c, y, buf(e, p->c));
     beta = p->beta;
+  }
+  if (p->epilogue) {
+    gemm_lt_run(e, n, p, y);
+    return;
   }
   Product g = {.ta = p->tb, .tb = p->ta, .m = p->n, .n = p->m, .k = p->k, .alpha = p->alpha,
                .beta = beta, .a = buf(e, n->in[1]), .lda = p->b.ld, .b = buf(e, n->in[0]),

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""A Gemm's bias and ReLU as cuBLASLt's epilogue: one cublasLtMatmul where
+cuBLAS took the bias spread over Y first (a copy or cudnnAddTensor) and an
+activation after. Against ONNX Runtime, on the CPU runtime under its race
+checker (OPC_CHECK=1), in float32, float16 and bfloat16.
+
+usage: test_gemm_epilogue.py OPC WORK_DIR
+
+Cases, each a Gemm of a constant weight:
+  - bias: + b of shape [N] (the classifier of ResNet-50);
+  - bias_relu_tb: transB, alpha 0.5, b of shape [1, N], then Relu;
+  - bias_ta: transA, b of shape [N];
+  - relu: no C, then Relu (the RELU epilogue alone);
+  - full_c_relu: C of Y's shape, beta 0.5, then Relu: C spread over Y
+    first as for cuBLAS, then the RELU epilogue with beta 0.5.
+  - bias_beta: b of shape [N] with beta 2: not an epilogue's bias (which
+    is added once): C is spread over Y, one cuBLAS call (a control that
+    the fusion is not taken where it does not hold).
+The program must call cublasLtMatmul once for each of the first five
+cases, and issue no cudnnActivationForward and one cudnnAddTensor (the
+last case's). Negative control: ONNX Runtime's outputs with the biases
+and C left out must differ from the program's.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_case  # noqa: E402
+from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
+
+M, K, N = 6, 40, 24
+CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_beta"]
+FUSED = 5
+TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2}
+
+
+def case_model(name, biased=True):
+    rng = np.random.default_rng(sum(name.encode()))
+    ta, tb = name == "bias_ta", name == "bias_relu_tb"
+    x = rng.normal(0, 1, (K, M) if ta else (M, K)).astype(np.float32)
+    w = rng.normal(0, 1 / np.sqrt(K), (N, K) if tb else (K, N)).astype(np.float32)
+    scale = 1 if biased else 0
+    inits = [numpy_helper.from_array(w, "w")]
+    feeds = {"x": x}
+    attrs = {"transA": int(ta), "transB": int(tb)}
+    gemm_in = ["x", "w"]
+    if name == "full_c_relu":
+        feeds["c"] = rng.normal(0, 1, (M, N)).astype(np.float32) * scale
+        gemm_in.append("c")
+        attrs["beta"] = 0.5
+    elif name != "relu":
+        shape = (1, N) if tb else (N,)
+        b = rng.uniform(-1, 1, shape).astype(np.float32) * scale
+        inits.append(numpy_helper.from_array(b, "b"))
+        gemm_in.append("b")
+    if tb:
+        attrs["alpha"] = 0.5
+    if name == "bias_beta":
+        attrs["beta"] = 2.0
+    relu = "relu" in name
+    nodes = [helper.make_node("Gemm", gemm_in, ["g" if relu else "y"], **attrs)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+    inputs = [value_info(k, v) for k, v in feeds.items()]
+    m = onnx_case.model(nodes, inputs, [helper.make_tensor_value_info("y", 1, None)], inits,
+                        opset=17, name=name)
+    return m, feeds
+
+
+def calls(work):
+    """The calls in the nodes' run functions."""
+    with open(os.path.join(work, "net.c")) as f:
+        text = f.read()
+    return {name: text.count(name + "(c->") for name in
+            ("cublasLtMatmul", "cudnnAddTensor", "cudnnActivationForward", "cublasSgemm",
+             "cublasGemmEx")}
+
+
+def main():
+    opc, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    os.environ["OPC_CHECK"] = "1"
+    models = [case_model(name) for name in CASES]
+    m = onnx_case.merged([mm for mm, _ in models], 17)
+    feeds = {"c%d_%s" % (k, name): v for k, (_, f) in enumerate(models) for name, v in f.items()}
+    want = reference(m, feeds)
+    plain_feeds = {"c%d_%s" % (k, name): v for k, n in enumerate(CASES)
+                   for name, v in case_model(n, biased=False)[1].items()}
+    plain = reference(onnx_case.merged([case_model(n, biased=False)[0] for n in CASES], 17),
+                      plain_feeds)
+    failures = []
+    for precision in ("fp32", "fp16", "bf16"):
+        flags = [] if precision == "fp32" else ["--precision", precision]
+        out = os.path.join(work, precision)
+        got, why = run_opc(opc, m, feeds, out, flags)
+        if got is None:
+            failures.append(f"{precision}: {why}")
+            continue
+        n = calls(out)
+        plain_gemm = "cublasSgemm" if precision == "fp32" else "cublasGemmEx"
+        if (n["cublasLtMatmul"] != FUSED or n["cudnnAddTensor"] != 1 or
+                n["cudnnActivationForward"] or n[plain_gemm] != 1):
+            failures.append(f"{precision}: calls {n}, expected {FUSED} cublasLtMatmul, one "
+                            f"cudnnAddTensor and one {plain_gemm}")
+        for k, name in enumerate(CASES):
+            y = "c%d_y" % k
+            problem = compare_close(got[y], want[y], TOLERANCE[precision])
+            if problem is None and compare_close(got[y], plain[y], 10 * TOLERANCE[precision]) is None \
+                    and name != "relu":
+                problem = "the output without the bias matches too: the case decides nothing"
+            print(f"{'FAIL' if problem else 'ok  '} {name}-{precision}" +
+                  (f": {problem}" if problem else ""))
+            if problem:
+                failures.append(f"{name}-{precision}: {problem}")
+    return onnx_case.finish(opc, failures, [], work,
+                            f"Gemm epilogues: {len(CASES)} cases in 3 precisions match")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
