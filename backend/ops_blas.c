@@ -329,30 +329,121 @@ static bool plan_matmul(const Node *n, Matrix *a, Matrix *b, Matrix *y) {
   return (a->batch == y->batch || a->batch == 1) && (b->batch == y->batch || b->batch == 1);
 }
 
-static bool matmul_supports(Emitter *e, const Node *n) {
-  (void)e;
+/* The product of a planned MatMul, in cuBLAS's terms (the top of the file). */
+static Product matmul_product(Emitter *e, const Node *n, const Matrix *a, const Matrix *b,
+                              const Matrix *y) {
+  /* A batch of A against one B is a single taller product. */
+  bool fold = y->batch > 1 && b->batch == 1 && a->batch == y->batch &&
+              a->batch_stride == a->rows * a->ld && y->batch_stride == y->rows * y->ld &&
+              a->ld == a->cols && y->ld == y->cols;
+  Product g = {.m = y->cols, .n = y->rows, .k = a->cols, .alpha = 1, .beta = 0,
+               .a = buf(e, n->in[1]), .lda = b->ld, .b = buf(e, n->in[0]), .ldb = a->ld,
+               .c = buf(e, n->out[0]), .ldc = y->ld, .batch = 1};
+  if (y->batch == 1 || fold) {
+    g.n = y->rows * y->batch;
+  } else {
+    g.stride_a = b->batch > 1 ? b->batch_stride : 0;
+    g.stride_b = a->batch > 1 ? a->batch_stride : 0;
+    g.stride_c = y->batch_stride;
+    g.batch = y->batch;
+  }
+  return g;
+}
+
+/*
+ * A MatMul with a fused bias (fuse-bias: one value per column of Y, so per
+ * row of Y^T) is one cublasLtMatmul with the BIAS epilogue; where cuBLASLt
+ * is not taken (several GPUs, CPU code), the product then cudnnAddTensor.
+ */
+typedef struct MatmulPlan {
+  Product g;
+  const Tensor *bias;
+  bool lt;
+  const char *handle, *desc, *la, *lb, *ly; /* cuBLASLt's */
+  const char *bd, *yd;                      /* cudnnAddTensor's */
+} MatmulPlan;
+
+static bool lt_taken(Emitter *e, const Node *n) {
+  return !emit_multi_gpu(e) && !node_is_cpu_code(e, n);
+}
+
+/* A layout of the batch: `batch` matrices `stride` elements apart (0: one
+   shared). */
+static const char *lt_batched(Emitter *e, const Node *n, const char *what, int64_t rows,
+                              int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  const char *l = lt_layout(e, n, what, false, rows, cols, ld);
+  if (batch > 1) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatrixLayoutSetAttribute(%s, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, "
+              "&(int32_t){%lld}, sizeof(int32_t))",
+              l, (long long)batch);
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatrixLayoutSetAttribute(%s, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, "
+              "&(int64_t){%lld}, sizeof(int64_t))",
+              l, (long long)stride);
+  }
+  return l;
+}
+
+static void matmul_lt_setup(Emitter *e, const Node *n, MatmulPlan *p) {
+  const Product *g = &p->g;
+  p->handle = lt_field(e, n, "cublasLtHandle_t", "lt");
+  p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
+  emit(e, "/* Y^T = B^T A^T + bias on cuBLASLt, the bias in its epilogue */");
+  emit_call(e, LIB_CUBLAS, n, "cublasLtCreate(&%s)", p->handle);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescCreate(&%s, CUBLAS_COMPUTE_32F, CUDA_R_32F)",
+            p->desc);
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_EPILOGUE", "uint32_t",
+               "CUBLASLT_EPILOGUE_BIAS");
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_BIAS_POINTER", "const void *",
+               buf(e, p->bias));
+  p->la = lt_batched(e, n, "lt_a", g->m, g->k, g->lda, g->batch, g->stride_a);
+  p->lb = lt_batched(e, n, "lt_b", g->k, g->n, g->ldb, g->batch, g->stride_b);
+  p->ly = lt_batched(e, n, "lt_y", g->m, g->n, g->ldc, g->batch, g->stride_c);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatmulDescDestroy(%s);", p->desc);
+  emit_to(e, SEC_TEARDOWN, "cublasLtDestroy(%s);", p->handle);
+}
+
+static void matmul_setup(Emitter *e, Node *n) {
+  MatmulPlan *p = node_data(e, n, sizeof(MatmulPlan));
   Matrix a, b, y;
-  return plan_matmul(n, &a, &b, &y);
+  plan_matmul(n, &a, &b, &y);
+  p->g = matmul_product(e, n, &a, &b, &y);
+  p->bias = node_input(n, 2);
+  if (!p->bias)
+    return;
+  p->lt = lt_taken(e, n);
+  if (p->lt) {
+    matmul_lt_setup(e, n, p);
+    return;
+  }
+  p->bd = emit_tensor_desc_of(e, n, "bias", p->bias, 4, true);
+  p->yd = emit_tensor_desc_of(e, n, "y", n->out[0], 4, true);
+}
+
+static bool matmul_supports(Emitter *e, const Node *n) {
+  Matrix a, b, y;
+  if (!plan_matmul(n, &a, &b, &y))
+    return false;
+  /* cudnnAddTensor takes the bias over Y up to rank 4 only. */
+  return !node_input(n, 2) || lt_taken(e, n) || n->out[0]->rank <= 4;
 }
 
 static void matmul_run(Emitter *e, Node *n) {
-  Matrix a, b, y;
-  plan_matmul(n, &a, &b, &y);
-  const char *pa = buf(e, n->in[0]), *pb = buf(e, n->in[1]), *py = buf(e, n->out[0]);
-  /* A batch of A against one B is a single taller product. */
-  bool fold = y.batch > 1 && b.batch == 1 && a.batch == y.batch && a.batch_stride == a.rows * a.ld &&
-              y.batch_stride == y.rows * y.ld && a.ld == a.cols && y.ld == y.cols;
-  Product g = {.m = y.cols, .n = y.rows, .k = a.cols, .alpha = 1, .beta = 0, .a = pb,
-               .lda = b.ld, .b = pa, .ldb = a.ld, .c = py, .ldc = y.ld, .batch = 1};
-  if (y.batch == 1 || fold) {
-    g.n = y.rows * y.batch;
-  } else {
-    g.stride_a = b.batch > 1 ? b.batch_stride : 0;
-    g.stride_b = a.batch > 1 ? a.batch_stride : 0;
-    g.stride_c = y.batch_stride;
-    g.batch = y.batch;
+  MatmulPlan *p = node_data(e, n, sizeof(MatmulPlan));
+  const Product *g = &p->g;
+  if (p->lt) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatmul(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+              p->handle, p->desc, emit_scalar(e, 1), g->a, p->la, g->b, p->lb, emit_scalar(e, 0),
+              g->c, p->ly, g->c, p->ly, node_stream(e, n));
+    return;
   }
-  emit_product(e, n, &g);
+  emit_product(e, n, g);
+  if (p->bias)
+    emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
+              emit_scalar(e, 1), p->bd, buf(e, p->bias), emit_scalar(e, 1), p->yd, g->c);
 }
 
-const OpEmitter blas_matmul = {.run = matmul_run, .supports = matmul_supports, .half = true};
+const OpEmitter blas_matmul = {
+    .setup = matmul_setup, .run = matmul_run, .supports = matmul_supports, .half = true};

@@ -636,6 +636,10 @@ enum {
      the output static; along other axes the output stays bounded
      (ir/bounds.c). */
   T_BOUND_REDUCE = 1u << 22,
+  /* Takes one input more than ONNX's, opc's own: a bias along the output's
+     last axis, one value per column, that fuse-bias folds in from an Add
+     (MatMul: cuBLASLt adds it in the GEMM's epilogue). */
+  T_FUSED_BIAS = 1u << 23,
 };
 
 /* Description of one operator kind: a row of ops.def. */

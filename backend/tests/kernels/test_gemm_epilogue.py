@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""A Gemm's bias and ReLU as cuBLASLt's epilogue: one cublasLtMatmul where
-cuBLAS took the bias spread over Y first (a copy or cudnnAddTensor) and an
-activation after. Against ONNX Runtime, on the CPU runtime under its race
-checker (OPC_CHECK=1), in float32, float16 and bfloat16.
+"""A Gemm's bias and ReLU, and a MatMul's bias Add, as cuBLASLt's epilogue:
+one cublasLtMatmul where cuBLAS took the bias spread over Y first (a copy
+or cudnnAddTensor) and an activation after, or an Add kernel after the
+product. Against ONNX Runtime, on the CPU runtime under its race checker
+(OPC_CHECK=1), in float32, float16 and bfloat16.
 
 usage: test_gemm_epilogue.py OPC WORK_DIR
 
@@ -16,12 +17,20 @@ Cases, each a Gemm of a constant weight:
   - bias_beta: b of shape [N] with beta 2: not an epilogue's bias (which
     is added once): C is spread over Y, one cuBLAS call (a control that
     the fusion is not taken where it does not hold).
-The program must call cublasLtMatmul once for each of the first five
-cases, and issue no cudnnActivationForward and one cudnnAddTensor (the
-last case's). Negative control: ONNX Runtime's outputs with the biases
+and MatMuls followed by an Add (fuse-bias gives the MatMul the bias):
+  - matmul_bias: x [2, 5, K] by a constant [K, N], Add(b, y) with b [N]
+    (BERT's linear layers: one taller product);
+  - matmul_batched: x [3, M, K] by an input [3, K, N], + b of [1, 1, N]
+    (a strided batch sharing the bias);
+  - matmul_rows: + a constant [M, 1], one value per row: not a bias of
+    the epilogue's, the Add stays (a control).
+The program must call cublasLtMatmul once for each case but the two
+controls, and issue no cudnnActivationForward, one cudnnAddTensor
+(bias_beta's) and two plain cuBLAS GEMMs (the controls'). Negative control: ONNX Runtime's outputs with the biases
 and C left out must differ from the program's.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -32,13 +41,37 @@ import onnx_case  # noqa: E402
 from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
 
 M, K, N = 6, 40, 24
-CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_beta"]
-FUSED = 5
+CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_beta", "matmul_bias",
+         "matmul_batched", "matmul_rows"]
+FUSED = 7
 TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2}
+
+
+def matmul_model(name, rng, scale):
+    """A MatMul and an Add of a constant."""
+    if name == "matmul_bias":
+        x = rng.normal(0, 1, (2, 5, K)).astype(np.float32)
+        feeds, w = {"x": x}, rng.normal(0, 1 / np.sqrt(K), (K, N)).astype(np.float32)
+        inits, b = [numpy_helper.from_array(w, "w")], rng.uniform(-1, 1, N)
+    else:
+        feeds = {"x": rng.normal(0, 1, (3, M, K)).astype(np.float32),
+                 "w": rng.normal(0, 1 / np.sqrt(K), (3, K, N)).astype(np.float32)}
+        inits = []
+        b = rng.uniform(1, 3, (1, 1, N) if name == "matmul_batched" else (M, 1))
+    inits.append(numpy_helper.from_array(b.astype(np.float32) * scale, "b"))
+    add_in = ["b", "p"] if name == "matmul_bias" else ["p", "b"]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", add_in, ["y"])]
+    return nodes, inits, feeds
 
 
 def case_model(name, biased=True):
     rng = np.random.default_rng(sum(name.encode()))
+    if name.startswith("matmul"):
+        nodes, inits, feeds = matmul_model(name, rng, 1 if biased else 0)
+        inputs = [value_info(k, v) for k, v in feeds.items()]
+        m = onnx_case.model(nodes, inputs, [helper.make_tensor_value_info("y", 1, None)], inits,
+                            opset=17, name=name)
+        return m, feeds
     ta, tb = name == "bias_ta", name == "bias_relu_tb"
     x = rng.normal(0, 1, (K, M) if ta else (M, K)).astype(np.float32)
     w = rng.normal(0, 1 / np.sqrt(K), (N, K) if tb else (K, N)).astype(np.float32)
@@ -71,12 +104,13 @@ def case_model(name, biased=True):
 
 
 def calls(work):
-    """The calls in the nodes' run functions."""
+    """The calls in the nodes' run functions; cublasSgemm and cublasGemmEx
+    count their strided-batched forms too."""
     with open(os.path.join(work, "net.c")) as f:
         text = f.read()
-    return {name: text.count(name + "(c->") for name in
+    return {name: len(re.findall(name + r"(StridedBatched)?(Ex)?\(c->", text)) for name in
             ("cublasLtMatmul", "cudnnAddTensor", "cudnnActivationForward", "cublasSgemm",
-             "cublasGemmEx")}
+             "cublasGemm")}
 
 
 def main():
@@ -100,11 +134,11 @@ def main():
             failures.append(f"{precision}: {why}")
             continue
         n = calls(out)
-        plain_gemm = "cublasSgemm" if precision == "fp32" else "cublasGemmEx"
+        plain_gemm = "cublasSgemm" if precision == "fp32" else "cublasGemm"
         if (n["cublasLtMatmul"] != FUSED or n["cudnnAddTensor"] != 1 or
-                n["cudnnActivationForward"] or n[plain_gemm] != 1):
+                n["cudnnActivationForward"] or n[plain_gemm] != 2):
             failures.append(f"{precision}: calls {n}, expected {FUSED} cublasLtMatmul, one "
-                            f"cudnnAddTensor and one {plain_gemm}")
+                            f"cudnnAddTensor and two {plain_gemm}")
         for k, name in enumerate(CASES):
             y = "c%d_y" % k
             problem = compare_close(got[y], want[y], TOLERANCE[precision])
