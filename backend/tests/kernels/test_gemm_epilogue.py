@@ -26,7 +26,10 @@ and MatMuls followed by an Add (fuse-bias gives the MatMul the bias):
     the epilogue's, the Add stays (a control).
 The program must call cublasLtMatmul once for each case but the two
 controls, and issue no cudnnActivationForward, one cudnnAddTensor
-(bias_beta's) and two plain cuBLAS GEMMs (the controls'). Negative control: ONNX Runtime's outputs with the biases
+(bias_beta's) and two plain cuBLAS GEMMs (the controls'). Compiled for two
+GPUs (--gpus 2), where cuBLASLt is not taken, the same cases run as cuBLAS
+GEMMs with the biases through cudnnAddTensor (six: the four Gemms', the
+two fused MatMuls') and no cublasLtMatmul. Negative control: ONNX Runtime's outputs with the biases
 and C left out must differ from the program's.
 """
 import os
@@ -44,7 +47,7 @@ M, K, N = 6, 40, 24
 CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_beta", "matmul_bias",
          "matmul_batched", "matmul_rows"]
 FUSED = 7
-TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2}
+TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2, "fp32-2gpus": 1e-5}
 
 
 def matmul_model(name, rng, scale):
@@ -126,16 +129,21 @@ def main():
     plain = reference(onnx_case.merged([case_model(n, biased=False)[0] for n in CASES], 17),
                       plain_feeds)
     failures = []
-    for precision in ("fp32", "fp16", "bf16"):
-        flags = [] if precision == "fp32" else ["--precision", precision]
+    for precision in ("fp32", "fp16", "bf16", "fp32-2gpus"):
+        flags = {"fp32": [], "fp32-2gpus": ["--gpus", "2"]}.get(precision,
+                                                               ["--precision", precision])
         out = os.path.join(work, precision)
         got, why = run_opc(opc, m, feeds, out, flags)
         if got is None:
             failures.append(f"{precision}: {why}")
             continue
         n = calls(out)
-        plain_gemm = "cublasSgemm" if precision == "fp32" else "cublasGemm"
-        if (n["cublasLtMatmul"] != FUSED or n["cudnnAddTensor"] != 1 or
+        plain_gemm = "cublasSgemm" if precision.startswith("fp32") else "cublasGemm"
+        if precision == "fp32-2gpus":
+            if n["cublasLtMatmul"] or n["cudnnAddTensor"] != 6:
+                failures.append(f"{precision}: calls {n}, expected no cublasLtMatmul and six "
+                                "cudnnAddTensor")
+        elif (n["cublasLtMatmul"] != FUSED or n["cudnnAddTensor"] != 1 or
                 n["cudnnActivationForward"] or n[plain_gemm] != 2):
             failures.append(f"{precision}: calls {n}, expected {FUSED} cublasLtMatmul, one "
                             f"cudnnAddTensor and two {plain_gemm}")
@@ -150,7 +158,8 @@ def main():
             if problem:
                 failures.append(f"{name}-{precision}: {problem}")
     return onnx_case.finish(opc, failures, [], work,
-                            f"Gemm epilogues: {len(CASES)} cases in 3 precisions match")
+                            f"Gemm epilogues: {len(CASES)} cases in 3 precisions and on 2 GPUs "
+                            "match")
 
 
 if __name__ == "__main__":
