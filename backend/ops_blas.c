@@ -77,6 +77,7 @@ typedef struct GemmPlan {
   ActPlan act;
   const char *epilogue; /* cuBLASLt's, or NULL: cuBLAS */
   bool bias;            /* C enters through the epilogue */
+  bool act_after;       /* the fused activation runs after cuBLASLt's call */
   const char *lt, *desc, *la, *lb, *ld; /* cuBLASLt's handle, descriptor, layouts */
 } GemmPlan;
 
@@ -126,15 +127,15 @@ static bool c_is_bias(const GemmPlan *p, const Node *n) {
 }
 
 /* Chooses cuBLASLt for a Gemm its epilogue saves a launch on: a bias, or
- * ReLU (with C, if not a bias, spread over Y first as for cuBLAS). Only
- * where the int8 path takes cuBLASLt too: one GPU, not CPU code. */
+ * ReLU (with C, if not a bias, spread over Y first as for cuBLAS); another
+ * fused activation runs after the call. Only where the int8 path takes
+ * cuBLASLt too: one GPU, not CPU code. */
 static void plan_epilogue(Emitter *e, const Node *n, GemmPlan *p) {
   if (emit_multi_gpu(e) || node_is_cpu_code(e, n))
     return;
   bool relu = n->act == OPC_ACT_RELU;
-  if (n->act != OPC_ACT_NONE && !relu)
-    return;
   p->bias = c_is_bias(p, n);
+  p->act_after = p->bias && n->act != OPC_ACT_NONE && !relu;
   if (p->bias)
     p->epilogue = relu ? "CUBLASLT_EPILOGUE_RELU_BIAS" : "CUBLASLT_EPILOGUE_BIAS";
   else if (relu)
@@ -261,7 +262,8 @@ static void gemm_setup(Emitter *e, Node *n) {
   plan_epilogue(e, n, p);
   const Tensor *y = n->out[0];
   bool broadcast_c = p->c && !p->bias && !tensor_same_shape(p->c, y);
-  if (broadcast_c || (n->act != OPC_ACT_NONE && !p->epilogue))
+  bool act_apart = n->act != OPC_ACT_NONE && (!p->epilogue || p->act_after);
+  if (broadcast_c || act_apart)
     p->yd = emit_tensor_desc_of(e, n, "y", y, 4, true);
   if (broadcast_c)
     p->cd = emit_tensor_desc_of(e, n, "c", p->c, 4, true);
@@ -269,7 +271,7 @@ static void gemm_setup(Emitter *e, Node *n) {
     copy_setup(e, n, "c", &p->copy_c);
   if (p->epilogue)
     gemm_lt_setup(e, n, p);
-  else
+  if (!p->epilogue || p->act_after)
     act_setup(e, n, &p->act);
 }
 
@@ -288,6 +290,8 @@ static void gemm_run(Emitter *e, Node *n) {
   }
   if (p->epilogue) {
     gemm_lt_run(e, n, p, y);
+    if (p->act_after)
+      act_run(e, n, &p->act, p->yd, y);
     return;
   }
   Product g = {.ta = p->tb, .tb = p->ta, .m = p->n, .n = p->m, .k = p->k, .alpha = p->alpha,

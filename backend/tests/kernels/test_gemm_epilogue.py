@@ -14,6 +14,8 @@ Cases, each a Gemm of a constant weight:
   - relu: no C, then Relu (the RELU epilogue alone);
   - full_c_relu: C of Y's shape, beta 0.5, then Relu: C spread over Y
     first as for cuBLAS, then the RELU epilogue with beta 0.5.
+  - bias_tanh: + b of shape [N], then Tanh: the bias in the epilogue,
+    cudnnActivationForward after (BERT's pooler);
   - bias_beta: b of shape [N] with beta 2: not an epilogue's bias (which
     is added once): C is spread over Y, one cuBLAS call (a control that
     the fusion is not taken where it does not hold).
@@ -25,11 +27,11 @@ and MatMuls followed by an Add (fuse-bias gives the MatMul the bias):
   - matmul_rows: + a constant [M, 1], one value per row: not a bias of
     the epilogue's, the Add stays (a control).
 The program must call cublasLtMatmul once for each case but the two
-controls, and issue no cudnnActivationForward, one cudnnAddTensor
-(bias_beta's) and two plain cuBLAS GEMMs (the controls'). Compiled for two
-GPUs (--gpus 2), where cuBLASLt is not taken, the same cases run as cuBLAS
-GEMMs with the biases through cudnnAddTensor (six: the four Gemms', the
-two fused MatMuls') and no cublasLtMatmul. Negative control: ONNX Runtime's outputs with the biases
+controls, and issue one cudnnActivationForward (the Tanh), one
+cudnnAddTensor (bias_beta's) and two plain cuBLAS GEMMs (the controls').
+Compiled for two GPUs (--gpus 2), where cuBLASLt is not taken, the same
+cases run as cuBLAS GEMMs with the biases through cudnnAddTensor (seven:
+the five Gemms', the two fused MatMuls') and no cublasLtMatmul. Negative control: ONNX Runtime's outputs with the biases
 and C left out must differ from the program's.
 """
 import os
@@ -44,9 +46,9 @@ import onnx_case  # noqa: E402
 from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
 
 M, K, N = 6, 40, 24
-CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_beta", "matmul_bias",
-         "matmul_batched", "matmul_rows"]
-FUSED = 7
+CASES = ["bias", "bias_relu_tb", "bias_ta", "relu", "full_c_relu", "bias_tanh", "bias_beta",
+         "matmul_bias", "matmul_batched", "matmul_rows"]
+FUSED = 8
 TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2, "bf16": 3e-2, "fp32-2gpus": 1e-5}
 
 
@@ -96,10 +98,10 @@ def case_model(name, biased=True):
         attrs["alpha"] = 0.5
     if name == "bias_beta":
         attrs["beta"] = 2.0
-    relu = "relu" in name
-    nodes = [helper.make_node("Gemm", gemm_in, ["g" if relu else "y"], **attrs)]
-    if relu:
-        nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+    act = "Relu" if "relu" in name else "Tanh" if "tanh" in name else None
+    nodes = [helper.make_node("Gemm", gemm_in, ["g" if act else "y"], **attrs)]
+    if act:
+        nodes.append(helper.make_node(act, ["g"], ["y"]))
     inputs = [value_info(k, v) for k, v in feeds.items()]
     m = onnx_case.model(nodes, inputs, [helper.make_tensor_value_info("y", 1, None)], inits,
                         opset=17, name=name)
@@ -140,13 +142,13 @@ def main():
         n = calls(out)
         plain_gemm = "cublasSgemm" if precision.startswith("fp32") else "cublasGemm"
         if precision == "fp32-2gpus":
-            if n["cublasLtMatmul"] or n["cudnnAddTensor"] != 6:
-                failures.append(f"{precision}: calls {n}, expected no cublasLtMatmul and six "
+            if n["cublasLtMatmul"] or n["cudnnAddTensor"] != 7:
+                failures.append(f"{precision}: calls {n}, expected no cublasLtMatmul and seven "
                                 "cudnnAddTensor")
         elif (n["cublasLtMatmul"] != FUSED or n["cudnnAddTensor"] != 1 or
-                n["cudnnActivationForward"] or n[plain_gemm] != 2):
+                n["cudnnActivationForward"] != 1 or n[plain_gemm] != 2):
             failures.append(f"{precision}: calls {n}, expected {FUSED} cublasLtMatmul, one "
-                            f"cudnnAddTensor and two {plain_gemm}")
+                            f"cudnnAddTensor, one cudnnActivationForward and two {plain_gemm}")
         for k, name in enumerate(CASES):
             y = "c%d_y" % k
             problem = compare_close(got[y], want[y], TOLERANCE[precision])
