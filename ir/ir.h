@@ -484,6 +484,8 @@ typedef union Params {
  * optional input is NULL. Two fused extensions:
  *   Conv:  in[3] is an optional residual Z: y = act(conv(x, w) + b + z).
  *   Conv and Gemm: `act` (with act_alpha, act_beta) is applied last.
+ * and a kind with T_FUSED_BIAS (MatMul) may take one input after ONNX's,
+ * a bias per output column that fuse-bias folded in from an Add.
  */
 struct Node {
   int id;

@@ -1901,12 +1901,18 @@ static bool infer_matmul(Graph *g, Node *n) {
 }
 
 /* A fused bias (T_FUSED_BIAS, the input after ONNX's): one value of the
-   output's type per column, `cols` of them. */
+   output's type per column, `cols` of them, folded in from an Add (the
+   node absorbed it): a model's own node with that input is refused. */
 static bool fused_bias_fits(Graph *g, Node *n, int64_t cols) {
   const OpInfo *info = op_info(n->op);
   const Tensor *bias = n->nin > info->max_inputs ? in(n, info->max_inputs) : NULL;
   if (!bias || !(info->traits & T_FUSED_BIAS))
     return true;
+  if (n->nfused == 0) {
+    ir_error(g, n, "has %d inputs, expects %d to %d", n->nin, info->min_inputs,
+             info->max_inputs);
+    return false;
+  }
   if (bias->rank == 1 && bias->dims[0] == cols && bias->dtype == n->out[0]->dtype)
     return true;
   char s[128];
