@@ -593,7 +593,8 @@ static void gemm_bind(Op *inner, void *const *ptrs) {
  * A checked call with 16-bit A and B: the float op over packed float
  * copies of A and B (leading dimension their rows, batch stride one
  * matrix, or 0 when the batch shares one), and of C when it is 16-bit too
- * (a float C is used where it is), inside a half_op_new op.
+ * (a float C is used where it is), inside a half_op_new op; with
+ * cuBLASLt's epilogue, of the bias too. NULL when out of memory.
  */
 static Op *half_gemm_op(const Gemm *c, cudaDataType ab, cudaDataType ct, float alpha, float beta,
                         const void *bias, LtAct act, const char *api) {
@@ -694,8 +695,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(
 /* ---- cuBLASLt's float matmul with an epilogue (cublaslt.c checks it) ---- */
 
 Op *gemm_epilogue_op(const LtGemm *l, const char *api) {
-  Gemm c = {.transa = l->ta ? CUBLAS_OP_T : CUBLAS_OP_N, .transb = l->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-            .m = l->m, .n = l->n, .k = l->k, .A = l->A, .B = l->B, .C = l->D, .lda = l->lda,
+  Gemm c = {.transa = l->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+            .transb = l->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = l->m, .n = l->n, .k = l->k, .A = l->A, .B = l->B, .C = l->D, .lda = l->lda,
             .ldb = l->ldb, .ldc = l->ldd, .sa = l->sa, .sb = l->sb, .sc = l->sd,
             .batch = l->batch};
   if (l->store != STORE_F32) {

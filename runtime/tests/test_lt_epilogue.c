@@ -115,8 +115,10 @@ static bool check(const Call *c, const void *A, const void *B, const void *bias,
     for (int i = 0; i < c->m; i++) {
       double sum = 0;
       for (int p = 0; p < c->k; p++) {
-        long long ai = c->transa == CUBLAS_OP_N ? i + (long long)p * c->lda : p + (long long)i * c->lda;
-        long long bi = c->transb == CUBLAS_OP_N ? p + (long long)j * c->ldb : j + (long long)p * c->ldb;
+        long long ai = c->transa == CUBLAS_OP_N ? i + (long long)p * c->lda
+                                                : p + (long long)i * c->lda;
+        long long bi = c->transb == CUBLAS_OP_N ? p + (long long)j * c->ldb
+                                                : j + (long long)p * c->ldb;
         sum += load(A, b * sa + ai, c->type) * load(B, b * sb + bi, c->type);
       }
       long long at = b * sd + i + (long long)j * c->ldd;
