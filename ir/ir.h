@@ -481,11 +481,11 @@ typedef union Params {
 
 /*
  * One operation. Inputs follow the ONNX operator's input order; an omitted
- * optional input is NULL. Two fused extensions:
+ * optional input is NULL. Three fused extensions:
  *   Conv:  in[3] is an optional residual Z: y = act(conv(x, w) + b + z).
  *   Conv and Gemm: `act` (with act_alpha, act_beta) is applied last.
- * and a kind with T_FUSED_BIAS (MatMul) may take one input after ONNX's,
- * a bias per output column that fuse-bias folded in from an Add.
+ *   A kind with T_FUSED_BIAS (MatMul): one input after ONNX's, a bias per
+ *   output column that fuse-bias folded in from an Add.
  */
 struct Node {
   int id;
