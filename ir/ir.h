@@ -481,9 +481,11 @@ typedef union Params {
 
 /*
  * One operation. Inputs follow the ONNX operator's input order; an omitted
- * optional input is NULL. Two fused extensions:
+ * optional input is NULL. Three fused extensions:
  *   Conv:  in[3] is an optional residual Z: y = act(conv(x, w) + b + z).
  *   Conv and Gemm: `act` (with act_alpha, act_beta) is applied last.
+ *   A kind with T_FUSED_BIAS (MatMul): one input after ONNX's, a bias per
+ *   output column that fuse-bias folded in from an Add.
  */
 struct Node {
   int id;
@@ -644,6 +646,10 @@ enum {
      the output static; along other axes the output stays bounded
      (ir/bounds.c). */
   T_BOUND_REDUCE = 1u << 22,
+  /* Takes one input more than ONNX's, opc's own: a bias along the output's
+     last axis, one value per column, that fuse-bias folds in from an Add
+     (MatMul: cuBLASLt adds it in the GEMM's epilogue). */
+  T_FUSED_BIAS = 1u << 23,
 };
 
 /* Description of one operator kind: a row of ops.def. */

@@ -684,6 +684,7 @@ static bool infer_dynamic_quantize(Graph *g, Node *n) {
 static bool need_channels(Graph *g, Node *n, const Tensor *p, int64_t c);
 static bool infer_conv(Graph *g, Node *n);
 static bool infer_matmul(Graph *g, Node *n);
+static bool fused_bias_fits(Graph *g, Node *n, int64_t cols);
 
 /* A zero point of an integer product: one value, or (when `count` > 0)
    a 1-D tensor of `count`, one per `what`. */
@@ -1947,7 +1948,28 @@ static bool infer_matmul(Graph *g, Node *n) {
     dims[rank++] = m;
   if (b->rank != 1)
     dims[rank++] = nn;
-  return set_out(g, n, 0, a->dtype, rank, dims);
+  return set_out(g, n, 0, a->dtype, rank, dims) && fused_bias_fits(g, n, nn);
+}
+
+/* A fused bias (T_FUSED_BIAS, the input after ONNX's): one value of the
+   output's type per column, `cols` of them, folded in from an Add (the
+   node absorbed it): a model's own node with that input is refused. */
+static bool fused_bias_fits(Graph *g, Node *n, int64_t cols) {
+  const OpInfo *info = op_info(n->op);
+  const Tensor *bias = n->nin > info->max_inputs ? in(n, info->max_inputs) : NULL;
+  if (!bias || !(info->traits & T_FUSED_BIAS))
+    return true;
+  if (n->nfused == 0) {
+    ir_error(g, n, "has %d inputs, expects %d to %d", n->nin, info->min_inputs,
+             info->max_inputs);
+    return false;
+  }
+  if (bias->rank == 1 && bias->dims[0] == cols && bias->dtype == n->out[0]->dtype)
+    return true;
+  char s[128];
+  ir_error(g, n, "fused bias '%s' %s must have shape [%lld] and the output's type", bias->name,
+           shape_str(bias, s, sizeof s), (long long)cols);
+  return false;
 }
 
 static bool infer_flatten(Graph *g, Node *n) {
