@@ -873,11 +873,12 @@ void *node_data(Emitter *e, const Node *n, size_t size) {
   EmitState *st = e->st;
   if (!st->node_data)
     st->node_data = arena_alloc(e->g->arena, sizeof(void *) * (size_t)(e->g->nnodes + 1));
-  if (n->id < 0 || n->id >= e->g->nnodes)
+  void **table = e->body_node_data ? e->body_node_data : st->node_data;
+  if (n->id < 0 || n->id >= e->g->nnodes || e->g->nodes[n->id] != n)
     return arena_alloc(e->g->arena, size);
-  if (!st->node_data[n->id])
-    st->node_data[n->id] = arena_alloc(e->g->arena, size);
-  return st->node_data[n->id];
+  if (!table[n->id])
+    table[n->id] = arena_alloc(e->g->arena, size);
+  return table[n->id];
 }
 
 const char *int_list(Emitter *e, int count, const int64_t *v) {

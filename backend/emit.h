@@ -46,6 +46,9 @@ typedef struct Emitter {
   /* Under kernels_only, the first call printed that CUDA refuses in such a
      body ("calls cuDNN"), or NULL: emit_call notes it. */
   const char *refused_in_body;
+  /* A Loop's body: its nodes' data (node_data), apart from the graph's,
+     whose table is indexed by the graph's own node ids. NULL: the graph's. */
+  void **body_node_data;
 } Emitter;
 
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

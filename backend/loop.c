@@ -62,6 +62,8 @@ static void body_emitter(Emitter *e, const Node *n, BodyEmitter *b) {
   memset(b->e.tensor_cname, 0, sizeof(char *) * nt);
   memset(b->e.live_cname, 0, sizeof(char *) * nt);
   memset(b->e.node_cname, 0, sizeof(char *) * nn);
+  b->e.body_node_data = arena_alloc(a, sizeof(void *) * nn);
+  memset(b->e.body_node_data, 0, sizeof(void *) * nn);
   b->tensor_field = arena_alloc(a, sizeof(char *) * nt);
   memset(b->tensor_field, 0, sizeof(char *) * nt);
   b->e.stream = emit_str(e, "c->%s_stream", node_id(e, n));
