@@ -340,6 +340,28 @@ static void run_expand(Emitter *e, Node *n) {
   copy_launch(e, n, buf(e, y), ys, buf(e, x), src, y->rank, y->dims);
 }
 
+/* ConstantOfShape that runs (its shape a run-time value, ir/bounds.c):
+   the value, one element in the weights, copied at stride 0 over the
+   whole planned output, its bound; its dims of the run are written after
+   (backend/nodes.c). */
+static void run_constant_of_shape(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  const Attr *a = node_attr(n, "value");
+  const Tensor *v = a && a->kind == ATTR_TENSOR ? a->t : NULL;
+  int64_t zero_i = 0;
+  float zero_f = 0;
+  const void *value = v ? (v->f32 ? (const void *)v->f32 : (const void *)v->i64)
+                        : dtype_is_float(y->dtype) ? (const void *)&zero_f : (const void *)&zero_i;
+  if (!value) {
+    kernel_fail(e, n, "ConstantOfShape's value holds no element");
+    return;
+  }
+  int64_t ys[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
+  strides_of(y, ys);
+  const char *x = weights_add_typed(e, "constant_of_shape_value", y->dtype, value, 1);
+  copy_launch(e, n, buf(e, y), ys, x, none, y->rank, y->dims);
+}
+
 /* Tile: each dim d becomes (repeats, size) with the input's stride 0 along
    the repeats, so the copy has up to twice the rank before merging. */
 static void run_tile(Emitter *e, Node *n) {
@@ -891,6 +913,7 @@ const OpEmitter kernel_concat = {.run = run_concat};
 const OpEmitter kernel_split = {.run = run_split};
 const OpEmitter kernel_slice = {.run = run_slice};
 const OpEmitter kernel_expand = {.run = run_expand};
+const OpEmitter kernel_constant_of_shape = {.run = run_constant_of_shape};
 const OpEmitter kernel_tile = {.run = run_tile};
 const OpEmitter kernel_depth_space = {.run = run_depth_space};
 const OpEmitter kernel_gather = {.run = run_gather};

@@ -93,6 +93,8 @@ static bool prefix_layout(const Tensor *t, int axis) {
   return true;
 }
 
+static const Tensor *another_bounded(const Node *n, const Tensor *b);
+
 static bool refuse(Graph *g, const Node *n, const Tensor *t, const char *why) {
   char bound[IR_MAX_RANK * 24 + 16];
   ir_error(g, n, "input '%s' has a size known only at run time (the output of a %s, %s); %s",
@@ -223,8 +225,7 @@ static bool reshape(Graph *g, Node *n, const Tensor *b) {
 
 /* The position of the one element of a symbolic target shape that names a
    run-time size, or -1 (every element constant); -2 after an error. */
-static int symbolic_run_axis(Graph *g, Node *n) {
-  const Tensor *s = n->in[1];
+static int symbolic_run_axis(Graph *g, Node *n, const Tensor *s, const char *verb) {
   int at = -1;
   for (int i = 0; i < (int)tensor_numel(s); i++) {
     SymValue v = s->sym[i];
@@ -232,7 +233,8 @@ static int symbolic_run_axis(Graph *g, Node *n) {
     if (!v.origin)
       continue;
     if (!sym_is_run(v))
-      why = "opc reshapes to a run-time size itself, not to a multiple or an offset of one";
+      why = arena_printf(g->arena, "opc %s a run-time size itself, not a multiple or an "
+                         "offset of one", verb);
     else if (at >= 0 && s->sym[at].origin != v.origin)
       why = arena_printf(g->arena, "element %d is %s: two origins, whose sizes may differ in a "
                          "run", at, sym_str(g, s->sym[at]));
@@ -255,7 +257,7 @@ static int symbolic_run_axis(Graph *g, Node *n) {
 static bool reshape_to_symbols(Graph *g, Node *n) {
   const Tensor *x = n->in[0], *s = n->in[1];
   Tensor *out = n->out[0];
-  int at = symbolic_run_axis(g, n);
+  int at = symbolic_run_axis(g, n, s, "reshapes to");
   if (at == -2)
     return false;
   if (at == -1)
@@ -287,6 +289,82 @@ static bool reshape_to_symbols(Graph *g, Node *n) {
     return false;
   }
   set_bound(out, x, at);
+  return true;
+}
+
+/* The shape input of a T_BOUND_FILL node (a parameter input) that the
+   program computes from a bounded tensor's dims (ir/symbolic.c), or NULL. */
+static const Tensor *symbolic_size(const Node *n) {
+  unsigned params = op_info(n->op)->param_inputs;
+  for (int i = 0; i < n->nin; i++)
+    if (((params >> i) & 1) && n->in[i] && !tensor_is_const(n->in[i]) && n->in[i]->sym)
+      return n->in[i];
+  return NULL;
+}
+
+/* Expand's data where the output is bounded along out_axis: bounded of
+   the shape's origin along that axis, or static of size 1 there (the
+   only size a run-time one broadcasts with). Either is read at the planned
+   strides, which the run's elements keep only in prefix layout, unless it
+   is one value or the output is the data's own shape. */
+static bool expands_into_run(Graph *g, Node *n, const Tensor *x, const Tensor *out,
+                             int out_axis, SymValue run) {
+  int d = x->rank - (out->rank - out_axis); /* x's axis, aligned at the right */
+  if (x->bounded) {
+    if (x->bound_origin != run.origin || x->bound_axis != d ||
+        x->dims[d] != out->dims[out_axis])
+      return refuse(g, n, x, arena_printf(g->arena, "its shape input '%s' names %s on its "
+                                          "output's axis %d, which is not its own run-time "
+                                          "size there", n->in[1]->name, sym_str(g, run),
+                                          out_axis));
+    if (!tensor_same_shape(x, out) && (!prefix_layout(x, d) || !prefix_layout(out, out_axis)))
+      return refuse(g, n, x, "Expand reads and writes at the planned strides, which the "
+                    "run's elements keep only when every dim before the run-time one is 1");
+    return true;
+  }
+  if (d >= 0 && x->dims[d] != 1) {
+    ir_error(g, n, "shape input '%s' is known only at run time: its element for axis %d is "
+             "%s, which data '%s' of %lld there broadcasts with only where the run has that "
+             "size", n->in[1]->name, out_axis, sym_str(g, run), x->name, (long long)x->dims[d]);
+    return false;
+  }
+  if (tensor_numel(x) > 1 && !prefix_layout(out, out_axis)) {
+    ir_error(g, n, "shape input '%s' is known only at run time (%s on axis %d): Expand of "
+             "more than one value writes at the planned strides, which the run's elements "
+             "keep only when every dim before the run-time one is 1", n->in[1]->name,
+             sym_str(g, run), out_axis);
+    return false;
+  }
+  return true;
+}
+
+/* ConstantOfShape and Expand to a shape the program computes from a
+   bounded tensor's dims (ir/symbolic.c): one element the run-time size of
+   an origin, the others constants. The output is bounded along that
+   element's axis, of that origin; its kernel fills the whole bound, and
+   the backend copies the run's size from a bounded tensor behind the
+   shape (backend/nodes.c). */
+static bool fills(Graph *g, Node *n, const Tensor *s) {
+  int at = symbolic_run_axis(g, n, s, "fills");
+  if (at == -2)
+    return false;
+  const Tensor *x = s != n->in[0] ? n->in[0] : NULL, *b = another_bounded(n, NULL);
+  if (at < 0) { /* every element constant: a static output */
+    if (b)
+      return refuse(g, n, b, arena_printf(g->arena, "%s reads such a tensor only to a shape "
+                                          "that names its run-time size", op_name(n->op)));
+    return true;
+  }
+  SymValue run = s->sym[at];
+  Tensor *out = n->out[0];
+  int out_axis = out->rank - (int)tensor_numel(s) + at;
+  if (b && b != x)
+    return refuse(g, n, b, "it is read only as the data expanded");
+  if (x && !expands_into_run(g, n, x, out, out_axis, run))
+    return false;
+  out->bounded = true;
+  out->bound_axis = out_axis;
+  out->bound_origin = run.origin;
   return true;
 }
 
@@ -586,6 +664,10 @@ bool infer_bounds(Graph *g, Node *n) {
   if (n->op == OP_RESHAPE && n->nin > 1 && n->in[1] && !tensor_is_const(n->in[1]) &&
       n->in[1]->sym && !(n->in[1]->bounded))
     return reshape_to_symbols(g, n);
+  unsigned traits = op_info(n->op)->traits;
+  const Tensor *size = traits & T_BOUND_FILL ? symbolic_size(n) : NULL;
+  if (size)
+    return fills(g, n, size);
   const Tensor *b = another_bounded(n, NULL);
   if (!b) {
     set_origins(n);
@@ -593,7 +675,6 @@ bool infer_bounds(Graph *g, Node *n) {
   }
   /* Elementwise kinds, Gather and Concat check their other bounded
      inputs themselves; the other rules take one. */
-  unsigned traits = op_info(n->op)->traits;
   if (traits & T_BOUND_ELEMENTWISE)
     return elementwise(g, n, b);
   if (traits & T_BOUND_GATHER)

@@ -636,6 +636,11 @@ enum {
      the output static; along other axes the output stays bounded
      (ir/bounds.c). */
   T_BOUND_REDUCE = 1u << 22,
+  /* ConstantOfShape, Expand and Range: an output shape (or Range's limit)
+     that is a run-time value of one origin's run (ir/symbolic.c) makes
+     the output bounded, of that origin; the kernel fills the bound
+     (ir/bounds.c). */
+  T_BOUND_FILL = 1u << 23,
 };
 
 /* Description of one operator kind: a row of ops.def. */

@@ -2115,8 +2115,11 @@ static bool infer_tile(Graph *g, Node *n) {
 static bool infer_expand(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *shape;
+  int64_t at_bound[IR_MAX_RANK];
   int count, rank;
-  if (!const_ints(g, n, in(n, 1), &shape, &count))
+  if (symbolic_shape(in(n, 1), at_bound, &count)) /* bounded: ir/bounds.c */
+    shape = at_bound;
+  else if (!const_ints(g, n, in(n, 1), &shape, &count))
     return false;
   int64_t dims[IR_MAX_RANK];
   if (count > IR_MAX_RANK || !broadcast_shape(x->rank, x->dims, count, shape, &rank, dims)) {
@@ -3433,8 +3436,11 @@ static bool infer_size(Graph *g, Node *n) { return set_out(g, n, 0, DT_INT64, 0,
 
 static bool infer_constant_of_shape(Graph *g, Node *n) {
   const int64_t *shape;
+  int64_t at_bound[IR_MAX_RANK];
   int count;
-  if (!const_ints(g, n, in(n, 0), &shape, &count))
+  if (symbolic_shape(in(n, 0), at_bound, &count)) /* bounded: ir/bounds.c */
+    shape = at_bound;
+  else if (!const_ints(g, n, in(n, 0), &shape, &count))
     return false;
   if (count > IR_MAX_RANK) {
     ir_error(g, n, "rank %d is beyond opc's limit of %d", count, IR_MAX_RANK);
