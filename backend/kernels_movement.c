@@ -666,9 +666,17 @@ static void run_roi_align(Emitter *e, Node *n) {
   group_i(&L, 3, 3, "sampling_ratio, half_pixel, max mode");
   L.i[6] = rs[1];
   group_i(&L, 6, 1, "the rois' stride between coordinates");
+  if (rois->bounded) { /* a run's rois (ir/bounds.c): their count in this run */
+    int64_t none[4] = {0};
+    set_input(&L, 3, live_dims(e, rois), none);
+    L.x_extent[3] = rois->rank;
+    L.x_bytes[3] = 8;
+  }
+  L.i[7] = rois->bounded;
+  group_i(&L, 7, 1, "whether x[3] holds the rois' dims in this run");
   L.f[0] = n->p.roi_align.scale;
   group_f(&L, 0, 1, "spatial_scale");
-  L.note = "x = {input, rois, batch_indices (int64)}";
+  L.note = "x = {input, rois, batch_indices (int64), the rois' dims in this run}";
   emit_launch(e, n, &L);
 }
 

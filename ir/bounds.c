@@ -437,6 +437,10 @@ static bool joins_runs(Graph *g, Node *n, const Tensor *b) {
   if (!prefix_layout(out, ax))
     return refuse(g, n, b, "Concat along the run-time axis moves whole rows, which the runs "
                   "keep only when every dim before the run-time one is 1");
+  if (tensor_same_shape(out, b)) { /* b alone, the others empty: its run, its origin */
+    set_bound(out, b, ax);
+    return true;
+  }
   const Tensor *twin = joined_origin(g, n);
   out->bounded = true;
   out->bound_axis = ax;
@@ -652,6 +656,24 @@ static bool suppresses(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* RoiAlign of rois [R, 4] of a run (a detector's proposals) and
+   batch_indices [R] of that run or static: its kernel reads the rois'
+   count in this run and computes their rows alone (garbage past the run
+   could be any coordinates); the output is bounded along R, of the rois'
+   origin. */
+static bool aligns_rois(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *x = n->in[0], *rois = n->in[1], *batch = n->in[2];
+  if (x->bounded)
+    return refuse(g, n, x, "RoiAlign takes such a tensor only as its rois and batch_indices");
+  if (!rois->bounded || rois->bound_axis != 0)
+    return refuse(g, n, b, "RoiAlign takes batch_indices of a run only with rois of that run, "
+                  "bounded along their first axis");
+  if (batch->bounded && (batch->bound_origin != rois->bound_origin || batch->bound_axis != 0))
+    return refuse_two(g, n, rois, batch);
+  set_bound(n->out[0], rois, 0);
+  return true;
+}
+
 /* A bounded input of n other than b, or NULL. */
 static const Tensor *another_bounded(const Node *n, const Tensor *b) {
   for (int i = 0; i < n->nin; i++)
@@ -683,6 +705,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return joins(g, n, b);
   if ((traits & T_BOUND_COUNTS) && op_info(n->op)->params == PARAMS_NMS)
     return suppresses(g, n, b);
+  if (traits & T_BOUND_ROIS)
+    return aligns_rois(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);

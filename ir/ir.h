@@ -641,6 +641,10 @@ enum {
      the output bounded, of that origin; the kernel fills the bound
      (ir/bounds.c). */
   T_BOUND_FILL = 1u << 23,
+  /* RoiAlign: rois (and batch_indices) of a run, their kernel reading the
+     run's count and computing its rois alone; the output bounded along
+     its rois' axis, of their origin (ir/bounds.c). */
+  T_BOUND_ROIS = 1u << 24,
 };
 
 /* Description of one operator kind: a row of ops.def. */

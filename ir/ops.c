@@ -2500,8 +2500,7 @@ static bool infer_grid_sample(Graph *g, Node *n) {
 }
 
 /* RoiAlign: X [N, C, H, W], rois [R, 4] and batch_indices [R] give [R, C,
-   output_height, output_width]. R is static: a roi count bounded by a
-   NonMaxSuppression before it is later work. */
+   output_height, output_width]. R may be a run's bound (ir/bounds.c). */
 static bool infer_roi_align(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *rois = in(n, 1), *batch = in(n, 2);
   if (!need_rank(g, n, x, 4, 4) || !need_rank(g, n, rois, 2, 2) || !need_rank(g, n, batch, 1, 1))
