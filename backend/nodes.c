@@ -102,10 +102,14 @@ static void emit_live_dims(Emitter *e, Node *n) {
     /* A Slice of a run's first elements: the input's run clamped to the
        output's bound, which opc_live_dims does (ir/bounds.c). */
     bool cut = op_info(n->op)->params == PARAMS_SLICE && n->in[0]->bounded;
-    if (!y || !y->bounded || (y->bound_origin == y && !cut))
+    /* A reshape that merges the run-time axis with static dims: the run
+       times the dims merged, the ratio of the bounds (ir/bounds.c). */
+    bool merged = (op_info(n->op)->traits & T_RESHAPES) && n->in[0]->bounded;
+    if (!y || !y->bounded || (y->bound_origin == y && !cut && !merged))
       continue; /* static, or a bound of the node's own (NonZero's count) */
     for (int i = 0; i < n->nin; i++)
-      if (n->in[i] && n->in[i]->bounded && (n->in[i]->bound_origin == y->bound_origin || cut))
+      if (n->in[i] && n->in[i]->bounded &&
+          (n->in[i]->bound_origin == y->bound_origin || cut || (merged && i == 0)))
         from = n->in[i]; /* the input whose run-time dim y's is */
     /* A shape computed from a bounded tensor's dims (T_BOUND_FILL). */
     for (int i = 0; !from && i < n->nin; i++)
@@ -127,6 +131,11 @@ static void emit_live_dims(Emitter *e, Node *n) {
       L.i[3 + d] = y->dims[d];
     group_i(&L, 0, 3, "the run-time dim of the input, of the output, the rank");
     group_i(&L, 3, y->rank, "the output's bounds");
+    int64_t bound_in = from->dims[from->bound_axis], bound_out = y->dims[y->bound_axis];
+    if (bound_in && bound_out > bound_in && bound_out % bound_in == 0) {
+      L.i[11] = bound_out / bound_in; /* a reshape's merged run */
+      group_i(&L, 11, 1, "the run's multiple");
+    }
     L.note = emit_str(e, "one thread: the dims of '%s' in this run", y->name);
     emit_launch(e, n, &L);
   }

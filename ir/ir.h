@@ -645,6 +645,15 @@ enum {
      run's count and computing its rois alone; the output bounded along
      its rois' axis, of their origin (ir/bounds.c). */
   T_BOUND_ROIS = 1u << 24,
+  /* ScatterElements along a run-time axis: updates and indices of a run,
+     their kernel reading its length there; the data bounded along the
+     axis or static, the output as the data (ir/bounds.c). */
+  T_BOUND_SCATTER = 1u << 25,
+  /* Gemm and MatMul of a left operand whose rows are a run's, Softmax
+     along an axis after the run-time one: every planned row computed
+     from its own, the output's rows of the run those of the run's
+     (ir/bounds.c). */
+  T_BOUND_ROWS = 1u << 26,
 };
 
 /* Description of one operator kind: a row of ops.def. */

@@ -151,6 +151,8 @@ static bool absent_shape_input(Graph *g, Node *n) {
 
 /* The values of an integer input that decides a shape; it must be a
    compile-time constant of rank 0 or 1. */
+static bool symbolic_shape(const Tensor *t, int64_t *vals, int *count);
+
 static bool const_ints(Graph *g, Node *n, const Tensor *t, const int64_t **vals, int *count) {
   if (!t)
     return absent_shape_input(g, n);
@@ -1675,8 +1677,18 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
                         const int64_t **axes, const int64_t **steps, int *count, int *naxes,
                         int *nsteps) {
   int ne;
+  int64_t at_bound[IR_MAX_RANK];
   if (n->nin >= 3) {
-    if (!const_ints(g, n, in(n, 1), starts, count) || !const_ints(g, n, in(n, 2), ends, &ne))
+    /* Ends the program computes from a run's size (torchvision's
+       x[:box_sum]): their values at the bound; ir/bounds.c checks them. */
+    if (symbolic_shape(in(n, 2), at_bound, &ne)) {
+      int64_t *kept = arena_alloc(g->arena, sizeof(int64_t) * IR_MAX_RANK);
+      memcpy(kept, at_bound, sizeof at_bound);
+      *ends = kept;
+    } else if (!const_ints(g, n, in(n, 2), ends, &ne)) {
+      return false;
+    }
+    if (!const_ints(g, n, in(n, 1), starts, count))
       return false;
     *naxes = *nsteps = -1;
     if (in(n, 3) && !const_ints(g, n, in(n, 3), axes, naxes))
