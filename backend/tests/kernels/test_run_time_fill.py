@@ -5,7 +5,8 @@ and integers exactly, floats within 1e-5 of their largest magnitude.
 
 usage: test_run_time_fill.py OPC WORK_DIR
 
-One program holds, over the scores above a threshold (NonZero, Gather):
+One program holds, over the scores above a threshold (NonZero, Gather)
+(the first five as SSDlite needs them, the rest as Faster R-CNN does):
 - ConstantOfShape of the kept scores' Shape, an int64 label and a float
   (SSDlite's `full_like(score, label)`), the float one times the scores;
 - Expand of the scores as a column to [Shape, 4] (Concat of the Shape and
@@ -13,7 +14,11 @@ One program holds, over the scores above a threshold (NonZero, Gather):
 - torch's expand with -1 as the TorchScript export writes it: Where(Equal(
   shape, -1), ones, shape), the shape from the kept scores' dims;
 - RoiAlign over the kept boxes, batch_indices a ConstantOfShape of zeros
-  as torchvision's MultiScaleRoIAlign makes them, both modes.
+  as torchvision's MultiScaleRoIAlign makes them, both modes;
+- the box head (roi_head_nodes): ScatterElements of two NonZero-chosen
+  levels' RoiAligns into zeros of the boxes' count, Gemm, Softmax, a
+  reshape merging the run with the classes, Range over the class count
+  and a Slice to the run's own size.
 The runtime's checker is on (OPC_CHECK=1): fresh device memory holds NaN
 bits, so a kernel that read past a run (RoiAlign's rois) would read
 garbage. Two inputs of different counts, none at its bound; negative
@@ -76,17 +81,75 @@ def fill_model(threshold=0.5):
              output_width=2, sampling_ratio=2, spatial_scale=0.5),
         node("RoiAlign", ["feature", "rois", "batch"], ["pooled_max"], output_height=2,
              output_width=2, sampling_ratio=0, mode="max", spatial_scale=0.5),
-    ]
-    inits = [const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
+    ] + roi_head_nodes()
+    inits = roi_head_inits() + [
+             const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
              const("four", [4], np.int64), const("row", [[1.5, -2.0, 0.25, 8.0]]),
              const("minus_ones", [-1, -1], np.int64),
              const("ones", [1, 1], np.int64)]
     inputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [BOXES]),
               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [BOXES, 4]),
               helper.make_tensor_value_info("feature", TensorProto.FLOAT, [1, 2, SIDE, SIDE])]
-    outputs = ["labels", "halved", "spread", "rows", "spread_any", "pooled", "pooled_max"]
+    outputs = ["labels", "halved", "spread", "rows", "spread_any", "pooled", "pooled_max",
+               "probs", "per_class", "ranked", "head"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=16,
                            name="run_time_fill")
+
+
+def roi_head_nodes():
+    """Faster R-CNN's box head as the TorchScript export writes it: the kept
+    boxes split in two levels by width (NonZero of a run), each level's
+    RoiAlign put back in place by ScatterElements into zeros of the boxes'
+    count, the index expanded to the pooled shape; Flatten, Gemm, Softmax,
+    the [N, 3] scores reshaped to [-1, 1] (the run times 3), Range over the
+    class count (Gather(Shape, 1): a constant in every run), and a Slice
+    to the run's own size."""
+    nodes = []
+    for level, cmp in (("big", "Greater"), ("small", "LessOrEqual")):
+        nodes += [
+            node(cmp, ["widths", "five"], [f"is_{level}"]),
+            node("NonZero", [f"is_{level}"], [f"nz_{level}"]),
+            node("Squeeze", [f"nz_{level}", "i0"], [f"idx_{level}"]),
+            node("Gather", ["rois", f"idx_{level}"], [f"rois_{level}"], axis=0),
+            node("Gather", ["batch", f"idx_{level}"], [f"batch_{level}"], axis=0),
+            node("RoiAlign", ["feature", f"rois_{level}", f"batch_{level}"], [f"pooled_{level}"],
+                 output_height=2, output_width=2, sampling_ratio=2, spatial_scale=0.5),
+            node("Reshape", [f"idx_{level}", "column4"], [f"idx4_{level}"]),
+            node("Shape", [f"pooled_{level}"], [f"shape_{level}"]),
+            node("Expand", [f"idx4_{level}", f"shape_{level}"], [f"index_{level}"]),
+        ]
+    return [
+        node("Gather", ["rois", "c2"], ["right"], axis=1),
+        node("Gather", ["rois", "c0"], ["left"], axis=1),
+        node("Sub", ["right", "left"], ["widths"]),
+    ] + nodes + [
+        node("Shape", ["rois"], ["rois_shape"]),
+        node("Slice", ["rois_shape", "i0", "i1"], ["roi_count"]),
+        node("Concat", ["roi_count", "pooled_dims"], ["all_shape"], axis=0),
+        node("ConstantOfShape", ["all_shape"], ["zeros"]),
+        node("ScatterElements", ["zeros", "index_big", "pooled_big"], ["placed"], axis=0),
+        node("ScatterElements", ["placed", "index_small", "pooled_small"], ["features"], axis=0),
+        node("Flatten", ["features"], ["flat"]),
+        node("Gemm", ["flat", "fc", "fc_bias"], ["logits"]),
+        node("Softmax", ["logits"], ["probs"], axis=1),
+        node("Reshape", ["probs", "minus1_1"], ["per_class"]),
+        node("Shape", ["probs"], ["probs_shape"]),
+        node("Gather", ["probs_shape", "g1"], ["classes"], axis=0),
+        node("Range", ["r0", "classes", "r1"], ["class_ids"]),
+        node("Cast", ["class_ids"], ["class_f"], to=TensorProto.FLOAT),
+        node("Add", ["probs", "class_f"], ["ranked"]),
+        node("Slice", ["probs_shape", "i0", "i1"], ["probs_count"]),
+        node("Slice", ["ranked", "i0", "probs_count", "i0"], ["head"]),
+    ]
+
+
+def roi_head_inits():
+    fc = np.sin(np.arange(24).reshape(8, 3) * 0.7) * 2
+    return [const("five", 5.0), const("c0", 0, np.int64), const("c2", 2, np.int64),
+            const("column4", [-1, 1, 1, 1], np.int64), const("pooled_dims", [2, 2, 2], np.int64),
+            const("fc", fc), const("fc_bias", [0.1, -0.2, 0.3]),
+            const("minus1_1", [-1, 1], np.int64), const("g1", 1, np.int64),
+            const("r0", 0, np.int64), const("r1", 1, np.int64)]
 
 
 def feeds(phase):
