@@ -362,6 +362,26 @@ static void run_constant_of_shape(Emitter *e, Node *n) {
   copy_launch(e, n, buf(e, y), ys, x, none, y->rank, y->dims);
 }
 
+/* Range that runs (its limit a run's size, from 0 by 1: ir/bounds.c): the
+   whole bound, start + i * delta; its dims of the run are written after
+   (backend/nodes.c). */
+static void run_range(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  const Tensor *start = n->in[0], *delta = n->in[2];
+  if (!start->i64 || !delta->i64) {
+    kernel_fail(e, n, "Range runs with a constant integer start and delta only");
+    return;
+  }
+  Launch L = {.kernel = typed_kernel(e, "opc_range", y->dtype), .n = tensor_numel(y)};
+  L.y = buf(e, y);
+  L.y_extent = tensor_numel(y);
+  L.y_bytes = (int)dtype_size(y->dtype);
+  L.i[0] = start->i64[0];
+  L.i[1] = delta->i64[0];
+  group_i(&L, 0, 2, "start, delta");
+  emit_launch(e, n, &L);
+}
+
 /* Tile: each dim d becomes (repeats, size) with the input's stride 0 along
    the repeats, so the copy has up to twice the rank before merging. */
 static void run_tile(Emitter *e, Node *n) {
@@ -922,6 +942,7 @@ const OpEmitter kernel_split = {.run = run_split};
 const OpEmitter kernel_slice = {.run = run_slice};
 const OpEmitter kernel_expand = {.run = run_expand};
 const OpEmitter kernel_constant_of_shape = {.run = run_constant_of_shape};
+const OpEmitter kernel_range = {.run = run_range};
 const OpEmitter kernel_tile = {.run = run_tile};
 const OpEmitter kernel_depth_space = {.run = run_depth_space};
 const OpEmitter kernel_gather = {.run = run_gather};

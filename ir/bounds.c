@@ -91,6 +91,8 @@
  *    strides: both in prefix layout unless the data is one value or has
  *    the output's shape. A multiple of a run, two runs, or a data size
  *    that broadcasts only at the bound are refused, naming the shape.
+ *    Range from 0 by 1 to such a limit (torch.arange(n)), integers: its
+ *    kernel writes the whole bound, the output bounded of the run's origin.
  *  - T_BOUND_ROIS: RoiAlign of rois [R, 4] of a run and batch_indices of
  *    that run or static; its kernel reads the rois' count in this run and
  *    writes 0 past it (their rois are garbage); the output is bounded
@@ -410,6 +412,15 @@ static bool fills(Graph *g, Node *n, const Tensor *s) {
   SymValue run = s->sym[at];
   Tensor *out = n->out[0];
   int out_axis = out->rank - (int)tensor_numel(s) + at;
+  if (n->op == OP_RANGE) { /* its count is the run only as torch.arange(run) */
+    const Tensor *start = n->in[0], *delta = n->in[2];
+    if (!start->i64 || !delta->i64 || start->i64[0] != 0 || delta->i64[0] != 1) {
+      ir_error(g, n, "limit '%s' is known only at run time (%s): opc runs Range to it only "
+               "from 0 by 1, where its count is the run's", s->name, sym_str(g, run));
+      return false;
+    }
+    out_axis = 0;
+  }
   if (b && b != x)
     return refuse(g, n, b, "it is read only as the data expanded");
   if (x && !expands_into_run(g, n, x, out, out_axis, run))

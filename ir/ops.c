@@ -3471,8 +3471,13 @@ static bool infer_constant_of_shape(Graph *g, Node *n) {
 
 static bool infer_range(Graph *g, Node *n) {
   Tensor *t[3] = {in(n, 0), in(n, 1), in(n, 2)};
+  /* A limit the program computes from a run's size (torch.arange(n)): its
+     value at the bound; ir/bounds.c checks the rest. */
+  int64_t limit_at_bound;
+  int nlimit;
+  bool run_limit = symbolic_shape(t[1], &limit_at_bound, &nlimit) && nlimit == 1 && t[0]->i64;
   for (int i = 0; i < 3; i++) {
-    if (!need_const(g, n, t[i]))
+    if (!(i == 1 && run_limit) && !need_const(g, n, t[i]))
       return false;
     if (tensor_numel(t[i]) != 1 || t[i]->rank > 1) {
       ir_error(g, n, "'%s' must be a scalar", t[i]->name);
@@ -3481,7 +3486,8 @@ static bool infer_range(Graph *g, Node *n) {
   }
   int64_t count;
   if (t[0]->i64) {
-    int64_t start = t[0]->i64[0], limit = t[1]->i64[0], delta = t[2]->i64[0];
+    int64_t start = t[0]->i64[0], delta = t[2]->i64[0];
+    int64_t limit = run_limit ? limit_at_bound : t[1]->i64[0];
     if (delta == 0) {
       ir_error(g, n, "delta must not be 0");
       return false;

@@ -13,6 +13,7 @@ One program holds, over the scores above a threshold (NonZero, Gather)
   a constant), and of a constant row [1, 4] to that shape;
 - torch's expand with -1 as the TorchScript export writes it: Where(Equal(
   shape, -1), ones, shape), the shape from the kept scores' dims;
+- Range from 0 by 1 to the kept count (torch.arange(n)), gathering them;
 - RoiAlign over the kept boxes, batch_indices a ConstantOfShape of zeros
   as torchvision's MultiScaleRoIAlign makes them, both modes;
 - the box head (roi_head_nodes): ScatterElements of two NonZero-chosen
@@ -25,7 +26,8 @@ garbage. Two inputs of different counts, none at its bound; negative
 control: ONNX Runtime's outputs for another threshold must differ. The
 GPU program's net.c builds against the real CUDA headers with -Werror
 where the toolkit is installed (OPC_CUDA, default /usr/local/cuda).
-Refused with a clear error: ConstantOfShape to twice the run's size, and
+Refused with a clear error: Range from 1 to the run's size, ConstantOfShape
+to twice the run's size, and
 Expand of static data of more than one along the run-time axis (which at
 the bound would broadcast).
 """
@@ -74,6 +76,10 @@ def fill_model(threshold=0.5):
         node("Equal", ["shape4", "minus_ones"], ["is_any"]),
         node("Where", ["is_any", "ones", "shape4"], ["resolved"]),
         node("Expand", ["column", "resolved"], ["spread_any"]),
+        # torch.arange(n) over the kept count, its numbers gathering them
+        node("Gather", ["count", "s0"], ["count0"], axis=0),
+        node("Range", ["s0", "count0", "s1"], ["ids"]),
+        node("Gather", ["kept", "ids"], ["by_ids"], axis=0),
         # RoiAlign over the kept boxes, batch_indices zeros of their count
         node("Gather", ["boxes", "keep"], ["rois"], axis=0),
         node("ConstantOfShape", ["count"], ["batch"], value=zero),
@@ -85,12 +91,14 @@ def fill_model(threshold=0.5):
     inits = roi_head_inits() + [
              const("thr", threshold), const("i0", [0], np.int64), const("i1", [1], np.int64),
              const("four", [4], np.int64), const("row", [[1.5, -2.0, 0.25, 8.0]]),
-             const("minus_ones", [-1, -1], np.int64),
+             const("minus_ones", [-1, -1], np.int64), const("s0", 0, np.int64),
+             const("s1", 1, np.int64),
              const("ones", [1, 1], np.int64)]
     inputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [BOXES]),
               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [BOXES, 4]),
               helper.make_tensor_value_info("feature", TensorProto.FLOAT, [1, 2, SIDE, SIDE])]
-    outputs = ["labels", "halved", "spread", "rows", "spread_any", "pooled", "pooled_max",
+    outputs = ["labels", "halved", "spread", "rows", "spread_any", "ids", "by_ids", "pooled",
+               "pooled_max",
                "probs", "per_class", "ranked", "head"]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=16,
                            name="run_time_fill")
@@ -166,7 +174,8 @@ def feeds(phase):
 def refused_models():
     x = [helper.make_tensor_value_info("field", TensorProto.FLOAT, [12])]
     inits = [const("i0", [0], np.int64), const("i1", [1], np.int64),
-             const("two", [2], np.int64), const("column12", np.ones((12, 1)))]
+             const("two", [2], np.int64), const("column12", np.ones((12, 1))),
+             const("one", 1, np.int64), const("zero", 0, np.int64)]
     base = [node("NonZero", ["field"], ["nz"]),
             node("Squeeze", ["nz", "i0"], ["keep"]),
             node("Shape", ["keep"], ["count"])]
@@ -174,6 +183,11 @@ def refused_models():
     def case(extra):
         return onnx_case.model(base + extra, x, [out("y")], inits)
     return [
+        ("a Range from 1 to the run's size",
+         case([node("Gather", ["count", "zero"], ["n"], axis=0),
+               node("Range", ["one", "n", "one"], ["y"], name="range")]),
+         "node 'range' (Range): limit 'n' is known only at run time (the run-time size of 'nz'): "
+         "opc runs Range to it only from 0 by 1"),
         ("a fill of twice the run's size",
          case([node("Mul", ["count", "two"], ["twice"]),
                node("ConstantOfShape", ["twice"], ["y"], name="fill")]),
