@@ -378,7 +378,8 @@ extern const OpEmitter kernel_unary, kernel_binary, kernel_variadic, kernel_tril
 extern const OpEmitter kernel_reshape, kernel_transpose, kernel_concat, kernel_split,
     kernel_slice, kernel_expand, kernel_tile, kernel_depth_space, kernel_gather,
     kernel_gather_elements, kernel_pad, kernel_resize, kernel_reverse_sequence,
-    kernel_grid_sample, kernel_roi_align, kernel_affine_grid;                           /* kernels_movement.c */
+    kernel_grid_sample, kernel_roi_align, kernel_affine_grid,
+    kernel_constant_of_shape, kernel_range;                            /* kernels_movement.c */
 extern const OpEmitter kernel_gather_nd, kernel_scatter_nd, kernel_scatter_elements,
     kernel_arg, kernel_topk, kernel_non_zero, kernel_shape_of, kernel_nms, kernel_compress,
     kernel_one_hot, kernel_unique, kernel_tfidf; /* kernels_index.c */

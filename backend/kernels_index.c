@@ -135,7 +135,9 @@ static void launch_scatter(Emitter *e, const Node *n, Launch *L) {
   L->i[2] = n->p.scatter.reduction;
   set_element_type(L, n->out[0]->dtype);
   L->x_bytes[1] = (int)L->i[1];
-  L->note = emit_str(e, "x = {updates, indices}; reduction %s", names[n->p.scatter.reduction]);
+  L->note = emit_str(e, "x = {updates, indices%s}; reduction %s",
+                     L->nx > 2 ? ", the updates' dims in this run" : "",
+                     names[n->p.scatter.reduction]);
   emit_launch(e, n, L);
 }
 
@@ -217,6 +219,15 @@ static void run_scatter_elements(Emitter *e, Node *n) {
   group_i(&L, 1, 2, "the indices' kind, reduction");
   group_i(&L, 3, 4, "the output's size along the axis; strides along it: output, updates, "
                     "indices");
+  if (upd->bounded) { /* a run's updates (ir/bounds.c): their length in this run */
+    int64_t none[IR_MAX_RANK] = {0};
+    set_input(&L, 2, live_dims(e, upd), none);
+    L.x_extent[2] = upd->rank;
+    L.x_bytes[2] = 8;
+    L.i[7] = 1;
+    L.i[8] = axis;
+    group_i(&L, 7, 2, "whether x[2] holds the updates' dims in this run, the axis");
+  }
   if (L.i[0] == 0)
     L.n = 0; /* no updates: the copy is all */
   launch_scatter(e, n, &L);

@@ -390,6 +390,48 @@ static void run_expand(Emitter *e, Node *n) {
   copy_launch(e, n, buf(e, y), ys, buf(e, x), src, y->rank, y->dims);
 }
 
+/* ConstantOfShape that runs (its shape a run-time value, ir/bounds.c):
+   the value, one element in the weights, copied at stride 0 over the
+   whole planned output, its bound; its dims of the run are written after
+   (backend/nodes.c). */
+static void run_constant_of_shape(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  const Attr *a = node_attr(n, "value");
+  const Tensor *v = a && a->kind == ATTR_TENSOR ? a->t : NULL;
+  int64_t zero_i = 0;
+  float zero_f = 0;
+  const void *value = v ? (v->f32 ? (const void *)v->f32 : (const void *)v->i64)
+                        : dtype_is_float(y->dtype) ? (const void *)&zero_f : (const void *)&zero_i;
+  if (!value) {
+    kernel_fail(e, n, "ConstantOfShape's value holds no element");
+    return;
+  }
+  int64_t ys[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
+  strides_of(y, ys);
+  const char *x = weights_add_typed(e, "constant_of_shape_value", y->dtype, value, 1);
+  copy_launch(e, n, buf(e, y), ys, x, none, y->rank, y->dims);
+}
+
+/* Range that runs (its limit a run's size, from 0 by 1: ir/bounds.c): the
+   whole bound, start + i * delta; its dims of the run are written after
+   (backend/nodes.c). */
+static void run_range(Emitter *e, Node *n) {
+  Tensor *y = n->out[0];
+  const Tensor *start = n->in[0], *delta = n->in[2];
+  if (!start->i64 || !delta->i64) {
+    kernel_fail(e, n, "Range runs with a constant integer start and delta only");
+    return;
+  }
+  Launch L = {.kernel = typed_kernel(e, "opc_range", y->dtype), .n = tensor_numel(y)};
+  L.y = buf(e, y);
+  L.y_extent = tensor_numel(y);
+  L.y_bytes = (int)dtype_size(y->dtype);
+  L.i[0] = start->i64[0];
+  L.i[1] = delta->i64[0];
+  group_i(&L, 0, 2, "start, delta");
+  emit_launch(e, n, &L);
+}
+
 /* Tile: each dim d becomes (repeats, size) with the input's stride 0 along
    the repeats, so the copy has up to twice the rank before merging. */
 static void run_tile(Emitter *e, Node *n) {
@@ -694,9 +736,17 @@ static void run_roi_align(Emitter *e, Node *n) {
   group_i(&L, 3, 3, "sampling_ratio, half_pixel, max mode");
   L.i[6] = rs[1];
   group_i(&L, 6, 1, "the rois' stride between coordinates");
+  if (rois->bounded) { /* a run's rois (ir/bounds.c): their count in this run */
+    int64_t none[4] = {0};
+    set_input(&L, 3, live_dims(e, rois), none);
+    L.x_extent[3] = rois->rank;
+    L.x_bytes[3] = 8;
+  }
+  L.i[7] = rois->bounded;
+  group_i(&L, 7, 1, "whether x[3] holds the rois' dims in this run");
   L.f[0] = n->p.roi_align.scale;
   group_f(&L, 0, 1, "spatial_scale");
-  L.note = "x = {input, rois, batch_indices (int64)}";
+  L.note = "x = {input, rois, batch_indices (int64), the rois' dims in this run}";
   emit_launch(e, n, &L);
 }
 
@@ -941,6 +991,8 @@ const OpEmitter kernel_concat = {.run = run_concat};
 const OpEmitter kernel_split = {.run = run_split};
 const OpEmitter kernel_slice = {.run = run_slice};
 const OpEmitter kernel_expand = {.run = run_expand};
+const OpEmitter kernel_constant_of_shape = {.run = run_constant_of_shape};
+const OpEmitter kernel_range = {.run = run_range};
 const OpEmitter kernel_tile = {.run = run_tile};
 const OpEmitter kernel_depth_space = {.run = run_depth_space};
 const OpEmitter kernel_gather = {.run = run_gather};

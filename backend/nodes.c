@@ -76,17 +76,45 @@ static bool uses_context(const char *text) {
    kinds that make a bound (NonZero, ..., a Concat along the run-time
    axis) write their own: the output is its own origin, or shares one
    with no input (TopK's indices its values', a Concat's another's). */
+/* A bounded tensor of `origin` behind t, through the shape arithmetic
+   that computes t from its dims (a Shape's input behind a ConstantOfShape's
+   run-time shape, ir/bounds.c), or NULL. It precedes the node that reads t, so its dims of the run are
+   written by then: the origin itself need not be (a Concat's twin). */
+static const Tensor *bounded_behind(const Tensor *t, const Tensor *origin, int depth) {
+  if (!t || depth > 16)
+    return NULL;
+  if (t->bounded && t->bound_origin == origin)
+    return t;
+  if (!t->sym)
+    return NULL; /* only the shape arithmetic is followed */
+  const Node *p = t->producer;
+  for (int i = 0; p && i < p->nin; i++) {
+    const Tensor *found = bounded_behind(p->in[i], origin, depth + 1);
+    if (found)
+      return found;
+  }
+  return NULL;
+}
+
 static void emit_live_dims(Emitter *e, Node *n) {
   for (int k = 0; k < n->nout; k++) {
     const Tensor *y = n->out[k], *from = NULL;
     /* A Slice of a run's first elements: the input's run clamped to the
        output's bound, which opc_live_dims does (ir/bounds.c). */
     bool cut = op_info(n->op)->params == PARAMS_SLICE && n->in[0]->bounded;
-    if (!y || !y->bounded || (y->bound_origin == y && !cut))
+    /* A reshape that merges the run-time axis with static dims: the run
+       times the dims merged, the ratio of the bounds (ir/bounds.c). */
+    bool merged = (op_info(n->op)->traits & T_RESHAPES) && n->in[0]->bounded;
+    if (!y || !y->bounded || (y->bound_origin == y && !cut && !merged))
       continue; /* static, or a bound of the node's own (NonZero's count) */
     for (int i = 0; i < n->nin; i++)
-      if (n->in[i] && n->in[i]->bounded && (n->in[i]->bound_origin == y->bound_origin || cut))
+      if (n->in[i] && n->in[i]->bounded &&
+          (n->in[i]->bound_origin == y->bound_origin || cut || (merged && i == 0)))
         from = n->in[i]; /* the input whose run-time dim y's is */
+    /* A shape computed from a bounded tensor's dims (T_BOUND_FILL). */
+    for (int i = 0; !from && i < n->nin; i++)
+      if (n->in[i] && n->in[i]->sym)
+        from = bounded_behind(n->in[i], y->bound_origin, 0);
     if (!from)
       continue;
     Launch L = {.kernel = "opc_live_dims", .n = 1, .nx = 1};
@@ -103,6 +131,11 @@ static void emit_live_dims(Emitter *e, Node *n) {
       L.i[3 + d] = y->dims[d];
     group_i(&L, 0, 3, "the run-time dim of the input, of the output, the rank");
     group_i(&L, 3, y->rank, "the output's bounds");
+    int64_t bound_in = from->dims[from->bound_axis], bound_out = y->dims[y->bound_axis];
+    if (bound_in && bound_out > bound_in && bound_out % bound_in == 0) {
+      L.i[11] = bound_out / bound_in; /* a reshape's merged run */
+      group_i(&L, 11, 1, "the run's multiple");
+    }
     L.note = emit_str(e, "one thread: the dims of '%s' in this run", y->name);
     emit_launch(e, n, &L);
   }

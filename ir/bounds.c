@@ -31,6 +31,9 @@
  *    run-time size of its data's origin, the other elements constants of
  *    the product of the data's static dims; another origin's size, a
  *    multiple of one, or two of them are refused, naming the shape input.
+ *    One that merges the run-time axis with static dims after it, in
+ *    prefix layout ([N, 90, 4] to [-1, 4]), makes a bound of its own, its
+ *    run the input's times the dims merged (written by opc_live_dims).
  *  - T_BOUND_TRANSPOSE: a transpose that keeps the dims other than 1 in
  *    order (NonZero's [1, N] to [N, 1], as torch.where exports): the
  *    elements stay where they are.
@@ -41,7 +44,8 @@
  *    Concat along another axis of inputs all bounded, of one origin; and
  *    Concat along the run-time axis of inputs bounded along it, of any
  *    origins, and static ones, all in prefix layout: the output is a
- *    bound of its own, the sum of the inputs' bounds and sizes, its run
+ *    bound of its own (but for one bounded input alone, the others
+ *    empty: its run, its origin), the sum of the inputs' bounds and sizes, its run
  *    the inputs' runs one after another, whose size the kernel sums on
  *    the device and writes as the output's dims of the run. Two such
  *    Concats of inputs of the same origins and static sizes, input by
@@ -77,6 +81,34 @@
  *    ONNX Runtime refuses). Along other axes the output stays bounded,
  *    the run-time dim moved to its place.
  *
+ *  - T_BOUND_FILL: ConstantOfShape and Expand to a shape the program
+ *    computes from a bounded tensor's dims (ir/symbolic.c), one element
+ *    the run-time size of an origin itself, the others constants: the
+ *    output is bounded along that element's axis, of that origin, and its
+ *    kernel fills the whole bound (the backend copies the run's dims from
+ *    a bounded tensor behind the shape). Expand's data is bounded of that
+ *    origin along the axis, or static of size 1 there, read at the planned
+ *    strides: both in prefix layout unless the data is one value or has
+ *    the output's shape. A multiple of a run, two runs, or a data size
+ *    that broadcasts only at the bound are refused, naming the shape.
+ *    Range from 0 by 1 to such a limit (torch.arange(n)), integers: its
+ *    kernel writes the whole bound, the output bounded of the run's origin.
+ *  - T_BOUND_ROIS: RoiAlign of rois [R, 4] of a run and batch_indices of
+ *    that run or static; its kernel reads the rois' count in this run and
+ *    writes 0 past it (their rois are garbage); the output is bounded
+ *    along R, of the rois' origin.
+ *  - T_BOUND_SCATTER: ScatterElements of updates and indices of one run
+ *    along the axis it scatters on, its kernel reading the run's length;
+ *    the data bounded along that axis (the output then of its origin) or
+ *    static, every bounded operand in prefix layout. The indices must lie
+ *    in the data's run, as torch's do; the kernel clamps them to the bound.
+ *  - T_BOUND_ROWS: Gemm (A not transposed) and MatMul whose left operand's
+ *    rows are a run's, in prefix layout, by static operands (Gemm's C of
+ *    one row): the library computes every planned row, each output row
+ *    from its own; the output is bounded along its rows. Softmax and
+ *    LogSoftmax along an axis after the run-time one, in prefix layout:
+ *    each row normalised alone, the output bounded as the input.
+ *
  * Anything else is refused, naming the node, the input and its producer.
  */
 #include <stdio.h>
@@ -92,6 +124,8 @@ static bool prefix_layout(const Tensor *t, int axis) {
       return false;
   return true;
 }
+
+static const Tensor *another_bounded(const Node *n, const Tensor *b);
 
 static bool refuse(Graph *g, const Node *n, const Tensor *t, const char *why) {
   char bound[IR_MAX_RANK * 24 + 16];
@@ -200,6 +234,24 @@ static int merged_run_axis(const Node *n, const Tensor *b) {
   return -1;
 }
 
+/* A reshape that merges the run-time axis with static dims after it
+   (torchvision's boxes [N, 90, 4] to [-1, 4]): in prefix layout the
+   run's elements stay first and in order, and the merged axis holds the
+   run's size times the static dims merged, a multiple the symbols cannot
+   name: the output is a bound of its own, its dims of the run the
+   input's run times that multiple (backend/nodes.c). */
+static bool merges_run(Graph *g, Node *n, const Tensor *b, int out_axis) {
+  Tensor *out = n->out[0];
+  int ax = b->bound_axis;
+  if (b->dims[ax] == 0 || out->dims[out_axis] % b->dims[ax] || out->dims[out_axis] < b->dims[ax] ||
+      !prefix_layout(b, ax) || !prefix_layout(out, out_axis))
+    return refuse(g, n, b, "the reshape merges or splits dims, which would need the run's "
+                  "size multiplied");
+  set_bound(out, b, out_axis);
+  out->bound_origin = out;
+  return true;
+}
+
 /* The run's elements are the first of the storage, in the run's dims, in
    any layout: a reshape whose output has the run's size on one axis and
    static dims elsewhere of the same product keeps them where they are. */
@@ -213,7 +265,9 @@ static bool reshape(Graph *g, Node *n, const Tensor *b) {
                     "reshape adds or removes");
     /* At the bound, the counts match: the output's axis holds the run's
        size itself where it holds the bound. */
-    if (out_axis < 0 || out->dims[out_axis] != b->dims[ax])
+    if (out_axis >= 0 && out->dims[out_axis] != b->dims[ax])
+      return merges_run(g, n, b, out_axis);
+    if (out_axis < 0)
       return refuse(g, n, b, "the reshape merges or splits dims, which would need the run's "
                     "size multiplied");
   }
@@ -222,9 +276,9 @@ static bool reshape(Graph *g, Node *n, const Tensor *b) {
 }
 
 /* The position of the one element of a symbolic target shape that names a
-   run-time size, or -1 (every element constant); -2 after an error. */
-static int symbolic_run_axis(Graph *g, Node *n) {
-  const Tensor *s = n->in[1];
+   run-time size, or -1 (every element constant); -2 after an error, which
+   says not_run where an element is a multiple or an offset of a run. */
+static int symbolic_run_axis(Graph *g, Node *n, const Tensor *s, const char *not_run) {
   int at = -1;
   for (int i = 0; i < (int)tensor_numel(s); i++) {
     SymValue v = s->sym[i];
@@ -232,7 +286,7 @@ static int symbolic_run_axis(Graph *g, Node *n) {
     if (!v.origin)
       continue;
     if (!sym_is_run(v))
-      why = "opc reshapes to a run-time size itself, not to a multiple or an offset of one";
+      why = not_run;
     else if (at >= 0 && s->sym[at].origin != v.origin)
       why = arena_printf(g->arena, "element %d is %s: two origins, whose sizes may differ in a "
                          "run", at, sym_str(g, s->sym[at]));
@@ -255,7 +309,8 @@ static int symbolic_run_axis(Graph *g, Node *n) {
 static bool reshape_to_symbols(Graph *g, Node *n) {
   const Tensor *x = n->in[0], *s = n->in[1];
   Tensor *out = n->out[0];
-  int at = symbolic_run_axis(g, n);
+  int at = symbolic_run_axis(g, n, s, "opc reshapes to a run-time size itself, not to a "
+                             "multiple or an offset of one");
   if (at == -2)
     return false;
   if (at == -1)
@@ -287,6 +342,92 @@ static bool reshape_to_symbols(Graph *g, Node *n) {
     return false;
   }
   set_bound(out, x, at);
+  return true;
+}
+
+/* The shape input of a T_BOUND_FILL node (a parameter input) that the
+   program computes from a bounded tensor's dims (ir/symbolic.c), or NULL. */
+static const Tensor *symbolic_size(const Node *n) {
+  unsigned params = op_info(n->op)->param_inputs;
+  for (int i = 0; i < n->nin; i++)
+    if (((params >> i) & 1) && n->in[i] && !tensor_is_const(n->in[i]) && n->in[i]->sym)
+      return n->in[i];
+  return NULL;
+}
+
+/* Expand's data where the output is bounded along out_axis: bounded of
+   the shape's origin along that axis, or static of size 1 there (the
+   only size a run-time one broadcasts with). Either is read at the planned
+   strides, which the run's elements keep only in prefix layout, unless it
+   is one value or the output is the data's own shape. */
+static bool expands_into_run(Graph *g, Node *n, const Tensor *x, const Tensor *out,
+                             int out_axis, SymValue run) {
+  int d = x->rank - (out->rank - out_axis); /* x's axis, aligned at the right */
+  if (x->bounded) {
+    if (x->bound_origin != run.origin || x->bound_axis != d ||
+        x->dims[d] != out->dims[out_axis])
+      return refuse(g, n, x, arena_printf(g->arena, "its shape input '%s' names %s on its "
+                                          "output's axis %d, which is not its own run-time "
+                                          "size there", n->in[1]->name, sym_str(g, run),
+                                          out_axis));
+    if (!tensor_same_shape(x, out) && (!prefix_layout(x, d) || !prefix_layout(out, out_axis)))
+      return refuse(g, n, x, "Expand reads and writes at the planned strides, which the "
+                    "run's elements keep only when every dim before the run-time one is 1");
+    return true;
+  }
+  if (d >= 0 && x->dims[d] != 1) {
+    ir_error(g, n, "shape input '%s' is known only at run time: its element for axis %d is "
+             "%s, which data '%s' of %lld there broadcasts with only where the run has that "
+             "size", n->in[1]->name, out_axis, sym_str(g, run), x->name, (long long)x->dims[d]);
+    return false;
+  }
+  if (tensor_numel(x) > 1 && !prefix_layout(out, out_axis)) {
+    ir_error(g, n, "shape input '%s' is known only at run time (%s on axis %d): Expand of "
+             "more than one value writes at the planned strides, which the run's elements "
+             "keep only when every dim before the run-time one is 1", n->in[1]->name,
+             sym_str(g, run), out_axis);
+    return false;
+  }
+  return true;
+}
+
+/* ConstantOfShape and Expand to a shape the program computes from a
+   bounded tensor's dims (ir/symbolic.c): one element the run-time size of
+   an origin, the others constants. The output is bounded along that
+   element's axis, of that origin; its kernel fills the whole bound, and
+   the backend copies the run's size from a bounded tensor behind the
+   shape (backend/nodes.c). */
+static bool fills(Graph *g, Node *n, const Tensor *s) {
+  int at = symbolic_run_axis(g, n, s, "opc fills a run-time size itself, not a multiple "
+                             "or an offset of one");
+  if (at == -2)
+    return false;
+  const Tensor *x = s != n->in[0] ? n->in[0] : NULL, *b = another_bounded(n, NULL);
+  if (at < 0) { /* every element constant: a static output */
+    if (b)
+      return refuse(g, n, b, arena_printf(g->arena, "%s reads such a tensor only to a shape "
+                                          "that names its run-time size", op_name(n->op)));
+    return true;
+  }
+  SymValue run = s->sym[at];
+  Tensor *out = n->out[0];
+  int out_axis = out->rank - (int)tensor_numel(s) + at;
+  if (n->op == OP_RANGE) { /* its count is the run only as torch.arange(run) */
+    const Tensor *start = n->in[0], *delta = n->in[2];
+    if (!start->i64 || !delta->i64 || start->i64[0] != 0 || delta->i64[0] != 1) {
+      ir_error(g, n, "limit '%s' is known only at run time (%s): opc runs Range to it only "
+               "from 0 by 1, where its count is the run's", s->name, sym_str(g, run));
+      return false;
+    }
+    out_axis = 0;
+  }
+  if (b && b != x)
+    return refuse(g, n, b, "it is read only as the data expanded");
+  if (x && !expands_into_run(g, n, x, out, out_axis, run))
+    return false;
+  out->bounded = true;
+  out->bound_axis = out_axis;
+  out->bound_origin = run.origin;
   return true;
 }
 
@@ -359,6 +500,10 @@ static bool joins_runs(Graph *g, Node *n, const Tensor *b) {
   if (!prefix_layout(out, ax))
     return refuse(g, n, b, "Concat along the run-time axis moves whole rows, which the runs "
                   "keep only when every dim before the run-time one is 1");
+  if (tensor_same_shape(out, b)) { /* b alone, the others empty: its run, its origin */
+    set_bound(out, b, ax);
+    return true;
+  }
   const Tensor *twin = joined_origin(g, n);
   out->bounded = true;
   out->bound_axis = ax;
@@ -419,8 +564,37 @@ static bool first_of_run(const Node *n, const Tensor *b) {
   return false;
 }
 
+/* A Slice's ends that the program computes from a run's size: each such
+   element must end the run-time axis of b (NULL: a static input) at its
+   own run, a whole slice; another origin's run, or one on a static axis,
+   would cut to a size the data decides. */
+static bool ends_follow_run(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *ends = op_info(n->op)->params == PARAMS_SLICE && n->nin > 2 ? n->in[2] : NULL;
+  if (!ends || tensor_is_const(ends) || !ends->sym)
+    return true;
+  const Tensor *axes = n->nin > 3 ? n->in[3] : NULL;
+  int rank = n->in[0]->rank;
+  for (int i = 0; i < (int)tensor_numel(ends); i++) {
+    SymValue v = ends->sym[i];
+    if (!v.origin)
+      continue;
+    int64_t a = axes && axes->i64 ? axes->i64[i] : i;
+    a = a < 0 ? a + rank : a;
+    if (b && a == b->bound_axis && sym_is_run(v) && v.origin == b->bound_origin)
+      continue;
+    ir_error(g, n, "ends input '%s' is known only at run time: its element %d is %s, which "
+             "ends %s", ends->name, i, sym_str(g, v),
+             b && a == b->bound_axis ? "data's run-time axis elsewhere than at its own run"
+                                     : "a static axis at a size the data decides");
+    return false;
+  }
+  return true;
+}
+
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
+  if (!ends_follow_run(g, n, b))
+    return false;
   bool whole = op_info(n->op)->params == PARAMS_SPLIT
                    ? n->p.split.axis != ax
                    : n->p.slice.start[ax] == 0 && n->p.slice.step[ax] == 1 &&
@@ -574,6 +748,82 @@ static bool suppresses(Graph *g, Node *n, const Tensor *b) {
   return true;
 }
 
+/* RoiAlign of rois [R, 4] of a run (a detector's proposals) and
+   batch_indices [R] of that run or static: its kernel reads the rois'
+   count in this run and computes their rows alone (garbage past the run
+   could be any coordinates); the output is bounded along R, of the rois'
+   origin. */
+static bool aligns_rois(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *x = n->in[0], *rois = n->in[1], *batch = n->in[2];
+  if (x->bounded)
+    return refuse(g, n, x, "RoiAlign takes such a tensor only as its rois and batch_indices");
+  if (!rois->bounded || rois->bound_axis != 0)
+    return refuse(g, n, b, "RoiAlign takes batch_indices of a run only with rois of that run, "
+                  "bounded along their first axis");
+  if (batch->bounded && (batch->bound_origin != rois->bound_origin || batch->bound_axis != 0))
+    return refuse_two(g, n, rois, batch);
+  set_bound(n->out[0], rois, 0);
+  return true;
+}
+
+/* ScatterElements along a run-time axis (torchvision's MultiScaleRoIAlign
+   puts each level's pooled rois back in place): updates and indices of
+   one run along the axis, whose kernel reads its length and scatters the
+   run's rows alone (indices past it are garbage); the data bounded along
+   the axis, the output then of its origin, or static. The indices must
+   lie within the data's run, as torch's do: the kernel clamps them to
+   its bound. */
+static bool scatters(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *data = n->in[0], *idx = n->in[1], *upd = n->in[2];
+  int axis = n->p.scatter.axis;
+  if (idx->bounded != upd->bounded ||
+      (upd->bounded && (idx->bound_origin != upd->bound_origin || idx->bound_axis != axis ||
+                        upd->bound_axis != axis)))
+    return refuse(g, n, b, "ScatterElements takes updates and indices of one run-time size, "
+                  "along the axis it scatters on");
+  if (data->bounded && data->bound_axis != axis)
+    return refuse(g, n, data, "ScatterElements takes its data of a run-time size only along "
+                  "the axis it scatters on");
+  for (int i = 0; i < 3; i++)
+    if (n->in[i]->bounded && !prefix_layout(n->in[i], axis))
+      return refuse(g, n, n->in[i], "its kernel reads at the planned strides, which the run's "
+                    "elements keep only when every dim before the run-time one is 1");
+  if (data->bounded)
+    set_bound(n->out[0], data, axis);
+  return true;
+}
+
+/* Gemm (A not transposed) and MatMul of a left operand whose rows are a
+   run's, in prefix layout, by a static right operand (and Gemm's static
+   C, of one row): each output row reads its own row of A alone, so the
+   output's rows of the run are those of the run's (a detector's box
+   head over its proposals); the output is bounded along its rows. */
+static bool multiplies_rows(Graph *g, Node *n, const Tensor *b) {
+  const Tensor *a = n->in[0];
+  if (op_info(n->op)->params == PARAMS_AXIS) { /* Softmax, LogSoftmax */
+    if (n->p.axis.axis <= b->bound_axis || !prefix_layout(b, b->bound_axis))
+      return refuse(g, n, b, "it normalises only along axes after the run-time one, the input "
+                    "in prefix layout (every dim before the run-time one 1)");
+    set_bound(n->out[0], b, b->bound_axis);
+    return true;
+  }
+  int rows = a->rank - 2;
+  bool gemm = op_info(n->op)->params == PARAMS_GEMM;
+  if (b != a || rows < 0 || a->bound_axis != rows || (gemm && n->p.gemm.trans_a))
+    return refuse(g, n, b, "it is read only as the left operand, its rows of run-time count");
+  const Tensor *c = gemm && n->nin > 2 ? n->in[2] : NULL;
+  if (c && c->rank == 2 && c->dims[0] != 1)
+    return refuse(g, n, b, "Gemm's C has more than one row, and a run-time count broadcasts "
+                  "only with 1");
+  if (!gemm && n->in[1]->rank != 2)
+    return refuse(g, n, b, "MatMul takes such rows only by a matrix");
+  if (!prefix_layout(a, rows))
+    return refuse(g, n, b, "its rows are read at the planned strides, which the run's "
+                  "elements keep only when every dim before the run-time one is 1");
+  set_bound(n->out[0], a, n->out[0]->rank - 2);
+  return true;
+}
+
 /* A bounded input of n other than b, or NULL. */
 static const Tensor *another_bounded(const Node *n, const Tensor *b) {
   for (int i = 0; i < n->nin; i++)
@@ -586,14 +836,17 @@ bool infer_bounds(Graph *g, Node *n) {
   if (n->op == OP_RESHAPE && n->nin > 1 && n->in[1] && !tensor_is_const(n->in[1]) &&
       n->in[1]->sym && !(n->in[1]->bounded))
     return reshape_to_symbols(g, n);
+  unsigned traits = op_info(n->op)->traits;
+  const Tensor *size = traits & T_BOUND_FILL ? symbolic_size(n) : NULL;
+  if (size)
+    return fills(g, n, size);
   const Tensor *b = another_bounded(n, NULL);
   if (!b) {
     set_origins(n);
-    return true;
+    return ends_follow_run(g, n, NULL);
   }
   /* Elementwise kinds, Gather and Concat check their other bounded
      inputs themselves; the other rules take one. */
-  unsigned traits = op_info(n->op)->traits;
   if (traits & T_BOUND_ELEMENTWISE)
     return elementwise(g, n, b);
   if (traits & T_BOUND_GATHER)
@@ -602,6 +855,10 @@ bool infer_bounds(Graph *g, Node *n) {
     return joins(g, n, b);
   if ((traits & T_BOUND_COUNTS) && op_info(n->op)->params == PARAMS_NMS)
     return suppresses(g, n, b);
+  if (traits & T_BOUND_ROIS)
+    return aligns_rois(g, n, b);
+  if (traits & T_BOUND_SCATTER)
+    return scatters(g, n, b);
   const Tensor *other = another_bounded(n, b);
   if (other)
     return refuse_two(g, n, b, other);
@@ -617,6 +874,8 @@ bool infer_bounds(Graph *g, Node *n) {
     return counts(g, n, b);
   if (traits & T_BOUND_REDUCE)
     return reduces(g, n, b);
+  if (traits & T_BOUND_ROWS)
+    return multiplies_rows(g, n, b);
   char msg[96];
   snprintf(msg, sizeof msg, "%s does not read such a tensor yet", op_name(n->op));
   return refuse(g, n, b, msg);

@@ -359,6 +359,28 @@ static void fold_if_empty(Graph *g, Node *n) {
   }
 }
 
+/*
+ * A run-time value whose every element is known in every run (ir/symbolic.c:
+ * a constant dim of a bounded tensor's Shape, Gather(Shape(boxes), 1)) is a
+ * constant: its readers fold as on a static shape (torchvision's
+ * Range(0, classes)). The node that computes it then issues nothing.
+ */
+static void fold_known_symbols(Graph *g, Node *n) {
+  for (int i = 0; i < n->nout; i++) {
+    Tensor *t = n->out[i];
+    if (!t || !t->sym || tensor_is_const(t) || t->bounded || t->is_output)
+      continue;
+    int64_t count = tensor_numel(t);
+    for (int64_t k = 0; k < count; k++)
+      if (t->sym[k].origin)
+        return;
+    int64_t *values = arena_alloc(g->arena, sizeof(int64_t) * (size_t)(count ? count : 1));
+    for (int64_t k = 0; k < count; k++)
+      values[k] = t->sym[k].offset;
+    t->i64 = values;
+  }
+}
+
 /* The nodes t depends on, each after its producers: a depth-first walk
    with an explicit stack, as a model may be thousands of nodes deep. */
 static int ancestors(Graph *g, Tensor *t, Node **order) {
@@ -428,8 +450,10 @@ bool graph_infer_shapes(Graph *g) {
       bool folded = node_fold(g, n); /* false alone just means "not evaluable" */
       done = ir_error_count() == before && (folded || !must_fold(g, n));
     }
-    if (done)
+    if (done) {
       fold_if_empty(g, n);
+      fold_known_symbols(g, n);
+    }
     if (!done) {
       ok = false;
       for (int j = 0; j < n->nout; j++)

@@ -650,6 +650,24 @@ enum {
      last axis, one value per column, that fuse-bias folds in from an Add
      (MatMul: cuBLASLt adds it in the GEMM's epilogue). */
   T_FUSED_BIAS = 1u << 23,
+  /* ConstantOfShape, Expand and Range: an output shape (or Range's limit)
+     that is a run-time value of one origin's run (ir/symbolic.c) makes
+     the output bounded, of that origin; the kernel fills the bound
+     (ir/bounds.c). */
+  T_BOUND_FILL = 1u << 24,
+  /* RoiAlign: rois (and batch_indices) of a run, their kernel reading the
+     run's count and computing its rois alone; the output bounded along
+     its rois' axis, of their origin (ir/bounds.c). */
+  T_BOUND_ROIS = 1u << 25,
+  /* ScatterElements along a run-time axis: updates and indices of a run,
+     their kernel reading its length there; the data bounded along the
+     axis or static, the output as the data (ir/bounds.c). */
+  T_BOUND_SCATTER = 1u << 26,
+  /* Gemm and MatMul of a left operand whose rows are a run's, Softmax
+     along an axis after the run-time one: every planned row computed
+     from its own, the output's rows of the run those of the run's
+     (ir/bounds.c). */
+  T_BOUND_ROWS = 1u << 27,
 };
 
 /* Description of one operator kind: a row of ops.def. */

@@ -151,6 +151,8 @@ static bool absent_shape_input(Graph *g, Node *n) {
 
 /* The values of an integer input that decides a shape; it must be a
    compile-time constant of rank 0 or 1. */
+static bool symbolic_shape(const Tensor *t, int64_t *vals, int *count);
+
 static bool const_ints(Graph *g, Node *n, const Tensor *t, const int64_t **vals, int *count) {
   if (!t)
     return absent_shape_input(g, n);
@@ -1727,8 +1729,18 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
                         const int64_t **axes, const int64_t **steps, int *count, int *naxes,
                         int *nsteps) {
   int ne;
+  int64_t at_bound[IR_MAX_RANK];
   if (n->nin >= 3) {
-    if (!const_ints(g, n, in(n, 1), starts, count) || !const_ints(g, n, in(n, 2), ends, &ne))
+    /* Ends the program computes from a run's size (torchvision's
+       x[:box_sum]): their values at the bound; ir/bounds.c checks them. */
+    if (symbolic_shape(in(n, 2), at_bound, &ne)) {
+      int64_t *kept = arena_alloc(g->arena, sizeof(int64_t) * IR_MAX_RANK);
+      memcpy(kept, at_bound, sizeof at_bound);
+      *ends = kept;
+    } else if (!const_ints(g, n, in(n, 2), ends, &ne)) {
+      return false;
+    }
+    if (!const_ints(g, n, in(n, 1), starts, count))
       return false;
     *naxes = *nsteps = -1;
     if (in(n, 3) && !const_ints(g, n, in(n, 3), axes, naxes))
@@ -2188,8 +2200,11 @@ static bool infer_tile(Graph *g, Node *n) {
 static bool infer_expand(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
   const int64_t *shape;
+  int64_t at_bound[IR_MAX_RANK];
   int count, rank;
-  if (!const_ints(g, n, in(n, 1), &shape, &count))
+  if (symbolic_shape(in(n, 1), at_bound, &count)) /* bounded: ir/bounds.c */
+    shape = at_bound;
+  else if (!const_ints(g, n, in(n, 1), &shape, &count))
     return false;
   int64_t dims[IR_MAX_RANK];
   if (count > IR_MAX_RANK || !broadcast_shape(x->rank, x->dims, count, shape, &rank, dims)) {
@@ -2570,8 +2585,7 @@ static bool infer_grid_sample(Graph *g, Node *n) {
 }
 
 /* RoiAlign: X [N, C, H, W], rois [R, 4] and batch_indices [R] give [R, C,
-   output_height, output_width]. R is static: a roi count bounded by a
-   NonMaxSuppression before it is later work. */
+   output_height, output_width]. R may be a run's bound (ir/bounds.c). */
 static bool infer_roi_align(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *rois = in(n, 1), *batch = in(n, 2);
   if (!need_rank(g, n, x, 4, 4) || !need_rank(g, n, rois, 2, 2) || !need_rank(g, n, batch, 1, 1))
@@ -3506,8 +3520,11 @@ static bool infer_size(Graph *g, Node *n) { return set_out(g, n, 0, DT_INT64, 0,
 
 static bool infer_constant_of_shape(Graph *g, Node *n) {
   const int64_t *shape;
+  int64_t at_bound[IR_MAX_RANK];
   int count;
-  if (!const_ints(g, n, in(n, 0), &shape, &count))
+  if (symbolic_shape(in(n, 0), at_bound, &count)) /* bounded: ir/bounds.c */
+    shape = at_bound;
+  else if (!const_ints(g, n, in(n, 0), &shape, &count))
     return false;
   if (count > IR_MAX_RANK) {
     ir_error(g, n, "rank %d is beyond opc's limit of %d", count, IR_MAX_RANK);
@@ -3527,8 +3544,13 @@ static bool infer_constant_of_shape(Graph *g, Node *n) {
 
 static bool infer_range(Graph *g, Node *n) {
   Tensor *t[3] = {in(n, 0), in(n, 1), in(n, 2)};
+  /* A limit the program computes from a run's size (torch.arange(n)): its
+     value at the bound; ir/bounds.c checks the rest. */
+  int64_t limit_at_bound;
+  int nlimit;
+  bool run_limit = symbolic_shape(t[1], &limit_at_bound, &nlimit) && nlimit == 1 && t[0]->i64;
   for (int i = 0; i < 3; i++) {
-    if (!need_const(g, n, t[i]))
+    if (!(i == 1 && run_limit) && !need_const(g, n, t[i]))
       return false;
     if (tensor_numel(t[i]) != 1 || t[i]->rank > 1) {
       ir_error(g, n, "'%s' must be a scalar", t[i]->name);
@@ -3537,7 +3559,8 @@ static bool infer_range(Graph *g, Node *n) {
   }
   int64_t count;
   if (t[0]->i64) {
-    int64_t start = t[0]->i64[0], limit = t[1]->i64[0], delta = t[2]->i64[0];
+    int64_t start = t[0]->i64[0], delta = t[2]->i64[0];
+    int64_t limit = run_limit ? limit_at_bound : t[1]->i64[0];
     if (delta == 0) {
       ir_error(g, n, "delta must not be 0");
       return false;

@@ -207,6 +207,54 @@ static SymValue *of_arith(Graph *g, const Node *n, const Tensor *out) {
   return s;
 }
 
+/* Whether a == b in every run (*r 1) or in none (*r 0); false where that
+   depends on the run. A run lies in [0, bound], so a symbol does not equal
+   a constant outside the values it takes there (torch's expand_as tests
+   each size against -1). */
+static bool decided_equal(SymValue a, SymValue b, SymValue *r) {
+  if (!a.scale && b.scale) {
+    SymValue t = a;
+    a = b, b = t; /* the symbol first */
+  }
+  *r = sym_const(0);
+  if (!a.scale) { /* two constants */
+    r->offset = a.offset == b.offset;
+    return true;
+  }
+  if (b.scale)
+    return a.origin == b.origin && a.scale == b.scale && (r->offset = a.offset == b.offset, true);
+  int64_t at_zero = a.offset, at_bound = sym_at_bound(a);
+  int64_t lo = at_zero < at_bound ? at_zero : at_bound, hi = at_zero ^ at_bound ^ lo;
+  return b.offset < lo || b.offset > hi;
+}
+
+/* Equal of known operands, each element decided in every run; Where of a
+   decided condition, each element the chosen operand's. */
+static SymValue *of_choice(Graph *g, const Node *n, const Tensor *out) {
+  int first = n->op == OP_WHERE;
+  int64_t count = tensor_numel(out);
+  for (int i = 0; i < n->nin; i++) {
+    int64_t k = n->in[i] ? tensor_numel(n->in[i]) : 0;
+    if (!known(n->in[i]) || (k != 1 && k != count))
+      return NULL;
+  }
+  SymValue *s = alloc_sym(g, out);
+  for (int64_t i = 0; i < count; i++) {
+    SymValue v[3];
+    for (int k = 0; k < n->nin; k++)
+      if (!element(n->in[k], tensor_numel(n->in[k]) == 1 ? 0 : i, &v[k]))
+        return NULL;
+    if (first) { /* Where: the condition must be a constant */
+      if (v[0].scale)
+        return NULL;
+      s[i] = v[0].offset ? v[1] : v[2];
+    } else if (!decided_equal(v[0], v[1], &s[i])) {
+      return NULL;
+    }
+  }
+  return s;
+}
+
 /* The symbols of n's one output, or NULL. An output whose every element
    is a constant keeps them too: a Reshape reads them as its shape. */
 static SymValue *infer_one(Graph *g, const Node *n, const Tensor *out) {
@@ -226,6 +274,10 @@ static SymValue *infer_one(Graph *g, const Node *n, const Tensor *out) {
     return of_arith(g, n, out);
   case OP_CAST:
     return dtype_is_integer(n->in[0]->dtype) && n->in[0]->sym ? of_moved(g, n, out) : NULL;
+  case OP_EQUAL:
+    return n->nin == 2 && (n->in[0]->sym || n->in[1]->sym) ? of_choice(g, n, out) : NULL;
+  case OP_WHERE:
+    return n->nin == 3 && (n->in[1]->sym || n->in[2]->sym) ? of_choice(g, n, out) : NULL;
   default:
     return n->in[0] && n->in[0]->sym ? of_moved(g, n, out) : NULL;
   }
