@@ -14,6 +14,8 @@ One model, run on two inputs:
   the run's length on the device) and its best 1000 smallest, K from its
   Size through Min as torchvision writes min(1000, n);
 - a middle axis, [3, 3000, 2] along axis 1 (six strided rows), K = 50;
+- two rows of 40 with NaNs, K = 10 both ways: opc_topk's scan, which
+  must order NaN as the selection does;
 - float64, int64, int32, int8 and uint8 rows of 4000 to 5000 with ties, at
   the extremes of their ranges, K = 300 (int8 and uint8: 256 levels, K
   beyond one level's count of ties).
@@ -61,17 +63,21 @@ def topk_model():
              helper.make_node("Shape", ["run"], ["run_n"]),
              helper.make_node("Min", ["run_n", "k1000"], ["run_k"]),
              topk("run", "run_k", ["run_v", "run_i"], 0),
-             topk("mid", "k50", ["mid_v", "mid_i"], 1, axis=1)]
+             topk("mid", "k50", ["mid_v", "mid_i"], 1, axis=1),
+             # short rows (opc_topk's scan) order NaN the same way
+             topk("short", "k10", ["short_big_v", "short_big_i"], 1),
+             topk("short", "k10", ["short_small_v", "short_small_i"], 0)]
     outputs = ["big_v", "big_i", "small_v", "small_i", "rt_v", "rt_i", "run_v", "run_i",
-               "mid_v", "mid_i"]
+               "mid_v", "mid_i", "short_big_v", "short_big_i", "short_small_v", "short_small_i"]
     inputs = [helper.make_tensor_value_info("long", TensorProto.FLOAT, [1, LONG]),
               helper.make_tensor_value_info("k_in", TensorProto.INT64, [1]),
-              helper.make_tensor_value_info("mid", TensorProto.FLOAT, [3, 3000, 2])]
+              helper.make_tensor_value_info("mid", TensorProto.FLOAT, [3, 3000, 2]),
+              helper.make_tensor_value_info("short", TensorProto.FLOAT, [2, 40])]
     for tag, proto, _, n, largest in TYPED:
         inputs.append(helper.make_tensor_value_info(tag, proto, [2, n]))
         nodes.append(topk(tag, "k300", [tag + "_v", tag + "_i"], largest))
         outputs += [tag + "_v", tag + "_i"]
-    inits = [const("k1000", [K], np.int64), const("k50", [50], np.int64),
+    inits = [const("k1000", [K], np.int64), const("k50", [50], np.int64), const("k10", [10], np.int64),
              const("k300", [300], np.int64), const("thr", 0.2), const("axes_0", [0], np.int64),
              const("flat", [-1], np.int64)]
     return onnx_case.model(nodes, inputs, [out(o) for o in outputs], inits, opset=17,
@@ -88,7 +94,9 @@ def feeds(phase):
     long[spots[16:28]] = -0.0
     long[spots[28:]] = 0.0
     f = {"long": long[None], "k_in": np.array([K if phase == 0 else 37], np.int64),
-         "mid": (rng.integers(0, 9, (3, 3000, 2)) - 4).astype(np.float32)}
+         "mid": (rng.integers(0, 9, (3, 3000, 2)) - 4).astype(np.float32),
+         "short": long[:80].reshape(2, 40).copy()}
+    f["short"][:, [3, 17, 30]] = [np.nan, -np.inf, np.nan]
     for tag, _, dtype, n, _ in TYPED:
         if dtype in (np.int8, np.uint8):
             v = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, (2, n))
