@@ -12,7 +12,8 @@ One model, run on two inputs:
 - the same with K a graph input (1000, then 37);
 - a run of that row picked by NonZero (a bounded tensor: the kernel reads
   the run's length on the device) and its best 1000 smallest, K from its
-  Size through Min as torchvision writes min(1000, n);
+  Shape through Min as torchvision writes min(1000, n), whose bound of
+  1000 (not the run's) must size the selection's scratch;
 - a middle axis, [3, 3000, 2] along axis 1 (six strided rows), K = 50;
 - two rows of 40 with NaNs, K = 10 both ways: opc_topk's scan, which
   must order NaN as the selection does;
@@ -160,6 +161,10 @@ def main():
     failures = []
     net_c = open(os.path.join(work, "program", "net.c")).read()
     selects = net_c.count("opc_topk_select_")
+    # K = min(1000, n): its bound 1000 (ir/symbolic.c's sym_upper_bound),
+    # not the run's 200,000, sizes the run's scratch
+    if "run_v_scratch, 4000 * sizeof" not in net_c:
+        failures.append("the run's TopK is not planned at K's bound of 1000")
     if "opc_topk_select_f32" not in net_c or "opc_topk_select_u8" not in net_c:
         failures.append("the program launches no opc_topk_select: the long rows took the scan")
     counts = []
