@@ -20,7 +20,7 @@ One model, run on two inputs:
 - float64, int64, int32, int8 and uint8 rows of 4000 to 5000 with ties, at
   the extremes of their ranges, K = 300 (int8 and uint8: 256 levels, K
   beyond one level's count of ties).
-Rows past 1024 elements take the selection (kernels_index.c), so the
+Rows past 128 elements take the selection (kernels_index.c), so the
 program must launch opc_topk_select; the short rows' opc_topk is the
 conformance tests'. Under the race checker (OPC_CHECK=1: fresh memory is
 NaN bits, so an unwritten output shows). With a CUDA toolkit (OPC_CUDA,
