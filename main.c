@@ -1034,6 +1034,14 @@ static int compile_serving(Config *c) {
     instances[m] = c->models[m].instances;
     models[m] = onnx_import(c->models[m].path, &import);
     ok = models[m] != NULL && ok;
+    for (int i = 0; models[m] && i < models[m]->nnodes; i++)
+      if (models[m]->nodes[i]->body) { /* graph_join copies no body */
+        opc_error("%s: node '%s' (Loop): its trip count or condition is run-time data, which "
+                  "opc runs in a single model's program only, not in a serving program",
+                  c->models[m].path, models[m]->nodes[i]->name);
+        ok = false;
+        break;
+      }
     /* A serving program has no run() to check shape inputs in (ir/pin.c). */
     if (models[m] && models[m]->nchecks > 0) {
       opc_error("%s: node '%s' (%s): input '%s' decides a shape and is given at run time; a "
@@ -1372,16 +1380,26 @@ static void print_operators(void) {
     /* the importer's own operators in their places: compile time, as
        every input they read must be known then, or lowered to kinds that
        run at run time */
-    for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) < 0);
+    for (; imported->name && (i == count || strcmp(imported->name, op_info(kinds[i])->name) <= 0);
          imported++) {
-      printf("| %s | %s |  | ", imported->name,
-             imported->lowered ? "run time, lowered" : where[AT_COMPILE_TIME]);
+      /* an internal kind of its name runs it at run time (a Loop's) */
+      OpKind own = op_from_name(imported->name);
+      if (own != OP_INVALID && (op_info(own)->traits & T_INTERNAL)) {
+        printf("| %s | %s | ", imported->name, where[op_info(own)->eval]);
+        print_type_set(backend_run_time_types(own));
+        printf(" | ");
+      } else {
+        printf("| %s | %s |  | ", imported->name,
+               imported->lowered ? "run time, lowered" : where[AT_COMPILE_TIME]);
+      }
       print_type_words(imported->types);
       printf(" |\n");
     }
     if (i == count)
       break;
     const OpInfo *info = op_info(kinds[i]);
+    if (imported > imported_ops && strcmp(imported[-1].name, info->name) == 0)
+      continue; /* printed as the importer's operator above */
     printf("| %s | %s | ", info->name, where[info->eval]);
     if (info->eval == AT_RUN_TIME)
       print_type_set(backend_run_time_types(kinds[i]));

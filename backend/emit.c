@@ -575,6 +575,30 @@ static char *vformat(Emitter *e, const char *fmt, va_list ap) {
   return text;
 }
 
+/* What CUDA refuses of a call in a conditional node's body (kernels,
+   memsets and device copies only), or NULL. */
+static const char *refused_in_body(Lib lib, const char *call) {
+  static const char *const calls[][2] = {
+      {"cudaEventRecord", "records an event"},
+      {"cudaStreamWaitEvent", "waits on an event"},
+      {"cudaLaunchHostFunc", "runs a host function"},
+      {"cudaStreamSynchronize", "synchronises with the host"},
+      {"cudaDeviceSynchronize", "synchronises with the host"},
+  };
+  if (lib == LIB_CUDNN)
+    return "calls cuDNN";
+  if (lib == LIB_CUBLAS)
+    return "calls cuBLAS";
+  size_t name = strcspn(call, "( ");
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    if (strlen(calls[i][0]) == name && strncmp(call, calls[i][0], name) == 0)
+      return calls[i][1];
+  /* A copy's kind is its last word but the stream. */
+  if (strstr(call, "cudaMemcpyDeviceToHost") || strstr(call, "cudaMemcpyHostToDevice"))
+    return "copies between the host and the device";
+  return NULL;
+}
+
 void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -585,6 +609,8 @@ void emit_call(Emitter *e, Lib lib, const Node *n, const char *fmt, ...) {
   /* The message names the function; c->node, set where the node's code
      starts, names the node. */
   (void)n;
+  if (e->kernels_only && !e->refused_in_body)
+    e->refused_in_body = refused_in_body(lib, call);
   used(e)->lib[lib] = true;
   emit_fail_if(e, "!%s(c, %s, \"%.*s\")", lib_check_helper[lib], call, (int)strcspn(call, "( "),
                call);
@@ -617,6 +643,8 @@ static int stream_of(const Emitter *e, const Node *n) { return node_sched(e->g, 
 
 /* In the host CPU's code, its own stream, handles and workspace. */
 const char *node_stream(Emitter *e, const Node *n) {
+  if (e->stream)
+    return e->stream;
   return e->cpu_code ? "c->cpu_stream" : emit_str(e, "c->stream[%d]", stream_of(e, n));
 }
 
@@ -760,10 +788,12 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
   bool half = own && own->half && node_in_half(n) && computes_in(n, node_data_type(n));
-  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op;
+  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op || own == &loop_op;
+  const OpEmitter *kern = kernel_op_emitter(n->op);
+  if (e->kernels_only && own != &copy_op && kern && (!kern->supports || kern->supports(e, n)))
+    return kern;
   if (own && typed_ok && (!own->supports || own->supports(e, n)))
     return own;
-  const OpEmitter *kern = kernel_op_emitter(n->op);
   if (half) /* opc's kernels compute such a node in float32, unless they say they take it */
     return kern && kern->half && kern->supports && kern->supports(e, n) ? kern : NULL;
   if (kern && (!kern->supports || kern->supports(e, n)))

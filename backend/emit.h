@@ -37,6 +37,15 @@ typedef struct Emitter {
   /* Printing code the host CPU runs (HOPE): every CUDA, cuDNN and cuBLAS
      name gets the prefix of the CPU runtime's own build (cpu_prefix_line). */
   bool cpu_code;
+  /* The stream every launch and call goes on, instead of the node's (a
+     Loop's body: backend/loop.c), or NULL. */
+  const char *stream;
+  /* A Loop's body: opc's kernels wherever they take the node, since CUDA
+     allows no cuDNN or cuBLAS call in a conditional node's body. */
+  bool kernels_only;
+  /* Under kernels_only, the first call printed that CUDA refuses in such a
+     body ("calls cuDNN"), or NULL: emit_call notes it. */
+  const char *refused_in_body;
 } Emitter;
 
 void emit(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -243,6 +252,23 @@ void emit_conv_epilogue(Emitter *e, const Node *n, const char *bias, const Tenso
 void emit_kernel_copy(Emitter *e, const Node *n, const char *dst, const int64_t *dst_strides,
                       const char *src, const int64_t *src_strides, int rank, const int64_t *dims);
 
+/* A Concat whose inputs each fill a contiguous block of every row of the
+   output, read from contiguous storage: `rows` rows of `row` elements,
+   input k's block at element start[k] of a row, size[k] long. One launch of
+   opc_concat_blocks copies them all, in place of a copy per input. */
+enum { CONCAT_BLOCKS_MAX = 64 };
+typedef struct ConcatBlocks {
+  int count;
+  const Tensor *src[CONCAT_BLOCKS_MAX];
+  int64_t start[CONCAT_BLOCKS_MAX], size[CONCAT_BLOCKS_MAX];
+  int64_t rows, row;
+} ConcatBlocks;
+
+/* Whether one launch can copy b: every input in the output's arena, on its
+   device (constants lie in the weights). Emits it when `emit_it`
+   (kernels_movement.c). */
+bool kernel_concat_blocks(Emitter *e, const Node *n, const ConcatBlocks *b, bool emit_it);
+
 /*
  * The files of opc's kernels: emit_kernels.c (the source text, NVRTC, the
  * module and the table of operators), kernels_launch.c (one launch, built
@@ -411,6 +437,12 @@ typedef struct EmitState {
   NameSet fields;   /* every member of the context struct so far */
   NameSet node_ids; /* prefixes of node fields and setup functions */
 
+  /* C statements net_run() runs once its work has ended, each ending in
+     `return -1` on failure: a run-time Loop's iterations against its scan
+     outputs' rows (backend/loop.c). */
+  const char **after_run;
+  int nafter_run;
+
   Weight *weights;
   int nweights, capweights;
   int64_t weight_bytes;      /* all of them */
@@ -442,6 +474,8 @@ Uses *used(Emitter *e);
 void emit_reserve_names(Emitter *e);
 /* Before the first context field of e->node: a comment naming the node. */
 void emit_fields_header(Emitter *e);
+/* A node's setup function in create(), where its emitter has one (nodes.c). */
+void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n);
 /* `s` made safe to print inside a C comment. */
 const char *comment_text(Emitter *e, const char *s);
 /* Gives every tensor of the graph its field name, before anything else. */
@@ -472,6 +506,9 @@ extern const OpEmitter cudnn_conv, cudnn_deconv, cudnn_pool, cudnn_reduce, cudnn
     cudnn_lrn, cudnn_batch_norm, cudnn_activation, cudnn_arith;       /* ops_cudnn.c */
 extern const OpEmitter blas_gemm, blas_matmul;                          /* ops_blas.c */
 extern const OpEmitter copy_op; /* ops_copy.c: data movement by copies and views */
+extern const OpEmitter loop_op; /* loop.c: a run-time Loop, a WHILE node */
+bool graph_has_loop(const Graph *g); /* loop.c: whether g holds a run-time Loop */
+void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
 const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */
 const char *offset_ptr(Emitter *e, const char *base, int64_t offset);

@@ -122,6 +122,8 @@ void emit_struct(Emitter *e) {
   else if (st->nweights)
     emit(e, "float *weights; /* every constant, from %s */", base_name(e, e->opt->weights_path));
   emit(e, "float *arena; /* every activation: %lld bytes */", (long long)e->g->arena_bytes);
+  if (graph_has_loop(e->g))
+    emit(e, "int eager_run; /* create()'s run before the capture: Loops left out */");
   emit_device_fields(e);
   emit_cpu_fields(e);
   if (e->g->serve) {
@@ -283,10 +285,17 @@ void emit_create(Emitter *e) {
       emit(e, "if (capture(c) != 0)");
       emit(e, "  goto fail;");
     } else {
+      if (graph_has_loop(e->g)) {
+        emit(e, "/* A run-time Loop's body calls no library: the eager run leaves it out, as");
+        emit(e, "   its trip count and condition are no input's yet (backend/loop.c). */");
+        emit(e, "c->eager_run = 1;");
+      }
       emit(e, "if (enqueue(c, c->stream[0]) != 0 ||");
       emit(e, "    !cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\") ||");
       emit(e, "    capture(c) != 0)");
       emit(e, "  goto fail;");
+      if (graph_has_loop(e->g))
+        emit(e, "c->eager_run = 0;");
     }
   }
   emit(e, "return 0;");
@@ -401,6 +410,7 @@ void emit_run(Emitter *e) {
   emit(e, "if (!cuda_ok(c, cudaStreamSynchronize(c->stream[0]), \"cudaStreamSynchronize\"))");
   emit(e, "  return -1;");
   emit_cpu_check(e, "return -1");
+  emit_after_run(e);
   emit_staging(e, false);
   emit(e, "return 0;");
   emit_close(e, "}");

@@ -286,6 +286,56 @@ static void run_concat_runs(Emitter *e, Node *n) {
   concat_runs_launch(e, n, &r, -1, 0, 0);
 }
 
+bool kernel_concat_blocks(Emitter *e, const Node *n, const ConcatBlocks *b, bool emit_it) {
+  const Tensor *y = n->out[0];
+  int device = tensor_device(e->g, y);
+  int64_t low = INT64_MAX;
+  const Tensor *base = NULL;
+  for (int k = 0; k < b->count; k++) {
+    int64_t at = arena_bytes(b->src[k]);
+    if (at < 0 || tensor_device(e->g, b->src[k]) != device)
+      return false;
+    if (at < low)
+      low = at, base = b->src[k];
+  }
+  if (!emit_it)
+    return true;
+  DType type = y->dtype;
+  int64_t bytes = (int64_t)dtype_size(type);
+  int64_t *table = arena_alloc(e->g->arena, sizeof(int64_t) * 3 * (size_t)b->count);
+  int64_t *reads = arena_alloc(e->g->arena, sizeof(int64_t) * 3 * (size_t)b->count);
+  int nreads = 0;
+  for (int k = 0; k < b->count; k++) {
+    int64_t *t = table + 3 * k;
+    t[0] = arena_bytes(b->src[k]) - low;
+    t[1] = b->start[k];
+    t[2] = b->size[k];
+    add_read(reads, &nreads, 0, t[0], b->rows * b->size[k] * bytes);
+  }
+  Launch L = {.kernel = sized_kernel(e, "opc_concat_blocks", type), .nx = 4, .rank = 1};
+  L.n = b->rows * b->row;
+  L.dims[0] = L.n;
+  L.x[0] = buf(e, base);
+  L.x[1] = "NULL";
+  L.x[2] = weights_add_typed(e, emit_str(e, "%s_blocks", y->name), DT_INT64, table,
+                             3 * (int64_t)b->count);
+  L.x[3] = weights_add_typed(e, emit_str(e, "%s_reads", y->name), DT_INT64, reads,
+                             3 * (int64_t)nreads);
+  L.x_extent[2] = 3 * (int64_t)b->count;
+  L.x_extent[3] = -24 * (int64_t)nreads;
+  for (int k = 0; k < 4; k++)
+    L.x_bytes[k] = k == 0 || k == 3 ? 1 : 8;
+  L.y = buf(e, y);
+  L.y_extent = L.n;
+  L.y_bytes = (int)bytes;
+  L.i[0] = b->count;
+  L.i[1] = b->row;
+  group_i(&L, 0, 2, "inputs, elements in a row");
+  L.note = emit_str(e, "every input's block of each of the %lld rows", (long long)b->rows);
+  emit_launch(e, n, &L);
+  return true;
+}
+
 static void run_concat(Emitter *e, Node *n) {
   Tensor *y = n->out[0];
   int axis = n->p.axis.axis;

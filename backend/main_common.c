@@ -20,6 +20,11 @@ static int write_npy(const char *path, int type, int rank, const long long *dims
   while ((10 + len + 1) % 64 != 0)
     header[len++] = ' ';
   header[len++] = '\n';
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0) {
+      fprintf(stderr, "net: cannot write %s: dim %d is %lld\n", path, i, dims[i]);
+      return -1;
+    }
   FILE *f = fopen(path, "wb");
   if (!f) {
     fprintf(stderr, "net: cannot write %s: %s\n", path, strerror(errno));
@@ -28,12 +33,13 @@ static int write_npy(const char *path, int type, int rank, const long long *dims
   unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
                                 (unsigned char)(len >> 8)};
   size_t bytes = (size_t)numel_of(rank, dims) * (size_t)element_types[type].size;
+  errno = 0; /* a short write need not set it */
   int ok = fwrite(preamble, 1, 10, f) == 10 && fwrite(header, 1, (size_t)len, f) == (size_t)len &&
            fwrite(data, 1, bytes, f) == bytes;
   if (fclose(f) != 0)
     ok = 0;
   if (!ok)
-    fprintf(stderr, "net: cannot write %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "net: cannot write %s: %s\n", path, errno ? strerror(errno) : "short write");
   return ok ? 0 : -1;
 }
 

@@ -31,7 +31,7 @@ static void emit_waits_and_record(Emitter *e, const Node *n, bool waits) {
   }
 }
 
-static void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
+void emit_node_setup(Emitter *e, const OpEmitter *op, Node *n) {
   if (!op->setup)
     return;
   char *text = NULL;

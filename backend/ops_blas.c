@@ -5,6 +5,10 @@
  * matrix is the column-major N x M matrix of its transpose, so Y = A B is
  * printed as the column-major product Y^T = B^T A^T: the operands swap, the
  * transpose flags do not, and each leading dimension is a row stride.
+ *
+ * A Gemm whose C is one bias per output column (Y^T's rows), or whose
+ * fused activation is ReLU, is one cublasLtMatmul with an epilogue, where
+ * it took the bias spread over Y first and an activation after.
  */
 #include <string.h>
 
@@ -71,6 +75,10 @@ typedef struct GemmPlan {
   CopyPlan copy_c;   /* C already has Y's shape */
   const char *cd, *yd;
   ActPlan act;
+  const char *epilogue; /* cuBLASLt's, or NULL: cuBLAS */
+  bool bias;            /* C enters through the epilogue */
+  bool act_after;       /* the fused activation runs after cuBLASLt's call */
+  const char *lt, *desc, *la, *lb, *ld; /* cuBLASLt's handle, descriptor, layouts */
 } GemmPlan;
 
 static bool plan_gemm(const Node *n, GemmPlan *p) {
@@ -104,6 +112,34 @@ static bool plan_gemm(const Node *n, GemmPlan *p) {
       return false;
   }
   return act_supported(n);
+}
+
+/* C as cuBLASLt's bias: one value per column of Y, packed, of Y's type,
+ * added once (beta 1). */
+static bool c_is_bias(const GemmPlan *p, const Node *n) {
+  const Tensor *c = p->c;
+  if (!c || p->beta != 1 || c->dtype != n->out[0]->dtype || c->rank < 1 || c->rank > 2)
+    return false;
+  if (c->rank == 2 && c->dims[0] != 1)
+    return false;
+  int64_t cols = c->dims[c->rank - 1];
+  return cols == p->n && (cols == 1 || c->strides[c->rank - 1] == 1);
+}
+
+/* Chooses cuBLASLt for a Gemm its epilogue saves a launch on: a bias, or
+ * ReLU (with C, if not a bias, spread over Y first as for cuBLAS); another
+ * fused activation runs after the call. Only where the int8 path takes
+ * cuBLASLt too: one GPU, not CPU code. */
+static void plan_epilogue(Emitter *e, const Node *n, GemmPlan *p) {
+  if (emit_multi_gpu(e) || node_is_cpu_code(e, n))
+    return;
+  bool relu = n->act == OPC_ACT_RELU;
+  p->bias = c_is_bias(p, n);
+  p->act_after = p->bias && n->act != OPC_ACT_NONE && !relu;
+  if (p->bias)
+    p->epilogue = relu ? "CUBLASLT_EPILOGUE_RELU_BIAS" : "CUBLASLT_EPILOGUE_BIAS";
+  else if (relu)
+    p->epilogue = "CUBLASLT_EPILOGUE_RELU";
 }
 
 /*
@@ -161,25 +197,89 @@ static bool gemm_supports(Emitter *e, const Node *n) {
   return plan_gemm(n, &p);
 }
 
+/* ------------------------------------------------ Gemm on cuBLASLt */
+
+static const char *lt_field(Emitter *e, const Node *n, const char *type, const char *what) {
+  const char *f = emit_unique(e, emit_str(e, "%s_%s", node_id(e, n), what));
+  emit_to(e, SEC_FIELDS, "%s %s;", type, f);
+  return emit_str(e, "c->%s", f);
+}
+
+static const char *lt_layout(Emitter *e, const Node *n, const char *what, bool trans,
+                             int64_t rows, int64_t cols, int64_t ld) {
+  const char *l = lt_field(e, n, "cublasLtMatrixLayout_t", what);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatrixLayoutCreate(&%s, %s, %lld, %lld, %lld)", l,
+            blas_data_type(n), (long long)(trans ? cols : rows), (long long)(trans ? rows : cols),
+            (long long)ld);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatrixLayoutDestroy(%s);", l);
+  return l;
+}
+
+static void lt_attribute(Emitter *e, const Node *n, const char *desc, const char *attr,
+                         const char *type, const char *value) {
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescSetAttribute(%s, %s, &(%s){%s}, sizeof(%s))",
+            desc, attr, type, value, type);
+}
+
+/* create(): the handle, the descriptor with its transposes, epilogue and
+ * bias (buffers are bound before the nodes' setup), and the layouts of
+ * Y^T = op(B^T) op(A^T) (the top of the file), float32 compute for every
+ * type, as cublasGemmEx's; destroy() frees them. */
+static void gemm_lt_setup(Emitter *e, const Node *n, GemmPlan *p) {
+  p->lt = lt_field(e, n, "cublasLtHandle_t", "lt");
+  p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
+  emit(e, "/* Y^T = op(B^T) op(A^T) on cuBLASLt, epilogue %s */",
+       p->epilogue + strlen("CUBLASLT_EPILOGUE_"));
+  emit_call(e, LIB_CUBLAS, n, "cublasLtCreate(&%s)", p->lt);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescCreate(&%s, CUBLAS_COMPUTE_32F, CUDA_R_32F)",
+            p->desc);
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_TRANSA", "int32_t", transpose_name(p->tb));
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_TRANSB", "int32_t", transpose_name(p->ta));
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_EPILOGUE", "uint32_t", p->epilogue);
+  if (p->bias)
+    lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_BIAS_POINTER", "const void *",
+                 buf(e, p->c));
+  /* op(B^T) is N x K, op(A^T) K x M, Y^T N x M. */
+  p->la = lt_layout(e, n, "lt_a", p->tb, p->n, p->k, p->b.ld);
+  p->lb = lt_layout(e, n, "lt_b", p->ta, p->k, p->m, p->a.ld);
+  p->ld = lt_layout(e, n, "lt_y", false, p->n, p->m, p->y.ld);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatmulDescDestroy(%s);", p->desc);
+  emit_to(e, SEC_TEARDOWN, "cublasLtDestroy(%s);", p->lt);
+}
+
+/* The call, with beta * C spread over Y first unless C is the bias. */
+static void gemm_lt_run(Emitter *e, const Node *n, const GemmPlan *p, const char *y) {
+  float beta = p->c && !p->bias ? p->beta : 0;
+  emit_call(e, LIB_CUBLAS, n,
+            "cublasLtMatmul(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+            p->lt, p->desc, emit_scalar(e, p->alpha), buf(e, n->in[1]), p->la, buf(e, n->in[0]),
+            p->lb, emit_scalar(e, beta), y, p->ld, y, p->ld, node_stream(e, n));
+}
+
 static void gemm_setup(Emitter *e, Node *n) {
   GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
   plan_gemm(n, p);
+  plan_epilogue(e, n, p);
   const Tensor *y = n->out[0];
-  bool broadcast_c = p->c && !tensor_same_shape(p->c, y);
-  if (broadcast_c || n->act != OPC_ACT_NONE)
+  bool broadcast_c = p->c && !p->bias && !tensor_same_shape(p->c, y);
+  bool act_apart = n->act != OPC_ACT_NONE && (!p->epilogue || p->act_after);
+  if (broadcast_c || act_apart)
     p->yd = emit_tensor_desc_of(e, n, "y", y, 4, true);
   if (broadcast_c)
     p->cd = emit_tensor_desc_of(e, n, "c", p->c, 4, true);
-  if (p->c && !broadcast_c)
+  if (p->c && !p->bias && !broadcast_c)
     copy_setup(e, n, "c", &p->copy_c);
-  act_setup(e, n, &p->act);
+  if (p->epilogue)
+    gemm_lt_setup(e, n, p);
+  if (!p->epilogue || p->act_after)
+    act_setup(e, n, &p->act);
 }
 
 static void gemm_run(Emitter *e, Node *n) {
   GemmPlan *p = node_data(e, n, sizeof(GemmPlan));
   const char *y = buf(e, n->out[0]);
   float beta = 0;
-  if (p->c) {
+  if (p->c && !p->bias) {
     /* beta * C enters through cuBLAS's own beta, after C is spread over Y. */
     if (p->cd)
       emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
@@ -187,6 +287,12 @@ static void gemm_run(Emitter *e, Node *n) {
     else
       copy_run(e, n, &p->copy_c, y, buf(e, p->c));
     beta = p->beta;
+  }
+  if (p->epilogue) {
+    gemm_lt_run(e, n, p, y);
+    if (p->act_after)
+      act_run(e, n, &p->act, p->yd, y);
+    return;
   }
   Product g = {.ta = p->tb, .tb = p->ta, .m = p->n, .n = p->m, .k = p->k, .alpha = p->alpha,
                .beta = beta, .a = buf(e, n->in[1]), .lda = p->b.ld, .b = buf(e, n->in[0]),
@@ -227,30 +333,121 @@ static bool plan_matmul(const Node *n, Matrix *a, Matrix *b, Matrix *y) {
   return (a->batch == y->batch || a->batch == 1) && (b->batch == y->batch || b->batch == 1);
 }
 
-static bool matmul_supports(Emitter *e, const Node *n) {
-  (void)e;
+/* The product of a planned MatMul, in cuBLAS's terms (the top of the file). */
+static Product matmul_product(Emitter *e, const Node *n, const Matrix *a, const Matrix *b,
+                              const Matrix *y) {
+  /* A batch of A against one B is a single taller product. */
+  bool fold = y->batch > 1 && b->batch == 1 && a->batch == y->batch &&
+              a->batch_stride == a->rows * a->ld && y->batch_stride == y->rows * y->ld &&
+              a->ld == a->cols && y->ld == y->cols;
+  Product g = {.m = y->cols, .n = y->rows, .k = a->cols, .alpha = 1, .beta = 0,
+               .a = buf(e, n->in[1]), .lda = b->ld, .b = buf(e, n->in[0]), .ldb = a->ld,
+               .c = buf(e, n->out[0]), .ldc = y->ld, .batch = 1};
+  if (y->batch == 1 || fold) {
+    g.n = y->rows * y->batch;
+  } else {
+    g.stride_a = b->batch > 1 ? b->batch_stride : 0;
+    g.stride_b = a->batch > 1 ? a->batch_stride : 0;
+    g.stride_c = y->batch_stride;
+    g.batch = y->batch;
+  }
+  return g;
+}
+
+/*
+ * A MatMul with a fused bias (fuse-bias: one value per column of Y, so per
+ * row of Y^T) is one cublasLtMatmul with the BIAS epilogue; where cuBLASLt
+ * is not taken (several GPUs, CPU code), the product then cudnnAddTensor.
+ */
+typedef struct MatmulPlan {
+  Product g;
+  const Tensor *bias;
+  bool lt;
+  const char *handle, *desc, *la, *lb, *ly; /* cuBLASLt's */
+  const char *bd, *yd;                      /* cudnnAddTensor's */
+} MatmulPlan;
+
+static bool lt_taken(Emitter *e, const Node *n) {
+  return !emit_multi_gpu(e) && !node_is_cpu_code(e, n);
+}
+
+/* A layout of the batch: `batch` matrices `stride` elements apart (0: one
+   shared). */
+static const char *lt_batched(Emitter *e, const Node *n, const char *what, int64_t rows,
+                              int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  const char *l = lt_layout(e, n, what, false, rows, cols, ld);
+  if (batch > 1) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatrixLayoutSetAttribute(%s, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, "
+              "&(int32_t){%lld}, sizeof(int32_t))",
+              l, (long long)batch);
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatrixLayoutSetAttribute(%s, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, "
+              "&(int64_t){%lld}, sizeof(int64_t))",
+              l, (long long)stride);
+  }
+  return l;
+}
+
+static void matmul_lt_setup(Emitter *e, const Node *n, MatmulPlan *p) {
+  const Product *g = &p->g;
+  p->handle = lt_field(e, n, "cublasLtHandle_t", "lt");
+  p->desc = lt_field(e, n, "cublasLtMatmulDesc_t", "lt_desc");
+  emit(e, "/* Y^T = B^T A^T + bias on cuBLASLt, the bias in its epilogue */");
+  emit_call(e, LIB_CUBLAS, n, "cublasLtCreate(&%s)", p->handle);
+  emit_call(e, LIB_CUBLAS, n, "cublasLtMatmulDescCreate(&%s, CUBLAS_COMPUTE_32F, CUDA_R_32F)",
+            p->desc);
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_EPILOGUE", "uint32_t",
+               "CUBLASLT_EPILOGUE_BIAS");
+  lt_attribute(e, n, p->desc, "CUBLASLT_MATMUL_DESC_BIAS_POINTER", "const void *",
+               buf(e, p->bias));
+  p->la = lt_batched(e, n, "lt_a", g->m, g->k, g->lda, g->batch, g->stride_a);
+  p->lb = lt_batched(e, n, "lt_b", g->k, g->n, g->ldb, g->batch, g->stride_b);
+  p->ly = lt_batched(e, n, "lt_y", g->m, g->n, g->ldc, g->batch, g->stride_c);
+  emit_to(e, SEC_TEARDOWN, "cublasLtMatmulDescDestroy(%s);", p->desc);
+  emit_to(e, SEC_TEARDOWN, "cublasLtDestroy(%s);", p->handle);
+}
+
+static void matmul_setup(Emitter *e, Node *n) {
+  MatmulPlan *p = node_data(e, n, sizeof(MatmulPlan));
   Matrix a, b, y;
-  return plan_matmul(n, &a, &b, &y);
+  plan_matmul(n, &a, &b, &y);
+  p->g = matmul_product(e, n, &a, &b, &y);
+  p->bias = node_input(n, 2);
+  if (!p->bias)
+    return;
+  p->lt = lt_taken(e, n);
+  if (p->lt) {
+    matmul_lt_setup(e, n, p);
+    return;
+  }
+  p->bd = emit_tensor_desc_of(e, n, "bias", p->bias, 4, true);
+  p->yd = emit_tensor_desc_of(e, n, "y", n->out[0], 4, true);
+}
+
+static bool matmul_supports(Emitter *e, const Node *n) {
+  Matrix a, b, y;
+  if (!plan_matmul(n, &a, &b, &y))
+    return false;
+  /* cudnnAddTensor takes the bias over Y up to rank 4 only. */
+  return !node_input(n, 2) || lt_taken(e, n) || n->out[0]->rank <= 4;
 }
 
 static void matmul_run(Emitter *e, Node *n) {
-  Matrix a, b, y;
-  plan_matmul(n, &a, &b, &y);
-  const char *pa = buf(e, n->in[0]), *pb = buf(e, n->in[1]), *py = buf(e, n->out[0]);
-  /* A batch of A against one B is a single taller product. */
-  bool fold = y.batch > 1 && b.batch == 1 && a.batch == y.batch && a.batch_stride == a.rows * a.ld &&
-              y.batch_stride == y.rows * y.ld && a.ld == a.cols && y.ld == y.cols;
-  Product g = {.m = y.cols, .n = y.rows, .k = a.cols, .alpha = 1, .beta = 0, .a = pb,
-               .lda = b.ld, .b = pa, .ldb = a.ld, .c = py, .ldc = y.ld, .batch = 1};
-  if (y.batch == 1 || fold) {
-    g.n = y.rows * y.batch;
-  } else {
-    g.stride_a = b.batch > 1 ? b.batch_stride : 0;
-    g.stride_b = a.batch > 1 ? a.batch_stride : 0;
-    g.stride_c = y.batch_stride;
-    g.batch = y.batch;
+  MatmulPlan *p = node_data(e, n, sizeof(MatmulPlan));
+  const Product *g = &p->g;
+  if (p->lt) {
+    emit_call(e, LIB_CUBLAS, n,
+              "cublasLtMatmul(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+              p->handle, p->desc, emit_scalar(e, 1), g->a, p->la, g->b, p->lb, emit_scalar(e, 0),
+              g->c, p->ly, g->c, p->ly, node_stream(e, n));
+    return;
   }
-  emit_product(e, n, &g);
+  emit_product(e, n, g);
+  if (p->bias)
+    emit_call(e, LIB_CUDNN, n, "cudnnAddTensor(%s, %s, %s, %s, %s, %s, %s)", node_cudnn(e, n),
+              emit_scalar(e, 1), p->bd, buf(e, p->bias), emit_scalar(e, 1), p->yd, g->c);
 }
 
-const OpEmitter blas_matmul = {.run = matmul_run, .supports = matmul_supports, .half = true};
+const OpEmitter blas_matmul = {
+    .setup = matmul_setup, .run = matmul_run, .supports = matmul_supports, .half = true};

@@ -120,6 +120,7 @@ const char *offset_ptr(Emitter *e, const char *base, int64_t offset) {
  */
 typedef struct Copies {
   int count;
+  bool one_launch; /* a Concat copied by opc_concat_blocks */
   CopyPlan plan[64];
   const Tensor *dst[64], *src[64];
   int64_t dst_offset[64], src_offset[64];
@@ -225,6 +226,53 @@ static bool plan_copies(Copies *c, const Node *n) {
   }
 }
 
+/* A copy as `rows` rows of `size` contiguous elements, read one after
+   another and written `pitch` apart; false when it is not one. */
+static bool as_rows(const CopyPlan *p, int64_t *rows, int64_t *size, int64_t *pitch) {
+  if (p->rank == 1 && p->src[0] == 1) {
+    bool dense = p->dst[0] == 1;
+    *rows = dense ? 1 : p->dims[0];
+    *size = dense ? p->dims[0] : 1;
+    *pitch = dense ? *size : p->dst[0];
+    return true;
+  }
+  if (p->rank != 2)
+    return false;
+  /* The plan keeps the tensor's order of dims, not its storage's: the
+     block's dim (unit strides) may come first (channels-last data). */
+  int block = p->src[1] == 1 && p->dst[1] == 1 ? 1 : 0, other = 1 - block;
+  if (p->src[block] != 1 || p->dst[block] != 1 || p->src[other] != p->dims[block])
+    return false;
+  *rows = p->dims[other];
+  *size = p->dims[block];
+  *pitch = p->dst[other];
+  return true;
+}
+
+/* Whether a Concat's copies are blocks of the output's rows, each input's
+   after the one before (DenseNet's channels-last joins: a row per pixel).
+   Worth one launch when there are two or more. */
+static bool concat_blocks(const Copies *c, ConcatBlocks *b) {
+  b->count = 0;
+  b->rows = b->row = 0;
+  int64_t pitch = 0;
+  for (int k = 0; k < c->count; k++) {
+    int64_t rows, size, p;
+    if (c->plan[k].kind == COPY_NOTHING)
+      continue;
+    if (!as_rows(&c->plan[k], &rows, &size, &p) || c->src_offset[k] != 0 ||
+        c->dst_offset[k] != b->row || (b->count && (rows != b->rows || (rows > 1 && p != pitch))))
+      return false;
+    b->src[b->count] = c->src[k];
+    b->start[b->count] = b->row;
+    b->size[b->count++] = size;
+    b->rows = rows;
+    b->row += size;
+    pitch = p;
+  }
+  return b->count >= 2 && (b->rows == 1 || pitch == b->row);
+}
+
 static bool copy_supports(Emitter *e, const Node *n) {
   (void)e;
   Copies c;
@@ -242,12 +290,21 @@ static bool copy_supports(Emitter *e, const Node *n) {
 static void copy_setup_node(Emitter *e, Node *n) {
   Copies *c = node_data(e, n, sizeof(Copies));
   plan_copies(c, n);
+  ConcatBlocks b;
+  c->one_launch = n->op == OP_CONCAT && concat_blocks(c, &b) && kernel_concat_blocks(e, n, &b, false);
+  if (c->one_launch)
+    return;
   for (int i = 0; i < c->count; i++)
     copy_setup(e, n, c->count > 1 ? emit_str(e, "copy%d", i) : "copy", &c->plan[i]);
 }
 
 static void copy_run_node(Emitter *e, Node *n) {
   Copies *c = node_data(e, n, sizeof(Copies));
+  ConcatBlocks b;
+  if (c->one_launch && concat_blocks(c, &b)) {
+    kernel_concat_blocks(e, n, &b, true);
+    return;
+  }
   for (int i = 0; i < c->count; i++)
     copy_run(e, n, &c->plan[i], offset_ptr(e, buf(e, c->dst[i]), c->dst_offset[i]),
              offset_ptr(e, buf(e, c->src[i]), c->src_offset[i]));

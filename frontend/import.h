@@ -33,6 +33,8 @@ typedef struct Importer {
   bool failed;       /* an error has been reported; keep going to find the others */
   int if_depth;      /* subgraphs being inlined, one inside another */
   Scope *scope;      /* the innermost subgraph's names; NULL in the main graph */
+  struct LoopCapture *capture; /* the run-time Loop body being imported (loop.c), or NULL */
+  const Onnx__GraphProto *top; /* the main graph, for its declared shapes */
   SeqValue **seqs;   /* what the placeholders of sequences and optionals stand for */
   int nseqs, seqcap;
 } Importer;
@@ -102,6 +104,23 @@ bool is_training_op(const Onnx__NodeProto *np);
 void import_training_op(Importer *im, const Onnx__NodeProto *np, const char *name);
 
 /* Scan, unrolled into its steps (scan.c). */
+/* A Loop whose trip count or condition is run-time data, as one OP_LOOP
+   node owning its body (loop.c). */
+void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *name,
+                         const Onnx__GraphProto *body);
+/* Whether a Loop's iterations are all known at compile time: its trip
+   count and condition known now, and its body's condition computed from
+   them and constants only (loop.c). */
+bool loop_known_now(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphProto *body);
+/* Whether every scan output of a Loop has a declared first dim, the bound
+   of its rows when the Loop runs at run time (loop.c). */
+bool loop_scans_bounded(Importer *im, const Onnx__NodeProto *np, const Onnx__GraphProto *body);
+/* Inside a run-time Loop's body: the body's own tensor for t, a tensor of
+   an enclosing graph (loop.c). */
+struct Tensor *loop_capture(Importer *im, struct Tensor *t);
+/* Inside a run-time Loop's body: the tensor `name` of the graph around
+   it, or NULL (loop.c). */
+struct Tensor *loop_capture_outer_find(Importer *im, const char *name);
 void import_scan(Importer *im, const Onnx__NodeProto *np, const char *name);
 
 /* out = values[0..count), stacked along a new axis `axis`: an Unsqueeze

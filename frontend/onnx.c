@@ -240,12 +240,20 @@ static bool check_node_count(Importer *im, const Onnx__GraphProto *gp) {
 
 /* The tensor `name` refers to where the importer is: the innermost
    subgraph that defines it, else the main graph; NULL if none does. */
-Tensor *import_lookup(Importer *im, const char *name) {
+static Tensor *lookup_anywhere(Importer *im, const char *name) {
   for (const Scope *s = im->scope; s; s = s->parent)
     for (int i = 0; i < s->n; i++)
       if (strcmp(s->names[i], name) == 0)
         return s->tensors[i];
-  return graph_find_tensor(im->g, name);
+  Tensor *t = graph_find_tensor(im->g, name);
+  return t || !im->capture ? t : loop_capture_outer_find(im, name);
+}
+
+/* Inside a run-time Loop's body, a value of the graphs around it becomes
+   one of the body's (loop.c). */
+Tensor *import_lookup(Importer *im, const char *name) {
+  Tensor *t = lookup_anywhere(im, name);
+  return t && im->capture ? loop_capture(im, t) : t;
 }
 
 /* A new tensor for `name` defined in the innermost subgraph, named with
@@ -1199,6 +1207,17 @@ static void loop_outputs(Importer *im, const Onnx__NodeProto *np, const char *na
   }
 }
 
+/* Whether a Loop carries a sequence or optional, which only unrolling
+   lowers. */
+static bool carries_sequence(Importer *im, const Onnx__NodeProto *np) {
+  for (size_t i = 2; i < np->n_input; i++) {
+    Tensor *t = *np->input[i] ? import_lookup(im, np->input[i]) : NULL;
+    if (t && seq_of(im, t))
+      return true;
+  }
+  return false;
+}
+
 /*
  * Loop whose trip count and conditions are known at compile time (constant,
  * computed from shapes, or bound with --const-input): the body is imported
@@ -1216,6 +1235,22 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
     return;
   int nin = (int)np->n_input, carried = nin - 2;
   int scans = (int)body->n_output - 1 - carried;
+  /* Scan outputs, as many rows as iterations, without a declared bound,
+     and carried sequences need the count at compile time: below, an
+     error names the input to bind. */
+  if ((scans == 0 || loop_scans_bounded(im, np, body)) && !carries_sequence(im, np) &&
+      !loop_known_now(im, np, body) && !im->failed) {
+    /* Quietly: a body that needs its iteration number at compile time (a
+       Slice at it) is refused below instead, naming the input to bind. */
+    ir_quiet(true);
+    import_runtime_loop(im, np, name, body);
+    ir_quiet(false);
+    if (!im->failed)
+      return;
+    im->failed = false;
+  }
+  if (im->failed)
+    return;
   int64_t trips = INT64_MAX;
   Tensor *m = *np->input[0] ? import_lookup(im, np->input[0]) : NULL;
   if (*np->input[0] && (!m || !import_known_now(im, name, "Loop", m, "trip count") ||
@@ -1452,6 +1487,7 @@ static bool import_graph(Importer *im, const Onnx__ModelProto *m) {
   if (!check_operators(im, gp))
     return false;
 
+  im->top = gp;
   import_initializers(im, gp);
   for (size_t i = 0; i < gp->n_input; i++)
     import_input(im, gp->input[i]);

@@ -282,6 +282,27 @@ static void put_node(FILE *f, const Graph *g, const Node *n, int issue) {
   fputc('\n', f);
 }
 
+/* A run-time Loop's body, after its node, as comments (graph_parse skips
+   them): the IR text has no nested graphs. */
+static void put_body(FILE *f, const Node *n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m)
+    return;
+  graph_dump(n->body, m);
+  fclose(m);
+  fputs("# body of ", f);
+  put_string(f, n->name);
+  fputs(":\n", f);
+  for (char *line = text; line && *line;) {
+    char *end = strchr(line, '\n');
+    fprintf(f, "#   %.*s\n", end ? (int)(end - line) : (int)strlen(line), line);
+    line = end ? end + 1 : NULL;
+  }
+  free(text);
+}
+
 void graph_dump(Graph *g, FILE *f) {
   fputs("graph ", f);
   put_string(f, g->name ? g->name : "main");
@@ -352,8 +373,11 @@ void graph_dump(Graph *g, FILE *f) {
     if (at >= 0)
       issue[at] = k;
   }
-  for (int i = 0; i < g->nnodes; i++)
+  for (int i = 0; i < g->nnodes; i++) {
     put_node(f, g, g->nodes[i], issue[i]);
+    if (g->nodes[i]->body)
+      put_body(f, g->nodes[i]);
+  }
   free(issue);
   for (int i = 0; i < g->noutputs; i++) {
     fputs("output ", f);

@@ -851,6 +851,8 @@ bool fold_gemm(Graph *g, Node *n) {
    leave the result again, which the output's shape already says); the
    dims before the last two broadcast. */
 bool fold_matmul(Graph *g, Node *n) {
+  if (n->nin > 2)
+    return false; /* a fused bias (fuse-bias): only its kernels add it */
   const Tensor *a = n->in[0], *b = n->in[1];
   Tensor *y = n->out[0];
   int64_t ad[IR_MAX_RANK + 1], bd[IR_MAX_RANK + 1];

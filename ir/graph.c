@@ -71,6 +71,20 @@ Graph *graph_new(const char *path) {
   return g;
 }
 
+/* A graph kept in another's arena (a Loop's body): freed with that one,
+   never by graph_free. */
+Graph *graph_new_in(Graph *owner, const char *name) {
+  Arena *a = owner->arena;
+  Graph *g = arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->path = owner->path;
+  g->name = arena_strdup(a, name);
+  g->opset = owner->opset;
+  g->max_memory = owner->max_memory;
+  g->names = arena_alloc(a, sizeof(NameMap));
+  return g;
+}
+
 void graph_free(Graph *g) {
   if (g)
     arena_free(g->arena);
@@ -639,8 +653,13 @@ Tensor *node_input(const Node *n, int i) { return i >= 0 && i < n->nin ? n->in[i
 /* ----------------------------------------------------------- diagnostics */
 
 static int error_count;
+static int quiet; /* ir_quiet's depth */
+
+void ir_quiet(bool on) { quiet += on ? 1 : -1; }
 
 static void vreport(const char *kind, const Graph *g, const Node *n, const char *fmt, va_list ap) {
+  if (quiet)
+    return;
   fprintf(stderr, "opc: %s: ", kind);
   /* In a serving program a node's own model names the file. */
   const ServedModel *model = g && n ? graph_instance_model(g, n->instance) : NULL;
@@ -657,7 +676,7 @@ void ir_error(const Graph *g, const Node *n, const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("error", g, n, fmt, ap);
   va_end(ap);
-  error_count++;
+  error_count += !quiet;
 }
 
 void ir_warning(const Graph *g, const Node *n, const char *fmt, ...) {

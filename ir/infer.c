@@ -22,8 +22,11 @@ static bool check_arity(Graph *g, Node *n) {
     ir_error(g, n, "unsupported operator");
     return false;
   }
-  /* Conv's fourth input is opc's fused residual, not ONNX's. */
+  /* Conv's fourth input is opc's fused residual, not ONNX's; a fused
+     bias is one more input too. */
   int max_in = n->op == OP_CONV ? 4 : info->max_inputs;
+  if (info->traits & T_FUSED_BIAS)
+    max_in++;
   if (n->nin < info->min_inputs || (max_in >= 0 && n->nin > max_in)) {
     ir_error(g, n, "has %d inputs, expects %d to %d", n->nin, info->min_inputs, max_in);
     return false;

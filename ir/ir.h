@@ -481,9 +481,11 @@ typedef union Params {
 
 /*
  * One operation. Inputs follow the ONNX operator's input order; an omitted
- * optional input is NULL. Two fused extensions:
+ * optional input is NULL. Three fused extensions:
  *   Conv:  in[3] is an optional residual Z: y = act(conv(x, w) + b + z).
  *   Conv and Gemm: `act` (with act_alpha, act_beta) is applied last.
+ *   A kind with T_FUSED_BIAS (MatMul): one input after ONNX's, a bias per
+ *   output column that fuse-bias folded in from an Add.
  */
 struct Node {
   int id;
@@ -513,6 +515,14 @@ struct Node {
   /* In a program that serves several models (Graph.serve): the copy of a
      model this node belongs to; -1 otherwise. */
   int instance;
+
+  /* A Loop run at run time (OP_LOOP): its body, a graph of its own in
+     the same arena. Body inputs: the iteration number (int64, rank 0),
+     the condition (bool, rank 0), the carried values, then the outer
+     values the body reads (the node's inputs from 2 on, in that order);
+     body outputs: the condition, then the carried values. NULL for
+     every other kind. */
+  struct Graph *body;
 };
 
 typedef struct Graph Graph;
@@ -636,6 +646,10 @@ enum {
      the output static; along other axes the output stays bounded
      (ir/bounds.c). */
   T_BOUND_REDUCE = 1u << 22,
+  /* Takes one input more than ONNX's, opc's own: a bias along the output's
+     last axis, one value per column, that fuse-bias folds in from an Add
+     (MatMul: cuBLASLt adds it in the GEMM's epilogue). */
+  T_FUSED_BIAS = 1u << 23,
 };
 
 /* Description of one operator kind: a row of ops.def. */
@@ -820,6 +834,8 @@ struct Graph {
   struct NameMap *names; /* tensor name -> Tensor */
 
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
+  bool placed;          /* a Loop's body: its offsets moved into the graph's arena (backend/loop.c) */
+  int loop_scans;       /* a Loop's body: its last outputs that stack scan outputs (frontend/loop.c) */
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */
@@ -829,6 +845,8 @@ struct Graph {
 
 Graph *graph_new(const char *path);
 void graph_free(Graph *g);
+/* A graph in the arena of `owner` (a Loop's body), freed with it. */
+Graph *graph_new_in(Graph *owner, const char *name);
 
 Tensor *graph_add_tensor(Graph *g, const char *name); /* name NULL: generated */
 Tensor *graph_find_tensor(Graph *g, const char *name);
@@ -1064,5 +1082,9 @@ void ir_warning(const Graph *g, const Node *n, const char *fmt, ...)
 void opc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Counts errors reported so far (tests use it). */
 int ir_error_count(void);
+/* While on (nested calls count), errors and warnings are neither printed
+   nor counted: the importer tries a form it can fall back from (a Loop
+   run at run time, else unrolled: frontend/loop.c). */
+void ir_quiet(bool on);
 
 #endif

@@ -487,6 +487,57 @@ static bool infer_if_select(Graph *g, Node *n) {
   return set_out(g, n, 0, a->dtype, a->rank, a->dims);
 }
 
+/* The same type on both sides of a Loop body's boundary: a carried value
+   keeps its dtype and static shape from one iteration to the next. */
+static bool loop_types_agree(Graph *g, Node *n, const Tensor *a, const Tensor *b,
+                             const char *what) {
+  if (a->dtype == b->dtype && tensor_same_shape(a, b) && !a->bounded && !b->bounded)
+    return true;
+  char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+  ir_error(g, n, "%s: '%s' is %s%s but '%s' is %s%s; opc runs a Loop at run time only when "
+           "each carried value keeps its dtype and static shape", what, a->name,
+           tensor_type_str(a, ta, sizeof ta), a->bounded ? " (bounded)" : "", b->name,
+           tensor_type_str(b, tb, sizeof tb), b->bounded ? " (bounded)" : "");
+  return false;
+}
+
+/* A run-time Loop: its outputs are its carried inputs' types; the last,
+   its body's memory, is the body's arena (one byte until it is planned). */
+static bool infer_loop(Graph *g, Node *n) {
+  Graph *body = n->body;
+  int carried = body ? body->noutputs - 1 : -1;
+  if (!body || carried < 0 || n->nout != carried + 1 || body->ninputs != n->nin) {
+    ir_error(g, n, "a Loop node needs its body graph, with one input per node input and one "
+             "output more than the carried values");
+    return false;
+  }
+  Tensor *m = in(n, 0), *cond = in(n, 1);
+  if ((m && (m->dtype != DT_INT64 || tensor_numel(m) != 1)) ||
+      (cond && (cond->dtype != DT_BOOL || tensor_numel(cond) != 1))) {
+    ir_error(g, n, "the trip count must be one int64 and the condition one bool");
+    return false;
+  }
+  if (body->outputs[0]->dtype != DT_BOOL || tensor_numel(body->outputs[0]) != 1) {
+    ir_error(g, n, "the body's condition '%s' must be one bool", body->outputs[0]->name);
+    return false;
+  }
+  for (int k = 0; k < carried; k++) {
+    const Tensor *x = in(n, 2 + k);
+    if (!loop_types_agree(g, n, x, body->inputs[2 + k], "carried value") ||
+        !loop_types_agree(g, n, x, body->outputs[1 + k], "carried value") ||
+        !set_out(g, n, k, x->dtype, x->rank, x->dims))
+      return false;
+    /* A scan output's rows, planned for its bound: the iterations run are
+       the Loop's to write (backend/loop.c). */
+    if (k >= carried - body->loop_scans && n->out[k]) {
+      n->out[k]->bounded = true;
+      n->out[k]->bound_axis = 0;
+    }
+  }
+  int64_t bytes = body->arena_bytes > 0 ? body->arena_bytes : 1;
+  return set_out(g, n, carried, DT_UINT8, 1, &bytes);
+}
+
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
    reference does, numpy's floored mod (the result takes the divisor's sign). */
 static bool infer_mod(Graph *g, Node *n) {
@@ -633,6 +684,7 @@ static bool infer_dynamic_quantize(Graph *g, Node *n) {
 static bool need_channels(Graph *g, Node *n, const Tensor *p, int64_t c);
 static bool infer_conv(Graph *g, Node *n);
 static bool infer_matmul(Graph *g, Node *n);
+static bool fused_bias_fits(Graph *g, Node *n, int64_t cols);
 
 /* A zero point of an integer product: one value, or (when `count` > 0)
    a 1-D tensor of `count`, one per `what`. */
@@ -1896,7 +1948,28 @@ static bool infer_matmul(Graph *g, Node *n) {
     dims[rank++] = m;
   if (b->rank != 1)
     dims[rank++] = nn;
-  return set_out(g, n, 0, a->dtype, rank, dims);
+  return set_out(g, n, 0, a->dtype, rank, dims) && fused_bias_fits(g, n, nn);
+}
+
+/* A fused bias (T_FUSED_BIAS, the input after ONNX's): one value of the
+   output's type per column, `cols` of them, folded in from an Add (the
+   node absorbed it): a model's own node with that input is refused. */
+static bool fused_bias_fits(Graph *g, Node *n, int64_t cols) {
+  const OpInfo *info = op_info(n->op);
+  const Tensor *bias = n->nin > info->max_inputs ? in(n, info->max_inputs) : NULL;
+  if (!bias || !(info->traits & T_FUSED_BIAS))
+    return true;
+  if (n->nfused == 0) {
+    ir_error(g, n, "has %d inputs, expects %d to %d", n->nin, info->min_inputs,
+             info->max_inputs);
+    return false;
+  }
+  if (bias->rank == 1 && bias->dims[0] == cols && bias->dtype == n->out[0]->dtype)
+    return true;
+  char s[128];
+  ir_error(g, n, "fused bias '%s' %s must have shape [%lld] and the output's type", bias->name,
+           shape_str(bias, s, sizeof s), (long long)cols);
+  return false;
 }
 
 static bool infer_flatten(Graph *g, Node *n) {

@@ -13,6 +13,8 @@
 static bool same_computation(const Node *a, const Node *b) {
   if (a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->is_view || b->is_view)
     return false;
+  if (a->body || b->body) /* two Loops on the same inputs run different bodies */
+    return false;
   if (a->act != b->act || a->act_alpha != b->act_alpha || a->act_beta != b->act_beta)
     return false;
   for (int i = 0; i < a->nin; i++)

@@ -44,6 +44,7 @@ SchedDeps *pass_deps(PassContext *ctx);
 bool run_schedule_passes(Graph *g, const PassOptions *opt, PassContext *ctx);
 
 /* simplification */
+bool pass_compile_bodies(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_fold_constants(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_remove_identity(Graph *g, const PassOptions *opt, PassContext *ctx);
 bool pass_eliminate_dead(Graph *g, const PassOptions *opt, PassContext *ctx);

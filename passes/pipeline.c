@@ -13,6 +13,7 @@
 
 /* name, optional (skipped at -O0), rewrites (may change the nodes), entry */
 static const Pass pipeline[] = {
+    {"compile-bodies", false, true, pass_compile_bodies}, /* a run-time Loop's body, alone */
     {"fuse-qdq", true, true, pass_fuse_qdq}, /* before fold-constants turns DQ(w) into floats */
     {"fold-constants", false, true, pass_fold_constants}, /* no code exists for shape arithmetic */
     {"remove-identity", true, true, pass_remove_identity},

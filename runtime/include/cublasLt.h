@@ -1,11 +1,14 @@
 /*
- * cublasLt.h - opc's CPU implementation of the cuBLASLt subset that int8
+ * cublasLt.h - opc's CPU implementation of the cuBLASLt subset that opc's
  * GEMMs use: a handle, a matmul descriptor, matrix layouts and
  * cublasLtMatmul, declared from NVIDIA's cuBLASLt documentation with CUDA
- * 13's values. Only the integer case is computed (A and B CUDA_R_8I, C
- * and D CUDA_R_32I, CUBLAS_COMPUTE_32I, int32 alpha and beta), under the
- * restrictions the documentation states for it (runtime/README.md, "Int8
- * GEMM"); other types return CUBLAS_STATUS_NOT_SUPPORTED.
+ * 13's values. Two cases are computed, under the restrictions the
+ * documentation states for them (runtime/README.md, "Int8 GEMM" and
+ * "Float matmul with epilogues"): the integer one (A and B CUDA_R_8I, C
+ * and D CUDA_R_32I, CUBLAS_COMPUTE_32I, int32 alpha and beta), and
+ * float32, float16 or bfloat16 matrices with float32 compute and scale,
+ * with the bias, ReLU and GELU epilogues; other types return
+ * CUBLAS_STATUS_NOT_SUPPORTED.
  */
 #ifndef OPC_CUBLASLT_H
 #define OPC_CUBLASLT_H
@@ -39,7 +42,9 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_TRANSA = 3,       /* int32_t: a cublasOperation_t */
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
   CUBLASLT_MATMUL_DESC_TRANSC = 5,
-  CUBLASLT_MATMUL_DESC_EPILOGUE = 7      /* uint32_t: a cublasLtEpilogue_t */
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,     /* uint32_t: a cublasLtEpilogue_t */
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8, /* const void *: the bias, in device memory */
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26 /* int32_t: a cudaDataType_t; -1, D's type */
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
@@ -47,7 +52,17 @@ typedef enum {
   CUBLASLT_POINTER_MODE_DEVICE = 1  /* alpha and beta in device memory */
 } cublasLtPointerMode_t;
 
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1 } cublasLtEpilogue_t;
+/* What is applied to alpha op(A) op(B) + beta C before D is written: a
+ * bias (one element per row of D, the same for every column), then ReLU
+ * or GELU. The flags combine: RELU_BIAS is RELU | BIAS. */
+typedef enum {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_RELU = 2,
+  CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_RELU_BIAS = 6,
+  CUBLASLT_EPILOGUE_GELU = 32,
+  CUBLASLT_EPILOGUE_GELU_BIAS = 36
+} cublasLtEpilogue_t;
 
 /* Attributes of a matrix layout, with the type each one's buffer holds. */
 typedef enum {

@@ -11,6 +11,7 @@
  * the handle's workspace as scratch, so checking mode records it as
  * written.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "cublas_v2.h"
@@ -200,7 +201,34 @@ typedef struct GemmOp {
   int splits;      /* blocks per batch entry */
   bool split_rows; /* split C's rows rather than its columns */
   int small_parts; /* > 0: small matrices, this many parts of whole batch entries */
+  const float *bias; /* cuBLASLt's epilogue (gemm_epilogue_op): one per row of C */
+  LtAct act;
 } GemmOp;
+
+/* tanh-approximated GELU, the form cuBLASLt's GELU epilogues compute. */
+static float gelu_tanh(float x) {
+  const float sqrt_2_over_pi = 0.7978845608f;
+  return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+}
+
+/* The epilogue over rows [row0, row0 + m) of C and n columns: each row's
+ * bias, then the activation (a NaN stays NaN through ReLU, as max(x, 0)
+ * on the GPU). */
+static void epilogue(const GemmOp *g, float *C, int row0, int m, int n) {
+  for (int j = 0; j < n; j++) {
+    float *c = C + (long long)j * g->ldc;
+    for (int i = 0; i < m; i++) {
+      float x = g->bias ? c[i] + g->bias[row0 + i] : c[i];
+      if (g->act == LT_ACT_RELU)
+        x = x < 0 ? 0 : x;
+      else if (g->act == LT_ACT_GELU)
+        x = gelu_tanh(x);
+      c[i] = x;
+    }
+  }
+}
+
+static bool has_epilogue(const GemmOp *g) { return g->bias || g->act != LT_ACT_NONE; }
 
 /*
  * Small products (attention's 16 x 16 heads, for one) cost less to compute
@@ -267,8 +295,11 @@ OPC_VECTOR_CLONES static void small_gemm(const GemmOp *g, const float *A, const 
 static void small_part(void *ctx, int part, int nparts) {
   const GemmOp *g = ctx;
   long long lo = (long long)g->batch * part / nparts, hi = (long long)g->batch * (part + 1) / nparts;
-  for (long long b = lo; b < hi; b++)
+  for (long long b = lo; b < hi; b++) {
     small_gemm(g, g->A + b * g->sa, g->B + b * g->sb, g->C + b * g->sc);
+    if (has_epilogue(g))
+      epilogue(g, g->C + b * g->sc, 0, g->m, g->n);
+  }
 }
 
 static void gemm_part(void *ctx, int part, int nparts) {
@@ -277,10 +308,11 @@ static void gemm_part(void *ctx, int part, int nparts) {
   int b = part / g->splits, s = part % g->splits;
   const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
   float *C = g->C + b * g->sc;
-  int m = g->m, n = g->n;
+  int m = g->m, n = g->n, row0 = 0;
   if (g->split_rows) {
     int lo = (int)((long long)g->m * s / g->splits), hi = (int)((long long)g->m * (s + 1) / g->splits);
     m = hi - lo;
+    row0 = lo;
     A += g->ta ? (long long)lo * g->lda : lo; /* row lo of op(A) */
     C += lo;
   } else {
@@ -296,11 +328,12 @@ static void gemm_part(void *ctx, int part, int nparts) {
     for (int j = 0; j < n; j++)
       for (int i = 0; i < m; i++)
         C[(long long)j * g->ldc + i] = g->beta == 0 ? 0 : g->beta * C[(long long)j * g->ldc + i];
-    return;
-  }
-  if (!blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta, C,
-                  g->ldc))
+  } else if (!blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta,
+                         C, g->ldc)) {
     rt_fail_async(g->op.api);
+  }
+  if (has_epilogue(g))
+    epilogue(g, C, row0, m, n);
 }
 
 static void run_gemm(Op *op) {
@@ -552,16 +585,19 @@ static void gemm_bind(Op *inner, void *const *ptrs) {
     g->B = ptrs[i++];
   }
   g->C = ptrs[i];
+  if (g->bias)
+    g->bias = ptrs[i + 1];
 }
 
 /*
  * A checked call with 16-bit A and B: the float op over packed float
  * copies of A and B (leading dimension their rows, batch stride one
  * matrix, or 0 when the batch shares one), and of C when it is 16-bit too
- * (a float C is used where it is), inside a half_op_new op.
+ * (a float C is used where it is), inside a half_op_new op; with
+ * cuBLASLt's epilogue, of the bias too. NULL when out of memory.
  */
-static cublasStatus_t gemm_half(cublasHandle_t handle, const Gemm *c, cudaDataType ab,
-                                cudaDataType ct, float alpha, float beta, const char *api) {
+static Op *half_gemm_op(const Gemm *c, cudaDataType ab, cudaDataType ct, float alpha, float beta,
+                        const void *bias, LtAct act, const char *api) {
   bool ta = c->transa != CUBLAS_OP_N, tb = c->transb != CUBLAS_OP_N;
   int arows = ta ? c->k : c->m, acols = ta ? c->m : c->k;
   int brows = tb ? c->n : c->k, bcols = tb ? c->k : c->n;
@@ -576,19 +612,28 @@ static cublasStatus_t gemm_half(cublasHandle_t handle, const Gemm *c, cudaDataTy
   }
   GemmOp *g = gemm_op(api, &f, alpha, beta);
   if (!g)
-    return CUBLAS_STATUS_ALLOC_FAILED;
-  HalfArg args[3];
+    return NULL;
+  g->bias = bias; /* rebound to its float copy */
+  g->act = act;
+  HalfArg args[4];
   int n = 0;
   if (c->k > 0) {
     args[n++] = matrix_arg(c->A, ab, arows, acols, c->lda, c->sa, c->batch, true, false);
     args[n++] = matrix_arg(c->B, ab, brows, bcols, c->ldb, c->sb, c->batch, true, false);
   }
   args[n++] = matrix_arg(c->C, ct, c->m, c->n, c->ldc, c->sc, c->batch, beta != 0, true);
+  if (bias)
+    args[n++] = matrix_arg(bias, ab, c->m, 1, c->m, 0, 1, true, false);
   Op *op = half_op_new(&g->op, sizeof *g, gemm_bind, args, n);
-  if (!op)
-    return CUBLAS_STATUS_ALLOC_FAILED;
-  gemm_spans(op, c, beta != 0);
-  return submit(handle, op);
+  if (op)
+    gemm_spans(op, c, beta != 0);
+  return op;
+}
+
+static cublasStatus_t gemm_half(cublasHandle_t handle, const Gemm *c, cudaDataType ab,
+                                cudaDataType ct, float alpha, float beta, const char *api) {
+  Op *op = half_gemm_op(c, ab, ct, alpha, beta, NULL, LT_ACT_NONE, api);
+  return op ? submit(handle, op) : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 static size_t elem_size(cudaDataType t) {
@@ -645,4 +690,31 @@ cublasStatus_t cublasGemmStridedBatchedEx(
             .sa = strideA, .sb = strideB, .sc = strideC, .batch = batchCount};
   return gemm_ex(handle, &c, Atype, Btype, Ctype, computeType, algo,
                  "cublasGemmStridedBatchedEx");
+}
+
+/* ---- cuBLASLt's float matmul with an epilogue (cublaslt.c checks it) ---- */
+
+Op *gemm_epilogue_op(const LtGemm *l, const char *api) {
+  Gemm c = {.transa = l->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+            .transb = l->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = l->m, .n = l->n, .k = l->k, .A = l->A, .B = l->B, .C = l->D, .lda = l->lda,
+            .ldb = l->ldb, .ldc = l->ldd, .sa = l->sa, .sb = l->sb, .sc = l->sd,
+            .batch = l->batch};
+  if (l->store != STORE_F32) {
+    cudaDataType t = l->store == STORE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    c.elem_a = c.elem_c = 2;
+    Op *op = half_gemm_op(&c, t, t, l->alpha, l->beta, l->bias, l->act, api);
+    if (op && l->bias)
+      op_span(op, l->bias, (size_t)l->m * 2, false);
+    return op;
+  }
+  c.elem_a = c.elem_c = sizeof(float);
+  GemmOp *g = gemm_op(api, &c, l->alpha, l->beta);
+  if (!g)
+    return NULL;
+  g->bias = l->bias;
+  g->act = l->act;
+  gemm_spans(&g->op, &c, l->beta != 0);
+  if (l->bias)
+    op_span(&g->op, l->bias, (size_t)l->m * sizeof(float), false);
+  return &g->op;
 }

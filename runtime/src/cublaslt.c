@@ -1,6 +1,9 @@
 /*
- * cublaslt.c - cuBLASLt's int8 matmul (IMMA) on the CPU: A and B
- * CUDA_R_8I, C and D CUDA_R_32I, CUBLAS_COMPUTE_32I, int32 alpha and beta.
+ * cublaslt.c - cuBLASLt's matmul on the CPU, in two cases: the int8 one
+ * (IMMA), and float matrices with cuBLASLt's epilogues (at the bottom).
+ *
+ * The int8 case: A and B CUDA_R_8I, C and D CUDA_R_32I, CUBLAS_COMPUTE_32I,
+ * int32 alpha and beta.
  *
  * The call is checked as the cuBLASLt documentation states for IMMA kernels
  * with the regular (column-major) ordering, so that a program the runtime
@@ -29,6 +32,8 @@ struct cublasLtContext {
 struct cublasLtMatmulDescOpaque_t {
   int32_t compute, scale, pointer_mode, transa, transb, transc;
   uint32_t epilogue;
+  const void *bias;
+  int32_t bias_type; /* -1: D's */
 };
 
 struct cublasLtMatrixLayoutOpaque_t {
@@ -73,7 +78,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComput
   **desc = (struct cublasLtMatmulDescOpaque_t){
     .compute = compute, .scale = scale, .pointer_mode = CUBLASLT_POINTER_MODE_HOST,
     .transa = CUBLAS_OP_N, .transb = CUBLAS_OP_N, .transc = CUBLAS_OP_N,
-    .epilogue = CUBLASLT_EPILOGUE_DEFAULT,
+    .epilogue = CUBLASLT_EPILOGUE_DEFAULT, .bias_type = -1,
   };
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -105,6 +110,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
   case CUBLASLT_MATMUL_DESC_TRANSB: return set_field(&desc->transb, 4, buf, size);
   case CUBLASLT_MATMUL_DESC_TRANSC: return set_field(&desc->transc, 4, buf, size);
   case CUBLASLT_MATMUL_DESC_EPILOGUE: return set_field(&desc->epilogue, 4, buf, size);
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    return set_field(&desc->bias, sizeof desc->bias, buf, size);
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set_field(&desc->bias_type, 4, buf, size);
   }
   return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -146,7 +154,7 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
   return CUBLAS_STATUS_INVALID_VALUE;
 }
 
-/* ------------------------------------------------------------ the matmul */
+/* ------------------------------------------------------- the int8 matmul */
 
 typedef struct LtOp {
   Op op;
@@ -244,13 +252,16 @@ static cublasStatus_t check_shapes(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_
   return CUBLAS_STATUS_SUCCESS;
 }
 
+static bool is_integer(cublasLtMatmulDesc_t d) {
+  return d->compute == CUBLAS_COMPUTE_32I || d->compute == CUBLAS_COMPUTE_32I_PEDANTIC;
+}
+
 /* NOT_SUPPORTED for what cuBLASLt's IMMA kernels with the regular order
  * do not take (the top of the file); the types come first. */
 static cublasStatus_t check_imma(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                                  cublasLtMatrixLayout_t dd, const void *const ptrs[4]) {
-  if ((d->compute != CUBLAS_COMPUTE_32I && d->compute != CUBLAS_COMPUTE_32I_PEDANTIC) ||
-      d->scale != CUDA_R_32I || a->type != CUDA_R_8I || b->type != CUDA_R_8I ||
+  if (!is_integer(d) || d->scale != CUDA_R_32I || a->type != CUDA_R_8I || b->type != CUDA_R_8I ||
       c->type != CUDA_R_32I || dd->type != CUDA_R_32I)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
@@ -295,6 +306,136 @@ static LtOp *lt_op(cublasLtMatmulDesc_t d, const void *A, cublasLtMatrixLayout_t
   return g;
 }
 
+/* ---------------------------------------------------- the float matmul */
+
+/*
+ * Float32, float16 and bfloat16 matrices, computed in float32 by the
+ * runtime's float GEMM (the one cublasSgemm and cublasGemmEx run), then the
+ * epilogue: D = act(alpha op(A) op(B) + beta C + bias), bias one element
+ * per row of D (the same for every column and batch entry), act ReLU or
+ * GELU, which cuBLASLt computes in its tanh approximation.
+ *
+ * Refused as the documentation's table of supported types refuses:
+ * compute type 32F (or 32F_PEDANTIC; the FAST ones with float32 matrices
+ * only) with a float32 scale type, else NOT_SUPPORTED; the runtime
+ * computes the rows of the table whose four matrices share one type, and
+ * refuses the mixed rows with NOT_SUPPORTED too. The bias is D's type
+ * (BIAS_DATA_TYPE unset, -1, or D's type; another is NOT_SUPPORTED), and
+ * a bias epilogue without a bias pointer is INVALID_VALUE. Other
+ * epilogues (the AUX and gradient ones), other orders than column-major,
+ * TRANSC, device pointer mode and pointers not aligned to their element
+ * are NOT_SUPPORTED. C is read only when beta is not 0, and then must be
+ * D itself with D's layout (NOT_SUPPORTED otherwise: a restriction of the
+ * runtime's, not cuBLASLt's; opc emits no other).
+ */
+static int elem_bytes(uint32_t type) {
+  return type == CUDA_R_32F ? 4 : type == CUDA_R_16F || type == CUDA_R_16BF ? 2 : 0;
+}
+
+static bool float_compute(cublasLtMatmulDesc_t d, uint32_t type) {
+  switch (d->compute) {
+  case CUBLAS_COMPUTE_32F:
+  case CUBLAS_COMPUTE_32F_PEDANTIC: return true;
+  case CUBLAS_COMPUTE_32F_FAST_16F:
+  case CUBLAS_COMPUTE_32F_FAST_16BF:
+  case CUBLAS_COMPUTE_32F_FAST_TF32: return type == CUDA_R_32F;
+  default: return false;
+  }
+}
+
+static bool has_bias(uint32_t epilogue) { return epilogue & CUBLASLT_EPILOGUE_BIAS; }
+
+static bool known_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_RELU ||
+         e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+static bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (bytes - 1)) == 0; }
+
+static bool same_layout(cublasLtMatrixLayout_t x, cublasLtMatrixLayout_t y) {
+  return x->ld == y->ld && (x->batch == 1 || x->stride == y->stride);
+}
+
+static cublasStatus_t check_float(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                                  cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                  cublasLtMatrixLayout_t dd, const void *const ptrs[4],
+                                  float beta) {
+  uint32_t t = dd->type;
+  int size = elem_bytes(t);
+  if (!size || a->type != t || b->type != t || c->type != t || d->scale != CUDA_R_32F ||
+      !float_compute(d, t))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST || d->transc != CUBLAS_OP_N ||
+      !known_epilogue(d->epilogue))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (has_bias(d->epilogue) && !d->bias)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (has_bias(d->epilogue) &&
+      ((d->bias_type != -1 && (uint32_t)d->bias_type != t) || !aligned(d->bias, size)))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  cublasLtMatrixLayout_t all[4] = {a, b, c, dd};
+  for (int i = 0; i < 4; i++)
+    if (all[i]->order != CUBLASLT_ORDER_COL || !aligned(ptrs[i], size))
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (beta != 0 && (ptrs[2] != ptrs[3] || !same_layout(c, dd)))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static bool is_trans(int32_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
+
+static bool fits_int(const cublasLtMatrixLayout_t *all, int n) {
+  for (int i = 0; i < n; i++)
+    if (all[i]->ld > INT32_MAX)
+      return false;
+  return true;
+}
+
+static cublasStatus_t float_matmul(cublasLtMatmulDesc_t d, const void *alpha,
+                                   const void *const ptrs[4], cublasLtMatrixLayout_t a,
+                                   cublasLtMatrixLayout_t b, float beta,
+                                   cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
+                                   cudaStream_t stream) {
+  int32_t ops[2] = {d->transa, d->transb};
+  for (int i = 0; i < 2; i++)
+    if (ops[i] != CUBLAS_OP_N && !is_trans(ops[i]))
+      return CUBLAS_STATUS_INVALID_VALUE;
+  cublasLtMatrixLayout_t all[4] = {a, b, c, dd};
+  if (!fits_int(all, 4))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  cublasStatus_t st = check_float(d, a, b, c, dd, ptrs, beta);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return st;
+  if (!blas_ready()) /* the float GEMM's library, as cublasCreate loads it */
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  uint64_t m, k, n, k2;
+  op_shape(a, d->transa, &m, &k);
+  op_shape(b, d->transb, &k2, &n);
+  if (m == 0 || n == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  if (!ptrs[3] || (k && (!ptrs[0] || !ptrs[1])))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  uint32_t e = d->epilogue;
+  LtGemm g = {
+    .ta = is_trans(d->transa), .tb = is_trans(d->transb), .m = (int)m, .n = (int)n, .k = (int)k,
+    .batch = dd->batch, .A = ptrs[0], .B = ptrs[1], .D = (void *)ptrs[3],
+    .bias = has_bias(e) ? d->bias : NULL, .lda = (int)a->ld, .ldb = (int)b->ld,
+    .ldd = (int)dd->ld, .sa = a->stride, .sb = b->stride, .sd = dd->stride,
+    .store = dd->type == CUDA_R_32F ? STORE_F32 : dd->type == CUDA_R_16F ? STORE_F16 : STORE_BF16,
+    .alpha = *(const float *)alpha, .beta = beta,
+    .act = e & CUBLASLT_EPILOGUE_RELU ? LT_ACT_RELU
+           : e & CUBLASLT_EPILOGUE_GELU ? LT_ACT_GELU : LT_ACT_NONE,
+  };
+  Op *op = gemm_epilogue_op(&g, "cublasLtMatmul");
+  if (!op)
+    return CUBLAS_STATUS_ALLOC_FAILED;
+  cudaError_t err = rt_error(rt_submit(stream, op));
+  return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+/* ------------------------------------------------------------ the call */
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                               const void *alpha, const void *A, cublasLtMatrixLayout_t a,
                               const void *B, cublasLtMatrixLayout_t b, const void *beta,
@@ -312,6 +453,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (st != CUBLAS_STATUS_SUCCESS)
     return st;
   const void *ptrs[4] = {A, B, C, D};
+  if (!is_integer(desc))
+    return float_matmul(desc, alpha, ptrs, a, b, *(const float *)beta, c, dd, stream);
   if ((st = check_imma(desc, a, b, c, dd, ptrs)) != CUBLAS_STATUS_SUCCESS)
     return st;
   if (c->rows == 0 || c->cols == 0)

@@ -448,4 +448,30 @@ bool blas_has_gemm_s8(void);
 bool blas_gemm_s8(bool trans_a, bool trans_b, int m, int n, int k, const signed char *a, int lda,
                   const signed char *b, int ldb, int *c, int ldc);
 
+/* ---- float GEMMs with cuBLASLt's epilogues (cublas.c, for cublaslt.c) ---- */
+
+typedef enum { LT_ACT_NONE, LT_ACT_RELU, LT_ACT_GELU } LtAct;
+
+/*
+ * A checked column-major GEMM, D = act(alpha op(A) op(B) + beta D + bias),
+ * or a strided batch of them: D is also C (read when beta is not 0), bias
+ * (NULL: none) has one element per row of D, shared by the batch, and
+ * GELU is the tanh approximation. A, B, D and bias are all `store`.
+ */
+typedef struct LtGemm {
+  bool ta, tb;
+  int m, n, k, batch;
+  const void *A, *B, *bias;
+  void *D;
+  int lda, ldb, ldd;
+  long long sa, sb, sd;
+  Store store;
+  float alpha, beta;
+  LtAct act;
+} LtGemm;
+
+/* The op, its spans recorded, for the caller to submit; NULL when out of
+   memory. */
+Op *gemm_epilogue_op(const LtGemm *c, const char *api);
+
 #endif

@@ -42,16 +42,14 @@ program's net.c for the GPU compiles against its real headers with -Werror
 (kernels-nvrtc compiles the kernels themselves with NVRTC).
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
+from onnx_case import compare_close, compare_exact, const, out, real_cuda_compile, reference  # noqa: E402
 
 TABLE, SERIES, SIDE, PER_CLASS, CLASSES = 24, 16, 5, 20, 2
 BOXES = SIDE * SIDE
@@ -227,28 +225,6 @@ def feeds(phase):
             "boxes": boxes.astype(np.float32), "scores": scores.astype(np.float32)}
 
 
-CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
-
-
-def real_cuda_compile(opc, m, work):
-    """None when the GPU program's net.c compiles against the real CUDA
-    headers with -Werror (or no toolkit is installed), else why not."""
-    if not os.path.exists(os.path.join(CUDA, "include", "cuda_runtime.h")):
-        print(f"note: no CUDA toolkit at {CUDA}: the real-header build is not checked")
-        return None
-    os.makedirs(work, exist_ok=True)
-    path, net_c = os.path.join(work, "model.onnx"), os.path.join(work, "net.c")
-    onnx.save(m, path)
-    p = subprocess.run([opc, path, "-o", net_c, "--precision", "fp16"], capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        return "opc refused the GPU program: " + (p.stdout + p.stderr)[-600:]
-    cc = os.environ.get("CC", "cc").split()[0]
-    p = subprocess.run([cc, "-c", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(CUDA, "include"),
-                        net_c, "-o", os.path.join(work, "net.o")], capture_output=True, text=True)
-    return None if p.returncode == 0 else "the real CUDA build fails: " + p.stderr[-600:]
-
-
 def refused_models():
     """Rows of NonZero's [2, N] coordinates: the run-time dim is the second,
     its elements not the storage's first."""
@@ -320,7 +296,7 @@ def main():
     for kernel in ("opc_reduce_max_f16", "opc_reduce_min_f16", "opc_reduce_sum_f16"):
         if net_c is not None and kernel not in net_c:
             failures.append(f"fp16: the program calls no {kernel}: the case tests float32 only")
-    why = real_cuda_compile(opc, m, os.path.join(work, "cuda"))
+    why = real_cuda_compile(opc, m, os.path.join(work, "cuda"), ("--precision", "fp16"))
     if why:
         failures.append(why)
     if counts:
