@@ -3079,7 +3079,8 @@ static bool infer_topk(Graph *g, Node *n) {
   Tensor *x = in(n, 0), *k_in = in(n, 1);
   int64_t k = node_attr_int(n, "k", -1);
   /* A run-time K (one value, checked on the device against the axis) leaves
-     the outputs' length along the axis to the data. */
+     the outputs' length along the axis to the data, within the axis or
+     what K's computation can reach (RetinaNet's min(1000, n)). */
   n->p.topk.k_at_run_time = k_in && !tensor_is_const(k_in);
   if (!need_rank(g, n, x, 1, IR_MAX_RANK) ||
       !resolve_axis(g, n, node_attr_int(n, "axis", -1), x->rank, &n->p.topk.axis))
@@ -3091,6 +3092,9 @@ static bool infer_topk(Graph *g, Node *n) {
       return false;
     }
     k = x->dims[axis];
+    int64_t most = sym_upper_bound(k_in);
+    if (most < k)
+      k = most < 0 ? 0 : most;
   } else if (k_in && !const_scalar_int(g, n, k_in, &k)) {
     return false;
   }

@@ -39,6 +39,11 @@ void infer_symbols(Graph *g, Node *n);
 bool sym_is_run(SymValue s);
 int64_t sym_at_bound(SymValue s);
 const char *sym_str(Graph *g, SymValue s);
+/* The most a one-element integer tensor can hold at run time, from its
+   constant, its symbol (each origin's run within its bound) or a Min or
+   ReduceMin of such values (min(1000, n) as torchvision writes it, moved
+   through Reshape and the like); INT64_MAX when unknown. */
+int64_t sym_upper_bound(const Tensor *t);
 
 /* Row-major index <-> coordinates over dims (fold.c); a zero dim gives 0. */
 void unravel(int64_t index, int rank, const int64_t *dims, int64_t *coord);

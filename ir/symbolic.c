@@ -16,6 +16,10 @@
  * shape names the run-time size of its data's origin where the data has
  * it (ir/bounds.c checks it). Only exact steps are followed: Div and Mul
  * by constants that keep the result linear, and sums of one origin.
+ *
+ * sym_upper_bound gives the most such a value can be (each run within its
+ * bound), also through Min and ReduceMin, which the symbols do not follow:
+ * a TopK's run-time K of min(1000, n) is planned at 1000, not at n's bound.
  */
 #include <string.h>
 
@@ -298,6 +302,49 @@ int64_t sym_at_bound(SymValue s) {
   if (!s.origin)
     return s.offset;
   return s.scale * s.origin->dims[s.origin->bound_axis] + s.offset;
+}
+
+/* Element i's most at run time: run(origin) lies in [0, its bound]. */
+static int64_t element_upper_bound(const Tensor *t, int64_t i) {
+  SymValue s;
+  if (!known(t) || !element(t, i, &s))
+    return INT64_MAX;
+  return s.origin && s.scale < 0 ? s.offset : sym_at_bound(s);
+}
+
+int64_t sym_upper_bound(const Tensor *t) {
+  if (!t || !dtype_is_integer(t->dtype) || tensor_numel(t) != 1)
+    return INT64_MAX;
+  int64_t most = element_upper_bound(t, 0);
+  const Node *n = t->producer;
+  if (most != INT64_MAX || !n)
+    return most;
+  switch (n->op) {
+  case OP_RESHAPE:
+  case OP_SQUEEZE:
+  case OP_UNSQUEEZE:
+  case OP_FLATTEN:
+  case OP_IDENTITY:
+    return sym_upper_bound(n->in[0]);
+  case OP_CAST: /* from an integer (sym_upper_bound checks) into int64: kept */
+    return t->dtype == DT_INT64 ? sym_upper_bound(n->in[0]) : INT64_MAX;
+  case OP_MIN: /* the least of its operands' bounds; one element each */
+    for (int k = 0; k < n->nin; k++) {
+      int64_t b = sym_upper_bound(n->in[k]);
+      most = b < most ? b : most;
+    }
+    return most;
+  case OP_REDUCE_MIN: /* of every element: the least of their bounds */
+    if (!n->in[0] || !known(n->in[0]))
+      return INT64_MAX;
+    for (int64_t i = 0; i < tensor_numel(n->in[0]); i++) {
+      int64_t b = element_upper_bound(n->in[0], i);
+      most = b < most ? b : most;
+    }
+    return most;
+  default:
+    return INT64_MAX;
+  }
 }
 
 const char *sym_str(Graph *g, SymValue s) {
