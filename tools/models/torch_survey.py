@@ -17,6 +17,20 @@ detectors are large (10 to 150 MB): never commit them.
 run-time size, compiles that part with opc (--verify-each), runs it under
 the race checker on a random image and compares it with ONNX Runtime.
 
+`copies DIR` writes, beside the exports in DIR, the copies that keep
+detections, so that a comparison with ONNX Runtime decides something
+(with random weights the exports keep none, or score every box alike):
+  retinanet_low.onnx     RetinaNet with its score threshold (every
+                         scalar constant 0.05) set to 0: 300 detections;
+  ssdlite_rescaled.onnx  SSDlite whose last head convolutions are scaled
+                         so that their outputs spread O(1) on photograph 0
+                         (the random backbone's activations decay to
+                         1e-14..1e-27 level by level: every score 1/91);
+  fasterrcnn_rescaled.onnx  Faster R-CNN whose fc6 is scaled so that its
+                         outputs spread O(1) over the proposals, its score
+                         threshold lowered from 0.05 to 0.012.
+It needs onnx, onnxruntime and the photographs (photos.py).
+
 `report` prints, per model, a Markdown section: node count, op histogram,
 the ops opc lacks or can only fold at compile time, the first error opc
 prints, the control-flow and data-dependent nodes, and whether each If's
@@ -283,6 +297,80 @@ def check_static_part(path, opc, work):
         len(onnx_nodes(cut)), len(outs), worst)
 
 
+# ===================================================================
+# copies that keep detections
+# ===================================================================
+
+def photograph(k=0, side=320):
+    """Photograph k as torchvision's detectors take it: [3, side, side] in [0, 1]."""
+    import numpy as np
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import photos
+    raw = photos.image(k, side, side) * photos.STD[:, None, None] + photos.MEAN[:, None, None]
+    return np.clip(raw, 0, 1).astype(np.float32)
+
+
+def probe(path, names, image):
+    """ONNX Runtime's values of the named tensors of the model at path."""
+    import onnx
+    import onnxruntime as ort
+    m = onnx.load(path)
+    del m.graph.output[:]
+    for n in names:
+        m.graph.output.append(onnx.ValueInfoProto(name=n))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(names, {"image": image})
+
+
+def scale_weight(m, name, factor):
+    import numpy as np
+    from onnx import numpy_helper
+    w = next(i for i in m.graph.initializer if i.name == name)
+    w.CopyFrom(numpy_helper.from_array(
+        (numpy_helper.to_array(w).astype(np.float64) * factor).astype(np.float32), name))
+
+
+def set_scalars(m, pick, value):
+    """Every scalar float Constant that pick(value, name) chooses becomes value."""
+    import numpy as np
+    from onnx import numpy_helper
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].t.dims == []:
+            v = numpy_helper.to_array(n.attribute[0].t)
+            if v.dtype == np.float32 and pick(float(v), n.output[0]):
+                n.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(value, np.float32)))
+
+
+def make_copies(out):
+    import numpy as np
+    import onnx
+    image = photograph()
+    m = onnx.load(os.path.join(out, "retinanet_resnet50_fpn.onnx"))
+    set_scalars(m, lambda v, name: abs(v - 0.05) < 1e-9, 0.0)
+    onnx.save(m, os.path.join(out, "retinanet_low.onnx"))
+
+    src = os.path.join(out, "ssdlite320_mobilenet_v3_large.onnx")
+    m = onnx.load(src)
+    heads = [n for n in m.graph.node
+             if n.op_type == "Conv" and "head" in n.name and n.name.endswith(".1/Conv")]
+    for n, y in zip(heads, probe(src, [n.output[0] for n in heads], image)):
+        target = 3.0 if "classification" in n.name else 0.5
+        scale_weight(m, n.input[1], target / float(np.abs(y - y.mean()).max()))
+    onnx.save(m, os.path.join(out, "ssdlite_rescaled.onnx"))
+
+    src = os.path.join(out, "fasterrcnn_mobilenet_v3_large_320_fpn.onnx")
+    m = onnx.load(src)
+    x, = probe(src, ["/roi_heads/box_head/Flatten_output_0"], image)
+    w = next(i for i in m.graph.initializer if i.name == "roi_heads.box_head.fc6.weight")
+    from onnx import numpy_helper
+    wx = x.astype(np.float64) @ numpy_helper.to_array(w).astype(np.float64).T
+    scale_weight(m, w.name, 3.0 / float(np.abs(wx - wx.mean(0)).max()))
+    set_scalars(m, lambda v, name: name == "/roi_heads/Constant_80_output_0", 0.012)
+    onnx.save(m, os.path.join(out, "fasterrcnn_rescaled.onnx"))
+
+
 def onnx_nodes(path):
     import onnx
     return onnx.load(path).graph.node
@@ -291,6 +379,8 @@ def onnx_nodes(path):
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         export_all(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "copies":
+        make_copies(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "report":
         report(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "static":
