@@ -35,6 +35,17 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 import photos  # noqa: E402
 
 
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def input_image(model, k):
     """Photograph k in the model's input layout, and the input's name."""
     i = model.graph.input[0]
@@ -160,7 +171,7 @@ def main():
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     lines = [f"# Detectors on the CPU: opc against ONNX Runtime ({datetime.date.today()})", "",
-             f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+             f"Machine: {cpu_name()}, {os.cpu_count()} CPUs; "
              f"{args.threads} threads each; commit {commit}; photograph {args.photo}; "
              f"{args.rounds} rounds of {max(1, args.runs // args.rounds)} runs, the median of the "
              "rounds' p50 and of their ratios (bench/cpu/detectors.py). No GPU.", "",
