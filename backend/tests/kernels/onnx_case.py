@@ -152,6 +152,28 @@ def compare_close(got, want, rel):
 
 # ------------------------------------------------- several cases, one program
 
+def run_phases(exe, m, feeds_of, work, rel, label=""):
+    """The program's runs on feeds_of(0) and feeds_of(1) against ONNX
+    Runtime: (failures, runs), runs a list of (feeds, want, got). Every
+    float output must be within rel of its scale, the others exactly; a run
+    that fails ends the list."""
+    failures, runs = [], []
+    for phase in (0, 1):
+        f = feeds_of(phase)
+        want = reference(m, f)
+        got = run_program(exe, m, f, work)
+        if isinstance(got, str):
+            return failures + [got], runs
+        for o in m.graph.output:
+            w = want[o.name]
+            why = (compare_close(got[o.name], w, rel) if w.dtype.kind == "f"
+                   else compare_exact(got[o.name], w))
+            if why:
+                failures.append(f"{label}phase {phase}, {o.name}: {why}")
+        runs.append((f, want, got))
+    return failures, runs
+
+
 def prefixed(m, prefix):
     """A copy of m's graph with every value, node and initializer name
     prefixed, so that the graphs of several cases can share one model (an

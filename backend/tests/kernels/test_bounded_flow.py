@@ -42,7 +42,7 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, compare_exact, const, out, reference  # noqa: E402
+from onnx_case import compare_close, const, out, reference  # noqa: E402
 
 SIDE, CLASSES, PER_CLASS, TOPK_LEN, LEVEL = 6, 2, 15, 20, 24
 BOXES = SIDE * SIDE
@@ -207,19 +207,10 @@ def check_program(opc, m, work, flags, rel):
     exe, why = onnx_case.compile_cpu(opc, m, work, flags)
     if why:
         return [f"{' '.join(flags) or 'float32'}: opc refused the model: {why}"], []
-    failures, sizes = [], []
-    for phase in (0, 1):
-        f = feeds(phase)
-        want = reference(m, f)
-        got = onnx_case.run_program(exe, m, f, work)
-        if isinstance(got, str):
-            return [got], []
-        for o in m.graph.output:
-            w = want[o.name]
-            why = (compare_close(got[o.name], w, rel) if w.dtype.kind == "f"
-                   else compare_exact(got[o.name], w))
-            if why:
-                failures.append(f"{' '.join(flags) or 'float32'}, phase {phase}, {o.name}: {why}")
+    failures, runs = onnx_case.run_phases(exe, m, feeds, work, rel,
+                                          f"{' '.join(flags) or 'float32'}, ")
+    sizes = []
+    for phase, (f, want, got) in enumerate(runs):
         # the run-time dim of each chain: selections, nonzeros, K
         sizes.append((len(want["det_scores"]), want["nz_neg"].shape[1], len(want["top_values"]),
                        len(want["lvl_best"])))

@@ -30,16 +30,14 @@ headers with -Werror; kernels-nvrtc compiles the kernels with NVRTC.
 test must then fail (its negative control, run by hand).
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import const, out, reference  # noqa: E402
+from onnx_case import const, out, real_cuda_compile, reference  # noqa: E402
 
 LONG, K = 200000, 1000
 TYPED = [("f64", TensorProto.DOUBLE, np.float64, 5000, 1), ("i64", TensorProto.INT64, np.int64, 4000, 0),
@@ -128,27 +126,6 @@ def same(got, want):
             f"expected {want.reshape(-1)[i]!r}")
 
 
-CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
-
-
-def real_cuda_build(opc, m, work):
-    """None when the GPU program's net.c compiles against the real CUDA
-    headers with -Werror (or no toolkit is installed), else why not."""
-    if not os.path.exists(os.path.join(CUDA, "include", "cuda_runtime.h")):
-        print(f"note: no CUDA toolkit at {CUDA}: the real-header build is not checked")
-        return None
-    os.makedirs(work, exist_ok=True)
-    path, net_c = os.path.join(work, "model.onnx"), os.path.join(work, "net.c")
-    onnx.save(m, path)
-    p = subprocess.run([opc, path, "-o", net_c], capture_output=True, text=True)
-    if p.returncode != 0:
-        return "opc refused the GPU program: " + (p.stdout + p.stderr)[-600:]
-    cc = os.environ.get("CC", "cc").split()[0]
-    p = subprocess.run([cc, "-c", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(CUDA, "include"),
-                        net_c, "-o", os.path.join(work, "net.o")], capture_output=True, text=True)
-    return None if p.returncode == 0 else "the real CUDA build fails: " + p.stderr[-600:]
-
-
 def main():
     opc, work = sys.argv[1:3]
     broken = "--break" in sys.argv
@@ -182,7 +159,7 @@ def main():
             if why:
                 failures.append(f"phase {phase}, {o.name}: {why}")
         counts.append((len(want["rt_v"][0]), len(want["run_v"]), int(np.isnan(want["big_v"]).sum())))
-    why = real_cuda_build(opc, m, os.path.join(work, "cuda"))
+    why = real_cuda_compile(opc, m, os.path.join(work, "cuda"))
     if why:
         failures.append(why)
     for c in counts:
