@@ -1329,13 +1329,11 @@ static void stable_sort(int64_t *items, int64_t count, ItemOrder *order, const v
 }
 
 /* Whether element `cand` beats the best so far, `best`, for ArgMax or
-   ArgMin: numpy's argmax and argmin take the first NaN (the last with
-   select_last_index), else the first extreme value (or the last). */
+   ArgMin: the first extreme value (the last with select_last_index). A NaN
+   compares with nothing (compare_elems says 2), as in ONNX Runtime's loop:
+   it wins only as the first element, and then keeps its place. */
 static bool arg_beats(const Node *n, const Tensor *x, int64_t cand, int64_t best) {
   bool last = n->p.arg.select_last;
-  bool cand_nan = is_nan_at(x, cand), best_nan = is_nan_at(x, best);
-  if (cand_nan || best_nan)
-    return cand_nan && (!best_nan || last);
   int c = compare_elems(x, cand, x, best);
   return c == (n->op == OP_ARG_MAX ? 1 : -1) || (c == 0 && last);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The "more operators" (reductions L1, L2, SumSquare, Prod, LogSum,
-LogSumExp; Trilu, GatherElements, Hardmax, CumSum, ThresholdedRelu, Shrink,
+LogSumExp; ArgMax and ArgMin over NaNs; Trilu, GatherElements, Hardmax, CumSum, ThresholdedRelu, Shrink,
 Mish, Gelu, MeanVarianceNormalization, Mod, EyeLike, LpNormalization,
 GlobalLpPool, LpPool) end to end: small models built here, compiled with
 `opc --target cpu`, run, and compared with ONNX Runtime on the same inputs.
@@ -56,7 +56,8 @@ def model(op, x, attrs=None, params=(), opset=13, concat=False, folded=False):
     if concat:
         nodes.append(helper.make_node("Concat", ["y", "y"], ["z"], axis=0))
         out = "z"
-    outputs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)]
+    out_type = TensorProto.INT64 if op in ("ArgMax", "ArgMin") else TensorProto.FLOAT
+    outputs = [helper.make_tensor_value_info(out, out_type, None)]
     graph = helper.make_graph(nodes, op.lower(), inputs, outputs, inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
@@ -81,7 +82,7 @@ def compare(got, want):
 # Kinds that opc evaluates at compile time when their inputs are constant.
 FOLDABLE = {"ReduceSumSquare", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
             "ReduceLogSumExp", "Trilu", "GatherElements", "Hardmax", "CumSum",
-            "ThresholdedRelu", "Shrink", "Mish", "Gelu", "Mod", "EyeLike"}
+            "ThresholdedRelu", "Shrink", "Mish", "Gelu", "Mod", "EyeLike", "ArgMax", "ArgMin"}
 
 
 def i64(*v):
@@ -140,6 +141,21 @@ def cases():
     yield "Mish", "Mish", rand(3, 7, low=-30.0, high=30.0), {}, [], 18
     yield "Gelu", "Gelu", u, {}, [], 20
     yield "Gelu_tanh", "Gelu", u, {"approximate": "tanh"}, [], 20
+
+    # ArgMax and ArgMin over NaNs: ONNX leaves them open; ONNX Runtime keeps
+    # the first element while nothing compares above (below) it, so a NaN
+    # wins only where it comes first, and never displaces a number
+    nan = np.float32("nan")
+    g = rand(4, 6)
+    g[0] = [1, nan, 3, np.inf, -np.inf, 2]
+    g[1, 0] = nan
+    g[2, 2:4] = nan
+    g[3, :] = 0.5  # ties: the first, or the last with select_last_index
+    for op in ("ArgMax", "ArgMin"):
+        for axis in (0, 1):
+            for last in (0, 1):
+                yield (f"{op}_nan_axis{axis}_last{last}", op, g,
+                       {"axis": axis, "select_last_index": last, "keepdims": axis}, [], 13)
 
     mv = rand(2, 3, 4, 5)
     yield "MeanVarianceNormalization", "MeanVarianceNormalization", mv, {}, [], 13
