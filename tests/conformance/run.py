@@ -16,8 +16,10 @@ types or operators). An output passes only with the expected shape and
 element type; integers and booleans must be equal, floats within 1e-4 abs +
 1e-4 rel, NaN and infinities exactly where expected. Every passing net.c is
 also compiled and linked against the real CUDA toolkit (OPC_CUDA, default
-/usr/local/cuda) with -Wall -Wextra -Werror; without the toolkit the run
-stops with an error (--no-cuda-check skips that check, for runs by hand).
+/usr/local/cuda) with -Wall -Wextra -Werror; where there is no toolkit, against
+what `opc --cflags cuda` and `--libs cuda` find (OPC_CUDA_HOME, or PyPI's CUDA
+wheels); without either the run stops with an error (--no-cuda-check skips
+that check, for runs by hand).
 The CUDA-graph program is compiled at -O2, the CUDA build at -O1, the
 other two modes' programs at -O0 by OPC_TEST_CC, clang where meson found
 one (see build_program, o0_cc and cuda_build). main
@@ -134,6 +136,10 @@ BINDABLE_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorPr
                   onnx.TensorProto.UINT64}
 
 CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")
+# The CUDA check's compile and link words (cuda_words): the toolkit at CUDA
+# where it has one, else what `opc --cflags cuda` and `--libs cuda` find
+# (OPC_CUDA_HOME, or PyPI's CUDA wheels), as on a machine with no toolkit.
+CUDA_CFLAGS, CUDA_LIBS = [], []
 TOLERANCE = 1e-4  # |got - expected| <= TOLERANCE + TOLERANCE * |expected|
 
 
@@ -485,7 +491,7 @@ def compile_mains(args):
     cc = os.environ.get("CC", "cc").split()
     builds = [("main_o0", o0_cc(), O0_WORDS, [], "cc -O0")]
     if args.cuda_check:
-        builds.append(("main_cuda", cc, CUDA_WORDS, ["-I" + CUDA + "/include"], "CUDA build -O1"))
+        builds.append(("main_cuda", cc, CUDA_WORDS, CUDA_CFLAGS, "CUDA build -O1"))
     for attr, cc, words, includes, step in builds:
         obj = os.path.join(args.work, attr + ".o")
         code, out = run(cc + words + includes + ["-c", source, "-o", obj], 120, step=step)
@@ -500,13 +506,34 @@ def cuda_build(work, exe_name, main_object=None):
     runtime's headers (and ran); -O1 keeps the flow-based warnings
     (-Wmaybe-uninitialized) for the code the CUDA headers bring, at half
     the cost of -O2."""
-    cmd = (os.environ.get("CC", "cc").split() + CUDA_WORDS + ["-I" + CUDA + "/include"]
-           + apart(main_object, os.path.join(work, exe_name + ".c")) + [
-           "-o", os.path.join(work, exe_name + "_cuda"),
-           "-L" + CUDA + "/lib64", "-L" + CUDA + "/lib64/stubs",
-           "-lcudnn", "-lcublasLt", "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"])
+    cmd = (os.environ.get("CC", "cc").split() + CUDA_WORDS + CUDA_CFLAGS
+           + apart(main_object, os.path.join(work, exe_name + ".c"))
+           + ["-o", os.path.join(work, exe_name + "_cuda")] + CUDA_LIBS)
     code, out = run(cmd, 120, step="CUDA build -O1")
     return code == 0, out
+
+
+def cuda_words(opc):
+    """Sets CUDA_CFLAGS and CUDA_LIBS (above); exits naming where it looked
+    when there is no CUDA to build against."""
+    global CUDA_CFLAGS, CUDA_LIBS
+    if os.path.exists(os.path.join(CUDA, "include", "cudnn.h")):
+        CUDA_CFLAGS = ["-I" + CUDA + "/include"]
+        CUDA_LIBS = ["-L" + CUDA + "/lib64", "-L" + CUDA + "/lib64/stubs", "-lcudnn", "-lcublasLt",
+                     "-lcublas", "-lcudart", "-lcuda", "-lnvrtc", "-lm"]
+        return
+    words = []
+    for flag in ("--cflags", "--libs"):
+        code, out = run([opc, flag, "cuda"], 60, step="opc emit")
+        if code != 0:
+            sys.exit("conformance: no CUDA toolkit at %s (no include/cudnn.h), and opc %s cuda "
+                     "found none: %s. Every passing net.c must build against CUDA: set OPC_CUDA "
+                     "to a toolkit or OPC_CUDA_HOME to CUDA's wheels, or pass --no-cuda-check to "
+                     "run without that check by hand." % (CUDA, flag, first_error(out)))
+        words.append(out.split())
+    CUDA_CFLAGS, CUDA_LIBS = words
+    print("conformance: no CUDA toolkit at %s; the CUDA check builds with opc --cflags/--libs "
+          "cuda: %s" % (CUDA, " ".join(CUDA_CFLAGS)))
 
 
 def run_data_sets(args, test_dir, work, exe, model_path, inputs, outputs, sets, bound, flags,
@@ -788,10 +815,8 @@ def main():
         args.work = os.path.join(os.path.dirname(args.opc), "conformance-work")
     if args.reasons is None:
         args.reasons = os.path.join(args.work, "reasons.txt")
-    if args.cuda_check and not os.path.exists(os.path.join(CUDA, "include", "cudnn.h")):
-        sys.exit("conformance: no CUDA toolkit at %s (no include/cudnn.h); every passing net.c "
-                 "must build against it. Set OPC_CUDA to the toolkit, or pass --no-cuda-check "
-                 "to run without that check by hand." % CUDA)
+    if args.cuda_check:
+        cuda_words(args.opc)
     listed = read_passing(args.passing)
     ops = supported_ops(args.ops)
     tests = sorted(os.path.join(args.data, d) for d in os.listdir(args.data)
