@@ -8,7 +8,8 @@ come from the ONNX test data (a sample: one or two per operator, all
 small), .ir seeds from the pass test cases, .npy and cost database seeds
 are generated here. The npy and pb seeds start with the expected type and
 shape that tests/fuzz/main_inputs_fuzz.h describes; const_input has the
-same files without it.
+same files without it, and the test data's SequenceProto and OptionalProto
+inputs.
 """
 import hashlib
 import json
@@ -164,8 +165,23 @@ def cost_db_seeds():
         save('cost_db', open(os.path.join(ROOT, 'passes', 'devices', dev + '.json'), 'rb').read())
 
 
+# Inputs of the ONNX test data that are SequenceProto or OptionalProto
+# files: --const-input binds them to sequence and optional inputs, which
+# fuzz_const_input reads the bytes as too.
+LIST_INPUTS = ['test_sequence_insert_at_back', 'test_optional_get_element',
+               'test_optional_get_element_sequence', 'test_optional_has_element_empty']
+
+
+def list_inputs(testdata):
+    for test in LIST_INPUTS:
+        with open(os.path.join(testdata, 'node', test, 'test_data_set_0', 'input_0.pb'), 'rb') as f:
+            yield f.read()
+
+
 def main():
     testdata = sys.argv[1]
+    for data in list_inputs(testdata):
+        save('const_input', data)
     for test, path in onnx_models(testdata):
         save('onnx', open(path, 'rb').read(), test + '.onnx')
     for data in pb_inputs(testdata):
