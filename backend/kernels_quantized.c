@@ -3,8 +3,9 @@
  * ConvInteger, as launches of opc's kernels (opc_matmul_integer,
  * opc_conv_integer, the first operand's type naming the instance): int32
  * sums, one thread per output. QLinearMatMul and QLinearConv put those
- * sums in scratch, then requantise them (opc_requant_multiplier,
- * opc_requantize).
+ * sums in scratch, then requantise them (opc_requantize) by one float32
+ * multiplier per output channel: worked out at compile time where the
+ * three scales are constants, else by opc_requant_multiplier in each run.
  *
  * An integer matmul whose B is a constant matrix (quantize_dynamic's
  * MatMulInteger, fuse-qdq's QLinearMatMul) takes cuBLASLt's int8 GEMM
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "scalar.h"
 
 /* A 2-D convolution whose y is stored channels-last (NHWC) and x
    channels-last or in ONNX's order, as choose-layout's int8 form stores
@@ -580,9 +582,11 @@ static void run_conv_integer(Emitter *e, Node *n) {
 /* ------------------------------------------- QLinearMatMul, QLinearConv */
 
 /* The node's scratch: the int32 sums (the output's count), then the
-   float32 multipliers (one per output channel). */
+   float32 multipliers (one per output channel), unless they were worked
+   out at compile time (constant_multipliers). */
 typedef struct QLinearScratch {
   const char *sums, *multipliers;
+  bool multipliers_known; /* in the weights: no opc_requant_multiplier */
   int64_t channels; /* output channels: N of QLinearMatMul, M of QLinearConv */
   LtPlan lt;        /* QLinearMatMul's GEMM, when it takes one */
   const char *dw_filter, *dw_bias; /* a channels-last depthwise QLinearConv's */
@@ -623,6 +627,21 @@ static void depthwise_setup(Emitter *e, const Node *n, QLinearScratch *s) {
   s->dw_bias = weights_add_typed(e, emit_str(e, "%s_dw_bias", node_id(e, n)), DT_INT32, sums, c);
 }
 
+/* The multipliers of scales that are all float32 constants, worked out now
+   by the formula the kernel uses (opc_requant_scale_of, scalar.h), so no
+   run computes them again; NULL where a scale is run-time data. */
+static const char *constant_multipliers(Emitter *e, const Node *n, int64_t channels) {
+  const Tensor *sa = n->in[1], *sb = n->in[4], *sy = n->in[6];
+  if (!sa->f32 || !sb->f32 || !sy->f32 || sa->dtype != DT_FLOAT || sb->dtype != DT_FLOAT ||
+      sy->dtype != DT_FLOAT)
+    return NULL;
+  float *m = arena_alloc(e->g->arena, sizeof(float) * (size_t)channels);
+  bool per_channel = tensor_numel(sb) > 1;
+  for (int64_t c = 0; c < channels; c++)
+    m[c] = opc_requant_scale_of(sa->f32[0], sb->f32[per_channel ? c : 0], sy->f32[0]);
+  return weights_add(e, emit_str(e, "%s_multipliers", node_id(e, n)), m, channels);
+}
+
 static void setup_qlinear(Emitter *e, Node *n) {
   QLinearScratch *s = node_data(e, n, sizeof *s);
   s->channels = output_channels(n);
@@ -635,19 +654,28 @@ static void setup_qlinear(Emitter *e, Node *n) {
   lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
   /* The int32 sums, where a kernel writes them before opc_requantize. */
   int64_t count = s->lt.corr || s->dw_filter ? 0 : tensor_numel(n->out[0]);
+  s->multipliers = constant_multipliers(e, n, s->channels);
+  s->multipliers_known = s->multipliers != NULL;
+  int64_t floats = s->multipliers_known ? 0 : s->channels;
+  if (count + floats == 0)
+    return;
   const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
-  emit_to(e, SEC_FIELDS, "int *%s; /* int32 sums, then float32 multipliers */", field);
+  emit_to(e, SEC_FIELDS, "int *%s; /* %s */", field,
+          !count ? "float32 multipliers" : floats ? "int32 sums, then float32 multipliers" : "int32 sums");
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(int))", field,
-            (long long)(count + s->channels));
+            (long long)(count + floats));
   emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
   s->sums = emit_str(e, "c->%s", field);
-  s->multipliers = emit_str(e, "(float *)(c->%s + %lld)", field, (long long)count);
+  if (!s->multipliers_known)
+    s->multipliers = emit_str(e, "(float *)(c->%s + %lld)", field, (long long)count);
 }
 
 /* One multiplier per output channel: opc_requant_scale_of of the first
    operand's scale, the second's (one, or that channel's) and y's. */
 static void multiplier_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   const Tensor *sb = n->in[4];
+  if (s->multipliers_known)
+    return;
   Launch L = {.kernel = "opc_requant_multiplier"};
   L.rank = 1;
   L.dims[0] = s->channels;
