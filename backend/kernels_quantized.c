@@ -868,6 +868,38 @@ static void run_qlinear(Emitter *e, Node *n) {
   requantize_launch(e, n, s);
 }
 
+/* ------------------------------------------------------- QuantizedAdd */
+
+/* One pass over y's elements, a and b read at their own strides (one
+   layout: T_SAME_LAYOUT); the scales and zero points are constants
+   (fuse-qdq made the node only then). */
+static void run_quantized_add(Emitter *e, Node *n) {
+  const Tensor *xa = n->in[0], *xb = n->in[3], *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), y->dtype), .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK];
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  strides_of(xa, s);
+  set_input(&L, 0, buf(e, xa), s);
+  strides_of(xb, s);
+  set_input(&L, 1, buf(e, xb), s);
+  L.x_bytes[0] = L.x_bytes[1] = L.y_bytes = 1;
+  collapse(&L);
+  const int zero_points[3] = {2, 5, 7}; /* a's, b's and y's inputs */
+  for (int k = 0; k < 3; k++)
+    L.i[k] = n->in[zero_points[k]]->i64[0];
+  group_i(&L, 0, 3, "zero points of a, b and y");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  L.f[2] = n->in[1]->f32[0];
+  L.f[3] = n->in[4]->f32[0];
+  L.f[4] = n->in[6]->f32[0];
+  group_f(&L, 2, 3, "scales of a, b and y");
+  emit_launch(e, n, &L);
+}
+
+const OpEmitter kernel_quantized_add = {.run = run_quantized_add};
 const OpEmitter kernel_matmul_integer = {.setup = setup_matmul_integer, .run = run_matmul_integer};
 const OpEmitter kernel_conv_integer = {.setup = setup_conv_integer, .run = run_conv_integer};
 const OpEmitter kernel_qlinear = {.setup = setup_qlinear, .run = run_qlinear};

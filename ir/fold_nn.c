@@ -1070,6 +1070,21 @@ bool fold_qlinear_conv(Graph *g, Node *n) {
   return done;
 }
 
+bool fold_quantized_add(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *a = n->in[0], *b = n->in[3], *zy = n->in[7];
+  Tensor *y = n->out[0];
+  float lo, hi;
+  qlinear_bounds(n, &lo, &hi);
+  float sa = (float)getd(n->in[1], 0), sb = (float)getd(n->in[4], 0), sy = (float)getd(n->in[6], 0);
+  int za = (int)zero_at(n->in[2], 0), zb = (int)zero_at(n->in[5], 0);
+  for (int64_t i = 0; i < tensor_numel(y); i++) {
+    float v = opc_dequantize8_of((int)a->i64[i] - za, sa) + opc_dequantize8_of((int)b->i64[i] - zb, sb);
+    y->i64[i] = (int64_t)opc_quantize_of(v, sy, (float)zero_at(zy, 0), lo, hi);
+  }
+  return true;
+}
+
 /* ---------------------------------------------------- data movement */
 
 /* Where output coordinate o along one axis reads the input under Pad's

@@ -835,6 +835,21 @@ static bool infer_qlinear_conv(Graph *g, Node *n) {
   return need_channels(g, n, in(n, 8), m) && qlinear_params(g, n, m);
 }
 
+/* QuantizedAdd(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+   y_scale, y_zero_point), opc's own (fuse-qdq): a and b of one shape and
+   type, broadcasting nothing; every scale and zero point one value. */
+static bool infer_quantized_add(Graph *g, Node *n) {
+  const Tensor *a = in(n, 0), *b = in(n, 3);
+  if (!tensor_same_shape(a, b) || a->dtype != b->dtype || a->bounded || b->bounded) {
+    char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+    ir_error(g, n, "adds '%s' (%s) and '%s' (%s): the operands of QuantizedAdd have one static "
+             "shape and one type", a->name, tensor_type_str(a, ta, sizeof ta), b->name,
+             tensor_type_str(b, tb, sizeof tb));
+    return false;
+  }
+  return set_out(g, n, 0, a->dtype, a->rank, a->dims) && qlinear_params(g, n, 0);
+}
+
 /* ------------------------------------------------------- normalisation */
 
 /* Checks that a per-channel parameter has shape [C]. */

@@ -20,6 +20,10 @@
  * (Node.act) and saturates to [Q(lo), Q(hi)] (qlinear_bounds). Other
  * activations change values inside the range and stay float.
  *
+ * A residual Add between them, Q(act(Add(DQ(a), DQ(b)))), becomes opc's
+ * QuantizedAdd (try_fuse_add): the same float path, in one pass over the
+ * bytes.
+ *
  * The DequantizeLinear nodes stay for any other reader (eliminate-dead
  * drops those left unread). A pattern that cannot fuse stays as float
  * between its Q and DQ nodes, and --report lists it with the reason.
@@ -320,6 +324,30 @@ static bool rewrite_gemm(Graph *g, Node *n, const Dequant *x, const Dequant *w, 
   return node_infer(g, in) && node_infer(g, n) && node_infer(g, out);
 }
 
+/* A residual Add, Q(act(Add(DQ(a), DQ(b)))) with a and b of one shape and
+   type and y of that type, becomes QuantizedAdd: one pass over the bytes
+   instead of two DQs, the Add and the Q over float data. */
+static bool try_fuse_add(Graph *g, Node *n, Verdict *v, bool *ok) {
+  Dequant a, b;
+  Tail t;
+  if (!dequantized(n->in[0], &a) || !dequantized(n->in[1], &b))
+    return refuse(v, "an operand is not dequantized");
+  if (n->act != OPC_ACT_NONE)
+    return refuse(v, "it already computes a fused activation");
+  if (!check_activation_operand(&a, v) || !check_activation_operand(&b, v))
+    return false;
+  if (a.q->dtype != b.q->dtype || !tensor_same_shape(a.q, n->out[0]) ||
+      !tensor_same_shape(b.q, n->out[0]) || a.q->bounded || b.q->bounded)
+    return refuse(v, "its operands differ in type or shape (the integer form broadcasts nothing)");
+  if (!find_tail(n, &t, v))
+    return false;
+  if (t.quant->out[0]->dtype != a.q->dtype)
+    return refuse(v, "its output is quantized to another type than its operands");
+  become_integer(g, n, OP_QUANTIZED_ADD, a.q, &a, b.q, &b, &t, t.quant->out[0]);
+  *ok = node_infer(g, n);
+  return true;
+}
+
 /* Fuses `n` when it is the float kind of a QDQ pattern; false with
    v->why when it is not. */
 static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
@@ -380,7 +408,9 @@ bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
     OpKind qop = op_integer_form(n->op);
     Verdict v = {"opc's table has no integer form of the operator"};
     bool ok = true;
-    if (qop != OP_INVALID && try_fuse(g, n, qop, &v, &ok)) {
+    bool elementwise = qop == OP_QUANTIZED_ADD;
+    if (qop != OP_INVALID &&
+        (elementwise ? try_fuse_add(g, n, &v, &ok) : try_fuse(g, n, qop, &v, &ok))) {
       if (!ok)
         return false;
       fused++;

@@ -191,6 +191,17 @@ OPC_SCALAR float opc_quantize_of(float x, float scale, float zero, float lo, flo
   return q >= lo ? (q <= hi ? q : hi) : lo;
 }
 
+/* DequantizeLinear of an 8-bit value, (q - zero) * scale rounded to
+   float32 once, as opc_dequantize_linear gives it. Taken through double,
+   where the product of a 9-bit integer and a float32 is exact, so that a
+   sum of two of these rounds each product first even where the compiler
+   contracts float multiplies and adds into FMAs: QuantizedAdd computes
+   exactly what the separate DQ, Add and Q nodes compute. */
+OPC_SCALAR float opc_dequantize8_of(int q_minus_zero, float scale)
+{
+  return (float)((double)q_minus_zero * (double)scale);
+}
+
 /* QLinearMatMul's and QLinearConv's requantisation multiplier, formed
    in float32 as ONNX Runtime forms it: (a_scale * b_scale) / y_scale, the
    product rounded before the division (tested against it on ties and
