@@ -1099,6 +1099,15 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
       im->failed = true;
       return;
     }
+    const char *why = NULL;
+    Graph *top = im->capture ? loop_capture_outer_graph(im) : g;
+    if (then_gp->n_output == np->n_output && else_gp->n_output == np->n_output &&
+        import_runtime_if(im, np, name, cond, then_gp, else_gp, &why)) {
+      graph_note(top, "If '%s': a CUDA-graph IF node, only the branch taken runs", name);
+      return;
+    }
+    if (why)
+      graph_note(top, "If '%s': both branches run (IfSelect): %s", name, why);
     im->if_depth++;
     select_branches(im, np, name, cond, then_gp, else_gp);
     im->if_depth--;
