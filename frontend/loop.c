@@ -396,9 +396,10 @@ static const char *body_refusal(Graph *g, const Graph *b, const char *which) {
   for (int i = 0; i < b->nnodes; i++) {
     const Node *n = b->nodes[i];
     if (!n->dead && !op_runs_in_body(n->op))
-      return arena_printf(g->arena, "its %s branch's node '%s' (%s) runs with cuDNN or cuBLAS "
-                          "(or is a run-time Loop), which a conditional node's body cannot call",
-                          which, n->name, op_name(n->op));
+      return arena_printf(g->arena, "its %s branch's node '%s' (%s) %s", which, n->name,
+                          op_name(n->op), n->body ? "is a run-time Loop, which opc does not nest "
+                          "in a conditional node" : "runs with cuDNN or cuBLAS, which a "
+                          "conditional node's body cannot call");
   }
   return NULL;
 }
