@@ -38,11 +38,33 @@ typedef struct IfBuffers {
   const char **out; /* the If's outputs; NULL for one nobody reads */
 } IfBuffers;
 
+/*
+ * The branch's outputs that it can write straight into the If's: each
+ * output k whose buffer is its own (no view of another tensor, no input
+ * or constant, not output k' < k too) moves to the If's output k, which
+ * the graph's plan keeps apart from everything live across the If; its
+ * views follow it. The others are copied (direct[k] false). Moved once
+ * (`move`: the body was just placed), before any of its buffers is named.
+ */
+static void write_in_place(const Node *n, Graph *body, bool *direct, bool move) {
+  for (int k = 0; k < body->noutputs; k++) {
+    Tensor *t = body->outputs[k];
+    const Tensor *to = n->out[k];
+    direct[k] = to && !to->alias_of && !t->alias_of && !t->is_input && !tensor_is_const(t) &&
+                !t->bounded && t->producer;
+    for (int j = 0; direct[k] && j < k; j++)
+      direct[k] = body->outputs[j] != t;
+    if (direct[k] && move)
+      t->offset = to->offset;
+  }
+}
+
 /* A branch's function: its captured outer values into its inputs, its
-   nodes, its outputs into the If's. `in` holds the outer buffers of its
-   inputs. */
+   nodes, its outputs into the If's (those not written there, !direct[k]).
+   `in` holds the outer buffers of its inputs. */
 static bool emit_branch_function(BodyEmitter *b, const Node *n, Graph *body, const char *fn,
-                                 const char *which, const char **in, const char **out) {
+                                 const char *which, const char **in, const char **out,
+                                 const bool *direct) {
   Emitter *be = &b->e;
   char *text = NULL;
   size_t len = 0;
@@ -75,10 +97,10 @@ static bool emit_branch_function(BodyEmitter *b, const Node *n, Graph *body, con
               buf(&w, body->inputs[i]), in[i], (long long)bytes_of(body->inputs[i]), w.stream);
   fputs(text ? text : "", s);
   free(text);
-  emit(&w, "/* The branch's outputs into the If's. */");
+  emit(&w, "/* The branch's outputs into the If's, where it did not write them there. */");
   emit(&w, "c->node = \"%s\";", emit_node_label(&w, n));
   for (int k = 0; k < body->noutputs; k++)
-    if (out[k])
+    if (out[k] && !direct[k])
       emit_call(&w, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld, cudaMemcpyDeviceToDevice, %s)",
                 out[k], buf(&w, body->outputs[k]), (long long)bytes_of(body->outputs[k]),
                 w.stream);
@@ -218,10 +240,14 @@ static void if_teardown(Emitter *e, Node *n) {
 static bool emit_branch(Emitter *e, Node *n, Graph *body, const char *fn, const char *which,
                         const char **in, const char **out) {
   BodyEmitter b;
+  bool placed = body->placed;
   place_body(n, body);
+  bool *direct = arena_alloc(e->g->arena, sizeof(bool) * (size_t)(body->noutputs + 1));
+  memset(direct, 0, sizeof(bool) * (size_t)(body->noutputs + 1));
+  write_in_place(n, body, direct, !placed);
   body_emitter(e, n, body, &b);
   body_begin(&b);
-  bool ok = emit_branch_function(&b, n, body, fn, which, in, out);
+  bool ok = emit_branch_function(&b, n, body, fn, which, in, out, direct);
   body_end(&b);
   body_take_back(e, &b.e);
   return ok && !b.e.failed;
