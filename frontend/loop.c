@@ -419,6 +419,16 @@ static const char *outputs_refusal(Graph *g, const Graph *t, const Graph *e) {
   return NULL;
 }
 
+/* Why a body's captured outer values cannot be copied into it, or NULL:
+   one of run-time size would need its dims too. */
+static const char *captures_refusal(Graph *g, const LoopCapture *cap, const char *which) {
+  for (int i = 0; i < cap->n; i++)
+    if (cap->from[i]->bounded)
+      return arena_printf(g->arena, "its %s branch reads '%s', whose size is known only at "
+                          "run time", which, cap->from[i]->name);
+  return NULL;
+}
+
 /* The node's inputs for a body's captured outer values, from `at`. */
 static void capture_inputs(Node *n, int at, const LoopCapture *cap) {
   const Graph *b = cap->body;
@@ -462,6 +472,12 @@ bool import_runtime_if(Importer *im, const Onnx__NodeProto *np, const char *name
   }
   if (!*why)
     *why = outputs_refusal(g, then_cap.body, else_cap.body);
+  if (!*why && cond->bounded)
+    *why = "its condition's size is known only at run time";
+  if (!*why)
+    *why = captures_refusal(g, &then_cap, "then");
+  if (!*why)
+    *why = captures_refusal(g, &else_cap, "else");
   if (!*why)
     *why = body_refusal(g, then_cap.body, "then");
   if (!*why)

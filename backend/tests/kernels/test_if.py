@@ -26,7 +26,8 @@ their largest magnitude (Sigmoid may round differently by an ulp):
   undefined), so this checks the values; that the untaken body never
   runs is the IF node's (runtime/tests/test_conditional.c);
 - a branch with a Conv, which a conditional body cannot call (cuDNN): it
-  keeps IfSelect, both ways, and --report says so, naming the node.
+  keeps IfSelect, both ways, and --report says so, naming the node;
+- branches that read a NonZero's output, of run-time size: IfSelect too.
 --report must name each other top-level If a CUDA-graph IF node.
 Negative control: ONNX Runtime's outputs for the same model with the
 branches swapped must differ from the program's in every case.
@@ -156,6 +157,22 @@ def conv_nodes(p):
     return nodes, inputs, [tensor_out(p + "y", shape=shape)], inits
 
 
+def bounded_read_nodes(p):
+    """Branches that read NonZero's output, of run-time size, and reduce
+    it to one value: IfSelect, as the IF node copies static values in."""
+    i64 = TensorProto.INT64
+    then_g = helper.make_graph([helper.make_node("ReduceSum", [p + "nz"], [p + "s1"], keepdims=0)],
+                               p + "then", [], [tensor_out(p + "s1", i64, [])])
+    else_g = helper.make_graph([helper.make_node("ReduceMax", [p + "nz"], [p + "s2"], keepdims=0)],
+                               p + "else", [], [tensor_out(p + "s2", i64, [])])
+    nodes = [helper.make_node("NonZero", [p + "v"], [p + "nz"]),
+             helper.make_node("If", [p + "cond"], [p + "y"], then_branch=then_g,
+                              else_branch=else_g, name=p + "if")]
+    inputs = [helper.make_tensor_value_info(p + "v", TensorProto.FLOAT, [6]),
+              helper.make_tensor_value_info(p + "cond", TensorProto.BOOL, [])]
+    return nodes, inputs, [tensor_out(p + "y", i64, [])], []
+
+
 # name, its nodes, its feeds
 EXTRA = [
     ("guard_in", guard_nodes, {"data": np.array([1, -2, 3, 4.5], np.float32),
@@ -166,7 +183,21 @@ EXTRA = [
                                "cond": np.array(True)}),
     ("conv_false", conv_nodes, {"v": np.array([[[[1, -2], [3, -4]]]], np.float32),
                                 "cond": np.array(False)}),
+    ("bounded_true", bounded_read_nodes, {"v": np.array([0, 1, 0, 2, 3, 0], np.float32),
+                                          "cond": np.array(True)}),
+    ("bounded_false", bounded_read_nodes, {"v": np.array([0, 1, 0, 2, 3, 0], np.float32),
+                                           "cond": np.array(False)}),
 ]
+
+# Why --report says an If keeps IfSelect, by case name; the others are IF nodes.
+WHY_SELECT = {
+    "conv_true": "its then branch's node 'conv_true_conv' (Conv) runs with cuDNN or cuBLAS",
+    "conv_false": "its then branch's node 'conv_false_conv' (Conv) runs with cuDNN or cuBLAS",
+    "bounded_true": "its then branch reads 'bounded_true_nz', whose size is known only at run "
+                    "time",
+    "bounded_false": "its then branch reads 'bounded_false_nz', whose size is known only at run "
+                     "time",
+}
 
 # name, the condition a graph input, nested, the feeds (x, and cond)
 CASES = [
@@ -242,15 +273,14 @@ def report_lines(opc, m, work, flags=()):
 
 
 def check_report(opc, m, work):
-    """Each top-level If an IF node but the Conv cases', which say why not."""
+    """Each top-level If an IF node but WHY_SELECT's, which say why not."""
     lines = report_lines(opc, m, work)
     if isinstance(lines, str):
         return [lines]
     failures = []
     for name, *_ in CASES + EXTRA:
-        want = (f"If '{name}_if': both branches run (IfSelect): its then branch's node "
-                f"'{name}_conv' (Conv) runs with cuDNN or cuBLAS" if name.startswith("conv")
-                else "a CUDA-graph IF node")
+        want = (f"If '{name}_if': both branches run (IfSelect): {WHY_SELECT[name]}"
+                if name in WHY_SELECT else "a CUDA-graph IF node")
         mine = [line for line in lines if line.startswith(f"If '{name}_")
                 and "inner" not in line]
         if len(mine) != 1 or want not in mine[0]:
@@ -301,7 +331,7 @@ def check_program(opc, m, f, want, work, flags):
     if why:
         failures.append(f"{label}: {why}")
     for o in m.graph.output:
-        compare = compare_exact if want[o.name].dtype == np.int64 else compare_close
+        compare = compare_close if want[o.name].dtype == np.float32 else compare_exact
         why = compare(got[o.name], want[o.name], *(() if compare is compare_exact else (1e-6,)))
         if why:
             failures.append(f"{label}, {o.name}: {why}")
@@ -330,7 +360,7 @@ def main():
     return onnx_case.finish(opc, failures, refusals, work,
                             f"if: {len(CASES) + len(EXTRA)} cases match ONNX Runtime, both ways "
                             "of each condition, with the CUDA graph and without; the index guard "
-                            "matches; the Conv's If keeps "
+                            "matches; the Conv's Ifs and those reading a NonZero keep "
                             "IfSelect and says why; the swapped branches differ in every case; "
                             "a real torch.cond export is an IF node and matches both ways; "
                             "both bad models are refused")
