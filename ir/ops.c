@@ -561,8 +561,15 @@ static bool infer_if(Graph *g, Node *n) {
   }
   for (int k = 0; k < nout; k++) {
     const Tensor *a = then_b->outputs[k], *b = else_b->outputs[k];
-    if (!loop_types_agree(g, n, a, b, "branch output") ||
-        !set_out(g, n, k, a->dtype, a->rank, a->dims))
+    if (a->dtype != b->dtype || !tensor_same_shape(a, b) || a->bounded || b->bounded) {
+      char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+      ir_error(g, n, "output %d is %s%s in the then branch but %s%s in the else branch; an If "
+               "node needs both of one dtype and static shape", k,
+               tensor_type_str(a, ta, sizeof ta), a->bounded ? " (bounded)" : "",
+               tensor_type_str(b, tb, sizeof tb), b->bounded ? " (bounded)" : "");
+      return false;
+    }
+    if (!set_out(g, n, k, a->dtype, a->rank, a->dims))
       return false;
   }
   int64_t bytes = then_b->arena_bytes > else_b->arena_bytes ? then_b->arena_bytes
