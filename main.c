@@ -1034,8 +1034,12 @@ static int compile_serving(Config *c) {
     instances[m] = c->models[m].instances;
     models[m] = onnx_import(c->models[m].path, &import);
     ok = models[m] != NULL && ok;
+    /* graph_join copies no body: an If runs both branches, a Loop is refused */
+    if (models[m] && !pass_if_both_branches(models[m], "a serving program runs no conditional "
+                                            "nodes"))
+      ok = false;
     for (int i = 0; models[m] && i < models[m]->nnodes; i++)
-      if (models[m]->nodes[i]->body) { /* graph_join copies no body */
+      if (models[m]->nodes[i]->body) {
         opc_error("%s: node '%s' (Loop): its trip count or condition is run-time data, which "
                   "opc runs in a single model's program only, not in a serving program",
                   c->models[m].path, models[m]->nodes[i]->name);

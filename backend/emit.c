@@ -788,7 +788,8 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   const OpEmitter *own = op_emitter(n->op);
   /* Other types go to opc's kernels; copies move any type. */
   bool half = own && own->half && node_in_half(n) && computes_in(n, node_data_type(n));
-  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op || own == &loop_op;
+  bool typed_ok = computes_in(n, DT_FLOAT) || half || own == &copy_op || own == &loop_op ||
+                  own == &if_op;
   const OpEmitter *kern = kernel_op_emitter(n->op);
   if (e->kernels_only && own != &copy_op && kern && (!kern->supports || kern->supports(e, n)))
     return kern;

@@ -511,7 +511,31 @@ extern const OpEmitter cudnn_conv, cudnn_deconv, cudnn_pool, cudnn_reduce, cudnn
 extern const OpEmitter blas_gemm, blas_matmul;                          /* ops_blas.c */
 extern const OpEmitter copy_op; /* ops_copy.c: data movement by copies and views */
 extern const OpEmitter loop_op; /* loop.c: a run-time Loop, a WHILE node */
-bool graph_has_loop(const Graph *g); /* loop.c: whether g holds a run-time Loop */
+extern const OpEmitter if_op;   /* if.c: a run-time If, an IF node with two bodies */
+/* loop.c: whether g holds a run-time Loop or If (a node with a body) */
+bool graph_has_loop(const Graph *g);
+
+/* An emitter for a body (loop.c): the graph's state, but the body's graph,
+   its own per-tensor and per-node names, and its launches on the node's
+   body stream (c->ID_stream). emit.c's field names per tensor id are the
+   body's while it is in use (body_begin, body_end). */
+typedef struct BodyEmitter {
+  Emitter e;
+  Emitter *outer;    /* the graph's */
+  const char *trips; /* a Loop's trip count's buffer, or NULL */
+  const char **tensor_field, **saved;
+} BodyEmitter;
+void body_emitter(Emitter *e, const Node *n, Graph *body, BodyEmitter *b);
+void body_begin(BodyEmitter *b);
+void body_end(BodyEmitter *b);
+/* The kernels a copy of e asked for, and its failure, back into e. */
+void body_take_back(Emitter *e, const Emitter *copy);
+/* A body's tensors into the node's region of the arena, its last output. */
+void place_body(const Node *n, Graph *body);
+/* One body node: its work in a run function of its own, a call to it in
+   `calls`; refused, naming `owner`, where it calls what CUDA does not
+   allow in a conditional node's body. */
+bool emit_body_node(BodyEmitter *b, const Node *owner, Node *n, FILE *calls);
 void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
 const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */

@@ -31,26 +31,14 @@
 
 static int64_t bytes_of(const Tensor *t) { return tensor_numel(t) * (int64_t)dtype_size(t->dtype); }
 
-/* An emitter for the body: the graph's state, but the body's graph, its
-   own per-tensor and per-node names, and its launches on the loop's
-   stream. emit.c's field names per tensor id are the body's while it is
-   in use (body_begin, body_end). */
-typedef struct BodyEmitter {
-  Emitter e;
-  Emitter *outer;    /* the graph's */
-  const char *trips; /* the trip count's buffer, or NULL */
-  const char **tensor_field, **saved;
-} BodyEmitter;
-
-static void body_begin(BodyEmitter *b) {
+void body_begin(BodyEmitter *b) {
   b->saved = b->e.st->tensor_field;
   b->e.st->tensor_field = b->tensor_field;
 }
 
-static void body_end(BodyEmitter *b) { b->e.st->tensor_field = b->saved; }
+void body_end(BodyEmitter *b) { b->e.st->tensor_field = b->saved; }
 
-static void body_emitter(Emitter *e, const Node *n, BodyEmitter *b) {
-  Graph *body = n->body;
+void body_emitter(Emitter *e, const Node *n, Graph *body, BodyEmitter *b) {
   Arena *a = e->g->arena;
   b->e = *e;
   b->outer = e;
@@ -74,15 +62,15 @@ static void body_emitter(Emitter *e, const Node *n, BodyEmitter *b) {
 
 /* The kernels a copy of e asked for, and its failure, back into e (the
    list of kernels is the emitter's own). */
-static void take_back(Emitter *e, const Emitter *copy) {
+void body_take_back(Emitter *e, const Emitter *copy) {
   for (int i = 0; i < copy->nkernels; i++)
     kernel_request(e, copy->kernels[i]);
   e->failed |= copy->failed;
 }
 
-/* The body's tensors into the Loop's region of the arena, once. */
-static void place_body(const Node *n) {
-  Graph *body = n->body;
+/* A body's tensors into the node's region of the arena (its last
+   output's), once. */
+void place_body(const Node *n, Graph *body) {
   const Tensor *memory = n->out[n->nout - 1];
   if (body->placed)
     return;
@@ -97,15 +85,15 @@ static void place_body(const Node *n) {
 
 static bool refuse_body_node(Emitter *e, const Node *loop, const Node *n, const char *why) {
   ir_error(e->g, loop, "its body's node '%s' (%s) %s, which CUDA does not allow in the body of "
-           "a conditional node (kernels, memsets and memcpys only); opc runs a Loop at run "
-           "time only on such a body", n->name, op_name(n->op), why);
+           "a conditional node (kernels, memsets and memcpys only); opc runs a %s at run "
+           "time only on such a body", n->name, op_name(n->op), why, op_name(loop->op));
   e->failed = true;
   return false;
 }
 
 /* One body node: its fields and setup as any node's, its work in a run
    function of its own, called from the body's function (`calls`). */
-static bool emit_body_node(BodyEmitter *b, const Node *loop, Node *n, FILE *calls) {
+bool emit_body_node(BodyEmitter *b, const Node *loop, Node *n, FILE *calls) {
   Emitter *be = &b->e;
   const char *comment = emit_str(be, "%s (%s)", comment_text(be, n->name), op_name(n->op));
   if (n->is_view || n->op == OP_CONSTANT) {
@@ -149,9 +137,9 @@ static bool emit_body_node(BodyEmitter *b, const Node *loop, Node *n, FILE *call
   }
   const char *fn = emit_str(be, "run_%s", node_id(be, n));
   fprintf(be->st->sec[SEC_SETUP],
-          "/* %s, in the body of Loop '%s': its work, on the loop's stream */\n"
+          "/* %s, in a body of %s '%s': its work, on the body's stream */\n"
           "static int %s(%s_ctx *c)\n{\n%s  return 0;\n}\n\n",
-          comment, comment_text(be, loop->name), fn, be->prefix, text ? text : "");
+          comment, op_name(loop->op), comment_text(be, loop->name), fn, be->prefix, text ? text : "");
   free(text);
   fprintf(calls, "  /* %s */\n  c->node = \"%s\";\n  if (%s(c) != 0)\n    return -1;\n", comment,
           emit_node_label(be, n), fn);
@@ -193,7 +181,7 @@ static void emit_condition(Emitter *e, FILE *f, int indent, const char *stream,
   L.note = step ? "the next iteration's number, and whether it runs"
                 : "whether the first iteration runs: trip count above 0, condition true";
   emit_launch(&w, loop, &L);
-  take_back(e, &w);
+  body_take_back(e, &w);
 }
 
 /* The body's function: its nodes, the carried values back to its inputs,
@@ -360,7 +348,7 @@ static void emit_host_function(Emitter *e, BodyEmitter *b, const Node *loop, con
 
 bool graph_has_loop(const Graph *g) {
   for (int i = 0; i < g->nnodes; i++)
-    if (g->nodes[i]->op == OP_LOOP && !g->nodes[i]->dead)
+    if (g->nodes[i]->body && !g->nodes[i]->dead)
       return true;
   return false;
 }
@@ -446,17 +434,17 @@ static void check_scan_rows(Emitter *e, Node *n, const char *counter) {
 static void loop_run(Emitter *e, Node *n) {
   Graph *body = n->body;
   const char *id = node_id(e, n), *stream = node_stream(e, n);
-  place_body(n);
+  place_body(n, body);
   BodyEmitter b;
   const char *trips = n->in[0] ? buf(e, n->in[0]) : NULL; /* named before the body's */
-  body_emitter(e, n, &b);
+  body_emitter(e, n, body, &b);
   b.trips = trips;
   const char *body_fn = emit_str(e, "%s_body", id), *while_fn = emit_str(e, "%s_while", id),
              *host_fn = emit_str(e, "%s_host", id);
   body_begin(&b);
   bool ok = emit_body_function(&b, n, body_fn);
   body_end(&b);
-  take_back(e, &b.e);
+  body_take_back(e, &b.e);
   if (!ok || b.e.failed) {
     e->failed = true;
     return;

@@ -121,6 +121,14 @@ struct Tensor *loop_capture(Importer *im, struct Tensor *t);
 /* Inside a run-time Loop's body: the tensor `name` of the graph around
    it, or NULL (loop.c). */
 struct Tensor *loop_capture_outer_find(Importer *im, const char *name);
+/* Inside a run-time body: the graph around it (loop.c). */
+Graph *loop_capture_outer_graph(Importer *im);
+/* An If whose condition is run-time data as one OP_IF node owning both
+   branches (a CUDA-graph IF node); false, with the reason, when it does
+   not qualify (loop.c). */
+bool import_runtime_if(Importer *im, const Onnx__NodeProto *np, const char *name,
+                       struct Tensor *cond, const Onnx__GraphProto *then_gp,
+                       const Onnx__GraphProto *else_gp, const char **why);
 void import_scan(Importer *im, const Onnx__NodeProto *np, const char *name);
 
 /* out = values[0..count), stacked along a new axis `axis`: an Unsqueeze

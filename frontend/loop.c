@@ -32,6 +32,8 @@ Tensor *loop_capture_outer_find(Importer *im, const char *name) {
   return graph_find_tensor(im->capture->outer, name);
 }
 
+Graph *loop_capture_outer_graph(Importer *im) { return im->capture->outer; }
+
 /* A constant of the body with t's type and data (the arena is shared). */
 static Tensor *copy_constant(Graph *body, const char *name, const Tensor *t) {
   Tensor *c = graph_add_tensor(body, name);
@@ -365,4 +367,136 @@ void import_runtime_loop(Importer *im, const Onnx__NodeProto *np, const char *na
   free(outer);
   free(in);
   free(outs);
+}
+
+/* ------------------------------------------------------------ If */
+
+/* Branch gp as the body of cap, its outputs the body's; false after an
+   error. An If's branches take no inputs: what they read is captured. */
+static bool branch_body(Importer *im, LoopCapture *cap, const Onnx__GraphProto *gp,
+                        size_t nout) {
+  Tensor **outs = calloc(gp->n_output + 1, sizeof *outs);
+  bool ok = outs && gp->n_input == 0 && gp->n_output == nout &&
+            import_body(im, cap, gp, NULL, outs);
+  for (size_t i = 0; ok && i < nout; i++) {
+    ok = outs[i] && !seq_of(im, outs[i]);
+    if (ok)
+      body_output(cap->body, cap->name, (int)i, outs[i]);
+  }
+  free(outs);
+  return ok && graph_toposort(cap->body) && graph_infer_shapes(cap->body);
+}
+
+/* Why a body cannot run in a CUDA-graph conditional node, or NULL. */
+static const char *body_refusal(Graph *g, const Graph *b, const char *which) {
+  for (int i = 0; i < b->ntensors; i++)
+    if (b->tensors[i]->bounded)
+      return arena_printf(g->arena, "its %s branch's tensor '%s' has a size known only at run "
+                          "time", which, b->tensors[i]->name);
+  for (int i = 0; i < b->nnodes; i++) {
+    const Node *n = b->nodes[i];
+    if (!n->dead && !op_runs_in_body(n->op))
+      return arena_printf(g->arena, "its %s branch's node '%s' (%s) %s", which, n->name,
+                          op_name(n->op), n->body ? "is a run-time Loop, which opc does not nest "
+                          "in a conditional node" : "runs with cuDNN or cuBLAS, which a "
+                          "conditional node's body cannot call");
+  }
+  return NULL;
+}
+
+/* Why the two bodies' outputs cannot be one IF node's, or NULL: each
+   pair must agree in dtype and static shape. */
+static const char *outputs_refusal(Graph *g, const Graph *t, const Graph *e) {
+  for (int k = 0; k < t->noutputs; k++) {
+    const Tensor *a = t->outputs[k], *b = e->outputs[k];
+    char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+    if (a->bounded || b->bounded || a->dtype != b->dtype || !tensor_same_shape(a, b))
+      return arena_printf(g->arena, "its output %d is %s%s in the then branch but %s%s in the "
+                          "else branch; an IF node needs both of one dtype and static shape", k,
+                          tensor_type_str(a, ta, sizeof ta), a->bounded ? " (bounded)" : "",
+                          tensor_type_str(b, tb, sizeof tb), b->bounded ? " (bounded)" : "");
+  }
+  return NULL;
+}
+
+/* Why a body's captured outer values cannot be copied into it, or NULL:
+   one of run-time size would need its dims too. */
+static const char *captures_refusal(Graph *g, const LoopCapture *cap, const char *which) {
+  for (int i = 0; i < cap->n; i++)
+    if (cap->from[i]->bounded)
+      return arena_printf(g->arena, "its %s branch reads '%s', whose size is known only at "
+                          "run time", which, cap->from[i]->name);
+  return NULL;
+}
+
+/* The node's inputs for a body's captured outer values, from `at`. */
+static void capture_inputs(Node *n, int at, const LoopCapture *cap) {
+  const Graph *b = cap->body;
+  for (int j = 0; j < b->ninputs; j++)
+    for (int i = 0; i < cap->n; i++)
+      if (cap->to[i] == b->inputs[j])
+        n->in[at + j] = cap->from[i];
+}
+
+/*
+ * An If whose condition is run-time data as one OP_IF node owning both
+ * branches, each a body graph whose outer reads are captured as the
+ * Loop's are: the backend runs it as a CUDA-graph IF node with two bodies
+ * (backend/if.c), so only the branch taken runs. True when the node was
+ * made; false, nothing reported and *why set, when the If does not
+ * qualify (then select_branches imports it as IfSelects): an If inside a
+ * run-time body, outputs that differ in dtype or shape or are bounded, or
+ * a branch node that only cuDNN or cuBLAS run.
+ */
+bool import_runtime_if(Importer *im, const Onnx__NodeProto *np, const char *name, Tensor *cond,
+                       const Onnx__GraphProto *then_gp, const Onnx__GraphProto *else_gp,
+                       const char **why) {
+  Graph *g = im->g;
+  size_t nout = np->n_output;
+  if (im->capture) {
+    *why = "it lies in the body of a run-time Loop or If, and opc nests no conditional nodes";
+    return false;
+  }
+  LoopCapture then_cap = {.outer = g, .body = graph_new_in(g, arena_printf(g->arena, "%s/then", name)),
+                          .name = arena_printf(g->arena, "%s/then", name)};
+  LoopCapture else_cap = {.outer = g, .body = graph_new_in(g, arena_printf(g->arena, "%s/else", name)),
+                          .name = arena_printf(g->arena, "%s/else", name)};
+  ir_quiet(true);
+  bool ok = branch_body(im, &then_cap, then_gp, nout) && branch_body(im, &else_cap, else_gp, nout);
+  ir_quiet(false);
+  *why = NULL;
+  if (!ok) {
+    im->failed = false; /* select_branches reports what is wrong, if anything */
+    *why = "its branches did not import as bodies of their own (a sequence output, or a node "
+           "that needs a value at compile time)";
+  }
+  if (!*why)
+    *why = outputs_refusal(g, then_cap.body, else_cap.body);
+  if (!*why && cond->bounded)
+    *why = "its condition's size is known only at run time";
+  if (!*why)
+    *why = captures_refusal(g, &then_cap, "then");
+  if (!*why)
+    *why = captures_refusal(g, &else_cap, "else");
+  if (!*why)
+    *why = body_refusal(g, then_cap.body, "then");
+  if (!*why)
+    *why = body_refusal(g, else_cap.body, "else");
+  if (!*why) {
+    Graph *t = then_cap.body, *e = else_cap.body;
+    Node *n = graph_add_node(g, OP_IF, name, 1 + t->ninputs + e->ninputs, (int)nout + 1);
+    n->body = t;
+    n->else_body = e;
+    n->in[0] = cond;
+    capture_inputs(n, 1, &then_cap);
+    capture_inputs(n, 1 + t->ninputs, &else_cap);
+    for (size_t k = 0; k < nout; k++)
+      n->out[k] = *np->output[k] ? import_lookup(im, np->output[k]) : graph_add_tensor(g, NULL);
+    n->out[nout] = graph_add_tensor(g, arena_printf(g->arena, "%s/body_memory", name));
+  }
+  free(then_cap.from);
+  free(then_cap.to);
+  free(else_cap.from);
+  free(else_cap.to);
+  return !*why;
 }

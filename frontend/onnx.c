@@ -1099,6 +1099,17 @@ static void import_if(Importer *im, const Onnx__NodeProto *np, const char *name)
       im->failed = true;
       return;
     }
+    const char *why = NULL;
+    Graph *top = im->capture ? loop_capture_outer_graph(im) : g;
+    int notes = top->nnotes; /* the --report lines of Ifs in the branches */
+    if (then_gp->n_output == np->n_output && else_gp->n_output == np->n_output &&
+        import_runtime_if(im, np, name, cond, then_gp, else_gp, &why)) {
+      graph_note(top, "If '%s': a CUDA-graph IF node, only the branch taken runs", name);
+      return;
+    }
+    top->nnotes = notes; /* the branches are imported again below */
+    if (why)
+      graph_note(top, "If '%s': both branches run (IfSelect): %s", name, why);
     im->if_depth++;
     select_branches(im, np, name, cond, then_gp, else_gp);
     im->if_depth--;
@@ -1242,12 +1253,14 @@ static void import_loop(Importer *im, const Onnx__NodeProto *np, const char *nam
       !loop_known_now(im, np, body) && !im->failed) {
     /* Quietly: a body that needs its iteration number at compile time (a
        Slice at it) is refused below instead, naming the input to bind. */
+    int notes = g->nnotes; /* the --report lines of Ifs in the body, if it is unrolled */
     ir_quiet(true);
     import_runtime_loop(im, np, name, body);
     ir_quiet(false);
     if (!im->failed)
       return;
     im->failed = false;
+    g->nnotes = notes;
   }
   if (im->failed)
     return;

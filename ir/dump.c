@@ -282,17 +282,18 @@ static void put_node(FILE *f, const Graph *g, const Node *n, int issue) {
   fputc('\n', f);
 }
 
-/* A run-time Loop's body, after its node, as comments (graph_parse skips
-   them): the IR text has no nested graphs. */
-static void put_body(FILE *f, const Node *n) {
+/* A run-time Loop's body, or an If's (`which`: "body" or "else body"),
+   after its node, as comments (graph_parse skips them): the IR text has no
+   nested graphs. */
+static void put_body(FILE *f, const Node *n, Graph *body, const char *which) {
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
   if (!m)
     return;
-  graph_dump(n->body, m);
+  graph_dump(body, m);
   fclose(m);
-  fputs("# body of ", f);
+  fprintf(f, "# %s of ", which);
   put_string(f, n->name);
   fputs(":\n", f);
   for (char *line = text; line && *line;) {
@@ -376,7 +377,9 @@ void graph_dump(Graph *g, FILE *f) {
   for (int i = 0; i < g->nnodes; i++) {
     put_node(f, g, g->nodes[i], issue[i]);
     if (g->nodes[i]->body)
-      put_body(f, g->nodes[i]);
+      put_body(f, g->nodes[i], g->nodes[i]->body, "body");
+    if (g->nodes[i]->else_body)
+      put_body(f, g->nodes[i], g->nodes[i]->else_body, "else body");
   }
   free(issue);
   for (int i = 0; i < g->noutputs; i++) {

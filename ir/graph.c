@@ -724,3 +724,16 @@ const Tensor *graph_input_behind(const Graph *g, const Tensor *t) {
   free(seen);
   return found;
 }
+
+void graph_note(Graph *g, const char *fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  const char **grown = arena_alloc(g->arena, sizeof(char *) * (size_t)(g->nnotes + 1));
+  if (g->nnotes)
+    memcpy(grown, g->notes, sizeof(char *) * (size_t)g->nnotes);
+  grown[g->nnotes++] = arena_strdup(g->arena, text);
+  g->notes = grown;
+}

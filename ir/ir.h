@@ -520,9 +520,12 @@ struct Node {
      the same arena. Body inputs: the iteration number (int64, rank 0),
      the condition (bool, rank 0), the carried values, then the outer
      values the body reads (the node's inputs from 2 on, in that order);
-     body outputs: the condition, then the carried values. NULL for
-     every other kind. */
-  struct Graph *body;
+     body outputs: the condition, then the carried values. An If run as a
+     conditional node (OP_IF): body is the then branch and else_body the
+     else branch; each body's inputs are the outer values it reads (the
+     node's inputs after the condition: the then body's, then the else
+     body's), its outputs the If's. NULL for every other kind. */
+  struct Graph *body, *else_body;
 };
 
 typedef struct Graph Graph;
@@ -712,6 +715,12 @@ const char *act_name(Activation a);
 Activation act_from_name(const char *name);
 
 const OpInfo *op_info(OpKind op);
+/* Whether the backend has an opc kernel (not only cuDNN or cuBLAS) for the
+   kind, or moves it with device copies: what a conditional node's body
+   may run (ops.def's emitter and library columns). */
+bool op_runs_in_body(OpKind op);
+/* Adds a line to g->notes. */
+void graph_note(Graph *g, const char *fmt, ...);
 OpKind op_from_name(const char *onnx_op_type); /* OP_INVALID if unsupported */
 /* The integer kind fuse-qdq makes of a float one between DequantizeLinear
    and QuantizeLinear (ops.def's INTEGER_FORM rows), or OP_INVALID. */
@@ -854,6 +863,8 @@ struct Graph {
   int64_t arena_bytes;  /* activation arena size, from the memory planner */
   bool placed;          /* a Loop's body: its offsets moved into the graph's arena (backend/loop.c) */
   int loop_scans;       /* a Loop's body: its last outputs that stack scan outputs (frontend/loop.c) */
+  const char **notes;   /* why each run-time If runs as it does, for --report (frontend/loop.c) */
+  int nnotes;
   int64_t max_memory;   /* the program's memory limit in bytes (--max-memory) */
   Schedule sched;
   ServeInfo *serve;     /* several models in one program; NULL for one */

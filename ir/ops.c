@@ -540,6 +540,44 @@ static bool infer_loop(Graph *g, Node *n) {
   return set_out(g, n, carried, DT_UINT8, 1, &bytes);
 }
 
+/* A run-time If run as an IF node: its outputs are the branches' values,
+   which must agree in dtype and static shape (frontend/loop.c imports
+   only such Ifs this way); the last, the bodies' memory, is the larger of
+   the two bodies' arenas, which never run together (one byte until they
+   are planned). */
+static bool infer_if(Graph *g, Node *n) {
+  Graph *then_b = n->body, *else_b = n->else_body;
+  int nout = then_b ? then_b->noutputs : -1;
+  if (!then_b || !else_b || else_b->noutputs != nout || n->nout != nout + 1 ||
+      n->nin != 1 + then_b->ninputs + else_b->ninputs) {
+    ir_error(g, n, "an If node needs its two bodies, each with as many outputs as the node but "
+             "one, and one input per node input after the condition");
+    return false;
+  }
+  Tensor *cond = in(n, 0);
+  if (!cond || cond->dtype != DT_BOOL || tensor_numel(cond) != 1) {
+    ir_error(g, n, "the condition must be one bool");
+    return false;
+  }
+  for (int k = 0; k < nout; k++) {
+    const Tensor *a = then_b->outputs[k], *b = else_b->outputs[k];
+    if (a->dtype != b->dtype || !tensor_same_shape(a, b) || a->bounded || b->bounded) {
+      char ta[IR_MAX_RANK * 24 + 16], tb[IR_MAX_RANK * 24 + 16];
+      ir_error(g, n, "output %d is %s%s in the then branch but %s%s in the else branch; an If "
+               "node needs both of one dtype and static shape", k,
+               tensor_type_str(a, ta, sizeof ta), a->bounded ? " (bounded)" : "",
+               tensor_type_str(b, tb, sizeof tb), b->bounded ? " (bounded)" : "");
+      return false;
+    }
+    if (!set_out(g, n, k, a->dtype, a->rank, a->dims))
+      return false;
+  }
+  int64_t bytes = then_b->arena_bytes > else_b->arena_bytes ? then_b->arena_bytes
+                                                             : else_b->arena_bytes;
+  bytes = bytes > 0 ? bytes : 1;
+  return set_out(g, n, nout, DT_UINT8, 1, &bytes);
+}
+
 /* The spec asks for fmod=1 on floats; with fmod=0 opc computes what the
    reference does, numpy's floored mod (the result takes the divisor's sign). */
 static bool infer_mod(Graph *g, Node *n) {
@@ -3962,6 +4000,25 @@ static const OpInfo op_table[OP_COUNT] = {
 };
 
 const OpInfo *op_info(OpKind op) { return &op_table[op > 0 && op < OP_COUNT ? op : 0]; }
+
+/* ops.def's emitter and library columns as written: which kinds have an
+   opc kernel, or are device copies. */
+static const char *const body_columns[OP_COUNT][2] = {
+#define OP(kind, name, min_in, max_in, min_out, max_out, infer, fold, params, cost,      \
+           param_inputs, eval, types, traits, run_types, act, act_name, half, attrs,      \
+           kernel, emitter, library, cudnn)                                               \
+  [OP_##kind] = {#emitter, #library},
+#include "ops.def"
+#undef OP
+};
+
+bool op_runs_in_body(OpKind op) {
+  if (op <= 0 || op >= OP_COUNT || op == OP_LOOP || op == OP_IF)
+    return false;
+  if (op == OP_CONSTANT || op_table[op].eval != AT_RUN_TIME)
+    return true; /* folded at compile time */
+  return strcmp(body_columns[op][0], "NULL") != 0 || strcmp(body_columns[op][1], "&copy_op") == 0;
+}
 
 const char *op_name(OpKind op) { return op_info(op)->name; }
 

@@ -62,6 +62,12 @@ const Pass *pipeline_passes(int *count);
 /* A pass name --dump-after accepts (a pass of the pipeline, or "all");
    otherwise reports the error with the valid names and returns false. */
 bool pipeline_check_dump_after(const char *option, const char *name);
+/* Every run-time If run as an IF node (OP_IF) made again as the importer
+   makes one that does not qualify: both branches' nodes in g, each output
+   an IfSelect; `why` goes to --report (compile_bodies.c). For programs
+   with no conditional nodes: several GPUs, a CPU device, serving. */
+bool pass_if_both_branches(Graph *g, const char *why);
+
 /* One context per compile, in g's arena, for run_pipeline and the reports. */
 PassContext *pass_context_new(Graph *g, const PassOptions *opt);
 bool run_pipeline(Graph *g, const PassOptions *opt, PassContext *ctx);

@@ -336,6 +336,8 @@ static double floor_us(const Graph *g, const CostModel *cm, int *kernels) {
 void schedule_print_report(Graph *g, PassContext *ctx, FILE *f) {
   const Schedule *sc = &g->sched;
   const CostModel *cm = pass_cost_model(ctx);
+  for (int i = 0; i < g->nnotes; i++)
+    fprintf(f, "%s\n", g->notes[i]);
   fprintf(f, "schedule: %s, %d units, %d stages, %d streams, %d events\n",
           sc->scheduler ? sc->scheduler : "none", sc->norder, sc->nstages, sc->nstreams,
           sc->nevents);

@@ -517,18 +517,28 @@ def if_models():
     expect("node", "if_twice.onnx", "-", "a/output_0", "Identity", 1, "a/t", 1, "y1")
     expect("node", "if_twice.onnx", "-", "b/output_0", "Identity", 1, "b/t", 1, "y2")
 
-    # a condition from a graph input: both branches, each output an
-    # IfSelect of theirs by the condition made one value; bound with
-    # --const-input, only the chosen branch
+    # a condition from a graph input: one If node owning both branches
+    # (a CUDA-graph IF node), reading the outer x once for each; bound
+    # with --const-input, only the chosen branch
     then_gp, else_gp = relu_or_neg("")
     cond = [helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
     save(model([helper.make_node("Not", ["cond"], ["c"], name="not"),
                 if_node("c", "y", then_gp, else_gp)], x + cond, y, opset=17), "if_input.onnx")
-    expect("node", "if_input.onnx", "-", "relu", "Relu", 1, "x", 1, "if1/then/t")
-    expect("node", "if_input.onnx", "-", "neg", "Neg", 1, "x", 1, "if1/else/e")
-    expect("node", "if_input.onnx", "-", "if1/condition", "Reshape", 2, "c",
+    expect("node", "if_input.onnx", "-", "if1", "If", 3, "c", "x", "x", 2, "y",
+           "if1/body_memory")
+    # a branch with a MatMul, which only cuBLAS runs and a conditional
+    # body cannot call: both branches, each output an IfSelect of theirs
+    # by the condition made one value
+    w = numpy_helper.from_array(np.eye(2, dtype=np.float32), "w")
+    then_gp = branch("then", [helper.make_node("MatMul", ["x", "w"], ["t"], name="mm")], "t")
+    save(model([helper.make_node("Not", ["cond"], ["c"], name="not"),
+                if_node("c", "y", then_gp, else_gp)], x + cond, y, [w], opset=17),
+         "if_matmul.onnx")
+    expect("node", "if_matmul.onnx", "-", "mm", "MatMul", 2, "x", "w", 1, "if1/then/t")
+    expect("node", "if_matmul.onnx", "-", "neg", "Neg", 1, "x", 1, "if1/else/e")
+    expect("node", "if_matmul.onnx", "-", "if1/condition", "Reshape", 2, "c",
            "if1/condition_shape", 1, "if1/condition")
-    expect("node", "if_input.onnx", "-", "if1/output_0", "IfSelect", 3, "if1/condition",
+    expect("node", "if_matmul.onnx", "-", "if1/output_0", "IfSelect", 3, "if1/condition",
            "if1/then/t", "if1/else/e", 1, "y")
     # an IfSelect is opc's own: a model naming one is refused
     save(model([helper.make_node("IfSelect", ["cond", "x", "x"], ["y"], name="sel")], x + cond,
