@@ -537,6 +537,19 @@ void place_body(const Node *n, Graph *body);
    allow in a conditional node's body. */
 bool emit_body_node(BodyEmitter *b, const Node *owner, Node *n, FILE *calls);
 void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
+/* loop.c: a function adding a conditional node to the CUDA graph being
+   captured on n's stream. emit_conditional_open prints its head: the
+   declarations and the handle, created for that graph, in `handle`; the
+   caller then prints what sets the handle's first value (device code).
+   emit_conditional_close adds the node of `type` ("cudaGraphCondTypeIf",
+   "cudaGraphCondTypeWhile") with `size` bodies after everything before it,
+   captures body k by the call body_calls[k] (a C expression, 0 on success)
+   on n's capture stream, and returns. w is the caller's copy of e, printing
+   to the setup section. */
+void emit_conditional_open(Emitter *w, Emitter *e, const Node *n, const char *fn,
+                           const char *comment);
+void emit_conditional_close(Emitter *w, const Node *n, const char *type, int size,
+                            const char *const *body_calls);
 const OpEmitter *transfer_op_emitter(void);   /* ops_copy.c: a copy between GPUs */
 /* "base + offset", or base when the offset is 0 (ops_copy.c). */
 const char *offset_ptr(Emitter *e, const char *base, int64_t offset);

@@ -129,63 +129,18 @@ static void emit_condition(Emitter *e, FILE *f, const Node *n, const char *strea
   body_take_back(e, &w);
 }
 
-/* The IF node's function: the node added to the capture on `stream`, each
-   branch captured into one of its body graphs. */
+/* The IF node's function: the node added to the capture on n's stream,
+   each branch captured into one of its body graphs: body 0 runs on a
+   non-zero handle, body 1 on zero. */
 static void emit_if_function(Emitter *e, const Node *n, const char *fn, const char *cond,
                              const char *then_fn, const char *else_fn) {
-  const char *id = node_id(e, n), *stream = node_stream(e, n);
-  Emitter w = *e;
-  FILE *s = e->st->sec[SEC_SETUP];
-  w.f = s;
-  w.indent = 0;
-  w.fail = "return -1";
-  w.node = n;
-  emit(&w, "/* If '%s' as an IF node with two bodies of the CUDA graph being captured on %s. */",
-       comment_text(e, n->name), stream);
-  emit(&w, "static int %s(%s_ctx *c)", fn, e->prefix);
-  emit_open(&w, "{");
-  emit(&w, "enum cudaStreamCaptureStatus status;");
-  emit(&w, "cudaGraph_t graph = NULL, body = NULL;");
-  emit(&w, "const cudaGraphNode_t *deps = NULL;");
-  emit(&w, "size_t ndeps = 0;");
-  emit(&w, "cudaGraphConditionalHandle handle;");
-  emit(&w, "struct cudaGraphNodeParams if_node;");
-  emit(&w, "cudaGraphNode_t node;");
-  emit(&w, "cudaError_t status_end;");
-  emit(&w, "int ok;");
-  emit_call(&w, LIB_CUDA, n, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, NULL, NULL, NULL)",
-            stream);
-  emit_call(&w, LIB_CUDA, n, "cudaGraphConditionalHandleCreate(&handle, graph, 0, 0)");
-  emit_condition(e, s, n, stream, cond);
-  emit(&w, "/* The node after everything before it on %s, which goes on after it. */", stream);
-  emit_call(&w, LIB_CUDA, n, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, &deps, NULL, &ndeps)",
-            stream);
-  emit(&w, "memset(&if_node, 0, sizeof if_node);");
-  emit(&w, "if_node.type = cudaGraphNodeTypeConditional;");
-  emit(&w, "if_node.conditional.handle = handle;");
-  emit(&w, "if_node.conditional.type = cudaGraphCondTypeIf;");
-  emit(&w, "if_node.conditional.size = 2; /* body 0 on non-zero, body 1 on zero */");
-  emit_call(&w, LIB_CUDA, n, "cudaGraphAddNode(&node, graph, deps, NULL, ndeps, &if_node)");
-  emit_call(&w, LIB_CUDA, n, "cudaStreamUpdateCaptureDependencies(%s, &node, NULL, 1, "
-            "cudaStreamSetCaptureDependencies)", stream);
-  const char *fns[2] = {then_fn, else_fn};
-  for (int k = 0; k < 2; k++) {
-    emit(&w, "/* The %s branch, captured into body %d on a stream of its own; its capture",
-         k ? "else" : "then", k);
-    emit(&w, "   ended even after a failure, keeping the first message. */");
-    emit_call(&w, LIB_CUDA, n, "cudaStreamBeginCaptureToGraph(c->%s_capture, "
-              "if_node.conditional.phGraph_out[%d], NULL, NULL, 0, "
-              "cudaStreamCaptureModeThreadLocal)", id, k);
-    emit(&w, "c->%s_stream = c->%s_capture;", id, id);
-    emit(&w, "ok = %s(c) == 0;", fns[k]);
-    emit(&w, "status_end = cudaStreamEndCapture(c->%s_capture, &body);", id);
-    emit(&w, "c->node = \"%s\";", emit_node_label(&w, n));
-    emit(&w, "if (!ok || !cuda_ok(c, status_end, \"cudaStreamEndCapture\"))");
-    emit(&w, "  return -1;");
-  }
-  emit(&w, "return 0;");
-  emit_close(&w, "}");
-  emit_blank(&w);
+  Emitter w;
+  emit_conditional_open(&w, e, n, fn, emit_str(e, "If '%s' as an IF node with two bodies of the "
+                        "CUDA graph being captured on %s.", comment_text(e, n->name),
+                        node_stream(e, n)));
+  emit_condition(e, w.f, n, node_stream(e, n), cond);
+  const char *calls[2] = {emit_str(e, "%s(c)", then_fn), emit_str(e, "%s(c)", else_fn)};
+  emit_conditional_close(&w, n, "cudaGraphCondTypeIf", 2, calls);
 }
 
 /* Outside a capture: the condition read back to the host, which calls

@@ -233,59 +233,75 @@ static bool emit_body_function(BodyEmitter *b, const Node *loop, const char *fn)
   return !w.failed;
 }
 
-/* The WHILE node's function: the node added to the capture on `stream`, its
-   body captured into the node's body graph. */
+void emit_conditional_open(Emitter *w, Emitter *e, const Node *n, const char *fn,
+                           const char *comment) {
+  *w = *e;
+  w->f = e->st->sec[SEC_SETUP];
+  w->indent = 0;
+  w->fail = "return -1";
+  w->node = n;
+  emit(w, "/* %s */", comment);
+  emit(w, "static int %s(%s_ctx *c)", fn, e->prefix);
+  emit_open(w, "{");
+  emit(w, "enum cudaStreamCaptureStatus status;");
+  emit(w, "cudaGraph_t graph = NULL, body = NULL;");
+  emit(w, "const cudaGraphNode_t *deps = NULL;");
+  emit(w, "size_t ndeps = 0;");
+  emit(w, "cudaGraphConditionalHandle handle;");
+  emit(w, "struct cudaGraphNodeParams conditional;");
+  emit(w, "cudaGraphNode_t node;");
+  emit(w, "cudaError_t status_end;");
+  emit(w, "int ok;");
+  emit_call(w, LIB_CUDA, n, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, NULL, NULL, NULL)",
+            node_stream(e, n));
+  emit_call(w, LIB_CUDA, n, "cudaGraphConditionalHandleCreate(&handle, graph, 0, 0)");
+}
+
+void emit_conditional_close(Emitter *w, const Node *n, const char *type, int size,
+                            const char *const *body_calls) {
+  const char *id = node_id(w, n), *stream = node_stream(w, n);
+  emit(w, "/* The node after everything before it on %s, which goes on after it. */", stream);
+  emit_call(w, LIB_CUDA, n, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, &deps, NULL, &ndeps)",
+            stream);
+  emit(w, "memset(&conditional, 0, sizeof conditional);");
+  emit(w, "conditional.type = cudaGraphNodeTypeConditional;");
+  emit(w, "conditional.conditional.handle = handle;");
+  emit(w, "conditional.conditional.type = %s;", type);
+  emit(w, "conditional.conditional.size = %d;", size);
+  emit_call(w, LIB_CUDA, n, "cudaGraphAddNode(&node, graph, deps, NULL, ndeps, &conditional)");
+  emit_call(w, LIB_CUDA, n, "cudaStreamUpdateCaptureDependencies(%s, &node, NULL, 1, "
+            "cudaStreamSetCaptureDependencies)", stream);
+  for (int k = 0; k < size; k++) {
+    emit(w, "/* Body %d, captured into the node's body graph on a stream of its own; its", k);
+    emit(w, "   capture ended even after a failure, keeping the first message. */");
+    emit_call(w, LIB_CUDA, n, "cudaStreamBeginCaptureToGraph(c->%s_capture, "
+              "conditional.conditional.phGraph_out[%d], NULL, NULL, 0, "
+              "cudaStreamCaptureModeThreadLocal)", id, k);
+    emit(w, "c->%s_stream = c->%s_capture;", id, id);
+    emit(w, "ok = %s == 0;", body_calls[k]);
+    emit(w, "status_end = cudaStreamEndCapture(c->%s_capture, &body);", id);
+    emit(w, "c->node = \"%s\";", emit_node_label(w, n));
+    emit(w, "if (!ok || !cuda_ok(c, status_end, \"cudaStreamEndCapture\"))");
+    emit(w, "  return -1;");
+  }
+  emit(w, "return 0;");
+  emit_close(w, "}");
+  emit_blank(w);
+}
+
+/* The WHILE node's function: the node added to the capture on n's stream,
+   its body captured into the node's body graph. */
 static void emit_while_function(Emitter *e, BodyEmitter *b, const Node *loop, const char *fn,
                                 const char *body_fn) {
-  const char *id = node_id(e, loop), *stream = node_stream(e, loop);
-  Emitter w = *e;
-  FILE *s = e->st->sec[SEC_SETUP];
-  w.f = s;
-  w.indent = 0;
-  w.fail = "return -1";
-  w.node = loop;
-  emit(&w, "/* Loop '%s' as a WHILE node of the CUDA graph being captured on %s. */",
-       comment_text(e, loop->name), stream);
-  emit(&w, "static int %s(%s_ctx *c)", fn, e->prefix);
-  emit_open(&w, "{");
-  emit(&w, "enum cudaStreamCaptureStatus status;");
-  emit(&w, "cudaGraph_t graph = NULL, body = NULL;");
-  emit(&w, "const cudaGraphNode_t *deps = NULL;");
-  emit(&w, "size_t ndeps = 0;");
-  emit(&w, "cudaGraphConditionalHandle handle;");
-  emit(&w, "struct cudaGraphNodeParams while_node;");
-  emit(&w, "cudaGraphNode_t node;");
-  emit(&w, "cudaError_t status_end;");
-  emit(&w, "int ok;");
-  emit_call(&w, LIB_CUDA, loop, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, NULL, NULL, NULL)",
-            stream);
-  emit_call(&w, LIB_CUDA, loop, "cudaGraphConditionalHandleCreate(&handle, graph, 0, 0)");
+  Emitter w;
+  emit_conditional_open(&w, e, loop, fn, emit_str(e, "Loop '%s' as a WHILE node of the CUDA graph "
+                        "being captured on %s.", comment_text(e, loop->name), node_stream(e, loop)));
   body_begin(b);
   const char *counter = buf(&b->e, loop->body->inputs[0]), *cond = buf(&b->e, loop->body->inputs[1]);
   body_end(b);
-  emit_condition(e, s, 1, stream, loop, b->trips, counter, cond, 0, "handle");
-  emit(&w, "/* The node after everything before it on %s, which goes on after it. */", stream);
-  emit_call(&w, LIB_CUDA, loop, "cudaStreamGetCaptureInfo(%s, &status, NULL, &graph, &deps, NULL, &ndeps)",
-            stream);
-  emit(&w, "memset(&while_node, 0, sizeof while_node);");
-  emit(&w, "while_node.type = cudaGraphNodeTypeConditional;");
-  emit(&w, "while_node.conditional.handle = handle;");
-  emit(&w, "while_node.conditional.type = cudaGraphCondTypeWhile;");
-  emit(&w, "while_node.conditional.size = 1;");
-  emit_call(&w, LIB_CUDA, loop, "cudaGraphAddNode(&node, graph, deps, NULL, ndeps, &while_node)");
-  emit_call(&w, LIB_CUDA, loop, "cudaStreamUpdateCaptureDependencies(%s, &node, NULL, 1, "
-            "cudaStreamSetCaptureDependencies)", stream);
-  emit(&w, "/* The body, captured into the node's body graph on a stream of its own. */");
-  emit_call(&w, LIB_CUDA, loop, "cudaStreamBeginCaptureToGraph(c->%s_capture, "
-            "while_node.conditional.phGraph_out[0], NULL, NULL, 0, cudaStreamCaptureModeThreadLocal)", id);
-  emit(&w, "c->%s_stream = c->%s_capture;", id, id);
-  emit(&w, "ok = %s(c, handle) == 0;", body_fn);
-  emit(&w, "/* End the body's capture even after a failure, keeping the first message. */");
-  emit(&w, "status_end = cudaStreamEndCapture(c->%s_capture, &body);", id);
-  emit(&w, "c->node = \"%s\";", emit_node_label(&w, loop));
-  emit(&w, "return ok && cuda_ok(c, status_end, \"cudaStreamEndCapture\") ? 0 : -1;");
-  emit_close(&w, "}");
-  emit_blank(&w);
+  emit_condition(e, w.f, 1, node_stream(e, loop), loop, b->trips, counter, cond, 0, "handle");
+  const char *call = emit_str(e, "%s(c, handle)", body_fn);
+  emit_conditional_close(&w, loop, "cudaGraphCondTypeWhile", 1, &call);
 }
 
 /* The host's loop, outside a capture: the condition read back after each
