@@ -536,6 +536,9 @@ void place_body(const Node *n, Graph *body);
    `calls`; refused, naming `owner`, where it calls what CUDA does not
    allow in a conditional node's body. */
 bool emit_body_node(BodyEmitter *b, const Node *owner, Node *n, FILE *calls);
+/* Every node of `body` in schedule order, as emit_body_node prints them: the
+   calls' text (malloc'd, for the caller to free), or NULL on a failure. */
+char *emit_body_calls(BodyEmitter *b, const Node *owner, Graph *body);
 void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
 /* loop.c: a function adding a conditional node to the CUDA graph being
    captured on n's stream. emit_conditional_open prints its head: the

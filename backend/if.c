@@ -66,21 +66,9 @@ static bool emit_branch_function(BodyEmitter *b, const Node *n, Graph *body, con
                                  const char *which, const char **in, const char **out,
                                  const bool *direct) {
   Emitter *be = &b->e;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *calls = open_memstream(&text, &len);
-  if (!calls) {
-    be->failed = true;
+  char *text = emit_body_calls(b, n, body);
+  if (!text)
     return false;
-  }
-  bool ok = true;
-  for (Node **k = body->sched.listing; ok && k && *k; k++)
-    ok = emit_body_node(b, n, *k, calls);
-  fclose(calls);
-  if (!ok) {
-    free(text);
-    return false;
-  }
   FILE *s = be->st->sec[SEC_SETUP];
   fprintf(s, "/*\n * The %s branch of If '%s' on %s: the outer values it reads into its\n"
              " * inputs, its nodes, its outputs into the If's.\n */\n",
@@ -95,7 +83,7 @@ static bool emit_branch_function(BodyEmitter *b, const Node *n, Graph *body, con
   for (int i = 0; i < body->ninputs; i++)
     emit_call(&w, LIB_CUDA, n, "cudaMemcpyAsync(%s, %s, %lld, cudaMemcpyDeviceToDevice, %s)",
               buf(&w, body->inputs[i]), in[i], (long long)bytes_of(body->inputs[i]), w.stream);
-  fputs(text ? text : "", s);
+  fputs(text, s);
   free(text);
   emit(&w, "/* The branch's outputs into the If's, where it did not write them there. */");
   emit(&w, "c->node = \"%s\";", emit_node_label(&w, n));

@@ -187,31 +187,38 @@ static void emit_condition(Emitter *e, FILE *f, int indent, const char *stream,
 /* The body's function: its nodes, the carried values back to its inputs,
    and, in a CUDA graph (handle non-zero), the condition for the next
    iteration. */
-static bool emit_body_function(BodyEmitter *b, const Node *loop, const char *fn) {
-  Emitter *be = &b->e;
-  Graph *body = loop->body;
+char *emit_body_calls(BodyEmitter *b, const Node *owner, Graph *body) {
   char *text = NULL;
   size_t len = 0;
   FILE *calls = open_memstream(&text, &len);
   if (!calls) {
-    be->failed = true;
-    return false;
+    b->e.failed = true;
+    return NULL;
   }
   bool ok = true;
   for (Node **n = body->sched.listing; ok && n && *n; n++)
-    ok = emit_body_node(b, loop, *n, calls);
+    ok = emit_body_node(b, owner, *n, calls);
   fclose(calls);
   if (!ok) {
     free(text);
-    return false;
+    return NULL;
   }
+  return text;
+}
+
+static bool emit_body_function(BodyEmitter *b, const Node *loop, const char *fn) {
+  Emitter *be = &b->e;
+  Graph *body = loop->body;
+  char *text = emit_body_calls(b, loop, body);
+  if (!text)
+    return false;
   FILE *s = be->st->sec[SEC_SETUP];
   fprintf(s, "/*\n * One iteration of Loop '%s' on %s: the body's nodes, then its\n"
              " * outputs back to its inputs for the next iteration; inside a CUDA graph\n"
              " * (handle non-zero), the WHILE node's condition last.\n */\n",
           comment_text(be, loop->name), be->stream);
   fprintf(s, "static int %s(%s_ctx *c, cudaGraphConditionalHandle handle)\n{\n", fn, be->prefix);
-  fputs(text ? text : "", s);
+  fputs(text, s);
   free(text);
   Emitter w = *be;
   w.f = s;
