@@ -593,6 +593,9 @@ static bool ends_follow_run(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
+  if (op_info(n->op)->params == PARAMS_SLICE && n->p.slice.run_time)
+    return refuse(g, n, b, "its starts are run-time data, which opc slices only a static "
+                  "input by");
   if (!ends_follow_run(g, n, b))
     return false;
   bool whole = op_info(n->op)->params == PARAMS_SPLIT

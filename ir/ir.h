@@ -347,8 +347,17 @@ typedef union Params {
   /* Reduce* and MeanVarianceNormalization: the reduced input axes; noop
      when empty axes with noop_with_empty_axes make it an identity. */
   struct { bool reduced[IR_MAX_RANK]; bool noop, keepdims; } reduce;
-  /* per input axis: first index, step (1 when untouched), output extent */
-  struct { int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK]; } slice;
+  /* per input axis: first index, step (1 when untouched), output extent.
+     run_time: some starts are run-time data whose ends are start + a
+     constant (ir/ops.c slice_at_run_time); run_element[axis] is then the
+     element of starts and ends that slices that axis, -1 for an axis
+     whose start is in `start`. Its kernel reads and clamps them on the
+     device, and fails the run where the length is not `extent`. */
+  struct {
+    int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK];
+    bool run_time;
+    int run_element[IR_MAX_RANK];
+  } slice;
   struct { int axis; int64_t *sizes; /* one per output */ } split;
   struct { int perm[IR_MAX_RANK]; /* perm[i]: input axis of output axis i */ } transpose;
   /* pads[k] and pads[naxes + k]: before and after axis axes[k]; NULL when

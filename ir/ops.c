@@ -1770,10 +1770,186 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Slice's start and length along an axis of dim elements, from begin to
+   end by step. Negative indices count from the end; then clamp as the
+   spec says, which differs for negative steps so that index dim-1 stays
+   reachable. */
+static void clamp_axis(int64_t b, int64_t e, int64_t dim, int64_t st, int64_t *start,
+                       int64_t *ext) {
+  if (b < 0)
+    b = b < -dim ? 0 : b + dim; /* written to avoid overflow on INT64_MIN */
+  if (e < 0)
+    e = e < -dim ? -1 : e + dim;
+  if (st > 0) {
+    b = clamp(b, 0, dim);
+    e = clamp(e, 0, dim);
+  } else {
+    b = clamp(b, 0, dim - 1);
+    e = clamp(e, -1, dim - 1);
+  }
+  int64_t len = st > 0 ? ceil_div(e - b, st) : ceil_div(b - e, -st);
+  *start = b;
+  *ext = len > 0 ? len : 0;
+}
+
+/* An element of a small run-time integer tensor, as far as opc follows
+   it back: element `element` of `base` plus `offset`, or the constant
+   `offset` where base is NULL. */
+typedef struct RunIndex {
+  const Tensor *base;
+  int64_t element, offset;
+} RunIndex;
+
+enum { RUN_INDEX_DEPTH = 16 }; /* steps followed back */
+
+/* The one-element operand of an Add or Sub that is a constant, or NULL. */
+static const Tensor *constant_scalar(const Tensor *t) {
+  return t && t->i64 && dtype_is_integer(t->dtype) && tensor_numel(t) == 1 ? t : NULL;
+}
+
+/* Follows element i of t back through the nodes that move it unchanged
+   (Identity, Unsqueeze, Squeeze, Reshape, Flatten, an integer Cast, a
+   Concat of vectors) and add a constant to it (Add, Sub), to the value it
+   is of a tensor opc does not follow (a Loop's iteration number, a graph
+   input, a Gather...). */
+static RunIndex trace_index(const Tensor *t, int64_t i, int depth) {
+  if (t->i64 && dtype_is_integer(t->dtype))
+    return (RunIndex){NULL, 0, t->i64[i]};
+  const Node *p = t->producer;
+  RunIndex here = {t, i, 0};
+  if (!p || depth >= RUN_INDEX_DEPTH || p->nout < 1 || p->out[0] != t)
+    return here;
+  const Tensor *x = p->nin > 0 ? p->in[0] : NULL;
+  switch (p->op) {
+  case OP_IDENTITY:
+  case OP_UNSQUEEZE:
+  case OP_SQUEEZE:
+  case OP_RESHAPE:
+  case OP_FLATTEN:
+    return x && tensor_numel(x) == tensor_numel(t) ? trace_index(x, i, depth + 1) : here;
+  case OP_CAST: /* an integer that a narrower type would wrap stays unfollowed */
+    return x && dtype_is_integer(x->dtype) && dtype_size(t->dtype) >= dtype_size(x->dtype)
+               ? trace_index(x, i, depth + 1) : here;
+  case OP_CONCAT:
+    if (t->rank != 1)
+      return here;
+    for (int k = 0; k < p->nin; k++) {
+      int64_t count = p->in[k] ? tensor_numel(p->in[k]) : 0;
+      if (i < count)
+        return trace_index(p->in[k], i, depth + 1);
+      i -= count;
+    }
+    return here;
+  case OP_ADD:
+  case OP_SUB: {
+    const Tensor *a = p->in[0], *b = p->in[1], *c = constant_scalar(b), *v = a;
+    if (!c && p->op == OP_ADD && (c = constant_scalar(a)))
+      v = b;
+    if (!c || tensor_numel(v) != tensor_numel(t))
+      return here;
+    RunIndex r = trace_index(v, i, depth + 1);
+    int64_t add = p->op == OP_SUB ? -c->i64[0] : c->i64[0];
+    if (__builtin_add_overflow(r.offset, add, &r.offset))
+      return here;
+    return r;
+  }
+  default:
+    return here;
+  }
+}
+
+/* Slice's output length along an axis sliced from start to start + span
+   by step, where nothing clamps. */
+static int64_t unclamped_length(int64_t span, int64_t step) {
+  if (step > 0)
+    return span > 0 ? ceil_div(span, step) : 0;
+  return span < 0 ? ceil_div(-span, -step) : 0;
+}
+
+/* A Slice whose starts are run-time data, each end its start plus a
+   constant (test_loop11's body: x[i:i+1]), found by following both back
+   (trace_index): the output is static, each such axis the length the
+   constant gives, and the kernel reads the starts and ends, clamps them
+   as ONNX says, and fails the run where clamping changed that length.
+   Axes and steps must be constants. */
+static bool slice_plan_at_run_time(Graph *g, Node *n, int64_t *start, int64_t *step,
+                                   int64_t *ext) {
+  Tensor *x = in(n, 0), *starts = in(n, 1), *ends = in(n, 2);
+  const int64_t *axes = NULL, *steps = NULL;
+  int naxes = -1, nsteps = -1;
+  if ((in(n, 3) && !const_ints(g, n, in(n, 3), &axes, &naxes)) ||
+      (in(n, 4) && !const_ints(g, n, in(n, 4), &steps, &nsteps)))
+    return false;
+  int64_t count = tensor_numel(starts);
+  if (!ends || starts->rank > 1 || tensor_numel(ends) != count || count > IR_MAX_RANK ||
+      (naxes >= 0 && naxes != count) || (nsteps >= 0 && nsteps != count) ||
+      !dtype_is_integer(starts->dtype) || !dtype_is_integer(ends->dtype)) {
+    ir_error(g, n, "starts, ends, axes and steps must be integer vectors of one length "
+             "(at most %d)", IR_MAX_RANK);
+    return false;
+  }
+  bool seen[IR_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    start[d] = 0;
+    step[d] = 1;
+    ext[d] = x->dims[d];
+    n->p.slice.run_element[d] = -1;
+  }
+  for (int i = 0; i < (int)count; i++) {
+    int axis;
+    if (!resolve_axis(g, n, naxes >= 0 ? axes[i] : i, x->rank, &axis))
+      return false;
+    if (seen[axis]) {
+      ir_error(g, n, "axis %d is sliced twice", axis);
+      return false;
+    }
+    seen[axis] = true;
+    int64_t st = nsteps >= 0 ? steps[i] : 1, dim = x->dims[axis];
+    if (st == 0) {
+      ir_error(g, n, "slice step must not be 0");
+      return false;
+    }
+    RunIndex b = trace_index(starts, i, 0), e = trace_index(ends, i, 0);
+    step[axis] = st;
+    if (!b.base && !e.base) { /* both constants: a static axis */
+      clamp_axis(b.offset, e.offset, dim, st, &start[axis], &ext[axis]);
+      continue;
+    }
+    int64_t span;
+    if (b.base != e.base || b.element != e.element ||
+        __builtin_sub_overflow(e.offset, b.offset, &span)) {
+      /* The words of not_constant, which tools/conformance read to bind. */
+      const Tensor *t = tensor_is_const(ends) ? starts : ends;
+      const Tensor *input = graph_input_behind(g, t);
+      ir_error(g, n, "shape input '%s' is not a compile-time constant%s%s%s, and opc cannot "
+               "tell that element %d of ends '%s' is the start's plus a constant, which would "
+               "fix the output's length (bind it with --const-input)", t->name,
+               input && input != t ? "; it depends on graph input '" : "",
+               input && input != t ? input->name : "", input && input != t ? "'" : "", i,
+               ends->name);
+      return false;
+    }
+    int64_t len = unclamped_length(span, st), most = ceil_div(dim, st > 0 ? st : -st);
+    if (len > most) {
+      ir_error(g, n, "ends input '%s' is its start plus %lld along axis %d, which has %lld "
+               "elements: the slice would be clamped in every run", ends->name,
+               (long long)span, axis, (long long)dim);
+      return false;
+    }
+    ext[axis] = len;
+    n->p.slice.run_element[axis] = i;
+    n->p.slice.run_time = true;
+  }
+  return true;
+}
+
 static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
   Tensor *x = in(n, 0);
   const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
   int count, naxes, nsteps;
+  n->p.slice.run_time = false;
+  if (n->nin >= 3 && in(n, 1) && !tensor_is_const(in(n, 1)))
+    return slice_plan_at_run_time(g, n, start, step, ext);
   if (!slice_lists(g, n, &starts, &ends, &axes, &steps, &count, &naxes, &nsteps))
     return false;
   bool seen[IR_MAX_RANK] = {false};
@@ -1796,24 +1972,8 @@ static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t
       ir_error(g, n, "slice step must not be 0");
       return false;
     }
-    /* Negative indices count from the end; then clamp as the spec says,
-       which differs for negative steps so that index dim-1 stays reachable. */
-    int64_t b = starts[i], e = ends[i];
-    if (b < 0)
-      b = b < -dim ? 0 : b + dim; /* written to avoid overflow on INT64_MIN */
-    if (e < 0)
-      e = e < -dim ? -1 : e + dim;
-    if (st > 0) {
-      b = clamp(b, 0, dim);
-      e = clamp(e, 0, dim);
-    } else {
-      b = clamp(b, 0, dim - 1);
-      e = clamp(e, -1, dim - 1);
-    }
-    int64_t len = st > 0 ? ceil_div(e - b, st) : ceil_div(b - e, -st);
-    start[axis] = b;
     step[axis] = st;
-    ext[axis] = len > 0 ? len : 0;
+    clamp_axis(starts[i], ends[i], dim, st, &start[axis], &ext[axis]);
   }
   return true;
 }
