@@ -843,6 +843,13 @@ typedef struct RunCheck {
   const char *pinned_by;          /* "the declared shape of output 'y'", for messages */
 } RunCheck;
 
+/* --max-dim NAME=N: the bound of a tensor whose run-time length its
+   operator does not bound (a Range to a run-time limit). */
+typedef struct MaxDim {
+  const char *name;
+  int64_t bound;
+} MaxDim;
+
 struct Graph {
   Arena *arena;
   const char *path; /* the model file, for messages */
@@ -868,6 +875,8 @@ struct Graph {
   ServeInfo *serve;     /* several models in one program; NULL for one */
   RunCheck *checks;     /* the run-time checks of pinned shape inputs (ir/pin.c) */
   int nchecks, cap_checks;
+  const MaxDim *max_dims; /* --max-dim, shared with its bodies */
+  int nmax_dims;
 };
 
 Graph *graph_new(const char *path);
@@ -877,6 +886,8 @@ Graph *graph_new_in(Graph *owner, const char *name);
 
 Tensor *graph_add_tensor(Graph *g, const char *name); /* name NULL: generated */
 Tensor *graph_find_tensor(Graph *g, const char *name);
+/* The bound --max-dim gives the tensor named `name`, or 0. */
+int64_t graph_max_dim(const Graph *g, const char *name);
 Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout);
 void graph_add_input(Graph *g, Tensor *t);
 void graph_add_output(Graph *g, Tensor *t);

@@ -3706,6 +3706,45 @@ static bool infer_constant_of_shape(Graph *g, Node *n) {
   return set_out(g, n, 0, dt, count, shape);
 }
 
+/* Range to a limit that is run-time data of no run's size (a graph
+   input, a value read from the data): its output's length is bounded
+   only by --max-dim, which names the output; integers from constant
+   start and delta. The output is a bound of its own, its kernel writing
+   the run's length and failing the run where it passes the bound
+   (backend/kernels_movement.c). */
+static bool range_to_max_dim(Graph *g, Node *n) {
+  Tensor *start = in(n, 0), *limit = in(n, 1), *delta = in(n, 2), *y = n->out[0];
+  const char *name = y ? y->name : "";
+  int64_t bound = graph_max_dim(g, name);
+  if (bound <= 0) {
+    ir_error(g, n, "shape input '%s' is not a compile-time constant, so the length of output "
+             "'%s' is known only at run time, and nothing bounds it: give its most elements "
+             "with --max-dim %s=N (or bind it with --const-input)", limit->name, name, name);
+    return false;
+  }
+  for (int i = 0; i < 3; i++)
+    if (tensor_numel(in(n, i)) != 1 || in(n, i)->rank > 1) {
+      ir_error(g, n, "'%s' must be a scalar", in(n, i)->name);
+      return false;
+    }
+  if (!start->i64 || !dtype_is_integer(start->dtype) || limit->dtype != start->dtype ||
+      (start->dtype != DT_INT64 && start->dtype != DT_INT32)) {
+    ir_error(g, n, "Range to a run-time limit (output '%s', bounded by --max-dim) runs on int64 "
+             "and int32 only, is %s", name, dtype_name(start->dtype));
+    return false;
+  }
+  if (delta->i64[0] == 0) {
+    ir_error(g, n, "delta must not be 0");
+    return false;
+  }
+  if (!set_out(g, n, 0, start->dtype, 1, &bound))
+    return false;
+  y->bounded = true;
+  y->bound_axis = 0;
+  y->bound_origin = y;
+  return true;
+}
+
 static bool infer_range(Graph *g, Node *n) {
   Tensor *t[3] = {in(n, 0), in(n, 1), in(n, 2)};
   /* A limit the program computes from a run's size (torch.arange(n)): its
@@ -3713,6 +3752,9 @@ static bool infer_range(Graph *g, Node *n) {
   int64_t limit_at_bound;
   int nlimit;
   bool run_limit = symbolic_shape(t[1], &limit_at_bound, &nlimit) && nlimit == 1 && t[0]->i64;
+  if (t[1] && !run_limit && !tensor_is_const(t[1]) && tensor_is_const(t[0]) &&
+      tensor_is_const(t[2]))
+    return range_to_max_dim(g, n);
   for (int i = 0; i < 3; i++) {
     if (!(i == 1 && run_limit) && !need_const(g, n, t[i]))
       return false;

@@ -19,6 +19,12 @@ node, the start and end and the lengths; x[5:7] on 6 columns fails too,
 checked after it), and a Loop of 7 trips over x's 6 rows.
 The GPU program's net.c builds against the real CUDA headers with -Werror.
 Refused with a clear error: an end that is not the start plus a constant.
+
+--max-dim: Range(0, n, 1) with n a graph input under --max-dim r=8 (and
+Gather of its elements) matches ONNX Runtime for n = 5 and 3, with and
+without a CUDA graph; n = 11 fails the run naming the tensor and the
+bound. Without --max-dim opc's error suggests `--max-dim r=N`; `--max-dim
+r`, `r=0` and a name that is no tensor are clear errors.
 """
 import os
 import sys
@@ -31,6 +37,7 @@ import onnx_case  # noqa: E402
 from onnx_case import const, out, real_cuda_compile, reference  # noqa: E402
 
 ROWS, COLS = 6, 6
+RANGE_BOUND = 8
 
 
 def node(op, ins, outs, **attrs):
@@ -84,6 +91,60 @@ def feeds(phase, start=None, trips=None):
             "trips": np.array(trips if trips is not None else (4, 3)[phase], np.int64)}
 
 
+def range_model():
+    """Range from 0 by 1 to a graph input, bounded by --max-dim r=8, and
+    the elements of x it picks."""
+    nodes = [node("Range", ["zero_s", "n", "one_s"], ["r"], name="range"),
+             node("Gather", ["x8", "r"], ["picked"], axis=0)]
+    inits = [const("zero_s", 0, np.int64), const("one_s", 1, np.int64)]
+    inputs = [helper.make_tensor_value_info("x8", TensorProto.FLOAT, [RANGE_BOUND]),
+              helper.make_tensor_value_info("n", TensorProto.INT64, [])]
+    return onnx_case.model(nodes, inputs, [out("r"), out("picked")], inits, opset=13,
+                           name="range_to_max_dim")
+
+
+def range_feeds(phase, n=None):
+    return {"x8": np.arange(RANGE_BOUND, dtype=np.float32) * 1.5 - phase,
+            "n": np.array(n if n is not None else (5, 3)[phase], np.int64)}
+
+
+def max_dim_checks(opc, work):
+    """--max-dim: a Range to a run-time limit within its bound matches ONNX
+    Runtime (two lengths, with and without a CUDA graph), past it fails
+    the run naming the tensor; without --max-dim, and with a malformed
+    one, opc says what to give."""
+    m, failures = range_model(), []
+    flag = ("--max-dim", f"r={RANGE_BOUND}")
+    for flags in (flag, flag + ("--no-cuda-graph",)):
+        label = " ".join(flags)
+        dir_ = os.path.join(work, "range" + str(len(flags)))
+        exe, why = onnx_case.compile_cpu(opc, m, dir_, flags)
+        if why:
+            failures.append(f"{label}: opc refused the Range: {why}")
+            continue
+        ran, _ = onnx_case.run_phases(exe, m, range_feeds, dir_, 0, label + ": ")
+        failures += ran
+        got = onnx_case.run_program(exe, m, range_feeds(0, n=RANGE_BOUND + 3), dir_)
+        text = (f"node 'range' (Range): its output 'r' has {RANGE_BOUND + 3} elements in this "
+                f"run, more than the {RANGE_BOUND} that --max-dim r={RANGE_BOUND} allows")
+        if not isinstance(got, str) or "exited with 2" not in got or text not in got:
+            failures.append(f"{label}: a limit past the bound: expected {text!r}, got "
+                            f"{got if isinstance(got, str) else 'outputs'}")
+    cuda = real_cuda_compile(opc, m, os.path.join(work, "range-cuda"), flag)
+    if cuda:
+        failures.append(cuda)
+    for args, text in (((), "give its most elements with --max-dim r=N"),
+                       (("--max-dim", "r"), "--max-dim: expected NAME=N like positions=512, "
+                        "got 'r'"),
+                       (("--max-dim", "r=0"), "--max-dim: expected a number from 1 to"),
+                       (flag + ("--max-dim", "nothere=4"), "--max-dim: 'nothere' is no tensor of")):
+        exe, why = onnx_case.compile_cpu(opc, m, os.path.join(work, "range-refused"), args)
+        if exe or not isinstance(why, tuple) or text not in why[1]:
+            failures.append(f"opc {' '.join(args)}: expected an error with {text!r}, got "
+                            f"{why or 'a program'}")
+    return failures
+
+
 def refused_models():
     x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS]),
          helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
@@ -131,9 +192,12 @@ def main():
     cuda = real_cuda_compile(opc, m, os.path.join(work, "cuda"))
     if cuda:
         failures.append(cuda)
+    failures += max_dim_checks(opc, work)
     return onnx_case.finish(opc, failures, refused_models(), work,
                             "run-time slices: 4 outputs match ONNX Runtime on two inputs, with "
-                            "and without a CUDA graph; 2 clamped slices fail the run; 1 refusal")
+                            "and without a CUDA graph; 2 clamped slices fail the run; 1 refusal; "
+                            "a Range under --max-dim matches on two lengths, fails past its "
+                            "bound; 4 --max-dim errors")
 
 
 if __name__ == "__main__":
