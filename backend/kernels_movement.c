@@ -425,7 +425,7 @@ static void add_fault_buffer(Emitter *e, Node *n, const char *report) {
 }
 
 static void setup_slice(Emitter *e, Node *n) {
-  if (!n->p.slice.run_time || tensor_numel(n->out[0]) == 0)
+  if (!n->p.slice.run_time || n->p.slice.bounded_axis >= 0 || tensor_numel(n->out[0]) == 0)
     return;
   const Tensor *y = n->out[0];
   const char *want = "";
@@ -490,6 +490,16 @@ static void run_slice_at(Emitter *e, Node *n) {
   L.i[0] = first;
   L.i[1] = (int64_t)dtype_size(starts->dtype);
   group_i(&L, 0, 2 + x->rank, "offset of the constant starts, index size, steps");
+  if (n->p.slice.bounded_axis >= 0) { /* its run's length: the kernel's count */
+    if (!row_major(y)) {
+      kernel_fail(e, n, "Slice of a run-time length writes a contiguous output only");
+      return;
+    }
+    L.x[3] = live_dims(e, y);
+    L.x_extent[3] = y->rank;
+    L.i[10] = n->p.slice.bounded_axis + 1;
+    group_i(&L, 10, 1, "the run-time axis + 1; x[3] takes the run's dims");
+  }
   L.note = "the starts and ends are read on the device; x[3] takes a fault";
   emit_launch(e, n, &L);
 }

@@ -357,6 +357,10 @@ typedef union Params {
     int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK];
     bool run_time;
     int run_element[IR_MAX_RANK];
+    /* The one run-time axis whose end is not its start plus a constant
+       (-1: none): the output is bounded there, at the axis's length by
+       the step, its run's length the kernel's. */
+    int bounded_axis;
   } slice;
   struct { int axis; int64_t *sizes; /* one per output */ } split;
   struct { int perm[IR_MAX_RANK]; /* perm[i]: input axis of output axis i */ } transpose;

@@ -1895,6 +1895,7 @@ static bool slice_plan_at_run_time(Graph *g, Node *n, int64_t *start, int64_t *s
     ext[d] = x->dims[d];
     n->p.slice.run_element[d] = -1;
   }
+  n->p.slice.bounded_axis = -1;
   for (int i = 0; i < (int)count; i++) {
     int axis;
     if (!resolve_axis(g, n, naxes >= 0 ? axes[i] : i, x->rank, &axis))
@@ -1916,17 +1917,26 @@ static bool slice_plan_at_run_time(Graph *g, Node *n, int64_t *start, int64_t *s
       continue;
     }
     int64_t span;
+    if ((b.base != e.base || b.element != e.element) && n->p.slice.bounded_axis < 0) {
+      /* Form b: a length only the run decides, bounded by the axis. */
+      n->p.slice.bounded_axis = axis;
+      ext[axis] = ceil_div(dim, st > 0 ? st : -st);
+      n->p.slice.run_element[axis] = i;
+      n->p.slice.run_time = true;
+      continue;
+    }
     if (b.base != e.base || b.element != e.element ||
         __builtin_sub_overflow(e.offset, b.offset, &span)) {
       /* The words of not_constant, which tools/conformance read to bind. */
       const Tensor *t = tensor_is_const(ends) ? starts : ends;
       const Tensor *input = graph_input_behind(g, t);
       ir_error(g, n, "shape input '%s' is not a compile-time constant%s%s%s, and opc cannot "
-               "tell that element %d of ends '%s' is the start's plus a constant, which would "
-               "fix the output's length (bind it with --const-input)", t->name,
+               "tell that element %d of ends '%s' is the start's plus a constant, while axis "
+               "%d already has a length only the run decides, the one such axis a Slice may "
+               "have (bind it with --const-input)", t->name,
                input && input != t ? "; it depends on graph input '" : "",
                input && input != t ? input->name : "", input && input != t ? "'" : "", i,
-               ends->name);
+               ends->name, n->p.slice.bounded_axis);
       return false;
     }
     int64_t len = unclamped_length(span, st), most = ceil_div(dim, st > 0 ? st : -st);
@@ -1948,6 +1958,7 @@ static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t
   const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
   int count, naxes, nsteps;
   n->p.slice.run_time = false;
+  n->p.slice.bounded_axis = -1;
   if (n->nin >= 3 && in(n, 1) && !tensor_is_const(in(n, 1)))
     return slice_plan_at_run_time(g, n, start, step, ext);
   if (!slice_lists(g, n, &starts, &ends, &axes, &steps, &count, &naxes, &nsteps))
@@ -1980,8 +1991,27 @@ static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t
 
 static bool infer_slice(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  return slice_plan(g, n, n->p.slice.start, n->p.slice.step, n->p.slice.extent) &&
-         set_out(g, n, 0, x->dtype, x->rank, n->p.slice.extent);
+  if (!slice_plan(g, n, n->p.slice.start, n->p.slice.step, n->p.slice.extent) ||
+      !set_out(g, n, 0, x->dtype, x->rank, n->p.slice.extent))
+    return false;
+  int axis = n->p.slice.run_time ? n->p.slice.bounded_axis : -1;
+  if (axis < 0)
+    return true;
+  /* Form b: the run's length along the axis is the kernel's to count. */
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis && n->p.slice.run_element[d] >= 0) {
+      /* The words of not_constant, which tools/conformance read to bind. */
+      ir_error(g, n, "shape input '%s' is not a compile-time constant, and it slices axes %d "
+               "and %d at run time, axis %d to a length only the run decides (its end not "
+               "the start plus a constant): opc takes such an axis with no other run-time "
+               "start (bind it with --const-input)", in(n, 1)->name, axis, d, axis);
+      return false;
+    }
+  Tensor *y = n->out[0];
+  y->bounded = tensor_numel(y) > 0;
+  y->bound_axis = axis;
+  y->bound_origin = y;
+  return true;
 }
 
 static bool infer_pad(Graph *g, Node *n) {

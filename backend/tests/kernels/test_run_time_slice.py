@@ -18,7 +18,11 @@ Run-time errors, where ONNX Runtime clamps to a shorter slice: a start of
 node, the start and end and the lengths; x[5:7] on 6 columns fails too,
 checked after it), and a Loop of 7 trips over x's 6 rows.
 The GPU program's net.c builds against the real CUDA headers with -Werror.
-Refused with a clear error: an end that is not the start plus a constant.
+Form b, ends that are not the starts plus a constant: x[:, s:e], its
+double (Add), x[e:s:-1] match ONNX Runtime exactly, shapes included, for
+(s, e) = (1, 5), (-3, 100) and (7, 9) (past the end: empty), with and
+without a CUDA graph. Refused with a clear error: two axes of run-time
+lengths in one Slice.
 
 --max-dim: Range(0, n, 1) with n a graph input under --max-dim r=8 (and
 Gather of its elements) matches ONNX Runtime for n = 5 and 3, with and
@@ -145,14 +149,66 @@ def max_dim_checks(opc, work):
     return failures
 
 
+def free_model():
+    """Form b: ends that are not the starts plus a constant, the output
+    bounded along the sliced axis."""
+    nodes = [node("Slice", ["x", "s", "e", "one"], ["free"], name="free"),
+             node("Add", ["free", "free"], ["doubled"]),
+             node("Slice", ["x", "e", "s", "zero", "minus_one"], ["free_back"])]
+    inits = [const("one", [1], np.int64), const("zero", [0], np.int64),
+             const("minus_one", [-1], np.int64)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, COLS]),
+              helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
+              helper.make_tensor_value_info("e", TensorProto.INT64, [1])]
+    return onnx_case.model(nodes, inputs, [out(o) for o in ("free", "doubled", "free_back")],
+                           inits, opset=13, name="free_slice")
+
+
+def free_feeds(phase, start=None, end=None):
+    f = feeds(phase)
+    f["s"] = np.array([start if start is not None else (1, -3)[phase]], np.int64)
+    f["e"] = np.array([end if end is not None else (5, 100)[phase]], np.int64)
+    del f["trips"]
+    return f
+
+
+def free_checks(opc, work):
+    """Form b against ONNX Runtime exactly: two inputs, and a start past
+    the end (ONNX Runtime's empty slice), with and without a CUDA graph."""
+    m, failures = free_model(), []
+    for flags in ((), ("--no-cuda-graph",)):
+        label = "form b " + (" ".join(flags) or "graph")
+        dir_ = os.path.join(work, "free" + str(len(flags)))
+        exe, why = onnx_case.compile_cpu(opc, m, dir_, flags)
+        if why:
+            failures.append(f"{label}: opc refused it: {why}")
+            continue
+        ran, _ = onnx_case.run_phases(exe, m, free_feeds, dir_, 0, label + ": ")
+        failures += ran
+        f = free_feeds(0, start=7, end=9)
+        want, got = reference(m, f), onnx_case.run_program(exe, m, f, dir_)
+        if isinstance(got, str):
+            failures.append(f"{label}: a start past the end: {got}")
+            continue
+        for o in ("free", "doubled", "free_back"):
+            why = onnx_case.compare_exact(got[o], want[o])
+            if why or want["free"].shape != (ROWS, 0):
+                failures.append(f"{label}: a start past the end, {o}: {why or 'not empty'}")
+    cuda = real_cuda_compile(opc, m, os.path.join(work, "free-cuda"))
+    if cuda:
+        failures.append(cuda)
+    return failures
+
+
 def refused_models():
-    x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS]),
-         helper.make_tensor_value_info("s", TensorProto.INT64, [1]),
-         helper.make_tensor_value_info("e", TensorProto.INT64, [1])]
-    m = onnx_case.model([node("Slice", ["x", "s", "e"], ["y"], name="free")], x, [out("y")])
-    return [("an end that is not the start plus a constant", m,
-             "node 'free' (Slice): shape input 'e' is not a compile-time constant, and opc "
-             "cannot tell that element 0 of ends 'e' is the start's plus a constant")]
+    x = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, COLS]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("e", TensorProto.INT64, [2])]
+    m = onnx_case.model([node("Slice", ["x", "s", "e"], ["y"], name="two")], x, [out("y")])
+    return [("two axes of run-time lengths", m,
+             "node 'two' (Slice): shape input 'e' is not a compile-time constant, and opc cannot "
+             "tell that element 1 of ends 'e' is the start's plus a constant, while axis 0 "
+             "already has a length only the run decides")]
 
 
 def faults(exe, m, work):
@@ -192,12 +248,12 @@ def main():
     cuda = real_cuda_compile(opc, m, os.path.join(work, "cuda"))
     if cuda:
         failures.append(cuda)
-    failures += max_dim_checks(opc, work)
+    failures += max_dim_checks(opc, work) + free_checks(opc, work)
     return onnx_case.finish(opc, failures, refused_models(), work,
                             "run-time slices: 4 outputs match ONNX Runtime on two inputs, with "
                             "and without a CUDA graph; 2 clamped slices fail the run; 1 refusal; "
                             "a Range under --max-dim matches on two lengths, fails past its "
-                            "bound; 4 --max-dim errors")
+                            "bound; 4 --max-dim errors; form b matches on three inputs")
 
 
 if __name__ == "__main__":
