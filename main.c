@@ -82,6 +82,10 @@ static const char help_text[] =
     "                         SequenceProto or OptionalProto (.pb). Inputs that decide\n"
     "                         shapes (Reshape's shape, Resize's scales, ...) must be bound\n"
     "                         this way (repeatable)\n"
+    "  --max-dim NAME=N       bound tensor NAME, whose length is known only at run time and\n"
+    "                         that its operator does not bound (a Range to a run-time\n"
+    "                         limit), by N elements: its storage is planned for N, and a\n"
+    "                         run in which it is longer fails, naming it (repeatable)\n"
     "\n"
     "Optimisation and scheduling:\n"
     "  -O0, -O1               only the passes code generation needs / every pass (default)\n"
@@ -174,6 +178,7 @@ typedef struct Config {
   ImportOptions import;
   InputShape *shapes; /* --input-shape, one slot per argument at most */
   ConstInput *consts; /* --const-input, likewise */
+  MaxDim *max_dims;   /* --max-dim, likewise */
   PassOptions passes;
   EmitOptions emit;
 } Config;
@@ -313,6 +318,21 @@ static bool add_const_input(Config *c, const char *s) {
   ConstInput *ci = &c->consts[c->import.nconsts++];
   ci->name = strndup(s, (size_t)(eq - s));
   ci->path = eq + 1;
+  return true;
+}
+
+static bool add_max_dim(Config *c, const char *s) {
+  const char *eq = strchr(s, '=');
+  int64_t bound;
+  if (!eq || eq == s) {
+    opc_error("--max-dim: expected NAME=N like positions=512, got '%s'", s);
+    return false;
+  }
+  if (!parse_int("--max-dim", eq + 1, 1, 1L << 40, &bound))
+    return false;
+  MaxDim *d = &c->max_dims[c->import.nmax_dims++];
+  d->name = strndup(s, (size_t)(eq - s));
+  d->bound = bound;
   return true;
 }
 
@@ -648,6 +668,8 @@ static bool parse_option(Args *a, Config *c) {
     return v && add_input_shape(c, v);
   else if (takes(a, "--const-input", &v))
     return v && add_const_input(c, v);
+  else if (takes(a, "--max-dim", &v))
+    return v && add_max_dim(c, v);
   else if (takes(a, "--max-memory", &v))
     return v && parse_bytes("--max-memory", v, &c->import.max_memory);
   else if (takes(a, "--batch", &v))
@@ -773,6 +795,8 @@ static bool parse_args(int argc, char **argv, Config *c) {
   c->import.shapes = c->shapes;
   c->consts = calloc((size_t)argc, sizeof(ConstInput));
   c->import.consts = c->consts;
+  c->max_dims = calloc((size_t)argc, sizeof(MaxDim));
+  c->import.max_dims = c->max_dims;
   Args a = {argc, argv, 1};
   for (; a.i < argc; a.i++)
     if (!parse_option(&a, c))
@@ -857,6 +881,9 @@ static void free_config(Config *c) {
   for (int i = 0; i < c->import.nconsts; i++)
     free((char *)c->consts[i].name);
   free(c->consts);
+  for (int i = 0; i < c->import.nmax_dims; i++)
+    free((char *)c->max_dims[i].name);
+  free(c->max_dims);
 }
 
 /* ---------------------------------------------------------- compiling */
@@ -948,10 +975,35 @@ static bool flushed(void) {
   return false;
 }
 
+/* Whether g or a Loop body in it has a tensor of that name. */
+static bool has_tensor(Graph *g, const char *name) {
+  if (graph_find_tensor(g, name))
+    return true;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->body && has_tensor(g->nodes[i]->body, name))
+      return true;
+  return false;
+}
+
+/* Every --max-dim must name a tensor of the model. */
+static bool max_dims_named(const Config *c, Graph *g) {
+  bool ok = true;
+  for (int i = 0; i < c->import.nmax_dims; i++)
+    if (!has_tensor(g, c->max_dims[i].name)) {
+      opc_error("--max-dim: '%s' is no tensor of %s", c->max_dims[i].name, g->path);
+      ok = false;
+    }
+  return ok;
+}
+
 static int compile_one(Config *c) {
   Graph *g = onnx_import(c->models[0].path, &c->import);
   if (!g)
     return EXIT_COMPILE;
+  if (!max_dims_named(c, g)) {
+    graph_free(g);
+    return EXIT_COMPILE;
+  }
   bool ok;
   if (c->dump_ir) {
     ok = graph_verify(g);

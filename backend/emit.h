@@ -446,6 +446,11 @@ typedef struct EmitState {
      outputs' rows (backend/loop.c). */
   const char **after_run;
   int nafter_run;
+  /* Device buffers of run-time faults (a Slice of run-time starts:
+     kernels_movement.c), five int64s each: create()'s eager run reads
+     inputs no caller gave, so they are zeroed after it. */
+  const char **faults;
+  int nfaults;
 
   Weight *weights;
   int nweights, capweights;

@@ -7,6 +7,8 @@
 
 #include "emit.h"
 
+static void emit_fault_resets(Emitter *e);
+
 static int64_t tensor_bytes(const Tensor *t) {
   return tensor_numel(t) * (int64_t)dtype_size(t->dtype);
 }
@@ -297,6 +299,7 @@ void emit_create(Emitter *e) {
       if (graph_has_loop(e->g))
         emit(e, "c->eager_run = 0;");
     }
+    emit_fault_resets(e);
   }
   emit(e, "return 0;");
   e->indent--;
@@ -310,6 +313,18 @@ void emit_create(Emitter *e) {
 /* ---------------------------------------------------------- run, destroy */
 
 /* Copies between the caller's buffers (or the staging buffer) and the arena. */
+/* The faults create()'s eager run may have recorded, from inputs no
+   caller gave, zeroed (EmitState.faults). */
+static void emit_fault_resets(Emitter *e) {
+  EmitState *st = e->st;
+  if (!st->nfaults)
+    return;
+  emit(e, "/* The eager run's inputs were no caller's: its faults are none. */");
+  for (int i = 0; i < st->nfaults; i++)
+    emit_call(e, LIB_CUDA, NULL, "cudaMemset(%s, 0, 5 * sizeof(long long))", st->faults[i]);
+  emit_call(e, LIB_CUDA, NULL, "cudaDeviceSynchronize()");
+}
+
 static void emit_copies(Emitter *e, bool in, bool device, const char *stream) {
   Graph *g = e->g;
   int count = in ? g->ninputs : g->noutputs;

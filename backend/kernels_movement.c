@@ -368,8 +368,148 @@ static void run_split(Emitter *e, Node *n) {
   }
 }
 
+/* A node whose kernel finds a run to be one this program cannot compute
+   (a Slice of run-time starts that clamping shortens, a Range past its
+   --max-dim): the device buffer it records the fault in, five int64s,
+   zeros until then, the first a flag. After the run the host reads it
+   and fails the run with the message that `report` (a snprintf's
+   format and arguments after the buffer's size, reading `fault`)
+   writes; it zeroes the buffer for the next run. net_run_device() does
+   not wait for its work, so it leaves the check out. */
+typedef struct FaultBuffer {
+  const char *field;
+} FaultBuffer;
+
+static void add_after_run(Emitter *e, const char *code) {
+  EmitState *st = e->st;
+  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nafter_run + 1));
+  if (st->nafter_run)
+    memcpy(grown, st->after_run, sizeof(char *) * (size_t)st->nafter_run);
+  grown[st->nafter_run++] = code;
+  st->after_run = grown;
+}
+
+static void add_fault_buffer(Emitter *e, Node *n, const char *report) {
+  FaultBuffer *f = node_data(e, n, sizeof *f);
+  const char *field = emit_unique(e, emit_str(e, "%s_fault", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "long long *%s; /* a fault its kernel found in a run, or zeros */",
+          field);
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, 5 * sizeof(long long))", field);
+  /* cudaMemset may return before the fill is done on device memory. */
+  emit_call(e, LIB_CUDA, n, "cudaMemset(c->%s, 0, 5 * sizeof(long long))", field);
+  emit_call(e, LIB_CUDA, n, "cudaDeviceSynchronize()");
+  emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
+  f->field = emit_str(e, "c->%s", field);
+  EmitState *st = e->st;
+  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nfaults + 1));
+  if (st->nfaults)
+    memcpy(grown, st->faults, sizeof(char *) * (size_t)st->nfaults);
+  grown[st->nfaults++] = f->field;
+  st->faults = grown;
+  add_after_run(
+      e, emit_str(
+             e, "{ /* %s (%s): a fault its kernel found */\n"
+                "  long long fault[5] = {0};\n"
+                "  if (!cuda_ok(c, cudaMemcpy(fault, %s, sizeof fault, cudaMemcpyDeviceToHost), "
+                "\"cudaMemcpy\"))\n"
+                "    return -1;\n"
+                "  if (fault[0]) {\n"
+                "    if (!cuda_ok(c, cudaMemset(%s, 0, sizeof fault), \"cudaMemset\") ||\n"
+                "        !cuda_ok(c, cudaDeviceSynchronize(), \"cudaDeviceSynchronize\"))\n"
+                "      return -1;\n"
+                "    snprintf(c->error, sizeof c->error, %s);\n"
+                "    return -1;\n"
+                "  }\n"
+                "}",
+             comment_text(e, n->name), op_name(n->op), f->field, f->field, report));
+}
+
+static void setup_slice(Emitter *e, Node *n) {
+  if (!n->p.slice.run_time || n->p.slice.bounded_axis >= 0 || tensor_numel(n->out[0]) == 0)
+    return;
+  const Tensor *y = n->out[0];
+  const char *want = "";
+  for (int d = 0; d < y->rank; d++)
+    want = emit_str(e, "%s%s%lldLL", want, d ? ", " : "", (long long)y->dims[d]);
+  const char *message = emit_str(
+      e, "node '%s' (Slice): along axis %%lld its start %%lld and end %%lld (inputs '%s' and "
+         "'%s') clamp to %%lld elements, but this program was compiled for %%lld (the end is "
+         "the start plus a constant)", n->name, n->in[1]->name, n->in[2]->name);
+  add_fault_buffer(e, n, emit_str(e, "\"%s\", fault[1], fault[2], fault[3], fault[4], "
+                                     "((const long long[]){%s})[fault[1]]",
+                                  emit_c_string(e, message), want));
+}
+
+/* The Slice of run-time starts: one launch of opc_slice_at, which reads
+   them on the device (opc_kernels.inc). */
+static void run_slice_at(Emitter *e, Node *n) {
+  Tensor *x = n->in[0], *y = n->out[0];
+  if (tensor_numel(y) == 0)
+    return;
+  const Tensor *starts = n->in[1], *ends = n->in[2];
+  if (starts->dtype != ends->dtype || (dtype_size(starts->dtype) != 8 && dtype_size(starts->dtype) != 4)) {
+    kernel_fail(e, n, "Slice reads run-time starts and ends of one type, int64 or int32, only");
+    return;
+  }
+  FaultBuffer *f = node_data(e, n, sizeof *f);
+  int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK], first = 0;
+  strides_of(x, xs);
+  strides_of(y, ys);
+  Launch L = {.kernel = sized_kernel(e, "opc_slice_at", node_data_type(n)), .rank = y->rank,
+              .nx = 4};
+  set_element_type(&L, node_data_type(n));
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  for (int d = 0; d < x->rank; d++) {
+    int k = n->p.slice.run_element[d];
+    if (k < 0)
+      first += n->p.slice.start[d] * xs[d];
+    src[d] = xs[d] * n->p.slice.step[d];
+    L.i[2 + d] = n->p.slice.step[d];
+  }
+  set_output(&L, buf(e, y), ys);
+  set_input(&L, 0, buf(e, x), src);
+  /* Rows 1 and 2 of xstride say which axes read a start, and their
+     lengths: the starts and ends are read by index, not at strides. */
+  for (int d = 0; d < x->rank; d++) {
+    L.xstride[1][d] = n->p.slice.run_element[d];
+    L.xstride[2][d] = x->dims[d];
+  }
+  int64_t low;
+  L.x_extent[0] = reach(x->rank, x->dims, xs, &low);
+  if (low != 0) {
+    kernel_fail(e, n, "Slice of run-time starts reads an input of positive strides only");
+    return;
+  }
+  L.x[1] = buf(e, starts);
+  L.x[2] = buf(e, ends);
+  L.x_extent[1] = L.x_extent[2] = tensor_numel(starts);
+  L.x_bytes[1] = L.x_bytes[2] = (int)dtype_size(starts->dtype);
+  L.x[3] = f->field;
+  L.x_extent[3] = 5;
+  L.x_bytes[3] = 8;
+  L.i[0] = first;
+  L.i[1] = (int64_t)dtype_size(starts->dtype);
+  group_i(&L, 0, 2 + x->rank, "offset of the constant starts, index size, steps");
+  if (n->p.slice.bounded_axis >= 0) { /* its run's length: the kernel's count */
+    if (!row_major(y)) {
+      kernel_fail(e, n, "Slice of a run-time length writes a contiguous output only");
+      return;
+    }
+    L.x[3] = live_dims(e, y);
+    L.x_extent[3] = y->rank;
+    L.i[10] = n->p.slice.bounded_axis + 1;
+    group_i(&L, 10, 1, "the run-time axis + 1; x[3] takes the run's dims");
+  }
+  L.note = "the starts and ends are read on the device; x[3] takes a fault";
+  emit_launch(e, n, &L);
+}
+
 static void run_slice(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
+  if (n->p.slice.run_time) {
+    run_slice_at(e, n);
+    return;
+  }
   const int64_t *start = n->p.slice.start, *step = n->p.slice.step;
   int64_t xs[IR_MAX_RANK], ys[IR_MAX_RANK], src[IR_MAX_RANK];
   strides_of(x, xs);
@@ -415,6 +555,8 @@ static void run_constant_of_shape(Emitter *e, Node *n) {
 /* Range that runs (its limit a run's size, from 0 by 1: ir/bounds.c): the
    whole bound, start + i * delta; its dims of the run are written after
    (backend/nodes.c). */
+static bool range_to_max_dim(const Node *n);
+
 static void run_range(Emitter *e, Node *n) {
   Tensor *y = n->out[0];
   const Tensor *start = n->in[0], *delta = n->in[2];
@@ -429,7 +571,41 @@ static void run_range(Emitter *e, Node *n) {
   L.i[0] = start->i64[0];
   L.i[1] = delta->i64[0];
   group_i(&L, 0, 2, "start, delta");
+  if (range_to_max_dim(n)) {
+    FaultBuffer *f = node_data(e, n, sizeof *f);
+    L.nx = 3;
+    L.x[0] = buf(e, n->in[1]);
+    L.x_extent[0] = 1;
+    L.x_bytes[0] = (int)dtype_size(y->dtype);
+    L.x[1] = live_dims(e, y);
+    L.x_extent[1] = 1;
+    L.x_bytes[1] = 8;
+    L.x[2] = f->field;
+    L.x_extent[2] = 5;
+    L.x_bytes[2] = 8;
+    L.i[2] = 1;
+    group_i(&L, 2, 1, "the limit is x[0], the length written to x[1]");
+  }
   emit_launch(e, n, &L);
+}
+
+/* The Range of ir/ops.c range_to_max_dim: a run-time limit of no run's
+   size, the output bounded by --max-dim, which names it. */
+static bool range_to_max_dim(const Node *n) {
+  const Tensor *limit = n->in[1];
+  return n->out[0]->bounded && n->out[0]->bound_origin == n->out[0] && !limit->sym &&
+         !tensor_is_const(limit);
+}
+
+static void setup_range(Emitter *e, Node *n) {
+  if (!range_to_max_dim(n))
+    return;
+  const char *name = n->out[0]->name;
+  const char *message = emit_str(
+      e, "node '%s' (Range): its output '%s' has %%lld elements in this run, more than the "
+         "%%lld that --max-dim %s=%lld allows", n->name, name, name,
+      (long long)n->out[0]->dims[0]);
+  add_fault_buffer(e, n, emit_str(e, "\"%s\", fault[1], fault[2]", emit_c_string(e, message)));
 }
 
 /* Tile: each dim d becomes (repeats, size) with the input's stride 0 along
@@ -989,10 +1165,10 @@ const OpEmitter kernel_reshape = {.run = run_reshape_copy};
 const OpEmitter kernel_transpose = {.run = run_transpose};
 const OpEmitter kernel_concat = {.run = run_concat};
 const OpEmitter kernel_split = {.run = run_split};
-const OpEmitter kernel_slice = {.run = run_slice};
+const OpEmitter kernel_slice = {.setup = setup_slice, .run = run_slice};
 const OpEmitter kernel_expand = {.run = run_expand};
 const OpEmitter kernel_constant_of_shape = {.run = run_constant_of_shape};
-const OpEmitter kernel_range = {.run = run_range};
+const OpEmitter kernel_range = {.setup = setup_range, .run = run_range};
 const OpEmitter kernel_tile = {.run = run_tile};
 const OpEmitter kernel_depth_space = {.run = run_depth_space};
 const OpEmitter kernel_gather = {.run = run_gather};

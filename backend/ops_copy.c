@@ -281,6 +281,9 @@ static bool copy_supports(Emitter *e, const Node *n) {
   if (n->op == OP_CONCAT && n->out[0] && n->out[0]->bounded &&
       n->out[0]->bound_axis == n->p.axis.axis)
     return false;
+  /* A Slice of run-time starts reads them on the device: opc_slice_at. */
+  if (n->op == OP_SLICE && n->p.slice.run_time)
+    return false;
   /* A Cast that changes the type converts: opc_cast (kernels_movement.c). */
   if (n->nin > 0 && n->in[0] && n->out[0] && n->in[0]->dtype != n->out[0]->dtype)
     return false;

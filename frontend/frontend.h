@@ -31,6 +31,8 @@ typedef struct ImportOptions {
   const ConstInput *consts;
   int nconsts;
   int64_t max_memory; /* --max-memory: the program's memory limit in bytes; 0: the default */
+  const MaxDim *max_dims; /* --max-dim NAME=N */
+  int nmax_dims;
   /* Several models in one program: an --input-shape or --const-input that
      names no input of this model is not an error here; the importer marks
      in these (one flag per shape, per binding) the ones this model used,

@@ -1537,6 +1537,10 @@ Graph *onnx_import(const char *path, const ImportOptions *opt) {
   Graph *g = graph_new(path);
   if (opt && opt->max_memory > 0)
     g->max_memory = opt->max_memory;
+  if (opt) {
+    g->max_dims = opt->max_dims;
+    g->nmax_dims = opt->nmax_dims;
+  }
   Importer im = {.g = g, .dir = path_dir(g->arena, path), .opt = opt ? opt : &no_options};
   bool ok = import_graph(&im, m);
   free(im.seqs);

@@ -50,6 +50,12 @@
  *    the device and writes as the output's dims of the run. Two such
  *    Concats of inputs of the same origins and static sizes, input by
  *    input, give outputs of one origin (the first's).
+ *    A Slice of a static input whose starts are run-time data and whose
+ *    end along one axis is not the start plus a constant (ir/ops.c
+ *    slice_plan_at_run_time) makes a bound of its own along that axis,
+ *    the axis's length by the step; its kernel counts the run's length
+ *    from the clamped start and end and writes the run's dims. A bounded
+ *    input is refused under run-time starts.
  *  - T_BOUND_GATHER: Gather of bounded data along another axis, or of
  *    bounded indices into static data; GatherND of bounded index rows
  *    (batch_dims 0) into static data; input and output in prefix layout.
@@ -593,6 +599,9 @@ static bool ends_follow_run(Graph *g, Node *n, const Tensor *b) {
 
 static bool slices(Graph *g, Node *n, const Tensor *b) {
   int ax = b->bound_axis;
+  if (op_info(n->op)->params == PARAMS_SLICE && n->p.slice.run_time)
+    return refuse(g, n, b, "its starts are run-time data, which opc slices only a static "
+                  "input by");
   if (!ends_follow_run(g, n, b))
     return false;
   bool whole = op_info(n->op)->params == PARAMS_SPLIT

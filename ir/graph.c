@@ -81,8 +81,17 @@ Graph *graph_new_in(Graph *owner, const char *name) {
   g->name = arena_strdup(a, name);
   g->opset = owner->opset;
   g->max_memory = owner->max_memory;
+  g->max_dims = owner->max_dims;
+  g->nmax_dims = owner->nmax_dims;
   g->names = arena_alloc(a, sizeof(NameMap));
   return g;
+}
+
+int64_t graph_max_dim(const Graph *g, const char *name) {
+  for (int i = 0; name && i < g->nmax_dims; i++)
+    if (strcmp(g->max_dims[i].name, name) == 0)
+      return g->max_dims[i].bound;
+  return 0;
 }
 
 void graph_free(Graph *g) {

@@ -347,8 +347,21 @@ typedef union Params {
   /* Reduce* and MeanVarianceNormalization: the reduced input axes; noop
      when empty axes with noop_with_empty_axes make it an identity. */
   struct { bool reduced[IR_MAX_RANK]; bool noop, keepdims; } reduce;
-  /* per input axis: first index, step (1 when untouched), output extent */
-  struct { int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK]; } slice;
+  /* per input axis: first index, step (1 when untouched), output extent.
+     run_time: some starts are run-time data whose ends are start + a
+     constant (ir/ops.c slice_at_run_time); run_element[axis] is then the
+     element of starts and ends that slices that axis, -1 for an axis
+     whose start is in `start`. Its kernel reads and clamps them on the
+     device, and fails the run where the length is not `extent`. */
+  struct {
+    int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], extent[IR_MAX_RANK];
+    bool run_time;
+    int run_element[IR_MAX_RANK];
+    /* The one run-time axis whose end is not its start plus a constant
+       (-1: none): the output is bounded there, at the axis's length by
+       the step, its run's length the kernel's. */
+    int bounded_axis;
+  } slice;
   struct { int axis; int64_t *sizes; /* one per output */ } split;
   struct { int perm[IR_MAX_RANK]; /* perm[i]: input axis of output axis i */ } transpose;
   /* pads[k] and pads[naxes + k]: before and after axis axes[k]; NULL when
@@ -843,6 +856,13 @@ typedef struct RunCheck {
   const char *pinned_by;          /* "the declared shape of output 'y'", for messages */
 } RunCheck;
 
+/* --max-dim NAME=N: the bound of a tensor whose run-time length its
+   operator does not bound (a Range to a run-time limit). */
+typedef struct MaxDim {
+  const char *name;
+  int64_t bound;
+} MaxDim;
+
 struct Graph {
   Arena *arena;
   const char *path; /* the model file, for messages */
@@ -870,6 +890,8 @@ struct Graph {
   ServeInfo *serve;     /* several models in one program; NULL for one */
   RunCheck *checks;     /* the run-time checks of pinned shape inputs (ir/pin.c) */
   int nchecks, cap_checks;
+  const MaxDim *max_dims; /* --max-dim, shared with its bodies */
+  int nmax_dims;
 };
 
 Graph *graph_new(const char *path);
@@ -879,6 +901,8 @@ Graph *graph_new_in(Graph *owner, const char *name);
 
 Tensor *graph_add_tensor(Graph *g, const char *name); /* name NULL: generated */
 Tensor *graph_find_tensor(Graph *g, const char *name);
+/* The bound --max-dim gives the tensor named `name`, or 0. */
+int64_t graph_max_dim(const Graph *g, const char *name);
 Node *graph_add_node(Graph *g, OpKind op, const char *name, int nin, int nout);
 void graph_add_input(Graph *g, Tensor *t);
 void graph_add_output(Graph *g, Tensor *t);

@@ -1823,10 +1823,197 @@ static bool slice_lists(Graph *g, Node *n, const int64_t **starts, const int64_t
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Slice's start and length along an axis of dim elements, from begin to
+   end by step. Negative indices count from the end; then clamp as the
+   spec says, which differs for negative steps so that index dim-1 stays
+   reachable. */
+static void clamp_axis(int64_t b, int64_t e, int64_t dim, int64_t st, int64_t *start,
+                       int64_t *ext) {
+  if (b < 0)
+    b = b < -dim ? 0 : b + dim; /* written to avoid overflow on INT64_MIN */
+  if (e < 0)
+    e = e < -dim ? -1 : e + dim;
+  if (st > 0) {
+    b = clamp(b, 0, dim);
+    e = clamp(e, 0, dim);
+  } else {
+    b = clamp(b, 0, dim - 1);
+    e = clamp(e, -1, dim - 1);
+  }
+  int64_t len = st > 0 ? ceil_div(e - b, st) : ceil_div(b - e, -st);
+  *start = b;
+  *ext = len > 0 ? len : 0;
+}
+
+/* An element of a small run-time integer tensor, as far as opc follows
+   it back: element `element` of `base` plus `offset`, or the constant
+   `offset` where base is NULL. */
+typedef struct RunIndex {
+  const Tensor *base;
+  int64_t element, offset;
+} RunIndex;
+
+enum { RUN_INDEX_DEPTH = 16 }; /* steps followed back */
+
+/* The one-element operand of an Add or Sub that is a constant, or NULL. */
+static const Tensor *constant_scalar(const Tensor *t) {
+  return t && t->i64 && dtype_is_integer(t->dtype) && tensor_numel(t) == 1 ? t : NULL;
+}
+
+/* Follows element i of t back through the nodes that move it unchanged
+   (Identity, Unsqueeze, Squeeze, Reshape, Flatten, an integer Cast, a
+   Concat of vectors) and add a constant to it (Add, Sub), to the value it
+   is of a tensor opc does not follow (a Loop's iteration number, a graph
+   input, a Gather...). */
+static RunIndex trace_index(const Tensor *t, int64_t i, int depth) {
+  if (t->i64 && dtype_is_integer(t->dtype))
+    return (RunIndex){NULL, 0, t->i64[i]};
+  const Node *p = t->producer;
+  RunIndex here = {t, i, 0};
+  if (!p || depth >= RUN_INDEX_DEPTH || p->nout < 1 || p->out[0] != t)
+    return here;
+  const Tensor *x = p->nin > 0 ? p->in[0] : NULL;
+  switch (p->op) {
+  case OP_IDENTITY:
+  case OP_UNSQUEEZE:
+  case OP_SQUEEZE:
+  case OP_RESHAPE:
+  case OP_FLATTEN:
+    return x && tensor_numel(x) == tensor_numel(t) ? trace_index(x, i, depth + 1) : here;
+  case OP_CAST: /* an integer that a narrower type would wrap stays unfollowed */
+    return x && dtype_is_integer(x->dtype) && dtype_size(t->dtype) >= dtype_size(x->dtype)
+               ? trace_index(x, i, depth + 1) : here;
+  case OP_CONCAT:
+    if (t->rank != 1)
+      return here;
+    for (int k = 0; k < p->nin; k++) {
+      int64_t count = p->in[k] ? tensor_numel(p->in[k]) : 0;
+      if (i < count)
+        return trace_index(p->in[k], i, depth + 1);
+      i -= count;
+    }
+    return here;
+  case OP_ADD:
+  case OP_SUB: {
+    const Tensor *a = p->in[0], *b = p->in[1], *c = constant_scalar(b), *v = a;
+    if (!c && p->op == OP_ADD && (c = constant_scalar(a)))
+      v = b;
+    if (!c || tensor_numel(v) != tensor_numel(t))
+      return here;
+    RunIndex r = trace_index(v, i, depth + 1);
+    int64_t add = p->op == OP_SUB ? -c->i64[0] : c->i64[0];
+    if (__builtin_add_overflow(r.offset, add, &r.offset))
+      return here;
+    return r;
+  }
+  default:
+    return here;
+  }
+}
+
+/* Slice's output length along an axis sliced from start to start + span
+   by step, where nothing clamps. */
+static int64_t unclamped_length(int64_t span, int64_t step) {
+  if (step > 0)
+    return span > 0 ? ceil_div(span, step) : 0;
+  return span < 0 ? ceil_div(-span, -step) : 0;
+}
+
+/* A Slice whose starts are run-time data, each end its start plus a
+   constant (test_loop11's body: x[i:i+1]), found by following both back
+   (trace_index): the output is static, each such axis the length the
+   constant gives, and the kernel reads the starts and ends, clamps them
+   as ONNX says, and fails the run where clamping changed that length.
+   Axes and steps must be constants. */
+static bool slice_plan_at_run_time(Graph *g, Node *n, int64_t *start, int64_t *step,
+                                   int64_t *ext) {
+  Tensor *x = in(n, 0), *starts = in(n, 1), *ends = in(n, 2);
+  const int64_t *axes = NULL, *steps = NULL;
+  int naxes = -1, nsteps = -1;
+  if ((in(n, 3) && !const_ints(g, n, in(n, 3), &axes, &naxes)) ||
+      (in(n, 4) && !const_ints(g, n, in(n, 4), &steps, &nsteps)))
+    return false;
+  int64_t count = tensor_numel(starts);
+  if (!ends || starts->rank > 1 || tensor_numel(ends) != count || count > IR_MAX_RANK ||
+      (naxes >= 0 && naxes != count) || (nsteps >= 0 && nsteps != count) ||
+      !dtype_is_integer(starts->dtype) || !dtype_is_integer(ends->dtype)) {
+    ir_error(g, n, "starts, ends, axes and steps must be integer vectors of one length "
+             "(at most %d)", IR_MAX_RANK);
+    return false;
+  }
+  bool seen[IR_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    start[d] = 0;
+    step[d] = 1;
+    ext[d] = x->dims[d];
+    n->p.slice.run_element[d] = -1;
+  }
+  n->p.slice.bounded_axis = -1;
+  for (int i = 0; i < (int)count; i++) {
+    int axis;
+    if (!resolve_axis(g, n, naxes >= 0 ? axes[i] : i, x->rank, &axis))
+      return false;
+    if (seen[axis]) {
+      ir_error(g, n, "axis %d is sliced twice", axis);
+      return false;
+    }
+    seen[axis] = true;
+    int64_t st = nsteps >= 0 ? steps[i] : 1, dim = x->dims[axis];
+    if (st == 0) {
+      ir_error(g, n, "slice step must not be 0");
+      return false;
+    }
+    RunIndex b = trace_index(starts, i, 0), e = trace_index(ends, i, 0);
+    step[axis] = st;
+    if (!b.base && !e.base) { /* both constants: a static axis */
+      clamp_axis(b.offset, e.offset, dim, st, &start[axis], &ext[axis]);
+      continue;
+    }
+    int64_t span;
+    if ((b.base != e.base || b.element != e.element) && n->p.slice.bounded_axis < 0) {
+      /* Form b: a length only the run decides, bounded by the axis. */
+      n->p.slice.bounded_axis = axis;
+      ext[axis] = ceil_div(dim, st > 0 ? st : -st);
+      n->p.slice.run_element[axis] = i;
+      n->p.slice.run_time = true;
+      continue;
+    }
+    if (b.base != e.base || b.element != e.element ||
+        __builtin_sub_overflow(e.offset, b.offset, &span)) {
+      /* The words of not_constant, which tools/conformance read to bind. */
+      const Tensor *t = tensor_is_const(ends) ? starts : ends;
+      const Tensor *input = graph_input_behind(g, t);
+      ir_error(g, n, "shape input '%s' is not a compile-time constant%s%s%s, and opc cannot "
+               "tell that element %d of ends '%s' is the start's plus a constant, while axis "
+               "%d already has a length only the run decides, the one such axis a Slice may "
+               "have (bind it with --const-input)", t->name,
+               input && input != t ? "; it depends on graph input '" : "",
+               input && input != t ? input->name : "", input && input != t ? "'" : "", i,
+               ends->name, n->p.slice.bounded_axis);
+      return false;
+    }
+    int64_t len = unclamped_length(span, st), most = ceil_div(dim, st > 0 ? st : -st);
+    if (len > most) {
+      ir_error(g, n, "ends input '%s' is its start plus %lld along axis %d, which has %lld "
+               "elements: the slice would be clamped in every run", ends->name,
+               (long long)span, axis, (long long)dim);
+      return false;
+    }
+    ext[axis] = len;
+    n->p.slice.run_element[axis] = i;
+    n->p.slice.run_time = true;
+  }
+  return true;
+}
+
 static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t *ext) {
   Tensor *x = in(n, 0);
   const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
   int count, naxes, nsteps;
+  n->p.slice.run_time = false;
+  n->p.slice.bounded_axis = -1;
+  if (n->nin >= 3 && in(n, 1) && !tensor_is_const(in(n, 1)))
+    return slice_plan_at_run_time(g, n, start, step, ext);
   if (!slice_lists(g, n, &starts, &ends, &axes, &steps, &count, &naxes, &nsteps))
     return false;
   bool seen[IR_MAX_RANK] = {false};
@@ -1849,32 +2036,35 @@ static bool slice_plan(Graph *g, Node *n, int64_t *start, int64_t *step, int64_t
       ir_error(g, n, "slice step must not be 0");
       return false;
     }
-    /* Negative indices count from the end; then clamp as the spec says,
-       which differs for negative steps so that index dim-1 stays reachable. */
-    int64_t b = starts[i], e = ends[i];
-    if (b < 0)
-      b = b < -dim ? 0 : b + dim; /* written to avoid overflow on INT64_MIN */
-    if (e < 0)
-      e = e < -dim ? -1 : e + dim;
-    if (st > 0) {
-      b = clamp(b, 0, dim);
-      e = clamp(e, 0, dim);
-    } else {
-      b = clamp(b, 0, dim - 1);
-      e = clamp(e, -1, dim - 1);
-    }
-    int64_t len = st > 0 ? ceil_div(e - b, st) : ceil_div(b - e, -st);
-    start[axis] = b;
     step[axis] = st;
-    ext[axis] = len > 0 ? len : 0;
+    clamp_axis(starts[i], ends[i], dim, st, &start[axis], &ext[axis]);
   }
   return true;
 }
 
 static bool infer_slice(Graph *g, Node *n) {
   Tensor *x = in(n, 0);
-  return slice_plan(g, n, n->p.slice.start, n->p.slice.step, n->p.slice.extent) &&
-         set_out(g, n, 0, x->dtype, x->rank, n->p.slice.extent);
+  if (!slice_plan(g, n, n->p.slice.start, n->p.slice.step, n->p.slice.extent) ||
+      !set_out(g, n, 0, x->dtype, x->rank, n->p.slice.extent))
+    return false;
+  int axis = n->p.slice.run_time ? n->p.slice.bounded_axis : -1;
+  if (axis < 0)
+    return true;
+  /* Form b: the run's length along the axis is the kernel's to count. */
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis && n->p.slice.run_element[d] >= 0) {
+      /* The words of not_constant, which tools/conformance read to bind. */
+      ir_error(g, n, "shape input '%s' is not a compile-time constant, and it slices axes %d "
+               "and %d at run time, axis %d to a length only the run decides (its end not "
+               "the start plus a constant): opc takes such an axis with no other run-time "
+               "start (bind it with --const-input)", in(n, 1)->name, axis, d, axis);
+      return false;
+    }
+  Tensor *y = n->out[0];
+  y->bounded = tensor_numel(y) > 0;
+  y->bound_axis = axis;
+  y->bound_origin = y;
+  return true;
 }
 
 static bool infer_pad(Graph *g, Node *n) {
@@ -3599,6 +3789,45 @@ static bool infer_constant_of_shape(Graph *g, Node *n) {
   return set_out(g, n, 0, dt, count, shape);
 }
 
+/* Range to a limit that is run-time data of no run's size (a graph
+   input, a value read from the data): its output's length is bounded
+   only by --max-dim, which names the output; integers from constant
+   start and delta. The output is a bound of its own, its kernel writing
+   the run's length and failing the run where it passes the bound
+   (backend/kernels_movement.c). */
+static bool range_to_max_dim(Graph *g, Node *n) {
+  Tensor *start = in(n, 0), *limit = in(n, 1), *delta = in(n, 2), *y = n->out[0];
+  const char *name = y ? y->name : "";
+  int64_t bound = graph_max_dim(g, name);
+  if (bound <= 0) {
+    ir_error(g, n, "shape input '%s' is not a compile-time constant, so the length of output "
+             "'%s' is known only at run time, and nothing bounds it: give its most elements "
+             "with --max-dim %s=N (or bind it with --const-input)", limit->name, name, name);
+    return false;
+  }
+  for (int i = 0; i < 3; i++)
+    if (tensor_numel(in(n, i)) != 1 || in(n, i)->rank > 1) {
+      ir_error(g, n, "'%s' must be a scalar", in(n, i)->name);
+      return false;
+    }
+  if (!start->i64 || !dtype_is_integer(start->dtype) || limit->dtype != start->dtype ||
+      (start->dtype != DT_INT64 && start->dtype != DT_INT32)) {
+    ir_error(g, n, "Range to a run-time limit (output '%s', bounded by --max-dim) runs on int64 "
+             "and int32 only, is %s", name, dtype_name(start->dtype));
+    return false;
+  }
+  if (delta->i64[0] == 0) {
+    ir_error(g, n, "delta must not be 0");
+    return false;
+  }
+  if (!set_out(g, n, 0, start->dtype, 1, &bound))
+    return false;
+  y->bounded = true;
+  y->bound_axis = 0;
+  y->bound_origin = y;
+  return true;
+}
+
 static bool infer_range(Graph *g, Node *n) {
   Tensor *t[3] = {in(n, 0), in(n, 1), in(n, 2)};
   /* A limit the program computes from a run's size (torch.arange(n)): its
@@ -3606,6 +3835,9 @@ static bool infer_range(Graph *g, Node *n) {
   int64_t limit_at_bound;
   int nlimit;
   bool run_limit = symbolic_shape(t[1], &limit_at_bound, &nlimit) && nlimit == 1 && t[0]->i64;
+  if (t[1] && !run_limit && !tensor_is_const(t[1]) && tensor_is_const(t[0]) &&
+      tensor_is_const(t[2]))
+    return range_to_max_dim(g, n);
   for (int i = 0; i < 3; i++) {
     if (!(i == 1 && run_limit) && !need_const(g, n, t[i]))
       return false;

@@ -96,7 +96,7 @@ static int64_t moved(const Node *n, int64_t *from, int *src) {
       from[i] = i;
     return count;
   case OP_SLICE:
-    if (x->rank != 1)
+    if (x->rank != 1 || n->p.slice.run_time)
       return -1;
     for (int64_t i = 0; i < count; i++)
       from[i] = n->p.slice.start[0] + i * n->p.slice.step[0];

@@ -249,7 +249,7 @@ static bool split_in_place(Graph *g, Node *n) {
 
 static bool slice_in_place(Graph *g, Node *n) {
   Tensor *x = node_input(n, 0), *y = n->nout ? n->out[0] : NULL;
-  if (!y || !can_view_input(g, n))
+  if (!y || !can_view_input(g, n) || n->p.slice.run_time) /* a start only the device knows */
     return false;
   /* Reversals keep the extent, so every step must be 1, not only the
      step of the axis that shrinks. */
