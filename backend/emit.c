@@ -187,6 +187,17 @@ const char *emit_scalar(Emitter *e, float v) {
 }
 
 /* The contents of a C string literal for `s`. */
+const char *emit_format_text(Emitter *e, const char *s) {
+  char *out = arena_alloc(e->g->arena, strlen(s) * 2 + 1), *p = out;
+  for (; *s; s++) {
+    if (*s == '%')
+      *p++ = '%';
+    *p++ = *s;
+  }
+  *p = 0;
+  return out;
+}
+
 const char *emit_c_string(Emitter *e, const char *s) {
   size_t len = strlen(s);
   char *out = arena_alloc(e->g->arena, len * 4 + 1);

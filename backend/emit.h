@@ -135,6 +135,9 @@ extern const char *const lib_check_helper[LIB_COUNT];
 
 /* The body of a C string literal for `s` (quotes, backslashes, controls escaped). */
 const char *emit_c_string(Emitter *e, const char *s);
+/* s with each '%' doubled: a name written into a printf format of net.c
+   (then through emit_c_string) prints as itself. */
+const char *emit_format_text(Emitter *e, const char *s);
 /* printf into the graph's arena: for building C expressions. */
 char *emit_str(Emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "&one", "&zero" or "&(const float){0.5f}": a host scalar for cuDNN/cuBLAS. */

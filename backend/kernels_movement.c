@@ -434,7 +434,8 @@ static void setup_slice(Emitter *e, Node *n) {
   const char *message = emit_str(
       e, "node '%s' (Slice): along axis %%lld its start %%lld and end %%lld (inputs '%s' and "
          "'%s') clamp to %%lld elements, but this program was compiled for %%lld (the end is "
-         "the start plus a constant)", n->name, n->in[1]->name, n->in[2]->name);
+         "the start plus a constant)", emit_format_text(e, n->name),
+      emit_format_text(e, n->in[1]->name), emit_format_text(e, n->in[2]->name));
   add_fault_buffer(e, n, emit_str(e, "\"%s\", fault[1], fault[2], fault[3], fault[4], "
                                      "((const long long[]){%s})[fault[1]]",
                                   emit_c_string(e, message), want));
@@ -600,10 +601,10 @@ static bool range_to_max_dim(const Node *n) {
 static void setup_range(Emitter *e, Node *n) {
   if (!range_to_max_dim(n))
     return;
-  const char *name = n->out[0]->name;
+  const char *name = emit_format_text(e, n->out[0]->name);
   const char *message = emit_str(
       e, "node '%s' (Range): its output '%s' has %%lld elements in this run, more than the "
-         "%%lld that --max-dim %s=%lld allows", n->name, name, name,
+         "%%lld that --max-dim %s=%lld allows", emit_format_text(e, n->name), name, name,
       (long long)n->out[0]->dims[0]);
   add_fault_buffer(e, n, emit_str(e, "\"%s\", fault[1], fault[2]", emit_c_string(e, message)));
 }

@@ -450,7 +450,8 @@ static void check_scan_rows(Emitter *e, Node *n, const char *counter) {
          "  }\n"
          "}",
       comment_text(e, n->name), comment_text(e, scan), counter, (long long)rows,
-      emit_c_string(e, n->name), (long long)rows, emit_c_string(e, scan));
+      emit_c_string(e, emit_format_text(e, n->name)), (long long)rows,
+      emit_c_string(e, emit_format_text(e, scan)));
   st->after_run = grown;
 }
 

@@ -55,7 +55,8 @@ def loop_body():
         node("Add", ["iter", "b_one"], ["next"]),
         node("Unsqueeze", ["iter", "b_axes"], ["row_start"]),
         node("Unsqueeze", ["next", "b_axes"], ["row_end"]),
-        node("Slice", ["x", "row_start", "row_end"], ["row"], name="row_slice"),
+        # '%s' in the name: net.c must print it, not read it as a format
+        node("Slice", ["x", "row_start", "row_end"], ["row"], name="row_slice%s"),
         node("Add", ["sum_in", "row"], ["sum_out"]),
     ]
     inits = [const("b_one", 1, np.int64), const("b_axes", [0], np.int64)]
@@ -219,7 +220,7 @@ def faults(exe, m, work):
               "node 'slice_back' (Slice): along axis 0 its start 7 and end 5 (inputs 's_plus2' "
               "and 's') clamp to 0 elements, but this program was compiled for 2"),
              ("a Loop of 7 trips over 6 rows", feeds(0, trips=7), "sum",
-              "node 'row_slice' (Slice): along axis 0 its start 6 and end 7")]
+              "node 'row_slice%s' (Slice): along axis 0 its start 6 and end 7")]
     for name, f, output, text in cases:
         if name.startswith("a start"):
             if reference(m, f)[output].shape != (0, COLS):
