@@ -548,6 +548,9 @@ bool emit_body_node(BodyEmitter *b, const Node *owner, Node *n, FILE *calls);
    calls' text (malloc'd, for the caller to free), or NULL on a failure. */
 char *emit_body_calls(BodyEmitter *b, const Node *owner, Graph *body);
 void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements */
+/* loop.c: one more of them, a block checking what the run left on the
+   device (net_run() prints them after its work is done). */
+void add_after_run(Emitter *e, const char *code);
 /* loop.c: a function adding a conditional node to the CUDA graph being
    captured on n's stream. emit_conditional_open prints its head: the
    declarations and the handle, created for that graph, in `handle`; the

@@ -380,15 +380,6 @@ typedef struct FaultBuffer {
   const char *field;
 } FaultBuffer;
 
-static void add_after_run(Emitter *e, const char *code) {
-  EmitState *st = e->st;
-  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nafter_run + 1));
-  if (st->nafter_run)
-    memcpy(grown, st->after_run, sizeof(char *) * (size_t)st->nafter_run);
-  grown[st->nafter_run++] = code;
-  st->after_run = grown;
-}
-
 static void add_fault_buffer(Emitter *e, Node *n, const char *report) {
   FaultBuffer *f = node_data(e, n, sizeof *f);
   const char *field = emit_unique(e, emit_str(e, "%s_fault", node_id(e, n)));

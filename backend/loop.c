@@ -434,11 +434,7 @@ static void check_scan_rows(Emitter *e, Node *n, const char *counter) {
     }
   if (!scan)
     return;
-  EmitState *st = e->st;
-  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nafter_run + 1));
-  if (st->nafter_run)
-    memcpy(grown, st->after_run, sizeof(char *) * (size_t)st->nafter_run);
-  grown[st->nafter_run++] = emit_str(
+  add_after_run(e, emit_str(
       e, "{ /* Loop '%s': its iterations within the rows of '%s' */\n"
          "  long long ran = 0;\n"
          "  if (!cuda_ok(c, cudaMemcpy(&ran, %s, 8, cudaMemcpyDeviceToHost), \"cudaMemcpy\"))\n"
@@ -451,7 +447,15 @@ static void check_scan_rows(Emitter *e, Node *n, const char *counter) {
          "}",
       comment_text(e, n->name), comment_text(e, scan), counter, (long long)rows,
       emit_c_string(e, emit_format_text(e, n->name)), (long long)rows,
-      emit_c_string(e, emit_format_text(e, scan)));
+      emit_c_string(e, emit_format_text(e, scan))));
+}
+
+void add_after_run(Emitter *e, const char *code) {
+  EmitState *st = e->st;
+  const char **grown = arena_alloc(e->g->arena, sizeof(char *) * (size_t)(st->nafter_run + 1));
+  if (st->nafter_run)
+    memcpy(grown, st->after_run, sizeof(char *) * (size_t)st->nafter_run);
+  grown[st->nafter_run++] = code;
   st->after_run = grown;
 }
 
