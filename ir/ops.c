@@ -1861,10 +1861,10 @@ static const Tensor *constant_scalar(const Tensor *t) {
 }
 
 /* Follows element i of t back through the nodes that move it unchanged
-   (Identity, Unsqueeze, Squeeze, Reshape, Flatten, an integer Cast, a
-   Concat of vectors) and add a constant to it (Add, Sub), to the value it
-   is of a tensor opc does not follow (a Loop's iteration number, a graph
-   input, a Gather...). */
+   (the T_RESHAPES kinds: Identity, Unsqueeze, Squeeze, Reshape, Flatten;
+   a widening integer Cast; a Concat of vectors) and those that add a
+   constant to it (Add, Sub), to the value it is of a tensor opc does not
+   follow (a Loop's iteration number, a graph input, a Gather...). */
 static RunIndex trace_index(const Tensor *t, int64_t i, int depth) {
   if (t->i64 && dtype_is_integer(t->dtype))
     return (RunIndex){NULL, 0, t->i64[i]};
@@ -1873,13 +1873,11 @@ static RunIndex trace_index(const Tensor *t, int64_t i, int depth) {
   if (!p || depth >= RUN_INDEX_DEPTH || p->nout < 1 || p->out[0] != t)
     return here;
   const Tensor *x = p->nin > 0 ? p->in[0] : NULL;
-  switch (p->op) {
-  case OP_IDENTITY:
-  case OP_UNSQUEEZE:
-  case OP_SQUEEZE:
-  case OP_RESHAPE:
-  case OP_FLATTEN:
+  /* The kinds that move their input unchanged (T_RESHAPES), but Cast,
+     which may also narrow it. */
+  if (p->op != OP_CAST && (op_info(p->op)->traits & T_RESHAPES))
     return x && tensor_numel(x) == tensor_numel(t) ? trace_index(x, i, depth + 1) : here;
+  switch (p->op) {
   case OP_CAST: /* an integer that a narrower type would wrap stays unfollowed */
     return x && dtype_is_integer(x->dtype) && dtype_size(t->dtype) >= dtype_size(x->dtype)
                ? trace_index(x, i, depth + 1) : here;
