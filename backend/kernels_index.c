@@ -511,8 +511,8 @@ static bool nms_run_count(Emitter *e, Node *n, Launch *L) {
    resolving the chunk in order; then one thread writes the rows and one
    the dims of this run. Every launch is planned at the bound (boxes, or
    a chunk's share of them) and exits early past this run's boxes. The
-   scratch holds the keys twice, a flag per box, the kept boxes and their
-   count. Thresholds given as run-time data are read by the launches that
+   scratch holds the keys twice, a flag per box, the kept boxes, their
+   count and their edges. Thresholds given as run-time data are read by the launches that
    use them, a run-time max_output_boxes_per_class by the rows: the
    greedy choice keeps boxes in one order whatever the limit, so a limit
    takes the first of every class's kept boxes. */
@@ -530,7 +530,7 @@ static int64_t nms_segments(const Node *n) {
 }
 
 static int64_t nms_scratch_size(const Node *n) {
-  return nms_segments(n) * (3 * n->in[1]->dims[2] + n->p.nms.per_class + 1);
+  return nms_segments(n) * (3 * n->in[1]->dims[2] + 4 * n->p.nms.per_class + 1);
 }
 
 static int64_t nms_chunks(const Node *n) {
