@@ -523,14 +523,18 @@ typedef struct NmsScratch {
 /* Chunks: a chunk's test runs in parallel, its resolution on one thread
    per class and a launch pair each, so about 256 boxes a chunk, at most
    NMS_CHUNKS of them. */
-enum { NMS_CHUNKS = 16, NMS_CHUNK_BOXES = 256 };
+enum { NMS_CHUNKS = 32, NMS_CHUNK_BOXES = 256 };
+
+/* Kept boxes are binned by their low x (opc_nms_bin): a box is tested
+   against those in the bins its x range meets. */
+enum { NMS_BINS = 1024 };
 
 static int64_t nms_segments(const Node *n) {
   return n->in[1]->dims[0] * n->in[1]->dims[1];
 }
 
 static int64_t nms_scratch_size(const Node *n) {
-  return nms_segments(n) * (3 * n->in[1]->dims[2] + 4 * n->p.nms.per_class + 1);
+  return nms_segments(n) * (3 * n->in[1]->dims[2] + 5 * n->p.nms.per_class + NMS_BINS + 3);
 }
 
 static int64_t nms_chunks(const Node *n) {
@@ -538,8 +542,9 @@ static int64_t nms_chunks(const Node *n) {
   return chunks < 1 ? 1 : chunks > NMS_CHUNKS ? NMS_CHUNKS : chunks;
 }
 
-static int64_t padded_64(int64_t count) {
-  return (count + 63) / 64 * 64;
+/* opc_nms_spread's blocks: 64 strips of blocks of 64. */
+static int64_t padded_4096(int64_t count) {
+  return (count + 4095) / 4096 * 4096;
 }
 
 static void setup_nms(Emitter *e, Node *n) {
@@ -604,12 +609,14 @@ static bool nms_launch(Emitter *e, Node *n, int mode, int64_t count, int64_t par
   L.i[5] = n->p.nms.center;
   L.i[6] = n->p.nms.has_score_threshold;
   L.i[8] = part;
-  L.i[9] = padded_64(scores->dims[2]);
+  L.i[9] = padded_4096(scores->dims[2]);
   L.i[10] = nms_chunks(n);
-  L.i[11] = padded_64((scores->dims[2] + nms_chunks(n) - 1) / nms_chunks(n));
+  L.i[11] = padded_4096((scores->dims[2] + nms_chunks(n) - 1) / nms_chunks(n));
+  L.i[12] = NMS_BINS;
   group_i(&L, 0, 7, "mode, batches, classes, boxes, rows per class, center_point_box, "
                     "whether scores are thresholded");
-  group_i(&L, 8, 4, "pass or chunk, boxes padded to 64, chunks, a chunk's bound padded to 64");
+  group_i(&L, 8, 5, "pass or chunk, boxes padded to 4096, chunks, a chunk's bound padded to "
+                    "4096, bins");
   L.f[0] = n->p.nms.iou_threshold;
   L.f[1] = n->p.nms.score_threshold;
   group_f(&L, 0, 2, "IoU and score thresholds");
@@ -624,7 +631,7 @@ static void run_nms(Emitter *e, Node *n) {
     kernel_fail(e, n, "NonMaxSuppression reads contiguous boxes and scores only");
     return;
   }
-  int64_t count = scores->dims[2], each = nms_segments(n) * padded_64(count);
+  int64_t count = scores->dims[2], each = nms_segments(n) * padded_4096(count);
   if (count >= 0xffffffffll) {
     kernel_fail(e, n, "NonMaxSuppression takes fewer than 2^32 - 1 boxes");
     return;
@@ -633,9 +640,9 @@ static void run_nms(Emitter *e, Node *n) {
     if (!nms_launch(e, n, 3, each, 0, "each box's sort key: score, then index"))
       return;
     for (int64_t pass = 0; (1ll << pass) < count; pass++)
-      nms_launch(e, n, 4, each, pass, "a merge pass: runs of 2^i[8] keys merged in pairs");
+      nms_launch(e, n, 4, each / 64, pass, "a merge pass: runs of 2^i[8] keys merged in pairs");
     for (int64_t chunk = 0; chunk < nms_chunks(n); chunk++) {
-      nms_launch(e, n, 5, nms_segments(n) * padded_64((count + nms_chunks(n) - 1) / nms_chunks(n)),
+      nms_launch(e, n, 5, nms_segments(n) * padded_4096((count + nms_chunks(n) - 1) / nms_chunks(n)),
                  chunk, "chunk i[8]: each box against those kept before it");
       nms_launch(e, n, 6, nms_segments(n), chunk, "chunk i[8] resolved, a thread per class");
     }
