@@ -32,10 +32,11 @@ bits, so an unwritten row shows). With a CUDA toolkit (OPC_CUDA, default
 headers with -Werror; kernels-nvrtc compiles the kernels with NVRTC.
 Controls: ONNX Runtime's rows for another IoU threshold must differ
 from opc's (the data decides), and the rows must span several chunks.
-Shown to fail (by hand, at 79dc538) by a chunk resolved without the boxes
-kept in it (big: 23,766 rows for 22,722), by ties taken higher index
-first (center's row 2: box 19985 for 28), and by bins looked up from the
-box's own low x rather than from it less the widest box (35,252 rows).
+Shown to fail, by hand: at 79dc538 by a chunk resolved without the
+boxes kept in it (big: 23,766 rows for 22,722) and by bins looked up from
+the box's own low x rather than from it less the widest box (35,252
+rows); at 76c733c by ties taken higher index first (center's row 2: box
+19985 for 28).
 """
 import os
 import sys
