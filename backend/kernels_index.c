@@ -505,61 +505,150 @@ static bool nms_run_count(Emitter *e, Node *n, Launch *L) {
   return true;
 }
 
-/* NonMaxSuppression at run time: one launch per batch and class keeps its
-   boxes in its part of the output, one moves them together and one writes
-   the dims of this run (opc_nms). Thresholds given as run-time data are
-   read by the first launch, a run-time max_output_boxes_per_class by the
-   second: the greedy choice keeps boxes in one order whatever the limit,
-   so a limit takes the first of every class's kept boxes. */
-static void run_nms(Emitter *e, Node *n) {
+/* NonMaxSuppression at run time (opc_nms): the boxes' sort keys, merge
+   passes sorting them, then chunk by chunk a parallel test of each box
+   against those kept before the chunk and a thread per batch and class
+   resolving the chunk in order; then one thread writes the rows and one
+   the dims of this run. Every launch is planned at the bound (boxes, or
+   a chunk's share of them) and exits early past this run's boxes. The
+   scratch holds the keys twice, a flag per box, the kept boxes, their
+   count and their edges. Thresholds given as run-time data are read by the launches that
+   use them, a run-time max_output_boxes_per_class by the rows: the
+   greedy choice keeps boxes in one order whatever the limit, so a limit
+   takes the first of every class's kept boxes. */
+typedef struct NmsScratch {
+  const char *scratch;
+} NmsScratch;
+
+/* Chunks: a chunk's test runs in parallel, its resolution on one thread
+   per class and a launch pair each, so about 256 boxes a chunk, at most
+   NMS_CHUNKS of them. */
+enum { NMS_CHUNKS = 32, NMS_CHUNK_BOXES = 256 };
+
+/* Kept boxes are binned by their low x (opc_nms_bin): a box is tested
+   against those in the bins its x range meets. */
+enum { NMS_BINS = 1024 };
+
+static int64_t nms_segments(const Node *n) {
+  return n->in[1]->dims[0] * n->in[1]->dims[1];
+}
+
+static int64_t nms_scratch_size(const Node *n) {
+  return nms_segments(n) * (3 * n->in[1]->dims[2] + 5 * n->p.nms.per_class + NMS_BINS + 3);
+}
+
+static int64_t nms_chunks(const Node *n) {
+  int64_t chunks = (n->in[1]->dims[2] + NMS_CHUNK_BOXES - 1) / NMS_CHUNK_BOXES;
+  return chunks < 1 ? 1 : chunks > NMS_CHUNKS ? NMS_CHUNKS : chunks;
+}
+
+/* opc_nms_spread's blocks: 64 strips of blocks of 64. */
+static int64_t padded_4096(int64_t count) {
+  return (count + 4095) / 4096 * 4096;
+}
+
+static void setup_nms(Emitter *e, Node *n) {
+  NmsScratch *s = node_data(e, n, sizeof *s);
+  if (nms_segments(n) == 0 || n->in[1]->dims[2] == 0)
+    return;
+  const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
+  emit_to(e, SEC_FIELDS, "long long *%s; /* NonMaxSuppression's keys, flags and kept boxes */",
+          field);
+  emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(long long))", field,
+            (long long)nms_scratch_size(n));
+  emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
+  s->scratch = emit_str(e, "c->%s", field);
+}
+
+/* One launch of opc_nms: `mode` over `count` iterations, `part` its pass
+   or chunk. */
+static bool nms_launch(Emitter *e, Node *n, int mode, int64_t count, int64_t part,
+                       const char *note) {
   Tensor *boxes = n->in[0], *scores = n->in[1], *y = n->out[0];
+  const char *scratch = ((const NmsScratch *)node_data(e, n, sizeof(NmsScratch)))->scratch;
+  Launch L = {.kernel = "opc_nms", .n = count};
+  if (mode >= 3) {
+    L.nx = 2;
+    L.x[0] = buf(e, boxes);
+    L.x_extent[0] = tensor_numel(boxes);
+    L.x[1] = buf(e, scores);
+    L.x_extent[1] = tensor_numel(scores);
+    if (n->p.nms.iou_at_run_time)
+      set_scalar_input(e, &L, 2, n->in[3]);
+    if (n->p.nms.score_at_run_time)
+      set_scalar_input(e, &L, 3, n->in[4]);
+    if (boxes->bounded && !nms_run_count(e, n, &L))
+      return false;
+    L.y = scratch;
+    L.y_extent = nms_scratch_size(n);
+  } else if (mode == 1) {
+    if (n->p.nms.per_class_at_run_time)
+      set_scalar_input(e, &L, 0, n->in[2]);
+    if (scratch) { /* none where there are no boxes: no rows */
+      L.nx = 2;
+      L.x[1] = scratch;
+      L.x_extent[1] = nms_scratch_size(n);
+      L.x_bytes[1] = 8;
+    }
+    L.y = buf(e, y);
+    L.y_extent = tensor_numel(y);
+  } else {
+    L.nx = 1;
+    L.x[0] = buf(e, y);
+    L.x_extent[0] = tensor_numel(y);
+    L.x_bytes[0] = 8;
+    L.y = live_dims(e, y);
+    L.y_extent = 2;
+  }
+  L.y_bytes = 8;
+  L.i[0] = mode;
+  L.i[1] = scores->dims[0];
+  L.i[2] = scores->dims[1];
+  L.i[3] = scores->dims[2];
+  L.i[4] = n->p.nms.per_class;
+  L.i[5] = n->p.nms.center;
+  L.i[6] = n->p.nms.has_score_threshold;
+  L.i[8] = part;
+  L.i[9] = padded_4096(scores->dims[2]);
+  L.i[10] = nms_chunks(n);
+  L.i[11] = padded_4096((scores->dims[2] + nms_chunks(n) - 1) / nms_chunks(n));
+  L.i[12] = NMS_BINS;
+  group_i(&L, 0, 7, "mode, batches, classes, boxes, rows per class, center_point_box, "
+                    "whether scores are thresholded");
+  group_i(&L, 8, 5, "pass or chunk, boxes padded to 4096, chunks, a chunk's bound padded to "
+                    "4096, bins");
+  L.f[0] = n->p.nms.iou_threshold;
+  L.f[1] = n->p.nms.score_threshold;
+  group_f(&L, 0, 2, "IoU and score thresholds");
+  L.note = note;
+  emit_launch(e, n, &L);
+  return true;
+}
+
+static void run_nms(Emitter *e, Node *n) {
+  Tensor *boxes = n->in[0], *scores = n->in[1];
   if (!row_major(boxes) || !row_major(scores)) {
     kernel_fail(e, n, "NonMaxSuppression reads contiguous boxes and scores only");
     return;
   }
-  static const char *what[3] = {"each class's kept boxes, a thread per batch and class",
-                                "one thread: the kept boxes moved together",
-                                "one thread: the dims of this run"};
-  for (int mode = 0; mode < 3; mode++) {
-    Launch L = {.kernel = "opc_nms", .n = mode == 0 ? scores->dims[0] * scores->dims[1] : 1};
-    if (mode == 0) {
-      L.nx = 2;
-      L.x[0] = buf(e, boxes);
-      L.x_extent[0] = tensor_numel(boxes);
-      L.x[1] = buf(e, scores);
-      L.x_extent[1] = tensor_numel(scores);
-      if (n->p.nms.iou_at_run_time)
-        set_scalar_input(e, &L, 2, n->in[3]);
-      if (n->p.nms.score_at_run_time)
-        set_scalar_input(e, &L, 3, n->in[4]);
-      if (boxes->bounded && !nms_run_count(e, n, &L))
-        return;
-    } else if (mode == 1 && n->p.nms.per_class_at_run_time) {
-      set_scalar_input(e, &L, 0, n->in[2]);
-    } else if (mode == 2) {
-      L.nx = 1;
-      L.x[0] = buf(e, y);
-      L.x_extent[0] = tensor_numel(y);
-      L.x_bytes[0] = 8;
-    }
-    L.y = mode == 2 ? live_dims(e, y) : buf(e, y);
-    L.y_extent = mode == 2 ? 2 : tensor_numel(y);
-    L.y_bytes = 8;
-    L.i[0] = mode;
-    L.i[1] = scores->dims[0];
-    L.i[2] = scores->dims[1];
-    L.i[3] = scores->dims[2];
-    L.i[4] = n->p.nms.per_class;
-    L.i[5] = n->p.nms.center;
-    L.i[6] = n->p.nms.has_score_threshold;
-    group_i(&L, 0, 7, "mode, batches, classes, boxes, rows per class, center_point_box, "
-                      "whether scores are thresholded");
-    L.f[0] = n->p.nms.iou_threshold;
-    L.f[1] = n->p.nms.score_threshold;
-    group_f(&L, 0, 2, "IoU and score thresholds");
-    L.note = what[mode];
-    emit_launch(e, n, &L);
+  int64_t count = scores->dims[2], each = nms_segments(n) * padded_4096(count);
+  if (count >= 0xffffffffll) {
+    kernel_fail(e, n, "NonMaxSuppression takes fewer than 2^32 - 1 boxes");
+    return;
   }
+  if (nms_segments(n) > 0 && count > 0) {
+    if (!nms_launch(e, n, 3, each, 0, "each box's sort key: score, then index"))
+      return;
+    for (int64_t pass = 0; (1ll << pass) < count; pass++)
+      nms_launch(e, n, 4, each / 64, pass, "a merge pass: runs of 2^i[8] keys merged in pairs");
+    for (int64_t chunk = 0; chunk < nms_chunks(n); chunk++) {
+      nms_launch(e, n, 5, nms_segments(n) * padded_4096((count + nms_chunks(n) - 1) / nms_chunks(n)),
+                 chunk, "chunk i[8]: each box against those kept before it");
+      nms_launch(e, n, 6, nms_segments(n), chunk, "chunk i[8] resolved, a thread per class");
+    }
+  }
+  nms_launch(e, n, 1, 1, 0, "one thread: the kept boxes as rows");
+  nms_launch(e, n, 2, 1, 0, "one thread: the dims of this run");
 }
 
 /* Compress: one thread keeps the selected slices; where the condition is
@@ -777,7 +866,7 @@ const OpEmitter kernel_arg = {.run = run_arg};
 const OpEmitter kernel_topk = {.setup = setup_topk, .run = run_topk};
 const OpEmitter kernel_non_zero = {.run = run_non_zero};
 const OpEmitter kernel_shape_of = {.run = run_shape_of};
-const OpEmitter kernel_nms = {.run = run_nms};
+const OpEmitter kernel_nms = {.setup = setup_nms, .run = run_nms};
 const OpEmitter kernel_compress = {.run = run_compress};
 const OpEmitter kernel_one_hot = {.run = run_one_hot};
 const OpEmitter kernel_unique = {.setup = setup_unique, .run = run_unique};

@@ -546,29 +546,49 @@ OPC_SCALAR float opc_nms_hi_of(float p, float q)
   return p < q ? q : p;
 }
 
-OPC_SCALAR int opc_nms_suppresses_of(float a0, float a1, float a2, float a3, float b0, float b1,
-                                     float b2, float b3, int center, float threshold)
+/* Edge `which` of box a: 0 and 1 its low and high x, 2 and 3 its low and
+   high y. The kernel keeps a kept box's edges and area, as computed here,
+   rather than its four numbers (opc_nms). */
+OPC_SCALAR float opc_nms_edge_of(float a0, float a1, float a2, float a3, int center, int which)
 {
-  float ax0, ax1, ay0, ay1, bx0, bx1, by0, by1;
-  if (center) {
-    ax0 = a0 - a2 / 2, ax1 = a0 + a2 / 2, ay0 = a1 - a3 / 2, ay1 = a1 + a3 / 2;
-    bx0 = b0 - b2 / 2, bx1 = b0 + b2 / 2, by0 = b1 - b3 / 2, by1 = b1 + b3 / 2;
-  } else {
-    ax0 = opc_nms_lo_of(a1, a3), ax1 = opc_nms_hi_of(a1, a3);
-    ay0 = opc_nms_lo_of(a0, a2), ay1 = opc_nms_hi_of(a0, a2);
-    bx0 = opc_nms_lo_of(b1, b3), bx1 = opc_nms_hi_of(b1, b3);
-    by0 = opc_nms_lo_of(b0, b2), by1 = opc_nms_hi_of(b0, b2);
-  }
+  if (center)
+    return which == 0 ? a0 - a2 / 2 : which == 1 ? a0 + a2 / 2 : which == 2 ? a1 - a3 / 2 : a1 + a3 / 2;
+  return which == 0 ? opc_nms_lo_of(a1, a3)
+         : which == 1 ? opc_nms_hi_of(a1, a3)
+         : which == 2 ? opc_nms_lo_of(a0, a2)
+                      : opc_nms_hi_of(a0, a2);
+}
+
+OPC_SCALAR float opc_nms_area_of(float x0, float x1, float y0, float y1)
+{
+  return (x1 - x0) * (y1 - y0);
+}
+
+/* The test of a against b from their edges and areas. */
+OPC_SCALAR int opc_nms_overlaps_of(float ax0, float ax1, float ay0, float ay1, float area_a,
+                                   float bx0, float bx1, float by0, float by1, float area_b,
+                                   float threshold)
+{
   float ix0 = opc_nms_hi_of(ax0, bx0), ix1 = opc_nms_lo_of(ax1, bx1);
   float iy0 = opc_nms_hi_of(ay0, by0), iy1 = opc_nms_lo_of(ay1, by1);
   if (ix1 <= ix0 || iy1 <= iy0)
     return 0;
   float inter = (ix1 - ix0) * (iy1 - iy0);
-  float area_a = (ax1 - ax0) * (ay1 - ay0), area_b = (bx1 - bx0) * (by1 - by0);
   float uni = area_a + area_b - inter;
   if (inter <= 0.0f || area_a <= 0.0f || area_b <= 0.0f || uni <= 0.0f)
     return 0;
   return inter / uni > threshold;
+}
+
+OPC_SCALAR int opc_nms_suppresses_of(float a0, float a1, float a2, float a3, float b0, float b1,
+                                     float b2, float b3, int center, float threshold)
+{
+  float ax0 = opc_nms_edge_of(a0, a1, a2, a3, center, 0), ax1 = opc_nms_edge_of(a0, a1, a2, a3, center, 1);
+  float ay0 = opc_nms_edge_of(a0, a1, a2, a3, center, 2), ay1 = opc_nms_edge_of(a0, a1, a2, a3, center, 3);
+  float bx0 = opc_nms_edge_of(b0, b1, b2, b3, center, 0), bx1 = opc_nms_edge_of(b0, b1, b2, b3, center, 1);
+  float by0 = opc_nms_edge_of(b0, b1, b2, b3, center, 2), by1 = opc_nms_edge_of(b0, b1, b2, b3, center, 3);
+  return opc_nms_overlaps_of(ax0, ax1, ay0, ay1, opc_nms_area_of(ax0, ax1, ay0, ay1), bx0, bx1,
+                             by0, by1, opc_nms_area_of(bx0, bx1, by0, by1), threshold);
 }
 
 /* Integer Pow: base to the power exp exactly, by squaring, wrapping
