@@ -3798,9 +3798,14 @@ static bool range_to_max_dim(Graph *g, Node *n) {
   const char *name = y ? y->name : "";
   int64_t bound = graph_max_dim(g, name);
   if (bound <= 0) {
-    ir_error(g, n, "shape input '%s' is not a compile-time constant, so the length of output "
-             "'%s' is known only at run time, and nothing bounds it: give its most elements "
-             "with --max-dim %s=N (or bind it with --const-input)", limit->name, name, name);
+    const Tensor *input = graph_input_behind(g, limit);
+    const char *bind = input && input != limit ? input->name : limit->name;
+    ir_error(g, n, "shape input '%s' is not a compile-time constant%s%s%s, so the length of "
+             "output '%s' is known only at run time, and nothing bounds it: give its most "
+             "elements with --max-dim %s=N, or bind '%s' with --const-input", limit->name,
+             input && input != limit ? "; it depends on graph input '" : "",
+             input && input != limit ? input->name : "", input && input != limit ? "'" : "",
+             name, name, bind);
     return false;
   }
   for (int i = 0; i < 3; i++)
@@ -3833,8 +3838,9 @@ static bool infer_range(Graph *g, Node *n) {
   int64_t limit_at_bound;
   int nlimit;
   bool run_limit = symbolic_shape(t[1], &limit_at_bound, &nlimit) && nlimit == 1 && t[0]->i64;
+  /* --max-dim bounds integer Ranges; a float one keeps need_const's error. */
   if (t[1] && !run_limit && !tensor_is_const(t[1]) && tensor_is_const(t[0]) &&
-      tensor_is_const(t[2]))
+      tensor_is_const(t[2]) && (t[0]->dtype == DT_INT64 || t[0]->dtype == DT_INT32))
     return range_to_max_dim(g, n);
   for (int i = 0; i < 3; i++) {
     if (!(i == 1 && run_limit) && !need_const(g, n, t[i]))
