@@ -551,6 +551,10 @@ void emit_after_run(Emitter *e);     /* loop.c: EmitState.after_run's statements
 /* loop.c: one more of them, a block checking what the run left on the
    device (net_run() prints them after its work is done). */
 void add_after_run(Emitter *e, const char *code);
+/* loop.c: a Loop's or If's stream its bodies are captured on, created in
+   create() and destroyed in destroy(). */
+void capture_stream_setup(Emitter *e, Node *n);
+void capture_stream_teardown(Emitter *e, Node *n);
 /* loop.c: a function adding a conditional node to the CUDA graph being
    captured on n's stream. emit_conditional_open prints its head: the
    declarations and the handle, created for that graph, in `handle`; the

@@ -168,17 +168,6 @@ static void if_fields(Emitter *e, Node *n) {
   emit(e, "cudaStream_t %s_capture; /* the stream its branches are captured on */", id);
 }
 
-static void if_setup(Emitter *e, Node *n) {
-  emit_call(e, LIB_CUDA, n, "cudaStreamCreateWithFlags(&c->%s_capture, cudaStreamNonBlocking)",
-            node_id(e, n));
-}
-
-static void if_teardown(Emitter *e, Node *n) {
-  const char *id = node_id(e, n);
-  emit(e, "if (c->%s_capture)", id);
-  emit(e, "  cudaStreamDestroy(c->%s_capture);", id);
-}
-
 /* One branch: its function, named `fn`, from its own body emitter. */
 static bool emit_branch(Emitter *e, Node *n, Graph *body, const char *fn, const char *which,
                         const char **in, const char **out) {
@@ -225,5 +214,5 @@ static void if_run(Emitter *e, Node *n) {
   emit_close(e, "}");
 }
 
-const OpEmitter if_op = {.fields = if_fields, .setup = if_setup, .run = if_run,
-                         .teardown = if_teardown};
+const OpEmitter if_op = {.fields = if_fields, .setup = capture_stream_setup, .run = if_run,
+                         .teardown = capture_stream_teardown};

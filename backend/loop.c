@@ -383,12 +383,12 @@ static void loop_fields(Emitter *e, Node *n) {
   emit(e, "long long %s_counter;    /* the host's iteration number, without a CUDA graph */", id);
 }
 
-static void loop_setup(Emitter *e, Node *n) {
+void capture_stream_setup(Emitter *e, Node *n) {
   emit_call(e, LIB_CUDA, n, "cudaStreamCreateWithFlags(&c->%s_capture, cudaStreamNonBlocking)",
             node_id(e, n));
 }
 
-static void loop_teardown(Emitter *e, Node *n) {
+void capture_stream_teardown(Emitter *e, Node *n) {
   const char *id = node_id(e, n);
   emit(e, "if (c->%s_capture)", id);
   emit(e, "  cudaStreamDestroy(c->%s_capture);", id);
@@ -512,5 +512,5 @@ static void loop_run(Emitter *e, Node *n) {
   check_scan_rows(e, n, inputs[0]);
 }
 
-const OpEmitter loop_op = {.fields = loop_fields, .setup = loop_setup, .run = loop_run,
-                           .teardown = loop_teardown};
+const OpEmitter loop_op = {.fields = loop_fields, .setup = capture_stream_setup, .run = loop_run,
+                           .teardown = capture_stream_teardown};
