@@ -407,9 +407,10 @@ def check_quantized_add(opc, work, verdict):
             if clip:
                 continue
             for name, v in other_roundings(feeds, k).items():
+                if k == 0 and name == "an FMA":
+                    continue  # ResNet-50's set: no pair falls where an FMA rounds otherwise
                 moved = int((np.clip(np.rint(v), 0, 255).astype(np.uint8) != got[f"y{k}"]).sum())
-                verdict(moved > 0 or k == 0,
-                        f"control {k}: rounded with {name}, {moved} of 65,536 differ")
+                verdict(moved > 0, f"control {k}: rounded with {name}, {moved} of 65,536 differ")
 
 
 def main():
