@@ -785,7 +785,7 @@ static bool computes_in(const Node *n, DType t) {
       return false;
   for (int k = 0; k < n->nin; k++) {
     const Tensor *x = n->in[k];
-    if (!x || (op_info(n->op)->param_inputs & (1u << k)))
+    if (!x || op_input_is_param(n->op, k))
       continue;
     if (x->dtype != (op_input_stays_float(n->op, k) ? DT_FLOAT : t))
       return false;

@@ -53,7 +53,7 @@ static bool unsupported(Emitter *e, const Node *n, const Tensor *t, const char *
 /* Whether a parameter input (shape, axes, pads) is left out of the check:
    the emitters read those when opc runs, never at run time. */
 static bool is_parameter(const Node *n, int k) {
-  return k != index_input(n->op) && (op_info(n->op)->param_inputs & (1u << k));
+  return k != index_input(n->op) && op_input_is_param(n->op, k);
 }
 
 bool check_node_types(Emitter *e, const Node *n) {

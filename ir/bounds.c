@@ -354,9 +354,8 @@ static bool reshape_to_symbols(Graph *g, Node *n) {
 /* The shape input of a T_BOUND_FILL node (a parameter input) that the
    program computes from a bounded tensor's dims (ir/symbolic.c), or NULL. */
 static const Tensor *symbolic_size(const Node *n) {
-  unsigned params = op_info(n->op)->param_inputs;
   for (int i = 0; i < n->nin; i++)
-    if (((params >> i) & 1) && n->in[i] && !tensor_is_const(n->in[i]) && n->in[i]->sym)
+    if (op_input_is_param(n->op, i) && n->in[i] && !tensor_is_const(n->in[i]) && n->in[i]->sym)
       return n->in[i];
   return NULL;
 }

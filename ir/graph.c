@@ -380,6 +380,10 @@ bool op_input_stays_float(OpKind op, int k) {
   return (op_info(op)->traits & T_FLOAT_PARAMS) && k >= 1;
 }
 
+bool op_input_is_param(OpKind op, int k) {
+  return k >= 0 && k < 32 && ((op_info(op)->param_inputs >> k) & 1);
+}
+
 bool window_is_symmetric(const Window *w) {
   if (w->nspatial < 1 || w->nspatial > 3)
     return false;

@@ -236,11 +236,10 @@ static bool compile_time_type(Graph *g, Node *n, const char *role, const Tensor 
 /* A data input or output of n of a type net.c cannot store, with its
    role in *role; NULL when there is none. */
 static const Tensor *compile_time_value(const Node *n, const char **role) {
-  const OpInfo *info = op_info(n->op);
   *role = "input";
   for (int i = 0; i < n->nin; i++) {
     Tensor *t = n->in[i];
-    if (t && !((info->param_inputs >> i) & 1) && !dtype_at_run_time(t->dtype))
+    if (t && !op_input_is_param(n->op, i) && !dtype_at_run_time(t->dtype))
       return t;
   }
   *role = "output";

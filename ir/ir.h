@@ -1029,6 +1029,10 @@ bool node_same_attrs(const Node *a, const Node *b);
    16-bit: BatchNormalization's scale, bias, mean and variance, which cuDNN
    takes in float32 beside float16 or bfloat16 data. */
 bool op_input_stays_float(OpKind op, int k);
+/* Whether input k of a node of this kind is a parameter (shape, axes,
+   indices) rather than data; false past the 32 inputs param_inputs can
+   mark, which variadic operators (Concat, Sum) may have. */
+bool op_input_is_param(OpKind op, int k);
 /* Whether a window has 1 to 3 spatial dims and equal, non-negative
    padding at both ends (what cuDNN's descriptors express). */
 bool window_is_symmetric(const Window *w);

@@ -66,7 +66,7 @@ static bool follows_input(OpKind op, DType half) {
    or one this pass made 16-bit. */
 static bool data_input(const Versions *v, const Node *n, int k, DType half) {
   const Tensor *t = n->in[k];
-  return t && !(op_info(n->op)->param_inputs & (1u << k)) && !op_input_stays_float(n->op, k) &&
+  return t && !op_input_is_param(n->op, k) && !op_input_stays_float(n->op, k) &&
          (t->dtype == DT_FLOAT || is_lowered(v, t, half));
 }
 
