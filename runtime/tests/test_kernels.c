@@ -3,7 +3,9 @@
  * checks kernel names against the built-in table), module look-ups, and a
  * launch of opc_copy_b4 doing a transpose split across the thread pool,
  * and launches of the 2-D pooling kernels, whose planes run along vectors
- * on AVX-512 (pool_vec.c) and folded whole elsewhere.
+ * on AVX-512 (pool_vec.c) and folded whole elsewhere, and of the CPU
+ * target's int8 convolution, along VNNI where the CPU has it (int8_vnni.c)
+ * and the plain body with OPC_KERNEL_ISA=avx2 (meson.build runs both).
  * test_modules.c checks the versions and images the loads depend on.
  */
 #include <math.h>
@@ -220,9 +222,185 @@ static void test_pools(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the pools' module");
 }
 
+/* ---- opc_int8_conv_packed: the CPU target's int8 convolution */
+
+typedef struct {
+  int n, c, h, w, m, k, stride, dilation, pad; /* square filter, symmetric padding */
+  bool x_signed;
+} QConvCase;
+
+static int out_size(const QConvCase *q, int in) {
+  return (in + 2 * q->pad - q->dilation * (q->k - 1) - 1) / q->stride + 1;
+}
+
+/* opc_requantize_of (scalar/scalar.h), restated. */
+static unsigned char requantize_byte(int s, float mult, float zero, float lo, float hi) {
+  float q = rintf((float)s * mult) + zero;
+  q = q >= lo ? (q <= hi ? q : hi) : lo;
+  return (unsigned char)(int)q;
+}
+
+/* The convolution as ONNX's QLinearConv defines its integer sums, from
+   the filter in its own order (not the packed one): sum over the taps
+   inside x of (x - za)(w'), plus the bias; the padding adds nothing. */
+static int qconv_sum(const QConvCase *q, const int *x, int za, const int *w, int bias, int img,
+                     int oh, int ow, int m) {
+  int s = bias;
+  for (int r = 0; r < q->k; r++)
+    for (int t = 0; t < q->k; t++) {
+      int hh = oh * q->stride - q->pad + r * q->dilation;
+      int ww = ow * q->stride - q->pad + t * q->dilation;
+      if (hh < 0 || hh >= q->h || ww < 0 || ww >= q->w)
+        continue;
+      for (int c = 0; c < q->c; c++)
+        s += (x[((img * q->h + hh) * q->w + ww) * q->c + c] - za) *
+             w[((m * q->k + r) * q->k + t) * q->c + c];
+    }
+  return s;
+}
+
+/* Launches the kernel on packed filter and correction, as the backend
+   emits it (the contract in opc_kernels.inc); y's bytes into got. */
+static void launch_qconv(CUmodule mod, const QConvCase *q, const unsigned char *xb,
+                         const signed char *packed, const int *corr, const float *mult,
+                         int za, float zero, float lo, float hi, unsigned char *got) {
+  int oh = out_size(q, q->h), ow = out_size(q, q->w);
+  long long xn = (long long)q->n * q->h * q->w * q->c, pixels = (long long)q->n * oh * ow;
+  long long k4 = ((long long)q->k * q->k * q->c + 3) / 4 * 4, m16 = (q->m + 15) / 16 * 16;
+  void *dx, *dw, *dc, *dm, *dy;
+  cudaMalloc(&dx, xn);
+  cudaMalloc(&dw, m16 * k4);
+  cudaMalloc(&dc, m16 * 4);
+  cudaMalloc(&dm, q->m * 4);
+  cudaMalloc(&dy, pixels * q->m);
+  cudaMemcpy(dx, xb, xn, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, packed, m16 * k4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dc, corr, m16 * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dm, mult, q->m * 4, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, q->x_signed ? "opc_int8_conv_packed_i8"
+                                                  : "opc_int8_conv_packed_u8") == CUDA_SUCCESS,
+         "opc_int8_conv_packed");
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx, a.x[1] = dw, a.x[2] = dc, a.x[3] = dm, a.y = dy;
+  a.rank = 2;
+  a.dims[0] = (pixels + 11) / 12;
+  a.dims[1] = (q->m + 63) / 64;
+  a.n = a.dims[0] * a.dims[1];
+  a.x_extent[0] = xn, a.x_extent[1] = m16 * k4, a.x_extent[2] = m16 * 4, a.x_extent[3] = q->m * 4;
+  a.y_extent = pixels * q->m;
+  int add = q->x_signed ? 128 : 0;
+  long long args[16] = {q->c,          q->h,       q->w,      q->k,      q->k,
+                        q->stride,     q->stride,  q->dilation, q->dilation, q->pad,
+                        q->pad,        ow,         (long long)oh * ow, q->m, za + add,
+                        pixels};
+  memcpy(a.i, args, sizeof args);
+  a.f[0] = lo, a.f[1] = hi, a.f[2] = zero;
+  void *params[] = {&a};
+  expect(cuLaunchKernel(f, (unsigned)((a.n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                        NULL) == CUDA_SUCCESS,
+         "opc_int8_conv_packed launch");
+  cudaMemcpy(got, dy, pixels * q->m, cudaMemcpyDeviceToHost);
+  cudaFree(dx), cudaFree(dw), cudaFree(dc), cudaFree(dm), cudaFree(dy);
+}
+
+/* x of photograph-like runs (smooth ramps plus a little noise, so the sums
+   move with x), a filter of small signed values and a bias; the
+   multipliers are set from the sums so that y spans its range. */
+static void test_qconv_case(CUmodule mod, const QConvCase *q) {
+  int oh = out_size(q, q->h), ow = out_size(q, q->w);
+  long long xn = (long long)q->n * q->h * q->w * q->c, pixels = (long long)q->n * oh * ow;
+  long long kk = (long long)q->k * q->k * q->c, k4 = (kk + 3) / 4 * 4;
+  long long m16 = (q->m + 15) / 16 * 16;
+  int lo_x = q->x_signed ? -128 : 0, za = q->x_signed ? -3 : 121, zy = q->x_signed ? 5 : 118;
+  int *x = malloc(xn * sizeof(int)), *w = malloc(q->m * kk * sizeof(int)), *bias = malloc(q->m * 4);
+  unsigned char *xb = malloc(xn);
+  for (long long i = 0; i < xn; i++) {
+    long long pix = i / q->c, ch = i % q->c;
+    int v = (int)((pix * 7 + ch * 13) % 251) + (int)(rng_state = rng_state * 1103515245u + 12345u) % 5;
+    x[i] = lo_x + (v < 0 ? 0 : v > 255 ? 255 : v);
+    xb[i] = (unsigned char)x[i];
+  }
+  for (long long i = 0; i < q->m * kk; i++)
+    w[i] = (int)((rng_state = rng_state * 1103515245u + 12345u) >> 16) % 255 - 127;
+  for (int m = 0; m < q->m; m++)
+    bias[m] = (m * 977) % 4001 - 2000;
+  /* The filter packed and the correction, as the contract says. */
+  signed char *packed = calloc(m16 * k4, 1);
+  int *corr = calloc(m16, sizeof(int));
+  for (int m = 0; m < q->m; m++) {
+    unsigned colsum = 0;
+    for (long long k = 0; k < kk; k++) {
+      packed[((m / 16 * (k4 / 4) + k / 4) * 16 + m % 16) * 4 + k % 4] = (signed char)w[m * kk + k];
+      colsum += (unsigned)w[m * kk + k];
+    }
+    corr[m] = (int)((unsigned)bias[m] - (unsigned)(za + (q->x_signed ? 128 : 0)) * colsum);
+  }
+  int *sums = malloc(pixels * q->m * sizeof(int));
+  int largest = 1;
+  for (long long p = 0; p < pixels; p++)
+    for (int m = 0; m < q->m; m++) {
+      int img = (int)(p / (oh * ow)), hw = (int)(p % (oh * ow));
+      int s = qconv_sum(q, x, za, w, bias[m], img, hw / ow, hw % ow, m);
+      sums[p * q->m + m] = s;
+      largest = abs(s) > largest ? abs(s) : largest;
+    }
+  float *mult = malloc(q->m * 4);
+  for (int m = 0; m < q->m; m++)
+    mult[m] = (200.0f + (float)(m % 7) * 10.0f) / (float)largest;
+  float lo = q->x_signed ? -128.0f : 0.0f, hi = lo + 255.0f;
+  unsigned char *want = malloc(pixels * q->m), *got = malloc(pixels * q->m);
+  int seen[256] = {0}, distinct = 0;
+  for (long long i = 0; i < pixels * q->m; i++) {
+    want[i] = requantize_byte(sums[i], mult[i % q->m], (float)zy, lo, hi);
+    distinct += !seen[want[i]]++;
+  }
+  char name[160];
+  snprintf(name, sizeof name, "opc_int8_conv_packed %s n%d c%d %dx%d m%d k%d s%d d%d p%d",
+           q->x_signed ? "int8" : "uint8", q->n, q->c, q->h, q->w, q->m, q->k, q->stride,
+           q->dilation, q->pad);
+  if (distinct < 64)
+    fail("%s: y takes %d values only: the case cannot tell a wrong sum", name, distinct);
+  launch_qconv(mod, q, xb, packed, corr, mult, za, (float)zy, lo, hi, got);
+  for (long long i = 0; i < pixels * q->m; i++)
+    if (got[i] != want[i]) {
+      fail("%s: pixel %lld channel %lld is %d, expected %d", name, i / q->m, i % q->m, got[i],
+           want[i]);
+      break;
+    }
+  /* Negative control: a filter byte of the last channel changed must change y. */
+  packed[(((q->m - 1) / 16 * (k4 / 4)) * 16 + (q->m - 1) % 16) * 4] ^= 0x40;
+  launch_qconv(mod, q, xb, packed, corr, mult, za, (float)zy, lo, hi, got);
+  bool moved = false;
+  for (long long i = 0; i < pixels * q->m; i++)
+    moved |= got[i] != want[i];
+  if (!moved)
+    fail("%s: a changed filter byte left y as it was", name);
+  free(x), free(w), free(bias), free(xb), free(packed), free(corr), free(sums), free(mult);
+  free(want), free(got);
+}
+
+static void test_qconv(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_int8_conv_packed");
+  const QConvCase cases[] = {
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false},   /* whole units: 64 channels, 12-pixel tiles */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, true},
+      {2, 3, 19, 17, 70, 3, 2, 1, 1, false},    /* the stem's few channels, a partial group */
+      {1, 32, 9, 11, 130, 3, 1, 2, 2, true},    /* dilated, 130 channels: 2 groups and 2 */
+      {1, 600, 5, 5, 33, 3, 1, 1, 1, false},    /* K 5400: rows gathered in chunks */
+      {1, 5, 7, 7, 17, 5, 3, 1, 2, true},       /* K 125, not a multiple of 4 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    test_qconv_case(mod, &cases[i]);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_int8_conv_packed's module");
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
   test_pools();
+  test_qconv();
   return finish("test_kernels");
 }

@@ -1,0 +1,242 @@
+/*
+ * int8_vnni.c - opc_int8_conv_packed's units along AVX-512 VNNI.
+ *
+ * The kernel (kernels/opc_kernels.inc) says what it computes; this is the
+ * same arithmetic, fast. A unit is 12 output pixels by up to 64 channels
+ * (four blocks of 16). Its taps are gathered into rows of uint8 values v,
+ * one row per pixel, a chunk of the sum's length at a time; then each
+ * VPDPBUSD adds, for 16 channels of one pixel, four products of a row's
+ * uint8 bytes by the packed filter's int8 bytes to the int32 sums. The
+ * products and sums are exact integers, as in the plain body, and the
+ * requantisation is opc_requantize_of's float32 steps one by one
+ * (convert, multiply, round half to even, add, saturate), so the bytes
+ * are the plain body's.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "opc_kargs.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+enum {
+  TILE_PIXELS = 12, /* a unit's pixels: two runs of ROWS */
+  ROWS = 6,         /* pixels whose sums stay in registers, 4 vectors each */
+  GROUP = 64,       /* a unit's channels */
+  CHUNK = 4096,     /* bytes of a row gathered at a time (a multiple of 4) */
+};
+
+/* The convolution's shape, read once from the kernel's arguments. */
+typedef struct {
+  const unsigned char *x; /* bytes of T */
+  const signed char *packed;
+  const int *corr;
+  const float *mult;
+  unsigned char *y;
+  long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, frame, m, pixels, k, k4, groups;
+  unsigned char flip, padded; /* v = x ^ flip: 0x80 makes int8 x + 128 */
+  float lo, hi, zero;
+} Conv;
+
+static Conv conv_of(const struct opc_kargs *a, int x_signed) {
+  Conv v = {.x = a->x[0], .packed = a->x[1], .corr = a->x[2], .mult = a->x[3], .y = a->y};
+  const long long *i = a->i;
+  v.c = i[0], v.h = i[1], v.w = i[2], v.kh = i[3], v.kw = i[4], v.sh = i[5], v.sw = i[6];
+  v.dh = i[7], v.dw = i[8], v.ph = i[9], v.pw = i[10], v.ow = i[11], v.frame = i[12];
+  v.m = i[13], v.pixels = i[15];
+  v.k = v.c * v.kh * v.kw;
+  v.k4 = (v.k + 3) / 4 * 4;
+  v.groups = a->dims[1];
+  v.flip = x_signed ? 0x80 : 0;
+  v.padded = (unsigned char)i[14];
+  v.lo = a->f[0], v.hi = a->f[1], v.zero = a->f[2];
+  return v;
+}
+
+/* Bytes [k0, k1) of pixel p's row: each tap's C channels, x ^ flip, or
+   the padding's value; zeros past K. */
+static void gather_row(const Conv *v, long long p, long long k0, long long k1,
+                       unsigned char *row) {
+  long long img = p / v->frame, hw = p % v->frame;
+  long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
+  long long k = k0;
+  while (k < k1 && k < v->k) {
+    long long tap = k / v->c, ch = k % v->c;
+    long long run = v->c - ch < k1 - k ? v->c - ch : k1 - k;
+    long long hh = h0 + tap / v->kw * v->dh, ww = w0 + tap % v->kw * v->dw;
+    unsigned char *to = row + (k - k0);
+    if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
+      memset(to, v->padded, (size_t)run);
+    } else {
+      const unsigned char *from = v->x + ((img * v->h + hh) * v->w + ww) * v->c + ch;
+      for (long long j = 0; j < run; j++)
+        to[j] = from[j] ^ v->flip;
+    }
+    k += run;
+  }
+  if (k < k1)
+    memset(row + (k - k0), 0, (size_t)(k1 - k));
+}
+
+/* acc + the four products of x's uint8 and w's int8 bytes in each lane.
+   GCC 12 copies the intrinsic's accumulator through a spare register and
+   stores it to the stack on every step of a loop of many sums; tied to
+   its register ("+v"), the sum stays there. */
+static inline __attribute__((always_inline)) VNNI __m512i dpbusd(__m512i acc, __m512i x,
+                                                                 __m512i w) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+  return acc;
+}
+
+/* sums[r][b] += rows r's bytes [0, len) by blocks b of the filter from
+   block `first`, byte k0 of the sum on: `rows` pixels by `blocks` blocks,
+   constants where the caller is the full case, so that the sums stay in
+   registers. */
+static inline __attribute__((always_inline)) VNNI void
+dot_rows(const Conv *v, const unsigned char *buf, long long len, long long k0, long long first,
+         int rows, int blocks, int (*sums)[GROUP]) {
+  __m512i acc[ROWS][4];
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < blocks; b++)
+      acc[r][b] = _mm512_loadu_si512(sums[r] + 16 * b);
+  const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;
+  for (long long q = 0; q < len; q += 4) {
+    __m512i wv[4];
+    for (int b = 0; b < blocks; b++)
+      wv[b] = _mm512_loadu_si512(w + b * 16 * v->k4 + q * 16);
+    for (int r = 0; r < rows; r++) {
+      int four;
+      memcpy(&four, buf + r * CHUNK + q, 4);
+      __m512i x = _mm512_set1_epi32(four);
+      for (int b = 0; b < blocks; b++)
+        acc[r][b] = dpbusd(acc[r][b], x, wv[b]);
+    }
+  }
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < blocks; b++)
+      _mm512_storeu_si512(sums[r] + 16 * b, acc[r][b]);
+}
+
+/* The full case, 6 pixels by 4 blocks, with its 24 sums named so that
+   they stay in registers. */
+#define DOT_ROW(r)                                                                 \
+  __m512i s##r##0 = _mm512_loadu_si512(sums[r]), s##r##1 = _mm512_loadu_si512(sums[r] + 16), \
+          s##r##2 = _mm512_loadu_si512(sums[r] + 32), s##r##3 = _mm512_loadu_si512(sums[r] + 48)
+#define DOT_STEP(r)                                                                \
+  do {                                                                             \
+    __m512i x = _mm512_set1_epi32(*(const int *)(const void *)(buf + (r) * CHUNK + q)); \
+    s##r##0 = dpbusd(s##r##0, x, w0);                                                                  \
+    s##r##1 = dpbusd(s##r##1, x, w1);                                                                  \
+    s##r##2 = dpbusd(s##r##2, x, w2);                                                                  \
+    s##r##3 = dpbusd(s##r##3, x, w3);                                                                  \
+  } while (0)
+#define DOT_STORE(r)                                                               \
+  _mm512_storeu_si512(sums[r], s##r##0), _mm512_storeu_si512(sums[r] + 16, s##r##1), \
+      _mm512_storeu_si512(sums[r] + 32, s##r##2), _mm512_storeu_si512(sums[r] + 48, s##r##3)
+
+static VNNI void dot_full(const Conv *v, const unsigned char *buf, long long len, long long k0,
+                          long long first, int (*sums)[GROUP]) {
+  DOT_ROW(0);
+  DOT_ROW(1);
+  DOT_ROW(2);
+  DOT_ROW(3);
+  DOT_ROW(4);
+  DOT_ROW(5);
+  const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;
+  long long block = 16 * v->k4;
+  for (long long q = 0; q < len; q += 4, w += 64) {
+    __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + block);
+    __m512i w2 = _mm512_loadu_si512(w + 2 * block), w3 = _mm512_loadu_si512(w + 3 * block);
+    DOT_STEP(0);
+    DOT_STEP(1);
+    DOT_STEP(2);
+    DOT_STEP(3);
+    DOT_STEP(4);
+    DOT_STEP(5);
+  }
+  DOT_STORE(0);
+  DOT_STORE(1);
+  DOT_STORE(2);
+  DOT_STORE(3);
+  DOT_STORE(4);
+  DOT_STORE(5);
+}
+
+static VNNI void dot_any(const Conv *v, const unsigned char *buf, long long len, long long k0,
+                         long long first, int rows, int blocks, int (*sums)[GROUP]) {
+  dot_rows(v, buf, len, k0, first, rows, blocks, sums);
+}
+
+/* 16 channels of one pixel from their sums: opc_requantize_of's steps. */
+static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long long count,
+                              unsigned char *y) {
+  __mmask16 keep = (__mmask16)(count >= 16 ? 0xffff : (1u << count) - 1);
+  __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums),
+                               _mm512_maskz_loadu_epi32(keep, v->corr + ch));
+  __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_maskz_loadu_ps(keep, v->mult + ch));
+  q = _mm512_add_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    _mm512_set1_ps(v->zero));
+  /* max takes its second operand where q is NaN: lo, as the formula's test does */
+  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(v->lo)), _mm512_set1_ps(v->hi));
+  _mm_mask_storeu_epi8(y, keep, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q)));
+}
+
+/* One unit: pixels [p0, p0 + rows) by channels [m0, m0 + count). */
+static VNNI void run_unit(const Conv *v, long long p0, int rows, long long m0, long long count,
+                          unsigned char *buf, long long *gathered) {
+  int sums[TILE_PIXELS][GROUP];
+  memset(sums, 0, sizeof sums);
+  int blocks = (int)((count + 15) / 16);
+  for (long long k0 = 0; k0 < v->k4; k0 += CHUNK) {
+    long long len = v->k4 - k0 < CHUNK ? v->k4 - k0 : CHUNK;
+    /* One chunk holds the whole row: the next unit of these pixels reuses it. */
+    if (!(len == v->k4 && *gathered == p0)) {
+      for (int r = 0; r < rows; r++)
+        gather_row(v, p0 + r, k0, k0 + len, buf + r * CHUNK);
+      *gathered = len == v->k4 ? p0 : -1;
+    }
+    for (int r0 = 0; r0 < rows; r0 += ROWS) {
+      int n = rows - r0 < ROWS ? rows - r0 : ROWS;
+      if (n == ROWS && blocks == 4)
+        dot_full(v, buf + r0 * CHUNK, len, k0, m0 / 16, sums + r0);
+      else
+        dot_any(v, buf + r0 * CHUNK, len, k0, m0 / 16, n, blocks, sums + r0);
+    }
+  }
+  for (int r = 0; r < rows; r++)
+    for (long long b = 0; b < count; b += 16)
+      requantize16(v, sums[r] + b, m0 + b, count - b < 16 ? count - b : 16,
+                   v->y + (p0 + r) * v->m + m0 + b);
+}
+
+static bool vnni_usable(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni");
+}
+
+int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
+                              long long end) {
+  if (!vnni_usable())
+    return 0;
+  Conv v = conv_of(a, x_signed);
+  unsigned char buf[TILE_PIXELS * CHUNK];
+  long long gathered = -1; /* the first pixel of the rows in buf, when whole */
+  for (long long u = begin; u < end; u++) {
+    long long p0 = u / v.groups * TILE_PIXELS, m0 = u % v.groups * GROUP;
+    int rows = (int)(v.pixels - p0 < TILE_PIXELS ? v.pixels - p0 : TILE_PIXELS);
+    long long count = v.m - m0 < GROUP ? v.m - m0 : GROUP;
+    run_unit(&v, p0, rows, m0, count, buf, &gathered);
+  }
+  return 1;
+}
+
+#else
+int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
+                              long long end) {
+  (void)a, (void)x_signed, (void)begin, (void)end;
+  return 0;
+}
+#endif
