@@ -46,8 +46,11 @@ static const char help_text[] =
     "  --model-name NAME      with --emit triton: the model's name (default: made from its\n"
     "                         file name, as for NAME=MODEL.onnx)\n"
     "  --instances K          with --emit triton: instances of each model (default 1)\n"
-    "  --target cuda|cpu      what the executable links against (default cuda); cpu uses\n"
-    "                         opc's own CPU implementation of the CUDA API\n"
+    "  --target cuda|cpu|stand-in\n"
+    "                         the program and what it links against: cuda (default), the\n"
+    "                         GPU program on CUDA; cpu, the CPU program (CPU kernels where\n"
+    "                         opc has them) on opc's CPU runtime; stand-in, the GPU program\n"
+    "                         on opc's CPU runtime, which stands in for CUDA (to test it)\n"
     "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
     "  --embed-weights        link the weights into the program instead of reading a file\n"
     "  --no-cuda-graph        issue the kernels on every run instead of replaying a CUDA graph\n"
@@ -286,15 +289,14 @@ static bool one_of(const char *option, const char *s, const char *const *choices
 }
 
 static bool parse_target(const char *option, const char *s, Target *t) {
-  if (strcmp(s, "cuda") == 0)
-    *t = TARGET_CUDA;
-  else if (strcmp(s, "cpu") == 0)
-    *t = TARGET_CPU;
-  else {
-    opc_error("%s: unknown target '%s' (cuda or cpu)", option, s);
-    return false;
-  }
-  return true;
+  const Target targets[] = {TARGET_CUDA, TARGET_CPU, TARGET_STAND_IN};
+  for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++)
+    if (strcmp(s, target_name(targets[k])) == 0) {
+      *t = targets[k];
+      return true;
+    }
+  opc_error("%s: unknown target '%s' (cuda, cpu or stand-in)", option, s);
+  return false;
 }
 
 static bool add_input_shape(Config *c, const char *s) {
@@ -924,6 +926,7 @@ static bool write_outputs(Graph *g, Config *c, const char *out) {
     free(ext);
   }
   EmitOptions emit = c->emit;
+  emit.target = c->target;
   emit.c_path = c_path;
   emit.h_path = h_path;
   emit.weights_path = w_path;
@@ -958,9 +961,10 @@ static bool write_reports(Graph *g, PassContext *ctx, const PassOptions *p, Targ
     return false;
   if (p->report) {
     schedule_print_report(g, ctx, stdout);
-    if (target == TARGET_CPU)
-      printf("--target cpu: these are GPU predictions from the device file; the CPU program's "
-             "own times come from its --bench and --profile\n");
+    if (target != TARGET_CUDA)
+      printf("--target %s: these are GPU predictions from the device file; the "
+             "program's own times on the CPU come from its --bench and --profile\n",
+             target_name(target));
   }
   if (p->stats)
     pipeline_print_stats(g, ctx);

@@ -4,6 +4,20 @@
 
 #include "../ir/ir.h"
 
+/* --target: which program is emitted and what it links against. The CPU
+   program differs from the GPU program only where the backend has a CPU
+   kernel of its own (a channels-last int8 convolution, its filter packed
+   at compile time); the stand-in target runs the GPU program on opc's CPU
+   runtime, which is how the tests check the GPU program without a GPU. */
+typedef enum Target {
+  TARGET_CUDA,    /* the GPU program, linked against CUDA */
+  TARGET_CPU,     /* the CPU program, linked against opc's CPU runtime */
+  TARGET_STAND_IN /* the GPU program, linked against opc's CPU runtime */
+} Target;
+
+/* "cuda", "cpu" or "stand-in", as --target spells it. */
+const char *target_name(Target t);
+
 typedef struct EmitOptions {
   const char *c_path;       /* net.c */
   const char *h_path;       /* net.h */
@@ -13,6 +27,7 @@ typedef struct EmitOptions {
   bool cuda_graph;          /* capture once, replay on every run (default) */
   bool tf32;                /* --precision tf32, fp16 or bf16: tensor cores allowed */
   const char *precision;    /* --precision's name, for the profile; NULL: "fp32" or "tf32" */
+  Target target;            /* TARGET_CPU emits the CPU program; the others the GPU's */
   /* A serving program (Graph.serve): each model's weights file, and how
      many requests each model's queue holds. */
   const char *const *model_weights_paths;
@@ -27,8 +42,6 @@ bool emit_program(Graph *g, const EmitOptions *opt);
 /* The element types (bit t: DType t) the emitted code handles for a kind's
    run-time data; parameter and index inputs are checked apart. */
 uint32_t backend_run_time_types(OpKind op);
-
-typedef enum Target { TARGET_CUDA, TARGET_CPU } Target;
 
 /* Compiler and linker flags for building an emitted program by hand. */
 const char *target_cflags(Target t);
@@ -52,7 +65,7 @@ typedef struct TritonOptions {
   const char *name;      /* the model's name in Triton */
   const char *source;    /* the ONNX file, named in config.pbtxt */
   int instances;         /* instance_group count */
-  Target target;         /* KIND_GPU for cuda, KIND_CPU for cpu */
+  Target target;         /* KIND_GPU for cuda, KIND_CPU for cpu and stand-in */
   bool python;           /* --triton-backend python */
   int max_batch;         /* max_batch_size and dynamic batching; 0: none */
 } TritonOptions;

@@ -213,8 +213,13 @@ static const CudaHome *cuda_found(void) {
   return NULL;
 }
 
-/* Both targets also see the prefixed CPU runtime: a program without CPU
-   units includes nothing of it and links no member of it. NULL, reported,
+const char *target_name(Target t) {
+  return t == TARGET_CUDA ? "cuda" : t == TARGET_CPU ? "cpu" : "stand-in";
+}
+
+/* cpu and stand-in build against opc's CPU runtime alike. Every target
+   also sees the prefixed CPU runtime: a program without CPU units
+   includes nothing of it and links no member of it. NULL, reported,
    where CUDA is not found. */
 const char *target_cflags(Target t) {
   static char flags[4 * PATH_MAX];
@@ -461,7 +466,7 @@ bool build_executable(const char *c_path, const char *exe_path, Target t, bool s
   const char *cc_env = getenv("CC");
   char cc[1024], cflags[4 * PATH_MAX], libs[8 * PATH_MAX];
   snprintf(cc, sizeof cc, "%s", cc_env && *cc_env ? cc_env : "cc");
-  if (t == TARGET_CPU && !file_exists(runtime_paths()->lib)) {
+  if (t != TARGET_CUDA && !file_exists(runtime_paths()->lib)) {
     opc_error("the CPU runtime is not at %s; build it or install opc", runtime_paths()->lib);
     return false;
   }

@@ -16,6 +16,11 @@
  * column sums, folded at compile time. The sums are the same integers.
  * See docs/architecture.md, "Int8 GEMM". ConvInteger and QLinearConv still
  * use opc_conv_integer.
+ *
+ * The CPU program (--target cpu) differs from the GPU program here only:
+ * a channels-last QLinearConv with constant zero points and bias is one
+ * opc_int8_conv_packed launch, its filter packed at compile time, where
+ * the GPU program takes the GEMM ("the CPU program's int8 convolution").
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +79,7 @@ typedef struct LtPlan {
   const char *w, *colsum;                  /* weights */
   const char *handle, *desc, *al, *bl, *dl; /* context fields, "c->..." */
   const char *acc, *packed;                /* scratch: int32 D, int8 packed rows */
-  const int64_t *colsum_data; /* at compile time */
+  const int64_t *w_data, *colsum_data; /* W's values and column sums at compile time */
   const char *corr; /* QLinear's epilogue: (offset - za) colsum + bias, or NULL */
 } LtPlan;
 
@@ -85,16 +90,17 @@ static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
    one per row. q' is q, except for a channels-last convolution (taps > 1:
    a filter's KH KW taps), whose row runs over the taps with the channels
    innermost, as its packed pixels do: q = tap C + c is w's c taps + tap.
-   Into the plan's W ([padded, K'], zeros past k and past `rows`) and
-   column sums. False when a value does not fit int8 or the data is not
-   constant. */
-static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
-                       int64_t rows, int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
+   Into the plan's w_data ([padded, K'], zeros past k and past `rows`) and
+   colsum_data, in the arena: the GEMM's W and the CPU program's packed
+   filter are both made from them. False when a value does not fit int8
+   or the data is not constant. */
+static bool weight_values(Emitter *e, LtPlan *p, const Tensor *w, const Tensor *zw, int64_t rows,
+                          int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
   if (!w->i64 || (zw && !zw->i64))
     return false;
-  int64_t *packed = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
+  int64_t *values = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
   int64_t *colsum = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)rows);
-  memset(packed, 0, sizeof(int64_t) * (size_t)(padded * p->k4));
+  memset(values, 0, sizeof(int64_t) * (size_t)(padded * p->k4));
   for (int64_t r = 0; r < rows; r++) {
     int64_t z = !zw ? 0 : tensor_numel(zw) > 1 ? zw->i64[r] : zw->i64[0], sum = 0;
     for (int64_t q = 0; q < p->k; q++) {
@@ -102,16 +108,25 @@ static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, co
       int64_t v = w->i64[r * rs + from * qs] - z;
       if (v < -128 || v > 127)
         return false;
-      packed[r * p->k4 + q] = v;
+      values[r * p->k4 + q] = v;
       sum += v;
     }
     colsum[r] = sum; /* |sum| <= 128 K: K is below 2^24 */
   }
-  p->w = weights_add_typed(e, emit_str(e, "%s_int8_w", node_id(e, n)), DT_INT8, packed,
+  p->w_data = values;
+  p->colsum_data = colsum;
+  return true;
+}
+
+/* weight_values' rows and sums into net.weights, as the GEMM reads them. */
+static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
+                       int64_t rows, int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
+  if (!weight_values(e, p, w, zw, rows, padded, rs, qs, taps))
+    return false;
+  p->w = weights_add_typed(e, emit_str(e, "%s_int8_w", node_id(e, n)), DT_INT8, p->w_data,
                            padded * p->k4);
   p->colsum = weights_add_typed(e, emit_str(e, "%s_int8_colsum", node_id(e, n)), DT_INT32,
-                                colsum, rows);
-  p->colsum_data = colsum;
+                                p->colsum_data, rows);
   return true;
 }
 
@@ -590,6 +605,7 @@ typedef struct QLinearScratch {
   int64_t channels; /* output channels: N of QLinearMatMul, M of QLinearConv */
   LtPlan lt;        /* QLinearMatMul's GEMM, when it takes one */
   const char *dw_filter, *dw_bias; /* a channels-last depthwise QLinearConv's */
+  const char *packed_filter, *packed_corr; /* the CPU program's packed convolution's */
 } QLinearScratch;
 
 static int64_t output_channels(const Node *n) {
@@ -642,6 +658,124 @@ static const char *constant_multipliers(Emitter *e, const Node *n, int64_t chann
   return weights_add(e, emit_str(e, "%s_multipliers", node_id(e, n)), m, channels);
 }
 
+/* ------------------------------- the CPU program's int8 convolution */
+
+/*
+ * The CPU program (--target cpu) runs a channels-last QLinearConv that the
+ * GPU program takes through cuBLASLt (opc_int8_im2row_nhwc, the GEMM and
+ * opc_int8_requantize: three launches and scratch between them) as one
+ * launch of opc_int8_conv_packed, whose filter is packed now in the order
+ * its inner loop reads it: blocks of 16 output channels, each k/4 step of
+ * a block 16 channels' 4 consecutive bytes (the operand of x86's VNNI dot
+ * product, vpdpbusd). The kernel makes x uint8 by adding `add` (128 for
+ * int8 x, else 0), so the int32 folded with the bias is -(za + add) times
+ * the filter's column sums: the sums are the GEMM's integers, requantised
+ * by the same formula, so y is the GPU program's bit for bit. The kernel's
+ * contract is its comment in runtime/kernels/opc_kernels.inc.
+ */
+
+static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
+
+/* The int8 value the kernel adds to x: x + add is uint8. */
+static int64_t packed_add(const Tensor *x) { return x->dtype == DT_INT8 ? 128 : 0; }
+
+/* Whether the CPU program packs this node's filter: a node the GPU program
+   would run on the GEMM with x and y channels-last (lt_setup_conv's tests;
+   x in ONNX's order, the stem's, keeps it), whose zero points and bias
+   are constants, and whose packed filter indexes within int32. */
+static bool packed_conv_applies(Emitter *e, const Node *n) {
+  const Tensor *x = n->in[0], *w = n->in[3], *zx = n->in[2], *zy = n->in[7];
+  const Tensor *bias = node_input(n, 8);
+  if (e->opt->target != TARGET_CPU || !lt_allowed(e, n, x, zx, true) || n->win.group != 1 ||
+      !row_major(w) || !conv_is_nhwc(n, x) || !tensor_is_channels_last(x) ||
+      !qlinear_conv_takes_int8_gemm(n))
+    return false;
+  if (!zx->i64 || !zy->i64 || tensor_numel(zy) != 1 || (bias && !bias->i64))
+    return false;
+  return round16(w->dims[0]) * round4(tensor_numel(w) / w->dims[0]) < 0x7fffffff;
+}
+
+/* The byte of the packed filter (K' columns) that holds w'[r][k]: block
+   r / 16, its step k / 4, channel r % 16 of the block, byte k % 4. */
+static int64_t packed_index(int64_t r, int64_t k, int64_t k4) {
+  return ((r / 16 * (k4 / 4) + k / 4) * 16 + r % 16) * 4 + k % 4;
+}
+
+/* w' (weight_values' rows, K' apart) packed, zeros past K and past M. */
+static int64_t *packed_blocks(Emitter *e, const LtPlan *p, int64_t m) {
+  int64_t bytes = round16(m) * p->k4;
+  int64_t *blocks = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)bytes);
+  memset(blocks, 0, sizeof(int64_t) * (size_t)bytes);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t k = 0; k < p->k; k++)
+      blocks[packed_index(r, k, p->k4)] = p->w_data[r * p->k4 + k];
+  return blocks;
+}
+
+/* The packed filter and the bias less (za + add) times its column sums,
+   one int32 per channel to M16 (wrapping as the GEMM's correction does),
+   into net.weights. False, setting nothing, where the node keeps the GPU
+   program's path. */
+static bool packed_setup(Emitter *e, const Node *n, QLinearScratch *s) {
+  const Tensor *x = n->in[0], *w = n->in[3], *bias = node_input(n, 8);
+  if (!packed_conv_applies(e, n))
+    return false;
+  int64_t m = w->dims[0], taps = w->dims[2] * w->dims[3];
+  LtPlan p = {.k = tensor_numel(w) / m};
+  p.k4 = round4(p.k);
+  if (!weight_values(e, &p, w, n->in[5], m, m, p.k, 1, taps))
+    return false;
+  uint32_t shift = (uint32_t)(n->in[2]->i64[0] + packed_add(x));
+  int64_t *corr = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)round16(m));
+  memset(corr, 0, sizeof(int64_t) * (size_t)round16(m));
+  for (int64_t c = 0; c < m; c++)
+    corr[c] = (int32_t)((uint32_t)(bias ? bias->i64[c] : 0) - shift * (uint32_t)p.colsum_data[c]);
+  s->packed_filter = weights_add_typed(e, emit_str(e, "%s_packed_w", node_id(e, n)), DT_INT8,
+                                       packed_blocks(e, &p, m), round16(m) * p.k4);
+  s->packed_corr = weights_add_typed(e, emit_str(e, "%s_packed_corr", node_id(e, n)), DT_INT32,
+                                     corr, round16(m));
+  return true;
+}
+
+/* opc_int8_conv_packed: 12 output pixels by 64 channels per work item
+   (launch [P / 12, M / 64], rounded up), requantised with the multipliers
+   made before it. */
+static void packed_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
+  const Tensor *x = n->in[0], *w = n->in[3], *y = n->out[0];
+  int64_t m = y->dims[1], pixels = y->dims[2] * y->dims[3], count = y->dims[0] * pixels;
+  int64_t k4 = round4(tensor_numel(w) / m), none[8] = {0};
+  Launch L = {.kernel = typed_kernel(e, "opc_int8_conv_packed", x->dtype), .rank = 2};
+  L.dims[0] = (count + 11) / 12;
+  L.dims[1] = (m + 63) / 64;
+  set_output(&L, buf(e, y), none);
+  L.y_extent = count * m; /* each work item writes its pixels' channels */
+  L.y_bytes = 1;
+  set_input(&L, 0, buf(e, x), none);
+  whole_input(&L, 0, x);
+  set_input(&L, 1, s->packed_filter, none);
+  L.x_extent[1] = round16(m) * k4;
+  set_input(&L, 2, s->packed_corr, none);
+  L.x_extent[2] = round16(m);
+  set_input(&L, 3, s->multipliers, none);
+  L.x_extent[3] = s->channels;
+  L.x_bytes[0] = L.x_bytes[1] = 1;
+  L.x_bytes[2] = 4;
+  L.i[0] = x->dims[1];
+  window_args(&L.i[1], &n->win, x);
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = y->dims[3];
+  L.i[12] = pixels;
+  L.i[13] = m;
+  L.i[14] = n->in[2]->i64[0] + packed_add(x);
+  L.i[15] = count;
+  group_i(&L, 11, 5, "W', H' W', M, a padded tap's x + add, N H' W'");
+  qlinear_bounds(n, &L.f[0], &L.f[1]);
+  group_f(&L, 0, 2, "saturated to");
+  L.f[2] = (float)n->in[7]->i64[0];
+  group_f(&L, 2, 1, "y's zero point");
+  emit_launch(e, n, &L);
+}
+
 static void setup_qlinear(Emitter *e, Node *n) {
   QLinearScratch *s = node_data(e, n, sizeof *s);
   s->channels = output_channels(n);
@@ -649,11 +783,11 @@ static void setup_qlinear(Emitter *e, Node *n) {
     depthwise_setup(e, n, s);
   else if (n->op == OP_QLINEAR_MATMUL)
     lt_setup_matmul(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
-  else
+  else if (!packed_setup(e, n, s)) /* the CPU program's form, else the GPU program's */
     lt_setup_conv(e, n, &s->lt, n->in[0], n->in[3], n->in[2], n->in[5]);
   lt_fold_correction(e, n, &s->lt, n->in[2], node_input(n, 8));
   /* The int32 sums, where a kernel writes them before opc_requantize. */
-  int64_t count = s->lt.corr || s->dw_filter ? 0 : tensor_numel(n->out[0]);
+  int64_t count = s->lt.corr || s->dw_filter || s->packed_filter ? 0 : tensor_numel(n->out[0]);
   s->multipliers = constant_multipliers(e, n, s->channels);
   s->multipliers_known = s->multipliers != NULL;
   int64_t floats = s->multipliers_known ? 0 : s->channels;
@@ -829,9 +963,12 @@ static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s)
 static void run_qlinear(Emitter *e, Node *n) {
   const QLinearScratch *s = node_data(e, n, sizeof *s);
   const Tensor *a = n->in[0], *b = n->in[3], *za = n->in[2], *zb = n->in[5];
-  if (s->dw_filter) { /* channels-last depthwise: one kernel, requantising */
+  if (s->dw_filter || s->packed_filter) { /* channels-last: one kernel, requantising */
     multiplier_launch(e, n, s);
-    depthwise_launch(e, n, s);
+    if (s->dw_filter)
+      depthwise_launch(e, n, s);
+    else
+      packed_launch(e, n, s);
     return;
   }
   if (s->lt.corr) { /* the GEMM and one epilogue: no int32 sums in between */

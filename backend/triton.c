@@ -80,7 +80,7 @@ static bool write_config(const Graph *g, const TritonOptions *o, const char *pat
     return false;
   }
   fprintf(f, "# Written by opc %s from %s for the %s target: the program is\n", OPC_VERSION,
-          o->source, o->target == TARGET_CUDA ? "cuda" : "cpu");
+          o->source, target_name(o->target));
   if (o->python)
     fprintf(f, "# 1/libnet.so, which 1/model.py runs (Triton's Python backend).\n");
   else if (o->max_batch)
