@@ -208,10 +208,16 @@ def usage_group(tmp):
         check(f"--help documents {option}", option in p.stdout)
     p = run("--version")
     check("--version", p.returncode == 0 and p.stdout == "opc 0.1.0\n", p)
-    for target in ["cpu", "cuda"]:
+    for target in ["cpu", "cuda", "stand-in"]:
         for what in ["--cflags", "--libs"]:
             p = run(what, target)
             check(f"{what} {target}", p.returncode == 0 and p.stdout.strip() != "", p)
+    for what in ["--cflags", "--libs"]:
+        check(f"{what} stand-in is {what} cpu: both link opc's CPU runtime",
+              run(what, "stand-in").stdout == run(what, "cpu").stdout)
+    p = run("m.onnx", "-o", "x.c", "--target", "bogus")
+    check("--target bogus: exit 1, naming the three targets", p.returncode == 1 and
+          "--target: unknown target 'bogus' (cuda, cpu or stand-in)" in p.stderr, p)
     p = run("--libs", "cuda")
     check("--libs cuda names cudnn", "-lcudnn" in p.stdout, p)
     cuda_homes(run)
@@ -424,6 +430,27 @@ def compile_group(tmp):
     check("-o net builds", p.returncode == 0 and os.access(os.path.join(exe_dir, "net"), os.X_OK), p)
     check("-o net keeps its sources",
           listing(exe_dir) == ["net", "net.c", "net.h", "net.weights"], p)
+
+    # The GPU program on the CPU runtime: this model has no CPU kernel of its
+    # own, so both programs are the same C, and the same numbers.
+    stand_in = os.path.join(tmp, "stand-in")
+    os.mkdir(stand_in)
+    p = run(model, "-o", os.path.join(stand_in, "net"), "--target", "stand-in")
+    check("--target stand-in builds", p.returncode == 0 and
+          listing(stand_in) == ["net", "net.c", "net.h", "net.weights"], p)
+    sources = []
+    for d in (exe_dir, stand_in):
+        path = os.path.join(d, "net.c")
+        sources.append(open(path).read().replace(d, "DIR") if os.path.exists(path) else None)
+    check("... the GPU program, here the CPU program's C (but for its weights' path)",
+          sources[0] is not None and sources[0] == sources[1])
+    outputs = []
+    for d, name in ((exe_dir, "cpu"), (stand_in, "stand-in")):
+        y_npy, exe = os.path.join(stand_in, f"y-{name}.npy"), os.path.join(d, "net")
+        r = os.path.exists(exe) and run_program([exe, "--seed", "3", "--output", "y=" + y_npy])
+        outputs.append(np.load(y_npy) if r and r.returncode == 0 else None)
+    check("... and computes the CPU program's numbers", outputs[1] is not None and
+          outputs[0] is not None and np.array_equal(outputs[0], outputs[1]))
 
     # No CUDA toolkit where OPC_CUDA_HOME says: exit 2, saying so, nothing left.
     nocuda = os.path.join(tmp, "nocuda")

@@ -51,20 +51,91 @@ def reference(m, feeds, optimise=True):
     return dict(zip(names, sess.run(names, {i.name: feeds[i.name] for i in m.graph.input})))
 
 
-def compile_cpu(opc, m, work, flags=()):
-    """Saves m in a fresh `work` and compiles it for the CPU runtime:
-    (exe, None), or (None, (status, message)) when opc refuses it."""
+def compile_cpu(opc, m, work, flags=(), target="cpu"):
+    """Saves m in a fresh `work` and compiles it for the CPU runtime, as the
+    CPU program (target "cpu") or the GPU program on the stand-in for CUDA
+    ("stand-in"): (exe, None), or (None, (status, message)) when opc
+    refuses it."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     path = os.path.join(work, "model.onnx")
     onnx.save(m, path)
     exe = os.path.join(work, "net")
     env = dict(os.environ, CC=os.environ.get("CC", "cc") + " -Wall -Wextra -Werror")
-    p = subprocess.run([opc, path, "-o", exe, "--target", "cpu", *flags], capture_output=True,
+    p = subprocess.run([opc, path, "-o", exe, "--target", target, *flags], capture_output=True,
                        text=True, env=env)
     if p.returncode != 0:
         return None, (p.returncode, (p.stdout + p.stderr).strip())
     return exe, None
+
+
+# ------------------------------------- the CPU program and the GPU program
+
+def stand_in_dir(work):
+    return work.rstrip("/") + "-stand-in"
+
+
+def compile_targets(opc, m, work, flags=()):
+    """m compiled as both programs the CPU runtime runs: the CPU program
+    (--target cpu) in `work`, and the GPU program on the stand-in for CUDA
+    (--target stand-in) in stand_in_dir(work). ({"cpu": exe, "stand-in":
+    exe}, None), or (None, (status, message)) when opc refuses either. Where
+    the two targets emit the same C (no node has a CPU kernel of its own),
+    the stand-in's executable is the CPU program's: the same source is not
+    built twice."""
+    exe, why = compile_cpu(opc, m, work, flags)
+    if exe is None:
+        return None, why
+    other = stand_in_dir(work)
+    shutil.rmtree(other, ignore_errors=True)
+    os.makedirs(other)
+    model_path, source = os.path.join(work, "model.onnx"), os.path.join(other, "net.c")
+    p = subprocess.run([opc, model_path, "-o", source, "--target", "stand-in", *flags],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, (p.returncode, "--target stand-in: " + (p.stdout + p.stderr).strip())
+    weights = [os.path.abspath(os.path.join(d, "net.weights")) for d in (work, other)]
+    with open(os.path.join(work, "net.c")) as f, open(source) as g:
+        same = f.read().replace(*weights) == g.read()  # but for the weights' path
+    if same:
+        return {"cpu": exe, "stand-in": exe}, None
+    gpu, why = compile_cpu(opc, m, other, flags, target="stand-in")
+    if gpu is None:
+        return None, (why[0], "--target stand-in: " + why[1])
+    return {"cpu": exe, "stand-in": gpu}, None
+
+
+def packed_launches(work):
+    """The CPU program's (in `work`) launches of its packed int8 convolution."""
+    with open(os.path.join(work, "net.c")) as f:
+        return f.read().count("cuLaunchKernel(c->kernel.opc_int8_conv_packed_")
+
+
+def run_targets(exes, m, feeds, work):
+    """Both programs' run (compile_targets): the CPU program's outputs by
+    name once the GPU program's are the same bits, or a string saying why
+    not (either fails, or they differ)."""
+    got = run_program(exes["cpu"], m, feeds, work)
+    if isinstance(got, str) or exes["stand-in"] == exes["cpu"]:
+        return got
+    gpu = run_program(exes["stand-in"], m, feeds, stand_in_dir(work))
+    if isinstance(gpu, str):
+        return "--target stand-in: " + gpu
+    for name, value in got.items():
+        why = compare_exact(value, gpu[name])
+        if why:
+            return f"the CPU program's {name} is not the GPU program's (stand-in): {why}"
+    return got
+
+
+def run_opc_targets(opc, m, feeds, work, flags=()):
+    """run_opc for both programs: (the CPU program's outputs, None) when the
+    GPU program's on the stand-in are the same bits; else (None, why)."""
+    exes, why = compile_targets(opc, m, work, flags)
+    if exes is None:
+        return None, why
+    got = run_targets(exes, m, feeds, work)
+    return (None, got) if isinstance(got, str) else (got, None)
 
 
 CUDA = os.environ.get("OPC_CUDA", "/usr/local/cuda")

@@ -15,6 +15,15 @@ programs must call cublasLtMatmul and opc_int8_im2row, and run clean under
 the runtime's checker (OPC_CHECK=1). All outputs are
 integers and are compared exactly, type and shape too.
 
+Every program is built twice (onnx_case.compile_targets): the CPU program
+(--target cpu) and the GPU program on the runtime's stand-in for CUDA
+(--target stand-in), which must give the same bits. They differ where a
+channels-last QLinearConv has constant zero points and bias: the CPU
+program runs it as one opc_int8_conv_packed launch (the two *-packed
+cases, uint8 and int8 x), the GPU program through the GEMM; the checks of
+the GEMM's calls read the GPU program's net.c, and both programs run under
+the checker.
+
 Oracles. The integer products' int32 sums are numpy's int64 sums of
 (x - zero point) * (w - zero point): exact by the ONNX definition. Where ONNX
 Runtime runs the form (it lacks int8 A with uint8 B and per-row zero points
@@ -57,8 +66,8 @@ from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import (check_refusals, compare_exact as compare, reference, run_opc,  # noqa: E402
-                       value_info)
+from onnx_case import (check_refusals, compare_exact as compare, compile_targets,  # noqa: E402
+                       packed_launches, reference, run_targets, stand_in_dir, value_info)
 
 rng = np.random.default_rng(5151)
 RANGES = {np.int8: (-128, 127), np.uint8: (0, 255)}
@@ -258,6 +267,23 @@ def qlinear_cases():
     out.append(Case("qconv-s8-nhwc-zero-point-input", "QLinearConv",
                     [x, f(0.03), np.int8(-7), w, f(0.01), np.int8(0), f(0.6), np.int8(4)],
                     {"pads": [1, 1, 1, 1]}, run_time=(2,)))
+    # The CPU program's packed convolution (y's zero point constant too,
+    # as it needs; the GPU program takes the GEMM): uint8 with M 70 (two
+    # groups of 64 channels, the last block of 16 partial), K 45, the
+    # first case's window, 56 pixels over two images; int8 x (which the
+    # kernel makes uint8 by adding 128) with M 20, K 72, 18 pixels (a tile
+    # of 12 and a partial one), padding that the zero point must fill.
+    x, w = ints(np.uint8, (2, 5, 7, 9), top=127), ints(np.int8, (70, 5, 3, 3))
+    ws = rng.uniform(0.002, 0.02, 70).astype(f)
+    bias = rng.integers(-3000, 3000, 70).astype(np.int32)
+    out.append(Case("qconv-u8-nhwc-packed", "QLinearConv",
+                    [x, f(0.02), np.uint8(70), w, ws, np.zeros(70, np.int8), f(0.12), np.uint8(100),
+                     bias], {"pads": [1, 2, 1, 0], "strides": [2, 1], "dilations": [1, 2]},
+                    constant=(7,)))
+    x, w = ints(np.int8, (2, 8, 5, 5)), ints(np.int8, (20, 8, 3, 3))
+    out.append(Case("qconv-s8-nhwc-packed", "QLinearConv",
+                    [x, f(0.03), np.int8(-7), w, f(0.01), np.int8(0), f(0.6), np.int8(4)],
+                    {"pads": [1, 1, 1, 1], "strides": [2, 2]}, constant=(7,)))
     # Depthwise, channels-last (y's zero point constant too): C 40, runs of
     # 32 channels and a tail of 8, uint8 weights with zero point 128;
     # int8 with dilations reaching past the padding.
@@ -462,14 +488,17 @@ def main():
         ops = {c.op for c in group}
         m = build_model(group, as_initializers=folded)
         model_feeds = {i.name: feeds[i.name] for i in m.graph.input}
-        gots, why = run_opc(opc, m, model_feeds, os.path.join(work, f"program{k}"))
+        d = os.path.join(work, f"program{k}")
+        exes, why = compile_targets(opc, m, d)
+        gots = run_targets(exes, m, model_feeds, d) if exes else None
+        why = gots if isinstance(gots, str) else why
         if why:
             print(f"FAIL {mode}: {why}")
             failures += 1
             continue
         if folded == "weights":
-            with open(os.path.join(work, f"program{k}", "net.c")) as f:
-                text = f.read()
+            with open(os.path.join(stand_in_dir(d), "net.c")) as f:
+                text = f.read()  # the GPU program's
             calls = ("cublasLtMatmul(", "opc_int8_im2row",
                      "opc_int8_requantize" if "QLinearConv" in ops else "opc_int8_fixup")
             if "QLinearConv" in ops:  # channels-last pixels, for C >= 4, and depthwise
@@ -478,13 +507,18 @@ def main():
                 if call not in text:
                     print(f"FAIL {mode}: net.c has no {call}")
                     failures += 1
-            # Under the runtime's checker (OPC_CHECK=1): no race, no access
-            # outside what each call says it touches (the scratch's rows
-            # past the last pixel, for one, must be written by a kernel
-            # on the node's stream, not by a memset in create()).
+            # The CPU program packs the two *-packed cases' filters; the
+            # other channels-last cases' zero points are run-time data.
+            count, want = packed_launches(d), 2 if "QLinearConv" in ops else 0
+            print(f"{'ok  ' if count == want else 'FAIL'} {mode}: packed convolutions in the "
+                  f"CPU program: {count}, expected {want}")
+            failures += count != want
+            # Both programs under the runtime's checker (OPC_CHECK=1): no
+            # race, no access outside what each call says it touches (the
+            # scratch's rows past the last pixel, for one, must be written
+            # by a kernel on the node's stream, not by a memset in create()).
             os.environ["OPC_CHECK"] = "1"
-            got = onnx_case.run_program(os.path.join(work, f"program{k}", "net"), m,
-                                        model_feeds, os.path.join(work, f"program{k}"))
+            got = run_targets(exes, m, model_feeds, d)
             del os.environ["OPC_CHECK"]
             print(f"{'FAIL' if isinstance(got, str) else 'ok  '} {mode}: runs under OPC_CHECK=1"
                   f"{': ' + got if isinstance(got, str) else ''}")

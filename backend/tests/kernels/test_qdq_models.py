@@ -3,6 +3,15 @@
 quantize_static in the QDQ format, per channel, compiled by opc (CPU
 runtime) and compared with ONNX Runtime on the same model.
 
+Each model is compiled twice (onnx_case.compile_targets): the CPU program
+(--target cpu), whose channels-last convolutions are opc_int8_conv_packed
+launches, and the GPU program on the CPU runtime's stand-in for CUDA
+(--target stand-in), which runs them through cuBLASLt's int8 GEMM; the two
+must give the same bits on every input (run_targets), and every check
+below holds for both. The CPU program must pack conv2 and the MLP's two
+1x1 convolutions (not conv1, the stem, whose x has 3 channels in ONNX's
+order); a model whose programs are the same C runs once.
+
 The CNN: Conv 3->8 + Relu, Conv 8->8, the residual Add of the two, MaxPool,
 Flatten, MatMul to 10. Weights are scaled by 1/sqrt(fan-in); calibration
 and test inputs are smooth images (a few low-frequency sinusoids per
@@ -60,7 +69,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_case import compile_cpu, compare_exact, reference, run_program  # noqa: E402
+from onnx_case import (compare_exact, compile_targets, packed_launches, reference,  # noqa: E402
+                       run_targets, stand_in_dir)
 from test_integer import conv_sums, wrap32  # noqa: E402
 
 rng = np.random.default_rng(5151)
@@ -251,13 +261,15 @@ def check_gemm_mlp(opc, work, verdict):
     rc, after, text = opc_stats(opc, path)
     verdict(rc == 0 and not after.get("Gemm", 0) and after.get("QLinearConv") == 2,
             f"gemm mlp: both Gemms become QLinearConv (Gemm left: {after.get('Gemm', 0)})")
-    exe, why = compile_cpu(opc, m, os.path.join(work, "mlp"))
-    if exe is None:
+    exes, why = compile_targets(opc, m, os.path.join(work, "mlp"))
+    if exes is None:
         verdict(False, f"gemm mlp compile: {why}")
         return
+    count = packed_launches(os.path.join(work, "mlp"))
+    verdict(count == 2, f"gemm mlp: the CPU program packs both 1x1 convolutions ({count})")
     for k in range(3):
         feeds = {"x": rows()}
-        got = run_program(exe, m, feeds, os.path.join(work, "mlp"))
+        got = run_targets(exes, m, feeds, os.path.join(work, "mlp"))
         if isinstance(got, str):
             verdict(False, f"gemm mlp input {k}: {got}")
             continue
@@ -280,13 +292,13 @@ def check_relu_model(opc, work, verdict):
     left = [k for k in ("Conv", "Relu") if after.get(k, 0)]
     verdict(rc == 0 and not left and after.get("QLinearConv") == 1,
             f"relu model fused into one QLinearConv{': left ' + ', '.join(left) if left else ''}")
-    exe, why = compile_cpu(opc, m, os.path.join(work, "relu"))
-    if exe is None:
+    exes, why = compile_targets(opc, m, os.path.join(work, "relu"))
+    if exes is None:
         verdict(False, f"relu model compile: {why}")
         return
     off, total = 0, 0
     for k, x in enumerate(images(4)):
-        got = run_program(exe, m, {"x": x}, os.path.join(work, "relu"))
+        got = run_targets(exes, m, {"x": x}, os.path.join(work, "relu"))
         if isinstance(got, str):
             verdict(False, f"relu model input {k}: {got}")
             continue
@@ -310,16 +322,19 @@ def check_channels_last(opc, work, verdict):
     y must match ONNX Runtime exactly still."""
     m = onnx.load(os.path.join(work, "cnn_qdq.onnx"))
     d = os.path.join(work, "channels_last")
-    exe, why = compile_cpu(opc, m, d)
-    if exe is None:
+    exes, why = compile_targets(opc, m, d)
+    if exes is None:
         verdict(False, f"channels-last compile: {why}")
         return
     with open(os.path.join(d, "net.c")) as f:
         text = f.read()
-    verdict("opc_int8_im2row_nhwc" in text and re.search(r"pool_x.*\n.*\{\d+, 1, ", text),
-            "channels-last: conv2 gathers whole pixels, the MaxPool reads channel stride 1")
+    with open(os.path.join(stand_in_dir(d), "net.c")) as f:
+        gathers = "cuLaunchKernel(c->kernel.opc_int8_im2row_nhwc_" in f.read()
+    verdict(gathers and packed_launches(d) == 1 and re.search(r"pool_x.*\n.*\{\d+, 1, ", text),
+            "channels-last: conv2 gathers whole pixels (GPU program) or is one packed "
+            "convolution (CPU program), the MaxPool reads channel stride 1")
     for k, x in enumerate(images(4)):
-        got = run_program(exe, m, {"x": x}, d)
+        got = run_targets(exes, m, {"x": x}, d)
         why = got if isinstance(got, str) else compare_exact(got["y"], reference(m, {"x": x})["y"])
         verdict(why is None, f"channels-last input {k} y exact, ORT optimised"
                 + (": " + why if why else ""))
@@ -391,11 +406,11 @@ def check_quantized_add(opc, work, verdict):
         rc, after, text = opc_stats(opc, path)
         verdict(rc == 0 and after.get("QuantizedAdd") == count and not after.get("Add"),
                 f"{what}: the Adds fused" + ("" if rc == 0 else f": {text[-300:]}"))
-        exe, why = compile_cpu(opc, m, os.path.join(work, f"pair_add_{int(clip)}"))
-        if exe is None:
+        exes, why = compile_targets(opc, m, os.path.join(work, f"pair_add_{int(clip)}"))
+        if exes is None:
             verdict(False, f"{what}: compile: {why}")
             continue
-        got = run_program(exe, m, feeds, os.path.join(work, f"pair_add_{int(clip)}"))
+        got = run_targets(exes, m, feeds, os.path.join(work, f"pair_add_{int(clip)}"))
         if isinstance(got, str):
             verdict(False, f"{what}: {got}")
             continue
@@ -433,13 +448,15 @@ def main():
     verdict(rc == 0 and fusion_failures(after0, text0),
             "control: the same check rejects an -O0 compile (no fusion)")
 
-    exe, why = compile_cpu(opc, m, os.path.join(work, "program"))
-    if exe is None:
+    exes, why = compile_targets(opc, m, os.path.join(work, "program"))
+    if exes is None:
         verdict(False, f"compile: {why}")
         return 1
+    count = packed_launches(os.path.join(work, "program"))
+    verdict(count == 1, f"the CPU program packs conv2, not the stem conv1 ({count})")
     for k, x in enumerate(images(4)):
         feeds = {"x": x}
-        got = run_program(exe, m, feeds, os.path.join(work, "program"))
+        got = run_targets(exes, m, feeds, os.path.join(work, "program"))
         if isinstance(got, str):
             verdict(False, f"input {k}: {got}")
             continue

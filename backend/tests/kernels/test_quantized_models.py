@@ -31,11 +31,18 @@ the same order; a contraction of the Mul and Add into one fused
 multiply-add could move the last bit, so they may differ by 2 units in the
 last place of each element, no more.
 
-Both models' integer matmuls have a constant B, so opc computes their sums
-with cuBLASLt's int8 GEMM (the CPU runtime's stand-in); each net.c must
-also build against the real CUDA 13 headers with -Wall -Wextra -Werror and
-link with -lcublasLt, when the toolkit is installed (OPC_CUDA, else
-/usr/local/cuda), and hold a cublasLtMatmul call.
+Both models' integer matmuls have a constant B, so the GPU program computes
+their sums with cuBLASLt's int8 GEMM; each model's GPU program (net.c of
+--target stand-in) must also build against the real CUDA 13 headers with
+-Wall -Wextra -Werror and link with -lcublasLt, when the toolkit is
+installed (OPC_CUDA, else /usr/local/cuda), and hold a cublasLtMatmul call.
+
+Each model runs as both programs the CPU runtime runs (onnx_case's
+run_opc_targets): the CPU program (--target cpu), in which the CNN's second
+convolution (channels-last x: the first, the stem, has 3 channels) is one
+opc_int8_conv_packed launch, and the GPU program on the runtime's stand-in
+for CUDA (--target stand-in); their outputs must be the same bits, and the
+comparisons below are of both.
 
 Negative controls, recomputed in numpy from the quantized inputs ONNX
 Runtime produced: MatMulInteger without the activation's zero point, and the
@@ -57,7 +64,7 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
                                       quantize_dynamic, quantize_static)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_case import run_opc  # noqa: E402
+from onnx_case import packed_launches, run_opc_targets, stand_in_dir  # noqa: E402
 from test_integer import compare, conv_sums, matmul_sums, wrap32  # noqa: E402
 
 rng = np.random.default_rng(5152)
@@ -239,11 +246,15 @@ def main():
         if np.ptp(y) == 0:
             print(f"FAIL {key}: the reference output does not vary with the input")
             failures += 1
-        gots, why = run_opc(opc, m, feeds[key], os.path.join(work, key))
+        gots, why = run_opc_targets(opc, m, feeds[key], os.path.join(work, key))
         if why:
             print(f"FAIL {key}: {why}")
             failures += 1
             continue
+        count, want = packed_launches(os.path.join(work, key)), 1 if key == "cnn" else 0
+        print(f"{'ok  ' if count == want else 'FAIL'} {key}: packed convolutions in the CPU "
+              f"program: {count}, expected {want}; its outputs are the GPU program's (stand-in)")
+        failures += count != want
         for o, want in zip(m.graph.output, refs[key]):
             got = gots[o.name]
             floats = want.dtype == np.float32 and key == "mlp"
@@ -252,7 +263,7 @@ def main():
             print(f"{'FAIL' if why else 'ok  '} {key} {o.name} {want.dtype}{list(want.shape)} "
                   f"({rule}){': ' + why if why else ''}")
             failures += why is not None
-        why = real_cuda_build(os.path.join(work, key))
+        why = real_cuda_build(stand_in_dir(os.path.join(work, key)))
         print(f"{'FAIL' if why else 'ok  '} {key}: net.c's int8 GEMM is cublasLtMatmul, built "
               f"against the real CUDA headers (-Werror, -lcublasLt){': ' + why if why else ''}")
         failures += why is not None
