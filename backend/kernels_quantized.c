@@ -85,17 +85,23 @@ typedef struct LtPlan {
 
 static int64_t round4(int64_t v) { return (v + 3) / 4 * 4; }
 
+/* Where weight_values puts element (r, q) of rows K' apart: the GEMM's
+   rows one after another, or the CPU program's blocks (packed_index). */
+typedef int64_t (*Placement)(int64_t r, int64_t q, int64_t k4);
+
+static int64_t row_index(int64_t r, int64_t q, int64_t k4) { return r * k4 + q; }
+
 /* The weights less their zero point as int8 rows: `rows` rows of `k`
    values, element (r, q) at w[r * rs + q' * qs]; the zero point is one, or
    one per row. q' is q, except for a channels-last convolution (taps > 1:
    a filter's KH KW taps), whose row runs over the taps with the channels
    innermost, as its packed pixels do: q = tap C + c is w's c taps + tap.
-   Into the plan's w_data ([padded, K'], zeros past k and past `rows`) and
-   colsum_data, in the arena: the GEMM's W and the CPU program's packed
-   filter are both made from them. False when a value does not fit int8
-   or the data is not constant. */
+   Into the plan's w_data ([padded, K'] values, zeros past k and past
+   `rows`, each where `place` says) and colsum_data, in the arena: the
+   GEMM's W and the CPU program's packed filter. False when a value does
+   not fit int8 or the data is not constant. */
 static bool weight_values(Emitter *e, LtPlan *p, const Tensor *w, const Tensor *zw, int64_t rows,
-                          int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
+                          int64_t padded, int64_t rs, int64_t qs, int64_t taps, Placement place) {
   if (!w->i64 || (zw && !zw->i64))
     return false;
   int64_t *values = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(padded * p->k4));
@@ -108,7 +114,7 @@ static bool weight_values(Emitter *e, LtPlan *p, const Tensor *w, const Tensor *
       int64_t v = w->i64[r * rs + from * qs] - z;
       if (v < -128 || v > 127)
         return false;
-      values[r * p->k4 + q] = v;
+      values[place(r, q, p->k4)] = v;
       sum += v;
     }
     colsum[r] = sum; /* |sum| <= 128 K: K is below 2^24 */
@@ -121,7 +127,7 @@ static bool weight_values(Emitter *e, LtPlan *p, const Tensor *w, const Tensor *
 /* weight_values' rows and sums into net.weights, as the GEMM reads them. */
 static bool lt_weights(Emitter *e, const Node *n, LtPlan *p, const Tensor *w, const Tensor *zw,
                        int64_t rows, int64_t padded, int64_t rs, int64_t qs, int64_t taps) {
-  if (!weight_values(e, p, w, zw, rows, padded, rs, qs, taps))
+  if (!weight_values(e, p, w, zw, rows, padded, rs, qs, taps, row_index))
     return false;
   p->w = weights_add_typed(e, emit_str(e, "%s_int8_w", node_id(e, n)), DT_INT8, p->w_data,
                            padded * p->k4);
@@ -701,17 +707,6 @@ static int64_t packed_index(int64_t r, int64_t k, int64_t k4) {
   return ((r / 16 * (k4 / 4) + k / 4) * 16 + r % 16) * 4 + k % 4;
 }
 
-/* w' (weight_values' rows, K' apart) packed, zeros past K and past M. */
-static int64_t *packed_blocks(Emitter *e, const LtPlan *p, int64_t m) {
-  int64_t bytes = round16(m) * p->k4;
-  int64_t *blocks = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)bytes);
-  memset(blocks, 0, sizeof(int64_t) * (size_t)bytes);
-  for (int64_t r = 0; r < m; r++)
-    for (int64_t k = 0; k < p->k; k++)
-      blocks[packed_index(r, k, p->k4)] = p->w_data[r * p->k4 + k];
-  return blocks;
-}
-
 /* The packed filter and the bias less (za + add) times its column sums,
    one int32 per channel to M16 (wrapping as the GEMM's correction does),
    into net.weights. False, setting nothing, where the node keeps the GPU
@@ -723,7 +718,7 @@ static bool packed_setup(Emitter *e, const Node *n, QLinearScratch *s) {
   int64_t m = w->dims[0], taps = w->dims[2] * w->dims[3];
   LtPlan p = {.k = tensor_numel(w) / m};
   p.k4 = round4(p.k);
-  if (!weight_values(e, &p, w, n->in[5], m, m, p.k, 1, taps))
+  if (!weight_values(e, &p, w, n->in[5], m, round16(m), p.k, 1, taps, packed_index))
     return false;
   uint32_t shift = (uint32_t)(n->in[2]->i64[0] + packed_add(x));
   int64_t *corr = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)round16(m));
@@ -731,7 +726,7 @@ static bool packed_setup(Emitter *e, const Node *n, QLinearScratch *s) {
   for (int64_t c = 0; c < m; c++)
     corr[c] = (int32_t)((uint32_t)(bias ? bias->i64[c] : 0) - shift * (uint32_t)p.colsum_data[c]);
   s->packed_filter = weights_add_typed(e, emit_str(e, "%s_packed_w", node_id(e, n)), DT_INT8,
-                                       packed_blocks(e, &p, m), round16(m) * p.k4);
+                                       p.w_data, round16(m) * p.k4);
   s->packed_corr = weights_add_typed(e, emit_str(e, "%s_packed_corr", node_id(e, n)), DT_INT32,
                                      corr, round16(m));
   return true;
