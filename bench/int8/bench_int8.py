@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""bench_int8.py - int8 latency on the CPU: opc's int8 program (cuBLASLt's
-int8 GEMM, on the CPU runtime's oneDNN stand-in; activations channels-last
+"""bench_int8.py - int8 latency on the CPU: opc's int8 program (the CPU
+program of --target cpu: its channels-last convolutions one packed int8
+kernel each; or with --target stand-in the GPU program, cuBLASLt's int8
+GEMM on the CPU runtime's oneDNN stand-in; activations channels-last
 between the integer convolutions) against the same program in ONNX's
 order (--layout nchw: the code before choose-layout's int8 form), with
 opc's own integer kernels (OPC_INT8_GEMM=kernel at compile time: the code
@@ -9,10 +11,11 @@ Runtime on the int8 and the float model, in one run.
 
   bench_int8.py --opc build/opc [--models resnet50,mobilenet_v2] [--runs 20]
                 [--warmup 3] [--rounds 3] [--kernel-runs 2] [--threads 2]
-                [--work DIR] -o bench/results/int8-cpu-DATE.md
+                [--target cpu|stand-in] [--work DIR] -o bench/results/int8-cpu-DATE.md
 
 Per model: tools/models/build.py (batch 1), quantize.py (QDQ, per
-channel, calibrated on 8 photographs), three compiles with `--target cpu`.
+channel, calibrated on 8 photographs), four compiles with `--target TARGET`
+(default cpu).
 Rounds alternate the engines; each round runs `net --bench RUNS` (the
 kernels' program --bench KERNEL_RUNS, it is slow) and times ONNX Runtime
 in-process (graph optimisation `all`, intra-op THREADS, sequential) over
@@ -48,8 +51,11 @@ def run(cmd, env=None, cwd=None):
     return p.stdout + p.stderr
 
 
+TARGET = "cpu"  # --target, for every compile
+
+
 def compile_net(opc, model, out, env, *extra):
-    run([opc, model, "-o", out, "--target", "cpu", *extra], env=env)
+    run([opc, model, "-o", out, "--target", TARGET, *extra], env=env)
     return out
 
 
@@ -120,15 +126,17 @@ def bench_model(name, a, env):
             times[k].append(ort_p50(s, {inp.name: x}, a.runs, a.warmup))
     p50 = {k: float(np.median(v)) for k, v in times.items()}
     r = {"model": name, "input": "%s%s" % (inp.name, inp.shape), "p50_ms": p50, "rounds": times,
-         "stats": run([a.opc, int8, "--target", "cpu", "--stats"], env=env)}
+         "stats": run([a.opc, int8, "--target", TARGET, "--stats"], env=env)}
     r.update(agreement(nets, int8, x, work, a.threads))
     return r
 
 
 def write_report(path, results, a, env):
     info = bench_cpu.cpu_info()
-    lines = ["# int8 on the CPU: opc (cuBLASLt's int8 GEMM on oneDNN, channels-last) vs NCHW, "
-             "its kernels, fp32, ONNX Runtime (%s)" % datetime.date.today(), "",
+    engine = ("the packed int8 convolution" if a.target == "cpu"
+              else "cuBLASLt's int8 GEMM on oneDNN")
+    lines = ["# int8 on the CPU: opc --target %s (%s, channels-last) vs NCHW, its kernels, "
+             "fp32, ONNX Runtime (%s)" % (a.target, engine, datetime.date.today()), "",
              "| | |", "|---|---|",
              "| CPU | %s (%s CPUs available) |" % (info.get("model", platform.processor()),
                                                 info.get("cpus_available")),
@@ -169,6 +177,7 @@ def write_report(path, results, a, env):
 
 
 def main():
+    global TARGET
     ap = argparse.ArgumentParser()
     ap.add_argument("--opc", required=True)
     ap.add_argument("--models", default="resnet50")
@@ -178,9 +187,12 @@ def main():
     ap.add_argument("--kernel-runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", default="/tmp/opc-bench-int8")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "stand-in"],
+                    help="cpu: the CPU program; stand-in: the GPU program on the CPU runtime")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     a.opc = os.path.abspath(a.opc)
+    TARGET = a.target
     env = dict(os.environ, OPC_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
     env.pop("OPC_INT8_GEMM", None)
     results = [bench_model(m, a, env) for m in a.models.split(",")]
