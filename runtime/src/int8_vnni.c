@@ -38,6 +38,7 @@ typedef struct {
   unsigned char *y;
   long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, frame, m, pixels, k, k4, groups;
   unsigned char flip, padded; /* v = x ^ flip: 0x80 makes int8 x + 128 */
+  bool planar;                /* x in ONNX's order [N, C, H, W] */
   float lo, hi, zero;
 } Conv;
 
@@ -53,6 +54,7 @@ static Conv conv_of(const struct opc_kargs *a, int x_signed) {
   v.flip = x_signed ? 0x80 : 0;
   v.padded = (unsigned char)i[14];
   v.lo = a->f[0], v.hi = a->f[1], v.zero = a->f[2];
+  v.planar = a->f[3] != 0.0f;
   return v;
 }
 
@@ -70,6 +72,10 @@ static void gather_row(const Conv *v, long long p, long long k0, long long k1,
     unsigned char *to = row + (k - k0);
     if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
       memset(to, v->padded, (size_t)run);
+    } else if (v->planar) {
+      const unsigned char *from = v->x + ((img * v->c + ch) * v->h + hh) * v->w + ww;
+      for (long long j = 0; j < run; j++)
+        to[j] = from[j * v->h * v->w] ^ v->flip;
     } else {
       const unsigned char *from = v->x + ((img * v->h + hh) * v->w + ww) * v->c + ch;
       if (!v->flip)
@@ -219,10 +225,11 @@ static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long
 }
 
 /* Whether pixel rows are x's own pixels: a 1x1 filter of stride 1 over
-   uint8 x without padding, whose channels fill the sum (C a multiple of 4). */
+   channels-last uint8 x without padding, whose channels fill the sum (C a
+   multiple of 4). */
 static bool rows_are_pixels(const Conv *v) {
-  return v->kh == 1 && v->kw == 1 && v->sh == 1 && v->sw == 1 && v->ph == 0 && v->pw == 0 &&
-         v->ow * (v->frame / v->ow) == v->h * v->w && !v->flip && v->c == v->k4;
+  return !v->planar && !v->flip && v->kh == 1 && v->kw == 1 && v->sh == 1 && v->sw == 1 &&
+         v->ph == 0 && v->pw == 0 && v->frame == v->h * v->w && v->c == v->k4;
 }
 
 /* One unit: pixels [p0, p0 + rows) by channels [m0, m0 + count). */
