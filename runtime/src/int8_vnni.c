@@ -38,6 +38,7 @@ typedef struct {
   unsigned char *y;
   long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, frame, m, pixels, k, k4, groups;
   unsigned char flip, padded; /* v = x ^ flip: 0x80 makes int8 x + 128 */
+  bool planar;                /* x in ONNX's order [N, C, H, W] */
   float lo, hi, zero;
 } Conv;
 
@@ -53,6 +54,7 @@ static Conv conv_of(const struct opc_kargs *a, int x_signed) {
   v.flip = x_signed ? 0x80 : 0;
   v.padded = (unsigned char)i[14];
   v.lo = a->f[0], v.hi = a->f[1], v.zero = a->f[2];
+  v.planar = a->f[3] != 0.0f;
   return v;
 }
 
@@ -70,10 +72,17 @@ static void gather_row(const Conv *v, long long p, long long k0, long long k1,
     unsigned char *to = row + (k - k0);
     if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
       memset(to, v->padded, (size_t)run);
+    } else if (v->planar) {
+      const unsigned char *from = v->x + ((img * v->c + ch) * v->h + hh) * v->w + ww;
+      for (long long j = 0; j < run; j++)
+        to[j] = from[j * v->h * v->w] ^ v->flip;
     } else {
       const unsigned char *from = v->x + ((img * v->h + hh) * v->w + ww) * v->c + ch;
-      for (long long j = 0; j < run; j++)
-        to[j] = from[j] ^ v->flip;
+      if (!v->flip)
+        memcpy(to, from, (size_t)run);
+      else
+        for (long long j = 0; j < run; j++)
+          to[j] = from[j] ^ 0x80;
     }
     k += run;
   }
@@ -91,17 +100,24 @@ static inline __attribute__((always_inline)) VNNI __m512i dpbusd(__m512i acc, __
   return acc;
 }
 
-/* sums[r][b] += rows r's bytes [0, len) by blocks b of the filter from
-   block `first`, byte k0 of the sum on: `rows` pixels by `blocks` blocks,
-   constants where the caller is the full case, so that the sums stay in
-   registers. */
-static inline __attribute__((always_inline)) VNNI void
-dot_rows(const Conv *v, const unsigned char *buf, long long len, long long k0, long long first,
-         int rows, int blocks, int (*sums)[GROUP]) {
+/* Where a unit's rows of bytes lie: gathered into a buffer, or x itself
+   (a 1x1 convolution of stride 1 without padding over uint8 x, whose
+   pixels are its rows). */
+typedef struct {
+  const unsigned char *at;
+  long long stride; /* bytes from one row to the next */
+} Rows;
+
+/* sums[r][b] += row r's bytes [0, len) by block `first` + b of the filter,
+   byte k0 of the sum on, for `rows` pixels by `blocks` blocks of 16
+   channels; fresh: the sums start at 0 rather than from sums. The edges'
+   form: its sums live in an array, which GCC keeps in memory. */
+static VNNI void dot_any(const Conv *v, Rows in, long long len, long long k0, long long first,
+                         int rows, int blocks, int (*sums)[GROUP], bool fresh) {
   __m512i acc[ROWS][4];
   for (int r = 0; r < rows; r++)
     for (int b = 0; b < blocks; b++)
-      acc[r][b] = _mm512_loadu_si512(sums[r] + 16 * b);
+      acc[r][b] = fresh ? _mm512_setzero_si512() : _mm512_loadu_si512(sums[r] + 16 * b);
   const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;
   for (long long q = 0; q < len; q += 4) {
     __m512i wv[4];
@@ -109,7 +125,7 @@ dot_rows(const Conv *v, const unsigned char *buf, long long len, long long k0, l
       wv[b] = _mm512_loadu_si512(w + b * 16 * v->k4 + q * 16);
     for (int r = 0; r < rows; r++) {
       int four;
-      memcpy(&four, buf + r * CHUNK + q, 4);
+      memcpy(&four, in.at + r * in.stride + q, 4);
       __m512i x = _mm512_set1_epi32(four);
       for (int b = 0; b < blocks; b++)
         acc[r][b] = dpbusd(acc[r][b], x, wv[b]);
@@ -120,55 +136,79 @@ dot_rows(const Conv *v, const unsigned char *buf, long long len, long long k0, l
       _mm512_storeu_si512(sums[r] + 16 * b, acc[r][b]);
 }
 
-/* The full case, 6 pixels by 4 blocks, with its 24 sums named so that
-   they stay in registers. */
-#define DOT_ROW(r)                                                                 \
-  __m512i s##r##0 = _mm512_loadu_si512(sums[r]), s##r##1 = _mm512_loadu_si512(sums[r] + 16), \
-          s##r##2 = _mm512_loadu_si512(sums[r] + 32), s##r##3 = _mm512_loadu_si512(sums[r] + 48)
-#define DOT_STEP(r)                                                                \
-  do {                                                                             \
-    __m512i x = _mm512_set1_epi32(*(const int *)(const void *)(buf + (r) * CHUNK + q)); \
-    s##r##0 = dpbusd(s##r##0, x, w0);                                                                  \
-    s##r##1 = dpbusd(s##r##1, x, w1);                                                                  \
-    s##r##2 = dpbusd(s##r##2, x, w2);                                                                  \
-    s##r##3 = dpbusd(s##r##3, x, w3);                                                                  \
+/* The same for 6 rows and NB blocks (1 to 4), its sums named so that
+   they stay in registers: at most 24 of them, the NB weight vectors and
+   the broadcast row bytes fit AVX-512's 32. */
+static inline __attribute__((always_inline)) VNNI __m512i sum_start(const int *sums, bool fresh) {
+  return fresh ? _mm512_setzero_si512() : _mm512_loadu_si512(sums);
+}
+#define DOT_ROW(r)                                                                  \
+  __m512i s##r##0 = sum_start(sums[r], fresh);                                      \
+  __m512i s##r##1 = NB > 1 ? sum_start(sums[r] + 16, fresh) : _mm512_setzero_si512(); \
+  __m512i s##r##2 = NB > 2 ? sum_start(sums[r] + 32, fresh) : _mm512_setzero_si512(); \
+  __m512i s##r##3 = NB > 3 ? sum_start(sums[r] + 48, fresh) : _mm512_setzero_si512()
+#define DOT_STEP(r)                                                                 \
+  do {                                                                              \
+    int four;                                                                       \
+    memcpy(&four, in.at + (r) * in.stride + q, 4);                                  \
+    __m512i x = _mm512_set1_epi32(four);                                            \
+    s##r##0 = dpbusd(s##r##0, x, w0);                                               \
+    if (NB > 1)                                                                     \
+      s##r##1 = dpbusd(s##r##1, x, w1);                                             \
+    if (NB > 2)                                                                     \
+      s##r##2 = dpbusd(s##r##2, x, w2);                                             \
+    if (NB > 3)                                                                     \
+      s##r##3 = dpbusd(s##r##3, x, w3);                                             \
   } while (0)
-#define DOT_STORE(r)                                                               \
-  _mm512_storeu_si512(sums[r], s##r##0), _mm512_storeu_si512(sums[r] + 16, s##r##1), \
-      _mm512_storeu_si512(sums[r] + 32, s##r##2), _mm512_storeu_si512(sums[r] + 48, s##r##3)
-
-static VNNI void dot_full(const Conv *v, const unsigned char *buf, long long len, long long k0,
-                          long long first, int (*sums)[GROUP]) {
-  DOT_ROW(0);
-  DOT_ROW(1);
-  DOT_ROW(2);
-  DOT_ROW(3);
-  DOT_ROW(4);
-  DOT_ROW(5);
-  const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;
-  long long block = 16 * v->k4;
-  for (long long q = 0; q < len; q += 4, w += 64) {
-    __m512i w0 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + block);
-    __m512i w2 = _mm512_loadu_si512(w + 2 * block), w3 = _mm512_loadu_si512(w + 3 * block);
-    DOT_STEP(0);
-    DOT_STEP(1);
-    DOT_STEP(2);
-    DOT_STEP(3);
-    DOT_STEP(4);
-    DOT_STEP(5);
+#define DOT_STORE(r)                                                                \
+  do {                                                                              \
+    _mm512_storeu_si512(sums[r], s##r##0);                                          \
+    if (NB > 1)                                                                     \
+      _mm512_storeu_si512(sums[r] + 16, s##r##1);                                   \
+    if (NB > 2)                                                                     \
+      _mm512_storeu_si512(sums[r] + 32, s##r##2);                                   \
+    if (NB > 3)                                                                     \
+      _mm512_storeu_si512(sums[r] + 48, s##r##3);                                   \
+  } while (0)
+#define DOT_SIX(name, nb)                                                           \
+  static VNNI void name(const Conv *v, Rows in, long long len, long long k0,        \
+                        long long first, int (*sums)[GROUP], bool fresh) {          \
+    enum { NB = nb };                                                               \
+    DOT_ROW(0);                                                                     \
+    DOT_ROW(1);                                                                     \
+    DOT_ROW(2);                                                                     \
+    DOT_ROW(3);                                                                     \
+    DOT_ROW(4);                                                                     \
+    DOT_ROW(5);                                                                     \
+    const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;                \
+    long long block = 16 * v->k4;                                                   \
+    for (long long q = 0; q < len; q += 4, w += 64) {                               \
+      __m512i w0 = _mm512_loadu_si512(w);                                           \
+      __m512i w1 = NB > 1 ? _mm512_loadu_si512(w + block) : w0;                     \
+      __m512i w2 = NB > 2 ? _mm512_loadu_si512(w + 2 * block) : w0;                 \
+      __m512i w3 = NB > 3 ? _mm512_loadu_si512(w + 3 * block) : w0;                 \
+      DOT_STEP(0);                                                                  \
+      DOT_STEP(1);                                                                  \
+      DOT_STEP(2);                                                                  \
+      DOT_STEP(3);                                                                  \
+      DOT_STEP(4);                                                                  \
+      DOT_STEP(5);                                                                  \
+    }                                                                               \
+    DOT_STORE(0);                                                                   \
+    DOT_STORE(1);                                                                   \
+    DOT_STORE(2);                                                                   \
+    DOT_STORE(3);                                                                   \
+    DOT_STORE(4);                                                                   \
+    DOT_STORE(5);                                                                   \
   }
-  DOT_STORE(0);
-  DOT_STORE(1);
-  DOT_STORE(2);
-  DOT_STORE(3);
-  DOT_STORE(4);
-  DOT_STORE(5);
-}
+DOT_SIX(dot_six_1, 1)
+DOT_SIX(dot_six_2, 2)
+DOT_SIX(dot_six_3, 3)
+DOT_SIX(dot_six_4, 4)
 
-static VNNI void dot_any(const Conv *v, const unsigned char *buf, long long len, long long k0,
-                         long long first, int rows, int blocks, int (*sums)[GROUP]) {
-  dot_rows(v, buf, len, k0, first, rows, blocks, sums);
-}
+typedef void DotSix(const Conv *v, Rows in, long long len, long long k0, long long first,
+                    int (*sums)[GROUP], bool fresh);
+static DotSix *const dot_six[5] = {NULL, dot_six_1, dot_six_2, dot_six_3, dot_six_4};
 
 /* 16 channels of one pixel from their sums: opc_requantize_of's steps. */
 static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long long count,
@@ -184,26 +224,37 @@ static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long
   _mm_mask_storeu_epi8(y, keep, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q)));
 }
 
+/* Whether pixel rows are x's own pixels: a 1x1 filter of stride 1 over
+   channels-last uint8 x without padding, whose channels fill the sum (C a
+   multiple of 4). */
+static bool rows_are_pixels(const Conv *v) {
+  return !v->planar && !v->flip && v->kh == 1 && v->kw == 1 && v->sh == 1 && v->sw == 1 &&
+         v->ph == 0 && v->pw == 0 && v->frame == v->h * v->w && v->c == v->k4;
+}
+
 /* One unit: pixels [p0, p0 + rows) by channels [m0, m0 + count). */
 static VNNI void run_unit(const Conv *v, long long p0, int rows, long long m0, long long count,
                           unsigned char *buf, long long *gathered) {
   int sums[TILE_PIXELS][GROUP];
-  memset(sums, 0, sizeof sums);
   int blocks = (int)((count + 15) / 16);
   for (long long k0 = 0; k0 < v->k4; k0 += CHUNK) {
     long long len = v->k4 - k0 < CHUNK ? v->k4 - k0 : CHUNK;
-    /* One chunk holds the whole row: the next unit of these pixels reuses it. */
-    if (!(len == v->k4 && *gathered == p0)) {
+    Rows in = {buf, CHUNK};
+    if (rows_are_pixels(v)) {
+      in = (Rows){v->x + p0 * v->c + k0, v->c};
+    } else if (!(len == v->k4 && *gathered == p0)) {
+      /* One chunk holds the whole row: the next unit of these pixels reuses it. */
       for (int r = 0; r < rows; r++)
         gather_row(v, p0 + r, k0, k0 + len, buf + r * CHUNK);
       *gathered = len == v->k4 ? p0 : -1;
     }
     for (int r0 = 0; r0 < rows; r0 += ROWS) {
       int n = rows - r0 < ROWS ? rows - r0 : ROWS;
-      if (n == ROWS && blocks == 4)
-        dot_full(v, buf + r0 * CHUNK, len, k0, m0 / 16, sums + r0);
+      Rows part = {in.at + r0 * in.stride, in.stride};
+      if (n == ROWS)
+        dot_six[blocks](v, part, len, k0, m0 / 16, sums + r0, k0 == 0);
       else
-        dot_any(v, buf + r0 * CHUNK, len, k0, m0 / 16, n, blocks, sums + r0);
+        dot_any(v, part, len, k0, m0 / 16, n, blocks, sums + r0, k0 == 0);
     }
   }
   for (int r = 0; r < rows; r++)

@@ -227,6 +227,7 @@ static void test_pools(void) {
 typedef struct {
   int n, c, h, w, m, k, stride, dilation, pad; /* square filter, symmetric padding */
   bool x_signed;
+  bool planar; /* x in ONNX's order [N, C, H, W] rather than channels-last */
 } QConvCase;
 
 static int out_size(const QConvCase *q, int in) {
@@ -296,7 +297,7 @@ static void launch_qconv(CUmodule mod, const QConvCase *q, const unsigned char *
                         q->pad,        ow,         (long long)oh * ow, q->m, za + add,
                         pixels};
   memcpy(a.i, args, sizeof args);
-  a.f[0] = lo, a.f[1] = hi, a.f[2] = zero;
+  a.f[0] = lo, a.f[1] = hi, a.f[2] = zero, a.f[3] = q->planar;
   void *params[] = {&a};
   expect(cuLaunchKernel(f, (unsigned)((a.n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
                         NULL) == CUDA_SUCCESS,
@@ -322,6 +323,11 @@ static void test_qconv_case(CUmodule mod, const QConvCase *q) {
     x[i] = lo_x + (v < 0 ? 0 : v > 255 ? 255 : v);
     xb[i] = (unsigned char)x[i];
   }
+  if (q->planar) /* the same x, stored [N, C, H, W] */
+    for (long long i = 0; i < xn; i++) {
+      long long pix = i / q->c, ch = i % q->c, img = pix / ((long long)q->h * q->w);
+      xb[(img * q->c + ch) * q->h * q->w + pix % ((long long)q->h * q->w)] = (unsigned char)x[i];
+    }
   for (long long i = 0; i < q->m * kk; i++)
     w[i] = (int)((rng_state = rng_state * 1103515245u + 12345u) >> 16) % 255 - 127;
   for (int m = 0; m < q->m; m++)
@@ -357,8 +363,8 @@ static void test_qconv_case(CUmodule mod, const QConvCase *q) {
     distinct += !seen[want[i]]++;
   }
   char name[160];
-  snprintf(name, sizeof name, "opc_int8_conv_packed %s n%d c%d %dx%d m%d k%d s%d d%d p%d",
-           q->x_signed ? "int8" : "uint8", q->n, q->c, q->h, q->w, q->m, q->k, q->stride,
+  snprintf(name, sizeof name, "opc_int8_conv_packed %s%s n%d c%d %dx%d m%d k%d s%d d%d p%d",
+           q->x_signed ? "int8" : "uint8", q->planar ? " NCHW" : "", q->n, q->c, q->h, q->w, q->m, q->k, q->stride,
            q->dilation, q->pad);
   if (distinct < 64)
     fail("%s: y takes %d values only: the case cannot tell a wrong sum", name, distinct);
@@ -385,12 +391,14 @@ static void test_qconv(void) {
   CUmodule mod;
   expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_int8_conv_packed");
   const QConvCase cases[] = {
-      {1, 64, 14, 14, 64, 1, 1, 1, 0, false},   /* whole units: 64 channels, 12-pixel tiles */
-      {1, 64, 14, 14, 64, 1, 1, 1, 0, true},
-      {2, 3, 19, 17, 70, 3, 2, 1, 1, false},    /* the stem's few channels, a partial group */
-      {1, 32, 9, 11, 130, 3, 1, 2, 2, true},    /* dilated, 130 channels: 2 groups and 2 */
-      {1, 600, 5, 5, 33, 3, 1, 1, 1, false},    /* K 5400: rows gathered in chunks */
-      {1, 5, 7, 7, 17, 5, 3, 1, 2, true},       /* K 125, not a multiple of 4 */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, false},   /* whole units: 64 channels, 12-pixel tiles */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, true, false},
+      {2, 3, 19, 17, 70, 3, 2, 1, 1, false, false},    /* the stem's few channels, a partial group */
+      {1, 32, 9, 11, 130, 3, 1, 2, 2, true, false},    /* dilated, 130 channels: 2 groups and 2 */
+      {1, 600, 5, 5, 33, 3, 1, 1, 1, false, false},    /* K 5400: rows gathered in chunks */
+      {1, 5, 7, 7, 17, 5, 3, 1, 2, true, false},       /* K 125, not a multiple of 4 */
+      {2, 3, 23, 21, 32, 7, 2, 1, 3, false, true},     /* a stem: x [N, C, H, W] */
+      {1, 8, 9, 9, 20, 1, 1, 1, 0, true, true},        /* 1x1 of x [N, C, H, W] */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     test_qconv_case(mod, &cases[i]);
