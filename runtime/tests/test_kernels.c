@@ -4,8 +4,9 @@
  * launch of opc_copy_b4 doing a transpose split across the thread pool,
  * and launches of the 2-D pooling kernels, whose planes run along vectors
  * on AVX-512 (pool_vec.c) and folded whole elsewhere, and of the CPU
- * target's int8 convolution, along VNNI where the CPU has it (int8_vnni.c)
- * and the plain body with OPC_KERNEL_ISA=avx2 (meson.build runs both).
+ * target's int8 convolution and the channels-last int8 depthwise one,
+ * along AVX-512 where the CPU has it (int8_avx512.c) and in their plain
+ * bodies with OPC_KERNEL_ISA=avx2 (meson.build runs both).
  * test_modules.c checks the versions and images the loads depend on.
  */
 #include <math.h>
@@ -405,10 +406,109 @@ static void test_qconv(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_int8_conv_packed's module");
 }
 
+/* ---- opc_qconv_depthwise_nhwc: a channels-last depthwise QLinearConv */
+
+/* A depthwise convolution of C channels of H x W, square filter k, as the
+   backend launches it (depthwise_launch): the filter less its zero point
+   as int32 [taps, C], the bias int32, y's bytes compared with ONNX's sums
+   requantised. A changed filter value must change y. */
+static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w, int k,
+                                int stride, int pad) {
+  int oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  long long xn = (long long)h * w * c, yn = (long long)oh * ow * c, taps = (long long)k * k;
+  int lo_x = x_signed ? -128 : 0, zx = x_signed ? 7 : 131, zy = x_signed ? -9 : 120;
+  unsigned char *xb = malloc(xn), *want = malloc(yn), *got = malloc(yn);
+  int *x = malloc(xn * sizeof(int)), *filter = malloc(taps * c * sizeof(int));
+  int *bias = malloc(c * sizeof(int)), *sums = malloc(yn * sizeof(int));
+  float *mult = malloc(c * sizeof(float));
+  for (long long i = 0; i < xn; i++) {
+    x[i] = lo_x + (int)((i / c * 5 + i % c * 29 + (i / c) / w * 3) % 256);
+    xb[i] = (unsigned char)x[i];
+  }
+  for (long long i = 0; i < taps * c; i++)
+    filter[i] = (int)((rng_state = rng_state * 1103515245u + 12345u) >> 16) % 255 - 127;
+  int largest = 1;
+  for (int ch = 0; ch < c; ch++)
+    bias[ch] = ch * 37 % 301 - 150;
+  for (long long p = 0; p < (long long)oh * ow; p++)
+    for (int ch = 0; ch < c; ch++) {
+      int sum = bias[ch];
+      for (int r = 0; r < k; r++)
+        for (int q = 0; q < k; q++) {
+          int hh = (int)(p / ow) * stride - pad + r, ww = (int)(p % ow) * stride - pad + q;
+          if (hh >= 0 && hh < h && ww >= 0 && ww < w)
+            sum += (x[((long long)hh * w + ww) * c + ch] - zx) * filter[(r * k + q) * c + ch];
+        }
+      sums[p * c + ch] = sum;
+      largest = abs(sum) > largest ? abs(sum) : largest;
+    }
+  for (int ch = 0; ch < c; ch++)
+    mult[ch] = (180.0f + (float)(ch % 5) * 15.0f) / (float)largest;
+  float lo = (float)lo_x, hi = lo + 255.0f;
+  for (long long i = 0; i < yn; i++)
+    want[i] = requantize_byte(sums[i], mult[i % c], (float)zy, lo, hi);
+  void *dx, *df, *dm, *db, *dy;
+  cudaMalloc(&dx, xn), cudaMalloc(&df, taps * c * 4), cudaMalloc(&dm, c * 4);
+  cudaMalloc(&db, c * 4), cudaMalloc(&dy, yn);
+  cudaMemcpy(dx, xb, xn, cudaMemcpyHostToDevice);
+  cudaMemcpy(dm, mult, c * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, bias, c * 4, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, x_signed ? "opc_qconv_depthwise_nhwc_i8"
+                                               : "opc_qconv_depthwise_nhwc_u8") == CUDA_SUCCESS,
+         "opc_qconv_depthwise_nhwc");
+  char name[128];
+  snprintf(name, sizeof name, "opc_qconv_depthwise_nhwc %s c%d %dx%d k%d s%d p%d",
+           x_signed ? "int8" : "uint8", c, h, w, k, stride, pad);
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) /* the negative control */
+      filter[(taps - 1) * c + c - 1] += 60;
+    cudaMemcpy(df, filter, taps * c * 4, cudaMemcpyHostToDevice);
+    struct opc_kargs a;
+    memset(&a, 0, sizeof a);
+    a.x[0] = dx, a.x[1] = df, a.x[2] = dm, a.x[3] = db, a.y = dy;
+    a.rank = 4;
+    long long dims[4] = {1, oh, (ow + 3) / 4, (c + 31) / 32};
+    memcpy(a.dims, dims, sizeof dims);
+    a.n = dims[1] * dims[2] * dims[3];
+    a.x_extent[0] = xn, a.x_extent[1] = taps * c * 4, a.x_extent[2] = a.x_extent[3] = c * 4;
+    a.y_extent = yn;
+    long long args[14] = {c, h, w, k, k, stride, stride, 1, 1, pad, pad, ow, zx, zy};
+    memcpy(a.i, args, sizeof args);
+    a.f[0] = lo, a.f[1] = hi;
+    void *params[] = {&a};
+    expect(cuLaunchKernel(f, (unsigned)((a.n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                          NULL) == CUDA_SUCCESS,
+           "opc_qconv_depthwise_nhwc launch");
+    cudaMemcpy(got, dy, yn, cudaMemcpyDeviceToHost);
+    long long differ = 0;
+    for (long long i = 0; i < yn; i++)
+      differ += got[i] != want[i];
+    if (round == 0 && differ)
+      fail("%s: %lld of %lld bytes differ", name, differ, yn);
+    if (round == 1 && !differ)
+      fail("%s: a changed filter value left y as it was", name);
+  }
+  cudaFree(dx), cudaFree(df), cudaFree(dm), cudaFree(db), cudaFree(dy);
+  free(xb), free(want), free(got), free(x), free(filter), free(bias), free(sums), free(mult);
+}
+
+static void test_depthwise(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the depthwise kernel");
+  test_depthwise_case(mod, false, 32, 14, 14, 3, 1, 1); /* whole items */
+  test_depthwise_case(mod, true, 96, 15, 13, 3, 2, 1);  /* stride 2, a row's last pixels */
+  test_depthwise_case(mod, false, 21, 9, 10, 5, 1, 2);  /* 21 channels: a partial vector */
+  test_depthwise_case(mod, true, 40, 7, 7, 3, 1, 0);    /* 40: a vector and a partial one */
+  test_depthwise_case(mod, false, 48, 12, 12, 3, 1, 1); /* 48: items of 32 and of 16 */
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the depthwise kernel's module");
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
   test_pools();
   test_qconv();
+  test_depthwise();
   return finish("test_kernels");
 }

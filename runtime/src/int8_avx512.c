@@ -1,8 +1,9 @@
 /*
- * int8_vnni.c - opc_int8_conv_packed's units along AVX-512 VNNI.
+ * int8_avx512.c - two int8 kernels of opc_kernels.inc along AVX-512:
+ * opc_int8_conv_packed's units with VNNI, and opc_qconv_depthwise_nhwc's.
+ * The kernels say what they compute; this is the same arithmetic, fast.
  *
- * The kernel (kernels/opc_kernels.inc) says what it computes; this is the
- * same arithmetic, fast. A unit is 12 output pixels by up to 64 channels
+ * opc_int8_conv_packed: a unit is 12 output pixels by up to 64 channels
  * (four blocks of 16). Its taps are gathered into rows of uint8 values v,
  * one row per pixel, a chunk of the sum's length at a time; then each
  * VPDPBUSD adds, for 16 channels of one pixel, four products of a row's
@@ -210,18 +211,28 @@ typedef void DotSix(const Conv *v, Rows in, long long len, long long k0, long lo
                     int (*sums)[GROUP], bool fresh);
 static DotSix *const dot_six[5] = {NULL, dot_six_1, dot_six_2, dot_six_3, dot_six_4};
 
-/* 16 channels of one pixel from their sums: opc_requantize_of's steps. */
+/* opc_requantize_of's float32 steps on 16 int32 sums: convert, multiply,
+   round half to even, add the zero point, saturate; as bytes. */
+static inline __attribute__((always_inline)) VNNI __m128i requantized(__m512i s, __m512 mult,
+                                                                      float zero, float lo,
+                                                                      float hi) {
+  __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(s), mult);
+  q = _mm512_add_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    _mm512_set1_ps(zero));
+  /* max takes its second operand where q is NaN: lo, as the formula's test does */
+  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+  return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q));
+}
+
+/* 16 channels of one pixel from their sums. */
 static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long long count,
                               unsigned char *y) {
   __mmask16 keep = (__mmask16)(count >= 16 ? 0xffff : (1u << count) - 1);
   __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums),
                                _mm512_maskz_loadu_epi32(keep, v->corr + ch));
-  __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_maskz_loadu_ps(keep, v->mult + ch));
-  q = _mm512_add_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                    _mm512_set1_ps(v->zero));
-  /* max takes its second operand where q is NaN: lo, as the formula's test does */
-  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(v->lo)), _mm512_set1_ps(v->hi));
-  _mm_mask_storeu_epi8(y, keep, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q)));
+  _mm_mask_storeu_epi8(y, keep,
+                       requantized(s, _mm512_maskz_loadu_ps(keep, v->mult + ch), v->zero, v->lo,
+                                   v->hi));
 }
 
 /* Whether pixel rows are x's own pixels: a 1x1 filter of stride 1 over
@@ -268,6 +279,11 @@ static bool vnni_usable(void) {
   return __builtin_cpu_supports("avx512vnni");
 }
 
+static bool avx512bw_usable(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end) {
   if (!vnni_usable())
@@ -284,9 +300,177 @@ int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long
   return 1;
 }
 
+/* ---- opc_qconv_depthwise_nhwc: 4 pixels of a row by 32 channels an item */
+
+/* The kernel's arguments, read once. */
+typedef struct {
+  const unsigned char *x;
+  const int *filter, *bias;
+  const float *mult;
+  unsigned char *y;
+  long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow;
+  long long dims[4]; /* N, H', W' in runs of 4, C in runs of 32 */
+  int zx;
+  bool x_signed;
+  float zero, lo, hi;
+} Depthwise;
+
+/* 16 bytes of x (count of them) widened to int32, less x's zero point. */
+static inline __attribute__((always_inline)) VNNI __m512i
+widen_less(const Depthwise *d, const unsigned char *at, __mmask16 keep) {
+  __m128i bytes = _mm_maskz_loadu_epi8(keep, at);
+  __m512i v = d->x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return _mm512_sub_epi32(v, _mm512_set1_epi32(d->zx));
+}
+
+/* 16 bytes of x at `at` widened to int32 (signed or not), less zx. */
+static inline __attribute__((always_inline)) VNNI __m512i widened(const unsigned char *at,
+                                                                  bool x_signed, __m512i zx) {
+  __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)at);
+  __m512i v = x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return _mm512_sub_epi32(v, zx);
+}
+
+/* An item whose 4 pixels' windows lie inside x, of 32 channels (two) or
+   16: the sums of the 4 pixels by 2 vectors of channels named, so that
+   they stay in registers, from `at` (x at the first pixel's first tap,
+   channel c0). */
+#define DW_TAP(u)                                                                    \
+  do {                                                                               \
+    const unsigned char *px = tap + (u) * step;                                      \
+    a##u##0 = _mm512_add_epi32(a##u##0, _mm512_mullo_epi32(widened(px, x_signed, zx), w0)); \
+    if (two)                                                                         \
+      a##u##1 =                                                                      \
+          _mm512_add_epi32(a##u##1, _mm512_mullo_epi32(widened(px + 16, x_signed, zx), w1)); \
+  } while (0)
+static inline __attribute__((always_inline)) VNNI void
+depthwise_inside(const Depthwise *d, const unsigned char *at, const int *taps, bool x_signed,
+                 bool two, __m512i *sums) {
+  __m512i zx = _mm512_set1_epi32(d->zx);
+  __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00;
+  __m512i a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  long long step = d->sw * d->c;
+  for (long long p = 0; p < d->kh; p++)
+    for (long long q = 0; q < d->kw; q++) {
+      const int *w = taps + (p * d->kw + q) * d->c;
+      __m512i w0 = _mm512_loadu_si512(w), w1 = two ? _mm512_loadu_si512(w + 16) : w0;
+      const unsigned char *tap = at + (p * d->dh * d->w + q * d->dw) * d->c;
+      DW_TAP(0);
+      DW_TAP(1);
+      DW_TAP(2);
+      DW_TAP(3);
+    }
+  sums[0] = a00, sums[1] = a01, sums[2] = a10, sums[3] = a11;
+  sums[4] = a20, sums[5] = a21, sums[6] = a30, sums[7] = a31;
+}
+
+typedef void DepthwiseInside(const Depthwise *d, const unsigned char *at, const int *taps,
+                             __m512i *sums);
+#define DEPTHWISE_INSIDE(name, x_signed, two)                                          \
+  static VNNI void name(const Depthwise *d, const unsigned char *at, const int *taps, \
+                        __m512i *sums) {                                               \
+    depthwise_inside(d, at, taps, x_signed, two, sums);                                \
+  }
+DEPTHWISE_INSIDE(depthwise_inside_u8_16, false, false)
+DEPTHWISE_INSIDE(depthwise_inside_u8_32, false, true)
+DEPTHWISE_INSIDE(depthwise_inside_i8_16, true, false)
+DEPTHWISE_INSIDE(depthwise_inside_i8_32, true, true)
+/* By x's signedness and the item's vectors of channels (1 or 2). */
+static DepthwiseInside *const depthwise_inside_of[2][2] = {
+    {depthwise_inside_u8_16, depthwise_inside_u8_32},
+    {depthwise_inside_i8_16, depthwise_inside_i8_32}};
+
+/* Any item: taps past x's edges skipped, channels past C masked. */
+static VNNI void depthwise_edge(const Depthwise *d, long long n, long long oh, long long j0,
+                                int pixels, long long c0, const __mmask16 *keep,
+                                __m512i *sums) {
+  long long run = d->c - c0 < 32 ? d->c - c0 : 32;
+  for (int k = 0; k < 8; k++)
+    sums[k] = _mm512_setzero_si512();
+  long long h0 = oh * d->sh - d->ph;
+  for (long long p = 0; p < d->kh; p++) {
+    long long hh = h0 + p * d->dh;
+    if (hh < 0 || hh >= d->h)
+      continue;
+    const unsigned char *row = d->x + ((n * d->h + hh) * d->w) * d->c + c0;
+    for (long long q = 0; q < d->kw; q++) {
+      const int *taps = d->filter + (p * d->kw + q) * d->c + c0;
+      __m512i w0 = _mm512_maskz_loadu_epi32(keep[0], taps);
+      __m512i w1 = _mm512_maskz_loadu_epi32(keep[1], taps + 16);
+      for (int u = 0; u < pixels; u++) {
+        long long ww = (j0 + u) * d->sw - d->pw + q * d->dw;
+        if (ww < 0 || ww >= d->w)
+          continue;
+        const unsigned char *at = row + ww * d->c;
+        sums[2 * u] = _mm512_add_epi32(sums[2 * u],
+                                       _mm512_mullo_epi32(widen_less(d, at, keep[0]), w0));
+        if (run > 16)
+          sums[2 * u + 1] = _mm512_add_epi32(
+              sums[2 * u + 1], _mm512_mullo_epi32(widen_less(d, at + 16, keep[1]), w1));
+      }
+    }
+  }
+}
+
+/* One item: pixels [j0, j0 + pixels) of row oh of image n, channels
+   [c0, c0 + 32) clipped to C. The sums wrap as the kernel's unsigned ones. */
+static VNNI void depthwise_item(const Depthwise *d, long long n, long long oh, long long j0,
+                                int pixels, long long c0) {
+  long long run = d->c - c0 < 32 ? d->c - c0 : 32;
+  __mmask16 keep[2] = {(__mmask16)(run >= 16 ? 0xffff : (1u << run) - 1),
+                       (__mmask16)(run >= 32 ? 0xffff : run > 16 ? (1u << (run - 16)) - 1 : 0)};
+  __m512i sums[8];
+  long long h0 = oh * d->sh - d->ph, w0 = j0 * d->sw - d->pw;
+  bool inside = (run == 32 || run == 16) && pixels == 4 && h0 >= 0 &&
+                h0 + (d->kh - 1) * d->dh < d->h && w0 >= 0 &&
+                w0 + 3 * d->sw + (d->kw - 1) * d->dw < d->w;
+  if (inside) {
+    const unsigned char *at = d->x + ((n * d->h + h0) * d->w + w0) * d->c + c0;
+    depthwise_inside_of[d->x_signed][run == 32](d, at, d->filter + c0, sums);
+  } else {
+    depthwise_edge(d, n, oh, j0, pixels, c0, keep, sums);
+  }
+  for (int u = 0; u < pixels; u++) {
+    unsigned char *y = d->y + ((n * d->dims[1] + oh) * d->ow + j0 + u) * d->c + c0;
+    for (int v = 0; v < 2 && v * 16 < run; v++) {
+      __m512i s = _mm512_add_epi32(sums[2 * u + v],
+                                   _mm512_maskz_loadu_epi32(keep[v], d->bias + c0 + 16 * v));
+      _mm_mask_storeu_epi8(y + 16 * v, keep[v],
+                           requantized(s, _mm512_maskz_loadu_ps(keep[v], d->mult + c0 + 16 * v),
+                                       d->zero, d->lo, d->hi));
+    }
+  }
+}
+
+int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                               long long end) {
+  if (!avx512bw_usable())
+    return 0;
+  const long long *i = a->i;
+  Depthwise d = {.x = a->x[0], .filter = a->x[1], .mult = a->x[2], .bias = a->x[3], .y = a->y,
+                 .c = i[0], .h = i[1], .w = i[2], .kh = i[3], .kw = i[4], .sh = i[5], .sw = i[6],
+                 .dh = i[7], .dw = i[8], .ph = i[9], .pw = i[10], .ow = i[11], .zx = (int)i[12],
+                 .x_signed = x_signed, .zero = (float)i[13], .lo = a->f[0], .hi = a->f[1]};
+  memcpy(d.dims, a->dims, sizeof d.dims);
+  for (long long r = begin; r < end; r++) {
+    long long cq = r % d.dims[3], rest = r / d.dims[3];
+    long long wq = rest % d.dims[2], oh = rest / d.dims[2] % d.dims[1], n = rest / d.dims[2] / d.dims[1];
+    long long j0 = wq * 4;
+    int pixels = (int)(d.ow - j0 < 4 ? d.ow - j0 : 4);
+    depthwise_item(&d, n, oh, j0, pixels, cq * 32);
+  }
+  return 1;
+}
+
 #else
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end) {
+  (void)a, (void)x_signed, (void)begin, (void)end;
+  return 0;
+}
+
+int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                               long long end) {
   (void)a, (void)x_signed, (void)begin, (void)end;
   return 0;
 }
