@@ -18,7 +18,7 @@
  * use opc_conv_integer.
  *
  * The CPU program (--target cpu) differs from the GPU program here only:
- * a QLinearConv with channels-last y, constant zero points and bias is one
+ * a channels-last QLinearConv with constant zero points and bias is one
  * opc_int8_conv_packed launch, its filter packed at compile time, where
  * the GPU program takes the GEMM ("the CPU program's int8 convolution").
  */
@@ -667,9 +667,8 @@ static const char *constant_multipliers(Emitter *e, const Node *n, int64_t chann
 /* ------------------------------- the CPU program's int8 convolution */
 
 /*
- * The CPU program (--target cpu) runs a QLinearConv with channels-last y
- * that the GPU program takes through cuBLASLt (opc_int8_im2row_nhwc or,
- * for x in ONNX's order, opc_int8_im2row, the GEMM and
+ * The CPU program (--target cpu) runs a channels-last QLinearConv that the
+ * GPU program takes through cuBLASLt (opc_int8_im2row_nhwc, the GEMM and
  * opc_int8_requantize: three launches and scratch between them) as one
  * launch of opc_int8_conv_packed, whose filter is packed now in the order
  * its inner loop reads it: blocks of 16 output channels, each k/4 step of
@@ -687,15 +686,15 @@ static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
 static int64_t packed_add(const Tensor *x) { return x->dtype == DT_INT8 ? 128 : 0; }
 
 /* Whether the CPU program packs this node's filter: a node the GPU program
-   would run on the GEMM with y channels-last (lt_setup_conv's tests; x
-   channels-last, or in ONNX's order, as the stem's few channels are),
-   whose zero points and bias are constants, and whose packed filter
-   indexes within int32. */
+   would run on the GEMM with x and y channels-last (lt_setup_conv's tests;
+   x in ONNX's order, the stem's, keeps it), whose zero points and bias
+   are constants, and whose packed filter indexes within int32. */
 static bool packed_conv_applies(Emitter *e, const Node *n) {
   const Tensor *x = n->in[0], *w = n->in[3], *zx = n->in[2], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);
   if (e->opt->target != TARGET_CPU || !lt_allowed(e, n, x, zx, true) || n->win.group != 1 ||
-      !row_major(w) || !conv_is_nhwc(n, x) || !qlinear_conv_takes_int8_gemm(n))
+      !row_major(w) || !conv_is_nhwc(n, x) || !tensor_is_channels_last(x) ||
+      !qlinear_conv_takes_int8_gemm(n))
     return false;
   if (!zx->i64 || !zy->i64 || tensor_numel(zy) != 1 || (bias && !bias->i64))
     return false;
@@ -768,8 +767,7 @@ static void packed_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   qlinear_bounds(n, &L.f[0], &L.f[1]);
   group_f(&L, 0, 2, "saturated to");
   L.f[2] = (float)n->in[7]->i64[0];
-  L.f[3] = !tensor_is_channels_last(x); /* the sum's order is (tap, channel) either way */
-  group_f(&L, 2, 2, "y's zero point, x in ONNX's order (1) or channels-last (0)");
+  group_f(&L, 2, 1, "y's zero point");
   emit_launch(e, n, &L);
 }
 
