@@ -1,21 +1,22 @@
 #!/usr/bin/env python3
-"""bench_int8.py - int8 latency on the CPU: opc's int8 program (the CPU
-program of --target cpu: its channels-last convolutions one packed int8
-kernel each; or with --target stand-in the GPU program, cuBLASLt's int8
-GEMM on the CPU runtime's oneDNN stand-in; activations channels-last
-between the integer convolutions) against the same program in ONNX's
-order (--layout nchw: the code before choose-layout's int8 form), with
+"""bench_int8.py - int8 latency on the CPU: opc's int8 CPU program (--target
+cpu: each convolution one packed int8 kernel, opc_int8_conv_packed;
+activations channels-last between the integer convolutions) against the
+GPU program on the CPU runtime (--target stand-in: cuBLASLt's int8 GEMM on
+the runtime's oneDNN stand-in, between im2row and requantize kernels), the
+CPU program in ONNX's order (--layout nchw: the code before choose-layout's
+int8 form, which takes the GEMM), with
 opc's own integer kernels (OPC_INT8_GEMM=kernel at compile time: the code
 before the GEMM), opc's float32 program of the float model, and ONNX
 Runtime on the int8 and the float model, in one run.
 
   bench_int8.py --opc build/opc [--models resnet50,mobilenet_v2] [--runs 20]
                 [--warmup 3] [--rounds 3] [--kernel-runs 2] [--threads 2]
-                [--target cpu|stand-in] [--work DIR] -o bench/results/int8-cpu-DATE.md
+                [--work DIR] -o bench/results/int8-cpu-DATE.md
 
 Per model: tools/models/build.py (batch 1), quantize.py (QDQ, per
-channel, calibrated on 8 photographs), four compiles with `--target TARGET`
-(default cpu).
+channel, calibrated on 8 photographs), five compiles (`--target cpu` but
+the stand-in's).
 Rounds alternate the engines; each round runs `net --bench RUNS` (the
 kernels' program --bench KERNEL_RUNS, it is slow) and times ONNX Runtime
 in-process (graph optimisation `all`, intra-op THREADS, sequential) over
@@ -51,11 +52,8 @@ def run(cmd, env=None, cwd=None):
     return p.stdout + p.stderr
 
 
-TARGET = "cpu"  # --target, for every compile
-
-
-def compile_net(opc, model, out, env, *extra):
-    run([opc, model, "-o", out, "--target", TARGET, *extra], env=env)
+def compile_net(opc, model, out, env, *extra, target="cpu"):
+    run([opc, model, "-o", out, "--target", target, *extra], env=env)
     return out
 
 
@@ -85,17 +83,20 @@ def output_of(net, model, x, work):
 
 
 def agreement(nets, model_path, x, work, threads):
-    """opc's int8 output against its kernels' (must be the same bits) and
-    against ONNX Runtime's (no optimisation) on x."""
+    """opc's int8 output against the GPU program's, NCHW's and its kernels'
+    (all must be the same bits) and against ONNX Runtime's (no
+    optimisation) on x."""
     import onnx
     m = onnx.load(model_path)
     got = output_of(nets["opc int8"], m, x, work)
     before = output_of(nets["opc int8 kernels"], m, x, work)
     nchw = output_of(nets["opc int8 nchw"], m, x, work)
+    gpu = output_of(nets["opc int8 stand-in"], m, x, work)
     sess = bench_cpu.ort_session(model_path, threads, "disable")
     want = sess.run(None, {m.graph.input[0].name: x})[0].reshape(-1)
     diff = np.abs(got.astype(np.float64) - want)
     return {"differ_kernels": int((got != before).sum()), "differ_nchw": int((got != nchw).sum()),
+            "differ_stand_in": int((got != gpu).sum()),
             "differ": int((diff > 0).sum()),
             "worst": float(diff.max()), "outputs": int(got.size),
             "top1": bool(np.argmax(got) == np.argmax(want))}
@@ -108,6 +109,8 @@ def bench_model(name, a, env):
     run([sys.executable, os.path.join(ROOT, "tools", "models", "build.py"), name, "-o", fp32])
     run([sys.executable, os.path.join(HERE, "quantize.py"), fp32, int8])
     nets = {"opc int8": compile_net(a.opc, int8, os.path.join(work, "net_int8"), env),
+            "opc int8 stand-in": compile_net(a.opc, int8, os.path.join(work, "net_int8_gpu"), env,
+                                             target="stand-in"),
             "opc int8 nchw": compile_net(a.opc, int8, os.path.join(work, "net_int8_nchw"), env,
                                          "--layout", "nchw"),
             "opc int8 kernels": compile_net(a.opc, int8, os.path.join(work, "net_int8_kernel"),
@@ -126,17 +129,16 @@ def bench_model(name, a, env):
             times[k].append(ort_p50(s, {inp.name: x}, a.runs, a.warmup))
     p50 = {k: float(np.median(v)) for k, v in times.items()}
     r = {"model": name, "input": "%s%s" % (inp.name, inp.shape), "p50_ms": p50, "rounds": times,
-         "stats": run([a.opc, int8, "--target", TARGET, "--stats"], env=env)}
+         "stats": run([a.opc, int8, "--target", "cpu", "--stats"], env=env)}
     r.update(agreement(nets, int8, x, work, a.threads))
     return r
 
 
 def write_report(path, results, a, env):
     info = bench_cpu.cpu_info()
-    engine = ("the packed int8 convolution" if a.target == "cpu"
-              else "cuBLASLt's int8 GEMM on oneDNN")
-    lines = ["# int8 on the CPU: opc --target %s (%s, channels-last) vs NCHW, its kernels, "
-             "fp32, ONNX Runtime (%s)" % (a.target, engine, datetime.date.today()), "",
+    lines = ["# int8 on the CPU: opc's CPU program (packed int8 convolutions, channels-last) vs "
+             "the GPU program on the stand-in (cuBLASLt's int8 GEMM on oneDNN), NCHW, its "
+             "kernels, fp32, ONNX Runtime (%s)" % datetime.date.today(), "",
              "| | |", "|---|---|",
              "| CPU | %s (%s CPUs available) |" % (info.get("model", platform.processor()),
                                                 info.get("cpus_available")),
@@ -150,22 +152,27 @@ def write_report(path, results, a, env):
              "| models | tools/models/build.py, batch 1; int8: bench/int8/quantize.py (QDQ, "
              "per channel, uint8 activations, int8 weights, reduce_range) |", "",
              "Latency p50 in milliseconds.", "",
-             "| model | opc int8 | opc int8 NCHW (before) | opc int8 kernels | opc fp32 | ORT int8 "
-             "| ORT fp32 | int8/NCHW | int8/opc fp32 | int8/ORT int8 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | opc int8 | opc int8 GPU program (stand-in) | opc int8 NCHW | "
+             "opc int8 kernels | opc fp32 | ORT int8 | ORT fp32 | int8/stand-in | int8/NCHW | "
+             "int8/opc fp32 | int8/ORT int8 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         p = r["p50_ms"]
-        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |" % (
-            r["model"], p["opc int8"], p["opc int8 nchw"], p["opc int8 kernels"], p["opc fp32"],
-            p["ORT int8"], p["ORT fp32"], p["opc int8"] / p["opc int8 nchw"],
-            p["opc int8"] / p["opc fp32"], p["opc int8"] / p["ORT int8"]))
-    lines += ["", "Outputs on photograph 0: opc int8 against opc int8 NCHW and opc int8 kernels "
-              "(the same bits are due), and against ONNX Runtime int8 (optimisations off):", ""]
+        lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f "
+                     "| %.2f |" % (
+                         r["model"], p["opc int8"], p["opc int8 stand-in"], p["opc int8 nchw"],
+                         p["opc int8 kernels"], p["opc fp32"], p["ORT int8"], p["ORT fp32"],
+                         p["opc int8"] / p["opc int8 stand-in"], p["opc int8"] / p["opc int8 nchw"],
+                         p["opc int8"] / p["opc fp32"], p["opc int8"] / p["ORT int8"]))
+    lines += ["", "Outputs on photograph 0: opc int8 against the GPU program's, NCHW's and the "
+              "kernels' (the same bits are due), and against ONNX Runtime int8 (optimisations "
+              "off):", ""]
     for r in results:
-        lines.append("- %s: %d of %d differ from NCHW's, %d from the kernels'; %d differ from "
-                     "ONNX Runtime's, largest difference %g, same top-1: %s"
-                     % (r["model"], r["differ_nchw"], r["outputs"], r["differ_kernels"],
-                        r["differ"], r["worst"], r["top1"]))
+        lines.append("- %s: %d of %d differ from the GPU program's, %d from NCHW's, %d from the "
+                     "kernels'; %d differ from ONNX Runtime's, largest difference %g, same "
+                     "top-1: %s" % (r["model"], r["differ_stand_in"], r["outputs"],
+                                    r["differ_nchw"], r["differ_kernels"], r["differ"],
+                                    r["worst"], r["top1"]))
     lines += ["", "Per round p50 (ms):", ""]
     for r in results:
         lines.append("- %s: %s" % (r["model"], json.dumps(
@@ -177,7 +184,6 @@ def write_report(path, results, a, env):
 
 
 def main():
-    global TARGET
     ap = argparse.ArgumentParser()
     ap.add_argument("--opc", required=True)
     ap.add_argument("--models", default="resnet50")
@@ -187,12 +193,9 @@ def main():
     ap.add_argument("--kernel-runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", default="/tmp/opc-bench-int8")
-    ap.add_argument("--target", default="cpu", choices=["cpu", "stand-in"],
-                    help="cpu: the CPU program; stand-in: the GPU program on the CPU runtime")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     a.opc = os.path.abspath(a.opc)
-    TARGET = a.target
     env = dict(os.environ, OPC_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
     env.pop("OPC_INT8_GEMM", None)
     results = [bench_model(m, a, env) for m in a.models.split(",")]
