@@ -770,7 +770,8 @@ static void packed_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   qlinear_bounds(n, &L.f[0], &L.f[1]);
   group_f(&L, 0, 2, "saturated to");
   L.f[2] = (float)n->in[7]->i64[0];
-  group_f(&L, 2, 1, "y's zero point");
+  L.f[3] = 0; /* x is channels-last, not in ONNX's order */
+  group_f(&L, 2, 2, "y's zero point, x in ONNX's order (0: channels-last)");
   emit_launch(e, n, &L);
 }
 
