@@ -59,36 +59,50 @@ static Conv conv_of(const struct opc_kargs *a, int x_signed) {
   return v;
 }
 
-/* Bytes [k0, k1) of pixel p's row: each tap's C channels, x ^ flip, or
-   the padding's value; zeros past K. */
+/* Channels [from, to) of one tap of pixel (img, hh, ww) into `out`, as v
+   values: x ^ flip, or the padding's value outside x. */
+static inline __attribute__((always_inline)) void gather_tap(const Conv *v, long long img,
+                                                             long long hh, long long ww,
+                                                             long long from, long long to,
+                                                             unsigned char *out) {
+  long long run = to - from;
+  if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
+    for (long long j = 0; j < run; j++)
+      out[j] = v->padded;
+  } else if (v->planar) {
+    long long plane = v->h * v->w;
+    const unsigned char *at = v->x + (img * v->c + from) * plane + hh * v->w + ww;
+    for (long long j = 0; j < run; j++)
+      out[j] = at[j * plane] ^ v->flip;
+  } else {
+    const unsigned char *at = v->x + ((img * v->h + hh) * v->w + ww) * v->c + from;
+    if (!v->flip)
+      memcpy(out, at, (size_t)run);
+    else
+      for (long long j = 0; j < run; j++)
+        out[j] = at[j] ^ 0x80;
+  }
+}
+
+/* Bytes [k0, k1) of pixel p's row: each tap's C channels in turn (taps
+   walked in order, with no division per tap: the stem's taps hold 3
+   channels each); zeros past K. */
 static void gather_row(const Conv *v, long long p, long long k0, long long k1,
                        unsigned char *row) {
   long long img = p / v->frame, hw = p % v->frame;
   long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
-  long long k = k0;
-  while (k < k1 && k < v->k) {
-    long long tap = k / v->c, ch = k % v->c;
-    long long run = v->c - ch < k1 - k ? v->c - ch : k1 - k;
-    long long hh = h0 + tap / v->kw * v->dh, ww = w0 + tap % v->kw * v->dw;
-    unsigned char *to = row + (k - k0);
-    if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
-      memset(to, v->padded, (size_t)run);
-    } else if (v->planar) {
-      const unsigned char *from = v->x + ((img * v->c + ch) * v->h + hh) * v->w + ww;
-      for (long long j = 0; j < run; j++)
-        to[j] = from[j * v->h * v->w] ^ v->flip;
-    } else {
-      const unsigned char *from = v->x + ((img * v->h + hh) * v->w + ww) * v->c + ch;
-      if (!v->flip)
-        memcpy(to, from, (size_t)run);
-      else
-        for (long long j = 0; j < run; j++)
-          to[j] = from[j] ^ 0x80;
-    }
-    k += run;
+  long long end = k1 < v->k ? k1 : v->k;
+  long long tap = k0 / v->c, r = tap / v->kw, q = tap % v->kw;
+  for (long long k = k0; k < end; tap++) {
+    long long next = (tap + 1) * v->c < end ? (tap + 1) * v->c : end;
+    gather_tap(v, img, h0 + r * v->dh, w0 + q * v->dw, k - tap * v->c, next - tap * v->c,
+               row + (k - k0));
+    k = next;
+    if (++q == v->kw)
+      q = 0, r++;
   }
-  if (k < k1)
-    memset(row + (k - k0), 0, (size_t)(k1 - k));
+  if (end < k1)
+    memset(row + (end - k0), 0, (size_t)(k1 - end));
 }
 
 /* acc + the four products of x's uint8 and w's int8 bytes in each lane.
