@@ -690,8 +690,9 @@ static int64_t packed_add(const Tensor *x) { return x->dtype == DT_INT8 ? 128 : 
    whose zero points and bias are constants, and whose packed filter
    indexes within int32. x in ONNX's order (the stem's few channels) keeps
    the GEMM although the kernel reads it too (its f[3]): ResNet-50's 7x7
-   stem took 2.4 ms packed against 1.2 ms on the GEMM (2 threads, AVX-512
-   VNNI, at 94532be). */
+   stem took 1.5 to 2 times as long packed as on the GEMM (2.4 against
+   1.2 ms at 94532be, 2.8 against 1.9 at 5568377; 2 threads, AVX-512
+   VNNI). */
 static bool packed_conv_applies(Emitter *e, const Node *n) {
   const Tensor *x = n->in[0], *w = n->in[3], *zx = n->in[2], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);
