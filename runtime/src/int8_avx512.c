@@ -1,6 +1,7 @@
 /*
- * int8_avx512.c - two int8 kernels of opc_kernels.inc along AVX-512:
- * opc_int8_conv_packed's units with VNNI, and opc_qconv_depthwise_nhwc's.
+ * int8_avx512.c - int8 kernels of opc_kernels.inc along AVX-512:
+ * opc_int8_conv_packed's units with VNNI, opc_qconv_depthwise_nhwc's
+ * items, and opc_quantized_add's dense runs.
  * The kernels say what they compute; this is the same arithmetic, fast.
  *
  * opc_int8_conv_packed: a unit is 12 output pixels by up to 64 channels
@@ -476,6 +477,58 @@ int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long lon
   return 1;
 }
 
+/* ---- opc_quantized_add: y = Q(DQ(a) + DQ(b)) over dense bytes */
+
+/* 16 bytes dequantized: (q - zero) * scale, the float32 product rounded
+   once, as opc_dequantize8_of's exact double product rounded to float32. */
+static inline __attribute__((always_inline)) VNNI __m512 dequantized16(const unsigned char *at,
+                                                                       bool x_signed,
+                                                                       __m512i zero,
+                                                                       __m512 scale,
+                                                                       __mmask16 keep) {
+  __m128i bytes = _mm_maskz_loadu_epi8(keep, at);
+  __m512i v = x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, zero)), scale);
+}
+
+static inline __attribute__((always_inline)) VNNI void
+quantized_add_run(const struct opc_kargs *a, bool x_signed, long long begin, long long end) {
+  const unsigned char *xa = a->x[0], *xb = a->x[1];
+  unsigned char *y = a->y;
+  __m512i za = _mm512_set1_epi32((int)a->i[0]), zb = _mm512_set1_epi32((int)a->i[1]);
+  __m512 sa = _mm512_set1_ps(a->f[2]), sb = _mm512_set1_ps(a->f[3]), sy = _mm512_set1_ps(a->f[4]);
+  __m512 zy = _mm512_set1_ps((float)a->i[2]), lo = _mm512_set1_ps(a->f[0]);
+  __m512 hi = _mm512_set1_ps(a->f[1]);
+  for (long long i = begin; i < end; i += 16) {
+    __mmask16 keep = (__mmask16)(end - i >= 16 ? 0xffff : (1u << (end - i)) - 1);
+    __m512 v = _mm512_add_ps(dequantized16(xa + i, x_signed, za, sa, keep),
+                             dequantized16(xb + i, x_signed, zb, sb, keep));
+    /* opc_quantize_of: rint(v / scale) + zero, saturated (lo where NaN) */
+    __m512 q = _mm512_roundscale_ps(_mm512_div_ps(v, sy),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, zy), lo), hi);
+    _mm_mask_storeu_epi8(y + i, keep, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q)));
+  }
+}
+
+static VNNI void quantized_add_u8(const struct opc_kargs *a, long long begin, long long end) {
+  quantized_add_run(a, false, begin, end);
+}
+
+static VNNI void quantized_add_i8(const struct opc_kargs *a, long long begin, long long end) {
+  quantized_add_run(a, true, begin, end);
+}
+
+int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                             long long end) {
+  bool dense = a->rank == 1 && a->xstride[0][0] == 1 && a->xstride[1][0] == 1 &&
+               a->ystride[0] == 1;
+  if (!dense || !avx512bw_usable())
+    return 0;
+  (x_signed ? quantized_add_i8 : quantized_add_u8)(a, begin, end);
+  return 1;
+}
+
 #else
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end) {
@@ -485,6 +538,12 @@ int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long
 
 int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
                                long long end) {
+  (void)a, (void)x_signed, (void)begin, (void)end;
+  return 0;
+}
+
+int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                             long long end) {
   (void)a, (void)x_signed, (void)begin, (void)end;
   return 0;
 }

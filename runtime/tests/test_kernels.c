@@ -4,7 +4,8 @@
  * launch of opc_copy_b4 doing a transpose split across the thread pool,
  * and launches of the 2-D pooling kernels, whose planes run along vectors
  * on AVX-512 (pool_vec.c) and folded whole elsewhere, and of the CPU
- * target's int8 convolution and the channels-last int8 depthwise one,
+ * target's int8 convolution, the channels-last int8 depthwise one and
+ * QuantizedAdd,
  * along AVX-512 where the CPU has it (int8_avx512.c) and in their plain
  * bodies with OPC_KERNEL_ISA=avx2 (meson.build runs both).
  * test_modules.c checks the versions and images the loads depend on.
@@ -504,11 +505,98 @@ static void test_depthwise(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the depthwise kernel's module");
 }
 
+/* ---- opc_quantized_add: every pair of bytes */
+
+/* opc_quantize_of(opc_dequantize8_of(a) + opc_dequantize8_of(b)), restated. */
+static unsigned char quantized_add_byte(int a, int b, int za, int zb, int zy, float sa, float sb,
+                                        float sy, float lo, float hi) {
+  float v = (float)((double)(a - za) * (double)sa) + (float)((double)(b - zb) * (double)sb);
+  float q = rintf(v / sy) + (float)zy;
+  q = q >= lo ? (q <= hi ? q : hi) : lo;
+  return (unsigned char)(int)q;
+}
+
+/* All 65,536 pairs (a, b) as one dense launch, against the formula. */
+static void test_quantized_add_case(CUmodule mod, bool x_signed, int za, int zb, int zy,
+                                    float sa, float sb, float sy) {
+  long long n = 65536;
+  unsigned char *xa = malloc(n), *xb = malloc(n), *want = malloc(n), *got = malloc(n);
+  float lo = x_signed ? -128.0f : 0.0f, hi = lo + 255.0f;
+  int base = x_signed ? -128 : 0;
+  int seen[256] = {0}, distinct = 0;
+  for (long long i = 0; i < n; i++) {
+    xa[i] = (unsigned char)(i / 256), xb[i] = (unsigned char)(i % 256);
+    int a = base + (int)((xa[i] + (x_signed ? 128 : 0)) % 256);
+    int b = base + (int)((xb[i] + (x_signed ? 128 : 0)) % 256);
+    xa[i] = (unsigned char)a, xb[i] = (unsigned char)b;
+    want[i] = quantized_add_byte(a, b, za, zb, zy, sa, sb, sy, lo, hi);
+    distinct += !seen[want[i]]++;
+  }
+  void *da, *db, *dy;
+  cudaMalloc(&da, n), cudaMalloc(&db, n), cudaMalloc(&dy, n);
+  cudaMemcpy(da, xa, n, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, xb, n, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, x_signed ? "opc_quantized_add_i8" : "opc_quantized_add_u8") ==
+             CUDA_SUCCESS,
+         "opc_quantized_add");
+  struct opc_kargs k;
+  memset(&k, 0, sizeof k);
+  k.x[0] = da, k.x[1] = db, k.y = dy;
+  k.n = n - 3; /* a tail shorter than a vector */
+  k.rank = 1;
+  k.dims[0] = k.n;
+  k.xstride[0][0] = k.xstride[1][0] = k.ystride[0] = 1;
+  k.x_extent[0] = k.x_extent[1] = k.y_extent = n;
+  k.i[0] = za, k.i[1] = zb, k.i[2] = zy;
+  k.f[0] = lo, k.f[1] = hi, k.f[2] = sa, k.f[3] = sb, k.f[4] = sy;
+  void *params[] = {&k};
+  expect(cuLaunchKernel(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL) ==
+             CUDA_SUCCESS,
+         "opc_quantized_add launch");
+  cudaMemcpy(got, dy, n, cudaMemcpyDeviceToHost);
+  char name[96];
+  snprintf(name, sizeof name, "opc_quantized_add %s scales %g %g %g", x_signed ? "int8" : "uint8",
+           sa, sb, sy);
+  if (distinct < 100)
+    fail("%s: y takes %d values only", name, distinct);
+  for (long long i = 0; i < n - 3; i++)
+    if (got[i] != want[i]) {
+      fail("%s: a %d, b %d gives %d, expected %d", name, (int)(signed char)xa[i],
+           (int)(signed char)xb[i], got[i], want[i]);
+      break;
+    }
+  cudaFree(da), cudaFree(db), cudaFree(dy);
+  free(xa), free(xb), free(want), free(got);
+}
+
+/* Scales and zero points (sa, za, sb, zb, sy), y's zero point 0: those of
+   backend/tests/kernels/test_qdq_models.py, int8 ResNet-50's layer4 Add
+   and four where an FMA of a product with the sum, and the scales divided
+   out first, each move an element of the 65,536. */
+static const float pair_adds[5][5] = {{0.013031501f, 83, 0.04818953f, 106, 0.029227758f},
+                                      {0.053825304f, 46, 0.045335084f, 124, 0.030395936f},
+                                      {0.059955962f, 215, 0.057449833f, 78, 0.043374844f},
+                                      {0.05644017f, 63, 0.054606944f, 172, 0.045747064f},
+                                      {0.025121395f, 22, 0.008213235f, 11, 0.04200053f}};
+
+static void test_quantized_add(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_quantized_add");
+  for (int k = 0; k < 5; k++) {
+    const float *p = pair_adds[k];
+    test_quantized_add_case(mod, false, (int)p[1], (int)p[3], 0, p[0], p[2], p[4]);
+  }
+  test_quantized_add_case(mod, true, 3, -7, 2, 0.0091f, 0.0137f, 0.0159f);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_quantized_add's module");
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
   test_pools();
   test_qconv();
   test_depthwise();
+  test_quantized_add();
   return finish("test_kernels");
 }
