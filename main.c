@@ -51,6 +51,11 @@ static const char help_text[] =
     "                         GPU program on CUDA; cpu, the CPU program (CPU kernels where\n"
     "                         opc has them) on opc's CPU runtime; stand-in, the GPU program\n"
     "                         on opc's CPU runtime, which stands in for CUDA (to test it)\n"
+    "  --cpu-features host|vnni|generic\n"
+    "                         the CPU that runs the CPU program: host (default), this one;\n"
+    "                         vnni, one with AVX-512 VNNI, whose int8 convolutions then take\n"
+    "                         filters packed at compile time; generic, any x86-64 (they take\n"
+    "                         the GEMM, which oneDNN runs well without VNNI)\n"
     "  --prefix NAME          prefix of every symbol of the generated API (default net)\n"
     "  --embed-weights        link the weights into the program instead of reading a file\n"
     "  --no-cuda-graph        issue the kernels on every run instead of replaying a CUDA graph\n"
@@ -620,6 +625,18 @@ static const char *const io_precisions[] = {"fp32", "fp16", NULL};
 static const char *const layouts[] = {"auto", "nchw", "nhwc", NULL};
 static const char *const placements[] = {"lp", "round-robin", "contiguous", NULL};
 static const char *const emit_kinds[] = {"triton", NULL};
+static const char *const cpu_features[] = {"host", "vnni", "generic", NULL};
+
+/* Whether the CPU compiling the model has AVX-512 VNNI: --cpu-features
+   host, the default, writes the CPU program for it. */
+static bool host_has_vnni(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
 static const char *const triton_backends[] = {"opc", "python", NULL};
 static const char *const partitions[] = {"ilp", "heuristic", "alternate", "gpu", "cpu", NULL};
 
@@ -742,6 +759,11 @@ static bool parse_option(Args *a, Config *c) {
     c->passes.tf32 = c->emit.tf32; /* the cost model's convolutions and GEMMs */
   } else if (takes(a, "--target", &v))
     return v && parse_target("--target", v, &c->target);
+  else if (takes(a, "--cpu-features", &v)) {
+    if (!v || !one_of("--cpu-features", v, cpu_features))
+      return false;
+    c->emit.cpu_vnni = strcmp(v, "vnni") == 0 || (strcmp(v, "host") == 0 && host_has_vnni());
+  }
   else if (takes(a, "--cflags", &v)) {
     c->print_flags = "--cflags";
     return v && parse_target("--cflags", v, &c->target);
@@ -791,6 +813,7 @@ static bool parse_args(int argc, char **argv, Config *c) {
   c->passes.opt_level = 1;
   c->emit.prefix = "net";
   c->emit.cuda_graph = true;
+  c->emit.cpu_vnni = host_has_vnni();
   c->target = TARGET_CUDA;
   c->queue_capacity = 256;
   c->shapes = calloc((size_t)argc, sizeof(InputShape));

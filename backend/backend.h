@@ -28,6 +28,10 @@ typedef struct EmitOptions {
   bool tf32;                /* --precision tf32, fp16 or bf16: tensor cores allowed */
   const char *precision;    /* --precision's name, for the profile; NULL: "fp32" or "tf32" */
   Target target;            /* TARGET_CPU emits the CPU program; the others the GPU's */
+  /* The CPU that runs the CPU program has AVX-512 VNNI (--cpu-features):
+     its int8 convolutions are opc_int8_conv_packed, whose plain body is
+     far slower than the GEMM path where the instructions are missing. */
+  bool cpu_vnni;
   /* A serving program (Graph.serve): each model's weights file, and how
      many requests each model's queue holds. */
   const char *const *model_weights_paths;

@@ -696,7 +696,8 @@ static int64_t packed_add(const Tensor *x) { return x->dtype == DT_INT8 ? 128 : 
 static bool packed_conv_applies(Emitter *e, const Node *n) {
   const Tensor *x = n->in[0], *w = n->in[3], *zx = n->in[2], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);
-  if (e->opt->target != TARGET_CPU || !lt_allowed(e, n, x, zx, true) || n->win.group != 1 ||
+  if (e->opt->target != TARGET_CPU || !e->opt->cpu_vnni || !lt_allowed(e, n, x, zx, true) ||
+      n->win.group != 1 ||
       !row_major(w) || !conv_is_nhwc(n, x) || !tensor_is_channels_last(x) ||
       !qlinear_conv_takes_int8_gemm(n))
     return false;

@@ -192,7 +192,8 @@ def usage_group(tmp):
                 ["--max-memory", "G"], ["--max-memory", "99999999999T"], ["--gpus", "0"],
                 ["--gpus", "17"], ["--placement", "random"], ["--hios-window", "0"],
                 ["--link-gbps", "0"], ["--link-gbps", "fast"], ["--devices", "tpu"],
-                ["--devices", "gpu,gpu"], ["--devices", "gpu,cpu", "--partition", "random"]]:
+                ["--devices", "gpu,gpu"], ["--devices", "gpu,cpu", "--partition", "random"],
+                ["--cpu-features", "avx9"]]:
         expect_usage_error("bad value " + " ".join(bad), "m.onnx", "-o", "x.c", *bad)
 
     p = run("--help")
@@ -201,7 +202,8 @@ def usage_group(tmp):
                    "-O1", "--dump-after", "--stats", "--verify-each", "--schedule", "--streams",
                    "--prune", "--lios-priority", "--device", "--cost-db", "--no-merge",
                    "--report", "--emit-schedule", "--emit-dot", "--prefix", "--embed-weights",
-                   "--no-cuda-graph", "--precision", "--target", "--cflags", "--libs",
+                   "--no-cuda-graph", "--precision", "--target", "--cpu-features", "--cflags",
+                   "--libs",
                    "--const-input", "--list-operators", "--max-memory", "--emit",
                    "--model-name", "--instances", "--gpus", "--placement", "--hios-window",
                    "--link-gbps", "--devices", "--partition", "--cpu-cost-db", "--cpu-device"]:

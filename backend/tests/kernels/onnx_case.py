@@ -82,8 +82,11 @@ def compile_targets(opc, m, work, flags=()):
     exe}, None), or (None, (status, message)) when opc refuses either. Where
     the two targets emit the same C (no node has a CPU kernel of its own),
     the stand-in's executable is the CPU program's: the same source is not
-    built twice."""
-    exe, why = compile_cpu(opc, m, work, flags)
+    built twice. The CPU program is written for a CPU with AVX-512 VNNI
+    whatever this machine has, so that its int8 convolutions are packed
+    on any machine (where the instructions are missing, the kernel's plain
+    body runs them)."""
+    exe, why = compile_cpu(opc, m, work, (*flags, "--cpu-features", "vnni"))
     if exe is None:
         return None, why
     other = stand_in_dir(work)

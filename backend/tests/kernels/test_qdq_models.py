@@ -333,6 +333,16 @@ def check_channels_last(opc, work, verdict):
     verdict(gathers and packed_launches(d) == 1 and re.search(r"pool_x.*\n.*\{\d+, 1, ", text),
             "channels-last: conv2 gathers whole pixels (GPU program) or is one packed "
             "convolution (CPU program), the MaxPool reads channel stride 1")
+    counts = {}
+    for features in ("generic", "vnni"):
+        source = os.path.join(d, f"net_{features}.c")
+        p = subprocess.run([opc, os.path.join(d, "model.onnx"), "-o", source, "--target", "cpu",
+                            "--cpu-features", features], capture_output=True, text=True)
+        with open(source) as f:
+            counts[features] = p.returncode == 0 and f.read().count(
+                "cuLaunchKernel(c->kernel.opc_int8_conv_packed_")
+    verdict(counts == {"generic": 0, "vnni": 1},
+            f"--cpu-features generic keeps conv2 on the GEMM, vnni packs it: {counts}")
     for k, x in enumerate(images(4)):
         got = run_targets(exes, m, {"x": x}, d)
         why = got if isinstance(got, str) else compare_exact(got["y"], reference(m, {"x": x})["y"])
