@@ -33,7 +33,8 @@
  * convolution's rows are its pixels, a KxK one's a gather of whole pixels)
  * and the GEMM writes channels-last sums; so are the depthwise ones whose
  * constants opc_qconv_depthwise_nhwc folds (its inner loop runs along the
- * channels). OPC_INT8_GEMM=kernel (opc's kernels, to compare) keeps
+ * channels), and so is a channel Concat of their bytes (fuse-qdq's, a
+ * kind with T_MOVES_VALUES). OPC_INT8_GEMM=kernel (opc's kernels, to compare) keeps
  * ONNX's order. Here the elementwise bridges
  * join their operands of the output's shape too, so that the float
  * residual path between quantized convolutions (DequantizeLinear, Add,
@@ -100,11 +101,12 @@ static bool is_pool(const OpInfo *info) {
 static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
-  if (l->int8 && !is_pool(info))
+  bool moves = info->traits & T_MOVES_VALUES;
+  if (l->int8 && !is_pool(info) && !moves)
     return n->id < l->nnodes && l->int8_conv[n->id];
   if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
     return false;
-  if (l->int8 ? y->dtype != DT_FLOAT : !is_half(y->dtype))
+  if (l->int8 ? y->dtype != DT_FLOAT && !moves : !is_half(y->dtype))
     return false;
   if (info->params == PARAMS_WINDOW && n->win.nspatial != 2)
     return false;

@@ -24,6 +24,12 @@
  * QuantizedAdd (try_fuse_add): the same float path, in one pass over the
  * bytes.
  *
+ * A kind that only places values (T_MOVES_VALUES: Concat) runs on the
+ * bytes (try_fuse_moves): Q(Concat(DQ(a), DQ(b))) is Concat(Q(DQ(a)),
+ * Q(DQ(b))), and Q(DQ(a)) is a itself where a has Q's scale and zero
+ * point. SqueezeNet's and Inception's joins took a DQ and a Q over float
+ * data around each copy.
+ *
  * The DequantizeLinear nodes stay for any other reader (eliminate-dead
  * drops those left unread). A pattern that cannot fuse stays as float
  * between its Q and DQ nodes, and --report lists it with the reason.
@@ -348,6 +354,74 @@ static bool try_fuse_add(Graph *g, Node *n, Verdict *v, bool *ok) {
   return true;
 }
 
+/* ------------------------------------------------- values moved (Concat) */
+
+static int64_t zero_value(const Tensor *z) {
+  return z ? z->i64[0] : 0;
+}
+
+/* Whether the DequantizeLinear d and the QuantizeLinear q use one scale,
+   zero point and type: then Q(DQ(x)) is x, as (x - z) s / s rounds back to
+   x - z for any |x - z| < 2^24. */
+static bool same_quantization(const Dequant *d, const Node *q) {
+  return d->q->dtype == q->out[0]->dtype && d->scale->f32[0] == q->in[1]->f32[0] &&
+         zero_value(d->zero) == zero_value(node_input(q, 2));
+}
+
+/* x quantized as q does: x's bytes when they already are, else a new
+   QuantizeLinear of DQ(x) with q's scale, zero point and attributes. */
+static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Tensor *dq,
+                           const Node *q) {
+  if (same_quantization(d, q))
+    return d->q;
+  Node *r = graph_add_node(g, OP_QUANTIZE_LINEAR,
+                           arena_printf(g->arena, "%s_requantize_%d", n->name, k), q->nin, 1);
+  for (int k = 0; k < q->nin; k++)
+    r->in[k] = q->in[k];
+  r->in[0] = dq;
+  r->attrs = q->attrs;
+  r->nattrs = q->nattrs;
+  Tensor *y = graph_add_tensor(g, arena_printf(g->arena, "%s_input_%d", n->name, k));
+  set_node_output(r, 0, y);
+  return node_infer(g, r) ? y : NULL;
+}
+
+/* Q(op(DQ(a), DQ(b), ...)) of a kind that only places its inputs' values
+   (T_MOVES_VALUES) becomes op(a', b', ...) on the quantized bytes, where
+   x' is x when DQ(x) has Q's quantization and Q(DQ(x)) otherwise:
+   quantizing per tensor commutes with placing values, so the result is
+   the same bytes. */
+static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
+  Dequant *d = arena_alloc(g->arena, sizeof(Dequant) * (size_t)n->nin);
+  for (int k = 0; k < n->nin; k++) {
+    if (!n->in[k] || !dequantized(n->in[k], &d[k]))
+      return refuse(v, "an operand is not dequantized");
+    if (!check_activation_operand(&d[k], v))
+      return false;
+    if (n->in[k]->bounded)
+      return refuse(v, "an operand's size is decided at run time");
+  }
+  Tail t;
+  if (!find_tail(n, &t, v))
+    return false;
+  if (t.act)
+    return refuse(v, "an activation lies between it and its QuantizeLinear");
+  Node *q = t.quant;
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *x = requantized(g, n, k, &d[k], n->in[k], q);
+    if (!x) {
+      *ok = false;
+      return true;
+    }
+    n->in[k] = x;
+  }
+  set_node_output(n, 0, q->out[0]);
+  node_absorb(g, n, q);
+  q->dead = true;
+  *ok = node_infer(g, n);
+  return true;
+}
+
 /* Fuses `n` when it is the float kind of a QDQ pattern; false with
    v->why when it is not. */
 static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
@@ -409,8 +483,10 @@ bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
     Verdict v = {"opc's table has no integer form of the operator"};
     bool ok = true;
     bool elementwise = qop == OP_QUANTIZED_ADD;
-    if (qop != OP_INVALID &&
-        (elementwise ? try_fuse_add(g, n, &v, &ok) : try_fuse(g, n, qop, &v, &ok))) {
+    bool moves = op_info(n->op)->traits & T_MOVES_VALUES;
+    if (moves ? try_fuse_moves(g, n, &v, &ok)
+              : qop != OP_INVALID &&
+                    (elementwise ? try_fuse_add(g, n, &v, &ok) : try_fuse(g, n, qop, &v, &ok))) {
       if (!ok)
         return false;
       fused++;

@@ -4,8 +4,8 @@
  * launch of opc_copy_b4 doing a transpose split across the thread pool,
  * and launches of the 2-D pooling kernels, whose planes run along vectors
  * on AVX-512 (pool_vec.c) and folded whole elsewhere, and of the CPU
- * target's int8 convolution, the channels-last int8 depthwise one and
- * QuantizedAdd,
+ * target's int8 convolution, the channels-last int8 depthwise one,
+ * QuantizedAdd and the one-launch Concat (opc_concat_blocks, by parts),
  * along AVX-512 where the CPU has it (int8_avx512.c) and in their plain
  * bodies with OPC_KERNEL_ISA=avx2 (meson.build runs both).
  * test_modules.c checks the versions and images the loads depend on.
@@ -591,6 +591,60 @@ static void test_quantized_add(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_quantized_add's module");
 }
 
+/* ---- opc_concat_blocks: a part at a time, from the middle of a block */
+
+/* Three inputs of 5, 17 and 3 bytes a row, 4,001 rows, into y of 25-byte
+   rows, but for the last 2 bytes: the launch's parts begin and end inside
+   blocks. y's bytes past n must stay as they were: a part copies up to its
+   end, not its block's. */
+static void test_concat_blocks(void) {
+  enum { INPUTS = 3, ROWS = 4001, ROW = 25, GUARD = 64 };
+  static const long long width[INPUTS] = {5, 17, 3};
+  long long n = (long long)ROWS * ROW - 2, table[3 * INPUTS], at = 0, offset = 0;
+  unsigned char *x = malloc((size_t)n + 2), *got = malloc((size_t)n + GUARD);
+  for (int k = 0; k < INPUTS; k++) {
+    table[3 * k] = offset, table[3 * k + 1] = at, table[3 * k + 2] = width[k];
+    for (long long i = 0; i < ROWS * width[k]; i++)
+      x[offset + i] = (unsigned char)(k * 71 + i * 13 + i / 251);
+    at += width[k], offset += ROWS * width[k];
+  }
+  void *dx, *dt, *dy;
+  cudaMalloc(&dx, (size_t)n + 2), cudaMalloc(&dt, sizeof table), cudaMalloc(&dy, (size_t)n + GUARD);
+  cudaMemcpy(dx, x, (size_t)n + 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dt, table, sizeof table, cudaMemcpyHostToDevice);
+  cudaMemset(dy, 0xee, (size_t)n + GUARD);
+  CUmodule mod;
+  CUfunction f;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_concat_blocks");
+  expect(cuModuleGetFunction(&f, mod, "opc_concat_blocks_b1") == CUDA_SUCCESS,
+         "opc_concat_blocks_b1");
+  struct opc_kargs k;
+  memset(&k, 0, sizeof k);
+  k.x[0] = dx, k.x[2] = dt, k.y = dy;
+  k.x_extent[0] = n + 2, k.x_extent[2] = (long long)sizeof table, k.y_extent = n;
+  k.n = n, k.rank = 1, k.dims[0] = n;
+  k.i[0] = INPUTS, k.i[1] = ROW;
+  void *params[] = {&k};
+  expect(cuLaunchKernel(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL) ==
+             CUDA_SUCCESS,
+         "opc_concat_blocks launch");
+  cudaMemcpy(got, dy, (size_t)n + GUARD, cudaMemcpyDeviceToHost);
+  for (long long i = 0; i < n + GUARD; i++) {
+    long long r = i / ROW, c = i % ROW, in = 0;
+    while (in + 1 < INPUTS && table[3 * (in + 1) + 1] <= c)
+      in++;
+    unsigned char want = i < n ? x[table[3 * in] + r * width[in] + c - table[3 * in + 1]] : 0xee;
+    if (got[i] != want) {
+      fail("opc_concat_blocks: byte %lld (row %lld, column %lld) is %d, expected %d", i, r, c,
+           got[i], want);
+      break;
+    }
+  }
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_concat_blocks's module");
+  cudaFree(dx), cudaFree(dt), cudaFree(dy);
+  free(x), free(got);
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
@@ -598,5 +652,6 @@ int main(void) {
   test_qconv();
   test_depthwise();
   test_quantized_add();
+  test_concat_blocks();
   return finish("test_kernels");
 }

@@ -52,6 +52,9 @@ reduce_range (7-bit weights) keeps this CPU's ONNX Runtime exact: without
 VNNI it sums uint8 x int8 products in int16-saturated pairs (see
 test_integer.py).
 
+A SqueezeNet fire module (check_fire_module) must run its Concat on the
+bytes, one input requantized, and match ONNX Runtime exactly.
+
 Negative controls: the same `--stats` check on an -O0 compile (no fusion)
 must find the float Conv; and the first QLinearConv recomputed in numpy
 without its bias must be rejected, while with it it must match.
@@ -438,6 +441,99 @@ def check_quantized_add(opc, work, verdict):
                 verdict(moved > 0, f"control {k}: rounded with {name}, {moved} of 65,536 differ")
 
 
+def fire_module(work):
+    """SqueezeNet's fire module after a stem, quantized like the CNN: the
+    stem conv 3->8 + Relu, squeeze 1x1 8->4 + Relu, expand 1x1 4->8 and
+    3x3 4->8 (each + Relu), their Concat along the channels, a 1x1 conv
+    16->8, GlobalAveragePool, Flatten."""
+    consts = {"w0": weight((8, 3, 3, 3), 27), "b0": rng.normal(0, 0.1, 8).astype(np.float32),
+              "ws": weight((4, 8, 1, 1), 8), "bs": rng.normal(0, 0.1, 4).astype(np.float32),
+              "we1": weight((8, 4, 1, 1), 4), "be1": rng.normal(0, 0.1, 8).astype(np.float32),
+              "we3": weight((8, 4, 3, 3), 36), "be3": rng.normal(0, 0.1, 8).astype(np.float32),
+              "wo": weight((8, 16, 1, 1), 16), "bo": rng.normal(0, 0.1, 8).astype(np.float32)}
+
+    def conv_relu(x, w, b, y, pads):
+        return [helper.make_node("Conv", [x, w, b], [y + "_c"], pads=pads, name=y + "_conv"),
+                helper.make_node("Relu", [y + "_c"], [y], name=y + "_relu")]
+    nodes = (conv_relu("x", "w0", "b0", "stem", [1, 1, 1, 1])
+             + conv_relu("stem", "ws", "bs", "squeeze", [0, 0, 0, 0])
+             + conv_relu("squeeze", "we1", "be1", "e1", [0, 0, 0, 0])
+             + conv_relu("squeeze", "we3", "be3", "e3", [1, 1, 1, 1])
+             + [helper.make_node("Concat", ["e1", "e3"], ["cat"], axis=1, name="cat"),
+                helper.make_node("Conv", ["cat", "wo", "bo"], ["o"], name="out_conv"),
+                helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap"),
+                helper.make_node("Flatten", ["g"], ["y"], name="flatten")])
+    src, dst = os.path.join(work, "fire.onnx"), os.path.join(work, "fire_qdq.onnx")
+    onnx.save(model_of(nodes, consts, [1, 3, 8, 8], [1, 8]), src)
+    quantize_static(src, dst, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    return onnx.load(dst)
+
+
+def without_requantizing(m, k):
+    """m with the DequantizeLinear before the Concat's input k given the
+    Concat's output quantization: ONNX Runtime then concatenates input k's
+    bytes as they are, the negative control for requantizing."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    by_output = {n.output[0]: n for n in m.graph.node}
+    cat = next(n for n in m.graph.node if n.op_type == "Concat")
+    quant = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == cat.output[0])
+    dq = by_output[cat.input[k]]
+    dq.input[1], dq.input[2] = quant.input[1], quant.input[2]
+    return m
+
+
+def check_fire_module(opc, work, verdict):
+    """fuse-qdq runs the fire module's Concat on the bytes
+    (T_MOVES_VALUES): --report does not list it as float, the input whose
+    scale differs from the output's is requantized (Q(DQ(x)), as ONNX
+    Runtime's QLinearConcat does) and the other read as it is, and the CPU
+    program joins the bytes channels-last in one opc_concat_blocks_b1
+    launch. y must match ONNX Runtime exactly, optimised (QLinearConcat)
+    and as written. Controls: ONNX Runtime with the Concat's inputs swapped,
+    and without requantizing, must both differ from opc's y."""
+    m = fire_module(work)
+    d = os.path.join(work, "fire")
+    path = os.path.join(work, "fire_qdq.onnx")
+    rc, after, text = opc_stats(opc, path)
+    verdict(rc == 0 and "node 'cat'" not in text and not after.get("Conv"),
+            "fire module: the Concat runs on the bytes (not reported float), no float Conv left"
+            + ("" if rc == 0 else f": {text[-300:]}"))
+    exes, why = compile_targets(opc, m, d)
+    if exes is None:
+        verdict(False, f"fire module compile: {why}")
+        return
+    with open(os.path.join(d, "net.c")) as f:
+        text = f.read()
+    requantized = len(re.findall(r"/\* cat_requantize_\d \(QuantizeLinear\) \*/", text))
+    verdict(requantized == 1 and "cuLaunchKernel(c->kernel.opc_concat_blocks_b1" in text,
+            f"fire module: one Concat input requantized ({requantized}), the bytes joined by "
+            "opc_concat_blocks_b1")
+    cat = next(n for n in m.graph.node if n.op_type == "Concat")
+    swapped = onnx.ModelProto.FromString(m.SerializeToString())
+    swapped_cat = next(n for n in swapped.graph.node if n.op_type == "Concat")
+    swapped_cat.input[0], swapped_cat.input[1] = cat.input[1], cat.input[0]
+    for k, x in enumerate(images(3)):
+        got = run_targets(exes, m, {"x": x}, d)
+        if isinstance(got, str):
+            verdict(False, f"fire module input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, {"x": x}, optimise)
+            why = compare_exact(got["y"], want["y"])
+            verdict(why is None, f"fire module input {k} y exact, ORT "
+                    f"{'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
+        if k == 0:
+            verdict(np.ptp(want["y"]) > 0, "fire module: the reference output varies")
+            verdict(compare_exact(got["y"], reference(swapped, {"x": x}, False)["y"]) is not None,
+                    "control: ORT with the Concat's inputs swapped differs")
+            controls = [compare_exact(got["y"], reference(without_requantizing(m, j), {"x": x},
+                                                          False)["y"]) for j in (0, 1)]
+            verdict(any(c is not None for c in controls),
+                    "control: ORT without requantizing the input of another scale differs")
+
+
 def main():
     opc, work = sys.argv[1:3]
     failures = 0
@@ -488,6 +584,7 @@ def main():
     check_relu_model(opc, work, verdict)
     check_gemm_mlp(opc, work, verdict)
     check_quantized_add(opc, work, verdict)
+    check_fire_module(opc, work, verdict)
     print(f"{failures} failures")
     return 1 if failures else 0
 
