@@ -95,14 +95,16 @@ static bool is_pool(const OpInfo *info) {
 
 /* A 16-bit node of a T_SAME_LAYOUT kind in the form cuDNN takes in either
    order (lower-precision made only such convolutions and pools 16-bit);
-   in the int8 form, an int8_conv, or a float32 pool in that form
-   (cuDNN pools either order, so a pool between quantized convolutions
-   keeps theirs). */
+   in the int8 form, an int8_conv, or a float32 node of such a kind other
+   than a float convolution (cuDNN pools and normalises either order, so
+   a pool or DenseNet's BatchNormalization between quantized convolutions
+   keeps theirs), or a join of their bytes (T_MOVES_VALUES). */
 static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
   bool moves = info->traits & T_MOVES_VALUES;
-  if (l->int8 && !is_pool(info) && !moves)
+  if (l->int8 && ((n->id < l->nnodes && l->int8_conv[n->id]) ||
+                  (info->params == PARAMS_WINDOW && !is_pool(info))))
     return n->id < l->nnodes && l->int8_conv[n->id];
   if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
     return false;
