@@ -684,10 +684,11 @@ enum {
      from its own, the output's rows of the run those of the run's
      (ir/bounds.c). */
   T_BOUND_ROWS = 1u << 27,
-  /* Its output's elements are its inputs' elements, placed by position
-     with no arithmetic (Concat): a per-tensor quantization commutes with
-     it, Q(op(DQ(a), DQ(b))) = op(Q(DQ(a)), Q(DQ(b))), so fuse-qdq runs it
-     on the quantized bytes. */
+  /* Its outputs' elements are its data inputs' elements (those not
+     parameters), placed by position with no arithmetic (Concat, Split,
+     Slice, Transpose, the reshapes): a per-tensor quantization commutes
+     with it, Q(op(DQ(a), DQ(b))) = op(Q(DQ(a)), Q(DQ(b))), so fuse-qdq
+     runs it on the quantized bytes. */
   T_MOVES_VALUES = 1u << 28,
 };
 

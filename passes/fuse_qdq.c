@@ -24,11 +24,11 @@
  * QuantizedAdd (try_fuse_add): the same float path, in one pass over the
  * bytes.
  *
- * A kind that only places values (T_MOVES_VALUES: Concat) runs on the
- * bytes (try_fuse_moves): Q(Concat(DQ(a), DQ(b))) is Concat(Q(DQ(a)),
+ * A kind that only places values (T_MOVES_VALUES: Concat, Split, Slice,
+ * Transpose, the reshapes) runs on the bytes (try_fuse_moves): Q(Concat(DQ(a), DQ(b))) is Concat(Q(DQ(a)),
  * Q(DQ(b))), and Q(DQ(a)) is a itself where a has Q's scale and zero
- * point. SqueezeNet's and Inception's joins took a DQ and a Q over float
- * data around each copy.
+ * point. SqueezeNet's and Inception's joins, and ShuffleNet's channel
+ * shuffles and splits, took a DQ and a Q over float data around each.
  *
  * The DequantizeLinear nodes stay for any other reader (eliminate-dead
  * drops those left unread). A pattern that cannot fuse stays as float
@@ -185,9 +185,10 @@ static bool clamp_absorbed(const Node *q, float lo, float hi) {
          opc_quantize_of(hi, s, zero, -FLT_MAX, FLT_MAX) >= qhi;
 }
 
-static bool find_tail(const Node *n, Tail *t, Verdict *v) {
+/* The tail of output y of a node. */
+static bool find_tail_of(const Tensor *y, Tail *t, Verdict *v) {
   *t = (Tail){NULL, NULL, OPC_ACT_NONE, -INFINITY, INFINITY};
-  Node *r = next_reader(n->out[0]);
+  Node *r = next_reader(y);
   if (r && clamp_of(r, t)) {
     t->act = r;
     r = next_reader(r->out[0]);
@@ -201,6 +202,10 @@ static bool find_tail(const Node *n, Tail *t, Verdict *v) {
     return refuse(v, "its output is not quantized per tensor to int8 or uint8 by constants");
   t->quant = r;
   return true;
+}
+
+static bool find_tail(const Node *n, Tail *t, Verdict *v) {
+  return find_tail_of(n->out[0], t, v);
 }
 
 /* ------------------------------------------------------------ rewrite */
@@ -368,6 +373,12 @@ static bool same_quantization(const Dequant *d, const Node *q) {
          zero_value(d->zero) == zero_value(node_input(q, 2));
 }
 
+/* Whether two QuantizeLinears (per tensor) quantize alike. */
+static bool same_quantizers(const Node *a, const Node *b) {
+  return a->out[0]->dtype == b->out[0]->dtype && a->in[1]->f32[0] == b->in[1]->f32[0] &&
+         zero_value(node_input(a, 2)) == zero_value(node_input(b, 2));
+}
+
 /* x quantized as q does: x's bytes when they already are, else a new
    QuantizeLinear of DQ(x) with q's scale, zero point and attributes. */
 static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Tensor *dq,
@@ -390,10 +401,15 @@ static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Ten
    (T_MOVES_VALUES) becomes op(a', b', ...) on the quantized bytes, where
    x' is x when DQ(x) has Q's quantization and Q(DQ(x)) otherwise:
    quantizing per tensor commutes with placing values, so the result is
-   the same bytes. */
+   the same bytes. Parameter inputs (a Reshape's shape) stay; a kind of
+   several outputs (Split) needs each read by a QuantizeLinear alone, all
+   quantizing alike. */
 static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
   Dequant *d = arena_alloc(g->arena, sizeof(Dequant) * (size_t)n->nin);
+  Node **q = arena_alloc(g->arena, sizeof(Node *) * (size_t)n->nout);
   for (int k = 0; k < n->nin; k++) {
+    if (op_input_is_param(n->op, k))
+      continue;
     if (!n->in[k] || !dequantized(n->in[k], &d[k]))
       return refuse(v, "an operand is not dequantized");
     if (!check_activation_operand(&d[k], v))
@@ -401,23 +417,31 @@ static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
     if (n->in[k]->bounded)
       return refuse(v, "an operand's size is decided at run time");
   }
-  Tail t;
-  if (!find_tail(n, &t, v))
-    return false;
-  if (t.act)
-    return refuse(v, "an activation lies between it and its QuantizeLinear");
-  Node *q = t.quant;
+  for (int j = 0; j < n->nout; j++) {
+    Tail t;
+    if (!n->out[j] || !find_tail_of(n->out[j], &t, v))
+      return n->out[j] ? false : refuse(v, "an output is unused");
+    if (t.act)
+      return refuse(v, "an activation lies between it and its QuantizeLinear");
+    q[j] = t.quant;
+    if (!same_quantizers(q[j], q[0]))
+      return refuse(v, "its outputs are quantized differently");
+  }
   for (int k = 0; k < n->nin; k++) {
-    Tensor *x = requantized(g, n, k, &d[k], n->in[k], q);
+    if (op_input_is_param(n->op, k))
+      continue;
+    Tensor *x = requantized(g, n, k, &d[k], n->in[k], q[0]);
     if (!x) {
       *ok = false;
       return true;
     }
     n->in[k] = x;
   }
-  set_node_output(n, 0, q->out[0]);
-  node_absorb(g, n, q);
-  q->dead = true;
+  for (int j = 0; j < n->nout; j++) {
+    set_node_output(n, j, q[j]->out[0]);
+    node_absorb(g, n, q[j]);
+    q[j]->dead = true;
+  }
   *ok = node_infer(g, n);
   return true;
 }

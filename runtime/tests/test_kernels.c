@@ -5,7 +5,8 @@
  * and launches of the 2-D pooling kernels, whose planes run along vectors
  * on AVX-512 (pool_vec.c) and folded whole elsewhere, and of the CPU
  * target's int8 convolution, the channels-last int8 depthwise one,
- * QuantizedAdd and the one-launch Concat (opc_concat_blocks, by parts),
+ * QuantizedAdd, the one-launch Concat (opc_concat_blocks, by parts) and
+ * QuantizeLinear and DequantizeLinear transposing,
  * along AVX-512 where the CPU has it (int8_avx512.c) and in their plain
  * bodies with OPC_KERNEL_ISA=avx2 (meson.build runs both).
  * test_modules.c checks the versions and images the loads depend on.
@@ -645,6 +646,65 @@ static void test_concat_blocks(void) {
   free(x), free(got);
 }
 
+/* ---- QuantizeLinear and DequantizeLinear transposing, a row at a time */
+
+/* x channels-last [37 channels, 1001 pixels] to y in ONNX's order, as
+   between a channels-last join and a Split in ONNX's order: every byte
+   dequantized, and quantized back from the floats, exactly; the launch's
+   parts begin inside rows. */
+static void test_quantize_transposed(void) {
+  enum { C = 37, P = 1001 };
+  long long n = (long long)C * P;
+  unsigned char *x = malloc((size_t)n), *back = malloc((size_t)n);
+  float *f = malloc(sizeof(float) * (size_t)n);
+  for (long long i = 0; i < n; i++)
+    x[i] = (unsigned char)(i * 7 + i / 97);
+  void *dx, *df, *dq;
+  cudaMalloc(&dx, (size_t)n), cudaMalloc(&df, sizeof(float) * (size_t)n), cudaMalloc(&dq, (size_t)n);
+  cudaMemcpy(dx, x, (size_t)n, cudaMemcpyHostToDevice);
+  CUmodule mod;
+  CUfunction dequantize, quantize;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the quantization kernels");
+  expect(cuModuleGetFunction(&dequantize, mod, "opc_dequantize_linear_u8") == CUDA_SUCCESS &&
+             cuModuleGetFunction(&quantize, mod, "opc_quantize_linear_u8") == CUDA_SUCCESS,
+         "opc_dequantize_linear_u8, opc_quantize_linear_u8");
+  const float scale = 0.0368929915f;
+  const int zero = 11;
+  struct opc_kargs k;
+  memset(&k, 0, sizeof k);
+  k.n = n, k.rank = 2, k.dims[0] = C, k.dims[1] = P;
+  k.xstride[0][0] = 1, k.xstride[0][1] = C; /* x channels-last */
+  k.ystride[0] = P, k.ystride[1] = 1;      /* y in ONNX's order */
+  k.x[0] = dx, k.x_extent[0] = n, k.y = df, k.y_extent = 4 * n;
+  k.f[2] = scale, k.i[0] = 2, k.i[1] = zero;
+  void *params[] = {&k};
+  unsigned grid = (unsigned)((n + 255) / 256);
+  expect(cuLaunchKernel(dequantize, grid, 1, 1, 256, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS,
+         "opc_dequantize_linear_u8 launch");
+  k.xstride[0][0] = P, k.xstride[0][1] = 1; /* and back: floats in ONNX's order */
+  k.ystride[0] = 1, k.ystride[1] = C;       /* to bytes channels-last */
+  k.x[0] = df, k.x_extent[0] = 4 * n, k.y = dq, k.y_extent = n;
+  k.f[0] = 0, k.f[1] = 255;
+  expect(cuLaunchKernel(quantize, grid, 1, 1, 256, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS,
+         "opc_quantize_linear_u8 launch");
+  cudaMemcpy(f, df, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost);
+  cudaMemcpy(back, dq, (size_t)n, cudaMemcpyDeviceToHost);
+  for (long long c = 0; c < C; c++)
+    for (long long p = 0; p < P; p++) {
+      int v = x[p * C + c];
+      float want = (float)(v - zero) * scale;
+      if (f[c * P + p] != want || back[p * C + c] != v) {
+        fail("transposed DequantizeLinear/QuantizeLinear: channel %lld pixel %lld: %g and %d, "
+             "expected %g and %d", c, p, f[c * P + p], back[p * C + c], want, v);
+        c = C;
+        break;
+      }
+    }
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the quantization kernels' module");
+  cudaFree(dx), cudaFree(df), cudaFree(dq);
+  free(x), free(back), free(f);
+}
+
 int main(void) {
   test_nvrtc();
   test_launch();
@@ -653,5 +713,6 @@ int main(void) {
   test_depthwise();
   test_quantized_add();
   test_concat_blocks();
+  test_quantize_transposed();
   return finish("test_kernels");
 }

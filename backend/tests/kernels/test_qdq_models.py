@@ -21,8 +21,8 @@ starts at 0) and writes DQ(int32 bias) with scale x_scale * w_scale.
 
 fuse-qdq must make the Convs QLinearConv and the MatMul QLinearMatMul:
 `opc --stats` must show no Conv or MatMul left, the residual Add become
-QuantizedAdd, and `--report` must list the MaxPool and Flatten as left
-float between Q/DQ.
+QuantizedAdd, and `--report` must list the MaxPool as left float between
+Q/DQ (the Flatten runs on the bytes: T_MOVES_VALUES).
 
 ONNX Runtime runs twice: with its default optimisations (it fuses the
 same patterns into QLinearConv, QLinearMatMul and QLinearAdd) and with
@@ -53,7 +53,9 @@ VNNI it sums uint8 x int8 products in int16-saturated pairs (see
 test_integer.py).
 
 A SqueezeNet fire module (check_fire_module) must run its Concat on the
-bytes, one input requantized, and match ONNX Runtime exactly.
+bytes, one input requantized, and a ShuffleNetV2 unit (check_shuffle_unit)
+its Split, Concat, Reshapes and Transpose; both must match ONNX Runtime
+exactly.
 
 Negative controls: the same `--stats` check on an -O0 compile (no fusion)
 must find the float Conv; and the first QLinearConv recomputed in numpy
@@ -81,7 +83,7 @@ rng = np.random.default_rng(5151)
 # The quantized tensors compared, and the float output.
 CHECKED = ["x_QuantizeLinear_Output", "r1_QuantizeLinear_Output", "c2_QuantizeLinear_Output",
            "s_QuantizeLinear_Output", "f_QuantizeLinear_Output", "y_QuantizeLinear_Output"]
-FLOAT_LEFT = ["pool", "flatten"]
+FLOAT_LEFT = ["pool"]
 
 
 def weight(shape, fan_in):
@@ -534,6 +536,81 @@ def check_fire_module(opc, work, verdict):
                     "control: ORT without requantizing the input of another scale differs")
 
 
+def shuffle_unit(work):
+    """A ShuffleNetV2 unit after a stem, quantized like the CNN: the stem
+    conv 3->8 + Relu, a Split into two halves, the second through 1x1 +
+    Relu, a depthwise 3x3 and 1x1 + Relu, the Concat of the first half and
+    that branch, the channel shuffle (Reshape to 2 groups, Transpose,
+    Reshape back), a 1x1 conv, GlobalAveragePool, Flatten."""
+    consts = {"w0": weight((8, 3, 3, 3), 27), "b0": rng.normal(0, 0.1, 8).astype(np.float32),
+              "w1": weight((4, 4, 1, 1), 4), "b1": rng.normal(0, 0.1, 4).astype(np.float32),
+              "wd": weight((4, 1, 3, 3), 9), "bd": rng.normal(0, 0.1, 4).astype(np.float32),
+              "w2": weight((4, 4, 1, 1), 4), "b2": rng.normal(0, 0.1, 4).astype(np.float32),
+              "wo": weight((8, 8, 1, 1), 8), "bo": rng.normal(0, 0.1, 8).astype(np.float32),
+              "groups": np.array([1, 2, 4, 8, 8], np.int64),
+              "flat": np.array([1, 8, 8, 8], np.int64)}
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1], name="stem"),
+             node("Relu", ["c0"], ["r0"], name="stem_relu"),
+             node("Split", ["r0"], ["half0", "half1"], axis=1, name="split"),
+             node("Conv", ["half1", "w1", "b1"], ["c1"], name="pw1"),
+             node("Relu", ["c1"], ["r1"], name="pw1_relu"),
+             node("Conv", ["r1", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], group=4, name="dw"),
+             node("Conv", ["cd", "w2", "b2"], ["c2"], name="pw2"),
+             node("Relu", ["c2"], ["r2"], name="pw2_relu"),
+             node("Concat", ["half0", "r2"], ["cat"], axis=1, name="cat"),
+             node("Reshape", ["cat", "groups"], ["grouped"], name="reshape1"),
+             node("Transpose", ["grouped"], ["shuffled"], perm=[0, 2, 1, 3, 4], name="transpose"),
+             node("Reshape", ["shuffled", "flat"], ["mixed"], name="reshape2"),
+             node("Conv", ["mixed", "wo", "bo"], ["o"], name="out_conv"),
+             node("GlobalAveragePool", ["o"], ["g"], name="gap"),
+             node("Flatten", ["g"], ["y"], name="flatten")]
+    src, dst = os.path.join(work, "shuffle.onnx"), os.path.join(work, "shuffle_qdq.onnx")
+    onnx.save(model_of(nodes, consts, [1, 3, 8, 8], [1, 8]), src)
+    quantize_static(src, dst, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    return onnx.load(dst)
+
+
+def check_shuffle_unit(opc, work, verdict):
+    """fuse-qdq runs the unit's Split, Concat, Reshapes and Transpose on
+    the bytes (T_MOVES_VALUES): --report lists none of them as float; y
+    must match ONNX Runtime exactly, optimised and as written. Control:
+    ONNX Runtime with the shuffle's Transpose made the identity must
+    differ from opc's y."""
+    m = shuffle_unit(work)
+    rc, after, text = opc_stats(opc, os.path.join(work, "shuffle_qdq.onnx"))
+    floats = [n for n in ("split", "cat", "reshape1", "transpose", "reshape2")
+              if f"node '{n}'" in text]
+    verdict(rc == 0 and not floats and not after.get("Conv"),
+            f"shuffle unit: the Split, Concat, Reshapes and Transpose run on the bytes (float: "
+            f"{floats})" + ("" if rc == 0 else f": {text[-300:]}"))
+    d = os.path.join(work, "shuffle")
+    exes, why = compile_targets(opc, m, d)
+    if exes is None:
+        verdict(False, f"shuffle unit compile: {why}")
+        return
+    unshuffled = onnx.ModelProto.FromString(m.SerializeToString())
+    for n in unshuffled.graph.node:
+        if n.op_type == "Transpose":
+            n.attribute[0].ints[:] = [0, 1, 2, 3, 4]
+    for k, x in enumerate(images(3)):
+        got = run_targets(exes, m, {"x": x}, d)
+        if isinstance(got, str):
+            verdict(False, f"shuffle unit input {k}: {got}")
+            continue
+        for optimise in (True, False):
+            want = reference(m, {"x": x}, optimise)
+            why = compare_exact(got["y"], want["y"])
+            verdict(why is None, f"shuffle unit input {k} y exact, ORT "
+                    f"{'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
+        if k == 0:
+            verdict(np.ptp(want["y"]) > 0, "shuffle unit: the reference output varies")
+            verdict(compare_exact(got["y"], reference(unshuffled, {"x": x}, False)["y"]) is not None,
+                    "control: ORT without the shuffle's Transpose differs")
+
+
 def main():
     opc, work = sys.argv[1:3]
     failures = 0
@@ -548,7 +625,7 @@ def main():
     onnx.save(m, path)
     rc, after, text = opc_stats(opc, path)
     why = fusion_failures(after, text) if rc == 0 else [f"opc exited with {rc}: {text[-300:]}"]
-    verdict(not why, "fused: no float Conv, MatMul or Add left; MaxPool, Flatten reported"
+    verdict(not why, "fused: no float Conv, MatMul or Add left; MaxPool reported"
             + (": " + "; ".join(why) if why else ""))
     rc, after0, text0 = opc_stats(opc, path, ["-O0"])
     verdict(rc == 0 and fusion_failures(after0, text0),
@@ -585,6 +662,7 @@ def main():
     check_gemm_mlp(opc, work, verdict)
     check_quantized_add(opc, work, verdict)
     check_fire_module(opc, work, verdict)
+    check_shuffle_unit(opc, work, verdict)
     print(f"{failures} failures")
     return 1 if failures else 0
 
