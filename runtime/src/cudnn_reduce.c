@@ -934,8 +934,67 @@ OPC_VECTOR_CLONES static void reduce_part(void *ctx, int part, int nparts) {
   }
 }
 
+/* Channels a lanes item of a sum whose outputs lie side by side in A. */
+enum { LANES = 64 };
+
+/* Whether r sums (or averages) over dims apart from outputs that sit next
+   to each other in A, the last kept dim of stride 1 (a channels-last
+   GlobalAveragePool, where each output otherwise walks every pixel at a
+   stride): then a run of outputs is summed a pixel at a time. */
+static bool sums_lanes(const ReduceOp *r) {
+  if ((r->kind != CUDNN_REDUCE_TENSOR_ADD && r->kind != CUDNN_REDUCE_TENSOR_AVG) ||
+      r->want_indices || r->krank < 1 || r->kas[r->krank - 1] != 1)
+    return false;
+  for (int d = 0; d < r->rrank; d++)
+    if (r->ras[d] < r->kdims[r->krank - 1])
+      return false;
+  return true;
+}
+
+/* Item i of sums_lanes: the outputs [c0, c0 + LANES) of the last kept dim
+   at the i / blocks-th place of the others. Each output's sum is taken in
+   double in the order of reduce_one's strided walk, so the values are the
+   same bits. */
+OPC_VECTOR_CLONES static void lanes_part(void *ctx, int part, int nparts) {
+  const ReduceOp *r = ctx;
+  int last = r->krank - 1;
+  long long width = r->kdims[last], blocks = (width + LANES - 1) / LANES;
+  long long items = r->outputs / width * blocks;
+  long long lo = items * part / nparts, hi = items * (part + 1) / nparts;
+  long long idx[MAX_DIMS], at[MAX_DIMS];
+  for (long long i = lo; i < hi; i++) {
+    long long c0 = i % blocks * LANES, n = width - c0 < LANES ? width - c0 : LANES;
+    unravel(i / blocks, last, r->kdims, idx);
+    const float *a = r->xy.x + dot(last, idx, r->kas) + c0;
+    float *c = r->xy.y + dot(last, idx, r->kcs) + c0 * r->kcs[last];
+    double acc[LANES] = {0};
+    for (int d = 0; d < r->rrank; d++)
+      at[d] = 0;
+    for (long long t = 0; t < r->reduced; t++) {
+      const float *row = a + dot(r->rrank, at, r->ras);
+      for (long long j = 0; j < n; j++)
+        acc[j] += row[j];
+      for (int d = r->rrank - 1; d >= 0; d--) {
+        if (++at[d] < r->rdims[d])
+          break;
+        at[d] = 0;
+      }
+    }
+    for (long long j = 0; j < n; j++) {
+      double v = r->kind == CUDNN_REDUCE_TENSOR_AVG ? acc[j] / (double)r->reduced : acc[j];
+      blend(&r->xy, c + j * r->kcs[last], (float)v);
+    }
+  }
+}
+
 static void run_reduce(Op *op) {
   ReduceOp *r = (ReduceOp *)op;
+  if (sums_lanes(r)) {
+    long long width = r->kdims[r->krank - 1];
+    long long items = r->outputs / width * ((width + LANES - 1) / LANES);
+    run_items(lanes_part, r, items, r->outputs * r->reduced, 1 << 15);
+    return;
+  }
   run_items(reduce_part, r, r->outputs, r->outputs * r->reduced, 1 << 15);
 }
 

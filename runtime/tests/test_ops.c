@@ -362,6 +362,52 @@ static void test_reduce(cudnnReduceTensorOp_t op, const int *cdims, bool indices
   cudnnDestroyReduceTensorDescriptor(rd);
 }
 
+/* A channels-last GlobalAveragePool (channels-last int8 models' squeezes
+ * and heads): each channel's mean, summed in double pixel by pixel, must
+ * be the same bits as that sum rounded to float; 70 channels, so that the
+ * runtime's runs of 64 leave a short one. With beta, C's old values
+ * blend in. */
+static void test_reduce_channels_last(float beta) {
+  enum { N = 2, C = 70, H = 5, W = 6 };
+  int ad[4] = {N, C, H, W}, as[4] = {H * W * C, 1, W * C, C}, cd[4] = {N, C, 1, 1};
+  long long n = (long long)N * C * H * W;
+  float *a = rnd_array(n), *old = rnd_array(N * C), *want = malloc(sizeof(float) * N * C);
+  for (int i = 0; i < N; i++)
+    for (int c = 0; c < C; c++) {
+      double sum = 0;
+      for (int p = 0; p < H * W; p++)
+        sum += a[(long long)i * as[0] + p * C + c];
+      float v = (float)(sum / (H * W));
+      want[i * C + c] = beta != 0 ? v + beta * old[i * C + c] : v;
+    }
+  cudnnReduceTensorDescriptor_t rd;
+  cudnnCreateReduceTensorDescriptor(&rd);
+  cudnnSetReduceTensorDescriptor(rd, CUDNN_REDUCE_TENSOR_AVG, CUDNN_DATA_FLOAT,
+                                 CUDNN_NOT_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                 CUDNN_32BIT_INDICES);
+  cudnnTensorDescriptor_t atd = tensor(4, ad, as), ctd = tensor(4, cd, NULL);
+  size_t ws = 0;
+  cudnnGetReductionWorkspaceSize(dnn, rd, atd, ctd, &ws);
+  float *da = upload(a, n), *dc = upload(old, N * C), one = 1;
+  void *dws = NULL;
+  cudaMalloc(&dws, ws);
+  expect(cudnnReduceTensor(dnn, rd, NULL, 0, dws, ws, &one, atd, da, &beta, ctd, dc) ==
+             CUDNN_STATUS_SUCCESS,
+         "cudnnReduceTensor of channels-last A");
+  float *got = download(dc, N * C);
+  for (int o = 0; o < N * C; o++)
+    if (got[o] != want[o]) {
+      fail("channels-last mean (beta %g): image %d channel %d is %.9g, expected %.9g", beta,
+           o / C, o % C, got[o], want[o]);
+      break;
+    }
+  cudaFree(dws), cudaFree(da), cudaFree(dc);
+  free(a), free(old), free(want), free(got);
+  cudnnDestroyTensorDescriptor(atd);
+  cudnnDestroyTensorDescriptor(ctd);
+  cudnnDestroyReduceTensorDescriptor(rd);
+}
+
 /* ---- LRN, from the ONNX operator's definition ---- */
 
 static void test_lrn(int size, float alpha, float beta, float bias) {
@@ -637,6 +683,8 @@ int main(void) {
   for (int op = CUDNN_REDUCE_TENSOR_ADD; op <= CUDNN_REDUCE_TENSOR_NORM2; op++)
     for (int s = 0; s < 6; s++)
       test_reduce(op, cshapes[s], op == CUDNN_REDUCE_TENSOR_MAX || op == CUDNN_REDUCE_TENSOR_MIN);
+  test_reduce_channels_last(0);
+  test_reduce_channels_last(-0.75f);
   test_lrn(5, 1e-4f * 500, 0.75f, 2.0f);
   test_lrn(4, 0.3f, 0.5f, 1.0f);
   test_lrn(1, 0.1f, 1.0f, 1.0f);
