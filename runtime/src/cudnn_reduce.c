@@ -491,7 +491,8 @@ static bool pool_channels_last(const PoolOp *p) {
  * a time: the window's pixels fold into acc along the channels, which
  * vectorises. The same folds, in the same order (depth, height, width),
  * as pool_row's of each channel. */
-static void pool_pixels(const PoolOp *p, long long lo, long long hi, float *acc) {
+OPC_VECTOR_CLONES static void pool_pixels(const PoolOp *p, long long lo, long long hi,
+                                          float *acc) {
   int C = p->channels, OW = p->out[2];
   bool is_max = pool_is_max(p);
   float whole = (float)(p->win[0] * p->win[1] * p->win[2]);
