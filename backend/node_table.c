@@ -367,10 +367,11 @@ void emit_profile(Emitter *e) {
   emit(e, "const char *precision;");
   emit(e, "int tf32;");
   emit(e, "double predicted_us;");
+  emit(e, "int cpu_program; /* --target cpu's program, not the GPU's */");
   const char *precision = e->opt->precision ? e->opt->precision : e->opt->tf32 ? "tf32" : "fp32";
-  emit_close(e, "} schedule_info = {\"%s\", \"%s\", \"%s\", %d, %.4f};",
+  emit_close(e, "} schedule_info = {\"%s\", \"%s\", \"%s\", %d, %.4f, %d};",
               emit_c_string(e, g->path ? g->path : ""), g->sched.scheduler, precision,
-              e->opt->tf32 ? 1 : 0, g->sched.predicted_us);
+              e->opt->tf32 ? 1 : 0, g->sched.predicted_us, e->opt->target == TARGET_CPU);
   emit_blank(e);
   put_template(e->f, p, profile_template);
   emit_blank(e);

@@ -155,8 +155,8 @@ static void write_profile(const net_ctx *c, FILE *f, const double *unit_us, cons
   put_json_string(f, schedule_info.model);
   fputs(",\n  \"device\": ", f);
   put_json_string(f, prop.name);
-#ifdef OPC_CPU_RUNTIME
-  fputs(",\n  \"target\": \"cpu\"", f);
+#ifdef OPC_CPU_RUNTIME /* the GPU program on the CPU runtime is the stand-in */
+  fputs(schedule_info.cpu_program ? ",\n  \"target\": \"cpu\"" : ",\n  \"target\": \"stand-in\"", f);
 #else
   fputs(",\n  \"target\": \"cuda\"", f);
 #endif

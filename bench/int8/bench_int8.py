@@ -164,6 +164,16 @@ def write_report(path, results, a, env):
                          p["opc int8 kernels"], p["opc fp32"], p["ORT int8"], p["ORT fp32"],
                          p["opc int8"] / p["opc int8 stand-in"], p["opc int8"] / p["opc int8 nchw"],
                          p["opc int8"] / p["opc fp32"], p["opc int8"] / p["ORT int8"]))
+    if len(results) > 1:
+        def geomean(key):
+            return float(np.exp(np.mean([np.log(r["p50_ms"]["opc int8"] / r["p50_ms"][key])
+                                         for r in results])))
+        lines += ["", "Geometric mean over the %d models: opc int8 / ORT int8 %.2f (largest %.2f, "
+                  "%s), opc int8 / opc fp32 %.2f." % (
+                      len(results), geomean("ORT int8"),
+                      max(r["p50_ms"]["opc int8"] / r["p50_ms"]["ORT int8"] for r in results),
+                      max(results, key=lambda r: r["p50_ms"]["opc int8"] / r["p50_ms"]["ORT int8"])
+                      ["model"], geomean("opc fp32"))]
     lines += ["", "Outputs on photograph 0: opc int8 against the GPU program's, NCHW's and the "
               "kernels' (the same bits are due), and against ONNX Runtime int8 (optimisations "
               "off):", ""]

@@ -4,7 +4,9 @@
 usage: test_profile_loop.py OPC [--work DIR]
 
 1. `opc model.onnx --target cpu --emit-schedule a.json` builds the program;
-2. `./net --profile prof.json` measures every schedule unit and stage;
+2. `./net --profile prof.json` measures every schedule unit and stage, and
+   names its target: "cpu", and "stand-in" for the GPU program on the CPU
+   runtime;
 3. `opc --cost-db prof.json --emit-schedule b.json` schedules with those
    times: units found in the profile cost what was measured (the median of
    the entries sharing their key), the others what the analytic model says.
@@ -147,6 +149,17 @@ def main():
         fail("profile_contents", problem)
         return 1
     ok("profile_contents")
+    # The profile names the program it measured: the CPU program above, the
+    # GPU program on the CPU runtime (--target stand-in) here.
+    stand_in, stand_in_json = os.path.join(work, "net_stand_in"), os.path.join(work, "stand_in.json")
+    p = run([opc, model, "-o", stand_in, "--target", "stand-in"])
+    q = run([stand_in, "--profile", stand_in_json]) if p.returncode == 0 else p
+    targets = (prof.get("target"), json.load(open(stand_in_json)).get("target")
+               if q.returncode == 0 else q.stderr[-300:])
+    if targets != ("cpu", "stand-in"):
+        fail("profile_target", "targets %r, expected ('cpu', 'stand-in')" % (targets,))
+        return 1
+    ok("profile_target")
     by_key = {}
     for u in prof["units"]:
         by_key.setdefault(u["key"], []).append(u["us"])
