@@ -20,6 +20,7 @@ Usage: test_cli.py OPC GROUP
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -440,12 +441,17 @@ def compile_group(tmp):
     p = run(model, "-o", os.path.join(stand_in, "net"), "--target", "stand-in")
     check("--target stand-in builds", p.returncode == 0 and
           listing(stand_in) == ["net", "net.c", "net.h", "net.weights"], p)
-    sources = []
+    sources, flags = [], []
     for d in (exe_dir, stand_in):
         path = os.path.join(d, "net.c")
-        sources.append(open(path).read().replace(d, "DIR") if os.path.exists(path) else None)
-    check("... the GPU program, here the CPU program's C (but for its weights' path)",
-          sources[0] is not None and sources[0] == sources[1])
+        text = open(path).read().replace(d, "DIR") if os.path.exists(path) else ""
+        # schedule_info's last field: the CPU program's, which --profile names
+        flag = re.search(r"\} schedule_info = \{.*, ([01])\};", text)
+        flags.append(flag.group(1) if flag else None)
+        sources.append(text.replace(flag.group(0), "") if flag else None)
+    check("... the GPU program, here the CPU program's C (but for its weights' path and "
+          "the target its profile names)",
+          sources[0] is not None and sources[0] == sources[1] and flags == ["1", "0"])
     outputs = []
     for d, name in ((exe_dir, "cpu"), (stand_in, "stand-in")):
         y_npy, exe = os.path.join(stand_in, f"y-{name}.npy"), os.path.join(d, "net")
