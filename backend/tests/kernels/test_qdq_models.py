@@ -465,7 +465,13 @@ def fire_module(work):
                 helper.make_node("Conv", ["cat", "wo", "bo"], ["o"], name="out_conv"),
                 helper.make_node("GlobalAveragePool", ["o"], ["g"], name="gap"),
                 helper.make_node("Flatten", ["g"], ["y"], name="flatten")])
-    src, dst = os.path.join(work, "fire.onnx"), os.path.join(work, "fire_qdq.onnx")
+    return quantized_image_model(work, "fire", nodes, consts)
+
+
+def quantized_image_model(work, name, nodes, consts):
+    """The model of nodes from [1, 3, 8, 8] images to y [1, 8], quantized
+    like the CNN, saved as NAME_qdq.onnx in work."""
+    src, dst = os.path.join(work, name + ".onnx"), os.path.join(work, name + "_qdq.onnx")
     onnx.save(model_of(nodes, consts, [1, 3, 8, 8], [1, 8]), src)
     quantize_static(src, dst, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
                     reduce_range=True, activation_type=QuantType.QUInt8,
@@ -516,24 +522,32 @@ def check_fire_module(opc, work, verdict):
     swapped = onnx.ModelProto.FromString(m.SerializeToString())
     swapped_cat = next(n for n in swapped.graph.node if n.op_type == "Concat")
     swapped_cat.input[0], swapped_cat.input[1] = cat.input[1], cat.input[0]
+    controls = [("with the Concat's inputs swapped", [swapped]),
+                ("without requantizing the input of another scale",
+                 [without_requantizing(m, j) for j in (0, 1)])]
+    compare_with_ort(exes, m, d, "fire module", controls, verdict)
+
+
+def compare_with_ort(exes, m, d, what, controls, verdict):
+    """The programs' y on three images, exactly ONNX Runtime's (optimised
+    and as written); on the first, ONNX Runtime running the models of each
+    control, (how, [models]), must give another y for one of them at
+    least."""
     for k, x in enumerate(images(3)):
         got = run_targets(exes, m, {"x": x}, d)
         if isinstance(got, str):
-            verdict(False, f"fire module input {k}: {got}")
+            verdict(False, f"{what} input {k}: {got}")
             continue
         for optimise in (True, False):
             want = reference(m, {"x": x}, optimise)
             why = compare_exact(got["y"], want["y"])
-            verdict(why is None, f"fire module input {k} y exact, ORT "
+            verdict(why is None, f"{what} input {k} y exact, ORT "
                     f"{'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
         if k == 0:
-            verdict(np.ptp(want["y"]) > 0, "fire module: the reference output varies")
-            verdict(compare_exact(got["y"], reference(swapped, {"x": x}, False)["y"]) is not None,
-                    "control: ORT with the Concat's inputs swapped differs")
-            controls = [compare_exact(got["y"], reference(without_requantizing(m, j), {"x": x},
-                                                          False)["y"]) for j in (0, 1)]
-            verdict(any(c is not None for c in controls),
-                    "control: ORT without requantizing the input of another scale differs")
+            verdict(np.ptp(want["y"]) > 0, f"{what}: the reference output varies")
+            for how, models in controls:
+                verdict(any(compare_exact(got["y"], reference(c, {"x": x}, False)["y"]) is not None
+                            for c in models), f"control: ORT {how} differs")
 
 
 def shuffle_unit(work):
@@ -565,12 +579,7 @@ def shuffle_unit(work):
              node("Conv", ["mixed", "wo", "bo"], ["o"], name="out_conv"),
              node("GlobalAveragePool", ["o"], ["g"], name="gap"),
              node("Flatten", ["g"], ["y"], name="flatten")]
-    src, dst = os.path.join(work, "shuffle.onnx"), os.path.join(work, "shuffle_qdq.onnx")
-    onnx.save(model_of(nodes, consts, [1, 3, 8, 8], [1, 8]), src)
-    quantize_static(src, dst, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    reduce_range=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
-    return onnx.load(dst)
+    return quantized_image_model(work, "shuffle", nodes, consts)
 
 
 def check_shuffle_unit(opc, work, verdict):
@@ -595,20 +604,8 @@ def check_shuffle_unit(opc, work, verdict):
     for n in unshuffled.graph.node:
         if n.op_type == "Transpose":
             n.attribute[0].ints[:] = [0, 1, 2, 3, 4]
-    for k, x in enumerate(images(3)):
-        got = run_targets(exes, m, {"x": x}, d)
-        if isinstance(got, str):
-            verdict(False, f"shuffle unit input {k}: {got}")
-            continue
-        for optimise in (True, False):
-            want = reference(m, {"x": x}, optimise)
-            why = compare_exact(got["y"], want["y"])
-            verdict(why is None, f"shuffle unit input {k} y exact, ORT "
-                    f"{'optimised' if optimise else 'as written'}{': ' + why if why else ''}")
-        if k == 0:
-            verdict(np.ptp(want["y"]) > 0, "shuffle unit: the reference output varies")
-            verdict(compare_exact(got["y"], reference(unshuffled, {"x": x}, False)["y"]) is not None,
-                    "control: ORT without the shuffle's Transpose differs")
+    compare_with_ort(exes, m, d, "shuffle unit",
+                     [("without the shuffle's Transpose", [unshuffled])], verdict)
 
 
 def main():
