@@ -175,7 +175,9 @@ def write_report(path, results, a, env):
                       max(results, key=lambda r: r["p50_ms"]["opc int8"] / r["p50_ms"]["ORT int8"])
                       ["model"], geomean("opc fp32"))]
     lines += ["", "Outputs on photograph 0: opc int8 against the GPU program's, NCHW's and the "
-              "kernels' (the same bits are due), and against ONNX Runtime int8 (optimisations "
+              "kernels' (the same bits are due, but where a float AveragePool sits between a DQ and a "
+              "Q: its window's sum is added in another order in each layout, DenseNet's "
+              "transitions), and against ONNX Runtime int8 (optimisations "
               "off):", ""]
     for r in results:
         lines.append("- %s: %d of %d differ from the GPU program's, %d from NCHW's, %d from the "
