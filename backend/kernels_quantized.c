@@ -688,18 +688,14 @@ static int64_t packed_add(const Tensor *x) { return x->dtype == DT_INT8 ? 128 : 
 /* Whether the CPU program packs this node's filter: a node the GPU program
    would run on the GEMM with x and y channels-last (lt_setup_conv's tests),
    whose zero points and bias are constants, and whose packed filter
-   indexes within int32. x in ONNX's order (the stem's few channels) keeps
-   the GEMM although the kernel reads it too (its f[3]): ResNet-50's 7x7
-   stem took 1.5 to 2 times as long packed as on the GEMM (2.4 against
-   1.2 ms at 94532be, 2.8 against 1.9 at 5568377; 2 threads, AVX-512
-   VNNI). */
+   indexes within int32. x may be in ONNX's order (the stem's few
+   channels), its filter then packed in the order of x's rows (taps=1). */
 static bool packed_conv_applies(Emitter *e, const Node *n) {
   const Tensor *x = n->in[0], *w = n->in[3], *zx = n->in[2], *zy = n->in[7];
   const Tensor *bias = node_input(n, 8);
   if (e->opt->target != TARGET_CPU || !e->opt->cpu_vnni || !lt_allowed(e, n, x, zx, true) ||
       n->win.group != 1 ||
-      !row_major(w) || !conv_is_nhwc(n, x) || !tensor_is_channels_last(x) ||
-      !qlinear_conv_takes_int8_gemm(n))
+      !row_major(w) || !conv_is_nhwc(n, x) || !qlinear_conv_takes_int8_gemm(n))
     return false;
   if (!zx->i64 || !zy->i64 || tensor_numel(zy) != 1 || (bias && !bias->i64))
     return false;
@@ -720,7 +716,7 @@ static bool packed_setup(Emitter *e, const Node *n, QLinearScratch *s) {
   const Tensor *x = n->in[0], *w = n->in[3], *bias = node_input(n, 8);
   if (!packed_conv_applies(e, n))
     return false;
-  int64_t m = w->dims[0], taps = w->dims[2] * w->dims[3];
+  int64_t m = w->dims[0], taps = tensor_is_channels_last(x) ? w->dims[2] * w->dims[3] : 1;
   LtPlan p = {.k = tensor_numel(w) / m};
   p.k4 = round4(p.k);
   if (!weight_values(e, &p, w, n->in[5], m, round16(m), p.k, 1, taps, packed_index))
@@ -772,7 +768,7 @@ static void packed_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   qlinear_bounds(n, &L.f[0], &L.f[1]);
   group_f(&L, 0, 2, "saturated to");
   L.f[2] = (float)n->in[7]->i64[0];
-  L.f[3] = 0; /* x is channels-last, not in ONNX's order */
+  L.f[3] = !tensor_is_channels_last(x);
   group_f(&L, 2, 2, "y's zero point, x in ONNX's order (0: channels-last)");
   emit_launch(e, n, &L);
 }

@@ -60,50 +60,103 @@ static Conv conv_of(const struct opc_kargs *a, int x_signed) {
   return v;
 }
 
-/* Channels [from, to) of one tap of pixel (img, hh, ww) into `out`, as v
-   values: x ^ flip, or the padding's value outside x. */
-static inline __attribute__((always_inline)) void gather_tap(const Conv *v, long long img,
-                                                             long long hh, long long ww,
-                                                             long long from, long long to,
-                                                             unsigned char *out) {
-  long long run = to - from;
-  if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w) {
-    for (long long j = 0; j < run; j++)
-      out[j] = v->padded;
-  } else if (v->planar) {
-    long long plane = v->h * v->w;
-    const unsigned char *at = v->x + (img * v->c + from) * plane + hh * v->w + ww;
-    for (long long j = 0; j < run; j++)
-      out[j] = at[j * plane] ^ v->flip;
-  } else {
-    const unsigned char *at = v->x + ((img * v->h + hh) * v->w + ww) * v->c + from;
-    if (!v->flip)
-      memcpy(out, at, (size_t)run);
-    else
-      for (long long j = 0; j < run; j++)
-        out[j] = at[j] ^ 0x80;
+/* n bytes from `at` to `out`, each XORed with flip: 64 at a time, the
+   rest masked (a masked load reads nothing past its bytes). */
+static inline __attribute__((always_inline)) VNNI void copy_flipped(unsigned char *out,
+                                                                    const unsigned char *at,
+                                                                    long long n,
+                                                                    unsigned char flip) {
+  __m512i f = _mm512_set1_epi8((char)flip);
+  long long j = 0;
+  for (; j + 64 <= n; j += 64)
+    _mm512_storeu_si512(out + j, _mm512_xor_si512(_mm512_loadu_si512(at + j), f));
+  if (j < n) {
+    __mmask64 keep = ((__mmask64)1 << (n - j)) - 1;
+    _mm512_mask_storeu_epi8(out + j, keep,
+                            _mm512_xor_si512(_mm512_maskz_loadu_epi8(keep, at + j), f));
   }
 }
 
-/* Bytes [k0, k1) of pixel p's row: each tap's C channels in turn (taps
-   walked in order, with no division per tap: the stem's taps hold 3
-   channels each); zeros past K. */
-static void gather_row(const Conv *v, long long p, long long k0, long long k1,
-                       unsigned char *row) {
+/* Bytes [k0, k1) of pixel p's row of channels-last x: each tap's C
+   channels in turn, zeros past K. With dilation 1 along W the taps of a
+   filter row that lie inside x are x's consecutive bytes, copied at once
+   (the stem's taps hold 3 or 4 channels each); a tap outside x is the
+   padding's value. */
+static VNNI void gather_row_channels_last(const Conv *v, long long p, long long k0, long long k1,
+                                          unsigned char *row) {
   long long img = p / v->frame, hw = p % v->frame;
   long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
   long long end = k1 < v->k ? k1 : v->k;
-  long long tap = k0 / v->c, r = tap / v->kw, q = tap % v->kw;
-  for (long long k = k0; k < end; tap++) {
-    long long next = (tap + 1) * v->c < end ? (tap + 1) * v->c : end;
-    gather_tap(v, img, h0 + r * v->dh, w0 + q * v->dw, k - tap * v->c, next - tap * v->c,
-               row + (k - k0));
+  long long tap = k0 / v->c;
+  for (long long k = k0; k < end; tap = k / v->c) {
+    long long r = tap / v->kw, q = tap % v->kw, hh = h0 + r * v->dh, ww = w0 + q * v->dw;
+    bool row_inside = hh >= 0 && hh < v->h;
+    /* the taps copied at once: to the filter row's end, or this one */
+    long long taps = v->dw == 1 && ww >= 0 && w0 + v->kw <= v->w ? v->kw - q : 1;
+    long long next = (tap + taps) * v->c < end ? (tap + taps) * v->c : end;
+    if (row_inside && ww >= 0 && ww < v->w)
+      copy_flipped(row + (k - k0), v->x + ((img * v->h + hh) * v->w + ww) * v->c + (k - tap * v->c),
+                   next - k, v->flip);
+    else
+      memset(row + (k - k0), v->padded, (size_t)(next - k));
     k = next;
-    if (++q == v->kw)
-      q = 0, r++;
   }
   if (end < k1)
     memset(row + (end - k0), 0, (size_t)(k1 - end));
+}
+
+/* The same of x in ONNX's order [N, C, H, W], whose row runs over the
+   channels, each over its filter rows, each over a filter row's taps (the
+   packed filter's order for such x): a filter row's taps inside x are
+   consecutive bytes of x's row when dilation along W is 1. One filter row
+   of one channel is a segment. */
+static VNNI void gather_row_planar(const Conv *v, long long p, long long k0, long long k1,
+                                   unsigned char *row) {
+  long long img = p / v->frame, hw = p % v->frame;
+  long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
+  long long end = k1 < v->k ? k1 : v->k, plane = v->h * v->w;
+  bool whole = v->dw == 1 && w0 >= 0 && w0 + v->kw <= v->w; /* a segment inside x along W */
+  if (whole && k0 == 0 && end == v->k && h0 >= 0 && h0 + (v->kh - 1) * v->dh < v->h &&
+      v->kw <= 64) { /* the window inside x: each segment one masked copy */
+    __mmask64 keep = v->kw == 64 ? ~(__mmask64)0 : ((__mmask64)1 << v->kw) - 1;
+    __m512i f = _mm512_set1_epi8((char)v->flip);
+    const unsigned char *at = v->x + img * v->c * plane + h0 * v->w + w0;
+    unsigned char *out = row;
+    for (long long c = 0; c < v->c; c++, at += plane)
+      for (long long r = 0; r < v->kh; r++, out += v->kw) {
+        __m512i bytes = _mm512_maskz_loadu_epi8(keep, at + r * v->dh * v->w);
+        _mm512_mask_storeu_epi8(out, keep, _mm512_xor_si512(bytes, f));
+      }
+    if (end < k1)
+      memset(row + end, 0, (size_t)(k1 - end));
+    return;
+  }
+  long long seg = k0 / v->kw, r = seg % v->kh;
+  const unsigned char *channel = v->x + (img * v->c + seg / v->kh) * plane;
+  for (long long k = seg * v->kw; k < end; k += v->kw) {
+    long long hh = h0 + r * v->dh;
+    long long q0 = k < k0 ? k0 - k : 0, q1 = k + v->kw < end ? v->kw : end - k;
+    unsigned char *out = row + (k + q0 - k0);
+    if (hh < 0 || hh >= v->h) {
+      memset(out, v->padded, (size_t)(q1 - q0));
+    } else if (whole) {
+      copy_flipped(out, channel + hh * v->w + w0 + q0, q1 - q0, v->flip);
+    } else {
+      for (long long q = q0; q < q1; q++) {
+        long long ww = w0 + q * v->dw;
+        out[q - q0] = ww >= 0 && ww < v->w ? channel[hh * v->w + ww] ^ v->flip : v->padded;
+      }
+    }
+    if (++r == v->kh)
+      r = 0, channel += plane;
+  }
+  if (end < k1)
+    memset(row + (end - k0), 0, (size_t)(k1 - end));
+}
+
+static VNNI void gather_row(const Conv *v, long long p, long long k0, long long k1,
+                            unsigned char *row) {
+  (v->planar ? gather_row_planar : gather_row_channels_last)(v, p, k0, k1, row);
 }
 
 /* acc + the four products of x's uint8 and w's int8 bytes in each lane.

@@ -340,8 +340,10 @@ static void test_qconv_case(CUmodule mod, const QConvCase *q) {
   int *corr = calloc(m16, sizeof(int));
   for (int m = 0; m < q->m; m++) {
     unsigned colsum = 0;
-    for (long long k = 0; k < kk; k++) {
-      packed[((m / 16 * (k4 / 4) + k / 4) * 16 + m % 16) * 4 + k % 4] = (signed char)w[m * kk + k];
+    for (long long k = 0; k < kk; k++) { /* w's k: tap (r K + t) C + c */
+      long long tap = k / q->c, c = k % q->c;
+      long long at = q->planar ? c * q->k * q->k + tap : k; /* x [N, C, H, W]: (c K + r) K + t */
+      packed[((m / 16 * (k4 / 4) + at / 4) * 16 + m % 16) * 4 + at % 4] = (signed char)w[m * kk + k];
       colsum += (unsigned)w[m * kk + k];
     }
     corr[m] = (int)((unsigned)bias[m] - (unsigned)(za + (q->x_signed ? 128 : 0)) * colsum);
@@ -402,6 +404,9 @@ static void test_qconv(void) {
       {1, 5, 7, 7, 17, 5, 3, 1, 2, true, false},       /* K 125, not a multiple of 4 */
       {2, 3, 23, 21, 32, 7, 2, 1, 3, false, true},     /* a stem: x [N, C, H, W] */
       {1, 8, 9, 9, 20, 1, 1, 1, 0, true, true},        /* 1x1 of x [N, C, H, W] */
+      {1, 3, 30, 30, 64, 3, 2, 1, 1, true, true},      /* MobileNet's stem, int8 x */
+      {1, 3, 9, 40, 16, 3, 1, 2, 2, false, true},      /* dilated along W: tap by tap */
+      {1, 700, 6, 5, 20, 3, 1, 1, 1, false, true},     /* K 6300 [N, C, H, W]: chunks cut rows */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     test_qconv_case(mod, &cases[i]);
