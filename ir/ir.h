@@ -690,6 +690,11 @@ enum {
      with it, Q(op(DQ(a), DQ(b))) = op(Q(DQ(a)), Q(DQ(b))), so fuse-qdq
      runs it on the quantized bytes. */
   T_MOVES_VALUES = 1u << 28,
+  /* Its output's elements are some of its data input's, chosen by their
+     order (MaxPool's maxima): a non-decreasing map commutes with it, and
+     Q(DQ(x)) is one where both scales are positive, so fuse-qdq runs it
+     on the quantized bytes as it does T_MOVES_VALUES kinds. */
+  T_SELECTS_VALUES = 1u << 29,
 };
 
 /* Description of one operator kind: a row of ops.def. */

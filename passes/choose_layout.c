@@ -98,11 +98,12 @@ static bool is_pool(const OpInfo *info) {
    in the int8 form, an int8_conv, or a float32 node of such a kind other
    than a float convolution (cuDNN pools and normalises either order, so
    a pool or DenseNet's BatchNormalization between quantized convolutions
-   keeps theirs), or a join of their bytes (T_MOVES_VALUES). */
+   keeps theirs), or a join or a max of their bytes (T_MOVES_VALUES,
+   T_SELECTS_VALUES). */
 static bool same_layout_op(const Layouts *l, const Node *n) {
   const OpInfo *info = op_info(n->op);
   const Tensor *y = n->out[0];
-  bool moves = info->traits & T_MOVES_VALUES;
+  bool moves = info->traits & (T_MOVES_VALUES | T_SELECTS_VALUES);
   if (l->int8 && ((n->id < l->nnodes && l->int8_conv[n->id]) ||
                   (info->params == PARAMS_WINDOW && !is_pool(info))))
     return n->id < l->nnodes && l->int8_conv[n->id];

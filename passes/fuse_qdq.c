@@ -25,10 +25,13 @@
  * bytes.
  *
  * A kind that only places values (T_MOVES_VALUES: Concat, Split, Slice,
- * Transpose, the reshapes) runs on the bytes (try_fuse_moves): Q(Concat(DQ(a), DQ(b))) is Concat(Q(DQ(a)),
- * Q(DQ(b))), and Q(DQ(a)) is a itself where a has Q's scale and zero
- * point. SqueezeNet's and Inception's joins, and ShuffleNet's channel
- * shuffles and splits, took a DQ and a Q over float data around each.
+ * Transpose, the reshapes) runs on the bytes (try_fuse_moves):
+ * Q(Concat(DQ(a), DQ(b))) is Concat(Q(DQ(a)), Q(DQ(b))), and Q(DQ(a)) is
+ * a itself where a has Q's scale and zero point. SqueezeNet's and
+ * Inception's joins, and ShuffleNet's channel shuffles and splits, took a
+ * DQ and a Q over float data around each. So does a kind that selects
+ * values by order (T_SELECTS_VALUES: MaxPool), whose max commutes with
+ * the non-decreasing Q(DQ(x)) of positive scales.
  *
  * The DequantizeLinear nodes stay for any other reader (eliminate-dead
  * drops those left unread). A pattern that cannot fuse stays as float
@@ -365,18 +368,24 @@ static int64_t zero_value(const Tensor *z) {
   return z ? z->i64[0] : 0;
 }
 
+/* Whether two per-tensor quantizations, (type, scale, zero point) each,
+   are one. */
+static bool alike(DType ta, const Tensor *sa, const Tensor *za, DType tb, const Tensor *sb,
+                  const Tensor *zb) {
+  return ta == tb && sa->f32[0] == sb->f32[0] && zero_value(za) == zero_value(zb);
+}
+
 /* Whether the DequantizeLinear d and the QuantizeLinear q use one scale,
    zero point and type: then Q(DQ(x)) is x, as (x - z) s / s rounds back to
    x - z for any |x - z| < 2^24. */
 static bool same_quantization(const Dequant *d, const Node *q) {
-  return d->q->dtype == q->out[0]->dtype && d->scale->f32[0] == q->in[1]->f32[0] &&
-         zero_value(d->zero) == zero_value(node_input(q, 2));
+  return alike(d->q->dtype, d->scale, d->zero, q->out[0]->dtype, q->in[1], node_input(q, 2));
 }
 
 /* Whether two QuantizeLinears (per tensor) quantize alike. */
 static bool same_quantizers(const Node *a, const Node *b) {
-  return a->out[0]->dtype == b->out[0]->dtype && a->in[1]->f32[0] == b->in[1]->f32[0] &&
-         zero_value(node_input(a, 2)) == zero_value(node_input(b, 2));
+  return alike(a->out[0]->dtype, a->in[1], node_input(a, 2), b->out[0]->dtype, b->in[1],
+               node_input(b, 2));
 }
 
 /* x quantized as q does: x's bytes when they already are, else a new
@@ -387,8 +396,8 @@ static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Ten
     return d->q;
   Node *r = graph_add_node(g, OP_QUANTIZE_LINEAR,
                            arena_printf(g->arena, "%s_requantize_%d", n->name, k), q->nin, 1);
-  for (int k = 0; k < q->nin; k++)
-    r->in[k] = q->in[k];
+  for (int j = 0; j < q->nin; j++)
+    r->in[j] = q->in[j];
   r->in[0] = dq;
   r->attrs = q->attrs;
   r->nattrs = q->nattrs;
@@ -403,8 +412,15 @@ static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Ten
    quantizing per tensor commutes with placing values, so the result is
    the same bytes. Parameter inputs (a Reshape's shape) stay; a kind of
    several outputs (Split) needs each read by a QuantizeLinear alone, all
-   quantizing alike. */
+   quantizing alike. A kind that selects by order (T_SELECTS_VALUES:
+   MaxPool) needs positive scales, so that Q(DQ(x)) does not decrease,
+   and its Indices unread: two values the requantization makes one byte
+   would tie. */
 static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
+  bool selects = op_info(n->op)->traits & T_SELECTS_VALUES;
+  int outputs = selects ? 1 : n->nout;
+  if (selects && n->nout > 1 && n->out[1] && (n->out[1]->nusers || n->out[1]->is_output))
+    return refuse(v, "its Indices are read");
   Dequant *d = arena_alloc(g->arena, sizeof(Dequant) * (size_t)n->nin);
   Node **q = arena_alloc(g->arena, sizeof(Node *) * (size_t)n->nout);
   for (int k = 0; k < n->nin; k++) {
@@ -416,8 +432,10 @@ static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
       return false;
     if (n->in[k]->bounded)
       return refuse(v, "an operand's size is decided at run time");
+    if (selects && !(d[k].scale->f32[0] > 0))
+      return refuse(v, "an operand's scale is not positive");
   }
-  for (int j = 0; j < n->nout; j++) {
+  for (int j = 0; j < outputs; j++) {
     Tail t;
     if (!n->out[j] || !find_tail_of(n->out[j], &t, v))
       return n->out[j] ? false : refuse(v, "an output is unused");
@@ -426,6 +444,8 @@ static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
     q[j] = t.quant;
     if (!same_quantizers(q[j], q[0]))
       return refuse(v, "its outputs are quantized differently");
+    if (selects && !(q[j]->in[1]->f32[0] > 0))
+      return refuse(v, "its QuantizeLinear's scale is not positive");
   }
   for (int k = 0; k < n->nin; k++) {
     if (op_input_is_param(n->op, k))
@@ -437,7 +457,7 @@ static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
     }
     n->in[k] = x;
   }
-  for (int j = 0; j < n->nout; j++) {
+  for (int j = 0; j < outputs; j++) {
     set_node_output(n, j, q[j]->out[0]);
     node_absorb(g, n, q[j]);
     q[j]->dead = true;
@@ -507,7 +527,7 @@ bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
     Verdict v = {"opc's table has no integer form of the operator"};
     bool ok = true;
     bool elementwise = qop == OP_QUANTIZED_ADD;
-    bool moves = op_info(n->op)->traits & T_MOVES_VALUES;
+    bool moves = op_info(n->op)->traits & (T_MOVES_VALUES | T_SELECTS_VALUES);
     if (moves ? try_fuse_moves(g, n, &v, &ok)
               : qop != OP_INVALID &&
                     (elementwise ? try_fuse_add(g, n, &v, &ok) : try_fuse(g, n, qop, &v, &ok))) {

@@ -225,6 +225,97 @@ static void test_pools(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the pools' module");
 }
 
+/* opc_max_pool_i8/u8: N images of C channels of IH x IW bytes, 2-D window
+ * K, stride S, padding P, into OH x OW (OH, OW may exceed the floor
+ * formula: then some windows hold no input value and give the type's
+ * lowest), stored channels-last (the CPU form takes a pixel's channels at
+ * once) or in ONNX's order; y compared exactly with the maxima computed
+ * here. A changed input byte at a maximum must change y. */
+static void test_byte_pool(CUmodule mod, bool x_signed, bool channels_last, int N, int C, int IH,
+                           int IW, int OH, int OW, int K, int S, int P) {
+  long long xn = (long long)N * C * IH * IW, yn = (long long)N * C * OH * OW;
+  unsigned char *x = malloc(xn), *want = malloc(yn), *got = malloc(yn);
+  int lowest = x_signed ? -128 : 0;
+  /* strides of [N, C, H, W] in either layout */
+  long long xs[5] = {(long long)C * IH * IW, channels_last ? 1 : IH * IW,
+                     channels_last ? (long long)IW * C : IW, channels_last ? C : 1, 1};
+  long long ys[5] = {(long long)C * OH * OW, channels_last ? 1 : OH * OW,
+                     channels_last ? (long long)OW * C : OW, channels_last ? C : 1, 1};
+  for (long long i = 0; i < xn; i++)
+    x[i] = (unsigned char)((i * 37 + (i / 7) * 11) % 256 ^ (rng_state = rng_state * 1103515245u + 12345u) >> 24);
+  long long at_max = -1;
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int oh = 0; oh < OH; oh++)
+        for (int ow = 0; ow < OW; ow++) {
+          int m = lowest;
+          for (int kh = 0; kh < K; kh++)
+            for (int kw = 0; kw < K; kw++) {
+              int h = oh * S - P + kh, w = ow * S - P + kw;
+              if (h < 0 || h >= IH || w < 0 || w >= IW)
+                continue;
+              long long i = n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3];
+              int v = x_signed ? (signed char)x[i] : x[i];
+              if (v > m)
+                m = v, at_max = i;
+            }
+          want[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]] = (unsigned char)m;
+        }
+  void *dx, *dy;
+  cudaMalloc(&dx, xn);
+  cudaMalloc(&dy, yn);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, x_signed ? "opc_max_pool_i8" : "opc_max_pool_u8") ==
+             CUDA_SUCCESS,
+         "opc_max_pool of bytes");
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx, a.y = dy, a.n = yn, a.rank = 5;
+  long long dims[5] = {N, C, OH, OW, 1};
+  memcpy(a.dims, dims, sizeof dims);
+  memcpy(a.xstride[0], xs, sizeof xs);
+  memcpy(a.ystride, ys, sizeof ys);
+  long long args[15] = {K, K, 1, S, S, 1, 1, 1, 1, P, P, 0, IH, IW, 1};
+  memcpy(a.i, args, sizeof args);
+  a.x_extent[0] = xn, a.y_extent = yn;
+  char name[160];
+  snprintf(name, sizeof name, "%s max pool %s %dx%d %dx%d -> %dx%d window %d stride %d pad %d",
+           x_signed ? "int8" : "uint8", channels_last ? "channels-last" : "NCHW", N, C, IH, IW,
+           OH, OW, K, S, P);
+  void *params[] = {&a};
+  for (int control = 0; control < 2; control++) {
+    cudaMemcpy(dx, x, xn, cudaMemcpyHostToDevice);
+    expect(cuLaunchKernel(f, (unsigned)((yn + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                          NULL) == CUDA_SUCCESS,
+           "byte pool launch");
+    cudaMemcpy(got, dy, yn, cudaMemcpyDeviceToHost);
+    long long differ = 0, first = -1;
+    for (long long i = 0; i < yn; i++)
+      if (got[i] != want[i])
+        first = first < 0 ? i : first, differ++;
+    if (!control && differ)
+      fail("%s: %lld of %lld differ; first %lld is %d, expected %d", name, differ, yn, first,
+           got[first], want[first]);
+    if (control && !differ)
+      fail("%s: a maximum lowered left y as it was", name);
+    x[at_max] = (unsigned char)lowest; /* the control: the last window's maximum lowered */
+  }
+  cudaFree(dx), cudaFree(dy);
+  free(x), free(want), free(got);
+}
+
+static void test_byte_pools(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the byte pools");
+  for (int s = 0; s < 2; s++)
+    for (int last = 0; last < 2; last++) {
+      test_byte_pool(mod, s, last, 1, 64, 112, 112, 56, 56, 3, 2, 1); /* ResNet's stem pool */
+      test_byte_pool(mod, s, last, 2, 70, 13, 15, 7, 8, 3, 2, 0);     /* ceil_mode, 64 + 6 */
+      test_byte_pool(mod, s, last, 1, 5, 9, 9, 9, 9, 3, 1, 1);
+    }
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the byte pools' module");
+}
+
 /* ---- opc_int8_conv_packed: the CPU target's int8 convolution */
 
 typedef struct {
@@ -714,6 +805,7 @@ int main(void) {
   test_nvrtc();
   test_launch();
   test_pools();
+  test_byte_pools();
   test_qconv();
   test_depthwise();
   test_quantized_add();
