@@ -95,8 +95,8 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #endif
 /* Units [begin, end) of opc_int8_conv_packed along AVX-512 VNNI, and
- * items of opc_qconv_depthwise_nhwc and opc_quantized_add (a dense
- * launch's) along AVX-512, by the runtime
+ * items of opc_qconv_depthwise_nhwc, opc_quantized_add (a dense
+ * launch's) and opc_max_pool_i8/u8 (channels-last) along AVX-512, by the runtime
  * (int8_avx512.c), from the AVX-512 kernels only; 0 where the CPU lacks
  * the instructions, so that the plain body runs, as it does in the
  * narrower kernels (OPC_KERNEL_ISA) and in the kernel tests' runner. */
@@ -113,10 +113,15 @@ int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long 
   opc_qconv_depthwise_avx512(a, x_signed, begin, end)
 #define OPC_QUANTIZED_ADD_FAST(a, x_signed, begin, end) \
   opc_quantized_add_avx512(a, x_signed, begin, end)
+int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                              long long end);
+#define OPC_MAX_POOL_BYTES_FAST(a, x_signed, begin, end) \
+  opc_max_pool_bytes_avx512(a, x_signed, begin, end)
 #else
 #define OPC_INT8_CONV_PACKED_FAST(a, x_signed, begin, end) 0
 #define OPC_QCONV_DEPTHWISE_FAST(a, x_signed, begin, end) 0
 #define OPC_QUANTIZED_ADD_FAST(a, x_signed, begin, end) 0
+#define OPC_MAX_POOL_BYTES_FAST(a, x_signed, begin, end) 0
 #endif
 /* Conditional graph nodes: a kernel sets its node's handle. In the
  * runtime the call checks that a kernel of the graph running the node

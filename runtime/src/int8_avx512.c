@@ -582,7 +582,88 @@ int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long 
   return 1;
 }
 
+/* ---- opc_max_pool_i8/u8 over channels-last bytes */
+
+/* The taps [*lo, *hi) of a window of k taps (stride, pad, dilation) at
+   output o that fall inside [0, in): opc_pool_taps of opc_kernels.inc. */
+static void window_taps(long long o, long long stride, long long pad, long long dil, long long k,
+                        long long in, long long *lo, long long *hi) {
+  long long start = o * stride - pad;
+  long long first = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  long long past = start >= in ? 0 : (in - start + dil - 1) / dil;
+  *lo = first;
+  *hi = past < k ? past : k;
+}
+
+/* The part [begin, end) of outputs numbered pixel by pixel, the channels
+   innermost, as opc_max_pool_bytes numbers them: each pixel's channels
+   64 at a time, one masked load and one max per tap. */
+static inline __attribute__((always_inline)) VNNI void
+max_pool_bytes(const struct opc_kargs *a, bool x_signed, long long begin, long long end) {
+  const long long *dims = a->dims, *xs = a->xstride[0];
+  long long c = dims[1], hw = dims[3] * dims[4], plane = dims[2] * hw;
+  long long pixel = begin / c, c0 = begin % c, p = pixel % plane;
+  long long o[5] = {pixel / plane, 0, p / hw, p / dims[4] % dims[3], p % dims[4]};
+  __m512i lowest = _mm512_set1_epi8(x_signed ? (char)-128 : 0);
+  for (long long i = begin; i < end; c0 = 0) {
+    long long c1 = c0 + (end - i) < c ? c0 + (end - i) : c;
+    long long lo[3], hi[3], y = o[0] * a->ystride[0], x = o[0] * xs[0];
+    for (int d = 0; d < 3; d++) {
+      window_taps(o[2 + d], a->i[3 + d], a->i[9 + d], a->i[6 + d], a->i[d], a->i[12 + d], &lo[d],
+                  &hi[d]);
+      y += o[2 + d] * a->ystride[2 + d];
+      x += (o[2 + d] * a->i[3 + d] - a->i[9 + d]) * xs[2 + d];
+    }
+    for (long long cb = c0; cb < c1; cb += 64) {
+      long long len = c1 - cb < 64 ? c1 - cb : 64;
+      __mmask64 keep = len == 64 ? ~(__mmask64)0 : ((__mmask64)1 << len) - 1;
+      __m512i m = lowest;
+      for (long long k0 = lo[0]; k0 < hi[0]; k0++)
+        for (long long k1 = lo[1]; k1 < hi[1]; k1++)
+          for (long long k2 = lo[2]; k2 < hi[2]; k2++) {
+            const unsigned char *at = (const unsigned char *)a->x[0] + x + cb +
+                                      k0 * a->i[6] * xs[2] + k1 * a->i[7] * xs[3] +
+                                      k2 * a->i[8] * xs[4];
+            __m512i v = _mm512_maskz_loadu_epi8(keep, at);
+            m = x_signed ? _mm512_max_epi8(m, v) : _mm512_max_epu8(m, v);
+          }
+      _mm512_mask_storeu_epi8((unsigned char *)a->y + y + cb, keep, m);
+    }
+    i += c1 - c0;
+    if (++o[4] == dims[4]) { /* the next pixel: along W, H, D, then the image */
+      o[4] = 0;
+      if (++o[3] == dims[3]) {
+        o[3] = 0;
+        if (++o[2] == dims[2])
+          o[2] = 0, o[0]++;
+      }
+    }
+  }
+}
+
+static VNNI void max_pool_u8(const struct opc_kargs *a, long long begin, long long end) {
+  max_pool_bytes(a, false, begin, end);
+}
+
+static VNNI void max_pool_i8(const struct opc_kargs *a, long long begin, long long end) {
+  max_pool_bytes(a, true, begin, end);
+}
+
+int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                              long long end) {
+  if (!avx512bw_usable())
+    return 0;
+  (x_signed ? max_pool_i8 : max_pool_u8)(a, begin, end);
+  return 1;
+}
+
 #else
+int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+                              long long end) {
+  (void)a, (void)x_signed, (void)begin, (void)end;
+  return 0;
+}
+
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end) {
   (void)a, (void)x_signed, (void)begin, (void)end;
