@@ -390,7 +390,7 @@ extern const OpEmitter kernel_loss;                                    /* kernel
 extern const OpEmitter kernel_recurrent;                               /* kernels_recurrent.c */
 extern const OpEmitter kernel_dft, kernel_stft;                        /* kernels_spectral.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
-    kernel_qlinear, kernel_quantized_add;                              /* kernels_quantized.c */
+    kernel_qlinear, kernel_quantized_add, kernel_quantized_lookup;                              /* kernels_quantized.c */
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_se_gate, kernel_reduce_more,

@@ -1033,7 +1033,29 @@ static void run_quantized_add(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* ---------------------------------------------------- QuantizedLookup */
+
+/* One pass over y's elements, x read at its strides, the table (256
+   bytes) into net.weights. */
+static void run_quantized_lookup(Emitter *e, Node *n) {
+  const Tensor *x = n->in[0], *table = n->in[1], *y = n->out[0];
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), x->dtype), .rank = y->rank};
+  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
+  strides_of(y, s);
+  set_output(&L, buf(e, y), s);
+  strides_of(x, s);
+  set_input(&L, 0, buf(e, x), s);
+  set_input(&L, 1, weights_add_typed(e, emit_str(e, "%s_table", node_id(e, n)), table->dtype,
+                                     table->i64, 256), none);
+  L.x_bytes[0] = L.x_bytes[1] = L.y_bytes = 1;
+  collapse(&L);
+  L.x_extent[1] = 256;
+  emit_launch(e, n, &L);
+}
+
 const OpEmitter kernel_quantized_add = {.run = run_quantized_add};
+const OpEmitter kernel_quantized_lookup = {.run = run_quantized_lookup};
 const OpEmitter kernel_matmul_integer = {.setup = setup_matmul_integer, .run = run_matmul_integer};
 const OpEmitter kernel_conv_integer = {.setup = setup_conv_integer, .run = run_conv_integer};
 const OpEmitter kernel_qlinear = {.setup = setup_qlinear, .run = run_qlinear};

@@ -1085,6 +1085,15 @@ bool fold_quantized_add(Graph *g, Node *n) {
   return true;
 }
 
+bool fold_quantized_lookup(Graph *g, Node *n) {
+  (void)g;
+  const Tensor *x = n->in[0], *table = n->in[1];
+  Tensor *y = n->out[0];
+  for (int64_t i = 0; i < tensor_numel(y); i++)
+    y->i64[i] = table->i64[(uint8_t)x->i64[i]];
+  return true;
+}
+
 /* ---------------------------------------------------- data movement */
 
 /* Where output coordinate o along one axis reads the input under Pad's

@@ -888,6 +888,18 @@ static bool infer_quantized_add(Graph *g, Node *n) {
   return set_out(g, n, 0, a->dtype, a->rank, a->dims) && qlinear_params(g, n, 0);
 }
 
+/* QuantizedLookup(x, table), opc's own (fuse-qdq): y of x's shape and
+   the table's type; the table a constant of 256 values, one per byte. */
+static bool infer_quantized_lookup(Graph *g, Node *n) {
+  const Tensor *x = in(n, 0), *t = in(n, 1);
+  if (t->rank != 1 || t->dims[0] != 256 || !tensor_is_const(t) || x->bounded) {
+    ir_error(g, n, "'%s' must be a constant table of 256 values, and '%s' static", t->name,
+             x->name);
+    return false;
+  }
+  return set_out(g, n, 0, t->dtype, x->rank, x->dims);
+}
+
 /* ------------------------------------------------------- normalisation */
 
 /* Checks that a per-channel parameter has shape [C]. */

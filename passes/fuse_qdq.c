@@ -388,8 +388,11 @@ static bool same_quantizers(const Node *a, const Node *b) {
                node_input(b, 2));
 }
 
+static bool try_fuse_lookup(Graph *g, Node *q, bool *ok);
+
 /* x quantized as q does: x's bytes when they already are, else a new
-   QuantizeLinear of DQ(x) with q's scale, zero point and attributes. */
+   QuantizeLinear of DQ(x) with q's scale, zero point and attributes, as
+   a QuantizedLookup of x where it can be (try_fuse_lookup). */
 static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Tensor *dq,
                            const Node *q) {
   if (same_quantization(d, q))
@@ -403,7 +406,10 @@ static Tensor *requantized(Graph *g, const Node *n, int k, const Dequant *d, Ten
   r->nattrs = q->nattrs;
   Tensor *y = graph_add_tensor(g, arena_printf(g->arena, "%s_input_%d", n->name, k));
   set_node_output(r, 0, y);
-  return node_infer(g, r) ? y : NULL;
+  bool ok = node_infer(g, r);
+  if (ok)
+    try_fuse_lookup(g, r, &ok);
+  return ok ? y : NULL;
 }
 
 /* Q(op(DQ(a), DQ(b), ...)) of a kind that only places its inputs' values
@@ -466,6 +472,195 @@ static bool try_fuse_moves(Graph *g, Node *n, Verdict *v, bool *ok) {
   return true;
 }
 
+/* ------------------------------------------- a byte's function (lookup) */
+
+enum { LOOKUP_MAX_NODES = 8, LOOKUP_MAX_LEAVES = 4 };
+
+/* A function of one tensor's bytes x: f's float nodes, in the graph's
+   order (readers after their operands), and its leaves, the
+   DequantizeLinear outputs it reads: DQ(x), or DQ(L(x)) of a
+   QuantizedLookup L of x (EfficientNet's SiLU, x DQ(x) Sigmoid(DQ(x)),
+   with the Sigmoid's own Q and DQ: the Sigmoid is a lookup already). */
+typedef struct ByteFunction {
+  Tensor *x;
+  Node *nodes[LOOKUP_MAX_NODES];
+  int count;
+  Tensor *leaves[LOOKUP_MAX_LEAVES];
+  Tensor *tables[LOOKUP_MAX_LEAVES]; /* L's table, or NULL: the leaf reads x itself */
+  int nleaves;
+} ByteFunction;
+
+/* A leaf t (a DequantizeLinear's output) of f, of x or of a lookup of x. */
+static bool add_leaf(ByteFunction *f, Tensor *t) {
+  for (int k = 0; k < f->nleaves; k++)
+    if (f->leaves[k] == t)
+      return true;
+  Tensor *bytes = t->producer->in[0], *x = bytes, *table = NULL;
+  const Node *l = bytes->producer;
+  if (l && !l->dead && l->op == OP_QUANTIZED_LOOKUP)
+    x = l->in[0], table = l->in[1];
+  if ((f->x && f->x != x) || f->nleaves == LOOKUP_MAX_LEAVES ||
+      (f->nleaves && !tensor_same_shape(f->leaves[0], t)))
+    return false;
+  f->x = x;
+  f->leaves[f->nleaves] = t;
+  f->tables[f->nleaves++] = table;
+  return true;
+}
+
+/* The float nodes that compute `t` from f's leaves: into f (once each),
+   every one elementwise (T_BOUND_ELEMENTWISE) with one output, float32,
+   its other inputs scalar constants. False where t is not such a
+   function, or takes more than LOOKUP_MAX_NODES nodes. */
+static bool collect_byte_function(Tensor *t, ByteFunction *f) {
+  Node *n = t->producer;
+  if (!n || n->dead || t->dtype != DT_FLOAT || t->bounded)
+    return false;
+  if (n->op == OP_DEQUANTIZE_LINEAR)
+    return add_leaf(f, t);
+  for (int k = 0; k < f->count; k++)
+    if (f->nodes[k] == n)
+      return true;
+  if (!(op_info(n->op)->traits & T_BOUND_ELEMENTWISE) || n->nout != 1 || t->is_output ||
+      f->count == LOOKUP_MAX_NODES)
+    return false;
+  f->nodes[f->count++] = n;
+  for (int k = 0; k < n->nin; k++) {
+    Tensor *in = n->in[k];
+    if (in && !(tensor_is_const(in) && tensor_numel(in) == 1) && !collect_byte_function(in, f))
+      return false;
+  }
+  return true;
+}
+
+/* Whether q's input is a function of one tensor's bytes alone: f's nodes
+   read only its leaves, each other's outputs and scalar constants, all of
+   one shape, and only they and q read their outputs; each leaf quantized
+   per tensor with constant parameters. */
+static bool byte_function(Node *q, ByteFunction *f) {
+  Verdict v;
+  f->x = NULL, f->count = f->nleaves = 0;
+  if (!collect_byte_function(q->in[0], f))
+    return false;
+  for (int k = 0; k < f->nleaves; k++) {
+    Dequant d;
+    if (!dequantized(f->leaves[k], &d) || !check_activation_operand(&d, &v))
+      return false;
+  }
+  for (int k = 0; k < f->count; k++) {
+    const Tensor *y = f->nodes[k]->out[0];
+    if (!tensor_same_shape(y, f->leaves[0]))
+      return false;
+    for (int i = 0; i < y->nusers; i++) {
+      bool ours = y->users[i] == q;
+      for (int j = 0; j < f->count; j++)
+        ours |= y->users[i] == f->nodes[j];
+      if (!ours)
+        return false;
+    }
+  }
+  for (int k = 1; k < f->count; k++) /* insertion sort by position in the graph */
+    for (int j = k; j > 0 && f->nodes[j - 1]->id > f->nodes[j]->id; j--) {
+      Node *swap = f->nodes[j];
+      f->nodes[j] = f->nodes[j - 1];
+      f->nodes[j - 1] = swap;
+    }
+  return true;
+}
+
+/* Tensors read in place of others by the copies evaluated_copy makes. */
+typedef struct Substitutes {
+  Tensor *from[LOOKUP_MAX_NODES + LOOKUP_MAX_LEAVES + 1], *to[LOOKUP_MAX_NODES + LOOKUP_MAX_LEAVES + 1];
+  int count;
+} Substitutes;
+
+static void substitute(Substitutes *s, Tensor *from, Tensor *to) {
+  s->from[s->count] = from, s->to[s->count++] = to;
+}
+
+/* A copy of `n` reading its inputs with the substitutes, evaluated by the
+   evaluator's formulas (node_fold) and dropped: its output, a constant,
+   or NULL where it cannot fold. */
+static Tensor *evaluated_copy(Graph *g, const Node *n, const Substitutes *s, const char *what) {
+  Node *c = graph_add_node(g, n->op, arena_printf(g->arena, "%s_%s", n->name, what), n->nin, 1);
+  for (int k = 0; k < n->nin; k++) {
+    c->in[k] = n->in[k];
+    for (int j = 0; j < s->count; j++)
+      if (n->in[k] && n->in[k] == s->from[j])
+        c->in[k] = s->to[j];
+  }
+  c->attrs = n->attrs, c->nattrs = n->nattrs;
+  c->win = n->win, c->p = n->p;
+  c->act = n->act, c->act_alpha = n->act_alpha, c->act_beta = n->act_beta;
+  set_node_output(c, 0, graph_add_tensor(g, c->name));
+  bool folded = node_fold(g, c) && tensor_is_const(c->out[0]);
+  c->dead = true;
+  return folded ? c->out[0] : NULL;
+}
+
+/* The table of Q(f(x)): f's leaves, nodes and q evaluated on x's 256
+   values (value k the one whose byte is k), or NULL. */
+static Tensor *byte_table(Graph *g, Node *q, const ByteFunction *f) {
+  Tensor *bytes = graph_add_tensor(g, arena_printf(g->arena, "%s_bytes", q->name));
+  bytes->dtype = f->x->dtype;
+  tensor_set_shape(bytes, 1, (int64_t[]){256});
+  bytes->i64 = arena_alloc(g->arena, sizeof(int64_t) * 256);
+  for (int b = 0; b < 256; b++)
+    bytes->i64[b] = f->x->dtype == DT_INT8 ? (int8_t)b : b;
+  Substitutes s = {.count = 0};
+  for (int k = 0; k < f->nleaves; k++) {
+    const Node *dq = f->leaves[k]->producer;
+    Substitutes read = {.count = 0};
+    substitute(&read, dq->in[0], f->tables[k] ? f->tables[k] : bytes);
+    Tensor *values = evaluated_copy(g, dq, &read, "values");
+    if (!values)
+      return NULL;
+    substitute(&s, f->leaves[k], values);
+  }
+  for (int k = 0; k < f->count; k++) {
+    Tensor *y = evaluated_copy(g, f->nodes[k], &s, "values");
+    if (!y)
+      return NULL;
+    substitute(&s, f->nodes[k]->out[0], y);
+  }
+  return evaluated_copy(g, q, &s, "table");
+}
+
+/* Q(f(DQ(x))) of a function of x's bytes alone (byte_function) becomes
+   QuantizedLookup(x, table): the table is Q, f and the DQs evaluated at
+   compile time, by the evaluator's formulas, on x's 256 values.
+   EfficientNet's SiLU (a Sigmoid, then a Mul of it and x, between DQs
+   and Qs) and a requantization, Q(DQ(x)) of another scale, become one
+   pass over bytes. */
+static bool try_fuse_lookup(Graph *g, Node *q, bool *ok) {
+  ByteFunction f;
+  if (q->op != OP_QUANTIZE_LINEAR || !is_quant_type(q->out[0]->dtype) ||
+      !tensor_is_const(q->in[1]) || tensor_numel(q->in[1]) != 1 ||
+      (node_input(q, 2) && !tensor_is_const(q->in[2])) || !byte_function(q, &f))
+    return false;
+  Tensor *table = byte_table(g, q, &f);
+  if (!table)
+    return false;
+  Node *root = f.count ? f.nodes[f.count - 1] : q;
+  Tensor **in = arena_alloc(g->arena, sizeof(Tensor *) * 3);
+  in[0] = f.x, in[1] = table;
+  root->op = OP_QUANTIZED_LOOKUP;
+  root->in = in, root->nin = 2;
+  root->attrs = NULL, root->nattrs = 0;
+  root->act = OPC_ACT_NONE;
+  if (root != q) {
+    set_node_output(root, 0, q->out[0]);
+    for (int k = 0; k < f.count - 1; k++) {
+      node_absorb(g, root, f.nodes[k]);
+      f.nodes[k]->dead = true;
+    }
+    node_absorb(g, root, q);
+    q->dead = true;
+  }
+  *ok = node_infer(g, root);
+  return true;
+}
+
 /* Fuses `n` when it is the float kind of a QDQ pattern; false with
    v->why when it is not. */
 static bool try_fuse(Graph *g, Node *n, OpKind qop, Verdict *v, bool *ok) {
@@ -519,6 +714,15 @@ static void note_float(Graph *g, PassContext *ctx, const Node *n, const char *wh
 bool pass_fuse_qdq(Graph *g, const PassOptions *opt, PassContext *ctx) {
   begin_rewrite(g);
   int fused = 0;
+  for (int i = 0; i < g->nnodes; i++) { /* first the functions of a byte: f is all float */
+    Node *n = g->nodes[i];
+    bool ok = true;
+    if (!n->dead && try_fuse_lookup(g, n, &ok)) {
+      if (!ok)
+        return false;
+      fused++;
+    }
+  }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
     if (n->dead || !reads_dequantized(n))

@@ -96,7 +96,8 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #endif
 /* Units [begin, end) of opc_int8_conv_packed along AVX-512 VNNI, and
  * items of opc_qconv_depthwise_nhwc, opc_quantized_add (a dense
- * launch's) and opc_max_pool_i8/u8 (channels-last) along AVX-512, by the runtime
+ * launch's) and opc_max_pool_i8/u8 (channels-last) along AVX-512, and of a
+ * dense opc_quantized_lookup along AVX-512 VBMI, by the runtime
  * (int8_avx512.c), from the AVX-512 kernels only; 0 where the CPU lacks
  * the instructions, so that the plain body runs, as it does in the
  * narrower kernels (OPC_KERNEL_ISA) and in the kernel tests' runner. */
@@ -117,11 +118,14 @@ int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long
                               long long end);
 #define OPC_MAX_POOL_BYTES_FAST(a, x_signed, begin, end) \
   opc_max_pool_bytes_avx512(a, x_signed, begin, end)
+int opc_lookup_bytes_vbmi(const struct opc_kargs *a, long long begin, long long end);
+#define OPC_QUANTIZED_LOOKUP_FAST(a, begin, end) opc_lookup_bytes_vbmi(a, begin, end)
 #else
 #define OPC_INT8_CONV_PACKED_FAST(a, x_signed, begin, end) 0
 #define OPC_QCONV_DEPTHWISE_FAST(a, x_signed, begin, end) 0
 #define OPC_QUANTIZED_ADD_FAST(a, x_signed, begin, end) 0
 #define OPC_MAX_POOL_BYTES_FAST(a, x_signed, begin, end) 0
+#define OPC_QUANTIZED_LOOKUP_FAST(a, begin, end) 0
 #endif
 /* Conditional graph nodes: a kernel sets its node's handle. In the
  * runtime the call checks that a kernel of the graph running the node

@@ -657,7 +657,45 @@ int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long
   return 1;
 }
 
+/* ---- opc_quantized_lookup: y = table[x] over dense bytes */
+
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+static bool vbmi_usable(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vbmi");
+}
+
+/* 64 bytes at a time: two VPERMI2B look up the index's low 7 bits in the
+   table's halves, its top bit picks between them. */
+static VBMI void lookup_bytes(const unsigned char *x, const unsigned char *table,
+                              unsigned char *y, long long begin, long long end) {
+  __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (long long i = begin; i < end; i += 64) {
+    __mmask64 keep = end - i >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (end - i)) - 1;
+    __m512i index = _mm512_maskz_loadu_epi8(keep, x + i);
+    __m512i low = _mm512_permutex2var_epi8(t0, index, t1);
+    __m512i high = _mm512_permutex2var_epi8(t2, index, t3);
+    __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), low, high);
+    _mm512_mask_storeu_epi8(y + i, keep, v);
+  }
+}
+
+int opc_lookup_bytes_vbmi(const struct opc_kargs *a, long long begin, long long end) {
+  bool dense = a->rank == 1 && a->xstride[0][0] == 1 && a->ystride[0] == 1;
+  if (!dense || !vbmi_usable())
+    return 0;
+  lookup_bytes(a->x[0], a->x[1], a->y, begin, end);
+  return 1;
+}
+
 #else
+int opc_lookup_bytes_vbmi(const struct opc_kargs *a, long long begin, long long end) {
+  (void)a, (void)begin, (void)end;
+  return 0;
+}
+
 int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end) {
   (void)a, (void)x_signed, (void)begin, (void)end;

@@ -316,6 +316,70 @@ static void test_byte_pools(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the byte pools' module");
 }
 
+/* opc_quantized_lookup_i8/u8: y = table[x's byte], dense (its AVX-512
+ * VBMI form where the CPU has it; 1000 bytes: a partial last vector) and
+ * transposed (x read at strides, the plain loop); every byte value occurs.
+ * A changed table entry must change y. */
+static void test_lookup_case(CUmodule mod, bool x_signed, bool transposed) {
+  enum { R = 40, C = 25, N = R * C };
+  unsigned char x[N], table[256], want[N], got[N];
+  for (int i = 0; i < N; i++)
+    x[i] = (unsigned char)(i * 7 + i / 3);
+  for (int b = 0; b < 256; b++)
+    table[b] = (unsigned char)((b * 13 + 5) ^ (b >> 3));
+  void *dx, *dt, *dy;
+  cudaMalloc(&dx, N), cudaMalloc(&dt, 256), cudaMalloc(&dy, N);
+  cudaMemcpy(dx, x, N, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, x_signed ? "opc_quantized_lookup_i8"
+                                               : "opc_quantized_lookup_u8") == CUDA_SUCCESS,
+         "opc_quantized_lookup");
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx, a.x[1] = dt, a.y = dy, a.n = N;
+  a.x_extent[0] = N, a.x_extent[1] = 256, a.y_extent = N;
+  if (transposed) { /* y [R, C] of x stored [C, R] */
+    a.rank = 2, a.dims[0] = R, a.dims[1] = C;
+    a.xstride[0][0] = 1, a.xstride[0][1] = R, a.ystride[0] = C, a.ystride[1] = 1;
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < C; c++)
+        want[r * C + c] = table[x[c * R + r]];
+  } else {
+    a.rank = 1, a.dims[0] = N, a.xstride[0][0] = 1, a.ystride[0] = 1;
+    for (int i = 0; i < N; i++)
+      want[i] = table[x[i]];
+  }
+  char name[96];
+  snprintf(name, sizeof name, "opc_quantized_lookup %s %s", x_signed ? "int8" : "uint8",
+           transposed ? "transposed" : "dense");
+  void *params[] = {&a};
+  for (int control = 0; control < 2; control++) {
+    cudaMemcpy(dt, table, 256, cudaMemcpyHostToDevice);
+    expect(cuLaunchKernel(f, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL) ==
+               CUDA_SUCCESS,
+           "lookup launch");
+    cudaMemcpy(got, dy, N, cudaMemcpyDeviceToHost);
+    int differ = 0;
+    for (int i = 0; i < N; i++)
+      differ += got[i] != want[i];
+    if (!control && differ)
+      fail("%s: %d of %d bytes differ", name, differ, N);
+    if (control && !differ)
+      fail("%s: a changed table entry left y as it was", name);
+    table[x[N - 1]] ^= 0x81; /* the control: the entry of the last byte changed */
+  }
+  cudaFree(dx), cudaFree(dt), cudaFree(dy);
+}
+
+static void test_lookups(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the lookups");
+  for (int s = 0; s < 2; s++)
+    for (int t = 0; t < 2; t++)
+      test_lookup_case(mod, s, t);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the lookups' module");
+}
+
 /* ---- opc_int8_conv_packed: the CPU target's int8 convolution */
 
 typedef struct {
@@ -806,6 +870,7 @@ int main(void) {
   test_launch();
   test_pools();
   test_byte_pools();
+  test_lookups();
   test_qconv();
   test_depthwise();
   test_quantized_add();

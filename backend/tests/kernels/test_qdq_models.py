@@ -517,7 +517,7 @@ def check_fire_module(opc, work, verdict):
         return
     with open(os.path.join(d, "net.c")) as f:
         text = f.read()
-    requantized = len(re.findall(r"/\* cat_requantize_\d \(QuantizeLinear\) \*/", text))
+    requantized = len(re.findall(r"/\* cat_requantize_\d \(QuantizedLookup\) \*/", text))
     verdict(requantized == 1 and "cuLaunchKernel(c->kernel.opc_concat_blocks_b1" in text,
             f"fire module: one Concat input requantized ({requantized}), the bytes joined by "
             "opc_concat_blocks_b1")
@@ -529,6 +529,49 @@ def check_fire_module(opc, work, verdict):
                 ("without requantizing the input of another scale",
                  [without_requantizing(m, j) for j in (0, 1)])]
     compare_with_ort(exes, m, d, "fire module", controls, verdict)
+
+
+def silu_block(work):
+    """EfficientNet's activation between quantized convolutions: the stem
+    conv 3->8, SiLU (x Sigmoid(x), as torch exports it), a 1x1 conv 8->8,
+    SiLU, GlobalAveragePool, Flatten, quantized like the CNN (the Sigmoid
+    gets a Q and a DQ of its own)."""
+    consts = {"w0": weight((8, 3, 3, 3), 27), "b0": rng.normal(0, 0.1, 8).astype(np.float32),
+              "w1": weight((8, 8, 1, 1), 8), "b1": rng.normal(0, 0.1, 8).astype(np.float32)}
+
+    def conv_silu(x, w, b, y, pads):
+        return [helper.make_node("Conv", [x, w, b], [y + "_c"], pads=pads, name=y + "_conv"),
+                helper.make_node("Sigmoid", [y + "_c"], [y + "_s"], name=y + "_sigmoid"),
+                helper.make_node("Mul", [y + "_c", y + "_s"], [y], name=y + "_mul")]
+    nodes = (conv_silu("x", "w0", "b0", "stem", [1, 1, 1, 1])
+             + conv_silu("stem", "w1", "b1", "c1", [0, 0, 0, 0])
+             + [helper.make_node("GlobalAveragePool", ["c1"], ["g"], name="gap"),
+                helper.make_node("Flatten", ["g"], ["y"], name="flatten")])
+    return quantized_image_model(work, "silu", nodes, consts)
+
+
+def check_silu_block(opc, work, verdict):
+    """fuse-qdq makes each SiLU, Q(DQ(c) DQ(Q(Sigmoid(DQ(c))))), one
+    QuantizedLookup of c's bytes, its table Q(SiLU(DQ(b))) evaluated at
+    compile time for each byte b, the Sigmoid's table first: no Sigmoid
+    or Mul is left. y must match ONNX Runtime exactly, optimised and as
+    written. Control: ONNX Runtime with each Sigmoid a HardSigmoid must
+    differ from opc's y."""
+    m = silu_block(work)
+    d = os.path.join(work, "silu")
+    rc, after, text = opc_stats(opc, os.path.join(work, "silu_qdq.onnx"))
+    verdict(rc == 0 and not after.get("Sigmoid") and not after.get("Mul")
+            and after.get("QuantizedLookup") == 2,
+            f"SiLU: two QuantizedLookups, no float Sigmoid or Mul left: {after}")
+    exes, why = compile_targets(opc, m, d)
+    if exes is None:
+        verdict(False, f"SiLU compile: {why}")
+        return
+    hard = onnx.ModelProto.FromString(m.SerializeToString())
+    for n in hard.graph.node:
+        if n.op_type == "Sigmoid":
+            n.op_type = "HardSigmoid"
+    compare_with_ort(exes, m, d, "SiLU", [("with HardSigmoid for Sigmoid", [hard])], verdict)
 
 
 def compare_with_ort(exes, m, d, what, controls, verdict):
@@ -663,6 +706,7 @@ def main():
     check_quantized_add(opc, work, verdict)
     check_fire_module(opc, work, verdict)
     check_shuffle_unit(opc, work, verdict)
+    check_silu_block(opc, work, verdict)
     print(f"{failures} failures")
     return 1 if failures else 0
 
