@@ -87,6 +87,21 @@ static VNNI void gather_row_channels_last(const Conv *v, long long p, long long 
   long long img = p / v->frame, hw = p % v->frame;
   long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
   long long end = k1 < v->k ? k1 : v->k;
+  if (k0 == 0 && end == v->k && v->dw == 1 && w0 >= 0 && w0 + v->kw <= v->w) {
+    /* the whole row, each filter row's taps inside x along W: one copy
+       per filter row, no division per tap */
+    long long run = v->kw * v->c;
+    for (long long r = 0; r < v->kh; r++) {
+      long long hh = h0 + r * v->dh;
+      if (hh >= 0 && hh < v->h)
+        copy_flipped(row + r * run, v->x + ((img * v->h + hh) * v->w + w0) * v->c, run, v->flip);
+      else
+        memset(row + r * run, v->padded, (size_t)run);
+    }
+    if (end < k1)
+      memset(row + end, 0, (size_t)(k1 - end));
+    return;
+  }
   long long tap = k0 / v->c;
   for (long long k = k0; k < end; tap = k / v->c) {
     long long r = tap / v->kw, q = tap % v->kw, hh = h0 + r * v->dh, ww = w0 + q * v->dw;
