@@ -697,11 +697,25 @@ static VBMI void lookup_bytes(const unsigned char *x, const unsigned char *table
   }
 }
 
+/* A dense launch in one run; rows of consecutive bytes (rank 2, x and y
+   each at its own row stride: a channels-last tensor's split half) a
+   row's part at a time. */
 int opc_lookup_bytes_vbmi(const struct opc_kargs *a, long long begin, long long end) {
   bool dense = a->rank == 1 && a->xstride[0][0] == 1 && a->ystride[0] == 1;
-  if (!dense || !vbmi_usable())
+  bool rows = a->rank == 2 && a->xstride[0][1] == 1 && a->ystride[1] == 1;
+  if (!(dense || rows) || !vbmi_usable())
     return 0;
-  lookup_bytes(a->x[0], a->x[1], a->y, begin, end);
+  if (dense) {
+    lookup_bytes(a->x[0], a->x[1], a->y, begin, end);
+    return 1;
+  }
+  long long cols = a->dims[1];
+  for (long long i = begin; i < end;) {
+    long long r = i / cols, c = i % cols, n = end - i < cols - c ? end - i : cols - c;
+    lookup_bytes((const unsigned char *)a->x[0] + r * a->xstride[0][0],
+                 a->x[1], (unsigned char *)a->y + r * a->ystride[0], c, c + n);
+    i += n;
+  }
   return 1;
 }
 
