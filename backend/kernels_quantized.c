@@ -631,21 +631,34 @@ static bool stored_channels_last(const Node *n) {
 }
 
 /* A channels-last depthwise QLinearConv's constants for
-   opc_qconv_depthwise_nhwc: the filter less its zero point (one, or one
-   per channel) as int32 [KH KW, C], and the bias (0s when absent). */
+   opc_qconv_depthwise_nhwc, in the layout its contract states: the filter
+   less its zero point as bytes, by blocks of 64 channels and fours of taps,
+   each channel's four taps in one int32 lane, lanes in the order that
+   unpacking four taps' bytes of x gives (the sum's vector r, lane 4 L + k:
+   channel 16 L + 4 r + k); and the bias less x's zero point (as an unsigned
+   byte) times the sum of the channel's filter, which the padding's taps,
+   read as that zero point, add back. */
 static void depthwise_setup(Emitter *e, const Node *n, QLinearScratch *s) {
   const Tensor *w = n->in[3], *zw = n->in[5], *bias = node_input(n, 8);
-  int64_t c = w->dims[0], taps = w->dims[2] * w->dims[3];
-  int64_t *filter = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)(taps * c));
+  int64_t c = w->dims[0], taps = w->dims[2] * w->dims[3], fours = (taps + 3) / 4;
+  int64_t blocks = (c + 63) / 64, bytes = blocks * fours * 256;
+  int64_t zx = n->in[2]->i64[0] + (n->in[0]->dtype == DT_INT8 ? 128 : 0);
+  int64_t *filter = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)bytes);
   int64_t *sums = arena_alloc(e->g->arena, sizeof(int64_t) * (size_t)c);
+  memset(filter, 0, sizeof(int64_t) * (size_t)bytes);
   for (int64_t ch = 0; ch < c; ch++) {
-    int64_t z = tensor_numel(zw) > 1 ? zw->i64[ch] : zw->i64[0];
-    for (int64_t t = 0; t < taps; t++)
-      filter[t * c + ch] = w->i64[ch * taps + t] - z;
-    sums[ch] = bias ? bias->i64[ch] : 0;
+    int64_t z = tensor_numel(zw) > 1 ? zw->i64[ch] : zw->i64[0], total = 0;
+    int64_t in_block = ch % 64, r = in_block % 16 / 4;
+    int64_t lane = in_block / 16 * 4 + in_block % 4;
+    for (int64_t t = 0; t < taps; t++) {
+      int64_t v = w->i64[ch * taps + t] - z;
+      filter[((ch / 64 * fours + t / 4) * 4 + r) * 64 + lane * 4 + t % 4] = v;
+      total += v;
+    }
+    sums[ch] = (int32_t)(uint32_t)((bias ? bias->i64[ch] : 0) - zx * total);
   }
-  s->dw_filter = weights_add_typed(e, emit_str(e, "%s_dw_filter", node_id(e, n)), DT_INT32,
-                                   filter, taps * c);
+  s->dw_filter = weights_add_typed(e, emit_str(e, "%s_dw_filter", node_id(e, n)), DT_INT8,
+                                   filter, bytes);
   s->dw_bias = weights_add_typed(e, emit_str(e, "%s_dw_bias", node_id(e, n)), DT_INT32, sums, c);
 }
 
@@ -923,24 +936,25 @@ static void lt_requantize_launch(Emitter *e, const Node *n, const QLinearScratch
   emit_launch(e, n, &L);
 }
 
-/* opc_qconv_depthwise_nhwc: 4 output pixels of a row by 32 channels per
+/* opc_qconv_depthwise_nhwc: a row of output pixels by 64 channels per
    thread, requantised with the multipliers made just before. */
 static void depthwise_launch(Emitter *e, const Node *n, const QLinearScratch *s) {
   const Tensor *x = n->in[0], *y = n->out[0];
   int64_t c = x->dims[1], none[8] = {0};
-  Launch L = {.kernel = typed_kernel(e, "opc_qconv_depthwise_nhwc", x->dtype), .rank = 4};
+  int64_t taps = n->in[3]->dims[2] * n->in[3]->dims[3];
+  Launch L = {.kernel = typed_kernel(e, "opc_qconv_depthwise_nhwc", x->dtype), .rank = 3};
   L.dims[0] = y->dims[0];
   L.dims[1] = y->dims[2];
-  L.dims[2] = (y->dims[3] + 3) / 4;
-  L.dims[3] = (c + 31) / 32;
+  L.dims[2] = (c + 63) / 64;
   set_output(&L, buf(e, y), none);
-  L.y_extent = tensor_numel(y); /* each thread writes its runs of 4 pixels */
+  L.y_extent = tensor_numel(y); /* each thread writes its rows */
   L.y_bytes = 1;
   set_input(&L, 0, buf(e, x), none);
   whole_input(&L, 0, x);
   L.x_bytes[0] = 1;
   set_input(&L, 1, s->dw_filter, none);
-  L.x_extent[1] = tensor_numel(n->in[3]);
+  L.x_extent[1] = (c + 63) / 64 * ((taps + 3) / 4) * 256;
+  L.x_bytes[1] = 1;
   set_input(&L, 2, s->multipliers, none);
   L.x_extent[2] = c;
   set_input(&L, 3, s->dw_bias, none);

@@ -992,7 +992,8 @@ bool qlinear_conv_depthwise_folds(const Node *n) {
       x->dims[1] < 4 || n->win.group != x->dims[1] || y->dims[1] != x->dims[1])
     return false;
   return w->i64 && n->in[5]->i64 && n->in[2]->i64 && n->in[7]->i64 &&
-         tensor_numel(n->in[2]) == 1 && tensor_numel(n->in[7]) == 1 && (!bias || bias->i64);
+         tensor_numel(n->in[2]) == 1 && tensor_numel(n->in[7]) == 1 && (!bias || bias->i64) &&
+         int8_filter_fits(w, n->in[5]);
 }
 
 bool int8_gemm_allowed(const Graph *g) {

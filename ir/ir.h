@@ -1088,8 +1088,8 @@ void report_not_folded(const Graph *g, const Node *n);
 void qlinear_bounds(const Node *n, float *lo, float *hi);
 /* Whether a QLinearConv is 2-D depthwise (group = C = M, at least 4
    channels) with the constants opc_qconv_depthwise_nhwc folds at compile
-   time: the filter and its zero point, x's and y's zero points (one each)
-   and the bias (or none). choose-layout stores such a node's data
+   time: the filter and its zero point, whose differences fit int8, x's
+   and y's zero points (one each) and the bias (or none). choose-layout stores such a node's data
    channels-last, and kernels_quantized.c runs it on that kernel. */
 bool qlinear_conv_depthwise_folds(const Node *n);
 /* Whether integer convolutions and matmuls may take cuBLASLt's int8 GEMM:

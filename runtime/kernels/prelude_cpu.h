@@ -104,14 +104,14 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #if defined(OPC_KERNELS_IN_RUNTIME) && defined(OPC_ISA_AVX512)
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end);
-int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
+int opc_qconv_depthwise_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                                long long end);
 int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long begin,
                              long long end);
 #define OPC_INT8_CONV_PACKED_FAST(a, x_signed, begin, end) \
   opc_int8_conv_packed_vnni(a, x_signed, begin, end)
 #define OPC_QCONV_DEPTHWISE_FAST(a, x_signed, begin, end) \
-  opc_qconv_depthwise_avx512(a, x_signed, begin, end)
+  opc_qconv_depthwise_vnni(a, x_signed, begin, end)
 #define OPC_QUANTIZED_ADD_FAST(a, x_signed, begin, end) \
   opc_quantized_add_avx512(a, x_signed, begin, end)
 int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long begin,

@@ -295,8 +295,9 @@ typedef void DotSix(const Conv *v, Rows in, long long len, long long k0, long lo
 static DotSix *const dot_six[5] = {NULL, dot_six_1, dot_six_2, dot_six_3, dot_six_4};
 
 /* opc_requantize_of's float32 steps on 16 int32 sums: convert, multiply,
-   round half to even, add the zero point, saturate; as bytes. */
-static inline __attribute__((always_inline)) VNNI __m128i requantized(__m512i s, __m512 mult,
+   round half to even, add the zero point, saturate; as int32 values within
+   the output's byte range. */
+static inline __attribute__((always_inline)) VNNI __m512i requantized(__m512i s, __m512 mult,
                                                                       float zero, float lo,
                                                                       float hi) {
   __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(s), mult);
@@ -304,18 +305,53 @@ static inline __attribute__((always_inline)) VNNI __m128i requantized(__m512i s,
                     _mm512_set1_ps(zero));
   /* max takes its second operand where q is NaN: lo, as the formula's test does */
   q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
-  return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q));
+  return _mm512_cvtps_epi32(q);
 }
 
-/* 16 channels of one pixel from their sums. */
-static VNNI void requantize16(const Conv *v, const int *sums, long long ch, long long count,
-                              unsigned char *y) {
-  __mmask16 keep = (__mmask16)(count >= 16 ? 0xffff : (1u << count) - 1);
-  __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums),
-                               _mm512_maskz_loadu_epi32(keep, v->corr + ch));
-  _mm_mask_storeu_epi8(y, keep,
-                       requantized(s, _mm512_maskz_loadu_ps(keep, v->mult + ch), v->zero, v->lo,
-                                   v->hi));
+/* Four vectors of 16 int32 values, each within a byte's range (signed or
+   not), as their 64 low bytes in order. The narrowing store (vpmovdb to
+   memory) is slow on AMD's cores, where it was as costly as a 1x1
+   convolution's dot products: instead two packs, whose saturation cannot
+   bite, keep each value's low byte, and one permutation undoes the packs'
+   interleaving of 128-bit lanes (lane L holds a, b, c and d's L-th four). */
+static inline __attribute__((always_inline)) VNNI __m512i bytes_of_four(__m512i a, __m512i b,
+                                                                        __m512i c,
+                                                                        __m512i d) {
+  __m512i low = _mm512_set1_epi16(0xff);
+  __m512i ab = _mm512_and_si512(_mm512_packs_epi32(a, b), low);
+  __m512i cd = _mm512_and_si512(_mm512_packs_epi32(c, d), low);
+  __m512i lanes = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_epi32(lanes, _mm512_packus_epi16(ab, cd));
+}
+
+/* The mask of a run's first n (at most 16) lanes. */
+static inline __mmask16 first16(long long n) {
+  return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
+}
+
+/* One pixel's `count` channels from m0 (at most GROUP), from their sums:
+   four vectors to one store. */
+static inline __attribute__((always_inline)) VNNI void
+requantize_pixel(const Conv *v, const int *sums, long long m0, long long count,
+                 unsigned char *y) {
+  for (long long b = 0; b < count; b += 64) {
+    __m512i q[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                    _mm512_setzero_si512()};
+    for (int j = 0; j < 4 && b + 16 * j < count; j++) {
+      long long ch = b + 16 * j;
+      __mmask16 keep = first16(count - ch);
+      __m512i s = _mm512_add_epi32(_mm512_maskz_loadu_epi32(keep, sums + ch),
+                                   _mm512_maskz_loadu_epi32(keep, v->corr + m0 + ch));
+      q[j] = requantized(s, _mm512_maskz_loadu_ps(keep, v->mult + m0 + ch), v->zero, v->lo,
+                         v->hi);
+    }
+    long long n = count - b;
+    __m512i bytes = bytes_of_four(q[0], q[1], q[2], q[3]);
+    if (n >= 64)
+      _mm512_storeu_si512(y + b, bytes);
+    else
+      _mm512_mask_storeu_epi8(y + b, (1ULL << n) - 1, bytes);
+  }
 }
 
 /* Whether pixel rows are x's own pixels: a 1x1 filter of stride 1 over
@@ -352,9 +388,7 @@ static VNNI void run_unit(const Conv *v, long long p0, int rows, long long m0, l
     }
   }
   for (int r = 0; r < rows; r++)
-    for (long long b = 0; b < count; b += 16)
-      requantize16(v, sums[r] + b, m0 + b, count - b < 16 ? count - b : 16,
-                   v->y + (p0 + r) * v->m + m0 + b);
+    requantize_pixel(v, sums[r], m0, count, v->y + (p0 + r) * v->m + m0);
 }
 
 static bool vnni_usable(void) {
@@ -383,165 +417,164 @@ int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long
   return 1;
 }
 
-/* ---- opc_qconv_depthwise_nhwc: 4 pixels of a row by 32 channels an item */
+/* ---- opc_qconv_depthwise_nhwc: a row of pixels by 64 channels an item */
 
-/* The kernel's arguments, read once. */
+enum { DW_TAPS = 64 }; /* the most taps the fast form takes (8 x 8) */
+
+/* The kernel's arguments, read once, and an item's rows. */
 typedef struct {
   const unsigned char *x;
-  const int *filter, *bias;
+  const signed char *filter;
+  const int *bias;
   const float *mult;
   unsigned char *y;
-  long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow;
-  long long dims[4]; /* N, H', W' in runs of 4, C in runs of 32 */
+  long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow, taps, fours;
   int zx;
   bool x_signed;
   float zero, lo, hi;
 } Depthwise;
 
-/* 16 bytes of x (count of them) widened to int32, less x's zero point. */
-static inline __attribute__((always_inline)) VNNI __m512i
-widen_less(const Depthwise *d, const unsigned char *at, __mmask16 keep) {
-  __m128i bytes = _mm_maskz_loadu_epi8(keep, at);
-  __m512i v = d->x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-  return _mm512_sub_epi32(v, _mm512_set1_epi32(d->zx));
+/* Four vectors of 16 per-channel values in channel order (64 channels) in
+   the order of the sums: vector r, lane 4 L + k holds channel 16 L + 4 r +
+   k, i.e. vector r is the r-th 128-bit block of each input. */
+static inline __attribute__((always_inline)) VNNI void sum_order(const __m512i in[4],
+                                                                 __m512i out[4]) {
+  __m512i lo01 = _mm512_shuffle_i32x4(in[0], in[1], 0x44);
+  __m512i lo23 = _mm512_shuffle_i32x4(in[2], in[3], 0x44);
+  __m512i hi01 = _mm512_shuffle_i32x4(in[0], in[1], 0xee);
+  __m512i hi23 = _mm512_shuffle_i32x4(in[2], in[3], 0xee);
+  out[0] = _mm512_shuffle_i32x4(lo01, lo23, 0x88);
+  out[1] = _mm512_shuffle_i32x4(lo01, lo23, 0xdd);
+  out[2] = _mm512_shuffle_i32x4(hi01, hi23, 0x88);
+  out[3] = _mm512_shuffle_i32x4(hi01, hi23, 0xdd);
 }
 
-/* 16 bytes of x at `at` widened to int32 (signed or not), less zx. */
-static inline __attribute__((always_inline)) VNNI __m512i widened(const unsigned char *at,
-                                                                  bool x_signed, __m512i zx) {
-  __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)at);
-  __m512i v = x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-  return _mm512_sub_epi32(v, zx);
+/* Four taps' 64 bytes each as VPDPBUSD takes them: vector r, lane 4 L + k,
+   holds channel 16 L + 4 r + k's four taps, byte j tap j. */
+static inline __attribute__((always_inline)) VNNI void four_taps(const __m512i t[4],
+                                                                 __m512i out[4]) {
+  __m512i lo01 = _mm512_unpacklo_epi8(t[0], t[1]), hi01 = _mm512_unpackhi_epi8(t[0], t[1]);
+  __m512i lo23 = _mm512_unpacklo_epi8(t[2], t[3]), hi23 = _mm512_unpackhi_epi8(t[2], t[3]);
+  out[0] = _mm512_unpacklo_epi16(lo01, lo23);
+  out[1] = _mm512_unpackhi_epi16(lo01, lo23);
+  out[2] = _mm512_unpacklo_epi16(hi01, hi23);
+  out[3] = _mm512_unpackhi_epi16(hi01, hi23);
 }
 
-/* An item whose 4 pixels' windows lie inside x, of 32 channels (two) or
-   16: the sums of the 4 pixels by 2 vectors of channels named, so that
-   they stay in registers, from `at` (x at the first pixel's first tap,
-   channel c0). */
-#define DW_TAP(u)                                                                    \
-  do {                                                                               \
-    const unsigned char *px = tap + (u) * step;                                      \
-    a##u##0 = _mm512_add_epi32(a##u##0, _mm512_mullo_epi32(widened(px, x_signed, zx), w0)); \
-    if (two)                                                                         \
-      a##u##1 =                                                                      \
-          _mm512_add_epi32(a##u##1, _mm512_mullo_epi32(widened(px + 16, x_signed, zx), w1)); \
-  } while (0)
+/* Vectors of int32 values, each within a byte's range, in the order of the
+   sums (sum_order), as their 64 low bytes in channel order: the packs'
+   interleaving of 128-bit lanes is what puts them back in order. */
+static inline __attribute__((always_inline)) VNNI __m512i bytes_of_sums(const __m512i q[4]) {
+  __m512i low = _mm512_set1_epi16(0xff);
+  __m512i ab = _mm512_and_si512(_mm512_packs_epi32(q[0], q[1]), low);
+  __m512i cd = _mm512_and_si512(_mm512_packs_epi32(q[2], q[3]), low);
+  return _mm512_packus_epi16(ab, cd);
+}
+
+/* An item's constants: the rows of x its taps read (NULL in the padding),
+   the bias and multipliers in the order of the sums, the channel mask. */
+typedef struct {
+  const unsigned char *row[DW_TAPS]; /* by tap row */
+  long long tap_col[DW_TAPS];        /* a tap's column offset, in pixels */
+  int tap_row[DW_TAPS];
+  __m512i bias[4];
+  __m512 mult[4];
+  __m512i fill; /* a tap in the padding: x's zero point, as x's bytes */
+  __mmask64 keep;
+  const signed char *filter; /* the item's block */
+} DepthwiseItem;
+
+/* One output pixel (its window from column w0) of the item's 64 channels. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_inside(const Depthwise *d, const unsigned char *at, const int *taps, bool x_signed,
-                 bool two, __m512i *sums) {
-  __m512i zx = _mm512_set1_epi32(d->zx);
-  __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00;
-  __m512i a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-  long long step = d->sw * d->c;
-  for (long long p = 0; p < d->kh; p++)
-    for (long long q = 0; q < d->kw; q++) {
-      const int *w = taps + (p * d->kw + q) * d->c;
-      __m512i w0 = _mm512_loadu_si512(w), w1 = two ? _mm512_loadu_si512(w + 16) : w0;
-      const unsigned char *tap = at + (p * d->dh * d->w + q * d->dw) * d->c;
-      DW_TAP(0);
-      DW_TAP(1);
-      DW_TAP(2);
-      DW_TAP(3);
+depthwise_pixel(const Depthwise *d, const DepthwiseItem *it, long long w0, unsigned char *y,
+                bool x_signed) {
+  __m512i sums[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                     _mm512_setzero_si512()};
+  __m512i flip = _mm512_set1_epi8(x_signed ? (char)0x80 : 0);
+  bool inside = w0 >= 0 && w0 + (d->kw - 1) * d->dw < d->w;
+  const signed char *f = it->filter;
+  for (long long g = 0; g < d->fours; g++, f += 256) {
+    __m512i t[4], v[4];
+    for (int j = 0; j < 4; j++) {
+      long long tap = 4 * g + j;
+      if (tap >= d->taps) {
+        t[j] = _mm512_setzero_si512(); /* its filter bytes are 0 */
+        continue;
+      }
+      const unsigned char *row = it->row[it->tap_row[tap]];
+      long long ww = w0 + it->tap_col[tap];
+      __m512i bytes = it->fill;
+      if (row && (inside || (ww >= 0 && ww < d->w)))
+        bytes = _mm512_mask_loadu_epi8(it->fill, it->keep, row + ww * d->c);
+      t[j] = x_signed ? _mm512_xor_si512(bytes, flip) : bytes;
     }
-  sums[0] = a00, sums[1] = a01, sums[2] = a10, sums[3] = a11;
-  sums[4] = a20, sums[5] = a21, sums[6] = a30, sums[7] = a31;
+    four_taps(t, v);
+    for (int r = 0; r < 4; r++)
+      sums[r] = _mm512_dpbusd_epi32(sums[r], v[r], _mm512_loadu_si512(f + 64 * r));
+  }
+  __m512i q[4];
+  for (int r = 0; r < 4; r++)
+    q[r] = requantized(_mm512_add_epi32(sums[r], it->bias[r]), it->mult[r], d->zero, d->lo,
+                       d->hi);
+  _mm512_mask_storeu_epi8(y, it->keep, bytes_of_sums(q));
 }
 
-typedef void DepthwiseInside(const Depthwise *d, const unsigned char *at, const int *taps,
-                             __m512i *sums);
-#define DEPTHWISE_INSIDE(name, x_signed, two)                                          \
-  static VNNI void name(const Depthwise *d, const unsigned char *at, const int *taps, \
-                        __m512i *sums) {                                               \
-    depthwise_inside(d, at, taps, x_signed, two, sums);                                \
-  }
-DEPTHWISE_INSIDE(depthwise_inside_u8_16, false, false)
-DEPTHWISE_INSIDE(depthwise_inside_u8_32, false, true)
-DEPTHWISE_INSIDE(depthwise_inside_i8_16, true, false)
-DEPTHWISE_INSIDE(depthwise_inside_i8_32, true, true)
-/* By x's signedness and the item's vectors of channels (1 or 2). */
-static DepthwiseInside *const depthwise_inside_of[2][2] = {
-    {depthwise_inside_u8_16, depthwise_inside_u8_32},
-    {depthwise_inside_i8_16, depthwise_inside_i8_32}};
-
-/* Any item: taps past x's edges skipped, channels past C masked. */
-static VNNI void depthwise_edge(const Depthwise *d, long long n, long long oh, long long j0,
-                                int pixels, long long c0, const __mmask16 *keep,
-                                __m512i *sums) {
-  long long run = d->c - c0 < 32 ? d->c - c0 : 32;
-  for (int k = 0; k < 8; k++)
-    sums[k] = _mm512_setzero_si512();
+/* One item: output row oh of image n, channels [c0, c0 + 64) clipped to C. */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, bool x_signed) {
+  DepthwiseItem it;
+  long long run = d->c - c0 < 64 ? d->c - c0 : 64;
+  it.keep = run >= 64 ? ~0ULL : (1ULL << run) - 1;
+  it.fill = _mm512_set1_epi8((char)d->zx);
+  it.filter = d->filter + c0 / 64 * d->fours * 256;
   long long h0 = oh * d->sh - d->ph;
   for (long long p = 0; p < d->kh; p++) {
     long long hh = h0 + p * d->dh;
-    if (hh < 0 || hh >= d->h)
-      continue;
-    const unsigned char *row = d->x + ((n * d->h + hh) * d->w) * d->c + c0;
-    for (long long q = 0; q < d->kw; q++) {
-      const int *taps = d->filter + (p * d->kw + q) * d->c + c0;
-      __m512i w0 = _mm512_maskz_loadu_epi32(keep[0], taps);
-      __m512i w1 = _mm512_maskz_loadu_epi32(keep[1], taps + 16);
-      for (int u = 0; u < pixels; u++) {
-        long long ww = (j0 + u) * d->sw - d->pw + q * d->dw;
-        if (ww < 0 || ww >= d->w)
-          continue;
-        const unsigned char *at = row + ww * d->c;
-        sums[2 * u] = _mm512_add_epi32(sums[2 * u],
-                                       _mm512_mullo_epi32(widen_less(d, at, keep[0]), w0));
-        if (run > 16)
-          sums[2 * u + 1] = _mm512_add_epi32(
-              sums[2 * u + 1], _mm512_mullo_epi32(widen_less(d, at + 16, keep[1]), w1));
-      }
-    }
+    it.row[p] = hh >= 0 && hh < d->h ? d->x + ((n * d->h + hh) * d->w) * d->c + c0 : NULL;
   }
+  for (long long t = 0; t < d->taps; t++) {
+    it.tap_row[t] = (int)(t / d->kw);
+    it.tap_col[t] = t % d->kw * d->dw;
+  }
+  __m512i bias[4], mult[4];
+  for (int v = 0; v < 4; v++) {
+    __mmask16 keep = (__mmask16)(it.keep >> (16 * v));
+    bias[v] = _mm512_maskz_loadu_epi32(keep, d->bias + c0 + 16 * v);
+    mult[v] = _mm512_castps_si512(_mm512_maskz_loadu_ps(keep, d->mult + c0 + 16 * v));
+  }
+  sum_order(bias, it.bias);
+  sum_order(mult, bias);
+  for (int v = 0; v < 4; v++)
+    it.mult[v] = _mm512_castsi512_ps(bias[v]);
+  unsigned char *y = d->y + (n * d->oh + oh) * d->ow * d->c + c0;
+  for (long long j = 0; j < d->ow; j++)
+    depthwise_pixel(d, &it, j * d->sw - d->pw, y + j * d->c, x_signed);
 }
 
-/* One item: pixels [j0, j0 + pixels) of row oh of image n, channels
-   [c0, c0 + 32) clipped to C. The sums wrap as the kernel's unsigned ones. */
-static VNNI void depthwise_item(const Depthwise *d, long long n, long long oh, long long j0,
-                                int pixels, long long c0) {
-  long long run = d->c - c0 < 32 ? d->c - c0 : 32;
-  __mmask16 keep[2] = {(__mmask16)(run >= 16 ? 0xffff : (1u << run) - 1),
-                       (__mmask16)(run >= 32 ? 0xffff : run > 16 ? (1u << (run - 16)) - 1 : 0)};
-  __m512i sums[8];
-  long long h0 = oh * d->sh - d->ph, w0 = j0 * d->sw - d->pw;
-  bool inside = (run == 32 || run == 16) && pixels == 4 && h0 >= 0 &&
-                h0 + (d->kh - 1) * d->dh < d->h && w0 >= 0 &&
-                w0 + 3 * d->sw + (d->kw - 1) * d->dw < d->w;
-  if (inside) {
-    const unsigned char *at = d->x + ((n * d->h + h0) * d->w + w0) * d->c + c0;
-    depthwise_inside_of[d->x_signed][run == 32](d, at, d->filter + c0, sums);
-  } else {
-    depthwise_edge(d, n, oh, j0, pixels, c0, keep, sums);
-  }
-  for (int u = 0; u < pixels; u++) {
-    unsigned char *y = d->y + ((n * d->dims[1] + oh) * d->ow + j0 + u) * d->c + c0;
-    for (int v = 0; v < 2 && v * 16 < run; v++) {
-      __m512i s = _mm512_add_epi32(sums[2 * u + v],
-                                   _mm512_maskz_loadu_epi32(keep[v], d->bias + c0 + 16 * v));
-      _mm_mask_storeu_epi8(y + 16 * v, keep[v],
-                           requantized(s, _mm512_maskz_loadu_ps(keep[v], d->mult + c0 + 16 * v),
-                                       d->zero, d->lo, d->hi));
-    }
-  }
+static VNNI void depthwise_rows_u8(const Depthwise *d, const long long *dims, long long begin,
+                                   long long end) {
+  for (long long r = begin; r < end; r++)
+    depthwise_row(d, r / dims[2] / dims[1], r / dims[2] % dims[1], r % dims[2] * 64, false);
 }
 
-int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
-                               long long end) {
-  if (!avx512bw_usable())
-    return 0;
+static VNNI void depthwise_rows_i8(const Depthwise *d, const long long *dims, long long begin,
+                                   long long end) {
+  for (long long r = begin; r < end; r++)
+    depthwise_row(d, r / dims[2] / dims[1], r / dims[2] % dims[1], r % dims[2] * 64, true);
+}
+
+int opc_qconv_depthwise_vnni(const struct opc_kargs *a, int x_signed, long long begin,
+                             long long end) {
   const long long *i = a->i;
+  if (!vnni_usable() || i[3] * i[4] > DW_TAPS)
+    return 0;
   Depthwise d = {.x = a->x[0], .filter = a->x[1], .mult = a->x[2], .bias = a->x[3], .y = a->y,
                  .c = i[0], .h = i[1], .w = i[2], .kh = i[3], .kw = i[4], .sh = i[5], .sw = i[6],
-                 .dh = i[7], .dw = i[8], .ph = i[9], .pw = i[10], .ow = i[11], .zx = (int)i[12],
-                 .x_signed = x_signed, .zero = (float)i[13], .lo = a->f[0], .hi = a->f[1]};
-  memcpy(d.dims, a->dims, sizeof d.dims);
-  for (long long r = begin; r < end; r++) {
-    long long cq = r % d.dims[3], rest = r / d.dims[3];
-    long long wq = rest % d.dims[2], oh = rest / d.dims[2] % d.dims[1], n = rest / d.dims[2] / d.dims[1];
-    long long j0 = wq * 4;
-    int pixels = (int)(d.ow - j0 < 4 ? d.ow - j0 : 4);
-    depthwise_item(&d, n, oh, j0, pixels, cq * 32);
-  }
+                 .dh = i[7], .dw = i[8], .ph = i[9], .pw = i[10], .oh = a->dims[1], .ow = i[11],
+                 .taps = i[3] * i[4], .fours = (i[3] * i[4] + 3) / 4, .x_signed = x_signed,
+                 .zx = (int)i[12], .zero = (float)i[13], .lo = a->f[0],
+                 .hi = a->f[1]};
+  (x_signed ? depthwise_rows_i8 : depthwise_rows_u8)(&d, a->dims, begin, end);
   return 1;
 }
 
@@ -737,8 +770,8 @@ int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long
   return 0;
 }
 
-int opc_qconv_depthwise_avx512(const struct opc_kargs *a, int x_signed, long long begin,
-                               long long end) {
+int opc_qconv_depthwise_vnni(const struct opc_kargs *a, int x_signed, long long begin,
+                             long long end) {
   (void)a, (void)x_signed, (void)begin, (void)end;
   return 0;
 }

@@ -21,11 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "rt.h"
 
 #define ALIGN 256
+/* Transparent huge pages: 2 MiB on x86-64 and most arm64 kernels. */
+#define HUGE_PAGE ((size_t)2 << 20)
 
 /* ---- the allocation table ---- */
 
@@ -149,8 +152,17 @@ static cudaError_t alloc(void **out, size_t size, AllocKind kind, int device) {
   size_t rounded = (size + ALIGN - 1) / ALIGN * ALIGN;
   if (rounded == 0)
     rounded = ALIGN;
-  if (posix_memalign(&p, ALIGN, rounded) != 0)
+  if (rounded >= HUGE_PAGE) {
+    /* A model's activations and weights are read once per operation each:
+       on 4 KiB pages their walk misses the TLB on nearly every row. */
+    if (posix_memalign(&p, HUGE_PAGE, rounded) != 0)
+      return cudaErrorMemoryAllocation;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+  } else if (posix_memalign(&p, ALIGN, rounded) != 0) {
     return cudaErrorMemoryAllocation;
+  }
   if (rt.check)
     fill_nan(p, rounded);
   pthread_mutex_lock(&rt.lock);

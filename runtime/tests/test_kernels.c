@@ -570,17 +570,29 @@ static void test_qconv(void) {
 
 /* ---- opc_qconv_depthwise_nhwc: a channels-last depthwise QLinearConv */
 
+/* The contract's byte of the packed filter holding tap t of channel ch:
+   blocks of 64 channels, fours of taps, a channel's four taps one int32
+   lane, lane 4 l + k of vector j being channel 16 l + 4 j + k. */
+static long long depthwise_byte(int ch, long long t, long long fours) {
+  int in_block = ch % 64, l = in_block / 16, j = in_block % 16 / 4, k = in_block % 4;
+  return ((ch / 64 * fours + t / 4) * 4 + j) * 64 + 4 * (4 * l + k) + t % 4;
+}
+
 /* A depthwise convolution of C channels of H x W, square filter k, as the
    backend launches it (depthwise_launch): the filter less its zero point
-   as int32 [taps, C], the bias int32, y's bytes compared with ONNX's sums
-   requantised. A changed filter value must change y. */
+   packed as int8, the bias less x's zero point (as an unsigned byte) times
+   the filter's sum, y's bytes compared with ONNX's sums requantised. A
+   changed filter value must change y. */
 static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w, int k,
                                 int stride, int pad) {
   int oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
   long long xn = (long long)h * w * c, yn = (long long)oh * ow * c, taps = (long long)k * k;
   int lo_x = x_signed ? -128 : 0, zx = x_signed ? 7 : 131, zy = x_signed ? -9 : 120;
   unsigned char *xb = malloc(xn), *want = malloc(yn), *got = malloc(yn);
+  long long fours = (taps + 3) / 4, packed_bytes = (c + 63) / 64 * fours * 256;
   int *x = malloc(xn * sizeof(int)), *filter = malloc(taps * c * sizeof(int));
+  signed char *packed = malloc(packed_bytes);
+  int *corrected = malloc(c * sizeof(int));
   int *bias = malloc(c * sizeof(int)), *sums = malloc(yn * sizeof(int));
   float *mult = malloc(c * sizeof(float));
   for (long long i = 0; i < xn; i++) {
@@ -610,11 +622,10 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
   for (long long i = 0; i < yn; i++)
     want[i] = requantize_byte(sums[i], mult[i % c], (float)zy, lo, hi);
   void *dx, *df, *dm, *db, *dy;
-  cudaMalloc(&dx, xn), cudaMalloc(&df, taps * c * 4), cudaMalloc(&dm, c * 4);
+  cudaMalloc(&dx, xn), cudaMalloc(&df, packed_bytes), cudaMalloc(&dm, c * 4);
   cudaMalloc(&db, c * 4), cudaMalloc(&dy, yn);
   cudaMemcpy(dx, xb, xn, cudaMemcpyHostToDevice);
   cudaMemcpy(dm, mult, c * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(db, bias, c * 4, cudaMemcpyHostToDevice);
   CUfunction f;
   expect(cuModuleGetFunction(&f, mod, x_signed ? "opc_qconv_depthwise_nhwc_i8"
                                                : "opc_qconv_depthwise_nhwc_u8") == CUDA_SUCCESS,
@@ -625,15 +636,25 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
   for (int round = 0; round < 2; round++) {
     if (round == 1) /* the negative control */
       filter[(taps - 1) * c + c - 1] += 60;
-    cudaMemcpy(df, filter, taps * c * 4, cudaMemcpyHostToDevice);
+    memset(packed, 0, packed_bytes);
+    for (int ch = 0; ch < c; ch++) {
+      int total = 0;
+      for (long long t = 0; t < taps; t++) {
+        packed[depthwise_byte(ch, t, fours)] = (signed char)filter[t * c + ch];
+        total += filter[t * c + ch];
+      }
+      corrected[ch] = bias[ch] - (zx + (x_signed ? 128 : 0)) * total;
+    }
+    cudaMemcpy(df, packed, packed_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, corrected, c * 4, cudaMemcpyHostToDevice);
     struct opc_kargs a;
     memset(&a, 0, sizeof a);
     a.x[0] = dx, a.x[1] = df, a.x[2] = dm, a.x[3] = db, a.y = dy;
-    a.rank = 4;
-    long long dims[4] = {1, oh, (ow + 3) / 4, (c + 31) / 32};
+    a.rank = 3;
+    long long dims[3] = {1, oh, (c + 63) / 64};
     memcpy(a.dims, dims, sizeof dims);
-    a.n = dims[1] * dims[2] * dims[3];
-    a.x_extent[0] = xn, a.x_extent[1] = taps * c * 4, a.x_extent[2] = a.x_extent[3] = c * 4;
+    a.n = dims[1] * dims[2];
+    a.x_extent[0] = xn, a.x_extent[1] = packed_bytes, a.x_extent[2] = a.x_extent[3] = c * 4;
     a.y_extent = yn;
     long long args[14] = {c, h, w, k, k, stride, stride, 1, 1, pad, pad, ow, zx, zy};
     memcpy(a.i, args, sizeof args);
@@ -653,16 +674,18 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
   }
   cudaFree(dx), cudaFree(df), cudaFree(dm), cudaFree(db), cudaFree(dy);
   free(xb), free(want), free(got), free(x), free(filter), free(bias), free(sums), free(mult);
+  free(packed), free(corrected);
 }
 
 static void test_depthwise(void) {
   CUmodule mod;
   expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the depthwise kernel");
-  test_depthwise_case(mod, false, 32, 14, 14, 3, 1, 1); /* whole items */
-  test_depthwise_case(mod, true, 96, 15, 13, 3, 2, 1);  /* stride 2, a row's last pixels */
-  test_depthwise_case(mod, false, 21, 9, 10, 5, 1, 2);  /* 21 channels: a partial vector */
-  test_depthwise_case(mod, true, 40, 7, 7, 3, 1, 0);    /* 40: a vector and a partial one */
-  test_depthwise_case(mod, false, 48, 12, 12, 3, 1, 1); /* 48: items of 32 and of 16 */
+  test_depthwise_case(mod, false, 64, 14, 14, 3, 1, 1);  /* whole blocks of 64 */
+  test_depthwise_case(mod, true, 96, 15, 13, 3, 2, 1);   /* stride 2, a block and a half */
+  test_depthwise_case(mod, false, 21, 9, 10, 5, 1, 2);   /* 5x5: 25 taps, 21 channels */
+  test_depthwise_case(mod, true, 40, 7, 7, 3, 1, 0);     /* no padding */
+  test_depthwise_case(mod, false, 130, 7, 7, 3, 1, 1);   /* three blocks, the last of 2 */
+  test_depthwise_case(mod, true, 32, 3, 3, 7, 1, 3);     /* every window past x's edges */
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the depthwise kernel's module");
 }
 
