@@ -151,6 +151,8 @@ static inline void cudaGraphSetConditional(cudaGraphConditionalHandle handle, un
  * a tile's "threads" are a plain loop, its barrier nothing and its shared
  * arrays the thread's own. */
 #define OPC_TILES(t, count) OPC_FOR_EACH(t, count)
+/* Unit kernels (opc_kernels.inc): the runtime splits them by iterations. */
+#define OPC_FOR_EACH_UNIT(i, count) OPC_FOR_EACH(i, count)
 #define OPC_THREADS(i, count) for (long long i = 0; i < (count); i++)
 #define OPC_SYNC() ((void)0)
 #define OPC_SHARED

@@ -30,6 +30,8 @@
    barrier. The launch gives a block per tile, up to the grid limit. */
 #define OPC_TILES(t, count) \
   for (long long t = blockIdx.x; t < (count); t += gridDim.x)
+/* Unit kernels: a unit is one thread's, as any iteration. */
+#define OPC_FOR_EACH_UNIT(i, count) OPC_FOR_EACH(i, count)
 #define OPC_THREADS(i, count) \
   for (long long i = threadIdx.x; i < (count); i += blockDim.x)
 #define OPC_SYNC() __syncthreads()

@@ -17,6 +17,7 @@ struct CUfunc_st {
   const char *name;
   KernelFn *fn[KERNEL_ISAS];
   int tiles; /* a tile kernel: each block one tile (opc_kernels.inc) */
+  int units; /* a unit kernel: each iteration much work (opc_kernels.inc) */
 };
 
 extern const struct CUfunc_st opc_kernel_table[];

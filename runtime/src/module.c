@@ -203,6 +203,10 @@ static void run_kernel(Op *op) {
    * GPU, where the blocks run side by side, its tiles go to the threads. */
   if (k->f->tiles && parts < k->blocks)
     parts = k->blocks < pool_threads() ? (int)k->blocks : pool_threads();
+  /* A unit kernel's iterations are each much work that the memory does
+   * not show either (a convolution's tile of outputs): split by them. */
+  if (k->f->units)
+    parts = pool_parts(k->a.n, 1);
   if (parts > k->a.n)
     parts = (int)k->a.n;
   pool_run(kernel_part, &run, parts);
