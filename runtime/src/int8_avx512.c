@@ -294,18 +294,21 @@ typedef void DotSix(const Conv *v, Rows in, long long len, long long k0, long lo
                     int (*sums)[GROUP], bool fresh);
 static DotSix *const dot_six[5] = {NULL, dot_six_1, dot_six_2, dot_six_3, dot_six_4};
 
-/* opc_requantize_of's float32 steps on 16 int32 sums: convert, multiply,
-   round half to even, add the zero point, saturate; as int32 values within
-   the output's byte range. */
+/* opc_requantize_of on 16 int32 sums, as int32 values within the output's
+   byte range: the float32 product, then rint(product) + zero saturated to
+   [lo, hi], taken as rint of the product saturated to [lo - zero, hi -
+   zero], plus zero as an integer. The same values: the bounds less the
+   zero point are integers, which rint keeps and whose order it keeps; a
+   product past them saturates either way; and max takes its second
+   operand where the product is NaN, lo - zero, as the formula's test
+   takes lo. */
 static inline __attribute__((always_inline)) VNNI __m512i requantized(__m512i s, __m512 mult,
                                                                       float zero, float lo,
                                                                       float hi) {
   __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(s), mult);
-  q = _mm512_add_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                    _mm512_set1_ps(zero));
-  /* max takes its second operand where q is NaN: lo, as the formula's test does */
-  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
-  return _mm512_cvtps_epi32(q);
+  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_set1_ps(lo - zero)), _mm512_set1_ps(hi - zero));
+  __m512i r = _mm512_cvt_roundps_epi32(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_add_epi32(r, _mm512_set1_epi32((int)zero));
 }
 
 /* Four vectors of 16 int32 values, each within a byte's range (signed or
@@ -476,7 +479,9 @@ static inline __attribute__((always_inline)) VNNI __m512i bytes_of_sums(const __
 typedef struct {
   const unsigned char *row[DW_TAPS]; /* by tap row */
   long long tap_col[DW_TAPS];        /* a tap's column offset, in pixels */
+  long long tap_at[DW_TAPS];         /* a tap's offset from the window's corner, in bytes */
   int tap_row[DW_TAPS];
+  bool rows_inside; /* no tap row in the padding */
   __m512i bias[4];
   __m512 mult[4];
   __m512i fill; /* a tap in the padding: x's zero point, as x's bytes */
@@ -484,57 +489,79 @@ typedef struct {
   const signed char *filter; /* the item's block */
 } DepthwiseItem;
 
-/* One output pixel (its window from column w0) of the item's 64 channels. */
+/* Adds a four of taps' bytes (t, as x's) times the filter's to the sums. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_pixel(const Depthwise *d, const DepthwiseItem *it, long long w0, unsigned char *y,
-                bool x_signed) {
-  __m512i sums[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                     _mm512_setzero_si512()};
-  __m512i flip = _mm512_set1_epi8(x_signed ? (char)0x80 : 0);
-  bool inside = w0 >= 0 && w0 + (d->kw - 1) * d->dw < d->w;
-  const signed char *f = it->filter;
-  for (long long g = 0; g < d->fours; g++, f += 256) {
-    __m512i t[4], v[4];
-    for (int j = 0; j < 4; j++) {
-      long long tap = 4 * g + j;
-      if (tap >= d->taps) {
-        t[j] = _mm512_setzero_si512(); /* its filter bytes are 0 */
-        continue;
-      }
-      const unsigned char *row = it->row[it->tap_row[tap]];
-      long long ww = w0 + it->tap_col[tap];
-      __m512i bytes = it->fill;
-      if (row && (inside || (ww >= 0 && ww < d->w)))
-        bytes = _mm512_mask_loadu_epi8(it->fill, it->keep, row + ww * d->c);
-      t[j] = x_signed ? _mm512_xor_si512(bytes, flip) : bytes;
-    }
-    four_taps(t, v);
-    for (int r = 0; r < 4; r++)
-      sums[r] = _mm512_dpbusd_epi32(sums[r], v[r], _mm512_loadu_si512(f + 64 * r));
-  }
-  __m512i q[4];
+depthwise_four(__m512i t[4], const signed char *f, bool x_signed, __m512i *sums) {
+  __m512i v[4];
+  if (x_signed)
+    for (int j = 0; j < 4; j++)
+      t[j] = _mm512_xor_si512(t[j], _mm512_set1_epi8((char)0x80));
+  four_taps(t, v);
   for (int r = 0; r < 4; r++)
-    q[r] = requantized(_mm512_add_epi32(sums[r], it->bias[r]), it->mult[r], d->zero, d->lo,
-                       d->hi);
-  _mm512_mask_storeu_epi8(y, it->keep, bytes_of_sums(q));
+    sums[r] = _mm512_dpbusd_epi32(sums[r], v[r], _mm512_loadu_si512(f + 64 * r));
 }
 
-/* One item: output row oh of image n, channels [c0, c0 + 64) clipped to C. */
+/* The sums of a pixel whose window lies inside x, its corner at `at`:
+   no test per tap, and with `taps` a constant (3x3, 5x5), no loop. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, bool x_signed) {
+depthwise_inside(const DepthwiseItem *it, const unsigned char *at, long long taps, bool whole,
+                 bool x_signed, __m512i *sums) {
+  const signed char *f = it->filter;
+  for (long long g = 0; g < (taps + 3) / 4; g++, f += 256) {
+    __m512i t[4];
+    for (int j = 0; j < 4; j++) {
+      long long tap = 4 * g + j;
+      t[j] = tap >= taps ? it->fill /* its filter bytes are 0 */
+             : whole     ? _mm512_loadu_si512(at + it->tap_at[tap])
+                         : _mm512_mask_loadu_epi8(it->fill, it->keep, at + it->tap_at[tap]);
+    }
+    depthwise_four(t, f, x_signed, sums);
+  }
+}
+
+/* The sums of any pixel (its window from column w0): taps in the padding
+   read the fill. */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_edge(const Depthwise *d, const DepthwiseItem *it, long long w0, bool x_signed,
+               __m512i *sums) {
+  const signed char *f = it->filter;
+  for (long long g = 0; g < d->fours; g++, f += 256) {
+    __m512i t[4];
+    for (int j = 0; j < 4; j++) {
+      long long tap = 4 * g + j;
+      t[j] = it->fill;
+      if (tap >= d->taps)
+        continue;
+      const unsigned char *row = it->row[it->tap_row[tap]];
+      long long ww = w0 + it->tap_col[tap];
+      if (row && ww >= 0 && ww < d->w)
+        t[j] = _mm512_mask_loadu_epi8(it->fill, it->keep, row + ww * d->c);
+    }
+    depthwise_four(t, f, x_signed, sums);
+  }
+}
+
+/* One item: output row oh of image n, channels [c0, c0 + 64) clipped to C,
+   with `taps` KH KW (a constant where the caller knows it). */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, long long taps,
+              bool x_signed) {
   DepthwiseItem it;
   long long run = d->c - c0 < 64 ? d->c - c0 : 64;
   it.keep = run >= 64 ? ~0ULL : (1ULL << run) - 1;
   it.fill = _mm512_set1_epi8((char)d->zx);
   it.filter = d->filter + c0 / 64 * d->fours * 256;
   long long h0 = oh * d->sh - d->ph;
+  it.rows_inside = true;
   for (long long p = 0; p < d->kh; p++) {
     long long hh = h0 + p * d->dh;
     it.row[p] = hh >= 0 && hh < d->h ? d->x + ((n * d->h + hh) * d->w) * d->c + c0 : NULL;
+    it.rows_inside = it.rows_inside && it.row[p];
   }
   for (long long t = 0; t < d->taps; t++) {
     it.tap_row[t] = (int)(t / d->kw);
     it.tap_col[t] = t % d->kw * d->dw;
+    it.tap_at[t] = (it.tap_row[t] * d->dh * d->w + it.tap_col[t]) * d->c;
   }
   __m512i bias[4], mult[4];
   for (int v = 0; v < 4; v++) {
@@ -546,21 +573,46 @@ depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, bool 
   sum_order(mult, bias);
   for (int v = 0; v < 4; v++)
     it.mult[v] = _mm512_castsi512_ps(bias[v]);
+  bool whole = it.keep == ~0ULL;
+  const unsigned char *corner = it.row[0];
   unsigned char *y = d->y + (n * d->oh + oh) * d->ow * d->c + c0;
-  for (long long j = 0; j < d->ow; j++)
-    depthwise_pixel(d, &it, j * d->sw - d->pw, y + j * d->c, x_signed);
+  for (long long j = 0; j < d->ow; j++, y += d->c) {
+    long long w0 = j * d->sw - d->pw;
+    __m512i sums[4] = {it.bias[0], it.bias[1], it.bias[2], it.bias[3]};
+    if (it.rows_inside && w0 >= 0 && w0 + (d->kw - 1) * d->dw < d->w)
+      depthwise_inside(&it, corner + w0 * d->c, taps, whole, x_signed, sums);
+    else
+      depthwise_edge(d, &it, w0, x_signed, sums);
+    __m512i q[4];
+    for (int r = 0; r < 4; r++)
+      q[r] = requantized(sums[r], it.mult[r], d->zero, d->lo, d->hi);
+    _mm512_mask_storeu_epi8(y, it.keep, bytes_of_sums(q));
+  }
+}
+
+/* Items [begin, end): 3x3 and 5x5 filters unrolled. */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_rows(const Depthwise *d, const long long *dims, long long begin, long long end,
+               bool x_signed) {
+  for (long long r = begin; r < end; r++) {
+    long long n = r / dims[2] / dims[1], oh = r / dims[2] % dims[1], c0 = r % dims[2] * 64;
+    if (d->taps == 9)
+      depthwise_row(d, n, oh, c0, 9, x_signed);
+    else if (d->taps == 25)
+      depthwise_row(d, n, oh, c0, 25, x_signed);
+    else
+      depthwise_row(d, n, oh, c0, d->taps, x_signed);
+  }
 }
 
 static VNNI void depthwise_rows_u8(const Depthwise *d, const long long *dims, long long begin,
                                    long long end) {
-  for (long long r = begin; r < end; r++)
-    depthwise_row(d, r / dims[2] / dims[1], r / dims[2] % dims[1], r % dims[2] * 64, false);
+  depthwise_rows(d, dims, begin, end, false);
 }
 
 static VNNI void depthwise_rows_i8(const Depthwise *d, const long long *dims, long long begin,
                                    long long end) {
-  for (long long r = begin; r < end; r++)
-    depthwise_row(d, r / dims[2] / dims[1], r / dims[2] % dims[1], r % dims[2] * 64, true);
+  depthwise_rows(d, dims, begin, end, true);
 }
 
 int opc_qconv_depthwise_vnni(const struct opc_kargs *a, int x_signed, long long begin,

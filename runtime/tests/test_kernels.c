@@ -584,8 +584,9 @@ static long long depthwise_byte(int ch, long long t, long long fours) {
    the filter's sum, y's bytes compared with ONNX's sums requantised. A
    changed filter value must change y. */
 static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w, int k,
-                                int stride, int pad) {
-  int oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+                                int stride, int pad, int dil) {
+  int span = (k - 1) * dil + 1;
+  int oh = (h + 2 * pad - span) / stride + 1, ow = (w + 2 * pad - span) / stride + 1;
   long long xn = (long long)h * w * c, yn = (long long)oh * ow * c, taps = (long long)k * k;
   int lo_x = x_signed ? -128 : 0, zx = x_signed ? 7 : 131, zy = x_signed ? -9 : 120;
   unsigned char *xb = malloc(xn), *want = malloc(yn), *got = malloc(yn);
@@ -609,7 +610,8 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
       int sum = bias[ch];
       for (int r = 0; r < k; r++)
         for (int q = 0; q < k; q++) {
-          int hh = (int)(p / ow) * stride - pad + r, ww = (int)(p % ow) * stride - pad + q;
+          int hh = (int)(p / ow) * stride - pad + r * dil;
+          int ww = (int)(p % ow) * stride - pad + q * dil;
           if (hh >= 0 && hh < h && ww >= 0 && ww < w)
             sum += (x[((long long)hh * w + ww) * c + ch] - zx) * filter[(r * k + q) * c + ch];
         }
@@ -631,8 +633,8 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
                                                : "opc_qconv_depthwise_nhwc_u8") == CUDA_SUCCESS,
          "opc_qconv_depthwise_nhwc");
   char name[128];
-  snprintf(name, sizeof name, "opc_qconv_depthwise_nhwc %s c%d %dx%d k%d s%d p%d",
-           x_signed ? "int8" : "uint8", c, h, w, k, stride, pad);
+  snprintf(name, sizeof name, "opc_qconv_depthwise_nhwc %s c%d %dx%d k%d s%d p%d d%d",
+           x_signed ? "int8" : "uint8", c, h, w, k, stride, pad, dil);
   for (int round = 0; round < 2; round++) {
     if (round == 1) /* the negative control */
       filter[(taps - 1) * c + c - 1] += 60;
@@ -656,7 +658,7 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
     a.n = dims[1] * dims[2];
     a.x_extent[0] = xn, a.x_extent[1] = packed_bytes, a.x_extent[2] = a.x_extent[3] = c * 4;
     a.y_extent = yn;
-    long long args[14] = {c, h, w, k, k, stride, stride, 1, 1, pad, pad, ow, zx, zy};
+    long long args[14] = {c, h, w, k, k, stride, stride, dil, dil, pad, pad, ow, zx, zy};
     memcpy(a.i, args, sizeof args);
     a.f[0] = lo, a.f[1] = hi;
     void *params[] = {&a};
@@ -680,12 +682,13 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
 static void test_depthwise(void) {
   CUmodule mod;
   expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for the depthwise kernel");
-  test_depthwise_case(mod, false, 64, 14, 14, 3, 1, 1);  /* whole blocks of 64 */
-  test_depthwise_case(mod, true, 96, 15, 13, 3, 2, 1);   /* stride 2, a block and a half */
-  test_depthwise_case(mod, false, 21, 9, 10, 5, 1, 2);   /* 5x5: 25 taps, 21 channels */
-  test_depthwise_case(mod, true, 40, 7, 7, 3, 1, 0);     /* no padding */
-  test_depthwise_case(mod, false, 130, 7, 7, 3, 1, 1);   /* three blocks, the last of 2 */
-  test_depthwise_case(mod, true, 32, 3, 3, 7, 1, 3);     /* every window past x's edges */
+  test_depthwise_case(mod, false, 64, 14, 14, 3, 1, 1, 1);  /* whole blocks of 64 */
+  test_depthwise_case(mod, true, 96, 15, 13, 3, 2, 1, 1);   /* stride 2, a block and a half */
+  test_depthwise_case(mod, false, 21, 9, 10, 5, 1, 2, 1);   /* 5x5: 25 taps, 21 channels */
+  test_depthwise_case(mod, true, 40, 7, 7, 3, 1, 0, 1);     /* no padding */
+  test_depthwise_case(mod, false, 130, 7, 7, 3, 1, 1, 1);   /* three blocks, the last of 2 */
+  test_depthwise_case(mod, true, 32, 3, 3, 7, 1, 3, 1);     /* every window past x's edges */
+  test_depthwise_case(mod, false, 70, 12, 11, 3, 1, 2, 2);  /* dilation 2 */
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the depthwise kernel's module");
 }
 
