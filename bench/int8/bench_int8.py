@@ -12,7 +12,7 @@ Runtime on the int8 and the float model, in one run.
 
   bench_int8.py --opc build/opc [--models resnet50,mobilenet_v2] [--runs 20]
                 [--warmup 3] [--rounds 3] [--kernel-runs 2] [--threads 2]
-                [--work DIR] -o bench/results/int8-cpu-DATE.md
+                [--pause 0.2] [--work DIR] -o bench/results/int8-cpu-DATE.md
 
 Per model: tools/models/build.py (batch 1), quantize.py (QDQ, per
 channel, calibrated on 8 photographs), five compiles (`--target cpu` but
@@ -20,7 +20,10 @@ the stand-in's).
 Rounds alternate the engines; each round runs `net --bench RUNS` (the
 kernels' program --bench KERNEL_RUNS, it is slow) and times ONNX Runtime
 in-process (graph optimisation `all`, intra-op THREADS, sequential) over
-the same counts; a median over rounds of each p50 is reported. Also: opc
+the same counts; a median over rounds of each p50 is reported. Each turn
+starts after a pause (--pause), because ONNX Runtime's pool threads spin
+on after its runs (tens of milliseconds) and would share the cores with
+the next program's runs, which slowed opc's by up to a third. Also: opc
 int8 against ONNX Runtime int8 (optimisations off: the nodes as written)
 on one photograph, the count of differing output elements and the
 largest difference.
@@ -123,9 +126,11 @@ def bench_model(name, a, env):
     times = {k: [] for k in list(nets) + list(sessions)}
     for _ in range(a.rounds):
         for k, net in nets.items():
+            time.sleep(a.pause)
             runs = a.kernel_runs if "kernels" in k else a.runs
             times[k].append(net_p50(net, runs, 0 if "kernels" in k else a.warmup, env))
         for k, s in sessions.items():
+            time.sleep(a.pause)
             times[k].append(ort_p50(s, {inp.name: x}, a.runs, a.warmup))
     p50 = {k: float(np.median(v)) for k, v in times.items()}
     r = {"model": name, "input": "%s%s" % (inp.name, inp.shape), "p50_ms": p50, "rounds": times,
@@ -147,8 +152,9 @@ def write_report(path, results, a, env):
              "| threads | %d (OPC_THREADS, OMP_NUM_THREADS; ORT intra-op) |" % a.threads,
              "| repo | %s |" % bench_cpu.git_rev(),
              "| runs | %d rounds; each: `net --bench %d --warmup %d` (kernels: --bench %d), "
-             "ORT %d runs after %d, p50; the median of the rounds' p50 |"
-             % (a.rounds, a.runs, a.warmup, a.kernel_runs, a.runs, a.warmup),
+             "ORT %d runs after %d, p50, each turn after %.1f s of quiet; the median of the "
+             "rounds' p50 |" % (a.rounds, a.runs, a.warmup, a.kernel_runs, a.runs, a.warmup,
+                                a.pause),
              "| models | tools/models/build.py, batch 1; int8: bench/int8/quantize.py (QDQ, "
              "per channel, uint8 activations, int8 weights, reduce_range) |", "",
              "Latency p50 in milliseconds.", "",
@@ -204,6 +210,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kernel-runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pause", type=float, default=0.2,
+                    help="seconds of quiet before each turn: ONNX Runtime's pool threads "
+                    "spin on after its runs (default 0.2)")
     ap.add_argument("--work", default="/tmp/opc-bench-int8")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
