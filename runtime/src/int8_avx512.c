@@ -475,7 +475,13 @@ static inline __attribute__((always_inline)) VNNI __m512i bytes_of_sums(const __
 }
 
 /* An item's constants: the rows of x its taps read (NULL in the padding),
-   the bias and multipliers in the order of the sums, the channel mask. */
+   the filter, bias and multipliers in the order of the sums, the channel
+   mask. An item of at most 32 channels (16) computes 2 pixels (4) per
+   vector, each in its own 128-bit lanes, since the unpacking and packing
+   never cross lanes: its filter, bias and multipliers are its lanes'
+   repeated, and half the vector (three quarters) is not wasted on
+   channels past C, as in MobileNets' and EfficientNet's first depthwise
+   layers of 16 or 32 channels at 112 x 112. */
 typedef struct {
   const unsigned char *row[DW_TAPS]; /* by tap row */
   long long tap_col[DW_TAPS];        /* a tap's column offset, in pixels */
@@ -484,10 +490,45 @@ typedef struct {
   bool rows_inside; /* no tap row in the padding */
   __m512i bias[4];
   __m512 mult[4];
-  __m512i fill; /* a tap in the padding: x's zero point, as x's bytes */
-  __mmask64 keep;
-  const signed char *filter; /* the item's block */
+  __m512i fill;   /* a tap in the padding: x's zero point, as x's bytes */
+  __mmask64 keep; /* a pixel's channels, of 64 / P */
+  bool whole;     /* no channel of the item past C */
+  const signed char *filter; /* the item's block, its lanes repeated for P > 1 */
+  _Alignas(64) signed char repeated[DW_TAPS / 4 * 256];
 } DepthwiseItem;
+
+/* Lanes 0 .. 4 / P - 1 of v repeated into every P-th group of lanes. */
+static inline __attribute__((always_inline)) VNNI __m512i repeat_lanes(__m512i v, int pixels) {
+  return pixels == 1 ? v : pixels == 2 ? _mm512_shuffle_i32x4(v, v, 0x44)
+                                       : _mm512_shuffle_i32x4(v, v, 0x00);
+}
+
+/* One tap's bytes for P pixels: pixel u's channels from at[u] (NULL: in
+   the padding, the fill), in lanes u 4 / P up. */
+static inline __attribute__((always_inline)) VNNI __m512i
+tap_bytes(const DepthwiseItem *it, const unsigned char *const *at, int pixels) {
+  if (pixels == 1)
+    return !at[0]      ? it->fill
+           : it->whole ? _mm512_loadu_si512(at[0])
+                       : _mm512_mask_loadu_epi8(it->fill, it->keep, at[0]);
+  if (pixels == 2) {
+    __m256i fill = _mm512_castsi512_si256(it->fill), half[2];
+    for (int u = 0; u < 2; u++)
+      half[u] = !at[u]      ? fill
+                : it->whole ? _mm256_loadu_si256((const __m256i *)(const void *)at[u])
+                            : _mm256_mask_loadu_epi8(fill, (__mmask32)it->keep, at[u]);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
+  }
+  __m128i fill = _mm512_castsi512_si128(it->fill), lane[4];
+  for (int u = 0; u < 4; u++)
+    lane[u] = !at[u]      ? fill
+              : it->whole ? _mm_loadu_si128((const __m128i *)(const void *)at[u])
+                          : _mm_mask_loadu_epi8(fill, (__mmask16)it->keep, at[u]);
+  __m512i v = _mm512_castsi128_si512(lane[0]);
+  v = _mm512_inserti32x4(v, lane[1], 1);
+  v = _mm512_inserti32x4(v, lane[2], 2);
+  return _mm512_inserti32x4(v, lane[3], 3);
+}
 
 /* Adds a four of taps' bytes (t, as x's) times the filter's to the sums. */
 static inline __attribute__((always_inline)) VNNI void
@@ -501,107 +542,165 @@ depthwise_four(__m512i t[4], const signed char *f, bool x_signed, __m512i *sums)
     sums[r] = _mm512_dpbusd_epi32(sums[r], v[r], _mm512_loadu_si512(f + 64 * r));
 }
 
-/* The sums of a pixel whose window lies inside x, its corner at `at`:
-   no test per tap, and with `taps` a constant (3x3, 5x5), no loop. */
+/* The sums of P pixels whose windows lie inside x, their corners at
+   corner[u]: no test per tap, and with `taps` a constant (3x3, 5x5), no
+   loop. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_inside(const DepthwiseItem *it, const unsigned char *at, long long taps, bool whole,
-                 bool x_signed, __m512i *sums) {
+depthwise_inside(const DepthwiseItem *it, const unsigned char *const *corner, long long taps,
+                 int pixels, bool x_signed, __m512i *sums) {
   const signed char *f = it->filter;
   for (long long g = 0; g < (taps + 3) / 4; g++, f += 256) {
     __m512i t[4];
     for (int j = 0; j < 4; j++) {
       long long tap = 4 * g + j;
-      t[j] = tap >= taps ? it->fill /* its filter bytes are 0 */
-             : whole     ? _mm512_loadu_si512(at + it->tap_at[tap])
-                         : _mm512_mask_loadu_epi8(it->fill, it->keep, at + it->tap_at[tap]);
+      const unsigned char *at[4] = {NULL, NULL, NULL, NULL};
+      for (int u = 0; u < pixels && tap < taps; u++)
+        at[u] = corner[u] + it->tap_at[tap];
+      t[j] = tap_bytes(it, at, pixels); /* past the taps: the fill, times filter bytes 0 */
     }
     depthwise_four(t, f, x_signed, sums);
   }
 }
 
-/* The sums of any pixel (its window from column w0): taps in the padding
-   read the fill. */
+/* The sums of any P pixels (pixel u's window from column w0[u], none past
+   the row where live[u] is false): taps in the padding read the fill. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_edge(const Depthwise *d, const DepthwiseItem *it, long long w0, bool x_signed,
-               __m512i *sums) {
+depthwise_edge(const Depthwise *d, const DepthwiseItem *it, const long long *w0,
+               const bool *live, int pixels, bool x_signed, __m512i *sums) {
   const signed char *f = it->filter;
   for (long long g = 0; g < d->fours; g++, f += 256) {
     __m512i t[4];
     for (int j = 0; j < 4; j++) {
       long long tap = 4 * g + j;
-      t[j] = it->fill;
-      if (tap >= d->taps)
-        continue;
-      const unsigned char *row = it->row[it->tap_row[tap]];
-      long long ww = w0 + it->tap_col[tap];
-      if (row && ww >= 0 && ww < d->w)
-        t[j] = _mm512_mask_loadu_epi8(it->fill, it->keep, row + ww * d->c);
+      const unsigned char *at[4] = {NULL, NULL, NULL, NULL};
+      for (int u = 0; u < pixels && tap < d->taps; u++) {
+        const unsigned char *row = it->row[it->tap_row[tap]];
+        long long ww = w0[u] + it->tap_col[tap];
+        if (live[u] && row && ww >= 0 && ww < d->w)
+          at[u] = row + ww * d->c;
+      }
+      t[j] = tap_bytes(it, at, pixels);
     }
     depthwise_four(t, f, x_signed, sums);
   }
 }
 
-/* One item: output row oh of image n, channels [c0, c0 + 64) clipped to C,
-   with `taps` KH KW (a constant where the caller knows it). */
+/* The item's constants (DepthwiseItem) for P pixels per vector. */
 static inline __attribute__((always_inline)) VNNI void
-depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, long long taps,
-              bool x_signed) {
-  DepthwiseItem it;
+depthwise_item_setup(const Depthwise *d, DepthwiseItem *it, long long n, long long oh,
+                     long long c0, int pixels) {
   long long run = d->c - c0 < 64 ? d->c - c0 : 64;
-  it.keep = run >= 64 ? ~0ULL : (1ULL << run) - 1;
-  it.fill = _mm512_set1_epi8((char)d->zx);
-  it.filter = d->filter + c0 / 64 * d->fours * 256;
+  it->keep = run >= 64 ? ~0ULL : (1ULL << run) - 1;
+  it->whole = run == 64 / pixels;
+  it->fill = _mm512_set1_epi8((char)d->zx);
+  it->filter = d->filter + c0 / 64 * d->fours * 256;
+  if (pixels > 1) {
+    for (long long k = 0; k < d->fours * 4; k++)
+      _mm512_store_si512(it->repeated + 64 * k,
+                         repeat_lanes(_mm512_loadu_si512(it->filter + 64 * k), pixels));
+    it->filter = it->repeated;
+  }
   long long h0 = oh * d->sh - d->ph;
-  it.rows_inside = true;
+  it->rows_inside = true;
   for (long long p = 0; p < d->kh; p++) {
     long long hh = h0 + p * d->dh;
-    it.row[p] = hh >= 0 && hh < d->h ? d->x + ((n * d->h + hh) * d->w) * d->c + c0 : NULL;
-    it.rows_inside = it.rows_inside && it.row[p];
+    it->row[p] = hh >= 0 && hh < d->h ? d->x + ((n * d->h + hh) * d->w) * d->c + c0 : NULL;
+    it->rows_inside = it->rows_inside && it->row[p];
   }
   for (long long t = 0; t < d->taps; t++) {
-    it.tap_row[t] = (int)(t / d->kw);
-    it.tap_col[t] = t % d->kw * d->dw;
-    it.tap_at[t] = (it.tap_row[t] * d->dh * d->w + it.tap_col[t]) * d->c;
+    it->tap_row[t] = (int)(t / d->kw);
+    it->tap_col[t] = t % d->kw * d->dw;
+    it->tap_at[t] = (it->tap_row[t] * d->dh * d->w + it->tap_col[t]) * d->c;
   }
   __m512i bias[4], mult[4];
   for (int v = 0; v < 4; v++) {
-    __mmask16 keep = (__mmask16)(it.keep >> (16 * v));
+    __mmask16 keep = (__mmask16)(it->keep >> (16 * v));
     bias[v] = _mm512_maskz_loadu_epi32(keep, d->bias + c0 + 16 * v);
     mult[v] = _mm512_castps_si512(_mm512_maskz_loadu_ps(keep, d->mult + c0 + 16 * v));
   }
-  sum_order(bias, it.bias);
+  sum_order(bias, it->bias);
   sum_order(mult, bias);
-  for (int v = 0; v < 4; v++)
-    it.mult[v] = _mm512_castsi512_ps(bias[v]);
-  bool whole = it.keep == ~0ULL;
-  const unsigned char *corner = it.row[0];
-  unsigned char *y = d->y + (n * d->oh + oh) * d->ow * d->c + c0;
-  for (long long j = 0; j < d->ow; j++, y += d->c) {
-    long long w0 = j * d->sw - d->pw;
-    __m512i sums[4] = {it.bias[0], it.bias[1], it.bias[2], it.bias[3]};
-    if (it.rows_inside && w0 >= 0 && w0 + (d->kw - 1) * d->dw < d->w)
-      depthwise_inside(&it, corner + w0 * d->c, taps, whole, x_signed, sums);
-    else
-      depthwise_edge(d, &it, w0, x_signed, sums);
-    __m512i q[4];
-    for (int r = 0; r < 4; r++)
-      q[r] = requantized(sums[r], it.mult[r], d->zero, d->lo, d->hi);
-    _mm512_mask_storeu_epi8(y, it.keep, bytes_of_sums(q));
+  for (int v = 0; v < 4; v++) {
+    it->bias[v] = repeat_lanes(it->bias[v], pixels);
+    it->mult[v] = _mm512_castsi512_ps(repeat_lanes(bias[v], pixels));
   }
 }
 
-/* Items [begin, end): 3x3 and 5x5 filters unrolled. */
+/* One item: output row oh of image n, channels [c0, c0 + 64) clipped to C,
+   P pixels per vector, with `taps` KH KW (a constant where the caller
+   knows it). */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_row(const Depthwise *d, long long n, long long oh, long long c0, long long taps,
+              int pixels, bool x_signed) {
+  DepthwiseItem it;
+  depthwise_item_setup(d, &it, n, oh, c0, pixels);
+  unsigned char *y = d->y + (n * d->oh + oh) * d->ow * d->c + c0;
+  for (long long j = 0; j < d->ow; j += pixels) {
+    const unsigned char *corner[4];
+    long long w0[4];
+    bool live[4], inside = it.rows_inside && j + pixels <= d->ow;
+    for (int u = 0; u < pixels; u++) {
+      w0[u] = (j + u) * d->sw - d->pw;
+      live[u] = j + u < d->ow;
+      inside = inside && w0[u] >= 0 && w0[u] + (d->kw - 1) * d->dw < d->w;
+      corner[u] = inside ? it.row[0] + w0[u] * d->c : NULL;
+    }
+    __m512i sums[4] = {it.bias[0], it.bias[1], it.bias[2], it.bias[3]};
+    if (inside)
+      depthwise_inside(&it, corner, taps, pixels, x_signed, sums);
+    else
+      depthwise_edge(d, &it, w0, live, pixels, x_signed, sums);
+    __m512i q[4];
+    for (int r = 0; r < 4; r++)
+      q[r] = requantized(sums[r], it.mult[r], d->zero, d->lo, d->hi);
+    __m512i bytes = bytes_of_sums(q);
+    if (pixels == 1) {
+      _mm512_mask_storeu_epi8(y + j * d->c, it.keep, bytes);
+    } else if (pixels == 2) {
+      _mm256_mask_storeu_epi8(y + j * d->c, (__mmask32)it.keep, _mm512_castsi512_si256(bytes));
+      if (live[1])
+        _mm256_mask_storeu_epi8(y + (j + 1) * d->c, (__mmask32)it.keep,
+                                _mm512_extracti64x4_epi64(bytes, 1));
+    } else {
+      _mm_mask_storeu_epi8(y + j * d->c, (__mmask16)it.keep, _mm512_castsi512_si128(bytes));
+      if (live[1])
+        _mm_mask_storeu_epi8(y + (j + 1) * d->c, (__mmask16)it.keep,
+                             _mm512_extracti32x4_epi32(bytes, 1));
+      if (live[2])
+        _mm_mask_storeu_epi8(y + (j + 2) * d->c, (__mmask16)it.keep,
+                             _mm512_extracti32x4_epi32(bytes, 2));
+      if (live[3])
+        _mm_mask_storeu_epi8(y + (j + 3) * d->c, (__mmask16)it.keep,
+                             _mm512_extracti32x4_epi32(bytes, 3));
+    }
+  }
+}
+
+/* An item with P pixels per vector: 3x3 and 5x5 filters unrolled. */
+static inline __attribute__((always_inline)) VNNI void
+depthwise_item(const Depthwise *d, long long n, long long oh, long long c0, int pixels,
+               bool x_signed) {
+  if (d->taps == 9)
+    depthwise_row(d, n, oh, c0, 9, pixels, x_signed);
+  else if (d->taps == 25)
+    depthwise_row(d, n, oh, c0, 25, pixels, x_signed);
+  else
+    depthwise_row(d, n, oh, c0, d->taps, pixels, x_signed);
+}
+
+/* Items [begin, end). */
 static inline __attribute__((always_inline)) VNNI void
 depthwise_rows(const Depthwise *d, const long long *dims, long long begin, long long end,
                bool x_signed) {
   for (long long r = begin; r < end; r++) {
     long long n = r / dims[2] / dims[1], oh = r / dims[2] % dims[1], c0 = r % dims[2] * 64;
-    if (d->taps == 9)
-      depthwise_row(d, n, oh, c0, 9, x_signed);
-    else if (d->taps == 25)
-      depthwise_row(d, n, oh, c0, 25, x_signed);
+    long long run = d->c - c0 < 64 ? d->c - c0 : 64;
+    if (run <= 16)
+      depthwise_item(d, n, oh, c0, 4, x_signed);
+    else if (run <= 32)
+      depthwise_item(d, n, oh, c0, 2, x_signed);
     else
-      depthwise_row(d, n, oh, c0, d->taps, x_signed);
+      depthwise_item(d, n, oh, c0, 1, x_signed);
   }
 }
 

@@ -689,6 +689,8 @@ static void test_depthwise(void) {
   test_depthwise_case(mod, false, 130, 7, 7, 3, 1, 1, 1);   /* three blocks, the last of 2 */
   test_depthwise_case(mod, true, 32, 3, 3, 7, 1, 3, 1);     /* every window past x's edges */
   test_depthwise_case(mod, false, 70, 12, 11, 3, 1, 2, 2);  /* dilation 2 */
+  test_depthwise_case(mod, true, 16, 20, 21, 3, 1, 1, 1);   /* 16 channels: 4 pixels a vector */
+  test_depthwise_case(mod, false, 32, 16, 19, 5, 2, 2, 1);  /* 32: 2 pixels a vector */
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload the depthwise kernel's module");
 }
 
