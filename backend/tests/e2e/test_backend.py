@@ -68,14 +68,14 @@ class Case:
         self.opc = opc
         self.work = work
 
-    def compile(self, name, m, extra=()):
+    def compile(self, name, m, extra=(), target="cpu"):
         d = os.path.join(self.work, name)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         path = os.path.join(d, "model.onnx")
         onnx.save(m, path)
         exe = os.path.join(d, "net")
-        p = run([self.opc, path, "-o", exe, "--target", "cpu"] + list(extra))
+        p = run([self.opc, path, "-o", exe, "--target", target] + list(extra))
         return d, exe, p
 
     def build_user(self, d, source, c_files, extra=()):
