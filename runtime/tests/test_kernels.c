@@ -777,6 +777,10 @@ static void test_quantized_add(void) {
     test_quantized_add_case(mod, false, (int)p[1], (int)p[3], 0, p[0], p[2], p[4]);
   }
   test_quantized_add_case(mod, true, 3, -7, 2, 0.0091f, 0.0137f, 0.0159f);
+  /* y's scale twice x's: an odd sum of x's is a tie of the quotient, which
+     a product by the reciprocal misses (the fast form divides there) */
+  test_quantized_add_case(mod, false, 128, 128, 128, 0.1f, 0.1f, 0.2f);
+  test_quantized_add_case(mod, true, 0, 0, 0, 0.3f, 0.3f, 0.6f);
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_quantized_add's module");
 }
 
