@@ -411,8 +411,17 @@ int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long
   Conv v = conv_of(a, x_signed);
   unsigned char buf[TILE_PIXELS * CHUNK];
   long long gathered = -1; /* the first pixel of the rows in buf, when whole */
+  /* Units run tile by tile, each tile's groups of channels in turn, so that
+     a tile's gathered rows serve all its groups; but a filter larger than
+     a core's L2 and than x's rows (ResNet-50's last stage: 1-2.4 MB of
+     filter, 49 pixels) was then streamed from L3 once per tile. Such a
+     convolution's units run group by group instead: a part streams its
+     groups' filter once. The order moves work between parts only. */
+  long long tiles = a->dims[0];
+  bool by_group = v.m * v.k4 >= (1 << 20) && v.m > v.pixels;
   for (long long u = begin; u < end; u++) {
-    long long p0 = u / v.groups * TILE_PIXELS, m0 = u % v.groups * GROUP;
+    long long tile = by_group ? u % tiles : u / v.groups;
+    long long p0 = tile * TILE_PIXELS, m0 = (by_group ? u / tiles : u % v.groups) * GROUP;
     int rows = (int)(v.pixels - p0 < TILE_PIXELS ? v.pixels - p0 : TILE_PIXELS);
     long long count = v.m - m0 < GROUP ? v.m - m0 : GROUP;
     run_unit(&v, p0, rows, m0, count, buf, &gathered);

@@ -562,6 +562,8 @@ static void test_qconv(void) {
       {1, 3, 30, 30, 64, 3, 2, 1, 1, true, true},      /* MobileNet's stem, int8 x */
       {1, 3, 9, 40, 16, 3, 1, 2, 2, false, true},      /* dilated along W: tap by tap */
       {1, 700, 6, 5, 20, 3, 1, 1, 1, false, true},     /* K 6300 [N, C, H, W]: chunks cut rows */
+      {1, 256, 5, 5, 520, 3, 1, 1, 1, false, false},   /* a 1.2 MB filter: units group by group */
+      {2, 2048, 3, 3, 512, 1, 1, 1, 0, true, false},   /* 1 MB, 1x1, two images: the same */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     test_qconv_case(mod, &cases[i]);
@@ -637,7 +639,9 @@ static void test_depthwise_case(CUmodule mod, bool x_signed, int c, int h, int w
            x_signed ? "int8" : "uint8", c, h, w, k, stride, pad, dil);
   for (int round = 0; round < 2; round++) {
     if (round == 1) /* the negative control */
-      filter[(taps - 1) * c + c - 1] += 60;
+      /* the centre tap of the last channel, which every output pixel's
+         window holds inside x here; kept within int8 */
+      filter[(taps / 2) * c + c - 1] += filter[(taps / 2) * c + c - 1] > 0 ? -60 : 60;
     memset(packed, 0, packed_bytes);
     for (int ch = 0; ch < c; ch++) {
       int total = 0;
