@@ -194,14 +194,16 @@ typedef struct {
 
 /* sums[r][b] += row r's bytes [0, len) by block `first` + b of the filter,
    byte k0 of the sum on, for `rows` pixels by `blocks` blocks of 16
-   channels; fresh: the sums start at 0 rather than from sums. The edges'
+   channels; fresh: the sums start at the channels' correction (v->corr,
+   the bias less x's zero point times the filter's sums; padded to 16s)
+   rather than from sums, which saves the epilogue adding it. The edges'
    form: its sums live in an array, which GCC keeps in memory. */
 static VNNI void dot_any(const Conv *v, Rows in, long long len, long long k0, long long first,
                          int rows, int blocks, int (*sums)[GROUP], bool fresh) {
   __m512i acc[ROWS][4];
   for (int r = 0; r < rows; r++)
     for (int b = 0; b < blocks; b++)
-      acc[r][b] = fresh ? _mm512_setzero_si512() : _mm512_loadu_si512(sums[r] + 16 * b);
+      acc[r][b] = _mm512_loadu_si512(fresh ? v->corr + (first + b) * 16 : sums[r] + 16 * b);
   const signed char *w = v->packed + first * 16 * v->k4 + k0 * 16;
   for (long long q = 0; q < len; q += 4) {
     __m512i wv[4];
@@ -223,14 +225,15 @@ static VNNI void dot_any(const Conv *v, Rows in, long long len, long long k0, lo
 /* The same for 6 rows and NB blocks (1 to 4), its sums named so that
    they stay in registers: at most 24 of them, the NB weight vectors and
    the broadcast row bytes fit AVX-512's 32. */
-static inline __attribute__((always_inline)) VNNI __m512i sum_start(const int *sums, bool fresh) {
-  return fresh ? _mm512_setzero_si512() : _mm512_loadu_si512(sums);
+static inline __attribute__((always_inline)) VNNI __m512i sum_start(const Conv *v, long long block,
+                                                                    const int *sums, bool fresh) {
+  return _mm512_loadu_si512(fresh ? v->corr + block * 16 : sums);
 }
-#define DOT_ROW(r)                                                                  \
-  __m512i s##r##0 = sum_start(sums[r], fresh);                                      \
-  __m512i s##r##1 = NB > 1 ? sum_start(sums[r] + 16, fresh) : _mm512_setzero_si512(); \
-  __m512i s##r##2 = NB > 2 ? sum_start(sums[r] + 32, fresh) : _mm512_setzero_si512(); \
-  __m512i s##r##3 = NB > 3 ? sum_start(sums[r] + 48, fresh) : _mm512_setzero_si512()
+#define DOT_ROW(r)                                                                     \
+  __m512i s##r##0 = sum_start(v, first, sums[r], fresh);                               \
+  __m512i s##r##1 = NB > 1 ? sum_start(v, first + 1, sums[r] + 16, fresh) : _mm512_setzero_si512(); \
+  __m512i s##r##2 = NB > 2 ? sum_start(v, first + 2, sums[r] + 32, fresh) : _mm512_setzero_si512(); \
+  __m512i s##r##3 = NB > 3 ? sum_start(v, first + 3, sums[r] + 48, fresh) : _mm512_setzero_si512()
 #define DOT_STEP(r)                                                                 \
   do {                                                                              \
     int four;                                                                       \
@@ -343,10 +346,8 @@ requantize_pixel(const Conv *v, const int *sums, long long m0, long long count,
     for (int j = 0; j < 4 && b + 16 * j < count; j++) {
       long long ch = b + 16 * j;
       __mmask16 keep = first16(count - ch);
-      __m512i s = _mm512_add_epi32(_mm512_maskz_loadu_epi32(keep, sums + ch),
-                                   _mm512_maskz_loadu_epi32(keep, v->corr + m0 + ch));
-      q[j] = requantized(s, _mm512_maskz_loadu_ps(keep, v->mult + m0 + ch), v->zero, v->lo,
-                         v->hi);
+      q[j] = requantized(_mm512_maskz_loadu_epi32(keep, sums + ch),
+                         _mm512_maskz_loadu_ps(keep, v->mult + m0 + ch), v->zero, v->lo, v->hi);
     }
     long long n = count - b;
     __m512i bytes = bytes_of_four(q[0], q[1], q[2], q[3]);
