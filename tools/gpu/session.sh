@@ -19,6 +19,10 @@
 #        tools/gpu/session.sh bench [--budget SECONDS]   step 4 (default 300)
 #        tools/gpu/session.sh zoo [--budget SECONDS]     the other zoo models on 2 and
 #                                                        4 GPUs mapped to one, fp16, bf16
+#        tools/gpu/session.sh int8                       issue 51's figures: int8
+#                                                        ResNet-50 and MobileNetV2
+#                                                        against fp16 and fp32
+#                                                        (bench/int8/bench_int8_gpu.py)
 # Two device calls, made back to back while the machine is warm, so that the
 # second can be spent on what the first shows instead. Each step starts only
 # while the budget lasts; every result goes to $OUT (at most 8 files a call:
@@ -41,6 +45,13 @@ json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), in
 PY
 }
 
+if [ "$part" = int8 ]; then
+  . tools/gpu/env.sh
+  python3 bench/int8/bench_int8_gpu.py --opc "$(pwd)/.gpu-carry/bin/opc" \
+    --models resnet50,mobilenet_v2 --work /tmp/opc-gpu/int8
+  echo "session: finished in $SECONDS s"
+  exit
+fi
 if [ "$part" = bench ]; then
   . tools/gpu/env.sh
   opc="$(pwd)/.gpu-carry/bin/opc"
