@@ -441,17 +441,26 @@ def compile_group(tmp):
     p = run(model, "-o", os.path.join(stand_in, "net"), "--target", "stand-in")
     check("--target stand-in builds", p.returncode == 0 and
           listing(stand_in) == ["net", "net.c", "net.h", "net.weights"], p)
-    sources, flags = [], []
+    sources, flags, runs = [], [], []
     for d in (exe_dir, stand_in):
         path = os.path.join(d, "net.c")
         text = open(path).read().replace(d, "DIR") if os.path.exists(path) else ""
         # schedule_info's last field: the CPU program's, which --profile names
         flag = re.search(r"\} schedule_info = \{.*, ([01])\};", text)
         flags.append(flag.group(1) if flag else None)
+        # net_run, and the pinned staging buffer only the GPU program's copies through
+        run_fn = re.search(r"^int net_run\(.*?^\}\n", text, re.M | re.S)
+        runs.append(run_fn.group(0) if run_fn else "")
+        text = text.replace(runs[-1], "") if run_fn else text
+        text = re.sub(r"^.*staging.*\n(\s*goto fail;\n\s*\}\n)?", "", text, flags=re.M)
         sources.append(text.replace(flag.group(0), "") if flag else None)
-    check("... the GPU program, here the CPU program's C (but for its weights' path and "
-          "the target its profile names)",
+    check("... the GPU program, here the CPU program's C (but for its weights' path, "
+          "the target its profile names and net_run)",
           sources[0] is not None and sources[0] == sources[1] and flags == ["1", "0"])
+    check("... whose net_run copies through pinned staging memory, and the CPU program's "
+          "straight from the caller's buffers",
+          "c->staging" in runs[1] and "inputs[0]," in runs[0] and "staging" not in runs[0],
+          runs[0] + runs[1])
     outputs = []
     for d, name in ((exe_dir, "cpu"), (stand_in, "stand-in")):
         y_npy, exe = os.path.join(stand_in, f"y-{name}.npy"), os.path.join(d, "net")
