@@ -350,6 +350,9 @@ void broadcast_to(const Tensor *t, int rank, const int64_t *dims, int64_t *s);
 /* The output y over L->dims, and input x[k], with the given strides. */
 void set_output(Launch *L, const char *y, const int64_t *ystride);
 void set_input(Launch *L, int k, const char *x, const int64_t *xstride);
+/* A launch over y's elements: L's dims y's, y the output and x input 0,
+   each at its own strides (of x's shape y's, as an elementwise kind's). */
+void launch_over(Emitter *e, Launch *L, const Tensor *y, const Tensor *x);
 /* Drops dims of size 1 and merges neighbours contiguous in every operand. */
 void collapse(Launch *L);
 /* Reports msg as an error of the node; returns false. */

@@ -416,13 +416,8 @@ static void run_quantize(Emitter *e, Node *n) {
   DType q = quantize ? y->dtype : x->dtype;
   bool known = scale->dtype == DT_FLOAT && constant_value(scale) && (!zero || constant_value(zero));
   Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), q)};
-  L.rank = y->rank;
-  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  launch_over(e, &L, y, x);
   int64_t s[IR_MAX_RANK];
-  strides_of(y, s);
-  set_output(&L, buf(e, y), s);
-  strides_of(x, s);
-  set_input(&L, 0, buf(e, x), s);
   L.x_bytes[0] = (int)dtype_size(x->dtype);
   L.y_bytes = (int)dtype_size(y->dtype);
   if (!known) {
@@ -476,13 +471,8 @@ static void run_dynamic_quantize(Emitter *e, Node *n) {
   }
   const Tensor *y = n->out[0];
   Launch L = {.kernel = typed_kernel(e, "opc_quantize_linear", DT_UINT8)};
-  L.rank = y->rank;
-  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
-  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
-  strides_of(y, s);
-  set_output(&L, buf(e, y), s);
-  strides_of(x, s);
-  set_input(&L, 0, buf(e, x), s);
+  launch_over(e, &L, y, x);
+  int64_t none[IR_MAX_RANK] = {0};
   set_input(&L, 1, buf(e, n->out[1]), none);
   set_input(&L, 2, buf(e, n->out[2]), none);
   L.y_bytes = L.x_bytes[2] = 1;

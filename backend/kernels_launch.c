@@ -244,6 +244,17 @@ void set_input(Launch *L, int k, const char *x, const int64_t *xstride) {
     L->nx = k + 1;
 }
 
+/* A launch over y's elements (emit.h). */
+void launch_over(Emitter *e, Launch *L, const Tensor *y, const Tensor *x) {
+  int64_t s[IR_MAX_RANK];
+  L->rank = y->rank;
+  memcpy(L->dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  strides_of(y, s);
+  set_output(L, buf(e, y), s);
+  strides_of(x, s);
+  set_input(L, 0, buf(e, x), s);
+}
+
 /* Puts the dims in the order of the output's strides, largest first, the
    same for every operand: an output stored channels-last (and its
    operands, when they are too) then merges as a contiguous one does.

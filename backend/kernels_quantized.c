@@ -1053,13 +1053,9 @@ static void run_quantized_add(Emitter *e, Node *n) {
    bytes) into net.weights. */
 static void run_quantized_lookup(Emitter *e, Node *n) {
   const Tensor *x = n->in[0], *table = n->in[1], *y = n->out[0];
-  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), x->dtype), .rank = y->rank};
-  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
-  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
-  strides_of(y, s);
-  set_output(&L, buf(e, y), s);
-  strides_of(x, s);
-  set_input(&L, 0, buf(e, x), s);
+  Launch L = {.kernel = typed_kernel(e, op_kernel(e, n->op), x->dtype)};
+  launch_over(e, &L, y, x);
+  int64_t none[IR_MAX_RANK] = {0};
   set_input(&L, 1, weights_add_typed(e, emit_str(e, "%s_table", node_id(e, n)), table->dtype,
                                      table->i64, 256), none);
   L.x_bytes[0] = L.x_bytes[1] = L.y_bytes = 1;

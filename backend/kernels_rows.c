@@ -714,13 +714,8 @@ static void run_cumsum_at(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   Launch L = {.kernel = typed_kernel(e, "opc_cumsum_at", y->dtype)};
   set_element_type(&L, y->dtype);
-  L.rank = y->rank;
-  memcpy(L.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
-  int64_t s[IR_MAX_RANK], none[IR_MAX_RANK] = {0};
-  strides_of(y, s);
-  set_output(&L, buf(e, y), s);
-  strides_of(x, s);
-  set_input(&L, 0, buf(e, x), s);
+  launch_over(e, &L, y, x);
+  int64_t none[IR_MAX_RANK] = {0};
   set_input(&L, 1, buf(e, n->in[1]), none);
   L.x_extent[1] = 1;
   L.x_bytes[1] = (int)dtype_size(n->in[1]->dtype);
