@@ -191,10 +191,16 @@ def write_report(path, results, a, env):
                      "top-1: %s" % (r["model"], r["differ_stand_in"], r["outputs"],
                                     r["differ_nchw"], r["differ_kernels"], r["differ"],
                                     r["worst"], r["top1"]))
-    lines += ["", "Per round p50 (ms):", ""]
+    write_with_rounds(path, lines, results, 2)
+
+
+def write_with_rounds(path, lines, results, digits):
+    """The report's lines, then each model's p50 per round (`digits`
+    decimals), to path, and the results as JSON beside it."""
+    lines = lines + ["", "Per round p50 (ms):", ""]
     for r in results:
         lines.append("- %s: %s" % (r["model"], json.dumps(
-            {k: [round(v, 2) for v in vs] for k, vs in r["rounds"].items()})))
+            {k: [round(v, digits) for v in vs] for k, vs in r["rounds"].items()})))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.splitext(path)[0] + ".json", "w") as f:

@@ -29,19 +29,18 @@ else to bench/results/.
 """
 import argparse
 import datetime
-import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
-import photos  # noqa: E402
+sys.path.insert(0, HERE)
+import bench_int8  # noqa: E402  (its run, output_of, write_with_rounds)
+import photos  # noqa: E402  (on the path bench_int8 sets)
 
 GOAL = 0.7  # int8 / fp16, issue 51
 # The relative L2 error each program must keep on the photograph, or the
@@ -52,31 +51,15 @@ GOAL = 0.7  # int8 / fp16, issue 51
 ACCURACY = {"fp32": 1e-4, "fp16": 5e-2, "int8": 0.25}
 
 
-def run(cmd, env=None, cwd=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
-    if p.returncode != 0:
-        sys.exit("bench_int8_gpu.py: %s failed: %s" % (" ".join(cmd), (p.stdout + p.stderr)[-800:]))
-    return p.stdout + p.stderr
-
-
 def latency(net, runs, warmup):
     """(p50 in ms, the device line) of one `net --bench` round."""
-    text = run([net, "--bench", str(runs), "--warmup", str(warmup)], cwd=os.path.dirname(net))
+    text = bench_int8.run([net, "--bench", str(runs), "--warmup", str(warmup)],
+                          cwd=os.path.dirname(net))
     p50 = re.search(r"p50=([\d.]+)", text)
     device = re.search(r"^device: (.*)$", text, re.M)
     if not p50:
         sys.exit("bench_int8_gpu.py: no latency from %s: %s" % (net, text[-300:]))
     return float(p50.group(1)), device.group(1) if device else "?"
-
-
-def output_of(net, model_path, x, work, tag):
-    import onnx
-    m = onnx.load(model_path, load_external_data=False)
-    name, out = m.graph.input[0].name, m.graph.output[0].name
-    f, o = os.path.join(work, "photo.npy"), os.path.join(work, "photo_%s.out.npy" % tag)
-    np.save(f, x)
-    run([net, "--input", "%s=%s" % (name, f), "--output", "%s=%s" % (out, o)])
-    return np.load(o).reshape(-1).astype(np.float64)
 
 
 def ort_output(model_path, x, opt):
@@ -88,20 +71,22 @@ def ort_output(model_path, x, opt):
 
 
 def bench_model(name, a):
+    import onnx
     import onnxruntime as ort
     work = os.path.join(a.work, name)
     os.makedirs(work, exist_ok=True)
     fp32, int8 = os.path.join(work, name + ".onnx"), os.path.join(work, name + "_int8.onnx")
     if not os.path.exists(fp32):
-        run([sys.executable, os.path.join(ROOT, "tools", "models", "build.py"), name, "-o", fp32])
+        bench_int8.run([sys.executable, os.path.join(ROOT, "tools", "models", "build.py"), name,
+                        "-o", fp32])
     if not os.path.exists(int8):
-        run([sys.executable, os.path.join(HERE, "quantize.py"), fp32, int8])
+        bench_int8.run([sys.executable, os.path.join(HERE, "quantize.py"), fp32, int8])
     target = "stand-in" if a.dry_run else "cuda"
     nets = {}
     for tag, model, extra in (("int8", int8, []), ("fp16", fp32, ["--precision", "fp16"]),
                               ("fp32", fp32, [])):
         nets[tag] = os.path.join(work, "net_gpu_" + tag)
-        run([a.opc, model, "-o", nets[tag], "--target", target] + extra)
+        bench_int8.run([a.opc, model, "-o", nets[tag], "--target", target] + extra)
     x = photos.image_batch([0], [1, 3, 224, 224])
     rounds, device = {k: [] for k in nets}, "?"
     for _ in range(a.rounds):
@@ -114,9 +99,11 @@ def bench_model(name, a):
     check = {}
     for tag, ref, model in (("int8", ref_int8, int8), ("fp16", ref_fp32, fp32),
                             ("fp32", ref_fp32, fp32)):
-        got = output_of(nets[tag], model, x, work, tag)
+        got = bench_int8.output_of(nets[tag], onnx.load(model, load_external_data=False), x,
+                                   work).astype(np.float64)
         if not np.all(np.isfinite(ref)):
-            sys.exit("bench_int8_gpu.py: ONNX Runtime's %s output of %s is not finite" % (tag, name))
+            sys.exit("bench_int8_gpu.py: ONNX Runtime's %s output of %s is not finite"
+                     % (tag, name))
         check[tag] = {"differ": int((got != ref).sum()), "outputs": int(got.size),
                       "rel_l2": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
                       "top1": bool(np.argmax(got) == np.argmax(ref))}
@@ -132,7 +119,7 @@ def write_report(path, results, a):
                                             "its latencies say nothing of a GPU)"
                                     if a.dry_run else ""),
              "| date | %s |" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-             "| opc | `%s` |" % run([a.opc, "--version"]).strip(),
+             "| opc | `%s` |" % bench_int8.run([a.opc, "--version"]).strip(),
              "| runs | %d rounds; each: `net --bench %d --warmup %d` per program (`--target %s`), "
              "p50; the median of the rounds' p50 |"
              % (a.rounds, a.runs, a.warmup, "stand-in" if a.dry_run else "cuda"),
@@ -153,14 +140,7 @@ def write_report(path, results, a):
         for tag, c in r["check"].items():
             lines.append("- %s %s: %d of %d differ, relative L2 %.3g, same top-1: %s"
                          % (r["model"], tag, c["differ"], c["outputs"], c["rel_l2"], c["top1"]))
-    lines += ["", "Per round p50 (ms):", ""]
-    for r in results:
-        lines.append("- %s: %s" % (r["model"], json.dumps(
-            {k: [round(v, 3) for v in vs] for k, vs in r["rounds"].items()})))
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.splitext(path)[0] + ".json", "w") as f:
-        json.dump(results, f, indent=1)
+    bench_int8.write_with_rounds(path, lines, results, 3)
 
 
 def main():

@@ -567,11 +567,18 @@ def check_silu_block(opc, work, verdict):
     if exes is None:
         verdict(False, f"SiLU compile: {why}")
         return
-    hard = onnx.ModelProto.FromString(m.SerializeToString())
-    for n in hard.graph.node:
-        if n.op_type == "Sigmoid":
-            n.op_type = "HardSigmoid"
+    hard = mutated(m, "Sigmoid", lambda n: setattr(n, "op_type", "HardSigmoid"))
     compare_with_ort(exes, m, d, "SiLU", [("with HardSigmoid for Sigmoid", [hard])], verdict)
+
+
+def mutated(m, op_type, edit):
+    """A copy of m (a control's model) with edit(node) done to each node
+    of op_type."""
+    copy = onnx.ModelProto.FromString(m.SerializeToString())
+    for n in copy.graph.node:
+        if n.op_type == op_type:
+            edit(n)
+    return copy
 
 
 def compare_with_ort(exes, m, d, what, controls, verdict):
@@ -646,10 +653,8 @@ def check_shuffle_unit(opc, work, verdict):
     if exes is None:
         verdict(False, f"shuffle unit compile: {why}")
         return
-    unshuffled = onnx.ModelProto.FromString(m.SerializeToString())
-    for n in unshuffled.graph.node:
-        if n.op_type == "Transpose":
-            n.attribute[0].ints[:] = [0, 1, 2, 3, 4]
+    unshuffled = mutated(m, "Transpose", lambda n: n.attribute[0].ints.__setitem__(
+        slice(None), [0, 1, 2, 3, 4]))
     compare_with_ort(exes, m, d, "shuffle unit",
                      [("without the shuffle's Transpose", [unshuffled])], verdict)
 
