@@ -94,10 +94,10 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 #else
 #define OPC_POOL_PLANE_VECTORS(a, n, c, average, buf, floats) 0
 #endif
-/* Units [begin, end) of opc_int8_conv_packed along AVX-512 VNNI, and
- * items of opc_qconv_depthwise_nhwc, opc_quantized_add (a dense
- * launch's) and opc_max_pool_i8/u8 (channels-last) along AVX-512, and of a
- * dense opc_quantized_lookup along AVX-512 VBMI, by the runtime
+/* Units [begin, end) of opc_int8_conv_packed and items of
+ * opc_qconv_depthwise_nhwc along AVX-512 VNNI, items of opc_quantized_add
+ * (a dense launch's) and opc_max_pool_i8/u8 (channels-last) along AVX-512,
+ * and of a dense opc_quantized_lookup along AVX-512 VBMI, by the runtime
  * (int8_avx512.c), from the AVX-512 kernels only; 0 where the CPU lacks
  * the instructions, so that the plain body runs, as it does in the
  * narrower kernels (OPC_KERNEL_ISA) and in the kernel tests' runner. */
@@ -105,7 +105,7 @@ int opc_pool_plane_vectors(const struct opc_kargs *a, long long n, long long c, 
 int opc_int8_conv_packed_vnni(const struct opc_kargs *a, int x_signed, long long begin,
                               long long end);
 int opc_qconv_depthwise_vnni(const struct opc_kargs *a, int x_signed, long long begin,
-                               long long end);
+                             long long end);
 int opc_quantized_add_avx512(const struct opc_kargs *a, int x_signed, long long begin,
                              long long end);
 #define OPC_INT8_CONV_PACKED_FAST(a, x_signed, begin, end) \

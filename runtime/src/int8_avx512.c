@@ -1,7 +1,8 @@
 /*
  * int8_avx512.c - int8 kernels of opc_kernels.inc along AVX-512:
- * opc_int8_conv_packed's units with VNNI, opc_qconv_depthwise_nhwc's
- * items, and opc_quantized_add's dense runs.
+ * opc_int8_conv_packed's units and opc_qconv_depthwise_nhwc's items with
+ * VNNI, opc_quantized_add's dense runs, channels-last byte max pools, and
+ * dense lookups with VBMI.
  * The kernels say what they compute; this is the same arithmetic, fast.
  *
  * opc_int8_conv_packed: a unit is 12 output pixels by up to 64 channels
@@ -10,9 +11,8 @@
  * VPDPBUSD adds, for 16 channels of one pixel, four products of a row's
  * uint8 bytes by the packed filter's int8 bytes to the int32 sums. The
  * products and sums are exact integers, as in the plain body, and the
- * requantisation is opc_requantize_of's float32 steps one by one
- * (convert, multiply, round half to even, add, saturate), so the bytes
- * are the plain body's.
+ * requantisation gives opc_requantize_of's values (requantized says why
+ * its order of steps does), so the bytes are the plain body's.
  */
 #include <stdbool.h>
 #include <string.h>
