@@ -570,6 +570,192 @@ static void test_qconv(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_int8_conv_packed's module");
 }
 
+/* ---- opc_conv_nhwc and opc_conv_depthwise_nhwc: the CPU target's float
+   convolutions, channels-last, with their bias, residual and activation */
+
+typedef struct {
+  int n, c, h, w, m, k, stride, dilation, pad; /* square filter, symmetric padding */
+  bool depthwise;                              /* m = c, one channel per group */
+  bool residual;
+  int act; /* scalar.h's code: 0 none, 1 relu, 2 clip, 7 silu, 10 hard_swish */
+} FConvCase;
+
+static int fconv_out(const FConvCase *q, int in) {
+  return (in + 2 * q->pad - q->dilation * (q->k - 1) - 1) / q->stride + 1;
+}
+
+/* The activations the cases take, restated from scalar.h's formulas. */
+static double fconv_act(int act, double v) {
+  switch (act) {
+  case 1: return v > 0 ? v : 0;
+  case 2: return v < -1.5 ? -1.5 : v > 2.0 ? 2.0 : v;
+  case 7: return v / (1.0 + exp(-v));
+  case 10: { double r = v / 6.0 + 0.5; return v * (r < 0 ? 0 : r > 1 ? 1 : r); }
+  }
+  return v;
+}
+
+/* Launches the kernel as the backend emits it (the contracts in
+   opc_kernels.inc) on a packed filter; y into got. */
+static void launch_fconv(CUmodule mod, const FConvCase *q, const float *x, const float *packed,
+                         long long packed_n, const float *bias, const float *z, float *got) {
+  int oh = fconv_out(q, q->h), ow = fconv_out(q, q->w);
+  long long xn = (long long)q->n * q->h * q->w * q->c, pixels = (long long)q->n * oh * ow;
+  long long m16 = (q->m + 15) / 16 * 16, yn = pixels * q->m;
+  void *dx, *dw, *db, *dz = NULL, *dy;
+  cudaMalloc(&dx, xn * 4);
+  cudaMalloc(&dw, packed_n * 4);
+  cudaMalloc(&db, m16 * 4);
+  cudaMalloc(&dy, yn * 4);
+  cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dw, packed, packed_n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, bias, m16 * 4, cudaMemcpyHostToDevice);
+  if (q->residual) {
+    cudaMalloc(&dz, yn * 4);
+    cudaMemcpy(dz, z, yn * 4, cudaMemcpyHostToDevice);
+  }
+  const char *kernel = q->depthwise ? "opc_conv_depthwise_nhwc" : "opc_conv_nhwc";
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, kernel) == CUDA_SUCCESS, kernel);
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx, a.x[1] = dw, a.x[2] = db, a.x[3] = dz, a.y = dy;
+  if (q->depthwise) {
+    a.rank = 3;
+    a.dims[0] = q->n, a.dims[1] = oh, a.dims[2] = (q->c + 63) / 64;
+    a.n = a.dims[0] * a.dims[1] * a.dims[2];
+  } else {
+    a.rank = 2;
+    a.dims[0] = (pixels + 11) / 12, a.dims[1] = (q->m + 63) / 64;
+    a.n = a.dims[0] * a.dims[1];
+  }
+  a.x_extent[0] = xn * 4, a.x_extent[1] = packed_n * 4, a.x_extent[2] = m16 * 4;
+  a.x_extent[3] = q->residual ? yn * 4 : 0;
+  a.y_extent = yn * 4;
+  long long args[16] = {q->c,      q->h,      q->w,        q->k,        q->k, q->stride,
+                        q->stride, q->dilation, q->dilation, q->pad,     q->pad, ow,
+                        (long long)oh * ow, q->m, q->act,    pixels};
+  memcpy(a.i, args, sizeof args);
+  a.f[0] = -1.5f, a.f[1] = 2.0f; /* Clip's bounds */
+  void *params[] = {&a};
+  expect(cuLaunchKernel(f, (unsigned)((a.n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                        NULL) == CUDA_SUCCESS,
+         kernel);
+  cudaMemcpy(got, dy, yn * 4, cudaMemcpyDeviceToHost);
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+  if (dz)
+    cudaFree(dz);
+}
+
+/* x photograph-like (smooth ramps plus a little noise), a filter of
+   zero-mean values scaled by 1/sqrt(taps), so that y is of x's size and
+   moves with it; each value checked against a double sum from the filter
+   in ONNX's order, within 1e-5 of the sum of the products' magnitudes. */
+static void test_fconv_case(CUmodule mod, const FConvCase *q) {
+  int oh = fconv_out(q, q->h), ow = fconv_out(q, q->w);
+  long long xn = (long long)q->n * q->h * q->w * q->c, pixels = (long long)q->n * oh * ow;
+  long long cin = q->depthwise ? 1 : q->c, taps = (long long)q->k * q->k;
+  long long m16 = (q->m + 15) / 16 * 16, yn = pixels * q->m;
+  long long packed_n = q->depthwise ? taps * m16 : m16 * taps * q->c;
+  float *x = malloc(xn * 4), *w = malloc(q->m * cin * taps * 4), *bias = calloc(m16, 4);
+  float *z = malloc(yn * 4), *packed = calloc(packed_n, 4), *got = malloc(yn * 4);
+  double *want = malloc(yn * 8), *scale = malloc(yn * 8);
+  for (long long i = 0; i < xn; i++) {
+    long long pix = i / q->c, ch = i % q->c;
+    x[i] = (float)((pix * 7 + ch * 13) % 101) / 50.0f - 1.0f +
+           (float)((rng_state = rng_state * 1103515245u + 12345u) >> 24) / 2560.0f;
+  }
+  float gain = 1.0f / sqrtf((float)(cin * taps));
+  for (long long i = 0; i < q->m * cin * taps; i++)
+    w[i] = gain * ((float)((rng_state = rng_state * 1103515245u + 12345u) >> 16 & 0xffff) / 32768.0f - 1.0f);
+  for (int m = 0; m < q->m; m++)
+    bias[m] = (float)((m * 37) % 19) / 19.0f - 0.5f;
+  for (long long i = 0; i < yn; i++)
+    z[i] = (float)(i % 29) / 29.0f - 0.4f;
+  /* w [M, Cin, K, K] packed as the contracts say. */
+  for (int m = 0; m < q->m; m++)
+    for (long long c = 0; c < cin; c++)
+      for (long long t = 0; t < taps; t++) {
+        float v = w[(m * cin + c) * taps + t];
+        if (q->depthwise)
+          packed[t * m16 + m] = v;
+        else
+          packed[((m / 16 * taps + t) * q->c + c) * 16 + m % 16] = v;
+      }
+  for (long long p = 0; p < pixels; p++) {
+    int img = (int)(p / (oh * ow)), hw = (int)(p % (oh * ow));
+    for (int m = 0; m < q->m; m++) {
+      double s = bias[m], mag = fabs(bias[m]);
+      for (long long t = 0; t < taps; t++) {
+        int hh = hw / ow * q->stride - q->pad + (int)(t / q->k) * q->dilation;
+        int ww = hw % ow * q->stride - q->pad + (int)(t % q->k) * q->dilation;
+        if (hh < 0 || hh >= q->h || ww < 0 || ww >= q->w)
+          continue;
+        for (long long c = 0; c < cin; c++) {
+          long long ch = q->depthwise ? m : c;
+          double prod = (double)x[((img * q->h + hh) * q->w + ww) * q->c + ch] *
+                        w[(m * cin + c) * taps + t];
+          s += prod, mag += fabs(prod);
+        }
+      }
+      if (q->residual)
+        s += z[p * q->m + m], mag += fabs(z[p * q->m + m]);
+      want[p * q->m + m] = fconv_act(q->act, s);
+      scale[p * q->m + m] = mag;
+    }
+  }
+  char name[160];
+  snprintf(name, sizeof name, "%s n%d c%d %dx%d m%d k%d s%d d%d p%d%s act %d",
+           q->depthwise ? "opc_conv_depthwise_nhwc" : "opc_conv_nhwc", q->n, q->c, q->h, q->w,
+           q->m, q->k, q->stride, q->dilation, q->pad, q->residual ? " +z" : "", q->act);
+  launch_fconv(mod, q, x, packed, packed_n, bias, z, got);
+  double spread = 0;
+  for (long long i = 0; i < yn; i++)
+    spread += fabs(want[i] - want[0]);
+  for (long long i = 0; i < yn; i++) {
+    if (!(fabs(got[i] - want[i]) <= 1e-5 * scale[i] + 1e-6)) {
+      fail("%s: pixel %lld channel %lld is %.7g, expected %.7g", name, i / q->m, i % q->m,
+           got[i], want[i]);
+      break;
+    }
+  }
+  if (spread < 0.1 * (double)yn)
+    fail("%s: y hardly varies: the case cannot tell a wrong sum", name);
+  /* Negative control: the last channel's first tap changed must move y. */
+  long long last = q->m - 1;
+  packed[q->depthwise ? last : (last / 16 * taps * q->c) * 16 + last % 16] += 0.5f;
+  launch_fconv(mod, q, x, packed, packed_n, bias, z, got);
+  bool moved = false;
+  for (long long i = 0; i < yn; i++)
+    moved |= fabs(got[i] - want[i]) > 1e-5 * scale[i] + 1e-6;
+  if (!moved)
+    fail("%s: a changed filter value left y as it was", name);
+  free(x), free(w), free(bias), free(z), free(packed), free(got), free(want), free(scale);
+}
+
+static void test_fconv(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_conv_nhwc");
+  const FConvCase cases[] = {
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, false, 0},   /* whole units: 64 channels, 12 pixels */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, true, 1},    /* with a residual and relu */
+      {2, 3, 19, 17, 70, 7, 2, 1, 3, false, false, 1},    /* a stem: 3 channels, partial blocks */
+      {1, 32, 9, 11, 130, 3, 1, 2, 2, false, true, 2},    /* dilated, 130 channels, clip */
+      {1, 40, 7, 7, 24, 1, 1, 1, 0, false, false, 7},     /* 2 blocks of 12 pixels, silu */
+      {1, 24, 8, 8, 40, 3, 2, 1, 1, false, false, 10},    /* 3 blocks, hard swish */
+      {1, 16, 5, 5, 8, 3, 1, 1, 1, false, false, 0},      /* one partial block */
+      {1, 256, 5, 5, 520, 3, 1, 1, 1, false, false, 1},   /* a 4.8 MB filter: group by group */
+      {1, 144, 14, 14, 144, 3, 1, 1, 1, true, false, 1},  /* depthwise, 3x3, 144 channels */
+      {2, 24, 9, 13, 24, 3, 2, 1, 1, true, true, 2},      /* strided, two images, residual */
+      {1, 40, 11, 11, 40, 5, 1, 1, 2, true, false, 7},    /* 5x5, silu */
+      {1, 72, 10, 10, 72, 3, 1, 2, 2, true, false, 0},    /* dilated */
+      {1, 16, 3, 3, 16, 5, 1, 1, 2, true, false, 10},     /* every window past the edges */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    test_fconv_case(mod, &cases[i]);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_conv_nhwc's module");
+}
+
 /* ---- opc_qconv_depthwise_nhwc: a channels-last depthwise QLinearConv */
 
 /* The contract's byte of the packed filter holding tap t of channel ch:
@@ -908,6 +1094,7 @@ int main(void) {
   test_byte_pools();
   test_lookups();
   test_qconv();
+  test_fconv();
   test_depthwise();
   test_quantized_add();
   test_concat_blocks();
