@@ -844,6 +844,7 @@ static bool parse_args(int argc, char **argv, Config *c) {
     opc_error("--dump-ir reads one model; --dump-after shows a serving program's graph");
     return false;
   }
+  c->passes.cpu_target = c->target == TARGET_CPU;
   /* Without -o, only inspection makes sense. */
   const PassOptions *p = &c->passes;
   bool inspects = p->dump_after || p->stats || p->report || p->emit_schedule || p->emit_dot;

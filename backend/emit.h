@@ -353,6 +353,9 @@ void set_input(Launch *L, int k, const char *x, const int64_t *xstride);
 /* A launch over y's elements: L's dims y's, y the output and x input 0,
    each at its own strides (of x's shape y's, as an elementwise kind's). */
 void launch_over(Emitter *e, Launch *L, const Tensor *y, const Tensor *x);
+/* A 1-D or 2-D window's ten kernel arguments, as the convolution kernels
+   read them: H, W, KH, KW, strides, dilations and leading pads. */
+void window_args(int64_t *i, const Window *win, const Tensor *x);
 /* Drops dims of size 1 and merges neighbours contiguous in every operand. */
 void collapse(Launch *L);
 /* Reports msg as an error of the node; returns false. */
@@ -394,6 +397,7 @@ extern const OpEmitter kernel_recurrent;                               /* kernel
 extern const OpEmitter kernel_dft, kernel_stft;                        /* kernels_spectral.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear, kernel_quantized_add, kernel_quantized_lookup;                              /* kernels_quantized.c */
+extern const OpEmitter kernel_conv_nhwc;                               /* kernels_conv.c */
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_se_gate, kernel_reduce_more,

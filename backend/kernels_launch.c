@@ -422,3 +422,17 @@ void reduced_output_strides(const Tensor *x, const Tensor *y, const bool *reduce
   }
 }
 
+/* A 1-D or 2-D window's ten kernel arguments, as the
+   convolution kernels read them: H, W, KH, KW, strides, dilations and
+   leading pads (height first; a 1-D window has a height of 1). */
+void window_args(int64_t *i, const Window *win, const Tensor *x) {
+  bool flat = win->nspatial == 1;
+  int last = win->nspatial - 1; /* the width's window axis */
+  const int64_t args[10] = {
+      flat ? 1 : x->dims[2],       x->dims[x->rank - 1], /* H, W */
+      flat ? 1 : win->kernel[0],   win->kernel[last],
+      flat ? 1 : win->stride[0],   win->stride[last],
+      flat ? 1 : win->dilation[0], win->dilation[last],
+      flat ? 0 : win->pad_begin[0], win->pad_begin[last]};
+  memcpy(i, args, sizeof args);
+}

@@ -294,21 +294,6 @@ static void pack_launch(Emitter *e, const Node *n, const LtPlan *p, const Tensor
   emit_launch(e, n, &L);
 }
 
-/* A 1-D or 2-D window's ten kernel arguments, as both integer
-   convolution kernels read them: H, W, KH, KW, strides, dilations and
-   leading pads (height first; a 1-D window has a height of 1). */
-static void window_args(int64_t *i, const Window *win, const Tensor *x) {
-  bool flat = win->nspatial == 1;
-  int last = win->nspatial - 1; /* the width's window axis */
-  const int64_t args[10] = {
-      flat ? 1 : x->dims[2],       x->dims[x->rank - 1], /* H, W */
-      flat ? 1 : win->kernel[0],   win->kernel[last],
-      flat ? 1 : win->stride[0],   win->stride[last],
-      flat ? 1 : win->dilation[0], win->dilation[last],
-      flat ? 0 : win->pad_begin[0], win->pad_begin[last]};
-  memcpy(i, args, sizeof args);
-}
-
 /* opc_int8_im2row: x [N, C, H, W] into rows [N H' W', K'] int8, one per
    output pixel, a row per thread; the rows past N H' W' up to cuBLASLt's
    m (a multiple of 4) are zeros. opc_int8_im2row_nhwc: the same of a

@@ -214,8 +214,9 @@ static bool conv_supports(Emitter *e, const Node *n) {
   /* The padded copy is float32 (cudnnTransformTensor into it). */
   if (node_in_half(n) && p.use_scratch)
     return false;
-  /* An NHWC filter is 2-D, stored K, R, S, C, for NHWC data. */
-  if (p.channels_last && (n->op != OP_CONV || p.use_scratch || n->win.nspatial != 2 ||
+  /* An NHWC filter is 2-D, stored K, R, S, C, for NHWC data, and 16-bit:
+     float32 data channels-last is the CPU target's (kernels_conv.c). */
+  if (p.channels_last && (!node_in_half(n) || n->op != OP_CONV || p.use_scratch || n->win.nspatial != 2 ||
                           !tensor_is_channels_last(n->in[1]) || !channels_inner(n->in[0]) ||
                           !channels_inner(n->out[0]) ||
                           (node_input(n, 3) && !channels_inner(n->in[3]))))

@@ -996,6 +996,15 @@ bool qlinear_conv_depthwise_folds(const Node *n) {
          int8_filter_fits(w, n->in[5]);
 }
 
+bool conv_runs_channels_last(const Node *n) {
+  const Tensor *x = n->in[0], *w = n->in[1], *y = n->out[0], *bias = node_input(n, 2);
+  if (n->op != OP_CONV || n->win.nspatial != 2 || x->rank != 4 || y->rank != 4 ||
+      x->dtype != DT_FLOAT || !w->f32 || (bias && !bias->f32) || x->dims[1] > 4096)
+    return false;
+  bool depthwise = n->win.group == x->dims[1] && y->dims[1] == x->dims[1] && x->dims[1] > 1;
+  return (n->win.group <= 1 || depthwise) && n->win.pad_begin[0] >= 0 && n->win.pad_begin[1] >= 0;
+}
+
 bool int8_gemm_allowed(const Graph *g) {
   const char *choice = getenv("OPC_INT8_GEMM");
   return !g->serve && !(choice && strcmp(choice, "kernel") == 0);

@@ -1092,6 +1092,13 @@ void qlinear_bounds(const Node *n, float *lo, float *hi);
    and y's zero points (one each) and the bias (or none). choose-layout stores such a node's data
    channels-last, and kernels_quantized.c runs it on that kernel. */
 bool qlinear_conv_depthwise_folds(const Node *n);
+/* Whether a float32 2-D Conv is one the CPU target runs channels-last
+   (opc_conv_nhwc, opc_conv_depthwise_nhwc): group 1, or one input and one
+   output channel per group; its filter and bias (or none) constants, and
+   at most 4096 input channels (the kernels' rows of zeros for the
+   padding). choose-layout stores such a node's data channels-last under
+   --target cpu, and kernels_conv.c runs it. */
+bool conv_runs_channels_last(const Node *n);
 /* Whether integer convolutions and matmuls may take cuBLASLt's int8 GEMM:
    not in a serving program (its kernels serve any batch), and not with
    OPC_INT8_GEMM=kernel, which asks for opc's kernels to compare the two.

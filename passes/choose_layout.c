@@ -50,6 +50,7 @@
 typedef struct Layouts {
   Graph *g;
   bool int8;           /* the int8 form: same-layout nodes are int8_conv's */
+  bool cpu;            /* the CPU target's float form: conv_runs_channels_last's */
   bool *int8_conv;     /* by Node.id, of the nodes before the rewrite: int8_conv */
   int nnodes;
   int *parent;         /* union-find over tensor ids: the groups */
@@ -88,6 +89,15 @@ static bool int8_conv(const Node *n) {
          has_contiguous_strides(n->in[3]) && has_contiguous_strides(n->out[0]);
 }
 
+/* Whether the graph has an int8_conv: an int8 program with none is left
+   to the other forms. */
+static bool has_int8_conv(const Graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && int8_conv(g->nodes[i]))
+      return true;
+  return false;
+}
+
 /* A pooling window (ops.def's window cost class, not a convolution's). */
 static bool is_pool(const OpInfo *info) {
   return info->params == PARAMS_WINDOW && info->cost == COST_WINDOW;
@@ -107,9 +117,11 @@ static bool same_layout_op(const Layouts *l, const Node *n) {
   if (l->int8 && ((n->id < l->nnodes && l->int8_conv[n->id]) ||
                   (info->params == PARAMS_WINDOW && !is_pool(info))))
     return n->id < l->nnodes && l->int8_conv[n->id];
+  if (l->cpu && info->params == PARAMS_WINDOW && !is_pool(info))
+    return conv_runs_channels_last(n);
   if (!(info->traits & T_SAME_LAYOUT) || !y || y->rank != 4)
     return false;
-  if (l->int8 ? y->dtype != DT_FLOAT && !moves : !is_half(y->dtype))
+  if (l->int8 || l->cpu ? y->dtype != DT_FLOAT && !moves : !is_half(y->dtype))
     return false;
   if (info->params == PARAMS_WINDOW && n->win.nspatial != 2)
     return false;
@@ -130,6 +142,8 @@ static Tensor **operand(const Layouts *l, Node *n, int slot) {
     return slot - n->nin < n->nout ? &n->out[slot - n->nin] : NULL;
   if (l->int8 && n->op == OP_QLINEAR_CONV && (slot != 0 || n->in[0]->dims[1] < 4))
     return NULL; /* its data is x alone, and x keeps ONNX's order with few channels */
+  if (l->cpu && n->op == OP_CONV && slot == 0 && n->in[0]->dims[1] < 4)
+    return NULL; /* x with few channels (an image) is read in ONNX's order */
   return n->in[slot] && data_input(n, slot) ? &n->in[slot] : NULL;
 }
 
@@ -181,10 +195,10 @@ static void mark_fixed(Layouts *l) {
   }
 }
 
-/* In the int8 form, an elementwise bridge's operands of its output's
-   shape (not broadcast), which it reads and writes in step. */
+/* In the int8 and CPU forms, an elementwise bridge's operands of its
+   output's shape (not broadcast), which it reads and writes in step. */
 static Tensor **bridge_operand(const Layouts *l, Node *n, int slot) {
-  if (!l->int8 || !(op_info(n->op)->traits & T_ANY_LAYOUT) || !n->out[0])
+  if (!(l->int8 || l->cpu) || !(op_info(n->op)->traits & T_ANY_LAYOUT) || !n->out[0])
     return NULL;
   Tensor **t = slot < n->nin ? &n->in[slot] : slot - n->nin < n->nout ? &n->out[slot - n->nin]
                                                                        : NULL;
@@ -329,7 +343,7 @@ static void rewrite(Layouts *l) {
       if (operand(l, n, k) && layout_operand(x) && x->id < l->count && l->fixed[x->id])
         convert_input(l, n, k);
     }
-    if (last[i] && n->op == OP_CONV)
+    if (last[i] && n->op == OP_CONV && !l->cpu) /* the CPU target packs its filters itself */
       filter_last(l, n);
   }
   free(last);
@@ -343,24 +357,19 @@ bool pass_choose_layout(Graph *g, const PassOptions *opt, PassContext *ctx) {
     return true;
   /* The int8 form: QLinearConvs on the GEMM (kernels_quantized.c keeps
      serving programs, which --target serve makes, on its kernels). */
-  bool int8 = !is_half(opt->half) && int8_gemm_allowed(g);
-  if (!is_half(opt->half) && !int8)
+  bool int8 = !is_half(opt->half) && int8_gemm_allowed(g) && has_int8_conv(g);
+  bool cpu = !is_half(opt->half) && !int8 && opt->cpu_target;
+  if (!is_half(opt->half) && !int8 && !cpu)
     return true;
-  Layouts l = {.g = g, .count = g->ntensors, .int8 = int8};
+  Layouts l = {.g = g, .count = g->ntensors, .int8 = int8, .cpu = cpu};
   for (int i = 0; i < g->ntensors; i++)
     g->tensors[i]->id = i;
   for (int i = 0; i < g->nnodes; i++)
     l.nnodes = g->nodes[i]->id >= l.nnodes ? g->nodes[i]->id + 1 : l.nnodes;
-  bool any = !int8; /* an int8 program with no such convolution is left alone */
   l.int8_conv = calloc((size_t)l.nnodes + 1, sizeof(bool));
   for (int i = 0; i < g->nnodes && int8; i++) {
     Node *c = g->nodes[i];
     l.int8_conv[c->id] = !c->dead && int8_conv(c);
-    any = any || l.int8_conv[c->id];
-  }
-  if (!any) {
-    free(l.int8_conv);
-    return true;
   }
   size_t n = (size_t)l.count + 1;
   l.parent = malloc(n * sizeof(int));

@@ -33,6 +33,7 @@ typedef struct PassOptions {
   DType half;                /* --precision fp16|bf16: DT_FLOAT16 or DT_BFLOAT16; else 0 */
   bool io_half;              /* --io-precision fp16: float16 graph inputs and outputs */
   TensorLayout layout;       /* --layout auto|nchw|nhwc */
+  bool cpu_target;           /* --target cpu: float convolutions channels-last (choose-layout) */
   int gpus;                  /* --gpus N: place the units on N GPUs (HIOS); 0: one */
   const char *placement;     /* --placement lp|round-robin|contiguous (HIOS) */
   int window;                /* --hios-window W: most units grouped on one GPU */

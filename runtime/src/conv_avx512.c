@@ -39,6 +39,8 @@ typedef struct {
   const float *x, *filter, *bias, *z;
   float *y;
   long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, frame, m, pixels, taps, groups;
+  long long xs, zs, ys; /* pixel strides */
+  bool planar;          /* x in ONNX's order [N, C, H, W] */
   int act;
   float p0, p1;
 } Conv;
@@ -52,6 +54,8 @@ static Conv conv_of(const struct opc_kargs *a) {
   v.taps = v.kh * v.kw;
   v.groups = a->dims[1];
   v.p0 = a->f[0], v.p1 = a->f[1];
+  v.xs = a->xstride[0][0], v.zs = a->xstride[3][0], v.ys = a->ystride[0];
+  v.planar = a->f[2] != 0.0f;
   return v;
 }
 
@@ -111,23 +115,25 @@ static inline __attribute__((always_inline)) void finish(const Conv *v, __m512 *
 
 /*
  * ROWS pixels by BLOCKS blocks of 16 channels from block b0: the sums,
- * from the bias, over every tap and channel, then finished into y.
- * rows[t * TILE + r] is pixel r's row of x at tap t (zeros in the
- * padding). Only the first `valid` pixels are stored.
+ * from the bias, over `taps` rows of `len` values per pixel, then
+ * finished into y. rows[t * TILE + r] is pixel r's row at tap t (zeros in
+ * the padding); the filter's values for (t, c) lie at (t len + c) 16 of
+ * each block, whose blocks lie K 16 apart (K = C KH KW = taps len). Only
+ * the first `valid` pixels are stored.
  */
 static inline __attribute__((always_inline)) void
-tile(const Conv *v, const float *const *rows, int ROWS, int BLOCKS, long long p0, int valid,
-     long long b0, long long count) {
+tile(const Conv *v, const float *const *rows, long long taps, long long len, int ROWS,
+     int BLOCKS, long long p0, int valid, long long b0, long long count) {
   __m512 acc[12][4];
   long long stride = v->taps * v->c * 16; /* from one block to the next */
   for (int r = 0; r < ROWS; r++)
     for (int b = 0; b < BLOCKS; b++)
       acc[r][b] = _mm512_loadu_ps(v->bias + (b0 + b) * 16);
   const float *f = v->filter + b0 * stride;
-  for (long long t = 0; t < v->taps; t++) {
+  for (long long t = 0; t < taps; t++) {
     const float *const *at = rows + t * TILE;
-    const float *ft = f + t * v->c * 16;
-    for (long long c = 0; c < v->c; c++) {
+    const float *ft = f + t * len * 16;
+    for (long long c = 0; c < len; c++) {
       __m512 w[4];
       for (int b = 0; b < BLOCKS; b++)
         w[b] = _mm512_loadu_ps(ft + b * stride + c * 16);
@@ -140,45 +146,115 @@ tile(const Conv *v, const float *const *rows, int ROWS, int BLOCKS, long long p0
   }
   for (int r = 0; r < valid && r < ROWS; r++) {
     long long p = p0 + r;
-    finish(v, acc[r], BLOCKS, count, v->z ? v->z + p * v->m + b0 * 16 : NULL,
-           v->y + p * v->m + b0 * 16);
+    finish(v, acc[r], BLOCKS, count, v->z ? v->z + p * v->zs + b0 * 16 : NULL,
+           v->y + p * v->ys + b0 * 16);
   }
 }
 
-/* The rows of x that pixels [p0, p0 + valid) read at each tap, the last
-   pixel's repeated up to TILE so that every tile computes whole. */
-static void tap_rows(const Conv *v, long long p0, int valid, const float **rows) {
-  for (int r = 0; r < TILE; r++) {
-    long long p = p0 + (r < valid ? r : valid - 1);
-    long long img = p / v->frame, hw = p % v->frame;
-    long long h0 = hw / v->ow * v->sh - v->ph, w0 = hw % v->ow * v->sw - v->pw;
-    const float *image = v->x + img * v->h * v->w * v->c;
-    for (long long t = 0; t < v->taps; t++) {
-      long long hh = h0 + t / v->kw * v->dh, ww = w0 + t % v->kw * v->dw;
-      bool inside = hh >= 0 && hh < v->h && ww >= 0 && ww < v->w;
-      rows[t * TILE + r] = inside ? image + (hh * v->w + ww) * v->c : zeros;
+/* How a unit's pixels find their rows of x. */
+typedef enum {
+  ROWS_PIXELS, /* a 1x1 filter, stride 1, no padding: each pixel's own C values */
+  ROWS_TAPS,   /* each tap's C values of the pixel it reads, or zeros */
+  ROWS_GATHERED /* few channels, or x in ONNX's order: the K values copied */
+} RowsKind;
+
+enum { GATHER_MAX = 2048 }; /* the longest row copied */
+
+static RowsKind rows_kind(const Conv *v) {
+  if (v->taps * v->c <= GATHER_MAX && (v->planar || v->c < 16))
+    return ROWS_GATHERED;
+  bool pixels = v->taps == 1 && v->sh == 1 && v->sw == 1 && v->ph == 0 && v->pw == 0 &&
+                v->frame == v->h * v->w;
+  return pixels ? ROWS_PIXELS : ROWS_TAPS;
+}
+
+/* The position of pixel p's window: its image and first row and column. */
+static inline void window_of(const Conv *v, long long p, const float **image, long long *h0,
+                             long long *w0) {
+  long long img = p / v->frame, hw = p % v->frame;
+  *image = v->x + img * v->h * v->w * (v->planar ? v->c : v->xs);
+  *h0 = hw / v->ow * v->sh - v->ph;
+  *w0 = hw % v->ow * v->sw - v->pw;
+}
+
+/* Filter row i's taps of a pixel's window from x in ONNX's order, each
+   channel's KW values at row[c T]: the order the filter is packed in for
+   such x. */
+static inline void planar_rows(const Conv *v, const float *image, long long hh, long long w0,
+                               float *row) {
+  bool line = hh >= 0 && hh < v->h;
+  for (long long c = 0; c < v->c; c++) {
+    const float *from = image + (c * v->h + (line ? hh : 0)) * v->w;
+    for (long long j = 0; j < v->kw; j++) {
+      long long ww = w0 + j * v->dw;
+      row[c * v->taps + j] = line && ww >= 0 && ww < v->w ? from[ww] : 0.0f;
     }
   }
 }
 
-/* One unit: pixels [p0, p0 + valid) by channels [m0, m0 + count). */
-static void run_unit(const Conv *v, long long p0, int valid, long long m0, long long count,
-                     const float **rows) {
-  tap_rows(v, p0, valid, rows);
+/* The rows of x that pixels [p0, p0 + valid) read, the last pixel's
+   repeated up to TILE so that every tile computes whole: rows[t TILE + r]
+   for ROWS_TAPS, rows[r] (into buf, TILE rows of K) for ROWS_GATHERED.
+   The rows are copied a float at a time: the products read them back at
+   once, a float at a time, and a load cannot take its value from a wider
+   (or masked) store still in flight, but waits for it. */
+__attribute__((optimize("no-tree-vectorize"))) static void unit_rows(const Conv *v, RowsKind kind, long long p0, int valid, const float **rows,
+                      float *buf) {
+  for (int r = 0; r < TILE; r++) {
+    long long p = p0 + (r < valid ? r : valid - 1);
+    if (kind == ROWS_PIXELS) {
+      rows[r] = v->x + p * v->xs;
+      continue;
+    }
+    const float *image;
+    long long h0, w0;
+    window_of(v, p, &image, &h0, &w0);
+    float *row = buf + r * v->taps * v->c;
+    if (kind == ROWS_GATHERED)
+      rows[r] = row;
+    for (long long i = 0; i < v->kh; i++) {
+      long long hh = h0 + i * v->dh;
+      if (kind == ROWS_GATHERED && v->planar) {
+        planar_rows(v, image, hh, w0, row + i * v->kw);
+        continue;
+      }
+      for (long long j = 0; j < v->kw; j++) {
+        long long ww = w0 + j * v->dw, t = i * v->kw + j;
+        bool inside = hh >= 0 && hh < v->h && ww >= 0 && ww < v->w;
+        if (kind == ROWS_TAPS) {
+          rows[t * TILE + r] = inside ? image + (hh * v->w + ww) * v->xs : zeros;
+        } else { /* fewer than 16 channels */
+          const float *at = inside ? image + (hh * v->w + ww) * v->xs : zeros;
+          for (long long c = 0; c < v->c; c++)
+            row[t * v->c + c] = at[c];
+        }
+      }
+    }
+  }
+}
+
+/* One unit: pixels [p0, p0 + valid) by channels [m0, m0 + count); its
+   rows are made unless `made` (the tile's previous group made them). */
+static void run_unit(const Conv *v, RowsKind kind, long long p0, int valid, long long m0,
+                     long long count, const float **rows, float *buf, bool made) {
+  if (!made)
+    unit_rows(v, kind, p0, valid, rows, buf);
+  long long taps = kind == ROWS_TAPS ? v->taps : 1;
+  long long len = kind == ROWS_TAPS ? v->c : v->taps * v->c;
   long long b0 = m0 / 16;
   int blocks = (int)((count + 15) / 16);
   if (blocks == 4) {
-    tile(v, rows, 6, 4, p0, valid, b0, count);
+    tile(v, rows, taps, len, 6, 4, p0, valid, b0, count);
     if (valid > 6)
-      tile(v, rows + 6, 6, 4, p0 + 6, valid - 6, b0, count);
+      tile(v, rows + 6, taps, len, 6, 4, p0 + 6, valid - 6, b0, count);
   } else if (blocks == 3) {
-    tile(v, rows, 6, 3, p0, valid, b0, count);
+    tile(v, rows, taps, len, 6, 3, p0, valid, b0, count);
     if (valid > 6)
-      tile(v, rows + 6, 6, 3, p0 + 6, valid - 6, b0, count);
+      tile(v, rows + 6, taps, len, 6, 3, p0 + 6, valid - 6, b0, count);
   } else if (blocks == 2) {
-    tile(v, rows, 12, 2, p0, valid, b0, count);
+    tile(v, rows, taps, len, 12, 2, p0, valid, b0, count);
   } else {
-    tile(v, rows, 12, 1, p0, valid, b0, count);
+    tile(v, rows, taps, len, 12, 1, p0, valid, b0, count);
   }
 }
 
@@ -186,63 +262,136 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
   Conv v = conv_of(a);
   if (v.c > MAX_CHANNELS)
     return 0;
+  RowsKind kind = rows_kind(&v);
+  if (v.planar && kind != ROWS_GATHERED)
+    return 0;
   const float **rows = __builtin_alloca(sizeof(float *) * (size_t)(v.taps * TILE));
+  float *buf = kind == ROWS_GATHERED
+                   ? __builtin_alloca(sizeof(float) * (size_t)(TILE * v.taps * v.c))
+                   : NULL;
   /* Units run tile by tile, each tile's groups in turn, while the filter
      is small; one larger than a core's L2 and with more channels than
      pixels (a last stage's) runs group by group, each part then streaming
      its groups' filter once. The order moves work between parts only. */
-  long long tiles = a->dims[0];
+  long long tiles = a->dims[0], last = -1;
   bool by_group = v.m * v.taps * v.c * 4 >= (1 << 20) && v.m > v.pixels;
   for (long long u = begin; u < end; u++) {
     long long t = by_group ? u % tiles : u / v.groups;
     long long m0 = (by_group ? u / tiles : u % v.groups) * GROUP, p0 = t * TILE;
     int valid = (int)(v.pixels - p0 < TILE ? v.pixels - p0 : TILE);
-    run_unit(&v, p0, valid, m0, v.m - m0 < GROUP ? v.m - m0 : GROUP, (const float **)rows);
+    long long count = v.m - m0 < GROUP ? v.m - m0 : GROUP;
+    run_unit(&v, kind, p0, valid, m0, count, rows, buf, t == last);
+    last = t;
   }
   return 1;
 }
 
 /* ---- opc_conv_depthwise_nhwc: a row of pixels by 64 channels an item */
 
-/* One output pixel's `blocks` vectors of channels from c0 (the first
-   `count`), over the taps whose rows lie inside x (at[t] null for the
-   others). Lanes past C are not read: the last pixel's would leave x. */
+/*
+ * One block of 16 channels (the first `count` of them stored) of output
+ * row `row`, pixels [j0, j1), every one of whose taps along the width lies
+ * inside x: taps are rows [r0, r1) of the filter by all KW columns, their
+ * filter values held in registers, and 8 pixels' sums at a time keep the
+ * multiply-adds independent.
+ */
 static inline __attribute__((always_inline)) void
-depthwise_pixel(const Conv *v, const float *const *at, long long c16, long long c0,
-                long long count, int blocks, __m512 *acc) {
-  for (int b = 0; b < blocks; b++) {
-    __mmask16 keep = first16(count - 16 * b);
-    acc[b] = _mm512_loadu_ps(v->bias + c0 + 16 * b);
-    for (long long t = 0; t < v->taps; t++)
-      if (at[t])
-        acc[b] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, at[t] + c0 + 16 * b),
-                                 _mm512_loadu_ps(v->filter + t * c16 + c0 + 16 * b), acc[b]);
+depthwise_inside(const Conv *v, const float *image, long long h0, long long r0, long long r1,
+                 long long j0, long long j1, long long c, long long count, long long p_row,
+                 int KH, int KW) {
+  long long c16 = (v->c + 15) / 16 * 16;
+  __m512 wv[25];
+  for (int t = 0; t < KH * KW; t++)
+    wv[t] = _mm512_loadu_ps(v->filter + t * c16 + c);
+  __m512 bias = _mm512_loadu_ps(v->bias + c);
+  __mmask16 keep = first16(count);
+  long long j = j0;
+  for (; j + 8 <= j1; j += 8) {
+    __m512 acc[8];
+    for (int k = 0; k < 8; k++)
+      acc[k] = bias;
+    for (int r = 0; r < KH; r++) {
+      if (r < r0 || r >= r1)
+        continue;
+      const float *line = image + (h0 + r * v->dh) * v->w * v->xs + c;
+      for (int q = 0; q < KW; q++)
+        for (int k = 0; k < 8; k++) {
+          long long ww = (j + k) * v->sw - v->pw + q * v->dw;
+          acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, line + ww * v->xs),
+                                   wv[r * KW + q], acc[k]);
+        }
+    }
+    for (int k = 0; k < 8; k++) {
+      long long p = p_row + j + k;
+      finish(v, &acc[k], 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
+    }
   }
+  for (; j < j1; j++) {
+    __m512 acc = bias;
+    for (int r = 0; r < KH; r++) {
+      if (r < r0 || r >= r1)
+        continue;
+      const float *line = image + (h0 + r * v->dh) * v->w * v->xs + c;
+      for (int q = 0; q < KW; q++) {
+        long long ww = j * v->sw - v->pw + q * v->dw;
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, line + ww * v->xs), wv[r * KW + q],
+                              acc);
+      }
+    }
+    long long p = p_row + j;
+    finish(v, &acc, 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
+  }
+}
+
+/* Any pixel of the block: each tap tested. */
+static void depthwise_edge(const Conv *v, const float *image, long long h0, long long j,
+                           long long c, long long count, long long p) {
+  long long c16 = (v->c + 15) / 16 * 16;
+  __mmask16 keep = first16(count);
+  __m512 acc = _mm512_loadu_ps(v->bias + c);
+  for (long long r = 0; r < v->kh; r++) {
+    long long hh = h0 + r * v->dh;
+    for (long long q = 0; q < v->kw; q++) {
+      long long ww = j * v->sw - v->pw + q * v->dw;
+      if (hh < 0 || hh >= v->h || ww < 0 || ww >= v->w)
+        continue;
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, image + (hh * v->w + ww) * v->xs + c),
+                            _mm512_loadu_ps(v->filter + (r * v->kw + q) * c16 + c), acc);
+    }
+  }
+  finish(v, &acc, 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
 }
 
 int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
   Conv v = conv_of(a);
-  long long c16 = (v.c + 15) / 16 * 16, oh = a->dims[1], groups = a->dims[2];
-  const float **at = __builtin_alloca(sizeof(float *) * (size_t)v.taps);
+  long long oh = a->dims[1], groups = a->dims[2];
+  /* Pixels [j0, j1) of a row have every column of their window inside x. */
+  long long j0 = (v.pw + v.sw - 1) / v.sw, reach = (v.kw - 1) * v.dw;
+  long long j1 = v.w - reach + v.pw <= 0 ? 0 : (v.w - 1 - reach + v.pw) / v.sw + 1;
+  j1 = j1 < v.ow ? j1 : v.ow;
+  j0 = j0 < j1 ? j0 : j1;
   for (long long item = begin; item < end; item++) {
     long long img = item / (oh * groups), row = item / groups % oh;
-    long long c0 = item % groups * GROUP, count = v.c - c0 < GROUP ? v.c - c0 : GROUP;
-    int blocks = (int)((count + 15) / 16);
-    long long h0 = row * v.sh - v.ph;
-    const float *image = v.x + img * v.h * v.w * v.c;
-    for (long long j = 0; j < v.ow; j++) {
-      long long w0 = j * v.sw - v.pw, p = (img * oh + row) * v.ow + j;
-      for (long long t = 0; t < v.taps; t++) {
-        long long hh = h0 + t / v.kw * v.dh, ww = w0 + t % v.kw * v.dw;
-        bool inside = hh >= 0 && hh < v.h && ww >= 0 && ww < v.w;
-        at[t] = inside ? image + (hh * v.w + ww) * v.c : NULL;
-      }
-      __m512 acc[4];
-      if (blocks == 4)
-        depthwise_pixel(&v, at, c16, c0, count, 4, acc);
+    long long c0 = item % groups * GROUP, left = v.c - c0 < GROUP ? v.c - c0 : GROUP;
+    long long h0 = row * v.sh - v.ph, p_row = (img * oh + row) * v.ow;
+    const float *image = v.x + img * v.h * v.w * v.xs;
+    /* The filter rows whose taps lie inside x. */
+    long long r0 = h0 >= 0 ? 0 : (-h0 + v.dh - 1) / v.dh, r1 = v.kh;
+    while (r1 > r0 && h0 + (r1 - 1) * v.dh >= v.h)
+      r1--;
+    for (long long c = c0; c < c0 + left; c += 16) {
+      long long count = c0 + left - c < 16 ? c0 + left - c : 16;
+      for (long long j = 0; j < j0; j++)
+        depthwise_edge(&v, image, h0, j, c, count, p_row + j);
+      if (v.kh == 3 && v.kw == 3)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3);
+      else if (v.kh == 5 && v.kw == 5)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5);
       else
-        depthwise_pixel(&v, at, c16, c0, count, blocks, acc);
-      finish(&v, acc, blocks, count, v.z ? v.z + p * v.c + c0 : NULL, v.y + p * v.c + c0);
+        for (long long j = j0; j < j1; j++)
+          depthwise_edge(&v, image, h0, j, c, count, p_row + j);
+      for (long long j = j1; j < v.ow; j++)
+        depthwise_edge(&v, image, h0, j, c, count, p_row + j);
     }
   }
   return 1;

@@ -632,6 +632,7 @@ static void launch_fconv(CUmodule mod, const FConvCase *q, const float *x, const
   a.x_extent[0] = xn * 4, a.x_extent[1] = packed_n * 4, a.x_extent[2] = m16 * 4;
   a.x_extent[3] = q->residual ? yn * 4 : 0;
   a.y_extent = yn * 4;
+  a.xstride[0][0] = q->c, a.xstride[3][0] = q->m, a.ystride[0] = q->m; /* dense pixels */
   long long args[16] = {q->c,      q->h,      q->w,        q->k,        q->k, q->stride,
                         q->stride, q->dilation, q->dilation, q->pad,     q->pad, ow,
                         (long long)oh * ow, q->m, q->act,    pixels};

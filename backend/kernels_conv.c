@@ -1,0 +1,138 @@
+/*
+ * kernels_conv.c - the CPU target's float convolutions. Under --target
+ * cpu, choose-layout stores the data of the float32 convolutions that
+ * conv_runs_channels_last takes channels-last; each runs as one launch of
+ * opc_conv_nhwc (group 1) or opc_conv_depthwise_nhwc (a channel per
+ * group), its filter packed now into net.weights in the order the kernel
+ * reads it, with the bias, residual and activation that passes fused into
+ * the node applied in the same pass. Nothing is packed or fused at run
+ * time. The kernels' contracts are their comments in opc_kernels.inc.
+ */
+#include <string.h>
+
+#include "emit.h"
+
+typedef struct ConvNhwc {
+  const char *filter, *bias; /* the packed constants in net.weights */
+} ConvNhwc;
+
+static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
+
+static bool is_depthwise(const Node *n) { return n->win.group > 1; }
+
+/* Elements from one pixel to the next of a 4-D tensor whose channels are
+   innermost and whose pixels lie at one stride, rows and images packed
+   after them (a channel Concat's slice included); 0 for any other. A
+   tensor with one channel or one pixel is the same in both orders. */
+static int64_t pixel_stride(const Tensor *t) {
+  int64_t s[IR_MAX_RANK];
+  strides_of(t, s);
+  bool one_pixel = t->dims[2] * t->dims[3] == 1;
+  if (t->rank != 4 || (s[1] != 1 && t->dims[1] > 1))
+    return 0;
+  if (one_pixel)
+    return t->dims[1];
+  if (s[3] < t->dims[1] || s[2] != s[3] * t->dims[3] || s[0] != s[2] * t->dims[2])
+    return 0;
+  return s[3];
+}
+
+/* x in ONNX's order, which the dense kernel reads too (f[2]): an image's
+   few channels, which choose-layout leaves so. */
+static bool planar_input(const Node *n) {
+  const Tensor *x = n->in[0];
+  return !is_depthwise(n) && !pixel_stride(x) && row_major(x);
+}
+
+static bool conv_supports(Emitter *e, const Node *n) {
+  const Tensor *z = node_input(n, 3);
+  return e->opt->target == TARGET_CPU && !node_is_cpu_code(e, n) && conv_runs_channels_last(n) &&
+         (pixel_stride(n->in[0]) || planar_input(n)) && pixel_stride(n->out[0]) &&
+         (!z || pixel_stride(z)) &&
+         (n->act == OPC_ACT_NONE || act_op(n->act) != OP_INVALID);
+}
+
+/* The filter w [M, C / group, KH, KW] (ONNX's order in the IR, whatever
+   its strides) as the kernel reads it (opc_conv_tap_at), and the bias, M
+   rounded up to 16 with zeros. */
+static void conv_setup(Emitter *e, Node *n) {
+  ConvNhwc *p = node_data(e, n, sizeof *p);
+  const Tensor *w = n->in[1], *bias = node_input(n, 2);
+  int64_t m = w->dims[0], cin = w->dims[1], taps = w->dims[2] * w->dims[3], m16 = round16(m);
+  int64_t count = is_depthwise(n) ? taps * m16 : m16 * taps * cin;
+  float *packed = arena_alloc(e->g->arena, sizeof(float) * (size_t)count);
+  float *b = arena_alloc(e->g->arena, sizeof(float) * (size_t)m16);
+  memset(packed, 0, sizeof(float) * (size_t)count);
+  memset(b, 0, sizeof(float) * (size_t)m16);
+  bool planar = planar_input(n);
+  for (int64_t o = 0; o < m; o++) {
+    b[o] = bias ? bias->f32[o] : 0.0f;
+    for (int64_t c = 0; c < cin; c++)
+      for (int64_t t = 0; t < taps; t++) {
+        float v = w->f32[(o * cin + c) * taps + t];
+        if (is_depthwise(n))
+          packed[t * m16 + o] = v;
+        else
+          packed[(o / 16 * taps * cin + (planar ? c * taps + t : t * cin + c)) * 16 + o % 16] = v;
+      }
+  }
+  p->filter = weights_add_typed(e, emit_str(e, "%s_packed_w", node_id(e, n)), DT_FLOAT, packed,
+                                count);
+  p->bias = weights_add_typed(e, emit_str(e, "%s_packed_b", node_id(e, n)), DT_FLOAT, b, m16);
+}
+
+/* Elements from x's first to its last (a slice's reach, not its count). */
+static int64_t extent_of(const Tensor *t) {
+  int64_t s[IR_MAX_RANK];
+  strides_of(t, s);
+  return reach(t->rank, t->dims, s, &(int64_t){0});
+}
+
+static void conv_run(Emitter *e, Node *n) {
+  const ConvNhwc *p = node_data(e, n, sizeof *p);
+  const Tensor *x = n->in[0], *y = n->out[0], *z = node_input(n, 3);
+  int64_t m = y->dims[1], oh = y->dims[2], ow = y->dims[3], pixels = y->dims[0] * oh * ow;
+  int64_t none[8] = {0};
+  bool dw = is_depthwise(n);
+  Launch L = {.kernel = dw ? "opc_conv_depthwise_nhwc" : "opc_conv_nhwc"};
+  if (dw) {
+    L.rank = 3;
+    L.dims[0] = y->dims[0], L.dims[1] = oh, L.dims[2] = (m + 63) / 64;
+  } else {
+    L.rank = 2;
+    L.dims[0] = (pixels + 11) / 12, L.dims[1] = (m + 63) / 64;
+  }
+  set_output(&L, buf(e, y), none);
+  L.ystride[0] = pixel_stride(y);
+  L.y_extent = extent_of(y);
+  set_input(&L, 0, buf(e, x), none);
+  L.xstride[0][0] = planar_input(n) ? 1 : pixel_stride(x);
+  L.x_extent[0] = extent_of(x);
+  set_input(&L, 1, p->filter, none);
+  L.x_extent[1] = dw ? n->in[1]->dims[2] * n->in[1]->dims[3] * round16(m)
+                     : round16(m) * tensor_numel(n->in[1]) / m;
+  set_input(&L, 2, p->bias, none);
+  L.x_extent[2] = round16(m);
+  if (z) {
+    set_input(&L, 3, buf(e, z), none);
+    L.xstride[3][0] = pixel_stride(z);
+    L.x_extent[3] = extent_of(z);
+  }
+  L.i[0] = x->dims[1];
+  window_args(&L.i[1], &n->win, x);
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = ow;
+  L.i[12] = oh * ow;
+  L.i[13] = m;
+  L.i[14] = n->act;
+  L.i[15] = pixels;
+  group_i(&L, 11, 5, "W', H' W', M, the activation (scalar.h's code), N H' W'");
+  L.f[0] = n->act_alpha;
+  L.f[1] = n->act_beta;
+  L.f[2] = planar_input(n);
+  group_f(&L, 0, 3, "the activation's parameters, x in ONNX's order (0: channels-last)");
+  L.note = z ? "y = act(bias + conv(x) + z), channels-last" : "y = act(bias + conv(x)), channels-last";
+  emit_launch(e, n, &L);
+}
+
+const OpEmitter kernel_conv_nhwc = {.setup = conv_setup, .run = conv_run, .supports = conv_supports};
