@@ -18,6 +18,10 @@
 static void run_pool(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
   const Window *w = &n->win;
+  if (pool_nhwc_takes(e, n)) {
+    emit_pool_nhwc(e, n);
+    return;
+  }
   if (w->nspatial < 1 || w->nspatial > 3 || x->rank != 2 + w->nspatial) {
     kernel_fail(e, n, "pooling over 1 to 3 spatial dims only");
     return;
@@ -570,6 +574,10 @@ static void running_average(Emitter *e, Node *n, int k, const char *scratch) {
    training mode the mean and variance are the batch's. */
 static void run_batch_norm(Emitter *e, Node *n) {
   Tensor *x = n->in[0], *y = n->out[0];
+  if (batch_norm_nhwc_takes(e, n)) {
+    emit_batch_norm_nhwc(e, n);
+    return;
+  }
   const char *mean = buf(e, n->in[3]), *var = buf(e, n->in[4]);
   if (n->p.norm.training) {
     if (x->dtype != DT_FLOAT || y->dtype != DT_FLOAT) {

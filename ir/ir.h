@@ -1097,7 +1097,7 @@ bool qlinear_conv_depthwise_folds(const Node *n);
    output channel per group; its filter and bias (or none) constants, and
    at most 4096 input channels (the kernels' rows of zeros for the
    padding). choose-layout stores such a node's data channels-last under
-   --target cpu, and kernels_conv.c runs it. */
+   --target cpu, and kernels_nhwc.c runs it. */
 bool conv_runs_channels_last(const Node *n);
 /* Whether integer convolutions and matmuls may take cuBLASLt's int8 GEMM:
    not in a serving program (its kernels serve any batch), and not with

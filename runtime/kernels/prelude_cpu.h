@@ -120,12 +120,17 @@ int opc_max_pool_bytes_avx512(const struct opc_kargs *a, int x_signed, long long
   opc_max_pool_bytes_avx512(a, x_signed, begin, end)
 int opc_lookup_bytes_vbmi(const struct opc_kargs *a, long long begin, long long end);
 #define OPC_QUANTIZED_LOOKUP_FAST(a, begin, end) opc_lookup_bytes_vbmi(a, begin, end)
-/* Units of opc_conv_nhwc and items of opc_conv_depthwise_nhwc (the CPU
- * target's float convolutions) along AVX-512 (conv_avx512.c). */
+/* Units of opc_conv_nhwc and opc_channel_affine_nhwc and items of
+ * opc_conv_depthwise_nhwc and opc_pool_nhwc (the CPU target's channels-last
+ * float kernels) along AVX-512 (conv_avx512.c). */
 int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end);
 int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, long long end);
 #define OPC_CONV_NHWC_FAST(a, begin, end) opc_conv_nhwc_fast(a, begin, end)
 #define OPC_CONV_DEPTHWISE_NHWC_FAST(a, begin, end) opc_conv_depthwise_nhwc_fast(a, begin, end)
+int opc_pool_nhwc_fast(const struct opc_kargs *a, long long begin, long long end);
+int opc_channel_affine_nhwc_fast(const struct opc_kargs *a, long long begin, long long end);
+#define OPC_POOL_NHWC_FAST(a, begin, end) opc_pool_nhwc_fast(a, begin, end)
+#define OPC_CHANNEL_AFFINE_NHWC_FAST(a, begin, end) opc_channel_affine_nhwc_fast(a, begin, end)
 #else
 #define OPC_INT8_CONV_PACKED_FAST(a, x_signed, begin, end) 0
 #define OPC_QCONV_DEPTHWISE_FAST(a, x_signed, begin, end) 0
@@ -134,6 +139,8 @@ int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, lon
 #define OPC_QUANTIZED_LOOKUP_FAST(a, begin, end) 0
 #define OPC_CONV_NHWC_FAST(a, begin, end) 0
 #define OPC_CONV_DEPTHWISE_NHWC_FAST(a, begin, end) 0
+#define OPC_POOL_NHWC_FAST(a, begin, end) 0
+#define OPC_CHANNEL_AFFINE_NHWC_FAST(a, begin, end) 0
 #endif
 /* Conditional graph nodes: a kernel sets its node's handle. In the
  * runtime the call checks that a kernel of the graph running the node

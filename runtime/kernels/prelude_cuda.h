@@ -46,6 +46,8 @@
 #define OPC_QUANTIZED_LOOKUP_FAST(a, begin, end) 0
 #define OPC_CONV_NHWC_FAST(a, begin, end) 0
 #define OPC_CONV_DEPTHWISE_NHWC_FAST(a, begin, end) 0
+#define OPC_POOL_NHWC_FAST(a, begin, end) 0
+#define OPC_CHANNEL_AFFINE_NHWC_FAST(a, begin, end) 0
 #define OPC_PART_BEGIN(count) 0LL
 #define OPC_PART_END(count) 0LL
 /* Conditional graph nodes (CUDA 12.4+): a kernel sets its node's handle.

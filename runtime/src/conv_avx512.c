@@ -397,6 +397,93 @@ int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, lon
   return 1;
 }
 
+/* ---- opc_pool_nhwc: a row of pixels by 64 channels an item */
+
+/* The taps [lo, hi) of output position o along one axis that lie inside
+   an input of `in` (opc_pool_taps). */
+static inline void taps_inside(long long o, long long stride, long long pad, long long dil,
+                               long long k, long long in, long long *lo, long long *hi) {
+  long long start = o * stride - pad;
+  long long first = start >= 0 ? 0 : -start, past = start >= in ? 0 : in - start;
+  first = (first + dil - 1) / dil;
+  past = (past + dil - 1) / dil;
+  *lo = first;
+  *hi = past < k ? past : k;
+}
+
+int opc_pool_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
+  Conv v = conv_of(a);
+  long long oh = a->dims[1], groups = a->dims[2];
+  bool max = a->i[12] != 0, include_pad = a->i[13] != 0;
+  for (long long item = begin; item < end; item++) {
+    long long img = item / (oh * groups), row = item / groups % oh;
+    long long c0 = item % groups * GROUP, left = v.c - c0 < GROUP ? v.c - c0 : GROUP;
+    int blocks = (int)((left + 15) / 16);
+    long long hlo, hhi;
+    taps_inside(row, v.sh, v.ph, v.dh, v.kh, v.h, &hlo, &hhi);
+    const float *image = v.x + img * v.h * v.w * v.xs + c0;
+    for (long long j = 0; j < v.ow; j++) {
+      long long wlo, whi, p = (img * oh + row) * v.ow + j;
+      taps_inside(j, v.sw, v.pw, v.dw, v.kw, v.w, &wlo, &whi);
+      __m512 acc[4];
+      __mmask16 nan[4] = {0, 0, 0, 0};
+      for (int b = 0; b < blocks; b++)
+        acc[b] = max ? _mm512_set1_ps(-__builtin_inff()) : _mm512_setzero_ps();
+      for (long long r = hlo; r < hhi; r++) {
+        const float *line = image + (row * v.sh - v.ph + r * v.dh) * v.w * v.xs;
+        for (long long q = wlo; q < whi; q++) {
+          const float *at = line + (j * v.sw - v.pw + q * v.dw) * v.xs;
+          for (int b = 0; b < blocks; b++) {
+            __m512 x = _mm512_maskz_loadu_ps(first16(left - 16 * b), at + 16 * b);
+            if (max) {
+              nan[b] |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+              acc[b] = _mm512_max_ps(x, acc[b]);
+            } else {
+              acc[b] = _mm512_add_ps(acc[b], x);
+            }
+          }
+        }
+      }
+      long long taps = (hhi > hlo ? hhi - hlo : 0) * (whi > wlo ? whi - wlo : 0);
+      float count = (float)(include_pad ? v.kh * v.kw : taps);
+      float *y = v.y + p * v.ys + c0;
+      for (int b = 0; b < blocks; b++) {
+        __m512 out = acc[b];
+        if (max)
+          out = _mm512_mask_mov_ps(out, nan[b], _mm512_set1_ps(__builtin_nanf("")));
+        else
+          out = count != 0.0f ? _mm512_div_ps(out, _mm512_set1_ps(count))
+                              : _mm512_set1_ps(__builtin_nanf(""));
+        _mm512_mask_storeu_ps(y + 16 * b, first16(left - 16 * b), out);
+      }
+    }
+  }
+  return 1;
+}
+
+/* ---- opc_channel_affine_nhwc: 16 pixels a unit */
+
+int opc_channel_affine_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
+  const float *x = a->x[0], *mul = a->x[1], *add = a->x[2];
+  float *y = a->y;
+  long long c = a->i[0], pixels = a->i[1], xs = a->xstride[0][0], ys = a->ystride[0];
+  Conv v = {.act = (int)a->i[2], .p0 = a->f[0], .p1 = a->f[1]};
+  long long stop = end * 16 < pixels ? end * 16 : pixels;
+  for (long long p = begin * 16; p < stop; p++)
+    for (long long c0 = 0; c0 < c; c0 += GROUP) {
+      long long left = c - c0 < GROUP ? c - c0 : GROUP;
+      int blocks = (int)((left + 15) / 16);
+      __m512 acc[4];
+      for (int b = 0; b < blocks; b++) {
+        __m512 in = _mm512_maskz_loadu_ps(first16(left - 16 * b), x + p * xs + c0 + 16 * b);
+        acc[b] = _mm512_fmadd_ps(in, _mm512_loadu_ps(mul + c0 + 16 * b),
+                                 _mm512_loadu_ps(add + c0 + 16 * b));
+      }
+      finish(&v, acc, blocks, left, NULL, y + p * ys + c0);
+    }
+  return 1;
+}
+
 #else
 int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
   (void)a, (void)begin, (void)end;
@@ -404,6 +491,16 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
 }
 
 int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
+  (void)a, (void)begin, (void)end;
+  return 0;
+}
+
+int opc_pool_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
+  (void)a, (void)begin, (void)end;
+  return 0;
+}
+
+int opc_channel_affine_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
   (void)a, (void)begin, (void)end;
   return 0;
 }

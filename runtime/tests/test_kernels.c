@@ -757,6 +757,157 @@ static void test_fconv(void) {
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_conv_nhwc's module");
 }
 
+/* ---- opc_pool_nhwc and opc_channel_affine_nhwc: the CPU target's
+   channels-last pools and BatchNormalization */
+
+typedef struct {
+  int n, c, h, w, k, stride, pad;
+  bool max, include_pad;
+} PoolCase;
+
+static void launch_pool_nhwc(CUmodule mod, const PoolCase *q, const float *x, float *got, int oh,
+                             int ow) {
+  long long xn = (long long)q->n * q->h * q->w * q->c, yn = (long long)q->n * oh * ow * q->c;
+  void *dx, *dy;
+  cudaMalloc(&dx, xn * 4);
+  cudaMalloc(&dy, yn * 4);
+  cudaMemcpy(dx, x, xn * 4, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, "opc_pool_nhwc") == CUDA_SUCCESS, "opc_pool_nhwc");
+  struct opc_kargs a;
+  memset(&a, 0, sizeof a);
+  a.x[0] = dx, a.y = dy, a.rank = 3;
+  a.dims[0] = q->n, a.dims[1] = oh, a.dims[2] = (q->c + 63) / 64;
+  a.n = a.dims[0] * a.dims[1] * a.dims[2];
+  a.x_extent[0] = xn * 4, a.y_extent = yn * 4;
+  a.xstride[0][0] = q->c, a.ystride[0] = q->c;
+  long long args[14] = {q->c, q->h, q->w, q->k, q->k, q->stride, q->stride, 1, 1, q->pad, q->pad,
+                        ow, q->max, q->include_pad};
+  memcpy(a.i, args, sizeof args);
+  void *params[] = {&a};
+  expect(cuLaunchKernel(f, (unsigned)a.n, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS,
+         "opc_pool_nhwc launch");
+  cudaMemcpy(got, dy, yn * 4, cudaMemcpyDeviceToHost);
+  cudaFree(dx), cudaFree(dy);
+}
+
+/* Each output against a double max or mean over its window's taps inside
+   x; a NaN in x must win its windows' maxima. */
+static void test_pool_nhwc_case(CUmodule mod, const PoolCase *q) {
+  int oh = (q->h + 2 * q->pad - q->k) / q->stride + 1, ow = (q->w + 2 * q->pad - q->k) / q->stride + 1;
+  long long xn = (long long)q->n * q->h * q->w * q->c, yn = (long long)q->n * oh * ow * q->c;
+  float *x = malloc(xn * 4), *got = malloc(yn * 4);
+  double *want = malloc(yn * 8);
+  for (long long i = 0; i < xn; i++)
+    x[i] = (float)((i / q->c * 7 + i % q->c * 13) % 101) / 50.0f - 1.0f +
+           (float)((rng_state = rng_state * 1103515245u + 12345u) >> 24) / 256.0f;
+  if (q->max)
+    x[xn / 2] = NAN;
+  char name[120];
+  snprintf(name, sizeof name, "opc_pool_nhwc %s n%d c%d %dx%d k%d s%d p%d%s",
+           q->max ? "max" : "average", q->n, q->c, q->h, q->w, q->k, q->stride, q->pad,
+           q->include_pad ? " count_include_pad" : "");
+  for (long long i = 0; i < yn; i++) {
+    long long ch = i % q->c, pix = i / q->c, img = pix / (oh * ow);
+    int r = (int)(pix % (oh * ow) / ow), j = (int)(pix % ow), taps = 0;
+    double m = q->max ? -INFINITY : 0;
+    bool nan = false;
+    for (int a = 0; a < q->k; a++)
+      for (int b = 0; b < q->k; b++) {
+        int hh = r * q->stride - q->pad + a, ww = j * q->stride - q->pad + b;
+        if (hh < 0 || hh >= q->h || ww < 0 || ww >= q->w)
+          continue;
+        double v = x[((img * q->h + hh) * q->w + ww) * q->c + ch];
+        nan |= v != v;
+        m = q->max ? (v > m ? v : m) : m + v;
+        taps++;
+      }
+    want[i] = nan ? NAN : q->max ? m : m / (q->include_pad ? q->k * q->k : taps);
+  }
+  /* The second pass is a negative control: x's first value grown by 1000
+     must leave y off the first pass's values somewhere. */
+  for (int pass = 0; pass < 2; pass++) {
+    launch_pool_nhwc(mod, q, x, got, oh, ow);
+    long long off = -1;
+    for (long long i = 0; i < yn && off < 0; i++)
+      if (isnan(want[i]) ? !isnan(got[i]) : !(fabs(got[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]))))
+        off = i;
+    if (pass == 0 && off >= 0)
+      fail("%s: pixel %lld channel %lld is %.7g, expected %.7g", name, off / q->c, off % q->c,
+           got[off], want[off]);
+    if (pass == 1 && off < 0)
+      fail("%s: a changed x left y as it was", name);
+    x[0] += 1000.0f;
+  }
+  free(x), free(got), free(want);
+}
+
+/* y = act(x a + b) per channel, against double arithmetic. */
+static void test_affine_nhwc(CUmodule mod, int pixels, int c, int act) {
+  long long n = (long long)pixels * c, c16 = (c + 15) / 16 * 16;
+  float *x = malloc(n * 4), *got = malloc(n * 4), *mul = calloc(c16, 4), *add = calloc(c16, 4);
+  for (long long i = 0; i < n; i++)
+    x[i] = (float)((i * 37) % 97) / 48.0f - 1.0f;
+  for (int ch = 0; ch < c; ch++)
+    mul[ch] = 0.5f + (float)(ch % 7) / 7.0f, add[ch] = (float)(ch % 5) / 5.0f - 0.4f;
+  void *dx, *dm, *db, *dy;
+  cudaMalloc(&dx, n * 4), cudaMalloc(&dy, n * 4), cudaMalloc(&dm, c16 * 4), cudaMalloc(&db, c16 * 4);
+  cudaMemcpy(dm, mul, c16 * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, add, c16 * 4, cudaMemcpyHostToDevice);
+  CUfunction f;
+  expect(cuModuleGetFunction(&f, mod, "opc_channel_affine_nhwc") == CUDA_SUCCESS,
+         "opc_channel_affine_nhwc");
+  char name[80];
+  snprintf(name, sizeof name, "opc_channel_affine_nhwc p%d c%d act %d", pixels, c, act);
+  for (int pass = 0; pass < 2; pass++) {
+    cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice);
+    struct opc_kargs a;
+    memset(&a, 0, sizeof a);
+    a.x[0] = dx, a.x[1] = dm, a.x[2] = db, a.y = dy, a.rank = 1;
+    a.dims[0] = (pixels + 15) / 16, a.n = a.dims[0];
+    a.x_extent[0] = n * 4, a.x_extent[1] = a.x_extent[2] = c16 * 4, a.y_extent = n * 4;
+    a.xstride[0][0] = c, a.ystride[0] = c;
+    a.i[0] = c, a.i[1] = pixels, a.i[2] = act, a.f[0] = -1.5f, a.f[1] = 2.0f;
+    void *params[] = {&a};
+    expect(cuLaunchKernel(f, (unsigned)a.n, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS,
+           name);
+    cudaMemcpy(got, dy, n * 4, cudaMemcpyDeviceToHost);
+    long long off = -1;
+    for (long long i = 0; i < n && off < 0; i++) {
+      double want = fconv_act(act, (double)x[i] * mul[i % c] + add[i % c]);
+      if (pass == 1)
+        want = fconv_act(act, ((double)x[i] - (i == n - 1 ? 1.0 : 0.0)) * mul[i % c] + add[i % c]);
+      if (!(fabs(got[i] - want) <= 1e-6 * (1 + fabs(want))))
+        off = i;
+    }
+    if (pass == 0 && off >= 0)
+      fail("%s: element %lld is %.7g", name, off, got[off]);
+    if (pass == 1 && off < 0)
+      fail("%s: a changed last x left y as it was", name);
+    x[n - 1] += 1.0f; /* the negative control's change */
+  }
+  cudaFree(dx), cudaFree(dy), cudaFree(dm), cudaFree(db);
+  free(x), free(got), free(mul), free(add);
+}
+
+static void test_nhwc_pools(void) {
+  CUmodule mod;
+  expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_pool_nhwc");
+  const PoolCase cases[] = {
+      {1, 64, 12, 12, 3, 2, 1, true, false},    /* ResNet's max pool */
+      {1, 40, 9, 9, 3, 1, 1, true, false},      /* GoogLeNet's, a partial block */
+      {2, 130, 7, 8, 3, 1, 1, false, false},    /* Inception's average, 3 groups */
+      {1, 24, 7, 7, 3, 1, 1, false, true},      /* count_include_pad */
+      {1, 16, 8, 8, 2, 2, 0, false, false},     /* DenseNet's transition */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    test_pool_nhwc_case(mod, &cases[i]);
+  test_affine_nhwc(mod, 37, 40, 1);
+  test_affine_nhwc(mod, 20, 130, 2);
+  test_affine_nhwc(mod, 5, 16, 0);
+  expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_pool_nhwc's module");
+}
+
 /* ---- opc_qconv_depthwise_nhwc: a channels-last depthwise QLinearConv */
 
 /* The contract's byte of the packed filter holding tap t of channel ch:
@@ -1096,6 +1247,7 @@ int main(void) {
   test_lookups();
   test_qconv();
   test_fconv();
+  test_nhwc_pools();
   test_depthwise();
   test_quantized_add();
   test_concat_blocks();

@@ -1,13 +1,22 @@
 /*
- * kernels_conv.c - the CPU target's float convolutions. Under --target
- * cpu, choose-layout stores the data of the float32 convolutions that
- * conv_runs_channels_last takes channels-last; each runs as one launch of
- * opc_conv_nhwc (group 1) or opc_conv_depthwise_nhwc (a channel per
- * group), its filter packed now into net.weights in the order the kernel
- * reads it, with the bias, residual and activation that passes fused into
- * the node applied in the same pass. Nothing is packed or fused at run
- * time. The kernels' contracts are their comments in opc_kernels.inc.
+ * kernels_nhwc.c - the CPU target's channels-last float kernels. Under
+ * --target cpu, choose-layout stores the data of the float32 convolutions
+ * that conv_runs_channels_last takes channels-last, and with them the
+ * pools, BatchNormalizations and elementwise operators of their chains.
+ * Such nodes go to opc's kernels (node_emitter), never to cuDNN's forms:
+ *  - a convolution is one launch of opc_conv_nhwc (group 1) or
+ *    opc_conv_depthwise_nhwc (a channel per group), its filter packed now
+ *    into net.weights in the order the kernel reads it, with the bias,
+ *    residual and activation that passes fused into the node applied in
+ *    the same pass;
+ *  - a 2-D MaxPool or AveragePool is one launch of opc_pool_nhwc;
+ *  - an inference BatchNormalization with constant parameters is one
+ *    launch of opc_channel_affine_nhwc, its scale and shift folded now,
+ *    with the activation fused into it.
+ * Nothing is packed or fused at run time. The kernels' contracts are
+ * their comments in opc_kernels.inc.
  */
+#include <math.h>
 #include <string.h>
 
 #include "emit.h"
@@ -136,3 +145,89 @@ static void conv_run(Emitter *e, Node *n) {
 }
 
 const OpEmitter kernel_conv_nhwc = {.setup = conv_setup, .run = conv_run, .supports = conv_supports};
+
+/* ------------------------------------------- pools, BatchNormalization */
+
+bool node_runs_nhwc(const Emitter *e, const Node *n) {
+  const Tensor *y = n->nout ? n->out[0] : NULL;
+  return e->opt->target == TARGET_CPU && y && y->rank == 4 && y->dtype == DT_FLOAT &&
+         tensor_is_channels_last(y) && y->dims[1] > 1 && y->dims[2] * y->dims[3] > 1;
+}
+
+bool pool_nhwc_takes(const Emitter *e, const Node *n) {
+  const Tensor *x = n->in[0];
+  return node_runs_nhwc(e, n) && n->win.nspatial == 2 && n->nout == 1 &&
+         pixel_stride(x) && pixel_stride(n->out[0]) &&
+         (n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL);
+}
+
+/* A row of output pixels by 64 channels per item (launch [N, H', C / 64
+   rounded up]). */
+void emit_pool_nhwc(Emitter *e, const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t c = y->dims[1], none[8] = {0};
+  Launch L = {.kernel = "opc_pool_nhwc", .rank = 3};
+  L.dims[0] = y->dims[0], L.dims[1] = y->dims[2], L.dims[2] = (c + 63) / 64;
+  set_output(&L, buf(e, y), none);
+  L.ystride[0] = pixel_stride(y);
+  L.y_extent = extent_of(y);
+  set_input(&L, 0, buf(e, x), none);
+  L.xstride[0][0] = pixel_stride(x);
+  L.x_extent[0] = extent_of(x);
+  L.i[0] = c;
+  window_args(&L.i[1], &n->win, x);
+  group_i(&L, 0, 11, "C, H, W, KH, KW, strides, dilations, leading pads");
+  L.i[11] = y->dims[3];
+  L.i[12] = n->op == OP_MAX_POOL;
+  L.i[13] = n->op == OP_AVERAGE_POOL && n->win.count_include_pad;
+  group_i(&L, 11, 3, "W', a max (0: an average), count_include_pad");
+  L.note = "channels-last";
+  emit_launch(e, n, &L);
+}
+
+bool batch_norm_nhwc_takes(const Emitter *e, const Node *n) {
+  if (!node_runs_nhwc(e, n) || n->p.norm.training || n->nout != 1 || !pixel_stride(n->in[0]) ||
+      !pixel_stride(n->out[0]))
+    return false;
+  for (int k = 1; k < 5; k++)
+    if (!n->in[k]->f32 || tensor_numel(n->in[k]) != n->out[0]->dims[1])
+      return false;
+  return n->act == OPC_ACT_NONE || act_op(n->act) != OP_INVALID;
+}
+
+/* y = act(x a + b), a = scale / sqrt(var + eps) and b = bias - mean a
+   folded now; 16 pixels per unit. */
+void emit_batch_norm_nhwc(Emitter *e, const Node *n) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t c = y->dims[1], c16 = round16(c), none[8] = {0};
+  int64_t pixels = y->dims[0] * y->dims[2] * y->dims[3];
+  float *mul = arena_alloc(e->g->arena, sizeof(float) * (size_t)c16);
+  float *add = arena_alloc(e->g->arena, sizeof(float) * (size_t)c16);
+  memset(mul, 0, sizeof(float) * (size_t)c16);
+  memset(add, 0, sizeof(float) * (size_t)c16);
+  for (int64_t k = 0; k < c; k++) {
+    mul[k] = n->in[1]->f32[k] / sqrtf(n->in[4]->f32[k] + n->p.norm.epsilon);
+    add[k] = n->in[2]->f32[k] - n->in[3]->f32[k] * mul[k];
+  }
+  Launch L = {.kernel = "opc_channel_affine_nhwc", .rank = 1, .dims = {(pixels + 15) / 16}};
+  set_output(&L, buf(e, y), none);
+  L.ystride[0] = pixel_stride(y);
+  L.y_extent = extent_of(y);
+  set_input(&L, 0, buf(e, x), none);
+  L.xstride[0][0] = pixel_stride(x);
+  L.x_extent[0] = extent_of(x);
+  set_input(&L, 1, weights_add_typed(e, emit_str(e, "%s_scale", node_id(e, n)), DT_FLOAT, mul, c16),
+            none);
+  set_input(&L, 2, weights_add_typed(e, emit_str(e, "%s_shift", node_id(e, n)), DT_FLOAT, add, c16),
+            none);
+  L.x_extent[1] = L.x_extent[2] = c16;
+  L.i[0] = c;
+  L.i[1] = pixels;
+  L.i[2] = n->act;
+  group_i(&L, 0, 3, "C, N H W, the activation (scalar.h's code)");
+  L.f[0] = n->act_alpha;
+  L.f[1] = n->act_beta;
+  group_f(&L, 0, 2, "the activation's parameters");
+  L.note = "y = act(x * scale + shift), scale and shift folded from the normalisation";
+  emit_launch(e, n, &L);
+}
