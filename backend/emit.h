@@ -297,6 +297,9 @@ typedef struct Launch {
   const char *y;
   int64_t y_extent;
   int x_bytes[4], y_bytes; /* element sizes; 0 for float32's 4 */
+  /* Above 1: y is written as y_runs runs of y_extent elements,
+     y_run_stride elements apart (opc_kargs.h); 0 for one range. */
+  int64_t y_runs, y_run_stride;
   int64_t n;
   int rank;
   int64_t dims[8];

@@ -120,6 +120,9 @@ void emit_launch(Emitter *e, const Node *n, const Launch *L) {
          int_list(e, L->rank, L->dims));
   }
   emit(e, ".ystride = {%s},", int_list(e, L->rank, L->ystride));
+  if (L->y_runs > 1)
+    emit(e, ".y_runs = %lld, .y_run_stride = %lld, /* y: a channel slice, a run per pixel */",
+         (long long)L->y_runs, (long long)(L->y_run_stride * element_bytes(L->y_bytes)));
   emit_groups(e, L, "f", L->fgroup, L->nfgroups);
   emit_groups(e, L, "i", L->igroup, L->nigroups);
   if (L->act != OPC_ACT_NONE)

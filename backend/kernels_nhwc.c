@@ -97,6 +97,21 @@ static int64_t extent_of(const Tensor *t) {
   return reach(t->rank, t->dims, s, &(int64_t){0});
 }
 
+/* y as the launch's output: its pixel stride, and what it writes, one run
+   of channels per pixel where y is a channel slice (a Concat's output
+   that concat-in-place made its storage). */
+static void set_y(Emitter *e, Launch *L, const Tensor *y) {
+  int64_t none[8] = {0}, stride = pixel_stride(y);
+  set_output(L, buf(e, y), none);
+  L->ystride[0] = stride;
+  L->y_extent = extent_of(y);
+  if (stride > y->dims[1]) {
+    L->y_runs = y->dims[0] * y->dims[2] * y->dims[3];
+    L->y_run_stride = stride;
+    L->y_extent = y->dims[1];
+  }
+}
+
 static void conv_run(Emitter *e, Node *n) {
   const ConvNhwc *p = node_data(e, n, sizeof *p);
   const Tensor *x = n->in[0], *y = n->out[0], *z = node_input(n, 3);
@@ -111,9 +126,7 @@ static void conv_run(Emitter *e, Node *n) {
     L.rank = 2;
     L.dims[0] = (pixels + 11) / 12, L.dims[1] = (m + 63) / 64;
   }
-  set_output(&L, buf(e, y), none);
-  L.ystride[0] = pixel_stride(y);
-  L.y_extent = extent_of(y);
+  set_y(e, &L, y);
   set_input(&L, 0, buf(e, x), none);
   L.xstride[0][0] = planar_input(n) ? 1 : pixel_stride(x);
   L.x_extent[0] = extent_of(x);
@@ -168,9 +181,7 @@ void emit_pool_nhwc(Emitter *e, const Node *n) {
   int64_t c = y->dims[1], none[8] = {0};
   Launch L = {.kernel = "opc_pool_nhwc", .rank = 3};
   L.dims[0] = y->dims[0], L.dims[1] = y->dims[2], L.dims[2] = (c + 63) / 64;
-  set_output(&L, buf(e, y), none);
-  L.ystride[0] = pixel_stride(y);
-  L.y_extent = extent_of(y);
+  set_y(e, &L, y);
   set_input(&L, 0, buf(e, x), none);
   L.xstride[0][0] = pixel_stride(x);
   L.x_extent[0] = extent_of(x);
@@ -210,9 +221,7 @@ void emit_batch_norm_nhwc(Emitter *e, const Node *n) {
     add[k] = n->in[2]->f32[k] - n->in[3]->f32[k] * mul[k];
   }
   Launch L = {.kernel = "opc_channel_affine_nhwc", .rank = 1, .dims = {(pixels + 15) / 16}};
-  set_output(&L, buf(e, y), none);
-  L.ystride[0] = pixel_stride(y);
-  L.y_extent = extent_of(y);
+  set_y(e, &L, y);
   set_input(&L, 0, buf(e, x), none);
   L.xstride[0][0] = pixel_stride(x);
   L.x_extent[0] = extent_of(x);

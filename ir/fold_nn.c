@@ -1005,6 +1005,15 @@ bool conv_runs_channels_last(const Node *n) {
   return (n->win.group <= 1 || depthwise) && n->win.pad_begin[0] >= 0 && n->win.pad_begin[1] >= 0;
 }
 
+bool writes_pixel_runs(const Node *n) {
+  const Tensor *y = n->out[0];
+  if (n->op == OP_CONV)
+    return conv_runs_channels_last(n);
+  bool pool = n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL;
+  return pool && n->win.nspatial == 2 && (n->nout == 1 || !n->out[1]) && y->rank == 4 &&
+         y->dtype == DT_FLOAT;
+}
+
 bool int8_gemm_allowed(const Graph *g) {
   const char *choice = getenv("OPC_INT8_GEMM");
   return !g->serve && !(choice && strcmp(choice, "kernel") == 0);

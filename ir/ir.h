@@ -1099,6 +1099,12 @@ bool qlinear_conv_depthwise_folds(const Node *n);
    padding). choose-layout stores such a node's data channels-last under
    --target cpu, and kernels_nhwc.c runs it. */
 bool conv_runs_channels_last(const Node *n);
+/* Whether the CPU target writes node n's channels-last float32 output a
+   run of channels per pixel, declared so to the race checker (opc_kargs'
+   y_runs): a conv_runs_channels_last Conv, or a 2-D MaxPool or
+   AveragePool. Such a node may write a channel slice of a Concat's
+   output (concat-in-place). */
+bool writes_pixel_runs(const Node *n);
 /* Whether integer convolutions and matmuls may take cuBLASLt's int8 GEMM:
    not in a serving program (its kernels serve any batch), and not with
    OPC_INT8_GEMM=kernel, which asks for opc's kernels to compare the two.

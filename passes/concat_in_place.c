@@ -116,7 +116,7 @@ static void view_block(Graph *g, Tensor *t, Tensor *base, int64_t offset,
   }
 }
 
-static bool concat_in_place(Graph *g, Node *concat) {
+static bool concat_in_place(Graph *g, Node *concat, bool cpu_target) {
   Tensor *c = concat->out[0];
   int axis = concat->p.axis.axis;
   if (axis < 0 || axis >= c->rank)
@@ -126,14 +126,17 @@ static bool concat_in_place(Graph *g, Node *concat) {
     return false;
   /* A channel slice of channels-last storage has its pixels apart: cuDNN
      lists no convolution algorithm for such a tensor (seen on an H200 with
-     cuDNN 9.19, for inputs and outputs alike), so that Concat stays a copy. */
-  if (runs > 1 && axis == 1 && tensor_is_channels_last(c))
+     cuDNN 9.19, for inputs and outputs alike), so that Concat stays a copy;
+     the CPU target's channels-last kernels write such slices, declaring
+     their pixels' runs (writes_pixel_runs). */
+  bool channel_slices = runs > 1 && axis == 1 && tensor_is_channels_last(c);
+  if (channel_slices && !cpu_target)
     return false;
   for (int i = 0; i < concat->nin; i++) {
     Tensor *x = concat->in[i];
     if (!writes_into_slice(x, concat, runs == 1) || x->dtype != c->dtype)
       return false;
-    if (runs > 1 && !exact_writer(x->producer))
+    if (runs > 1 && !(channel_slices ? writes_pixel_runs(x->producer) : exact_writer(x->producer)))
       return false;
   }
   /* If c is itself a slice of an outer in-place Concat, the inputs go
@@ -288,7 +291,7 @@ bool pass_concat_in_place(Graph *g, const PassOptions *opt, PassContext *ctx) {
   for (int i = g->nnodes - 1; i >= 0; i--) {
     Node *n = g->nodes[i];
     if (!n->dead && !n->is_view && n->op == OP_CONCAT && n->nout == 1 && n->out[0])
-      concat_in_place(g, n);
+      concat_in_place(g, n, opt->cpu_target);
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];

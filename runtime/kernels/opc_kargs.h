@@ -26,6 +26,12 @@
  *                   and f[1]), 0 for the other kernels. The CPU runtime
  *                   folds such a launch, in place right after a
  *                   convolution, into the convolution's epilogue.
+ *   y_runs          above 1: y is written as y_runs runs of y_extent bytes,
+ *                   y_run_stride bytes apart (a channel slice of
+ *                   channels-last data, which the CPU target's kernels
+ *                   write straight into a Concat's output), so that the
+ *                   race checker sees the bytes between them as not
+ *                   written; 0 for the other launches;
  *   adds            a convolution's epilogue kernel (opc_conv_epilogue):
  *                   1 when it adds a per-channel bias x[1] to x[0] before
  *                   its activation, 2 when also a residual x[2]; 0 for the
@@ -44,6 +50,7 @@ struct opc_kargs {
   long long ystride[8];
   long long x_extent[4];
   long long y_extent;
+  long long y_runs, y_run_stride;
   float f[8];
   long long i[16];
   int act;

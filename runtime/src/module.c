@@ -254,8 +254,12 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     if (k->a.x_extent[i] > 0)
       op_span(&k->op, k->a.x[i], (size_t)k->a.x_extent[i], false);
   read_listed_spans(&k->op, &k->a);
-  if (k->a.y_extent > 0)
+  if (k->a.y_extent > 0 && k->a.y_runs > 1) {
+    const long long dims[2] = {k->a.y_runs, k->a.y_extent}, strides[2] = {k->a.y_run_stride, 1};
+    op_span_strided(&k->op, k->a.y, 2, dims, strides, 1, true);
+  } else if (k->a.y_extent > 0) {
     op_span(&k->op, k->a.y, (size_t)k->a.y_extent, true);
+  }
   return cu_result(rt_submit(hStream, &k->op));
 }
 
