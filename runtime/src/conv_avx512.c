@@ -16,6 +16,7 @@
  * that (tap, channel), which lie side by side.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "opc_kargs.h"
@@ -179,10 +180,31 @@ static inline void window_of(const Conv *v, long long p, const float **image, lo
 
 /* Filter row i's taps of a pixel's window from x in ONNX's order, each
    channel's KW values at row[c T]: the order the filter is packed in for
-   such x. */
+   such x. Without dilation, each channel's values are one vector written
+   whole (16 values at row[c T], the lanes past KW overwritten by the next
+   channel's, the row having 16 values of room past its end), read from x
+   by an expanding load of the columns inside it; a whole store, unlike a
+   masked one, passes its values on to the float loads that follow. */
 static inline void planar_rows(const Conv *v, const float *image, long long hh, long long w0,
                                float *row) {
   bool line = hh >= 0 && hh < v->h;
+  if (v->dw == 1 && v->kw <= 16) {
+    /* The shape in locals: a vector store may alias v's fields, which
+       the loop would otherwise read again after each. */
+    long long channels = v->c, taps = v->taps, plane = v->h * v->w;
+    long long lo = w0 < 0 ? -w0 : 0, hi = v->w - w0 < v->kw ? v->w - w0 : v->kw;
+    __mmask16 keep = line && hi > lo ? (__mmask16)(first16(hi) & ~first16(lo)) : 0;
+    /* Lane j reads column w0 + j: the address of lane 0 may lie before
+       x (w0 < 0), which the mask keeps unread; it is reckoned as an
+       integer, not formed as a pointer outside x. */
+    uintptr_t at = keep ? (uintptr_t)(image + hh * v->w + w0 + lo) - (uintptr_t)lo * sizeof(float)
+                        : (uintptr_t)zeros;
+    for (long long c = 0; c < channels; c++) {
+      _mm512_storeu_ps(row + c * taps, _mm512_maskz_loadu_ps(keep, (const void *)at));
+      at += keep ? (uintptr_t)plane * sizeof(float) : 0;
+    }
+    return;
+  }
   for (long long c = 0; c < v->c; c++) {
     const float *from = image + (c * v->h + (line ? hh : 0)) * v->w;
     for (long long j = 0; j < v->kw; j++) {
@@ -267,7 +289,7 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
     return 0;
   const float **rows = __builtin_alloca(sizeof(float *) * (size_t)(v.taps * TILE));
   float *buf = kind == ROWS_GATHERED
-                   ? __builtin_alloca(sizeof(float) * (size_t)(TILE * v.taps * v.c))
+                   ? __builtin_alloca(sizeof(float) * (size_t)(TILE * v.taps * v.c + 16))
                    : NULL;
   /* Units run tile by tile, each tile's groups in turn, while the filter
      is small; one larger than a core's L2 and with more channels than
