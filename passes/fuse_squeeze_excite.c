@@ -73,7 +73,7 @@ static Tensor *pack_layers(Graph *g, const Node *fc1, const Node *fc2) {
    and one group and a constant filter, when the cost model predicts the
    Mul dearer than reading and writing that filter once more. */
 static Node *scalable_conv(Graph *g, Node *mul, const Tensor *x, PassContext *ctx) {
-  if (ctx->opt->half)
+  if (ctx->opt->half || ctx->opt->cpu_target)
     return NULL;
   const Tensor *y = mul->out[0];
   Node *c = sole_consumer(y);

@@ -178,40 +178,43 @@ static inline void window_of(const Conv *v, long long p, const float **image, lo
   *w0 = hw % v->ow * v->sw - v->pw;
 }
 
-/* Filter row i's taps of a pixel's window from x in ONNX's order, each
-   channel's KW values at row[c T]: the order the filter is packed in for
-   such x. Without dilation, each channel's values are one vector written
-   whole (16 values at row[c T], the lanes past KW overwritten by the next
-   channel's, the row having 16 values of room past its end), read from x
-   by an expanding load of the columns inside it; a whole store, unlike a
-   masked one, passes its values on to the float loads that follow. */
-static inline void planar_rows(const Conv *v, const float *image, long long hh, long long w0,
-                               float *row) {
-  bool line = hh >= 0 && hh < v->h;
-  if (v->dw == 1 && v->kw <= 16) {
-    /* The shape in locals: a vector store may alias v's fields, which
-       the loop would otherwise read again after each. */
-    long long channels = v->c, taps = v->taps, plane = v->h * v->w;
-    long long lo = w0 < 0 ? -w0 : 0, hi = v->w - w0 < v->kw ? v->w - w0 : v->kw;
-    __mmask16 keep = line && hi > lo ? (__mmask16)(first16(hi) & ~first16(lo)) : 0;
-    /* Lane j reads column w0 + j: the address of lane 0 may lie before
-       x (w0 < 0), which the mask keeps unread; it is reckoned as an
-       integer, not formed as a pointer outside x. */
-    uintptr_t at = keep ? (uintptr_t)(image + hh * v->w + w0 + lo) - (uintptr_t)lo * sizeof(float)
-                        : (uintptr_t)zeros;
-    for (long long c = 0; c < channels; c++) {
-      _mm512_storeu_ps(row + c * taps, _mm512_maskz_loadu_ps(keep, (const void *)at));
-      at += keep ? (uintptr_t)plane * sizeof(float) : 0;
-    }
+/* A pixel's window from x in ONNX's order, channel c's KW values of
+   filter row i at row[c T + i KW]: the order the filter is packed in for
+   such x. Without dilation, each (c, i) is one vector written whole, 16
+   values from there: written in the order of their places, each store's
+   lanes past KW are overwritten by the next one's values (the row has 16
+   values of room past its end). A whole store, unlike a masked or an
+   expanding one, passes its values on to the float loads that follow. */
+static inline void planar_pixel(const Conv *v, const float *image, long long h0, long long w0,
+                                float *row) {
+  /* The shape in locals: a vector store may alias v's fields, which the
+     loop would otherwise read again after each. */
+  long long channels = v->c, kh = v->kh, kw = v->kw, h = v->h, w = v->w, dh = v->dh;
+  long long taps = v->taps, plane = h * w;
+  if (v->dw == 1 && kw <= 16) {
+    long long lo = w0 < 0 ? -w0 : 0, hi = w - w0 < kw ? w - w0 : kw;
+    __mmask16 cols = hi > lo ? (__mmask16)(first16(hi) & ~first16(lo)) : 0;
+    for (long long c = 0; c < channels; c++)
+      for (long long i = 0; i < kh; i++) {
+        long long hh = h0 + i * dh;
+        __mmask16 keep = hh >= 0 && hh < h ? cols : 0;
+        /* Lane j reads column w0 + j: lane 0's address may lie before x
+           (w0 < 0), which the mask keeps unread; it is reckoned as an
+           integer, not formed as a pointer outside x. */
+        uintptr_t at = keep ? (uintptr_t)(image + c * plane + hh * w + w0 + lo) -
+                                  (uintptr_t)lo * sizeof(float)
+                            : (uintptr_t)zeros;
+        _mm512_storeu_ps(row + c * taps + i * kw, _mm512_maskz_loadu_ps(keep, (const void *)at));
+      }
     return;
   }
-  for (long long c = 0; c < v->c; c++) {
-    const float *from = image + (c * v->h + (line ? hh : 0)) * v->w;
-    for (long long j = 0; j < v->kw; j++) {
-      long long ww = w0 + j * v->dw;
-      row[c * v->taps + j] = line && ww >= 0 && ww < v->w ? from[ww] : 0.0f;
-    }
-  }
+  for (long long c = 0; c < channels; c++)
+    for (long long i = 0; i < kh; i++)
+      for (long long j = 0; j < kw; j++) {
+        long long hh = h0 + i * dh, ww = w0 + j * v->dw;
+        bool inside = hh >= 0 && hh < h && ww >= 0 && ww < w;
+        row[c * taps + i * kw + j] = inside ? image[c * plane + hh * w + ww] : 0.0f;
+      }
 }
 
 /* The rows of x that pixels [p0, p0 + valid) read, the last pixel's
@@ -234,12 +237,12 @@ __attribute__((optimize("no-tree-vectorize"))) static void unit_rows(const Conv 
     float *row = buf + r * v->taps * v->c;
     if (kind == ROWS_GATHERED)
       rows[r] = row;
+    if (kind == ROWS_GATHERED && v->planar) {
+      planar_pixel(v, image, h0, w0, row);
+      continue;
+    }
     for (long long i = 0; i < v->kh; i++) {
       long long hh = h0 + i * v->dh;
-      if (kind == ROWS_GATHERED && v->planar) {
-        planar_rows(v, image, hh, w0, row + i * v->kw);
-        continue;
-      }
       for (long long j = 0; j < v->kw; j++) {
         long long ww = w0 + j * v->dw, t = i * v->kw + j;
         bool inside = hh >= 0 && hh < v->h && ww >= 0 && ww < v->w;
@@ -311,20 +314,20 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
 /* ---- opc_conv_depthwise_nhwc: a row of pixels by 64 channels an item */
 
 /*
- * One block of 16 channels (the first `count` of them stored) of output
- * row `row`, pixels [j0, j1), every one of whose taps along the width lies
- * inside x: taps are rows [r0, r1) of the filter by all KW columns, their
- * filter values held in registers, and 8 pixels' sums at a time keep the
- * multiply-adds independent.
+ * One block of 16 channels (the first `count` of them stored) of an output
+ * row, pixels [j0, j1), every one of whose taps along the width lies
+ * inside x: taps are rows [r0, r1) of the filter by all KW columns.
+ * Eight pixels at a time: per filter row, the columns of x they read
+ * (8 SW + KW - 1 with no dilation) are loaded once each and shared by the
+ * pixels whose taps they are, and the 8 sums keep the multiply-adds
+ * independent. KH, KW and SW are constants where it is inlined.
  */
 static inline __attribute__((always_inline)) void
 depthwise_inside(const Conv *v, const float *image, long long h0, long long r0, long long r1,
                  long long j0, long long j1, long long c, long long count, long long p_row,
-                 int KH, int KW) {
-  long long c16 = (v->c + 15) / 16 * 16;
-  __m512 wv[25];
-  for (int t = 0; t < KH * KW; t++)
-    wv[t] = _mm512_loadu_ps(v->filter + t * c16 + c);
+                 int KH, int KW, int SW) {
+  enum { COLS = 7 * 2 + 5 }; /* the most columns: SW 2, KW 5 */
+  long long c16 = (v->c + 15) / 16 * 16, xs = v->xs;
   __m512 bias = _mm512_loadu_ps(v->bias + c);
   __mmask16 keep = first16(count);
   long long j = j0;
@@ -335,13 +338,15 @@ depthwise_inside(const Conv *v, const float *image, long long h0, long long r0, 
     for (int r = 0; r < KH; r++) {
       if (r < r0 || r >= r1)
         continue;
-      const float *line = image + (h0 + r * v->dh) * v->w * v->xs + c;
+      const float *at = image + ((h0 + r * v->dh) * v->w + j * SW - v->pw) * xs + c;
+      __m512 col[COLS], w[5];
       for (int q = 0; q < KW; q++)
-        for (int k = 0; k < 8; k++) {
-          long long ww = (j + k) * v->sw - v->pw + q * v->dw;
-          acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, line + ww * v->xs),
-                                   wv[r * KW + q], acc[k]);
-        }
+        w[q] = _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c);
+      for (int i = 0; i < 7 * SW + KW; i++, at += xs)
+        col[i] = _mm512_maskz_loadu_ps(keep, at);
+      for (int k = 0; k < 8; k++)
+        for (int q = 0; q < KW; q++)
+          acc[k] = _mm512_fmadd_ps(col[k * SW + q], w[q], acc[k]);
     }
     for (int k = 0; k < 8; k++) {
       long long p = p_row + j + k;
@@ -353,12 +358,10 @@ depthwise_inside(const Conv *v, const float *image, long long h0, long long r0, 
     for (int r = 0; r < KH; r++) {
       if (r < r0 || r >= r1)
         continue;
-      const float *line = image + (h0 + r * v->dh) * v->w * v->xs + c;
-      for (int q = 0; q < KW; q++) {
-        long long ww = j * v->sw - v->pw + q * v->dw;
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, line + ww * v->xs), wv[r * KW + q],
-                              acc);
-      }
+      const float *at = image + ((h0 + r * v->dh) * v->w + j * SW - v->pw) * xs + c;
+      for (int q = 0; q < KW; q++)
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, at + q * xs),
+                              _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c), acc);
     }
     long long p = p_row + j;
     finish(v, &acc, 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
@@ -405,10 +408,15 @@ int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, lon
       long long count = c0 + left - c < 16 ? c0 + left - c : 16;
       for (long long j = 0; j < j0; j++)
         depthwise_edge(&v, image, h0, j, c, count, p_row + j);
-      if (v.kh == 3 && v.kw == 3)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3);
-      else if (v.kh == 5 && v.kw == 5)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5);
+      bool plain = v.dw == 1 && (v.sw == 1 || v.sw == 2);
+      if (plain && v.kh == 3 && v.kw == 3 && v.sw == 1)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3, 1);
+      else if (plain && v.kh == 3 && v.kw == 3)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3, 2);
+      else if (plain && v.kh == 5 && v.kw == 5 && v.sw == 1)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5, 1);
+      else if (plain && v.kh == 5 && v.kw == 5)
+        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5, 2);
       else
         for (long long j = j0; j < j1; j++)
           depthwise_edge(&v, image, h0, j, c, count, p_row + j);

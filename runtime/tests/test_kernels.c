@@ -578,6 +578,7 @@ typedef struct {
   bool depthwise;                              /* m = c, one channel per group */
   bool residual;
   int act; /* scalar.h's code: 0 none, 1 relu, 2 clip, 7 silu, 10 hard_swish */
+  bool planar; /* x in ONNX's order [N, C, H, W] (opc_conv_nhwc's f[2]) */
 } FConvCase;
 
 static int fconv_out(const FConvCase *q, int in) {
@@ -632,12 +633,14 @@ static void launch_fconv(CUmodule mod, const FConvCase *q, const float *x, const
   a.x_extent[0] = xn * 4, a.x_extent[1] = packed_n * 4, a.x_extent[2] = m16 * 4;
   a.x_extent[3] = q->residual ? yn * 4 : 0;
   a.y_extent = yn * 4;
-  a.xstride[0][0] = q->c, a.xstride[3][0] = q->m, a.ystride[0] = q->m; /* dense pixels */
+  a.xstride[0][0] = q->planar ? 1 : q->c, a.xstride[3][0] = q->m, a.ystride[0] = q->m;
+  a.f[2] = q->planar;
   long long args[16] = {q->c,      q->h,      q->w,        q->k,        q->k, q->stride,
                         q->stride, q->dilation, q->dilation, q->pad,     q->pad, ow,
                         (long long)oh * ow, q->m, q->act,    pixels};
   memcpy(a.i, args, sizeof args);
   a.f[0] = -1.5f, a.f[1] = 2.0f; /* Clip's bounds */
+  a.f[2] = q->planar;
   void *params[] = {&a};
   expect(cuLaunchKernel(f, (unsigned)((a.n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, params,
                         NULL) == CUDA_SUCCESS,
@@ -659,7 +662,7 @@ static void test_fconv_case(CUmodule mod, const FConvCase *q) {
   long long m16 = (q->m + 15) / 16 * 16, yn = pixels * q->m;
   long long packed_n = q->depthwise ? taps * m16 : m16 * taps * q->c;
   float *x = malloc(xn * 4), *w = malloc(q->m * cin * taps * 4), *bias = calloc(m16, 4);
-  float *z = malloc(yn * 4), *packed = calloc(packed_n, 4), *got = malloc(yn * 4);
+  float *z = malloc(yn * 4), *packed = calloc(packed_n, 4), *got = malloc(yn * 4), *xplanar = NULL;
   double *want = malloc(yn * 8), *scale = malloc(yn * 8);
   for (long long i = 0; i < xn; i++) {
     long long pix = i / q->c, ch = i % q->c;
@@ -673,6 +676,14 @@ static void test_fconv_case(CUmodule mod, const FConvCase *q) {
     bias[m] = (float)((m * 37) % 19) / 19.0f - 0.5f;
   for (long long i = 0; i < yn; i++)
     z[i] = (float)(i % 29) / 29.0f - 0.4f;
+  if (q->planar) { /* the same x, stored [N, C, H, W] for the kernel */
+    float *nchw = malloc(xn * 4);
+    for (long long i = 0; i < xn; i++) {
+      long long pix = i / q->c, ch = i % q->c, img = pix / ((long long)q->h * q->w);
+      nchw[(img * q->c + ch) * q->h * q->w + pix % ((long long)q->h * q->w)] = x[i];
+    }
+    xplanar = nchw;
+  }
   /* w [M, Cin, K, K] packed as the contracts say. */
   for (int m = 0; m < q->m; m++)
     for (long long c = 0; c < cin; c++)
@@ -681,7 +692,7 @@ static void test_fconv_case(CUmodule mod, const FConvCase *q) {
         if (q->depthwise)
           packed[t * m16 + m] = v;
         else
-          packed[((m / 16 * taps + t) * q->c + c) * 16 + m % 16] = v;
+          packed[(m / 16 * taps * q->c + (q->planar ? c * taps + t : t * q->c + c)) * 16 + m % 16] = v;
       }
   for (long long p = 0; p < pixels; p++) {
     int img = (int)(p / (oh * ow)), hw = (int)(p % (oh * ow));
@@ -709,7 +720,7 @@ static void test_fconv_case(CUmodule mod, const FConvCase *q) {
   snprintf(name, sizeof name, "%s n%d c%d %dx%d m%d k%d s%d d%d p%d%s act %d",
            q->depthwise ? "opc_conv_depthwise_nhwc" : "opc_conv_nhwc", q->n, q->c, q->h, q->w,
            q->m, q->k, q->stride, q->dilation, q->pad, q->residual ? " +z" : "", q->act);
-  launch_fconv(mod, q, x, packed, packed_n, bias, z, got);
+  launch_fconv(mod, q, xplanar ? xplanar : x, packed, packed_n, bias, z, got);
   double spread = 0;
   for (long long i = 0; i < yn; i++)
     spread += fabs(want[i] - want[0]);
@@ -725,32 +736,38 @@ static void test_fconv_case(CUmodule mod, const FConvCase *q) {
   /* Negative control: the last channel's first tap changed must move y. */
   long long last = q->m - 1;
   packed[q->depthwise ? last : (last / 16 * taps * q->c) * 16 + last % 16] += 0.5f;
-  launch_fconv(mod, q, x, packed, packed_n, bias, z, got);
+  launch_fconv(mod, q, xplanar ? xplanar : x, packed, packed_n, bias, z, got);
   bool moved = false;
   for (long long i = 0; i < yn; i++)
     moved |= fabs(got[i] - want[i]) > 1e-5 * scale[i] + 1e-6;
   if (!moved)
     fail("%s: a changed filter value left y as it was", name);
   free(x), free(w), free(bias), free(z), free(packed), free(got), free(want), free(scale);
+  free(xplanar);
 }
 
 static void test_fconv(void) {
   CUmodule mod;
   expect(cuModuleLoadData(&mod, plain_ptx) == CUDA_SUCCESS, "module for opc_conv_nhwc");
   const FConvCase cases[] = {
-      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, false, 0},   /* whole units: 64 channels, 12 pixels */
-      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, true, 1},    /* with a residual and relu */
-      {2, 3, 19, 17, 70, 7, 2, 1, 3, false, false, 1},    /* a stem: 3 channels, partial blocks */
-      {1, 32, 9, 11, 130, 3, 1, 2, 2, false, true, 2},    /* dilated, 130 channels, clip */
-      {1, 40, 7, 7, 24, 1, 1, 1, 0, false, false, 7},     /* 2 blocks of 12 pixels, silu */
-      {1, 24, 8, 8, 40, 3, 2, 1, 1, false, false, 10},    /* 3 blocks, hard swish */
-      {1, 16, 5, 5, 8, 3, 1, 1, 1, false, false, 0},      /* one partial block */
-      {1, 256, 5, 5, 520, 3, 1, 1, 1, false, false, 1},   /* a 4.8 MB filter: group by group */
-      {1, 144, 14, 14, 144, 3, 1, 1, 1, true, false, 1},  /* depthwise, 3x3, 144 channels */
-      {2, 24, 9, 13, 24, 3, 2, 1, 1, true, true, 2},      /* strided, two images, residual */
-      {1, 40, 11, 11, 40, 5, 1, 1, 2, true, false, 7},    /* 5x5, silu */
-      {1, 72, 10, 10, 72, 3, 1, 2, 2, true, false, 0},    /* dilated */
-      {1, 16, 3, 3, 16, 5, 1, 1, 2, true, false, 10},     /* every window past the edges */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, false, 0, false},   /* whole units: 64 channels, 12 pixels */
+      {1, 64, 14, 14, 64, 1, 1, 1, 0, false, true, 1, false},    /* with a residual and relu */
+      {2, 3, 19, 17, 70, 7, 2, 1, 3, false, false, 1, false},    /* a stem: 3 channels, partial blocks */
+      {1, 32, 9, 11, 130, 3, 1, 2, 2, false, true, 2, false},    /* dilated, 130 channels, clip */
+      {1, 40, 7, 7, 24, 1, 1, 1, 0, false, false, 7, false},     /* 2 blocks of 12 pixels, silu */
+      {1, 24, 8, 8, 40, 3, 2, 1, 1, false, false, 10, false},    /* 3 blocks, hard swish */
+      {1, 16, 5, 5, 8, 3, 1, 1, 1, false, false, 0, false},      /* one partial block */
+      {1, 256, 5, 5, 520, 3, 1, 1, 1, false, false, 1, false},   /* a 4.8 MB filter: group by group */
+      {1, 144, 14, 14, 144, 3, 1, 1, 1, true, false, 1, false},  /* depthwise, 3x3, 144 channels */
+      {2, 24, 9, 13, 24, 3, 2, 1, 1, true, true, 2, false},      /* strided, two images, residual */
+      {1, 40, 11, 11, 40, 5, 1, 1, 2, true, false, 7, false},    /* 5x5, silu */
+      {1, 72, 10, 10, 72, 3, 1, 2, 2, true, false, 0, false},    /* dilated */
+      {1, 16, 3, 3, 16, 5, 1, 1, 2, true, false, 10, false},     /* every window past the edges */
+      {1, 3, 30, 30, 32, 3, 2, 1, 1, false, false, 2, true},  /* MobileNet's stem, x [N, C, H, W] */
+      {2, 3, 23, 21, 64, 7, 2, 1, 3, false, false, 1, true},  /* ResNet's, two images */
+      {1, 3, 9, 40, 16, 3, 1, 2, 2, false, false, 0, true},   /* dilated along W: tap by tap */
+      {1, 2, 5, 5, 20, 1, 1, 1, 0, false, true, 7, true},     /* 1x1 of x [N, C, H, W] */
+      {1, 5, 12, 12, 40, 3, 1, 1, 1, false, false, 1, false},        /* 5 channels-last: gathered */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     test_fconv_case(mod, &cases[i]);
