@@ -404,12 +404,15 @@ extern const OpEmitter kernel_conv_nhwc;                               /* kernel
 /* kernels_nhwc.c: whether the CPU target runs node n channels-last on its
    own kernels (choose-layout stored its float32 data so), and the
    channels-last forms of the pools and BatchNormalization that
-   kernels_rows.c hands such nodes. */
+   kernels_rows.c hands such nodes, and of a Mul by a channel gate that
+   kernels_elementwise.c does. */
 bool node_runs_nhwc(const Emitter *e, const Node *n);
 bool pool_nhwc_takes(const Emitter *e, const Node *n);
 void emit_pool_nhwc(Emitter *e, const Node *n);
 bool batch_norm_nhwc_takes(const Emitter *e, const Node *n);
 void emit_batch_norm_nhwc(Emitter *e, const Node *n);
+bool channel_gate_nhwc_takes(const Emitter *e, const Node *n);
+void emit_channel_gate_nhwc(Emitter *e, const Node *n);
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_se_gate, kernel_reduce_more,

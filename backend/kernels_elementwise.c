@@ -191,6 +191,10 @@ static void run_unary(Emitter *e, Node *n) {
 }
 
 static void run_binary(Emitter *e, Node *n) {
+  if (channel_gate_nhwc_takes(e, n)) {
+    emit_channel_gate_nhwc(e, n);
+    return;
+  }
   Launch L = typed_elementwise(e, n, op_kernel(e, n->op), n->in, 2);
   collapse(&L);
   emit_launch(e, n, &L);

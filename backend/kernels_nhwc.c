@@ -233,10 +233,58 @@ void emit_batch_norm_nhwc(Emitter *e, const Node *n) {
   L.i[0] = c;
   L.i[1] = pixels;
   L.i[2] = n->act;
-  group_i(&L, 0, 3, "C, N H W, the activation (scalar.h's code)");
+  L.i[4] = y->dims[2] * y->dims[3];
+  group_i(&L, 0, 5, "C, N H W, the activation (scalar.h's code), the scale's image stride, H W");
   L.f[0] = n->act_alpha;
   L.f[1] = n->act_beta;
   group_f(&L, 0, 2, "the activation's parameters");
   L.note = "y = act(x * scale + shift), scale and shift folded from the normalisation";
+  emit_launch(e, n, &L);
+}
+
+/* The gate's tensor of a Mul of channels-last x by a per-channel gate
+   [N, C, 1, 1] (a squeeze-and-excitation block's), or NULL. */
+static const Tensor *channel_gate(const Node *n, const Tensor **x) {
+  const Tensor *y = n->out[0];
+  for (int k = 0; k < 2; k++) {
+    const Tensor *a = n->in[k], *g = n->in[1 - k];
+    if (tensor_same_shape(a, y) && g->rank == 4 && g->dims[0] == y->dims[0] &&
+        g->dims[1] == y->dims[1] && g->dims[2] == 1 && g->dims[3] == 1 && row_major(g) &&
+        g->dtype == DT_FLOAT) {
+      *x = a;
+      return g;
+    }
+  }
+  return NULL;
+}
+
+bool channel_gate_nhwc_takes(const Emitter *e, const Node *n) {
+  const Tensor *x;
+  return n->op == OP_MUL && node_runs_nhwc(e, n) && channel_gate(n, &x) && pixel_stride(x) &&
+         pixel_stride(n->out[0]);
+}
+
+/* y = x * g[n][c] by opc_channel_affine_nhwc, 16 pixels per unit. */
+void emit_channel_gate_nhwc(Emitter *e, const Node *n) {
+  const Tensor *x, *g = channel_gate(n, &x), *y = n->out[0];
+  int64_t none[8] = {0}, pixels = y->dims[0] * y->dims[2] * y->dims[3];
+  Launch L = {.kernel = "opc_channel_affine_nhwc", .rank = 1, .dims = {(pixels + 15) / 16}};
+  set_y(e, &L, y);
+  set_input(&L, 0, buf(e, x), none);
+  L.xstride[0][0] = pixel_stride(x);
+  L.x_extent[0] = extent_of(x);
+  set_input(&L, 1, buf(e, g), none);
+  L.x_extent[1] = tensor_numel(g);
+  L.nx = 3; /* x[2], the shift, is null */
+  L.i[0] = y->dims[1];
+  L.i[1] = pixels;
+  L.i[2] = n->act;
+  L.i[3] = y->dims[1];
+  L.i[4] = y->dims[2] * y->dims[3];
+  group_i(&L, 0, 5, "C, N H W, the activation (scalar.h's code), the gate's image stride, H W");
+  L.f[0] = n->act_alpha;
+  L.f[1] = n->act_beta;
+  group_f(&L, 0, 2, "the activation's parameters");
+  L.note = "y = act(x * gate), the gate per image and channel";
   emit_launch(e, n, &L);
 }

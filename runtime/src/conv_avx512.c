@@ -499,18 +499,21 @@ int opc_channel_affine_nhwc_fast(const struct opc_kargs *a, long long begin, lon
   long long c = a->i[0], pixels = a->i[1], xs = a->xstride[0][0], ys = a->ystride[0];
   Conv v = {.act = (int)a->i[2], .p0 = a->f[0], .p1 = a->f[1]};
   long long stop = end * 16 < pixels ? end * 16 : pixels;
-  for (long long p = begin * 16; p < stop; p++)
+  for (long long p = begin * 16; p < stop; p++) {
+    const float *m = mul + p / a->i[4] * a->i[3];
     for (long long c0 = 0; c0 < c; c0 += GROUP) {
       long long left = c - c0 < GROUP ? c - c0 : GROUP;
       int blocks = (int)((left + 15) / 16);
       __m512 acc[4];
       for (int b = 0; b < blocks; b++) {
-        __m512 in = _mm512_maskz_loadu_ps(first16(left - 16 * b), x + p * xs + c0 + 16 * b);
-        acc[b] = _mm512_fmadd_ps(in, _mm512_loadu_ps(mul + c0 + 16 * b),
-                                 _mm512_loadu_ps(add + c0 + 16 * b));
+        __mmask16 keep = first16(left - 16 * b);
+        __m512 in = _mm512_maskz_loadu_ps(keep, x + p * xs + c0 + 16 * b);
+        __m512 shift = add ? _mm512_maskz_loadu_ps(keep, add + c0 + 16 * b) : _mm512_setzero_ps();
+        acc[b] = _mm512_fmadd_ps(in, _mm512_maskz_loadu_ps(keep, m + c0 + 16 * b), shift);
       }
       finish(&v, acc, blocks, left, NULL, y + p * ys + c0);
     }
+  }
   return 1;
 }
 

@@ -859,41 +859,49 @@ static void test_pool_nhwc_case(CUmodule mod, const PoolCase *q) {
   free(x), free(got), free(want);
 }
 
-/* y = act(x a + b) per channel, against double arithmetic. */
-static void test_affine_nhwc(CUmodule mod, int pixels, int c, int act) {
-  long long n = (long long)pixels * c, c16 = (c + 15) / 16 * 16;
-  float *x = malloc(n * 4), *got = malloc(n * 4), *mul = calloc(c16, 4), *add = calloc(c16, 4);
+/* y = act(x a + b) per channel, against double arithmetic: with
+   `gate`, a is a squeeze-and-excitation gate of each of two images and
+   there is no b. */
+static void test_affine_nhwc(CUmodule mod, int pixels, int c, int act, bool gate) {
+  int images = gate ? 2 : 1;
+  long long n = (long long)pixels * c, c16 = (c + 15) / 16 * 16, mul_n = gate ? images * c : c16;
+  float *x = malloc(n * 4), *got = malloc(n * 4), *mul = calloc(mul_n, 4), *add = calloc(c16, 4);
   for (long long i = 0; i < n; i++)
     x[i] = (float)((i * 37) % 97) / 48.0f - 1.0f;
-  for (int ch = 0; ch < c; ch++)
-    mul[ch] = 0.5f + (float)(ch % 7) / 7.0f, add[ch] = (float)(ch % 5) / 5.0f - 0.4f;
+  for (long long k = 0; k < (gate ? mul_n : c); k++)
+    mul[k] = 0.5f + (float)(k % 7) / 7.0f;
+  for (int ch = 0; ch < c && !gate; ch++)
+    add[ch] = (float)(ch % 5) / 5.0f - 0.4f;
   void *dx, *dm, *db, *dy;
-  cudaMalloc(&dx, n * 4), cudaMalloc(&dy, n * 4), cudaMalloc(&dm, c16 * 4), cudaMalloc(&db, c16 * 4);
-  cudaMemcpy(dm, mul, c16 * 4, cudaMemcpyHostToDevice);
+  cudaMalloc(&dx, n * 4), cudaMalloc(&dy, n * 4), cudaMalloc(&dm, mul_n * 4), cudaMalloc(&db, c16 * 4);
+  cudaMemcpy(dm, mul, mul_n * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(db, add, c16 * 4, cudaMemcpyHostToDevice);
   CUfunction f;
   expect(cuModuleGetFunction(&f, mod, "opc_channel_affine_nhwc") == CUDA_SUCCESS,
          "opc_channel_affine_nhwc");
   char name[80];
-  snprintf(name, sizeof name, "opc_channel_affine_nhwc p%d c%d act %d", pixels, c, act);
+  snprintf(name, sizeof name, "opc_channel_affine_nhwc p%d c%d act %d%s", pixels, c, act,
+           gate ? " gate" : "");
   for (int pass = 0; pass < 2; pass++) {
     cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice);
     struct opc_kargs a;
     memset(&a, 0, sizeof a);
-    a.x[0] = dx, a.x[1] = dm, a.x[2] = db, a.y = dy, a.rank = 1;
+    a.x[0] = dx, a.x[1] = dm, a.x[2] = gate ? NULL : db, a.y = dy, a.rank = 1;
     a.dims[0] = (pixels + 15) / 16, a.n = a.dims[0];
-    a.x_extent[0] = n * 4, a.x_extent[1] = a.x_extent[2] = c16 * 4, a.y_extent = n * 4;
+    a.x_extent[0] = n * 4, a.x_extent[1] = mul_n * 4, a.x_extent[2] = gate ? 0 : c16 * 4;
+    a.y_extent = n * 4;
     a.xstride[0][0] = c, a.ystride[0] = c;
     a.i[0] = c, a.i[1] = pixels, a.i[2] = act, a.f[0] = -1.5f, a.f[1] = 2.0f;
+    a.i[3] = gate ? c : 0, a.i[4] = pixels / images;
     void *params[] = {&a};
     expect(cuLaunchKernel(f, (unsigned)a.n, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS,
            name);
     cudaMemcpy(got, dy, n * 4, cudaMemcpyDeviceToHost);
     long long off = -1;
     for (long long i = 0; i < n && off < 0; i++) {
-      double want = fconv_act(act, (double)x[i] * mul[i % c] + add[i % c]);
-      if (pass == 1)
-        want = fconv_act(act, ((double)x[i] - (i == n - 1 ? 1.0 : 0.0)) * mul[i % c] + add[i % c]);
+      long long img = i / c / (pixels / images), ch = i % c;
+      double xv = (double)x[i] - (pass == 1 && i == n - 1 ? 1.0 : 0.0);
+      double want = fconv_act(act, xv * mul[gate ? img * c + ch : ch] + add[ch]);
       if (!(fabs(got[i] - want) <= 1e-6 * (1 + fabs(want))))
         off = i;
     }
@@ -919,9 +927,11 @@ static void test_nhwc_pools(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     test_pool_nhwc_case(mod, &cases[i]);
-  test_affine_nhwc(mod, 37, 40, 1);
-  test_affine_nhwc(mod, 20, 130, 2);
-  test_affine_nhwc(mod, 5, 16, 0);
+  test_affine_nhwc(mod, 37, 40, 1, false);
+  test_affine_nhwc(mod, 20, 130, 2, false);
+  test_affine_nhwc(mod, 5, 16, 0, false);
+  test_affine_nhwc(mod, 26, 40, 0, true);
+  test_affine_nhwc(mod, 18, 72, 7, true);
   expect(cuModuleUnload(mod) == CUDA_SUCCESS, "unload opc_pool_nhwc's module");
 }
 
