@@ -170,12 +170,33 @@ static RowsKind rows_kind(const Conv *v) {
 }
 
 /* The position of pixel p's window: its image and first row and column. */
-static inline void window_of(const Conv *v, long long p, const float **image, long long *h0,
+/* A pixel's place: its image, output row and column, stepped along the
+   pixels without a division per pixel. */
+typedef struct {
+  long long img, row, col;
+} Place;
+
+static inline Place place_of(const Conv *v, long long p) {
+  long long hw = p % v->frame;
+  return (Place){p / v->frame, hw / v->ow, hw % v->ow};
+}
+
+static inline void next_place(const Conv *v, Place *at) {
+  if (++at->col < v->ow)
+    return;
+  at->col = 0;
+  if (++at->row * v->ow < v->frame)
+    return;
+  at->row = 0;
+  at->img++;
+}
+
+/* The window of the pixel at `at`: its image, and first row and column. */
+static inline void window_of(const Conv *v, const Place *at, const float **image, long long *h0,
                              long long *w0) {
-  long long img = p / v->frame, hw = p % v->frame;
-  *image = v->x + img * v->h * v->w * (v->planar ? v->c : v->xs);
-  *h0 = hw / v->ow * v->sh - v->ph;
-  *w0 = hw % v->ow * v->sw - v->pw;
+  *image = v->x + at->img * v->h * v->w * (v->planar ? v->c : v->xs);
+  *h0 = at->row * v->sh - v->ph;
+  *w0 = at->col * v->sw - v->pw;
 }
 
 /* A pixel's window from x in ONNX's order, channel c's KW values of
@@ -225,15 +246,18 @@ static inline void planar_pixel(const Conv *v, const float *image, long long h0,
    (or masked) store still in flight, but waits for it. */
 __attribute__((optimize("no-tree-vectorize"))) static void unit_rows(const Conv *v, RowsKind kind, long long p0, int valid, const float **rows,
                       float *buf) {
+  Place at = place_of(v, p0);
   for (int r = 0; r < TILE; r++) {
     long long p = p0 + (r < valid ? r : valid - 1);
     if (kind == ROWS_PIXELS) {
       rows[r] = v->x + p * v->xs;
       continue;
     }
+    if (r > 0 && r < valid)
+      next_place(v, &at);
     const float *image;
     long long h0, w0;
-    window_of(v, p, &image, &h0, &w0);
+    window_of(v, &at, &image, &h0, &w0);
     float *row = buf + r * v->taps * v->c;
     if (kind == ROWS_GATHERED)
       rows[r] = row;
