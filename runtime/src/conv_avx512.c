@@ -339,60 +339,49 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
 
 /*
  * One block of 16 channels (the first `count` of them stored) of an output
- * row, pixels [j0, j1), every one of whose taps along the width lies
- * inside x: taps are rows [r0, r1) of the filter by all KW columns.
- * Eight pixels at a time: per filter row, the columns of x they read
- * (8 SW + KW - 1 with no dilation) are loaded once each and shared by the
- * pixels whose taps they are, and the 8 sums keep the multiply-adds
- * independent. KH, KW and SW are constants where it is inlined.
+ * row, all its pixels: taps are rows [r0, r1) of the filter (those inside
+ * x) by all KW columns. Eight pixels at a time: per filter row, the
+ * columns of x they read (7 SW + KW, with no dilation) are loaded once
+ * each, as zeros past x's edges, and shared by the pixels whose taps they
+ * are; the 8 sums keep the multiply-adds independent. KH, KW and SW are
+ * constants where it is inlined.
  */
 static inline __attribute__((always_inline)) void
-depthwise_inside(const Conv *v, const float *image, long long h0, long long r0, long long r1,
-                 long long j0, long long j1, long long c, long long count, long long p_row,
-                 int KH, int KW, int SW) {
+depthwise_row(const Conv *v, const float *image, long long h0, long long r0, long long r1,
+              long long c, long long count, long long p_row, int KH, int KW, int SW) {
   enum { COLS = 7 * 2 + 5 }; /* the most columns: SW 2, KW 5 */
-  long long c16 = (v->c + 15) / 16 * 16, xs = v->xs;
+  long long c16 = (v->c + 15) / 16 * 16, xs = v->xs, width = v->w;
   __m512 bias = _mm512_loadu_ps(v->bias + c);
   __mmask16 keep = first16(count);
-  long long j = j0;
-  for (; j + 8 <= j1; j += 8) {
+  for (long long j = 0; j < v->ow; j += 8) {
     __m512 acc[8];
     for (int k = 0; k < 8; k++)
       acc[k] = bias;
+    long long first = j * SW - v->pw; /* the first column read */
     for (int r = 0; r < KH; r++) {
       if (r < r0 || r >= r1)
         continue;
-      const float *at = image + ((h0 + r * v->dh) * v->w + j * SW - v->pw) * xs + c;
+      const float *line = image + (h0 + r * v->dh) * width * xs + c;
       __m512 col[COLS], w[5];
       for (int q = 0; q < KW; q++)
         w[q] = _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c);
-      for (int i = 0; i < 7 * SW + KW; i++, at += xs)
-        col[i] = _mm512_maskz_loadu_ps(keep, at);
+      for (int i = 0; i < 7 * SW + KW; i++) {
+        long long ww = first + i;
+        bool inside = ww >= 0 && ww < width;
+        col[i] = _mm512_maskz_loadu_ps(inside ? keep : 0, line + (inside ? ww : 0) * xs);
+      }
       for (int k = 0; k < 8; k++)
         for (int q = 0; q < KW; q++)
           acc[k] = _mm512_fmadd_ps(col[k * SW + q], w[q], acc[k]);
     }
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 8 && j + k < v->ow; k++) {
       long long p = p_row + j + k;
       finish(v, &acc[k], 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
     }
   }
-  for (; j < j1; j++) {
-    __m512 acc = bias;
-    for (int r = 0; r < KH; r++) {
-      if (r < r0 || r >= r1)
-        continue;
-      const float *at = image + ((h0 + r * v->dh) * v->w + j * SW - v->pw) * xs + c;
-      for (int q = 0; q < KW; q++)
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, at + q * xs),
-                              _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c), acc);
-    }
-    long long p = p_row + j;
-    finish(v, &acc, 1, count, v->z ? v->z + p * v->zs + c : NULL, v->y + p * v->ys + c);
-  }
 }
 
-/* Any pixel of the block: each tap tested. */
+/* Any pixel of the block, any window: each tap tested. */
 static void depthwise_edge(const Conv *v, const float *image, long long h0, long long j,
                            long long c, long long count, long long p) {
   long long c16 = (v->c + 15) / 16 * 16;
@@ -414,11 +403,6 @@ static void depthwise_edge(const Conv *v, const float *image, long long h0, long
 int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
   Conv v = conv_of(a);
   long long oh = a->dims[1], groups = a->dims[2];
-  /* Pixels [j0, j1) of a row have every column of their window inside x. */
-  long long j0 = (v.pw + v.sw - 1) / v.sw, reach = (v.kw - 1) * v.dw;
-  long long j1 = v.w - reach + v.pw <= 0 ? 0 : (v.w - 1 - reach + v.pw) / v.sw + 1;
-  j1 = j1 < v.ow ? j1 : v.ow;
-  j0 = j0 < j1 ? j0 : j1;
   for (long long item = begin; item < end; item++) {
     long long img = item / (oh * groups), row = item / groups % oh;
     long long c0 = item % groups * GROUP, left = v.c - c0 < GROUP ? v.c - c0 : GROUP;
@@ -430,22 +414,18 @@ int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, lon
       r1--;
     for (long long c = c0; c < c0 + left; c += 16) {
       long long count = c0 + left - c < 16 ? c0 + left - c : 16;
-      for (long long j = 0; j < j0; j++)
-        depthwise_edge(&v, image, h0, j, c, count, p_row + j);
       bool plain = v.dw == 1 && (v.sw == 1 || v.sw == 2);
       if (plain && v.kh == 3 && v.kw == 3 && v.sw == 1)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3, 1);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 1);
       else if (plain && v.kh == 3 && v.kw == 3)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 3, 3, 2);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 2);
       else if (plain && v.kh == 5 && v.kw == 5 && v.sw == 1)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5, 1);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 1);
       else if (plain && v.kh == 5 && v.kw == 5)
-        depthwise_inside(&v, image, h0, r0, r1, j0, j1, c, count, p_row, 5, 5, 2);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 2);
       else
-        for (long long j = j0; j < j1; j++)
+        for (long long j = 0; j < v.ow; j++)
           depthwise_edge(&v, image, h0, j, c, count, p_row + j);
-      for (long long j = j1; j < v.ow; j++)
-        depthwise_edge(&v, image, h0, j, c, count, p_row + j);
     }
   }
   return 1;

@@ -762,6 +762,7 @@ static void test_fconv(void) {
       {2, 24, 9, 13, 24, 3, 2, 1, 1, true, true, 2, false},      /* strided, two images, residual */
       {1, 40, 11, 11, 40, 5, 1, 1, 2, true, false, 7, false},    /* 5x5, silu */
       {1, 72, 10, 10, 72, 3, 1, 2, 2, true, false, 0, false},    /* dilated */
+      {1, 40, 13, 19, 40, 5, 2, 1, 2, true, true, 10, false},   /* 5x5, stride 2: rows of 8 and 2 */
       {1, 16, 3, 3, 16, 5, 1, 1, 2, true, false, 10, false},     /* every window past the edges */
       {1, 3, 30, 30, 32, 3, 2, 1, 1, false, false, 2, true},  /* MobileNet's stem, x [N, C, H, W] */
       {2, 3, 23, 21, 64, 7, 2, 1, 3, false, false, 1, true},  /* ResNet's, two images */
