@@ -805,8 +805,9 @@ const OpEmitter *node_emitter(Emitter *e, const Node *n) {
   /* The CPU target's channels-last float32 nodes (choose-layout's CPU
      form) run on opc's kernels, which have channels-last forms
      (kernels_nhwc.c); cuDNN's forms are the GPU program's. */
-  if (kern && own != &copy_op && node_runs_nhwc(e, n) && (!kern->supports || kern->supports(e, n)))
-    return kern;
+  const OpEmitter *nhwc = own != &copy_op ? nhwc_emitter(e, n) : NULL;
+  if (nhwc)
+    return nhwc;
   if (e->kernels_only && own != &copy_op && kern && (!kern->supports || kern->supports(e, n)))
     return kern;
   if (own && typed_ok && (!own->supports || own->supports(e, n)))

@@ -400,13 +400,15 @@ extern const OpEmitter kernel_recurrent;                               /* kernel
 extern const OpEmitter kernel_dft, kernel_stft;                        /* kernels_spectral.c */
 extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
     kernel_qlinear, kernel_quantized_add, kernel_quantized_lookup;                              /* kernels_quantized.c */
-extern const OpEmitter kernel_conv_nhwc;                               /* kernels_nhwc.c */
 /* kernels_nhwc.c: whether the CPU target runs node n channels-last on its
    own kernels (choose-layout stored its float32 data so), and the
    channels-last forms of the pools and BatchNormalization that
    kernels_rows.c hands such nodes, and of a Mul by a channel gate that
    kernels_elementwise.c does. */
 bool node_runs_nhwc(const Emitter *e, const Node *n);
+/* The emitter of such a node (kernel_conv_nhwc for a convolution, else
+   ops.def's kernel emitter where it takes the node), or NULL. */
+const OpEmitter *nhwc_emitter(Emitter *e, const Node *n);
 bool pool_nhwc_takes(const Emitter *e, const Node *n);
 void emit_pool_nhwc(Emitter *e, const Node *n);
 bool batch_norm_nhwc_takes(const Emitter *e, const Node *n);

@@ -157,14 +157,28 @@ static void conv_run(Emitter *e, Node *n) {
   emit_launch(e, n, &L);
 }
 
-const OpEmitter kernel_conv_nhwc = {.setup = conv_setup, .run = conv_run, .supports = conv_supports};
+static const OpEmitter kernel_conv_nhwc = {.setup = conv_setup, .run = conv_run};
 
 /* ------------------------------------------- pools, BatchNormalization */
 
 bool node_runs_nhwc(const Emitter *e, const Node *n) {
   const Tensor *y = n->nout ? n->out[0] : NULL;
   return e->opt->target == TARGET_CPU && y && y->rank == 4 && y->dtype == DT_FLOAT &&
-         tensor_is_channels_last(y) && y->dims[1] > 1 && y->dims[2] * y->dims[3] > 1;
+         y->dims[1] > 1 && y->dims[2] * y->dims[3] > 1 && pixel_stride(y);
+}
+
+/* A convolution's form is this file's own; ops.def's kernel column names
+   opc's kernels that run a kind in every program, which a conditional
+   node's body may call (op_runs_in_body), and this form is the CPU
+   target's alone. The other kinds' kernel emitters hand their
+   channels-last nodes to the functions below. */
+const OpEmitter *nhwc_emitter(Emitter *e, const Node *n) {
+  if (!node_runs_nhwc(e, n))
+    return NULL;
+  if (n->op == OP_CONV)
+    return conv_supports(e, n) ? &kernel_conv_nhwc : NULL;
+  const OpEmitter *kern = kernel_op_emitter(n->op);
+  return kern && (!kern->supports || kern->supports(e, n)) ? kern : NULL;
 }
 
 bool pool_nhwc_takes(const Emitter *e, const Node *n) {
