@@ -7,8 +7,8 @@
  *                                  (-O0 first: the passes run as at -O0;
  *                                  --gpus=N, --placement=P, --devices=gpu,cpu,
  *                                  --partition=P, --precision=fp16|bf16,
- *                                  --io-precision=fp16, --layout=nchw|nhwc
- *                                  as opc's options)
+ *                                  --io-precision=fp16, --layout=nchw|nhwc,
+ *                                  --target=cpu as opc's options)
  *   ---                            the input IR (docs/ir-format.md)
  *   ...
  *   --- expect                     the IR after the passes, as dumped
@@ -49,6 +49,7 @@ typedef struct Case {
   DType half;                 /* --precision=fp16|bf16 on the run line */
   bool io_half;               /* --io-precision=fp16 on the run line */
   TensorLayout layout;        /* --layout=nchw|nhwc on the run line */
+  bool cpu_target;            /* --target=cpu on the run line */
   char *input;                /* IR text */
   char *expect;               /* IR text, or NULL with same / error */
   char *error_lines;          /* with error: what the messages must contain */
@@ -110,6 +111,8 @@ static bool parse_case(Case *c) {
         c->io_half = true;
       else if (strcmp(w, "--layout=nchw") == 0 || strcmp(w, "--layout=nhwc") == 0)
         c->layout = w[10] == 'c' ? LAYOUT_NCHW : LAYOUT_NHWC;
+      else if (strcmp(w, "--target=cpu") == 0)
+        c->cpu_target = true;
       else
         c->passes[c->npasses++] = w;
     }
@@ -230,7 +233,7 @@ static bool run_case(const char *path, bool updating) {
   PassOptions opt = {.opt_level = c.opt_level, .verify_each = true, .gpus = c.gpus,
                      .placement = c.placement, .cpu = c.cpu, .partition = c.partition,
                      .half = c.half, .tf32 = c.half != 0, .io_half = c.io_half,
-                     .layout = c.layout};
+                     .layout = c.layout, .cpu_target = c.cpu_target};
   PassContext *ctx = ok ? pass_context_new(g, &opt) : NULL;
   bool failed = false;
   Capture capture;
