@@ -12,7 +12,8 @@
  *  - a 2-D MaxPool or AveragePool is one launch of opc_pool_nhwc;
  *  - an inference BatchNormalization with constant parameters is one
  *    launch of opc_channel_affine_nhwc, its scale and shift folded now,
- *    with the activation fused into it.
+ *    with the activation fused into it, and so is a squeeze-and-excitation
+ *    block's Mul by its gate.
  * Nothing is packed or fused at run time. The kernels' contracts are
  * their comments in opc_kernels.inc.
  */
@@ -34,12 +35,13 @@ static bool is_depthwise(const Node *n) { return n->win.group > 1; }
    after them (a channel Concat's slice included); 0 for any other. A
    tensor with one channel or one pixel is the same in both orders. */
 static int64_t pixel_stride(const Tensor *t) {
+  if (t->rank != 4)
+    return 0;
   int64_t s[IR_MAX_RANK];
   strides_of(t, s);
-  bool one_pixel = t->dims[2] * t->dims[3] == 1;
-  if (t->rank != 4 || (s[1] != 1 && t->dims[1] > 1))
+  if (s[1] != 1 && t->dims[1] > 1)
     return 0;
-  if (one_pixel)
+  if (t->dims[2] * t->dims[3] == 1)
     return t->dims[1];
   if (s[3] < t->dims[1] || s[2] != s[3] * t->dims[3] || s[0] != s[2] * t->dims[2])
     return 0;

@@ -32,8 +32,11 @@ static bool candidate(const Node *n) {
     return false;
   /* A channel slice of a channels-last output has its pixels apart, and
      cuDNN lists no convolution algorithm for a reader of one (seen on an
-     H200 with cuDNN 9.19): only outputs in ONNX's order merge. */
-  if (!has_contiguous_strides(y))
+     H200 with cuDNN 9.19): only outputs in ONNX's order merge, but for
+     float32 ones channels-last, which only the CPU target stores so
+     (choose-layout's CPU form), whose kernels read and write such slices. */
+  bool cpu_form = y->dtype == DT_FLOAT && tensor_is_channels_last(y) && conv_runs_channels_last(n);
+  if (!has_contiguous_strides(y) && !cpu_form)
     return false;
   if (node_input(n, 2) && !n->in[2]->f32)
     return false;
@@ -267,6 +270,8 @@ static void merge(Graph *g, Node **set, int n, const Window *w) {
   for (int i = 0; i < n; i++)
     dims[1] += out_channels(set[i]);
   Tensor *y = new_tensor(g, arena_printf(g->arena, "%s_out", merged->name), y0->dtype, rank, dims);
+  if (!has_contiguous_strides(y0))
+    tensor_set_channels_last(y); /* the siblings' order (the CPU form's) */
   merged->out[0] = y;
 
   int ns = w->nspatial;

@@ -434,15 +434,21 @@ def compile_group(tmp):
     check("-o net keeps its sources",
           listing(exe_dir) == ["net", "net.c", "net.h", "net.weights"], p)
 
-    # The GPU program on the CPU runtime: this model has no CPU kernel of its
-    # own, so both programs are the same C, and the same numbers.
+    # The GPU program on the CPU runtime. Under --layout nchw the CPU
+    # program keeps ONNX's order and cuDNN's forms: both are the same C,
+    # and the same numbers. By default its convolution is its own
+    # (opc_conv_nhwc, channels-last, the filter packed at compile time).
     stand_in = os.path.join(tmp, "stand-in")
     os.mkdir(stand_in)
     p = run(model, "-o", os.path.join(stand_in, "net"), "--target", "stand-in")
     check("--target stand-in builds", p.returncode == 0 and
           listing(stand_in) == ["net", "net.c", "net.h", "net.weights"], p)
+    nchw_dir = os.path.join(tmp, "cpu-nchw")
+    os.mkdir(nchw_dir)
+    p = run(model, "-o", os.path.join(nchw_dir, "net"), "--target", "cpu", "--layout", "nchw")
+    check("--target cpu --layout nchw builds", p.returncode == 0, p)
     sources, flags, runs = [], [], []
-    for d in (exe_dir, stand_in):
+    for d in (nchw_dir, stand_in):
         path = os.path.join(d, "net.c")
         text = open(path).read().replace(d, "DIR") if os.path.exists(path) else ""
         # schedule_info's last field: the CPU program's, which --profile names
@@ -454,20 +460,28 @@ def compile_group(tmp):
         text = text.replace(runs[-1], "") if run_fn else text
         text = re.sub(r"^.*staging.*\n(\s*goto fail;\n\s*\}\n)?", "", text, flags=re.M)
         sources.append(text.replace(flag.group(0), "") if flag else None)
-    check("... the GPU program, here the CPU program's C (but for its weights' path, "
-          "the target its profile names and net_run)",
+    check("... the GPU program, here the CPU program's C under --layout nchw (but for its "
+          "weights' path, the target its profile names and net_run)",
           sources[0] is not None and sources[0] == sources[1] and flags == ["1", "0"])
     check("... whose net_run copies through pinned staging memory, and the CPU program's "
           "straight from the caller's buffers",
           "c->staging" in runs[1] and "inputs[0]," in runs[0] and "staging" not in runs[0],
           runs[0] + runs[1])
+    cpu_c = open(os.path.join(exe_dir, "net.c")).read() if os.path.exists(
+        os.path.join(exe_dir, "net.c")) else ""
+    check("... and by default the CPU program's convolution is its own channels-last kernel",
+          "kernel.opc_conv_nhwc," in cpu_c and "cudnnConvolutionForward" not in cpu_c)
     outputs = []
-    for d, name in ((exe_dir, "cpu"), (stand_in, "stand-in")):
+    for d, name in ((exe_dir, "cpu"), (nchw_dir, "cpu-nchw"), (stand_in, "stand-in")):
         y_npy, exe = os.path.join(stand_in, f"y-{name}.npy"), os.path.join(d, "net")
         r = os.path.exists(exe) and run_program([exe, "--seed", "3", "--output", "y=" + y_npy])
         outputs.append(np.load(y_npy) if r and r.returncode == 0 else None)
-    check("... and computes the CPU program's numbers", outputs[1] is not None and
-          outputs[0] is not None and np.array_equal(outputs[0], outputs[1]))
+    check("... and computes the CPU program's numbers (the same bits under --layout nchw)",
+          all(o is not None for o in outputs) and np.array_equal(outputs[1], outputs[2]))
+    check("... within 1e-5 of them in its own form (its sums use fused multiply-adds)",
+          all(o is not None for o in outputs) and outputs[0].shape == outputs[2].shape and
+          float(np.abs(outputs[0] - outputs[2]).max()) <= 1e-5 * float(np.abs(outputs[2]).max())
+          and not np.array_equal(outputs[2], np.zeros_like(outputs[2])))
 
     # No CUDA toolkit where OPC_CUDA_HOME says: exit 2, saying so, nothing left.
     nocuda = os.path.join(tmp, "nocuda")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The emitted program keeps the rules a real GPU enforces (issue 11).
+"""The emitted GPU program keeps the rules a real GPU enforces (issue 11).
 
 usage: test_gpu_rules.py OPC [--work DIR]
 
@@ -7,7 +7,9 @@ The CPU runtime refuses what CUDA, cuDNN and cuBLAS refuse (lazy library
 initialisation inside a capture, unsupported fused convolutions, reads of a
 pageable copy's destination before it is synchronised, freeing memory that
 queued work still uses); these cases drive the emitted program into each of
-those corners and check that it still answers like ONNX Runtime:
+those corners and check that it still answers like ONNX Runtime. Every
+case compiles the GPU program (--target stand-in): the CPU program runs
+its float convolutions on its own kernels, not on cuDNN's calls.
 
 - fused_forms: a fused convolution falls back to IMPLICIT_PRECOMP_GEMM, then
   to separate calls, when cuDNN refuses the fused call (OPC_RT_REFUSE_FUSED),
@@ -15,8 +17,8 @@ those corners and check that it still answers like ONNX Runtime:
 - tf32: the heuristics' tensor-op results are taken, with their math type;
 - packed_descriptors: size-1 dims of cuDNN descriptors have packed strides;
 - pinned_run: the GPU program's net_run and weights' upload copy through
-  pinned memory (OPC_RT_PAGEABLE=error; --target stand-in, since the CPU
-  program's net_run copies the caller's buffers straight);
+  pinned memory (OPC_RT_PAGEABLE=error; the CPU program's net_run copies
+  the caller's buffers straight);
 - destroy_waits: net_destroy right after net_run_device on the caller's
   stream frees nothing that work still uses (OPC_CHECK=1);
 - first_error: a node that fails inside the capture is the error reported,
@@ -94,7 +96,7 @@ def case_fused_forms(case):
     m = conv_relu_model()
     for precision in ("fp32", "tf32"):
         name = "fused_forms_" + precision
-        d, exe, p = case.compile(name, m, ["--precision", precision])
+        d, exe, p = case.compile(name, m, ["--precision", precision], target="stand-in")
         if p.returncode != 0:
             return fail(name, "opc failed: " + p.stderr.strip())
         seen = {}
@@ -126,7 +128,7 @@ def case_fused_forms(case):
         ok(name)
     # Where the chosen algorithm is not IMPLICIT_PRECOMP_GEMM, refusing the
     # others must take the second form: the tf32 heuristics list another first.
-    d, exe, _ = case.compile("fused_forms_precomp", m, ["--precision", "tf32"])
+    d, exe, _ = case.compile("fused_forms_precomp", m, ["--precision", "tf32"], target="stand-in")
     p = run_and_compare("fused_forms_precomp", m, exe, d, ["--verbose"],
                         dict(os.environ, OPC_RT_REFUSE_FUSED="other"))
     if p is not None:
@@ -139,7 +141,7 @@ def case_packed_descriptors(case):
     """Concat in place makes each branch's output a channel view of the Concat
     at batch 1: dim 0 has size 1 and, unpacked, the Concat's batch stride."""
     m = tb.branchy_model()
-    d, exe, p = case.compile("packed_descriptors", m, ["--streams", "4"])
+    d, exe, p = case.compile("packed_descriptors", m, ["--streams", "4"], target="stand-in")
     if p.returncode != 0:
         return fail("packed_descriptors", "opc failed: " + p.stderr.strip())
     with open(os.path.join(d, "net.c")) as f:
@@ -177,7 +179,7 @@ def case_pinned_run(case):
 
 def build_user_program(case, name, m, source):
     """Compiles `source` against the model's net.c (OPC_NO_MAIN); returns the path or None."""
-    d, exe, p = case.compile(name, m)
+    d, exe, p = case.compile(name, m, target="stand-in")
     if p.returncode != 0:
         fail(name, "opc failed: " + p.stderr.strip())
         return None
@@ -241,7 +243,7 @@ def case_first_error(case):
         nodes.append(helper.make_node("Conv", ["x", "w%d" % k], ["c%d" % k], name="conv%d" % k))
     nodes.append(helper.make_node("Concat", ["c0", "c1", "c2"], ["y"], axis=1, name="cat"))
     m = model("three", nodes, [("x", [1, 2, 3, 3])], [("y", [1, 9, 3, 3])], inits)
-    d, exe, p = case.compile("first_error", m, ["--streams", "3"])
+    d, exe, p = case.compile("first_error", m, ["--streams", "3"], target="stand-in")
     if p.returncode != 0:
         return fail("first_error", "opc failed: " + p.stderr.strip())
     p = run([exe], env=dict(os.environ, OPC_RT_FAIL="cudnnConvolutionForward:6"))

@@ -12,12 +12,15 @@ Cases, each a 3x3 convolution with a bias, then:
   - swish_pair: x * Sigmoid(x) (EfficientNet's SiLU);
   - two_images: relu6 on two images, the output written into a channel
     Concat in place, so that it is strided between images.
-In float32 the CPU runtime folds the launch into the convolution's own
-epilogue (kernel_is_conv_epilogue: a per-channel bias, z at y's offsets),
-except two_images, whose output is not packed: there the kernel itself
-runs, as it does in float16 and bfloat16 (--precision), channels-last.
-The program must launch opc_conv_epilogue once per case and issue no
-cudnnAddTensor or cudnnActivationForward. Inputs are smooth images,
+The GPU program (--target stand-in, on the CPU runtime) must launch
+opc_conv_epilogue once per case and issue no cudnnAddTensor or
+cudnnActivationForward, in float32 (where the CPU runtime folds the
+launch into the convolution's own epilogue: kernel_is_conv_epilogue, a
+per-channel bias, z at y's offsets; except two_images, whose output is
+not packed: there the kernel itself runs) and in float16 and bfloat16
+(--precision, channels-last). The CPU program (--target cpu, float32)
+must instead apply them in its channels-last convolution itself
+(opc_conv_nhwc, compile-time fusion): one launch per case, no epilogue. Inputs are smooth images,
 weights scaled by 1/sqrt(fan-in), the bias large enough to move outputs
 across Clip's bounds. Negative control: ONNX Runtime's outputs with the
 bias left out must differ from the program's.
@@ -30,7 +33,7 @@ from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
+from onnx_case import compare_close, reference, value_info  # noqa: E402
 
 C_IN, C, SIDE = 5, 12, 7
 
@@ -92,7 +95,17 @@ def launches(work):
     with open(os.path.join(work, "net.c")) as f:
         text = f.read()
     return (text.count("opc_conv_epilogue_"), text.count("cudnnAddTensor(c->"),
-            text.count("cudnnActivationForward(c->"))
+            text.count("cudnnActivationForward(c->"),
+            text.count("cuLaunchKernel(c->kernel.opc_conv_nhwc,"))
+
+
+def run_target(opc, m, feeds, work, flags, target):
+    """run_opc for the given target: (outputs, None) or (None, why)."""
+    exe, why = onnx_case.compile_cpu(opc, m, work, flags, target)
+    if exe is None:
+        return None, why
+    got = onnx_case.run_program(exe, m, feeds, work)
+    return (None, got) if isinstance(got, str) else (got, None)
 
 
 def main():
@@ -105,29 +118,35 @@ def main():
     want = reference(m, feeds)
     plain = reference(onnx_case.merged([case_model(n, biased=False)[0] for n in CASES], 17), feeds)
     failures = []
-    for precision in ("fp32", "fp16", "bf16"):
+    for precision, target in (("fp32", "stand-in"), ("fp32", "cpu"), ("fp16", "stand-in"),
+                              ("bf16", "stand-in")):
         flags = [] if precision == "fp32" else ["--precision", precision]
-        out = os.path.join(work, precision)
-        got, why = run_opc(opc, m, feeds, out, flags)
+        out = os.path.join(work, precision + "-" + target)
+        got, why = run_target(opc, m, feeds, out, flags, target)
         if got is None:
-            failures.append(f"{precision}: {why}")
+            failures.append(f"{precision} {target}: {why}")
             continue
-        kernels, adds, acts = launches(out)
+        kernels, adds, acts, nhwc = launches(out)
         # Each case's launch is printed twice: in the program and in its table.
-        if kernels < len(CASES) or adds or acts:
-            failures.append(f"{precision}: {kernels} mentions of opc_conv_epilogue, {adds} "
-                            f"cudnnAddTensor, {acts} cudnnActivationForward")
+        if target == "cpu" and (nhwc != len(CASES) or kernels or adds or acts):
+            failures.append(f"{precision} {target}: {nhwc} opc_conv_nhwc launches for "
+                            f"{len(CASES)} cases, {kernels} mentions of opc_conv_epilogue, "
+                            f"{adds} cudnnAddTensor, {acts} cudnnActivationForward")
+        if target != "cpu" and (kernels < len(CASES) or adds or acts):
+            failures.append(f"{precision} {target}: {kernels} mentions of opc_conv_epilogue, "
+                            f"{adds} cudnnAddTensor, {acts} cudnnActivationForward")
         for k, name in enumerate(CASES):
             y = "c%d_y" % k
             problem = compare_close(got[y], want[y], TOLERANCE[precision])
             if problem is None and compare_close(got[y], plain[y], 10 * TOLERANCE[precision]) is None:
                 problem = "the output without the bias matches too: the case decides nothing"
-            print(f"{'FAIL' if problem else 'ok  '} {name}-{precision}" +
+            print(f"{'FAIL' if problem else 'ok  '} {name}-{precision}-{target}" +
                   (f": {problem}" if problem else ""))
             if problem:
-                failures.append(f"{name}-{precision}: {problem}")
+                failures.append(f"{name}-{precision}-{target}: {problem}")
     return onnx_case.finish(opc, failures, [], work,
-                            f"conv epilogue: {len(CASES)} cases in 3 precisions match")
+                            f"conv epilogue: {len(CASES)} cases in 3 precisions and both "
+                            "programs match")
 
 
 if __name__ == "__main__":
