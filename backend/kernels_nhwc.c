@@ -172,22 +172,24 @@ bool node_runs_nhwc(const Emitter *e, const Node *n) {
 /* A convolution's form is this file's own; ops.def's kernel column names
    opc's kernels that run a kind in every program, which a conditional
    node's body may call (op_runs_in_body), and this form is the CPU
-   target's alone. The other kinds' kernel emitters hand their
-   channels-last nodes to the functions below. */
+   target's alone. A pool, a BatchNormalization and an SE block's Mul go
+   to their kind's kernel emitter, which hands such nodes to the functions
+   below. Other channels-last nodes (elementwise ones) take the usual
+   choice: they read and write any strides. */
 const OpEmitter *nhwc_emitter(Emitter *e, const Node *n) {
   if (!node_runs_nhwc(e, n))
     return NULL;
   if (n->op == OP_CONV)
     return conv_supports(e, n) ? &kernel_conv_nhwc : NULL;
-  const OpEmitter *kern = kernel_op_emitter(n->op);
-  return kern && (!kern->supports || kern->supports(e, n)) ? kern : NULL;
+  bool own_form = pool_nhwc_takes(e, n) || batch_norm_nhwc_takes(e, n) ||
+                  channel_gate_nhwc_takes(e, n);
+  return own_form ? kernel_op_emitter(n->op) : NULL;
 }
 
 bool pool_nhwc_takes(const Emitter *e, const Node *n) {
   const Tensor *x = n->in[0];
-  return node_runs_nhwc(e, n) && n->win.nspatial == 2 && n->nout == 1 &&
-         pixel_stride(x) && pixel_stride(n->out[0]) &&
-         (n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL);
+  return (n->op == OP_MAX_POOL || n->op == OP_AVERAGE_POOL) && node_runs_nhwc(e, n) &&
+         n->win.nspatial == 2 && n->nout == 1 && pixel_stride(x) && pixel_stride(n->out[0]);
 }
 
 /* A row of output pixels by 64 channels per item (launch [N, H', C / 64
@@ -213,7 +215,7 @@ void emit_pool_nhwc(Emitter *e, const Node *n) {
 }
 
 bool batch_norm_nhwc_takes(const Emitter *e, const Node *n) {
-  if (!node_runs_nhwc(e, n) || n->p.norm.training || n->nout != 1 || !pixel_stride(n->in[0]) ||
+  if (n->op != OP_BATCH_NORM || !node_runs_nhwc(e, n) || n->p.norm.training || n->nout != 1 || !pixel_stride(n->in[0]) ||
       !pixel_stride(n->out[0]))
     return false;
   for (int k = 1; k < 5; k++)
