@@ -214,6 +214,20 @@ void emit_pool_nhwc(Emitter *e, const Node *n) {
   emit_launch(e, n, &L);
 }
 
+/* opc_channel_affine_nhwc's scalar arguments for output y: a's image
+   stride (0: one for every image), and the node's activation. */
+static void affine_args(Launch *L, const Node *n, const Tensor *y, int64_t image_stride) {
+  L->i[0] = y->dims[1];
+  L->i[1] = y->dims[0] * y->dims[2] * y->dims[3];
+  L->i[2] = n->act;
+  L->i[3] = image_stride;
+  L->i[4] = y->dims[2] * y->dims[3];
+  group_i(L, 0, 5, "C, N H W, the activation (scalar.h's code), the scale's (a gate's) image stride, H W");
+  L->f[0] = n->act_alpha;
+  L->f[1] = n->act_beta;
+  group_f(L, 0, 2, "the activation's parameters");
+}
+
 bool batch_norm_nhwc_takes(const Emitter *e, const Node *n) {
   if (n->op != OP_BATCH_NORM || !node_runs_nhwc(e, n) || n->p.norm.training || n->nout != 1 || !pixel_stride(n->in[0]) ||
       !pixel_stride(n->out[0]))
@@ -248,14 +262,7 @@ void emit_batch_norm_nhwc(Emitter *e, const Node *n) {
   set_input(&L, 2, weights_add_typed(e, emit_str(e, "%s_shift", node_id(e, n)), DT_FLOAT, add, c16),
             none);
   L.x_extent[1] = L.x_extent[2] = c16;
-  L.i[0] = c;
-  L.i[1] = pixels;
-  L.i[2] = n->act;
-  L.i[4] = y->dims[2] * y->dims[3];
-  group_i(&L, 0, 5, "C, N H W, the activation (scalar.h's code), the scale's image stride, H W");
-  L.f[0] = n->act_alpha;
-  L.f[1] = n->act_beta;
-  group_f(&L, 0, 2, "the activation's parameters");
+  affine_args(&L, n, y, 0);
   L.note = "y = act(x * scale + shift), scale and shift folded from the normalisation";
   emit_launch(e, n, &L);
 }
@@ -294,15 +301,7 @@ void emit_channel_gate_nhwc(Emitter *e, const Node *n) {
   set_input(&L, 1, buf(e, g), none);
   L.x_extent[1] = tensor_numel(g);
   L.nx = 3; /* x[2], the shift, is null */
-  L.i[0] = y->dims[1];
-  L.i[1] = pixels;
-  L.i[2] = n->act;
-  L.i[3] = y->dims[1];
-  L.i[4] = y->dims[2] * y->dims[3];
-  group_i(&L, 0, 5, "C, N H W, the activation (scalar.h's code), the gate's image stride, H W");
-  L.f[0] = n->act_alpha;
-  L.f[1] = n->act_beta;
-  group_f(&L, 0, 2, "the activation's parameters");
+  affine_args(&L, n, y, y->dims[1]);
   L.note = "y = act(x * gate), the gate per image and channel";
   emit_launch(e, n, &L);
 }
