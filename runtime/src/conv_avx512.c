@@ -1,9 +1,11 @@
 /*
- * conv_avx512.c - the CPU target's float convolutions of opc_kernels.inc
- * along AVX-512: opc_conv_nhwc's units and opc_conv_depthwise_nhwc's
- * items. The kernels say what they compute; this is the same sum, with
- * each product added by a fused multiply-add (the plain body may round
- * the product first), then the same residual and activation formulas.
+ * conv_avx512.c - the CPU target's channels-last float kernels of
+ * opc_kernels.inc along AVX-512: opc_conv_nhwc's units,
+ * opc_conv_depthwise_nhwc's and opc_pool_nhwc's items and
+ * opc_channel_affine_nhwc's units. The kernels say what they compute; this
+ * is the same sum, with each product added by a fused multiply-add (the
+ * plain body may round the product first), then the same residual and
+ * activation formulas.
  *
  * The file is built for AVX-512 (meson.build) and called only from the
  * kernels' AVX-512 instance, which the runtime runs on CPUs that have it.
