@@ -48,8 +48,10 @@ Build speed: the emitted C is compiled with -O2 (opc's own default) for the
 first configuration of each precision and for the CUDA graph-fp32 build,
 and with -O0 (CFLAGS, which follow opc's -O2) for the others, whose C
 differs in the schedule and the calls but not in the helpers where
-optimisation-dependent warnings would show. The -O0 CPU programs are
-compiled by OPC_TEST_CC (clang, which meson finds) and the rest by cc.
+optimisation-dependent warnings would show. The -O0 programs, CPU and CUDA
+alike, are compiled by OPC_TEST_CC (clang, which meson finds: a second
+compiler's warnings, at half gcc's -O0 time) and the -O2 ones by cc, as
+users build.
 Each step's time is printed.
 """
 import json
@@ -362,8 +364,11 @@ def cuda_builds(opc, model, work, label, clock, model_flags):
         r = run([opc, str(model), "-o", str(src)] + model_flags + flags)
         clock.add("opc", start)
         if r.returncode == 0:
-            cc = os.environ.get("CC", "cc").split()
-            level = "-O2" if variant == CUDA_OPTIMISED else "-O0"
+            cc = os.environ.get("CC", "cc")
+            level = "-O2"
+            if variant != CUDA_OPTIMISED:
+                cc, level = os.environ.get("OPC_TEST_CC", cc), "-O0"
+            cc = cc.split()
             start = time.time()
             r = run(cc + [level, "-Wall", "-Wextra", "-Werror", str(src), "-o",
                           str(work / f"cuda-{variant}")] + cflags + libs)
