@@ -373,35 +373,57 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
  * are; the 8 sums keep the multiply-adds independent. KH, KW and SW are
  * constants where it is inlined.
  */
+/* Eight pixels of depthwise_row from output column j; when `inside`,
+   every column they read lies inside x, and none is tested. */
+static inline __attribute__((always_inline)) void
+depthwise_block(const Conv *v, const float *image, long long h0, long long r0, long long r1,
+                long long c, long long count, long long p_row, long long j, bool inside, int KH,
+                int KW, int SW) {
+  enum { COLS = 7 * 2 + 5 }; /* the most columns: SW 2, KW 5 */
+  long long c16 = (v->c + 15) / 16 * 16, xs = v->xs, width = v->w;
+  __mmask16 keep = first16(count);
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++)
+    acc[k] = _mm512_loadu_ps(v->bias + c);
+  long long first = j * SW - v->pw; /* the first column read */
+#pragma GCC unroll 5
+  for (int r = 0; r < KH; r++) {
+    if (r < r0 || r >= r1)
+      continue;
+    const float *line = image + (h0 + r * v->dh) * width * xs + c;
+    __m512 col[COLS], w[5];
+#pragma GCC unroll 5
+    for (int q = 0; q < KW; q++)
+      w[q] = _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c);
+#pragma GCC unroll 19
+    for (int i = 0; i < 7 * SW + KW; i++) {
+      long long ww = first + i;
+      bool in = inside || (ww >= 0 && ww < width);
+      col[i] = _mm512_maskz_loadu_ps(in ? keep : 0, line + (in ? ww : 0) * xs);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+#pragma GCC unroll 5
+      for (int q = 0; q < KW; q++)
+        acc[k] = _mm512_fmadd_ps(col[k * SW + q], w[q], acc[k]);
+  }
+  /* A constant count lets acc stay in registers. */
+  if (v->ow - j >= 8)
+    finish_pixels(v, acc, 1, 8, 1, count, p_row + j, c);
+  else
+    finish_pixels(v, acc, 1, (int)(v->ow - j), 1, count, p_row + j, c);
+}
+
 static inline __attribute__((always_inline)) void
 depthwise_row(const Conv *v, const float *image, long long h0, long long r0, long long r1,
               long long c, long long count, long long p_row, int KH, int KW, int SW) {
-  enum { COLS = 7 * 2 + 5 }; /* the most columns: SW 2, KW 5 */
-  long long c16 = (v->c + 15) / 16 * 16, xs = v->xs, width = v->w;
-  __m512 bias = _mm512_loadu_ps(v->bias + c);
-  __mmask16 keep = first16(count);
   for (long long j = 0; j < v->ow; j += 8) {
-    __m512 acc[8];
-    for (int k = 0; k < 8; k++)
-      acc[k] = bias;
-    long long first = j * SW - v->pw; /* the first column read */
-    for (int r = 0; r < KH; r++) {
-      if (r < r0 || r >= r1)
-        continue;
-      const float *line = image + (h0 + r * v->dh) * width * xs + c;
-      __m512 col[COLS], w[5];
-      for (int q = 0; q < KW; q++)
-        w[q] = _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c);
-      for (int i = 0; i < 7 * SW + KW; i++) {
-        long long ww = first + i;
-        bool inside = ww >= 0 && ww < width;
-        col[i] = _mm512_maskz_loadu_ps(inside ? keep : 0, line + (inside ? ww : 0) * xs);
-      }
-      for (int k = 0; k < 8; k++)
-        for (int q = 0; q < KW; q++)
-          acc[k] = _mm512_fmadd_ps(col[k * SW + q], w[q], acc[k]);
-    }
-    finish_pixels(v, acc, 1, v->ow - j < 8 ? (int)(v->ow - j) : 8, 1, count, p_row + j, c);
+    long long first = j * SW - v->pw;
+    if (first >= 0 && first + 7 * SW + KW <= v->w)
+      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, true, KH, KW, SW);
+    else
+      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, false, KH, KW, SW);
   }
 }
 
