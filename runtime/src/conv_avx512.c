@@ -44,6 +44,10 @@ typedef struct {
   long long c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, ow, frame, m, pixels, taps, groups;
   long long xs, zs, ys; /* pixel strides */
   bool planar;          /* x in ONNX's order [N, C, H, W] */
+  /* With planar x: value k of a pixel's row (channel c, filter row i,
+     column j, k = c T + i KW + j) lies offsets[k] floats past its window's
+     first value in x. */
+  const long long *offsets;
   int act;
   float p0, p1;
 } Conv;
@@ -155,7 +159,7 @@ finish_pixels(const Conv *v, __m512 *sums, int pitch, int pixels, int blocks, lo
  */
 static inline __attribute__((always_inline)) void
 tile(const Conv *v, const float *const *rows, long long taps, long long len, int ROWS,
-     int BLOCKS, long long p0, int valid, long long b0, long long count) {
+     int BLOCKS, bool direct, long long p0, int valid, long long b0, long long count) {
   __m512 acc[12][4];
   long long stride = v->taps * v->c * 16; /* from one block to the next */
   for (int r = 0; r < ROWS; r++)
@@ -169,8 +173,9 @@ tile(const Conv *v, const float *const *rows, long long taps, long long len, int
       __m512 w[4];
       for (int b = 0; b < BLOCKS; b++)
         w[b] = _mm512_loadu_ps(ft + b * stride + c * 16);
+      long long at_c = direct ? v->offsets[c] : c;
       for (int r = 0; r < ROWS; r++) {
-        __m512 xv = _mm512_set1_ps(at[r][c]);
+        __m512 xv = _mm512_set1_ps(at[r][at_c]);
         for (int b = 0; b < BLOCKS; b++)
           acc[r][b] = _mm512_fmadd_ps(xv, w[b], acc[r][b]);
       }
@@ -309,29 +314,63 @@ __attribute__((optimize("no-tree-vectorize"))) static void unit_rows(const Conv 
   }
 }
 
+/* With x in ONNX's order, the rows of pixels [p0, p0 + valid) as pointers
+   to their windows in x (read through v->offsets), when every window lies
+   inside x: nothing is copied. */
+static bool windows_inside(const Conv *v, long long p0, int valid, const float **rows) {
+  const float *origin[TILE] = {NULL};
+  Place at = place_of(v, p0);
+  for (int r = 0; r < valid; r++) {
+    if (r > 0)
+      next_place(v, &at);
+    const float *image;
+    long long h0, w0;
+    window_of(v, &at, &image, &h0, &w0);
+    if (h0 < 0 || h0 + (v->kh - 1) * v->dh >= v->h || w0 < 0 || w0 + (v->kw - 1) * v->dw >= v->w)
+      return false;
+    origin[r] = image + h0 * v->w + w0;
+  }
+  /* As unit_rows does, the last pixel's rows fill the tile. */
+  for (int r = 0; r < TILE; r++)
+    rows[r] = origin[r < valid ? r : valid - 1];
+  return true;
+}
+
+/* The unit's tiles, ROWS pixels by BLOCKS blocks each (see tile). */
+static inline __attribute__((always_inline)) void
+unit_tiles(const Conv *v, const float **rows, long long taps, long long len, bool direct,
+           long long p0, int valid, long long b0, long long count) {
+  int blocks = (int)((count + 15) / 16);
+  if (blocks == 4) {
+    tile(v, rows, taps, len, 6, 4, direct, p0, valid, b0, count);
+    if (valid > 6)
+      tile(v, rows + 6, taps, len, 6, 4, direct, p0 + 6, valid - 6, b0, count);
+  } else if (blocks == 3) {
+    tile(v, rows, taps, len, 6, 3, direct, p0, valid, b0, count);
+    if (valid > 6)
+      tile(v, rows + 6, taps, len, 6, 3, direct, p0 + 6, valid - 6, b0, count);
+  } else if (blocks == 2) {
+    tile(v, rows, taps, len, 12, 2, direct, p0, valid, b0, count);
+  } else {
+    tile(v, rows, taps, len, 12, 1, direct, p0, valid, b0, count);
+  }
+}
+
 /* One unit: pixels [p0, p0 + valid) by channels [m0, m0 + count); its
-   rows are made unless `made` (the tile's previous group made them). */
+   rows are made unless `made` (the tile's previous group made them, the
+   same way). A stem's windows inside x are read in place: copying them
+   took longer than the products. */
 static void run_unit(const Conv *v, RowsKind kind, long long p0, int valid, long long m0,
                      long long count, const float **rows, float *buf, bool made) {
-  if (!made)
+  bool direct = v->offsets && windows_inside(v, p0, valid, rows);
+  if (!made && !direct)
     unit_rows(v, kind, p0, valid, rows, buf);
   long long taps = kind == ROWS_TAPS ? v->taps : 1;
   long long len = kind == ROWS_TAPS ? v->c : v->taps * v->c;
-  long long b0 = m0 / 16;
-  int blocks = (int)((count + 15) / 16);
-  if (blocks == 4) {
-    tile(v, rows, taps, len, 6, 4, p0, valid, b0, count);
-    if (valid > 6)
-      tile(v, rows + 6, taps, len, 6, 4, p0 + 6, valid - 6, b0, count);
-  } else if (blocks == 3) {
-    tile(v, rows, taps, len, 6, 3, p0, valid, b0, count);
-    if (valid > 6)
-      tile(v, rows + 6, taps, len, 6, 3, p0 + 6, valid - 6, b0, count);
-  } else if (blocks == 2) {
-    tile(v, rows, taps, len, 12, 2, p0, valid, b0, count);
-  } else {
-    tile(v, rows, taps, len, 12, 1, p0, valid, b0, count);
-  }
+  if (direct)
+    unit_tiles(v, rows, taps, len, true, p0, valid, m0 / 16, count);
+  else
+    unit_tiles(v, rows, taps, len, false, p0, valid, m0 / 16, count);
 }
 
 int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
@@ -345,6 +384,14 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
   float *buf = kind == ROWS_GATHERED
                    ? __builtin_alloca(sizeof(float) * (size_t)(TILE * v.taps * v.c + 16))
                    : NULL;
+  if (v.planar) {
+    long long *offsets = __builtin_alloca(sizeof(long long) * (size_t)(v.taps * v.c));
+    for (long long c = 0; c < v.c; c++)
+      for (long long i = 0; i < v.kh; i++)
+        for (long long j = 0; j < v.kw; j++)
+          offsets[c * v.taps + i * v.kw + j] = c * v.h * v.w + i * v.dh * v.w + j * v.dw;
+    v.offsets = offsets;
+  }
   /* Units run tile by tile, each tile's groups in turn, while the filter
      is small; one larger than a core's L2 and with more channels than
      pixels (a last stage's) runs group by group, each part then streaming
