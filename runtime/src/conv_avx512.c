@@ -434,6 +434,17 @@ depthwise_block(const Conv *v, const float *image, long long h0, long long r0, l
   for (int k = 0; k < 8; k++)
     acc[k] = _mm512_loadu_ps(v->bias + c);
   long long first = j * SW - v->pw; /* the first column read */
+  /* The rows of x that the next output row adds, for the columns this
+     block reads: fetched ahead, since x has just been written by another
+     layer and is rarely still in this core's caches. */
+  for (long long q = 0; q < SW && q < KH; q++) {
+    long long hh = h0 + SW + (KH - 1 - q) * v->dh;
+    if (hh < 0 || hh >= v->h)
+      continue;
+    const char *ahead = (const char *)(image + hh * width * xs + c);
+    for (long long i = first < 0 ? 0 : first; i < first + 8 * SW && i < width; i++)
+      _mm_prefetch(ahead + i * xs * (long long)sizeof(float), _MM_HINT_T0);
+  }
 #pragma GCC unroll 5
   for (int r = 0; r < KH; r++) {
     if (r < r0 || r >= r1)
