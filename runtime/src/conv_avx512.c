@@ -144,9 +144,12 @@ finish_pixels(const Conv *v, __m512 *sums, int pitch, int pixels, int blocks, lo
       _mm512_store_ps(values + (k * blocks + b) * 16, s);
     }
   activate(values, pixels * blocks * 16, v->act, v->p0, v->p1);
-  int n = (int)(count < 16 * blocks ? count : 16 * blocks);
+  /* Vector stores: a memcpy of a pixel's few values was a `rep movs`,
+     whose start-up cost as much as the copy. */
   for (int k = 0; k < pixels; k++)
-    memcpy(v->y + (p + k) * v->ys + c, values + k * blocks * 16, sizeof(float) * (size_t)n);
+    for (int b = 0; b < blocks; b++)
+      _mm512_mask_storeu_ps(v->y + (p + k) * v->ys + c + 16 * b, first16(count - 16 * b),
+                            _mm512_load_ps(values + (k * blocks + b) * 16));
 }
 
 /*
