@@ -19,7 +19,7 @@ check can fail:
   strength     ONNX Runtime's output with a few output channels of a
                weight zeroed (three channels of three convolutions, three
                units of every LSTM/GRU/RNN; in a model with neither,
-               column 0 of three MatMuls) fails the strict float32 check.
+               three columns of three MatMuls) fails the strict float32 check.
 
 Then for each configuration (every scheduler, -O0, direct launches instead of
 a replayed CUDA graph, HIOS on 2 and 4 emulated GPUs, HOPE, 16-bit
@@ -240,8 +240,8 @@ def strength_picks(m, values):
     """[(node, how)]: the weights the strength check zeroes output
     channels of: three convolutions (three channels each); every recurrent
     layer (in each direction, three units, every gate's row of them in W,
-    R and B); in a model with neither, three MatMuls by a weight (column
-    0)."""
+    R and B); in a model with neither, three MatMuls by a weight (three
+    columns each)."""
     def pick3(nodes):
         if not nodes:
             return []
@@ -270,7 +270,10 @@ def zero_channel(w, node, how):
         for unit in sorted({0, hidden // 2, hidden - 1}):
             w[:, unit::hidden] = 0
     else:
-        w[..., 0] = 0
+        # three columns (the first, the middle, the last): column 0 alone of
+        # BERT-tiny's first query projection left the output within the
+        # check on one input (OPC_ZOO_SEED=94435066)
+        w[..., sorted({0, w.shape[-1] // 2, w.shape[-1] - 1})] = 0
     return w
 
 
@@ -346,7 +349,7 @@ def check_strength(model, draws, label):
         failures += ok
         print("%s %s strength: %s of %s zeroed %s" % (
             "FAIL" if ok else "PASS", label,
-            "three units" if how == "rnn" else "three channels" if how == "conv" else "column 0",
+            "three units" if how == "rnn" else "three channels" if how == "conv" else "three columns",
             node.name,
             "passes the float32 check: the check is too weak" if ok else
             "fails the float32 check, as it must (%s)" % why))
