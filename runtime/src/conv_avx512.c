@@ -421,10 +421,10 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
  * columns of x they read (7 SW + KW, with no dilation) are loaded once
  * each, as zeros past x's edges, and shared by the pixels whose taps they
  * are; the 8 sums keep the multiply-adds independent. KH, KW and SW are
- * constants where it is inlined.
+ * constants where it is inlined. depthwise_block computes eight pixels
+ * from output column j; when `inside`, every column they read lies inside
+ * x, and none is tested.
  */
-/* Eight pixels of depthwise_row from output column j; when `inside`,
-   every column they read lies inside x, and none is tested. */
 static inline __attribute__((always_inline)) void
 depthwise_block(const Conv *v, const float *image, long long h0, long long r0, long long r1,
                 long long c, long long count, long long p_row, long long j, bool inside, int KH,
@@ -440,8 +440,8 @@ depthwise_block(const Conv *v, const float *image, long long h0, long long r0, l
   /* The rows of x that the next output row adds, for the columns this
      block reads: fetched ahead, since x has just been written by another
      layer and is rarely still in this core's caches. */
-  for (long long q = 0; q < SW && q < KH; q++) {
-    long long hh = h0 + SW + (KH - 1 - q) * v->dh;
+  for (long long q = 0; q < v->sh && q < KH; q++) {
+    long long hh = h0 + v->sh + (KH - 1 - q) * v->dh;
     if (hh < 0 || hh >= v->h)
       continue;
     const char *ahead = (const char *)(image + hh * width * xs + c);
