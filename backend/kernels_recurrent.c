@@ -8,13 +8,16 @@
  * the state before the first step; then one launch of opc_rnn_steps runs
  * every step of every direction, a block of threads per (direction, batch
  * entry) carrying its state from step to step; opc_rnn_output writes Y, Y_h
- * and Y_c from the states. Everything between lives in the node's scratch,
+ * and Y_c from the states. The CPU target stores a constant R column by
+ * column (pack_columns), which the CPU's steps read in vector lanes. Everything between lives in the node's scratch,
  * laid out as opc_kernels.inc's recurrent section says: per direction, the
  * gates' input parts G [seq][batch][gates * hidden], then the states S [seq
  * + 1][batch][2 * hidden], then the steps' work area. Since a step reads
  * the state slot before it and writes the one after, the state needs no
  * double buffer of its own.
  */
+#include <string.h>
+
 #include "emit.h"
 #include "scalar.h"
 
@@ -34,8 +37,40 @@ static int64_t rnn_direction_floats(const Node *n) {
   return rnn_gate_floats(n) + (n->p.rnn.seq + 1) * rnn_slot_floats(n) + rnn_work_floats(n);
 }
 
+/* What setup gives run: the scratch, and R as the CPU target stores it, or
+   NULL. */
+typedef struct Recurrent {
+  const char *scratch, *columns;
+} Recurrent;
+
+/* Floats from one column of R to the next as the CPU target stores it:
+   its rows and 16 more, so that a block of rows read down the columns
+   does not map every column to one set of the L1 cache (a multiple of
+   4 KiB apart would). */
+static int64_t column_stride(const Node *n) { return n->p.rnn.gates * n->p.rnn.hidden + 16; }
+
+/* R [dirs, gates * hidden, hidden] stored with its rows innermost,
+   [dirs][hidden][column_stride], in net.weights, when the program is the
+   CPU target's and R a float constant: then opc_rnn_steps takes each
+   step's products a column of R at a time, in vector lanes along the
+   rows (opc_rnn_products), rather than a dot product per row. */
+static const char *pack_columns(Emitter *e, const Node *n) {
+  const Tensor *r = n->in[2];
+  if (e->opt->target != TARGET_CPU || r->dtype != DT_FLOAT || !r->f32)
+    return NULL;
+  int64_t dirs = r->dims[0], rows = r->dims[1], hidden = r->dims[2], ld = column_stride(n);
+  int64_t count = dirs * hidden * ld;
+  float *packed = arena_alloc(e->g->arena, sizeof(float) * (size_t)count);
+  memset(packed, 0, sizeof(float) * (size_t)count);
+  for (int64_t d = 0; d < dirs; d++)
+    for (int64_t row = 0; row < rows; row++)
+      for (int64_t k = 0; k < hidden; k++)
+        packed[(d * hidden + k) * ld + row] = r->f32[(d * rows + row) * hidden + k];
+  return weights_add_typed(e, emit_str(e, "%s_r_columns", node_id(e, n)), DT_FLOAT, packed, count);
+}
+
 static void setup_recurrent(Emitter *e, Node *n) {
-  const char **scratch = node_data(e, n, sizeof *scratch);
+  Recurrent *p = node_data(e, n, sizeof *p);
   const char *field = emit_unique(e, emit_str(e, "%s_scratch", node_id(e, n)));
   emit_to(e, SEC_FIELDS,
           "float *%s; /* per direction: the gates' input parts, the states, the steps' work */",
@@ -43,7 +78,8 @@ static void setup_recurrent(Emitter *e, Node *n) {
   emit_call(e, LIB_CUDA, n, "cudaMalloc((void **)&c->%s, %lld * sizeof(float))", field,
             (long long)(n->p.rnn.ndirections * rnn_direction_floats(n)));
   emit_to(e, SEC_TEARDOWN, "cudaFree(c->%s);", field);
-  *scratch = emit_str(e, "c->%s", field);
+  p->scratch = emit_str(e, "c->%s", field);
+  p->columns = pack_columns(e, n);
 }
 
 /* Input k's element strides into s; returns its extent in elements. */
@@ -85,18 +121,27 @@ static bool same_activations(const Node *n) {
 
 /* Every step of directions [d, d + dirs) in one launch (opc_kernels.inc
    lists its arguments): a block per (direction, batch entry). */
-static void rnn_steps_launch(Emitter *e, const Node *n, int d, int dirs, const char *scratch) {
+static void rnn_steps_launch(Emitter *e, const Node *n, int d, int dirs, const Recurrent *p) {
   int64_t s[IR_MAX_RANK], extent;
   Launch L = {.kernel = "opc_rnn_steps", .rank = 1};
   L.dims[0] = dirs * n->p.rnn.batch * KERNEL_BLOCK_THREADS;
   L.n = L.dims[0];
-  L.y = offset_ptr(e, scratch, d * rnn_direction_floats(n));
+  L.y = offset_ptr(e, p->scratch, d * rnn_direction_floats(n));
   L.y_extent = dirs * rnn_direction_floats(n);
-  L.x[1] = direction_block(e, n, 2, d, s, &extent);
-  L.x_extent[1] = extent;
-  L.i[6] = s[1];
-  L.i[7] = s[2];
-  L.i[13] = s[0];
+  if (p->columns) {
+    int64_t block = column_stride(n) * n->p.rnn.hidden;
+    L.x[1] = offset_ptr(e, p->columns, d * block);
+    L.x_extent[1] = (n->p.rnn.ndirections - d) * block;
+    L.i[6] = 1;
+    L.i[7] = column_stride(n);
+    L.i[13] = block;
+  } else {
+    L.x[1] = direction_block(e, n, 2, d, s, &extent);
+    L.x_extent[1] = extent;
+    L.i[6] = s[1];
+    L.i[7] = s[2];
+    L.i[13] = s[0];
+  }
   int k = n->op == OP_LSTM ? 7 : n->op == OP_GRU ? 3 : -1;
   L.x[2] = k >= 0 ? direction_block(e, n, k, d, s, &extent) : NULL;
   L.x_extent[2] = L.x[2] ? extent : 0;
@@ -339,22 +384,22 @@ static void rnn_output_launch(Emitter *e, const Node *n, int k, int d, const cha
 }
 
 static void run_recurrent(Emitter *e, Node *n) {
-  const char *const *scratch = node_data(e, n, sizeof *scratch);
+  const Recurrent *p = node_data(e, n, sizeof *p);
   int dirs = n->p.rnn.ndirections;
-  rnn_input(e, n, *scratch);
+  rnn_input(e, n, p->scratch);
   for (int d = 0; d < dirs; d++)
-    rnn_init_launch(e, n, d, *scratch);
+    rnn_init_launch(e, n, d, p->scratch);
   if (n->p.rnn.seq > 0 && n->p.rnn.batch > 0) {
     if (dirs == 1 || same_activations(n))
-      rnn_steps_launch(e, n, 0, dirs, *scratch);
+      rnn_steps_launch(e, n, 0, dirs, p);
     else
       for (int d = 0; d < dirs; d++)
-        rnn_steps_launch(e, n, d, 1, *scratch);
+        rnn_steps_launch(e, n, d, 1, p);
   }
   for (int d = 0; d < dirs; d++)
     for (int k = 0; k < n->nout && k < 3; k++)
       if (n->out[k] && tensor_needed(n->out[k]))
-        rnn_output_launch(e, n, k, d, *scratch);
+        rnn_output_launch(e, n, k, d, p->scratch);
 }
 
 const OpEmitter kernel_recurrent = {.setup = setup_recurrent, .run = run_recurrent};
