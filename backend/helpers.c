@@ -250,7 +250,7 @@ void emit_check_helpers(Emitter *e) {
   emit(e, "/* Each library's checking helper: reports a failure and returns 0. They");
   emit(e, "   follow every library call, so they are not inlined: a copy at each call");
   emit(e, "   saves nothing beside the call and costs the C compiler a third of a");
-  emit(e, "   large program's -O2 build. */");
+  emit(e, "   large program's optimised build. */");
   for (int lib = 0; lib < LIB_COUNT; lib++) {
     if (!used(e)->lib[lib])
       continue;

@@ -179,7 +179,7 @@ static void emit_file_comment(Emitter *e, const char *what) {
       emit(e, " * Serves %d model%s in %d copies, %d combinations of copies per round.",
            e->g->serve->nmodels, e->g->serve->nmodels == 1 ? "" : "s", e->g->serve->ninstances,
            serve_combinations(e->g->serve));
-    emit(e, " * Build: cc -O2 %s -I<CUDA>/include -lcudnn -lcublasLt -lcublas -lcudart -lcuda -lnvrtc -lm,",
+    emit(e, " * Build: cc -O1 %s -I<CUDA>/include -lcudnn -lcublasLt -lcublas -lcudart -lcuda -lnvrtc -lm,",
          base_name(e, e->opt->c_path));
     emit(e, " * or with `opc --cflags/--libs --target cpu` for opc's CPU runtime.");
     emit(e, " * -DOPC_NO_MAIN leaves out main() to link the model into another program.");

@@ -20,7 +20,7 @@ also compiled and linked against the real CUDA toolkit (OPC_CUDA, default
 what `opc --cflags cuda` and `--libs cuda` find (OPC_CUDA_HOME, or PyPI's CUDA
 wheels); without either the run stops with an error (--no-cuda-check skips
 that check, for runs by hand).
-The CUDA-graph program is compiled at -O2 by CC or cc, as users build;
+The CUDA-graph program is compiled at opc's -O1 by CC or cc, as users build;
 the other two modes' programs and the CUDA build at -O0 by OPC_TEST_CC,
 clang where meson found one (see build_program, o0_cc and cuda_build). main
 is the same in every net.c, so each build links it compiled once
@@ -386,7 +386,7 @@ def inputs_to_bind(text, inputs):
     return names or None
 
 
-def opc_compile(args, model_path, exe, bound, flags=(), step="opc and cc -O2"):
+def opc_compile(args, model_path, exe, bound, flags=(), step="opc and cc -O1"):
     """Runs opc with `bound` ({input name: .pb path}) as --const-input, for
     args.target (cpu unless the caller's args say otherwise, as
     tools/gpu/conformance_cuda.py's do)."""
@@ -416,11 +416,11 @@ def cpu_build_flags(opc):
 
 def build_program(args, model_path, program, bound, flags):
     """Compiles the model into the executable `program`. With no flags (the
-    CUDA-graph mode) opc builds it, at -O2, as it builds any program. The
+    CUDA-graph mode) opc builds it, at -O1, as it builds any program. The
     other modes' CPU programs are built here at -O0 from the net.c opc
     emits: the same compiler words, warnings and -Werror, but a quarter of
     the compile time; their kernels are the runtime's, optimised anyway.
-    The -O2 build, with the warnings that need optimisation, is the
+    The -O1 build, with the warnings that need optimisation, is the
     CUDA-graph program's and the CUDA check's."""
     if not flags or getattr(args, "target", "cpu") != "cpu":
         return opc_compile(args, model_path, program, bound, flags)
@@ -466,7 +466,7 @@ O0_WORDS = ["-O0", "-Wall", "-Wextra", "-Werror"]
 def o0_cc():
     """The compiler of the -O0 programs: OPC_TEST_CC, which meson sets to
     clang where there is one (a third to a half of gcc's -O0 time on a
-    net.c, and a second compiler's warnings), else CC or cc. The -O2
+    net.c, and a second compiler's warnings), else CC or cc. The -O1
     programs are built by CC or cc, as users build."""
     return os.environ.get("OPC_TEST_CC", os.environ.get("CC", "cc")).split()
 CUDA_WORDS = O0_WORDS
@@ -482,7 +482,7 @@ def compile_mains(args):
     """main is the same in every net.c (opc --emit-main writes it alone), so
     the -O0 programs and the CUDA check build it once, here, with their own
     words, and link it with each net.c built with -DOPC_MAIN_APART; opc's
-    own builds (the -O2 programs) take theirs from opc's cache. Sets
+    own builds (the -O1 programs) take theirs from opc's cache. Sets
     args.main_o0 and args.main_cuda to the objects."""
     source = os.path.join(args.work, "main.c")
     code, out = run([args.opc, "--emit-main", source], 60, step="opc emit")
@@ -501,7 +501,7 @@ def compile_mains(args):
 
 def cuda_build(work, exe_name, main_object=None):
     """Compiles and links net.c against the real CUDA toolkit, at -O0 by
-    the -O0 programs' compiler (o0_cc): the same net.c was built at -O2
+    the -O0 programs' compiler (o0_cc): the same net.c was built at -O1
     by CC with the same warnings against the CPU runtime's headers (and
     ran), and clang's uninitialised-use warnings need no optimisation.
     gcc at -O1 took 1.7 times as long; gcc's flow-based warnings on the

@@ -44,14 +44,15 @@ configurations (CONFIGS, FOLDED) runs those alone, without the CUDA builds
 (and, with FOLDED ones, the strength check). Reproduce a failure with
 OPC_ZOO_SEED.
 
-Build speed: the emitted C is compiled with -O2 (opc's own default) for the
-first configuration of each precision and for the CUDA graph-fp32 build,
-and with -O0 (CFLAGS, which follow opc's -O2) for the others, whose C
-differs in the schedule and the calls but not in the helpers where
-optimisation-dependent warnings would show. The -O0 programs, CPU and CUDA
-alike, are compiled by OPC_TEST_CC (clang, which meson finds: a second
-compiler's warnings, at half gcc's -O0 time) and the -O2 ones by cc, as
-users build.
+Build speed: the emitted C is compiled with -O1 (opc's own default) for the
+first configuration of each precision, with -O2 for the CUDA graph-fp32
+build (gcc's warnings that only -O2's analyses find, for a user who builds
+net.c by hand with -O2), and with -O0 (CFLAGS, which follow opc's -O1) for
+the others, whose C differs in the schedule and the calls but not in the
+helpers where optimisation-dependent warnings would show. The -O0
+programs, CPU and CUDA alike, are compiled by OPC_TEST_CC (clang, which
+meson finds: a second compiler's warnings, at half gcc's -O0 time) and the
+optimised ones by cc, as users build.
 Each step's time is printed.
 """
 import json
@@ -128,8 +129,9 @@ CUDA_VARIANTS = {
     "graph-fp16": ["--precision", "fp16"],
     "graph-bf16": ["--precision", "bf16"],
 }
-# The CUDA build compiled with optimisation, whose flow-based warnings
-# (-Wmaybe-uninitialized and the like) need it; the others at -O0.
+# The CUDA build compiled at -O2, whose flow-based warnings
+# (-Wmaybe-uninitialized, and the value-range ones only -O2 has) need it;
+# the others at -O0.
 CUDA_OPTIMISED = "graph-fp32"
 
 # HOPE's heuristic against its ILP (the paper's model, one unit at a time per
@@ -453,7 +455,7 @@ def check_config(opc, model, draws, config, work, label, controlled, clock, mode
     control = precision not in controlled
     controlled.add(precision)
     # The first program of each precision is built as users build it (cc at
-    # opc's -O2), the others at -O0 by the test compiler (OPC_TEST_CC: clang
+    # opc's -O1), the others at -O0 by the test compiler (OPC_TEST_CC: clang
     # where there is one, two to three times as fast as gcc at -O0).
     build_env = dict(os.environ)
     build_env.pop("CFLAGS", None)
