@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "cublas_v2.h"
+#include "ktable.h"
 #include "rt.h"
 
 struct cublasContext {
@@ -328,6 +329,10 @@ static void gemm_part(void *ctx, int part, int nparts) {
     for (int j = 0; j < n; j++)
       for (int i = 0; i < m; i++)
         C[(long long)j * g->ldc + i] = g->beta == 0 ? 0 : g->beta * C[(long long)j * g->ldc + i];
+  } else if (n == 1 && g->ta && !g->tb && kernel_isa() == KERNEL_AVX512 &&
+             gemv_rows_avx512(m, g->k, g->alpha, A, g->lda, B, g->beta, C)) {
+    /* One column, op(A)'s rows contiguous: a matrix-vector product, which
+       reads A once (gemv_avx512.c). */
   } else if (!blas_sgemm(false, g->ta, g->tb, m, n, g->k, g->alpha, A, g->lda, B, g->ldb, g->beta,
                          C, g->ldc)) {
     rt_fail_async(g->op.api);

@@ -441,6 +441,11 @@ const char *blas_description(void);
    when the library reports a failure. */
 bool blas_sgemm(bool row_major, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Column-major y = alpha op(A) x + beta y for op(A) = A^T, m rows of k
+   floats lda apart, along AVX-512 (gemv_avx512.c): false, and nothing
+   done, where the runtime was built without it. */
+bool gemv_rows_avx512(int m, int k, float alpha, const float *a, long long lda, const float *x,
+                      float beta, float *y);
 /* Whether oneDNN's int8 GEMM (dnnl_gemm_s8s8s32) is loaded. */
 bool blas_has_gemm_s8(void);
 /* Column-major int32 C = op(A) op(B) of int8 matrices; only after

@@ -73,7 +73,9 @@ int main(void) {
   int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {3, 9, 1}, {33, 17, 12}, {64, 200, 48}, {300, 70, 90},
                      {5, 1, 40}, {1, 260, 30},
                      /* matrix-vector products large enough to be split between threads */
-                     {1000, 1, 1280}, {1, 1000, 1280}};
+                     {1000, 1, 1280}, {1, 1000, 1280},
+                     /* ... with rows past a multiple of 4 and a row's last vector partial */
+                     {1003, 1, 1001}};
   for (int t = 0; t < 4; t++)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
       int m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
