@@ -46,8 +46,13 @@ def bench(opc, work, name, model, extra=("--zoo", "none")):
 
 def bench_killed(opc, work, name, model, extra, kill_at):
     """Runs the bench and kills it when it prints a line starting with
-    kill_at, as the device tool stops a command at its limit."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake"), FAKE_TORCH_MAX_AUTOTUNE_SLEEP="60")
+    kill_at, as the device tool stops a command at its limit. Killed, it
+    cannot remove its temporary files (the fake torchvision's models), so
+    they go to a folder of the test's own, removed with it."""
+    tmp = os.path.join(work, name + "-tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake"), FAKE_TORCH_MAX_AUTOTUNE_SLEEP="60",
+               TMPDIR=tmp)
     p = subprocess.Popen(bench_cmd(opc, work, name, model, extra), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, env=env)
     seen = []
