@@ -6,7 +6,7 @@
  * flight: four rows are read side by side, each row's sum in its own
  * register. On this project's machine (AMD EPYC, one thread, the matrix
  * evicted between calls) 1000 x 1280 took 135 us against oneDNN's sgemm's
- * 200, and as long with the matrix in the caches
+ * 200, and no longer with the matrix in the caches
  * (bench/results/gemv-2026-12-07.md, bench/cpu/bench_gemv.c).
  *
  * The file is built for AVX-512 (meson.build); cublas.c calls it only when
