@@ -403,8 +403,9 @@ extern const OpEmitter kernel_matmul_integer, kernel_conv_integer,
 /* kernels_nhwc.c: whether the CPU target runs node n channels-last on its
    own kernels (choose-layout stored its float32 data so), and the
    channels-last forms of the pools and BatchNormalization that
-   kernels_rows.c hands such nodes, and of a Mul by a channel gate that
-   kernels_elementwise.c does. */
+   kernels_rows.c hands such nodes, of a Mul by a channel gate that
+   kernels_elementwise.c does, and of a Resize that kernels_movement.c
+   does. */
 bool node_runs_nhwc(const Emitter *e, const Node *n);
 /* The emitter of such a node (kernel_conv_nhwc for a convolution, else
    ops.def's kernel emitter where it takes the node), or NULL. */
@@ -415,6 +416,11 @@ bool batch_norm_nhwc_takes(const Emitter *e, const Node *n);
 void emit_batch_norm_nhwc(Emitter *e, const Node *n);
 bool channel_gate_nhwc_takes(const Emitter *e, const Node *n);
 void emit_channel_gate_nhwc(Emitter *e, const Node *n);
+/* A Resize of channels-last x and y over H and W, whose opc_resize launch
+   `general` (kernels_movement.c) has worked out: opc_resize_nhwc takes it
+   from there. */
+bool resize_nhwc_takes(const Emitter *e, const Node *n, const Launch *general);
+void emit_resize_nhwc(Emitter *e, const Node *n, const Launch *general);
 extern const OpEmitter kernel_pool, kernel_max_unpool, kernel_reduce, kernel_softmax, kernel_layer_norm,
     kernel_rms_norm, kernel_group_norm, kernel_rotary_embedding, kernel_attention,
     kernel_instance_norm, kernel_lrn, kernel_batch_norm, kernel_se_gate, kernel_reduce_more,

@@ -1148,7 +1148,10 @@ static void run_resize(Emitter *e, Node *n) {
   group_f(&L, 0, 2, "cubic_coeff_a, extrapolation_value");
   if (coord == 5)
     group_f(&L, 2, 2 * naxes, "roi start and end of each resized axis");
-  emit_launch(e, n, &L);
+  if (resize_nhwc_takes(e, n, &L))
+    emit_resize_nhwc(e, n, &L);
+  else
+    emit_launch(e, n, &L);
 }
 
 /* ------------------------------------- the emitters ops.def names */

@@ -13,7 +13,9 @@
  *  - an inference BatchNormalization with constant parameters is one
  *    launch of opc_channel_affine_nhwc, its scale and shift folded now,
  *    with the activation fused into it, and so is a squeeze-and-excitation
- *    block's Mul by its gate.
+ *    block's Mul by its gate;
+ *  - a Resize over H and W is one launch of opc_resize_nhwc, whose pixels
+ *    copy or blend whole runs of channels.
  * Nothing is packed or fused at run time. The kernels' contracts are
  * their comments in opc_kernels.inc.
  */
@@ -303,5 +305,57 @@ void emit_channel_gate_nhwc(Emitter *e, const Node *n) {
   L.nx = 3; /* x[2], the shift, is null */
   affine_args(&L, n, y, y->dims[1]);
   L.note = "y = act(x * gate), the gate per image and channel";
+  emit_launch(e, n, &L);
+}
+
+/* opc_resize's launch resizes axes general->i[1 .. 1 + i[0]), which must
+   be H and W alone; the layout pass let Resize read and write any order
+   (T_ANY_LAYOUT), so x or y may still be in ONNX's. */
+bool resize_nhwc_takes(const Emitter *e, const Node *n, const Launch *general) {
+  if ((n->op != OP_RESIZE && n->op != OP_UPSAMPLE) || !node_runs_nhwc(e, n) ||
+      !pixel_stride(n->in[0]) || !pixel_stride(n->out[0]) || n->in[0]->dtype != DT_FLOAT)
+    return false;
+  for (int k = 0; k < general->i[0]; k++)
+    if (general->i[1 + k] < 2)
+      return false;
+  return true;
+}
+
+/* One output row per item (launch [N, H']), opc_resize's arguments
+   regrouped by axis. */
+void emit_resize_nhwc(Emitter *e, const Node *n, const Launch *general) {
+  const Tensor *x = n->in[0], *y = n->out[0];
+  int64_t none[8] = {0};
+  Launch L = {.kernel = "opc_resize_nhwc", .rank = 2, .dims = {y->dims[0], y->dims[2]}};
+  set_y(e, &L, y);
+  set_input(&L, 0, buf(e, x), none);
+  L.xstride[0][0] = pixel_stride(x);
+  L.x_extent[0] = extent_of(x);
+  L.i[0] = y->dims[1];
+  L.i[1] = x->dims[2], L.i[2] = x->dims[3];
+  L.i[3] = y->dims[2], L.i[4] = y->dims[3];
+  L.i[5] = general->i[13], L.i[6] = general->i[14], L.i[7] = general->i[15];
+  L.f[0] = general->f[0], L.f[1] = general->f[1];
+  for (int k = 0; k < general->i[0]; k++) {
+    int axis = (int)general->i[1 + k] - 2;
+    L.i[8 + axis] = 1;
+    L.i[10 + 2 * axis] = general->i[7 + k];
+    L.i[11 + 2 * axis] = general->i[10 + k];
+    L.f[2 + 2 * axis] = general->f[2 + 2 * k];
+    L.f[3 + 2 * axis] = general->f[3 + 2 * k];
+  }
+  for (int axis = 0; axis < 2; axis++)
+    if (!L.i[8 + axis])
+      L.i[10 + 2 * axis] = L.i[11 + 2 * axis] = 1;
+  group_i(&L, 0, 5, "C, H, W, H', W'");
+  for (int k = 0; k < general->nigroups; k++)
+    if (general->igroup[k].start == 13) /* names the modes */
+      group_i(&L, 5, 3, general->igroup[k].label);
+  group_i(&L, 8, 2, "H, W resized");
+  group_i(&L, 10, 4, "their scales: H's, W's (numerator, denominator)");
+  group_f(&L, 0, 2, "cubic_coeff_a, extrapolation_value");
+  if (L.i[5] == 5) /* tf_crop_and_resize */
+    group_f(&L, 2, 4, "roi start and end of H, of W");
+  L.note = "channels-last";
   emit_launch(e, n, &L);
 }

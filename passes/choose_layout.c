@@ -13,12 +13,12 @@
  *    layout (16-bit Conv, MaxPool, AveragePool and BatchNormalization, and
  *    a channel Concat): their operands are joined into groups, and a group
  *    holding a convolution's operand goes channels-last;
- *  - bridges, elementwise operators and global pools, which read and write
- *    any strides (opc's kernels, cudnnOpTensor, cudnnActivationForward and
- *    cudnnReduceTensor take each operand's strides): they join nothing, so
- *    a Cast or a Relu between the two orders is where the layout changes,
- *    at no cost;
- *  - everything else (Reshape, Flatten, Gemm, Resize, ...) reads and writes
+ *  - bridges, elementwise operators, global pools and Resize, which read
+ *    and write any strides (opc's kernels, cudnnOpTensor,
+ *    cudnnActivationForward and cudnnReduceTensor take each operand's
+ *    strides): they join nothing, so a Cast or a Relu between the two
+ *    orders is where the layout changes, at no cost;
+ *  - everything else (Reshape, Flatten, Gemm, ...) reads and writes
  *    ONNX's order, as do graph inputs and outputs, constants and views.
  * Where a same-layout operator meets a tensor that must keep ONNX's order,
  * an Identity between a channels-last copy and the tensor changes the

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """CPU latency benchmark: opc-compiled executables vs ONNX Runtime.
 
-  bench_cpu.py --opc BUILD/opc [--models a,b,...] [--runs N] [--warmup W]
-               [--threads T] [--batch B] [-o bench/results/cpu-DATE.md]
+  bench_cpu.py --opc BUILD/opc [--models a,b,...] [--exports DIR] [--runs N]
+               [--warmup W] [--threads T] [--batch B] [-o bench/results/cpu-DATE.md]
 
-For every zoo model (tools/models/build.py) at batch 1:
-  1. build the model into the work directory,
+For every zoo model (tools/models/build.py) at batch 1, then every
+DIR/NAME.onnx of --exports (bench/cpu/exports.py's torchvision and PP-OCR
+exports) as it is:
+  1. build the model into the work directory (an export: copy it there),
   2. compile:  opc model.onnx -o net --target cpu [--opc-flags ...]
   3. in each of R rounds (--rounds), in turn:
        ./net --bench N/R --warmup W [--net-flags ...]
@@ -28,6 +30,7 @@ model.  Exit status 0 unless the script itself is misused.
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -237,16 +240,22 @@ def fmt(v, nd=3):
     return ("%%.%df" % nd) % v
 
 
-def bench_model(name, a, work, env):
+def bench_model(name, a, work, env, export=None):
+    """Times zoo model `name`, built by tools/models/build.py, or the ONNX
+    file `export` as it is (bench/cpu/exports.py's)."""
     r = {"model": name, "batch": a.batch, "status": [], "opc": None, "ort": None}
     mdir = os.path.join(work, name)
     os.makedirs(mdir, exist_ok=True)
     model = os.path.join(mdir, "model.onnx")
-    ok, so, se, note = run_cmd([sys.executable, BUILD_PY, name, "-o", model,
-                                "--batch", str(a.batch), "--seed", "0"], a.timeout)
-    if not ok:
-        r["status"].append("build failed (%s): %s" % (note, tail(se)))
-        return r
+    if export:
+        import shutil
+        shutil.copyfile(export, model)
+    else:
+        ok, so, se, note = run_cmd([sys.executable, BUILD_PY, name, "-o", model,
+                                    "--batch", str(a.batch), "--seed", "0"], a.timeout)
+        if not ok:
+            r["status"].append("build failed (%s): %s" % (note, tail(se)))
+            return r
     try:
         import onnx
         m = onnx.load(model, load_external_data=False)
@@ -561,7 +570,11 @@ def main(argv=None):
     ap.add_argument("--opc", required=True, help="path to the opc binary")
     ap.add_argument("--baseline", default=None,
                     help="another opc binary (an earlier build) timed on each model too")
-    ap.add_argument("--models", default="", help="comma-separated (default: all zoo models)")
+    ap.add_argument("--models", default="", help="comma-separated zoo models (default: all "
+                    "of them; 'none' for none)")
+    ap.add_argument("--exports", default=None,
+                    help="also time every DIR/NAME.onnx as it is, after the zoo's models "
+                         "(bench/cpu/exports.py writes torchvision and PP-OCR exports)")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed runs before each round of each engine")
@@ -611,10 +624,21 @@ def main(argv=None):
         a.baseline = os.path.abspath(a.baseline)
 
     models = [m for m in a.models.split(",") if m] or list_models()
+    if models == ["none"]:
+        models = []
     known = set(list_models())
     for m in models:
         if m not in known:
             ap.error("unknown model %r (known: %s)" % (m, ", ".join(sorted(known))))
+    exports = {}
+    if a.exports:
+        for path in sorted(glob.glob(os.path.join(a.exports, "*.onnx"))):
+            name = os.path.basename(path)[:-len(".onnx")]
+            if name in known:
+                ap.error("export %s has a zoo model's name" % path)
+            exports[name] = path
+        if not exports:
+            ap.error("no .onnx file in %s" % a.exports)
 
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(a.threads)
@@ -632,9 +656,9 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     results = []
     try:
-        for m in models:
+        for m in models + list(exports):
             t0 = time.time()
-            r = bench_model(m, a, work, env)
+            r = bench_model(m, a, work, env, exports.get(m))
             results.append(r)
             o, t = r.get("opc") or {}, r.get("ort") or {}
             print("%-18s opc p50=%s ORT p50=%s ratio=%s [%s] (%.0fs)" % (
