@@ -552,6 +552,62 @@ static inline void taps_inside(long long o, long long stride, long long pad, lon
   *hi = past < k ? past : k;
 }
 
+/* One output pixel of a row, BLOCKS vectors of 16 channels from `image`
+   (its channel c0; `keep` the last block's lanes), its taps rows [hlo,
+   hhi) by columns [wlo, whi) of the window at row h0, column w0. A
+   constant BLOCKS keeps the sums and the NaN masks in registers. */
+static inline __attribute__((always_inline)) void
+pool_pixel(const Conv *v, const float *image, long long h0, long long w0, long long hlo,
+           long long hhi, long long wlo, long long whi, bool max, bool include_pad,
+           __mmask16 keep, float *y, int BLOCKS) {
+  __m512 acc[4];
+  __mmask16 nan[4] = {0, 0, 0, 0};
+  for (int b = 0; b < BLOCKS; b++)
+    acc[b] = max ? _mm512_set1_ps(-__builtin_inff()) : _mm512_setzero_ps();
+  for (long long r = hlo; r < hhi; r++) {
+    const float *line = image + (h0 + r * v->dh) * v->w * v->xs;
+    for (long long q = wlo; q < whi; q++) {
+      const float *at = line + (w0 + q * v->dw) * v->xs;
+      for (int b = 0; b < BLOCKS; b++) {
+        __m512 x = _mm512_maskz_loadu_ps(b == BLOCKS - 1 ? keep : 0xffff, at + 16 * b);
+        if (max) {
+          nan[b] |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+          acc[b] = _mm512_max_ps(x, acc[b]);
+        } else {
+          acc[b] = _mm512_add_ps(acc[b], x);
+        }
+      }
+    }
+  }
+  long long taps = (hhi > hlo ? hhi - hlo : 0) * (whi > wlo ? whi - wlo : 0);
+  float count = (float)(include_pad ? v->kh * v->kw : taps);
+  for (int b = 0; b < BLOCKS; b++) {
+    __m512 out = acc[b];
+    if (max)
+      out = _mm512_mask_mov_ps(out, nan[b], _mm512_set1_ps(__builtin_nanf("")));
+    else
+      out = count != 0.0f ? _mm512_div_ps(out, _mm512_set1_ps(count))
+                          : _mm512_set1_ps(__builtin_nanf(""));
+    _mm512_mask_storeu_ps(y + 16 * b, b == BLOCKS - 1 ? keep : 0xffff, out);
+  }
+}
+
+/* An output row's pixels, BLOCKS vectors of channels from c0. */
+static inline __attribute__((always_inline)) void
+pool_row(const Conv *v, long long img, long long row, long long oh, long long c0, long long left,
+         bool max, bool include_pad, int BLOCKS) {
+  long long hlo, hhi;
+  taps_inside(row, v->sh, v->ph, v->dh, v->kh, v->h, &hlo, &hhi);
+  __mmask16 keep = first16(left - 16 * (BLOCKS - 1));
+  const float *image = v->x + img * v->h * v->w * v->xs + c0;
+  for (long long j = 0; j < v->ow; j++) {
+    long long wlo, whi, p = (img * oh + row) * v->ow + j;
+    taps_inside(j, v->sw, v->pw, v->dw, v->kw, v->w, &wlo, &whi);
+    pool_pixel(v, image, row * v->sh - v->ph, j * v->sw - v->pw, hlo, hhi, wlo, whi, max,
+               include_pad, keep, v->y + p * v->ys + c0, BLOCKS);
+  }
+}
+
 int opc_pool_nhwc_fast(const struct opc_kargs *a, long long begin, long long end) {
   Conv v = conv_of(a);
   long long oh = a->dims[1], groups = a->dims[2];
@@ -559,44 +615,18 @@ int opc_pool_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
   for (long long item = begin; item < end; item++) {
     long long img = item / (oh * groups), row = item / groups % oh;
     long long c0 = item % groups * GROUP, left = v.c - c0 < GROUP ? v.c - c0 : GROUP;
-    int blocks = (int)((left + 15) / 16);
-    long long hlo, hhi;
-    taps_inside(row, v.sh, v.ph, v.dh, v.kh, v.h, &hlo, &hhi);
-    const float *image = v.x + img * v.h * v.w * v.xs + c0;
-    for (long long j = 0; j < v.ow; j++) {
-      long long wlo, whi, p = (img * oh + row) * v.ow + j;
-      taps_inside(j, v.sw, v.pw, v.dw, v.kw, v.w, &wlo, &whi);
-      __m512 acc[4];
-      __mmask16 nan[4] = {0, 0, 0, 0};
-      for (int b = 0; b < blocks; b++)
-        acc[b] = max ? _mm512_set1_ps(-__builtin_inff()) : _mm512_setzero_ps();
-      for (long long r = hlo; r < hhi; r++) {
-        const float *line = image + (row * v.sh - v.ph + r * v.dh) * v.w * v.xs;
-        for (long long q = wlo; q < whi; q++) {
-          const float *at = line + (j * v.sw - v.pw + q * v.dw) * v.xs;
-          for (int b = 0; b < blocks; b++) {
-            __m512 x = _mm512_maskz_loadu_ps(first16(left - 16 * b), at + 16 * b);
-            if (max) {
-              nan[b] |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-              acc[b] = _mm512_max_ps(x, acc[b]);
-            } else {
-              acc[b] = _mm512_add_ps(acc[b], x);
-            }
-          }
-        }
-      }
-      long long taps = (hhi > hlo ? hhi - hlo : 0) * (whi > wlo ? whi - wlo : 0);
-      float count = (float)(include_pad ? v.kh * v.kw : taps);
-      float *y = v.y + p * v.ys + c0;
-      for (int b = 0; b < blocks; b++) {
-        __m512 out = acc[b];
-        if (max)
-          out = _mm512_mask_mov_ps(out, nan[b], _mm512_set1_ps(__builtin_nanf("")));
-        else
-          out = count != 0.0f ? _mm512_div_ps(out, _mm512_set1_ps(count))
-                              : _mm512_set1_ps(__builtin_nanf(""));
-        _mm512_mask_storeu_ps(y + 16 * b, first16(left - 16 * b), out);
-      }
+    switch ((left + 15) / 16) {
+    case 4:
+      pool_row(&v, img, row, oh, c0, left, max, include_pad, 4);
+      break;
+    case 3:
+      pool_row(&v, img, row, oh, c0, left, max, include_pad, 3);
+      break;
+    case 2:
+      pool_row(&v, img, row, oh, c0, left, max, include_pad, 2);
+      break;
+    default:
+      pool_row(&v, img, row, oh, c0, left, max, include_pad, 1);
     }
   }
   return 1;
