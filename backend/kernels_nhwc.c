@@ -309,8 +309,8 @@ void emit_channel_gate_nhwc(Emitter *e, const Node *n) {
 }
 
 /* opc_resize's launch resizes axes general->i[1 .. 1 + i[0]), which must
-   be H and W alone; the layout pass let Resize read and write any order
-   (T_ANY_LAYOUT), so x or y may still be in ONNX's. */
+   be H and W alone, of x and y both channels-last (choose-layout keeps a
+   Resize's x in ONNX's order where it enlarges into y of that order). */
 bool resize_nhwc_takes(const Emitter *e, const Node *n, const Launch *general) {
   if ((n->op != OP_RESIZE && n->op != OP_UPSAMPLE) || !node_runs_nhwc(e, n) ||
       !pixel_stride(n->in[0]) || !pixel_stride(n->out[0]) || n->in[0]->dtype != DT_FLOAT)

@@ -12,12 +12,18 @@
  *  - same-layout operators (T_SAME_LAYOUT), cuDNN calls whose 4-D operands share one
  *    layout (16-bit Conv, MaxPool, AveragePool and BatchNormalization, and
  *    a channel Concat): their operands are joined into groups, and a group
- *    holding a convolution's operand goes channels-last;
- *  - bridges, elementwise operators, global pools and Resize, which read
- *    and write any strides (opc's kernels, cudnnOpTensor,
- *    cudnnActivationForward and cudnnReduceTensor take each operand's
- *    strides): they join nothing, so a Cast or a Relu between the two
- *    orders is where the layout changes, at no cost;
+ *    holding a convolution's operand goes channels-last. In the int8 and
+ *    CPU forms a float Resize is one too (opc_resize takes any strides,
+ *    the CPU target's opc_resize_nhwc whole runs of channels), so that an
+ *    upsampling inside a chain (a detector's FPN) keeps it channels-last;
+ *    one that enlarges into a tensor of ONNX's order (a segmentation
+ *    head's output) keeps its input in that order too, so that the smaller
+ *    tensor is the one converted;
+ *  - bridges, elementwise operators and global pools, which read and write
+ *    any strides (opc's kernels, cudnnOpTensor, cudnnActivationForward and
+ *    cudnnReduceTensor take each operand's strides): they join nothing, so
+ *    a Cast or a Relu between the two orders is where the layout changes,
+ *    at no cost;
  *  - everything else (Reshape, Flatten, Gemm, ...) reads and writes
  *    ONNX's order, as do graph inputs and outputs, constants and views.
  * Where a same-layout operator meets a tensor that must keep ONNX's order,
@@ -182,6 +188,15 @@ static void mark_fixed(Layouts *l) {
     for (int k = 0; k < n->nout; k++)
       if (n->out[k])
         l->fixed[n->out[k]->id] = true;
+  }
+  /* An enlarging Resize whose output keeps ONNX's order reads that order:
+     converting its input costs less than converting its output. Reverse
+     order, so that a chain of them passes the order back. */
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    Node *n = g->nodes[i];
+    if (!n->dead && op_info(n->op)->params == PARAMS_RESIZE && same_layout_op(l, n) &&
+        l->fixed[n->out[0]->id] && tensor_numel(n->out[0]) > tensor_numel(n->in[0]))
+      l->fixed[n->in[0]->id] = true;
   }
   /* Operands of same-layout nodes that are not data (a Conv's filter and
      bias, BatchNormalization's parameters) stay as they are too. */

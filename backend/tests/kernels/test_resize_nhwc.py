@@ -7,8 +7,7 @@ usage: test_resize_nhwc.py OPC WORK_DIR
 
 Each model is a 3x3 convolution of 24 channels (a channel run of 16 and a
 partial one), a Resize over H and W, and a 1x1 convolution, so that the
-Resize reads and writes channels-last data inside a chain (Resize reads and
-writes any strides: T_ANY_LAYOUT). Cases:
+Resize reads and writes channels-last data inside a chain. Cases:
   - nearest: asymmetric, floor, x2 (PP-OCR's detector's upsampling): each
     pixel a copy;
   - linear: half_pixel, to 13 x 21 from 6 x 8 (scales not whole);
@@ -16,8 +15,8 @@ writes any strides: T_ANY_LAYOUT). Cases:
   - cubic: half_pixel, x1.5, exclude_outside;
   - crop: linear, tf_crop_and_resize with a roi reaching past x, whose
     outside pixels take extrapolation_value;
-  - last: linear x2 as the graph's output: a channels-last x read into
-    ONNX's order by opc_resize (no opc_resize_nhwc launch).
+  - last: linear x2 as the graph's output: an enlarging Resize into ONNX's
+    order reads that order, x converted (no opc_resize_nhwc launch).
 Each in float32 (the CPU target's channels-last form) and float16. The
 float32 programs must launch opc_resize_nhwc once (none for last). Inputs
 are smooth images (slow sinusoids, a little noise), weights scaled by
