@@ -418,18 +418,18 @@ int opc_conv_nhwc_fast(const struct opc_kargs *a, long long begin, long long end
  * One block of 16 channels (the first `count` of them stored) of an output
  * row, all its pixels: taps are rows [r0, r1) of the filter (those inside
  * x) by all KW columns. Eight pixels at a time: per filter row, the
- * columns of x they read (7 SW + KW, with no dilation) are loaded once
- * each, as zeros past x's edges, and shared by the pixels whose taps they
- * are; the 8 sums keep the multiply-adds independent. KH, KW and SW are
- * constants where it is inlined. depthwise_block computes eight pixels
- * from output column j; when `inside`, every column they read lies inside
- * x, and none is tested.
+ * columns of x they read (7 SW + (KW - 1) DW + 1, DW the dilation along
+ * W) are loaded once each, as zeros past x's edges, and shared by the
+ * pixels whose taps they are; the 8 sums keep the multiply-adds
+ * independent. KH, KW, SW and DW are constants where it is inlined.
+ * depthwise_block computes eight pixels from output column j; when
+ * `inside`, every column they read lies inside x, and none is tested.
  */
 static inline __attribute__((always_inline)) void
 depthwise_block(const Conv *v, const float *image, long long h0, long long r0, long long r1,
                 long long c, long long count, long long p_row, long long j, bool inside, int KH,
-                int KW, int SW) {
-  enum { COLS = 7 * 2 + 5 }; /* the most columns: SW 2, KW 5 */
+                int KW, int SW, int DW) {
+  enum { COLS = 7 * 2 + 7 }; /* the most columns: SW 2, KW 7 (or SW 1, KW 5, DW 2) */
   long long c16 = (v->c + 15) / 16 * 16, xs = v->xs, width = v->w;
   __mmask16 keep = first16(count);
   __m512 acc[8];
@@ -448,26 +448,26 @@ depthwise_block(const Conv *v, const float *image, long long h0, long long r0, l
     for (long long i = first < 0 ? 0 : first; i < first + 8 * SW && i < width; i++)
       _mm_prefetch(ahead + i * xs * (long long)sizeof(float), _MM_HINT_T0);
   }
-#pragma GCC unroll 5
+#pragma GCC unroll 7
   for (int r = 0; r < KH; r++) {
     if (r < r0 || r >= r1)
       continue;
     const float *line = image + (h0 + r * v->dh) * width * xs + c;
-    __m512 col[COLS], w[5];
-#pragma GCC unroll 5
+    __m512 col[COLS], w[7];
+#pragma GCC unroll 7
     for (int q = 0; q < KW; q++)
       w[q] = _mm512_loadu_ps(v->filter + (r * KW + q) * c16 + c);
-#pragma GCC unroll 19
-    for (int i = 0; i < 7 * SW + KW; i++) {
+#pragma GCC unroll 21
+    for (int i = 0; i < 7 * SW + (KW - 1) * DW + 1; i++) {
       long long ww = first + i;
       bool in = inside || (ww >= 0 && ww < width);
       col[i] = _mm512_maskz_loadu_ps(in ? keep : 0, line + (in ? ww : 0) * xs);
     }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
-#pragma GCC unroll 5
+#pragma GCC unroll 7
       for (int q = 0; q < KW; q++)
-        acc[k] = _mm512_fmadd_ps(col[k * SW + q], w[q], acc[k]);
+        acc[k] = _mm512_fmadd_ps(col[k * SW + q * DW], w[q], acc[k]);
   }
   /* A constant count lets acc stay in registers. */
   if (v->ow - j >= 8)
@@ -478,13 +478,13 @@ depthwise_block(const Conv *v, const float *image, long long h0, long long r0, l
 
 static inline __attribute__((always_inline)) void
 depthwise_row(const Conv *v, const float *image, long long h0, long long r0, long long r1,
-              long long c, long long count, long long p_row, int KH, int KW, int SW) {
+              long long c, long long count, long long p_row, int KH, int KW, int SW, int DW) {
   for (long long j = 0; j < v->ow; j += 8) {
     long long first = j * SW - v->pw;
-    if (first >= 0 && first + 7 * SW + KW <= v->w)
-      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, true, KH, KW, SW);
+    if (first >= 0 && first + 7 * SW + (KW - 1) * DW + 1 <= v->w)
+      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, true, KH, KW, SW, DW);
     else
-      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, false, KH, KW, SW);
+      depthwise_block(v, image, h0, r0, r1, c, count, p_row, j, false, KH, KW, SW, DW);
   }
 }
 
@@ -521,15 +521,27 @@ int opc_conv_depthwise_nhwc_fast(const struct opc_kargs *a, long long begin, lon
       r1--;
     for (long long c = c0; c < c0 + left; c += 16) {
       long long count = c0 + left - c < 16 ? c0 + left - c : 16;
+      /* The filters of MobileNets, EfficientNets and PP-LCNet (3x3, 5x5),
+         ConvNeXt (7x7), and the dilated last stages of DeepLab's and
+         LRASPP's backbones (3x3 and 5x5, dilation 2). */
       bool plain = v.dw == 1 && (v.sw == 1 || v.sw == 2);
+      bool dilated = v.dw == 2 && v.sw == 1;
       if (plain && v.kh == 3 && v.kw == 3 && v.sw == 1)
-        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 1);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 1, 1);
       else if (plain && v.kh == 3 && v.kw == 3)
-        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 2);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 2, 1);
       else if (plain && v.kh == 5 && v.kw == 5 && v.sw == 1)
-        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 1);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 1, 1);
       else if (plain && v.kh == 5 && v.kw == 5)
-        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 2);
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 2, 1);
+      else if (plain && v.kh == 7 && v.kw == 7 && v.sw == 1)
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 7, 7, 1, 1);
+      else if (plain && v.kh == 7 && v.kw == 7)
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 7, 7, 2, 1);
+      else if (dilated && v.kh == 3 && v.kw == 3)
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 3, 3, 1, 2);
+      else if (dilated && v.kh == 5 && v.kw == 5)
+        depthwise_row(&v, image, h0, r0, r1, c, count, p_row, 5, 5, 1, 2);
       else
         for (long long j = 0; j < v.ow; j++)
           depthwise_edge(&v, image, h0, j, c, count, p_row + j);

@@ -766,6 +766,10 @@ static void test_fconv(void) {
       {1, 16, 3, 3, 16, 5, 1, 1, 2, true, false, 10, false},     /* every window past the edges */
       {1, 32, 6, 40, 32, 3, 1, 1, 1, true, false, 1, false},     /* wide rows: blocks inside x */
       {1, 24, 7, 61, 24, 5, 2, 1, 2, true, true, 7, false},      /* the same, 5x5, stride 2 */
+      {1, 48, 9, 30, 48, 7, 1, 1, 3, true, false, 0, false},     /* 7x7 (ConvNeXt's), wide rows */
+      {1, 24, 11, 37, 24, 7, 2, 1, 3, true, true, 1, false},     /* 7x7, stride 2 */
+      {1, 40, 12, 33, 40, 5, 1, 2, 4, true, false, 7, false},    /* 5x5, dilation 2 (LRASPP's) */
+      {1, 40, 12, 29, 40, 3, 1, 2, 2, true, true, 2, false},     /* 3x3, dilation 2, wide rows */
       {1, 3, 30, 30, 32, 3, 2, 1, 1, false, false, 2, true},  /* MobileNet's stem, x [N, C, H, W] */
       {2, 3, 23, 21, 64, 7, 2, 1, 3, false, false, 1, true},  /* ResNet's, two images */
       {1, 3, 9, 40, 16, 3, 1, 2, 2, false, false, 0, true},   /* dilated along W: tap by tap */
