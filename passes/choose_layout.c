@@ -19,11 +19,13 @@
  *    one that enlarges into a tensor of ONNX's order (a segmentation
  *    head's output) keeps its input in that order too, so that the smaller
  *    tensor is the one converted;
- *  - bridges, elementwise operators and global pools, which read and write
- *    any strides (opc's kernels, cudnnOpTensor, cudnnActivationForward and
- *    cudnnReduceTensor take each operand's strides): they join nothing, so
- *    a Cast or a Relu between the two orders is where the layout changes,
- *    at no cost;
+ *  - bridges, elementwise operators, global pools and Transpose, which
+ *    read and write any strides (opc's kernels and copies, cudnnOpTensor,
+ *    cudnnActivationForward and cudnnReduceTensor take each operand's
+ *    strides): they join nothing, so a Cast or a Relu between the two
+ *    orders is where the layout changes, at no cost, and a Transpose of
+ *    channels-last data into [N, H, W, C] (ConvNeXt's) is a copy in memory
+ *    order;
  *  - everything else (Reshape, Flatten, Gemm, ...) reads and writes
  *    ONNX's order, as do graph inputs and outputs, constants and views.
  * Where a same-layout operator meets a tensor that must keep ONNX's order,
