@@ -15,6 +15,17 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 
+def smooth(rng, *shape):
+    """An input that moves the output: sums of a few slow waves along the
+    last two axes, with a little noise."""
+    grid = np.meshgrid(*[np.linspace(0, 1, d) for d in shape[-2:]], indexing="ij")
+    img = np.zeros(shape, np.float32)
+    for index in np.ndindex(*shape[:-2]):
+        f = rng.uniform(0.5, 2.0, 2)
+        img[index] = 2 * np.sin(2 * np.pi * (f[0] * grid[0] + f[1] * grid[1]) + rng.uniform(0, 6.3))
+    return img + rng.normal(0, 0.05, shape).astype(np.float32)
+
+
 def model(nodes, inputs, outputs, inits=(), opset=13, name="case", ir_version=9):
     graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -28,19 +28,9 @@ from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
-from onnx_case import compare_close, reference, run_opc, value_info  # noqa: E402
+from onnx_case import compare_close, reference, run_opc, smooth, value_info  # noqa: E402
 
 C, GROWTH, SIDE = 8, 4, 6
-
-
-def smooth(rng, *shape):
-    """Sums of a few slow waves along the last axes, with a little noise."""
-    grid = np.meshgrid(*[np.linspace(0, 1, d) for d in shape[-2:]], indexing="ij")
-    img = np.zeros(shape, np.float32)
-    for index in np.ndindex(*shape[:-2]):
-        f = rng.uniform(0.5, 2.0, 2)
-        img[index] = 2 * np.sin(2 * np.pi * (f[0] * grid[0] + f[1] * grid[1]) + rng.uniform(0, 6.3))
-    return img + rng.normal(0, 0.05, shape).astype(np.float32)
 
 
 def conv(rng, name, c_in, x, y):
