@@ -89,8 +89,9 @@ static bool constant_affine(Graph *g, const Node *n, const Tensor *y, int64_t ch
   *scale = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
   *shift = arena_alloc(g->arena, sizeof(float) * (size_t)channels);
   for (int64_t c = 0; c < channels; c++) {
-    if (n->op == OP_DIV && v[c] == 0.0f)
-      return false; /* inf or NaN, which no scaled filter reproduces */
+    bool scales = n->op == OP_MUL || n->op == OP_DIV;
+    if (scales && (!isfinite(v[c]) || (n->op == OP_DIV && v[c] == 0.0f)))
+      return false; /* an infinite scale: y * inf's NaNs and infinities are not W * inf's */
     (*scale)[c] = n->op == OP_MUL ? v[c] : n->op == OP_DIV ? 1.0f / v[c] : 1.0f;
     (*shift)[c] = n->op == OP_ADD ? v[c] : n->op == OP_SUB ? -v[c] : 0.0f;
   }

@@ -5,8 +5,8 @@ target, against ONNX Runtime, on the CPU runtime under its race checker
 
 usage: test_resize_nhwc.py OPC WORK_DIR
 
-Each model is a 3x3 convolution of 24 channels (a channel run of 16 and a
-partial one), a Resize over H and W, and a 1x1 convolution, so that the
+Each model is a 3x3 convolution of 72 channels (a blend's run of 64 and a
+partial second one), a Resize over H and W, and a 1x1 convolution, so that the
 Resize reads and writes channels-last data inside a chain. Cases:
   - nearest: asymmetric, floor, x2 (PP-OCR's detector's upsampling): each
     pixel a copy;
@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_case  # noqa: E402
 from onnx_case import compare_close, reference, run_opc, smooth, value_info  # noqa: E402
 
-C, H, W = 24, 6, 8
+C, H, W = 72, 6, 8
 
 # name: (Resize attributes, scales or None, sizes or None, roi or None)
 CASES = {
